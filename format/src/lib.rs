@@ -1,0 +1,2 @@
+//! The quarry trace and results container.
+pub mod record;

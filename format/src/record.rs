@@ -1,0 +1,398 @@
+//! The records a trace or results file holds: plain serde data, no Vulkan dispatch.
+//!
+//! This module is the contract between the crates: the capture layer writes these, the replayer reads
+//! trace records and writes results records, `quarry info`/`dump` and the viewer read both.
+//! Vulkan handles are stored as the `u64` the capturing process saw; enums and flags as their raw
+//! integer values (`VkQueryType`, `VkQueryResultFlags`, ...), so that this crate needs no Vulkan bindings.
+//!
+//! Compatibility rule (see FORMAT.md): variants and fields are only ever appended; a change that
+//! alters the encoding of an existing variant bumps the format's major version.
+
+use serde::{Deserialize, Serialize};
+
+/// A Vulkan handle value as seen by the capturing process (dispatchable handles as pointers).
+pub type Handle = u64;
+
+/// Content-addressed large payload stored in its own block (memory contents, uploads, read-backs).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlobId(pub u64);
+
+/// Bytes either inline in the record (small) or in a deduplicated blob block (large).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum Payload {
+    Inline(Vec<u8>),
+    Blob { id: BlobId, len: u64 },
+}
+
+/// What a file is.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Trace,
+    Results,
+}
+
+/// Summary of the physical device a trace was captured on (or a results file replayed on).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct DeviceSummary {
+    pub name: String,
+    pub vendor_id: u32,
+    pub device_id: u32,
+    /// `VkDriverId` raw value, 0 when unknown.
+    pub driver_id: u32,
+    pub driver_name: String,
+    pub driver_info: String,
+    pub driver_version: u32,
+    pub api_version: u32,
+    pub pipeline_cache_uuid: [u8; 16],
+    /// `VkPhysicalDeviceIDProperties::deviceUUID`, zero when unknown.
+    pub device_uuid: [u8; 16],
+    pub timestamp_period_ns: f32,
+    pub queue_families: Vec<QueueFamilySummary>,
+    pub memory_types: Vec<MemoryTypeSummary>,
+    pub memory_heaps: Vec<MemoryHeapSummary>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct QueueFamilySummary {
+    /// `VkQueueFlags`.
+    pub flags: u32,
+    pub queue_count: u32,
+    pub timestamp_valid_bits: u32,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct MemoryTypeSummary {
+    /// `VkMemoryPropertyFlags`.
+    pub property_flags: u32,
+    pub heap_index: u32,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct MemoryHeapSummary {
+    pub size: u64,
+    /// `VkMemoryHeapFlags`.
+    pub flags: u32,
+}
+
+/// The file header (after the fixed magic/version prefix described in FORMAT.md).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Header {
+    pub kind: FileKind,
+    /// e.g. "quarry-capture 0.1.0".
+    pub writer: String,
+    /// Unix time in ns when the file was created.
+    pub created_unix_ns: u64,
+    /// The capture device (trace) or replay device (results); `None` when not known at creation.
+    pub device: Option<DeviceSummary>,
+    /// Name of the captured application (`VkApplicationInfo::pApplicationName` or the executable).
+    pub application: String,
+}
+
+/// Why a frame ended.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameBoundary {
+    Present,
+    QueueWaitIdle,
+    DeviceWaitIdle,
+    FenceWait,
+    /// The process exited (or the device was destroyed) with commands after the last boundary.
+    End,
+}
+
+/// One record. New variants are appended at the end only.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum Record {
+    // ---- trace records -------------------------------------------------------------------
+    /// Names of the encoded commands, index = `Call::cmd`. Written once before the first `Call`,
+    /// so a trace stays decodable when a newer registry renumbers commands.
+    CommandTable(Vec<String>),
+    /// One API call; `params` is produced by the generated encoder in `vkstream`.
+    Call(Call),
+    /// Host writes into mapped memory, recorded before the GPU can read them.
+    MemoryWrite(MemoryWrite),
+    /// A frame ended (after the call that ended it).
+    Frame(Frame),
+    /// The capture device, when it became known (also in the header when known at creation).
+    Device(DeviceSummary),
+    /// A query pool was created.
+    QueryPool(QueryPoolInfo),
+    /// A query-affecting command (reset/begin/end/timestamp/copy), recorded or executed on the host.
+    QueryOp(QueryOp),
+    /// `vkGetQueryPoolResults`: what the app asked for and exactly the bytes it received.
+    QueryResults(QueryResults),
+    /// `vkCmdCopyQueryPoolResults` destination bytes, read back after the submit completed.
+    QueryCopy(QueryCopy),
+    /// First host time a query was seen available.
+    QueryAvailable(QueryAvailable),
+    /// A queue submission (Submit and Submit2 alike), with host time.
+    Submit(Submit),
+    /// GPU/host clock correlation from `vkGetCalibratedTimestamps*`.
+    Calibration(Calibration),
+    /// A debug-utils object name.
+    DebugName(DebugName),
+    /// A message from the writer (e.g. the layer stopped capturing after an internal error).
+    Note(Note),
+
+    // ---- results records -----------------------------------------------------------------
+    /// What was replayed: the trace, passes and loops.
+    ReplayInfo(ReplayInfo),
+    /// One query: captured vs replayed.
+    QueryResult(QueryResult),
+    /// A performance counter description and its value in one pass.
+    CounterValue(CounterValue),
+}
+
+impl Record {
+    /// Stable human-readable name of the variant (used for per-type counts in `quarry info`).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Record::CommandTable(_) => "CommandTable",
+            Record::Call(_) => "Call",
+            Record::MemoryWrite(_) => "MemoryWrite",
+            Record::Frame(_) => "Frame",
+            Record::Device(_) => "Device",
+            Record::QueryPool(_) => "QueryPool",
+            Record::QueryOp(_) => "QueryOp",
+            Record::QueryResults(_) => "QueryResults",
+            Record::QueryCopy(_) => "QueryCopy",
+            Record::QueryAvailable(_) => "QueryAvailable",
+            Record::Submit(_) => "Submit",
+            Record::Calibration(_) => "Calibration",
+            Record::DebugName(_) => "DebugName",
+            Record::Note(_) => "Note",
+            Record::ReplayInfo(_) => "ReplayInfo",
+            Record::QueryResult(_) => "QueryResult",
+            Record::CounterValue(_) => "CounterValue",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Call {
+    /// Global call order across threads.
+    pub seq: u64,
+    pub thread: u32,
+    /// Index into the `CommandTable`.
+    pub cmd: u32,
+    /// CLOCK_MONOTONIC ns when the call returned.
+    pub host_ns: u64,
+    /// `VkResult` (0 for void commands).
+    pub result: i32,
+    /// Parameters, encoded by `vkstream`.
+    pub params: Vec<u8>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct MemoryWrite {
+    pub seq: u64,
+    pub memory: Handle,
+    pub offset: u64,
+    pub data: Payload,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Frame {
+    /// 0-based index of the frame that ended.
+    pub index: u64,
+    /// `seq` of the last call in the frame.
+    pub last_seq: u64,
+    pub host_ns: u64,
+    pub boundary: FrameBoundary,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PerfCounterDesc {
+    pub uuid: [u8; 16],
+    pub name: String,
+    pub category: String,
+    pub description: String,
+    /// `VkPerformanceCounterUnitKHR`.
+    pub unit: u32,
+    /// `VkPerformanceCounterStorageKHR`.
+    pub storage: u32,
+    /// `VkPerformanceCounterScopeKHR`.
+    pub scope: u32,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct QueryPoolInfo {
+    pub seq: u64,
+    pub device: Handle,
+    pub pool: Handle,
+    /// `VkQueryType` raw value.
+    pub query_type: i32,
+    pub query_count: u32,
+    /// `VkQueryPipelineStatisticFlags` (pipeline statistics pools), else 0.
+    pub pipeline_statistics: u32,
+    /// Performance query pools: queue family and chosen counters.
+    pub perf_queue_family: Option<u32>,
+    pub perf_counters: Vec<PerfCounterDesc>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum QueryOpKind {
+    /// `vkCmdResetQueryPool` (or host `vkResetQueryPool` when `command_buffer` is 0).
+    Reset { first: u32, count: u32 },
+    /// `vkCmdBeginQuery[IndexedEXT]`; `flags` is `VkQueryControlFlags`.
+    Begin { query: u32, flags: u32, index: u32 },
+    End { query: u32, index: u32 },
+    /// `vkCmdWriteTimestamp[2]`; `stage` is the raw (64-bit for sync2) stage mask.
+    Timestamp { query: u32, stage: u64, sync2: bool },
+    /// `vkCmdCopyQueryPoolResults`.
+    Copy { first: u32, count: u32, dst_buffer: Handle, dst_offset: u64, stride: u64, flags: u32 },
+    /// `vkCmdWriteAccelerationStructuresPropertiesKHR` and similar writes of one query.
+    Write { query: u32 },
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct QueryOp {
+    pub seq: u64,
+    /// 0 for host operations.
+    pub command_buffer: Handle,
+    pub pool: Handle,
+    pub kind: QueryOpKind,
+    pub host_ns: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct QueryResults {
+    pub seq: u64,
+    pub thread: u32,
+    pub device: Handle,
+    pub pool: Handle,
+    pub first: u32,
+    pub count: u32,
+    pub stride: u64,
+    /// `VkQueryResultFlags`.
+    pub flags: u32,
+    /// The `VkResult` returned to the app.
+    pub result: i32,
+    /// Host time the call returned.
+    pub host_ns: u64,
+    /// Exactly the bytes the app received (`dataSize` bytes).
+    pub data: Vec<u8>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct QueryCopy {
+    /// `seq` of the `vkCmdCopyQueryPoolResults` call.
+    pub seq: u64,
+    pub command_buffer: Handle,
+    pub pool: Handle,
+    pub first: u32,
+    pub count: u32,
+    pub dst_buffer: Handle,
+    pub dst_offset: u64,
+    pub stride: u64,
+    pub flags: u32,
+    /// Host time the read-back happened (after the submit completed).
+    pub host_ns: u64,
+    pub data: Vec<u8>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct QueryAvailable {
+    pub pool: Handle,
+    pub query: u32,
+    pub host_ns: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Submit {
+    pub seq: u64,
+    pub queue: Handle,
+    pub queue_family: u32,
+    pub command_buffers: Vec<Handle>,
+    pub host_ns: u64,
+    /// Frame the submit belongs to.
+    pub frame: u64,
+    /// `VkPerformanceQuerySubmitInfoKHR::counterPassIndex`, when chained.
+    pub counter_pass: Option<u32>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Calibration {
+    pub device: Handle,
+    /// Host CLOCK_MONOTONIC ns at the sample.
+    pub host_ns: u64,
+    /// GPU timestamp ticks (`VK_TIME_DOMAIN_DEVICE`).
+    pub gpu_ticks: u64,
+    pub max_deviation_ns: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct DebugName {
+    pub handle: Handle,
+    /// `VkObjectType`.
+    pub object_type: i32,
+    pub name: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Note {
+    pub host_ns: u64,
+    pub message: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ReplayInfo {
+    pub trace: String,
+    /// The capture device, copied from the trace.
+    pub capture_device: Option<DeviceSummary>,
+    pub loops: u32,
+    pub passes: u32,
+    pub replay_ns: u64,
+    pub capture_ns: u64,
+    pub frames: u64,
+}
+
+/// Values of one query as read by `vkGetQueryPoolResults` (64-bit), one per result slot
+/// (pipeline statistics: one per enabled bit, in bit order; transform feedback: written, needed).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct QueryValues {
+    pub values: Vec<u64>,
+    pub available: bool,
+    /// `VkResult` of the read.
+    pub result: i32,
+    /// Host time the values were read / first seen available.
+    pub host_ns: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct QueryResult {
+    pub pool: Handle,
+    pub query: u32,
+    /// `VkQueryType` raw value.
+    pub query_type: i32,
+    pub pipeline_statistics: u32,
+    pub frame: u64,
+    pub queue: Handle,
+    pub command_buffer: Handle,
+    /// Which replay loop and counter pass produced `replayed`.
+    pub loop_index: u32,
+    pub pass: u32,
+    /// The `seq` of the capture's results call (or copy) this compares with.
+    pub seq: u64,
+    pub flags: u32,
+    pub captured: Option<QueryValues>,
+    pub replayed: Option<QueryValues>,
+    /// Host times during the replay.
+    pub submit_ns: u64,
+    pub available_ns: u64,
+    /// Timestamp queries: GPU time in ns (masked with valid bits, converted with the period).
+    pub captured_gpu_ns: Option<f64>,
+    pub replayed_gpu_ns: Option<f64>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CounterValue {
+    pub counter: PerfCounterDesc,
+    pub pass: u32,
+    pub frame: u64,
+    pub command_buffer: Handle,
+    /// Render pass index within the command buffer, when scoped to render passes.
+    pub render_pass: Option<u32>,
+    /// Value as f64 whatever the storage (exact for integers below 2^53).
+    pub value: f64,
+    pub captured: Option<f64>,
+}

@@ -1,0 +1,2 @@
+//! The `quarry` command.
+fn main() {}

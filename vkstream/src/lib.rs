@@ -1,0 +1,1 @@
+//! Vulkan per-command parameter encoding (generated from vk.xml).
