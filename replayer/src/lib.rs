@@ -1,1 +1,7 @@
-//! quarry replayer.
+//! quarry replayer: re-executes a trace on any GPU, headless, and re-reads every query.
+pub mod cli;
+pub mod devices;
+pub mod error;
+
+pub use devices::{devices, GpuInfo};
+pub use error::ReplayError;

@@ -1,0 +1,11 @@
+//! `cargo run -p replayer --example devices -- [--json]`: the `quarry devices` output without the root CLI.
+fn main() {
+    let json = std::env::args().any(|a| a == "--json");
+    match replayer::cli::run_devices(&replayer::cli::DevicesArgs { json }) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("quarry: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
