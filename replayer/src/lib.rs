@@ -1,7 +1,9 @@
 //! quarry replayer: re-executes a trace on any GPU, headless, and re-reads every query.
 pub mod cli;
+pub mod compare;
 pub mod devices;
 pub mod error;
+pub mod queries;
 
 pub use devices::{devices, GpuInfo};
 pub use error::ReplayError;

@@ -1,0 +1,323 @@
+//! Captured-vs-replayed query comparison (`quarry replay --compare`).
+//!
+//! # Classification rule
+//!
+//! Each query read is compared value by value once both sides have data (the capture saw it
+//! available and the replay read it available). The outcome is one of:
+//!
+//! * **match**: every value equal.
+//! * **mismatch**: a *deterministic* result differs. This makes `--compare` exit non-zero.
+//! * **variation**: values differ in a way the Vulkan spec allows, or the result is timing.
+//! * **not compared**: the capture had no data for the query (it was not available to the app).
+//! * **unavailable**: the capture had data but the replay never got the query available within the
+//!   timeout; counted as a mismatch.
+//!
+//! Which results are deterministic:
+//!
+//! | query type | same device and driver | another device or driver |
+//! |---|---|---|
+//! | `TIMESTAMP`, `PERFORMANCE_QUERY` | variation (timing) | variation (timing) |
+//! | `OCCLUSION` with `PRECISE` | exact | zero vs non-zero exact; counts vary (rasterization precision and sample placement are implementation-defined) |
+//! | `OCCLUSION` without `PRECISE` | zero vs non-zero exact; any non-zero value allowed | same |
+//! | `PIPELINE_STATISTICS` | exact | variation (the spec lets invocation counts vary, e.g. vertex reuse, early fragment tests, clipping) |
+//! | `PRIMITIVES_GENERATED`, `TRANSFORM_FEEDBACK_STREAM`, `MESH_PRIMITIVES_GENERATED`, `RESULT_STATUS_ONLY` | exact | exact (they count what the draws specify) |
+//! | acceleration-structure sizes and other types | exact | variation |
+//!
+//! "Same device and driver" means equal vendor id, device id, driver id, driver version and device
+//! name in the two `DeviceSummary`s.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use ash::vk;
+use format::record::{DeviceSummary, QueryResult};
+use serde::Serialize;
+
+use crate::queries::type_name;
+
+/// The outcome of comparing one query read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Outcome {
+    Match,
+    Mismatch,
+    Variation,
+    NotCompared,
+    Unavailable,
+}
+
+/// Whether two device summaries describe the same device running the same driver.
+pub fn same_device(a: &DeviceSummary, b: &DeviceSummary) -> bool {
+    a.vendor_id == b.vendor_id
+        && a.device_id == b.device_id
+        && a.driver_id == b.driver_id
+        && a.driver_version == b.driver_version
+        && a.name == b.name
+}
+
+/// Classifies one query (see the module documentation for the rule).
+/// `precise` is whether an occlusion query was begun with `VK_QUERY_CONTROL_PRECISE_BIT`.
+pub fn classify(q: &QueryResult, precise: bool, same_device: bool) -> Outcome {
+    let Some(c) = q.captured.as_ref().filter(|c| c.available) else {
+        return Outcome::NotCompared;
+    };
+    let Some(r) = q.replayed.as_ref().filter(|r| r.available) else {
+        return Outcome::Unavailable;
+    };
+    if c.values == r.values {
+        return Outcome::Match;
+    }
+    let zero_ness = |v: &[u64]| v.iter().map(|x| *x == 0).collect::<Vec<_>>();
+    let exact_or_variation = |exact: bool| {
+        if exact {
+            Outcome::Mismatch
+        } else {
+            Outcome::Variation
+        }
+    };
+    match vk::QueryType::from_raw(q.query_type) {
+        vk::QueryType::TIMESTAMP | vk::QueryType::PERFORMANCE_QUERY_KHR => Outcome::Variation,
+        vk::QueryType::OCCLUSION => {
+            if zero_ness(&c.values) != zero_ness(&r.values) {
+                Outcome::Mismatch
+            } else {
+                exact_or_variation(precise && same_device)
+            }
+        }
+        vk::QueryType::PRIMITIVES_GENERATED_EXT
+        | vk::QueryType::TRANSFORM_FEEDBACK_STREAM_EXT
+        | vk::QueryType::MESH_PRIMITIVES_GENERATED_EXT
+        | vk::QueryType::RESULT_STATUS_ONLY_KHR => Outcome::Mismatch,
+        _ => exact_or_variation(same_device),
+    }
+}
+
+/// Per-type counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TypeSummary {
+    pub queries: u64,
+    pub matches: u64,
+    pub mismatches: u64,
+    pub variations: u64,
+    pub not_compared: u64,
+    pub unavailable: u64,
+}
+
+/// The whole comparison: per-type counts and every failing query.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Comparison {
+    pub same_device: bool,
+    pub by_type: BTreeMap<String, TypeSummary>,
+    /// Human-readable lines, one per mismatch or unavailable query.
+    pub mismatches: Vec<String>,
+}
+
+impl Comparison {
+    pub fn add(&mut self, q: &QueryResult, precise: bool) {
+        let outcome = classify(q, precise, self.same_device);
+        let t = self.by_type.entry(type_name(q.query_type)).or_default();
+        t.queries += 1;
+        match outcome {
+            Outcome::Match => t.matches += 1,
+            Outcome::Mismatch => t.mismatches += 1,
+            Outcome::Variation => t.variations += 1,
+            Outcome::NotCompared => t.not_compared += 1,
+            Outcome::Unavailable => t.unavailable += 1,
+        }
+        if matches!(outcome, Outcome::Mismatch | Outcome::Unavailable) {
+            let vals = |v: &Option<format::record::QueryValues>| {
+                v.as_ref()
+                    .map_or("none".to_string(), |v| format!("{:?}", v.values))
+            };
+            self.mismatches.push(format!(
+                "{} pool 0x{:x} query {} ({}) frame {} loop {} read seq {}: captured {} replayed {}{}",
+                if outcome == Outcome::Unavailable { "UNAVAILABLE" } else { "MISMATCH" },
+                q.pool,
+                q.query,
+                type_name(q.query_type),
+                q.frame,
+                q.loop_index,
+                q.seq,
+                vals(&q.captured),
+                vals(&q.replayed),
+                if q.query_type == vk::QueryType::OCCLUSION.as_raw() && precise { " (precise)" } else { "" },
+            ));
+        }
+    }
+
+    /// Whether a deterministic result differed (the `--compare` exit status).
+    pub fn failed(&self) -> bool {
+        self.by_type
+            .values()
+            .any(|t| t.mismatches + t.unavailable > 0)
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "comparison ({}):",
+            if self.same_device {
+                "same device and driver"
+            } else {
+                "different device or driver"
+            }
+        );
+        let _ = writeln!(
+            s,
+            "  {:<28} {:>8} {:>8} {:>10} {:>10} {:>12} {:>12}",
+            "query type",
+            "queries",
+            "match",
+            "mismatch",
+            "variation",
+            "not compared",
+            "unavailable"
+        );
+        for (name, t) in &self.by_type {
+            let _ = writeln!(
+                s,
+                "  {:<28} {:>8} {:>8} {:>10} {:>10} {:>12} {:>12}",
+                name,
+                t.queries,
+                t.matches,
+                t.mismatches,
+                t.variations,
+                t.not_compared,
+                t.unavailable
+            );
+        }
+        for m in &self.mismatches {
+            let _ = writeln!(s, "  {m}");
+        }
+        let _ = writeln!(
+            s,
+            "result: {}",
+            if self.failed() {
+                "deterministic results differ"
+            } else {
+                "all deterministic results match"
+            }
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use format::record::QueryValues;
+
+    fn q(ty: i32, captured: Option<Vec<u64>>, replayed: Option<Vec<u64>>) -> QueryResult {
+        let v = |x: Option<Vec<u64>>| {
+            x.map(|values| QueryValues {
+                values,
+                available: true,
+                result: 0,
+                host_ns: 0,
+            })
+        };
+        QueryResult {
+            pool: 1,
+            query: 0,
+            query_type: ty,
+            pipeline_statistics: 0,
+            frame: 0,
+            queue: 0,
+            command_buffer: 0,
+            loop_index: 0,
+            pass: 0,
+            seq: 9,
+            flags: 0,
+            captured: v(captured),
+            replayed: v(replayed),
+            submit_ns: 0,
+            available_ns: 0,
+            captured_gpu_ns: None,
+            replayed_gpu_ns: None,
+        }
+    }
+
+    #[test]
+    fn rules() {
+        let occ = vk::QueryType::OCCLUSION.as_raw();
+        let stats = vk::QueryType::PIPELINE_STATISTICS.as_raw();
+        let ts = vk::QueryType::TIMESTAMP.as_raw();
+        let prims = vk::QueryType::PRIMITIVES_GENERATED_EXT.as_raw();
+        assert_eq!(
+            classify(&q(occ, Some(vec![5]), Some(vec![5])), true, false),
+            Outcome::Match
+        );
+        assert_eq!(
+            classify(&q(occ, Some(vec![5]), Some(vec![6])), true, true),
+            Outcome::Mismatch
+        );
+        assert_eq!(
+            classify(&q(occ, Some(vec![5]), Some(vec![6])), true, false),
+            Outcome::Variation
+        );
+        assert_eq!(
+            classify(&q(occ, Some(vec![5]), Some(vec![6])), false, true),
+            Outcome::Variation
+        );
+        assert_eq!(
+            classify(&q(occ, Some(vec![5]), Some(vec![0])), false, false),
+            Outcome::Mismatch
+        );
+        assert_eq!(
+            classify(&q(stats, Some(vec![1, 2]), Some(vec![1, 3])), false, true),
+            Outcome::Mismatch
+        );
+        assert_eq!(
+            classify(&q(stats, Some(vec![1, 2]), Some(vec![1, 3])), false, false),
+            Outcome::Variation
+        );
+        assert_eq!(
+            classify(&q(ts, Some(vec![1]), Some(vec![2])), false, true),
+            Outcome::Variation
+        );
+        assert_eq!(
+            classify(&q(prims, Some(vec![3]), Some(vec![4])), false, false),
+            Outcome::Mismatch
+        );
+        assert_eq!(
+            classify(&q(prims, None, Some(vec![4])), false, false),
+            Outcome::NotCompared
+        );
+        assert_eq!(
+            classify(&q(prims, Some(vec![4]), None), false, false),
+            Outcome::Unavailable
+        );
+    }
+
+    #[test]
+    fn summary_fails_only_on_deterministic_differences() {
+        let mut c = Comparison {
+            same_device: false,
+            ..Default::default()
+        };
+        c.add(
+            &q(
+                vk::QueryType::TIMESTAMP.as_raw(),
+                Some(vec![1]),
+                Some(vec![2]),
+            ),
+            false,
+        );
+        assert!(!c.failed());
+        c.add(
+            &q(
+                vk::QueryType::PRIMITIVES_GENERATED_EXT.as_raw(),
+                Some(vec![3]),
+                Some(vec![4]),
+            ),
+            false,
+        );
+        assert!(c.failed());
+        assert_eq!(c.mismatches.len(), 1);
+        let text = c.to_text();
+        assert!(
+            text.contains("PRIMITIVES_GENERATED") && text.contains("captured [3] replayed [4]"),
+            "{text}"
+        );
+    }
+}
