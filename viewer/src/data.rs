@@ -1,0 +1,776 @@
+//! The viewer's data model: one row per query use, built from a trace and/or results files.
+//!
+//! Records stream through [`DatasetBuilder`] one at a time so a million-query file never sits in
+//! memory twice (once as records, once as rows). Everything here is plain data: no egui.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use format::record::{
+    CounterValue, DeviceSummary, FileKind, Handle, Header, QueryResult, QueryValues, Record, ReplayInfo,
+};
+
+use crate::model::{self, ResultLayout};
+
+/// One opened file, as the header panel shows it.
+#[derive(Debug, Clone)]
+pub struct FileSummary {
+    pub path: PathBuf,
+    /// Short name used in column headers.
+    pub label: String,
+    pub header: Header,
+    /// The header's device, or a later `Device` record.
+    pub device: Option<DeviceSummary>,
+    pub replay: Option<ReplayInfo>,
+    pub frames: u64,
+    pub records: u64,
+    pub queries: u64,
+    /// Messages from the writer (`Note`) and problems met while reading (bad query bytes, ...).
+    pub notes: Vec<String>,
+    /// Set when reading stopped early; what was read before stays usable.
+    pub error: Option<String>,
+}
+
+/// A query pool as the table shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    pub handle: Handle,
+    pub query_type: i32,
+    pub pipeline_statistics: u32,
+    pub perf_counters: usize,
+    /// Debug-utils name when the app set one.
+    pub name: Option<String>,
+}
+
+impl Pool {
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(n) => format!("{n} ({:#x})", self.handle),
+            None => format!("{:#x}", self.handle),
+        }
+    }
+}
+
+/// Host times (CLOCK_MONOTONIC ns) of one query use; 0 = not known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Times {
+    pub reset: u64,
+    pub begin: u64,
+    pub end: u64,
+    pub submit: u64,
+    pub available: u64,
+    /// A timestamp query's GPU time moved to the host clock through a calibration sample.
+    pub gpu: u64,
+}
+
+/// One use of one query: captured values and where it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub frame: u64,
+    pub queue: Handle,
+    pub command_buffer: Handle,
+    /// Index into [`Dataset::pools`].
+    pub pool: u32,
+    pub query: u32,
+    pub seq: u64,
+    pub loop_index: u32,
+    pub pass: u32,
+    /// `VkQueryResultFlags` the app read with.
+    pub flags: u32,
+    pub captured: Option<QueryValues>,
+    /// Timestamps: GPU time in ns (masked, period applied).
+    pub captured_gpu_ns: Option<f64>,
+    pub times: Times,
+}
+
+/// What one results file replayed for one row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replayed {
+    pub values: QueryValues,
+    pub gpu_ns: Option<f64>,
+    pub submit_ns: u64,
+    pub available_ns: u64,
+}
+
+/// One column of captured values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ValueColumn {
+    /// The single value of occlusion, timestamp and most other types.
+    Single,
+    /// One pipeline-statistics bit.
+    Stat(u32),
+    XfbWritten,
+    XfbNeeded,
+    /// One counter of a performance query.
+    Perf(usize),
+}
+
+impl ValueColumn {
+    pub fn title(&self) -> String {
+        match self {
+            ValueColumn::Single => "Value".to_owned(),
+            ValueColumn::Stat(b) => model::pipeline_statistic_name(*b),
+            ValueColumn::XfbWritten => "XFB written".to_owned(),
+            ValueColumn::XfbNeeded => "XFB needed".to_owned(),
+            ValueColumn::Perf(i) => format!("Counter {i}"),
+        }
+    }
+
+    /// The slot of `values` this column shows for a query of `pool`, if any.
+    pub fn slot(&self, pool: &Pool) -> Option<usize> {
+        use model::*;
+        match (self, pool.query_type) {
+            (ValueColumn::Stat(b), QUERY_TYPE_PIPELINE_STATISTICS) => statistic_slot(pool.pipeline_statistics, *b),
+            (ValueColumn::XfbWritten, QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT) => Some(0),
+            (ValueColumn::XfbNeeded, QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT) => Some(1),
+            (ValueColumn::Perf(i), QUERY_TYPE_PERFORMANCE_QUERY_KHR) => Some(*i),
+            (
+                ValueColumn::Single,
+                QUERY_TYPE_PIPELINE_STATISTICS | QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT | QUERY_TYPE_PERFORMANCE_QUERY_KHR,
+            ) => None,
+            (ValueColumn::Single, _) => Some(0),
+            _ => None,
+        }
+    }
+}
+
+/// One performance-counter sample, captured and per results file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterRow {
+    pub name: String,
+    pub category: String,
+    pub description: String,
+    pub unit: u32,
+    pub pass: u32,
+    pub frame: u64,
+    pub command_buffer: Handle,
+    pub render_pass: Option<u32>,
+    pub captured: Option<f64>,
+    /// Indexed like [`Dataset::results`].
+    pub values: Vec<Option<f64>>,
+}
+
+/// Everything the viewer shows.
+#[derive(Debug, Clone, Default)]
+pub struct Dataset {
+    pub trace: Option<FileSummary>,
+    pub results: Vec<FileSummary>,
+    /// Files that could not be opened at all: (path, message).
+    pub failed: Vec<(PathBuf, String)>,
+    pub pools: Vec<Pool>,
+    pub rows: Vec<Row>,
+    /// `replayed[file][row]`, file indexed like `results`.
+    pub replayed: Vec<Vec<Option<Replayed>>>,
+    /// Any results file disagrees with the captured values of the row.
+    pub mismatch: Vec<bool>,
+    pub value_columns: Vec<ValueColumn>,
+    pub counters: Vec<CounterRow>,
+}
+
+/// Does `replayed` disagree with `captured`? `None` when there is nothing to compare.
+///
+/// Timestamps are absolute clock values that never match between runs, so only their
+/// availability counts.
+pub fn compare(query_type: i32, captured: Option<&QueryValues>, replayed: Option<&Replayed>) -> Option<bool> {
+    let (c, r) = (captured?, replayed?);
+    if c.available != r.values.available {
+        return Some(true);
+    }
+    if query_type == model::QUERY_TYPE_TIMESTAMP || !c.available {
+        return Some(false);
+    }
+    Some(c.values != r.values.values)
+}
+
+impl Dataset {
+    /// Builds a dataset from in-memory files (tests, fixtures); `quarry view` streams from disk.
+    pub fn from_records(files: Vec<(PathBuf, Header, Vec<Record>)>) -> Dataset {
+        let mut b = DatasetBuilder::default();
+        for (path, header, records) in files {
+            b.begin_file(&path, header);
+            for r in records {
+                b.record(r);
+            }
+            b.end_file(None);
+        }
+        b.finish()
+    }
+
+    pub fn pool_of(&self, row: &Row) -> &Pool {
+        &self.pools[row.pool as usize]
+    }
+
+    /// Labels of results files, for column headers.
+    pub fn result_labels(&self) -> Vec<String> {
+        self.results.iter().map(|f| f.label.clone()).collect()
+    }
+
+    pub fn frame_range(&self) -> (u64, u64) {
+        let lo = self.rows.iter().map(|r| r.frame).min().unwrap_or(0);
+        let hi = self.rows.iter().map(|r| r.frame).max().unwrap_or(0);
+        (lo, hi)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.trace.is_none() && self.results.is_empty()
+    }
+}
+
+/// Per (pool, query) state while walking a trace.
+#[derive(Default, Clone)]
+struct QueryState {
+    generation: u32,
+    times: Times,
+    frame: u64,
+    queue: Handle,
+    queue_family: u32,
+    command_buffer: Handle,
+    /// Row made for the current generation, so repeated polling updates one row.
+    row: Option<(u32, u32)>,
+}
+
+#[derive(Default)]
+struct CbState {
+    submitted: bool,
+    queries: Vec<(Handle, u32)>,
+}
+
+#[derive(Default)]
+struct TracePass {
+    states: HashMap<(Handle, u32), QueryState>,
+    cbs: HashMap<Handle, CbState>,
+    calibration: Option<(u64, u64)>,
+    rows: Vec<Row>,
+    by_seq: HashMap<(Handle, u32, u64), u32>,
+}
+
+/// Kind of the file currently being read.
+enum Current {
+    None,
+    Trace,
+    Results(usize),
+}
+
+/// Streams records of several files into a [`Dataset`].
+///
+/// Give the trace (if any) first: results rows take their timeline and names from it.
+pub struct DatasetBuilder {
+    ds: Dataset,
+    current: Current,
+    summary: Option<FileSummary>,
+    pool_index: HashMap<Handle, u32>,
+    names: HashMap<Handle, String>,
+    trace: TracePass,
+    /// Rows from results files, keyed to match the same query across files.
+    result_rows: Vec<Row>,
+    result_types: Vec<i32>,
+    result_key: HashMap<(u64, Handle, u32, u32, u32), u32>,
+    counter_key: HashMap<([u8; 16], u32, u64, Handle, Option<u32>), usize>,
+    /// How many rows the current results file has produced (for the same-order fast path).
+    file_row_cursor: usize,
+}
+
+impl Default for DatasetBuilder {
+    fn default() -> Self {
+        DatasetBuilder {
+            ds: Dataset::default(),
+            current: Current::None,
+            summary: None,
+            pool_index: HashMap::new(),
+            names: HashMap::new(),
+            trace: TracePass::default(),
+            result_rows: Vec::new(),
+            result_types: Vec::new(),
+            result_key: HashMap::new(),
+            counter_key: HashMap::new(),
+            file_row_cursor: 0,
+        }
+    }
+}
+
+fn file_label(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
+}
+
+/// Cap on queries touched by one reset, so a corrupt count cannot stall the viewer.
+const MAX_RESET_SPAN: u32 = 1 << 16;
+
+impl DatasetBuilder {
+    /// Starts a file. A second trace replaces the role of the first (its summary is kept as
+    /// a note on the new one).
+    pub fn begin_file(&mut self, path: &Path, header: Header) {
+        let device = header.device.clone();
+        self.current = match header.kind {
+            FileKind::Trace => Current::Trace,
+            FileKind::Results => {
+                self.ds.replayed.push(Vec::new());
+                Current::Results(self.ds.replayed.len() - 1)
+            }
+        };
+        self.file_row_cursor = 0;
+        self.summary = Some(FileSummary {
+            path: path.to_path_buf(),
+            label: file_label(path),
+            header,
+            device,
+            replay: None,
+            frames: 0,
+            records: 0,
+            queries: 0,
+            notes: Vec::new(),
+            error: None,
+        });
+    }
+
+    /// A file that could not be opened at all.
+    pub fn failed(&mut self, path: &Path, message: String) {
+        self.ds.failed.push((path.to_path_buf(), message));
+    }
+
+    /// Ends the current file; `error` is why reading stopped early, if it did.
+    pub fn end_file(&mut self, error: Option<String>) {
+        let Some(mut s) = self.summary.take() else { return };
+        s.error = error;
+        match self.current {
+            Current::Trace => {
+                if let Some(old) = self.ds.trace.replace(s) {
+                    if let Some(t) = self.ds.trace.as_mut() {
+                        t.notes.push(format!("replaces trace {} opened before it", old.path.display()));
+                    }
+                }
+            }
+            Current::Results(_) => self.ds.results.push(s),
+            Current::None => {}
+        }
+        self.current = Current::None;
+    }
+
+    fn pool_for(&mut self, handle: Handle, query_type: i32, pipeline_statistics: u32, perf_counters: usize) -> u32 {
+        if let Some(&i) = self.pool_index.get(&handle) {
+            let p = &mut self.ds.pools[i as usize];
+            // A trace's QueryPool record is authoritative; results only fill unknowns.
+            if p.perf_counters == 0 {
+                p.perf_counters = perf_counters;
+            }
+            return i;
+        }
+        let i = self.ds.pools.len() as u32;
+        self.ds.pools.push(Pool { handle, query_type, pipeline_statistics, perf_counters, name: None });
+        self.pool_index.insert(handle, i);
+        i
+    }
+
+    fn note(&mut self, msg: String) {
+        if let Some(s) = self.summary.as_mut() {
+            // Bad data tends to repeat; keep the list readable.
+            if s.notes.len() < 200 {
+                s.notes.push(msg);
+            }
+        }
+    }
+
+    pub fn record(&mut self, record: Record) {
+        let Some(s) = self.summary.as_mut() else { return };
+        s.records += 1;
+        match record {
+            Record::Device(d) => s.device = Some(d),
+            Record::Frame(_) => s.frames += 1,
+            Record::Note(n) => self.note(n.message),
+            Record::DebugName(d) => {
+                self.names.insert(d.handle, d.name);
+            }
+            Record::ReplayInfo(r) => {
+                s.frames = s.frames.max(r.frames);
+                s.replay = Some(r);
+            }
+            Record::QueryPool(p) => {
+                let i = self.pool_for(p.pool, p.query_type, p.pipeline_statistics, p.perf_counters.len());
+                let pool = &mut self.ds.pools[i as usize];
+                pool.query_type = p.query_type;
+                pool.pipeline_statistics = p.pipeline_statistics;
+                pool.perf_counters = p.perf_counters.len();
+            }
+            Record::Calibration(c) => {
+                if self.trace.calibration.is_none() {
+                    self.trace.calibration = Some((c.host_ns, c.gpu_ticks));
+                }
+            }
+            Record::QueryOp(op) => self.trace_op(op),
+            Record::Submit(sub) => self.trace_submit(sub),
+            Record::QueryAvailable(a) => {
+                let st = self.trace.states.entry((a.pool, a.query)).or_default();
+                if st.times.available == 0 {
+                    st.times.available = a.host_ns;
+                }
+                if let Some((row, gen)) = st.row {
+                    if gen == st.generation {
+                        let t = &mut self.trace.rows[row as usize].times;
+                        if t.available == 0 {
+                            t.available = a.host_ns;
+                        }
+                    }
+                }
+            }
+            Record::QueryResults(r) => {
+                let layout_of = (r.first, r.count, r.stride, r.flags);
+                self.trace_results(r.pool, layout_of, r.seq, r.result, r.host_ns, &r.data, r.device);
+            }
+            Record::QueryCopy(c) => {
+                // Read back after the submit completed: VK_SUCCESS as far as the app can tell.
+                self.trace_results(c.pool, (c.first, c.count, c.stride, c.flags), c.seq, 0, c.host_ns, &c.data, 0);
+            }
+            Record::QueryResult(q) => self.result_query(q),
+            Record::CounterValue(c) => self.result_counter(c),
+            Record::CommandTable(_) | Record::Call(_) | Record::MemoryWrite(_) => {}
+        }
+    }
+
+    fn trace_op(&mut self, op: format::record::QueryOp) {
+        use format::record::QueryOpKind as K;
+        let cb = op.command_buffer;
+        if cb != 0 {
+            let c = self.trace.cbs.entry(cb).or_default();
+            // A command after a submit means the buffer is being recorded again.
+            if c.submitted {
+                c.submitted = false;
+                c.queries.clear();
+            }
+        }
+        let touch = |this: &mut Self, q: u32, f: &dyn Fn(&mut QueryState)| {
+            let st = this.trace.states.entry((op.pool, q)).or_default();
+            f(st);
+            if cb != 0 {
+                st.command_buffer = cb;
+                let list = &mut this.trace.cbs.entry(cb).or_default().queries;
+                if list.last() != Some(&(op.pool, q)) {
+                    list.push((op.pool, q));
+                }
+            }
+        };
+        let t = op.host_ns;
+        match op.kind {
+            K::Reset { first, count } => {
+                for q in first..first.saturating_add(count.min(MAX_RESET_SPAN)) {
+                    let st = self.trace.states.entry((op.pool, q)).or_default();
+                    st.generation += 1;
+                    st.times = Times { reset: t, ..Times::default() };
+                }
+            }
+            K::Begin { query, .. } => touch(self, query, &|st| {
+                if st.times.end != 0 {
+                    // Begin without a reset in between: a new use as far as rows go.
+                    st.generation += 1;
+                    st.times = Times { reset: st.times.reset, ..Times::default() };
+                }
+                st.times.begin = t;
+            }),
+            K::End { query, .. } => touch(self, query, &|st| st.times.end = t),
+            K::Timestamp { query, .. } | K::Write { query } => touch(self, query, &|st| {
+                st.times.begin = t;
+                st.times.end = t;
+            }),
+            K::Copy { .. } => {}
+        }
+    }
+
+    fn trace_submit(&mut self, sub: format::record::Submit) {
+        for cb in &sub.command_buffers {
+            let Some(c) = self.trace.cbs.get_mut(cb) else { continue };
+            c.submitted = true;
+            for key in &c.queries {
+                if let Some(st) = self.trace.states.get_mut(key) {
+                    st.times.submit = sub.host_ns;
+                    st.frame = sub.frame;
+                    st.queue = sub.queue;
+                    st.queue_family = sub.queue_family;
+                    st.command_buffer = *cb;
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn trace_results(
+        &mut self,
+        pool: Handle,
+        (first, count, stride, flags): (u32, u32, u64, u32),
+        seq: u64,
+        result: i32,
+        host_ns: u64,
+        data: &[u8],
+        _device: Handle,
+    ) {
+        let Some(&pi) = self.pool_index.get(&pool) else {
+            self.note(format!("seq {seq}: results for unknown query pool {pool:#x}"));
+            return;
+        };
+        let p = self.ds.pools[pi as usize].clone();
+        let layout = ResultLayout {
+            query_type: p.query_type,
+            pipeline_statistics: p.pipeline_statistics,
+            perf_counters: p.perf_counters,
+            flags,
+            count,
+            stride,
+        };
+        let decoded = match model::decode_query_results(&layout, data) {
+            Ok(d) => d,
+            Err(e) => {
+                self.note(format!("seq {seq}: pool {pool:#x}: {e}"));
+                return;
+            }
+        };
+        let device = self.summary.as_ref().and_then(|s| s.device.clone());
+        let period = device.as_ref().map(|d| f64::from(d.timestamp_period_ns)).unwrap_or(1.0);
+        if let Some(s) = self.summary.as_mut() {
+            s.queries += u64::from(count);
+        }
+        for (i, d) in decoded.into_iter().enumerate() {
+            let q = first + i as u32;
+            let st = self.trace.states.entry((pool, q)).or_default();
+            // Without an availability word, VK_SUCCESS means every query was available.
+            let available = d.available().unwrap_or(result == 0);
+            let mut values = QueryValues { values: d.values, available, result, host_ns };
+            let mut times = st.times;
+            if times.available == 0 && available {
+                times.available = host_ns;
+            }
+            let mut gpu_ns = None;
+            if p.query_type == model::QUERY_TYPE_TIMESTAMP && available {
+                let bits = device
+                    .as_ref()
+                    .and_then(|d| d.queue_families.get(st.queue_family as usize))
+                    .map(|f| f.timestamp_valid_bits)
+                    .unwrap_or(64);
+                if let Some(ticks) = values.values.first().and_then(|v| model::mask_timestamp(*v, bits)) {
+                    values.values[0] = ticks;
+                    gpu_ns = Some(ticks as f64 * period);
+                    if let Some((cal_host, cal_ticks)) = self.trace.calibration {
+                        let delta = (ticks as f64 - model::mask_timestamp(cal_ticks, bits).unwrap_or(0) as f64) * period;
+                        times.gpu = (cal_host as f64 + delta).max(0.0) as u64;
+                    }
+                }
+            }
+            let current = st.row.filter(|(_, g)| *g == st.generation).map(|(r, _)| r);
+            let row_idx = match current {
+                Some(r) => {
+                    let row = &mut self.trace.rows[r as usize];
+                    let old_avail = row.captured.as_ref().is_some_and(|c| c.available);
+                    // Keep the first available answer; a not-ready poll never overwrites it.
+                    if !old_avail {
+                        row.captured = Some(values);
+                        row.captured_gpu_ns = gpu_ns;
+                        row.times = times;
+                        row.flags = flags;
+                    }
+                    r
+                }
+                None => {
+                    let r = self.trace.rows.len() as u32;
+                    self.trace.rows.push(Row {
+                        frame: st.frame,
+                        queue: st.queue,
+                        command_buffer: st.command_buffer,
+                        pool: pi,
+                        query: q,
+                        seq,
+                        loop_index: 0,
+                        pass: 0,
+                        flags,
+                        captured: Some(values),
+                        captured_gpu_ns: gpu_ns,
+                        times,
+                    });
+                    st.row = Some((r, st.generation));
+                    r
+                }
+            };
+            self.trace.by_seq.insert((pool, q, seq), row_idx);
+        }
+    }
+
+    fn result_query(&mut self, q: QueryResult) {
+        let Current::Results(fi) = self.current else {
+            self.note("QueryResult record in a trace file (ignored)".to_owned());
+            return;
+        };
+        if let Some(s) = self.summary.as_mut() {
+            s.queries += 1;
+        }
+        let perf = q.captured.as_ref().or(q.replayed.as_ref()).map(|v| v.values.len()).unwrap_or(0);
+        let pi = self.pool_for(
+            q.pool,
+            q.query_type,
+            q.pipeline_statistics,
+            if q.query_type == model::QUERY_TYPE_PERFORMANCE_QUERY_KHR { perf } else { 0 },
+        );
+        let key = (q.seq, q.pool, q.query, q.loop_index, q.pass);
+        let replayed = q.replayed.map(|values| Replayed {
+            values,
+            gpu_ns: q.replayed_gpu_ns,
+            submit_ns: q.submit_ns,
+            available_ns: q.available_ns,
+        });
+        // Files replayed from one trace list queries in the same order: try that before hashing.
+        let cursor = self.file_row_cursor;
+        self.file_row_cursor += 1;
+        let same_pos = self.result_rows.get(cursor).filter(|r| {
+            (r.seq, self.ds.pools[r.pool as usize].handle, r.query, r.loop_index, r.pass) == key
+        });
+        let existing = if same_pos.is_some() {
+            Some(cursor as u32)
+        } else if fi > 0 {
+            if self.result_key.is_empty() {
+                // First miss: index every row so far.
+                for (i, r) in self.result_rows.iter().enumerate() {
+                    let h = self.ds.pools[r.pool as usize].handle;
+                    self.result_key.insert((r.seq, h, r.query, r.loop_index, r.pass), i as u32);
+                }
+            }
+            self.result_key.get(&key).copied()
+        } else {
+            None
+        };
+        let row_idx = match existing {
+            Some(r) => {
+                let row = &mut self.result_rows[r as usize];
+                if row.captured.is_none() {
+                    row.captured = q.captured;
+                    row.captured_gpu_ns = q.captured_gpu_ns;
+                }
+                r as usize
+            }
+            None => {
+                let r = self.result_rows.len();
+                let host = q.captured.as_ref().map(|c| c.host_ns).unwrap_or(0);
+                self.result_rows.push(Row {
+                    frame: q.frame,
+                    queue: q.queue,
+                    command_buffer: q.command_buffer,
+                    pool: pi,
+                    query: q.query,
+                    seq: q.seq,
+                    loop_index: q.loop_index,
+                    pass: q.pass,
+                    flags: q.flags,
+                    captured: q.captured,
+                    captured_gpu_ns: q.captured_gpu_ns,
+                    times: Times { available: host, ..Times::default() },
+                });
+                self.result_types.push(q.query_type);
+                if !self.result_key.is_empty() {
+                    self.result_key.insert(key, r as u32);
+                }
+                r
+            }
+        };
+        let col = &mut self.ds.replayed[fi];
+        if col.len() <= row_idx {
+            col.resize(row_idx + 1, None);
+        }
+        col[row_idx] = replayed;
+    }
+
+    fn result_counter(&mut self, c: CounterValue) {
+        let Current::Results(fi) = self.current else {
+            self.note("CounterValue record in a trace file (ignored)".to_owned());
+            return;
+        };
+        let key = (c.counter.uuid, c.pass, c.frame, c.command_buffer, c.render_pass);
+        let n_files = self.ds.replayed.len();
+        let idx = *self.counter_key.entry(key).or_insert_with(|| {
+            self.ds.counters.push(CounterRow {
+                name: c.counter.name.clone(),
+                category: c.counter.category.clone(),
+                description: c.counter.description.clone(),
+                unit: c.counter.unit,
+                pass: c.pass,
+                frame: c.frame,
+                command_buffer: c.command_buffer,
+                render_pass: c.render_pass,
+                captured: None,
+                values: Vec::new(),
+            });
+            self.ds.counters.len() - 1
+        });
+        let row = &mut self.ds.counters[idx];
+        if row.values.len() < n_files {
+            row.values.resize(n_files, None);
+        }
+        row.values[fi] = Some(c.value);
+        if row.captured.is_none() {
+            row.captured = c.captured;
+        }
+    }
+
+    /// Finishes the dataset: picks the row source, applies names, computes mismatches.
+    pub fn finish(mut self) -> Dataset {
+        if self.summary.is_some() {
+            self.end_file(None);
+        }
+        let mut ds = self.ds;
+        for p in &mut ds.pools {
+            p.name = self.names.get(&p.handle).cloned();
+        }
+        let n_files = ds.replayed.len();
+        if n_files == 0 {
+            ds.rows = self.trace.rows;
+        } else {
+            ds.rows = self.result_rows;
+            // Give results rows the trace's timeline where the trace is loaded too.
+            if !self.trace.by_seq.is_empty() {
+                for row in &mut ds.rows {
+                    let handle = ds.pools[row.pool as usize].handle;
+                    if let Some(&t) = self.trace.by_seq.get(&(handle, row.query, row.seq)) {
+                        let tr = &self.trace.rows[t as usize];
+                        let avail = row.times.available;
+                        row.times = tr.times;
+                        if row.times.available == 0 {
+                            row.times.available = avail;
+                        }
+                        if row.captured.is_none() {
+                            row.captured = tr.captured.clone();
+                            row.captured_gpu_ns = tr.captured_gpu_ns;
+                        }
+                    }
+                }
+            }
+        }
+        let n = ds.rows.len();
+        for col in &mut ds.replayed {
+            col.resize(n, None);
+        }
+        for c in &mut ds.counters {
+            c.values.resize(n_files, None);
+        }
+        ds.mismatch = (0..n)
+            .map(|i| {
+                let row = &ds.rows[i];
+                let ty = ds.pools[row.pool as usize].query_type;
+                ds.replayed.iter().any(|f| compare(ty, row.captured.as_ref(), f[i].as_ref()) == Some(true))
+            })
+            .collect();
+        // Columns: one per value kind actually present, statistics in bit order.
+        let mut stats = 0u32;
+        let (mut single, mut xfb, mut perf) = (false, false, 0usize);
+        for p in &ds.pools {
+            match p.query_type {
+                model::QUERY_TYPE_PIPELINE_STATISTICS => stats |= p.pipeline_statistics,
+                model::QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT => xfb = true,
+                model::QUERY_TYPE_PERFORMANCE_QUERY_KHR => perf = perf.max(p.perf_counters),
+                _ => single = true,
+            }
+        }
+        let mut cols = Vec::new();
+        if single {
+            cols.push(ValueColumn::Single);
+        }
+        cols.extend((0..32).filter(|b| stats & (1 << b) != 0).map(ValueColumn::Stat));
+        if xfb {
+            cols.extend([ValueColumn::XfbWritten, ValueColumn::XfbNeeded]);
+        }
+        cols.extend((0..perf).map(ValueColumn::Perf));
+        ds.value_columns = cols;
+        ds
+    }
+}

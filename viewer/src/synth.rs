@@ -1,0 +1,321 @@
+//! Deterministic synthetic traces and results files for tests, benches and screenshots.
+
+use format::record::*;
+
+use crate::model::{self, RESULT_64_BIT, RESULT_WITH_AVAILABILITY};
+
+/// Small xorshift so fixtures are reproducible without a rand dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A plausible software device (lavapipe-like) for fixture headers.
+pub fn device(name: &str, driver: &str) -> DeviceSummary {
+    DeviceSummary {
+        name: name.to_owned(),
+        vendor_id: 0x10005,
+        device_id: 0,
+        driver_id: 13,
+        driver_name: driver.to_owned(),
+        driver_info: "Mesa 22.3.6 (LLVM 15.0.6)".to_owned(),
+        driver_version: (22 << 22) | (3 << 12) | 6,
+        api_version: (1 << 22) | (3 << 12) | 230,
+        timestamp_period_ns: 1.0,
+        queue_families: vec![QueueFamilySummary { flags: 0xf, queue_count: 1, timestamp_valid_bits: 64 }],
+        ..DeviceSummary::default()
+    }
+}
+
+pub fn header(kind: FileKind, dev: DeviceSummary) -> Header {
+    Header {
+        kind,
+        writer: "quarry-viewer synth".to_owned(),
+        created_unix_ns: 1_763_900_000_000_000_000,
+        device: Some(dev),
+        application: "synthetic".to_owned(),
+    }
+}
+
+/// The pools every fixture uses: (handle, type, statistics, queries per frame).
+pub const POOLS: [(u64, i32, u32, u32); 3] = [
+    (0x1000, model::QUERY_TYPE_OCCLUSION, 0, 8),
+    (0x2000, model::QUERY_TYPE_TIMESTAMP, 0, 8),
+    (0x3000, model::QUERY_TYPE_PIPELINE_STATISTICS, 0b1000_0101, 4),
+];
+
+/// A results file with `n` queries spread over frames, replayed on `replay_device`.
+///
+/// Every `mismatch_every`-th occlusion query replays one sample off (0 = never), so compare
+/// views have something to highlight.
+pub fn results(n: usize, seed: u64, replay_device: &str, mismatch_every: u64) -> (Header, Vec<Record>) {
+    let mut rng = Rng(seed | 1);
+    let per_frame: u32 = POOLS.iter().map(|p| p.3).sum();
+    let frames = (n as u64).div_ceil(u64::from(per_frame));
+    let mut records = Vec::with_capacity(n + 64);
+    records.push(Record::ReplayInfo(ReplayInfo {
+        trace: "synthetic.qtrace".to_owned(),
+        capture_device: Some(device("llvmpipe (LLVM 15.0.6, 256 bits)", "llvmpipe")),
+        loops: 1,
+        passes: 1,
+        replay_ns: frames * 16_000_000,
+        capture_ns: frames * 16_600_000,
+        frames,
+    }));
+    let mut made = 0usize;
+    let mut seq = 100u64;
+    'frames: for frame in 0..frames {
+        let frame_start = 1_000_000_000 + frame * 16_666_666;
+        let replay_start = 5_000_000_000 + frame * 16_000_000;
+        let mut ts_gpu = frame_start as f64;
+        let mut rts_gpu = replay_start as f64;
+        for &(pool, ty, stats, count) in &POOLS {
+            seq += 10;
+            for q in 0..count {
+                if made == n {
+                    break 'frames;
+                }
+                made += 1;
+                let jitter = rng.below(40_000);
+                let values = match ty {
+                    model::QUERY_TYPE_OCCLUSION => vec![1000 + rng.below(50_000)],
+                    model::QUERY_TYPE_TIMESTAMP => {
+                        // Pairs (begin, end) of passes of 0.5-3 ms.
+                        ts_gpu += if q % 2 == 0 { 200_000.0 } else { 500_000.0 + rng.below(2_500_000) as f64 };
+                        vec![ts_gpu as u64]
+                    }
+                    _ => {
+                        let v = 3000 + rng.below(1000);
+                        vec![v, v / 3, v * 40]
+                    }
+                };
+                let mut replayed = values.clone();
+                let mut rgpu = None;
+                let mut cgpu = None;
+                if ty == model::QUERY_TYPE_TIMESTAMP {
+                    rts_gpu += if q % 2 == 0 { 150_000.0 } else { 450_000.0 + rng.below(2_000_000) as f64 };
+                    replayed = vec![rts_gpu as u64];
+                    cgpu = Some(values[0] as f64);
+                    rgpu = Some(rts_gpu);
+                } else if mismatch_every > 0 && ty == model::QUERY_TYPE_OCCLUSION && (made as u64) % mismatch_every == 0 {
+                    replayed[0] += 1;
+                }
+                let submit = frame_start + 2_000_000 + u64::from(q) * 10_000;
+                let rsubmit = replay_start + 1_500_000 + u64::from(q) * 9_000;
+                records.push(Record::QueryResult(QueryResult {
+                    pool,
+                    query: frame as u32 % 2 * count + q,
+                    query_type: ty,
+                    pipeline_statistics: stats,
+                    frame,
+                    queue: 0xa0,
+                    command_buffer: 0xc0 + frame % 3,
+                    loop_index: 0,
+                    pass: 0,
+                    seq,
+                    flags: RESULT_64_BIT | RESULT_WITH_AVAILABILITY,
+                    captured: Some(QueryValues {
+                        values,
+                        available: true,
+                        result: 0,
+                        host_ns: submit + 3_000_000 + jitter,
+                    }),
+                    replayed: Some(QueryValues {
+                        values: replayed,
+                        available: true,
+                        result: 0,
+                        host_ns: rsubmit + 2_500_000 + jitter / 2,
+                    }),
+                    submit_ns: rsubmit,
+                    available_ns: rsubmit + 2_500_000 + jitter / 2,
+                    captured_gpu_ns: cgpu,
+                    replayed_gpu_ns: rgpu,
+                }));
+            }
+        }
+        if frame < 64 {
+            for (i, (name, unit)) in [("Fragment invocations", 0u32), ("GPU busy", 2u32)].iter().enumerate() {
+                let base = if i == 0 { 2.0e6 } else { 75.0 };
+                let cap = base * (1.0 + (frame as f64 * 0.3).sin() * 0.1);
+                records.push(Record::CounterValue(CounterValue {
+                    counter: PerfCounterDesc {
+                        uuid: [i as u8 + 1; 16],
+                        name: (*name).to_owned(),
+                        category: "Synthetic".to_owned(),
+                        description: format!("Synthetic counter {name}"),
+                        unit: *unit,
+                        storage: 5,
+                        scope: 0,
+                    },
+                    pass: 0,
+                    frame,
+                    command_buffer: 0xc0,
+                    render_pass: None,
+                    value: cap * (1.0 + (rng.below(100) as f64 - 50.0) / 1000.0),
+                    captured: Some(cap),
+                }));
+            }
+        }
+    }
+    let dev = device(replay_device, replay_device);
+    (header(FileKind::Results, dev), records)
+}
+
+/// A small trace: pools, resets, begin/end, timestamps, submits, results bytes, availability.
+pub fn trace(frames: u64) -> (Header, Vec<Record>) {
+    let mut out = Vec::new();
+    let dev = device("llvmpipe (LLVM 15.0.6, 256 bits)", "llvmpipe");
+    out.push(Record::Device(dev.clone()));
+    out.push(Record::Calibration(Calibration { device: 0xd, host_ns: 1_000_000_000, gpu_ticks: 0, max_deviation_ns: 100 }));
+    let mut seq = 1u64;
+    for &(pool, ty, stats, count) in &POOLS {
+        out.push(Record::QueryPool(QueryPoolInfo {
+            seq,
+            device: 0xd,
+            pool,
+            query_type: ty,
+            query_count: count,
+            pipeline_statistics: stats,
+            perf_queue_family: None,
+            perf_counters: Vec::new(),
+        }));
+        seq += 1;
+    }
+    out.push(Record::DebugName(DebugName { handle: 0x1000, object_type: 12, name: "occlusion pool".to_owned() }));
+    out.push(Record::DebugName(DebugName { handle: 0x2000, object_type: 12, name: "frame timers".to_owned() }));
+    for frame in 0..frames {
+        let t0 = 1_000_000_000 + frame * 16_666_666;
+        let cb = 0xc0 + frame % 2;
+        let mut t = t0;
+        for &(pool, ty, _, count) in &POOLS {
+            seq += 1;
+            t += 1000;
+            out.push(Record::QueryOp(QueryOp {
+                seq,
+                command_buffer: cb,
+                pool,
+                kind: QueryOpKind::Reset { first: 0, count },
+                host_ns: t,
+            }));
+            for q in 0..count {
+                seq += 1;
+                t += 5_000;
+                if ty == model::QUERY_TYPE_TIMESTAMP {
+                    out.push(Record::QueryOp(QueryOp {
+                        seq,
+                        command_buffer: cb,
+                        pool,
+                        kind: QueryOpKind::Timestamp { query: q, stage: 0x2000, sync2: false },
+                        host_ns: t,
+                    }));
+                } else {
+                    out.push(Record::QueryOp(QueryOp {
+                        seq,
+                        command_buffer: cb,
+                        pool,
+                        kind: QueryOpKind::Begin { query: q, flags: 0, index: 0 },
+                        host_ns: t,
+                    }));
+                    seq += 1;
+                    t += 20_000;
+                    out.push(Record::QueryOp(QueryOp {
+                        seq,
+                        command_buffer: cb,
+                        pool,
+                        kind: QueryOpKind::End { query: q, index: 0 },
+                        host_ns: t,
+                    }));
+                }
+            }
+        }
+        seq += 1;
+        let submit = t0 + 1_000_000;
+        out.push(Record::Submit(Submit {
+            seq,
+            queue: 0xa0,
+            queue_family: 0,
+            command_buffers: vec![cb],
+            host_ns: submit,
+            frame,
+            counter_pass: None,
+        }));
+        let mut gpu = (submit - 1_000_000_000) as u64 + 300_000;
+        for &(pool, ty, stats, count) in &POOLS {
+            seq += 1;
+            let read = submit + 4_000_000;
+            let flags = RESULT_64_BIT | RESULT_WITH_AVAILABILITY;
+            let n_values = model::values_per_query(ty, stats, 0);
+            let mut data = Vec::new();
+            for q in 0..count {
+                let vals: Vec<u64> = match ty {
+                    model::QUERY_TYPE_TIMESTAMP => {
+                        gpu += if q % 2 == 0 { 100_000 } else { 1_000_000 + frame * 10_000 };
+                        vec![gpu]
+                    }
+                    _ => (0..n_values as u64).map(|i| 100 * (u64::from(q) + 1) + i + frame).collect(),
+                };
+                for v in vals.iter().chain(std::iter::once(&1u64)) {
+                    data.extend_from_slice(&v.to_le_bytes());
+                }
+                out.push(Record::QueryAvailable(QueryAvailable { pool, query: q, host_ns: read - 500_000 }));
+            }
+            out.push(Record::QueryResults(QueryResults {
+                seq,
+                thread: 1,
+                device: 0xd,
+                pool,
+                first: 0,
+                count,
+                stride: (n_values as u64 + 1) * 8,
+                flags,
+                result: 0,
+                host_ns: read,
+                data,
+            }));
+        }
+        seq += 1;
+        out.push(Record::Frame(Frame { index: frame, last_seq: seq, host_ns: t0 + 16_000_000, boundary: FrameBoundary::Present }));
+    }
+    (header(FileKind::Trace, dev), out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Dataset;
+    use std::path::PathBuf;
+
+    #[test]
+    fn results_fixture_has_requested_rows_and_mismatches() {
+        let (h, r) = results(1000, 1, "gpu-a", 7);
+        let ds = Dataset::from_records(vec![(PathBuf::from("a.qres"), h, r)]);
+        assert_eq!(ds.rows.len(), 1000);
+        let mism = ds.mismatch.iter().filter(|m| **m).count();
+        assert!(mism > 0 && mism < 200, "{mism}");
+        assert_eq!(ds.pools.len(), 3);
+        assert!(!ds.counters.is_empty());
+    }
+
+    #[test]
+    fn trace_fixture_decodes_into_rows_with_times() {
+        let (h, r) = trace(3);
+        let ds = Dataset::from_records(vec![(PathBuf::from("t.qtrace"), h, r)]);
+        assert_eq!(ds.rows.len(), 3 * 20);
+        let stat_row = ds.rows.iter().find(|r| ds.pools[r.pool as usize].pipeline_statistics != 0).unwrap();
+        assert_eq!(stat_row.captured.as_ref().unwrap().values.len(), 3);
+        assert!(ds.rows.iter().all(|r| r.times.submit != 0 && r.times.end != 0 && r.times.available != 0));
+        assert_eq!(ds.trace.as_ref().unwrap().frames, 3);
+        assert_eq!(ds.pools[0].name.as_deref(), Some("occlusion pool"));
+        let ts = ds.rows.iter().find(|r| ds.pools[r.pool as usize].query_type == 2).unwrap();
+        assert!(ts.times.gpu > 1_000_000_000);
+    }
+}
