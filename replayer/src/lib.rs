@@ -1,8 +1,10 @@
 //! quarry replayer: re-executes a trace on any GPU, headless, and re-reads every query.
 pub mod cli;
+pub mod clock;
 pub mod compare;
 pub mod devices;
 pub mod error;
+pub mod mapping;
 pub mod queries;
 
 pub use devices::{devices, GpuInfo};
