@@ -232,16 +232,39 @@ pub struct QueryPoolInfo {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub enum QueryOpKind {
     /// `vkCmdResetQueryPool` (or host `vkResetQueryPool` when `command_buffer` is 0).
-    Reset { first: u32, count: u32 },
+    Reset {
+        first: u32,
+        count: u32,
+    },
     /// `vkCmdBeginQuery[IndexedEXT]`; `flags` is `VkQueryControlFlags`.
-    Begin { query: u32, flags: u32, index: u32 },
-    End { query: u32, index: u32 },
+    Begin {
+        query: u32,
+        flags: u32,
+        index: u32,
+    },
+    End {
+        query: u32,
+        index: u32,
+    },
     /// `vkCmdWriteTimestamp[2]`; `stage` is the raw (64-bit for sync2) stage mask.
-    Timestamp { query: u32, stage: u64, sync2: bool },
+    Timestamp {
+        query: u32,
+        stage: u64,
+        sync2: bool,
+    },
     /// `vkCmdCopyQueryPoolResults`.
-    Copy { first: u32, count: u32, dst_buffer: Handle, dst_offset: u64, stride: u64, flags: u32 },
+    Copy {
+        first: u32,
+        count: u32,
+        dst_buffer: Handle,
+        dst_offset: u64,
+        stride: u64,
+        flags: u32,
+    },
     /// `vkCmdWriteAccelerationStructuresPropertiesKHR` and similar writes of one query.
-    Write { query: u32 },
+    Write {
+        query: u32,
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

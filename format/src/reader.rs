@@ -1,0 +1,838 @@
+//! Memory-mapped reader. Opening reads the prefix, the header and the footer index (or, when
+//! the footer is missing or damaged, scans block headers); records are decoded one block at a
+//! time, so memory stays bounded by the largest block whatever the file size.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use crate::error::{FormatError, Problem};
+use crate::index::{BlockEntry, FooterIndex};
+use crate::layout::*;
+use crate::record::{BlobId, FileKind, Header, Payload, Record};
+use crate::{bincode_config, file_kind_from_byte, KNOWN_RECORD_VARIANTS, RECORD_NAMES};
+
+/// zstd cannot expand a frame by more than this (an RLE block: 4 bytes for 128 KiB), so a
+/// declared length above `stored * MAX_RATIO` is a lie and is refused before allocating.
+const MAX_RATIO: u64 = 32 * 1024;
+
+/// A region of the file that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockDamage {
+    pub offset: u64,
+    /// Bytes lost to it.
+    pub len: u64,
+    pub problem: String,
+}
+
+/// Summary for `quarry info`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Info {
+    pub kind: FileKind,
+    pub format_version: (u16, u16),
+    pub header: Header,
+    pub records: u64,
+    /// Type name -> count; variants unknown to this build appear as `unknown(N)`.
+    pub record_counts: BTreeMap<String, u64>,
+    /// `Frame` records.
+    pub frames: u64,
+    /// Blocks of every kind except the footer index.
+    pub blocks: u64,
+    pub record_blocks: u64,
+    pub blob_blocks: u64,
+    pub compressed_bytes: u64,
+    pub uncompressed_bytes: u64,
+    pub file_bytes: u64,
+    pub lost_bytes: u64,
+    /// Footer present and every block intact.
+    pub complete: bool,
+    /// Counts came from the footer (otherwise from decoding every block).
+    pub from_footer: bool,
+    pub damage: Vec<BlockDamage>,
+}
+
+impl Info {
+    /// The first problem, as `(offset, text)`, when the file is not complete.
+    pub fn first_problem(&self) -> Option<(u64, String)> {
+        if let Some(d) = self.damage.first() {
+            return Some((d.offset, d.problem.clone()));
+        }
+        if !self.complete {
+            return Some((
+                self.file_bytes,
+                "no valid footer index (writer did not finish); complete blocks recovered".into(),
+            ));
+        }
+        None
+    }
+}
+
+pub struct TraceReader {
+    path: PathBuf,
+    map: Mmap,
+    header: Header,
+    version: (u16, u16),
+    body_start: u64,
+    /// Every block except index blocks, in file order.
+    blocks: Vec<BlockEntry>,
+    footer: Option<FooterIndex>,
+    damage: Vec<BlockDamage>,
+    lost_bytes: u64,
+    blob_blocks: HashMap<u64, usize>,
+}
+
+impl std::fmt::Debug for TraceReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceReader")
+            .field("path", &self.path)
+            .field("version", &self.version)
+            .field("blocks", &self.blocks.len())
+            .field("complete", &self.footer.is_some())
+            .finish()
+    }
+}
+
+impl TraceReader {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, FormatError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|e| FormatError::io(&path, 0, "cannot open", e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| FormatError::io(&path, 0, "cannot stat", e))?
+            .len();
+        if len == 0 {
+            return Err(FormatError::new(&path, 0, Problem::Empty));
+        }
+        // SAFETY: the map is read-only; a writer appending to the file meanwhile only adds bytes
+        // beyond the mapped length. A file truncated under us by another process is outside
+        // what any mmap reader can defend against.
+        let map =
+            unsafe { Mmap::map(&file) }.map_err(|e| FormatError::io(&path, 0, "cannot map", e))?;
+        let bytes: &[u8] = &map;
+        let err = |offset: u64, p: Problem| FormatError::new(&path, offset, p);
+
+        let magic_len = bytes.len().min(MAGIC.len());
+        if bytes[..magic_len] != MAGIC[..magic_len] {
+            return Err(err(0, Problem::BadMagic));
+        }
+        if bytes.len() < 12 {
+            return Err(err(
+                0,
+                Problem::Truncated {
+                    what: "file prefix",
+                    need: PREFIX_LEN as u64,
+                    have: len,
+                },
+            ));
+        }
+        // The version sits at a fixed place in every format version, so it is judged before
+        // anything else that a newer major might have changed.
+        let major = u16::from_le_bytes([bytes[8], bytes[9]]);
+        let minor = u16::from_le_bytes([bytes[10], bytes[11]]);
+        if major > VERSION_MAJOR {
+            return Err(err(
+                8,
+                Problem::NewerMajor {
+                    major,
+                    minor,
+                    supported: VERSION_MAJOR,
+                },
+            ));
+        }
+        if major == 0 {
+            return Err(err(8, Problem::BadVersion { major, minor }));
+        }
+        if bytes.len() < PREFIX_LEN {
+            return Err(err(
+                0,
+                Problem::Truncated {
+                    what: "file prefix",
+                    need: PREFIX_LEN as u64,
+                    have: len,
+                },
+            ));
+        }
+        let p = Prefix::parse(&bytes[..PREFIX_LEN]);
+        if p.header_len > MAX_HEADER_LEN {
+            return Err(err(
+                16,
+                Problem::TooLarge {
+                    what: "header",
+                    len: p.header_len as u64,
+                    max: MAX_HEADER_LEN as u64,
+                },
+            ));
+        }
+        let body_start = PREFIX_LEN as u64 + p.header_len as u64;
+        if body_start > len {
+            return Err(err(
+                PREFIX_LEN as u64,
+                Problem::Truncated {
+                    what: "header",
+                    need: p.header_len as u64,
+                    have: len - PREFIX_LEN as u64,
+                },
+            ));
+        }
+        let hdr_bytes = &bytes[PREFIX_LEN..body_start as usize];
+        if prefix_checksum(&bytes[..24], hdr_bytes) != p.checksum {
+            return Err(err(24, Problem::Checksum("file header")));
+        }
+        let Some(kind) = file_kind_from_byte(p.kind) else {
+            return Err(err(
+                12,
+                Problem::Corrupt(format!("unknown file kind {}", p.kind)),
+            ));
+        };
+        let (header, _): (Header, usize) =
+            bincode::serde::decode_from_slice(hdr_bytes, bincode_config()).map_err(|e| {
+                err(
+                    PREFIX_LEN as u64,
+                    Problem::Decode {
+                        what: "header",
+                        detail: e.to_string(),
+                    },
+                )
+            })?;
+        if header.kind != kind {
+            return Err(err(
+                12,
+                Problem::KindMismatch {
+                    prefix: format!("{kind:?}"),
+                    header: format!("{:?}", header.kind),
+                },
+            ));
+        }
+
+        let mut reader = TraceReader {
+            path,
+            map,
+            header,
+            version: (p.major, p.minor),
+            body_start,
+            blocks: Vec::new(),
+            footer: None,
+            damage: Vec::new(),
+            lost_bytes: 0,
+            blob_blocks: HashMap::new(),
+        };
+        match reader.read_footer() {
+            Some(mut footer) => {
+                reader.blocks = std::mem::take(&mut footer.blocks);
+                reader.footer = Some(footer);
+            }
+            None => reader.scan(),
+        }
+        for (i, b) in reader.blocks.iter().enumerate() {
+            if b.kind() == BlockKind::Blob {
+                reader.blob_blocks.entry(b.aux).or_insert(i);
+            }
+        }
+        Ok(reader)
+    }
+
+    /// The footer index if the trailer, the index block and the block list all check out.
+    fn read_footer(&self) -> Option<FooterIndex> {
+        let bytes: &[u8] = &self.map;
+        let len = bytes.len() as u64;
+        if len < self.body_start + TRAILER_LEN as u64 {
+            return None;
+        }
+        let tpos = len - TRAILER_LEN as u64;
+        let (ioff, ilen) = parse_trailer(&bytes[tpos as usize..])?;
+        if ioff < self.body_start
+            || ioff.checked_add(ilen)? != tpos
+            || ilen < BLOCK_HEADER_LEN as u64
+        {
+            return None;
+        }
+        let h = BlockHeader::parse(&bytes[ioff as usize..]).ok()?;
+        if h.kind != BlockKind::Index || h.total_len() != ilen {
+            return None;
+        }
+        let entry = BlockEntry::from_header(ioff, &h);
+        let raw = self.block_bytes(&entry, &mut None).ok()?;
+        let (footer, _): (FooterIndex, usize) =
+            bincode::serde::decode_from_slice(&raw, bincode_config()).ok()?;
+        // The writer lays blocks end to end from the header to the index; anything else means
+        // the index does not describe this file.
+        let mut pos = self.body_start;
+        for b in &footer.blocks {
+            if b.offset != pos || b.stored_len > len {
+                return None;
+            }
+            pos = pos.checked_add(b.total_len())?;
+        }
+        if pos != ioff {
+            return None;
+        }
+        Some(footer)
+    }
+
+    /// Rebuilds the block list by walking block headers; records damage and lost bytes.
+    fn scan(&mut self) {
+        let bytes: &[u8] = &self.map;
+        let len = bytes.len() as u64;
+        let mut pos = self.body_start;
+        let mut blocks = Vec::new();
+        let mut damage = Vec::new();
+        while pos < len {
+            let rest = len - pos;
+            if rest == TRAILER_LEN as u64 && parse_trailer(&bytes[pos as usize..]).is_some() {
+                break;
+            }
+            if rest < BLOCK_HEADER_LEN as u64 {
+                damage.push(BlockDamage {
+                    offset: pos,
+                    len: rest,
+                    problem: format!(
+                        "truncated block header: need {BLOCK_HEADER_LEN} bytes, {rest} available"
+                    ),
+                });
+                break;
+            }
+            let h = match BlockHeader::parse(&bytes[pos as usize..]) {
+                Ok(h) => h,
+                Err(problem) => {
+                    let next = self.resync(pos + 1);
+                    damage.push(BlockDamage {
+                        offset: pos,
+                        len: next - pos,
+                        problem: problem.to_string(),
+                    });
+                    pos = next;
+                    continue;
+                }
+            };
+            let total = h.total_len();
+            if total > rest {
+                damage.push(BlockDamage {
+                    offset: pos,
+                    len: rest,
+                    problem: format!(
+                        "truncated {} block: need {total} bytes, {rest} available",
+                        h.kind.name()
+                    ),
+                });
+                break;
+            }
+            let payload = &bytes[(pos + BLOCK_HEADER_LEN as u64) as usize..(pos + total) as usize];
+            if payload_checksum(payload) != h.payload_checksum {
+                damage.push(BlockDamage {
+                    offset: pos,
+                    len: total,
+                    problem: "block payload checksum mismatch".into(),
+                });
+            } else if h.kind != BlockKind::Index {
+                blocks.push(BlockEntry::from_header(pos, &h));
+            }
+            pos += total;
+        }
+        self.lost_bytes = damage.iter().map(|d| d.len).sum();
+        self.blocks = blocks;
+        self.damage = damage;
+    }
+
+    /// Offset of the next plausible block (valid header, fits in the file) at or after `from`.
+    fn resync(&self, from: u64) -> u64 {
+        let bytes: &[u8] = &self.map;
+        let len = bytes.len();
+        let mut i = from as usize;
+        while i + BLOCK_HEADER_LEN <= len {
+            if bytes[i..i + 4] == BLOCK_MAGIC {
+                if let Ok(h) = BlockHeader::parse(&bytes[i..]) {
+                    if (i as u64)
+                        .checked_add(h.total_len())
+                        .is_some_and(|end| end <= len as u64)
+                    {
+                        return i as u64;
+                    }
+                }
+            }
+            i += 1;
+        }
+        len as u64
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    pub fn kind(&self) -> FileKind {
+        self.header.kind
+    }
+
+    /// `(major, minor)` of the file.
+    pub fn format_version(&self) -> (u16, u16) {
+        self.version
+    }
+
+    /// True when a valid footer index was found (the writer finished).
+    pub fn has_footer(&self) -> bool {
+        self.footer.is_some()
+    }
+
+    /// Bytes lost to truncation or damage found while opening (scan mode).
+    pub fn lost_bytes(&self) -> u64 {
+        self.lost_bytes
+    }
+
+    /// Damage found while opening.
+    pub fn damage(&self) -> &[BlockDamage] {
+        &self.damage
+    }
+
+    /// All data blocks (records, blobs, unknown kinds) in file order.
+    pub fn blocks(&self) -> &[BlockEntry] {
+        &self.blocks
+    }
+
+    pub fn file_len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    /// Every record in file order, one block decoded at a time.
+    pub fn records(&self) -> Records<'_> {
+        let ids = self.record_block_ids(|_| true);
+        Records::new(self, ids)
+    }
+
+    /// Records of frame `n` only (frames as numbered by `TraceWriter::end_frame`).
+    pub fn frame_records(&self, n: u64) -> Records<'_> {
+        let ids = self.record_block_ids(|b| b.aux == n);
+        Records::new(self, ids)
+    }
+
+    /// Records from the start of frame `n` to the end of the file.
+    pub fn records_from_frame(&self, n: u64) -> Records<'_> {
+        let mut ids = self.record_block_ids(|_| true);
+        let first = ids
+            .iter()
+            .position(|&i| self.blocks[i].aux >= n)
+            .unwrap_or(ids.len());
+        ids.drain(..first);
+        Records::new(self, ids)
+    }
+
+    /// Records of one block (`blocks()[i]`), for parallel or random access.
+    pub fn block_records(&self, i: usize) -> Result<Vec<Record>, FormatError> {
+        let entry = self.blocks.get(i).ok_or_else(|| {
+            FormatError::new(
+                &self.path,
+                0,
+                Problem::Corrupt(format!("no block {i} (file has {})", self.blocks.len())),
+            )
+        })?;
+        if entry.kind() != BlockKind::Records {
+            return Err(FormatError::corrupt(
+                &self.path,
+                entry.offset,
+                format!("block {i} is a {} block", entry.kind().name()),
+            ));
+        }
+        Records::new(self, vec![i]).collect()
+    }
+
+    fn record_block_ids(&self, keep: impl Fn(&BlockEntry) -> bool) -> Vec<usize> {
+        (0..self.blocks.len())
+            .filter(|&i| self.blocks[i].kind() == BlockKind::Records && keep(&self.blocks[i]))
+            .collect()
+    }
+
+    /// The contents of a blob.
+    pub fn blob(&self, id: BlobId) -> Result<Vec<u8>, FormatError> {
+        let Some(&i) = self.blob_blocks.get(&id.0) else {
+            return Err(FormatError::new(
+                &self.path,
+                self.file_len(),
+                Problem::NoSuchBlob(id.0),
+            ));
+        };
+        self.block_bytes(&self.blocks[i], &mut None)
+    }
+
+    /// The bytes a payload stands for.
+    pub fn payload_bytes(&self, p: &Payload) -> Result<Vec<u8>, FormatError> {
+        match p {
+            Payload::Inline(v) => Ok(v.clone()),
+            Payload::Blob { id, len } => {
+                let data = self.blob(*id)?;
+                if data.len() as u64 != *len {
+                    let off = self
+                        .blob_blocks
+                        .get(&id.0)
+                        .map(|&i| self.blocks[i].offset)
+                        .unwrap_or(0);
+                    return Err(FormatError::corrupt(
+                        &self.path,
+                        off,
+                        format!(
+                            "blob {} holds {} bytes, the record says {len}",
+                            id.0,
+                            data.len()
+                        ),
+                    ));
+                }
+                Ok(data)
+            }
+        }
+    }
+
+    /// The first `CommandTable` record (needed to name calls when reading from frame N).
+    pub fn command_table(&self) -> Result<Option<Vec<String>>, FormatError> {
+        for r in self.records() {
+            match r? {
+                Record::CommandTable(t) => return Ok(Some(t)),
+                Record::Call(_) => return Ok(None),
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// Checks the header and payload checksum of one block (cheap: no decompression).
+    fn verify_block(&self, b: &BlockEntry) -> Result<(), FormatError> {
+        self.payload_slice(b).map(|_| ())
+    }
+
+    fn payload_slice(&self, b: &BlockEntry) -> Result<&[u8], FormatError> {
+        let bytes: &[u8] = &self.map;
+        let len = bytes.len() as u64;
+        let end = b
+            .offset
+            .checked_add(b.total_len())
+            .filter(|&e| e <= len)
+            .ok_or_else(|| {
+                FormatError::new(
+                    &self.path,
+                    b.offset,
+                    Problem::Truncated {
+                        what: "block",
+                        need: b.total_len(),
+                        have: len.saturating_sub(b.offset),
+                    },
+                )
+            })?;
+        let h = BlockHeader::parse(&bytes[b.offset as usize..])
+            .map_err(|p| FormatError::corrupt(&self.path, b.offset, p))?;
+        if BlockEntry::from_header(b.offset, &h) != *b {
+            return Err(FormatError::corrupt(
+                &self.path,
+                b.offset,
+                "block header disagrees with the index",
+            ));
+        }
+        let payload = &bytes[(b.offset + BLOCK_HEADER_LEN as u64) as usize..end as usize];
+        if payload_checksum(payload) != h.payload_checksum {
+            return Err(FormatError::new(
+                &self.path,
+                b.offset,
+                Problem::Checksum("block payload"),
+            ));
+        }
+        Ok(payload)
+    }
+
+    /// Verified, decompressed payload of a block.
+    fn block_bytes(
+        &self,
+        b: &BlockEntry,
+        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+    ) -> Result<Vec<u8>, FormatError> {
+        let mut out = Vec::new();
+        self.block_bytes_into(b, dctx, &mut out)?;
+        Ok(out)
+    }
+
+    fn block_bytes_into(
+        &self,
+        b: &BlockEntry,
+        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), FormatError> {
+        let payload = self.payload_slice(b)?;
+        let ulen = b.uncompressed_len;
+        let too_large = |max: u64| {
+            FormatError::new(
+                &self.path,
+                b.offset + 24,
+                Problem::TooLarge {
+                    what: "block",
+                    len: ulen,
+                    max,
+                },
+            )
+        };
+        if ulen > MAX_BLOCK_LEN {
+            return Err(too_large(MAX_BLOCK_LEN));
+        }
+        out.clear();
+        match b.codec {
+            CODEC_STORED => {
+                if ulen != payload.len() as u64 {
+                    return Err(FormatError::corrupt(
+                        &self.path,
+                        b.offset,
+                        "stored block length mismatch",
+                    ));
+                }
+                out.try_reserve_exact(payload.len())
+                    .map_err(|_| FormatError::new(&self.path, b.offset, Problem::Alloc(ulen)))?;
+                out.extend_from_slice(payload);
+            }
+            CODEC_ZSTD => {
+                let max = (payload.len() as u64).saturating_mul(MAX_RATIO);
+                if ulen > max {
+                    return Err(too_large(max));
+                }
+                out.try_reserve_exact(ulen as usize)
+                    .map_err(|_| FormatError::new(&self.path, b.offset, Problem::Alloc(ulen)))?;
+                if dctx.is_none() {
+                    *dctx = Some(zstd::bulk::Decompressor::new().map_err(|e| {
+                        FormatError::new(&self.path, b.offset, Problem::Decompress(e.to_string()))
+                    })?);
+                }
+                let Some(d) = dctx.as_mut() else {
+                    unreachable!()
+                };
+                let n = d.decompress_to_buffer(payload, out).map_err(|e| {
+                    FormatError::new(
+                        &self.path,
+                        b.offset + BLOCK_HEADER_LEN as u64,
+                        Problem::Decompress(e.to_string()),
+                    )
+                })?;
+                if n as u64 != ulen {
+                    return Err(FormatError::corrupt(
+                        &self.path,
+                        b.offset,
+                        format!("block decompressed to {n} bytes, header says {ulen}"),
+                    ));
+                }
+            }
+            other => {
+                return Err(FormatError::corrupt(
+                    &self.path,
+                    b.offset + 5,
+                    format!("unknown codec {other}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Summary with per-type counts. Checks every block's checksum; without a footer the
+    /// counts come from walking every record block (records are counted, not decoded).
+    pub fn info(&self) -> Info {
+        let mut damage = self.damage.clone();
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        let mut records = 0u64;
+        let mut record_blocks = 0u64;
+        let mut blob_blocks = 0u64;
+        let mut compressed = 0u64;
+        let mut uncompressed = 0u64;
+        let mut dctx = None;
+        let mut buf = Vec::new();
+        for b in &self.blocks {
+            compressed += b.stored_len;
+            uncompressed += b.uncompressed_len;
+            match b.kind() {
+                BlockKind::Records => record_blocks += 1,
+                BlockKind::Blob => blob_blocks += 1,
+                _ => {}
+            }
+            let checked = if self.footer.is_none() && b.kind() == BlockKind::Records {
+                self.block_bytes_into(b, &mut dctx, &mut buf).and_then(|_| {
+                    count_records(&buf, &mut counts)
+                        .map_err(|p| FormatError::corrupt(&self.path, b.offset, p))
+                })
+            } else {
+                self.verify_block(b)
+            };
+            if let Err(e) = checked {
+                damage.push(BlockDamage {
+                    offset: e.offset,
+                    len: b.total_len(),
+                    problem: e.problem.to_string(),
+                });
+            }
+        }
+        match &self.footer {
+            Some(f) => {
+                for (name, n) in &f.record_counts {
+                    *counts.entry(name.clone()).or_default() += n;
+                }
+                records = f.records;
+            }
+            None => records += counts.values().sum::<u64>(),
+        }
+        let lost_bytes = damage.iter().map(|d| d.len).sum();
+        Info {
+            kind: self.header.kind,
+            format_version: self.version,
+            header: self.header.clone(),
+            records,
+            frames: counts.get("Frame").copied().unwrap_or(0),
+            record_counts: counts,
+            blocks: self.blocks.len() as u64,
+            record_blocks,
+            blob_blocks,
+            compressed_bytes: compressed,
+            uncompressed_bytes: uncompressed,
+            file_bytes: self.file_len(),
+            lost_bytes,
+            complete: self.footer.is_some() && damage.is_empty(),
+            from_footer: self.footer.is_some(),
+            damage,
+        }
+    }
+}
+
+/// Counts records of a decompressed record block by their variant byte.
+fn count_records(buf: &[u8], counts: &mut BTreeMap<String, u64>) -> Result<(), String> {
+    let mut pos = 0usize;
+    while pos < buf.len() {
+        let (len, variant) = record_frame(buf, pos)?;
+        let name = match RECORD_NAMES.get(variant as usize) {
+            Some(n) => n.to_string(),
+            None => format!("unknown({variant})"),
+        };
+        *counts.entry(name).or_default() += 1;
+        pos += 4 + len;
+    }
+    Ok(())
+}
+
+/// `(length, variant byte)` of the length-prefixed record at `pos`.
+fn record_frame(buf: &[u8], pos: usize) -> Result<(usize, u8), String> {
+    let rest = buf.len() - pos;
+    if rest < 5 {
+        return Err(format!("record at block byte {pos} is truncated"));
+    }
+    let len = u32::from_le_bytes([buf[pos], buf[pos + 1], buf[pos + 2], buf[pos + 3]]) as usize;
+    if len == 0 || len > rest - 4 {
+        return Err(format!(
+            "record at block byte {pos} declares {len} bytes, {} remain",
+            rest - 4
+        ));
+    }
+    Ok((len, buf[pos + 4]))
+}
+
+/// Iterator over records of a set of blocks. A damaged block yields one error and is skipped;
+/// records of variants newer than this build are skipped silently (see `unknown_skipped`).
+pub struct Records<'a> {
+    reader: &'a TraceReader,
+    ids: Vec<usize>,
+    next_block: usize,
+    buf: Vec<u8>,
+    pos: usize,
+    block_offset: u64,
+    declared: u32,
+    seen: u32,
+    dctx: Option<zstd::bulk::Decompressor<'static>>,
+    unknown: u64,
+}
+
+impl<'a> Records<'a> {
+    fn new(reader: &'a TraceReader, ids: Vec<usize>) -> Self {
+        Records {
+            reader,
+            ids,
+            next_block: 0,
+            buf: Vec::new(),
+            pos: 0,
+            block_offset: 0,
+            declared: 0,
+            seen: 0,
+            dctx: None,
+            unknown: 0,
+        }
+    }
+
+    /// Records skipped because their variant is newer than this build.
+    pub fn unknown_skipped(&self) -> u64 {
+        self.unknown
+    }
+
+    /// File offset of the block the last record came from.
+    pub fn block_offset(&self) -> u64 {
+        self.block_offset
+    }
+
+    /// Frame number of the block the last record came from.
+    pub fn block_frame(&self) -> u64 {
+        self.next_block
+            .checked_sub(1)
+            .and_then(|i| self.ids.get(i))
+            .map(|&i| self.reader.blocks[i].aux)
+            .unwrap_or(0)
+    }
+
+    fn err(&self, p: impl std::fmt::Display) -> FormatError {
+        FormatError::corrupt(&self.reader.path, self.block_offset, p)
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<Record, FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.pos < self.buf.len() {
+                let (len, variant) = match record_frame(&self.buf, self.pos) {
+                    Ok(x) => x,
+                    Err(p) => {
+                        self.pos = self.buf.len();
+                        return Some(Err(self.err(p)));
+                    }
+                };
+                let body = &self.buf[self.pos + 4..self.pos + 4 + len];
+                let at = self.pos;
+                self.pos += 4 + len;
+                self.seen += 1;
+                if variant >= KNOWN_RECORD_VARIANTS {
+                    self.unknown += 1;
+                    continue;
+                }
+                // Bytes after the decoded value are fields a newer minor version appended.
+                return Some(
+                    bincode::serde::decode_from_slice::<Record, _>(body, bincode_config())
+                        .map(|(r, _)| r)
+                        .map_err(|e| {
+                            self.err(format!("record at block byte {at}: cannot decode: {e}"))
+                        }),
+                );
+            }
+            if self.seen != self.declared {
+                let msg = format!(
+                    "block holds {} records, its header says {}",
+                    self.seen, self.declared
+                );
+                self.seen = self.declared;
+                return Some(Err(self.err(msg)));
+            }
+            let &i = self.ids.get(self.next_block)?;
+            self.next_block += 1;
+            let b = self.reader.blocks[i];
+            self.block_offset = b.offset;
+            self.pos = 0;
+            self.seen = 0;
+            self.declared = 0;
+            let mut buf = std::mem::take(&mut self.buf);
+            let res = self.reader.block_bytes_into(&b, &mut self.dctx, &mut buf);
+            self.buf = buf;
+            if let Err(e) = res {
+                self.buf.clear();
+                return Some(Err(e));
+            }
+            self.declared = b.records;
+        }
+    }
+}

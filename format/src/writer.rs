@@ -1,0 +1,702 @@
+//! Streaming writer: records are encoded into an open block under a mutex; sealed blocks go to
+//! compression workers and then to one output thread that writes them in seal order.
+//!
+//! Made to run inside arbitrary applications (the capture layer): no panics on I/O, no global
+//! state, no signal handlers, nothing printed. Memory is bounded by the open block plus
+//! `WriterOptions::max_in_flight_bytes` of sealed blocks waiting for compression or the disk.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use xxhash_rust::xxh3::xxh3_128;
+
+use crate::error::{FormatError, Problem};
+use crate::index::{BlockEntry, FooterIndex};
+use crate::layout::*;
+use crate::record::{BlobId, Header, Payload, Record};
+use crate::{bincode_config, file_kind_byte};
+
+/// Tuning knobs; the defaults suit both the capture layer and the replayer.
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    /// A record block is sealed once its encoded records reach this many bytes.
+    pub block_size: usize,
+    /// A non-empty open block is sealed before it gets this old, so it reaches the file
+    /// within this time even when the application stops producing records.
+    pub seal_interval: Duration,
+    /// `payload()` keeps byte strings shorter than this inline; longer ones become blobs.
+    pub inline_threshold: usize,
+    /// zstd level.
+    pub level: i32,
+    /// Compression threads.
+    pub workers: usize,
+    /// Sealed-but-unwritten bytes above which writers wait (at least one block always passes).
+    pub max_in_flight_bytes: usize,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            block_size: 1 << 20,
+            seal_interval: Duration::from_millis(100),
+            inline_threshold: 8 << 10,
+            level: 3,
+            workers: 2,
+            max_in_flight_bytes: 64 << 20,
+        }
+    }
+}
+
+/// What `finish` reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WriteSummary {
+    pub records: u64,
+    pub frames: u64,
+    pub blocks: u64,
+    pub blobs: u64,
+    pub blob_dedup_hits: u64,
+    /// Encoded record and blob bytes before compression.
+    pub uncompressed_bytes: u64,
+    /// Block payload bytes after compression.
+    pub compressed_bytes: u64,
+    pub file_bytes: u64,
+}
+
+struct Job {
+    seq: u64,
+    kind: BlockKind,
+    records: u32,
+    aux: u64,
+    data: Vec<u8>,
+}
+
+struct Done {
+    seq: u64,
+    header: BlockHeader,
+    /// Payload as stored: compressed bytes, or the input when compression did not help.
+    stored: Vec<u8>,
+    input_len: usize,
+}
+
+struct OpenBlock {
+    buf: Vec<u8>,
+    records: u32,
+    frame: u64,
+    opened: Option<Instant>,
+    /// Indexed by the bincode variant byte of the record.
+    counts: Vec<(u64, &'static str)>,
+    total_records: u64,
+    frames_ended: u64,
+}
+
+struct Submitter {
+    next_seq: u64,
+    tx: Option<Sender<Job>>,
+}
+
+struct PipeState {
+    in_flight_bytes: usize,
+    /// Every seq below this has been written (or dropped after an error).
+    written_upto: u64,
+    error: Option<FormatError>,
+    stop: bool,
+}
+
+struct Blobs {
+    by_hash: HashMap<u128, BlobId>,
+    next: u64,
+    dedup_hits: u64,
+}
+
+struct Shared {
+    path: PathBuf,
+    opts: WriterOptions,
+    open: Mutex<OpenBlock>,
+    submit: Mutex<Submitter>,
+    state: Mutex<PipeState>,
+    cond: Condvar,
+    failed: AtomicBool,
+    blobs: Mutex<Blobs>,
+}
+
+/// Poisoning only follows a panic elsewhere; the data behind these locks stays consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn check(&self) -> Result<(), FormatError> {
+        if !self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let st = lock(&self.state);
+        match &st.error {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&self, st: &mut PipeState, e: FormatError) {
+        if st.error.is_none() {
+            st.error = Some(e);
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// Assigns the next sequence number and queues the block, waiting while too many bytes are
+    /// in flight. Callers that need seal order hold the `open` lock around this.
+    fn submit(
+        &self,
+        kind: BlockKind,
+        records: u32,
+        aux: u64,
+        data: Vec<u8>,
+    ) -> Result<(), FormatError> {
+        let mut sub = lock(&self.submit);
+        {
+            let mut st = lock(&self.state);
+            while st.error.is_none()
+                && st.in_flight_bytes > 0
+                && st.in_flight_bytes + data.len() > self.opts.max_in_flight_bytes
+            {
+                st = self.cond.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if let Some(e) = &st.error {
+                return Err(e.duplicate());
+            }
+            st.in_flight_bytes += data.len();
+        }
+        let seq = sub.next_seq;
+        let job = Job {
+            seq,
+            kind,
+            records,
+            aux,
+            data,
+        };
+        let sent = match &sub.tx {
+            Some(tx) => tx.send(job).is_ok(),
+            None => false,
+        };
+        if !sent {
+            let e = FormatError::new(
+                &self.path,
+                0,
+                Problem::WriterFailed("compression threads are gone".into()),
+            );
+            let mut st = lock(&self.state);
+            self.fail(&mut st, e.duplicate());
+            return Err(e);
+        }
+        sub.next_seq += 1;
+        Ok(())
+    }
+
+    /// Hands the open block to the pipeline if it holds records.
+    fn seal(&self, open: &mut OpenBlock) -> Result<(), FormatError> {
+        if open.records == 0 {
+            return Ok(());
+        }
+        let cap = self
+            .opts
+            .block_size
+            .saturating_add(self.opts.block_size / 8);
+        let data = std::mem::replace(&mut open.buf, Vec::with_capacity(cap));
+        let records = open.records;
+        open.records = 0;
+        open.opened = None;
+        self.submit(BlockKind::Records, records, open.frame, data)
+    }
+
+    /// Seals and waits until everything submitted so far is in the file.
+    fn flush(&self) -> Result<(), FormatError> {
+        let target = {
+            let mut open = lock(&self.open);
+            self.seal(&mut open)?;
+            lock(&self.submit).next_seq
+        };
+        let mut st = lock(&self.state);
+        while st.error.is_none() && st.written_upto < target {
+            st = self.cond.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        match &st.error {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Writes a trace or results file. `Send + Sync`: share it by reference or `Arc` between threads.
+pub struct TraceWriter {
+    shared: Arc<Shared>,
+    ticker: Option<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+    output: Option<JoinHandle<Result<WriteSummary, FormatError>>>,
+}
+
+impl TraceWriter {
+    /// Creates (truncates) `path` and writes the file header.
+    pub fn create(path: impl AsRef<Path>, header: Header) -> Result<Self, FormatError> {
+        Self::create_with(path, header, WriterOptions::default())
+    }
+
+    pub fn create_with(
+        path: impl AsRef<Path>,
+        header: Header,
+        opts: WriterOptions,
+    ) -> Result<Self, FormatError> {
+        let path = path.as_ref().to_path_buf();
+        let hdr = bincode::serde::encode_to_vec(&header, bincode_config()).map_err(|e| {
+            FormatError::new(&path, PREFIX_LEN as u64, Problem::Encode(e.to_string()))
+        })?;
+        if hdr.len() > MAX_HEADER_LEN as usize {
+            return Err(FormatError::new(
+                &path,
+                PREFIX_LEN as u64,
+                Problem::TooLarge {
+                    what: "header",
+                    len: hdr.len() as u64,
+                    max: MAX_HEADER_LEN as u64,
+                },
+            ));
+        }
+        let mut file =
+            File::create(&path).map_err(|e| FormatError::io(&path, 0, "cannot create file", e))?;
+        let prefix = Prefix::encode(file_kind_byte(header.kind), &hdr);
+        file.write_all(&prefix)
+            .and_then(|_| file.write_all(&hdr))
+            .map_err(|e| FormatError::io(&path, 0, "cannot write header", e))?;
+        let body_start = (PREFIX_LEN + hdr.len()) as u64;
+
+        let mut opts = opts;
+        opts.workers = opts.workers.max(1);
+        opts.block_size = opts.block_size.max(1);
+        let shared = Arc::new(Shared {
+            path: path.clone(),
+            open: Mutex::new(OpenBlock {
+                buf: Vec::with_capacity(opts.block_size + opts.block_size / 8),
+                records: 0,
+                frame: 0,
+                opened: None,
+                counts: Vec::new(),
+                total_records: 0,
+                frames_ended: 0,
+            }),
+            submit: Mutex::new(Submitter {
+                next_seq: 0,
+                tx: None,
+            }),
+            state: Mutex::new(PipeState {
+                in_flight_bytes: 0,
+                written_upto: 0,
+                error: None,
+                stop: false,
+            }),
+            cond: Condvar::new(),
+            failed: AtomicBool::new(false),
+            blobs: Mutex::new(Blobs {
+                by_hash: HashMap::new(),
+                next: 0,
+                dedup_hits: 0,
+            }),
+            opts,
+        });
+
+        let (job_tx, job_rx) = channel::<Job>();
+        let (done_tx, done_rx) = channel::<Result<Done, FormatError>>();
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        let mut writer = TraceWriter {
+            shared: shared.clone(),
+            ticker: None,
+            workers: Vec::new(),
+            output: None,
+        };
+        for i in 0..shared.opts.workers {
+            let rx = job_rx.clone();
+            let tx = done_tx.clone();
+            let sh = shared.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("quarry-zstd-{i}"))
+                .spawn(move || compress_loop(&sh, &rx, &tx))
+                .map_err(|e| FormatError::io(&path, 0, "cannot start compression thread", e))?;
+            writer.workers.push(h);
+        }
+        drop(done_tx);
+        let sh = shared.clone();
+        writer.output = Some(
+            std::thread::Builder::new()
+                .name("quarry-write".into())
+                .spawn(move || output_loop(&sh, file, body_start, done_rx))
+                .map_err(|e| FormatError::io(&path, 0, "cannot start writer thread", e))?,
+        );
+        lock(&shared.submit).tx = Some(job_tx);
+        let sh = shared.clone();
+        writer.ticker = Some(
+            std::thread::Builder::new()
+                .name("quarry-seal".into())
+                .spawn(move || ticker_loop(&sh))
+                .map_err(|e| FormatError::io(&path, 0, "cannot start timer thread", e))?,
+        );
+        Ok(writer)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    pub fn options(&self) -> &WriterOptions {
+        &self.shared.opts
+    }
+
+    /// Appends one record. Records from one thread keep their order; across threads the order
+    /// is the order in which calls take the block lock.
+    pub fn write(&self, rec: &Record) -> Result<(), FormatError> {
+        self.shared.check()?;
+        let sh = &*self.shared;
+        let mut open = lock(&sh.open);
+        let start = open.buf.len();
+        open.buf.extend_from_slice(&[0u8; 4]);
+        if let Err(e) = bincode::serde::encode_into_std_write(rec, &mut open.buf, bincode_config())
+        {
+            open.buf.truncate(start);
+            return Err(FormatError::new(
+                &sh.path,
+                0,
+                Problem::Encode(e.to_string()),
+            ));
+        }
+        let len = open.buf.len() - start - 4;
+        if len > MAX_RECORD_LEN {
+            open.buf.truncate(start);
+            return Err(FormatError::new(
+                &sh.path,
+                0,
+                Problem::TooLarge {
+                    what: "record",
+                    len: len as u64,
+                    max: MAX_RECORD_LEN as u64,
+                },
+            ));
+        }
+        open.buf[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
+        let variant = open.buf[start + 4] as usize;
+        if open.counts.len() <= variant {
+            open.counts.resize(variant + 1, (0, ""));
+        }
+        open.counts[variant] = (open.counts[variant].0 + 1, rec.type_name());
+        open.records += 1;
+        open.total_records += 1;
+        if open.opened.is_none() {
+            open.opened = Some(Instant::now());
+        }
+        if open.buf.len() >= sh.opts.block_size || open.records == u32::MAX {
+            sh.seal(&mut open)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `bytes` once per file; equal contents give the same id.
+    pub fn blob(&self, bytes: &[u8]) -> Result<BlobId, FormatError> {
+        self.shared.check()?;
+        let sh = &*self.shared;
+        if bytes.len() as u64 > MAX_BLOCK_LEN {
+            return Err(FormatError::new(
+                &sh.path,
+                0,
+                Problem::TooLarge {
+                    what: "blob",
+                    len: bytes.len() as u64,
+                    max: MAX_BLOCK_LEN,
+                },
+            ));
+        }
+        let hash = xxh3_128(bytes);
+        // Held across submit so that a record naming this blob can never reach the file first.
+        let mut blobs = lock(&sh.blobs);
+        if let Some(id) = blobs.by_hash.get(&hash) {
+            let id = *id;
+            blobs.dedup_hits += 1;
+            return Ok(id);
+        }
+        let id = BlobId(blobs.next);
+        sh.submit(BlockKind::Blob, 0, id.0, bytes.to_vec())?;
+        blobs.next += 1;
+        blobs.by_hash.insert(hash, id);
+        Ok(id)
+    }
+
+    /// Inline below `inline_threshold`, otherwise a (deduplicated) blob.
+    pub fn payload(&self, bytes: &[u8]) -> Result<Payload, FormatError> {
+        if bytes.len() < self.shared.opts.inline_threshold {
+            return Ok(Payload::Inline(bytes.to_vec()));
+        }
+        let id = self.blob(bytes)?;
+        Ok(Payload::Blob {
+            id,
+            len: bytes.len() as u64,
+        })
+    }
+
+    /// Frame `frame` ended: seals the open block so the frame reaches the file now; records
+    /// written afterwards belong to frame `frame + 1`.
+    pub fn end_frame(&self, frame: u64) -> Result<(), FormatError> {
+        self.shared.check()?;
+        let sh = &*self.shared;
+        let mut open = lock(&sh.open);
+        let r = sh.seal(&mut open);
+        open.frame = frame.saturating_add(1);
+        open.frames_ended += 1;
+        r
+    }
+
+    /// Seals the open block and waits until everything written so far is in the file.
+    pub fn flush(&self) -> Result<(), FormatError> {
+        self.shared.check()?;
+        self.shared.flush()
+    }
+
+    /// Writes the remaining blocks and the footer index, and closes the file.
+    pub fn finish(mut self) -> Result<WriteSummary, FormatError> {
+        self.finish_inner()
+    }
+
+    fn finish_inner(&mut self) -> Result<WriteSummary, FormatError> {
+        let Some(output) = self.output.take() else {
+            return Err(FormatError::new(
+                &self.shared.path,
+                0,
+                Problem::WriterFailed("already finished".into()),
+            ));
+        };
+        let sh = &*self.shared;
+        let sealed = {
+            let mut open = lock(&sh.open);
+            sh.seal(&mut open)
+        };
+        {
+            let mut st = lock(&sh.state);
+            st.stop = true;
+            sh.cond.notify_all();
+        }
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+        // Closing the job channel lets the workers, then the output thread, run dry.
+        lock(&sh.submit).tx = None;
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        let result = match output.join() {
+            Ok(r) => r,
+            Err(_) => Err(FormatError::new(
+                &sh.path,
+                0,
+                Problem::WriterFailed("writer thread panicked".into()),
+            )),
+        };
+        sealed?;
+        result
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        if self.output.is_some() {
+            let _ = self.finish_inner();
+        }
+    }
+}
+
+fn ticker_loop(sh: &Shared) {
+    // Sealing at half the interval, polled every quarter, keeps a block's age at the file
+    // under the interval including compression time.
+    let interval = sh.opts.seal_interval.max(Duration::from_millis(4));
+    let poll = interval / 4;
+    let mut st = lock(&sh.state);
+    loop {
+        if st.stop {
+            return;
+        }
+        let (guard, _) = sh
+            .cond
+            .wait_timeout(st, poll)
+            .unwrap_or_else(|e| e.into_inner());
+        st = guard;
+        if st.stop {
+            return;
+        }
+        drop(st);
+        {
+            let mut open = lock(&sh.open);
+            if open.opened.is_some_and(|t| t.elapsed() >= interval / 2) {
+                // An error is stored in the pipeline state and reported by the next call.
+                let _ = sh.seal(&mut open);
+            }
+        }
+        st = lock(&sh.state);
+    }
+}
+
+fn compress_loop(sh: &Shared, rx: &Mutex<Receiver<Job>>, tx: &Sender<Result<Done, FormatError>>) {
+    let mut comp = zstd::bulk::Compressor::new(sh.opts.level).ok();
+    loop {
+        let job = match lock(rx).recv() {
+            Ok(j) => j,
+            Err(_) => return,
+        };
+        let done = compress_job(sh, comp.as_mut(), job);
+        if tx.send(done).is_err() {
+            return;
+        }
+    }
+}
+
+fn compress_job(
+    sh: &Shared,
+    comp: Option<&mut zstd::bulk::Compressor<'static>>,
+    job: Job,
+) -> Result<Done, FormatError> {
+    let input_len = job.data.len();
+    let mut codec = CODEC_STORED;
+    let mut stored = Vec::new();
+    if let Some(comp) = comp {
+        let bound = zstd::zstd_safe::compress_bound(input_len);
+        if stored.try_reserve_exact(bound).is_err() {
+            return Err(FormatError::new(&sh.path, 0, Problem::Alloc(bound as u64)));
+        }
+        match comp.compress_to_buffer(&job.data, &mut stored) {
+            Ok(n) if n < input_len => codec = CODEC_ZSTD,
+            Ok(_) => {}
+            Err(e) => return Err(FormatError::io(&sh.path, 0, "zstd compression failed", e)),
+        }
+    }
+    if codec == CODEC_STORED {
+        stored = job.data;
+    }
+    let header = BlockHeader {
+        kind: job.kind,
+        codec,
+        records: job.records,
+        aux: job.aux,
+        uncompressed_len: input_len as u64,
+        stored_len: stored.len() as u64,
+        payload_checksum: payload_checksum(&stored),
+    };
+    Ok(Done {
+        seq: job.seq,
+        header,
+        stored,
+        input_len,
+    })
+}
+
+fn output_loop(
+    sh: &Shared,
+    mut file: File,
+    body_start: u64,
+    rx: Receiver<Result<Done, FormatError>>,
+) -> Result<WriteSummary, FormatError> {
+    let mut offset = body_start;
+    let mut next = 0u64;
+    let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
+    let mut index = FooterIndex::default();
+    let mut summary = WriteSummary::default();
+    let mut broken = false;
+    for done in rx {
+        let done = match done {
+            Ok(d) => d,
+            Err(e) => {
+                broken = true;
+                let mut st = lock(&sh.state);
+                sh.fail(&mut st, e);
+                sh.cond.notify_all();
+                continue;
+            }
+        };
+        pending.insert(done.seq, done);
+        while let Some(d) = pending.remove(&next) {
+            if !broken {
+                let hb = d.header.encode();
+                let res = file.write_all(&hb).and_then(|_| file.write_all(&d.stored));
+                match res {
+                    Ok(()) => {
+                        index
+                            .blocks
+                            .push(BlockEntry::from_header(offset, &d.header));
+                        offset += d.header.total_len();
+                        summary.blocks += 1;
+                        summary.uncompressed_bytes += d.header.uncompressed_len;
+                        summary.compressed_bytes += d.header.stored_len;
+                    }
+                    Err(e) => {
+                        broken = true;
+                        let mut st = lock(&sh.state);
+                        sh.fail(
+                            &mut st,
+                            FormatError::io(&sh.path, offset, "cannot write block", e),
+                        );
+                    }
+                }
+            }
+            next += 1;
+            let mut st = lock(&sh.state);
+            st.in_flight_bytes = st.in_flight_bytes.saturating_sub(d.input_len);
+            st.written_upto = next;
+            sh.cond.notify_all();
+        }
+    }
+    if broken {
+        let st = lock(&sh.state);
+        return Err(match &st.error {
+            Some(e) => e.duplicate(),
+            None => FormatError::new(&sh.path, offset, Problem::WriterFailed("unknown".into())),
+        });
+    }
+    {
+        let open = lock(&sh.open);
+        index.records = open.total_records;
+        index.frames_ended = open.frames_ended;
+        index.record_counts = open
+            .counts
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, name)| (name.to_string(), *n))
+            .collect();
+        let blobs = lock(&sh.blobs);
+        index.blobs = blobs.next;
+        index.blob_dedup_hits = blobs.dedup_hits;
+    }
+    summary.records = index.records;
+    summary.frames = index.frames_ended;
+    summary.blobs = index.blobs;
+    summary.blob_dedup_hits = index.blob_dedup_hits;
+
+    let raw = bincode::serde::encode_to_vec(&index, bincode_config())
+        .map_err(|e| FormatError::new(&sh.path, offset, Problem::Encode(e.to_string())))?;
+    let stored = zstd::bulk::compress(&raw, sh.opts.level)
+        .map_err(|e| FormatError::io(&sh.path, offset, "zstd compression failed", e))?;
+    let header = BlockHeader {
+        kind: BlockKind::Index,
+        codec: CODEC_ZSTD,
+        records: 0,
+        aux: 0,
+        uncompressed_len: raw.len() as u64,
+        stored_len: stored.len() as u64,
+        payload_checksum: payload_checksum(&stored),
+    };
+    let trailer = encode_trailer(offset, header.total_len());
+    file.write_all(&header.encode())
+        .and_then(|_| file.write_all(&stored))
+        .and_then(|_| file.write_all(&trailer))
+        .and_then(|_| file.flush())
+        .map_err(|e| FormatError::io(&sh.path, offset, "cannot write footer", e))?;
+    summary.file_bytes = offset + header.total_len() + TRAILER_LEN as u64;
+    Ok(summary)
+}
