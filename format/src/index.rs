@@ -38,7 +38,7 @@ impl BlockEntry {
 
     /// Header plus payload.
     pub fn total_len(&self) -> u64 {
-        crate::layout::BLOCK_HEADER_LEN as u64 + self.stored_len
+        (crate::layout::BLOCK_HEADER_LEN as u64).saturating_add(self.stored_len)
     }
 }
 

@@ -176,7 +176,7 @@ impl BlockHeader {
     }
 
     pub fn total_len(&self) -> u64 {
-        BLOCK_HEADER_LEN as u64 + self.stored_len
+        (BLOCK_HEADER_LEN as u64).saturating_add(self.stored_len)
     }
 }
 
