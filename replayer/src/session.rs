@@ -1,0 +1,1150 @@
+//! One execution of a trace: the replayed instance and devices, captured-to-replayed handle maps,
+//! memory, emulated swapchains, and the state queries need (pools, which command buffer wrote which
+//! query, when it was submitted).
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_void, CStr, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ash::vk;
+use ash::vk::Handle as _;
+use format::record::{DeviceSummary, MemoryTypeSummary};
+
+use crate::devices::GpuInfo;
+use crate::error::ReplayError;
+use crate::mapping;
+use crate::queries::PoolShape;
+
+/// Validation messages seen through the debug messenger.
+#[derive(Default)]
+pub struct Messages {
+    pub count: AtomicU64,
+    pub first: Mutex<Vec<String>>,
+}
+
+const KEEP_MESSAGES: usize = 20;
+
+unsafe extern "system" fn on_debug_message(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    _types: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    user: *mut c_void,
+) -> vk::Bool32 {
+    // Never unwind into the driver.
+    let _ = std::panic::catch_unwind(|| {
+        if user.is_null() {
+            return;
+        }
+        // SAFETY: `user` is the `Messages` the session keeps alive for the messenger's lifetime.
+        let m = unsafe { &*(user as *const Messages) };
+        m.count.fetch_add(1, Ordering::Relaxed);
+        let text = if data.is_null() || unsafe { (*data).p_message.is_null() } {
+            String::from("(no message)")
+        } else {
+            // SAFETY: the loader passes a NUL-terminated message valid during the callback.
+            unsafe { CStr::from_ptr((*data).p_message) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        if let Ok(mut first) = m.first.lock() {
+            if first.len() < KEEP_MESSAGES {
+                first.push(format!("{severity:?}: {text}"));
+            }
+        }
+    });
+    vk::FALSE
+}
+
+/// A replayed device and what the translation of its commands needs.
+pub struct DeviceState {
+    pub captured: u64,
+    pub device: ash::Device,
+    /// Captured queue family -> replay queue family.
+    pub families: HashMap<u32, u32>,
+    /// Queues created per replay family (captured queue indices beyond it fold onto the last one).
+    pub queue_counts: HashMap<u32, u32>,
+    pub memory_types: Vec<MemoryTypeSummary>,
+    pub non_coherent_atom: u64,
+    /// Replayed queues retrieved so far, for emulated acquire and for waits.
+    pub queues: Vec<vk::Queue>,
+    /// Command pool per replay family for the replayer's own transfers.
+    pub own_pools: HashMap<u32, vk::CommandPool>,
+    pub queue_family_of: HashMap<u64, u32>,
+}
+
+/// A captured allocation. The replay allocation is made when the memory is first needed (bound,
+/// mapped or written), so its type and size can follow the replay device's requirements of the
+/// first resource bound to it.
+pub struct MemState {
+    pub device: u64,
+    pub size: u64,
+    pub captured_flags: u32,
+    pub replayed: vk::DeviceMemory,
+    pub type_index: u32,
+    pub coherent: bool,
+    /// Whole-allocation replay mapping, kept while the capture has the memory mapped.
+    pub mapped: *mut u8,
+    pub persistent: bool,
+    /// `VkMemoryAllocateFlagsInfo` flags and device mask from the capture, when chained.
+    pub alloc_flags: Option<(vk::MemoryAllocateFlags, u32)>,
+    /// Captured dedicated buffer / image, when chained.
+    pub dedicated: Option<(u64, u64)>,
+}
+
+/// An emulated swapchain: offscreen images standing in for presentable ones.
+pub struct Swapchain {
+    pub device: u64,
+    pub format: vk::Format,
+    pub extent: vk::Extent2D,
+    pub layers: u32,
+    pub usage: vk::ImageUsageFlags,
+    pub flags: vk::ImageCreateFlags,
+    pub view_formats: Vec<vk::Format>,
+    pub images: Vec<(vk::Image, vk::DeviceMemory)>,
+    pub next: u32,
+}
+
+pub struct PoolState {
+    pub shape: PoolShape,
+}
+
+pub struct Session<'a> {
+    pub entry: &'a ash::Entry,
+    pub gpu: &'a GpuInfo,
+    pub capture_device: Option<&'a DeviceSummary>,
+    pub messages: Option<Arc<Messages>>,
+    pub instance: Option<ash::Instance>,
+    pub debug_utils: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+    pub pd: vk::PhysicalDevice,
+    /// (VkObjectType, captured) -> replayed.
+    pub handles: HashMap<(i32, u64), u64>,
+    pub devices: HashMap<u64, DeviceState>,
+    /// Loader dispatch key of a replayed dispatchable handle -> captured device.
+    pub dispatch_keys: HashMap<usize, u64>,
+    pub memories: HashMap<u64, MemState>,
+    /// Captured memory the trace maps or writes (from a scan before the replay).
+    pub host_memories: &'a HashSet<u64>,
+    pub pools: HashMap<u64, PoolState>,
+    pub swapchains: HashMap<u64, Swapchain>,
+    /// Captured buffer -> (captured memory, offset).
+    pub buffer_memory: HashMap<u64, (u64, u64)>,
+    /// Captured command buffer -> (captured queue, replay host time of its last submit).
+    pub cmdbuf_submit: HashMap<u64, (u64, u64)>,
+    /// (captured pool, query) -> (captured command buffer, begun with PRECISE).
+    pub query_owner: HashMap<(u64, u32), (u64, bool)>,
+    /// Fake handles for emulated objects (surfaces, swapchains).
+    pub next_fake: u64,
+    pub frame: u64,
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+fn read_dispatch_key(handle: u64) -> Option<usize> {
+    if handle == 0 {
+        return None;
+    }
+    // SAFETY: dispatchable handles the loader returned point at an object whose first word is the
+    // loader's dispatch table pointer; only such handles are passed here.
+    Some(unsafe { *(handle as usize as *const usize) })
+}
+
+impl<'a> Session<'a> {
+    pub fn new(
+        entry: &'a ash::Entry,
+        gpu: &'a GpuInfo,
+        capture_device: Option<&'a DeviceSummary>,
+        host_memories: &'a HashSet<u64>,
+        validate: bool,
+    ) -> Self {
+        Session {
+            entry,
+            gpu,
+            capture_device,
+            messages: validate.then(|| Arc::new(Messages::default())),
+            instance: None,
+            debug_utils: None,
+            pd: vk::PhysicalDevice::null(),
+            handles: HashMap::new(),
+            devices: HashMap::new(),
+            dispatch_keys: HashMap::new(),
+            memories: HashMap::new(),
+            host_memories,
+            pools: HashMap::new(),
+            swapchains: HashMap::new(),
+            buffer_memory: HashMap::new(),
+            cmdbuf_submit: HashMap::new(),
+            query_owner: HashMap::new(),
+            next_fake: 0x5157_0000_0000_0001,
+            frame: 0,
+        }
+    }
+
+    // ---- handle maps ----------------------------------------------------------------------
+
+    pub fn lookup(&self, ty: vk::ObjectType, captured: u64) -> Result<u64, ReplayError> {
+        if captured == 0 {
+            return Ok(0);
+        }
+        self.handles
+            .get(&(ty.as_raw(), captured))
+            .copied()
+            .ok_or(ReplayError::UnknownHandle {
+                ty,
+                handle: captured,
+            })
+    }
+
+    /// Like `lookup`, and creates deferred memory allocations on first use.
+    pub fn handle(&mut self, ty: vk::ObjectType, captured: u64) -> Result<u64, ReplayError> {
+        if ty == vk::ObjectType::DEVICE_MEMORY && captured != 0 {
+            return self
+                .ensure_memory(captured, u32::MAX, 0)
+                .map(|m| m.as_raw());
+        }
+        self.lookup(ty, captured)
+    }
+
+    pub fn bind(&mut self, ty: vk::ObjectType, captured: u64, replayed: u64) {
+        if captured == 0 {
+            return;
+        }
+        self.handles.insert((ty.as_raw(), captured), replayed);
+    }
+
+    pub fn unbind(&mut self, ty: vk::ObjectType, captured: u64) {
+        self.handles.remove(&(ty.as_raw(), captured));
+    }
+
+    pub fn fake_handle(&mut self) -> u64 {
+        self.next_fake += 1;
+        self.next_fake
+    }
+
+    /// The device state a replayed or captured dispatchable handle belongs to.
+    pub fn device_for(&self, handle: u64) -> Result<&DeviceState, ReplayError> {
+        if let Some(d) = self.devices.get(&handle) {
+            return Ok(d);
+        }
+        read_dispatch_key(handle)
+            .and_then(|k| self.dispatch_keys.get(&k))
+            .and_then(|c| self.devices.get(c))
+            .ok_or_else(|| {
+                ReplayError::Other(format!("no replayed device owns handle 0x{handle:x}"))
+            })
+    }
+
+    /// The device state of a captured device handle.
+    pub fn device(&self, captured: u64) -> Result<&DeviceState, ReplayError> {
+        self.devices
+            .get(&captured)
+            .ok_or(ReplayError::UnknownHandle {
+                ty: vk::ObjectType::DEVICE,
+                handle: captured,
+            })
+    }
+
+    pub fn instance(&self) -> Result<&ash::Instance, ReplayError> {
+        self.instance
+            .as_ref()
+            .ok_or_else(|| ReplayError::Other("no instance was created before this call".into()))
+    }
+
+    // ---- instance and device ----------------------------------------------------------------
+
+    /// Creates the replay instance. `layers`/`extensions` are the captured lists; the capture layer
+    /// and window-system surface extensions are dropped (replay is headless), validation is added
+    /// when asked.
+    pub fn create_instance(
+        &mut self,
+        captured: u64,
+        app: Option<(&str, u32, &str, u32, u32)>,
+        layers: &[String],
+        extensions: &[String],
+    ) -> Result<(), ReplayError> {
+        if self.instance.is_some() {
+            return Err(ReplayError::Other(
+                "the trace creates a second instance; quarry replays one".into(),
+            ));
+        }
+        let available_ext: Vec<String> =
+            unsafe { self.entry.enumerate_instance_extension_properties(None) }
+                .map_err(|e| ReplayError::vk("vkEnumerateInstanceExtensionProperties", e))?
+                .iter()
+                .map(|e| crate::devices::c_array_str(&e.extension_name))
+                .collect();
+        let available_layers: Vec<String> =
+            unsafe { self.entry.enumerate_instance_layer_properties() }
+                .map_err(|e| ReplayError::vk("vkEnumerateInstanceLayerProperties", e))?
+                .iter()
+                .map(|l| crate::devices::c_array_str(&l.layer_name))
+                .collect();
+        let mut ext: Vec<String> = extensions
+            .iter()
+            .filter(|e| !is_window_system_extension(e))
+            .cloned()
+            .collect();
+        let mut lay: Vec<String> = layers
+            .iter()
+            .filter(|l| !l.starts_with("VK_LAYER_QUARRY"))
+            .cloned()
+            .collect();
+        if self.messages.is_some() {
+            ext.push("VK_EXT_debug_utils".into());
+            lay.push("VK_LAYER_KHRONOS_validation".into());
+        }
+        if available_ext
+            .iter()
+            .any(|e| e == "VK_KHR_portability_enumeration")
+        {
+            ext.push("VK_KHR_portability_enumeration".into());
+        }
+        ext.sort();
+        ext.dedup();
+        let mut seen = HashSet::new();
+        lay.retain(|l| seen.insert(l.clone()));
+        let missing_ext: Vec<&String> = ext.iter().filter(|e| !available_ext.contains(e)).collect();
+        let missing_layers: Vec<&String> = lay
+            .iter()
+            .filter(|l| !available_layers.contains(l))
+            .collect();
+        if !missing_ext.is_empty() || !missing_layers.is_empty() {
+            let mut msg = String::from("the replay machine lacks what the trace's instance needs:");
+            for e in &missing_ext {
+                msg.push_str(&format!("\n  instance extension {e}"));
+            }
+            for l in &missing_layers {
+                msg.push_str(&format!(
+                    "\n  layer {l}{}",
+                    if l.as_str() == "VK_LAYER_KHRONOS_validation" {
+                        " (install vulkan-validationlayers)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            return Err(ReplayError::NoGpu(msg));
+        }
+        let cstr = |v: &[String]| -> Vec<CString> {
+            v.iter()
+                .map(|s| CString::new(s.as_str()).unwrap_or_default())
+                .collect()
+        };
+        let ext_c = cstr(&ext);
+        let lay_c = cstr(&lay);
+        let ext_p: Vec<*const i8> = ext_c.iter().map(|c| c.as_ptr()).collect();
+        let lay_p: Vec<*const i8> = lay_c.iter().map(|c| c.as_ptr()).collect();
+        let loader_version = crate::devices::instance_api_version(self.entry);
+        let (app_name, app_version, engine, engine_version, api) =
+            app.unwrap_or(("quarry-replay", 0, "quarry", 0, vk::API_VERSION_1_0));
+        let app_name = CString::new(app_name).unwrap_or_default();
+        let engine = CString::new(engine).unwrap_or_default();
+        // The replayer needs 1.1 for properties2/features2; apps asking for less still work.
+        let api = api
+            .max(vk::API_VERSION_1_1)
+            .min(loader_version.max(vk::API_VERSION_1_1));
+        let app_info = vk::ApplicationInfo::default()
+            .application_name(&app_name)
+            .application_version(app_version)
+            .engine_name(&engine)
+            .engine_version(engine_version)
+            .api_version(api);
+        let user = self
+            .messages
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |m| Arc::as_ptr(m) as *mut c_void);
+        let mut dbg = vk::DebugUtilsMessengerCreateInfoEXT::default()
+            .message_severity(
+                vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                    | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+            )
+            .message_type(
+                vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                    | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                    | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+            )
+            .pfn_user_callback(Some(on_debug_message))
+            .user_data(user);
+        let mut ci = vk::InstanceCreateInfo::default()
+            .application_info(&app_info)
+            .enabled_layer_names(&lay_p)
+            .enabled_extension_names(&ext_p);
+        if ext.iter().any(|e| e == "VK_KHR_portability_enumeration") {
+            ci = ci.flags(vk::InstanceCreateFlags::ENUMERATE_PORTABILITY_KHR);
+        }
+        if self.messages.is_some() {
+            ci = ci.push_next(&mut dbg);
+        }
+        // SAFETY: every pointer in ci lives until the call returns.
+        let instance = unsafe { self.entry.create_instance(&ci, None) }
+            .map_err(|e| ReplayError::vk("vkCreateInstance", e))?;
+        if self.messages.is_some() {
+            let du = ash::ext::debug_utils::Instance::new(self.entry, &instance);
+            // SAFETY: valid instance and create info.
+            match unsafe { du.create_debug_utils_messenger(&dbg, None) } {
+                Ok(m) => self.debug_utils = Some((du, m)),
+                Err(e) => {
+                    unsafe { instance.destroy_instance(None) };
+                    return Err(ReplayError::vk("vkCreateDebugUtilsMessengerEXT", e));
+                }
+            }
+        }
+        // Find the selected GPU in this instance (same loader, same order; the UUID confirms it).
+        let pds = unsafe { instance.enumerate_physical_devices() }
+            .map_err(|e| ReplayError::vk("vkEnumeratePhysicalDevices", e))?;
+        let pd = pds
+            .iter()
+            .copied()
+            .enumerate()
+            .find(|(i, pd)| {
+                let uuid_ok = self.gpu.summary.device_uuid == [0; 16] || {
+                    let mut id = vk::PhysicalDeviceIDProperties::default();
+                    let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut id);
+                    unsafe { instance.get_physical_device_properties2(*pd, &mut p2) };
+                    id.device_uuid == self.gpu.summary.device_uuid
+                };
+                *i as u32 == self.gpu.index && uuid_ok
+            })
+            .map(|(_, pd)| pd);
+        let Some(pd) = pd else {
+            unsafe { instance.destroy_instance(None) };
+            return Err(ReplayError::NoGpu(format!(
+                "GPU {} ({}) is not visible to the replay instance",
+                self.gpu.index, self.gpu.name
+            )));
+        };
+        self.pd = pd;
+        self.bind(
+            vk::ObjectType::INSTANCE,
+            captured,
+            instance.handle().as_raw(),
+        );
+        self.instance = Some(instance);
+        Ok(())
+    }
+
+    /// Binds every physical device the capture enumerated to the replay GPU.
+    pub fn bind_physical_devices(&mut self, captured: &[u64]) {
+        let pd = self.pd.as_raw();
+        for &c in captured {
+            self.bind(vk::ObjectType::PHYSICAL_DEVICE, c, pd);
+        }
+    }
+
+    /// Creates the replay device from a create info already translated except for queue families
+    /// (`queue_infos` holds captured family indices). Checks extensions and features first so
+    /// everything missing is listed in one error.
+    ///
+    /// # Safety
+    /// `create_info.p_next` must be a valid chain.
+    pub unsafe fn create_device(
+        &mut self,
+        captured: u64,
+        create_info: &vk::DeviceCreateInfo<'_>,
+        queue_infos: &[(u32, Vec<f32>, vk::DeviceQueueCreateFlags)],
+        extensions: &[String],
+    ) -> Result<(), ReplayError> {
+        let instance = self.instance()?.clone();
+        let pd = self.pd;
+        // Swapchain support is kept when available (PRESENT_SRC layouts in the app's barriers
+        // need it); the emulation never calls it.
+        let available = crate::devices::device_extensions(&instance, pd);
+        let ext: Vec<String> = extensions
+            .iter()
+            .filter(|e| !(e.as_str() == "VK_KHR_swapchain" && !available.contains(e)))
+            .cloned()
+            .collect();
+        let mut missing: Vec<String> = ext
+            .iter()
+            .filter(|e| !available.contains(e))
+            .map(|e| format!("device extension {e}"))
+            .collect();
+        missing.extend(crate::features::missing_features(
+            &instance,
+            pd,
+            create_info,
+        ));
+
+        // Queue families by capability.
+        let replay_families: Vec<_> = self.gpu.summary.queue_families.clone();
+        let requested: Vec<u32> = queue_infos.iter().map(|q| q.0).collect();
+        let captured_families = self
+            .capture_device
+            .map(|d| d.queue_families.clone())
+            .unwrap_or_default();
+        let families =
+            match mapping::map_queue_families(&captured_families, &replay_families, &requested) {
+                Ok(m) => m,
+                Err(e) => {
+                    missing.push(e);
+                    HashMap::new()
+                }
+            };
+        if !missing.is_empty() {
+            return Err(ReplayError::NoGpu(format!(
+                "GPU {} ({}) lacks what the trace's device needs:\n  {}",
+                self.gpu.index,
+                self.gpu.name,
+                missing.join("\n  ")
+            )));
+        }
+        // Merge captured families that landed on one replay family.
+        let mut merged: Vec<(u32, Vec<f32>, vk::DeviceQueueCreateFlags)> = Vec::new();
+        for (fam, prios, flags) in queue_infos {
+            let rf = families[fam];
+            let max = replay_families
+                .get(rf as usize)
+                .map_or(1, |f| f.queue_count.max(1)) as usize;
+            match merged.iter_mut().find(|m| m.0 == rf && m.2 == *flags) {
+                Some(m) => {
+                    for p in prios {
+                        if m.1.len() < max {
+                            m.1.push(*p);
+                        }
+                    }
+                }
+                None => merged.push((rf, prios.iter().copied().take(max).collect(), *flags)),
+            }
+        }
+        let qcis: Vec<vk::DeviceQueueCreateInfo<'_>> = merged
+            .iter()
+            .map(|(f, p, flags)| {
+                vk::DeviceQueueCreateInfo::default()
+                    .queue_family_index(*f)
+                    .queue_priorities(p)
+                    .flags(*flags)
+            })
+            .collect();
+        let ext_c: Vec<CString> = ext
+            .iter()
+            .map(|s| CString::new(s.as_str()).unwrap_or_default())
+            .collect();
+        let ext_p: Vec<*const i8> = ext_c.iter().map(|c| c.as_ptr()).collect();
+        let mut ci = *create_info;
+        ci.queue_create_info_count = qcis.len() as u32;
+        ci.p_queue_create_infos = qcis.as_ptr();
+        ci.enabled_extension_count = ext_p.len() as u32;
+        ci.pp_enabled_extension_names = ext_p.as_ptr();
+        // Device layers are deprecated and ignored.
+        #[allow(deprecated)]
+        {
+            ci.enabled_layer_count = 0;
+            ci.pp_enabled_layer_names = std::ptr::null();
+        }
+        let device = instance
+            .create_device(pd, &ci, None)
+            .map_err(|e| ReplayError::vk("vkCreateDevice", e))?;
+        let props = instance.get_physical_device_properties(pd);
+        let state = DeviceState {
+            captured,
+            families,
+            queue_counts: merged.iter().map(|m| (m.0, m.1.len() as u32)).collect(),
+            memory_types: self.gpu.summary.memory_types.clone(),
+            non_coherent_atom: props.limits.non_coherent_atom_size.max(1),
+            queues: Vec::new(),
+            own_pools: HashMap::new(),
+            queue_family_of: HashMap::new(),
+            device,
+        };
+        let raw = state.device.handle().as_raw();
+        if let Some(key) = read_dispatch_key(raw) {
+            self.dispatch_keys.insert(key, captured);
+        }
+        self.devices.insert(captured, state);
+        self.bind(vk::ObjectType::DEVICE, captured, raw);
+        Ok(())
+    }
+
+    /// `vkGetDeviceQueue[2]` with the family translated.
+    pub fn get_queue(
+        &mut self,
+        device: u64,
+        family: u32,
+        index: u32,
+        flags: vk::DeviceQueueCreateFlags,
+        captured_queue: u64,
+    ) -> Result<(), ReplayError> {
+        let d = self.device(device)?;
+        let rf = d.families.get(&family).copied().unwrap_or(family);
+        let count = d.queue_counts.get(&rf).copied().unwrap_or(1).max(1);
+        let info = vk::DeviceQueueInfo2::default()
+            .queue_family_index(rf)
+            .queue_index(index.min(count - 1))
+            .flags(flags);
+        // SAFETY: valid device; the family and index were created with it.
+        let q = unsafe { d.device.get_device_queue2(&info) };
+        if q == vk::Queue::null() {
+            return Err(ReplayError::Other(format!(
+                "vkGetDeviceQueue2 returned no queue for family {rf}"
+            )));
+        }
+        let d = self.devices.get_mut(&device).expect("checked above");
+        if !d.queues.contains(&q) {
+            d.queues.push(q);
+        }
+        d.queue_family_of.insert(q.as_raw(), rf);
+        self.bind(vk::ObjectType::QUEUE, captured_queue, q.as_raw());
+        Ok(())
+    }
+
+    /// Captured queue family index -> replay family for a device.
+    pub fn map_family(&self, device: u64, family: u32) -> u32 {
+        if family == vk::QUEUE_FAMILY_IGNORED
+            || family == vk::QUEUE_FAMILY_EXTERNAL
+            || family == vk::QUEUE_FAMILY_FOREIGN_EXT
+        {
+            return family;
+        }
+        self.devices
+            .get(&device)
+            .and_then(|d| d.families.get(&family).copied())
+            .unwrap_or(family)
+    }
+
+    pub fn destroy_device(&mut self, captured: u64) -> Result<(), ReplayError> {
+        // Emulated swapchains and our own objects first.
+        let chains: Vec<u64> = self
+            .swapchains
+            .iter()
+            .filter(|(_, s)| s.device == captured)
+            .map(|(k, _)| *k)
+            .collect();
+        for c in chains {
+            self.destroy_swapchain(c);
+        }
+        let mems: Vec<u64> = self
+            .memories
+            .iter()
+            .filter(|(_, m)| m.device == captured)
+            .map(|(k, _)| *k)
+            .collect();
+        if let Some(d) = self.devices.remove(&captured) {
+            unsafe {
+                let _ = d.device.device_wait_idle();
+                for m in &mems {
+                    if let Some(ms) = self.memories.remove(m) {
+                        if ms.replayed != vk::DeviceMemory::null() {
+                            d.device.free_memory(ms.replayed, None);
+                        }
+                    }
+                }
+                for p in d.own_pools.values() {
+                    d.device.destroy_command_pool(*p, None);
+                }
+                d.device.destroy_device(None);
+            }
+            self.dispatch_keys.retain(|_, v| *v != captured);
+        }
+        self.unbind(vk::ObjectType::DEVICE, captured);
+        Ok(())
+    }
+
+    /// Destroys everything still alive (the trace may end without cleaning up).
+    pub fn teardown(&mut self) {
+        let devices: Vec<u64> = self.devices.keys().copied().collect();
+        for d in devices {
+            let _ = self.destroy_device(d);
+        }
+        if let Some(instance) = self.instance.take() {
+            unsafe {
+                if let Some((du, m)) = self.debug_utils.take() {
+                    du.destroy_debug_utils_messenger(m, None);
+                }
+                instance.destroy_instance(None);
+            }
+        }
+        self.handles.clear();
+    }
+
+    // ---- memory ------------------------------------------------------------------------------
+
+    pub fn allocate_memory(
+        &mut self,
+        device: u64,
+        captured: u64,
+        size: u64,
+        captured_type: u32,
+        alloc_flags: Option<(vk::MemoryAllocateFlags, u32)>,
+        dedicated: Option<(u64, u64)>,
+    ) -> Result<(), ReplayError> {
+        self.device(device)?;
+        let captured_flags = match self.capture_device {
+            Some(c) => c
+                .memory_types
+                .get(captured_type as usize)
+                .map(|t| t.property_flags)
+                .ok_or_else(|| {
+                    ReplayError::Other(format!(
+                        "memory type {captured_type} does not exist on the capture device"
+                    ))
+                })?,
+            // No capture summary: assume the replay device's type of the same index.
+            None => self
+                .gpu
+                .summary
+                .memory_types
+                .get(captured_type as usize)
+                .map_or(0, |t| t.property_flags),
+        };
+        self.memories.insert(
+            captured,
+            MemState {
+                device,
+                size,
+                captured_flags,
+                replayed: vk::DeviceMemory::null(),
+                type_index: u32::MAX,
+                coherent: true,
+                mapped: std::ptr::null_mut(),
+                persistent: false,
+                alloc_flags,
+                dedicated,
+            },
+        );
+        Ok(())
+    }
+
+    /// Makes the replay allocation of `captured` if not done yet, compatible with `type_bits` and
+    /// at least `min_size` bytes.
+    pub fn ensure_memory(
+        &mut self,
+        captured: u64,
+        type_bits: u32,
+        min_size: u64,
+    ) -> Result<vk::DeviceMemory, ReplayError> {
+        let host = self.host_memories.contains(&captured);
+        let m = self
+            .memories
+            .get(&captured)
+            .ok_or(ReplayError::UnknownHandle {
+                ty: vk::ObjectType::DEVICE_MEMORY,
+                handle: captured,
+            })?;
+        if m.replayed != vk::DeviceMemory::null() {
+            if m.type_index < 32 && type_bits & (1 << m.type_index) == 0 {
+                return Err(ReplayError::Other(format!(
+                    "memory 0x{captured:x} was allocated from replay type {} but a resource bound to it \
+                     accepts only types {type_bits:#b}",
+                    m.type_index
+                )));
+            }
+            if min_size > m.size {
+                return Err(ReplayError::Other(format!(
+                    "memory 0x{captured:x} has {} bytes but the replay device needs {min_size} for a resource bound to it",
+                    m.size
+                )));
+            }
+            return Ok(m.replayed);
+        }
+        let d = self.device(m.device)?;
+        let ti = mapping::pick_memory_type(m.captured_flags, &d.memory_types, type_bits, host)
+            .ok_or_else(|| {
+                ReplayError::NoGpu(format!(
+                "no memory type of the replay GPU can stand in for capture memory 0x{captured:x} \
+                 (flags {:?}, allowed types {type_bits:#b}{})",
+                vk::MemoryPropertyFlags::from_raw(m.captured_flags),
+                if host { ", host access needed" } else { "" }
+            ))
+            })?;
+        let size = m.size.max(min_size);
+        let mut info = vk::MemoryAllocateInfo::default()
+            .allocation_size(size)
+            .memory_type_index(ti);
+        let mut flags_info = vk::MemoryAllocateFlagsInfo::default();
+        if let Some((f, mask)) = m.alloc_flags {
+            flags_info = flags_info.flags(f).device_mask(mask);
+            info = info.push_next(&mut flags_info);
+        }
+        let mut ded = vk::MemoryDedicatedAllocateInfo::default();
+        if let Some((buf, img)) = m.dedicated {
+            let b = self.lookup(vk::ObjectType::BUFFER, buf)?;
+            let i = self.lookup(vk::ObjectType::IMAGE, img)?;
+            ded = ded
+                .buffer(vk::Buffer::from_raw(b))
+                .image(vk::Image::from_raw(i));
+            info = info.push_next(&mut ded);
+        }
+        let d = self.device(m.device)?;
+        // SAFETY: valid device and allocate info.
+        let mem = unsafe { d.device.allocate_memory(&info, None) }.map_err(|e| {
+            ReplayError::vk(format!("vkAllocateMemory of {size} bytes (type {ti})"), e)
+        })?;
+        let coherent = d.memory_types.get(ti as usize).is_some_and(|t| {
+            t.property_flags & vk::MemoryPropertyFlags::HOST_COHERENT.as_raw() != 0
+        });
+        let m = self.memories.get_mut(&captured).expect("checked above");
+        m.replayed = mem;
+        m.type_index = ti;
+        m.size = size;
+        m.coherent = coherent;
+        self.handles.insert(
+            (vk::ObjectType::DEVICE_MEMORY.as_raw(), captured),
+            mem.as_raw(),
+        );
+        Ok(mem)
+    }
+
+    pub fn free_memory(&mut self, captured: u64) -> Result<(), ReplayError> {
+        if let Some(m) = self.memories.remove(&captured) {
+            if m.replayed != vk::DeviceMemory::null() {
+                let d = self.device(m.device)?;
+                // SAFETY: the memory belongs to this device and the trace frees it here.
+                unsafe { d.device.free_memory(m.replayed, None) };
+            }
+        }
+        self.unbind(vk::ObjectType::DEVICE_MEMORY, captured);
+        Ok(())
+    }
+
+    /// Host pointer to the start of the replayed allocation (mapped on demand).
+    fn map_whole(&mut self, captured: u64) -> Result<*mut u8, ReplayError> {
+        self.ensure_memory(captured, u32::MAX, 0)?;
+        let m = &self.memories[&captured];
+        if !m.mapped.is_null() {
+            return Ok(m.mapped);
+        }
+        let d = self.device(m.device)?;
+        // SAFETY: memory from this device, host visible (ensured by the type choice for host-accessed memory).
+        let p = unsafe {
+            d.device
+                .map_memory(m.replayed, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+        }
+        .map_err(|e| {
+            ReplayError::vk(
+                format!("vkMapMemory of replay memory for 0x{captured:x}"),
+                e,
+            )
+        })?;
+        let m = self.memories.get_mut(&captured).expect("exists");
+        m.mapped = p as *mut u8;
+        Ok(m.mapped)
+    }
+
+    fn unmap_if_transient(&mut self, captured: u64) -> Result<(), ReplayError> {
+        let Some(m) = self.memories.get(&captured) else {
+            return Ok(());
+        };
+        if m.persistent || m.mapped.is_null() {
+            return Ok(());
+        }
+        let (mem, dev) = (m.replayed, m.device);
+        let d = self.device(dev)?;
+        // SAFETY: mapped above by us.
+        unsafe { d.device.unmap_memory(mem) };
+        self.memories.get_mut(&captured).expect("exists").mapped = std::ptr::null_mut();
+        Ok(())
+    }
+
+    /// The capture mapped this memory: keep a replay mapping for as long.
+    pub fn map_memory(&mut self, captured: u64) -> Result<(), ReplayError> {
+        self.map_whole(captured)?;
+        self.memories.get_mut(&captured).expect("mapped").persistent = true;
+        Ok(())
+    }
+
+    pub fn unmap_memory(&mut self, captured: u64) -> Result<(), ReplayError> {
+        if let Some(m) = self.memories.get_mut(&captured) {
+            m.persistent = false;
+        }
+        self.unmap_if_transient(captured)
+    }
+
+    /// Applies a `MemoryWrite`: the bytes the app wrote at `offset` of its mapping.
+    pub fn write_memory(
+        &mut self,
+        captured: u64,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), ReplayError> {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or_else(|| ReplayError::Other("memory write range overflows".into()))?;
+        let size = self
+            .memories
+            .get(&captured)
+            .ok_or(ReplayError::UnknownHandle {
+                ty: vk::ObjectType::DEVICE_MEMORY,
+                handle: captured,
+            })?
+            .size;
+        if end > size {
+            return Err(ReplayError::Other(format!(
+                "memory write of {} bytes at offset {offset} is outside memory 0x{captured:x} of {size} bytes",
+                data.len()
+            )));
+        }
+        let p = self.map_whole(captured)?;
+        // SAFETY: [offset, end) lies inside the mapped allocation (checked above).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p.add(offset as usize), data.len()) };
+        let m = &self.memories[&captured];
+        if !m.coherent {
+            let d = self.device(m.device)?;
+            let atom = d.non_coherent_atom;
+            let start = offset / atom * atom;
+            let range_end = end.div_ceil(atom).saturating_mul(atom);
+            let size = if range_end >= m.size {
+                vk::WHOLE_SIZE
+            } else {
+                range_end - start
+            };
+            let range = vk::MappedMemoryRange::default()
+                .memory(m.replayed)
+                .offset(start)
+                .size(size);
+            // SAFETY: the range is inside the mapped allocation.
+            unsafe { d.device.flush_mapped_memory_ranges(&[range]) }
+                .map_err(|e| ReplayError::vk("vkFlushMappedMemoryRanges", e))?;
+        }
+        self.unmap_if_transient(captured)
+    }
+
+    /// Reads `len` bytes at `offset` of a captured allocation from its replay counterpart.
+    pub fn read_memory(
+        &mut self,
+        captured: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, ReplayError> {
+        let size = self
+            .memories
+            .get(&captured)
+            .ok_or(ReplayError::UnknownHandle {
+                ty: vk::ObjectType::DEVICE_MEMORY,
+                handle: captured,
+            })?
+            .size;
+        let end = offset.saturating_add(len);
+        if end > size {
+            return Err(ReplayError::Other(format!(
+                "read of {len} bytes at {offset} is outside memory 0x{captured:x} of {size} bytes"
+            )));
+        }
+        let p = self.map_whole(captured)?;
+        let m = &self.memories[&captured];
+        if !m.coherent {
+            let d = self.device(m.device)?;
+            let range = vk::MappedMemoryRange::default()
+                .memory(m.replayed)
+                .offset(0)
+                .size(vk::WHOLE_SIZE);
+            // SAFETY: whole mapped allocation.
+            unsafe { d.device.invalidate_mapped_memory_ranges(&[range]) }
+                .map_err(|e| ReplayError::vk("vkInvalidateMappedMemoryRanges", e))?;
+        }
+        let mut out = vec![0u8; len as usize];
+        // SAFETY: inside the mapped allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(p.add(offset as usize), out.as_mut_ptr(), len as usize)
+        };
+        self.unmap_if_transient(captured)?;
+        Ok(out)
+    }
+
+    /// Before a resource is bound: make its memory with the replay device's requirements.
+    pub fn prepare_bind(
+        &mut self,
+        memory: u64,
+        requirements: vk::MemoryRequirements,
+        offset: u64,
+    ) -> Result<(), ReplayError> {
+        if requirements.alignment > 1 && offset % requirements.alignment != 0 {
+            return Err(ReplayError::Other(format!(
+                "the capture binds at offset {offset}, not a multiple of the replay device's alignment {}",
+                requirements.alignment
+            )));
+        }
+        self.ensure_memory(
+            memory,
+            requirements.memory_type_bits,
+            offset.saturating_add(requirements.size),
+        )?;
+        Ok(())
+    }
+
+    // ---- emulated swapchains -------------------------------------------------------------------
+
+    pub fn create_swapchain(
+        &mut self,
+        device: u64,
+        captured: u64,
+        sc: Swapchain,
+    ) -> Result<(), ReplayError> {
+        self.device(device)?;
+        let fake = self.fake_handle();
+        self.swapchains.insert(captured, sc);
+        self.bind(vk::ObjectType::SWAPCHAIN_KHR, captured, fake);
+        Ok(())
+    }
+
+    /// `vkGetSwapchainImagesKHR` with the image array: make as many offscreen images.
+    pub fn swapchain_images(&mut self, captured: u64, images: &[u64]) -> Result<(), ReplayError> {
+        let sc = self
+            .swapchains
+            .get(&captured)
+            .ok_or(ReplayError::UnknownHandle {
+                ty: vk::ObjectType::SWAPCHAIN_KHR,
+                handle: captured,
+            })?;
+        if sc.images.len() < images.len() {
+            let d = self.device(sc.device)?;
+            let mut made = Vec::new();
+            let mut fmt_list =
+                vk::ImageFormatListCreateInfo::default().view_formats(&sc.view_formats);
+            for _ in sc.images.len()..images.len() {
+                let mut ci = vk::ImageCreateInfo::default()
+                    .image_type(vk::ImageType::TYPE_2D)
+                    .format(sc.format)
+                    .extent(vk::Extent3D {
+                        width: sc.extent.width.max(1),
+                        height: sc.extent.height.max(1),
+                        depth: 1,
+                    })
+                    .mip_levels(1)
+                    .array_layers(sc.layers.max(1))
+                    .samples(vk::SampleCountFlags::TYPE_1)
+                    .tiling(vk::ImageTiling::OPTIMAL)
+                    .usage(sc.usage)
+                    .flags(sc.flags)
+                    .sharing_mode(vk::SharingMode::EXCLUSIVE)
+                    .initial_layout(vk::ImageLayout::UNDEFINED);
+                if !sc.view_formats.is_empty() {
+                    ci = ci.push_next(&mut fmt_list);
+                }
+                // SAFETY: valid device and create info.
+                unsafe {
+                    let img = d.device.create_image(&ci, None).map_err(|e| {
+                        ReplayError::vk("vkCreateImage for an emulated swapchain image", e)
+                    })?;
+                    let req = d.device.get_image_memory_requirements(img);
+                    let ti = mapping::pick_memory_type(
+                        vk::MemoryPropertyFlags::DEVICE_LOCAL.as_raw(),
+                        &d.memory_types,
+                        req.memory_type_bits,
+                        false,
+                    )
+                    .ok_or_else(|| {
+                        ReplayError::Other("no memory type for an emulated swapchain image".into())
+                    })?;
+                    let ai = vk::MemoryAllocateInfo::default()
+                        .allocation_size(req.size)
+                        .memory_type_index(ti);
+                    let mem = d.device.allocate_memory(&ai, None).map_err(|e| {
+                        ReplayError::vk("vkAllocateMemory for an emulated swapchain image", e)
+                    })?;
+                    d.device.bind_image_memory(img, mem, 0).map_err(|e| {
+                        ReplayError::vk("vkBindImageMemory for an emulated swapchain image", e)
+                    })?;
+                    made.push((img, mem));
+                }
+            }
+            self.swapchains
+                .get_mut(&captured)
+                .expect("exists")
+                .images
+                .extend(made);
+        }
+        let bound: Vec<u64> = self.swapchains[&captured]
+            .images
+            .iter()
+            .map(|(i, _)| i.as_raw())
+            .collect();
+        for (c, r) in images.iter().zip(bound) {
+            self.bind(vk::ObjectType::IMAGE, *c, r);
+        }
+        Ok(())
+    }
+
+    pub fn destroy_swapchain(&mut self, captured: u64) {
+        if let Some(sc) = self.swapchains.remove(&captured) {
+            if let Some(d) = self.devices.get(&sc.device) {
+                unsafe {
+                    let _ = d.device.device_wait_idle();
+                    for (img, mem) in sc.images {
+                        d.device.destroy_image(img, None);
+                        d.device.free_memory(mem, None);
+                    }
+                }
+            }
+        }
+        self.unbind(vk::ObjectType::SWAPCHAIN_KHR, captured);
+    }
+
+    /// An empty submission on a queue of `device`: how emulated acquire signals and emulated
+    /// present waits.
+    pub fn empty_submit(
+        &self,
+        device: u64,
+        queue: Option<vk::Queue>,
+        wait: &[vk::Semaphore],
+        signal: &[vk::Semaphore],
+        fence: vk::Fence,
+    ) -> Result<(), ReplayError> {
+        let d = self.device(device)?;
+        let q = match queue.or_else(|| d.queues.first().copied()) {
+            Some(q) => q,
+            None => {
+                let fam = d.queue_counts.keys().min().copied().unwrap_or(0);
+                // SAFETY: a family the device was created with.
+                unsafe { d.device.get_device_queue(fam, 0) }
+            }
+        };
+        let stages = vec![vk::PipelineStageFlags::ALL_COMMANDS; wait.len()];
+        let si = vk::SubmitInfo::default()
+            .wait_semaphores(wait)
+            .wait_dst_stage_mask(&stages)
+            .signal_semaphores(signal);
+        // SAFETY: handles belong to this device.
+        unsafe { d.device.queue_submit(q, &[si], fence) }
+            .map_err(|e| ReplayError::vk("vkQueueSubmit (emulated swapchain)", e))
+    }
+
+    /// Waits until every queue of the device that owns `captured_cmdbuf`'s submit is idle.
+    pub fn wait_device_of_queue(&self, captured_queue: u64) -> Result<(), ReplayError> {
+        let q = self.lookup(vk::ObjectType::QUEUE, captured_queue)?;
+        let d = self.device_for(q)?;
+        // SAFETY: valid queue.
+        unsafe { d.device.queue_wait_idle(vk::Queue::from_raw(q)) }
+            .map_err(|e| ReplayError::vk("vkQueueWaitIdle", e))
+    }
+
+    pub fn wait_all_devices(&self) -> Result<(), ReplayError> {
+        for d in self.devices.values() {
+            // SAFETY: valid device.
+            unsafe { d.device.device_wait_idle() }
+                .map_err(|e| ReplayError::vk("vkDeviceWaitIdle", e))?;
+        }
+        Ok(())
+    }
+
+    pub fn validation_messages(&self) -> u64 {
+        self.messages
+            .as_ref()
+            .map_or(0, |m| m.count.load(Ordering::Relaxed))
+    }
+}
+
+/// Instance extensions that need a window system; replay emulates surfaces instead.
+pub fn is_window_system_extension(name: &str) -> bool {
+    matches!(
+        name,
+        "VK_KHR_xlib_surface"
+            | "VK_KHR_xcb_surface"
+            | "VK_KHR_wayland_surface"
+            | "VK_KHR_win32_surface"
+            | "VK_KHR_android_surface"
+            | "VK_EXT_metal_surface"
+            | "VK_MVK_macos_surface"
+            | "VK_MVK_ios_surface"
+            | "VK_KHR_display"
+            | "VK_EXT_direct_mode_display"
+            | "VK_EXT_acquire_xlib_display"
+            | "VK_EXT_acquire_drm_display"
+            | "VK_EXT_headless_surface"
+            | "VK_EXT_directfb_surface"
+            | "VK_QNX_screen_surface"
+    )
+}
