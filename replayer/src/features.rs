@@ -16,7 +16,7 @@ fn field_names<T: Default + std::fmt::Debug>() -> Vec<String> {
         .split(',')
         .filter_map(|f| f.split(':').next())
         .map(|n| n.trim().trim_end_matches('}').trim().to_string())
-        .filter(|n| !n.is_empty() && n != "s_type" && n != "p_next")
+        .filter(|n| !n.is_empty() && n != "s_type" && n != "p_next" && n != "_marker")
         .collect()
 }
 
