@@ -1,0 +1,203 @@
+//! `quarry info FILE [--json]`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use format::record::{DeviceSummary, FileKind};
+use format::{Info, TraceReader};
+use serde_json::{json, Value};
+
+use crate::output::{self, human_bytes, utc, vk_version};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Trace or results file.
+    file: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let reader = TraceReader::open(&args.file)?;
+    let info = reader.info();
+    let mut out = output::stdout();
+    if args.json {
+        writeln!(out, "{}", to_json(&info))?;
+    } else {
+        write_text(&mut out, &reader, &info)?;
+    }
+    output::flush(&mut out)?;
+    // What could be read is printed; a damaged or unfinished file still exits with 2.
+    match info.first_problem() {
+        Some((offset, problem)) => {
+            Err(
+                format::FormatError::new(reader.path(), offset, format::Problem::Corrupt(problem))
+                    .into(),
+            )
+        }
+        None => Ok(()),
+    }
+}
+
+fn kind_name(k: FileKind) -> &'static str {
+    match k {
+        FileKind::Trace => "trace",
+        FileKind::Results => "results",
+    }
+}
+
+fn ratio(info: &Info) -> f64 {
+    if info.compressed_bytes == 0 {
+        0.0
+    } else {
+        info.uncompressed_bytes as f64 / info.compressed_bytes as f64
+    }
+}
+
+pub fn to_json(info: &Info) -> Value {
+    let h = &info.header;
+    json!({
+        "kind": kind_name(info.kind),
+        "format_version": format!("{}.{}", info.format_version.0, info.format_version.1),
+        "writer": h.writer,
+        "created_unix_ns": h.created_unix_ns,
+        "application": h.application,
+        "device": h.device.as_ref().map(device_json),
+        "frames": info.frames,
+        "records": info.records,
+        "blocks": info.blocks,
+        "record_blocks": info.record_blocks,
+        "blob_blocks": info.blob_blocks,
+        "record_counts": info.record_counts,
+        "compressed_bytes": info.compressed_bytes,
+        "uncompressed_bytes": info.uncompressed_bytes,
+        "compression_ratio": ratio(info),
+        "file_bytes": info.file_bytes,
+        "lost_bytes": info.lost_bytes,
+        "complete": info.complete,
+        "damage": info.damage.iter().map(|d| json!({"offset": d.offset, "len": d.len, "problem": d.problem})).collect::<Vec<_>>(),
+    })
+}
+
+fn device_json(d: &DeviceSummary) -> Value {
+    let mut v = serde_json::to_value(d).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        m.insert(
+            "pipeline_cache_uuid".into(),
+            output::hex(&d.pipeline_cache_uuid).into(),
+        );
+        m.insert("device_uuid".into(), output::hex(&d.device_uuid).into());
+        m.insert("api_version_text".into(), vk_version(d.api_version).into());
+    }
+    v
+}
+
+fn queue_flags(f: u32) -> String {
+    let names = [
+        (1, "GRAPHICS"),
+        (2, "COMPUTE"),
+        (4, "TRANSFER"),
+        (8, "SPARSE"),
+        (16, "PROTECTED"),
+    ];
+    let mut parts: Vec<String> = names
+        .iter()
+        .filter(|(b, _)| f & b != 0)
+        .map(|(_, n)| n.to_string())
+        .collect();
+    let rest = f & !31;
+    if rest != 0 {
+        parts.push(format!("{rest:#x}"));
+    }
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        parts.join("|")
+    }
+}
+
+fn write_text(out: &mut impl Write, reader: &TraceReader, info: &Info) -> std::io::Result<()> {
+    let h = &info.header;
+    writeln!(out, "file:         {}", reader.path().display())?;
+    writeln!(out, "kind:         {}", kind_name(info.kind))?;
+    writeln!(
+        out,
+        "format:       {}.{}",
+        info.format_version.0, info.format_version.1
+    )?;
+    writeln!(out, "writer:       {}", h.writer)?;
+    writeln!(out, "created:      {}", utc(h.created_unix_ns))?;
+    writeln!(out, "application:  {}", h.application)?;
+    match &h.device {
+        None => writeln!(out, "device:       unknown")?,
+        Some(d) => {
+            writeln!(
+                out,
+                "device:       {} (vendor {:#06x}, device {:#06x})",
+                d.name, d.vendor_id, d.device_id
+            )?;
+            writeln!(
+                out,
+                "driver:       {} {} (id {}, version {:#x}), Vulkan {}",
+                d.driver_name,
+                d.driver_info,
+                d.driver_id,
+                d.driver_version,
+                vk_version(d.api_version)
+            )?;
+            writeln!(out, "device uuid:  {}", output::hex(&d.device_uuid))?;
+            writeln!(out, "timestamp:    {} ns per tick", d.timestamp_period_ns)?;
+            for (i, q) in d.queue_families.iter().enumerate() {
+                writeln!(
+                    out,
+                    "queue family {i}: {} x{}, timestamp valid bits {}",
+                    queue_flags(q.flags),
+                    q.queue_count,
+                    q.timestamp_valid_bits
+                )?;
+            }
+            for (i, m) in d.memory_heaps.iter().enumerate() {
+                writeln!(
+                    out,
+                    "memory heap {i}: {} flags {:#x}",
+                    human_bytes(m.size),
+                    m.flags
+                )?;
+            }
+            for (i, m) in d.memory_types.iter().enumerate() {
+                writeln!(
+                    out,
+                    "memory type {i}: heap {} flags {:#x}",
+                    m.heap_index, m.property_flags
+                )?;
+            }
+        }
+    }
+    writeln!(out, "records:      {}", info.records)?;
+    writeln!(out, "frames:       {}", info.frames)?;
+    writeln!(
+        out,
+        "blocks:       {} ({} record, {} blob)",
+        info.blocks, info.record_blocks, info.blob_blocks
+    )?;
+    writeln!(
+        out,
+        "size:         {} in file, {} compressed, {} uncompressed (ratio {:.2})",
+        human_bytes(info.file_bytes),
+        human_bytes(info.compressed_bytes),
+        human_bytes(info.uncompressed_bytes),
+        ratio(info)
+    )?;
+    writeln!(out, "lost bytes:   {}", info.lost_bytes)?;
+    writeln!(
+        out,
+        "complete:     {}",
+        if info.complete { "yes" } else { "no" }
+    )?;
+    writeln!(out, "record counts:")?;
+    for (name, n) in &info.record_counts {
+        writeln!(out, "  {name:<16} {n}")?;
+    }
+    Ok(())
+}
