@@ -360,6 +360,11 @@ impl DatasetBuilder {
         i
     }
 
+    /// Adds a message to the file being read (shown in the Files view).
+    pub fn note_current(&mut self, msg: String) {
+        self.note(msg);
+    }
+
     fn note(&mut self, msg: String) {
         if let Some(s) = self.summary.as_mut() {
             // Bad data tends to repeat; keep the list readable.
