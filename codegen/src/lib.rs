@@ -1,0 +1,71 @@
+//! quarry's code generator: reads the Vulkan registry (vk.xml) and writes the per-command code
+//! (vkstream encoders/decoders/dispatch tables, the capture layer's intercepts, the replayer's
+//! dispatch). Output is checked in; `cargo run -p codegen` regenerates everything.
+
+pub mod analyze;
+pub mod config;
+pub mod emit_layer;
+pub mod emit_stream;
+pub mod model;
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Default location of the registry (Debian's libvulkan-dev/vulkan-headers).
+pub const DEFAULT_VK_XML: &str = "/usr/share/vulkan/registry/vk.xml";
+
+/// Every generated file, relative to the workspace root, with its content.
+pub fn render(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
+    let reg = model::load(vk_xml)?;
+    let an = analyze::analyze(&reg);
+    let gen_mod = format!(
+        "{}//! Generated from vk.xml by `codegen`.\npub mod commands;\npub mod decode;\npub mod encode;\npub mod tables;\n",
+        emit_stream::HEADER
+    );
+    Ok(vec![
+        ("vkstream/src/generated/mod.rs".into(), gen_mod),
+        ("vkstream/src/generated/commands.rs".into(), emit_stream::commands_rs(&reg, &an)),
+        ("vkstream/src/generated/encode.rs".into(), emit_stream::encode_rs(&reg, &an)),
+        ("vkstream/src/generated/decode.rs".into(), emit_stream::decode_rs(&reg, &an)),
+        ("vkstream/src/generated/tables.rs".into(), emit_stream::tables_rs(&reg, &an)),
+        ("capture_layer/src/generated/mod.rs".into(), emit_layer::mod_rs()),
+        ("capture_layer/src/generated/intercept.rs".into(), emit_layer::intercept_rs(&reg, &an)),
+    ])
+}
+
+/// Formats Rust source with rustfmt (edition 2021, default style) so output is stable.
+pub fn rustfmt(src: &str) -> Result<String> {
+    use std::io::Write;
+    let mut child = Command::new("rustfmt")
+        .args(["--edition", "2021", "--emit", "stdout", "--quiet"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("running rustfmt (install it with `rustup component add rustfmt`)")?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let input = src.to_string();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output()?;
+    writer.join().expect("writer thread").context("feeding rustfmt")?;
+    if !out.status.success() {
+        bail!("rustfmt failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// Renders, formats and writes every output under `root`; returns the paths written.
+pub fn generate(vk_xml: &Path, root: &Path) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for (rel, src) in render(vk_xml)? {
+        let formatted = rustfmt(&src).with_context(|| format!("formatting {}", rel.display()))?;
+        let path = root.join(&rel);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, formatted).with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
