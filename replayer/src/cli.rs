@@ -1,6 +1,12 @@
 //! clap arguments and entry points for `quarry devices` and `quarry replay`; the root binary wires them.
 
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
 use clap::Args;
+
+use crate::engine::{ReplayOptions, ReplaySummary};
+use crate::error::ReplayError;
 
 /// `quarry devices [--json]`: list GPUs and their query capabilities.
 #[derive(Args, Debug, Clone)]
@@ -10,15 +16,166 @@ pub struct DevicesArgs {
     pub json: bool,
 }
 
+impl DevicesArgs {
+    /// Runs `quarry devices`; returns the process exit code.
+    pub fn run(&self) -> anyhow::Result<i32> {
+        let gpus = crate::devices::devices()?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&gpus)?);
+        } else if gpus.is_empty() {
+            println!("no GPU found");
+        } else {
+            print!("{}", crate::devices::to_text(&gpus));
+        }
+        Ok(0)
+    }
+}
+
 /// Runs `quarry devices`; returns the process exit code.
 pub fn run_devices(args: &DevicesArgs) -> anyhow::Result<i32> {
-    let gpus = crate::devices::devices()?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&gpus)?);
-    } else if gpus.is_empty() {
-        println!("no GPU found");
-    } else {
-        print!("{}", crate::devices::to_text(&gpus));
+    args.run()
+}
+
+/// `quarry replay TRACE`: re-execute a trace headless on any GPU and re-read every query.
+///
+/// Exit status: 0 replayed (and, with `--compare`, every deterministic query matched); 1 with
+/// `--compare` when a deterministic query differs; 2 when the trace cannot be read.
+#[derive(Args, Debug, Clone)]
+pub struct ReplayArgs {
+    /// The trace (`.qtrace`) to replay.
+    pub trace: PathBuf,
+    /// GPU to replay on: index, UUID or part of the name (see `quarry devices`).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// Replay the whole trace N times, each from the trace's start state.
+    #[arg(long = "loop", value_name = "N", default_value_t = 1)]
+    pub loops: u32,
+    /// Write captured and replayed query values to this results file (`.qres`).
+    #[arg(long, value_name = "OUT")]
+    pub results: Option<PathBuf>,
+    /// Print a per-query-type comparison and every mismatch; exit 1 when a deterministic result differs.
+    #[arg(long)]
+    pub compare: bool,
+    /// Enable VK_LAYER_KHRONOS_validation and report how many messages it printed.
+    #[arg(long)]
+    pub validate: bool,
+}
+
+impl ReplayArgs {
+    pub fn options(&self) -> ReplayOptions {
+        ReplayOptions {
+            trace: self.trace.clone(),
+            gpu: self.gpu.clone(),
+            loops: self.loops.max(1),
+            results: self.results.clone(),
+            compare: self.compare,
+            validate: self.validate,
+        }
     }
-    Ok(0)
+
+    /// Runs `quarry replay`; returns the process exit code.
+    pub fn run(&self) -> anyhow::Result<i32> {
+        match crate::engine::replay(&self.options()) {
+            Ok(summary) => {
+                print!("{}", report(&summary, self.compare));
+                Ok(if self.compare && summary.comparison.failed() {
+                    1
+                } else {
+                    0
+                })
+            }
+            Err(e @ ReplayError::Trace(_)) => {
+                eprintln!("quarry: {e}");
+                Ok(2)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Runs `quarry replay`; returns the process exit code.
+pub fn run_replay(args: &ReplayArgs) -> anyhow::Result<i32> {
+    args.run()
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// The text `quarry replay` prints.
+pub fn report(s: &ReplaySummary, compare: bool) -> String {
+    let mut o = String::new();
+    for w in &s.warnings {
+        let _ = writeln!(o, "warning: {w}");
+    }
+    let _ = writeln!(
+        o,
+        "replayed on GPU {}: {} ({})",
+        s.gpu.index, s.gpu.name, s.gpu.driver_info
+    );
+    if let Some(c) = &s.capture_device {
+        let _ = writeln!(o, "captured on: {} ({})", c.name, c.driver_info);
+    }
+    let _ = writeln!(
+        o,
+        "calls {}  frames {}  loops {}  query reads {}  cpu decode+dispatch {:.0} ns/call",
+        s.calls, s.frames, s.loops, s.queries, s.cpu_ns_per_call
+    );
+    if !s.frame_times.is_empty() {
+        let _ = writeln!(
+            o,
+            "{:>6} {:>12} {:>12} {:>7}",
+            "frame", "capture ms", "replay ms", "ratio"
+        );
+        for f in &s.frame_times {
+            let replay = if f.replay_ns.is_empty() {
+                0
+            } else {
+                f.replay_ns.iter().sum::<u64>() / f.replay_ns.len() as u64
+            };
+            let ratio = if f.capture_ns > 0 {
+                replay as f64 / f.capture_ns as f64
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                o,
+                "{:>6} {:>12.3} {:>12.3} {:>7.2}",
+                f.frame,
+                ms(f.capture_ns),
+                ms(replay),
+                ratio
+            );
+        }
+    }
+    let total: u64 = s.loop_ns.iter().sum();
+    let mean = if s.loop_ns.is_empty() {
+        0
+    } else {
+        total / s.loop_ns.len() as u64
+    };
+    let _ = writeln!(
+        o,
+        "total: capture {:.3} ms, replay {:.3} ms per loop ({})",
+        ms(s.capture_ns),
+        ms(mean),
+        s.loop_ns
+            .iter()
+            .map(|l| format!("{:.3}", ms(*l)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if s.validation_messages > 0 || !s.first_messages.is_empty() {
+        let _ = writeln!(o, "validation: {} messages", s.validation_messages);
+        for m in &s.first_messages {
+            let _ = writeln!(o, "  {m}");
+        }
+    }
+    if let Some(r) = &s.results {
+        let _ = writeln!(o, "results: {}", r.display());
+    }
+    if compare {
+        o.push_str(&s.comparison.to_text());
+    }
+    o
 }

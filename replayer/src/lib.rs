@@ -1,13 +1,23 @@
 //! quarry replayer: re-executes a trace on any GPU, headless, and re-reads every query.
+//!
+//! The engine ([`engine::replay`]) reads a trace's records in order: calls are decoded by
+//! `vkstream` and re-executed (hand-written for instance/device creation, memory, the emulated
+//! window system, waits and queries; generated dispatch for the rest), memory writes are uploaded
+//! into the replay's allocations, and every query read the capture made is made again and written,
+//! with the captured values, to a results file (see [`compare`] for how they are compared).
+mod calls;
 pub mod cli;
 pub mod clock;
 pub mod compare;
 pub mod devices;
+pub mod engine;
 pub mod error;
 pub mod features;
+mod glue;
 pub mod mapping;
 pub mod queries;
 pub mod session;
 
 pub use devices::{devices, GpuInfo};
+pub use engine::{replay, ReplayOptions, ReplaySummary};
 pub use error::ReplayError;

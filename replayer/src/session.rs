@@ -105,6 +105,17 @@ pub struct Swapchain {
     pub next: u32,
 }
 
+/// Where and when a captured command buffer was last submitted.
+#[derive(Debug, Clone, Copy)]
+pub struct SubmitInfo {
+    pub queue: u64,
+    /// Capture queue family.
+    pub family: u32,
+    /// Replay host time.
+    pub submit_ns: u64,
+    pub frame: u64,
+}
+
 pub struct PoolState {
     pub shape: PoolShape,
 }
@@ -129,8 +140,7 @@ pub struct Session<'a> {
     pub swapchains: HashMap<u64, Swapchain>,
     /// Captured buffer -> (captured memory, offset).
     pub buffer_memory: HashMap<u64, (u64, u64)>,
-    /// Captured command buffer -> (captured queue, replay host time of its last submit).
-    pub cmdbuf_submit: HashMap<u64, (u64, u64)>,
+    pub cmdbuf_submit: HashMap<u64, SubmitInfo>,
     /// (captured pool, query) -> (captured command buffer, begun with PRECISE).
     pub query_owner: HashMap<(u64, u32), (u64, bool)>,
     /// Fake handles for emulated objects (surfaces, swapchains).
@@ -1102,7 +1112,7 @@ impl<'a> Session<'a> {
             .map_err(|e| ReplayError::vk("vkQueueSubmit (emulated swapchain)", e))
     }
 
-    /// Waits until every queue of the device that owns `captured_cmdbuf`'s submit is idle.
+    /// Waits until a captured queue's replay counterpart is idle.
     pub fn wait_device_of_queue(&self, captured_queue: u64) -> Result<(), ReplayError> {
         let q = self.lookup(vk::ObjectType::QUEUE, captured_queue)?;
         let d = self.device_for(q)?;

@@ -1,0 +1,699 @@
+//! The replay loop: reads the trace's records in order, re-executes calls, applies memory writes,
+//! re-reads every query the capture read, and writes the results file.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use ash::vk::Handle as _;
+use format::record::{
+    self, DeviceSummary, FileKind, Header, QueryOpKind, QueryResult, QueryValues, Record,
+    ReplayInfo,
+};
+use format::{TraceReader, TraceWriter};
+
+use crate::clock::{now_ns, unix_ns};
+use crate::compare::Comparison;
+use crate::devices::{self, GpuInfo};
+use crate::error::ReplayError;
+use crate::queries::{self, Decoded, PoolShape, RESULT_WAIT};
+use crate::session::{PoolState, Session, SubmitInfo};
+
+/// How long a query read or fence wait may take before the replay reports it never completed.
+pub const WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What `quarry replay` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub trace: PathBuf,
+    /// `INDEX`, `UUID` or a name substring; `None` picks the first discrete GPU, else the first.
+    pub gpu: Option<String>,
+    /// Full re-executions of the trace (at least 1).
+    pub loops: u32,
+    pub results: Option<PathBuf>,
+    pub compare: bool,
+    /// Enable `VK_LAYER_KHRONOS_validation` and count its messages.
+    pub validate: bool,
+}
+
+impl ReplayOptions {
+    pub fn new(trace: impl Into<PathBuf>) -> Self {
+        ReplayOptions {
+            trace: trace.into(),
+            gpu: None,
+            loops: 1,
+            results: None,
+            compare: false,
+            validate: false,
+        }
+    }
+}
+
+/// Per-frame timing: the capture's frame time and the replay's in each loop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameTime {
+    pub frame: u64,
+    pub capture_ns: u64,
+    pub replay_ns: Vec<u64>,
+}
+
+/// What a replay did.
+#[derive(Debug, Clone)]
+pub struct ReplaySummary {
+    pub gpu: GpuInfo,
+    pub capture_device: Option<DeviceSummary>,
+    pub calls: u64,
+    pub frames: u64,
+    pub loops: u32,
+    /// Wall time of each loop.
+    pub loop_ns: Vec<u64>,
+    /// From the first call to the last frame boundary of the capture.
+    pub capture_ns: u64,
+    pub frame_times: Vec<FrameTime>,
+    /// Query reads re-done (one per query per read per loop).
+    pub queries: u64,
+    pub comparison: Comparison,
+    pub validation_messages: u64,
+    pub first_messages: Vec<String>,
+    pub results: Option<PathBuf>,
+    /// Things worth telling the user that did not stop the replay.
+    pub warnings: Vec<String>,
+    /// CPU time spent decoding and dispatching calls, per call (first loop).
+    pub cpu_ns_per_call: f64,
+}
+
+/// Facts gathered by one pass over the trace before replaying it.
+pub(crate) struct Scan {
+    pub capture_device: Option<DeviceSummary>,
+    pub host_memories: HashSet<u64>,
+    /// (frame index, host_ns of its end).
+    pub frames: Vec<(u64, u64)>,
+    pub first_call_ns: Option<u64>,
+    pub calls: u64,
+    pub application: String,
+}
+
+fn trace_err(e: impl std::fmt::Display) -> ReplayError {
+    ReplayError::Trace(e.to_string())
+}
+
+fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
+    let header = reader.header();
+    let mut s = Scan {
+        capture_device: header.device.clone(),
+        host_memories: HashSet::new(),
+        frames: Vec::new(),
+        first_call_ns: None,
+        calls: 0,
+        application: header.application.clone(),
+    };
+    let mut map_memory_ids: HashSet<u32> = HashSet::new();
+    let mut seen_table = false;
+    let mut last_seq = None;
+    for rec in reader.records() {
+        let rec = rec.map_err(|e| {
+            ReplayError::Trace(match last_seq {
+                Some(seq) => format!("{e} (after call {seq})"),
+                None => e.to_string(),
+            })
+        })?;
+        match rec {
+            Record::CommandTable(names) => {
+                seen_table = true;
+                map_memory_ids = names
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| n.as_str() == "vkMapMemory")
+                    .map(|(i, _)| i as u32)
+                    .collect();
+            }
+            Record::Call(c) => {
+                if !seen_table {
+                    return Err(ReplayError::Trace(format!(
+                        "{}: call {} comes before the command table; the trace is damaged",
+                        reader.path().display(),
+                        c.seq
+                    )));
+                }
+                s.calls += 1;
+                last_seq = Some(c.seq);
+                s.first_call_ns.get_or_insert(c.host_ns);
+                if map_memory_ids.contains(&c.cmd) {
+                    if let Some(id) = vkstream::command_id("vkMapMemory") {
+                        if let Ok(vkstream::Call::vkMapMemory(p)) =
+                            vkstream::decode_call(id, &c.params)
+                        {
+                            s.host_memories.insert(p.memory);
+                        }
+                    }
+                }
+            }
+            Record::MemoryWrite(w) => {
+                s.host_memories.insert(w.memory);
+            }
+            Record::Frame(f) => s.frames.push((f.index, f.host_ns)),
+            Record::Device(d) => {
+                if s.capture_device.is_none() {
+                    s.capture_device = Some(d);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(s)
+}
+
+/// Replays `opts.trace` (see the crate documentation for what each step does).
+pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
+    let reader = TraceReader::open(&opts.trace).map_err(trace_err)?;
+    if reader.kind() != FileKind::Trace {
+        return Err(ReplayError::Trace(format!(
+            "{}: this is a results file, not a trace",
+            opts.trace.display()
+        )));
+    }
+    let mut warnings = Vec::new();
+    if !reader.has_footer() || reader.lost_bytes() > 0 {
+        warnings.push(format!(
+            "{}: the trace is incomplete ({} bytes lost, the writer did not finish); replaying every complete block",
+            opts.trace.display(),
+            reader.lost_bytes()
+        ));
+    }
+    let scan = scan(&reader)?;
+    if scan.calls == 0 {
+        return Err(ReplayError::Trace(format!(
+            "{}: the trace holds no calls",
+            opts.trace.display()
+        )));
+    }
+    let entry = devices::load_entry()?;
+    let gpus = devices::devices()?;
+    let gpu = devices::select(&gpus, opts.gpu.as_deref())?.clone();
+
+    let mut writer = match &opts.results {
+        Some(path) => Some(
+            TraceWriter::create(
+                path,
+                Header {
+                    kind: FileKind::Results,
+                    writer: format!("quarry-replay {}", env!("CARGO_PKG_VERSION")),
+                    created_unix_ns: unix_ns(),
+                    device: Some(gpu.summary.clone()),
+                    application: scan.application.clone(),
+                },
+            )
+            .map_err(|e| ReplayError::Results(e.to_string()))?,
+        ),
+        None => None,
+    };
+
+    let same = scan
+        .capture_device
+        .as_ref()
+        .is_some_and(|c| crate::compare::same_device(c, &gpu.summary));
+    let mut comparison = Comparison {
+        same_device: same,
+        ..Default::default()
+    };
+    let loops = opts.loops.max(1);
+    let mut loop_ns = Vec::new();
+    let mut per_frame: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut queries = 0u64;
+    let mut validation = 0u64;
+    let mut first_messages = Vec::new();
+    let mut cpu_ns_per_call = 0.0;
+    for l in 0..loops {
+        let mut run = Run {
+            reader: &reader,
+            session: Session::new(
+                &entry,
+                &gpu,
+                scan.capture_device.as_ref(),
+                &scan.host_memories,
+                opts.validate,
+            ),
+            writer: writer.as_ref(),
+            comparison: &mut comparison,
+            loop_index: l,
+            command_map: Vec::new(),
+            command_names: Vec::new(),
+            queries: 0,
+            frame_start: 0,
+            frame_ns: Vec::new(),
+            dispatch_ns: 0,
+            calls: 0,
+        };
+        let start = Instant::now();
+        run.frame_start = now_ns();
+        let outcome = run.run();
+        let elapsed = start.elapsed().as_nanos() as u64;
+        let messages = run.session.validation_messages();
+        let msgs = run
+            .session
+            .messages
+            .as_ref()
+            .and_then(|m| m.first.lock().ok().map(|v| v.clone()))
+            .unwrap_or_default();
+        run.session.teardown();
+        // Messages raised while tearing down count too.
+        let messages = messages.max(run.session.validation_messages());
+        validation += messages;
+        if first_messages.is_empty() {
+            first_messages = msgs;
+        }
+        outcome?;
+        if l == 0 && run.calls > 0 {
+            cpu_ns_per_call = run.dispatch_ns as f64 / run.calls as f64;
+        }
+        queries += run.queries;
+        for (f, ns) in &run.frame_ns {
+            per_frame.entry(*f).or_default().push(*ns);
+        }
+        loop_ns.push(elapsed);
+    }
+
+    let capture_ns = match (scan.first_call_ns, scan.frames.last()) {
+        (Some(first), Some((_, last))) => last.saturating_sub(first),
+        _ => 0,
+    };
+    let mut frame_times = Vec::new();
+    let mut prev = scan.first_call_ns.unwrap_or(0);
+    for (index, end) in &scan.frames {
+        frame_times.push(FrameTime {
+            frame: *index,
+            capture_ns: end.saturating_sub(prev),
+            replay_ns: per_frame.remove(index).unwrap_or_default(),
+        });
+        prev = *end;
+    }
+
+    if let Some(w) = writer.take() {
+        w.write(&Record::ReplayInfo(ReplayInfo {
+            trace: opts.trace.display().to_string(),
+            capture_device: scan.capture_device.clone(),
+            loops,
+            passes: 1,
+            replay_ns: loop_ns.iter().sum(),
+            capture_ns,
+            frames: scan.frames.len() as u64,
+        }))
+        .map_err(|e| ReplayError::Results(e.to_string()))?;
+        w.finish()
+            .map_err(|e| ReplayError::Results(e.to_string()))?;
+    }
+
+    Ok(ReplaySummary {
+        gpu,
+        capture_device: scan.capture_device,
+        calls: scan.calls,
+        frames: scan.frames.len() as u64,
+        loops,
+        loop_ns,
+        capture_ns,
+        frame_times,
+        queries,
+        comparison,
+        validation_messages: validation,
+        first_messages,
+        results: opts.results.clone(),
+        warnings,
+        cpu_ns_per_call,
+    })
+}
+
+/// One loop over the trace.
+struct Run<'r, 's> {
+    reader: &'r TraceReader,
+    session: Session<'s>,
+    writer: Option<&'r TraceWriter>,
+    comparison: &'r mut Comparison,
+    loop_index: u32,
+    /// Trace command id -> vkstream command id.
+    command_map: Vec<Option<u32>>,
+    command_names: Vec<String>,
+    queries: u64,
+    frame_start: u64,
+    frame_ns: Vec<(u64, u64)>,
+    dispatch_ns: u64,
+    calls: u64,
+}
+
+impl Run<'_, '_> {
+    fn run(&mut self) -> Result<(), ReplayError> {
+        let mut last: Option<(u64, String)> = None;
+        for rec in self.reader.records() {
+            let rec = rec.map_err(|e| {
+                ReplayError::Trace(match &last {
+                    Some((seq, name)) => format!("{e} (the last call replayed was {seq} {name})"),
+                    None => e.to_string(),
+                })
+            })?;
+            match rec {
+                Record::CommandTable(names) => {
+                    self.command_map = names.iter().map(|n| vkstream::command_id(n)).collect();
+                    self.command_names = names;
+                }
+                Record::Call(c) => {
+                    let name = self
+                        .command_names
+                        .get(c.cmd as usize)
+                        .cloned()
+                        .unwrap_or_else(|| format!("command #{}", c.cmd));
+                    self.call(&c, &name)?;
+                    last = Some((c.seq, name));
+                }
+                Record::MemoryWrite(w) => {
+                    let bytes =
+                        self.reader
+                            .payload_bytes(&w.data)
+                            .map_err(|e| ReplayError::Call {
+                                seq: w.seq,
+                                command: "memory write".into(),
+                                message: format!("memory contents missing from the trace: {e}"),
+                            })?;
+                    self.session
+                        .write_memory(w.memory, w.offset, &bytes)
+                        .map_err(|e| e.at(w.seq, "memory write"))?;
+                }
+                Record::Frame(f) => {
+                    let now = now_ns();
+                    self.frame_ns
+                        .push((f.index, now.saturating_sub(self.frame_start)));
+                    self.frame_start = now;
+                    self.session.frame = f.index + 1;
+                }
+                Record::QueryPool(p) => {
+                    self.session.pools.insert(
+                        p.pool,
+                        PoolState {
+                            shape: PoolShape {
+                                query_type: p.query_type,
+                                pipeline_statistics: p.pipeline_statistics,
+                                perf_counters: p.perf_counters.len() as u32,
+                            },
+                        },
+                    );
+                }
+                Record::QueryOp(op) => match op.kind {
+                    QueryOpKind::Begin { query, flags, .. } => {
+                        let precise = flags & vk::QueryControlFlags::PRECISE.as_raw() != 0;
+                        self.session
+                            .query_owner
+                            .insert((op.pool, query), (op.command_buffer, precise));
+                    }
+                    QueryOpKind::Timestamp { query, .. } | QueryOpKind::Write { query } => {
+                        self.session
+                            .query_owner
+                            .insert((op.pool, query), (op.command_buffer, false));
+                    }
+                    _ => {}
+                },
+                Record::Submit(s) => {
+                    let now = now_ns();
+                    for cb in &s.command_buffers {
+                        self.session.cmdbuf_submit.insert(
+                            *cb,
+                            SubmitInfo {
+                                queue: s.queue,
+                                family: s.queue_family,
+                                submit_ns: now,
+                                frame: s.frame,
+                            },
+                        );
+                    }
+                }
+                Record::QueryResults(r) => self
+                    .reread(&r)
+                    .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?,
+                Record::QueryCopy(c) => self
+                    .read_copy(&c)
+                    .map_err(|e| e.at(c.seq, "vkCmdCopyQueryPoolResults"))?,
+                _ => {}
+            }
+        }
+        self.session.wait_all_devices()
+    }
+
+    fn call(&mut self, c: &record::Call, name: &str) -> Result<(), ReplayError> {
+        let err = |message: String| ReplayError::Call {
+            seq: c.seq,
+            command: name.to_string(),
+            message,
+        };
+        let Some(&id) = self.command_map.get(c.cmd as usize) else {
+            return Err(err(format!(
+                "command id {} is not in the trace's command table",
+                c.cmd
+            )));
+        };
+        let Some(id) = id else {
+            return Err(err(
+                "this command is unknown to this replayer (trace from a newer quarry?)".into(),
+            ));
+        };
+        let t0 = Instant::now();
+        let call = vkstream::decode_call(id, &c.params)
+            .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
+        // SAFETY: the call's handles are translated through the session; everything the driver
+        // reads is materialised for the duration of the call.
+        let r = unsafe { crate::calls::replay_call(&mut self.session, &call, c) };
+        self.dispatch_ns += t0.elapsed().as_nanos() as u64;
+        self.calls += 1;
+        r.map_err(|e| e.at(c.seq, name))
+    }
+
+    fn pool(&self, pool: u64) -> Result<PoolShape, ReplayError> {
+        self.session
+            .pools
+            .get(&pool)
+            .map(|p| p.shape)
+            .ok_or_else(|| {
+                ReplayError::Other(format!(
+                    "query pool 0x{pool:x} has no QueryPool record in the trace"
+                ))
+            })
+    }
+
+    fn emit(&mut self, q: QueryResult) -> Result<(), ReplayError> {
+        let precise = self
+            .session
+            .query_owner
+            .get(&(q.pool, q.query))
+            .is_some_and(|o| o.1);
+        self.comparison.add(&q, precise);
+        self.queries += 1;
+        if let Some(w) = self.writer {
+            w.write(&Record::QueryResult(q))
+                .map_err(|e| ReplayError::Results(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Builds the results of queries `first..first+count` of `pool` read at capture seq `seq`.
+    #[allow(clippy::too_many_arguments)]
+    fn results(
+        &mut self,
+        seq: u64,
+        pool: u64,
+        first: u32,
+        flags: u32,
+        shape: PoolShape,
+        captured: &[Decoded],
+        captured_meta: (i32, u64),
+        replayed: &[Decoded],
+        replayed_meta: (i32, u64),
+        available_ns: &[u64],
+    ) -> Result<(), ReplayError> {
+        let cap_dev = self.session.capture_device.cloned();
+        for (i, (c, r)) in captured.iter().zip(replayed).enumerate() {
+            let query = first + i as u32;
+            let owner = self.session.query_owner.get(&(pool, query)).copied();
+            let submit = owner.and_then(|(cb, _)| self.session.cmdbuf_submit.get(&cb).copied());
+            let is_ts = shape.query_type == vk::QueryType::TIMESTAMP.as_raw();
+            let (cap_ts, rep_ts) = if is_ts {
+                let fam = submit.map_or(0, |s| s.family);
+                let cap_bits = cap_dev
+                    .as_ref()
+                    .and_then(|d| {
+                        d.queue_families
+                            .get(fam as usize)
+                            .map(|f| f.timestamp_valid_bits)
+                    })
+                    .unwrap_or(64);
+                let cap_period = cap_dev.as_ref().map_or(1.0, |d| d.timestamp_period_ns);
+                let rep_fam = submit
+                    .and_then(|s| self.session.lookup(vk::ObjectType::QUEUE, s.queue).ok())
+                    .and_then(|q| {
+                        self.session
+                            .device_for(q)
+                            .ok()
+                            .and_then(|d| d.queue_family_of.get(&q).copied())
+                    })
+                    .unwrap_or(0);
+                let rep_bits = self
+                    .session
+                    .gpu
+                    .summary
+                    .queue_families
+                    .get(rep_fam as usize)
+                    .map_or(64, |f| f.timestamp_valid_bits);
+                let rep_period = self.session.gpu.summary.timestamp_period_ns;
+                (
+                    (c.available && !c.values.is_empty())
+                        .then(|| queries::timestamp_ns(c.values[0], cap_bits, cap_period)),
+                    (r.available && !r.values.is_empty())
+                        .then(|| queries::timestamp_ns(r.values[0], rep_bits, rep_period)),
+                )
+            } else {
+                (None, None)
+            };
+            self.emit(QueryResult {
+                pool,
+                query,
+                query_type: shape.query_type,
+                pipeline_statistics: shape.pipeline_statistics,
+                frame: submit.map_or(self.session.frame, |s| s.frame),
+                queue: submit.map_or(0, |s| s.queue),
+                command_buffer: owner.map_or(0, |o| o.0),
+                loop_index: self.loop_index,
+                pass: 0,
+                seq,
+                flags,
+                captured: Some(QueryValues {
+                    values: c.values.clone(),
+                    available: c.available,
+                    result: captured_meta.0,
+                    host_ns: captured_meta.1,
+                }),
+                replayed: Some(QueryValues {
+                    values: r.values.clone(),
+                    available: r.available,
+                    result: replayed_meta.0,
+                    host_ns: replayed_meta.1,
+                }),
+                submit_ns: submit.map_or(0, |s| s.submit_ns),
+                available_ns: available_ns.get(i).copied().unwrap_or(0),
+                captured_gpu_ns: cap_ts,
+                replayed_gpu_ns: rep_ts,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Re-does a captured `vkGetQueryPoolResults` with the captured flags, stride and count.
+    fn reread(&mut self, r: &record::QueryResults) -> Result<(), ReplayError> {
+        let shape = self.pool(r.pool)?;
+        let captured = queries::decode(&r.data, r.count, r.stride, r.flags, shape, r.result)
+            .map_err(|e| ReplayError::Trace(format!("captured query results: {e}")))?;
+        let pool = self.session.lookup(vk::ObjectType::QUERY_POOL, r.pool)?;
+        let device = &self.session.device(r.device)?.device;
+        // Poll without WAIT so a replay that diverged cannot hang; keep polling only for queries
+        // the capture saw available.
+        let flags = r.flags & !RESULT_WAIT;
+        let mut buf = vec![0u8; r.data.len()];
+        let mut available_ns = vec![0u64; r.count as usize];
+        let start = Instant::now();
+        let (replayed, result, host_ns) = loop {
+            // SAFETY: buf holds data.len() bytes, the size the capture passed with the same stride/count.
+            let res = unsafe {
+                (device.fp_v1_0().get_query_pool_results)(
+                    device.handle(),
+                    vk::QueryPool::from_raw(pool),
+                    r.first,
+                    r.count,
+                    buf.len(),
+                    buf.as_mut_ptr().cast(),
+                    r.stride,
+                    vk::QueryResultFlags::from_raw(flags),
+                )
+            };
+            let now = now_ns();
+            if res != vk::Result::SUCCESS && res != vk::Result::NOT_READY {
+                return Err(ReplayError::vk("vkGetQueryPoolResults", res));
+            }
+            let d = queries::decode(&buf, r.count, r.stride, flags, shape, res.as_raw())
+                .map_err(ReplayError::Other)?;
+            for (i, q) in d.iter().enumerate() {
+                if q.available && available_ns[i] == 0 {
+                    available_ns[i] = now;
+                }
+            }
+            let done = captured
+                .iter()
+                .zip(&d)
+                .all(|(c, q)| !c.available || q.available);
+            if done || start.elapsed() > WAIT_TIMEOUT {
+                break (d, res.as_raw(), now);
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        };
+        self.results(
+            r.seq,
+            r.pool,
+            r.first,
+            r.flags,
+            shape,
+            &captured,
+            (r.result, r.host_ns),
+            &replayed,
+            (result, host_ns),
+            &available_ns,
+        )
+    }
+
+    /// Reads back a `vkCmdCopyQueryPoolResults` destination once its submission completed.
+    fn read_copy(&mut self, c: &record::QueryCopy) -> Result<(), ReplayError> {
+        let shape = self.pool(c.pool)?;
+        let per = shape.bytes_per_query(c.flags) as u64;
+        let len = if c.count == 0 {
+            0
+        } else {
+            c.stride
+                .saturating_mul(c.count as u64 - 1)
+                .saturating_add(per)
+        };
+        // With no availability word a copied query is taken as written.
+        let ok = vk::Result::SUCCESS.as_raw();
+        let captured = queries::decode(&c.data, c.count, c.stride, c.flags, shape, ok)
+            .map_err(|e| ReplayError::Trace(format!("captured query copy: {e}")))?;
+        match self.session.cmdbuf_submit.get(&c.command_buffer) {
+            Some(s) => self.session.wait_device_of_queue(s.queue)?,
+            None => self.session.wait_all_devices()?,
+        }
+        let (memory, bind_offset) =
+            *self
+                .session
+                .buffer_memory
+                .get(&c.dst_buffer)
+                .ok_or_else(|| {
+                    ReplayError::Other(format!(
+                        "query copy destination buffer 0x{:x} is not bound to memory",
+                        c.dst_buffer
+                    ))
+                })?;
+        let bytes =
+            self.session
+                .read_memory(memory, bind_offset.saturating_add(c.dst_offset), len)?;
+        let now = now_ns();
+        let replayed = queries::decode(&bytes, c.count, c.stride, c.flags, shape, ok)
+            .map_err(ReplayError::Other)?;
+        let avail: Vec<u64> = replayed
+            .iter()
+            .map(|q| if q.available { now } else { 0 })
+            .collect();
+        self.results(
+            c.seq,
+            c.pool,
+            c.first,
+            c.flags,
+            shape,
+            &captured,
+            (ok, c.host_ns),
+            &replayed,
+            (ok, now),
+            &avail,
+        )
+    }
+}

@@ -1,0 +1,455 @@
+//! Replayer tests on traces written by hand (format::TraceWriter + vkstream encoders), run on
+//! whatever Vulkan driver the machine has (lavapipe in CI).
+
+use std::path::Path;
+
+use ash::vk;
+use ash::vk::Handle as _;
+use format::record::{self, FileKind, Header, Record};
+use format::{TraceReader, TraceWriter};
+use replayer::{ReplayError, ReplayOptions};
+use vkstream::Encoder;
+
+const INSTANCE: u64 = 0x1000;
+const PHYSICAL: u64 = 0x2000;
+const DEVICE: u64 = 0x3000;
+const QUEUE: u64 = 0x4000;
+const POOL: u64 = 0x5000;
+
+fn have_vulkan() -> bool {
+    match replayer::devices() {
+        Ok(g) if !g.is_empty() => true,
+        other => {
+            eprintln!("skipping: no Vulkan GPU ({other:?})");
+            false
+        }
+    }
+}
+
+/// Builds trace records one call at a time.
+struct Trace {
+    records: Vec<Record>,
+    seq: u64,
+}
+
+impl Trace {
+    fn new() -> Self {
+        let names = vkstream::COMMANDS.iter().map(|s| s.to_string()).collect();
+        Trace {
+            records: vec![Record::CommandTable(names)],
+            seq: 0,
+        }
+    }
+
+    fn call(&mut self, name: &str, result: vk::Result, encode: impl FnOnce(&mut Encoder)) -> u64 {
+        let mut e = Encoder::new();
+        encode(&mut e);
+        self.seq += 1;
+        self.records.push(Record::Call(record::Call {
+            seq: self.seq,
+            thread: 1,
+            cmd: vkstream::command_id(name).expect("known command"),
+            host_ns: 1_000_000 * self.seq,
+            result: result.as_raw(),
+            params: e.into_bytes(),
+        }));
+        self.seq
+    }
+
+    fn write(&self, path: &Path) {
+        let w = TraceWriter::create(
+            path,
+            Header {
+                kind: FileKind::Trace,
+                writer: "replay test".into(),
+                created_unix_ns: 0,
+                device: None,
+                application: "synthetic".into(),
+            },
+        )
+        .unwrap();
+        for r in &self.records {
+            w.write(r).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    /// Instance, the first GPU, a device with one queue of family 0 and `extensions`.
+    fn device(&mut self, extensions: &[&std::ffi::CStr], host_query_reset: bool) {
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"synthetic")
+            .api_version(vk::API_VERSION_1_2);
+        let ci = vk::InstanceCreateInfo::default().application_info(&app);
+        let mut inst = vk::Instance::from_raw(INSTANCE);
+        self.call("vkCreateInstance", vk::Result::SUCCESS, |e| unsafe {
+            vkstream::encode::vkCreateInstance(e, &ci, std::ptr::null(), &mut inst)
+        });
+        let mut count = 1u32;
+        let mut pd = vk::PhysicalDevice::from_raw(PHYSICAL);
+        self.call(
+            "vkEnumeratePhysicalDevices",
+            vk::Result::SUCCESS,
+            |e| unsafe {
+                vkstream::encode::vkEnumeratePhysicalDevices(e, inst, &mut count, &mut pd)
+            },
+        );
+        let prio = [1.0f32];
+        let q = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(0)
+            .queue_priorities(&prio)];
+        let ext: Vec<*const std::ffi::c_char> = extensions.iter().map(|e| e.as_ptr()).collect();
+        let mut reset = vk::PhysicalDeviceHostQueryResetFeatures::default().host_query_reset(true);
+        let features = vk::PhysicalDeviceFeatures::default().pipeline_statistics_query(true);
+        let mut dci = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&q)
+            .enabled_extension_names(&ext)
+            .enabled_features(&features);
+        if host_query_reset {
+            dci = dci.push_next(&mut reset);
+        }
+        let mut dev = vk::Device::from_raw(DEVICE);
+        self.call("vkCreateDevice", vk::Result::SUCCESS, |e| unsafe {
+            vkstream::encode::vkCreateDevice(e, pd, &dci, std::ptr::null(), &mut dev)
+        });
+        let mut queue = vk::Queue::from_raw(QUEUE);
+        self.call("vkGetDeviceQueue", vk::Result::SUCCESS, |e| unsafe {
+            vkstream::encode::vkGetDeviceQueue(e, dev, 0, 0, &mut queue)
+        });
+    }
+
+    fn teardown(&mut self) {
+        let dev = vk::Device::from_raw(DEVICE);
+        self.call("vkDestroyDevice", vk::Result::SUCCESS, |e| unsafe {
+            vkstream::encode::vkDestroyDevice(e, dev, std::ptr::null())
+        });
+        let inst = vk::Instance::from_raw(INSTANCE);
+        self.call("vkDestroyInstance", vk::Result::SUCCESS, |e| unsafe {
+            vkstream::encode::vkDestroyInstance(e, inst, std::ptr::null())
+        });
+    }
+}
+
+fn replay(path: &Path) -> Result<replayer::ReplaySummary, ReplayError> {
+    replayer::replay(&ReplayOptions::new(path))
+}
+
+/// A host-reset timestamp pool read back with availability: nothing was written, so the capture
+/// saw every query unavailable and the replay must report the same layout without waiting.
+#[test]
+fn host_reset_pool_is_read_again_and_written_to_results() {
+    if !have_vulkan() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = Trace::new();
+    t.device(&[], true);
+    let dev = vk::Device::from_raw(DEVICE);
+    let pci = vk::QueryPoolCreateInfo::default()
+        .query_type(vk::QueryType::TIMESTAMP)
+        .query_count(4);
+    let mut pool = vk::QueryPool::from_raw(POOL);
+    let seq = t.call("vkCreateQueryPool", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCreateQueryPool(e, dev, &pci, std::ptr::null(), &mut pool)
+    });
+    t.records.push(Record::QueryPool(record::QueryPoolInfo {
+        seq,
+        device: DEVICE,
+        pool: POOL,
+        query_type: vk::QueryType::TIMESTAMP.as_raw(),
+        query_count: 4,
+        pipeline_statistics: 0,
+        perf_queue_family: None,
+        perf_counters: vec![],
+    }));
+    t.call("vkResetQueryPool", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkResetQueryPool(e, dev, pool, 0, 4)
+    });
+    let flags = vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY;
+    t.records.push(Record::QueryResults(record::QueryResults {
+        seq: t.seq + 1,
+        thread: 1,
+        device: DEVICE,
+        pool: POOL,
+        first: 0,
+        count: 4,
+        stride: 16,
+        flags: flags.as_raw(),
+        result: vk::Result::NOT_READY.as_raw(),
+        host_ns: 5,
+        data: vec![0; 64],
+    }));
+    t.records.push(Record::Frame(record::Frame {
+        index: 0,
+        last_seq: t.seq,
+        host_ns: 1_000_000 * (t.seq + 1),
+        boundary: record::FrameBoundary::DeviceWaitIdle,
+    }));
+    t.teardown();
+    let trace = dir.path().join("t.qtrace");
+    t.write(&trace);
+
+    let results = dir.path().join("t.qres");
+    let mut opts = ReplayOptions::new(&trace);
+    opts.results = Some(results.clone());
+    opts.compare = true;
+    let s = replayer::replay(&opts).expect("replay");
+    assert_eq!(s.queries, 4);
+    assert_eq!(s.frames, 1);
+    assert_eq!(s.frame_times.len(), 1);
+    assert_eq!(s.frame_times[0].replay_ns.len(), 1);
+    let ts = &s.comparison.by_type["TIMESTAMP"];
+    assert_eq!((ts.queries, ts.not_compared, ts.mismatches), (4, 4, 0));
+    assert!(!s.comparison.failed());
+
+    let r = TraceReader::open(&results).unwrap();
+    assert_eq!(r.kind(), FileKind::Results);
+    assert_eq!(
+        r.header().device.as_ref().map(|d| d.name.clone()),
+        Some(s.gpu.name.clone())
+    );
+    let mut got = Vec::new();
+    let mut info = None;
+    for rec in r.records() {
+        match rec.unwrap() {
+            Record::QueryResult(q) => got.push(q),
+            Record::ReplayInfo(i) => info = Some(i),
+            other => panic!("unexpected record {other:?}"),
+        }
+    }
+    assert_eq!(got.len(), 4);
+    assert_eq!(
+        got.iter().map(|q| q.query).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+    for q in &got {
+        assert_eq!(q.pool, POOL);
+        assert_eq!(q.query_type, vk::QueryType::TIMESTAMP.as_raw());
+        let c = q.captured.as_ref().unwrap();
+        let p = q.replayed.as_ref().unwrap();
+        assert!(
+            !c.available && !p.available,
+            "reset queries are unavailable on both sides"
+        );
+        assert_eq!(p.values.len(), 1);
+        assert_eq!(q.replayed_gpu_ns, None);
+    }
+    let info = info.expect("ReplayInfo");
+    assert_eq!((info.loops, info.frames), (1, 1));
+}
+
+#[test]
+fn loops_rerun_the_whole_trace() {
+    if !have_vulkan() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = Trace::new();
+    t.device(&[], false);
+    t.teardown();
+    let trace = dir.path().join("t.qtrace");
+    t.write(&trace);
+    let mut opts = ReplayOptions::new(&trace);
+    opts.loops = 3;
+    let s = replayer::replay(&opts).expect("replay");
+    assert_eq!(s.loop_ns.len(), 3);
+    assert_eq!(s.calls, 6);
+}
+
+#[test]
+fn missing_extension_is_named_in_one_error() {
+    if !have_vulkan() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = Trace::new();
+    t.device(&[c"VK_QUARRY_does_not_exist", c"VK_QUARRY_neither"], false);
+    let trace = dir.path().join("t.qtrace");
+    t.write(&trace);
+    let e = replay(&trace).unwrap_err().to_string();
+    assert!(e.contains("call 3 (vkCreateDevice)"), "{e}");
+    assert!(
+        e.contains("VK_QUARRY_does_not_exist") && e.contains("VK_QUARRY_neither"),
+        "{e}"
+    );
+}
+
+#[test]
+fn damaged_traces_fail_with_the_call_named() {
+    if !have_vulkan() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+
+    // Parameters cut short.
+    let mut t = Trace::new();
+    t.device(&[], false);
+    if let Some(Record::Call(c)) = t
+        .records
+        .iter_mut()
+        .rev()
+        .find(|r| matches!(r, Record::Call(_)))
+    {
+        c.params.truncate(c.params.len() / 2);
+    }
+    let p = dir.path().join("cut.qtrace");
+    t.write(&p);
+    let e = replay(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("call 4 (vkGetDeviceQueue)") && e.contains("cannot decode"),
+        "{e}"
+    );
+
+    // A command this replayer does not know (trace from a newer registry).
+    let mut t = Trace::new();
+    if let Record::CommandTable(names) = &mut t.records[0] {
+        names.push("vkFutureCommandQUARRY".into());
+    }
+    t.records.push(Record::Call(record::Call {
+        seq: 7,
+        thread: 1,
+        cmd: vkstream::COMMANDS.len() as u32,
+        host_ns: 0,
+        result: 0,
+        params: vec![],
+    }));
+    let p = dir.path().join("unknown.qtrace");
+    t.write(&p);
+    let e = replay(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("call 7 (vkFutureCommandQUARRY)") && e.contains("unknown"),
+        "{e}"
+    );
+
+    // Memory contents referenced but absent.
+    let mut t = Trace::new();
+    t.device(&[], false);
+    t.records.push(Record::MemoryWrite(record::MemoryWrite {
+        seq: 99,
+        memory: 0x77,
+        offset: 0,
+        data: record::Payload::Blob {
+            id: record::BlobId(12345),
+            len: 4096,
+        },
+    }));
+    let p = dir.path().join("blob.qtrace");
+    t.write(&p);
+    let e = replay(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("call 99 (memory write)") && e.contains("missing"),
+        "{e}"
+    );
+
+    // A handle used before the trace created it.
+    let mut t = Trace::new();
+    t.device(&[], false);
+    let dev = vk::Device::from_raw(DEVICE);
+    let bogus = vk::QueryPool::from_raw(0xdead);
+    t.call("vkResetQueryPool", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkResetQueryPool(e, dev, bogus, 0, 1)
+    });
+    let p = dir.path().join("handle.qtrace");
+    t.write(&p);
+    let e = replay(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("call 5 (vkResetQueryPool)") && e.contains("0xdead"),
+        "{e}"
+    );
+}
+
+#[test]
+fn truncated_and_foreign_files_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = Trace::new();
+    t.device(&[], false);
+    t.teardown();
+    let good = dir.path().join("good.qtrace");
+    t.write(&good);
+    let bytes = std::fs::read(&good).unwrap();
+
+    // Cut in the header: nothing to replay.
+    let p = dir.path().join("head.qtrace");
+    std::fs::write(&p, &bytes[..20]).unwrap();
+    let e = replay(&p).unwrap_err();
+    assert!(matches!(e, ReplayError::Trace(_)), "{e}");
+    assert!(e.to_string().contains("head.qtrace"), "{e}");
+
+    // Not a quarry file at all.
+    let p = dir.path().join("text.qtrace");
+    std::fs::write(&p, b"hello, this is not a trace").unwrap();
+    assert!(matches!(replay(&p).unwrap_err(), ReplayError::Trace(_)));
+
+    // A results file is refused as a trace.
+    let p = dir.path().join("r.qres");
+    let w = TraceWriter::create(
+        &p,
+        Header {
+            kind: FileKind::Results,
+            writer: "t".into(),
+            created_unix_ns: 0,
+            device: None,
+            application: String::new(),
+        },
+    )
+    .unwrap();
+    w.finish().unwrap();
+    let e = replay(&p).unwrap_err().to_string();
+    assert!(e.contains("results file"), "{e}");
+
+    // Cut in the last block (footer gone): either a clear trace error or a replay with a warning.
+    let p = dir.path().join("tail.qtrace");
+    std::fs::write(&p, &bytes[..bytes.len() - 10]).unwrap();
+    match replay(&p) {
+        Ok(s) => assert!(
+            s.warnings.iter().any(|w| w.contains("incomplete")),
+            "{:?}",
+            s.warnings
+        ),
+        Err(e) => assert!(matches!(e, ReplayError::Trace(_)), "{e}"),
+    }
+}
+
+#[test]
+fn devices_lists_lavapipe_with_query_capabilities() {
+    if !have_vulkan() {
+        return;
+    }
+    let gpus = replayer::devices().unwrap();
+    let json = serde_json::to_value(&gpus).unwrap();
+    let arr = json.as_array().unwrap();
+    assert!(!arr.is_empty());
+    for g in arr {
+        for key in [
+            "index",
+            "name",
+            "vendor_id",
+            "device_id",
+            "driver_name",
+            "uuid",
+            "api_version",
+            "queue_families",
+            "queries",
+        ] {
+            assert!(g.get(key).is_some(), "missing {key} in {g}");
+        }
+        assert!(g["queries"]["query_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "OCCLUSION"));
+        assert_eq!(g["uuid"].as_str().unwrap().len(), 32);
+    }
+    // CI installs mesa-vulkan-drivers; a machine without lavapipe can opt out.
+    if std::env::var_os("QUARRY_NO_LAVAPIPE").is_some() {
+        return;
+    }
+    let lp = gpus
+        .iter()
+        .find(|g| g.name.contains("llvmpipe"))
+        .expect("lavapipe (mesa-vulkan-drivers) is listed");
+    assert_eq!(lp.device_type, "cpu");
+    assert!(lp.queries.occlusion_query_precise && lp.queries.pipeline_statistics_query);
+    assert!(lp.queue_families.iter().any(|f| f.timestamp_valid_bits > 0));
+    assert!(lp.queries.query_types.iter().any(|t| t == "TIMESTAMP"));
+    assert!(lp.queries.transform_feedback_streams > 0);
+}
