@@ -214,8 +214,46 @@ pub fn parse_trailer(b: &[u8]) -> Option<(u64, u64)> {
     Some((u64_at(b, 0), u64_at(b, 8)))
 }
 
+/// LEB128 of `v` into `out`; returns the byte count (1..=5).
+pub fn put_varint(out: &mut [u8; 5], mut v: u32) -> usize {
+    let mut i = 0;
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out[i] = b;
+            return i + 1;
+        }
+        out[i] = b | 0x80;
+        i += 1;
+    }
+}
+
+/// `(value, bytes used)` of the LEB128 at the start of `b`, at most 5 bytes.
+pub fn get_varint(b: &[u8]) -> Option<(u32, usize)> {
+    let mut v: u64 = 0;
+    for (i, &byte) in b.iter().take(5).enumerate() {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return u32::try_from(v).ok().map(|v| (v, i + 1));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn varints_round_trip() {
+        for v in [0u32, 1, 127, 128, 300, 16383, 16384, 1 << 28, u32::MAX] {
+            let mut b = [0u8; 5];
+            let n = put_varint(&mut b, v);
+            assert_eq!(get_varint(&b[..n]), Some((v, n)));
+        }
+        assert_eq!(get_varint(&[0x80, 0x80]), None);
+        assert_eq!(get_varint(&[0xff; 6]), None);
+    }
+
     use super::*;
 
     #[test]

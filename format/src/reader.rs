@@ -439,6 +439,18 @@ impl TraceReader {
         Records::new(self, vec![i]).collect()
     }
 
+    /// The verified, decompressed payload of `blocks()[i]` (records or blob bytes).
+    pub fn block_data(&self, i: usize) -> Result<Vec<u8>, FormatError> {
+        let entry = self.blocks.get(i).ok_or_else(|| {
+            FormatError::new(
+                &self.path,
+                0,
+                Problem::Corrupt(format!("no block {i} (file has {})", self.blocks.len())),
+            )
+        })?;
+        self.block_bytes(entry, &mut None)
+    }
+
     fn record_block_ids(&self, keep: impl Fn(&BlockEntry) -> bool) -> Vec<usize> {
         (0..self.blocks.len())
             .filter(|&i| self.blocks[i].kind() == BlockKind::Records && keep(&self.blocks[i]))
@@ -698,31 +710,32 @@ impl TraceReader {
 fn count_records(buf: &[u8], counts: &mut BTreeMap<String, u64>) -> Result<(), String> {
     let mut pos = 0usize;
     while pos < buf.len() {
-        let (len, variant) = record_frame(buf, pos)?;
+        let (k, len, variant) = record_frame(buf, pos)?;
         let name = match RECORD_NAMES.get(variant as usize) {
             Some(n) => n.to_string(),
             None => format!("unknown({variant})"),
         };
         *counts.entry(name).or_default() += 1;
-        pos += 4 + len;
+        pos += k + len;
     }
     Ok(())
 }
 
-/// `(length, variant byte)` of the length-prefixed record at `pos`.
-fn record_frame(buf: &[u8], pos: usize) -> Result<(usize, u8), String> {
-    let rest = buf.len() - pos;
-    if rest < 5 {
-        return Err(format!("record at block byte {pos} is truncated"));
-    }
-    let len = u32::from_le_bytes([buf[pos], buf[pos + 1], buf[pos + 2], buf[pos + 3]]) as usize;
-    if len == 0 || len > rest - 4 {
+/// `(prefix length, record length, variant byte)` of the length-prefixed record at `pos`.
+fn record_frame(buf: &[u8], pos: usize) -> Result<(usize, usize, u8), String> {
+    let Some((len, k)) = get_varint(&buf[pos..]) else {
         return Err(format!(
-            "record at block byte {pos} declares {len} bytes, {} remain",
-            rest - 4
+            "record at block byte {pos} has a bad length prefix"
+        ));
+    };
+    let len = len as usize;
+    let rest = buf.len() - pos - k;
+    if len == 0 || len > rest {
+        return Err(format!(
+            "record at block byte {pos} declares {len} bytes, {rest} remain"
         ));
     }
-    Ok((len, buf[pos + 4]))
+    Ok((k, len, buf[pos + k]))
 }
 
 /// Iterator over records of a set of blocks. A damaged block yields one error and is skipped;
@@ -786,16 +799,16 @@ impl Iterator for Records<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if self.pos < self.buf.len() {
-                let (len, variant) = match record_frame(&self.buf, self.pos) {
+                let (k, len, variant) = match record_frame(&self.buf, self.pos) {
                     Ok(x) => x,
                     Err(p) => {
                         self.pos = self.buf.len();
                         return Some(Err(self.err(p)));
                     }
                 };
-                let body = &self.buf[self.pos + 4..self.pos + 4 + len];
+                let body = &self.buf[self.pos + k..self.pos + k + len];
                 let at = self.pos;
-                self.pos += 4 + len;
+                self.pos += k + len;
                 self.seen += 1;
                 if variant >= KNOWN_RECORD_VARIANTS {
                     self.unknown += 1;

@@ -361,8 +361,10 @@ impl TraceWriter {
         self.shared.check()?;
         let sh = &*self.shared;
         let mut open = lock(&sh.open);
+        // Length prefix: LEB128, one byte reserved (most records are short), widened after
+        // encoding when the record turns out longer.
         let start = open.buf.len();
-        open.buf.extend_from_slice(&[0u8; 4]);
+        open.buf.push(0);
         if let Err(e) = bincode::serde::encode_into_std_write(rec, &mut open.buf, bincode_config())
         {
             open.buf.truncate(start);
@@ -372,7 +374,7 @@ impl TraceWriter {
                 Problem::Encode(e.to_string()),
             ));
         }
-        let len = open.buf.len() - start - 4;
+        let len = open.buf.len() - start - 1;
         if len > MAX_RECORD_LEN {
             open.buf.truncate(start);
             return Err(FormatError::new(
@@ -385,8 +387,15 @@ impl TraceWriter {
                 },
             ));
         }
-        open.buf[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
-        let variant = open.buf[start + 4] as usize;
+        let mut prefix = [0u8; 5];
+        let k = put_varint(&mut prefix, len as u32);
+        if k > 1 {
+            let end = open.buf.len();
+            open.buf.resize(end + k - 1, 0);
+            open.buf.copy_within(start + 1..end, start + k);
+        }
+        open.buf[start..start + k].copy_from_slice(&prefix[..k]);
+        let variant = open.buf[start + k] as usize;
         if open.counts.len() <= variant {
             open.counts.resize(variant + 1, (0, ""));
         }
