@@ -1,0 +1,611 @@
+//! The layer's runtime: dispatch lookup, the capture writer, sequencing and frame boundaries.
+//!
+//! Invariants: nothing here blocks the app beyond the writer's bounded queue; nothing panics across the
+//! FFI boundary (`record` and `guard` catch); after an internal error capture stops (logged once, a
+//! `Note` written, the trace left unfinished so readers see it incomplete) and calls keep passing through.
+
+use crate::keymap::KeyMap;
+use crate::settings::Settings;
+use crate::state::DeviceState;
+use ash::vk;
+use ash::vk::Handle;
+use format::record::{self, FrameBoundary, Record};
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use vkstream::{DeviceTable, InstanceTable};
+
+/// Per-instance data, found through the dispatch key of a VkInstance or VkPhysicalDevice.
+pub struct InstanceData {
+    pub handle: vk::Instance,
+    /// The next layer's vkGetInstanceProcAddr.
+    pub gipa: vk::PFN_vkGetInstanceProcAddr,
+    pub table: InstanceTable,
+    /// `VkApplicationInfo::apiVersion` (1.0 when absent).
+    pub api_version: u32,
+    pub extensions: Vec<String>,
+}
+
+/// Per-device data, found through the dispatch key of a VkDevice, VkQueue or VkCommandBuffer.
+pub struct DeviceData {
+    pub handle: vk::Device,
+    pub physical: vk::PhysicalDevice,
+    pub instance: &'static InstanceData,
+    pub gdpa: vk::PFN_vkGetDeviceProcAddr,
+    pub table: DeviceTable,
+    pub extensions: Vec<String>,
+    /// The app enabled VK_EXT_calibrated_timestamps, so the layer may call vkGetCalibratedTimestampsEXT.
+    pub calibrated: bool,
+    pub memory: vk::PhysicalDeviceMemoryProperties,
+    pub queue_families: Vec<vk::QueueFamilyProperties>,
+    pub state: Mutex<DeviceState>,
+}
+
+// SAFETY: the raw pointers inside ash structs held here (none are dereferenced across threads) are plain
+// data; mutable state sits behind the mutex.
+unsafe impl Sync for DeviceData {}
+unsafe impl Send for DeviceData {}
+unsafe impl Sync for InstanceData {}
+unsafe impl Send for InstanceData {}
+
+impl DeviceData {
+    pub fn lock(&self) -> MutexGuard<'_, DeviceState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+static INSTANCES: KeyMap<InstanceData> = KeyMap::new();
+static DEVICES: KeyMap<DeviceData> = KeyMap::new();
+
+pub fn instance_data(handle: u64) -> Option<&'static InstanceData> {
+    // SAFETY: the loader only hands out live dispatchable handles; 0 is filtered in dispatch_key.
+    INSTANCES.get(unsafe { crate::loader::dispatch_key(handle) })
+}
+
+pub fn device_data(handle: u64) -> Option<&'static DeviceData> {
+    DEVICES.get(unsafe { crate::loader::dispatch_key(handle) })
+}
+
+pub fn register_instance(data: InstanceData) -> Option<&'static InstanceData> {
+    let key = unsafe { crate::loader::dispatch_key(data.handle.as_raw()) };
+    let data: &'static InstanceData = Box::leak(Box::new(data));
+    INSTANCES.insert(key, data).then_some(data)
+}
+
+pub fn unregister_instance(handle: u64) -> Option<&'static InstanceData> {
+    INSTANCES.remove(unsafe { crate::loader::dispatch_key(handle) })
+}
+
+pub fn register_device(data: DeviceData) -> Option<&'static DeviceData> {
+    let key = unsafe { crate::loader::dispatch_key(data.handle.as_raw()) };
+    let data: &'static DeviceData = Box::leak(Box::new(data));
+    DEVICES.insert(key, data).then_some(data)
+}
+
+pub fn unregister_device(handle: u64) -> Option<&'static DeviceData> {
+    DEVICES.remove(unsafe { crate::loader::dispatch_key(handle) })
+}
+
+pub fn live_devices() -> Vec<&'static DeviceData> {
+    DEVICES.values()
+}
+
+pub fn live_instance_count() -> usize {
+    INSTANCES.values().len()
+}
+
+/// Dispatch table of the device that owns `handle` (VkDevice, VkQueue or VkCommandBuffer, raw).
+/// An unknown handle gets an all-empty table, so the generated intercept reports the command missing
+/// instead of crashing.
+pub fn device_table(handle: u64) -> &'static DeviceTable {
+    match device_data(handle) {
+        Some(d) => &d.table,
+        None => {
+            static EMPTY: OnceLock<DeviceTable> = OnceLock::new();
+            EMPTY.get_or_init(|| {
+                log_once(
+                    "unknown-device",
+                    "a device-level call came with a handle the layer never saw created",
+                );
+                // SAFETY: the table holds only `Option<fn>` fields, for which all-zero is `None`.
+                unsafe { std::mem::zeroed() }
+            })
+        }
+    }
+}
+
+/// Dispatch table of the instance that owns `handle` (VkInstance or VkPhysicalDevice, raw).
+pub fn instance_table(handle: u64) -> &'static InstanceTable {
+    match instance_data(handle) {
+        Some(d) => &d.table,
+        None => {
+            static EMPTY: OnceLock<InstanceTable> = OnceLock::new();
+            EMPTY.get_or_init(|| {
+                log_once(
+                    "unknown-instance",
+                    "an instance-level call came with a handle the layer never saw created",
+                );
+                // SAFETY: as in `device_table`.
+                unsafe { std::mem::zeroed() }
+            })
+        }
+    }
+}
+
+// ---- settings and logging -----------------------------------------------------------------------
+
+pub fn settings() -> &'static Settings {
+    static S: OnceLock<Settings> = OnceLock::new();
+    S.get_or_init(|| match Settings::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("quarry: {e}; capture disabled");
+            Settings {
+                disabled: true,
+                ..Settings::default()
+            }
+        }
+    })
+}
+
+/// Logs `message` to stderr once per `key` for the life of the process.
+pub fn log_once(key: &str, message: &str) {
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if !seen.iter().any(|k| k == key) {
+        seen.push(key.to_string());
+        eprintln!("quarry: {message}");
+    }
+}
+
+// ---- clocks and threads --------------------------------------------------------------------------
+
+/// CLOCK_MONOTONIC in ns (the clock the trace's host times use).
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The OS thread id, cached per thread.
+pub fn thread_id() -> u32 {
+    thread_local!(static TID: Cell<u32> = const { Cell::new(0) });
+    TID.with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            t.set(unsafe { libc::syscall(libc::SYS_gettid) } as u32);
+        }
+        t.get()
+    })
+}
+
+// ---- the capture ---------------------------------------------------------------------------------
+
+struct Capture {
+    writer: format::TraceWriter,
+    path: PathBuf,
+    /// Frame index of the frame in progress.
+    frame: u64,
+    /// A submit happened since the last frame boundary (an `End` frame is then due at finalization).
+    submitted: bool,
+    stats: Stats,
+}
+
+/// Measured costs, written as a `Note` when the trace is finalized.
+#[derive(Default)]
+pub struct Stats {
+    pub scans: u64,
+    pub scanned_bytes: u64,
+    pub scan_ns: u64,
+    pub written_bytes: u64,
+}
+
+/// True while a trace is being written: the fast-path check of every intercept.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Serialises sequence numbers with writes, so records appear in the file in `seq` order.
+static CAPTURE: Mutex<Option<Capture>> = Mutex::new(None);
+static SEQ: AtomicU64 = AtomicU64::new(0);
+/// Number of traces opened by this process (numbering of later ones).
+static TRACES: AtomicU32 = AtomicU32::new(0);
+/// Set once the frame range is done or an internal error happened: no new trace opens.
+static ENDED: AtomicBool = AtomicBool::new(false);
+/// Apps with a swapchain get frame boundaries at present only.
+static SWAPCHAIN_SEEN: AtomicBool = AtomicBool::new(false);
+
+#[inline]
+pub fn capturing() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
+fn lock_capture() -> MutexGuard<'static, Option<Capture>> {
+    CAPTURE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Opens the trace (at the first vkCreateInstance, or the first after every instance was destroyed).
+pub fn open_capture(application: &str) {
+    let s = settings();
+    if s.disabled || ENDED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut guard = lock_capture();
+    if guard.is_some() {
+        return;
+    }
+    let n = TRACES.fetch_add(1, Ordering::Relaxed);
+    let base = s.file.clone().unwrap_or_else(|| {
+        PathBuf::from(crate::settings::default_file_name(
+            &crate::settings::exe_name(),
+            std::process::id(),
+        ))
+    });
+    let path = crate::settings::numbered(&base, n);
+    let header = record::Header {
+        kind: record::FileKind::Trace,
+        writer: format!("quarry-capture {}", env!("CARGO_PKG_VERSION")),
+        created_unix_ns: unix_ns(),
+        device: None,
+        application: application.to_string(),
+    };
+    let writer = match format::TraceWriter::create(&path, header) {
+        Ok(w) => w,
+        Err(e) => {
+            log_once(
+                "open",
+                &format!(
+                    "cannot create trace {}: {e}; capture disabled",
+                    path.display()
+                ),
+            );
+            ENDED.store(true, Ordering::Relaxed);
+            return;
+        }
+    };
+    let cap = Capture {
+        writer,
+        path,
+        frame: 0,
+        submitted: false,
+        stats: Stats::default(),
+    };
+    let commands: Vec<String> = vkstream::COMMANDS.iter().map(|c| c.to_string()).collect();
+    if let Err(e) = cap.writer.write(&Record::CommandTable(commands)) {
+        log_once(
+            "open",
+            &format!(
+                "cannot write trace {}: {e}; capture disabled",
+                cap.path.display()
+            ),
+        );
+        ENDED.store(true, Ordering::Relaxed);
+        return;
+    }
+    if let Some(range) = s.frames {
+        let last = range
+            .last
+            .map(|l| l.to_string())
+            .unwrap_or_else(|| "exit".into());
+        let msg = format!(
+            "QUARRY_CAPTURE_FRAMES={}-{last}: the trace ends after frame {last}; earlier frames are kept as \
+             setup (trimming is not implemented)",
+            range.first
+        );
+        let _ = cap.writer.write(&Record::Note(record::Note {
+            host_ns: now_ns(),
+            message: msg,
+        }));
+    }
+    register_atexit();
+    *guard = Some(cap);
+    ACTIVE.store(true, Ordering::Release);
+}
+
+pub fn trace_path() -> Option<PathBuf> {
+    lock_capture().as_ref().map(|c| c.path.clone())
+}
+
+/// Writes one record under the ordering lock. `make` gets the record's `seq`. Returns that seq.
+pub fn emit(make: impl FnOnce(u64) -> Record) -> Option<u64> {
+    if !capturing() {
+        return None;
+    }
+    let mut guard = lock_capture();
+    let cap = guard.as_mut()?;
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let rec = make(seq);
+    if let Err(e) = cap.writer.write(&rec) {
+        fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+        return None;
+    }
+    Some(seq)
+}
+
+/// Writes host-memory contents: `writes` are (memory, offset, bytes); large ones become blobs.
+pub fn emit_memory(writes: Vec<(u64, u64, Vec<u8>)>, scan: Option<(u64, u64)>) {
+    if !capturing() {
+        return;
+    }
+    let mut guard = lock_capture();
+    let Some(cap) = guard.as_mut() else { return };
+    if let Some((bytes, ns)) = scan {
+        cap.stats.scans += 1;
+        cap.stats.scanned_bytes += bytes;
+        cap.stats.scan_ns += ns;
+    }
+    for (memory, offset, bytes) in writes {
+        cap.stats.written_bytes += bytes.len() as u64;
+        let data = match cap.writer.payload(&bytes) {
+            Ok(p) => p,
+            Err(e) => {
+                fail_locked(&mut guard, &format!("writing memory contents failed: {e}"));
+                return;
+            }
+        };
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let rec = Record::MemoryWrite(record::MemoryWrite {
+            seq,
+            memory,
+            offset,
+            data,
+        });
+        if let Err(e) = cap.writer.write(&rec) {
+            fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+            return;
+        }
+    }
+}
+
+thread_local! {
+    static ENCODER: Cell<Option<vkstream::Encoder>> = const { Cell::new(None) };
+}
+
+/// Records one API call (after it returned): a no-op unless capturing. Returns the call's seq.
+pub fn record_call(
+    cmd: u32,
+    result: i32,
+    encode: impl FnOnce(&mut vkstream::Encoder),
+) -> Option<u64> {
+    if !capturing() {
+        return None;
+    }
+    let host_ns = now_ns();
+    let params = catch_unwind(AssertUnwindSafe(|| {
+        let mut e = ENCODER
+            .with(|c| c.take())
+            .unwrap_or_else(vkstream::Encoder::new);
+        e.clear();
+        encode(&mut e);
+        let bytes = e.as_bytes().to_vec();
+        ENCODER.with(|c| c.set(Some(e)));
+        bytes
+    }));
+    let params = match params {
+        Ok(p) => p,
+        Err(_) => {
+            let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
+            fail(&format!("internal error while encoding {name}"));
+            return None;
+        }
+    };
+    let thread = thread_id();
+    emit(|seq| {
+        Record::Call(record::Call {
+            seq,
+            thread,
+            cmd,
+            host_ns,
+            result,
+            params,
+        })
+    })
+}
+
+/// The generated intercepts' entry: records one call; a no-op unless capturing.
+pub fn record(cmd: u32, result: i32, encode: impl FnOnce(&mut vkstream::Encoder)) {
+    record_call(cmd, result, encode);
+}
+
+/// Runs layer bookkeeping; a panic inside stops capturing instead of unwinding into the app.
+pub fn guard<T>(what: &str, f: impl FnOnce() -> T) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            fail(&format!("internal error in {what}"));
+            None
+        }
+    }
+}
+
+/// Stops capturing after an internal error: logged once, a `Note` written, the trace flushed but not
+/// finalized (so it reads as incomplete); calls keep passing through.
+pub fn fail(message: &str) {
+    let mut guard = lock_capture();
+    fail_locked(&mut guard, message);
+}
+
+fn fail_locked(guard: &mut MutexGuard<'static, Option<Capture>>, message: &str) {
+    ACTIVE.store(false, Ordering::Release);
+    ENDED.store(true, Ordering::Relaxed);
+    log_once(
+        "fail",
+        &format!("{message}; capture stopped, the application continues unchanged"),
+    );
+    if let Some(cap) = guard.take() {
+        let note = record::Note {
+            host_ns: now_ns(),
+            message: format!("capture stopped: {message}"),
+        };
+        let _ = cap.writer.write(&Record::Note(note));
+        let _ = cap.writer.flush();
+        // Dropped without finish(): no footer, so readers report the trace incomplete.
+        drop(cap);
+    }
+}
+
+/// Adds `message` as a `Note` record.
+pub fn note(message: String) {
+    emit_plain(Record::Note(record::Note {
+        host_ns: now_ns(),
+        message,
+    }));
+}
+
+/// Writes a record that carries no seq.
+pub fn emit_plain(rec: Record) {
+    if !capturing() {
+        return;
+    }
+    let mut guard = lock_capture();
+    let Some(cap) = guard.as_mut() else { return };
+    if let Err(e) = cap.writer.write(&rec) {
+        fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+    }
+}
+
+/// Accumulates shadow-compare cost without writing anything.
+pub fn add_scan_stats(bytes: u64, ns: u64) {
+    if let Some(cap) = lock_capture().as_mut() {
+        cap.stats.scans += 1;
+        cap.stats.scanned_bytes += bytes;
+        cap.stats.scan_ns += ns;
+    }
+}
+
+// ---- frames ---------------------------------------------------------------------------------------
+
+/// The frame in progress (0 when not capturing).
+pub fn current_frame() -> u64 {
+    lock_capture().as_ref().map(|c| c.frame).unwrap_or(0)
+}
+
+pub fn note_submit() {
+    if let Some(cap) = lock_capture().as_mut() {
+        cap.submitted = true;
+    }
+}
+
+pub fn note_swapchain() {
+    SWAPCHAIN_SEEN.store(true, Ordering::Relaxed);
+}
+
+/// A call that may end a frame returned. Frames end at vkQueuePresentKHR. Apps that never created a
+/// swapchain get boundaries at vkQueueWaitIdle / vkDeviceWaitIdle / a successful vkWaitForFences, but only
+/// when a submit happened since the previous boundary (so idle waits do not make empty frames).
+pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) {
+    if !capturing() {
+        return;
+    }
+    if boundary != FrameBoundary::Present && SWAPCHAIN_SEEN.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut guard = lock_capture();
+    let Some(cap) = guard.as_mut() else { return };
+    if boundary != FrameBoundary::Present && !cap.submitted {
+        return;
+    }
+    let index = cap.frame;
+    let last_seq = last_seq.unwrap_or_else(|| SEQ.load(Ordering::Relaxed).saturating_sub(1));
+    let rec = Record::Frame(record::Frame {
+        index,
+        last_seq,
+        host_ns: now_ns(),
+        boundary,
+    });
+    if let Err(e) = cap.writer.write(&rec) {
+        fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+        return;
+    }
+    if let Err(e) = cap.writer.end_frame(index) {
+        fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+        return;
+    }
+    cap.frame += 1;
+    cap.submitted = false;
+    if let Some(last) = settings().frames.and_then(|r| r.last) {
+        if index >= last {
+            ENDED.store(true, Ordering::Relaxed);
+            finish_locked(&mut guard, "requested frame range done");
+        }
+    }
+}
+
+// ---- finalization ---------------------------------------------------------------------------------
+
+/// Finalizes the trace (at the last vkDestroyInstance, at process exit, or after the frame range).
+pub fn finish(reason: &str) {
+    let mut guard = lock_capture();
+    finish_locked(&mut guard, reason);
+}
+
+fn finish_locked(guard: &mut MutexGuard<'static, Option<Capture>>, reason: &str) {
+    ACTIVE.store(false, Ordering::Release);
+    let Some(mut cap) = guard.take() else { return };
+    let now = now_ns();
+    if cap.submitted {
+        let last_seq = SEQ.load(Ordering::Relaxed).saturating_sub(1);
+        let rec = Record::Frame(record::Frame {
+            index: cap.frame,
+            last_seq,
+            host_ns: now,
+            boundary: FrameBoundary::End,
+        });
+        let _ = cap.writer.write(&rec);
+        cap.frame += 1;
+    }
+    let s = &cap.stats;
+    let per_scan = if s.scans > 0 { s.scan_ns / s.scans } else { 0 };
+    let msg = format!(
+        "capture finished ({reason}): {} frames, {} calls/records; host-memory shadow compare: {} scans, {} bytes \
+         compared, {} ns total ({per_scan} ns/scan), {} bytes written",
+        cap.frame,
+        SEQ.load(Ordering::Relaxed),
+        s.scans,
+        s.scanned_bytes,
+        s.scan_ns,
+        s.written_bytes
+    );
+    let _ = cap.writer.write(&Record::Note(record::Note {
+        host_ns: now,
+        message: msg,
+    }));
+    if let Err(e) = cap.writer.finish() {
+        log_once(
+            "finish",
+            &format!("finalizing trace {} failed: {e}", cap.path.display()),
+        );
+    }
+}
+
+extern "C" fn at_exit() {
+    // Runs at exit() or when the loader unloads the layer; never unwinds.
+    let _ = catch_unwind(|| {
+        crate::special::flush_pending_at_exit();
+        finish("process exit");
+    });
+}
+
+fn register_atexit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registering a plain extern "C" fn. glibc runs handlers registered from a shared object
+        // at dlclose as well, so an unloaded layer never leaves a dangling handler.
+        unsafe { libc::atexit(at_exit) };
+    });
+}
+
+/// Flags of the records a reader can use to place a device in the trace.
+pub fn emit_device(summary: record::DeviceSummary) {
+    emit_plain(Record::Device(summary));
+}

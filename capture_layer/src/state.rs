@@ -1,0 +1,249 @@
+//! Per-device state the layer tracks: mapped memory with its shadow copies, buffer bindings, query pools,
+//! what each command buffer does to queries, queues and the submits whose query copies await read-back.
+//!
+//! Kept cheap and from the start of the process, so a later trimming mode can snapshot it.
+
+use std::collections::HashMap;
+
+/// Shadow-compare granularity: changed ranges are reported in whole pages.
+pub const PAGE: usize = 4096;
+
+#[derive(Default)]
+pub struct DeviceState {
+    pub memories: HashMap<u64, Memory>,
+    /// buffer -> (memory, offset in memory)
+    pub buffers: HashMap<u64, (u64, u64)>,
+    pub pools: HashMap<u64, Pool>,
+    pub cmdbufs: HashMap<u64, CmdQueries>,
+    /// queue -> family
+    pub queues: HashMap<u64, u32>,
+    pub pending: Vec<PendingCopy>,
+    /// descriptor update template -> entries
+    pub templates: HashMap<u64, Vec<TemplateEntry>>,
+    /// fence -> (queue, submit order) of the last submit that signals it
+    pub fences: HashMap<u64, (u64, u64)>,
+    pub submit_order: u64,
+}
+
+pub struct Memory {
+    pub size: u64,
+    pub type_index: u32,
+    pub host_visible: bool,
+    pub mapped: Option<Mapping>,
+}
+
+pub struct Mapping {
+    pub ptr: *mut u8,
+    pub offset: u64,
+    pub size: u64,
+    /// What the trace already holds for the mapped range; empty when not capturing.
+    pub shadow: Vec<u8>,
+}
+
+// SAFETY: `ptr` is the app's mapping, only read while the device state lock is held.
+unsafe impl Send for Mapping {}
+
+pub struct Pool {
+    pub query_type: i32,
+    pub count: u32,
+    pub pipeline_statistics: u32,
+    /// Number of counters (performance query pools).
+    pub counters: u32,
+    /// Queries already reported available since their last reset.
+    pub seen_available: Vec<bool>,
+}
+
+impl Pool {
+    /// Result values per query (excluding availability/status words), as vkGetQueryPoolResults lays them out.
+    pub fn values_per_query(&self) -> u32 {
+        match self.query_type {
+            // VK_QUERY_TYPE_PIPELINE_STATISTICS
+            1 => self.pipeline_statistics.count_ones(),
+            // VK_QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT: primitives written, primitives needed
+            1000028004 => 2,
+            // VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR: one VkPerformanceCounterResultKHR (8 bytes) per counter
+            1000116000 => self.counters,
+            // VK_QUERY_TYPE_RESULT_STATUS_ONLY_KHR: only the status word
+            1000023000 => 0,
+            _ => 1,
+        }
+    }
+
+    pub fn reset(&mut self, first: u32, count: u32) {
+        let end = (first as usize)
+            .saturating_add(count as usize)
+            .min(self.seen_available.len());
+        for a in self
+            .seen_available
+            .get_mut(first as usize..end)
+            .into_iter()
+            .flatten()
+        {
+            *a = false;
+        }
+    }
+}
+
+/// Query work recorded into one command buffer (cleared at vkBeginCommandBuffer / reset).
+#[derive(Default, Clone)]
+pub struct CmdQueries {
+    pub copies: Vec<CopyOp>,
+    /// (pool, first, count) resets, applied to availability tracking when the buffer is submitted.
+    pub resets: Vec<(u64, u32, u32)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct CopyOp {
+    pub seq: u64,
+    pub command_buffer: u64,
+    pub pool: u64,
+    pub first: u32,
+    pub count: u32,
+    pub dst_buffer: u64,
+    pub dst_offset: u64,
+    pub stride: u64,
+    pub flags: u32,
+}
+
+/// A submitted copy waiting for its submit to complete.
+pub struct PendingCopy {
+    pub op: CopyOp,
+    pub queue: u64,
+    pub fence: u64,
+    /// Submission order on the device (a fence covers every earlier submit on its queue).
+    pub order: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TemplateEntry {
+    pub binding: u32,
+    pub array_element: u32,
+    pub count: u32,
+    /// `VkDescriptorType` raw.
+    pub descriptor_type: i32,
+    pub offset: usize,
+    pub stride: usize,
+}
+
+impl TemplateEntry {
+    /// Bytes the entry reads from the app's pData, from its offset.
+    pub fn span(&self) -> usize {
+        if self.count == 0 {
+            return 0;
+        }
+        let elem = match self.descriptor_type {
+            // VK_DESCRIPTOR_TYPE_INLINE_UNIFORM_BLOCK: descriptorCount is a byte count
+            1000138000 => return self.count as usize,
+            // UNIFORM_TEXEL_BUFFER, STORAGE_TEXEL_BUFFER: VkBufferView
+            4 | 5 => 8,
+            // UNIFORM/STORAGE BUFFER (_DYNAMIC): VkDescriptorBufferInfo
+            6..=9 => 24,
+            // ACCELERATION_STRUCTURE_KHR / _NV: a handle
+            1000150000 | 1000165000 => 8,
+            // samplers and images: VkDescriptorImageInfo
+            _ => 24,
+        };
+        self.stride * (self.count as usize - 1) + elem
+    }
+}
+
+/// Size of the data a template update reads (max over entries of offset + span).
+pub fn template_data_size(entries: &[TemplateEntry]) -> usize {
+    entries
+        .iter()
+        .filter(|e| e.count > 0)
+        .map(|e| e.offset + e.span())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Compares `live` with `shadow` page by page, copies changed pages into the shadow and returns the
+/// changed runs as (offset, bytes), adjacent dirty pages coalesced.
+pub fn diff_pages(live: &[u8], shadow: &mut [u8]) -> Vec<(usize, Vec<u8>)> {
+    debug_assert_eq!(live.len(), shadow.len());
+    let len = live.len().min(shadow.len());
+    let mut out: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut run: Option<usize> = None;
+    let mut at = 0;
+    while at < len {
+        let end = (at + PAGE).min(len);
+        let dirty = live[at..end] != shadow[at..end];
+        if dirty {
+            shadow[at..end].copy_from_slice(&live[at..end]);
+            run.get_or_insert(at);
+        } else if let Some(start) = run.take() {
+            out.push((start, live[start..at].to_vec()));
+        }
+        at = end;
+    }
+    if let Some(start) = run {
+        out.push((start, live[start..len].to_vec()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_coalesces_dirty_pages() {
+        let mut shadow = vec![0u8; PAGE * 5 + 100];
+        let mut live = shadow.clone();
+        assert!(diff_pages(&live, &mut shadow).is_empty());
+        live[10] = 1; // page 0
+        live[PAGE + 5] = 2; // page 1 (adjacent: same run)
+        live[PAGE * 3] = 3; // page 3
+        live[PAGE * 5 + 99] = 4; // partial last page
+        let d = diff_pages(&live, &mut shadow);
+        let spans: Vec<(usize, usize)> = d.iter().map(|(o, b)| (*o, b.len())).collect();
+        assert_eq!(
+            spans,
+            vec![(0, 2 * PAGE), (3 * PAGE, PAGE), (5 * PAGE, 100)]
+        );
+        assert_eq!(d[0].1[10], 1);
+        assert_eq!(d[2].1[99], 4);
+        assert_eq!(shadow, live, "shadow updated");
+        assert!(
+            diff_pages(&live, &mut shadow).is_empty(),
+            "second scan finds nothing"
+        );
+    }
+
+    #[test]
+    fn template_sizes() {
+        let e = |ty, count, offset, stride| TemplateEntry {
+            binding: 0,
+            array_element: 0,
+            count,
+            descriptor_type: ty,
+            offset,
+            stride,
+        };
+        assert_eq!(e(6, 1, 0, 24).span(), 24);
+        assert_eq!(e(1, 3, 16, 32).span(), 2 * 32 + 24);
+        assert_eq!(e(4, 2, 0, 8).span(), 16);
+        assert_eq!(e(1000138000, 64, 8, 1).span(), 64);
+        assert_eq!(
+            template_data_size(&[e(6, 1, 0, 24), e(1, 3, 16, 32)]),
+            16 + 88
+        );
+        assert_eq!(template_data_size(&[e(6, 0, 100, 24)]), 0);
+    }
+
+    #[test]
+    fn pool_layout() {
+        let mut p = Pool {
+            query_type: 1,
+            count: 4,
+            pipeline_statistics: 0b1011,
+            counters: 0,
+            seen_available: vec![true; 4],
+        };
+        assert_eq!(p.values_per_query(), 3);
+        p.reset(1, 10);
+        assert_eq!(p.seen_available, vec![true, false, false, false]);
+        p.query_type = 0;
+        assert_eq!(p.values_per_query(), 1);
+    }
+}
