@@ -272,11 +272,9 @@ pub(crate) unsafe fn replay_call(
                 .device
                 .create_query_pool(&info, None)
                 .map_err(|e| ReplayError::vk("vkCreateQueryPool", e))?;
-            s.bind(
-                vk::ObjectType::QUERY_POOL,
-                p.p_query_pool.unwrap_or(0),
-                pool.as_raw(),
-            );
+            let captured = p.p_query_pool.unwrap_or(0);
+            s.bind(vk::ObjectType::QUERY_POOL, captured, pool.as_raw());
+            s.live_pools.insert(captured, (p.device, pool));
             Ok(())
         }
         Call::vkDestroyQueryPool(p) => {
@@ -285,7 +283,7 @@ pub(crate) unsafe fn replay_call(
                 .device
                 .destroy_query_pool(vk::QueryPool::from_raw(pool), None);
             s.unbind(vk::ObjectType::QUERY_POOL, p.query_pool);
-            s.pools.remove(&p.query_pool);
+            s.live_pools.remove(&p.query_pool);
             Ok(())
         }
         Call::vkResetQueryPool(p) => {

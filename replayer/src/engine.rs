@@ -153,11 +153,7 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                 s.host_memories.insert(w.memory);
             }
             Record::Frame(f) => s.frames.push((f.index, f.host_ns)),
-            Record::Device(d) => {
-                if s.capture_device.is_none() {
-                    s.capture_device = Some(d);
-                }
-            }
+            Record::Device(d) if s.capture_device.is_none() => s.capture_device = Some(d),
             _ => {}
         }
     }

@@ -34,8 +34,10 @@ unsafe fn check<T: Default + std::fmt::Debug + TaggedStructure>(
     out: &mut Vec<String>,
 ) {
     let mut supported = T::default();
-    let mut f2 = vk::PhysicalDeviceFeatures2::default();
-    f2.p_next = &mut supported as *mut T as *mut c_void;
+    let mut f2 = vk::PhysicalDeviceFeatures2 {
+        p_next: &mut supported as *mut T as *mut c_void,
+        ..Default::default()
+    };
     instance.get_physical_device_features2(pd, &mut f2);
     let words = std::mem::size_of::<T>() / 4;
     let want = std::slice::from_raw_parts(enabled as *const u32, words);

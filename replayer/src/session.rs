@@ -137,6 +137,8 @@ pub struct Session<'a> {
     /// Captured memory the trace maps or writes (from a scan before the replay).
     pub host_memories: &'a HashSet<u64>,
     pub pools: HashMap<u64, PoolState>,
+    /// Replayed query pools alive: captured pool -> (captured device, replayed pool).
+    pub live_pools: HashMap<u64, (u64, vk::QueryPool)>,
     pub swapchains: HashMap<u64, Swapchain>,
     /// Captured buffer -> (captured memory, offset).
     pub buffer_memory: HashMap<u64, (u64, u64)>,
@@ -185,6 +187,7 @@ impl<'a> Session<'a> {
             memories: HashMap::new(),
             host_memories,
             pools: HashMap::new(),
+            live_pools: HashMap::new(),
             swapchains: HashMap::new(),
             buffer_memory: HashMap::new(),
             cmdbuf_submit: HashMap::new(),
@@ -465,7 +468,7 @@ impl<'a> Session<'a> {
         let available = crate::devices::device_extensions(&instance, pd);
         let ext: Vec<String> = extensions
             .iter()
-            .filter(|e| !(e.as_str() == "VK_KHR_swapchain" && !available.contains(e)))
+            .filter(|e| e.as_str() != "VK_KHR_swapchain" || available.contains(e))
             .cloned()
             .collect();
         let mut missing: Vec<String> = ext
@@ -632,9 +635,20 @@ impl<'a> Session<'a> {
             .filter(|(_, m)| m.device == captured)
             .map(|(k, _)| *k)
             .collect();
+        let pools: Vec<(u64, vk::QueryPool)> = self
+            .live_pools
+            .iter()
+            .filter(|(_, (dev, _))| *dev == captured)
+            .map(|(k, (_, p))| (*k, *p))
+            .collect();
         if let Some(d) = self.devices.remove(&captured) {
             unsafe {
                 let _ = d.device.device_wait_idle();
+                // Pools the trace never destroyed (the app exited with them alive).
+                for (c, p) in pools {
+                    d.device.destroy_query_pool(p, None);
+                    self.live_pools.remove(&c);
+                }
                 for m in &mems {
                     if let Some(ms) = self.memories.remove(m) {
                         if ms.replayed != vk::DeviceMemory::null() {
@@ -961,7 +975,7 @@ impl<'a> Session<'a> {
         requirements: vk::MemoryRequirements,
         offset: u64,
     ) -> Result<(), ReplayError> {
-        if requirements.alignment > 1 && offset % requirements.alignment != 0 {
+        if requirements.alignment > 1 && !offset.is_multiple_of(requirements.alignment) {
             return Err(ReplayError::Other(format!(
                 "the capture binds at offset {offset}, not a multiple of the replay device's alignment {}",
                 requirements.alignment

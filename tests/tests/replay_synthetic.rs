@@ -135,12 +135,8 @@ fn replay(path: &Path) -> Result<replayer::ReplaySummary, ReplayError> {
 
 /// A host-reset timestamp pool read back with availability: nothing was written, so the capture
 /// saw every query unavailable and the replay must report the same layout without waiting.
-#[test]
-fn host_reset_pool_is_read_again_and_written_to_results() {
-    if !have_vulkan() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+/// Device, a host-reset timestamp pool of 4 queries read once with availability (all unavailable).
+fn timestamp_pool_trace() -> Trace {
     let mut t = Trace::new();
     t.device(&[], true);
     let dev = vk::Device::from_raw(DEVICE);
@@ -185,8 +181,19 @@ fn host_reset_pool_is_read_again_and_written_to_results() {
         boundary: record::FrameBoundary::DeviceWaitIdle,
     }));
     t.teardown();
+    t
+}
+
+/// The capture saw every query of a host-reset pool unavailable; the replay must read the same
+/// layout again without waiting and write both sides to the results file.
+#[test]
+fn host_reset_pool_is_read_again_and_written_to_results() {
+    if !have_vulkan() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.qtrace");
-    t.write(&trace);
+    timestamp_pool_trace().write(&trace);
 
     let results = dir.path().join("t.qres");
     let mut opts = ReplayOptions::new(&trace);
@@ -235,6 +242,31 @@ fn host_reset_pool_is_read_again_and_written_to_results() {
     }
     let info = info.expect("ReplayInfo");
     assert_eq!((info.loops, info.frames), (1, 1));
+}
+
+#[test]
+fn replay_under_validation_adds_no_messages() {
+    if !have_vulkan() {
+        return;
+    }
+    let layers = std::process::Command::new("vulkaninfo")
+        .arg("--summary")
+        .output();
+    let has_validation = layers
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("VK_LAYER_KHRONOS_validation"))
+        .unwrap_or(false);
+    if !has_validation {
+        eprintln!("skipping: VK_LAYER_KHRONOS_validation not installed (vulkan-validationlayers)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.qtrace");
+    timestamp_pool_trace().write(&trace);
+    let mut opts = ReplayOptions::new(&trace);
+    opts.validate = true;
+    let s = replayer::replay(&opts).expect("replay");
+    assert_eq!(s.validation_messages, 0, "{:#?}", s.first_messages);
+    assert_eq!(s.queries, 4);
 }
 
 #[test]
