@@ -1,1 +1,161 @@
-fn main() {}
+//! quarry-demo: renders frames whose query answers are known in advance, so
+//! capture, replay and the viewer can be tested against exact numbers.
+
+mod gpu;
+mod perf;
+mod report;
+mod scene;
+
+use anyhow::Result;
+use clap::Parser;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "quarry-demo",
+    version,
+    about = "Vulkan workload exercising every query type with known answers"
+)]
+struct Args {
+    /// Number of frames to render.
+    #[arg(long, default_value_t = 3)]
+    frames: u32,
+    /// Physical device: index in enumeration order, or part of its name.
+    #[arg(long)]
+    gpu: Option<String>,
+    /// Render offscreen only, without any window or surface.
+    #[arg(long)]
+    headless: bool,
+    /// Compare every result with its expected value; exit 1 on any mismatch.
+    #[arg(long)]
+    check: bool,
+    /// Print the results as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Enable VK_LAYER_KHRONOS_validation and fail on any message
+    /// (also enabled by QUARRY_DEMO_VALIDATE=1).
+    #[arg(long)]
+    validate: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("quarry-demo: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<ExitCode> {
+    if args.frames == 0 {
+        anyhow::bail!("--frames must be at least 1");
+    }
+    let env_validate =
+        std::env::var("QUARRY_DEMO_VALIDATE").is_ok_and(|v| v != "0" && !v.is_empty());
+    let validate = args.validate || env_validate;
+    let opts = gpu::Options {
+        gpu: args.gpu.as_deref(),
+        validate,
+        surface_extensions: &[],
+    };
+    if !args.headless {
+        anyhow::bail!("windowed mode is not available in this build; use --headless");
+    }
+    let gpu = gpu::Gpu::new(&opts)?;
+    let mut report = report::Report {
+        device: gpu.name.clone(),
+        driver: gpu.driver.clone(),
+        frames: args.frames,
+        ..Default::default()
+    };
+    let scene = scene::Scene::new(&gpu, &mut report)?;
+    let mut perf = perf::Perf::new(&gpu, &mut report)?;
+    for _ in 0..args.frames {
+        scene.frame(&gpu, &mut report)?;
+        if let Some(p) = perf.as_mut() {
+            p.frame(&gpu, &scene, &mut report)?;
+        }
+    }
+    if let Some(p) = perf {
+        p.destroy(&gpu);
+    }
+    extra_skips(&gpu, &mut report);
+    scene.destroy(&gpu);
+    unsafe {
+        gpu.device.destroy_command_pool(gpu.pool, None);
+        gpu.device.destroy_device(None);
+        if let Some((du, m)) = &gpu.messenger {
+            du.destroy_debug_utils_messenger(*m, None);
+        }
+        gpu.instance.destroy_instance(None);
+    }
+    report.validation_messages = gpu::take_messages();
+    print(args, &report);
+    let ok = report.validation_messages.is_empty() && (!args.check || report.passed());
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Query types this demo does not drive yet on this device.
+fn extra_skips(gpu: &gpu::Gpu, report: &mut report::Report) {
+    if !gpu.support.accel {
+        report.skip(
+            "acceleration-structure queries",
+            "VK_KHR_acceleration_structure with accelerationStructure and bufferDeviceAddress",
+        );
+    }
+    if gpu.support.video_decode_family.is_none() {
+        report.skip(
+            "result-status-only query",
+            "VK_KHR_video_decode_queue (a video decode queue family)",
+        );
+    }
+}
+
+fn print(args: &Args, report: &report::Report) {
+    if args.json {
+        match serde_json::to_string_pretty(report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("quarry-demo: cannot serialise results: {e}"),
+        }
+    } else {
+        println!("device: {} ({})", report.device, report.driver.trim());
+        println!("frames: {}", report.frames);
+        if args.check {
+            print!("{}", report.table());
+        } else {
+            for c in &report.checks {
+                println!("{}: {}", c.query, c.got.join(" "));
+            }
+        }
+        for s in &report.skipped {
+            println!("{s}");
+        }
+        for i in &report.info {
+            println!("info: {i}");
+        }
+    }
+    for m in &report.validation_messages {
+        eprintln!("validation: {m}");
+    }
+    if !report.validation_messages.is_empty() {
+        eprintln!(
+            "quarry-demo: {} validation message(s)",
+            report.validation_messages.len()
+        );
+    }
+    if args.check {
+        let n = report.failures();
+        if n == 0 {
+            eprintln!("check: all {} results match", report.checks.len());
+        } else {
+            eprintln!("check: {n} mismatch(es)");
+        }
+    }
+}
