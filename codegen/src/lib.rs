@@ -5,6 +5,7 @@
 pub mod analyze;
 pub mod config;
 pub mod emit_layer;
+pub mod emit_replay;
 pub mod emit_stream;
 pub mod model;
 
@@ -31,6 +32,8 @@ pub fn render(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
         ("vkstream/src/generated/tables.rs".into(), emit_stream::tables_rs(&reg, &an)),
         ("capture_layer/src/generated/mod.rs".into(), emit_layer::mod_rs()),
         ("capture_layer/src/generated/intercept.rs".into(), emit_layer::intercept_rs(&reg, &an)),
+        ("replayer/src/generated/mod.rs".into(), emit_replay::mod_rs()),
+        ("replayer/src/generated/dispatch.rs".into(), emit_replay::dispatch_rs(&reg, &an)),
     ])
 }
 

@@ -18,7 +18,8 @@
 //! them) and handles inside them that are not known yet become VK_NULL_HANDLE; application
 //! callbacks (`PFN_*` members) and opaque host pointers (`pUserData`, `pHostPointer`, platform
 //! display pointers) are passed as NULL; pNext elements that were not captured (unknown sType)
-//! are left out of the chain. The replayer handles the commands in `vkstream::SPECIAL` (memory
+//! are left out of the chain. `m_VkXxx` materialise one owned struct (with its pNext chain) for
+//! hand-written replay code; [`m_chain`] builds a chain alone. The replayer handles the commands in `vkstream::SPECIAL` (memory
 //! mapping, submission, queries, swapchains, ...) before calling [`replay`].
 #![allow(
     non_snake_case,
@@ -150,7 +151,7 @@ fn missing(name: &str) -> ReplayError {
 }
 
 /// Builds a pNext chain in the arena, in captured order.
-unsafe fn m_chain(
+pub unsafe fn m_chain(
     c: &[PNext],
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3377,7 +3378,7 @@ unsafe fn m_chain(
 }
 
 #[inline(never)]
-unsafe fn m_VkOffset2D(
+pub unsafe fn m_VkOffset2D(
     v: &VkOffset2D,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3388,7 +3389,7 @@ unsafe fn m_VkOffset2D(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkOffset3D(
+pub unsafe fn m_VkOffset3D(
     v: &VkOffset3D,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3400,7 +3401,7 @@ unsafe fn m_VkOffset3D(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExtent2D(
+pub unsafe fn m_VkExtent2D(
     v: &VkExtent2D,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3411,7 +3412,7 @@ unsafe fn m_VkExtent2D(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExtent3D(
+pub unsafe fn m_VkExtent3D(
     v: &VkExtent3D,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3423,7 +3424,7 @@ unsafe fn m_VkExtent3D(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkViewport(
+pub unsafe fn m_VkViewport(
     v: &VkViewport,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3438,7 +3439,7 @@ unsafe fn m_VkViewport(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRect2D(
+pub unsafe fn m_VkRect2D(
     v: &VkRect2D,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3449,7 +3450,7 @@ unsafe fn m_VkRect2D(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkClearRect(
+pub unsafe fn m_VkClearRect(
     v: &VkClearRect,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3461,7 +3462,7 @@ unsafe fn m_VkClearRect(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkComponentMapping(
+pub unsafe fn m_VkComponentMapping(
     v: &VkComponentMapping,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3474,7 +3475,7 @@ unsafe fn m_VkComponentMapping(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceProperties(
+pub unsafe fn m_VkPhysicalDeviceProperties(
     v: &VkPhysicalDeviceProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3498,7 +3499,7 @@ unsafe fn m_VkPhysicalDeviceProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExtensionProperties(
+pub unsafe fn m_VkExtensionProperties(
     v: &VkExtensionProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3509,7 +3510,7 @@ unsafe fn m_VkExtensionProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkLayerProperties(
+pub unsafe fn m_VkLayerProperties(
     v: &VkLayerProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3522,7 +3523,7 @@ unsafe fn m_VkLayerProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkApplicationInfo(
+pub unsafe fn m_VkApplicationInfo(
     v: &VkApplicationInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3544,7 +3545,7 @@ unsafe fn m_VkApplicationInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAllocationCallbacks(
+pub unsafe fn m_VkAllocationCallbacks(
     v: &VkAllocationCallbacks,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3559,7 +3560,7 @@ unsafe fn m_VkAllocationCallbacks(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceQueueCreateInfo(
+pub unsafe fn m_VkDeviceQueueCreateInfo(
     v: &VkDeviceQueueCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3583,7 +3584,7 @@ unsafe fn m_VkDeviceQueueCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceCreateInfo(
+pub unsafe fn m_VkDeviceCreateInfo(
     v: &VkDeviceCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3635,7 +3636,7 @@ unsafe fn m_VkDeviceCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkInstanceCreateInfo(
+pub unsafe fn m_VkInstanceCreateInfo(
     v: &VkInstanceCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3676,7 +3677,7 @@ unsafe fn m_VkInstanceCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkQueueFamilyProperties(
+pub unsafe fn m_VkQueueFamilyProperties(
     v: &VkQueueFamilyProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3689,7 +3690,7 @@ unsafe fn m_VkQueueFamilyProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMemoryProperties(
+pub unsafe fn m_VkPhysicalDeviceMemoryProperties(
     v: &VkPhysicalDeviceMemoryProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3706,7 +3707,7 @@ unsafe fn m_VkPhysicalDeviceMemoryProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryAllocateInfo(
+pub unsafe fn m_VkMemoryAllocateInfo(
     v: &VkMemoryAllocateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3719,7 +3720,7 @@ unsafe fn m_VkMemoryAllocateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryRequirements(
+pub unsafe fn m_VkMemoryRequirements(
     v: &VkMemoryRequirements,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3731,7 +3732,7 @@ unsafe fn m_VkMemoryRequirements(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSparseImageFormatProperties(
+pub unsafe fn m_VkSparseImageFormatProperties(
     v: &VkSparseImageFormatProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3743,7 +3744,7 @@ unsafe fn m_VkSparseImageFormatProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSparseImageMemoryRequirements(
+pub unsafe fn m_VkSparseImageMemoryRequirements(
     v: &VkSparseImageMemoryRequirements,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3757,7 +3758,7 @@ unsafe fn m_VkSparseImageMemoryRequirements(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryType(
+pub unsafe fn m_VkMemoryType(
     v: &VkMemoryType,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3768,7 +3769,7 @@ unsafe fn m_VkMemoryType(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryHeap(
+pub unsafe fn m_VkMemoryHeap(
     v: &VkMemoryHeap,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3779,7 +3780,7 @@ unsafe fn m_VkMemoryHeap(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMappedMemoryRange(
+pub unsafe fn m_VkMappedMemoryRange(
     v: &VkMappedMemoryRange,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3793,7 +3794,7 @@ unsafe fn m_VkMappedMemoryRange(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFormatProperties(
+pub unsafe fn m_VkFormatProperties(
     v: &VkFormatProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3805,7 +3806,7 @@ unsafe fn m_VkFormatProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageFormatProperties(
+pub unsafe fn m_VkImageFormatProperties(
     v: &VkImageFormatProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3819,7 +3820,7 @@ unsafe fn m_VkImageFormatProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorBufferInfo(
+pub unsafe fn m_VkDescriptorBufferInfo(
     v: &VkDescriptorBufferInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3831,7 +3832,7 @@ unsafe fn m_VkDescriptorBufferInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorImageInfo(
+pub unsafe fn m_VkDescriptorImageInfo(
     v: &VkDescriptorImageInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3843,7 +3844,7 @@ unsafe fn m_VkDescriptorImageInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkWriteDescriptorSet(
+pub unsafe fn m_VkWriteDescriptorSet(
     v: &VkWriteDescriptorSet,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3893,7 +3894,7 @@ unsafe fn m_VkWriteDescriptorSet(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyDescriptorSet(
+pub unsafe fn m_VkCopyDescriptorSet(
     v: &VkCopyDescriptorSet,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3911,7 +3912,7 @@ unsafe fn m_VkCopyDescriptorSet(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferCreateInfo(
+pub unsafe fn m_VkBufferCreateInfo(
     v: &VkBufferCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3937,7 +3938,7 @@ unsafe fn m_VkBufferCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferViewCreateInfo(
+pub unsafe fn m_VkBufferViewCreateInfo(
     v: &VkBufferViewCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3953,7 +3954,7 @@ unsafe fn m_VkBufferViewCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageSubresource(
+pub unsafe fn m_VkImageSubresource(
     v: &VkImageSubresource,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3965,7 +3966,7 @@ unsafe fn m_VkImageSubresource(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageSubresourceLayers(
+pub unsafe fn m_VkImageSubresourceLayers(
     v: &VkImageSubresourceLayers,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3978,7 +3979,7 @@ unsafe fn m_VkImageSubresourceLayers(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageSubresourceRange(
+pub unsafe fn m_VkImageSubresourceRange(
     v: &VkImageSubresourceRange,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -3992,7 +3993,7 @@ unsafe fn m_VkImageSubresourceRange(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryBarrier(
+pub unsafe fn m_VkMemoryBarrier(
     v: &VkMemoryBarrier,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4005,7 +4006,7 @@ unsafe fn m_VkMemoryBarrier(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferMemoryBarrier(
+pub unsafe fn m_VkBufferMemoryBarrier(
     v: &VkBufferMemoryBarrier,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4023,7 +4024,7 @@ unsafe fn m_VkBufferMemoryBarrier(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageMemoryBarrier(
+pub unsafe fn m_VkImageMemoryBarrier(
     v: &VkImageMemoryBarrier,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4042,7 +4043,7 @@ unsafe fn m_VkImageMemoryBarrier(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageCreateInfo(
+pub unsafe fn m_VkImageCreateInfo(
     v: &VkImageCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4075,7 +4076,7 @@ unsafe fn m_VkImageCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubresourceLayout(
+pub unsafe fn m_VkSubresourceLayout(
     v: &VkSubresourceLayout,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4089,7 +4090,7 @@ unsafe fn m_VkSubresourceLayout(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageViewCreateInfo(
+pub unsafe fn m_VkImageViewCreateInfo(
     v: &VkImageViewCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4106,7 +4107,7 @@ unsafe fn m_VkImageViewCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferCopy(
+pub unsafe fn m_VkBufferCopy(
     v: &VkBufferCopy,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4118,7 +4119,7 @@ unsafe fn m_VkBufferCopy(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSparseMemoryBind(
+pub unsafe fn m_VkSparseMemoryBind(
     v: &VkSparseMemoryBind,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4132,7 +4133,7 @@ unsafe fn m_VkSparseMemoryBind(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSparseImageMemoryBind(
+pub unsafe fn m_VkSparseImageMemoryBind(
     v: &VkSparseImageMemoryBind,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4147,7 +4148,7 @@ unsafe fn m_VkSparseImageMemoryBind(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSparseBufferMemoryBindInfo(
+pub unsafe fn m_VkSparseBufferMemoryBindInfo(
     v: &VkSparseBufferMemoryBindInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4168,7 +4169,7 @@ unsafe fn m_VkSparseBufferMemoryBindInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSparseImageOpaqueMemoryBindInfo(
+pub unsafe fn m_VkSparseImageOpaqueMemoryBindInfo(
     v: &VkSparseImageOpaqueMemoryBindInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4189,7 +4190,7 @@ unsafe fn m_VkSparseImageOpaqueMemoryBindInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSparseImageMemoryBindInfo(
+pub unsafe fn m_VkSparseImageMemoryBindInfo(
     v: &VkSparseImageMemoryBindInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4210,7 +4211,7 @@ unsafe fn m_VkSparseImageMemoryBindInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindSparseInfo(
+pub unsafe fn m_VkBindSparseInfo(
     v: &VkBindSparseInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4285,7 +4286,7 @@ unsafe fn m_VkBindSparseInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageCopy(
+pub unsafe fn m_VkImageCopy(
     v: &VkImageCopy,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4299,7 +4300,7 @@ unsafe fn m_VkImageCopy(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageBlit(
+pub unsafe fn m_VkImageBlit(
     v: &VkImageBlit,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4316,7 +4317,7 @@ unsafe fn m_VkImageBlit(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferImageCopy(
+pub unsafe fn m_VkBufferImageCopy(
     v: &VkBufferImageCopy,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4331,7 +4332,7 @@ unsafe fn m_VkBufferImageCopy(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyMemoryIndirectCommandNV(
+pub unsafe fn m_VkCopyMemoryIndirectCommandNV(
     v: &VkCopyMemoryIndirectCommandNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4343,7 +4344,7 @@ unsafe fn m_VkCopyMemoryIndirectCommandNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyMemoryToImageIndirectCommandNV(
+pub unsafe fn m_VkCopyMemoryToImageIndirectCommandNV(
     v: &VkCopyMemoryToImageIndirectCommandNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4358,7 +4359,7 @@ unsafe fn m_VkCopyMemoryToImageIndirectCommandNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageResolve(
+pub unsafe fn m_VkImageResolve(
     v: &VkImageResolve,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4372,7 +4373,7 @@ unsafe fn m_VkImageResolve(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkShaderModuleCreateInfo(
+pub unsafe fn m_VkShaderModuleCreateInfo(
     v: &VkShaderModuleCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4395,7 +4396,7 @@ unsafe fn m_VkShaderModuleCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorSetLayoutBinding(
+pub unsafe fn m_VkDescriptorSetLayoutBinding(
     v: &VkDescriptorSetLayoutBinding,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4418,7 +4419,7 @@ unsafe fn m_VkDescriptorSetLayoutBinding(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorSetLayoutCreateInfo(
+pub unsafe fn m_VkDescriptorSetLayoutCreateInfo(
     v: &VkDescriptorSetLayoutCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4441,7 +4442,7 @@ unsafe fn m_VkDescriptorSetLayoutCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorPoolSize(
+pub unsafe fn m_VkDescriptorPoolSize(
     v: &VkDescriptorPoolSize,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4452,7 +4453,7 @@ unsafe fn m_VkDescriptorPoolSize(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorPoolCreateInfo(
+pub unsafe fn m_VkDescriptorPoolCreateInfo(
     v: &VkDescriptorPoolCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4476,7 +4477,7 @@ unsafe fn m_VkDescriptorPoolCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorSetAllocateInfo(
+pub unsafe fn m_VkDescriptorSetAllocateInfo(
     v: &VkDescriptorSetAllocateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4504,7 +4505,7 @@ unsafe fn m_VkDescriptorSetAllocateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSpecializationMapEntry(
+pub unsafe fn m_VkSpecializationMapEntry(
     v: &VkSpecializationMapEntry,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4516,7 +4517,7 @@ unsafe fn m_VkSpecializationMapEntry(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSpecializationInfo(
+pub unsafe fn m_VkSpecializationInfo(
     v: &VkSpecializationInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4541,7 +4542,7 @@ unsafe fn m_VkSpecializationInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineShaderStageCreateInfo(
+pub unsafe fn m_VkPipelineShaderStageCreateInfo(
     v: &VkPipelineShaderStageCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4566,7 +4567,7 @@ unsafe fn m_VkPipelineShaderStageCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkComputePipelineCreateInfo(
+pub unsafe fn m_VkComputePipelineCreateInfo(
     v: &VkComputePipelineCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4583,7 +4584,7 @@ unsafe fn m_VkComputePipelineCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVertexInputBindingDescription(
+pub unsafe fn m_VkVertexInputBindingDescription(
     v: &VkVertexInputBindingDescription,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4595,7 +4596,7 @@ unsafe fn m_VkVertexInputBindingDescription(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVertexInputAttributeDescription(
+pub unsafe fn m_VkVertexInputAttributeDescription(
     v: &VkVertexInputAttributeDescription,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4608,7 +4609,7 @@ unsafe fn m_VkVertexInputAttributeDescription(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineVertexInputStateCreateInfo(
+pub unsafe fn m_VkPipelineVertexInputStateCreateInfo(
     v: &VkPipelineVertexInputStateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4642,7 +4643,7 @@ unsafe fn m_VkPipelineVertexInputStateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineInputAssemblyStateCreateInfo(
+pub unsafe fn m_VkPipelineInputAssemblyStateCreateInfo(
     v: &VkPipelineInputAssemblyStateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4656,7 +4657,7 @@ unsafe fn m_VkPipelineInputAssemblyStateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineTessellationStateCreateInfo(
+pub unsafe fn m_VkPipelineTessellationStateCreateInfo(
     v: &VkPipelineTessellationStateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4669,7 +4670,7 @@ unsafe fn m_VkPipelineTessellationStateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineViewportStateCreateInfo(
+pub unsafe fn m_VkPipelineViewportStateCreateInfo(
     v: &VkPipelineViewportStateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4703,7 +4704,7 @@ unsafe fn m_VkPipelineViewportStateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineRasterizationStateCreateInfo(
+pub unsafe fn m_VkPipelineRasterizationStateCreateInfo(
     v: &VkPipelineRasterizationStateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4725,7 +4726,7 @@ unsafe fn m_VkPipelineRasterizationStateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineMultisampleStateCreateInfo(
+pub unsafe fn m_VkPipelineMultisampleStateCreateInfo(
     v: &VkPipelineMultisampleStateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4752,7 +4753,7 @@ unsafe fn m_VkPipelineMultisampleStateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineColorBlendAttachmentState(
+pub unsafe fn m_VkPipelineColorBlendAttachmentState(
     v: &VkPipelineColorBlendAttachmentState,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4769,7 +4770,7 @@ unsafe fn m_VkPipelineColorBlendAttachmentState(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineColorBlendStateCreateInfo(
+pub unsafe fn m_VkPipelineColorBlendStateCreateInfo(
     v: &VkPipelineColorBlendStateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4797,7 +4798,7 @@ unsafe fn m_VkPipelineColorBlendStateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineDynamicStateCreateInfo(
+pub unsafe fn m_VkPipelineDynamicStateCreateInfo(
     v: &VkPipelineDynamicStateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4820,7 +4821,7 @@ unsafe fn m_VkPipelineDynamicStateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkStencilOpState(
+pub unsafe fn m_VkStencilOpState(
     v: &VkStencilOpState,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4836,7 +4837,7 @@ unsafe fn m_VkStencilOpState(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineDepthStencilStateCreateInfo(
+pub unsafe fn m_VkPipelineDepthStencilStateCreateInfo(
     v: &VkPipelineDepthStencilStateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4857,7 +4858,7 @@ unsafe fn m_VkPipelineDepthStencilStateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkGraphicsPipelineCreateInfo(
+pub unsafe fn m_VkGraphicsPipelineCreateInfo(
     v: &VkGraphicsPipelineCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4950,7 +4951,7 @@ unsafe fn m_VkGraphicsPipelineCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineCacheCreateInfo(
+pub unsafe fn m_VkPipelineCacheCreateInfo(
     v: &VkPipelineCacheCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4967,7 +4968,7 @@ unsafe fn m_VkPipelineCacheCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineCacheHeaderVersionOne(
+pub unsafe fn m_VkPipelineCacheHeaderVersionOne(
     v: &VkPipelineCacheHeaderVersionOne,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4987,7 +4988,7 @@ unsafe fn m_VkPipelineCacheHeaderVersionOne(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPushConstantRange(
+pub unsafe fn m_VkPushConstantRange(
     v: &VkPushConstantRange,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -4999,7 +5000,7 @@ unsafe fn m_VkPushConstantRange(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineLayoutCreateInfo(
+pub unsafe fn m_VkPipelineLayoutCreateInfo(
     v: &VkPipelineLayoutCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5037,7 +5038,7 @@ unsafe fn m_VkPipelineLayoutCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSamplerCreateInfo(
+pub unsafe fn m_VkSamplerCreateInfo(
     v: &VkSamplerCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5064,7 +5065,7 @@ unsafe fn m_VkSamplerCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCommandPoolCreateInfo(
+pub unsafe fn m_VkCommandPoolCreateInfo(
     v: &VkCommandPoolCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5077,7 +5078,7 @@ unsafe fn m_VkCommandPoolCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCommandBufferAllocateInfo(
+pub unsafe fn m_VkCommandBufferAllocateInfo(
     v: &VkCommandBufferAllocateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5091,7 +5092,7 @@ unsafe fn m_VkCommandBufferAllocateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCommandBufferInheritanceInfo(
+pub unsafe fn m_VkCommandBufferInheritanceInfo(
     v: &VkCommandBufferInheritanceInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5108,7 +5109,7 @@ unsafe fn m_VkCommandBufferInheritanceInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCommandBufferBeginInfo(
+pub unsafe fn m_VkCommandBufferBeginInfo(
     v: &VkCommandBufferBeginInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5127,7 +5128,7 @@ unsafe fn m_VkCommandBufferBeginInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassBeginInfo(
+pub unsafe fn m_VkRenderPassBeginInfo(
     v: &VkRenderPassBeginInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5152,7 +5153,7 @@ unsafe fn m_VkRenderPassBeginInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkClearDepthStencilValue(
+pub unsafe fn m_VkClearDepthStencilValue(
     v: &VkClearDepthStencilValue,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5163,7 +5164,7 @@ unsafe fn m_VkClearDepthStencilValue(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkClearAttachment(
+pub unsafe fn m_VkClearAttachment(
     v: &VkClearAttachment,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5175,7 +5176,7 @@ unsafe fn m_VkClearAttachment(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAttachmentDescription(
+pub unsafe fn m_VkAttachmentDescription(
     v: &VkAttachmentDescription,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5193,7 +5194,7 @@ unsafe fn m_VkAttachmentDescription(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAttachmentReference(
+pub unsafe fn m_VkAttachmentReference(
     v: &VkAttachmentReference,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5204,7 +5205,7 @@ unsafe fn m_VkAttachmentReference(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassDescription(
+pub unsafe fn m_VkSubpassDescription(
     v: &VkSubpassDescription,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5265,7 +5266,7 @@ unsafe fn m_VkSubpassDescription(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassDependency(
+pub unsafe fn m_VkSubpassDependency(
     v: &VkSubpassDependency,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5281,7 +5282,7 @@ unsafe fn m_VkSubpassDependency(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassCreateInfo(
+pub unsafe fn m_VkRenderPassCreateInfo(
     v: &VkRenderPassCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5326,7 +5327,7 @@ unsafe fn m_VkRenderPassCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkEventCreateInfo(
+pub unsafe fn m_VkEventCreateInfo(
     v: &VkEventCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5338,7 +5339,7 @@ unsafe fn m_VkEventCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFenceCreateInfo(
+pub unsafe fn m_VkFenceCreateInfo(
     v: &VkFenceCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5350,7 +5351,7 @@ unsafe fn m_VkFenceCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFeatures(
+pub unsafe fn m_VkPhysicalDeviceFeatures(
     v: &VkPhysicalDeviceFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5414,7 +5415,7 @@ unsafe fn m_VkPhysicalDeviceFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSparseProperties(
+pub unsafe fn m_VkPhysicalDeviceSparseProperties(
     v: &VkPhysicalDeviceSparseProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5429,7 +5430,7 @@ unsafe fn m_VkPhysicalDeviceSparseProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceLimits(
+pub unsafe fn m_VkPhysicalDeviceLimits(
     v: &VkPhysicalDeviceLimits,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5585,7 +5586,7 @@ unsafe fn m_VkPhysicalDeviceLimits(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSemaphoreCreateInfo(
+pub unsafe fn m_VkSemaphoreCreateInfo(
     v: &VkSemaphoreCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5597,7 +5598,7 @@ unsafe fn m_VkSemaphoreCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkQueryPoolCreateInfo(
+pub unsafe fn m_VkQueryPoolCreateInfo(
     v: &VkQueryPoolCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5612,7 +5613,7 @@ unsafe fn m_VkQueryPoolCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFramebufferCreateInfo(
+pub unsafe fn m_VkFramebufferCreateInfo(
     v: &VkFramebufferCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5643,7 +5644,7 @@ unsafe fn m_VkFramebufferCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDrawIndirectCommand(
+pub unsafe fn m_VkDrawIndirectCommand(
     v: &VkDrawIndirectCommand,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5656,7 +5657,7 @@ unsafe fn m_VkDrawIndirectCommand(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDrawIndexedIndirectCommand(
+pub unsafe fn m_VkDrawIndexedIndirectCommand(
     v: &VkDrawIndexedIndirectCommand,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5670,7 +5671,7 @@ unsafe fn m_VkDrawIndexedIndirectCommand(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDispatchIndirectCommand(
+pub unsafe fn m_VkDispatchIndirectCommand(
     v: &VkDispatchIndirectCommand,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5682,7 +5683,7 @@ unsafe fn m_VkDispatchIndirectCommand(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMultiDrawInfoEXT(
+pub unsafe fn m_VkMultiDrawInfoEXT(
     v: &VkMultiDrawInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5693,7 +5694,7 @@ unsafe fn m_VkMultiDrawInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMultiDrawIndexedInfoEXT(
+pub unsafe fn m_VkMultiDrawIndexedInfoEXT(
     v: &VkMultiDrawIndexedInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5705,7 +5706,7 @@ unsafe fn m_VkMultiDrawIndexedInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubmitInfo(
+pub unsafe fn m_VkSubmitInfo(
     v: &VkSubmitInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5771,7 +5772,7 @@ unsafe fn m_VkSubmitInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayPropertiesKHR(
+pub unsafe fn m_VkDisplayPropertiesKHR(
     v: &VkDisplayPropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5790,7 +5791,7 @@ unsafe fn m_VkDisplayPropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayPlanePropertiesKHR(
+pub unsafe fn m_VkDisplayPlanePropertiesKHR(
     v: &VkDisplayPlanePropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5802,7 +5803,7 @@ unsafe fn m_VkDisplayPlanePropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayModeParametersKHR(
+pub unsafe fn m_VkDisplayModeParametersKHR(
     v: &VkDisplayModeParametersKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5813,7 +5814,7 @@ unsafe fn m_VkDisplayModeParametersKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayModePropertiesKHR(
+pub unsafe fn m_VkDisplayModePropertiesKHR(
     v: &VkDisplayModePropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5825,7 +5826,7 @@ unsafe fn m_VkDisplayModePropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayModeCreateInfoKHR(
+pub unsafe fn m_VkDisplayModeCreateInfoKHR(
     v: &VkDisplayModeCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5838,7 +5839,7 @@ unsafe fn m_VkDisplayModeCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayPlaneCapabilitiesKHR(
+pub unsafe fn m_VkDisplayPlaneCapabilitiesKHR(
     v: &VkDisplayPlaneCapabilitiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5856,7 +5857,7 @@ unsafe fn m_VkDisplayPlaneCapabilitiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplaySurfaceCreateInfoKHR(
+pub unsafe fn m_VkDisplaySurfaceCreateInfoKHR(
     v: &VkDisplaySurfaceCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5876,7 +5877,7 @@ unsafe fn m_VkDisplaySurfaceCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayPresentInfoKHR(
+pub unsafe fn m_VkDisplayPresentInfoKHR(
     v: &VkDisplayPresentInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5890,7 +5891,7 @@ unsafe fn m_VkDisplayPresentInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSurfaceCapabilitiesKHR(
+pub unsafe fn m_VkSurfaceCapabilitiesKHR(
     v: &VkSurfaceCapabilitiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5909,7 +5910,7 @@ unsafe fn m_VkSurfaceCapabilitiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkWaylandSurfaceCreateInfoKHR(
+pub unsafe fn m_VkWaylandSurfaceCreateInfoKHR(
     v: &VkWaylandSurfaceCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5923,7 +5924,7 @@ unsafe fn m_VkWaylandSurfaceCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkXlibSurfaceCreateInfoKHR(
+pub unsafe fn m_VkXlibSurfaceCreateInfoKHR(
     v: &VkXlibSurfaceCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5937,7 +5938,7 @@ unsafe fn m_VkXlibSurfaceCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkXcbSurfaceCreateInfoKHR(
+pub unsafe fn m_VkXcbSurfaceCreateInfoKHR(
     v: &VkXcbSurfaceCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5951,7 +5952,7 @@ unsafe fn m_VkXcbSurfaceCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSurfaceFormatKHR(
+pub unsafe fn m_VkSurfaceFormatKHR(
     v: &VkSurfaceFormatKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5962,7 +5963,7 @@ unsafe fn m_VkSurfaceFormatKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSwapchainCreateInfoKHR(
+pub unsafe fn m_VkSwapchainCreateInfoKHR(
     v: &VkSwapchainCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -5999,7 +6000,7 @@ unsafe fn m_VkSwapchainCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPresentInfoKHR(
+pub unsafe fn m_VkPresentInfoKHR(
     v: &VkPresentInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6060,7 +6061,7 @@ unsafe fn m_VkPresentInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDebugReportCallbackCreateInfoEXT(
+pub unsafe fn m_VkDebugReportCallbackCreateInfoEXT(
     v: &VkDebugReportCallbackCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6074,7 +6075,7 @@ unsafe fn m_VkDebugReportCallbackCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkValidationFlagsEXT(
+pub unsafe fn m_VkValidationFlagsEXT(
     v: &VkValidationFlagsEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6096,7 +6097,7 @@ unsafe fn m_VkValidationFlagsEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkValidationFeaturesEXT(
+pub unsafe fn m_VkValidationFeaturesEXT(
     v: &VkValidationFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6129,7 +6130,7 @@ unsafe fn m_VkValidationFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineRasterizationStateRasterizationOrderAMD(
+pub unsafe fn m_VkPipelineRasterizationStateRasterizationOrderAMD(
     v: &VkPipelineRasterizationStateRasterizationOrderAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6141,7 +6142,7 @@ unsafe fn m_VkPipelineRasterizationStateRasterizationOrderAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDebugMarkerObjectNameInfoEXT(
+pub unsafe fn m_VkDebugMarkerObjectNameInfoEXT(
     v: &VkDebugMarkerObjectNameInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6158,7 +6159,7 @@ unsafe fn m_VkDebugMarkerObjectNameInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDebugMarkerObjectTagInfoEXT(
+pub unsafe fn m_VkDebugMarkerObjectTagInfoEXT(
     v: &VkDebugMarkerObjectTagInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6177,7 +6178,7 @@ unsafe fn m_VkDebugMarkerObjectTagInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDebugMarkerMarkerInfoEXT(
+pub unsafe fn m_VkDebugMarkerMarkerInfoEXT(
     v: &VkDebugMarkerMarkerInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6195,7 +6196,7 @@ unsafe fn m_VkDebugMarkerMarkerInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDedicatedAllocationImageCreateInfoNV(
+pub unsafe fn m_VkDedicatedAllocationImageCreateInfoNV(
     v: &VkDedicatedAllocationImageCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6207,7 +6208,7 @@ unsafe fn m_VkDedicatedAllocationImageCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDedicatedAllocationBufferCreateInfoNV(
+pub unsafe fn m_VkDedicatedAllocationBufferCreateInfoNV(
     v: &VkDedicatedAllocationBufferCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6219,7 +6220,7 @@ unsafe fn m_VkDedicatedAllocationBufferCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDedicatedAllocationMemoryAllocateInfoNV(
+pub unsafe fn m_VkDedicatedAllocationMemoryAllocateInfoNV(
     v: &VkDedicatedAllocationMemoryAllocateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6232,7 +6233,7 @@ unsafe fn m_VkDedicatedAllocationMemoryAllocateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExternalImageFormatPropertiesNV(
+pub unsafe fn m_VkExternalImageFormatPropertiesNV(
     v: &VkExternalImageFormatPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6248,7 +6249,7 @@ unsafe fn m_VkExternalImageFormatPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExternalMemoryImageCreateInfoNV(
+pub unsafe fn m_VkExternalMemoryImageCreateInfoNV(
     v: &VkExternalMemoryImageCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6260,7 +6261,7 @@ unsafe fn m_VkExternalMemoryImageCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExportMemoryAllocateInfoNV(
+pub unsafe fn m_VkExportMemoryAllocateInfoNV(
     v: &VkExportMemoryAllocateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6272,7 +6273,7 @@ unsafe fn m_VkExportMemoryAllocateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV(
     v: &VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6284,7 +6285,7 @@ unsafe fn m_VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDevicePrivateDataCreateInfo(
+pub unsafe fn m_VkDevicePrivateDataCreateInfo(
     v: &VkDevicePrivateDataCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6296,7 +6297,7 @@ unsafe fn m_VkDevicePrivateDataCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPrivateDataSlotCreateInfo(
+pub unsafe fn m_VkPrivateDataSlotCreateInfo(
     v: &VkPrivateDataSlotCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6308,7 +6309,7 @@ unsafe fn m_VkPrivateDataSlotCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePrivateDataFeatures(
+pub unsafe fn m_VkPhysicalDevicePrivateDataFeatures(
     v: &VkPhysicalDevicePrivateDataFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6320,7 +6321,7 @@ unsafe fn m_VkPhysicalDevicePrivateDataFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV(
     v: &VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6341,7 +6342,7 @@ unsafe fn m_VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMultiDrawPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceMultiDrawPropertiesEXT(
     v: &VkPhysicalDeviceMultiDrawPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6353,7 +6354,7 @@ unsafe fn m_VkPhysicalDeviceMultiDrawPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkGraphicsShaderGroupCreateInfoNV(
+pub unsafe fn m_VkGraphicsShaderGroupCreateInfoNV(
     v: &VkGraphicsShaderGroupCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6390,7 +6391,7 @@ unsafe fn m_VkGraphicsShaderGroupCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkGraphicsPipelineShaderGroupsCreateInfoNV(
+pub unsafe fn m_VkGraphicsPipelineShaderGroupsCreateInfoNV(
     v: &VkGraphicsPipelineShaderGroupsCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6428,7 +6429,7 @@ unsafe fn m_VkGraphicsPipelineShaderGroupsCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindShaderGroupIndirectCommandNV(
+pub unsafe fn m_VkBindShaderGroupIndirectCommandNV(
     v: &VkBindShaderGroupIndirectCommandNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6438,7 +6439,7 @@ unsafe fn m_VkBindShaderGroupIndirectCommandNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindIndexBufferIndirectCommandNV(
+pub unsafe fn m_VkBindIndexBufferIndirectCommandNV(
     v: &VkBindIndexBufferIndirectCommandNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6450,7 +6451,7 @@ unsafe fn m_VkBindIndexBufferIndirectCommandNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindVertexBufferIndirectCommandNV(
+pub unsafe fn m_VkBindVertexBufferIndirectCommandNV(
     v: &VkBindVertexBufferIndirectCommandNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6462,7 +6463,7 @@ unsafe fn m_VkBindVertexBufferIndirectCommandNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSetStateFlagsIndirectCommandNV(
+pub unsafe fn m_VkSetStateFlagsIndirectCommandNV(
     v: &VkSetStateFlagsIndirectCommandNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6472,7 +6473,7 @@ unsafe fn m_VkSetStateFlagsIndirectCommandNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkIndirectCommandsStreamNV(
+pub unsafe fn m_VkIndirectCommandsStreamNV(
     v: &VkIndirectCommandsStreamNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6483,7 +6484,7 @@ unsafe fn m_VkIndirectCommandsStreamNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkIndirectCommandsLayoutTokenNV(
+pub unsafe fn m_VkIndirectCommandsLayoutTokenNV(
     v: &VkIndirectCommandsLayoutTokenNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6530,7 +6531,7 @@ unsafe fn m_VkIndirectCommandsLayoutTokenNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkIndirectCommandsLayoutCreateInfoNV(
+pub unsafe fn m_VkIndirectCommandsLayoutCreateInfoNV(
     v: &VkIndirectCommandsLayoutCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6566,7 +6567,7 @@ unsafe fn m_VkIndirectCommandsLayoutCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkGeneratedCommandsInfoNV(
+pub unsafe fn m_VkGeneratedCommandsInfoNV(
     v: &VkGeneratedCommandsInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6605,7 +6606,7 @@ unsafe fn m_VkGeneratedCommandsInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkGeneratedCommandsMemoryRequirementsInfoNV(
+pub unsafe fn m_VkGeneratedCommandsMemoryRequirementsInfoNV(
     v: &VkGeneratedCommandsMemoryRequirementsInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6624,7 +6625,7 @@ unsafe fn m_VkGeneratedCommandsMemoryRequirementsInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFeatures2(
+pub unsafe fn m_VkPhysicalDeviceFeatures2(
     v: &VkPhysicalDeviceFeatures2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6636,7 +6637,7 @@ unsafe fn m_VkPhysicalDeviceFeatures2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceProperties2(
+pub unsafe fn m_VkPhysicalDeviceProperties2(
     v: &VkPhysicalDeviceProperties2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6648,7 +6649,7 @@ unsafe fn m_VkPhysicalDeviceProperties2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFormatProperties2(
+pub unsafe fn m_VkFormatProperties2(
     v: &VkFormatProperties2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6660,7 +6661,7 @@ unsafe fn m_VkFormatProperties2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageFormatProperties2(
+pub unsafe fn m_VkImageFormatProperties2(
     v: &VkImageFormatProperties2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6672,7 +6673,7 @@ unsafe fn m_VkImageFormatProperties2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImageFormatInfo2(
+pub unsafe fn m_VkPhysicalDeviceImageFormatInfo2(
     v: &VkPhysicalDeviceImageFormatInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6688,7 +6689,7 @@ unsafe fn m_VkPhysicalDeviceImageFormatInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkQueueFamilyProperties2(
+pub unsafe fn m_VkQueueFamilyProperties2(
     v: &VkQueueFamilyProperties2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6700,7 +6701,7 @@ unsafe fn m_VkQueueFamilyProperties2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMemoryProperties2(
+pub unsafe fn m_VkPhysicalDeviceMemoryProperties2(
     v: &VkPhysicalDeviceMemoryProperties2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6712,7 +6713,7 @@ unsafe fn m_VkPhysicalDeviceMemoryProperties2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSparseImageFormatProperties2(
+pub unsafe fn m_VkSparseImageFormatProperties2(
     v: &VkSparseImageFormatProperties2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6724,7 +6725,7 @@ unsafe fn m_VkSparseImageFormatProperties2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSparseImageFormatInfo2(
+pub unsafe fn m_VkPhysicalDeviceSparseImageFormatInfo2(
     v: &VkPhysicalDeviceSparseImageFormatInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6740,7 +6741,7 @@ unsafe fn m_VkPhysicalDeviceSparseImageFormatInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePushDescriptorPropertiesKHR(
+pub unsafe fn m_VkPhysicalDevicePushDescriptorPropertiesKHR(
     v: &VkPhysicalDevicePushDescriptorPropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6752,7 +6753,7 @@ unsafe fn m_VkPhysicalDevicePushDescriptorPropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkConformanceVersion(
+pub unsafe fn m_VkConformanceVersion(
     v: &VkConformanceVersion,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6765,7 +6766,7 @@ unsafe fn m_VkConformanceVersion(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDriverProperties(
+pub unsafe fn m_VkPhysicalDeviceDriverProperties(
     v: &VkPhysicalDeviceDriverProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6780,7 +6781,7 @@ unsafe fn m_VkPhysicalDeviceDriverProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPresentRegionsKHR(
+pub unsafe fn m_VkPresentRegionsKHR(
     v: &VkPresentRegionsKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6802,7 +6803,7 @@ unsafe fn m_VkPresentRegionsKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPresentRegionKHR(
+pub unsafe fn m_VkPresentRegionKHR(
     v: &VkPresentRegionKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6822,7 +6823,7 @@ unsafe fn m_VkPresentRegionKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRectLayerKHR(
+pub unsafe fn m_VkRectLayerKHR(
     v: &VkRectLayerKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6834,7 +6835,7 @@ unsafe fn m_VkRectLayerKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVariablePointersFeatures(
+pub unsafe fn m_VkPhysicalDeviceVariablePointersFeatures(
     v: &VkPhysicalDeviceVariablePointersFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6847,7 +6848,7 @@ unsafe fn m_VkPhysicalDeviceVariablePointersFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExternalMemoryProperties(
+pub unsafe fn m_VkExternalMemoryProperties(
     v: &VkExternalMemoryProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6862,7 +6863,7 @@ unsafe fn m_VkExternalMemoryProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExternalImageFormatInfo(
+pub unsafe fn m_VkPhysicalDeviceExternalImageFormatInfo(
     v: &VkPhysicalDeviceExternalImageFormatInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6874,7 +6875,7 @@ unsafe fn m_VkPhysicalDeviceExternalImageFormatInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExternalImageFormatProperties(
+pub unsafe fn m_VkExternalImageFormatProperties(
     v: &VkExternalImageFormatProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6887,7 +6888,7 @@ unsafe fn m_VkExternalImageFormatProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExternalBufferInfo(
+pub unsafe fn m_VkPhysicalDeviceExternalBufferInfo(
     v: &VkPhysicalDeviceExternalBufferInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6901,7 +6902,7 @@ unsafe fn m_VkPhysicalDeviceExternalBufferInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExternalBufferProperties(
+pub unsafe fn m_VkExternalBufferProperties(
     v: &VkExternalBufferProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6914,7 +6915,7 @@ unsafe fn m_VkExternalBufferProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceIDProperties(
+pub unsafe fn m_VkPhysicalDeviceIDProperties(
     v: &VkPhysicalDeviceIDProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6936,7 +6937,7 @@ unsafe fn m_VkPhysicalDeviceIDProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExternalMemoryImageCreateInfo(
+pub unsafe fn m_VkExternalMemoryImageCreateInfo(
     v: &VkExternalMemoryImageCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6948,7 +6949,7 @@ unsafe fn m_VkExternalMemoryImageCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExternalMemoryBufferCreateInfo(
+pub unsafe fn m_VkExternalMemoryBufferCreateInfo(
     v: &VkExternalMemoryBufferCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6960,7 +6961,7 @@ unsafe fn m_VkExternalMemoryBufferCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExportMemoryAllocateInfo(
+pub unsafe fn m_VkExportMemoryAllocateInfo(
     v: &VkExportMemoryAllocateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6972,7 +6973,7 @@ unsafe fn m_VkExportMemoryAllocateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImportMemoryFdInfoKHR(
+pub unsafe fn m_VkImportMemoryFdInfoKHR(
     v: &VkImportMemoryFdInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6985,7 +6986,7 @@ unsafe fn m_VkImportMemoryFdInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryFdPropertiesKHR(
+pub unsafe fn m_VkMemoryFdPropertiesKHR(
     v: &VkMemoryFdPropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -6997,7 +6998,7 @@ unsafe fn m_VkMemoryFdPropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryGetFdInfoKHR(
+pub unsafe fn m_VkMemoryGetFdInfoKHR(
     v: &VkMemoryGetFdInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7010,7 +7011,7 @@ unsafe fn m_VkMemoryGetFdInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExternalSemaphoreInfo(
+pub unsafe fn m_VkPhysicalDeviceExternalSemaphoreInfo(
     v: &VkPhysicalDeviceExternalSemaphoreInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7022,7 +7023,7 @@ unsafe fn m_VkPhysicalDeviceExternalSemaphoreInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExternalSemaphoreProperties(
+pub unsafe fn m_VkExternalSemaphoreProperties(
     v: &VkExternalSemaphoreProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7039,7 +7040,7 @@ unsafe fn m_VkExternalSemaphoreProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExportSemaphoreCreateInfo(
+pub unsafe fn m_VkExportSemaphoreCreateInfo(
     v: &VkExportSemaphoreCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7051,7 +7052,7 @@ unsafe fn m_VkExportSemaphoreCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImportSemaphoreFdInfoKHR(
+pub unsafe fn m_VkImportSemaphoreFdInfoKHR(
     v: &VkImportSemaphoreFdInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7066,7 +7067,7 @@ unsafe fn m_VkImportSemaphoreFdInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSemaphoreGetFdInfoKHR(
+pub unsafe fn m_VkSemaphoreGetFdInfoKHR(
     v: &VkSemaphoreGetFdInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7079,7 +7080,7 @@ unsafe fn m_VkSemaphoreGetFdInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExternalFenceInfo(
+pub unsafe fn m_VkPhysicalDeviceExternalFenceInfo(
     v: &VkPhysicalDeviceExternalFenceInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7091,7 +7092,7 @@ unsafe fn m_VkPhysicalDeviceExternalFenceInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExternalFenceProperties(
+pub unsafe fn m_VkExternalFenceProperties(
     v: &VkExternalFenceProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7107,7 +7108,7 @@ unsafe fn m_VkExternalFenceProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkExportFenceCreateInfo(
+pub unsafe fn m_VkExportFenceCreateInfo(
     v: &VkExportFenceCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7119,7 +7120,7 @@ unsafe fn m_VkExportFenceCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImportFenceFdInfoKHR(
+pub unsafe fn m_VkImportFenceFdInfoKHR(
     v: &VkImportFenceFdInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7134,7 +7135,7 @@ unsafe fn m_VkImportFenceFdInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFenceGetFdInfoKHR(
+pub unsafe fn m_VkFenceGetFdInfoKHR(
     v: &VkFenceGetFdInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7147,7 +7148,7 @@ unsafe fn m_VkFenceGetFdInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMultiviewFeatures(
+pub unsafe fn m_VkPhysicalDeviceMultiviewFeatures(
     v: &VkPhysicalDeviceMultiviewFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7161,7 +7162,7 @@ unsafe fn m_VkPhysicalDeviceMultiviewFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMultiviewProperties(
+pub unsafe fn m_VkPhysicalDeviceMultiviewProperties(
     v: &VkPhysicalDeviceMultiviewProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7174,7 +7175,7 @@ unsafe fn m_VkPhysicalDeviceMultiviewProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassMultiviewCreateInfo(
+pub unsafe fn m_VkRenderPassMultiviewCreateInfo(
     v: &VkRenderPassMultiviewCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7218,7 +7219,7 @@ unsafe fn m_VkRenderPassMultiviewCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSurfaceCapabilities2EXT(
+pub unsafe fn m_VkSurfaceCapabilities2EXT(
     v: &VkSurfaceCapabilities2EXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7241,7 +7242,7 @@ unsafe fn m_VkSurfaceCapabilities2EXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayPowerInfoEXT(
+pub unsafe fn m_VkDisplayPowerInfoEXT(
     v: &VkDisplayPowerInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7253,7 +7254,7 @@ unsafe fn m_VkDisplayPowerInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceEventInfoEXT(
+pub unsafe fn m_VkDeviceEventInfoEXT(
     v: &VkDeviceEventInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7265,7 +7266,7 @@ unsafe fn m_VkDeviceEventInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayEventInfoEXT(
+pub unsafe fn m_VkDisplayEventInfoEXT(
     v: &VkDisplayEventInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7277,7 +7278,7 @@ unsafe fn m_VkDisplayEventInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSwapchainCounterCreateInfoEXT(
+pub unsafe fn m_VkSwapchainCounterCreateInfoEXT(
     v: &VkSwapchainCounterCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7289,7 +7290,7 @@ unsafe fn m_VkSwapchainCounterCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceGroupProperties(
+pub unsafe fn m_VkPhysicalDeviceGroupProperties(
     v: &VkPhysicalDeviceGroupProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7305,7 +7306,7 @@ unsafe fn m_VkPhysicalDeviceGroupProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryAllocateFlagsInfo(
+pub unsafe fn m_VkMemoryAllocateFlagsInfo(
     v: &VkMemoryAllocateFlagsInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7318,7 +7319,7 @@ unsafe fn m_VkMemoryAllocateFlagsInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindBufferMemoryInfo(
+pub unsafe fn m_VkBindBufferMemoryInfo(
     v: &VkBindBufferMemoryInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7332,7 +7333,7 @@ unsafe fn m_VkBindBufferMemoryInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindBufferMemoryDeviceGroupInfo(
+pub unsafe fn m_VkBindBufferMemoryDeviceGroupInfo(
     v: &VkBindBufferMemoryDeviceGroupInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7354,7 +7355,7 @@ unsafe fn m_VkBindBufferMemoryDeviceGroupInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindImageMemoryInfo(
+pub unsafe fn m_VkBindImageMemoryInfo(
     v: &VkBindImageMemoryInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7368,7 +7369,7 @@ unsafe fn m_VkBindImageMemoryInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindImageMemoryDeviceGroupInfo(
+pub unsafe fn m_VkBindImageMemoryDeviceGroupInfo(
     v: &VkBindImageMemoryDeviceGroupInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7401,7 +7402,7 @@ unsafe fn m_VkBindImageMemoryDeviceGroupInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceGroupRenderPassBeginInfo(
+pub unsafe fn m_VkDeviceGroupRenderPassBeginInfo(
     v: &VkDeviceGroupRenderPassBeginInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7424,7 +7425,7 @@ unsafe fn m_VkDeviceGroupRenderPassBeginInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceGroupCommandBufferBeginInfo(
+pub unsafe fn m_VkDeviceGroupCommandBufferBeginInfo(
     v: &VkDeviceGroupCommandBufferBeginInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7436,7 +7437,7 @@ unsafe fn m_VkDeviceGroupCommandBufferBeginInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceGroupSubmitInfo(
+pub unsafe fn m_VkDeviceGroupSubmitInfo(
     v: &VkDeviceGroupSubmitInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7480,7 +7481,7 @@ unsafe fn m_VkDeviceGroupSubmitInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceGroupBindSparseInfo(
+pub unsafe fn m_VkDeviceGroupBindSparseInfo(
     v: &VkDeviceGroupBindSparseInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7493,7 +7494,7 @@ unsafe fn m_VkDeviceGroupBindSparseInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceGroupPresentCapabilitiesKHR(
+pub unsafe fn m_VkDeviceGroupPresentCapabilitiesKHR(
     v: &VkDeviceGroupPresentCapabilitiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7508,7 +7509,7 @@ unsafe fn m_VkDeviceGroupPresentCapabilitiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageSwapchainCreateInfoKHR(
+pub unsafe fn m_VkImageSwapchainCreateInfoKHR(
     v: &VkImageSwapchainCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7520,7 +7521,7 @@ unsafe fn m_VkImageSwapchainCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindImageMemorySwapchainInfoKHR(
+pub unsafe fn m_VkBindImageMemorySwapchainInfoKHR(
     v: &VkBindImageMemorySwapchainInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7533,7 +7534,7 @@ unsafe fn m_VkBindImageMemorySwapchainInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAcquireNextImageInfoKHR(
+pub unsafe fn m_VkAcquireNextImageInfoKHR(
     v: &VkAcquireNextImageInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7549,7 +7550,7 @@ unsafe fn m_VkAcquireNextImageInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceGroupPresentInfoKHR(
+pub unsafe fn m_VkDeviceGroupPresentInfoKHR(
     v: &VkDeviceGroupPresentInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7572,7 +7573,7 @@ unsafe fn m_VkDeviceGroupPresentInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceGroupDeviceCreateInfo(
+pub unsafe fn m_VkDeviceGroupDeviceCreateInfo(
     v: &VkDeviceGroupDeviceCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7598,7 +7599,7 @@ unsafe fn m_VkDeviceGroupDeviceCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceGroupSwapchainCreateInfoKHR(
+pub unsafe fn m_VkDeviceGroupSwapchainCreateInfoKHR(
     v: &VkDeviceGroupSwapchainCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7610,7 +7611,7 @@ unsafe fn m_VkDeviceGroupSwapchainCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorUpdateTemplateEntry(
+pub unsafe fn m_VkDescriptorUpdateTemplateEntry(
     v: &VkDescriptorUpdateTemplateEntry,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7625,7 +7626,7 @@ unsafe fn m_VkDescriptorUpdateTemplateEntry(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorUpdateTemplateCreateInfo(
+pub unsafe fn m_VkDescriptorUpdateTemplateCreateInfo(
     v: &VkDescriptorUpdateTemplateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7658,7 +7659,7 @@ unsafe fn m_VkDescriptorUpdateTemplateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkXYColorEXT(
+pub unsafe fn m_VkXYColorEXT(
     v: &VkXYColorEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7669,7 +7670,7 @@ unsafe fn m_VkXYColorEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePresentIdFeaturesKHR(
+pub unsafe fn m_VkPhysicalDevicePresentIdFeaturesKHR(
     v: &VkPhysicalDevicePresentIdFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7681,7 +7682,7 @@ unsafe fn m_VkPhysicalDevicePresentIdFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPresentIdKHR(
+pub unsafe fn m_VkPresentIdKHR(
     v: &VkPresentIdKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7703,7 +7704,7 @@ unsafe fn m_VkPresentIdKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePresentWaitFeaturesKHR(
+pub unsafe fn m_VkPhysicalDevicePresentWaitFeaturesKHR(
     v: &VkPhysicalDevicePresentWaitFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7715,7 +7716,7 @@ unsafe fn m_VkPhysicalDevicePresentWaitFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkHdrMetadataEXT(
+pub unsafe fn m_VkHdrMetadataEXT(
     v: &VkHdrMetadataEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7734,7 +7735,7 @@ unsafe fn m_VkHdrMetadataEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayNativeHdrSurfaceCapabilitiesAMD(
+pub unsafe fn m_VkDisplayNativeHdrSurfaceCapabilitiesAMD(
     v: &VkDisplayNativeHdrSurfaceCapabilitiesAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7746,7 +7747,7 @@ unsafe fn m_VkDisplayNativeHdrSurfaceCapabilitiesAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSwapchainDisplayNativeHdrCreateInfoAMD(
+pub unsafe fn m_VkSwapchainDisplayNativeHdrCreateInfoAMD(
     v: &VkSwapchainDisplayNativeHdrCreateInfoAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7758,7 +7759,7 @@ unsafe fn m_VkSwapchainDisplayNativeHdrCreateInfoAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRefreshCycleDurationGOOGLE(
+pub unsafe fn m_VkRefreshCycleDurationGOOGLE(
     v: &VkRefreshCycleDurationGOOGLE,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7768,7 +7769,7 @@ unsafe fn m_VkRefreshCycleDurationGOOGLE(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPastPresentationTimingGOOGLE(
+pub unsafe fn m_VkPastPresentationTimingGOOGLE(
     v: &VkPastPresentationTimingGOOGLE,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7782,7 +7783,7 @@ unsafe fn m_VkPastPresentationTimingGOOGLE(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPresentTimesInfoGOOGLE(
+pub unsafe fn m_VkPresentTimesInfoGOOGLE(
     v: &VkPresentTimesInfoGOOGLE,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7804,7 +7805,7 @@ unsafe fn m_VkPresentTimesInfoGOOGLE(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPresentTimeGOOGLE(
+pub unsafe fn m_VkPresentTimeGOOGLE(
     v: &VkPresentTimeGOOGLE,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7815,7 +7816,7 @@ unsafe fn m_VkPresentTimeGOOGLE(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkViewportWScalingNV(
+pub unsafe fn m_VkViewportWScalingNV(
     v: &VkViewportWScalingNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7826,7 +7827,7 @@ unsafe fn m_VkViewportWScalingNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineViewportWScalingStateCreateInfoNV(
+pub unsafe fn m_VkPipelineViewportWScalingStateCreateInfoNV(
     v: &VkPipelineViewportWScalingStateCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7849,7 +7850,7 @@ unsafe fn m_VkPipelineViewportWScalingStateCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkViewportSwizzleNV(
+pub unsafe fn m_VkViewportSwizzleNV(
     v: &VkViewportSwizzleNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7862,7 +7863,7 @@ unsafe fn m_VkViewportSwizzleNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineViewportSwizzleStateCreateInfoNV(
+pub unsafe fn m_VkPipelineViewportSwizzleStateCreateInfoNV(
     v: &VkPipelineViewportSwizzleStateCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7885,7 +7886,7 @@ unsafe fn m_VkPipelineViewportSwizzleStateCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDiscardRectanglePropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceDiscardRectanglePropertiesEXT(
     v: &VkPhysicalDeviceDiscardRectanglePropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7897,7 +7898,7 @@ unsafe fn m_VkPhysicalDeviceDiscardRectanglePropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineDiscardRectangleStateCreateInfoEXT(
+pub unsafe fn m_VkPipelineDiscardRectangleStateCreateInfoEXT(
     v: &VkPipelineDiscardRectangleStateCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7921,7 +7922,7 @@ unsafe fn m_VkPipelineDiscardRectangleStateCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX(
+pub unsafe fn m_VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX(
     v: &VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7934,7 +7935,7 @@ unsafe fn m_VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkInputAttachmentAspectReference(
+pub unsafe fn m_VkInputAttachmentAspectReference(
     v: &VkInputAttachmentAspectReference,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7946,7 +7947,7 @@ unsafe fn m_VkInputAttachmentAspectReference(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassInputAttachmentAspectCreateInfo(
+pub unsafe fn m_VkRenderPassInputAttachmentAspectCreateInfo(
     v: &VkRenderPassInputAttachmentAspectCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7968,7 +7969,7 @@ unsafe fn m_VkRenderPassInputAttachmentAspectCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSurfaceInfo2KHR(
+pub unsafe fn m_VkPhysicalDeviceSurfaceInfo2KHR(
     v: &VkPhysicalDeviceSurfaceInfo2KHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7980,7 +7981,7 @@ unsafe fn m_VkPhysicalDeviceSurfaceInfo2KHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSurfaceCapabilities2KHR(
+pub unsafe fn m_VkSurfaceCapabilities2KHR(
     v: &VkSurfaceCapabilities2KHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -7992,7 +7993,7 @@ unsafe fn m_VkSurfaceCapabilities2KHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSurfaceFormat2KHR(
+pub unsafe fn m_VkSurfaceFormat2KHR(
     v: &VkSurfaceFormat2KHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8004,7 +8005,7 @@ unsafe fn m_VkSurfaceFormat2KHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayProperties2KHR(
+pub unsafe fn m_VkDisplayProperties2KHR(
     v: &VkDisplayProperties2KHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8016,7 +8017,7 @@ unsafe fn m_VkDisplayProperties2KHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayPlaneProperties2KHR(
+pub unsafe fn m_VkDisplayPlaneProperties2KHR(
     v: &VkDisplayPlaneProperties2KHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8028,7 +8029,7 @@ unsafe fn m_VkDisplayPlaneProperties2KHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayModeProperties2KHR(
+pub unsafe fn m_VkDisplayModeProperties2KHR(
     v: &VkDisplayModeProperties2KHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8040,7 +8041,7 @@ unsafe fn m_VkDisplayModeProperties2KHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayPlaneInfo2KHR(
+pub unsafe fn m_VkDisplayPlaneInfo2KHR(
     v: &VkDisplayPlaneInfo2KHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8053,7 +8054,7 @@ unsafe fn m_VkDisplayPlaneInfo2KHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDisplayPlaneCapabilities2KHR(
+pub unsafe fn m_VkDisplayPlaneCapabilities2KHR(
     v: &VkDisplayPlaneCapabilities2KHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8065,7 +8066,7 @@ unsafe fn m_VkDisplayPlaneCapabilities2KHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSharedPresentSurfaceCapabilitiesKHR(
+pub unsafe fn m_VkSharedPresentSurfaceCapabilitiesKHR(
     v: &VkSharedPresentSurfaceCapabilitiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8078,7 +8079,7 @@ unsafe fn m_VkSharedPresentSurfaceCapabilitiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevice16BitStorageFeatures(
+pub unsafe fn m_VkPhysicalDevice16BitStorageFeatures(
     v: &VkPhysicalDevice16BitStorageFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8093,7 +8094,7 @@ unsafe fn m_VkPhysicalDevice16BitStorageFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSubgroupProperties(
+pub unsafe fn m_VkPhysicalDeviceSubgroupProperties(
     v: &VkPhysicalDeviceSubgroupProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8108,7 +8109,7 @@ unsafe fn m_VkPhysicalDeviceSubgroupProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures(
+pub unsafe fn m_VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures(
     v: &VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8120,7 +8121,7 @@ unsafe fn m_VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferMemoryRequirementsInfo2(
+pub unsafe fn m_VkBufferMemoryRequirementsInfo2(
     v: &VkBufferMemoryRequirementsInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8132,7 +8133,7 @@ unsafe fn m_VkBufferMemoryRequirementsInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceBufferMemoryRequirements(
+pub unsafe fn m_VkDeviceBufferMemoryRequirements(
     v: &VkDeviceBufferMemoryRequirements,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8150,7 +8151,7 @@ unsafe fn m_VkDeviceBufferMemoryRequirements(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageMemoryRequirementsInfo2(
+pub unsafe fn m_VkImageMemoryRequirementsInfo2(
     v: &VkImageMemoryRequirementsInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8162,7 +8163,7 @@ unsafe fn m_VkImageMemoryRequirementsInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageSparseMemoryRequirementsInfo2(
+pub unsafe fn m_VkImageSparseMemoryRequirementsInfo2(
     v: &VkImageSparseMemoryRequirementsInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8174,7 +8175,7 @@ unsafe fn m_VkImageSparseMemoryRequirementsInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceImageMemoryRequirements(
+pub unsafe fn m_VkDeviceImageMemoryRequirements(
     v: &VkDeviceImageMemoryRequirements,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8193,7 +8194,7 @@ unsafe fn m_VkDeviceImageMemoryRequirements(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryRequirements2(
+pub unsafe fn m_VkMemoryRequirements2(
     v: &VkMemoryRequirements2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8205,7 +8206,7 @@ unsafe fn m_VkMemoryRequirements2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSparseImageMemoryRequirements2(
+pub unsafe fn m_VkSparseImageMemoryRequirements2(
     v: &VkSparseImageMemoryRequirements2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8217,7 +8218,7 @@ unsafe fn m_VkSparseImageMemoryRequirements2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePointClippingProperties(
+pub unsafe fn m_VkPhysicalDevicePointClippingProperties(
     v: &VkPhysicalDevicePointClippingProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8229,7 +8230,7 @@ unsafe fn m_VkPhysicalDevicePointClippingProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryDedicatedRequirements(
+pub unsafe fn m_VkMemoryDedicatedRequirements(
     v: &VkMemoryDedicatedRequirements,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8242,7 +8243,7 @@ unsafe fn m_VkMemoryDedicatedRequirements(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryDedicatedAllocateInfo(
+pub unsafe fn m_VkMemoryDedicatedAllocateInfo(
     v: &VkMemoryDedicatedAllocateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8255,7 +8256,7 @@ unsafe fn m_VkMemoryDedicatedAllocateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageViewUsageCreateInfo(
+pub unsafe fn m_VkImageViewUsageCreateInfo(
     v: &VkImageViewUsageCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8267,7 +8268,7 @@ unsafe fn m_VkImageViewUsageCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineTessellationDomainOriginStateCreateInfo(
+pub unsafe fn m_VkPipelineTessellationDomainOriginStateCreateInfo(
     v: &VkPipelineTessellationDomainOriginStateCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8279,7 +8280,7 @@ unsafe fn m_VkPipelineTessellationDomainOriginStateCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSamplerYcbcrConversionInfo(
+pub unsafe fn m_VkSamplerYcbcrConversionInfo(
     v: &VkSamplerYcbcrConversionInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8295,7 +8296,7 @@ unsafe fn m_VkSamplerYcbcrConversionInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSamplerYcbcrConversionCreateInfo(
+pub unsafe fn m_VkSamplerYcbcrConversionCreateInfo(
     v: &VkSamplerYcbcrConversionCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8314,7 +8315,7 @@ unsafe fn m_VkSamplerYcbcrConversionCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindImagePlaneMemoryInfo(
+pub unsafe fn m_VkBindImagePlaneMemoryInfo(
     v: &VkBindImagePlaneMemoryInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8326,7 +8327,7 @@ unsafe fn m_VkBindImagePlaneMemoryInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImagePlaneMemoryRequirementsInfo(
+pub unsafe fn m_VkImagePlaneMemoryRequirementsInfo(
     v: &VkImagePlaneMemoryRequirementsInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8338,7 +8339,7 @@ unsafe fn m_VkImagePlaneMemoryRequirementsInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSamplerYcbcrConversionFeatures(
+pub unsafe fn m_VkPhysicalDeviceSamplerYcbcrConversionFeatures(
     v: &VkPhysicalDeviceSamplerYcbcrConversionFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8350,7 +8351,7 @@ unsafe fn m_VkPhysicalDeviceSamplerYcbcrConversionFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSamplerYcbcrConversionImageFormatProperties(
+pub unsafe fn m_VkSamplerYcbcrConversionImageFormatProperties(
     v: &VkSamplerYcbcrConversionImageFormatProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8362,7 +8363,7 @@ unsafe fn m_VkSamplerYcbcrConversionImageFormatProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkTextureLODGatherFormatPropertiesAMD(
+pub unsafe fn m_VkTextureLODGatherFormatPropertiesAMD(
     v: &VkTextureLODGatherFormatPropertiesAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8374,7 +8375,7 @@ unsafe fn m_VkTextureLODGatherFormatPropertiesAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkConditionalRenderingBeginInfoEXT(
+pub unsafe fn m_VkConditionalRenderingBeginInfoEXT(
     v: &VkConditionalRenderingBeginInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8388,7 +8389,7 @@ unsafe fn m_VkConditionalRenderingBeginInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkProtectedSubmitInfo(
+pub unsafe fn m_VkProtectedSubmitInfo(
     v: &VkProtectedSubmitInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8400,7 +8401,7 @@ unsafe fn m_VkProtectedSubmitInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceProtectedMemoryFeatures(
+pub unsafe fn m_VkPhysicalDeviceProtectedMemoryFeatures(
     v: &VkPhysicalDeviceProtectedMemoryFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8412,7 +8413,7 @@ unsafe fn m_VkPhysicalDeviceProtectedMemoryFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceProtectedMemoryProperties(
+pub unsafe fn m_VkPhysicalDeviceProtectedMemoryProperties(
     v: &VkPhysicalDeviceProtectedMemoryProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8424,7 +8425,7 @@ unsafe fn m_VkPhysicalDeviceProtectedMemoryProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceQueueInfo2(
+pub unsafe fn m_VkDeviceQueueInfo2(
     v: &VkDeviceQueueInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8438,7 +8439,7 @@ unsafe fn m_VkDeviceQueueInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineCoverageToColorStateCreateInfoNV(
+pub unsafe fn m_VkPipelineCoverageToColorStateCreateInfoNV(
     v: &VkPipelineCoverageToColorStateCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8452,7 +8453,7 @@ unsafe fn m_VkPipelineCoverageToColorStateCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSamplerFilterMinmaxProperties(
+pub unsafe fn m_VkPhysicalDeviceSamplerFilterMinmaxProperties(
     v: &VkPhysicalDeviceSamplerFilterMinmaxProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8465,7 +8466,7 @@ unsafe fn m_VkPhysicalDeviceSamplerFilterMinmaxProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSampleLocationEXT(
+pub unsafe fn m_VkSampleLocationEXT(
     v: &VkSampleLocationEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8476,7 +8477,7 @@ unsafe fn m_VkSampleLocationEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSampleLocationsInfoEXT(
+pub unsafe fn m_VkSampleLocationsInfoEXT(
     v: &VkSampleLocationsInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8500,7 +8501,7 @@ unsafe fn m_VkSampleLocationsInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAttachmentSampleLocationsEXT(
+pub unsafe fn m_VkAttachmentSampleLocationsEXT(
     v: &VkAttachmentSampleLocationsEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8511,7 +8512,7 @@ unsafe fn m_VkAttachmentSampleLocationsEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassSampleLocationsEXT(
+pub unsafe fn m_VkSubpassSampleLocationsEXT(
     v: &VkSubpassSampleLocationsEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8522,7 +8523,7 @@ unsafe fn m_VkSubpassSampleLocationsEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassSampleLocationsBeginInfoEXT(
+pub unsafe fn m_VkRenderPassSampleLocationsBeginInfoEXT(
     v: &VkRenderPassSampleLocationsBeginInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8555,7 +8556,7 @@ unsafe fn m_VkRenderPassSampleLocationsBeginInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineSampleLocationsStateCreateInfoEXT(
+pub unsafe fn m_VkPipelineSampleLocationsStateCreateInfoEXT(
     v: &VkPipelineSampleLocationsStateCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8568,7 +8569,7 @@ unsafe fn m_VkPipelineSampleLocationsStateCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSampleLocationsPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceSampleLocationsPropertiesEXT(
     v: &VkPhysicalDeviceSampleLocationsPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8591,7 +8592,7 @@ unsafe fn m_VkPhysicalDeviceSampleLocationsPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMultisamplePropertiesEXT(
+pub unsafe fn m_VkMultisamplePropertiesEXT(
     v: &VkMultisamplePropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8603,7 +8604,7 @@ unsafe fn m_VkMultisamplePropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSamplerReductionModeCreateInfo(
+pub unsafe fn m_VkSamplerReductionModeCreateInfo(
     v: &VkSamplerReductionModeCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8615,7 +8616,7 @@ unsafe fn m_VkSamplerReductionModeCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT(
     v: &VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8627,7 +8628,7 @@ unsafe fn m_VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMultiDrawFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceMultiDrawFeaturesEXT(
     v: &VkPhysicalDeviceMultiDrawFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8639,7 +8640,7 @@ unsafe fn m_VkPhysicalDeviceMultiDrawFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT(
     v: &VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8656,7 +8657,7 @@ unsafe fn m_VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineColorBlendAdvancedStateCreateInfoEXT(
+pub unsafe fn m_VkPipelineColorBlendAdvancedStateCreateInfoEXT(
     v: &VkPipelineColorBlendAdvancedStateCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8670,7 +8671,7 @@ unsafe fn m_VkPipelineColorBlendAdvancedStateCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceInlineUniformBlockFeatures(
+pub unsafe fn m_VkPhysicalDeviceInlineUniformBlockFeatures(
     v: &VkPhysicalDeviceInlineUniformBlockFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8684,7 +8685,7 @@ unsafe fn m_VkPhysicalDeviceInlineUniformBlockFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceInlineUniformBlockProperties(
+pub unsafe fn m_VkPhysicalDeviceInlineUniformBlockProperties(
     v: &VkPhysicalDeviceInlineUniformBlockProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8703,7 +8704,7 @@ unsafe fn m_VkPhysicalDeviceInlineUniformBlockProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkWriteDescriptorSetInlineUniformBlock(
+pub unsafe fn m_VkWriteDescriptorSetInlineUniformBlock(
     v: &VkWriteDescriptorSetInlineUniformBlock,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8719,7 +8720,7 @@ unsafe fn m_VkWriteDescriptorSetInlineUniformBlock(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorPoolInlineUniformBlockCreateInfo(
+pub unsafe fn m_VkDescriptorPoolInlineUniformBlockCreateInfo(
     v: &VkDescriptorPoolInlineUniformBlockCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8731,7 +8732,7 @@ unsafe fn m_VkDescriptorPoolInlineUniformBlockCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineCoverageModulationStateCreateInfoNV(
+pub unsafe fn m_VkPipelineCoverageModulationStateCreateInfoNV(
     v: &VkPipelineCoverageModulationStateCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8756,7 +8757,7 @@ unsafe fn m_VkPipelineCoverageModulationStateCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageFormatListCreateInfo(
+pub unsafe fn m_VkImageFormatListCreateInfo(
     v: &VkImageFormatListCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8778,7 +8779,7 @@ unsafe fn m_VkImageFormatListCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkValidationCacheCreateInfoEXT(
+pub unsafe fn m_VkValidationCacheCreateInfoEXT(
     v: &VkValidationCacheCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8795,7 +8796,7 @@ unsafe fn m_VkValidationCacheCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkShaderModuleValidationCacheCreateInfoEXT(
+pub unsafe fn m_VkShaderModuleValidationCacheCreateInfoEXT(
     v: &VkShaderModuleValidationCacheCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8811,7 +8812,7 @@ unsafe fn m_VkShaderModuleValidationCacheCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMaintenance3Properties(
+pub unsafe fn m_VkPhysicalDeviceMaintenance3Properties(
     v: &VkPhysicalDeviceMaintenance3Properties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8824,7 +8825,7 @@ unsafe fn m_VkPhysicalDeviceMaintenance3Properties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMaintenance4Features(
+pub unsafe fn m_VkPhysicalDeviceMaintenance4Features(
     v: &VkPhysicalDeviceMaintenance4Features,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8836,7 +8837,7 @@ unsafe fn m_VkPhysicalDeviceMaintenance4Features(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMaintenance4Properties(
+pub unsafe fn m_VkPhysicalDeviceMaintenance4Properties(
     v: &VkPhysicalDeviceMaintenance4Properties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8848,7 +8849,7 @@ unsafe fn m_VkPhysicalDeviceMaintenance4Properties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorSetLayoutSupport(
+pub unsafe fn m_VkDescriptorSetLayoutSupport(
     v: &VkDescriptorSetLayoutSupport,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8860,7 +8861,7 @@ unsafe fn m_VkDescriptorSetLayoutSupport(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderDrawParametersFeatures(
+pub unsafe fn m_VkPhysicalDeviceShaderDrawParametersFeatures(
     v: &VkPhysicalDeviceShaderDrawParametersFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8872,7 +8873,7 @@ unsafe fn m_VkPhysicalDeviceShaderDrawParametersFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderFloat16Int8Features(
+pub unsafe fn m_VkPhysicalDeviceShaderFloat16Int8Features(
     v: &VkPhysicalDeviceShaderFloat16Int8Features,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8885,7 +8886,7 @@ unsafe fn m_VkPhysicalDeviceShaderFloat16Int8Features(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFloatControlsProperties(
+pub unsafe fn m_VkPhysicalDeviceFloatControlsProperties(
     v: &VkPhysicalDeviceFloatControlsProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8915,7 +8916,7 @@ unsafe fn m_VkPhysicalDeviceFloatControlsProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceHostQueryResetFeatures(
+pub unsafe fn m_VkPhysicalDeviceHostQueryResetFeatures(
     v: &VkPhysicalDeviceHostQueryResetFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8927,7 +8928,7 @@ unsafe fn m_VkPhysicalDeviceHostQueryResetFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkShaderResourceUsageAMD(
+pub unsafe fn m_VkShaderResourceUsageAMD(
     v: &VkShaderResourceUsageAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8941,7 +8942,7 @@ unsafe fn m_VkShaderResourceUsageAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkShaderStatisticsInfoAMD(
+pub unsafe fn m_VkShaderStatisticsInfoAMD(
     v: &VkShaderStatisticsInfoAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8963,7 +8964,7 @@ unsafe fn m_VkShaderStatisticsInfoAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceQueueGlobalPriorityCreateInfoKHR(
+pub unsafe fn m_VkDeviceQueueGlobalPriorityCreateInfoKHR(
     v: &VkDeviceQueueGlobalPriorityCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8975,7 +8976,7 @@ unsafe fn m_VkDeviceQueueGlobalPriorityCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR(
+pub unsafe fn m_VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR(
     v: &VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -8987,7 +8988,7 @@ unsafe fn m_VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkQueueFamilyGlobalPriorityPropertiesKHR(
+pub unsafe fn m_VkQueueFamilyGlobalPriorityPropertiesKHR(
     v: &VkQueueFamilyGlobalPriorityPropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9002,7 +9003,7 @@ unsafe fn m_VkQueueFamilyGlobalPriorityPropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDebugUtilsObjectNameInfoEXT(
+pub unsafe fn m_VkDebugUtilsObjectNameInfoEXT(
     v: &VkDebugUtilsObjectNameInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9019,7 +9020,7 @@ unsafe fn m_VkDebugUtilsObjectNameInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDebugUtilsObjectTagInfoEXT(
+pub unsafe fn m_VkDebugUtilsObjectTagInfoEXT(
     v: &VkDebugUtilsObjectTagInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9038,7 +9039,7 @@ unsafe fn m_VkDebugUtilsObjectTagInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDebugUtilsLabelEXT(
+pub unsafe fn m_VkDebugUtilsLabelEXT(
     v: &VkDebugUtilsLabelEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9056,7 +9057,7 @@ unsafe fn m_VkDebugUtilsLabelEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDebugUtilsMessengerCreateInfoEXT(
+pub unsafe fn m_VkDebugUtilsMessengerCreateInfoEXT(
     v: &VkDebugUtilsMessengerCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9072,7 +9073,7 @@ unsafe fn m_VkDebugUtilsMessengerCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDebugUtilsMessengerCallbackDataEXT(
+pub unsafe fn m_VkDebugUtilsMessengerCallbackDataEXT(
     v: &VkDebugUtilsMessengerCallbackDataEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9126,7 +9127,7 @@ unsafe fn m_VkDebugUtilsMessengerCallbackDataEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDeviceMemoryReportFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceDeviceMemoryReportFeaturesEXT(
     v: &VkPhysicalDeviceDeviceMemoryReportFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9138,7 +9139,7 @@ unsafe fn m_VkPhysicalDeviceDeviceMemoryReportFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceDeviceMemoryReportCreateInfoEXT(
+pub unsafe fn m_VkDeviceDeviceMemoryReportCreateInfoEXT(
     v: &VkDeviceDeviceMemoryReportCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9152,7 +9153,7 @@ unsafe fn m_VkDeviceDeviceMemoryReportCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceMemoryReportCallbackDataEXT(
+pub unsafe fn m_VkDeviceMemoryReportCallbackDataEXT(
     v: &VkDeviceMemoryReportCallbackDataEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9170,7 +9171,7 @@ unsafe fn m_VkDeviceMemoryReportCallbackDataEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImportMemoryHostPointerInfoEXT(
+pub unsafe fn m_VkImportMemoryHostPointerInfoEXT(
     v: &VkImportMemoryHostPointerInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9183,7 +9184,7 @@ unsafe fn m_VkImportMemoryHostPointerInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryHostPointerPropertiesEXT(
+pub unsafe fn m_VkMemoryHostPointerPropertiesEXT(
     v: &VkMemoryHostPointerPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9195,7 +9196,7 @@ unsafe fn m_VkMemoryHostPointerPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExternalMemoryHostPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceExternalMemoryHostPropertiesEXT(
     v: &VkPhysicalDeviceExternalMemoryHostPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9207,7 +9208,7 @@ unsafe fn m_VkPhysicalDeviceExternalMemoryHostPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceConservativeRasterizationPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceConservativeRasterizationPropertiesEXT(
     v: &VkPhysicalDeviceConservativeRasterizationPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9230,7 +9231,7 @@ unsafe fn m_VkPhysicalDeviceConservativeRasterizationPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCalibratedTimestampInfoEXT(
+pub unsafe fn m_VkCalibratedTimestampInfoEXT(
     v: &VkCalibratedTimestampInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9242,7 +9243,7 @@ unsafe fn m_VkCalibratedTimestampInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderCorePropertiesAMD(
+pub unsafe fn m_VkPhysicalDeviceShaderCorePropertiesAMD(
     v: &VkPhysicalDeviceShaderCorePropertiesAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9267,7 +9268,7 @@ unsafe fn m_VkPhysicalDeviceShaderCorePropertiesAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderCoreProperties2AMD(
+pub unsafe fn m_VkPhysicalDeviceShaderCoreProperties2AMD(
     v: &VkPhysicalDeviceShaderCoreProperties2AMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9280,7 +9281,7 @@ unsafe fn m_VkPhysicalDeviceShaderCoreProperties2AMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineRasterizationConservativeStateCreateInfoEXT(
+pub unsafe fn m_VkPipelineRasterizationConservativeStateCreateInfoEXT(
     v: &VkPipelineRasterizationConservativeStateCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9296,7 +9297,7 @@ unsafe fn m_VkPipelineRasterizationConservativeStateCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDescriptorIndexingFeatures(
+pub unsafe fn m_VkPhysicalDeviceDescriptorIndexingFeatures(
     v: &VkPhysicalDeviceDescriptorIndexingFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9344,7 +9345,7 @@ unsafe fn m_VkPhysicalDeviceDescriptorIndexingFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDescriptorIndexingProperties(
+pub unsafe fn m_VkPhysicalDeviceDescriptorIndexingProperties(
     v: &VkPhysicalDeviceDescriptorIndexingProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9398,7 +9399,7 @@ unsafe fn m_VkPhysicalDeviceDescriptorIndexingProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorSetLayoutBindingFlagsCreateInfo(
+pub unsafe fn m_VkDescriptorSetLayoutBindingFlagsCreateInfo(
     v: &VkDescriptorSetLayoutBindingFlagsCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9420,7 +9421,7 @@ unsafe fn m_VkDescriptorSetLayoutBindingFlagsCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorSetVariableDescriptorCountAllocateInfo(
+pub unsafe fn m_VkDescriptorSetVariableDescriptorCountAllocateInfo(
     v: &VkDescriptorSetVariableDescriptorCountAllocateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9442,7 +9443,7 @@ unsafe fn m_VkDescriptorSetVariableDescriptorCountAllocateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorSetVariableDescriptorCountLayoutSupport(
+pub unsafe fn m_VkDescriptorSetVariableDescriptorCountLayoutSupport(
     v: &VkDescriptorSetVariableDescriptorCountLayoutSupport,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9454,7 +9455,7 @@ unsafe fn m_VkDescriptorSetVariableDescriptorCountLayoutSupport(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAttachmentDescription2(
+pub unsafe fn m_VkAttachmentDescription2(
     v: &VkAttachmentDescription2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9474,7 +9475,7 @@ unsafe fn m_VkAttachmentDescription2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAttachmentReference2(
+pub unsafe fn m_VkAttachmentReference2(
     v: &VkAttachmentReference2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9488,7 +9489,7 @@ unsafe fn m_VkAttachmentReference2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassDescription2(
+pub unsafe fn m_VkSubpassDescription2(
     v: &VkSubpassDescription2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9552,7 +9553,7 @@ unsafe fn m_VkSubpassDescription2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassDependency2(
+pub unsafe fn m_VkSubpassDependency2(
     v: &VkSubpassDependency2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9571,7 +9572,7 @@ unsafe fn m_VkSubpassDependency2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassCreateInfo2(
+pub unsafe fn m_VkRenderPassCreateInfo2(
     v: &VkRenderPassCreateInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9627,7 +9628,7 @@ unsafe fn m_VkRenderPassCreateInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassBeginInfo(
+pub unsafe fn m_VkSubpassBeginInfo(
     v: &VkSubpassBeginInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9639,7 +9640,7 @@ unsafe fn m_VkSubpassBeginInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassEndInfo(
+pub unsafe fn m_VkSubpassEndInfo(
     v: &VkSubpassEndInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9650,7 +9651,7 @@ unsafe fn m_VkSubpassEndInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceTimelineSemaphoreFeatures(
+pub unsafe fn m_VkPhysicalDeviceTimelineSemaphoreFeatures(
     v: &VkPhysicalDeviceTimelineSemaphoreFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9662,7 +9663,7 @@ unsafe fn m_VkPhysicalDeviceTimelineSemaphoreFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceTimelineSemaphoreProperties(
+pub unsafe fn m_VkPhysicalDeviceTimelineSemaphoreProperties(
     v: &VkPhysicalDeviceTimelineSemaphoreProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9674,7 +9675,7 @@ unsafe fn m_VkPhysicalDeviceTimelineSemaphoreProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSemaphoreTypeCreateInfo(
+pub unsafe fn m_VkSemaphoreTypeCreateInfo(
     v: &VkSemaphoreTypeCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9687,7 +9688,7 @@ unsafe fn m_VkSemaphoreTypeCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkTimelineSemaphoreSubmitInfo(
+pub unsafe fn m_VkTimelineSemaphoreSubmitInfo(
     v: &VkTimelineSemaphoreSubmitInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9720,7 +9721,7 @@ unsafe fn m_VkTimelineSemaphoreSubmitInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSemaphoreWaitInfo(
+pub unsafe fn m_VkSemaphoreWaitInfo(
     v: &VkSemaphoreWaitInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9757,7 +9758,7 @@ unsafe fn m_VkSemaphoreWaitInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSemaphoreSignalInfo(
+pub unsafe fn m_VkSemaphoreSignalInfo(
     v: &VkSemaphoreSignalInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9770,7 +9771,7 @@ unsafe fn m_VkSemaphoreSignalInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVertexInputBindingDivisorDescriptionEXT(
+pub unsafe fn m_VkVertexInputBindingDivisorDescriptionEXT(
     v: &VkVertexInputBindingDivisorDescriptionEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9781,7 +9782,7 @@ unsafe fn m_VkVertexInputBindingDivisorDescriptionEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineVertexInputDivisorStateCreateInfoEXT(
+pub unsafe fn m_VkPipelineVertexInputDivisorStateCreateInfoEXT(
     v: &VkPipelineVertexInputDivisorStateCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9804,7 +9805,7 @@ unsafe fn m_VkPipelineVertexInputDivisorStateCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT(
     v: &VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9816,7 +9817,7 @@ unsafe fn m_VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePCIBusInfoPropertiesEXT(
+pub unsafe fn m_VkPhysicalDevicePCIBusInfoPropertiesEXT(
     v: &VkPhysicalDevicePCIBusInfoPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9831,7 +9832,7 @@ unsafe fn m_VkPhysicalDevicePCIBusInfoPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCommandBufferInheritanceConditionalRenderingInfoEXT(
+pub unsafe fn m_VkCommandBufferInheritanceConditionalRenderingInfoEXT(
     v: &VkCommandBufferInheritanceConditionalRenderingInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9844,7 +9845,7 @@ unsafe fn m_VkCommandBufferInheritanceConditionalRenderingInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevice8BitStorageFeatures(
+pub unsafe fn m_VkPhysicalDevice8BitStorageFeatures(
     v: &VkPhysicalDevice8BitStorageFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9858,7 +9859,7 @@ unsafe fn m_VkPhysicalDevice8BitStorageFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceConditionalRenderingFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceConditionalRenderingFeaturesEXT(
     v: &VkPhysicalDeviceConditionalRenderingFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9871,7 +9872,7 @@ unsafe fn m_VkPhysicalDeviceConditionalRenderingFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVulkanMemoryModelFeatures(
+pub unsafe fn m_VkPhysicalDeviceVulkanMemoryModelFeatures(
     v: &VkPhysicalDeviceVulkanMemoryModelFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9886,7 +9887,7 @@ unsafe fn m_VkPhysicalDeviceVulkanMemoryModelFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderAtomicInt64Features(
+pub unsafe fn m_VkPhysicalDeviceShaderAtomicInt64Features(
     v: &VkPhysicalDeviceShaderAtomicInt64Features,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9899,7 +9900,7 @@ unsafe fn m_VkPhysicalDeviceShaderAtomicInt64Features(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
     v: &VkPhysicalDeviceShaderAtomicFloatFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9922,7 +9923,7 @@ unsafe fn m_VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT(
     v: &VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9945,7 +9946,7 @@ unsafe fn m_VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT(
     v: &VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9958,7 +9959,7 @@ unsafe fn m_VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkQueueFamilyCheckpointPropertiesNV(
+pub unsafe fn m_VkQueueFamilyCheckpointPropertiesNV(
     v: &VkQueueFamilyCheckpointPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9971,7 +9972,7 @@ unsafe fn m_VkQueueFamilyCheckpointPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCheckpointDataNV(
+pub unsafe fn m_VkCheckpointDataNV(
     v: &VkCheckpointDataNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -9984,7 +9985,7 @@ unsafe fn m_VkCheckpointDataNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDepthStencilResolveProperties(
+pub unsafe fn m_VkPhysicalDeviceDepthStencilResolveProperties(
     v: &VkPhysicalDeviceDepthStencilResolveProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10001,7 +10002,7 @@ unsafe fn m_VkPhysicalDeviceDepthStencilResolveProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassDescriptionDepthStencilResolve(
+pub unsafe fn m_VkSubpassDescriptionDepthStencilResolve(
     v: &VkSubpassDescriptionDepthStencilResolve,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10021,7 +10022,7 @@ unsafe fn m_VkSubpassDescriptionDepthStencilResolve(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageViewASTCDecodeModeEXT(
+pub unsafe fn m_VkImageViewASTCDecodeModeEXT(
     v: &VkImageViewASTCDecodeModeEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10033,7 +10034,7 @@ unsafe fn m_VkImageViewASTCDecodeModeEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceASTCDecodeFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceASTCDecodeFeaturesEXT(
     v: &VkPhysicalDeviceASTCDecodeFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10045,7 +10046,7 @@ unsafe fn m_VkPhysicalDeviceASTCDecodeFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceTransformFeedbackFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceTransformFeedbackFeaturesEXT(
     v: &VkPhysicalDeviceTransformFeedbackFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10058,7 +10059,7 @@ unsafe fn m_VkPhysicalDeviceTransformFeedbackFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceTransformFeedbackPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceTransformFeedbackPropertiesEXT(
     v: &VkPhysicalDeviceTransformFeedbackPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10080,7 +10081,7 @@ unsafe fn m_VkPhysicalDeviceTransformFeedbackPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineRasterizationStateStreamCreateInfoEXT(
+pub unsafe fn m_VkPipelineRasterizationStateStreamCreateInfoEXT(
     v: &VkPipelineRasterizationStateStreamCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10093,7 +10094,7 @@ unsafe fn m_VkPipelineRasterizationStateStreamCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV(
     v: &VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10105,7 +10106,7 @@ unsafe fn m_VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineRepresentativeFragmentTestStateCreateInfoNV(
+pub unsafe fn m_VkPipelineRepresentativeFragmentTestStateCreateInfoNV(
     v: &VkPipelineRepresentativeFragmentTestStateCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10118,7 +10119,7 @@ unsafe fn m_VkPipelineRepresentativeFragmentTestStateCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExclusiveScissorFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceExclusiveScissorFeaturesNV(
     v: &VkPhysicalDeviceExclusiveScissorFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10130,7 +10131,7 @@ unsafe fn m_VkPhysicalDeviceExclusiveScissorFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineViewportExclusiveScissorStateCreateInfoNV(
+pub unsafe fn m_VkPipelineViewportExclusiveScissorStateCreateInfoNV(
     v: &VkPipelineViewportExclusiveScissorStateCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10152,7 +10153,7 @@ unsafe fn m_VkPipelineViewportExclusiveScissorStateCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceCornerSampledImageFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceCornerSampledImageFeaturesNV(
     v: &VkPhysicalDeviceCornerSampledImageFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10164,7 +10165,7 @@ unsafe fn m_VkPhysicalDeviceCornerSampledImageFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceComputeShaderDerivativesFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceComputeShaderDerivativesFeaturesNV(
     v: &VkPhysicalDeviceComputeShaderDerivativesFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10177,7 +10178,7 @@ unsafe fn m_VkPhysicalDeviceComputeShaderDerivativesFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderImageFootprintFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceShaderImageFootprintFeaturesNV(
     v: &VkPhysicalDeviceShaderImageFootprintFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10189,7 +10190,7 @@ unsafe fn m_VkPhysicalDeviceShaderImageFootprintFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV(
     v: &VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10202,7 +10203,7 @@ unsafe fn m_VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceCopyMemoryIndirectFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceCopyMemoryIndirectFeaturesNV(
     v: &VkPhysicalDeviceCopyMemoryIndirectFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10214,7 +10215,7 @@ unsafe fn m_VkPhysicalDeviceCopyMemoryIndirectFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceCopyMemoryIndirectPropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceCopyMemoryIndirectPropertiesNV(
     v: &VkPhysicalDeviceCopyMemoryIndirectPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10226,7 +10227,7 @@ unsafe fn m_VkPhysicalDeviceCopyMemoryIndirectPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMemoryDecompressionFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceMemoryDecompressionFeaturesNV(
     v: &VkPhysicalDeviceMemoryDecompressionFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10238,7 +10239,7 @@ unsafe fn m_VkPhysicalDeviceMemoryDecompressionFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMemoryDecompressionPropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceMemoryDecompressionPropertiesNV(
     v: &VkPhysicalDeviceMemoryDecompressionPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10252,7 +10253,7 @@ unsafe fn m_VkPhysicalDeviceMemoryDecompressionPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkShadingRatePaletteNV(
+pub unsafe fn m_VkShadingRatePaletteNV(
     v: &VkShadingRatePaletteNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10272,7 +10273,7 @@ unsafe fn m_VkShadingRatePaletteNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineViewportShadingRateImageStateCreateInfoNV(
+pub unsafe fn m_VkPipelineViewportShadingRateImageStateCreateInfoNV(
     v: &VkPipelineViewportShadingRateImageStateCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10295,7 +10296,7 @@ unsafe fn m_VkPipelineViewportShadingRateImageStateCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShadingRateImageFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceShadingRateImageFeaturesNV(
     v: &VkPhysicalDeviceShadingRateImageFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10308,7 +10309,7 @@ unsafe fn m_VkPhysicalDeviceShadingRateImageFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShadingRateImagePropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceShadingRateImagePropertiesNV(
     v: &VkPhysicalDeviceShadingRateImagePropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10322,7 +10323,7 @@ unsafe fn m_VkPhysicalDeviceShadingRateImagePropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceInvocationMaskFeaturesHUAWEI(
+pub unsafe fn m_VkPhysicalDeviceInvocationMaskFeaturesHUAWEI(
     v: &VkPhysicalDeviceInvocationMaskFeaturesHUAWEI,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10334,7 +10335,7 @@ unsafe fn m_VkPhysicalDeviceInvocationMaskFeaturesHUAWEI(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCoarseSampleLocationNV(
+pub unsafe fn m_VkCoarseSampleLocationNV(
     v: &VkCoarseSampleLocationNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10346,7 +10347,7 @@ unsafe fn m_VkCoarseSampleLocationNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCoarseSampleOrderCustomNV(
+pub unsafe fn m_VkCoarseSampleOrderCustomNV(
     v: &VkCoarseSampleOrderCustomNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10368,7 +10369,7 @@ unsafe fn m_VkCoarseSampleOrderCustomNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(
+pub unsafe fn m_VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(
     v: &VkPipelineViewportCoarseSampleOrderStateCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10391,7 +10392,7 @@ unsafe fn m_VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMeshShaderFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceMeshShaderFeaturesNV(
     v: &VkPhysicalDeviceMeshShaderFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10404,7 +10405,7 @@ unsafe fn m_VkPhysicalDeviceMeshShaderFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMeshShaderPropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceMeshShaderPropertiesNV(
     v: &VkPhysicalDeviceMeshShaderPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10440,7 +10441,7 @@ unsafe fn m_VkPhysicalDeviceMeshShaderPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDrawMeshTasksIndirectCommandNV(
+pub unsafe fn m_VkDrawMeshTasksIndirectCommandNV(
     v: &VkDrawMeshTasksIndirectCommandNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10451,7 +10452,7 @@ unsafe fn m_VkDrawMeshTasksIndirectCommandNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMeshShaderFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceMeshShaderFeaturesEXT(
     v: &VkPhysicalDeviceMeshShaderFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10467,7 +10468,7 @@ unsafe fn m_VkPhysicalDeviceMeshShaderFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMeshShaderPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceMeshShaderPropertiesEXT(
     v: &VkPhysicalDeviceMeshShaderPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10530,7 +10531,7 @@ unsafe fn m_VkPhysicalDeviceMeshShaderPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDrawMeshTasksIndirectCommandEXT(
+pub unsafe fn m_VkDrawMeshTasksIndirectCommandEXT(
     v: &VkDrawMeshTasksIndirectCommandEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10542,7 +10543,7 @@ unsafe fn m_VkDrawMeshTasksIndirectCommandEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRayTracingShaderGroupCreateInfoNV(
+pub unsafe fn m_VkRayTracingShaderGroupCreateInfoNV(
     v: &VkRayTracingShaderGroupCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10558,7 +10559,7 @@ unsafe fn m_VkRayTracingShaderGroupCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRayTracingShaderGroupCreateInfoKHR(
+pub unsafe fn m_VkRayTracingShaderGroupCreateInfoKHR(
     v: &VkRayTracingShaderGroupCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10575,7 +10576,7 @@ unsafe fn m_VkRayTracingShaderGroupCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRayTracingPipelineCreateInfoNV(
+pub unsafe fn m_VkRayTracingPipelineCreateInfoNV(
     v: &VkRayTracingPipelineCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10616,7 +10617,7 @@ unsafe fn m_VkRayTracingPipelineCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRayTracingPipelineCreateInfoKHR(
+pub unsafe fn m_VkRayTracingPipelineCreateInfoKHR(
     v: &VkRayTracingPipelineCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10678,7 +10679,7 @@ unsafe fn m_VkRayTracingPipelineCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkGeometryTrianglesNV(
+pub unsafe fn m_VkGeometryTrianglesNV(
     v: &VkGeometryTrianglesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10700,7 +10701,7 @@ unsafe fn m_VkGeometryTrianglesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkGeometryAABBNV(
+pub unsafe fn m_VkGeometryAABBNV(
     v: &VkGeometryAABBNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10715,7 +10716,7 @@ unsafe fn m_VkGeometryAABBNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkGeometryDataNV(
+pub unsafe fn m_VkGeometryDataNV(
     v: &VkGeometryDataNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10726,7 +10727,7 @@ unsafe fn m_VkGeometryDataNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkGeometryNV(
+pub unsafe fn m_VkGeometryNV(
     v: &VkGeometryNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10740,7 +10741,7 @@ unsafe fn m_VkGeometryNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureInfoNV(
+pub unsafe fn m_VkAccelerationStructureInfoNV(
     v: &VkAccelerationStructureInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10765,7 +10766,7 @@ unsafe fn m_VkAccelerationStructureInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureCreateInfoNV(
+pub unsafe fn m_VkAccelerationStructureCreateInfoNV(
     v: &VkAccelerationStructureCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10778,7 +10779,7 @@ unsafe fn m_VkAccelerationStructureCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindAccelerationStructureMemoryInfoNV(
+pub unsafe fn m_VkBindAccelerationStructureMemoryInfoNV(
     v: &VkBindAccelerationStructureMemoryInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10807,7 +10808,7 @@ unsafe fn m_VkBindAccelerationStructureMemoryInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkWriteDescriptorSetAccelerationStructureKHR(
+pub unsafe fn m_VkWriteDescriptorSetAccelerationStructureKHR(
     v: &VkWriteDescriptorSetAccelerationStructureKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10833,7 +10834,7 @@ unsafe fn m_VkWriteDescriptorSetAccelerationStructureKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkWriteDescriptorSetAccelerationStructureNV(
+pub unsafe fn m_VkWriteDescriptorSetAccelerationStructureNV(
     v: &VkWriteDescriptorSetAccelerationStructureNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10859,7 +10860,7 @@ unsafe fn m_VkWriteDescriptorSetAccelerationStructureNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureMemoryRequirementsInfoNV(
+pub unsafe fn m_VkAccelerationStructureMemoryRequirementsInfoNV(
     v: &VkAccelerationStructureMemoryRequirementsInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10876,7 +10877,7 @@ unsafe fn m_VkAccelerationStructureMemoryRequirementsInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceAccelerationStructureFeaturesKHR(
+pub unsafe fn m_VkPhysicalDeviceAccelerationStructureFeaturesKHR(
     v: &VkPhysicalDeviceAccelerationStructureFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10893,7 +10894,7 @@ unsafe fn m_VkPhysicalDeviceAccelerationStructureFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRayTracingPipelineFeaturesKHR(
+pub unsafe fn m_VkPhysicalDeviceRayTracingPipelineFeaturesKHR(
     v: &VkPhysicalDeviceRayTracingPipelineFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10911,7 +10912,7 @@ unsafe fn m_VkPhysicalDeviceRayTracingPipelineFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRayQueryFeaturesKHR(
+pub unsafe fn m_VkPhysicalDeviceRayQueryFeaturesKHR(
     v: &VkPhysicalDeviceRayQueryFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10923,7 +10924,7 @@ unsafe fn m_VkPhysicalDeviceRayQueryFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceAccelerationStructurePropertiesKHR(
+pub unsafe fn m_VkPhysicalDeviceAccelerationStructurePropertiesKHR(
     v: &VkPhysicalDeviceAccelerationStructurePropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10946,7 +10947,7 @@ unsafe fn m_VkPhysicalDeviceAccelerationStructurePropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRayTracingPipelinePropertiesKHR(
+pub unsafe fn m_VkPhysicalDeviceRayTracingPipelinePropertiesKHR(
     v: &VkPhysicalDeviceRayTracingPipelinePropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10965,7 +10966,7 @@ unsafe fn m_VkPhysicalDeviceRayTracingPipelinePropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRayTracingPropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceRayTracingPropertiesNV(
     v: &VkPhysicalDeviceRayTracingPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10984,7 +10985,7 @@ unsafe fn m_VkPhysicalDeviceRayTracingPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkStridedDeviceAddressRegionKHR(
+pub unsafe fn m_VkStridedDeviceAddressRegionKHR(
     v: &VkStridedDeviceAddressRegionKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -10996,7 +10997,7 @@ unsafe fn m_VkStridedDeviceAddressRegionKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkTraceRaysIndirectCommandKHR(
+pub unsafe fn m_VkTraceRaysIndirectCommandKHR(
     v: &VkTraceRaysIndirectCommandKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11008,7 +11009,7 @@ unsafe fn m_VkTraceRaysIndirectCommandKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkTraceRaysIndirectCommand2KHR(
+pub unsafe fn m_VkTraceRaysIndirectCommand2KHR(
     v: &VkTraceRaysIndirectCommand2KHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11031,7 +11032,7 @@ unsafe fn m_VkTraceRaysIndirectCommand2KHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR(
+pub unsafe fn m_VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR(
     v: &VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11044,7 +11045,7 @@ unsafe fn m_VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDrmFormatModifierPropertiesListEXT(
+pub unsafe fn m_VkDrmFormatModifierPropertiesListEXT(
     v: &VkDrmFormatModifierPropertiesListEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11066,7 +11067,7 @@ unsafe fn m_VkDrmFormatModifierPropertiesListEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDrmFormatModifierPropertiesEXT(
+pub unsafe fn m_VkDrmFormatModifierPropertiesEXT(
     v: &VkDrmFormatModifierPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11079,7 +11080,7 @@ unsafe fn m_VkDrmFormatModifierPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImageDrmFormatModifierInfoEXT(
+pub unsafe fn m_VkPhysicalDeviceImageDrmFormatModifierInfoEXT(
     v: &VkPhysicalDeviceImageDrmFormatModifierInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11103,7 +11104,7 @@ unsafe fn m_VkPhysicalDeviceImageDrmFormatModifierInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageDrmFormatModifierListCreateInfoEXT(
+pub unsafe fn m_VkImageDrmFormatModifierListCreateInfoEXT(
     v: &VkImageDrmFormatModifierListCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11125,7 +11126,7 @@ unsafe fn m_VkImageDrmFormatModifierListCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageDrmFormatModifierExplicitCreateInfoEXT(
+pub unsafe fn m_VkImageDrmFormatModifierExplicitCreateInfoEXT(
     v: &VkImageDrmFormatModifierExplicitCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11148,7 +11149,7 @@ unsafe fn m_VkImageDrmFormatModifierExplicitCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageDrmFormatModifierPropertiesEXT(
+pub unsafe fn m_VkImageDrmFormatModifierPropertiesEXT(
     v: &VkImageDrmFormatModifierPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11160,7 +11161,7 @@ unsafe fn m_VkImageDrmFormatModifierPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageStencilUsageCreateInfo(
+pub unsafe fn m_VkImageStencilUsageCreateInfo(
     v: &VkImageStencilUsageCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11172,7 +11173,7 @@ unsafe fn m_VkImageStencilUsageCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceMemoryOverallocationCreateInfoAMD(
+pub unsafe fn m_VkDeviceMemoryOverallocationCreateInfoAMD(
     v: &VkDeviceMemoryOverallocationCreateInfoAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11185,7 +11186,7 @@ unsafe fn m_VkDeviceMemoryOverallocationCreateInfoAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentDensityMapFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceFragmentDensityMapFeaturesEXT(
     v: &VkPhysicalDeviceFragmentDensityMapFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11199,7 +11200,7 @@ unsafe fn m_VkPhysicalDeviceFragmentDensityMapFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentDensityMap2FeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceFragmentDensityMap2FeaturesEXT(
     v: &VkPhysicalDeviceFragmentDensityMap2FeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11211,7 +11212,7 @@ unsafe fn m_VkPhysicalDeviceFragmentDensityMap2FeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM(
+pub unsafe fn m_VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM(
     v: &VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11223,7 +11224,7 @@ unsafe fn m_VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentDensityMapPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceFragmentDensityMapPropertiesEXT(
     v: &VkPhysicalDeviceFragmentDensityMapPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11237,7 +11238,7 @@ unsafe fn m_VkPhysicalDeviceFragmentDensityMapPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentDensityMap2PropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceFragmentDensityMap2PropertiesEXT(
     v: &VkPhysicalDeviceFragmentDensityMap2PropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11253,7 +11254,7 @@ unsafe fn m_VkPhysicalDeviceFragmentDensityMap2PropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM(
+pub unsafe fn m_VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM(
     v: &VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11267,7 +11268,7 @@ unsafe fn m_VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassFragmentDensityMapCreateInfoEXT(
+pub unsafe fn m_VkRenderPassFragmentDensityMapCreateInfoEXT(
     v: &VkRenderPassFragmentDensityMapCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11280,7 +11281,7 @@ unsafe fn m_VkRenderPassFragmentDensityMapCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassFragmentDensityMapOffsetEndInfoQCOM(
+pub unsafe fn m_VkSubpassFragmentDensityMapOffsetEndInfoQCOM(
     v: &VkSubpassFragmentDensityMapOffsetEndInfoQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11302,7 +11303,7 @@ unsafe fn m_VkSubpassFragmentDensityMapOffsetEndInfoQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceScalarBlockLayoutFeatures(
+pub unsafe fn m_VkPhysicalDeviceScalarBlockLayoutFeatures(
     v: &VkPhysicalDeviceScalarBlockLayoutFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11314,7 +11315,7 @@ unsafe fn m_VkPhysicalDeviceScalarBlockLayoutFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSurfaceProtectedCapabilitiesKHR(
+pub unsafe fn m_VkSurfaceProtectedCapabilitiesKHR(
     v: &VkSurfaceProtectedCapabilitiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11326,7 +11327,7 @@ unsafe fn m_VkSurfaceProtectedCapabilitiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceUniformBufferStandardLayoutFeatures(
+pub unsafe fn m_VkPhysicalDeviceUniformBufferStandardLayoutFeatures(
     v: &VkPhysicalDeviceUniformBufferStandardLayoutFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11338,7 +11339,7 @@ unsafe fn m_VkPhysicalDeviceUniformBufferStandardLayoutFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDepthClipEnableFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceDepthClipEnableFeaturesEXT(
     v: &VkPhysicalDeviceDepthClipEnableFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11350,7 +11351,7 @@ unsafe fn m_VkPhysicalDeviceDepthClipEnableFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineRasterizationDepthClipStateCreateInfoEXT(
+pub unsafe fn m_VkPipelineRasterizationDepthClipStateCreateInfoEXT(
     v: &VkPipelineRasterizationDepthClipStateCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11363,7 +11364,7 @@ unsafe fn m_VkPipelineRasterizationDepthClipStateCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMemoryBudgetPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceMemoryBudgetPropertiesEXT(
     v: &VkPhysicalDeviceMemoryBudgetPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11380,7 +11381,7 @@ unsafe fn m_VkPhysicalDeviceMemoryBudgetPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMemoryPriorityFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceMemoryPriorityFeaturesEXT(
     v: &VkPhysicalDeviceMemoryPriorityFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11392,7 +11393,7 @@ unsafe fn m_VkPhysicalDeviceMemoryPriorityFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryPriorityAllocateInfoEXT(
+pub unsafe fn m_VkMemoryPriorityAllocateInfoEXT(
     v: &VkMemoryPriorityAllocateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11404,7 +11405,7 @@ unsafe fn m_VkMemoryPriorityAllocateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT(
+pub unsafe fn m_VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT(
     v: &VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11416,7 +11417,7 @@ unsafe fn m_VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceBufferDeviceAddressFeatures(
+pub unsafe fn m_VkPhysicalDeviceBufferDeviceAddressFeatures(
     v: &VkPhysicalDeviceBufferDeviceAddressFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11430,7 +11431,7 @@ unsafe fn m_VkPhysicalDeviceBufferDeviceAddressFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceBufferDeviceAddressFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceBufferDeviceAddressFeaturesEXT(
     v: &VkPhysicalDeviceBufferDeviceAddressFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11444,7 +11445,7 @@ unsafe fn m_VkPhysicalDeviceBufferDeviceAddressFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferDeviceAddressInfo(
+pub unsafe fn m_VkBufferDeviceAddressInfo(
     v: &VkBufferDeviceAddressInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11456,7 +11457,7 @@ unsafe fn m_VkBufferDeviceAddressInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferOpaqueCaptureAddressCreateInfo(
+pub unsafe fn m_VkBufferOpaqueCaptureAddressCreateInfo(
     v: &VkBufferOpaqueCaptureAddressCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11468,7 +11469,7 @@ unsafe fn m_VkBufferOpaqueCaptureAddressCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferDeviceAddressCreateInfoEXT(
+pub unsafe fn m_VkBufferDeviceAddressCreateInfoEXT(
     v: &VkBufferDeviceAddressCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11480,7 +11481,7 @@ unsafe fn m_VkBufferDeviceAddressCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImageViewImageFormatInfoEXT(
+pub unsafe fn m_VkPhysicalDeviceImageViewImageFormatInfoEXT(
     v: &VkPhysicalDeviceImageViewImageFormatInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11492,7 +11493,7 @@ unsafe fn m_VkPhysicalDeviceImageViewImageFormatInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFilterCubicImageViewImageFormatPropertiesEXT(
+pub unsafe fn m_VkFilterCubicImageViewImageFormatPropertiesEXT(
     v: &VkFilterCubicImageViewImageFormatPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11505,7 +11506,7 @@ unsafe fn m_VkFilterCubicImageViewImageFormatPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImagelessFramebufferFeatures(
+pub unsafe fn m_VkPhysicalDeviceImagelessFramebufferFeatures(
     v: &VkPhysicalDeviceImagelessFramebufferFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11517,7 +11518,7 @@ unsafe fn m_VkPhysicalDeviceImagelessFramebufferFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFramebufferAttachmentsCreateInfo(
+pub unsafe fn m_VkFramebufferAttachmentsCreateInfo(
     v: &VkFramebufferAttachmentsCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11540,7 +11541,7 @@ unsafe fn m_VkFramebufferAttachmentsCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFramebufferAttachmentImageInfo(
+pub unsafe fn m_VkFramebufferAttachmentImageInfo(
     v: &VkFramebufferAttachmentImageInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11567,7 +11568,7 @@ unsafe fn m_VkFramebufferAttachmentImageInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassAttachmentBeginInfo(
+pub unsafe fn m_VkRenderPassAttachmentBeginInfo(
     v: &VkRenderPassAttachmentBeginInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11593,7 +11594,7 @@ unsafe fn m_VkRenderPassAttachmentBeginInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceTextureCompressionASTCHDRFeatures(
+pub unsafe fn m_VkPhysicalDeviceTextureCompressionASTCHDRFeatures(
     v: &VkPhysicalDeviceTextureCompressionASTCHDRFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11605,7 +11606,7 @@ unsafe fn m_VkPhysicalDeviceTextureCompressionASTCHDRFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceCooperativeMatrixFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceCooperativeMatrixFeaturesNV(
     v: &VkPhysicalDeviceCooperativeMatrixFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11618,7 +11619,7 @@ unsafe fn m_VkPhysicalDeviceCooperativeMatrixFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceCooperativeMatrixPropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceCooperativeMatrixPropertiesNV(
     v: &VkPhysicalDeviceCooperativeMatrixPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11631,7 +11632,7 @@ unsafe fn m_VkPhysicalDeviceCooperativeMatrixPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCooperativeMatrixPropertiesNV(
+pub unsafe fn m_VkCooperativeMatrixPropertiesNV(
     v: &VkCooperativeMatrixPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11650,7 +11651,7 @@ unsafe fn m_VkCooperativeMatrixPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceYcbcrImageArraysFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceYcbcrImageArraysFeaturesEXT(
     v: &VkPhysicalDeviceYcbcrImageArraysFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11662,7 +11663,7 @@ unsafe fn m_VkPhysicalDeviceYcbcrImageArraysFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageViewHandleInfoNVX(
+pub unsafe fn m_VkImageViewHandleInfoNVX(
     v: &VkImageViewHandleInfoNVX,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11676,7 +11677,7 @@ unsafe fn m_VkImageViewHandleInfoNVX(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageViewAddressPropertiesNVX(
+pub unsafe fn m_VkImageViewAddressPropertiesNVX(
     v: &VkImageViewAddressPropertiesNVX,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11689,7 +11690,7 @@ unsafe fn m_VkImageViewAddressPropertiesNVX(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineCreationFeedback(
+pub unsafe fn m_VkPipelineCreationFeedback(
     v: &VkPipelineCreationFeedback,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11700,7 +11701,7 @@ unsafe fn m_VkPipelineCreationFeedback(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineCreationFeedbackCreateInfo(
+pub unsafe fn m_VkPipelineCreationFeedbackCreateInfo(
     v: &VkPipelineCreationFeedbackCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11729,7 +11730,7 @@ unsafe fn m_VkPipelineCreationFeedbackCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePresentBarrierFeaturesNV(
+pub unsafe fn m_VkPhysicalDevicePresentBarrierFeaturesNV(
     v: &VkPhysicalDevicePresentBarrierFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11741,7 +11742,7 @@ unsafe fn m_VkPhysicalDevicePresentBarrierFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSurfaceCapabilitiesPresentBarrierNV(
+pub unsafe fn m_VkSurfaceCapabilitiesPresentBarrierNV(
     v: &VkSurfaceCapabilitiesPresentBarrierNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11753,7 +11754,7 @@ unsafe fn m_VkSurfaceCapabilitiesPresentBarrierNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSwapchainPresentBarrierCreateInfoNV(
+pub unsafe fn m_VkSwapchainPresentBarrierCreateInfoNV(
     v: &VkSwapchainPresentBarrierCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11765,7 +11766,7 @@ unsafe fn m_VkSwapchainPresentBarrierCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePerformanceQueryFeaturesKHR(
+pub unsafe fn m_VkPhysicalDevicePerformanceQueryFeaturesKHR(
     v: &VkPhysicalDevicePerformanceQueryFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11778,7 +11779,7 @@ unsafe fn m_VkPhysicalDevicePerformanceQueryFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePerformanceQueryPropertiesKHR(
+pub unsafe fn m_VkPhysicalDevicePerformanceQueryPropertiesKHR(
     v: &VkPhysicalDevicePerformanceQueryPropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11790,7 +11791,7 @@ unsafe fn m_VkPhysicalDevicePerformanceQueryPropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPerformanceCounterKHR(
+pub unsafe fn m_VkPerformanceCounterKHR(
     v: &VkPerformanceCounterKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11807,7 +11808,7 @@ unsafe fn m_VkPerformanceCounterKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPerformanceCounterDescriptionKHR(
+pub unsafe fn m_VkPerformanceCounterDescriptionKHR(
     v: &VkPerformanceCounterDescriptionKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11822,7 +11823,7 @@ unsafe fn m_VkPerformanceCounterDescriptionKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkQueryPoolPerformanceCreateInfoKHR(
+pub unsafe fn m_VkQueryPoolPerformanceCreateInfoKHR(
     v: &VkQueryPoolPerformanceCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11845,7 +11846,7 @@ unsafe fn m_VkQueryPoolPerformanceCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAcquireProfilingLockInfoKHR(
+pub unsafe fn m_VkAcquireProfilingLockInfoKHR(
     v: &VkAcquireProfilingLockInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11858,7 +11859,7 @@ unsafe fn m_VkAcquireProfilingLockInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPerformanceQuerySubmitInfoKHR(
+pub unsafe fn m_VkPerformanceQuerySubmitInfoKHR(
     v: &VkPerformanceQuerySubmitInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11870,7 +11871,7 @@ unsafe fn m_VkPerformanceQuerySubmitInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkHeadlessSurfaceCreateInfoEXT(
+pub unsafe fn m_VkHeadlessSurfaceCreateInfoEXT(
     v: &VkHeadlessSurfaceCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11882,7 +11883,7 @@ unsafe fn m_VkHeadlessSurfaceCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceCoverageReductionModeFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceCoverageReductionModeFeaturesNV(
     v: &VkPhysicalDeviceCoverageReductionModeFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11894,7 +11895,7 @@ unsafe fn m_VkPhysicalDeviceCoverageReductionModeFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineCoverageReductionStateCreateInfoNV(
+pub unsafe fn m_VkPipelineCoverageReductionStateCreateInfoNV(
     v: &VkPipelineCoverageReductionStateCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11907,7 +11908,7 @@ unsafe fn m_VkPipelineCoverageReductionStateCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFramebufferMixedSamplesCombinationNV(
+pub unsafe fn m_VkFramebufferMixedSamplesCombinationNV(
     v: &VkFramebufferMixedSamplesCombinationNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11922,7 +11923,7 @@ unsafe fn m_VkFramebufferMixedSamplesCombinationNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL(
+pub unsafe fn m_VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL(
     v: &VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11934,7 +11935,7 @@ unsafe fn m_VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPerformanceValueINTEL(
+pub unsafe fn m_VkPerformanceValueINTEL(
     v: &VkPerformanceValueINTEL,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11945,7 +11946,7 @@ unsafe fn m_VkPerformanceValueINTEL(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkInitializePerformanceApiInfoINTEL(
+pub unsafe fn m_VkInitializePerformanceApiInfoINTEL(
     v: &VkInitializePerformanceApiInfoINTEL,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11957,7 +11958,7 @@ unsafe fn m_VkInitializePerformanceApiInfoINTEL(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkQueryPoolPerformanceQueryCreateInfoINTEL(
+pub unsafe fn m_VkQueryPoolPerformanceQueryCreateInfoINTEL(
     v: &VkQueryPoolPerformanceQueryCreateInfoINTEL,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11970,7 +11971,7 @@ unsafe fn m_VkQueryPoolPerformanceQueryCreateInfoINTEL(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPerformanceMarkerInfoINTEL(
+pub unsafe fn m_VkPerformanceMarkerInfoINTEL(
     v: &VkPerformanceMarkerInfoINTEL,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11982,7 +11983,7 @@ unsafe fn m_VkPerformanceMarkerInfoINTEL(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPerformanceStreamMarkerInfoINTEL(
+pub unsafe fn m_VkPerformanceStreamMarkerInfoINTEL(
     v: &VkPerformanceStreamMarkerInfoINTEL,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -11994,7 +11995,7 @@ unsafe fn m_VkPerformanceStreamMarkerInfoINTEL(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPerformanceOverrideInfoINTEL(
+pub unsafe fn m_VkPerformanceOverrideInfoINTEL(
     v: &VkPerformanceOverrideInfoINTEL,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12008,7 +12009,7 @@ unsafe fn m_VkPerformanceOverrideInfoINTEL(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPerformanceConfigurationAcquireInfoINTEL(
+pub unsafe fn m_VkPerformanceConfigurationAcquireInfoINTEL(
     v: &VkPerformanceConfigurationAcquireInfoINTEL,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12020,7 +12021,7 @@ unsafe fn m_VkPerformanceConfigurationAcquireInfoINTEL(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderClockFeaturesKHR(
+pub unsafe fn m_VkPhysicalDeviceShaderClockFeaturesKHR(
     v: &VkPhysicalDeviceShaderClockFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12033,7 +12034,7 @@ unsafe fn m_VkPhysicalDeviceShaderClockFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceIndexTypeUint8FeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceIndexTypeUint8FeaturesEXT(
     v: &VkPhysicalDeviceIndexTypeUint8FeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12045,7 +12046,7 @@ unsafe fn m_VkPhysicalDeviceIndexTypeUint8FeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderSMBuiltinsPropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceShaderSMBuiltinsPropertiesNV(
     v: &VkPhysicalDeviceShaderSMBuiltinsPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12058,7 +12059,7 @@ unsafe fn m_VkPhysicalDeviceShaderSMBuiltinsPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderSMBuiltinsFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceShaderSMBuiltinsFeaturesNV(
     v: &VkPhysicalDeviceShaderSMBuiltinsFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12070,7 +12071,7 @@ unsafe fn m_VkPhysicalDeviceShaderSMBuiltinsFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT(
     v: &VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12084,7 +12085,7 @@ unsafe fn m_VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures(
+pub unsafe fn m_VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures(
     v: &VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12096,7 +12097,7 @@ unsafe fn m_VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAttachmentReferenceStencilLayout(
+pub unsafe fn m_VkAttachmentReferenceStencilLayout(
     v: &VkAttachmentReferenceStencilLayout,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12108,7 +12109,7 @@ unsafe fn m_VkAttachmentReferenceStencilLayout(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT(
+pub unsafe fn m_VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT(
     v: &VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12122,7 +12123,7 @@ unsafe fn m_VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAttachmentDescriptionStencilLayout(
+pub unsafe fn m_VkAttachmentDescriptionStencilLayout(
     v: &VkAttachmentDescriptionStencilLayout,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12135,7 +12136,7 @@ unsafe fn m_VkAttachmentDescriptionStencilLayout(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(
+pub unsafe fn m_VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(
     v: &VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12148,7 +12149,7 @@ unsafe fn m_VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineInfoKHR(
+pub unsafe fn m_VkPipelineInfoKHR(
     v: &VkPipelineInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12160,7 +12161,7 @@ unsafe fn m_VkPipelineInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineExecutablePropertiesKHR(
+pub unsafe fn m_VkPipelineExecutablePropertiesKHR(
     v: &VkPipelineExecutablePropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12175,7 +12176,7 @@ unsafe fn m_VkPipelineExecutablePropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineExecutableInfoKHR(
+pub unsafe fn m_VkPipelineExecutableInfoKHR(
     v: &VkPipelineExecutableInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12188,7 +12189,7 @@ unsafe fn m_VkPipelineExecutableInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineExecutableStatisticKHR(
+pub unsafe fn m_VkPipelineExecutableStatisticKHR(
     v: &VkPipelineExecutableStatisticKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12203,7 +12204,7 @@ unsafe fn m_VkPipelineExecutableStatisticKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineExecutableInternalRepresentationKHR(
+pub unsafe fn m_VkPipelineExecutableInternalRepresentationKHR(
     v: &VkPipelineExecutableInternalRepresentationKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12222,7 +12223,7 @@ unsafe fn m_VkPipelineExecutableInternalRepresentationKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures(
+pub unsafe fn m_VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures(
     v: &VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12235,7 +12236,7 @@ unsafe fn m_VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT(
     v: &VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12247,7 +12248,7 @@ unsafe fn m_VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceTexelBufferAlignmentProperties(
+pub unsafe fn m_VkPhysicalDeviceTexelBufferAlignmentProperties(
     v: &VkPhysicalDeviceTexelBufferAlignmentProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12264,7 +12265,7 @@ unsafe fn m_VkPhysicalDeviceTexelBufferAlignmentProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSubgroupSizeControlFeatures(
+pub unsafe fn m_VkPhysicalDeviceSubgroupSizeControlFeatures(
     v: &VkPhysicalDeviceSubgroupSizeControlFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12277,7 +12278,7 @@ unsafe fn m_VkPhysicalDeviceSubgroupSizeControlFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSubgroupSizeControlProperties(
+pub unsafe fn m_VkPhysicalDeviceSubgroupSizeControlProperties(
     v: &VkPhysicalDeviceSubgroupSizeControlProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12293,7 +12294,7 @@ unsafe fn m_VkPhysicalDeviceSubgroupSizeControlProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(
+pub unsafe fn m_VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(
     v: &VkPipelineShaderStageRequiredSubgroupSizeCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12305,7 +12306,7 @@ unsafe fn m_VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassShadingPipelineCreateInfoHUAWEI(
+pub unsafe fn m_VkSubpassShadingPipelineCreateInfoHUAWEI(
     v: &VkSubpassShadingPipelineCreateInfoHUAWEI,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12318,7 +12319,7 @@ unsafe fn m_VkSubpassShadingPipelineCreateInfoHUAWEI(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSubpassShadingPropertiesHUAWEI(
+pub unsafe fn m_VkPhysicalDeviceSubpassShadingPropertiesHUAWEI(
     v: &VkPhysicalDeviceSubpassShadingPropertiesHUAWEI,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12331,7 +12332,7 @@ unsafe fn m_VkPhysicalDeviceSubpassShadingPropertiesHUAWEI(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI(
+pub unsafe fn m_VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI(
     v: &VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12357,7 +12358,7 @@ unsafe fn m_VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryOpaqueCaptureAddressAllocateInfo(
+pub unsafe fn m_VkMemoryOpaqueCaptureAddressAllocateInfo(
     v: &VkMemoryOpaqueCaptureAddressAllocateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12369,7 +12370,7 @@ unsafe fn m_VkMemoryOpaqueCaptureAddressAllocateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceMemoryOpaqueCaptureAddressInfo(
+pub unsafe fn m_VkDeviceMemoryOpaqueCaptureAddressInfo(
     v: &VkDeviceMemoryOpaqueCaptureAddressInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12381,7 +12382,7 @@ unsafe fn m_VkDeviceMemoryOpaqueCaptureAddressInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceLineRasterizationFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceLineRasterizationFeaturesEXT(
     v: &VkPhysicalDeviceLineRasterizationFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12398,7 +12399,7 @@ unsafe fn m_VkPhysicalDeviceLineRasterizationFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceLineRasterizationPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceLineRasterizationPropertiesEXT(
     v: &VkPhysicalDeviceLineRasterizationPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12410,7 +12411,7 @@ unsafe fn m_VkPhysicalDeviceLineRasterizationPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineRasterizationLineStateCreateInfoEXT(
+pub unsafe fn m_VkPipelineRasterizationLineStateCreateInfoEXT(
     v: &VkPipelineRasterizationLineStateCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12425,7 +12426,7 @@ unsafe fn m_VkPipelineRasterizationLineStateCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePipelineCreationCacheControlFeatures(
+pub unsafe fn m_VkPhysicalDevicePipelineCreationCacheControlFeatures(
     v: &VkPhysicalDevicePipelineCreationCacheControlFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12437,7 +12438,7 @@ unsafe fn m_VkPhysicalDevicePipelineCreationCacheControlFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVulkan11Features(
+pub unsafe fn m_VkPhysicalDeviceVulkan11Features(
     v: &VkPhysicalDeviceVulkan11Features,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12460,7 +12461,7 @@ unsafe fn m_VkPhysicalDeviceVulkan11Features(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVulkan11Properties(
+pub unsafe fn m_VkPhysicalDeviceVulkan11Properties(
     v: &VkPhysicalDeviceVulkan11Properties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12493,7 +12494,7 @@ unsafe fn m_VkPhysicalDeviceVulkan11Properties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVulkan12Features(
+pub unsafe fn m_VkPhysicalDeviceVulkan12Features(
     v: &VkPhysicalDeviceVulkan12Features,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12569,7 +12570,7 @@ unsafe fn m_VkPhysicalDeviceVulkan12Features(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVulkan12Properties(
+pub unsafe fn m_VkPhysicalDeviceVulkan12Properties(
     v: &VkPhysicalDeviceVulkan12Properties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12657,7 +12658,7 @@ unsafe fn m_VkPhysicalDeviceVulkan12Properties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVulkan13Features(
+pub unsafe fn m_VkPhysicalDeviceVulkan13Features(
     v: &VkPhysicalDeviceVulkan13Features,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12684,7 +12685,7 @@ unsafe fn m_VkPhysicalDeviceVulkan13Features(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVulkan13Properties(
+pub unsafe fn m_VkPhysicalDeviceVulkan13Properties(
     v: &VkPhysicalDeviceVulkan13Properties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12772,7 +12773,7 @@ unsafe fn m_VkPhysicalDeviceVulkan13Properties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineCompilerControlCreateInfoAMD(
+pub unsafe fn m_VkPipelineCompilerControlCreateInfoAMD(
     v: &VkPipelineCompilerControlCreateInfoAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12785,7 +12786,7 @@ unsafe fn m_VkPipelineCompilerControlCreateInfoAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceCoherentMemoryFeaturesAMD(
+pub unsafe fn m_VkPhysicalDeviceCoherentMemoryFeaturesAMD(
     v: &VkPhysicalDeviceCoherentMemoryFeaturesAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12797,7 +12798,7 @@ unsafe fn m_VkPhysicalDeviceCoherentMemoryFeaturesAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceToolProperties(
+pub unsafe fn m_VkPhysicalDeviceToolProperties(
     v: &VkPhysicalDeviceToolProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12813,7 +12814,7 @@ unsafe fn m_VkPhysicalDeviceToolProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSamplerCustomBorderColorCreateInfoEXT(
+pub unsafe fn m_VkSamplerCustomBorderColorCreateInfoEXT(
     v: &VkSamplerCustomBorderColorCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12826,7 +12827,7 @@ unsafe fn m_VkSamplerCustomBorderColorCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceCustomBorderColorPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceCustomBorderColorPropertiesEXT(
     v: &VkPhysicalDeviceCustomBorderColorPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12838,7 +12839,7 @@ unsafe fn m_VkPhysicalDeviceCustomBorderColorPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceCustomBorderColorFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceCustomBorderColorFeaturesEXT(
     v: &VkPhysicalDeviceCustomBorderColorFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12851,7 +12852,7 @@ unsafe fn m_VkPhysicalDeviceCustomBorderColorFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSamplerBorderColorComponentMappingCreateInfoEXT(
+pub unsafe fn m_VkSamplerBorderColorComponentMappingCreateInfoEXT(
     v: &VkSamplerBorderColorComponentMappingCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12864,7 +12865,7 @@ unsafe fn m_VkSamplerBorderColorComponentMappingCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceBorderColorSwizzleFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceBorderColorSwizzleFeaturesEXT(
     v: &VkPhysicalDeviceBorderColorSwizzleFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12877,7 +12878,7 @@ unsafe fn m_VkPhysicalDeviceBorderColorSwizzleFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureGeometryTrianglesDataKHR(
+pub unsafe fn m_VkAccelerationStructureGeometryTrianglesDataKHR(
     v: &VkAccelerationStructureGeometryTrianglesDataKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12895,7 +12896,7 @@ unsafe fn m_VkAccelerationStructureGeometryTrianglesDataKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureGeometryAabbsDataKHR(
+pub unsafe fn m_VkAccelerationStructureGeometryAabbsDataKHR(
     v: &VkAccelerationStructureGeometryAabbsDataKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12908,7 +12909,7 @@ unsafe fn m_VkAccelerationStructureGeometryAabbsDataKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureGeometryInstancesDataKHR(
+pub unsafe fn m_VkAccelerationStructureGeometryInstancesDataKHR(
     v: &VkAccelerationStructureGeometryInstancesDataKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12921,7 +12922,7 @@ unsafe fn m_VkAccelerationStructureGeometryInstancesDataKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureGeometryKHR(
+pub unsafe fn m_VkAccelerationStructureGeometryKHR(
     v: &VkAccelerationStructureGeometryKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12935,7 +12936,7 @@ unsafe fn m_VkAccelerationStructureGeometryKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureBuildGeometryInfoKHR(
+pub unsafe fn m_VkAccelerationStructureBuildGeometryInfoKHR(
     v: &VkAccelerationStructureBuildGeometryInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -12989,7 +12990,7 @@ unsafe fn m_VkAccelerationStructureBuildGeometryInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureBuildRangeInfoKHR(
+pub unsafe fn m_VkAccelerationStructureBuildRangeInfoKHR(
     v: &VkAccelerationStructureBuildRangeInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13002,7 +13003,7 @@ unsafe fn m_VkAccelerationStructureBuildRangeInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureCreateInfoKHR(
+pub unsafe fn m_VkAccelerationStructureCreateInfoKHR(
     v: &VkAccelerationStructureCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13019,7 +13020,7 @@ unsafe fn m_VkAccelerationStructureCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAabbPositionsKHR(
+pub unsafe fn m_VkAabbPositionsKHR(
     v: &VkAabbPositionsKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13034,7 +13035,7 @@ unsafe fn m_VkAabbPositionsKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkTransformMatrixKHR(
+pub unsafe fn m_VkTransformMatrixKHR(
     v: &VkTransformMatrixKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13046,7 +13047,7 @@ unsafe fn m_VkTransformMatrixKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureDeviceAddressInfoKHR(
+pub unsafe fn m_VkAccelerationStructureDeviceAddressInfoKHR(
     v: &VkAccelerationStructureDeviceAddressInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13062,7 +13063,7 @@ unsafe fn m_VkAccelerationStructureDeviceAddressInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureVersionInfoKHR(
+pub unsafe fn m_VkAccelerationStructureVersionInfoKHR(
     v: &VkAccelerationStructureVersionInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13083,7 +13084,7 @@ unsafe fn m_VkAccelerationStructureVersionInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyAccelerationStructureInfoKHR(
+pub unsafe fn m_VkCopyAccelerationStructureInfoKHR(
     v: &VkCopyAccelerationStructureInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13105,7 +13106,7 @@ unsafe fn m_VkCopyAccelerationStructureInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyAccelerationStructureToMemoryInfoKHR(
+pub unsafe fn m_VkCopyAccelerationStructureToMemoryInfoKHR(
     v: &VkCopyAccelerationStructureToMemoryInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13123,7 +13124,7 @@ unsafe fn m_VkCopyAccelerationStructureToMemoryInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyMemoryToAccelerationStructureInfoKHR(
+pub unsafe fn m_VkCopyMemoryToAccelerationStructureInfoKHR(
     v: &VkCopyMemoryToAccelerationStructureInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13141,7 +13142,7 @@ unsafe fn m_VkCopyMemoryToAccelerationStructureInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRayTracingPipelineInterfaceCreateInfoKHR(
+pub unsafe fn m_VkRayTracingPipelineInterfaceCreateInfoKHR(
     v: &VkRayTracingPipelineInterfaceCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13154,7 +13155,7 @@ unsafe fn m_VkRayTracingPipelineInterfaceCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineLibraryCreateInfoKHR(
+pub unsafe fn m_VkPipelineLibraryCreateInfoKHR(
     v: &VkPipelineLibraryCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13180,7 +13181,7 @@ unsafe fn m_VkPipelineLibraryCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExtendedDynamicStateFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceExtendedDynamicStateFeaturesEXT(
     v: &VkPhysicalDeviceExtendedDynamicStateFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13192,7 +13193,7 @@ unsafe fn m_VkPhysicalDeviceExtendedDynamicStateFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExtendedDynamicState2FeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceExtendedDynamicState2FeaturesEXT(
     v: &VkPhysicalDeviceExtendedDynamicState2FeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13206,7 +13207,7 @@ unsafe fn m_VkPhysicalDeviceExtendedDynamicState2FeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExtendedDynamicState3FeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceExtendedDynamicState3FeaturesEXT(
     v: &VkPhysicalDeviceExtendedDynamicState3FeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13266,7 +13267,7 @@ unsafe fn m_VkPhysicalDeviceExtendedDynamicState3FeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExtendedDynamicState3PropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceExtendedDynamicState3PropertiesEXT(
     v: &VkPhysicalDeviceExtendedDynamicState3PropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13278,7 +13279,7 @@ unsafe fn m_VkPhysicalDeviceExtendedDynamicState3PropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkColorBlendEquationEXT(
+pub unsafe fn m_VkColorBlendEquationEXT(
     v: &VkColorBlendEquationEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13293,7 +13294,7 @@ unsafe fn m_VkColorBlendEquationEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkColorBlendAdvancedEXT(
+pub unsafe fn m_VkColorBlendAdvancedEXT(
     v: &VkColorBlendAdvancedEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13307,7 +13308,7 @@ unsafe fn m_VkColorBlendAdvancedEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassTransformBeginInfoQCOM(
+pub unsafe fn m_VkRenderPassTransformBeginInfoQCOM(
     v: &VkRenderPassTransformBeginInfoQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13319,7 +13320,7 @@ unsafe fn m_VkRenderPassTransformBeginInfoQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyCommandTransformInfoQCOM(
+pub unsafe fn m_VkCopyCommandTransformInfoQCOM(
     v: &VkCopyCommandTransformInfoQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13331,7 +13332,7 @@ unsafe fn m_VkCopyCommandTransformInfoQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCommandBufferInheritanceRenderPassTransformInfoQCOM(
+pub unsafe fn m_VkCommandBufferInheritanceRenderPassTransformInfoQCOM(
     v: &VkCommandBufferInheritanceRenderPassTransformInfoQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13345,7 +13346,7 @@ unsafe fn m_VkCommandBufferInheritanceRenderPassTransformInfoQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDiagnosticsConfigFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceDiagnosticsConfigFeaturesNV(
     v: &VkPhysicalDeviceDiagnosticsConfigFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13357,7 +13358,7 @@ unsafe fn m_VkPhysicalDeviceDiagnosticsConfigFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceDiagnosticsConfigCreateInfoNV(
+pub unsafe fn m_VkDeviceDiagnosticsConfigCreateInfoNV(
     v: &VkDeviceDiagnosticsConfigCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13369,7 +13370,7 @@ unsafe fn m_VkDeviceDiagnosticsConfigCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures(
+pub unsafe fn m_VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures(
     v: &VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13382,7 +13383,7 @@ unsafe fn m_VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR(
+pub unsafe fn m_VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR(
     v: &VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13395,7 +13396,7 @@ unsafe fn m_VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRobustness2FeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceRobustness2FeaturesEXT(
     v: &VkPhysicalDeviceRobustness2FeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13409,7 +13410,7 @@ unsafe fn m_VkPhysicalDeviceRobustness2FeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRobustness2PropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceRobustness2PropertiesEXT(
     v: &VkPhysicalDeviceRobustness2PropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13422,7 +13423,7 @@ unsafe fn m_VkPhysicalDeviceRobustness2PropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImageRobustnessFeatures(
+pub unsafe fn m_VkPhysicalDeviceImageRobustnessFeatures(
     v: &VkPhysicalDeviceImageRobustnessFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13434,7 +13435,7 @@ unsafe fn m_VkPhysicalDeviceImageRobustnessFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR(
+pub unsafe fn m_VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR(
     v: &VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13452,7 +13453,7 @@ unsafe fn m_VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevice4444FormatsFeaturesEXT(
+pub unsafe fn m_VkPhysicalDevice4444FormatsFeaturesEXT(
     v: &VkPhysicalDevice4444FormatsFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13465,7 +13466,7 @@ unsafe fn m_VkPhysicalDevice4444FormatsFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSubpassShadingFeaturesHUAWEI(
+pub unsafe fn m_VkPhysicalDeviceSubpassShadingFeaturesHUAWEI(
     v: &VkPhysicalDeviceSubpassShadingFeaturesHUAWEI,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13477,7 +13478,7 @@ unsafe fn m_VkPhysicalDeviceSubpassShadingFeaturesHUAWEI(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI(
+pub unsafe fn m_VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI(
     v: &VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13490,7 +13491,7 @@ unsafe fn m_VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferCopy2(
+pub unsafe fn m_VkBufferCopy2(
     v: &VkBufferCopy2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13504,7 +13505,7 @@ unsafe fn m_VkBufferCopy2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageCopy2(
+pub unsafe fn m_VkImageCopy2(
     v: &VkImageCopy2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13520,7 +13521,7 @@ unsafe fn m_VkImageCopy2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageBlit2(
+pub unsafe fn m_VkImageBlit2(
     v: &VkImageBlit2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13539,7 +13540,7 @@ unsafe fn m_VkImageBlit2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferImageCopy2(
+pub unsafe fn m_VkBufferImageCopy2(
     v: &VkBufferImageCopy2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13556,7 +13557,7 @@ unsafe fn m_VkBufferImageCopy2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageResolve2(
+pub unsafe fn m_VkImageResolve2(
     v: &VkImageResolve2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13572,7 +13573,7 @@ unsafe fn m_VkImageResolve2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyBufferInfo2(
+pub unsafe fn m_VkCopyBufferInfo2(
     v: &VkCopyBufferInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13596,7 +13597,7 @@ unsafe fn m_VkCopyBufferInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyImageInfo2(
+pub unsafe fn m_VkCopyImageInfo2(
     v: &VkCopyImageInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13622,7 +13623,7 @@ unsafe fn m_VkCopyImageInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBlitImageInfo2(
+pub unsafe fn m_VkBlitImageInfo2(
     v: &VkBlitImageInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13649,7 +13650,7 @@ unsafe fn m_VkBlitImageInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyBufferToImageInfo2(
+pub unsafe fn m_VkCopyBufferToImageInfo2(
     v: &VkCopyBufferToImageInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13674,7 +13675,7 @@ unsafe fn m_VkCopyBufferToImageInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyImageToBufferInfo2(
+pub unsafe fn m_VkCopyImageToBufferInfo2(
     v: &VkCopyImageToBufferInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13699,7 +13700,7 @@ unsafe fn m_VkCopyImageToBufferInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkResolveImageInfo2(
+pub unsafe fn m_VkResolveImageInfo2(
     v: &VkResolveImageInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13725,7 +13726,7 @@ unsafe fn m_VkResolveImageInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT(
     v: &VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13738,7 +13739,7 @@ unsafe fn m_VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFragmentShadingRateAttachmentInfoKHR(
+pub unsafe fn m_VkFragmentShadingRateAttachmentInfoKHR(
     v: &VkFragmentShadingRateAttachmentInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13758,7 +13759,7 @@ unsafe fn m_VkFragmentShadingRateAttachmentInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineFragmentShadingRateStateCreateInfoKHR(
+pub unsafe fn m_VkPipelineFragmentShadingRateStateCreateInfoKHR(
     v: &VkPipelineFragmentShadingRateStateCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13773,7 +13774,7 @@ unsafe fn m_VkPipelineFragmentShadingRateStateCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentShadingRateFeaturesKHR(
+pub unsafe fn m_VkPhysicalDeviceFragmentShadingRateFeaturesKHR(
     v: &VkPhysicalDeviceFragmentShadingRateFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13787,7 +13788,7 @@ unsafe fn m_VkPhysicalDeviceFragmentShadingRateFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentShadingRatePropertiesKHR(
+pub unsafe fn m_VkPhysicalDeviceFragmentShadingRatePropertiesKHR(
     v: &VkPhysicalDeviceFragmentShadingRatePropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13827,7 +13828,7 @@ unsafe fn m_VkPhysicalDeviceFragmentShadingRatePropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentShadingRateKHR(
+pub unsafe fn m_VkPhysicalDeviceFragmentShadingRateKHR(
     v: &VkPhysicalDeviceFragmentShadingRateKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13840,7 +13841,7 @@ unsafe fn m_VkPhysicalDeviceFragmentShadingRateKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderTerminateInvocationFeatures(
+pub unsafe fn m_VkPhysicalDeviceShaderTerminateInvocationFeatures(
     v: &VkPhysicalDeviceShaderTerminateInvocationFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13852,7 +13853,7 @@ unsafe fn m_VkPhysicalDeviceShaderTerminateInvocationFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV(
     v: &VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13866,7 +13867,7 @@ unsafe fn m_VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV(
     v: &VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13879,7 +13880,7 @@ unsafe fn m_VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineFragmentShadingRateEnumStateCreateInfoNV(
+pub unsafe fn m_VkPipelineFragmentShadingRateEnumStateCreateInfoNV(
     v: &VkPipelineFragmentShadingRateEnumStateCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13895,7 +13896,7 @@ unsafe fn m_VkPipelineFragmentShadingRateEnumStateCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureBuildSizesInfoKHR(
+pub unsafe fn m_VkAccelerationStructureBuildSizesInfoKHR(
     v: &VkAccelerationStructureBuildSizesInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13909,7 +13910,7 @@ unsafe fn m_VkAccelerationStructureBuildSizesInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImage2DViewOf3DFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceImage2DViewOf3DFeaturesEXT(
     v: &VkPhysicalDeviceImage2DViewOf3DFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13922,7 +13923,7 @@ unsafe fn m_VkPhysicalDeviceImage2DViewOf3DFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT(
     v: &VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13934,7 +13935,7 @@ unsafe fn m_VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMutableDescriptorTypeListEXT(
+pub unsafe fn m_VkMutableDescriptorTypeListEXT(
     v: &VkMutableDescriptorTypeListEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13954,7 +13955,7 @@ unsafe fn m_VkMutableDescriptorTypeListEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMutableDescriptorTypeCreateInfoEXT(
+pub unsafe fn m_VkMutableDescriptorTypeCreateInfoEXT(
     v: &VkMutableDescriptorTypeCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13976,7 +13977,7 @@ unsafe fn m_VkMutableDescriptorTypeCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDepthClipControlFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceDepthClipControlFeaturesEXT(
     v: &VkPhysicalDeviceDepthClipControlFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -13988,7 +13989,7 @@ unsafe fn m_VkPhysicalDeviceDepthClipControlFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineViewportDepthClipControlCreateInfoEXT(
+pub unsafe fn m_VkPipelineViewportDepthClipControlCreateInfoEXT(
     v: &VkPipelineViewportDepthClipControlCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14000,7 +14001,7 @@ unsafe fn m_VkPipelineViewportDepthClipControlCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT(
     v: &VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14012,7 +14013,7 @@ unsafe fn m_VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceExternalMemoryRDMAFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceExternalMemoryRDMAFeaturesNV(
     v: &VkPhysicalDeviceExternalMemoryRDMAFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14024,7 +14025,7 @@ unsafe fn m_VkPhysicalDeviceExternalMemoryRDMAFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVertexInputBindingDescription2EXT(
+pub unsafe fn m_VkVertexInputBindingDescription2EXT(
     v: &VkVertexInputBindingDescription2EXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14039,7 +14040,7 @@ unsafe fn m_VkVertexInputBindingDescription2EXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVertexInputAttributeDescription2EXT(
+pub unsafe fn m_VkVertexInputAttributeDescription2EXT(
     v: &VkVertexInputAttributeDescription2EXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14054,7 +14055,7 @@ unsafe fn m_VkVertexInputAttributeDescription2EXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceColorWriteEnableFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceColorWriteEnableFeaturesEXT(
     v: &VkPhysicalDeviceColorWriteEnableFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14066,7 +14067,7 @@ unsafe fn m_VkPhysicalDeviceColorWriteEnableFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineColorWriteCreateInfoEXT(
+pub unsafe fn m_VkPipelineColorWriteCreateInfoEXT(
     v: &VkPipelineColorWriteCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14088,7 +14089,7 @@ unsafe fn m_VkPipelineColorWriteCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryBarrier2(
+pub unsafe fn m_VkMemoryBarrier2(
     v: &VkMemoryBarrier2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14103,7 +14104,7 @@ unsafe fn m_VkMemoryBarrier2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageMemoryBarrier2(
+pub unsafe fn m_VkImageMemoryBarrier2(
     v: &VkImageMemoryBarrier2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14124,7 +14125,7 @@ unsafe fn m_VkImageMemoryBarrier2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferMemoryBarrier2(
+pub unsafe fn m_VkBufferMemoryBarrier2(
     v: &VkBufferMemoryBarrier2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14144,7 +14145,7 @@ unsafe fn m_VkBufferMemoryBarrier2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDependencyInfo(
+pub unsafe fn m_VkDependencyInfo(
     v: &VkDependencyInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14189,7 +14190,7 @@ unsafe fn m_VkDependencyInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSemaphoreSubmitInfo(
+pub unsafe fn m_VkSemaphoreSubmitInfo(
     v: &VkSemaphoreSubmitInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14204,7 +14205,7 @@ unsafe fn m_VkSemaphoreSubmitInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCommandBufferSubmitInfo(
+pub unsafe fn m_VkCommandBufferSubmitInfo(
     v: &VkCommandBufferSubmitInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14218,7 +14219,7 @@ unsafe fn m_VkCommandBufferSubmitInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubmitInfo2(
+pub unsafe fn m_VkSubmitInfo2(
     v: &VkSubmitInfo2,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14263,7 +14264,7 @@ unsafe fn m_VkSubmitInfo2(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkQueueFamilyCheckpointProperties2NV(
+pub unsafe fn m_VkQueueFamilyCheckpointProperties2NV(
     v: &VkQueueFamilyCheckpointProperties2NV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14276,7 +14277,7 @@ unsafe fn m_VkQueueFamilyCheckpointProperties2NV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCheckpointData2NV(
+pub unsafe fn m_VkCheckpointData2NV(
     v: &VkCheckpointData2NV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14289,7 +14290,7 @@ unsafe fn m_VkCheckpointData2NV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSynchronization2Features(
+pub unsafe fn m_VkPhysicalDeviceSynchronization2Features(
     v: &VkPhysicalDeviceSynchronization2Features,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14301,7 +14302,7 @@ unsafe fn m_VkPhysicalDeviceSynchronization2Features(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT(
+pub unsafe fn m_VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT(
     v: &VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14317,7 +14318,7 @@ unsafe fn m_VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceLegacyDitheringFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceLegacyDitheringFeaturesEXT(
     v: &VkPhysicalDeviceLegacyDitheringFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14329,7 +14330,7 @@ unsafe fn m_VkPhysicalDeviceLegacyDitheringFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT(
     v: &VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14343,7 +14344,7 @@ unsafe fn m_VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubpassResolvePerformanceQueryEXT(
+pub unsafe fn m_VkSubpassResolvePerformanceQueryEXT(
     v: &VkSubpassResolvePerformanceQueryEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14355,7 +14356,7 @@ unsafe fn m_VkSubpassResolvePerformanceQueryEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMultisampledRenderToSingleSampledInfoEXT(
+pub unsafe fn m_VkMultisampledRenderToSingleSampledInfoEXT(
     v: &VkMultisampledRenderToSingleSampledInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14368,7 +14369,7 @@ unsafe fn m_VkMultisampledRenderToSingleSampledInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePipelineProtectedAccessFeaturesEXT(
+pub unsafe fn m_VkPhysicalDevicePipelineProtectedAccessFeaturesEXT(
     v: &VkPhysicalDevicePipelineProtectedAccessFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14380,7 +14381,7 @@ unsafe fn m_VkPhysicalDevicePipelineProtectedAccessFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkQueueFamilyVideoPropertiesKHR(
+pub unsafe fn m_VkQueueFamilyVideoPropertiesKHR(
     v: &VkQueueFamilyVideoPropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14392,7 +14393,7 @@ unsafe fn m_VkQueueFamilyVideoPropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkQueueFamilyQueryResultStatusPropertiesKHR(
+pub unsafe fn m_VkQueueFamilyQueryResultStatusPropertiesKHR(
     v: &VkQueueFamilyQueryResultStatusPropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14404,7 +14405,7 @@ unsafe fn m_VkQueueFamilyQueryResultStatusPropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoProfileListInfoKHR(
+pub unsafe fn m_VkVideoProfileListInfoKHR(
     v: &VkVideoProfileListInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14426,7 +14427,7 @@ unsafe fn m_VkVideoProfileListInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceVideoFormatInfoKHR(
+pub unsafe fn m_VkPhysicalDeviceVideoFormatInfoKHR(
     v: &VkPhysicalDeviceVideoFormatInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14438,7 +14439,7 @@ unsafe fn m_VkPhysicalDeviceVideoFormatInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoFormatPropertiesKHR(
+pub unsafe fn m_VkVideoFormatPropertiesKHR(
     v: &VkVideoFormatPropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14455,7 +14456,7 @@ unsafe fn m_VkVideoFormatPropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoProfileInfoKHR(
+pub unsafe fn m_VkVideoProfileInfoKHR(
     v: &VkVideoProfileInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14470,7 +14471,7 @@ unsafe fn m_VkVideoProfileInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoCapabilitiesKHR(
+pub unsafe fn m_VkVideoCapabilitiesKHR(
     v: &VkVideoCapabilitiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14490,7 +14491,7 @@ unsafe fn m_VkVideoCapabilitiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoSessionMemoryRequirementsKHR(
+pub unsafe fn m_VkVideoSessionMemoryRequirementsKHR(
     v: &VkVideoSessionMemoryRequirementsKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14503,7 +14504,7 @@ unsafe fn m_VkVideoSessionMemoryRequirementsKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBindVideoSessionMemoryInfoKHR(
+pub unsafe fn m_VkBindVideoSessionMemoryInfoKHR(
     v: &VkBindVideoSessionMemoryInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14518,7 +14519,7 @@ unsafe fn m_VkBindVideoSessionMemoryInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoPictureResourceInfoKHR(
+pub unsafe fn m_VkVideoPictureResourceInfoKHR(
     v: &VkVideoPictureResourceInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14534,7 +14535,7 @@ unsafe fn m_VkVideoPictureResourceInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoReferenceSlotInfoKHR(
+pub unsafe fn m_VkVideoReferenceSlotInfoKHR(
     v: &VkVideoReferenceSlotInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14553,7 +14554,7 @@ unsafe fn m_VkVideoReferenceSlotInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoDecodeCapabilitiesKHR(
+pub unsafe fn m_VkVideoDecodeCapabilitiesKHR(
     v: &VkVideoDecodeCapabilitiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14565,7 +14566,7 @@ unsafe fn m_VkVideoDecodeCapabilitiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoDecodeUsageInfoKHR(
+pub unsafe fn m_VkVideoDecodeUsageInfoKHR(
     v: &VkVideoDecodeUsageInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14577,7 +14578,7 @@ unsafe fn m_VkVideoDecodeUsageInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoDecodeInfoKHR(
+pub unsafe fn m_VkVideoDecodeInfoKHR(
     v: &VkVideoDecodeInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14611,7 +14612,7 @@ unsafe fn m_VkVideoDecodeInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoSessionCreateInfoKHR(
+pub unsafe fn m_VkVideoSessionCreateInfoKHR(
     v: &VkVideoSessionCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14643,7 +14644,7 @@ unsafe fn m_VkVideoSessionCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoSessionParametersCreateInfoKHR(
+pub unsafe fn m_VkVideoSessionParametersCreateInfoKHR(
     v: &VkVideoSessionParametersCreateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14662,7 +14663,7 @@ unsafe fn m_VkVideoSessionParametersCreateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoSessionParametersUpdateInfoKHR(
+pub unsafe fn m_VkVideoSessionParametersUpdateInfoKHR(
     v: &VkVideoSessionParametersUpdateInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14674,7 +14675,7 @@ unsafe fn m_VkVideoSessionParametersUpdateInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoBeginCodingInfoKHR(
+pub unsafe fn m_VkVideoBeginCodingInfoKHR(
     v: &VkVideoBeginCodingInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14704,7 +14705,7 @@ unsafe fn m_VkVideoBeginCodingInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoEndCodingInfoKHR(
+pub unsafe fn m_VkVideoEndCodingInfoKHR(
     v: &VkVideoEndCodingInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14716,7 +14717,7 @@ unsafe fn m_VkVideoEndCodingInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkVideoCodingControlInfoKHR(
+pub unsafe fn m_VkVideoCodingControlInfoKHR(
     v: &VkVideoCodingControlInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14728,7 +14729,7 @@ unsafe fn m_VkVideoCodingControlInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceInheritedViewportScissorFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceInheritedViewportScissorFeaturesNV(
     v: &VkPhysicalDeviceInheritedViewportScissorFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14740,7 +14741,7 @@ unsafe fn m_VkPhysicalDeviceInheritedViewportScissorFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCommandBufferInheritanceViewportScissorInfoNV(
+pub unsafe fn m_VkCommandBufferInheritanceViewportScissorInfoNV(
     v: &VkCommandBufferInheritanceViewportScissorInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14760,7 +14761,7 @@ unsafe fn m_VkCommandBufferInheritanceViewportScissorInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT(
     v: &VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14772,7 +14773,7 @@ unsafe fn m_VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceProvokingVertexFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceProvokingVertexFeaturesEXT(
     v: &VkPhysicalDeviceProvokingVertexFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14786,7 +14787,7 @@ unsafe fn m_VkPhysicalDeviceProvokingVertexFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceProvokingVertexPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceProvokingVertexPropertiesEXT(
     v: &VkPhysicalDeviceProvokingVertexPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14800,7 +14801,7 @@ unsafe fn m_VkPhysicalDeviceProvokingVertexPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineRasterizationProvokingVertexStateCreateInfoEXT(
+pub unsafe fn m_VkPipelineRasterizationProvokingVertexStateCreateInfoEXT(
     v: &VkPipelineRasterizationProvokingVertexStateCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14813,7 +14814,7 @@ unsafe fn m_VkPipelineRasterizationProvokingVertexStateCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCuModuleCreateInfoNVX(
+pub unsafe fn m_VkCuModuleCreateInfoNVX(
     v: &VkCuModuleCreateInfoNVX,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14829,7 +14830,7 @@ unsafe fn m_VkCuModuleCreateInfoNVX(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCuFunctionCreateInfoNVX(
+pub unsafe fn m_VkCuFunctionCreateInfoNVX(
     v: &VkCuFunctionCreateInfoNVX,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14845,7 +14846,7 @@ unsafe fn m_VkCuFunctionCreateInfoNVX(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDescriptorBufferFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceDescriptorBufferFeaturesEXT(
     v: &VkPhysicalDeviceDescriptorBufferFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14860,7 +14861,7 @@ unsafe fn m_VkPhysicalDeviceDescriptorBufferFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDescriptorBufferPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceDescriptorBufferPropertiesEXT(
     v: &VkPhysicalDeviceDescriptorBufferPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14914,7 +14915,7 @@ unsafe fn m_VkPhysicalDeviceDescriptorBufferPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT(
     v: &VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14928,7 +14929,7 @@ unsafe fn m_VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorAddressInfoEXT(
+pub unsafe fn m_VkDescriptorAddressInfoEXT(
     v: &VkDescriptorAddressInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14942,7 +14943,7 @@ unsafe fn m_VkDescriptorAddressInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorBufferBindingInfoEXT(
+pub unsafe fn m_VkDescriptorBufferBindingInfoEXT(
     v: &VkDescriptorBufferBindingInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14955,7 +14956,7 @@ unsafe fn m_VkDescriptorBufferBindingInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(
+pub unsafe fn m_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(
     v: &VkDescriptorBufferBindingPushDescriptorBufferHandleEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14968,7 +14969,7 @@ unsafe fn m_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorGetInfoEXT(
+pub unsafe fn m_VkDescriptorGetInfoEXT(
     v: &VkDescriptorGetInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14981,7 +14982,7 @@ unsafe fn m_VkDescriptorGetInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkBufferCaptureDescriptorDataInfoEXT(
+pub unsafe fn m_VkBufferCaptureDescriptorDataInfoEXT(
     v: &VkBufferCaptureDescriptorDataInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -14993,7 +14994,7 @@ unsafe fn m_VkBufferCaptureDescriptorDataInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageCaptureDescriptorDataInfoEXT(
+pub unsafe fn m_VkImageCaptureDescriptorDataInfoEXT(
     v: &VkImageCaptureDescriptorDataInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15005,7 +15006,7 @@ unsafe fn m_VkImageCaptureDescriptorDataInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageViewCaptureDescriptorDataInfoEXT(
+pub unsafe fn m_VkImageViewCaptureDescriptorDataInfoEXT(
     v: &VkImageViewCaptureDescriptorDataInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15017,7 +15018,7 @@ unsafe fn m_VkImageViewCaptureDescriptorDataInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSamplerCaptureDescriptorDataInfoEXT(
+pub unsafe fn m_VkSamplerCaptureDescriptorDataInfoEXT(
     v: &VkSamplerCaptureDescriptorDataInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15029,7 +15030,7 @@ unsafe fn m_VkSamplerCaptureDescriptorDataInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureCaptureDescriptorDataInfoEXT(
+pub unsafe fn m_VkAccelerationStructureCaptureDescriptorDataInfoEXT(
     v: &VkAccelerationStructureCaptureDescriptorDataInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15050,7 +15051,7 @@ unsafe fn m_VkAccelerationStructureCaptureDescriptorDataInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkOpaqueCaptureDescriptorDataCreateInfoEXT(
+pub unsafe fn m_VkOpaqueCaptureDescriptorDataCreateInfoEXT(
     v: &VkOpaqueCaptureDescriptorDataCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15062,7 +15063,7 @@ unsafe fn m_VkOpaqueCaptureDescriptorDataCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderIntegerDotProductFeatures(
+pub unsafe fn m_VkPhysicalDeviceShaderIntegerDotProductFeatures(
     v: &VkPhysicalDeviceShaderIntegerDotProductFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15074,7 +15075,7 @@ unsafe fn m_VkPhysicalDeviceShaderIntegerDotProductFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderIntegerDotProductProperties(
+pub unsafe fn m_VkPhysicalDeviceShaderIntegerDotProductProperties(
     v: &VkPhysicalDeviceShaderIntegerDotProductProperties,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15141,7 +15142,7 @@ unsafe fn m_VkPhysicalDeviceShaderIntegerDotProductProperties(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDrmPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceDrmPropertiesEXT(
     v: &VkPhysicalDeviceDrmPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15158,7 +15159,7 @@ unsafe fn m_VkPhysicalDeviceDrmPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR(
+pub unsafe fn m_VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR(
     v: &VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15170,7 +15171,7 @@ unsafe fn m_VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR(
+pub unsafe fn m_VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR(
     v: &VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15184,7 +15185,7 @@ unsafe fn m_VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRayTracingMotionBlurFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceRayTracingMotionBlurFeaturesNV(
     v: &VkPhysicalDeviceRayTracingMotionBlurFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15198,7 +15199,7 @@ unsafe fn m_VkPhysicalDeviceRayTracingMotionBlurFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureGeometryMotionTrianglesDataNV(
+pub unsafe fn m_VkAccelerationStructureGeometryMotionTrianglesDataNV(
     v: &VkAccelerationStructureGeometryMotionTrianglesDataNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15210,7 +15211,7 @@ unsafe fn m_VkAccelerationStructureGeometryMotionTrianglesDataNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureMotionInfoNV(
+pub unsafe fn m_VkAccelerationStructureMotionInfoNV(
     v: &VkAccelerationStructureMotionInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15223,7 +15224,7 @@ unsafe fn m_VkAccelerationStructureMotionInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSRTDataNV(
+pub unsafe fn m_VkSRTDataNV(
     v: &VkSRTDataNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15248,7 +15249,7 @@ unsafe fn m_VkSRTDataNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureMotionInstanceNV(
+pub unsafe fn m_VkAccelerationStructureMotionInstanceNV(
     v: &VkAccelerationStructureMotionInstanceNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15260,7 +15261,7 @@ unsafe fn m_VkAccelerationStructureMotionInstanceNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMemoryGetRemoteAddressInfoNV(
+pub unsafe fn m_VkMemoryGetRemoteAddressInfoNV(
     v: &VkMemoryGetRemoteAddressInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15273,7 +15274,7 @@ unsafe fn m_VkMemoryGetRemoteAddressInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT(
     v: &VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15285,7 +15286,7 @@ unsafe fn m_VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkFormatProperties3(
+pub unsafe fn m_VkFormatProperties3(
     v: &VkFormatProperties3,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15299,7 +15300,7 @@ unsafe fn m_VkFormatProperties3(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDrmFormatModifierPropertiesList2EXT(
+pub unsafe fn m_VkDrmFormatModifierPropertiesList2EXT(
     v: &VkDrmFormatModifierPropertiesList2EXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15321,7 +15322,7 @@ unsafe fn m_VkDrmFormatModifierPropertiesList2EXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDrmFormatModifierProperties2EXT(
+pub unsafe fn m_VkDrmFormatModifierProperties2EXT(
     v: &VkDrmFormatModifierProperties2EXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15334,7 +15335,7 @@ unsafe fn m_VkDrmFormatModifierProperties2EXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineRenderingCreateInfo(
+pub unsafe fn m_VkPipelineRenderingCreateInfo(
     v: &VkPipelineRenderingCreateInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15359,7 +15360,7 @@ unsafe fn m_VkPipelineRenderingCreateInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderingInfo(
+pub unsafe fn m_VkRenderingInfo(
     v: &VkRenderingInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15399,7 +15400,7 @@ unsafe fn m_VkRenderingInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderingAttachmentInfo(
+pub unsafe fn m_VkRenderingAttachmentInfo(
     v: &VkRenderingAttachmentInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15419,7 +15420,7 @@ unsafe fn m_VkRenderingAttachmentInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderingFragmentShadingRateAttachmentInfoKHR(
+pub unsafe fn m_VkRenderingFragmentShadingRateAttachmentInfoKHR(
     v: &VkRenderingFragmentShadingRateAttachmentInfoKHR,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15434,7 +15435,7 @@ unsafe fn m_VkRenderingFragmentShadingRateAttachmentInfoKHR(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderingFragmentDensityMapAttachmentInfoEXT(
+pub unsafe fn m_VkRenderingFragmentDensityMapAttachmentInfoEXT(
     v: &VkRenderingFragmentDensityMapAttachmentInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15447,7 +15448,7 @@ unsafe fn m_VkRenderingFragmentDensityMapAttachmentInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDynamicRenderingFeatures(
+pub unsafe fn m_VkPhysicalDeviceDynamicRenderingFeatures(
     v: &VkPhysicalDeviceDynamicRenderingFeatures,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15459,7 +15460,7 @@ unsafe fn m_VkPhysicalDeviceDynamicRenderingFeatures(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCommandBufferInheritanceRenderingInfo(
+pub unsafe fn m_VkCommandBufferInheritanceRenderingInfo(
     v: &VkCommandBufferInheritanceRenderingInfo,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15486,7 +15487,7 @@ unsafe fn m_VkCommandBufferInheritanceRenderingInfo(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAttachmentSampleCountInfoAMD(
+pub unsafe fn m_VkAttachmentSampleCountInfoAMD(
     v: &VkAttachmentSampleCountInfoAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15510,7 +15511,7 @@ unsafe fn m_VkAttachmentSampleCountInfoAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMultiviewPerViewAttributesInfoNVX(
+pub unsafe fn m_VkMultiviewPerViewAttributesInfoNVX(
     v: &VkMultiviewPerViewAttributesInfoNVX,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15523,7 +15524,7 @@ unsafe fn m_VkMultiviewPerViewAttributesInfoNVX(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImageViewMinLodFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceImageViewMinLodFeaturesEXT(
     v: &VkPhysicalDeviceImageViewMinLodFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15535,7 +15536,7 @@ unsafe fn m_VkPhysicalDeviceImageViewMinLodFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageViewMinLodCreateInfoEXT(
+pub unsafe fn m_VkImageViewMinLodCreateInfoEXT(
     v: &VkImageViewMinLodCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15547,7 +15548,7 @@ unsafe fn m_VkImageViewMinLodCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT(
     v: &VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15564,7 +15565,7 @@ unsafe fn m_VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceLinearColorAttachmentFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceLinearColorAttachmentFeaturesNV(
     v: &VkPhysicalDeviceLinearColorAttachmentFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15576,7 +15577,7 @@ unsafe fn m_VkPhysicalDeviceLinearColorAttachmentFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT(
     v: &VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15588,7 +15589,7 @@ unsafe fn m_VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT(
     v: &VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15602,7 +15603,7 @@ unsafe fn m_VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkGraphicsPipelineLibraryCreateInfoEXT(
+pub unsafe fn m_VkGraphicsPipelineLibraryCreateInfoEXT(
     v: &VkGraphicsPipelineLibraryCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15614,7 +15615,7 @@ unsafe fn m_VkGraphicsPipelineLibraryCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE(
+pub unsafe fn m_VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE(
     v: &VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15627,7 +15628,7 @@ unsafe fn m_VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorSetBindingReferenceVALVE(
+pub unsafe fn m_VkDescriptorSetBindingReferenceVALVE(
     v: &VkDescriptorSetBindingReferenceVALVE,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15644,7 +15645,7 @@ unsafe fn m_VkDescriptorSetBindingReferenceVALVE(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDescriptorSetLayoutHostMappingInfoVALVE(
+pub unsafe fn m_VkDescriptorSetLayoutHostMappingInfoVALVE(
     v: &VkDescriptorSetLayoutHostMappingInfoVALVE,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15657,7 +15658,7 @@ unsafe fn m_VkDescriptorSetLayoutHostMappingInfoVALVE(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT(
     v: &VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15669,7 +15670,7 @@ unsafe fn m_VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT(
     v: &VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15687,7 +15688,7 @@ unsafe fn m_VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineShaderStageModuleIdentifierCreateInfoEXT(
+pub unsafe fn m_VkPipelineShaderStageModuleIdentifierCreateInfoEXT(
     v: &VkPipelineShaderStageModuleIdentifierCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15709,7 +15710,7 @@ unsafe fn m_VkPipelineShaderStageModuleIdentifierCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkShaderModuleIdentifierEXT(
+pub unsafe fn m_VkShaderModuleIdentifierEXT(
     v: &VkShaderModuleIdentifierEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15724,7 +15725,7 @@ unsafe fn m_VkShaderModuleIdentifierEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageCompressionControlEXT(
+pub unsafe fn m_VkImageCompressionControlEXT(
     v: &VkImageCompressionControlEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15747,7 +15748,7 @@ unsafe fn m_VkImageCompressionControlEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImageCompressionControlFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceImageCompressionControlFeaturesEXT(
     v: &VkPhysicalDeviceImageCompressionControlFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15759,7 +15760,7 @@ unsafe fn m_VkPhysicalDeviceImageCompressionControlFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageCompressionPropertiesEXT(
+pub unsafe fn m_VkImageCompressionPropertiesEXT(
     v: &VkImageCompressionPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15773,7 +15774,7 @@ unsafe fn m_VkImageCompressionPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT(
     v: &VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15786,7 +15787,7 @@ unsafe fn m_VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageSubresource2EXT(
+pub unsafe fn m_VkImageSubresource2EXT(
     v: &VkImageSubresource2EXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15798,7 +15799,7 @@ unsafe fn m_VkImageSubresource2EXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSubresourceLayout2EXT(
+pub unsafe fn m_VkSubresourceLayout2EXT(
     v: &VkSubresourceLayout2EXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15810,7 +15811,7 @@ unsafe fn m_VkSubresourceLayout2EXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassCreationControlEXT(
+pub unsafe fn m_VkRenderPassCreationControlEXT(
     v: &VkRenderPassCreationControlEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15822,7 +15823,7 @@ unsafe fn m_VkRenderPassCreationControlEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassCreationFeedbackInfoEXT(
+pub unsafe fn m_VkRenderPassCreationFeedbackInfoEXT(
     v: &VkRenderPassCreationFeedbackInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15832,7 +15833,7 @@ unsafe fn m_VkRenderPassCreationFeedbackInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassCreationFeedbackCreateInfoEXT(
+pub unsafe fn m_VkRenderPassCreationFeedbackCreateInfoEXT(
     v: &VkRenderPassCreationFeedbackCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15850,7 +15851,7 @@ unsafe fn m_VkRenderPassCreationFeedbackCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassSubpassFeedbackInfoEXT(
+pub unsafe fn m_VkRenderPassSubpassFeedbackInfoEXT(
     v: &VkRenderPassSubpassFeedbackInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15862,7 +15863,7 @@ unsafe fn m_VkRenderPassSubpassFeedbackInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkRenderPassSubpassFeedbackCreateInfoEXT(
+pub unsafe fn m_VkRenderPassSubpassFeedbackCreateInfoEXT(
     v: &VkRenderPassSubpassFeedbackCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15880,7 +15881,7 @@ unsafe fn m_VkRenderPassSubpassFeedbackCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT(
     v: &VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15892,7 +15893,7 @@ unsafe fn m_VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMicromapBuildInfoEXT(
+pub unsafe fn m_VkMicromapBuildInfoEXT(
     v: &VkMicromapBuildInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15938,7 +15939,7 @@ unsafe fn m_VkMicromapBuildInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMicromapCreateInfoEXT(
+pub unsafe fn m_VkMicromapCreateInfoEXT(
     v: &VkMicromapCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15955,7 +15956,7 @@ unsafe fn m_VkMicromapCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMicromapVersionInfoEXT(
+pub unsafe fn m_VkMicromapVersionInfoEXT(
     v: &VkMicromapVersionInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15976,7 +15977,7 @@ unsafe fn m_VkMicromapVersionInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyMicromapInfoEXT(
+pub unsafe fn m_VkCopyMicromapInfoEXT(
     v: &VkCopyMicromapInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -15990,7 +15991,7 @@ unsafe fn m_VkCopyMicromapInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyMicromapToMemoryInfoEXT(
+pub unsafe fn m_VkCopyMicromapToMemoryInfoEXT(
     v: &VkCopyMicromapToMemoryInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16004,7 +16005,7 @@ unsafe fn m_VkCopyMicromapToMemoryInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkCopyMemoryToMicromapInfoEXT(
+pub unsafe fn m_VkCopyMemoryToMicromapInfoEXT(
     v: &VkCopyMemoryToMicromapInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16018,7 +16019,7 @@ unsafe fn m_VkCopyMemoryToMicromapInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMicromapBuildSizesInfoEXT(
+pub unsafe fn m_VkMicromapBuildSizesInfoEXT(
     v: &VkMicromapBuildSizesInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16032,7 +16033,7 @@ unsafe fn m_VkMicromapBuildSizesInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMicromapUsageEXT(
+pub unsafe fn m_VkMicromapUsageEXT(
     v: &VkMicromapUsageEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16044,7 +16045,7 @@ unsafe fn m_VkMicromapUsageEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkMicromapTriangleEXT(
+pub unsafe fn m_VkMicromapTriangleEXT(
     v: &VkMicromapTriangleEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16056,7 +16057,7 @@ unsafe fn m_VkMicromapTriangleEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceOpacityMicromapFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceOpacityMicromapFeaturesEXT(
     v: &VkPhysicalDeviceOpacityMicromapFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16070,7 +16071,7 @@ unsafe fn m_VkPhysicalDeviceOpacityMicromapFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceOpacityMicromapPropertiesEXT(
+pub unsafe fn m_VkPhysicalDeviceOpacityMicromapPropertiesEXT(
     v: &VkPhysicalDeviceOpacityMicromapPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16083,7 +16084,7 @@ unsafe fn m_VkPhysicalDeviceOpacityMicromapPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAccelerationStructureTrianglesOpacityMicromapEXT(
+pub unsafe fn m_VkAccelerationStructureTrianglesOpacityMicromapEXT(
     v: &VkAccelerationStructureTrianglesOpacityMicromapEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16126,7 +16127,7 @@ unsafe fn m_VkAccelerationStructureTrianglesOpacityMicromapEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelinePropertiesIdentifierEXT(
+pub unsafe fn m_VkPipelinePropertiesIdentifierEXT(
     v: &VkPipelinePropertiesIdentifierEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16144,7 +16145,7 @@ unsafe fn m_VkPipelinePropertiesIdentifierEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePipelinePropertiesFeaturesEXT(
+pub unsafe fn m_VkPhysicalDevicePipelinePropertiesFeaturesEXT(
     v: &VkPhysicalDevicePipelinePropertiesFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16156,7 +16157,7 @@ unsafe fn m_VkPhysicalDevicePipelinePropertiesFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD(
+pub unsafe fn m_VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD(
     v: &VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16169,7 +16170,7 @@ unsafe fn m_VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT(
     v: &VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16181,7 +16182,7 @@ unsafe fn m_VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePipelineRobustnessFeaturesEXT(
+pub unsafe fn m_VkPhysicalDevicePipelineRobustnessFeaturesEXT(
     v: &VkPhysicalDevicePipelineRobustnessFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16193,7 +16194,7 @@ unsafe fn m_VkPhysicalDevicePipelineRobustnessFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPipelineRobustnessCreateInfoEXT(
+pub unsafe fn m_VkPipelineRobustnessCreateInfoEXT(
     v: &VkPipelineRobustnessCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16208,7 +16209,7 @@ unsafe fn m_VkPipelineRobustnessCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDevicePipelineRobustnessPropertiesEXT(
+pub unsafe fn m_VkPhysicalDevicePipelineRobustnessPropertiesEXT(
     v: &VkPhysicalDevicePipelineRobustnessPropertiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16227,7 +16228,7 @@ unsafe fn m_VkPhysicalDevicePipelineRobustnessPropertiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkImageViewSampleWeightCreateInfoQCOM(
+pub unsafe fn m_VkImageViewSampleWeightCreateInfoQCOM(
     v: &VkImageViewSampleWeightCreateInfoQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16241,7 +16242,7 @@ unsafe fn m_VkImageViewSampleWeightCreateInfoQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImageProcessingFeaturesQCOM(
+pub unsafe fn m_VkPhysicalDeviceImageProcessingFeaturesQCOM(
     v: &VkPhysicalDeviceImageProcessingFeaturesQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16255,7 +16256,7 @@ unsafe fn m_VkPhysicalDeviceImageProcessingFeaturesQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceImageProcessingPropertiesQCOM(
+pub unsafe fn m_VkPhysicalDeviceImageProcessingPropertiesQCOM(
     v: &VkPhysicalDeviceImageProcessingPropertiesQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16270,7 +16271,7 @@ unsafe fn m_VkPhysicalDeviceImageProcessingPropertiesQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceTilePropertiesFeaturesQCOM(
+pub unsafe fn m_VkPhysicalDeviceTilePropertiesFeaturesQCOM(
     v: &VkPhysicalDeviceTilePropertiesFeaturesQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16282,7 +16283,7 @@ unsafe fn m_VkPhysicalDeviceTilePropertiesFeaturesQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkTilePropertiesQCOM(
+pub unsafe fn m_VkTilePropertiesQCOM(
     v: &VkTilePropertiesQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16296,7 +16297,7 @@ unsafe fn m_VkTilePropertiesQCOM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceAmigoProfilingFeaturesSEC(
+pub unsafe fn m_VkPhysicalDeviceAmigoProfilingFeaturesSEC(
     v: &VkPhysicalDeviceAmigoProfilingFeaturesSEC,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16308,7 +16309,7 @@ unsafe fn m_VkPhysicalDeviceAmigoProfilingFeaturesSEC(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkAmigoProfilingSubmitInfoSEC(
+pub unsafe fn m_VkAmigoProfilingSubmitInfoSEC(
     v: &VkAmigoProfilingSubmitInfoSEC,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16321,7 +16322,7 @@ unsafe fn m_VkAmigoProfilingSubmitInfoSEC(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT(
     v: &VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16334,7 +16335,7 @@ unsafe fn m_VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceDepthClampZeroOneFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceDepthClampZeroOneFeaturesEXT(
     v: &VkPhysicalDeviceDepthClampZeroOneFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16346,7 +16347,7 @@ unsafe fn m_VkPhysicalDeviceDepthClampZeroOneFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceAddressBindingReportFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceAddressBindingReportFeaturesEXT(
     v: &VkPhysicalDeviceAddressBindingReportFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16358,7 +16359,7 @@ unsafe fn m_VkPhysicalDeviceAddressBindingReportFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceAddressBindingCallbackDataEXT(
+pub unsafe fn m_VkDeviceAddressBindingCallbackDataEXT(
     v: &VkDeviceAddressBindingCallbackDataEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16373,7 +16374,7 @@ unsafe fn m_VkDeviceAddressBindingCallbackDataEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceOpticalFlowFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceOpticalFlowFeaturesNV(
     v: &VkPhysicalDeviceOpticalFlowFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16385,7 +16386,7 @@ unsafe fn m_VkPhysicalDeviceOpticalFlowFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceOpticalFlowPropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceOpticalFlowPropertiesNV(
     v: &VkPhysicalDeviceOpticalFlowPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16409,7 +16410,7 @@ unsafe fn m_VkPhysicalDeviceOpticalFlowPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkOpticalFlowImageFormatInfoNV(
+pub unsafe fn m_VkOpticalFlowImageFormatInfoNV(
     v: &VkOpticalFlowImageFormatInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16421,7 +16422,7 @@ unsafe fn m_VkOpticalFlowImageFormatInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkOpticalFlowImageFormatPropertiesNV(
+pub unsafe fn m_VkOpticalFlowImageFormatPropertiesNV(
     v: &VkOpticalFlowImageFormatPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16433,7 +16434,7 @@ unsafe fn m_VkOpticalFlowImageFormatPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkOpticalFlowSessionCreateInfoNV(
+pub unsafe fn m_VkOpticalFlowSessionCreateInfoNV(
     v: &VkOpticalFlowSessionCreateInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16453,7 +16454,7 @@ unsafe fn m_VkOpticalFlowSessionCreateInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkOpticalFlowSessionCreatePrivateDataInfoNV(
+pub unsafe fn m_VkOpticalFlowSessionCreatePrivateDataInfoNV(
     v: &VkOpticalFlowSessionCreatePrivateDataInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16467,7 +16468,7 @@ unsafe fn m_VkOpticalFlowSessionCreatePrivateDataInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkOpticalFlowExecuteInfoNV(
+pub unsafe fn m_VkOpticalFlowExecuteInfoNV(
     v: &VkOpticalFlowExecuteInfoNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16490,7 +16491,7 @@ unsafe fn m_VkOpticalFlowExecuteInfoNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceFaultFeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceFaultFeaturesEXT(
     v: &VkPhysicalDeviceFaultFeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16503,7 +16504,7 @@ unsafe fn m_VkPhysicalDeviceFaultFeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceFaultAddressInfoEXT(
+pub unsafe fn m_VkDeviceFaultAddressInfoEXT(
     v: &VkDeviceFaultAddressInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16515,7 +16516,7 @@ unsafe fn m_VkDeviceFaultAddressInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceFaultVendorInfoEXT(
+pub unsafe fn m_VkDeviceFaultVendorInfoEXT(
     v: &VkDeviceFaultVendorInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16527,7 +16528,7 @@ unsafe fn m_VkDeviceFaultVendorInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceFaultCountsEXT(
+pub unsafe fn m_VkDeviceFaultCountsEXT(
     v: &VkDeviceFaultCountsEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16541,7 +16542,7 @@ unsafe fn m_VkDeviceFaultCountsEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceFaultInfoEXT(
+pub unsafe fn m_VkDeviceFaultInfoEXT(
     v: &VkDeviceFaultInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16568,7 +16569,7 @@ unsafe fn m_VkDeviceFaultInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDeviceFaultVendorBinaryHeaderVersionOneEXT(
+pub unsafe fn m_VkDeviceFaultVendorBinaryHeaderVersionOneEXT(
     v: &VkDeviceFaultVendorBinaryHeaderVersionOneEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16592,7 +16593,7 @@ unsafe fn m_VkDeviceFaultVendorBinaryHeaderVersionOneEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDecompressMemoryRegionNV(
+pub unsafe fn m_VkDecompressMemoryRegionNV(
     v: &VkDecompressMemoryRegionNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16606,7 +16607,7 @@ unsafe fn m_VkDecompressMemoryRegionNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM(
+pub unsafe fn m_VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM(
     v: &VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16620,7 +16621,7 @@ unsafe fn m_VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM(
+pub unsafe fn m_VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM(
     v: &VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16632,7 +16633,7 @@ unsafe fn m_VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSurfacePresentModeEXT(
+pub unsafe fn m_VkSurfacePresentModeEXT(
     v: &VkSurfacePresentModeEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16644,7 +16645,7 @@ unsafe fn m_VkSurfacePresentModeEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSurfacePresentScalingCapabilitiesEXT(
+pub unsafe fn m_VkSurfacePresentScalingCapabilitiesEXT(
     v: &VkSurfacePresentScalingCapabilitiesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16662,7 +16663,7 @@ unsafe fn m_VkSurfacePresentScalingCapabilitiesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSurfacePresentModeCompatibilityEXT(
+pub unsafe fn m_VkSurfacePresentModeCompatibilityEXT(
     v: &VkSurfacePresentModeCompatibilityEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16684,7 +16685,7 @@ unsafe fn m_VkSurfacePresentModeCompatibilityEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT(
+pub unsafe fn m_VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT(
     v: &VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16696,7 +16697,7 @@ unsafe fn m_VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSwapchainPresentFenceInfoEXT(
+pub unsafe fn m_VkSwapchainPresentFenceInfoEXT(
     v: &VkSwapchainPresentFenceInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16718,7 +16719,7 @@ unsafe fn m_VkSwapchainPresentFenceInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSwapchainPresentModesCreateInfoEXT(
+pub unsafe fn m_VkSwapchainPresentModesCreateInfoEXT(
     v: &VkSwapchainPresentModesCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16740,7 +16741,7 @@ unsafe fn m_VkSwapchainPresentModesCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSwapchainPresentModeInfoEXT(
+pub unsafe fn m_VkSwapchainPresentModeInfoEXT(
     v: &VkSwapchainPresentModeInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16762,7 +16763,7 @@ unsafe fn m_VkSwapchainPresentModeInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkSwapchainPresentScalingCreateInfoEXT(
+pub unsafe fn m_VkSwapchainPresentScalingCreateInfoEXT(
     v: &VkSwapchainPresentScalingCreateInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16776,7 +16777,7 @@ unsafe fn m_VkSwapchainPresentScalingCreateInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkReleaseSwapchainImagesInfoEXT(
+pub unsafe fn m_VkReleaseSwapchainImagesInfoEXT(
     v: &VkReleaseSwapchainImagesInfoEXT,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16799,7 +16800,7 @@ unsafe fn m_VkReleaseSwapchainImagesInfoEXT(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV(
+pub unsafe fn m_VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV(
     v: &VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16812,7 +16813,7 @@ unsafe fn m_VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV(
+pub unsafe fn m_VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV(
     v: &VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16828,7 +16829,7 @@ unsafe fn m_VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDirectDriverLoadingInfoLUNARG(
+pub unsafe fn m_VkDirectDriverLoadingInfoLUNARG(
     v: &VkDirectDriverLoadingInfoLUNARG,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16841,7 +16842,7 @@ unsafe fn m_VkDirectDriverLoadingInfoLUNARG(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkDirectDriverLoadingListLUNARG(
+pub unsafe fn m_VkDirectDriverLoadingListLUNARG(
     v: &VkDirectDriverLoadingListLUNARG,
     a: &mut Arena,
     r: &mut dyn Remap,
@@ -16865,7 +16866,7 @@ unsafe fn m_VkDirectDriverLoadingListLUNARG(
     Ok(o)
 }
 #[inline(never)]
-unsafe fn m_VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(
+pub unsafe fn m_VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(
     v: &VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM,
     a: &mut Arena,
     r: &mut dyn Remap,

@@ -1,0 +1,351 @@
+//! Emits the replayer's generic dispatch: owned parameters -> raw ash structures in an arena
+//! (every handle translated through `Remap`), a call through the dispatch table, then the
+//! created handles bound captured -> replayed.
+
+use crate::analyze::{ash_name, Analysis, Elem, Field, Kind, Len, Level, PElem};
+use crate::config;
+use crate::emit_stream::{base_ty, sig_ty, HEADER};
+use crate::model::{Registry, TypeCat};
+use std::fmt::Write;
+
+pub fn mod_rs() -> String {
+    format!(
+        "{HEADER}//! Generated from vk.xml by `codegen`: the generic replay dispatch (see `dispatch`).\npub mod dispatch;\n"
+    )
+}
+
+const PRELUDE: &str = r#"//! Generic replay of a decoded call.
+//!
+//! [`replay`] materialises a [`vkstream::Call`]'s owned parameters into raw ash structures held by
+//! an [`Arena`], translating every captured handle through [`Remap::handle`] (VK_NULL_HANDLE stays
+//! null without asking), calls the command through the table that
+//! [`ReplayContext::instance_table`]/[`ReplayContext::device_table`] give for the captured first
+//! argument, and binds each handle the call created ([`Remap::bind`], only when it succeeded).
+//!
+//! What the implementor of [`ReplayContext`] provides (the replayer engine):
+//! - `remap()`: captured -> replay handle translation, and `bind` for created handles;
+//! - `instance_table(captured)`: the table for a captured VkInstance/VkPhysicalDevice (0 for
+//!   global commands such as vkCreateInstance);
+//! - `device_table(captured)`: the table for a captured VkDevice/VkQueue/VkCommandBuffer.
+//!
+//! Rules applied here: output parameters (non-const pointers) are passed with the captured
+//! contents as initial values (so counts and pNext chains the driver fills are as the app gave
+//! them) and handles inside them that are not known yet become VK_NULL_HANDLE; application
+//! callbacks (`PFN_*` members) and opaque host pointers (`pUserData`, `pHostPointer`, platform
+//! display pointers) are passed as NULL; pNext elements that were not captured (unknown sType)
+//! are left out of the chain. `m_VkXxx` materialise one owned struct (with its pNext chain) for
+//! hand-written replay code; [`m_chain`] builds a chain alone. The replayer handles the commands in `vkstream::SPECIAL` (memory
+//! mapping, submission, queries, swapchains, ...) before calling [`replay`].
+#![allow(non_snake_case, unused_variables, unused_mut, unused_parens, unused_unsafe, deprecated, clippy::all)]
+use crate::error::ReplayError;
+use ash::vk;
+use ash::vk::Handle;
+use std::ffi::{c_char, c_int, c_void};
+use vkstream::types::*;
+
+/// Captured -> replay handle translation.
+pub trait Remap {
+    /// The replay handle for a captured non-null handle of type `ty`; an unknown handle is an
+    /// error (`ReplayError::UnknownHandle`).
+    fn handle(&mut self, ty: vk::ObjectType, captured: u64) -> Result<u64, ReplayError>;
+    /// Records that the captured handle `captured` was re-created as `replayed`.
+    fn bind(&mut self, ty: vk::ObjectType, captured: u64, replayed: u64);
+}
+
+/// What [`replay`] needs from the replay engine.
+pub trait ReplayContext {
+    fn remap(&mut self) -> &mut dyn Remap;
+    fn instance_table(&mut self, captured: u64) -> Result<&vkstream::InstanceTable, ReplayError>;
+    fn device_table(&mut self, captured: u64) -> Result<&vkstream::DeviceTable, ReplayError>;
+}
+
+/// Owns the raw memory the materialised structures point into; freed on drop (or `clear`).
+#[derive(Default)]
+pub struct Arena {
+    blocks: Vec<(*mut u8, std::alloc::Layout)>,
+}
+
+impl Arena {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Copies `items` into the arena (a dangling, non-null pointer for an empty slice).
+    pub fn slice<T: Copy>(&mut self, items: &[T]) -> *mut T {
+        if items.is_empty() || std::mem::size_of::<T>() == 0 {
+            return std::ptr::NonNull::<T>::dangling().as_ptr();
+        }
+        let layout = std::alloc::Layout::array::<T>(items.len()).expect("slice layout fits");
+        // SAFETY: layout has non-zero size; the copy stays within the fresh allocation.
+        unsafe {
+            let p = std::alloc::alloc(layout) as *mut T;
+            if p.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            std::ptr::copy_nonoverlapping(items.as_ptr(), p, items.len());
+            self.blocks.push((p as *mut u8, layout));
+            p
+        }
+    }
+    pub fn alloc<T: Copy>(&mut self, v: T) -> *mut T {
+        self.slice(std::slice::from_ref(&v))
+    }
+    /// A NUL-terminated copy of `s` (cut at an interior NUL).
+    pub fn cstr(&mut self, s: &str) -> *const c_char {
+        let b = s.as_bytes();
+        let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        let mut v: Vec<c_char> = b[..n].iter().map(|&c| c as c_char).collect();
+        v.push(0);
+        self.slice(&v)
+    }
+    /// Frees everything allocated so far.
+    pub fn clear(&mut self) {
+        for (p, layout) in self.blocks.drain(..) {
+            // SAFETY: allocated in `slice` with this layout, freed once.
+            unsafe { std::alloc::dealloc(p, layout) };
+        }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// Output parameters: handles not known yet (being created) become VK_NULL_HANDLE.
+struct Out<'a>(&'a mut dyn Remap);
+
+impl Remap for Out<'_> {
+    fn handle(&mut self, ty: vk::ObjectType, captured: u64) -> Result<u64, ReplayError> {
+        Ok(self.0.handle(ty, captured).unwrap_or(0))
+    }
+    fn bind(&mut self, ty: vk::ObjectType, captured: u64, replayed: u64) {
+        self.0.bind(ty, captured, replayed)
+    }
+}
+
+fn h(r: &mut dyn Remap, ty: vk::ObjectType, captured: u64) -> Result<u64, ReplayError> {
+    if captured == 0 {
+        Ok(0)
+    } else {
+        r.handle(ty, captured)
+    }
+}
+
+/// A union from its captured raw bytes.
+unsafe fn union_from<T: Copy>(b: &[u8]) -> T {
+    let mut t: T = std::mem::zeroed();
+    std::ptr::copy_nonoverlapping(b.as_ptr(), &mut t as *mut T as *mut u8, b.len().min(std::mem::size_of::<T>()));
+    t
+}
+
+fn copy_str(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len().saturating_sub(1));
+    for (d, c) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {
+        *d = *c as c_char;
+    }
+    if let Some(last) = dst.get_mut(n) {
+        *last = 0;
+    }
+}
+
+fn missing(name: &str) -> ReplayError {
+    ReplayError::Other(format!("{name} is not available on the replay device"))
+}
+"#;
+
+fn objtype(cat: &TypeCat) -> String {
+    match cat {
+        TypeCat::Handle { objtype, .. } => format!("vk::ObjectType::{}", objtype.trim_start_matches("VK_OBJECT_TYPE_")),
+        _ => unreachable!(),
+    }
+}
+
+/// Owned scalar value `x` (by value) -> ash value.
+fn conv_scalar(reg: &Registry, cat: &TypeCat, ty: &str, x: &str) -> String {
+    match cat {
+        TypeCat::Prim(_) => x.to_string(),
+        TypeCat::Usize => format!("({x} as usize)"),
+        TypeCat::Enum | TypeCat::Flags32 | TypeCat::Flags64 => format!("{}::from_raw({x})", ash_name(reg, ty)),
+        TypeCat::Handle { .. } => format!("{}::from_raw(h(r, {}, {x})?)", ash_name(reg, ty), objtype(cat)),
+        TypeCat::FuncPtr => "None".into(),
+        TypeCat::OpaquePtr => "(std::ptr::null_mut::<c_void>() as _)".into(),
+        TypeCat::PlatformInt => format!("({x} as _)"),
+        other => panic!("not a scalar {other:?}"),
+    }
+}
+
+/// Element behind reference `y` -> ash value.
+fn conv_elem_ref(reg: &Registry, el: &Elem, y: &str) -> String {
+    match el {
+        Elem::Scalar(cat, ty) => conv_scalar(reg, cat, ty, &format!("(*{y})")),
+        Elem::Struct(s) => format!("m_{s}({y}, a, r)?"),
+        Elem::Union(u) => format!("union_from::<{}>({y})", ash_name(reg, u)),
+    }
+}
+
+fn elem_ash_ty(reg: &Registry, an: &Analysis, el: &Elem) -> String {
+    match el {
+        Elem::Scalar(_, ty) | Elem::Struct(ty) | Elem::Union(ty) => {
+            let t = base_ty(reg, an, ty);
+            t.replace("<'_>", "<'static>")
+        }
+    }
+}
+
+/// Materialised value of a pointer kind from owned `x: &Owned` (inside `Some(x)`).
+fn mat_ptr(reg: &Registry, an: &Analysis, len: &Len, elem: &PElem) -> String {
+    let vec_of = |conv: String, ty: String| {
+        format!("{{ let mut t: Vec<{ty}> = Vec::with_capacity(x.len()); for y in x.iter() {{ t.push({conv}); }} a.slice(&t) as _ }}")
+    };
+    match (len, elem) {
+        (Len::One, PElem::Elem(el)) => format!("{{ let t = {}; a.alloc(t) as _ }}", conv_elem_ref(reg, el, "x")),
+        (Len::One, PElem::Str) => "a.cstr(x) as _".into(),
+        (Len::One, PElem::OpaqueOut) => "a.alloc(std::ptr::null_mut::<c_void>()) as _".into(),
+        (_, PElem::FixedArr(el, n)) => {
+            format!(
+                "{{ let mut t: [{}; {n}] = std::mem::zeroed(); for (d, y) in t.iter_mut().zip(x.iter()) {{ *d = {}; }} a.alloc(t) as _ }}",
+                elem_ash_ty(reg, an, el),
+                conv_elem_ref(reg, el, "y")
+            )
+        }
+        (Len::Count(_), PElem::Elem(el)) => vec_of(conv_elem_ref(reg, el, "y"), elem_ash_ty(reg, an, el)),
+        (_, PElem::Bytes) => "a.slice(&x[..]) as _".into(),
+        (_, PElem::StrArray) => vec_of("a.cstr(y)".into(), "*const c_char".into()),
+        (_, PElem::StructPtrArray(s)) => vec_of(
+            format!(
+                "match y {{ Some(z) => {{ let t = m_{s}(z, a, r)?; a.alloc(t) as *const {} }} None => std::ptr::null() }}",
+                elem_ash_ty(reg, an, &Elem::Struct(s.clone()))
+            ),
+            format!("*const {}", elem_ash_ty(reg, an, &Elem::Struct(s.clone()))),
+        ),
+        (l, e) => panic!("unexpected pointer {l:?} {e:?}"),
+    }
+}
+
+fn has_pnext(fields: &[Field]) -> bool {
+    fields.iter().any(|f| f.kind == Kind::PNext)
+}
+
+pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
+    let mut o = String::from(HEADER);
+    o.push_str(PRELUDE);
+    // pNext chains.
+    o.push_str("\n/// Builds a pNext chain in the arena, in captured order.\npub unsafe fn m_chain(c: &[PNext], a: &mut Arena, r: &mut dyn Remap) -> Result<*mut c_void, ReplayError> {\nlet mut next: *mut c_void = std::ptr::null_mut();\nfor e in c.iter().rev() {\nnext = match e {\n");
+    for name in &an.struct_order {
+        let s = &an.structs[name];
+        if s.def.stype.is_some() && has_pnext(&s.fields) {
+            let _ = writeln!(o, "PNext::{name}(x) => {{ let mut s = m_{name}(x, a, r)?; s.p_next = next as _; a.alloc(s) as *mut c_void }}");
+        }
+    }
+    o.push_str("PNext::Unknown(_) => continue,\n};\n}\nOk(next)\n}\n\n");
+
+    for name in &an.struct_order {
+        let s = &an.structs[name];
+        if s.def.is_union {
+            continue;
+        }
+        let ty = base_ty(reg, an, name).replace("<'_>", "<'static>");
+        let _ = writeln!(
+            o,
+            "#[inline(never)]\npub unsafe fn m_{name}(v: &{name}, a: &mut Arena, r: &mut dyn Remap) -> Result<{ty}, ReplayError> {{\nlet mut o: {ty} = std::mem::zeroed();"
+        );
+        if let Some(st) = &s.def.stype {
+            let _ = writeln!(o, "o.s_type = vk::StructureType::{};", st.trim_start_matches("VK_STRUCTURE_TYPE_"));
+        }
+        for f in &s.fields {
+            let place = format!("o.{}", f.snake);
+            let src = format!("v.{}", f.snake);
+            let line = match &f.kind {
+                Kind::SType => continue,
+                Kind::PNext => format!("{place} = m_chain(&{src}, a, r)? as _;"),
+                Kind::Val(Elem::Scalar(cat, t)) => format!("{place} = {};", conv_scalar(reg, cat, t, &src)),
+                Kind::Val(el) => format!("{place} = {};", conv_elem_ref(reg, el, &format!("&{src}"))),
+                Kind::Fixed(el, _) => format!(
+                    "for (d, y) in {place}.iter_mut().zip({src}.iter()) {{ *d = {}; }}",
+                    conv_elem_ref(reg, el, "y")
+                ),
+                Kind::FixedStr(_) => format!("copy_str(&mut {place}, &{src});"),
+                Kind::Ptr { len, elem } => format!(
+                    "{place} = match &{src} {{ None => std::ptr::null_mut::<u8>() as _, Some(x) => {} }};",
+                    mat_ptr(reg, an, len, elem)
+                ),
+            };
+            o.push_str(&line);
+            o.push('\n');
+        }
+        o.push_str("Ok(o)\n}\n");
+    }
+
+    // The dispatcher.
+    o.push_str("\n/// Replays one decoded call; see the module documentation.\n///\n/// # Safety\n/// Calls into Vulkan with the tables the context gives; they must belong to live objects.\npub unsafe fn replay(call: &vkstream::Call, ctx: &mut dyn ReplayContext) -> Result<vk::Result, ReplayError> {\nlet mut arena = Arena::new();\nlet a = &mut arena;\nmatch call {\n");
+    for c in &an.cmds {
+        let name = &c.def.name;
+        let first = &c.params[0];
+        let first_disp = matches!(reg.cat(&first.decl.ty), TypeCat::Handle { dispatchable: true, .. })
+            && first.decl.ptrs.is_empty();
+        let key = if first_disp { format!("p.{}", first.snake) } else { "0".into() };
+        let table = if c.level == Level::Device { "device_table" } else { "instance_table" };
+        let _ = writeln!(
+            o,
+            "vkstream::Call::{name}(p) => {{\nlet f = ctx.{table}({key})?.{name}.ok_or_else(|| missing(\"{name}\"))?;\nlet r: &mut dyn Remap = ctx.remap();"
+        );
+        let mut args = Vec::new();
+        for (i, p) in c.params.iter().enumerate() {
+            let out = !p.decl.ptrs.is_empty() && !p.decl.ptrs[0];
+            let src = format!("p.{}", p.snake);
+            let expr = match &p.kind {
+                Kind::Val(Elem::Scalar(cat, t)) => conv_scalar(reg, cat, t, &src),
+                Kind::Val(el) => conv_elem_ref(reg, el, &format!("&{src}")),
+                Kind::Ptr { len, elem } => format!(
+                    "match &{src} {{ None => std::ptr::null_mut::<u8>() as _, Some(x) => {} }}",
+                    mat_ptr(reg, an, len, elem)
+                ),
+                other => panic!("unexpected parameter kind {other:?}"),
+            };
+            let ty = sig_ty(reg, an, &p.decl);
+            if out {
+                let _ = writeln!(o, "let a{i}: {ty} = {{ let r: &mut dyn Remap = &mut Out(&mut *r); {expr} }};");
+            } else {
+                let _ = writeln!(o, "let a{i}: {ty} = {expr};");
+            }
+            args.push(format!("a{i}"));
+        }
+        let _ = writeln!(o, "let ret = f({});", args.join(", "));
+        let ok = if c.def.ret == "VkResult" { "ret.as_raw() >= 0" } else { "true" };
+        // Bind created handles.
+        let mut binds = String::new();
+        for (i, p) in c.params.iter().enumerate() {
+            let out = !p.decl.ptrs.is_empty() && !p.decl.ptrs[0];
+            if !out {
+                continue;
+            }
+            if let Kind::Ptr { len, elem: PElem::Elem(Elem::Scalar(cat @ TypeCat::Handle { .. }, _)) } = &p.kind {
+                let ot = objtype(cat);
+                match len {
+                    Len::One => {
+                        let _ = writeln!(binds, "if let Some(c) = p.{} {{ if c != 0 && !a{i}.is_null() {{ r.bind({ot}, c, (*a{i}).as_raw()); }} }}", p.snake);
+                    }
+                    Len::Count(_) => {
+                        let _ = writeln!(
+                            binds,
+                            "if let Some(cs) = &p.{} {{ if !a{i}.is_null() {{ for (k, c) in cs.iter().enumerate() {{ if *c != 0 {{ r.bind({ot}, *c, (*a{i}.add(k)).as_raw()); }} }} }} }}",
+                            p.snake
+                        );
+                    }
+                }
+            }
+        }
+        if !binds.is_empty() {
+            let _ = writeln!(o, "if {ok} {{\n{binds}}}");
+        }
+        if c.def.ret == "VkResult" {
+            o.push_str("Ok(ret)\n}\n");
+        } else {
+            o.push_str("let _ = ret;\nOk(vk::Result::SUCCESS)\n}\n");
+        }
+    }
+    o.push_str("}\n}\n");
+    let _ = config::SPECIAL;
+    o
+}
