@@ -93,6 +93,7 @@ fn run(args: &Args) -> Result<ExitCode> {
         gpu.instance.destroy_instance(None);
     }
     report.validation_messages = gpu::take_messages();
+    report.passed = report.passed();
     print(args, &report);
     let ok = report.validation_messages.is_empty() && (!args.check || report.passed());
     Ok(if ok {
@@ -123,6 +124,14 @@ fn print(args: &Args, report: &report::Report) {
         match serde_json::to_string_pretty(report) {
             Ok(s) => println!("{s}"),
             Err(e) => eprintln!("quarry-demo: cannot serialise results: {e}"),
+        }
+        // Keep stdout pure JSON; the human table still goes to stderr.
+        if args.check {
+            eprintln!("device: {} ({})", report.device, report.driver.trim());
+            eprint!("{}", report.table());
+            for s in &report.skipped {
+                eprintln!("{s}");
+            }
         }
     } else {
         println!("device: {} ({})", report.device, report.driver.trim());

@@ -74,6 +74,8 @@ pub struct Report {
     /// Facts worth showing that are not pass/fail (counter names, durations).
     pub info: Vec<String>,
     pub validation_messages: Vec<String>,
+    /// Every check matched and validation stayed silent.
+    pub passed: bool,
 }
 
 impl Report {

@@ -1,0 +1,123 @@
+//! Runs the real binary on lavapipe (the CI driver): `--check` must pass and
+//! VK_LAYER_KHRONOS_validation must stay silent. No Vulkan driver is a
+//! failure, not a skip: CI always has lavapipe.
+
+use std::process::{Command, Output};
+
+fn demo(args: &[&str], validation: bool) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quarry-demo"));
+    cmd.args(args).env("XDG_RUNTIME_DIR", std::env::temp_dir());
+    if validation {
+        cmd.env("VK_LOADER_LAYERS_ENABLE", "*validation*");
+    } else {
+        cmd.env_remove("VK_LOADER_LAYERS_ENABLE");
+    }
+    cmd.output().expect("quarry-demo could not be started")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_passes_on_lavapipe() {
+    let o = demo(
+        &[
+            "--headless",
+            "--frames",
+            "3",
+            "--check",
+            "--gpu",
+            "llvmpipe",
+        ],
+        false,
+    );
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success(),
+        "quarry-demo --check failed\n{out}\n{err}"
+    );
+    assert!(err.contains("check: all"), "{err}");
+    // The exact answers the rest of the project relies on.
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("row {name:?} missing from\n{out}"))
+            .to_string()
+    };
+    assert!(row("occlusion PRECISE, half-hidden quad").contains(" 512 "));
+    assert!(row("pipeline statistics: compute shader invocations").contains(" 192 "));
+    assert!(row("xfb stream 1: primitives written (overflow)").contains(" 8 "));
+    assert!(!out.contains("MISMATCH"));
+    // lavapipe lacks these, and says so in the exact form.
+    assert!(out.contains(
+        "skipped: occlusion query inherited by a secondary command buffer needs VkPhysicalDeviceFeatures::inheritedQueries"
+    ));
+    assert!(out.contains("skipped: mesh primitives generated"));
+}
+
+#[test]
+fn validation_layer_reports_nothing() {
+    let o = demo(
+        &[
+            "--headless",
+            "--frames",
+            "3",
+            "--check",
+            "--validate",
+            "--gpu",
+            "llvmpipe",
+        ],
+        true,
+    );
+    let (out, err) = text(&o);
+    assert!(!err.contains("validation:"), "validation messages:\n{err}");
+    assert!(
+        o.status.success(),
+        "quarry-demo under validation failed\n{out}\n{err}"
+    );
+}
+
+#[test]
+fn json_has_every_frame() {
+    let o = demo(
+        &[
+            "--headless",
+            "--frames",
+            "2",
+            "--check",
+            "--json",
+            "--gpu",
+            "llvmpipe",
+        ],
+        false,
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("--json prints JSON");
+    assert_eq!(v["frames"], 2);
+    assert_eq!(v["passed"], true);
+    let checks = v["checks"].as_array().expect("checks array");
+    let occ = checks
+        .iter()
+        .find(|c| c["query"] == "occlusion PRECISE, half-hidden quad")
+        .expect("precise occlusion row");
+    assert_eq!(occ["got"], serde_json::json!(["512", "512"]));
+    assert_eq!(occ["rule"], "exact");
+    assert!(v["skipped"].as_array().is_some_and(|s| !s.is_empty()));
+}
+
+#[test]
+fn bad_arguments_give_clear_errors() {
+    let o = demo(&["--headless", "--gpu", "99"], false);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("--gpu 99: no such device"), "{err}");
+    let o = demo(&["--headless", "--gpu", "no-such-gpu-name"], false);
+    assert!(text(&o).1.contains("no device name contains it"));
+    let o = demo(&["--headless", "--frames", "0"], false);
+    assert!(text(&o).1.contains("--frames must be at least 1"));
+}
