@@ -71,10 +71,12 @@ fn payload(rng: &mut Rng, len: usize) -> Vec<u8> {
             v.extend_from_slice(&rng.next().to_le_bytes());
         }
     } else {
-        // Vertex-like: smooth floats with small noise.
+        // Vertex-like: smooth floats with small noise, a different curve per payload.
+        let phase = rng.below(10_000) as f32;
+        let step = 0.001 + rng.below(100) as f32 * 0.0005;
         let mut i = 0u32;
         while v.len() < len {
-            let x = (i as f32 * 0.01).sin() * 100.0 + (rng.below(8) as f32) * 0.001;
+            let x = ((phase + i as f32) * step).sin() * 100.0 + (rng.below(8) as f32) * 0.001;
             v.extend_from_slice(&x.to_le_bytes());
             i += 1;
         }
@@ -408,6 +410,17 @@ fn main() {
         write_s, mb(summary.uncompressed_bytes) / write_s, write_cpu, mb(summary.uncompressed_bytes) / write_cpu);
     println!("read:  {:.2} s wall, {:.0} MiB/s decompressed and decoded on one thread ({:.0} MiB/s per CPU-second; {:.0} MiB via blobs)",
         read_s, mb(info.uncompressed_bytes) / read_s, mb(info.uncompressed_bytes) / read_cpu, mb(blob_bytes));
+    let (mut rec_stored, mut rec_raw, mut blob_stored, mut blob_raw) = (0u64, 0u64, 0u64, 0u64);
+    for b in r.blocks() {
+        if b.kind == 1 {
+            rec_stored += b.stored_len;
+            rec_raw += b.uncompressed_len;
+        } else {
+            blob_stored += b.stored_len;
+            blob_raw += b.uncompressed_len;
+        }
+    }
+    println!("       record blocks {:.1} -> {:.1} MiB, blob blocks {:.1} -> {:.1} MiB", mb(rec_raw), mb(rec_stored), mb(blob_raw), mb(blob_stored));
     println!(
         "       decompression alone: {:.0} MiB/s",
         mb(raw) / decompress_s

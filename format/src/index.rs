@@ -12,6 +12,8 @@ pub struct BlockEntry {
     /// Raw block kind (1 records, 2 blob, 3 index; others are skipped).
     pub kind: u8,
     pub codec: u8,
+    /// Dictionary block id (aux of a kind-4 block) when `codec` is 2.
+    pub dict: u16,
     pub records: u32,
     /// Frame index for record blocks, blob id for blob blocks.
     pub aux: u64,
@@ -25,6 +27,7 @@ impl BlockEntry {
             offset,
             kind: h.kind.to_u8(),
             codec: h.codec,
+            dict: h.dict,
             records: h.records,
             aux: h.aux,
             uncompressed_len: h.uncompressed_len,

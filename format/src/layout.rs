@@ -34,6 +34,7 @@ pub enum BlockKind {
     Records,
     Blob,
     Index,
+    Dict,
     Unknown(u8),
 }
 
@@ -43,6 +44,7 @@ impl BlockKind {
             1 => BlockKind::Records,
             2 => BlockKind::Blob,
             3 => BlockKind::Index,
+            4 => BlockKind::Dict,
             other => BlockKind::Unknown(other),
         }
     }
@@ -51,6 +53,7 @@ impl BlockKind {
             BlockKind::Records => 1,
             BlockKind::Blob => 2,
             BlockKind::Index => 3,
+            BlockKind::Dict => 4,
             BlockKind::Unknown(v) => v,
         }
     }
@@ -59,6 +62,7 @@ impl BlockKind {
             BlockKind::Records => "records",
             BlockKind::Blob => "blob",
             BlockKind::Index => "index",
+            BlockKind::Dict => "dictionary",
             BlockKind::Unknown(_) => "unknown",
         }
     }
@@ -67,6 +71,8 @@ impl BlockKind {
 /// Payload codecs.
 pub const CODEC_STORED: u8 = 0;
 pub const CODEC_ZSTD: u8 = 1;
+/// zstd with the raw-content dictionary held by the dictionary block named in the header.
+pub const CODEC_ZSTD_DICT: u8 = 2;
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
@@ -129,6 +135,8 @@ pub fn prefix_checksum(first24: &[u8], header: &[u8]) -> u64 {
 pub struct BlockHeader {
     pub kind: BlockKind,
     pub codec: u8,
+    /// Dictionary id for `CODEC_ZSTD_DICT`, else 0.
+    pub dict: u16,
     pub records: u32,
     /// Frame index (record blocks), blob id (blob blocks), 0 otherwise.
     pub aux: u64,
@@ -143,6 +151,7 @@ impl BlockHeader {
         b[0..4].copy_from_slice(&BLOCK_MAGIC);
         b[4] = self.kind.to_u8();
         b[5] = self.codec;
+        b[6..8].copy_from_slice(&self.dict.to_le_bytes());
         b[8..12].copy_from_slice(&self.records.to_le_bytes());
         b[16..24].copy_from_slice(&self.aux.to_le_bytes());
         b[24..32].copy_from_slice(&self.uncompressed_len.to_le_bytes());
@@ -167,6 +176,7 @@ impl BlockHeader {
         Ok(BlockHeader {
             kind: BlockKind::from_u8(b[4]),
             codec: b[5],
+            dict: u16_at(b, 6),
             records: u32_at(b, 8),
             aux: u64_at(b, 16),
             uncompressed_len: u64_at(b, 24),
@@ -261,6 +271,7 @@ mod tests {
         let h = BlockHeader {
             kind: BlockKind::Records,
             codec: CODEC_ZSTD,
+            dict: 0,
             records: 7,
             aux: 3,
             uncompressed_len: 1000,

@@ -81,6 +81,14 @@ pub struct TraceReader {
     damage: Vec<BlockDamage>,
     lost_bytes: u64,
     blob_blocks: HashMap<u64, usize>,
+    dict_blocks: HashMap<u64, usize>,
+}
+
+/// Decompression contexts reused across the blocks of one pass.
+#[derive(Default)]
+pub(crate) struct Dctx {
+    plain: Option<zstd::bulk::Decompressor<'static>>,
+    dict: Option<(u16, zstd::bulk::Decompressor<'static>)>,
 }
 
 impl std::fmt::Debug for TraceReader {
@@ -217,6 +225,7 @@ impl TraceReader {
             damage: Vec::new(),
             lost_bytes: 0,
             blob_blocks: HashMap::new(),
+            dict_blocks: HashMap::new(),
         };
         match reader.read_footer() {
             Some(mut footer) => {
@@ -226,8 +235,14 @@ impl TraceReader {
             None => reader.scan(),
         }
         for (i, b) in reader.blocks.iter().enumerate() {
-            if b.kind() == BlockKind::Blob {
-                reader.blob_blocks.entry(b.aux).or_insert(i);
+            match b.kind() {
+                BlockKind::Blob => {
+                    reader.blob_blocks.entry(b.aux).or_insert(i);
+                }
+                BlockKind::Dict => {
+                    reader.dict_blocks.entry(b.aux).or_insert(i);
+                }
+                _ => {}
             }
         }
         Ok(reader)
@@ -253,7 +268,7 @@ impl TraceReader {
             return None;
         }
         let entry = BlockEntry::from_header(ioff, &h);
-        let raw = self.block_bytes(&entry, &mut None).ok()?;
+        let raw = self.block_bytes(&entry, &mut Dctx::default()).ok()?;
         let (footer, _): (FooterIndex, usize) =
             bincode::serde::decode_from_slice(&raw, bincode_config()).ok()?;
         // The writer lays blocks end to end from the header to the index; anything else means
@@ -448,7 +463,7 @@ impl TraceReader {
                 Problem::Corrupt(format!("no block {i} (file has {})", self.blocks.len())),
             )
         })?;
-        self.block_bytes(entry, &mut None)
+        self.block_bytes(entry, &mut Dctx::default())
     }
 
     fn record_block_ids(&self, keep: impl Fn(&BlockEntry) -> bool) -> Vec<usize> {
@@ -466,7 +481,7 @@ impl TraceReader {
                 Problem::NoSuchBlob(id.0),
             ));
         };
-        self.block_bytes(&self.blocks[i], &mut None)
+        self.block_bytes(&self.blocks[i], &mut Dctx::default())
     }
 
     /// The bytes a payload stands for.
@@ -555,7 +570,7 @@ impl TraceReader {
     fn block_bytes(
         &self,
         b: &BlockEntry,
-        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+        dctx: &mut Dctx,
     ) -> Result<Vec<u8>, FormatError> {
         let mut out = Vec::new();
         self.block_bytes_into(b, dctx, &mut out)?;
@@ -565,7 +580,7 @@ impl TraceReader {
     fn block_bytes_into(
         &self,
         b: &BlockEntry,
-        dctx: &mut Option<zstd::bulk::Decompressor<'static>>,
+        dctx: &mut Dctx,
         out: &mut Vec<u8>,
     ) -> Result<(), FormatError> {
         let payload = self.payload_slice(b)?;
@@ -598,20 +613,31 @@ impl TraceReader {
                     .map_err(|_| FormatError::new(&self.path, b.offset, Problem::Alloc(ulen)))?;
                 out.extend_from_slice(payload);
             }
-            CODEC_ZSTD => {
+            CODEC_ZSTD | CODEC_ZSTD_DICT => {
                 let max = (payload.len() as u64).saturating_mul(MAX_RATIO);
                 if ulen > max {
                     return Err(too_large(max));
                 }
                 out.try_reserve_exact(ulen as usize)
                     .map_err(|_| FormatError::new(&self.path, b.offset, Problem::Alloc(ulen)))?;
-                if dctx.is_none() {
-                    *dctx = Some(zstd::bulk::Decompressor::new().map_err(|e| {
-                        FormatError::new(&self.path, b.offset, Problem::Decompress(e.to_string()))
-                    })?);
-                }
-                let Some(d) = dctx.as_mut() else {
-                    unreachable!()
+                let zerr = |e: std::io::Error| {
+                    FormatError::new(&self.path, b.offset, Problem::Decompress(e.to_string()))
+                };
+                let d = if b.codec == CODEC_ZSTD {
+                    if dctx.plain.is_none() {
+                        dctx.plain = Some(zstd::bulk::Decompressor::new().map_err(zerr)?);
+                    }
+                    dctx.plain.as_mut()
+                } else {
+                    if dctx.dict.as_ref().map(|(id, _)| *id) != Some(b.dict) {
+                        let bytes = self.dictionary(b)?;
+                        let d = zstd::bulk::Decompressor::with_dictionary(&bytes).map_err(zerr)?;
+                        dctx.dict = Some((b.dict, d));
+                    }
+                    dctx.dict.as_mut().map(|(_, d)| d)
+                };
+                let Some(d) = d else {
+                    return Err(zerr(std::io::Error::other("no decompression context")));
                 };
                 let n = d.decompress_to_buffer(payload, out).map_err(|e| {
                     FormatError::new(
@@ -639,6 +665,22 @@ impl TraceReader {
         Ok(())
     }
 
+    /// Contents of the dictionary block that block `user` was compressed with.
+    fn dictionary(&self, user: &BlockEntry) -> Result<Vec<u8>, FormatError> {
+        let Some(&i) = self.dict_blocks.get(&u64::from(user.dict)) else {
+            return Err(FormatError::corrupt(
+                &self.path,
+                user.offset,
+                format!("dictionary {} of this block is missing", user.dict),
+            ));
+        };
+        let d = &self.blocks[i];
+        if d.codec == CODEC_ZSTD_DICT {
+            return Err(FormatError::corrupt(&self.path, d.offset, "dictionary block needs a dictionary"));
+        }
+        self.block_bytes(d, &mut Dctx::default())
+    }
+
     /// Summary with per-type counts. Checks every block's checksum; without a footer the
     /// counts come from walking every record block (records are counted, not decoded).
     pub fn info(&self) -> Info {
@@ -649,7 +691,7 @@ impl TraceReader {
         let mut blob_blocks = 0u64;
         let mut compressed = 0u64;
         let mut uncompressed = 0u64;
-        let mut dctx = None;
+        let mut dctx = Dctx::default();
         let mut buf = Vec::new();
         for b in &self.blocks {
             compressed += b.stored_len;
@@ -749,7 +791,7 @@ pub struct Records<'a> {
     block_offset: u64,
     declared: u32,
     seen: u32,
-    dctx: Option<zstd::bulk::Decompressor<'static>>,
+    dctx: Dctx,
     unknown: u64,
 }
 
@@ -764,7 +806,7 @@ impl<'a> Records<'a> {
             block_offset: 0,
             declared: 0,
             seen: 0,
-            dctx: None,
+            dctx: Dctx::default(),
             unknown: 0,
         }
     }

@@ -27,6 +27,7 @@ fn sample() -> &'static Sample {
         let opts = WriterOptions {
             block_size: 400,
             inline_threshold: 256,
+            dictionary_bytes: 1500,
             ..Default::default()
         };
         let w = TraceWriter::create_with(&path, header(FileKind::Trace), opts).unwrap();

@@ -233,6 +233,7 @@ fn unknown_block_kinds_are_skipped() {
     let h = BlockHeader {
         kind: BlockKind::Unknown(99),
         codec: CODEC_STORED,
+        dict: 0,
         records: 0,
         aux: 0,
         uncompressed_len: payload.len() as u64,
@@ -250,4 +251,38 @@ fn unknown_block_kinds_are_skipped() {
     let info = r.info();
     assert_eq!(info.lost_bytes, 0);
     assert_eq!(info.blocks, 3);
+}
+
+/// Blocks sealed at small frames compress with the shared dictionary, and still read back.
+#[test]
+fn dictionary_shrinks_small_frame_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, dictionary_bytes: usize| {
+        let path = dir.path().join(name);
+        let opts = WriterOptions { dictionary_bytes, ..Default::default() };
+        let w = TraceWriter::create_with(&path, header(FileKind::Trace), opts).unwrap();
+        let mut expected = Vec::new();
+        let mut seq = 0;
+        for f in 0..3000u64 {
+            for _ in 0..6 {
+                let r = call(seq, 0);
+                w.write(&r).unwrap();
+                expected.push(r);
+                seq += 1;
+            }
+            w.end_frame(f).unwrap();
+        }
+        let s = w.finish().unwrap();
+        let r = TraceReader::open(&path).unwrap();
+        let got: Vec<Record> = r.records().collect::<Result<_, _>>().unwrap();
+        assert_eq!(got, expected);
+        assert_eq!(r.frame_records(2999).count(), 6);
+        s.compressed_bytes
+    };
+    let plain = write("plain.qtrace", 0);
+    let with_dict = write("dict.qtrace", 16 << 10);
+    assert!(
+        (with_dict as f64) < plain as f64 * 0.85,
+        "dictionary: {with_dict} bytes, none: {plain} bytes"
+    );
 }
