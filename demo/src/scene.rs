@@ -116,6 +116,8 @@ pub struct Scene {
     inherit: Option<vk::QueryPool>,
     mesh_pools: Option<(vk::QueryPool, vk::QueryPool)>,
     second: Option<(vk::CommandPool, vk::QueryPool)>,
+    /// Written by the second queue only, so no ownership transfer is needed.
+    second_fill: Option<Buffer>,
     xfb: Option<Xfb>,
     modules: Vec<vk::ShaderModule>,
     pipelines: Vec<vk::Pipeline>,
@@ -222,7 +224,8 @@ impl Scene {
         } else {
             None
         };
-        let use_streams = s.xfb && s.geometry && s.geometry_streams && s.xfb_streams >= 4;
+        let use_streams =
+            s.xfb && s.geometry && s.geometry_streams && s.xfb_streams >= 4 && s.xfb_buffers >= 4;
         let xfb_geom = if use_streams {
             Some(module(spv::XFB_STREAMS_GEOM)?)
         } else {
@@ -512,6 +515,12 @@ impl Scene {
             None => None,
         };
 
+        let second_fill = match second {
+            Some(_) => {
+                Some(gpu.buffer(256, vk::BufferUsageFlags::TRANSFER_DST, "second queue fill")?)
+            }
+            None => None,
+        };
         let xfb = match xfb_pipe {
             Some(pipeline) => {
                 let streams = if use_streams { 4 } else { 1 };
@@ -667,6 +676,7 @@ impl Scene {
             inherit,
             mesh_pools,
             second,
+            second_fill,
             xfb,
             modules,
             pipelines,
@@ -1228,7 +1238,7 @@ impl Scene {
         };
         if x.streams < 4 {
             report.skip("transform feedback on streams 1..3",
-                "VkPhysicalDeviceTransformFeedbackFeaturesEXT::geometryStreams and maxTransformFeedbackStreams >= 4");
+                "VkPhysicalDeviceTransformFeedbackFeaturesEXT::geometryStreams and maxTransformFeedbackStreams/Buffers >= 4");
         }
         if x.xfb_pool.is_none() {
             report.skip(
@@ -1609,7 +1619,9 @@ impl Scene {
                 d.cmd_reset_query_pool(cb, pool, 0, 2);
             }
             d.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, pool, 0);
-            d.cmd_fill_buffer(cb, self.copy.buffer, 0, 64, 0);
+            if let Some(b) = &self.second_fill {
+                d.cmd_fill_buffer(cb, b.buffer, 0, 256, 0x5151_5151);
+            }
             d.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, pool, 1);
             d.end_command_buffer(cb).context("vkEndCommandBuffer")?;
         }
@@ -1667,6 +1679,9 @@ impl Scene {
             if let Some((a, b)) = self.mesh_pools {
                 pools.push(a);
                 pools.push(b);
+            }
+            if let Some(b) = &self.second_fill {
+                b.destroy(d);
             }
             if let Some((cp, qp)) = self.second {
                 d.destroy_command_pool(cp, None);
