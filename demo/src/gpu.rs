@@ -73,6 +73,8 @@ pub struct Support {
     pub accel: bool,
     pub rt_maintenance1: bool,
     pub video_decode_family: Option<u32>,
+    /// VK_KHR_swapchain enabled (windowed mode).
+    pub swapchain: bool,
 }
 
 pub struct Gpu {
@@ -111,6 +113,8 @@ pub struct Options<'a> {
     pub validate: bool,
     /// Instance extensions a window needs (empty when headless).
     pub surface_extensions: &'a [&'a CStr],
+    /// Enable VK_KHR_swapchain (windowed mode).
+    pub swapchain: bool,
 }
 
 fn has(list: &[vk::ExtensionProperties], name: &CStr) -> bool {
@@ -303,6 +307,7 @@ impl Gpu {
             }
             unsafe { instance.get_physical_device_features2(pdev, &mut f2) };
             let core = f2.features;
+            let _ = &f2;
             let on = |b: vk::Bool32| b == vk::TRUE;
             if !on(f13.dynamic_rendering)
                 || !on(f13.synchronization2)
@@ -342,7 +347,11 @@ impl Gpu {
                     && on(f12.buffer_device_address),
                 rt_maintenance1: has_rtm1 && on(frtm1.ray_tracing_maintenance1),
                 video_decode_family,
+                swapchain: opts.swapchain,
             };
+            if opts.swapchain && !has(&dev_exts, ash::khr::swapchain::NAME) {
+                bail!("{name} lacks VK_KHR_swapchain; use --headless");
+            }
             return Self::create_device(
                 entry,
                 instance,
@@ -354,7 +363,6 @@ impl Gpu {
                 family,
                 second_family,
                 support,
-                core,
                 name,
                 driver,
             );
@@ -373,7 +381,6 @@ impl Gpu {
         family: u32,
         second_family: Option<u32>,
         support: Support,
-        core: vk::PhysicalDeviceFeatures,
         name: String,
         driver: String,
     ) -> Result<Self> {
@@ -387,7 +394,6 @@ impl Gpu {
             inherited_queries: b(s.inherited_queries),
             ..Default::default()
         };
-        let _ = core;
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default().multiview(s.multiview);
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default()
             .host_query_reset(s.host_query_reset)
@@ -437,8 +443,9 @@ impl Gpu {
         if s.rt_maintenance1 {
             exts.push(ash::khr::ray_tracing_maintenance1::NAME);
         }
-        let surface_window = false;
-        let _ = surface_window;
+        if s.swapchain {
+            exts.push(ash::khr::swapchain::NAME);
+        }
         let ext_ptrs: Vec<*const i8> = exts.iter().map(|e| e.as_ptr()).collect();
 
         let prio = [1.0f32];

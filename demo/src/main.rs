@@ -6,6 +6,7 @@ mod gpu;
 mod perf;
 mod report;
 mod scene;
+mod window;
 
 use anyhow::Result;
 use clap::Parser;
@@ -57,14 +58,19 @@ fn run(args: &Args) -> Result<ExitCode> {
     let env_validate =
         std::env::var("QUARRY_DEMO_VALIDATE").is_ok_and(|v| v != "0" && !v.is_empty());
     let validate = args.validate || env_validate;
+    // The X window comes first so a missing display fails fast and clearly.
+    let xwin = if args.headless {
+        None
+    } else {
+        Some(window::XWindow::open()?)
+    };
+    let surface_exts = [ash::khr::surface::NAME, ash::khr::xlib_surface::NAME];
     let opts = gpu::Options {
         gpu: args.gpu.as_deref(),
         validate,
-        surface_extensions: &[],
+        surface_extensions: if args.headless { &[] } else { &surface_exts },
+        swapchain: !args.headless,
     };
-    if !args.headless {
-        anyhow::bail!("windowed mode is not available in this build; use --headless");
-    }
     let gpu = gpu::Gpu::new(&opts)?;
     let mut report = report::Report {
         device: gpu.name.clone(),
@@ -75,8 +81,15 @@ fn run(args: &Args) -> Result<ExitCode> {
     let scene = scene::Scene::new(&gpu, &mut report)?;
     let mut perf = perf::Perf::new(&gpu, &mut report)?;
     let accel = accel::Accel::new(&gpu, &mut report)?;
+    let presenter = match &xwin {
+        Some(w) => Some(window::Presenter::new(&gpu, w)?),
+        None => None,
+    };
     for _ in 0..args.frames {
         scene.frame(&gpu, &mut report)?;
+        if let Some(p) = &presenter {
+            p.present(&gpu, scene.color_image(), scene::W, scene::H)?;
+        }
         if let Some(p) = perf.as_mut() {
             p.frame(&gpu, &scene, &mut report)?;
         }
@@ -89,6 +102,9 @@ fn run(args: &Args) -> Result<ExitCode> {
     }
     if let Some(a) = accel {
         a.destroy(&gpu);
+    }
+    if let Some(p) = presenter {
+        p.destroy(&gpu);
     }
     extra_skips(&gpu, &mut report);
     scene.destroy(&gpu);
