@@ -1,0 +1,197 @@
+//! Helpers shared by the capture tests (included with `#[path]`; as its own test target it has no tests).
+#![allow(dead_code)]
+
+use format::record::Record;
+use format::{Info, TraceReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+pub use VkLayer_quarry_capture::launch::{find_layer_library, LayerDir};
+
+/// lavapipe only: other ICDs on the machine have no hardware behind them.
+pub const LAVAPIPE_ICD: &str = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
+
+pub fn have(program: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Skips (returns false, printing why) when the test's tools are missing.
+pub fn require(programs: &[&str]) -> bool {
+    for p in programs {
+        if !have(p) {
+            eprintln!("SKIP: {p} not installed");
+            return false;
+        }
+    }
+    if !Path::new(LAVAPIPE_ICD).exists() {
+        eprintln!("SKIP: lavapipe (mesa-vulkan-drivers) not installed");
+        return false;
+    }
+    true
+}
+
+pub fn layer() -> LayerDir {
+    let lib = find_layer_library().expect("build the layer first: cargo build -p capture_layer");
+    LayerDir::new(&lib).expect("write layer manifest")
+}
+
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("quarry-capture-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// Base environment for a Vulkan program: lavapipe, XDG_RUNTIME_DIR, no stray layer settings.
+pub fn vulkan_command(program: &str) -> Command {
+    let mut c = Command::new(program);
+    c.env("VK_DRIVER_FILES", LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
+        .env(
+            "XDG_RUNTIME_DIR",
+            std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".into()),
+        )
+        .env_remove("VK_INSTANCE_LAYERS")
+        .env_remove("VK_LOADER_LAYERS_ENABLE")
+        .env_remove("QUARRY_CAPTURE_DISABLE")
+        .env_remove("QUARRY_CAPTURE_FRAMES");
+    c
+}
+
+/// `cmd` with the capture layer enabled, writing `trace`.
+pub fn under_layer(mut cmd: Command, layer: &LayerDir, trace: &Path) -> Command {
+    layer.apply(&mut cmd);
+    cmd.env("QUARRY_CAPTURE_FILE", trace);
+    cmd
+}
+
+/// An Xvfb server on a display of its own, killed on drop.
+pub struct Xvfb {
+    child: Child,
+    pub display: String,
+}
+
+impl Xvfb {
+    pub fn start() -> Xvfb {
+        // Distinct displays per test process (tests in several files run at once).
+        let n = 100 + (std::process::id() % 400);
+        for d in n..n + 50 {
+            if Path::new(&format!("/tmp/.X11-unix/X{d}")).exists()
+                || Path::new(&format!("/tmp/.X{d}-lock")).exists()
+            {
+                continue;
+            }
+            let child = Command::new("Xvfb")
+                .arg(format!(":{d}"))
+                .args(["-screen", "0", "640x480x24", "-nolisten", "tcp"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start Xvfb");
+            let mut x = Xvfb {
+                child,
+                display: format!(":{d}"),
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if Path::new(&format!("/tmp/.X11-unix/X{d}")).exists() {
+                    return x;
+                }
+                if let Ok(Some(_)) = x.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = x.child.kill();
+            let _ = x.child.wait();
+        }
+        panic!("could not start Xvfb");
+    }
+}
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Trace {
+    pub info: Info,
+    pub records: Vec<Record>,
+    pub reader: TraceReader,
+}
+
+pub fn read_trace(path: &Path) -> Trace {
+    let reader = TraceReader::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let info = reader.info();
+    let records: Vec<Record> = reader.records().filter_map(|r| r.ok()).collect();
+    Trace {
+        info,
+        records,
+        reader,
+    }
+}
+
+impl Trace {
+    pub fn count(&self, name: &str) -> usize {
+        self.records
+            .iter()
+            .filter(|r| r.type_name() == name)
+            .count()
+    }
+
+    pub fn calls_of(&self, command: &str) -> usize {
+        let id = vkstream::command_id(command).unwrap();
+        self.records
+            .iter()
+            .filter(|r| matches!(r, Record::Call(c) if c.cmd == id))
+            .count()
+    }
+
+    /// Checks the invariants every trace has: the command table first, then calls with strictly
+    /// increasing seq in file order, every call's parameters decodable.
+    pub fn check_structure(&self) {
+        match self.records.first() {
+            Some(Record::CommandTable(t)) => {
+                assert_eq!(t.len(), vkstream::COMMANDS.len());
+                assert_eq!(t[0], vkstream::COMMANDS[0]);
+            }
+            other => panic!("first record is not the command table: {other:?}"),
+        }
+        let mut last: Option<u64> = None;
+        let mut undecodable = Vec::new();
+        for r in &self.records {
+            let seq = match r {
+                Record::Call(c) => {
+                    if let Err(e) = vkstream::decode_call(c.cmd, &c.params) {
+                        if undecodable.len() < 5 {
+                            undecodable
+                                .push(format!("{}: {e}", vkstream::COMMANDS[c.cmd as usize]));
+                        }
+                    }
+                    Some(c.seq)
+                }
+                Record::MemoryWrite(m) => Some(m.seq),
+                _ => None,
+            };
+            if let Some(s) = seq {
+                if let Some(l) = last {
+                    assert!(s > l, "seq {s} after {l}: file order must be seq order");
+                }
+                last = Some(s);
+            }
+        }
+        assert!(
+            undecodable.is_empty(),
+            "calls that do not decode: {undecodable:?}"
+        );
+    }
+}
