@@ -307,7 +307,6 @@ impl Gpu {
             }
             unsafe { instance.get_physical_device_features2(pdev, &mut f2) };
             let core = f2.features;
-            let _ = &f2;
             let on = |b: vk::Bool32| b == vk::TRUE;
             if !on(f13.dynamic_rendering)
                 || !on(f13.synchronization2)
@@ -352,7 +351,7 @@ impl Gpu {
             if opts.swapchain && !has(&dev_exts, ash::khr::swapchain::NAME) {
                 bail!("{name} lacks VK_KHR_swapchain; use --headless");
             }
-            return Self::create_device(
+            Self::create_device(
                 entry,
                 instance,
                 messenger,
@@ -365,7 +364,7 @@ impl Gpu {
                 support,
                 name,
                 driver,
-            );
+            )
         }
     }
 

@@ -34,8 +34,9 @@ struct Args {
     /// Print the results as JSON instead of the table.
     #[arg(long)]
     json: bool,
-    /// Enable VK_LAYER_KHRONOS_validation and fail on any message
-    /// (also enabled by QUARRY_DEMO_VALIDATE=1).
+    /// Enable VK_LAYER_KHRONOS_validation and fail on any message (also on
+    /// when QUARRY_DEMO_VALIDATE=1, or VK_LOADER_LAYERS_ENABLE /
+    /// VK_INSTANCE_LAYERS name a validation layer).
     #[arg(long)]
     validate: bool,
 }
@@ -55,8 +56,13 @@ fn run(args: &Args) -> Result<ExitCode> {
     if args.frames == 0 {
         anyhow::bail!("--frames must be at least 1");
     }
-    let env_validate =
-        std::env::var("QUARRY_DEMO_VALIDATE").is_ok_and(|v| v != "0" && !v.is_empty());
+    // Count messages whenever validation is asked for, by flag or by the
+    // environment variables that make the loader enable the layer.
+    let env_validate = std::env::var("QUARRY_DEMO_VALIDATE")
+        .is_ok_and(|v| v != "0" && !v.is_empty())
+        || ["VK_LOADER_LAYERS_ENABLE", "VK_INSTANCE_LAYERS"]
+            .iter()
+            .any(|k| std::env::var(k).is_ok_and(|v| v.to_lowercase().contains("validation")));
     let validate = args.validate || env_validate;
     // The X window comes first so a missing display fails fast and clearly.
     let xwin = if args.headless {

@@ -121,3 +121,64 @@ fn bad_arguments_give_clear_errors() {
     let o = demo(&["--headless", "--frames", "0"], false);
     assert!(text(&o).1.contains("--frames must be at least 1"));
 }
+
+/// Windowed mode under a private Xvfb display: presents every frame and
+/// still passes `--check` with validation silent.
+#[test]
+fn windowed_under_xvfb() {
+    // A display number unlikely to collide with other runs on the machine.
+    let n = 200 + std::process::id() % 500;
+    let display = format!(":{n}");
+    let mut xvfb = Command::new("Xvfb")
+        .args([
+            display.as_str(),
+            "-screen",
+            "0",
+            "320x240x24",
+            "-nolisten",
+            "tcp",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("Xvfb is needed for the windowed test (Debian: xvfb)");
+    let socket = format!("/tmp/.X11-unix/X{n}");
+    let start = std::time::Instant::now();
+    while !std::path::Path::new(&socket).exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "Xvfb {display} did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_quarry-demo"))
+        .args([
+            "--frames",
+            "3",
+            "--check",
+            "--validate",
+            "--gpu",
+            "llvmpipe",
+        ])
+        .env("DISPLAY", &display)
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .env("VK_LOADER_LAYERS_ENABLE", "*validation*")
+        .output()
+        .expect("quarry-demo could not be started");
+    let _ = xvfb.kill();
+    let _ = xvfb.wait();
+    let (out, err) = text(&o);
+    assert!(!err.contains("validation:"), "validation messages:\n{err}");
+    assert!(o.status.success(), "windowed run failed\n{out}\n{err}");
+}
+
+#[test]
+fn windowed_without_display_is_a_clear_error() {
+    let o = Command::new(env!("CARGO_BIN_EXE_quarry-demo"))
+        .args(["--frames", "1"])
+        .env_remove("DISPLAY")
+        .output()
+        .expect("quarry-demo could not be started");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("DISPLAY is not set"));
+}
