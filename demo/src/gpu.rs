@@ -634,6 +634,29 @@ impl Gpu {
         layers: u32,
         name: &str,
     ) -> Result<Image> {
+        self.image_ms(
+            format,
+            usage,
+            aspect,
+            extent,
+            layers,
+            vk::SampleCountFlags::TYPE_1,
+            name,
+        )
+    }
+
+    /// Like `image`, with a sample count.
+    #[allow(clippy::too_many_arguments)]
+    pub fn image_ms(
+        &self,
+        format: vk::Format,
+        usage: vk::ImageUsageFlags,
+        aspect: vk::ImageAspectFlags,
+        extent: vk::Extent2D,
+        layers: u32,
+        samples: vk::SampleCountFlags,
+        name: &str,
+    ) -> Result<Image> {
         let device = &self.device;
         let image = unsafe {
             device.create_image(
@@ -647,7 +670,7 @@ impl Gpu {
                     })
                     .mip_levels(1)
                     .array_layers(layers)
-                    .samples(vk::SampleCountFlags::TYPE_1)
+                    .samples(samples)
                     .tiling(vk::ImageTiling::OPTIMAL)
                     .usage(usage),
                 None,

@@ -71,6 +71,8 @@ fn vertices() -> Vec<[f32; 4]> {
 
 #[derive(Default, Clone, Copy)]
 struct PipeDesc {
+    /// 0 means one sample.
+    samples: u32,
     vertex_input: bool,
     topology: vk::PrimitiveTopology,
     depth: bool,
@@ -95,6 +97,8 @@ pub struct Scene {
     color: Image,
     depth: Image,
     mv: Option<(Image, Image, vk::Pipeline, vk::QueryPool)>,
+    /// 4x multisampled colour, depth, pipeline and a 2-query occlusion pool.
+    msaa: Option<(Image, Image, vk::Pipeline, vk::QueryPool)>,
     layout: vk::PipelineLayout,
     quad: vk::Pipeline,
     quad_discard: Option<vk::Pipeline>,
@@ -608,9 +612,52 @@ impl Scene {
             None
         };
 
+        // 4x MSAA with the standard sample locations: every sample of a
+        // pixel lies strictly inside it, and all quad edges fall on pixel
+        // boundaries, so covered samples are exactly 4 per covered pixel.
+        let limits = &gpu.props.limits;
+        let four = vk::SampleCountFlags::TYPE_4;
+        let msaa = if limits.standard_sample_locations == vk::TRUE
+            && limits.framebuffer_color_sample_counts.contains(four)
+            && limits.framebuffer_depth_sample_counts.contains(four)
+        {
+            let c = gpu.image_ms(
+                COLOR,
+                vk::ImageUsageFlags::COLOR_ATTACHMENT,
+                vk::ImageAspectFlags::COLOR,
+                extent,
+                1,
+                four,
+                "msaa color",
+            )?;
+            let z = gpu.image_ms(
+                DEPTH,
+                vk::ImageUsageFlags::DEPTH_STENCIL_ATTACHMENT,
+                vk::ImageAspectFlags::DEPTH,
+                extent,
+                1,
+                four,
+                "msaa depth",
+            )?;
+            let p = pipe(&[(vs, vert), (fs, frag)], PipeDesc { samples: 4, ..tri })?;
+            let q = gpu.query_pool(
+                vk::QueryType::OCCLUSION,
+                2,
+                Default::default(),
+                "occlusion msaa",
+            )?;
+            Some((c, z, p, q))
+        } else {
+            report.skip(
+                "4x MSAA occlusion",
+                "standardSampleLocations and 4x framebufferColorSampleCounts/framebufferDepthSampleCounts",
+            );
+            None
+        };
+
         // Attachments stay in their attachment layouts for the whole run.
         let mut images = vec![&color, &depth];
-        if let Some((c, z, _, _)) = &mv {
+        for (c, z, _, _) in mv.iter().chain(msaa.iter()) {
             images.push(c);
             images.push(z);
         }
@@ -655,6 +702,7 @@ impl Scene {
             color,
             depth,
             mv,
+            msaa,
             layout,
             quad,
             quad_discard,
@@ -728,6 +776,7 @@ impl Scene {
         self.transform_feedback(gpu, report)?;
         self.inherited(gpu, report)?;
         self.multiview(gpu, report)?;
+        self.msaa(gpu, report)?;
         self.mesh(gpu, report)?;
         self.second_queue(gpu, report)?;
         Ok(())
@@ -1444,6 +1493,57 @@ impl Scene {
         Ok(())
     }
 
+    /// Occlusion counts samples, not pixels: 4 per visible pixel at 4x.
+    fn msaa(&self, gpu: &Gpu, report: &mut Report) -> Result<()> {
+        let Some((c, z, pipe, pool)) = &self.msaa else {
+            return Ok(());
+        };
+        let precise = gpu.support.occlusion_precise;
+        let qflags = if precise {
+            vk::QueryControlFlags::PRECISE
+        } else {
+            vk::QueryControlFlags::empty()
+        };
+        let cb = gpu.record(|d, cb| unsafe {
+            d.cmd_reset_query_pool(cb, *pool, 0, 2);
+            begin_rendering(d, cb, c, z, true, 0, vk::RenderingFlags::empty());
+            self.draw_setup(d, cb, *pipe);
+            d.cmd_draw(cb, 6, 1, V_OCCLUDER, 0);
+            d.cmd_begin_query(cb, *pool, 0, qflags);
+            d.cmd_draw(cb, 6, 1, V_TARGET, 0);
+            d.cmd_end_query(cb, *pool, 0);
+            d.cmd_begin_query(cb, *pool, 1, qflags);
+            d.cmd_draw(cb, 6, 1, V_HIDDEN, 0);
+            d.cmd_end_query(cb, *pool, 1);
+            d.cmd_end_rendering(cb);
+            Ok(())
+        })?;
+        gpu.submit_wait(cb)?;
+        let v = gpu.results64(*pool, 0, 2, 1)?;
+        if precise {
+            report.value(
+                "occlusion PRECISE 4x MSAA, half-hidden quad",
+                v[0],
+                Rule::Exact(4 * VISIBLE_PX),
+                "512 visible pixels x 4 samples, standard sample locations",
+            );
+        } else {
+            report.value(
+                "occlusion 4x MSAA, half-hidden quad",
+                v[0],
+                Rule::NonZero,
+                "non-precise",
+            );
+        }
+        report.value(
+            "occlusion 4x MSAA, fully hidden quad",
+            v[1],
+            Rule::Exact(0),
+            "no sample passes",
+        );
+        Ok(())
+    }
+
     fn multiview(&self, gpu: &Gpu, report: &mut Report) -> Result<()> {
         let Some((c, z, pipe, pool)) = &self.mv else {
             report.skip(
@@ -1694,6 +1794,11 @@ impl Scene {
                     b.destroy(d);
                 }
             }
+            if let Some((c, z, _, q)) = &self.msaa {
+                c.destroy(d);
+                z.destroy(d);
+                pools.push(*q);
+            }
             if let Some((c, z, _, q)) = &self.mv {
                 c.destroy(d);
                 z.destroy(d);
@@ -1899,8 +2004,13 @@ fn graphics_pipeline(
         .front_face(vk::FrontFace::COUNTER_CLOCKWISE)
         .rasterizer_discard_enable(desc.discard)
         .line_width(1.0);
-    let ms = vk::PipelineMultisampleStateCreateInfo::default()
-        .rasterization_samples(vk::SampleCountFlags::TYPE_1);
+    let ms = vk::PipelineMultisampleStateCreateInfo::default().rasterization_samples(
+        if desc.samples == 4 {
+            vk::SampleCountFlags::TYPE_4
+        } else {
+            vk::SampleCountFlags::TYPE_1
+        },
+    );
     let ds = vk::PipelineDepthStencilStateCreateInfo::default()
         .depth_test_enable(desc.depth)
         .depth_write_enable(desc.depth)

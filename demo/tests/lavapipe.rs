@@ -49,6 +49,7 @@ fn check_passes_on_lavapipe() {
             .to_string()
     };
     assert!(row("occlusion PRECISE, half-hidden quad").contains(" 512 "));
+    assert!(row("occlusion PRECISE 4x MSAA, half-hidden quad").contains(" 2048 "));
     assert!(row("pipeline statistics: compute shader invocations").contains(" 192 "));
     assert!(row("xfb stream 1: primitives written (overflow)").contains(" 8 "));
     assert!(!out.contains("MISMATCH"));
