@@ -226,6 +226,18 @@ fn cpu_s(clock: libc::clockid_t) -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
+/// Counts compressed bytes, so the baseline pays for no output buffer growth.
+struct Counter(u64);
+impl Write for Counter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.len() as u64;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -256,6 +268,7 @@ fn main() {
     let mut opts = WriterOptions::default();
     opts.workers = env_usize("QUARRY_BENCH_WORKERS", opts.workers);
     opts.block_size = env_usize("QUARRY_BENCH_BLOCK_KB", opts.block_size >> 10) << 10;
+    opts.dictionary_bytes = env_usize("QUARRY_BENCH_DICT_KB", opts.dictionary_bytes >> 10) << 10;
     let threshold = opts.inline_threshold;
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -339,7 +352,7 @@ fn main() {
     // blob once), in one stream on one thread -------------------------------------------------
     let t = Instant::now();
     let c = cpu_s(libc::CLOCK_THREAD_CPUTIME_ID);
-    let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).expect("zstd");
+    let mut enc = zstd::stream::Encoder::new(Counter(0), 3).expect("zstd");
     let mut seen = HashSet::new();
     let mut next_blob = 0u64;
     let mut plain = 0u64;
@@ -387,7 +400,7 @@ fn main() {
             plain += buf.len() as u64;
         }
     }
-    let baseline = enc.finish().expect("zstd").len() as u64;
+    let baseline = enc.finish().expect("zstd").0;
     let base_s = t.elapsed().as_secs_f64();
     let base_cpu = cpu_s(libc::CLOCK_THREAD_CPUTIME_ID) - c;
     let _ = std::fs::remove_file(&path);
@@ -400,8 +413,9 @@ fn main() {
         opts.workers
     );
     println!(
-        "block size: {} KiB, load average: {}",
+        "block size: {} KiB, dictionary {} KiB, load average: {}",
         opts.block_size >> 10,
+        opts.dictionary_bytes >> 10,
         std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
             .trim()
@@ -420,7 +434,13 @@ fn main() {
             blob_raw += b.uncompressed_len;
         }
     }
-    println!("       record blocks {:.1} -> {:.1} MiB, blob blocks {:.1} -> {:.1} MiB", mb(rec_raw), mb(rec_stored), mb(blob_raw), mb(blob_stored));
+    println!(
+        "       record blocks {:.1} -> {:.1} MiB, blob blocks {:.1} -> {:.1} MiB",
+        mb(rec_raw),
+        mb(rec_stored),
+        mb(blob_raw),
+        mb(blob_stored)
+    );
     println!(
         "       decompression alone: {:.0} MiB/s",
         mb(raw) / decompress_s

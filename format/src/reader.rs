@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use memmap2::Mmap;
 
@@ -82,6 +83,8 @@ pub struct TraceReader {
     lost_bytes: u64,
     blob_blocks: HashMap<u64, usize>,
     dict_blocks: HashMap<u64, usize>,
+    /// Decompressed dictionaries, by id: each is read once per reader.
+    dict_cache: Mutex<HashMap<u16, Arc<Vec<u8>>>>,
 }
 
 /// Decompression contexts reused across the blocks of one pass.
@@ -226,6 +229,7 @@ impl TraceReader {
             lost_bytes: 0,
             blob_blocks: HashMap::new(),
             dict_blocks: HashMap::new(),
+            dict_cache: Mutex::new(HashMap::new()),
         };
         match reader.read_footer() {
             Some(mut footer) => {
@@ -567,11 +571,7 @@ impl TraceReader {
     }
 
     /// Verified, decompressed payload of a block.
-    fn block_bytes(
-        &self,
-        b: &BlockEntry,
-        dctx: &mut Dctx,
-    ) -> Result<Vec<u8>, FormatError> {
+    fn block_bytes(&self, b: &BlockEntry, dctx: &mut Dctx) -> Result<Vec<u8>, FormatError> {
         let mut out = Vec::new();
         self.block_bytes_into(b, dctx, &mut out)?;
         Ok(out)
@@ -666,7 +666,16 @@ impl TraceReader {
     }
 
     /// Contents of the dictionary block that block `user` was compressed with.
-    fn dictionary(&self, user: &BlockEntry) -> Result<Vec<u8>, FormatError> {
+    fn dictionary(&self, user: &BlockEntry) -> Result<Arc<Vec<u8>>, FormatError> {
+        let cached = self
+            .dict_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&user.dict)
+            .cloned();
+        if let Some(d) = cached {
+            return Ok(d);
+        }
         let Some(&i) = self.dict_blocks.get(&u64::from(user.dict)) else {
             return Err(FormatError::corrupt(
                 &self.path,
@@ -676,9 +685,18 @@ impl TraceReader {
         };
         let d = &self.blocks[i];
         if d.codec == CODEC_ZSTD_DICT {
-            return Err(FormatError::corrupt(&self.path, d.offset, "dictionary block needs a dictionary"));
+            return Err(FormatError::corrupt(
+                &self.path,
+                d.offset,
+                "dictionary block needs a dictionary",
+            ));
         }
-        self.block_bytes(d, &mut Dctx::default())
+        let bytes = Arc::new(self.block_bytes(d, &mut Dctx::default())?);
+        self.dict_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(user.dict, bytes.clone());
+        Ok(bytes)
     }
 
     /// Summary with per-type counts. Checks every block's checksum; without a footer the

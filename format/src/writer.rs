@@ -85,6 +85,8 @@ struct Job {
 
 /// The one dictionary a writer produces.
 const DICT_ID: u16 = 1;
+/// Record blocks below this size are compressed with the dictionary.
+const DICT_MAX_BLOCK: usize = 128 << 10;
 
 struct Done {
     seq: u64,
@@ -135,6 +137,9 @@ struct Shared {
     state: Mutex<PipeState>,
     cond: Condvar,
     failed: AtomicBool,
+    /// Block-sized buffers handed back after writing: fresh large allocations are mapped
+    /// pages that fault and get zeroed on first touch, which cost as much as compressing.
+    pool: Mutex<Vec<Vec<u8>>>,
     blobs: Mutex<Blobs>,
 }
 
@@ -222,13 +227,15 @@ impl Shared {
             .opts
             .block_size
             .saturating_add(self.opts.block_size / 8);
-        let data = std::mem::replace(&mut open.buf, Vec::with_capacity(cap));
+        let data = std::mem::replace(&mut open.buf, self.take_buf(cap));
         let records = open.records;
         open.records = 0;
         open.opened = None;
         let want = self.opts.dictionary_bytes;
         if open.dict.is_some() || want == 0 {
-            return self.submit(BlockKind::Records, records, open.frame, data, open.dict.clone());
+            // Large blocks carry their own context; a dictionary only slows them down.
+            let dict = open.dict.clone().filter(|_| data.len() < DICT_MAX_BLOCK);
+            return self.submit(BlockKind::Records, records, open.frame, data, dict);
         }
         let take = (want - open.dict_collect.len()).min(data.len());
         open.dict_collect.extend_from_slice(&data[..take]);
@@ -241,6 +248,26 @@ impl Shared {
             open.dict = Some(dict);
         }
         Ok(())
+    }
+
+    fn take_buf(&self, cap: usize) -> Vec<u8> {
+        let mut v = lock(&self.pool).pop().unwrap_or_default();
+        v.clear();
+        if v.capacity() < cap {
+            // Allocation failure here surfaces later as a smaller buffer, never as an abort.
+            let _ = v.try_reserve_exact(cap);
+        }
+        v
+    }
+
+    fn give_buf(&self, v: Vec<u8>) {
+        let max_cap = 2 * zstd::zstd_safe::compress_bound(self.opts.block_size);
+        if v.capacity() >= self.opts.block_size / 2 && v.capacity() <= max_cap {
+            let mut pool = lock(&self.pool);
+            if pool.len() < 2 * self.opts.workers + 4 {
+                pool.push(v);
+            }
+        }
     }
 
     /// Seals and waits until everything submitted so far is in the file.
@@ -331,6 +358,7 @@ impl TraceWriter {
             }),
             cond: Condvar::new(),
             failed: AtomicBool::new(false),
+            pool: Mutex::new(Vec::new()),
             blobs: Mutex::new(Blobs {
                 by_hash: HashMap::new(),
                 next: 0,
@@ -620,19 +648,28 @@ fn compress_job(
     let mut stored = Vec::new();
     if let Some((comp, dict_id)) = comp {
         let bound = zstd::zstd_safe::compress_bound(input_len);
-        if stored.try_reserve_exact(bound).is_err() {
+        if input_len <= sh.opts.block_size * 2 {
+            stored = sh.take_buf(bound);
+        }
+        if stored.capacity() < bound && stored.try_reserve_exact(bound).is_err() {
             return Err(FormatError::new(&sh.path, 0, Problem::Alloc(bound as u64)));
         }
         match comp.compress_to_buffer(&job.data, &mut stored) {
             Ok(n) if n < input_len => {
-                (codec, dict) = if dict_id == 0 { (CODEC_ZSTD, 0) } else { (CODEC_ZSTD_DICT, dict_id) };
+                (codec, dict) = if dict_id == 0 {
+                    (CODEC_ZSTD, 0)
+                } else {
+                    (CODEC_ZSTD_DICT, dict_id)
+                };
             }
             Ok(_) => {}
             Err(e) => return Err(FormatError::io(&sh.path, 0, "zstd compression failed", e)),
         }
     }
     if codec == CODEC_STORED {
-        stored = job.data;
+        sh.give_buf(std::mem::replace(&mut stored, job.data));
+    } else {
+        sh.give_buf(job.data);
     }
     let header = BlockHeader {
         kind: job.kind,
@@ -701,8 +738,10 @@ fn output_loop(
                 }
             }
             next += 1;
+            let input_len = d.input_len;
+            sh.give_buf(d.stored);
             let mut st = lock(&sh.state);
-            st.in_flight_bytes = st.in_flight_bytes.saturating_sub(d.input_len);
+            st.in_flight_bytes = st.in_flight_bytes.saturating_sub(input_len);
             st.written_upto = next;
             sh.cond.notify_all();
         }

@@ -259,7 +259,10 @@ fn dictionary_shrinks_small_frame_blocks() {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, dictionary_bytes: usize| {
         let path = dir.path().join(name);
-        let opts = WriterOptions { dictionary_bytes, ..Default::default() };
+        let opts = WriterOptions {
+            dictionary_bytes,
+            ..Default::default()
+        };
         let w = TraceWriter::create_with(&path, header(FileKind::Trace), opts).unwrap();
         let mut expected = Vec::new();
         let mut seq = 0;
