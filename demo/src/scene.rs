@@ -423,7 +423,8 @@ impl Scene {
         )?;
         vbuf.write(&verts);
         let copy = gpu.buffer(
-            4 * 16,
+            // 4 queries x (u64 value, u64 availability), then 4 x (u32, u32).
+            4 * 16 + 4 * 8,
             vk::BufferUsageFlags::TRANSFER_DST,
             "occlusion copy-results",
         )?;
@@ -874,6 +875,16 @@ impl Scene {
                     | vk::QueryResultFlags::WAIT
                     | vk::QueryResultFlags::WITH_AVAILABILITY,
             );
+            d.cmd_copy_query_pool_results(
+                cb,
+                self.occ,
+                0,
+                4,
+                self.copy.buffer,
+                64,
+                8,
+                vk::QueryResultFlags::WAIT | vk::QueryResultFlags::WITH_AVAILABILITY,
+            );
             host_barrier(d, cb);
             Ok(())
         })?;
@@ -947,11 +958,26 @@ impl Scene {
             "queries completed before the fence signalled",
         );
         // vkCmdCopyQueryPoolResults wrote the same, with availability words.
-        let copied = u64s(&self.copy.bytes());
+        let bytes = self.copy.bytes();
+        let copied = u64s(&bytes[..64]);
+        let copied32 = u32s(&bytes[64..96]);
+        let copy32_ok = copied32.chunks(2).all(|p| p[1] != 0)
+            && copied32
+                .chunks(2)
+                .map(|p| u64::from(p[0]))
+                .collect::<Vec<_>>()
+                == occ;
+        report.holds_exact(
+            "occlusion vkCmdCopyQueryPoolResults 32-bit",
+            "== vkGetQueryPoolResults, available",
+            format!("{copied32:?}"),
+            copy32_ok,
+            "copied with WAIT|WITH_AVAILABILITY, 32-bit",
+        );
         let copy_ok = copied.chunks(2).all(|p| p[1] != 0)
             && copied.chunks(2).map(|p| p[0]).collect::<Vec<_>>() == occ;
         report.holds_exact(
-            "occlusion vkCmdCopyQueryPoolResults",
+            "occlusion vkCmdCopyQueryPoolResults 64-bit",
             "== vkGetQueryPoolResults, available",
             format!("{copied:?}"),
             copy_ok,
