@@ -118,8 +118,13 @@ pub fn report(s: &ReplaySummary, compare: bool) -> String {
     }
     let _ = writeln!(
         o,
-        "calls {}  frames {}  loops {}  query reads {}  cpu decode+dispatch {:.0} ns/call",
-        s.calls, s.frames, s.loops, s.queries, s.cpu_ns_per_call
+        "calls {}  frames {}  loops {}  query reads {}",
+        s.calls, s.frames, s.loops, s.queries
+    );
+    let _ = writeln!(
+        o,
+        "cpu per call: decode {:.0} ns, decode+replay (incl. driver) {:.0} ns",
+        s.decode_ns_per_call, s.cpu_ns_per_call
     );
     if !s.frame_times.is_empty() {
         let _ = writeln!(
@@ -165,7 +170,7 @@ pub fn report(s: &ReplaySummary, compare: bool) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if s.validation_messages > 0 || !s.first_messages.is_empty() {
+    if s.validated || s.validation_messages > 0 {
         let _ = writeln!(o, "validation: {} messages", s.validation_messages);
         for m in &s.first_messages {
             let _ = writeln!(o, "  {m}");

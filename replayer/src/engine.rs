@@ -79,8 +79,12 @@ pub struct ReplaySummary {
     pub results: Option<PathBuf>,
     /// Things worth telling the user that did not stop the replay.
     pub warnings: Vec<String>,
-    /// CPU time spent decoding and dispatching calls, per call (first loop).
+    /// CPU time per call (first loop) decoding parameters only, and decoding plus replaying
+    /// (materialising, translating handles and the driver's own time).
+    pub decode_ns_per_call: f64,
     pub cpu_ns_per_call: f64,
+    /// Whether validation was enabled (then `validation_messages` is meaningful).
+    pub validated: bool,
 }
 
 /// Facts gathered by one pass over the trace before replaying it.
@@ -220,6 +224,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
     let mut validation = 0u64;
     let mut first_messages = Vec::new();
     let mut cpu_ns_per_call = 0.0;
+    let mut decode_ns_per_call = 0.0;
     for l in 0..loops {
         let mut run = Run {
             reader: &reader,
@@ -239,6 +244,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             frame_start: 0,
             frame_ns: Vec::new(),
             dispatch_ns: 0,
+            decode_ns: 0,
             calls: 0,
         };
         let start = Instant::now();
@@ -262,6 +268,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         outcome?;
         if l == 0 && run.calls > 0 {
             cpu_ns_per_call = run.dispatch_ns as f64 / run.calls as f64;
+            decode_ns_per_call = run.decode_ns as f64 / run.calls as f64;
         }
         queries += run.queries;
         for (f, ns) in &run.frame_ns {
@@ -315,7 +322,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         first_messages,
         results: opts.results.clone(),
         warnings,
+        decode_ns_per_call,
         cpu_ns_per_call,
+        validated: opts.validate,
     })
 }
 
@@ -333,6 +342,7 @@ struct Run<'r, 's> {
     frame_start: u64,
     frame_ns: Vec<(u64, u64)>,
     dispatch_ns: u64,
+    decode_ns: u64,
     calls: u64,
 }
 
@@ -452,9 +462,25 @@ impl Run<'_, '_> {
         let t0 = Instant::now();
         let call = vkstream::decode_call(id, &c.params)
             .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
-        // SAFETY: the call's handles are translated through the session; everything the driver
-        // reads is materialised for the duration of the call.
-        let r = unsafe { crate::calls::replay_call(&mut self.session, &call, c) };
+        self.decode_ns += t0.elapsed().as_nanos() as u64;
+        let session = &mut self.session;
+        // A panic below (e.g. a function pointer the driver does not provide) becomes an error
+        // naming the call rather than unwinding out of the replay.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: the call's handles are translated through the session; everything the
+            // driver reads is materialised for the duration of the call.
+            unsafe { crate::calls::replay_call(session, &call, c) }
+        }))
+        .unwrap_or_else(|p| {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(ReplayError::Other(format!(
+                "internal error while replaying: {what}"
+            )))
+        });
         self.dispatch_ns += t0.elapsed().as_nanos() as u64;
         self.calls += 1;
         r.map_err(|e| e.at(c.seq, name))

@@ -8,6 +8,7 @@ use ash::vk;
 use vkstream::{types, PNext};
 
 use crate::error::ReplayError;
+use crate::generated::dispatch::{Remap, ReplayContext};
 use crate::session::Session;
 
 fn core_features(f: &types::VkPhysicalDeviceFeatures) -> vk::PhysicalDeviceFeatures {
@@ -198,11 +199,45 @@ pub(crate) unsafe fn create_device(
 
 /// Replays a command through the generated dispatch.
 pub(crate) unsafe fn dispatch(
-    _s: &mut Session<'_>,
+    s: &mut Session<'_>,
     call: &vkstream::Call,
 ) -> Result<vk::Result, ReplayError> {
-    Err(ReplayError::Other(format!(
-        "{} cannot be replayed yet: the generated dispatch (replayer/src/generated) is not in this build",
-        call.name()
-    )))
+    crate::generated::dispatch::replay(call, s)
+}
+
+impl Remap for Session<'_> {
+    fn handle(&mut self, ty: vk::ObjectType, captured: u64) -> Result<u64, ReplayError> {
+        Session::handle(self, ty, captured)
+    }
+    fn bind(&mut self, ty: vk::ObjectType, captured: u64, replayed: u64) {
+        Session::bind(self, ty, captured, replayed)
+    }
+}
+
+impl ReplayContext for Session<'_> {
+    fn remap(&mut self) -> &mut dyn Remap {
+        self
+    }
+
+    fn instance_table(&mut self, captured: u64) -> Result<&vkstream::InstanceTable, ReplayError> {
+        if captured == 0 {
+            return Ok(&self.gtable);
+        }
+        self.itable
+            .as_ref()
+            .ok_or_else(|| ReplayError::Other("no instance was created before this call".into()))
+    }
+
+    fn device_table(&mut self, captured: u64) -> Result<&vkstream::DeviceTable, ReplayError> {
+        let device = if self.devices.contains_key(&captured) {
+            captured
+        } else {
+            *self.owner.get(&captured).ok_or_else(|| {
+                ReplayError::Other(format!(
+                    "handle 0x{captured:x} belongs to no device the replay created"
+                ))
+            })?
+        };
+        Ok(&self.device(device)?.table)
+    }
 }

@@ -60,6 +60,8 @@ unsafe extern "system" fn on_debug_message(
 pub struct DeviceState {
     pub captured: u64,
     pub device: ash::Device,
+    /// Function pointers the generated dispatch calls through.
+    pub table: vkstream::DeviceTable,
     /// Captured queue family -> replay queue family.
     pub families: HashMap<u32, u32>,
     /// Queues created per replay family (captured queue indices beyond it fold onto the last one).
@@ -126,6 +128,11 @@ pub struct Session<'a> {
     pub capture_device: Option<&'a DeviceSummary>,
     pub messages: Option<Arc<Messages>>,
     pub instance: Option<ash::Instance>,
+    pub itable: Option<vkstream::InstanceTable>,
+    /// Global commands (vkCreateInstance, ...) for the generated dispatch.
+    pub gtable: vkstream::InstanceTable,
+    /// Captured queue / command buffer -> captured device.
+    pub owner: HashMap<u64, u64>,
     pub debug_utils: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
     pub pd: vk::PhysicalDevice,
     /// (VkObjectType, captured) -> replayed.
@@ -179,6 +186,15 @@ impl<'a> Session<'a> {
             capture_device,
             messages: validate.then(|| Arc::new(Messages::default())),
             instance: None,
+            itable: None,
+            // SAFETY: the loader's entry point with a null instance loads only global commands.
+            gtable: unsafe {
+                vkstream::InstanceTable::load(
+                    entry.static_fn().get_instance_proc_addr,
+                    vk::Instance::null(),
+                )
+            },
+            owner: HashMap::new(),
             debug_utils: None,
             pd: vk::PhysicalDevice::null(),
             handles: HashMap::new(),
@@ -227,6 +243,13 @@ impl<'a> Session<'a> {
             return;
         }
         self.handles.insert((ty.as_raw(), captured), replayed);
+        if matches!(ty, vk::ObjectType::QUEUE | vk::ObjectType::COMMAND_BUFFER) {
+            // Queues and command buffers carry their device's loader dispatch key.
+            if let Some(dev) = read_dispatch_key(replayed).and_then(|k| self.dispatch_keys.get(&k))
+            {
+                self.owner.insert(captured, *dev);
+            }
+        }
     }
 
     pub fn unbind(&mut self, ty: vk::ObjectType, captured: u64) {
@@ -431,6 +454,9 @@ impl<'a> Session<'a> {
             )));
         };
         self.pd = pd;
+        let gipa = self.entry.static_fn().get_instance_proc_addr;
+        // SAFETY: a valid instance and the loader's entry point.
+        self.itable = Some(unsafe { vkstream::InstanceTable::load(gipa, instance.handle()) });
         self.bind(
             vk::ObjectType::INSTANCE,
             captured,
@@ -552,8 +578,11 @@ impl<'a> Session<'a> {
             .create_device(pd, &ci, None)
             .map_err(|e| ReplayError::vk("vkCreateDevice", e))?;
         let props = instance.get_physical_device_properties(pd);
+        let table =
+            vkstream::DeviceTable::load(instance.fp_v1_0().get_device_proc_addr, device.handle());
         let state = DeviceState {
             captured,
+            table,
             families,
             queue_counts: merged.iter().map(|m| (m.0, m.1.len() as u32)).collect(),
             memory_types: self.gpu.summary.memory_types.clone(),
