@@ -299,25 +299,36 @@ impl ViewerApp {
             types.sort_unstable();
             types.dedup();
             let ty_text = f.query_type.map(model::query_type_name).unwrap_or_else(|| "All types".into());
-            egui::ComboBox::from_id_salt("type_filter").selected_text(ty_text).show_ui(ui, |ui| {
-                ui.selectable_value(&mut f.query_type, None, "All types");
-                for t in types {
-                    ui.selectable_value(&mut f.query_type, Some(t), model::query_type_name(t));
-                }
-            });
+            let type_label = ui.label("Type");
+            egui::ComboBox::from_id_salt("type_filter")
+                .selected_text(ty_text)
+                .show_ui(ui, |ui| {
+                    ui.selectable_value(&mut f.query_type, None, "All types");
+                    for t in types {
+                        ui.selectable_value(&mut f.query_type, Some(t), model::query_type_name(t));
+                    }
+                })
+                .response
+                .labelled_by(type_label.id);
             let pool_text = f.pool.map(|p| ds.pools[p as usize].label()).unwrap_or_else(|| "All pools".into());
-            egui::ComboBox::from_id_salt("pool_filter").selected_text(pool_text).width(170.0).show_ui(ui, |ui| {
-                ui.selectable_value(&mut f.pool, None, "All pools");
-                for (i, p) in ds.pools.iter().enumerate() {
-                    ui.selectable_value(&mut f.pool, Some(i as u32), p.label());
-                }
-            });
+            let pool_label = ui.label("Pool");
+            egui::ComboBox::from_id_salt("pool_filter")
+                .selected_text(pool_text)
+                .width(170.0)
+                .show_ui(ui, |ui| {
+                    ui.selectable_value(&mut f.pool, None, "All pools");
+                    for (i, p) in ds.pools.iter().enumerate() {
+                        ui.selectable_value(&mut f.pool, Some(i as u32), p.label());
+                    }
+                })
+                .response
+                .labelled_by(pool_label.id);
             let (lo, hi) = ds.frame_range();
-            ui.label("Frames");
+            let frames_label = ui.label("Frames");
             let mut max = f.frame_max.min(hi);
-            ui.add(egui::DragValue::new(&mut f.frame_min).range(lo..=hi));
-            ui.label("–");
-            if ui.add(egui::DragValue::new(&mut max).range(lo..=hi)).changed() {
+            ui.add(egui::DragValue::new(&mut f.frame_min).range(lo..=hi)).labelled_by(frames_label.id);
+            let to_label = ui.label("to");
+            if ui.add(egui::DragValue::new(&mut max).range(lo..=hi)).labelled_by(to_label.id).changed() {
                 f.frame_max = max;
             }
             ui.checkbox(&mut f.mismatches_only, "Mismatches only");
@@ -326,7 +337,8 @@ impl ViewerApp {
                 *f = table::Filter::all();
             }
             ui.separator();
-            ui.add(egui::TextEdit::singleline(&mut self.export_text).desired_width(150.0));
+            let export_label = ui.label("Export to");
+            ui.add(egui::TextEdit::singleline(&mut self.export_text).desired_width(150.0)).labelled_by(export_label.id);
             for (label, fmt) in [("Export CSV", crate::export::ExportFormat::Csv), ("Export JSON", crate::export::ExportFormat::Json)] {
                 if ui.button(label).clicked() {
                     self.message = Some(export_view(ds, &self.table.view, fmt, Path::new(self.export_text.trim())));
@@ -343,7 +355,8 @@ impl ViewerApp {
         egui::Panel::bottom("timeline_panel").resizable(true).default_size(260.0).show(ui, |ui| {
             ui.horizontal(|ui| {
                 ui.label(RichText::new("Availability timeline").strong());
-                ui.weak("reset │ begin │ end │ ◆ GPU │ ● submit │ ● available — wheel: lanes, ctrl+wheel: zoom, drag: pan");
+                crate::timeline::legend(ui);
+                ui.weak("wheel: lanes · ctrl+wheel: zoom · drag: pan · click: select");
             });
             clicked_tl = self.timeline.show(ui, &self.ds, self.selected);
         });

@@ -98,8 +98,8 @@ pub fn timestamps_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut TimestampsState) 
     let (lo, hi) = (*pairs.frames.first().unwrap_or(&0), *pairs.frames.last().unwrap_or(&0));
     st.frame = st.frame.clamp(lo, hi);
     ui.horizontal(|ui| {
-        ui.label("Frame");
-        ui.add(egui::Slider::new(&mut st.frame, lo..=hi));
+        let l = ui.label("Frame");
+        ui.add(egui::Slider::new(&mut st.frame, lo..=hi)).labelled_by(l.id);
         ui.weak(format!("{} pairs in {} frames", pairs.pairs.len(), pairs.frames.len()));
     });
     let avail = ui.available_height();
@@ -173,14 +173,18 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
     names.dedup();
     let sel = st.selected.get_or_insert_with(|| names[0].to_owned()).clone();
     ui.horizontal(|ui| {
-        ui.label("Counter");
-        egui::ComboBox::from_id_salt("counter_pick").selected_text(&sel).show_ui(ui, |ui| {
-            for n in &names {
-                if ui.selectable_label(sel == *n, *n).clicked() {
-                    st.selected = Some((*n).to_owned());
+        let l = ui.label("Counter");
+        egui::ComboBox::from_id_salt("counter_pick")
+            .selected_text(&sel)
+            .show_ui(ui, |ui| {
+                for n in &names {
+                    if ui.selectable_label(sel == *n, *n).clicked() {
+                        st.selected = Some((*n).to_owned());
+                    }
                 }
-            }
-        });
+            })
+            .response
+            .labelled_by(l.id);
         if let Some(c) = ds.counters.iter().find(|c| c.name == sel) {
             ui.weak(format!("{} — {}", c.category, c.description));
         }

@@ -302,6 +302,8 @@ pub const MISMATCH_FG: Color32 = Color32::from_rgb(255, 150, 150);
 /// Draws the table; returns the row the user clicked, if any.
 pub fn show(ui: &mut egui::Ui, ds: &Dataset, st: &mut TableState, selected: Option<usize>) -> Option<usize> {
     let cols = columns(ds);
+    // Clicks on cell text select the row instead of starting a text selection.
+    ui.style_mut().interaction.selectable_labels = false;
     let mut clicked = None;
     let mut sort_clicked = None;
     let row_h = 20.0;
@@ -325,14 +327,16 @@ pub fn show(ui: &mut egui::Ui, ds: &Dataset, st: &mut TableState, selected: Opti
         .header(24.0, |mut header| {
             for c in &cols {
                 header.col(|ui| {
-                    let arrow = match st.sort {
-                        Some((s, true)) if s == *c => " ⏶",
-                        Some((s, false)) if s == *c => " ⏷",
-                        _ => "",
-                    };
-                    let label = format!("{}{arrow}", title(ds, *c));
-                    if ui.add(egui::Button::new(RichText::new(label).strong()).frame(false)).clicked() {
+                    if ui.add(egui::Button::new(RichText::new(title(ds, *c)).strong()).frame(false)).clicked() {
                         sort_clicked = Some(*c);
+                    }
+                    // A painted triangle: the bundled fonts have no arrow glyphs.
+                    if let Some((_, asc)) = st.sort.filter(|(s, _)| s == c) {
+                        let (r, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+                        let (cx, h) = (r.center().x, 4.0);
+                        let (tip, base) = if asc { (r.center().y - h, r.center().y + h) } else { (r.center().y + h, r.center().y - h) };
+                        let pts = vec![egui::pos2(cx, tip), egui::pos2(cx + h, base), egui::pos2(cx - h, base)];
+                        ui.painter().add(egui::Shape::convex_polygon(pts, ui.visuals().strong_text_color(), egui::Stroke::NONE));
                     }
                 });
             }

@@ -133,7 +133,7 @@ impl Default for TimelineState {
     }
 }
 
-const GUTTER: f32 = 170.0;
+const GUTTER: f32 = 230.0;
 const AXIS_H: f32 = 22.0;
 const SUB_H: f32 = 13.0;
 const LANE_GAP: f32 = 5.0;
@@ -141,6 +141,50 @@ const LANE_GAP: f32 = 5.0;
 const COL_CAPTURE: Color32 = Color32::from_rgb(86, 156, 214);
 const COL_REPLAY: Color32 = Color32::from_rgb(78, 201, 176);
 const COL_SELECTED: Color32 = Color32::from_rgb(255, 200, 60);
+const COL_MISMATCH: Color32 = Color32::from_rgb(220, 80, 80);
+
+/// Event markers: (name, color, shape: 0 tick, 1 dot, 2 diamond).
+const MARKERS: [(&str, Color32, u8); 6] = [
+    ("reset", Color32::GRAY, 0),
+    ("begin", Color32::from_rgb(120, 220, 120), 0),
+    ("end", Color32::from_rgb(230, 230, 230), 0),
+    ("GPU time", Color32::from_rgb(255, 160, 60), 2),
+    ("submit", Color32::from_rgb(200, 140, 255), 1),
+    ("available", Color32::from_rgb(255, 235, 120), 1),
+];
+
+fn marker(painter: &egui::Painter, c: Pos2, color: Color32, shape: u8) {
+    match shape {
+        0 => {
+            painter.line_segment([c - vec2(0.0, 5.0), c + vec2(0.0, 5.0)], Stroke::new(1.5, color));
+        }
+        1 => {
+            painter.circle_filled(c, 2.6, color);
+        }
+        _ => {
+            let pts = vec![c + vec2(0.0, -4.0), c + vec2(4.0, 0.0), c + vec2(0.0, 4.0), c + vec2(-4.0, 0.0)];
+            painter.add(egui::Shape::convex_polygon(pts, color, Stroke::NONE));
+        }
+    }
+}
+
+/// A one-line legend of span colors and markers.
+pub fn legend(ui: &mut egui::Ui) {
+    let swatch = |ui: &mut egui::Ui, color: Color32, text: &str| {
+        let (r, _) = ui.allocate_exact_size(vec2(14.0, 10.0), Sense::hover());
+        ui.painter().rect_filled(r, 2.0, color);
+        ui.weak(text);
+    };
+    swatch(ui, COL_CAPTURE, "capture");
+    swatch(ui, COL_REPLAY, "replay");
+    swatch(ui, COL_MISMATCH, "mismatch");
+    swatch(ui, COL_SELECTED, "selected");
+    for (name, color, shape) in MARKERS {
+        let (r, _) = ui.allocate_exact_size(vec2(10.0, 12.0), Sense::hover());
+        marker(ui.painter(), r.center(), color, shape);
+        ui.weak(name);
+    }
+}
 
 /// A "nice" tick step (1, 2, 5 × 10^k ns) for roughly `target` ns.
 fn tick_step(target: f64) -> f64 {
@@ -261,7 +305,7 @@ impl TimelineState {
         let mut hover: Option<(u32, usize)> = None;
         let pointer = ui.input(|i| i.pointer.hover_pos());
         let sub_names: Vec<String> = std::iter::once("capture".to_owned())
-            .chain(ds.results.iter().map(|f| format!("replay {}", f.label)))
+            .chain(ds.results.iter().map(|f| shorten(&f.label, 14)))
             .collect();
         for (k, li) in (first..lanes.lanes.len()).enumerate() {
             let top = plot.top() + (k as f32 - frac) * lane_h + 2.0;
@@ -275,7 +319,7 @@ impl TimelineState {
                 painter.text(
                     pos2(rect.left() + 6.0, top + 1.0),
                     Align2::LEFT_TOP,
-                    format!("{name} #{}", lane.query),
+                    format!("{} #{}", shorten(&name, 18), lane.query),
                     font.clone(),
                     text_col,
                 );
@@ -293,8 +337,8 @@ impl TimelineState {
                     continue;
                 }
                 let base = if s == 0 { COL_CAPTURE } else { COL_REPLAY };
-                if s > 0 && n_sub > 2 {
-                    painter.text(pos2(plot.left() + 2.0, y0), Align2::LEFT_TOP, &sub_names[s], FontId::proportional(9.0), weak);
+                if n_sub > 1 && y0 >= plot.top() - 1.0 {
+                    painter.text(pos2(plot.left() - 4.0, y0 + SUB_H / 2.0), Align2::RIGHT_CENTER, &sub_names[s], FontId::proportional(9.0), base.gamma_multiply(0.9));
                 }
                 // First span that can reach into the window.
                 let from = spans.partition_point(|sp| sp.start < self.t0 - lane.longest[s]);
@@ -323,7 +367,7 @@ impl TimelineState {
                     let r = Rect::from_min_max(pos2(x0, y0 + 1.5), pos2(x1.max(x0 + 2.0), y0 + SUB_H - 1.5));
                     let is_sel = selected == Some(sp.row as usize);
                     let bad = ds.mismatch.get(sp.row as usize).copied().unwrap_or(false);
-                    let fill = if is_sel { COL_SELECTED } else if bad { Color32::from_rgb(220, 80, 80) } else { base };
+                    let fill = if is_sel { COL_SELECTED } else if bad { COL_MISMATCH } else { base };
                     painter.rect_filled(r, 2.0, fill.gamma_multiply(if is_sel { 1.0 } else { 0.85 }));
                     if s == 0 {
                         self.draw_markers(&painter, ds, lanes, sp.row as usize, y0, &x_of, plot);
@@ -369,34 +413,27 @@ impl TimelineState {
     ) {
         let t = ds.rows[row].times;
         let o = lanes.origins[0];
-        let mark = |v: u64, color: Color32, shape: u8| {
+        let mark = |v: u64, (_, color, shape): (&str, Color32, u8)| {
             if v == 0 {
                 return;
             }
             let x = x_of(v.saturating_sub(o) as f64);
-            if x < plot.left() || x > plot.right() {
-                return;
-            }
-            let c = Pos2::new(x, y0 + SUB_H / 2.0);
-            match shape {
-                0 => {
-                    painter.line_segment([c - vec2(0.0, 5.0), c + vec2(0.0, 5.0)], Stroke::new(1.5, color));
-                }
-                1 => {
-                    painter.circle_filled(c, 2.6, color);
-                }
-                _ => {
-                    let pts = vec![c + vec2(0.0, -4.0), c + vec2(4.0, 0.0), c + vec2(0.0, 4.0), c + vec2(-4.0, 0.0)];
-                    painter.add(egui::Shape::convex_polygon(pts, color, Stroke::NONE));
-                }
+            if x >= plot.left() && x <= plot.right() {
+                marker(painter, Pos2::new(x, y0 + SUB_H / 2.0), color, shape);
             }
         };
-        mark(t.reset, Color32::GRAY, 0);
-        mark(t.begin, Color32::from_rgb(120, 220, 120), 0);
-        mark(t.end, Color32::from_rgb(230, 230, 230), 0);
-        mark(t.submit, Color32::from_rgb(200, 140, 255), 1);
-        mark(t.gpu, Color32::from_rgb(255, 160, 60), 2);
-        mark(t.available, Color32::from_rgb(255, 235, 120), 1);
+        for (v, m) in [t.reset, t.begin, t.end, t.gpu, t.submit, t.available].into_iter().zip(MARKERS) {
+            mark(v, m);
+        }
+    }
+}
+
+/// `label` cut to `max` characters with an ellipsis.
+fn shorten(label: &str, max: usize) -> String {
+    if label.chars().count() <= max {
+        label.to_owned()
+    } else {
+        format!("{}…", label.chars().take(max - 1).collect::<String>())
     }
 }
 
