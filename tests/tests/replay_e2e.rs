@@ -1,0 +1,270 @@
+//! Capture -> replay -> compare, end to end on lavapipe: quarry-demo headless and vkcube under
+//! Xvfb are captured with the layer, then replayed in a process with no DISPLAY.
+//!
+//! Needs the layer and the demo built in the same target dir (`cargo build -p capture_layer -p demo`)
+//! and lavapipe; vkcube/Xvfb for the vkcube test. Missing pieces skip the test with a message.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use format::record::Record;
+use format::TraceReader;
+use replayer::ReplayOptions;
+
+const LAVAPIPE_ICD: &str = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
+const CHILD_ENV: &str = "QUARRY_REPLAY_TEST_CHILD_TRACE";
+
+/// `target/<profile>` of this test binary (it lives in `target/<profile>/deps`).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
+}
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A manifest for the layer built in this target dir, in a fresh directory.
+fn layer_dir(tmp: &Path) -> Option<PathBuf> {
+    let lib = target_dir().join("libVkLayer_quarry_capture.so");
+    if !lib.exists() {
+        eprintln!(
+            "SKIP: {} missing (cargo build -p capture_layer)",
+            lib.display()
+        );
+        return None;
+    }
+    let dir = tmp.join("layer");
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = format!(
+        r#"{{"file_format_version": "1.2.0", "layer": {{"name": "VK_LAYER_QUARRY_capture", "type": "GLOBAL",
+ "library_path": {}, "api_version": "1.3.239", "implementation_version": "1", "description": "quarry capture"}}}}"#,
+        serde_json::to_string(&lib.display().to_string()).unwrap()
+    );
+    std::fs::write(dir.join("VkLayer_quarry_capture.json"), manifest).unwrap();
+    Some(dir)
+}
+
+fn lavapipe() -> bool {
+    if !Path::new(LAVAPIPE_ICD).exists() {
+        eprintln!("SKIP: lavapipe (mesa-vulkan-drivers) not installed");
+        return false;
+    }
+    true
+}
+
+/// A program on lavapipe under the capture layer, writing `trace`.
+fn captured(program: &Path, layer: &Path, trace: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.env("VK_DRIVER_FILES", LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
+        .env(
+            "XDG_RUNTIME_DIR",
+            std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".into()),
+        )
+        .env("VK_ADD_LAYER_PATH", layer)
+        .env("VK_LOADER_LAYERS_ENABLE", "VK_LAYER_QUARRY_capture")
+        .env("QUARRY_CAPTURE_FILE", trace)
+        .env_remove("VK_INSTANCE_LAYERS")
+        .env_remove("QUARRY_CAPTURE_DISABLE")
+        .env_remove("QUARRY_CAPTURE_FRAMES");
+    c
+}
+
+fn replay_opts(trace: &Path) -> ReplayOptions {
+    let mut o = ReplayOptions::new(trace);
+    // The capture ran on lavapipe; replay there too so "same device" rules apply.
+    o.gpu = Some("llvmpipe".into());
+    o.compare = true;
+    o
+}
+
+/// quarry-demo --headless --frames 3 captured, replayed with a results file: every deterministic
+/// query matches, and the results file holds one record per query read.
+#[test]
+fn demo_capture_replay_compare() {
+    if !lavapipe() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(layer) = layer_dir(tmp.path()) else {
+        return;
+    };
+    let demo = target_dir().join("quarry-demo");
+    if !demo.exists() {
+        eprintln!("SKIP: {} missing (cargo build -p demo)", demo.display());
+        return;
+    }
+    let trace = tmp.path().join("demo.qtrace");
+    let out = captured(&demo, &layer, &trace)
+        .args(["--headless", "--frames", "3"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "quarry-demo failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let results = tmp.path().join("demo.qres");
+    let mut opts = replay_opts(&trace);
+    opts.results = Some(results.clone());
+    let s = replayer::replay(&opts).expect("replay of the demo trace");
+    let text = s.comparison.to_text();
+    assert!(!s.comparison.failed(), "{text}");
+    assert!(
+        s.comparison.same_device,
+        "captured and replayed on lavapipe"
+    );
+    let matched = |name: &str| s.comparison.by_type.get(name).map_or(0, |t| t.matches);
+    // The demo exercises these with known answers on lavapipe.
+    for ty in [
+        "OCCLUSION",
+        "PIPELINE_STATISTICS",
+        "PRIMITIVES_GENERATED",
+        "TRANSFORM_FEEDBACK_STREAM",
+    ] {
+        assert!(matched(ty) > 0, "no {ty} query matched:\n{text}");
+    }
+    let ts = &s.comparison.by_type["TIMESTAMP"];
+    assert_eq!(ts.mismatches, 0, "timestamps are never deterministic");
+    assert!(s.queries > 0 && s.frames > 0);
+
+    let r = TraceReader::open(&results).unwrap();
+    let mut n = 0;
+    let mut timestamps_converted = 0;
+    for rec in r.records() {
+        if let Record::QueryResult(q) = rec.unwrap() {
+            n += 1;
+            assert!(q.captured.is_some() && q.replayed.is_some());
+            if q.replayed_gpu_ns.is_some() {
+                timestamps_converted += 1;
+            }
+        }
+    }
+    assert_eq!(n, s.queries);
+    assert!(timestamps_converted > 0, "timestamps are converted to ns");
+}
+
+/// Validation enabled during the replay of the demo trace reports nothing.
+#[test]
+fn demo_replay_under_validation_adds_no_messages() {
+    if !lavapipe() {
+        return;
+    }
+    let layers = Command::new("vulkaninfo").arg("--summary").output();
+    if !layers
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("VK_LAYER_KHRONOS_validation"))
+    {
+        eprintln!("SKIP: VK_LAYER_KHRONOS_validation not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(layer) = layer_dir(tmp.path()) else {
+        return;
+    };
+    let demo = target_dir().join("quarry-demo");
+    if !demo.exists() {
+        eprintln!("SKIP: {} missing (cargo build -p demo)", demo.display());
+        return;
+    }
+    let trace = tmp.path().join("demo.qtrace");
+    let out = captured(&demo, &layer, &trace)
+        .args(["--headless", "--frames", "2"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut opts = replay_opts(&trace);
+    opts.validate = true;
+    let s = replayer::replay(&opts).expect("replay");
+    assert_eq!(s.validation_messages, 0, "{:#?}", s.first_messages);
+    assert!(!s.comparison.failed(), "{}", s.comparison.to_text());
+}
+
+struct Xvfb(Child);
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// vkcube captured in a window under Xvfb replays offscreen in a process without DISPLAY.
+#[test]
+fn vkcube_replays_without_a_display() {
+    if let Some(trace) = std::env::var_os(CHILD_ENV) {
+        // Child mode (see below): no DISPLAY here.
+        assert!(std::env::var_os("DISPLAY").is_none());
+        let s =
+            replayer::replay(&replay_opts(Path::new(&trace))).expect("headless replay of vkcube");
+        assert_eq!(s.frames, 10, "one frame per present");
+        assert!(!s.comparison.failed());
+        return;
+    }
+    if !lavapipe() || !have("vkcube") || !have("Xvfb") {
+        eprintln!("SKIP: needs vkcube and Xvfb");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(layer) = layer_dir(tmp.path()) else {
+        return;
+    };
+    let display = format!(":{}", 200 + std::process::id() % 500);
+    let _x = Xvfb(
+        Command::new("Xvfb")
+            .args([
+                display.as_str(),
+                "-screen",
+                "0",
+                "640x480x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    let trace = tmp.path().join("cube.qtrace");
+    let vkcube = PathBuf::from("vkcube");
+    let out = captured(&vkcube, &layer, &trace)
+        .env("DISPLAY", &display)
+        .args(["--c", "10"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "vkcube failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Re-run this test in a child process without DISPLAY to replay.
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "vkcube_replays_without_a_display", "--nocapture"])
+        .env(CHILD_ENV, &trace)
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "headless replay failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
