@@ -368,7 +368,7 @@ impl TimelineState {
                     let is_sel = selected == Some(sp.row as usize);
                     let bad = ds.mismatch.get(sp.row as usize).copied().unwrap_or(false);
                     let fill = if is_sel { COL_SELECTED } else if bad { COL_MISMATCH } else { base };
-                    painter.rect_filled(r, 2.0, fill.gamma_multiply(if is_sel { 1.0 } else { 0.85 }));
+                    painter.rect_filled(r, 2.0, fill);
                     if s == 0 {
                         self.draw_markers(&painter, ds, lanes, sp.row as usize, y0, &x_of, plot);
                     }
