@@ -52,7 +52,10 @@ pub enum Kind {
     Fixed(Elem, String),
     FixedStr(String),
     PNext,
-    Ptr { len: Len, elem: PElem },
+    Ptr {
+        len: Len,
+        elem: PElem,
+    },
 }
 
 pub struct Field {
@@ -133,16 +136,24 @@ fn parse_len(expr: &str, siblings: &[Decl]) -> Result<Vec<LenTok>, String> {
         if c.is_whitespace() {
             i += 1;
         } else if c.is_ascii_digit() {
-            let s: String = chars[i..].iter().take_while(|c| c.is_ascii_digit()).collect();
+            let s: String = chars[i..]
+                .iter()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
             i += s.len();
             toks.push(LenTok::Lit(s));
         } else if c.is_alphabetic() || c == '_' {
-            let s: String = chars[i..].iter().take_while(|c| c.is_alphanumeric() || **c == '_').collect();
+            let s: String = chars[i..]
+                .iter()
+                .take_while(|c| c.is_alphanumeric() || **c == '_')
+                .collect();
             i += s.len();
             if chars.get(i) == Some(&'-') && chars.get(i + 1) == Some(&'>') {
                 i += 2;
-                let m: String =
-                    chars[i..].iter().take_while(|c| c.is_alphanumeric() || **c == '_').collect();
+                let m: String = chars[i..]
+                    .iter()
+                    .take_while(|c| c.is_alphanumeric() || **c == '_')
+                    .collect();
                 i += m.len();
                 if !siblings.iter().any(|d| d.name == s) {
                     return Err(format!("length `{expr}` names unknown `{s}`"));
@@ -175,7 +186,9 @@ fn elem_of(reg: &Registry, ty: &str) -> Result<Elem, String> {
     match cat {
         TypeCat::Struct => Ok(Elem::Struct(ty)),
         TypeCat::Union => Ok(Elem::Union(ty)),
-        TypeCat::Foreign | TypeCat::Void | TypeCat::Char => Err(format!("type {ty} is not representable")),
+        TypeCat::Foreign | TypeCat::Void | TypeCat::Char => {
+            Err(format!("type {ty} is not representable"))
+        }
         c => Ok(Elem::Scalar(c, ty)),
     }
 }
@@ -205,10 +218,16 @@ fn classify(reg: &Registry, d: &Decl, siblings: &[Decl], param: bool) -> Result<
         return Ok(Kind::PNext);
     }
     let cat = reg.cat(&d.ty);
-    let lens: Vec<&str> = d.len.as_deref().map(|l| l.split(',').collect()).unwrap_or_default();
+    let lens: Vec<&str> = d
+        .len
+        .as_deref()
+        .map(|l| l.split(',').collect())
+        .unwrap_or_default();
     let count = |first: &str| -> Result<Len, String> {
         let e = if first.starts_with("latexmath") {
-            d.altlen.clone().ok_or_else(|| format!("{}: latexmath length without altlen", d.name))?
+            d.altlen
+                .clone()
+                .ok_or_else(|| format!("{}: latexmath length without altlen", d.name))?
         } else {
             first.to_string()
         };
@@ -236,18 +255,23 @@ fn classify(reg: &Registry, d: &Decl, siblings: &[Decl], param: bool) -> Result<
             }
             match cat {
                 // ash declares `VkRemoteAddressNV*` as `*mut c_void`; it holds a pointer value.
-                TypeCat::OpaquePtr if d.ty == "VkRemoteAddressNV" => {
-                    Ok(Kind::Ptr { len: Len::One, elem: PElem::OpaqueOut })
-                }
-                TypeCat::OpaquePtr => {
-                    Ok(Kind::Val(Elem::Scalar(TypeCat::OpaquePtr, d.ty.clone())))
-                }
+                TypeCat::OpaquePtr if d.ty == "VkRemoteAddressNV" => Ok(Kind::Ptr {
+                    len: Len::One,
+                    elem: PElem::OpaqueOut,
+                }),
+                TypeCat::OpaquePtr => Ok(Kind::Val(Elem::Scalar(TypeCat::OpaquePtr, d.ty.clone()))),
                 TypeCat::Void => match lens.first() {
-                    Some(l) => Ok(Kind::Ptr { len: count(l)?, elem: PElem::Bytes }),
+                    Some(l) => Ok(Kind::Ptr {
+                        len: count(l)?,
+                        elem: PElem::Bytes,
+                    }),
                     None => Ok(Kind::Val(Elem::Scalar(TypeCat::OpaquePtr, "void".into()))),
                 },
                 TypeCat::Char => match lens.first() {
-                    None | Some(&"null-terminated") => Ok(Kind::Ptr { len: Len::One, elem: PElem::Str }),
+                    None | Some(&"null-terminated") => Ok(Kind::Ptr {
+                        len: Len::One,
+                        elem: PElem::Str,
+                    }),
                     Some(l) => Ok(Kind::Ptr {
                         len: count(l)?,
                         elem: PElem::Elem(Elem::Scalar(TypeCat::Prim("i8"), "char".into())),
@@ -256,19 +280,35 @@ fn classify(reg: &Registry, d: &Decl, siblings: &[Decl], param: bool) -> Result<
                 _ => {
                     let elem = PElem::Elem(elem_of(reg, &d.ty)?);
                     match lens.first() {
-                        None => Ok(Kind::Ptr { len: Len::One, elem }),
-                        Some(l) => Ok(Kind::Ptr { len: count(l)?, elem }),
+                        None => Ok(Kind::Ptr {
+                            len: Len::One,
+                            elem,
+                        }),
+                        Some(l) => Ok(Kind::Ptr {
+                            len: count(l)?,
+                            elem,
+                        }),
                     }
                 }
             }
         }
         2 => match (cat, lens.as_slice()) {
-            (TypeCat::Char, [l, "null-terminated"]) => Ok(Kind::Ptr { len: count(l)?, elem: PElem::StrArray }),
-            (TypeCat::Struct, [l, "1"]) => {
-                Ok(Kind::Ptr { len: count(l)?, elem: PElem::StructPtrArray(reg.resolve(&d.ty).to_string()) })
-            }
-            (TypeCat::Void, []) if param && !d.ptrs[0] => Ok(Kind::Ptr { len: Len::One, elem: PElem::OpaqueOut }),
-            _ => Err(format!("{}: pointer to pointer without a length we can follow", d.name)),
+            (TypeCat::Char, [l, "null-terminated"]) => Ok(Kind::Ptr {
+                len: count(l)?,
+                elem: PElem::StrArray,
+            }),
+            (TypeCat::Struct, [l, "1"]) => Ok(Kind::Ptr {
+                len: count(l)?,
+                elem: PElem::StructPtrArray(reg.resolve(&d.ty).to_string()),
+            }),
+            (TypeCat::Void, []) if param && !d.ptrs[0] => Ok(Kind::Ptr {
+                len: Len::One,
+                elem: PElem::OpaqueOut,
+            }),
+            _ => Err(format!(
+                "{}: pointer to pointer without a length we can follow",
+                d.name
+            )),
         },
         _ => Err(format!("{}: too many pointer levels", d.name)),
     }
@@ -277,9 +317,18 @@ fn classify(reg: &Registry, d: &Decl, siblings: &[Decl], param: bool) -> Result<
 fn referenced_structs(k: &Kind) -> Vec<String> {
     match k {
         Kind::Val(Elem::Struct(s)) | Kind::Fixed(Elem::Struct(s), _) => vec![s.clone()],
-        Kind::Ptr { elem: PElem::Elem(Elem::Struct(s)), .. }
-        | Kind::Ptr { elem: PElem::StructPtrArray(s), .. }
-        | Kind::Ptr { elem: PElem::FixedArr(Elem::Struct(s), _), .. } => vec![s.clone()],
+        Kind::Ptr {
+            elem: PElem::Elem(Elem::Struct(s)),
+            ..
+        }
+        | Kind::Ptr {
+            elem: PElem::StructPtrArray(s),
+            ..
+        }
+        | Kind::Ptr {
+            elem: PElem::FixedArr(Elem::Struct(s), _),
+            ..
+        } => vec![s.clone()],
         _ => vec![],
     }
 }
@@ -289,12 +338,19 @@ pub fn analyze(reg: &Registry) -> Analysis {
     // contains is encodable. Unions are copied as raw bytes and so always encodable.
     let mut bad: BTreeMap<String, String> = BTreeMap::new();
     for s in config::SKIP_STRUCTS {
-        bad.insert(s.to_string(), "listed in codegen config SKIP_STRUCTS".into());
+        bad.insert(
+            s.to_string(),
+            "listed in codegen config SKIP_STRUCTS".into(),
+        );
     }
     // Only types that a supported feature/extension requires (and what they contain) exist for us:
     // provisional and foreign-platform structs may be absent from ash or laid out differently.
     let mut reachable: BTreeSet<String> = BTreeSet::new();
-    let mut todo: Vec<String> = reg.required_types.iter().map(|t| reg.resolve(t).to_string()).collect();
+    let mut todo: Vec<String> = reg
+        .required_types
+        .iter()
+        .map(|t| reg.resolve(t).to_string())
+        .collect();
     while let Some(t) = todo.pop() {
         if !reachable.insert(t.clone()) {
             continue;
@@ -307,7 +363,10 @@ pub fn analyze(reg: &Registry) -> Analysis {
     }
     for name in reg.structs.keys() {
         if !reachable.contains(name) {
-            bad.insert(name.clone(), "not required by a supported feature or extension".into());
+            bad.insert(
+                name.clone(),
+                "not required by a supported feature or extension".into(),
+            );
         }
     }
     for name in ["VkBaseInStructure", "VkBaseOutStructure"] {
@@ -323,7 +382,12 @@ pub fn analyze(reg: &Registry) -> Analysis {
                         .iter()
                         .find(|(s, mm, _)| s == name && *mm == m.name)
                         .map(|(_, _, c)| c.to_string());
-                    fields.push(Field { decl: m.clone(), snake: snake(&m.name), kind, cond })
+                    fields.push(Field {
+                        decl: m.clone(),
+                        snake: snake(&m.name),
+                        kind,
+                        cond,
+                    })
                 }
                 Err(e) => {
                     if !def.is_union {
@@ -387,7 +451,11 @@ pub fn analyze(reg: &Registry) -> Analysis {
         struct_order.push(name.clone());
         structs.insert(
             name.clone(),
-            SField { def: def.clone(), fields, lifetime: lifetime.contains(name) },
+            SField {
+                def: def.clone(),
+                fields,
+                lifetime: lifetime.contains(name),
+            },
         );
     }
     // Unions are always encodable but their lifetime flag still matters.
@@ -395,7 +463,11 @@ pub fn analyze(reg: &Registry) -> Analysis {
         if def.is_union && !structs.contains_key(name) {
             structs.insert(
                 name.clone(),
-                SField { def: def.clone(), fields: Vec::new(), lifetime: lifetime.contains(name) },
+                SField {
+                    def: def.clone(),
+                    fields: Vec::new(),
+                    lifetime: lifetime.contains(name),
+                },
             );
         }
     }
@@ -404,7 +476,10 @@ pub fn analyze(reg: &Registry) -> Analysis {
     let mut unsupported: Vec<(String, String)> = reg.excluded.clone();
     for c in &reg.commands {
         if config::SKIP_COMMANDS.contains(&c.name.as_str()) {
-            unsupported.push((c.name.clone(), "listed in codegen config SKIP_COMMANDS".into()));
+            unsupported.push((
+                c.name.clone(),
+                "listed in codegen config SKIP_COMMANDS".into(),
+            ));
             continue;
         }
         let template = config::TEMPLATE_DATA.iter().any(|(n, _)| *n == c.name);
@@ -427,7 +502,12 @@ pub fn analyze(reg: &Registry) -> Analysis {
                             err.get_or_insert(format!("{}: {r} ({why})", p.name));
                         }
                     }
-                    params.push(Field { snake: snake(&p.name), decl: p, kind, cond: None });
+                    params.push(Field {
+                        snake: snake(&p.name),
+                        decl: p,
+                        kind,
+                        cond: None,
+                    });
                 }
                 Err(e) => {
                     err.get_or_insert(e);
@@ -442,12 +522,22 @@ pub fn analyze(reg: &Registry) -> Analysis {
             "void" | "VkResult" => None,
             t => Some((reg.cat(t), t.to_string())),
         };
-        let first = c.params.first().map(|p| reg.resolve(&p.ty).to_string()).unwrap_or_default();
+        let first = c
+            .params
+            .first()
+            .map(|p| reg.resolve(&p.ty).to_string())
+            .unwrap_or_default();
         let level = match first.as_str() {
             "VkDevice" | "VkQueue" | "VkCommandBuffer" => Level::Device,
             _ => Level::Instance,
         };
-        cmds.push(Cmd { def: c.clone(), params, ret_value, data_size_param: template, level });
+        cmds.push(Cmd {
+            def: c.clone(),
+            params,
+            ret_value,
+            data_size_param: template,
+            level,
+        });
     }
     let unsupported_names: BTreeSet<&str> = unsupported.iter().map(|(n, _)| n.as_str()).collect();
     let unsupported_exts = reg
@@ -457,7 +547,13 @@ pub fn analyze(reg: &Registry) -> Analysis {
         .map(|(_, o)| o.clone())
         .collect();
     unsupported.sort();
-    Analysis { structs, struct_order, cmds, unsupported, unsupported_exts }
+    Analysis {
+        structs,
+        struct_order,
+        cmds,
+        unsupported,
+        unsupported_exts,
+    }
 }
 
 /// The `dataSize` argument the layer adds for template-data commands.

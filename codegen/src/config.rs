@@ -64,9 +64,18 @@ pub const SPECIAL: &[&str] = &[
 /// size, so their encoders take an extra trailing `data_size: usize` that the layer computes from
 /// the template it recorded at creation.
 pub const TEMPLATE_DATA: &[(&str, &str)] = &[
-    ("vkUpdateDescriptorSetWithTemplate", "pData layout depends on the descriptor update template"),
-    ("vkUpdateDescriptorSetWithTemplateKHR", "pData layout depends on the descriptor update template"),
-    ("vkCmdPushDescriptorSetWithTemplateKHR", "pData layout depends on the descriptor update template"),
+    (
+        "vkUpdateDescriptorSetWithTemplate",
+        "pData layout depends on the descriptor update template",
+    ),
+    (
+        "vkUpdateDescriptorSetWithTemplateKHR",
+        "pData layout depends on the descriptor update template",
+    ),
+    (
+        "vkCmdPushDescriptorSetWithTemplateKHR",
+        "pData layout depends on the descriptor update template",
+    ),
 ];
 
 /// Struct members that the driver reads only under a condition on another member; outside it
@@ -105,14 +114,26 @@ pub const SKIP_COMMANDS: &[&str] = &[];
 /// Commands that ash 0.38 knows under the name they were promoted to: their `PFN_vk*` type is
 /// the one of the promoted command (same signature).
 pub const ASH_PFN_RENAMES: &[(&str, &str)] = &[
-    ("vkGetPhysicalDeviceCalibrateableTimeDomainsEXT", "vkGetPhysicalDeviceCalibrateableTimeDomainsKHR"),
-    ("vkGetCalibratedTimestampsEXT", "vkGetCalibratedTimestampsKHR"),
+    (
+        "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT",
+        "vkGetPhysicalDeviceCalibrateableTimeDomainsKHR",
+    ),
+    (
+        "vkGetCalibratedTimestampsEXT",
+        "vkGetCalibratedTimestampsKHR",
+    ),
     ("vkCmdSetLineStippleEXT", "vkCmdSetLineStippleKHR"),
-    ("vkGetImageSubresourceLayout2EXT", "vkGetImageSubresourceLayout2KHR"),
+    (
+        "vkGetImageSubresourceLayout2EXT",
+        "vkGetImageSubresourceLayout2KHR",
+    ),
 ];
 
 /// The ash `PFN_vk*` type name for a canonical command.
 pub fn ash_pfn(canonical: &str) -> String {
-    let n = ASH_PFN_RENAMES.iter().find(|(a, _)| *a == canonical).map_or(canonical, |(_, b)| b);
+    let n = ASH_PFN_RENAMES
+        .iter()
+        .find(|(a, _)| *a == canonical)
+        .map_or(canonical, |(_, b)| b);
     format!("vk::PFN_{n}")
 }

@@ -30,14 +30,24 @@ pub fn intercept_rs(reg: &Registry, an: &Analysis) -> String {
         if config::SPECIAL.contains(&name.as_str()) {
             continue;
         }
-        let Some(first) = c.params.first() else { continue };
-        let dispatchable =
-            matches!(reg.cat(&first.decl.ty), TypeCat::Handle { dispatchable: true, .. }) && first.decl.ptrs.is_empty();
+        let Some(first) = c.params.first() else {
+            continue;
+        };
+        let dispatchable = matches!(
+            reg.cat(&first.decl.ty),
+            TypeCat::Handle {
+                dispatchable: true,
+                ..
+            }
+        ) && first.decl.ptrs.is_empty();
         if !dispatchable {
             continue;
         }
-        let args: Vec<String> =
-            c.params.iter().map(|p| format!("{}: {}", p.snake, sig_ty(reg, an, &p.decl))).collect();
+        let args: Vec<String> = c
+            .params
+            .iter()
+            .map(|p| format!("{}: {}", p.snake, sig_ty(reg, an, &p.decl)))
+            .collect();
         let names: Vec<String> = c.params.iter().map(|p| p.snake.clone()).collect();
         let ret = ret_ty(reg, an, &c.def.ret);
         let (missing, result) = match c.def.ret.as_str() {
@@ -45,7 +55,11 @@ pub fn intercept_rs(reg: &Registry, an: &Analysis) -> String {
             "void" => ("()", "0"),
             _ => ("Default::default()", "0"),
         };
-        let table = if c.level == Level::Device { "device_table" } else { "instance_table" };
+        let table = if c.level == Level::Device {
+            "device_table"
+        } else {
+            "instance_table"
+        };
         let mut enc_args = vec!["e".to_string()];
         enc_args.extend(names.iter().cloned());
         for (n, _) in extra_args(reg, an, c) {

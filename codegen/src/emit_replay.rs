@@ -156,7 +156,10 @@ fn missing(name: &str) -> ReplayError {
 
 fn objtype(cat: &TypeCat) -> String {
     match cat {
-        TypeCat::Handle { objtype, .. } => format!("vk::ObjectType::{}", objtype.trim_start_matches("VK_OBJECT_TYPE_")),
+        TypeCat::Handle { objtype, .. } => format!(
+            "vk::ObjectType::{}",
+            objtype.trim_start_matches("VK_OBJECT_TYPE_")
+        ),
         _ => unreachable!(),
     }
 }
@@ -166,8 +169,14 @@ fn conv_scalar(reg: &Registry, cat: &TypeCat, ty: &str, x: &str) -> String {
     match cat {
         TypeCat::Prim(_) => x.to_string(),
         TypeCat::Usize => format!("({x} as usize)"),
-        TypeCat::Enum | TypeCat::Flags32 | TypeCat::Flags64 => format!("{}::from_raw({x})", ash_name(reg, ty)),
-        TypeCat::Handle { .. } => format!("{}::from_raw(h(r, {}, {x})?)", ash_name(reg, ty), objtype(cat)),
+        TypeCat::Enum | TypeCat::Flags32 | TypeCat::Flags64 => {
+            format!("{}::from_raw({x})", ash_name(reg, ty))
+        }
+        TypeCat::Handle { .. } => format!(
+            "{}::from_raw(h(r, {}, {x})?)",
+            ash_name(reg, ty),
+            objtype(cat)
+        ),
         TypeCat::FuncPtr => "None".into(),
         TypeCat::OpaquePtr => "(std::ptr::null_mut::<c_void>() as _)".into(),
         TypeCat::PlatformInt => format!("({x} as _)"),
@@ -251,7 +260,11 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
             "#[inline(never)]\npub unsafe fn m_{name}(v: &{name}, a: &mut Arena, r: &mut dyn Remap) -> Result<{ty}, ReplayError> {{\nlet mut o: {ty} = std::mem::zeroed();"
         );
         if let Some(st) = &s.def.stype {
-            let _ = writeln!(o, "o.s_type = vk::StructureType::{};", st.trim_start_matches("VK_STRUCTURE_TYPE_"));
+            let _ = writeln!(
+                o,
+                "o.s_type = vk::StructureType::{};",
+                st.trim_start_matches("VK_STRUCTURE_TYPE_")
+            );
         }
         for f in &s.fields {
             let place = format!("o.{}", f.snake);
@@ -282,10 +295,23 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
     for c in &an.cmds {
         let name = &c.def.name;
         let first = &c.params[0];
-        let first_disp = matches!(reg.cat(&first.decl.ty), TypeCat::Handle { dispatchable: true, .. })
-            && first.decl.ptrs.is_empty();
-        let key = if first_disp { format!("p.{}", first.snake) } else { "0".into() };
-        let table = if c.level == Level::Device { "device_table" } else { "instance_table" };
+        let first_disp = matches!(
+            reg.cat(&first.decl.ty),
+            TypeCat::Handle {
+                dispatchable: true,
+                ..
+            }
+        ) && first.decl.ptrs.is_empty();
+        let key = if first_disp {
+            format!("p.{}", first.snake)
+        } else {
+            "0".into()
+        };
+        let table = if c.level == Level::Device {
+            "device_table"
+        } else {
+            "instance_table"
+        };
         let _ = writeln!(
             o,
             "vkstream::Call::{name}(p) => {{\nlet f = ctx.{table}({key})?.{name}.ok_or_else(|| missing(\"{name}\"))?;\nlet r: &mut dyn Remap = ctx.remap();"
@@ -305,14 +331,21 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
             };
             let ty = sig_ty(reg, an, &p.decl);
             if out {
-                let _ = writeln!(o, "let a{i}: {ty} = {{ let r: &mut dyn Remap = &mut Out(&mut *r); {expr} }};");
+                let _ = writeln!(
+                    o,
+                    "let a{i}: {ty} = {{ let r: &mut dyn Remap = &mut Out(&mut *r); {expr} }};"
+                );
             } else {
                 let _ = writeln!(o, "let a{i}: {ty} = {expr};");
             }
             args.push(format!("a{i}"));
         }
         let _ = writeln!(o, "let ret = f({});", args.join(", "));
-        let ok = if c.def.ret == "VkResult" { "ret.as_raw() >= 0" } else { "true" };
+        let ok = if c.def.ret == "VkResult" {
+            "ret.as_raw() >= 0"
+        } else {
+            "true"
+        };
         // Bind created handles.
         let mut binds = String::new();
         for (i, p) in c.params.iter().enumerate() {
@@ -320,7 +353,11 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
             if !out {
                 continue;
             }
-            if let Kind::Ptr { len, elem: PElem::Elem(Elem::Scalar(cat @ TypeCat::Handle { .. }, _)) } = &p.kind {
+            if let Kind::Ptr {
+                len,
+                elem: PElem::Elem(Elem::Scalar(cat @ TypeCat::Handle { .. }, _)),
+            } = &p.kind
+            {
                 let ot = objtype(cat);
                 match len {
                     Len::One => {

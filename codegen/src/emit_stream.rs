@@ -73,7 +73,9 @@ fn enc_scalar(cat: &TypeCat, x: &str) -> String {
         TypeCat::Flags32 => format!("e.u32({x}.as_raw());"),
         TypeCat::Flags64 => format!("e.u64({x}.as_raw());"),
         TypeCat::Handle { .. } => format!("e.u64(Handle::as_raw({x}));"),
-        TypeCat::FuncPtr => format!("e.u64(match {x} {{ Some(f) => f as usize as u64, None => 0 }});"),
+        TypeCat::FuncPtr => {
+            format!("e.u64(match {x} {{ Some(f) => f as usize as u64, None => 0 }});")
+        }
         TypeCat::OpaquePtr => format!("e.u64({x} as usize as u64);"),
         other => panic!("not a scalar: {other:?}"),
     }
@@ -105,7 +107,10 @@ fn len_expr(reg: &Registry, toks: &[LenTok], sib: &[Decl], member: bool) -> Stri
     for t in toks {
         match t {
             LenTok::Ident(name) => {
-                let d = sib.iter().find(|d| &d.name == name).expect("checked by analyze");
+                let d = sib
+                    .iter()
+                    .find(|d| &d.name == name)
+                    .expect("checked by analyze");
                 let cat = reg.cat(&d.ty);
                 if member {
                     s.push_str(&to_usize(&cat, &format!("v.{}", snake(name))));
@@ -113,14 +118,22 @@ fn len_expr(reg: &Registry, toks: &[LenTok], sib: &[Decl], member: bool) -> Stri
                     s.push_str("data_size");
                 } else if !d.ptrs.is_empty() {
                     let p = snake(name);
-                    let _ = write!(s, "(if {p}.is_null() {{ 0 }} else {{ {} }})", to_usize(&cat, &format!("(*{p})")));
+                    let _ = write!(
+                        s,
+                        "(if {p}.is_null() {{ 0 }} else {{ {} }})",
+                        to_usize(&cat, &format!("(*{p})"))
+                    );
                 } else {
                     s.push_str(&to_usize(&cat, &snake(name)));
                 }
             }
             LenTok::Deref(p, m) => {
                 let ps = snake(p);
-                let _ = write!(s, "(if {ps}.is_null() {{ 0 }} else {{ (*{ps}).{} as usize }})", snake(m));
+                let _ = write!(
+                    s,
+                    "(if {ps}.is_null() {{ 0 }} else {{ (*{ps}).{} as usize }})",
+                    snake(m)
+                );
             }
             LenTok::Const(c) => {
                 let _ = write!(s, "(vk::{} as usize)", c.trim_start_matches("VK_"));
@@ -135,18 +148,27 @@ fn len_expr(reg: &Registry, toks: &[LenTok], sib: &[Decl], member: bool) -> Stri
 }
 
 fn enc_field(reg: &Registry, f: &Field, sib: &[Decl], member: bool) -> String {
-    let place = if member { format!("v.{}", f.snake) } else { f.snake.clone() };
+    let place = if member {
+        format!("v.{}", f.snake)
+    } else {
+        f.snake.clone()
+    };
     let body = match &f.kind {
         Kind::SType => return String::new(),
         Kind::Val(el) => enc_elem_ref(reg, el, &format!("&{place}")),
-        Kind::Fixed(el, _) => format!("for x in {place}.iter() {{ {} }}", enc_elem_ref(reg, el, "x")),
+        Kind::Fixed(el, _) => format!(
+            "for x in {place}.iter() {{ {} }}",
+            enc_elem_ref(reg, el, "x")
+        ),
         Kind::FixedStr(_) => format!("e.fixed_str(&{place});"),
         Kind::PNext => format!("pnext(e, {place} as *const c_void);"),
         Kind::Ptr { len, elem } => {
             let inner = match (len, elem) {
                 (Len::One, PElem::Elem(el)) => enc_elem_ref(reg, el, "&*p"),
                 (Len::One, PElem::Str) => "e.cstr(p);".to_string(),
-                (Len::One, PElem::OpaqueOut) => "e.u64(*(p as *const *const c_void) as usize as u64);".to_string(),
+                (Len::One, PElem::OpaqueOut) => {
+                    "e.u64(*(p as *const *const c_void) as usize as u64);".to_string()
+                }
                 (Len::One, PElem::FixedArr(el, _)) => {
                     format!("for x in (*p).iter() {{ {} }}", enc_elem_ref(reg, el, "x"))
                 }
@@ -235,7 +257,10 @@ pub fn encode_rs(reg: &Registry, an: &Analysis) -> String {
             );
             let _ = writeln!(o, "#[inline(never)]\npub unsafe fn {name}_body(e: &mut Encoder, v: &{ty}) {{\n{body}}}");
         } else {
-            let _ = writeln!(o, "#[inline(never)]\npub unsafe fn {name}(e: &mut Encoder, v: &{ty}) {{\n{body}}}");
+            let _ = writeln!(
+                o,
+                "#[inline(never)]\npub unsafe fn {name}(e: &mut Encoder, v: &{ty}) {{\n{body}}}"
+            );
         }
     }
     o.push_str("}\n\n");
@@ -331,17 +356,20 @@ fn dec_kind(k: &Kind) -> String {
                 (Len::One, PElem::Elem(el)) => dec_elem(el),
                 (Len::One, PElem::Str) => "d.string()?".into(),
                 (Len::One, PElem::OpaqueOut) => "d.u64()?".into(),
-                (_, PElem::FixedArr(el, n)) => dec_loop(&format!("d.fixed_count({n})?"), &dec_elem(el)),
-                (Len::Count(_), PElem::Elem(Elem::Scalar(TypeCat::Prim("u8"), _))) | (_, PElem::Bytes) => {
-                    "d.bytes()?".into()
+                (_, PElem::FixedArr(el, n)) => {
+                    dec_loop(&format!("d.fixed_count({n})?"), &dec_elem(el))
                 }
+                (Len::Count(_), PElem::Elem(Elem::Scalar(TypeCat::Prim("u8"), _)))
+                | (_, PElem::Bytes) => "d.bytes()?".into(),
                 (Len::Count(_), PElem::Elem(el)) => dec_loop("d.count()?", &dec_elem(el)),
-                (_, PElem::StrArray) => {
-                    dec_loop("d.count()?", "if d.flag()? { d.string()? } else { String::new() }")
-                }
-                (_, PElem::StructPtrArray(s)) => {
-                    dec_loop("d.count()?", &format!("if d.flag()? {{ Some({s}::decode(d)?) }} else {{ None }}"))
-                }
+                (_, PElem::StrArray) => dec_loop(
+                    "d.count()?",
+                    "if d.flag()? { d.string()? } else { String::new() }",
+                ),
+                (_, PElem::StructPtrArray(s)) => dec_loop(
+                    "d.count()?",
+                    &format!("if d.flag()? {{ Some({s}::decode(d)?) }} else {{ None }}"),
+                ),
                 (_, other) => panic!("unexpected {other:?}"),
             };
             format!("if d.flag()? {{ Some({inner}) }} else {{ None }}")
@@ -380,12 +408,19 @@ pub fn decode_rs(reg: &Registry, an: &Analysis) -> String {
     o.push_str("impl PNext {\n/// The element's `VkStructureType` raw value.\npub fn s_type(&self) -> i32 { match self {\n");
     for n in &chain {
         let st = an.structs[*n].def.stype.as_ref().unwrap();
-        let _ = writeln!(o, "PNext::{n}(_) => vk::StructureType::{}.as_raw(),", st.trim_start_matches("VK_STRUCTURE_TYPE_"));
+        let _ = writeln!(
+            o,
+            "PNext::{n}(_) => vk::StructureType::{}.as_raw(),",
+            st.trim_start_matches("VK_STRUCTURE_TYPE_")
+        );
     }
     o.push_str("PNext::Unknown(s) => *s, } }\n}\n\n");
     o.push_str("impl ToJson for PNext { fn to_json(&self, o: &mut String) { match self {\n");
     for n in &chain {
-        let _ = writeln!(o, "PNext::{n}(v) => {{ o.push_str(\"{{\\\"{n}\\\":\"); v.to_json(o); o.push('}}'); }}");
+        let _ = writeln!(
+            o,
+            "PNext::{n}(v) => {{ o.push_str(\"{{\\\"{n}\\\":\"); v.to_json(o); o.push('}}'); }}"
+        );
     }
     o.push_str("PNext::Unknown(s) => { o.push_str(\"{\\\"unknown_s_type\\\":\"); s.to_json(o); o.push('}'); }\n} } }\n\n");
     o.push_str("pub(crate) fn decode_pnext(d: &mut Decoder<'_>) -> Result<Vec<PNext>, DecodeError> {\nlet mut out = Vec::new();\nloop { match d.u8()? {\n0 => return Ok(out),\n1 => { let s = d.i32()?; out.push(match vk::StructureType::from_raw(s) {\n");
@@ -420,7 +455,13 @@ pub fn decode_rs(reg: &Registry, an: &Analysis) -> String {
         }
         let ctor: Vec<String> = fields
             .iter()
-            .map(|f| if f.kind == Kind::PNext { format!("{}: p_next", f.snake) } else { f.snake.clone() })
+            .map(|f| {
+                if f.kind == Kind::PNext {
+                    format!("{}: p_next", f.snake)
+                } else {
+                    f.snake.clone()
+                }
+            })
             .collect();
         if has_pnext(&s.fields) {
             let _ = writeln!(
@@ -441,7 +482,13 @@ pub fn decode_rs(reg: &Registry, an: &Analysis) -> String {
         }
         o.push_str("}\n");
         let _ = write!(o, "impl ToJson for {name} {{ ");
-        json_fields(&mut o, &fields.iter().map(|f| (f.snake.clone(), false)).collect::<Vec<_>>());
+        json_fields(
+            &mut o,
+            &fields
+                .iter()
+                .map(|f| (f.snake.clone(), false))
+                .collect::<Vec<_>>(),
+        );
         o.push_str("}\n\n");
     }
 
@@ -449,14 +496,21 @@ pub fn decode_rs(reg: &Registry, an: &Analysis) -> String {
     o.push_str("/// Owned parameters of each command (aliases share their target's type).\npub mod params {\nuse super::*;\n");
     for c in an.cmds.iter().filter(|c| c.def.canonical == c.def.name) {
         let name = &c.def.name;
-        let _ = writeln!(o, "#[derive(Debug, Clone, PartialEq, Default)]\npub struct {name} {{");
+        let _ = writeln!(
+            o,
+            "#[derive(Debug, Clone, PartialEq, Default)]\npub struct {name} {{"
+        );
         let mut names = Vec::new();
         for p in &c.params {
             let _ = writeln!(o, "pub {}: {},", p.snake, owned_kind(&p.kind));
             names.push((p.snake.clone(), dec_kind(&p.kind)));
         }
         if let Some((cat, _)) = &c.ret_value {
-            let _ = writeln!(o, "/// The command's return value.\npub ret: {},", owned_scalar(cat));
+            let _ = writeln!(
+                o,
+                "/// The command's return value.\npub ret: {},",
+                owned_scalar(cat)
+            );
             names.push(("ret".into(), format!("d.{}()?", owned_scalar(cat))));
         }
         o.push_str("}\n");
@@ -467,10 +521,20 @@ pub fn decode_rs(reg: &Registry, an: &Analysis) -> String {
         let _ = writeln!(
             o,
             "Ok(Self {{ {} }}) }} }}",
-            names.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>().join(", ")
+            names
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         let _ = write!(o, "impl ToJson for {name} {{ ");
-        json_fields(&mut o, &names.iter().map(|(n, _)| (n.clone(), false)).collect::<Vec<_>>());
+        json_fields(
+            &mut o,
+            &names
+                .iter()
+                .map(|(n, _)| (n.clone(), false))
+                .collect::<Vec<_>>(),
+        );
         o.push_str("}\n");
     }
     o.push_str("}\n\n");
@@ -492,13 +556,21 @@ pub fn decode_rs(reg: &Registry, an: &Analysis) -> String {
         let _ = writeln!(o, "Call::{}(p) => p.to_json(&mut o),", c.def.name);
     }
     o.push_str("} o }\n}\n\n");
-    o.push_str("/// Decodes the parameters of command `cmd` (an index into [`crate::COMMANDS`]).\n\
+    o.push_str(
+        "/// Decodes the parameters of command `cmd` (an index into [`crate::COMMANDS`]).\n\
         pub fn decode_call(cmd: u32, bytes: &[u8]) -> Result<Call, DecodeError> {\n\
-        let d = &mut Decoder::new(bytes);\nlet call = match cmd {\n");
+        let d = &mut Decoder::new(bytes);\nlet call = match cmd {\n",
+    );
     for (i, c) in an.cmds.iter().enumerate() {
-        let _ = writeln!(o, "{i} => Call::{}(params::{}::decode(d)?),", c.def.name, c.def.canonical);
+        let _ = writeln!(
+            o,
+            "{i} => Call::{}(params::{}::decode(d)?),",
+            c.def.name, c.def.canonical
+        );
     }
-    o.push_str("_ => return Err(DecodeError::UnknownCommand(cmd)),\n};\nd.finish()?;\nOk(call)\n}\n");
+    o.push_str(
+        "_ => return Err(DecodeError::UnknownCommand(cmd)),\n};\nd.finish()?;\nOk(call)\n}\n",
+    );
     o
 }
 
@@ -548,8 +620,18 @@ pub fn tables_rs(reg: &Registry, an: &Analysis) -> String {
     let mut o = String::from(HEADER);
     o.push_str("//! Dispatch tables of every command with an encoder, shared by the layer and the replayer.\n#![allow(non_snake_case, clippy::all)]\nuse ash::vk;\n\n");
     for (level, tname, loader, handle) in [
-        (Level::Instance, "InstanceTable", "gipa: vk::PFN_vkGetInstanceProcAddr", "instance: vk::Instance"),
-        (Level::Device, "DeviceTable", "gdpa: vk::PFN_vkGetDeviceProcAddr", "device: vk::Device"),
+        (
+            Level::Instance,
+            "InstanceTable",
+            "gipa: vk::PFN_vkGetInstanceProcAddr",
+            "instance: vk::Instance",
+        ),
+        (
+            Level::Device,
+            "DeviceTable",
+            "gdpa: vk::PFN_vkGetDeviceProcAddr",
+            "device: vk::Device",
+        ),
     ] {
         let cmds: Vec<&Cmd> = an.cmds.iter().filter(|c| c.level == level).collect();
         let _ = writeln!(
@@ -559,10 +641,19 @@ pub fn tables_rs(reg: &Registry, an: &Analysis) -> String {
             if level == Level::Instance { "VkInstance/VkPhysicalDevice, or none" } else { "VkDevice/VkQueue/VkCommandBuffer" }
         );
         for c in &cmds {
-            let _ = writeln!(o, "pub {}: Option<{}>,", c.def.name, config::ash_pfn(&c.def.canonical));
+            let _ = writeln!(
+                o,
+                "pub {}: Option<{}>,",
+                c.def.name,
+                config::ash_pfn(&c.def.canonical)
+            );
         }
         o.push_str("}\n\n");
-        let (f, h) = if level == Level::Instance { ("gipa", "instance") } else { ("gdpa", "device") };
+        let (f, h) = if level == Level::Instance {
+            ("gipa", "instance")
+        } else {
+            ("gdpa", "device")
+        };
         let _ = writeln!(
             o,
             "impl {tname} {{\n/// Looks every command up through `{f}`.\npub unsafe fn load({loader}, {handle}) -> Self {{\nlet mut t = Self::default();"

@@ -26,14 +26,38 @@ pub fn render(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
     );
     Ok(vec![
         ("vkstream/src/generated/mod.rs".into(), gen_mod),
-        ("vkstream/src/generated/commands.rs".into(), emit_stream::commands_rs(&reg, &an)),
-        ("vkstream/src/generated/encode.rs".into(), emit_stream::encode_rs(&reg, &an)),
-        ("vkstream/src/generated/decode.rs".into(), emit_stream::decode_rs(&reg, &an)),
-        ("vkstream/src/generated/tables.rs".into(), emit_stream::tables_rs(&reg, &an)),
-        ("capture_layer/src/generated/mod.rs".into(), emit_layer::mod_rs()),
-        ("capture_layer/src/generated/intercept.rs".into(), emit_layer::intercept_rs(&reg, &an)),
-        ("replayer/src/generated/mod.rs".into(), emit_replay::mod_rs()),
-        ("replayer/src/generated/dispatch.rs".into(), emit_replay::dispatch_rs(&reg, &an)),
+        (
+            "vkstream/src/generated/commands.rs".into(),
+            emit_stream::commands_rs(&reg, &an),
+        ),
+        (
+            "vkstream/src/generated/encode.rs".into(),
+            emit_stream::encode_rs(&reg, &an),
+        ),
+        (
+            "vkstream/src/generated/decode.rs".into(),
+            emit_stream::decode_rs(&reg, &an),
+        ),
+        (
+            "vkstream/src/generated/tables.rs".into(),
+            emit_stream::tables_rs(&reg, &an),
+        ),
+        (
+            "capture_layer/src/generated/mod.rs".into(),
+            emit_layer::mod_rs(),
+        ),
+        (
+            "capture_layer/src/generated/intercept.rs".into(),
+            emit_layer::intercept_rs(&reg, &an),
+        ),
+        (
+            "replayer/src/generated/mod.rs".into(),
+            emit_replay::mod_rs(),
+        ),
+        (
+            "replayer/src/generated/dispatch.rs".into(),
+            emit_replay::dispatch_rs(&reg, &an),
+        ),
     ])
 }
 
@@ -51,7 +75,10 @@ pub fn rustfmt(src: &str) -> Result<String> {
     let input = src.to_string();
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     let out = child.wait_with_output()?;
-    writer.join().expect("writer thread").context("feeding rustfmt")?;
+    writer
+        .join()
+        .expect("writer thread")
+        .context("feeding rustfmt")?;
     if !out.status.success() {
         bail!("rustfmt failed: {}", String::from_utf8_lossy(&out.stderr));
     }

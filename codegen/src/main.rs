@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 fn main() -> anyhow::Result<()> {
-    let xml = std::env::args().nth(1).unwrap_or_else(|| codegen::DEFAULT_VK_XML.to_string());
+    let xml = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| codegen::DEFAULT_VK_XML.to_string());
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let root = root.canonicalize()?;
     for p in codegen::generate(std::path::Path::new(&xml), &root)? {

@@ -7,8 +7,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use vk_parse::{
-    Command, CommandParam, ExtensionChild, FeatureChild, InterfaceItem, RegistryChild, TypeCodeMarkup,
-    TypeMember, TypeMemberMarkup, TypeSpec, TypesChild,
+    Command, CommandParam, ExtensionChild, FeatureChild, InterfaceItem, RegistryChild,
+    TypeCodeMarkup, TypeMember, TypeMemberMarkup, TypeSpec, TypesChild,
 };
 
 /// One parsed C declaration (struct member or command parameter).
@@ -38,7 +38,10 @@ pub enum TypeCat {
     Enum,
     Flags32,
     Flags64,
-    Handle { dispatchable: bool, objtype: String },
+    Handle {
+        dispatchable: bool,
+        objtype: String,
+    },
     FuncPtr,
     /// A pointer-sized opaque value (`VkRemoteAddressNV`, platform `Display` pointers etc.).
     OpaquePtr,
@@ -96,7 +99,10 @@ impl Registry {
         name
     }
     pub fn cat(&self, name: &str) -> TypeCat {
-        self.cats.get(self.resolve(name)).cloned().unwrap_or(TypeCat::Foreign)
+        self.cats
+            .get(self.resolve(name))
+            .cloned()
+            .unwrap_or(TypeCat::Foreign)
     }
 }
 
@@ -116,7 +122,9 @@ fn prim(c: &str) -> Option<TypeCat> {
         "size_t" => TypeCat::Usize,
         "void" => TypeCat::Void,
         "char" => TypeCat::Char,
-        "Window" | "VisualID" | "xcb_window_t" | "xcb_visualid_t" | "RROutput" => TypeCat::PlatformInt,
+        "Window" | "VisualID" | "xcb_window_t" | "xcb_visualid_t" | "RROutput" => {
+            TypeCat::PlatformInt
+        }
         "Display" | "xcb_connection_t" | "wl_display" | "wl_surface" => TypeCat::OpaquePtr,
         _ => return None,
     })
@@ -176,7 +184,9 @@ fn parse_decl(code: &str, name: &str, ty: &str, aliases: &HashMap<String, String
     while i < post.len() {
         match post[i].as_str() {
             "[" => {
-                let d = post.get(i + 1).ok_or_else(|| anyhow!("bad array in `{code}`"))?;
+                let d = post
+                    .get(i + 1)
+                    .ok_or_else(|| anyhow!("bad array in `{code}`"))?;
                 dims.push(d.clone());
                 i += 3;
             }
@@ -206,7 +216,8 @@ fn parse_decl(code: &str, name: &str, ty: &str, aliases: &HashMap<String, String
 }
 
 fn api_ok(api: &Option<String>) -> bool {
-    api.as_deref().map_or(true, |a| a.split(',').any(|x| x == "vulkan"))
+    api.as_deref()
+        .is_none_or(|a| a.split(',').any(|x| x == "vulkan"))
 }
 
 pub fn load(path: &Path) -> Result<Registry> {
@@ -293,12 +304,10 @@ pub fn load(path: &Path) -> Result<Registry> {
             RegistryChild::Commands(cmds) => {
                 for c in &cmds.children {
                     match c {
-                        Command::Alias { name, alias } => cmd_aliases.push((name.clone(), alias.clone())),
-                        Command::Definition(d) => {
-                            if api_ok(&d.api) {
-                                raw_cmds.push(d.clone())
-                            }
+                        Command::Alias { name, alias } => {
+                            cmd_aliases.push((name.clone(), alias.clone()))
                         }
+                        Command::Definition(d) if api_ok(&d.api) => raw_cmds.push(d.clone()),
                         _ => {}
                     }
                 }
@@ -329,7 +338,11 @@ pub fn load(path: &Path) -> Result<Registry> {
                     let skip_reason = if ext.provisional {
                         Some(format!("provisional ({})", ext.name))
                     } else if !platform_ok {
-                        Some(format!("platform {} ({})", ext.platform.as_deref().unwrap_or(""), ext.name))
+                        Some(format!(
+                            "platform {} ({})",
+                            ext.platform.as_deref().unwrap_or(""),
+                            ext.name
+                        ))
                     } else {
                         None
                     };
@@ -341,8 +354,12 @@ pub fn load(path: &Path) -> Result<Registry> {
                             if let Some(reason) = &skip_reason {
                                 for it in items {
                                     if let InterfaceItem::Command { name, .. } = it {
-                                        excluded.entry(name.clone()).or_insert_with(|| reason.clone());
-                                        excluded_origin.entry(name.clone()).or_insert_with(|| ext.name.clone());
+                                        excluded
+                                            .entry(name.clone())
+                                            .or_insert_with(|| reason.clone());
+                                        excluded_origin
+                                            .entry(name.clone())
+                                            .or_insert_with(|| ext.name.clone());
                                     }
                                 }
                             } else {
@@ -375,10 +392,14 @@ pub fn load(path: &Path) -> Result<Registry> {
     let mut struct_order = Vec::new();
     for (ty, is_union) in &raw_structs {
         let name = ty.name.clone().unwrap_or_default();
-        let TypeSpec::Members(members) = &ty.spec else { continue };
+        let TypeSpec::Members(members) = &ty.spec else {
+            continue;
+        };
         let mut decls = Vec::new();
         for m in members {
-            let TypeMember::Definition(def) = m else { continue };
+            let TypeMember::Definition(def) = m else {
+                continue;
+            };
             if !api_ok(&def.api) {
                 continue;
             }
@@ -403,14 +424,21 @@ pub fn load(path: &Path) -> Result<Registry> {
                     }
                 }
             }
-            let mut d = parse_decl(&code, &mname, &mty, &aliases).with_context(|| format!("in {name}"))?;
+            let mut d =
+                parse_decl(&code, &mname, &mty, &aliases).with_context(|| format!("in {name}"))?;
             d.len = def.len.clone();
             d.altlen = def.altlen.clone();
-            d.optional = def.optional.as_deref().is_some_and(|o| o.starts_with("true"));
+            d.optional = def
+                .optional
+                .as_deref()
+                .is_some_and(|o| o.starts_with("true"));
             d.values = def.values.clone();
             decls.push(d);
         }
-        let stype = decls.iter().find(|d| d.name == "sType").and_then(|d| d.values.clone());
+        let stype = decls
+            .iter()
+            .find(|d| d.name == "sType")
+            .and_then(|d| d.values.clone());
         let extends = ty
             .structextends
             .as_deref()
@@ -442,7 +470,12 @@ pub fn load(path: &Path) -> Result<Registry> {
         let ret = d.proto.type_name.clone().unwrap_or_else(|| "void".into());
         defs.insert(
             d.proto.name.clone(),
-            CommandDef { name: d.proto.name.clone(), canonical: d.proto.name.clone(), ret, params },
+            CommandDef {
+                name: d.proto.name.clone(),
+                canonical: d.proto.name.clone(),
+                ret,
+                params,
+            },
         );
     }
     for (name, alias) in &cmd_aliases {
@@ -451,7 +484,14 @@ pub fn load(path: &Path) -> Result<Registry> {
             target = a.clone();
         }
         if let Some(t) = defs.get(&target).cloned() {
-            defs.insert(name.clone(), CommandDef { name: name.clone(), canonical: target, ..t });
+            defs.insert(
+                name.clone(),
+                CommandDef {
+                    name: name.clone(),
+                    canonical: target,
+                    ..t
+                },
+            );
         }
     }
     let mut commands = Vec::new();
@@ -463,7 +503,9 @@ pub fn load(path: &Path) -> Result<Registry> {
         }
         excluded.remove(c);
         command_origin.insert(c.clone(), origin.clone());
-        let def = defs.get(c).ok_or_else(|| anyhow!("required command {c} is not defined"))?;
+        let def = defs
+            .get(c)
+            .ok_or_else(|| anyhow!("required command {c} is not defined"))?;
         commands.push(def.clone());
     }
     Ok(Registry {
@@ -511,7 +553,12 @@ fn param_decl(p: &CommandParam, aliases: &HashMap<String, String>) -> Result<Dec
 
 /// ash's snake_case of a Vulkan identifier (same word-splitting rule as the `heck` crate).
 pub fn snake(s: &str) -> String {
-    let out = s.split('_').filter(|w| !w.is_empty()).map(snake_word).collect::<Vec<_>>().join("_");
+    let out = s
+        .split('_')
+        .filter(|w| !w.is_empty())
+        .map(snake_word)
+        .collect::<Vec<_>>()
+        .join("_");
     match out.as_str() {
         "type" => "ty".into(),
         _ => out,
@@ -557,7 +604,12 @@ fn snake_word(s: &str) -> String {
         }
         i += 1;
     }
-    words.iter().filter(|w| !w.is_empty()).map(|w| w.to_lowercase()).collect::<Vec<_>>().join("_")
+    words
+        .iter()
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_lowercase())
+        .collect::<Vec<_>>()
+        .join("_")
 }
 
 #[cfg(test)]
@@ -571,6 +623,9 @@ mod tests {
         assert_eq!(snake("shaderFloat64"), "shader_float64");
         assert_eq!(snake("ppEnabledLayerNames"), "pp_enabled_layer_names");
         assert_eq!(snake("type"), "ty");
-        assert_eq!(snake("textureCompressionASTC_LDR"), "texture_compression_astc_ldr");
+        assert_eq!(
+            snake("textureCompressionASTC_LDR"),
+            "texture_compression_astc_ldr"
+        );
     }
 }

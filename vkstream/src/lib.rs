@@ -38,7 +38,9 @@ pub struct Encoder {
 
 impl Encoder {
     pub fn new() -> Self {
-        Self { buf: Vec::with_capacity(256) }
+        Self {
+            buf: Vec::with_capacity(256),
+        }
     }
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf
@@ -206,7 +208,11 @@ impl<'a> Decoder<'a> {
     /// The next `n` bytes.
     pub fn raw(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.remaining() {
-            return Err(DecodeError::Truncated { at: self.pos, need: n, left: self.remaining() });
+            return Err(DecodeError::Truncated {
+                at: self.pos,
+                need: n,
+                left: self.remaining(),
+            });
         }
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -229,14 +235,22 @@ impl<'a> Decoder<'a> {
         let at = self.pos;
         let count = self.u64()?;
         if count > self.remaining() as u64 {
-            return Err(DecodeError::CountTooLarge { at, count, left: self.remaining() });
+            return Err(DecodeError::CountTooLarge {
+                at,
+                count,
+                left: self.remaining(),
+            });
         }
         Ok(count as usize)
     }
     /// A fixed element count known from the type, checked against the bytes left like [`Self::count`].
     pub fn fixed_count(&mut self, n: usize) -> Result<usize, DecodeError> {
         if n > self.remaining() {
-            return Err(DecodeError::CountTooLarge { at: self.pos, count: n as u64, left: self.remaining() });
+            return Err(DecodeError::CountTooLarge {
+                at: self.pos,
+                count: n as u64,
+                left: self.remaining(),
+            });
         }
         Ok(n)
     }
