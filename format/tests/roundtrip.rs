@@ -289,3 +289,53 @@ fn dictionary_shrinks_small_frame_blocks() {
         "dictionary: {with_dict} bytes, none: {plain} bytes"
     );
 }
+
+#[test]
+fn writer_and_reader_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<TraceWriter>();
+    shared::<TraceReader>();
+}
+
+/// Blocks decode independently: decoding them in any order, on several threads, gives the
+/// same records as one pass from the start.
+#[test]
+fn blocks_decode_independently_in_parallel() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.qtrace");
+    let w = TraceWriter::create_with(&path, header(FileKind::Trace), small_blocks()).unwrap();
+    for i in 0..5000 {
+        w.write(&call(i, 0)).unwrap();
+        if i % 700 == 699 {
+            w.end_frame(i / 700).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    let r = TraceReader::open(&path).unwrap();
+    let sequential: Vec<Record> = r.records().collect::<Result<_, _>>().unwrap();
+    let ids: Vec<usize> = (0..r.blocks().len())
+        .filter(|&i| r.blocks()[i].kind == 1)
+        .collect();
+    assert!(ids.len() > 10);
+    let halves: Vec<Vec<(usize, Vec<Record>)>> = std::thread::scope(|s| {
+        let r = &r;
+        let handles: Vec<_> = [0, 1]
+            .map(|par| {
+                let ids = ids.clone();
+                s.spawn(move || {
+                    ids.iter()
+                        .rev()
+                        .filter(|i| *i % 2 == par)
+                        .map(|&i| (i, r.block_records(i).unwrap()))
+                        .collect()
+                })
+            })
+            .into_iter()
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut blocks: Vec<(usize, Vec<Record>)> = halves.into_iter().flatten().collect();
+    blocks.sort_by_key(|(i, _)| *i);
+    let parallel: Vec<Record> = blocks.into_iter().flat_map(|(_, v)| v).collect();
+    assert_eq!(parallel, sequential);
+}
