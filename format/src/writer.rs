@@ -296,6 +296,15 @@ pub struct TraceWriter {
     output: Option<JoinHandle<Result<WriteSummary, FormatError>>>,
 }
 
+impl std::fmt::Debug for TraceWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceWriter")
+            .field("path", &self.shared.path)
+            .field("failed", &self.shared.failed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
 impl TraceWriter {
     /// Creates (truncates) `path` and writes the file header.
     pub fn create(path: impl AsRef<Path>, header: Header) -> Result<Self, FormatError> {
@@ -307,7 +316,22 @@ impl TraceWriter {
         header: Header,
         opts: WriterOptions,
     ) -> Result<Self, FormatError> {
-        let path = path.as_ref().to_path_buf();
+        let path = path.as_ref();
+        let file =
+            File::create(path).map_err(|e| FormatError::io(path, 0, "cannot create file", e))?;
+        Self::create_on(file, path, header, opts)
+    }
+
+    /// Writes to any byte sink (a pipe, a socket, a test double); `name` labels errors.
+    /// The result is only readable back as a file, but the bytes are the same.
+    pub fn create_on(
+        out: impl Write + Send + 'static,
+        name: impl AsRef<Path>,
+        header: Header,
+        opts: WriterOptions,
+    ) -> Result<Self, FormatError> {
+        let mut file: Box<dyn Write + Send> = Box::new(out);
+        let path = name.as_ref().to_path_buf();
         let hdr = bincode::serde::encode_to_vec(&header, bincode_config()).map_err(|e| {
             FormatError::new(&path, PREFIX_LEN as u64, Problem::Encode(e.to_string()))
         })?;
@@ -322,8 +346,6 @@ impl TraceWriter {
                 },
             ));
         }
-        let mut file =
-            File::create(&path).map_err(|e| FormatError::io(&path, 0, "cannot create file", e))?;
         let prefix = Prefix::encode(file_kind_byte(header.kind), &hdr);
         file.write_all(&prefix)
             .and_then(|_| file.write_all(&hdr))
@@ -691,7 +713,7 @@ fn compress_job(
 
 fn output_loop(
     sh: &Shared,
-    mut file: File,
+    mut file: Box<dyn Write + Send>,
     body_start: u64,
     rx: Receiver<Result<Done, FormatError>>,
 ) -> Result<WriteSummary, FormatError> {

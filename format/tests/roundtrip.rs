@@ -339,3 +339,65 @@ fn blocks_decode_independently_in_parallel() {
     let parallel: Vec<Record> = blocks.into_iter().flat_map(|(_, v)| v).collect();
     assert_eq!(parallel, sequential);
 }
+
+/// A sink that accepts `room` bytes, then fails like a full disk.
+struct FullDisk {
+    room: usize,
+}
+
+impl std::io::Write for FullDisk {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.room == 0 {
+            return Err(std::io::Error::from_raw_os_error(28)); // ENOSPC
+        }
+        let n = b.len().min(self.room);
+        self.room -= n;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A full disk is reported by the calls that follow, and finish, without panicking.
+#[test]
+fn io_errors_are_returned_not_panicked() {
+    let w = TraceWriter::create_on(
+        FullDisk { room: 3000 },
+        "full.qtrace",
+        header(FileKind::Trace),
+        small_blocks(),
+    )
+    .unwrap();
+    let mut first_error = None;
+    for i in 0..1_000_000 {
+        // flush() waits for the output thread, so the failure surfaces however busy the
+        // machine is.
+        let r = if i % 1000 == 999 {
+            w.flush()
+        } else {
+            w.write(&call(i, 0))
+        };
+        if let Err(e) = r {
+            first_error = Some(e);
+            break;
+        }
+    }
+    let e = first_error.expect("writes never failed on a full disk");
+    let msg = e.to_string();
+    assert!(msg.starts_with("full.qtrace: offset "), "{msg}");
+    assert!(msg.contains("cannot write block"), "{msg}");
+    assert!(w.flush().is_err());
+    assert!(w.blob(&[1; 100_000]).is_err());
+    assert!(w.finish().is_err());
+
+    // A header that does not fit fails at creation.
+    let e = TraceWriter::create_on(
+        FullDisk { room: 10 },
+        "tiny",
+        header(FileKind::Trace),
+        WriterOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("cannot write header"), "{e}");
+}
