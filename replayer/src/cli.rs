@@ -70,6 +70,7 @@ impl ReplayArgs {
             results: self.results.clone(),
             compare: self.compare,
             validate: self.validate,
+            progress: self.loops > 1,
         }
     }
 

@@ -35,6 +35,8 @@ pub struct ReplayOptions {
     pub compare: bool,
     /// Enable `VK_LAYER_KHRONOS_validation` and count its messages.
     pub validate: bool,
+    /// Print one progress line per loop to stderr.
+    pub progress: bool,
 }
 
 impl ReplayOptions {
@@ -46,6 +48,7 @@ impl ReplayOptions {
             results: None,
             compare: false,
             validate: false,
+            progress: false,
         }
     }
 }
@@ -112,7 +115,11 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
         calls: 0,
         application: header.application.clone(),
     };
-    let mut map_memory_ids: HashSet<u32> = HashSet::new();
+    // Trace command id -> vkstream id, for the few commands the scan looks into.
+    let mut interesting: HashMap<u32, u32> = HashMap::new();
+    // Captured buffer -> memory, so memory holding query-copy destinations is known to be read
+    // by the host (the replay reads it back) even when the app never maps it.
+    let mut buffer_memory: HashMap<u64, u64> = HashMap::new();
     let mut seen_table = false;
     let mut last_seq = None;
     for rec in reader.records() {
@@ -125,11 +132,19 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
         match rec {
             Record::CommandTable(names) => {
                 seen_table = true;
-                map_memory_ids = names
+                interesting = names
                     .iter()
                     .enumerate()
-                    .filter(|(_, n)| n.as_str() == "vkMapMemory")
-                    .map(|(i, _)| i as u32)
+                    .filter(|(_, n)| {
+                        matches!(
+                            n.as_str(),
+                            "vkMapMemory"
+                                | "vkBindBufferMemory"
+                                | "vkBindBufferMemory2"
+                                | "vkBindBufferMemory2KHR"
+                        )
+                    })
+                    .filter_map(|(i, n)| vkstream::command_id(n).map(|id| (i as u32, id)))
                     .collect();
             }
             Record::Call(c) => {
@@ -143,18 +158,35 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                 s.calls += 1;
                 last_seq = Some(c.seq);
                 s.first_call_ns.get_or_insert(c.host_ns);
-                if map_memory_ids.contains(&c.cmd) {
-                    if let Some(id) = vkstream::command_id("vkMapMemory") {
-                        if let Ok(vkstream::Call::vkMapMemory(p)) =
-                            vkstream::decode_call(id, &c.params)
-                        {
-                            s.host_memories.insert(p.memory);
+                // Undecodable parameters are reported when the call is replayed.
+                match interesting
+                    .get(&c.cmd)
+                    .map(|id| vkstream::decode_call(*id, &c.params))
+                {
+                    Some(Ok(vkstream::Call::vkMapMemory(p))) => {
+                        s.host_memories.insert(p.memory);
+                    }
+                    Some(Ok(vkstream::Call::vkBindBufferMemory(p))) => {
+                        buffer_memory.insert(p.buffer, p.memory);
+                    }
+                    Some(Ok(
+                        vkstream::Call::vkBindBufferMemory2(p)
+                        | vkstream::Call::vkBindBufferMemory2KHR(p),
+                    )) => {
+                        for b in p.p_bind_infos.as_deref().unwrap_or(&[]) {
+                            buffer_memory.insert(b.buffer, b.memory);
                         }
                     }
+                    _ => {}
                 }
             }
             Record::MemoryWrite(w) => {
                 s.host_memories.insert(w.memory);
+            }
+            Record::QueryCopy(q) => {
+                if let Some(m) = buffer_memory.get(&q.dst_buffer) {
+                    s.host_memories.insert(*m);
+                }
             }
             Record::Frame(f) => s.frames.push((f.index, f.host_ns)),
             Record::Device(d) if s.capture_device.is_none() => s.capture_device = Some(d),
@@ -275,6 +307,15 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             per_frame.entry(*f).or_default().push(*ns);
         }
         loop_ns.push(elapsed);
+        if opts.progress {
+            eprintln!(
+                "loop {}/{loops}: {:.1} ms, {} calls, {} query reads",
+                l + 1,
+                elapsed as f64 / 1e6,
+                run.calls,
+                run.queries
+            );
+        }
     }
 
     let capture_ns = match (scan.first_call_ns, scan.frames.last()) {
