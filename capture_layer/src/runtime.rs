@@ -382,9 +382,7 @@ pub fn record_call(
     }
     let host_ns = now_ns();
     let params = catch_unwind(AssertUnwindSafe(|| {
-        let mut e = ENCODER
-            .with(|c| c.take())
-            .unwrap_or_else(vkstream::Encoder::new);
+        let mut e = ENCODER.with(|c| c.take()).unwrap_or_default();
         e.clear();
         encode(&mut e);
         let bytes = e.as_bytes().to_vec();
@@ -565,7 +563,7 @@ fn finish_locked(guard: &mut MutexGuard<'static, Option<Capture>>, reason: &str)
         cap.frame += 1;
     }
     let s = &cap.stats;
-    let per_scan = if s.scans > 0 { s.scan_ns / s.scans } else { 0 };
+    let per_scan = s.scan_ns.checked_div(s.scans).unwrap_or(0);
     let msg = format!(
         "capture finished ({reason}): {} frames, {} calls/records; host-memory shadow compare: {} scans, {} bytes \
          compared, {} ns total ({per_scan} ns/scan), {} bytes written",

@@ -36,6 +36,12 @@ macro_rules! rec {
 
 /// The next layer's function, or return `$ret` when the chain below does not provide it.
 macro_rules! next {
+    ($f:expr) => {
+        match $f {
+            Some(f) => f,
+            None => return,
+        }
+    };
     ($f:expr, $ret:expr) => {
         match $f {
             Some(f) => f,
@@ -189,9 +195,7 @@ pub unsafe extern "system" fn get_instance_proc_addr(
     if instance == vk::Instance::null() {
         return None;
     }
-    let Some(data) = runtime::instance_data(raw(instance)) else {
-        return None;
-    };
+    let data = runtime::instance_data(raw(instance))?;
     intercept_for(name, (data.gipa)(instance, p_name))
 }
 
@@ -207,9 +211,7 @@ pub unsafe extern "system" fn get_device_proc_addr(
     if name.to_bytes() == b"vkGetDeviceProcAddr" {
         return entry!(get_device_proc_addr);
     }
-    let Some(data) = runtime::device_data(raw(device)) else {
-        return None;
-    };
+    let data = runtime::device_data(raw(device))?;
     intercept_for(name, (data.gdpa)(device, p_name))
 }
 
@@ -700,7 +702,7 @@ pub unsafe extern "system" fn vkGetDeviceQueue(
     let Some(d) = runtime::device_data(raw(device)) else {
         return;
     };
-    let f = next!(d.table.vkGetDeviceQueue, ());
+    let f = next!(d.table.vkGetDeviceQueue);
     f(device, family, index, p_queue);
     guard("vkGetDeviceQueue", || {
         if !p_queue.is_null() && *p_queue != vk::Queue::null() {
@@ -720,7 +722,7 @@ pub unsafe extern "system" fn vkGetDeviceQueue2(
     let Some(d) = runtime::device_data(raw(device)) else {
         return;
     };
-    let f = next!(d.table.vkGetDeviceQueue2, ());
+    let f = next!(d.table.vkGetDeviceQueue2);
     f(device, p_info, p_queue);
     guard("vkGetDeviceQueue2", || {
         if !p_info.is_null() && !p_queue.is_null() && *p_queue != vk::Queue::null() {
@@ -783,7 +785,7 @@ pub unsafe extern "system" fn vkFreeMemory(
     let Some(d) = runtime::device_data(raw(device)) else {
         return;
     };
-    let f = next!(d.table.vkFreeMemory, ());
+    let f = next!(d.table.vkFreeMemory);
     {
         let mut st = d.lock();
         st.memories.remove(&raw(memory));
@@ -887,7 +889,7 @@ pub unsafe extern "system" fn vkUnmapMemory(device: vk::Device, memory: vk::Devi
     let Some(d) = runtime::device_data(raw(device)) else {
         return;
     };
-    let f = next!(d.table.vkUnmapMemory, ());
+    let f = next!(d.table.vkUnmapMemory);
     let mut st = d.lock();
     guard("vkUnmapMemory", || {
         scan_memory(&mut st, Some(&[raw(memory)]))
@@ -1593,7 +1595,7 @@ pub unsafe extern "system" fn vkDestroyQueryPool(
     let Some(d) = runtime::device_data(raw(device)) else {
         return;
     };
-    let f = next!(d.table.vkDestroyQueryPool, ());
+    let f = next!(d.table.vkDestroyQueryPool);
     f(device, pool, p_allocator);
     guard("vkDestroyQueryPool", || {
         d.lock().pools.remove(&raw(pool));
@@ -1717,7 +1719,7 @@ pub unsafe extern "system" fn vkCmdCopyQueryPoolResults(
     let Some(d) = runtime::device_data(raw(cb)) else {
         return;
     };
-    let f = next!(d.table.vkCmdCopyQueryPoolResults, ());
+    let f = next!(d.table.vkCmdCopyQueryPoolResults);
     f(cb, pool, first, count, dst, dst_offset, stride, flags);
     guard("vkCmdCopyQueryPoolResults", || {
         let seq = rec!("vkCmdCopyQueryPoolResults", 0, |e| {
@@ -1761,7 +1763,7 @@ pub unsafe extern "system" fn vkCmdBeginQuery(
     query: u32,
     flags: vk::QueryControlFlags,
 ) {
-    let f = next!(runtime::device_table(raw(cb)).vkCmdBeginQuery, ());
+    let f = next!(runtime::device_table(raw(cb)).vkCmdBeginQuery);
     f(cb, pool, query, flags);
     guard("vkCmdBeginQuery", || {
         let seq = rec!("vkCmdBeginQuery", 0, |e| vkstream::encode::vkCmdBeginQuery(
@@ -1785,7 +1787,7 @@ pub unsafe extern "system" fn vkCmdEndQuery(
     pool: vk::QueryPool,
     query: u32,
 ) {
-    let f = next!(runtime::device_table(raw(cb)).vkCmdEndQuery, ());
+    let f = next!(runtime::device_table(raw(cb)).vkCmdEndQuery);
     f(cb, pool, query);
     guard("vkCmdEndQuery", || {
         let seq = rec!("vkCmdEndQuery", 0, |e| vkstream::encode::vkCmdEndQuery(
@@ -1807,7 +1809,7 @@ pub unsafe extern "system" fn vkCmdBeginQueryIndexedEXT(
     flags: vk::QueryControlFlags,
     index: u32,
 ) {
-    let f = next!(runtime::device_table(raw(cb)).vkCmdBeginQueryIndexedEXT, ());
+    let f = next!(runtime::device_table(raw(cb)).vkCmdBeginQueryIndexedEXT);
     f(cb, pool, query, flags, index);
     guard("vkCmdBeginQueryIndexedEXT", || {
         let seq = rec!("vkCmdBeginQueryIndexedEXT", 0, |e| {
@@ -1832,7 +1834,7 @@ pub unsafe extern "system" fn vkCmdEndQueryIndexedEXT(
     query: u32,
     index: u32,
 ) {
-    let f = next!(runtime::device_table(raw(cb)).vkCmdEndQueryIndexedEXT, ());
+    let f = next!(runtime::device_table(raw(cb)).vkCmdEndQueryIndexedEXT);
     f(cb, pool, query, index);
     guard("vkCmdEndQueryIndexedEXT", || {
         let seq = rec!("vkCmdEndQueryIndexedEXT", 0, |e| {
@@ -1848,7 +1850,7 @@ pub unsafe extern "system" fn vkCmdWriteTimestamp(
     pool: vk::QueryPool,
     query: u32,
 ) {
-    let f = next!(runtime::device_table(raw(cb)).vkCmdWriteTimestamp, ());
+    let f = next!(runtime::device_table(raw(cb)).vkCmdWriteTimestamp);
     f(cb, stage, pool, query);
     guard("vkCmdWriteTimestamp", || {
         let seq = rec!("vkCmdWriteTimestamp", 0, |e| {
@@ -1875,14 +1877,11 @@ unsafe fn write_timestamp2(
     query: u32,
 ) {
     let t = runtime::device_table(raw(cb));
-    let f = next!(
-        if khr {
-            t.vkCmdWriteTimestamp2KHR
-        } else {
-            t.vkCmdWriteTimestamp2
-        },
-        ()
-    );
+    let f = next!(if khr {
+        t.vkCmdWriteTimestamp2KHR
+    } else {
+        t.vkCmdWriteTimestamp2
+    });
     f(cb, stage, pool, query);
     guard("vkCmdWriteTimestamp2", || {
         let seq = if khr {
@@ -1934,7 +1933,7 @@ pub unsafe extern "system" fn vkCmdResetQueryPool(
     let Some(d) = runtime::device_data(raw(cb)) else {
         return;
     };
-    let f = next!(d.table.vkCmdResetQueryPool, ());
+    let f = next!(d.table.vkCmdResetQueryPool);
     f(cb, pool, first, count);
     guard("vkCmdResetQueryPool", || {
         let seq = rec!("vkCmdResetQueryPool", 0, |e| {
@@ -1960,14 +1959,11 @@ unsafe fn reset_query_pool(
     let Some(d) = runtime::device_data(raw(device)) else {
         return;
     };
-    let f = next!(
-        if ext {
-            d.table.vkResetQueryPoolEXT
-        } else {
-            d.table.vkResetQueryPool
-        },
-        ()
-    );
+    let f = next!(if ext {
+        d.table.vkResetQueryPoolEXT
+    } else {
+        d.table.vkResetQueryPool
+    });
     f(device, pool, first, count);
     guard("vkResetQueryPool", || {
         if let Some(p) = d.lock().pools.get_mut(&raw(pool)) {
@@ -2012,10 +2008,7 @@ pub unsafe extern "system" fn vkCmdWriteAccelerationStructuresPropertiesKHR(
     pool: vk::QueryPool,
     first_query: u32,
 ) {
-    let f = next!(
-        runtime::device_table(raw(cb)).vkCmdWriteAccelerationStructuresPropertiesKHR,
-        ()
-    );
+    let f = next!(runtime::device_table(raw(cb)).vkCmdWriteAccelerationStructuresPropertiesKHR);
     f(cb, count, p_structures, query_type, pool, first_query);
     guard("vkCmdWriteAccelerationStructuresPropertiesKHR", || {
         let seq = rec!("vkCmdWriteAccelerationStructuresPropertiesKHR", 0, |e| {
@@ -2060,10 +2053,7 @@ pub unsafe extern "system" fn vkAcquireProfilingLockKHR(
 }
 
 pub unsafe extern "system" fn vkReleaseProfilingLockKHR(device: vk::Device) {
-    let f = next!(
-        runtime::device_table(raw(device)).vkReleaseProfilingLockKHR,
-        ()
-    );
+    let f = next!(runtime::device_table(raw(device)).vkReleaseProfilingLockKHR);
     f(device);
     guard("vkReleaseProfilingLockKHR", || {
         rec!("vkReleaseProfilingLockKHR", 0, |e| {
@@ -2328,14 +2318,11 @@ unsafe fn update_with_template(
     let Some(d) = runtime::device_data(raw(device)) else {
         return;
     };
-    let f = next!(
-        if khr {
-            d.table.vkUpdateDescriptorSetWithTemplateKHR
-        } else {
-            d.table.vkUpdateDescriptorSetWithTemplate
-        },
-        ()
-    );
+    let f = next!(if khr {
+        d.table.vkUpdateDescriptorSetWithTemplateKHR
+    } else {
+        d.table.vkUpdateDescriptorSetWithTemplate
+    });
     f(device, set, template, p_data);
     guard("vkUpdateDescriptorSetWithTemplate", || {
         let Some(bytes) = template_bytes(d, template, p_data) else {
@@ -2385,7 +2372,7 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSetWithTemplateKHR(
     let Some(d) = runtime::device_data(raw(cb)) else {
         return;
     };
-    let f = next!(d.table.vkCmdPushDescriptorSetWithTemplateKHR, ());
+    let f = next!(d.table.vkCmdPushDescriptorSetWithTemplateKHR);
     f(cb, template, layout, set, p_data);
     guard("vkCmdPushDescriptorSetWithTemplateKHR", || {
         let Some(bytes) = template_bytes(d, template, p_data) else {
