@@ -321,24 +321,31 @@ fn main() {
     let write_cpu = cpu_s(libc::CLOCK_PROCESS_CPUTIME_ID) - c;
 
     // ---- read -----------------------------------------------------------------------------
-    let t = Instant::now();
-    let c = cpu_s(libc::CLOCK_THREAD_CPUTIME_ID);
-    let r = TraceReader::open(&path).expect("open");
+    // Best of QUARRY_BENCH_READ_LOOPS passes: a shared machine only ever makes a pass slower.
+    let (mut read_s, mut read_cpu) = (f64::MAX, f64::MAX);
     let mut records = 0u64;
     let mut blob_bytes = 0u64;
-    for rec in r.records() {
-        let rec = rec.expect("record");
-        if let Record::MemoryWrite(MemoryWrite {
-            data: p @ Payload::Blob { .. },
-            ..
-        }) = &rec
-        {
-            blob_bytes += r.payload_bytes(p).expect("blob").len() as u64;
+    for _ in 0..env_usize("QUARRY_BENCH_READ_LOOPS", 1).max(1) {
+        let t = Instant::now();
+        let c = cpu_s(libc::CLOCK_THREAD_CPUTIME_ID);
+        let r = TraceReader::open(&path).expect("open");
+        records = 0;
+        blob_bytes = 0;
+        for rec in r.records() {
+            let rec = rec.expect("record");
+            if let Record::MemoryWrite(MemoryWrite {
+                data: p @ Payload::Blob { .. },
+                ..
+            }) = &rec
+            {
+                blob_bytes += r.payload_bytes(p).expect("blob").len() as u64;
+            }
+            records += 1;
         }
-        records += 1;
+        read_s = read_s.min(t.elapsed().as_secs_f64());
+        read_cpu = read_cpu.min(cpu_s(libc::CLOCK_THREAD_CPUTIME_ID) - c);
     }
-    let read_s = t.elapsed().as_secs_f64();
-    let read_cpu = cpu_s(libc::CLOCK_THREAD_CPUTIME_ID) - c;
+    let r = TraceReader::open(&path).expect("open");
     let t = Instant::now();
     let mut raw = 0u64;
     for i in 0..r.blocks().len() {
