@@ -137,11 +137,12 @@ fn write_text(out: &mut impl Write, reader: &TraceReader, info: &Info) -> std::i
                 "device:       {} (vendor {:#06x}, device {:#06x})",
                 d.name, d.vendor_id, d.device_id
             )?;
+            let driver = format!("{} {}", d.driver_name, d.driver_info);
+            let driver = if driver.trim().is_empty() { "unknown" } else { driver.trim() };
             writeln!(
                 out,
-                "driver:       {} {} (id {}, version {:#x}), Vulkan {}",
-                d.driver_name,
-                d.driver_info,
+                "driver:       {} (id {}, version {:#x}), Vulkan {}",
+                driver,
                 d.driver_id,
                 d.driver_version,
                 vk_version(d.api_version)
