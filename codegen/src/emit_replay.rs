@@ -31,7 +31,7 @@ const PRELUDE: &str = r#"//! Generic replay of a decoded call.
 //! Rules applied here: output parameters (non-const pointers) are passed with the captured
 //! contents as initial values (so counts and pNext chains the driver fills are as the app gave
 //! them) and handles inside them that are not known yet become VK_NULL_HANDLE; application
-//! callbacks (`PFN_*` members) and opaque host pointers (`pUserData`, `pHostPointer`, platform
+//! callbacks (`PFN_*` members), `pAllocator` and opaque host pointers (`pUserData`, `pHostPointer`, platform
 //! display pointers) are passed as NULL; pNext elements that were not captured (unknown sType)
 //! are left out of the chain. `m_VkXxx` materialise one owned struct (with its pNext chain) for
 //! hand-written replay code; [`m_chain`] builds a chain alone. The replayer handles the commands in `vkstream::SPECIAL` (memory
@@ -321,6 +321,8 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
             let out = !p.decl.ptrs.is_empty() && !p.decl.ptrs[0];
             let src = format!("p.{}", p.snake);
             let expr = match &p.kind {
+                // The application's allocator does not exist in the replay process.
+                _ if p.decl.ty == "VkAllocationCallbacks" => "std::ptr::null()".to_string(),
                 Kind::Val(Elem::Scalar(cat, t)) => conv_scalar(reg, cat, t, &src),
                 Kind::Val(el) => conv_elem_ref(reg, el, &format!("&{src}")),
                 Kind::Ptr { len, elem } => format!(

@@ -16,7 +16,7 @@
 //! Rules applied here: output parameters (non-const pointers) are passed with the captured
 //! contents as initial values (so counts and pNext chains the driver fills are as the app gave
 //! them) and handles inside them that are not known yet become VK_NULL_HANDLE; application
-//! callbacks (`PFN_*` members) and opaque host pointers (`pUserData`, `pHostPointer`, platform
+//! callbacks (`PFN_*` members), `pAllocator` and opaque host pointers (`pUserData`, `pHostPointer`, platform
 //! display pointers) are passed as NULL; pNext elements that were not captured (unknown sType)
 //! are left out of the chain. `m_VkXxx` materialise one owned struct (with its pNext chain) for
 //! hand-written replay code; [`m_chain`] builds a chain alone. The replayer handles the commands in `vkstream::SPECIAL` (memory
@@ -16903,13 +16903,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a1: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a1: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a2: *mut vk::Instance = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_instance {
@@ -16938,13 +16932,7 @@ pub unsafe fn replay(
             let r: &mut dyn Remap = ctx.remap();
             let a0: vk::Instance =
                 vk::Instance::from_raw(h(r, vk::ObjectType::INSTANCE, p.instance)?);
-            let a1: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a1: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -17215,13 +17203,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::Device = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_device {
@@ -17249,13 +17231,7 @@ pub unsafe fn replay(
                 .ok_or_else(|| missing("vkDestroyDevice"))?;
             let r: &mut dyn Remap = ctx.remap();
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
-            let a1: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a1: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -17492,13 +17468,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::DeviceMemory = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_memory {
@@ -17529,13 +17499,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::DeviceMemory =
                 vk::DeviceMemory::from_raw(h(r, vk::ObjectType::DEVICE_MEMORY, p.memory)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -17828,13 +17792,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::Fence = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_fence {
@@ -17863,13 +17821,7 @@ pub unsafe fn replay(
             let r: &mut dyn Remap = ctx.remap();
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::Fence = vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, p.fence)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -17943,13 +17895,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::Semaphore = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_semaphore {
@@ -17979,13 +17925,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::Semaphore =
                 vk::Semaphore::from_raw(h(r, vk::ObjectType::SEMAPHORE, p.semaphore)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18004,13 +17944,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::Event = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_event {
@@ -18039,13 +17973,7 @@ pub unsafe fn replay(
             let r: &mut dyn Remap = ctx.remap();
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::Event = vk::Event::from_raw(h(r, vk::ObjectType::EVENT, p.event)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18097,13 +18025,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::QueryPool = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_query_pool {
@@ -18133,13 +18055,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::QueryPool =
                 vk::QueryPool::from_raw(h(r, vk::ObjectType::QUERY_POOL, p.query_pool)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18182,13 +18098,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::Buffer = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_buffer {
@@ -18217,13 +18127,7 @@ pub unsafe fn replay(
             let r: &mut dyn Remap = ctx.remap();
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::Buffer = vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, p.buffer)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18242,13 +18146,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::BufferView = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_view {
@@ -18278,13 +18176,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::BufferView =
                 vk::BufferView::from_raw(h(r, vk::ObjectType::BUFFER_VIEW, p.buffer_view)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18303,13 +18195,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::Image = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_image {
@@ -18338,13 +18224,7 @@ pub unsafe fn replay(
             let r: &mut dyn Remap = ctx.remap();
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::Image = vk::Image::from_raw(h(r, vk::ObjectType::IMAGE, p.image)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18392,13 +18272,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::ImageView = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_view {
@@ -18428,13 +18302,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::ImageView =
                 vk::ImageView::from_raw(h(r, vk::ObjectType::IMAGE_VIEW, p.image_view)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18453,13 +18321,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::ShaderModule = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_shader_module {
@@ -18490,13 +18352,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::ShaderModule =
                 vk::ShaderModule::from_raw(h(r, vk::ObjectType::SHADER_MODULE, p.shader_module)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18515,13 +18371,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::PipelineCache = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_pipeline_cache {
@@ -18558,13 +18408,7 @@ pub unsafe fn replay(
                 vk::ObjectType::PIPELINE_CACHE,
                 p.pipeline_cache,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18652,13 +18496,7 @@ pub unsafe fn replay(
                     a.slice(&t) as _
                 }
             };
-            let a4: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a4: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a5: *mut vk::Pipeline = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_pipelines {
@@ -18714,13 +18552,7 @@ pub unsafe fn replay(
                     a.slice(&t) as _
                 }
             };
-            let a4: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a4: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a5: *mut vk::Pipeline = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_pipelines {
@@ -18761,13 +18593,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::Pipeline =
                 vk::Pipeline::from_raw(h(r, vk::ObjectType::PIPELINE, p.pipeline)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18786,13 +18612,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::PipelineLayout = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_pipeline_layout {
@@ -18829,13 +18649,7 @@ pub unsafe fn replay(
                 vk::ObjectType::PIPELINE_LAYOUT,
                 p.pipeline_layout,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18854,13 +18668,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::Sampler = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_sampler {
@@ -18889,13 +18697,7 @@ pub unsafe fn replay(
             let r: &mut dyn Remap = ctx.remap();
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::Sampler = vk::Sampler::from_raw(h(r, vk::ObjectType::SAMPLER, p.sampler)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18914,13 +18716,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::DescriptorSetLayout = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_set_layout {
@@ -18957,13 +18753,7 @@ pub unsafe fn replay(
                 vk::ObjectType::DESCRIPTOR_SET_LAYOUT,
                 p.descriptor_set_layout,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -18982,13 +18772,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::DescriptorPool = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_descriptor_pool {
@@ -19025,13 +18809,7 @@ pub unsafe fn replay(
                 vk::ObjectType::DESCRIPTOR_POOL,
                 p.descriptor_pool,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -19174,13 +18952,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::Framebuffer = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_framebuffer {
@@ -19210,13 +18982,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::Framebuffer =
                 vk::Framebuffer::from_raw(h(r, vk::ObjectType::FRAMEBUFFER, p.framebuffer)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -19235,13 +19001,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::RenderPass = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_render_pass {
@@ -19271,13 +19031,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::RenderPass =
                 vk::RenderPass::from_raw(h(r, vk::ObjectType::RENDER_PASS, p.render_pass)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -19319,13 +19073,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::CommandPool = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_command_pool {
@@ -19356,13 +19104,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::CommandPool =
                 vk::CommandPool::from_raw(h(r, vk::ObjectType::COMMAND_POOL, p.command_pool)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -21126,13 +20868,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::SamplerYcbcrConversion = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_ycbcr_conversion {
@@ -21169,13 +20905,7 @@ pub unsafe fn replay(
                 vk::ObjectType::SAMPLER_YCBCR_CONVERSION,
                 p.ycbcr_conversion,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -21194,13 +20924,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::DescriptorUpdateTemplate = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_descriptor_update_template {
@@ -21241,13 +20965,7 @@ pub unsafe fn replay(
                 vk::ObjectType::DESCRIPTOR_UPDATE_TEMPLATE,
                 p.descriptor_update_template,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -21462,13 +21180,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::RenderPass = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_render_pass {
@@ -21747,13 +21459,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::PrivateDataSlot = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_private_data_slot {
@@ -21790,13 +21496,7 @@ pub unsafe fn replay(
                 vk::ObjectType::PRIVATE_DATA_SLOT,
                 p.private_data_slot,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -22568,13 +22268,7 @@ pub unsafe fn replay(
                 vk::Instance::from_raw(h(r, vk::ObjectType::INSTANCE, p.instance)?);
             let a1: vk::SurfaceKHR =
                 vk::SurfaceKHR::from_raw(h(r, vk::ObjectType::SURFACE_KHR, p.surface)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -22724,13 +22418,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::SwapchainKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_swapchain {
@@ -22761,13 +22449,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::SwapchainKHR =
                 vk::SwapchainKHR::from_raw(h(r, vk::ObjectType::SWAPCHAIN_KHR, p.swapchain)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -23156,13 +22838,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a3: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a3: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a4: *mut vk::DisplayModeKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_mode {
@@ -23229,13 +22905,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::SurfaceKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_surface {
@@ -23275,13 +22945,7 @@ pub unsafe fn replay(
                     a.slice(&t) as _
                 }
             };
-            let a3: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a3: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a4: *mut vk::SwapchainKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_swapchains {
@@ -23328,13 +22992,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::SurfaceKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_surface {
@@ -23391,13 +23049,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::SurfaceKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_surface {
@@ -23454,13 +23106,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::SurfaceKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_surface {
@@ -23516,13 +23162,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::DebugReportCallbackEXT = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_callback {
@@ -23560,13 +23200,7 @@ pub unsafe fn replay(
                 vk::ObjectType::DEBUG_REPORT_CALLBACK_EXT,
                 p.callback,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -23780,13 +23414,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::VideoSessionKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_video_session {
@@ -23823,13 +23451,7 @@ pub unsafe fn replay(
                 vk::ObjectType::VIDEO_SESSION_KHR,
                 p.video_session,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -23915,13 +23537,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::VideoSessionParametersKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_video_session_parameters {
@@ -23984,13 +23600,7 @@ pub unsafe fn replay(
                 vk::ObjectType::VIDEO_SESSION_PARAMETERS_KHR,
                 p.video_session_parameters,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -24279,13 +23889,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::CuModuleNVX = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_module {
@@ -24321,13 +23925,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::CuFunctionNVX = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_function {
@@ -24361,13 +23959,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::CuModuleNVX =
                 vk::CuModuleNVX::from_raw(h(r, vk::ObjectType::CU_MODULE_NVX, p.module)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -24381,13 +23973,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::CuFunctionNVX =
                 vk::CuFunctionNVX::from_raw(h(r, vk::ObjectType::CU_FUNCTION_NVX, p.function)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -25171,13 +24757,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::DescriptorUpdateTemplate = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_descriptor_update_template {
@@ -25218,13 +24798,7 @@ pub unsafe fn replay(
                 vk::ObjectType::DESCRIPTOR_UPDATE_TEMPLATE,
                 p.descriptor_update_template,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -25356,13 +24930,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::Fence = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_fence {
@@ -25399,13 +24967,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a3: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a3: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a4: *mut vk::Fence = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_fence {
@@ -25584,13 +25146,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::RenderPass = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_render_pass {
@@ -26276,13 +25832,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::DebugUtilsMessengerEXT = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_messenger {
@@ -26320,13 +25870,7 @@ pub unsafe fn replay(
                 vk::ObjectType::DEBUG_UTILS_MESSENGER_EXT,
                 p.messenger,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -26514,13 +26058,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::AccelerationStructureKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_acceleration_structure {
@@ -26561,13 +26099,7 @@ pub unsafe fn replay(
                 vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
                 p.acceleration_structure,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -26938,13 +26470,7 @@ pub unsafe fn replay(
                     a.slice(&t) as _
                 }
             };
-            let a5: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a5: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a6: *mut vk::Pipeline = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_pipelines {
@@ -27112,13 +26638,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::SamplerYcbcrConversion = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_ycbcr_conversion {
@@ -27155,13 +26675,7 @@ pub unsafe fn replay(
                 vk::ObjectType::SAMPLER_YCBCR_CONVERSION,
                 p.ycbcr_conversion,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -27243,13 +26757,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::ValidationCacheEXT = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_validation_cache {
@@ -27286,13 +26794,7 @@ pub unsafe fn replay(
                 vk::ObjectType::VALIDATION_CACHE_EXT,
                 p.validation_cache,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -27447,13 +26949,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::AccelerationStructureNV = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_acceleration_structure {
@@ -27490,13 +26986,7 @@ pub unsafe fn replay(
                 vk::ObjectType::ACCELERATION_STRUCTURE_NV,
                 p.acceleration_structure,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -27687,13 +27177,7 @@ pub unsafe fn replay(
                     a.slice(&t) as _
                 }
             };
-            let a4: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a4: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a5: *mut vk::Pipeline = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_pipelines {
@@ -28640,13 +28124,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::SurfaceKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_surface {
@@ -29017,13 +28495,7 @@ pub unsafe fn replay(
                 .ok_or_else(|| missing("vkCreateDeferredOperationKHR"))?;
             let r: &mut dyn Remap = ctx.remap();
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
-            let a1: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a1: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a2: *mut vk::DeferredOperationKHR = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_deferred_operation {
@@ -29060,13 +28532,7 @@ pub unsafe fn replay(
                 vk::ObjectType::DEFERRED_OPERATION_KHR,
                 p.operation,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -29363,13 +28829,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::IndirectCommandsLayoutNV = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_indirect_commands_layout {
@@ -29410,13 +28870,7 @@ pub unsafe fn replay(
                 vk::ObjectType::INDIRECT_COMMANDS_LAYOUT_NV,
                 p.indirect_commands_layout,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -29485,13 +28939,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::PrivateDataSlot = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_private_data_slot {
@@ -29528,13 +28976,7 @@ pub unsafe fn replay(
                 vk::ObjectType::PRIVATE_DATA_SLOT,
                 p.private_data_slot,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -30584,13 +30026,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::MicromapEXT = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_micromap {
@@ -30621,13 +30057,7 @@ pub unsafe fn replay(
             let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
             let a1: vk::MicromapEXT =
                 vk::MicromapEXT::from_raw(h(r, vk::ObjectType::MICROMAP_EXT, p.micromap)?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
@@ -31922,13 +31352,7 @@ pub unsafe fn replay(
                     a.alloc(t) as _
                 }
             };
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let a3: *mut vk::OpticalFlowSessionNV = {
                 let r: &mut dyn Remap = &mut Out(&mut *r);
                 match &p.p_session {
@@ -31965,13 +31389,7 @@ pub unsafe fn replay(
                 vk::ObjectType::OPTICAL_FLOW_SESSION_NV,
                 p.session,
             )?);
-            let a2: *const vk::AllocationCallbacks<'_> = match &p.p_allocator {
-                None => std::ptr::null_mut::<u8>() as _,
-                Some(x) => {
-                    let t = m_VkAllocationCallbacks(x, a, r)?;
-                    a.alloc(t) as _
-                }
-            };
+            let a2: *const vk::AllocationCallbacks<'_> = std::ptr::null();
             let ret = f(a0, a1, a2);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
