@@ -138,7 +138,11 @@ fn write_text(out: &mut impl Write, reader: &TraceReader, info: &Info) -> std::i
                 d.name, d.vendor_id, d.device_id
             )?;
             let driver = format!("{} {}", d.driver_name, d.driver_info);
-            let driver = if driver.trim().is_empty() { "unknown" } else { driver.trim() };
+            let driver = if driver.trim().is_empty() {
+                "unknown"
+            } else {
+                driver.trim()
+            };
             writeln!(
                 out,
                 "driver:       {} (id {}, version {:#x}), Vulkan {}",
