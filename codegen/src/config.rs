@@ -97,6 +97,16 @@ pub const CONDITIONAL_MEMBERS: &[(&str, &str, &str)] = &[
         "pTexelBufferView",
         "matches!(v.descriptor_type, vk::DescriptorType::UNIFORM_TEXEL_BUFFER | vk::DescriptorType::STORAGE_TEXEL_BUFFER)",
     ),
+    // Queue family lists are read only for concurrent sharing; exclusive resources may leave them
+    // uninitialised.
+    ("VkBufferCreateInfo", "pQueueFamilyIndices", "v.sharing_mode == vk::SharingMode::CONCURRENT"),
+    ("VkImageCreateInfo", "pQueueFamilyIndices", "v.sharing_mode == vk::SharingMode::CONCURRENT"),
+    ("VkSwapchainCreateInfoKHR", "pQueueFamilyIndices", "v.image_sharing_mode == vk::SharingMode::CONCURRENT"),
+    (
+        "VkPhysicalDeviceImageDrmFormatModifierInfoEXT",
+        "pQueueFamilyIndices",
+        "v.sharing_mode == vk::SharingMode::CONCURRENT",
+    ),
     (
         "VkDescriptorSetLayoutBinding",
         "pImmutableSamplers",

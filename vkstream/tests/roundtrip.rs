@@ -575,3 +575,32 @@ fn random_and_mutated_bytes_never_panic() {
     }
     eprintln!("{ok} random inputs happened to decode");
 }
+
+#[test]
+fn queue_family_list_is_followed_only_for_concurrent_sharing() {
+    let mut ci = vk::BufferCreateInfo::default()
+        .size(16)
+        .sharing_mode(vk::SharingMode::EXCLUSIVE);
+    // Ignored by the driver for exclusive sharing: must not be read.
+    ci.queue_family_index_count = 3;
+    ci.p_queue_family_indices = 0x8 as *const u32;
+    let out = vk::Buffer::from_raw(1);
+    let mut e = Encoder::new();
+    unsafe {
+        encode::vkCreateBuffer(
+            &mut e,
+            vk::Device::from_raw(1),
+            &ci,
+            std::ptr::null(),
+            &out as *const _ as *mut _,
+        )
+    };
+    let (call, _) = decode(ids::vkCreateBuffer, e);
+    let Call::vkCreateBuffer(p) = call else {
+        panic!()
+    };
+    let info = p.p_create_info.unwrap();
+    assert_eq!(info.queue_family_index_count, 3);
+    assert!(info.p_queue_family_indices.is_none());
+    assert_eq!(info.size, 16);
+}

@@ -1376,7 +1376,7 @@ pub mod structs {
         {
             e.u32((*&v.queue_family_index_count));
         }
-        {
+        if v.sharing_mode == vk::SharingMode::CONCURRENT {
             let p = v.p_queue_family_indices;
             if p.is_null() {
                 e.u8(0);
@@ -1388,6 +1388,8 @@ pub mod structs {
                     e.u32((*x));
                 }
             }
+        } else {
+            e.u8(0);
         }
     }
     #[inline(never)]
@@ -1573,7 +1575,7 @@ pub mod structs {
         {
             e.u32((*&v.queue_family_index_count));
         }
-        {
+        if v.sharing_mode == vk::SharingMode::CONCURRENT {
             let p = v.p_queue_family_indices;
             if p.is_null() {
                 e.u8(0);
@@ -1585,6 +1587,8 @@ pub mod structs {
                     e.u32((*x));
                 }
             }
+        } else {
+            e.u8(0);
         }
         {
             e.i32((*&v.initial_layout).as_raw());
@@ -4405,7 +4409,7 @@ pub mod structs {
         {
             e.u32((*&v.queue_family_index_count));
         }
-        {
+        if v.image_sharing_mode == vk::SharingMode::CONCURRENT {
             let p = v.p_queue_family_indices;
             if p.is_null() {
                 e.u8(0);
@@ -4417,6 +4421,8 @@ pub mod structs {
                     e.u32((*x));
                 }
             }
+        } else {
+            e.u8(0);
         }
         {
             e.u32((*&v.pre_transform).as_raw());
@@ -11711,7 +11717,7 @@ pub mod structs {
         {
             e.u32((*&v.queue_family_index_count));
         }
-        {
+        if v.sharing_mode == vk::SharingMode::CONCURRENT {
             let p = v.p_queue_family_indices;
             if p.is_null() {
                 e.u8(0);
@@ -11723,6 +11729,8 @@ pub mod structs {
                     e.u32((*x));
                 }
             }
+        } else {
+            e.u8(0);
         }
     }
     #[inline(never)]
