@@ -55,7 +55,13 @@ impl RecentFiles {
         let items = store
             .as_ref()
             .and_then(|p| std::fs::read_to_string(p).ok())
-            .map(|s| s.lines().filter(|l| !l.trim().is_empty()).map(PathBuf::from).take(MAX_RECENT).collect())
+            .map(|s| {
+                s.lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(PathBuf::from)
+                    .take(MAX_RECENT)
+                    .collect()
+            })
             .unwrap_or_default();
         RecentFiles { store, items }
     }
@@ -72,7 +78,11 @@ impl RecentFiles {
             if let Some(dir) = store.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
-            let text: String = self.items.iter().map(|p| format!("{}\n", p.display())).collect();
+            let text: String = self
+                .items
+                .iter()
+                .map(|p| format!("{}\n", p.display()))
+                .collect();
             let _ = std::fs::write(store, text);
         }
     }
@@ -122,7 +132,10 @@ impl ViewerApp {
 
     /// Shows an already-built dataset (tests, benches).
     pub fn with_dataset(ds: Dataset) -> ViewerApp {
-        let mut app = ViewerApp::new(Box::new(|_: &[PathBuf]| Dataset::default()), RecentFiles::default());
+        let mut app = ViewerApp::new(
+            Box::new(|_: &[PathBuf]| Dataset::default()),
+            RecentFiles::default(),
+        );
         app.set_dataset(ds);
         app
     }
@@ -137,7 +150,10 @@ impl ViewerApp {
         self.selected = None;
         self.message = match self.ds.failed.len() {
             0 => None,
-            n => Some((format!("{n} file(s) could not be opened: {}", self.ds.failed[0].1), true)),
+            n => Some((
+                format!("{n} file(s) could not be opened: {}", self.ds.failed[0].1),
+                true,
+            )),
         };
     }
 
@@ -146,13 +162,23 @@ impl ViewerApp {
         let t = Instant::now();
         let ds = (self.loader)(&paths);
         self.load_time = t.elapsed();
-        let ok: Vec<PathBuf> =
-            paths.iter().filter(|p| !ds.failed.iter().any(|(f, _)| f == *p)).cloned().collect();
+        let ok: Vec<PathBuf> = paths
+            .iter()
+            .filter(|p| !ds.failed.iter().any(|(f, _)| f == *p))
+            .cloned()
+            .collect();
         self.recent.add(&ok);
         self.paths = ok;
         self.set_dataset(ds);
         if self.message.is_none() {
-            self.message = Some((format!("Loaded {} queries in {:.0} ms", self.ds.rows.len(), self.load_time.as_secs_f64() * 1e3), false));
+            self.message = Some((
+                format!(
+                    "Loaded {} queries in {:.0} ms",
+                    self.ds.rows.len(),
+                    self.load_time.as_secs_f64() * 1e3
+                ),
+                false,
+            ));
         }
     }
 
@@ -176,7 +202,13 @@ impl ViewerApp {
 
     /// The whole UI; eframe calls this through [`eframe::App::ui`], tests call it directly.
     pub fn ui(&mut self, ui: &mut egui::Ui) {
-        let dropped: Vec<PathBuf> = ui.ctx().input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).collect());
+        let dropped: Vec<PathBuf> = ui.ctx().input(|i| {
+            i.raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_path_buf())
+                .collect()
+        });
         for p in dropped {
             self.add(p);
         }
@@ -191,21 +223,44 @@ impl ViewerApp {
         });
         if ui.ctx().input(|i| !i.raw.hovered_files.is_empty()) {
             let rect = ui.ctx().content_rect();
-            let painter = ui.ctx().layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("quarry-drop-overlay")));
+            let painter = ui.ctx().layer_painter(egui::LayerId::new(
+                egui::Order::Foreground,
+                egui::Id::unique("quarry-drop-overlay"),
+            ));
             painter.rect_filled(rect, 0.0, Color32::from_black_alpha(160));
-            painter.text(rect.center(), egui::Align2::CENTER_CENTER, "Drop traces or results files to open", egui::FontId::proportional(22.0), Color32::WHITE);
+            painter.text(
+                rect.center(),
+                egui::Align2::CENTER_CENTER,
+                "Drop traces or results files to open",
+                egui::FontId::proportional(22.0),
+                Color32::WHITE,
+            );
         }
     }
 
     fn toolbar(&mut self, ui: &mut egui::Ui) {
         ui.horizontal(|ui| {
-            ui.label(RichText::new("quarry").strong().size(17.0).color(Color32::from_rgb(230, 180, 80)));
+            ui.label(
+                RichText::new("quarry")
+                    .strong()
+                    .size(17.0)
+                    .color(Color32::from_rgb(230, 180, 80)),
+            );
             ui.separator();
-            for (tab, name) in [(Tab::Queries, "Queries"), (Tab::Timestamps, "Timestamps"), (Tab::Counters, "Counters"), (Tab::Files, "Files")] {
+            for (tab, name) in [
+                (Tab::Queries, "Queries"),
+                (Tab::Timestamps, "Timestamps"),
+                (Tab::Counters, "Counters"),
+                (Tab::Files, "Files"),
+            ] {
                 ui.selectable_value(&mut self.tab, tab, name);
             }
             ui.separator();
-            let edit = ui.add(egui::TextEdit::singleline(&mut self.open_text).hint_text("path to a trace or results file").desired_width(260.0));
+            let edit = ui.add(
+                egui::TextEdit::singleline(&mut self.open_text)
+                    .hint_text("path to a trace or results file")
+                    .desired_width(260.0),
+            );
             let enter = edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
             if (ui.button("Open").clicked() || enter) && !self.open_text.trim().is_empty() {
                 let p = PathBuf::from(self.open_text.trim());
@@ -236,49 +291,80 @@ impl ViewerApp {
             return;
         }
         let files: Vec<&FileSummary> = self.ds.trace.iter().chain(&self.ds.results).collect();
-        egui::Grid::new("files_strip").num_columns(5).spacing([14.0, 2.0]).show(ui, |ui| {
-            for f in files {
-                kind_badge(ui, f);
-                ui.label(RichText::new(&f.label).strong()).on_hover_text(f.path.display().to_string());
-                let dev = f.device.as_ref().map(|d| format!("{} · {} {}", d.name, d.driver_name, d.driver_info)).unwrap_or_else(|| "device unknown".into());
-                ui.label(dev);
-                let cap = f.replay.as_ref().and_then(|r| r.capture_device.as_ref()).map(|d| format!("captured on {}", d.name)).unwrap_or_default();
-                ui.weak(cap);
-                let mut s = format!("{} frames · {} queries", f.frames, f.queries);
-                if let Some(e) = &f.error {
-                    s += &format!(" · damaged: {e}");
+        egui::Grid::new("files_strip")
+            .num_columns(5)
+            .spacing([14.0, 2.0])
+            .show(ui, |ui| {
+                for f in files {
+                    kind_badge(ui, f);
+                    ui.label(RichText::new(&f.label).strong())
+                        .on_hover_text(f.path.display().to_string());
+                    let dev = f
+                        .device
+                        .as_ref()
+                        .map(|d| format!("{} · {} {}", d.name, d.driver_name, d.driver_info))
+                        .unwrap_or_else(|| "device unknown".into());
+                    ui.label(dev);
+                    let cap = f
+                        .replay
+                        .as_ref()
+                        .and_then(|r| r.capture_device.as_ref())
+                        .map(|d| format!("captured on {}", d.name))
+                        .unwrap_or_default();
+                    ui.weak(cap);
+                    let mut s = format!("{} frames · {} queries", f.frames, f.queries);
+                    if let Some(e) = &f.error {
+                        s += &format!(" · damaged: {e}");
+                    }
+                    if f.error.is_some() {
+                        ui.colored_label(Color32::from_rgb(255, 160, 100), s);
+                    } else {
+                        ui.weak(s);
+                    }
+                    ui.end_row();
                 }
-                if f.error.is_some() {
-                    ui.colored_label(Color32::from_rgb(255, 160, 100), s);
-                } else {
-                    ui.weak(s);
+                for (p, e) in &self.ds.failed {
+                    ui.label(
+                        RichText::new(" ERROR ")
+                            .background_color(Color32::from_rgb(150, 40, 40))
+                            .color(Color32::WHITE)
+                            .strong(),
+                    );
+                    ui.label(RichText::new(p.display().to_string()).strong());
+                    ui.colored_label(Color32::from_rgb(255, 130, 130), e);
+                    ui.label("");
+                    ui.label("");
+                    ui.end_row();
                 }
-                ui.end_row();
-            }
-            for (p, e) in &self.ds.failed {
-                ui.label(RichText::new(" ERROR ").background_color(Color32::from_rgb(150, 40, 40)).color(Color32::WHITE).strong());
-                ui.label(RichText::new(p.display().to_string()).strong());
-                ui.colored_label(Color32::from_rgb(255, 130, 130), e);
-                ui.label("");
-                ui.label("");
-                ui.end_row();
-            }
-        });
+            });
     }
 
     fn status_bar(&mut self, ui: &mut egui::Ui) {
         ui.horizontal(|ui| {
             let mism = self.ds.mismatch.iter().filter(|m| **m).count();
-            ui.label(format!("{} of {} queries shown", self.table.view.len(), self.ds.rows.len()));
+            ui.label(format!(
+                "{} of {} queries shown",
+                self.table.view.len(),
+                self.ds.rows.len()
+            ));
             if !self.ds.results.is_empty() {
                 ui.separator();
-                let c = if mism > 0 { Color32::from_rgb(255, 130, 130) } else { Color32::from_rgb(120, 210, 120) };
+                let c = if mism > 0 {
+                    Color32::from_rgb(255, 130, 130)
+                } else {
+                    Color32::from_rgb(120, 210, 120)
+                };
                 ui.colored_label(c, format!("{mism} mismatches"));
             }
             if let Some(sel) = self.selected.filter(|s| *s < self.ds.rows.len()) {
                 ui.separator();
                 let r = &self.ds.rows[sel];
-                ui.label(format!("selected: {} #{} frame {}", self.ds.pool_of(r).label(), r.query, r.frame));
+                ui.label(format!(
+                    "selected: {} #{} frame {}",
+                    self.ds.pool_of(r).label(),
+                    r.query,
+                    r.frame
+                ));
             }
             if let Some((m, err)) = &self.message {
                 ui.separator();
@@ -298,7 +384,10 @@ impl ViewerApp {
             let mut types: Vec<i32> = ds.pools.iter().map(|p| p.query_type).collect();
             types.sort_unstable();
             types.dedup();
-            let ty_text = f.query_type.map(model::query_type_name).unwrap_or_else(|| "All types".into());
+            let ty_text = f
+                .query_type
+                .map(model::query_type_name)
+                .unwrap_or_else(|| "All types".into());
             let type_label = ui.label("Type");
             egui::ComboBox::from_id_salt("type_filter")
                 .selected_text(ty_text)
@@ -310,7 +399,10 @@ impl ViewerApp {
                 })
                 .response
                 .labelled_by(type_label.id);
-            let pool_text = f.pool.map(|p| ds.pools[p as usize].label()).unwrap_or_else(|| "All pools".into());
+            let pool_text = f
+                .pool
+                .map(|p| ds.pools[p as usize].label())
+                .unwrap_or_else(|| "All pools".into());
             let pool_label = ui.label("Pool");
             egui::ComboBox::from_id_salt("pool_filter")
                 .selected_text(pool_text)
@@ -326,22 +418,40 @@ impl ViewerApp {
             let (lo, hi) = ds.frame_range();
             let frames_label = ui.label("Frames");
             let mut max = f.frame_max.min(hi);
-            ui.add(egui::DragValue::new(&mut f.frame_min).range(lo..=hi)).labelled_by(frames_label.id);
+            ui.add(egui::DragValue::new(&mut f.frame_min).range(lo..=hi))
+                .labelled_by(frames_label.id);
             let to_label = ui.label("to");
-            if ui.add(egui::DragValue::new(&mut max).range(lo..=hi)).labelled_by(to_label.id).changed() {
+            if ui
+                .add(egui::DragValue::new(&mut max).range(lo..=hi))
+                .labelled_by(to_label.id)
+                .changed()
+            {
                 f.frame_max = max;
             }
             ui.checkbox(&mut f.mismatches_only, "Mismatches only");
-            ui.add(egui::TextEdit::singleline(&mut f.search).hint_text("Search pool, type, value, frame…").desired_width(190.0));
+            ui.add(
+                egui::TextEdit::singleline(&mut f.search)
+                    .hint_text("Search pool, type, value, frame…")
+                    .desired_width(190.0),
+            );
             if ui.button("Reset filters").clicked() {
                 *f = table::Filter::all();
             }
             ui.separator();
             let export_label = ui.label("Export to");
-            ui.add(egui::TextEdit::singleline(&mut self.export_text).desired_width(150.0)).labelled_by(export_label.id);
-            for (label, fmt) in [("Export CSV", crate::export::ExportFormat::Csv), ("Export JSON", crate::export::ExportFormat::Json)] {
+            ui.add(egui::TextEdit::singleline(&mut self.export_text).desired_width(150.0))
+                .labelled_by(export_label.id);
+            for (label, fmt) in [
+                ("Export CSV", crate::export::ExportFormat::Csv),
+                ("Export JSON", crate::export::ExportFormat::Json),
+            ] {
                 if ui.button(label).clicked() {
-                    self.message = Some(export_view(ds, &self.table.view, fmt, Path::new(self.export_text.trim())));
+                    self.message = Some(export_view(
+                        ds,
+                        &self.table.view,
+                        fmt,
+                        Path::new(self.export_text.trim()),
+                    ));
                 }
             }
         });
@@ -352,14 +462,17 @@ impl ViewerApp {
         self.filter_bar(ui);
         ui.add_space(2.0);
         let mut clicked_tl = None;
-        egui::Panel::bottom("timeline_panel").resizable(true).default_size(260.0).show(ui, |ui| {
-            ui.horizontal(|ui| {
-                ui.label(RichText::new("Availability timeline").strong());
-                crate::timeline::legend(ui);
-                ui.weak("wheel: lanes · ctrl+wheel: zoom · drag: pan · click: select");
+        egui::Panel::bottom("timeline_panel")
+            .resizable(true)
+            .default_size(260.0)
+            .show(ui, |ui| {
+                ui.horizontal(|ui| {
+                    ui.label(RichText::new("Availability timeline").strong());
+                    crate::timeline::legend(ui);
+                    ui.weak("wheel: lanes · ctrl+wheel: zoom · drag: pan · click: select");
+                });
+                clicked_tl = self.timeline.show(ui, &self.ds, self.selected);
             });
-            clicked_tl = self.timeline.show(ui, &self.ds, self.selected);
-        });
         if let Some(r) = clicked_tl {
             self.select(r, false);
         }
@@ -377,7 +490,10 @@ impl ViewerApp {
                 ui.add_space(8.0);
             }
             for (p, e) in &self.ds.failed {
-                ui.colored_label(Color32::from_rgb(255, 130, 130), format!("{}: {e}", p.display()));
+                ui.colored_label(
+                    Color32::from_rgb(255, 130, 130),
+                    format!("{}: {e}", p.display()),
+                );
             }
         });
     }
@@ -388,7 +504,13 @@ fn kind_badge(ui: &mut egui::Ui, f: &FileSummary) {
         format::record::FileKind::Trace => (" TRACE ", Color32::from_rgb(50, 90, 150)),
         format::record::FileKind::Results => (" RESULTS ", Color32::from_rgb(40, 120, 100)),
     };
-    ui.label(RichText::new(text).background_color(color).color(Color32::WHITE).strong().small());
+    ui.label(
+        RichText::new(text)
+            .background_color(color)
+            .color(Color32::WHITE)
+            .strong()
+            .small(),
+    );
 }
 
 fn version(v: u32) -> String {
@@ -400,13 +522,31 @@ fn device_rows(ui: &mut egui::Ui, title: &str, d: &format::record::DeviceSummary
     ui.strong(&d.name);
     ui.end_row();
     ui.label("Driver");
-    ui.label(format!("{} {} (driver id {}, version {:#x})", d.driver_name, d.driver_info, d.driver_id, d.driver_version));
+    ui.label(format!(
+        "{} {} (driver id {}, version {:#x})",
+        d.driver_name, d.driver_info, d.driver_id, d.driver_version
+    ));
     ui.end_row();
     ui.label("Vulkan / IDs");
-    ui.label(format!("API {} · vendor {:#06x} device {:#06x} · timestamp period {} ns", version(d.api_version), d.vendor_id, d.device_id, d.timestamp_period_ns));
+    ui.label(format!(
+        "API {} · vendor {:#06x} device {:#06x} · timestamp period {} ns",
+        version(d.api_version),
+        d.vendor_id,
+        d.device_id,
+        d.timestamp_period_ns
+    ));
     ui.end_row();
     ui.label("Queue families");
-    let qf: Vec<String> = d.queue_families.iter().map(|q| format!("flags {:#x}×{} ({} ts bits)", q.flags, q.queue_count, q.timestamp_valid_bits)).collect();
+    let qf: Vec<String> = d
+        .queue_families
+        .iter()
+        .map(|q| {
+            format!(
+                "flags {:#x}×{} ({} ts bits)",
+                q.flags, q.queue_count, q.timestamp_valid_bits
+            )
+        })
+        .collect();
     ui.label(qf.join(", "));
     ui.end_row();
 }
@@ -416,44 +556,76 @@ fn file_details(ui: &mut egui::Ui, f: &FileSummary) {
         kind_badge(ui, f);
         ui.heading(&f.label);
     });
-    egui::Grid::new(("file", f.path.display().to_string())).num_columns(2).striped(true).spacing([16.0, 3.0]).show(ui, |ui| {
-        ui.label("Path");
-        ui.monospace(f.path.display().to_string());
-        ui.end_row();
-        ui.label("Written by");
-        ui.label(format!("{} for \"{}\"", f.header.writer, f.header.application));
-        ui.end_row();
-        ui.label("Contents");
-        ui.label(format!("{} records · {} frames · {} queries", f.records, f.frames, f.queries));
-        ui.end_row();
-        if let Some(d) = &f.device {
-            device_rows(ui, if f.header.kind == format::record::FileKind::Trace { "Capture device" } else { "Replay device" }, d);
-        }
-        if let Some(r) = &f.replay {
-            ui.label("Replayed trace");
-            ui.label(format!("{} · {} loop(s) · {} pass(es) · replay {} vs capture {}", r.trace, r.loops, r.passes, model::format_ns(r.replay_ns as f64), model::format_ns(r.capture_ns as f64)));
+    egui::Grid::new(("file", f.path.display().to_string()))
+        .num_columns(2)
+        .striped(true)
+        .spacing([16.0, 3.0])
+        .show(ui, |ui| {
+            ui.label("Path");
+            ui.monospace(f.path.display().to_string());
             ui.end_row();
-            if let Some(d) = &r.capture_device {
-                device_rows(ui, "Capture device", d);
+            ui.label("Written by");
+            ui.label(format!(
+                "{} for \"{}\"",
+                f.header.writer, f.header.application
+            ));
+            ui.end_row();
+            ui.label("Contents");
+            ui.label(format!(
+                "{} records · {} frames · {} queries",
+                f.records, f.frames, f.queries
+            ));
+            ui.end_row();
+            if let Some(d) = &f.device {
+                device_rows(
+                    ui,
+                    if f.header.kind == format::record::FileKind::Trace {
+                        "Capture device"
+                    } else {
+                        "Replay device"
+                    },
+                    d,
+                );
             }
-        }
-        if let Some(e) = &f.error {
-            ui.label("Damage");
-            ui.colored_label(Color32::from_rgb(255, 160, 100), e);
-            ui.end_row();
-        }
-    });
-    if !f.notes.is_empty() {
-        egui::CollapsingHeader::new(format!("{} note(s)", f.notes.len())).id_salt(("notes", &f.label)).show(ui, |ui| {
-            for n in &f.notes {
-                ui.label(n);
+            if let Some(r) = &f.replay {
+                ui.label("Replayed trace");
+                ui.label(format!(
+                    "{} · {} loop(s) · {} pass(es) · replay {} vs capture {}",
+                    r.trace,
+                    r.loops,
+                    r.passes,
+                    model::format_ns(r.replay_ns as f64),
+                    model::format_ns(r.capture_ns as f64)
+                ));
+                ui.end_row();
+                if let Some(d) = &r.capture_device {
+                    device_rows(ui, "Capture device", d);
+                }
+            }
+            if let Some(e) = &f.error {
+                ui.label("Damage");
+                ui.colored_label(Color32::from_rgb(255, 160, 100), e);
+                ui.end_row();
             }
         });
+    if !f.notes.is_empty() {
+        egui::CollapsingHeader::new(format!("{} note(s)", f.notes.len()))
+            .id_salt(("notes", &f.label))
+            .show(ui, |ui| {
+                for n in &f.notes {
+                    ui.label(n);
+                }
+            });
     }
 }
 
 /// Writes the current table view; returns the status message.
-pub fn export_view(ds: &Dataset, view: &[u32], fmt: crate::export::ExportFormat, path: &Path) -> (String, bool) {
+pub fn export_view(
+    ds: &Dataset,
+    view: &[u32],
+    fmt: crate::export::ExportFormat,
+    path: &Path,
+) -> (String, bool) {
     let res = std::fs::File::create(path).and_then(|f| {
         let mut w = std::io::BufWriter::new(f);
         match fmt {
@@ -464,7 +636,10 @@ pub fn export_view(ds: &Dataset, view: &[u32], fmt: crate::export::ExportFormat,
         std::io::Write::flush(&mut w)
     });
     match res {
-        Ok(()) => (format!("Exported {} rows to {}", view.len(), path.display()), false),
+        Ok(()) => (
+            format!("Exported {} rows to {}", view.len(), path.display()),
+            false,
+        ),
         Err(e) => (format!("Export to {} failed: {e}", path.display()), true),
     }
 }

@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use egui::{pos2, vec2, Event, Modifiers, MouseWheelSource, MouseWheelUnit, RawInput, Rect, TouchPhase};
+use egui::{
+    pos2, vec2, Event, Modifiers, MouseWheelSource, MouseWheelUnit, RawInput, Rect, TouchPhase,
+};
 
 use crate::app::ViewerApp;
 use crate::WINDOW_SIZE;
@@ -25,7 +27,10 @@ impl FrameStats {
         FrameStats {
             frames: v.len(),
             mean: sum / n as u32,
-            p95: v.get((v.len() * 95 / 100).min(v.len().saturating_sub(1))).copied().unwrap_or_default(),
+            p95: v
+                .get((v.len() * 95 / 100).min(v.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or_default(),
             max: v.last().copied().unwrap_or_default(),
         }
     }
@@ -34,7 +39,14 @@ impl FrameStats {
 impl std::fmt::Display for FrameStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        write!(f, "{} frames, mean {:.2} ms, p95 {:.2} ms, max {:.2} ms", self.frames, ms(self.mean), ms(self.p95), ms(self.max))
+        write!(
+            f,
+            "{} frames, mean {:.2} ms, p95 {:.2} ms, max {:.2} ms",
+            self.frames,
+            ms(self.mean),
+            ms(self.p95),
+            ms(self.max)
+        )
     }
 }
 
@@ -48,11 +60,21 @@ pub struct BenchReport {
 }
 
 fn wheel(delta: egui::Vec2, modifiers: Modifiers) -> Event {
-    Event::MouseWheel { unit: MouseWheelUnit::Point, delta, phase: TouchPhase::Move, source: MouseWheelSource::Unknown, modifiers }
+    Event::MouseWheel {
+        unit: MouseWheelUnit::Point,
+        delta,
+        phase: TouchPhase::Move,
+        source: MouseWheelSource::Unknown,
+        modifiers,
+    }
 }
 
 /// Runs frames of `app` headless; `events(i)` gives frame i's input. Returns per-frame times.
-pub fn frames(app: &mut ViewerApp, n: usize, mut events: impl FnMut(usize) -> Vec<Event>) -> Vec<Duration> {
+pub fn frames(
+    app: &mut ViewerApp,
+    n: usize,
+    mut events: impl FnMut(usize) -> Vec<Event>,
+) -> Vec<Duration> {
     let ctx = egui::Context::default();
     let screen = Rect::from_min_size(pos2(0.0, 0.0), vec2(WINDOW_SIZE[0], WINDOW_SIZE[1]));
     let mut times = Vec::with_capacity(n);
@@ -87,7 +109,10 @@ pub fn run(path: &Path) -> anyhow::Result<BenchReport> {
     let tl_pos = pos2(WINDOW_SIZE[0] / 2.0, WINDOW_SIZE[1] - 140.0);
     let scroll = frames(&mut app, 300, |i| {
         let dy = if i < 150 { -2400.0 } else { 2400.0 };
-        vec![Event::PointerMoved(table_pos), wheel(vec2(0.0, dy), Modifiers::NONE)]
+        vec![
+            Event::PointerMoved(table_pos),
+            wheel(vec2(0.0, dy), Modifiers::NONE),
+        ]
     });
     let zoom = frames(&mut app, 300, |i| {
         let e = match i % 60 {
@@ -97,5 +122,11 @@ pub fn run(path: &Path) -> anyhow::Result<BenchReport> {
         };
         vec![Event::PointerMoved(tl_pos), e]
     });
-    Ok(BenchReport { rows, open, first_frame, scroll: FrameStats::from(scroll), zoom: FrameStats::from(zoom) })
+    Ok(BenchReport {
+        rows,
+        open,
+        first_frame,
+        scroll: FrameStats::from(scroll),
+        zoom: FrameStats::from(zoom),
+    })
 }

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use format::record::{
-    CounterValue, DeviceSummary, FileKind, Handle, Header, QueryResult, QueryValues, Record, ReplayInfo,
+    CounterValue, DeviceSummary, FileKind, Handle, Header, QueryResult, QueryValues, Record,
+    ReplayInfo,
 };
 
 use crate::model::{self, ResultLayout};
@@ -120,13 +121,17 @@ impl ValueColumn {
     pub fn slot(&self, pool: &Pool) -> Option<usize> {
         use model::*;
         match (self, pool.query_type) {
-            (ValueColumn::Stat(b), QUERY_TYPE_PIPELINE_STATISTICS) => statistic_slot(pool.pipeline_statistics, *b),
+            (ValueColumn::Stat(b), QUERY_TYPE_PIPELINE_STATISTICS) => {
+                statistic_slot(pool.pipeline_statistics, *b)
+            }
             (ValueColumn::XfbWritten, QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT) => Some(0),
             (ValueColumn::XfbNeeded, QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT) => Some(1),
             (ValueColumn::Perf(i), QUERY_TYPE_PERFORMANCE_QUERY_KHR) => Some(*i),
             (
                 ValueColumn::Single,
-                QUERY_TYPE_PIPELINE_STATISTICS | QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT | QUERY_TYPE_PERFORMANCE_QUERY_KHR,
+                QUERY_TYPE_PIPELINE_STATISTICS
+                | QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT
+                | QUERY_TYPE_PERFORMANCE_QUERY_KHR,
             ) => None,
             (ValueColumn::Single, _) => Some(0),
             _ => None,
@@ -171,7 +176,11 @@ pub struct Dataset {
 ///
 /// Timestamps are absolute clock values that never match between runs, so only their
 /// availability counts.
-pub fn compare(query_type: i32, captured: Option<&QueryValues>, replayed: Option<&Replayed>) -> Option<bool> {
+pub fn compare(
+    query_type: i32,
+    captured: Option<&QueryValues>,
+    replayed: Option<&Replayed>,
+) -> Option<bool> {
     let (c, r) = (captured?, replayed?);
     if c.available != r.values.available {
         return Some(true);
@@ -244,6 +253,9 @@ struct TracePass {
     by_seq: HashMap<(Handle, u32, u64), u32>,
 }
 
+/// A counter sample's identity: counter uuid, pass, frame, command buffer, render pass.
+type CounterKey = ([u8; 16], u32, u64, Handle, Option<u32>);
+
 /// Kind of the file currently being read.
 enum Current {
     None,
@@ -265,7 +277,7 @@ pub struct DatasetBuilder {
     result_rows: Vec<Row>,
     result_types: Vec<i32>,
     result_key: HashMap<(u64, Handle, u32, u32, u32), u32>,
-    counter_key: HashMap<([u8; 16], u32, u64, Handle, Option<u32>), usize>,
+    counter_key: HashMap<CounterKey, usize>,
     /// How many rows the current results file has produced (for the same-order fast path).
     file_row_cursor: usize,
 }
@@ -289,7 +301,9 @@ impl Default for DatasetBuilder {
 }
 
 fn file_label(path: &Path) -> String {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
 }
 
 /// Cap on queries touched by one reset, so a corrupt count cannot stall the viewer.
@@ -329,13 +343,18 @@ impl DatasetBuilder {
 
     /// Ends the current file; `error` is why reading stopped early, if it did.
     pub fn end_file(&mut self, error: Option<String>) {
-        let Some(mut s) = self.summary.take() else { return };
+        let Some(mut s) = self.summary.take() else {
+            return;
+        };
         s.error = error;
         match self.current {
             Current::Trace => {
                 if let Some(old) = self.ds.trace.replace(s) {
                     if let Some(t) = self.ds.trace.as_mut() {
-                        t.notes.push(format!("replaces trace {} opened before it", old.path.display()));
+                        t.notes.push(format!(
+                            "replaces trace {} opened before it",
+                            old.path.display()
+                        ));
                     }
                 }
             }
@@ -345,7 +364,13 @@ impl DatasetBuilder {
         self.current = Current::None;
     }
 
-    fn pool_for(&mut self, handle: Handle, query_type: i32, pipeline_statistics: u32, perf_counters: usize) -> u32 {
+    fn pool_for(
+        &mut self,
+        handle: Handle,
+        query_type: i32,
+        pipeline_statistics: u32,
+        perf_counters: usize,
+    ) -> u32 {
         if let Some(&i) = self.pool_index.get(&handle) {
             let p = &mut self.ds.pools[i as usize];
             // A trace's QueryPool record is authoritative; results only fill unknowns.
@@ -355,7 +380,13 @@ impl DatasetBuilder {
             return i;
         }
         let i = self.ds.pools.len() as u32;
-        self.ds.pools.push(Pool { handle, query_type, pipeline_statistics, perf_counters, name: None });
+        self.ds.pools.push(Pool {
+            handle,
+            query_type,
+            pipeline_statistics,
+            perf_counters,
+            name: None,
+        });
         self.pool_index.insert(handle, i);
         i
     }
@@ -375,7 +406,9 @@ impl DatasetBuilder {
     }
 
     pub fn record(&mut self, record: Record) {
-        let Some(s) = self.summary.as_mut() else { return };
+        let Some(s) = self.summary.as_mut() else {
+            return;
+        };
         s.records += 1;
         match record {
             Record::Device(d) => s.device = Some(d),
@@ -389,7 +422,12 @@ impl DatasetBuilder {
                 s.replay = Some(r);
             }
             Record::QueryPool(p) => {
-                let i = self.pool_for(p.pool, p.query_type, p.pipeline_statistics, p.perf_counters.len());
+                let i = self.pool_for(
+                    p.pool,
+                    p.query_type,
+                    p.pipeline_statistics,
+                    p.perf_counters.len(),
+                );
                 let pool = &mut self.ds.pools[i as usize];
                 pool.query_type = p.query_type;
                 pool.pipeline_statistics = p.pipeline_statistics;
@@ -418,11 +456,21 @@ impl DatasetBuilder {
             }
             Record::QueryResults(r) => {
                 let layout_of = (r.first, r.count, r.stride, r.flags);
-                self.trace_results(r.pool, layout_of, r.seq, r.result, r.host_ns, &r.data, r.device);
+                self.trace_results(
+                    r.pool, layout_of, r.seq, r.result, r.host_ns, &r.data, r.device,
+                );
             }
             Record::QueryCopy(c) => {
                 // Read back after the submit completed: VK_SUCCESS as far as the app can tell.
-                self.trace_results(c.pool, (c.first, c.count, c.stride, c.flags), c.seq, 0, c.host_ns, &c.data, 0);
+                self.trace_results(
+                    c.pool,
+                    (c.first, c.count, c.stride, c.flags),
+                    c.seq,
+                    0,
+                    c.host_ns,
+                    &c.data,
+                    0,
+                );
             }
             Record::QueryResult(q) => self.result_query(q),
             Record::CounterValue(c) => self.result_counter(c),
@@ -458,14 +506,20 @@ impl DatasetBuilder {
                 for q in first..first.saturating_add(count.min(MAX_RESET_SPAN)) {
                     let st = self.trace.states.entry((op.pool, q)).or_default();
                     st.generation += 1;
-                    st.times = Times { reset: t, ..Times::default() };
+                    st.times = Times {
+                        reset: t,
+                        ..Times::default()
+                    };
                 }
             }
             K::Begin { query, .. } => touch(self, query, &|st| {
                 if st.times.end != 0 {
                     // Begin without a reset in between: a new use as far as rows go.
                     st.generation += 1;
-                    st.times = Times { reset: st.times.reset, ..Times::default() };
+                    st.times = Times {
+                        reset: st.times.reset,
+                        ..Times::default()
+                    };
                 }
                 st.times.begin = t;
             }),
@@ -480,7 +534,9 @@ impl DatasetBuilder {
 
     fn trace_submit(&mut self, sub: format::record::Submit) {
         for cb in &sub.command_buffers {
-            let Some(c) = self.trace.cbs.get_mut(cb) else { continue };
+            let Some(c) = self.trace.cbs.get_mut(cb) else {
+                continue;
+            };
             c.submitted = true;
             for key in &c.queries {
                 if let Some(st) = self.trace.states.get_mut(key) {
@@ -506,7 +562,9 @@ impl DatasetBuilder {
         _device: Handle,
     ) {
         let Some(&pi) = self.pool_index.get(&pool) else {
-            self.note(format!("seq {seq}: results for unknown query pool {pool:#x}"));
+            self.note(format!(
+                "seq {seq}: results for unknown query pool {pool:#x}"
+            ));
             return;
         };
         let p = self.ds.pools[pi as usize].clone();
@@ -526,7 +584,10 @@ impl DatasetBuilder {
             }
         };
         let device = self.summary.as_ref().and_then(|s| s.device.clone());
-        let period = device.as_ref().map(|d| f64::from(d.timestamp_period_ns)).unwrap_or(1.0);
+        let period = device
+            .as_ref()
+            .map(|d| f64::from(d.timestamp_period_ns))
+            .unwrap_or(1.0);
         if let Some(s) = self.summary.as_mut() {
             s.queries += u64::from(count);
         }
@@ -535,7 +596,12 @@ impl DatasetBuilder {
             let st = self.trace.states.entry((pool, q)).or_default();
             // Without an availability word, VK_SUCCESS means every query was available.
             let available = d.available().unwrap_or(result == 0);
-            let mut values = QueryValues { values: d.values, available, result, host_ns };
+            let mut values = QueryValues {
+                values: d.values,
+                available,
+                result,
+                host_ns,
+            };
             let mut times = st.times;
             if times.available == 0 && available {
                 times.available = host_ns;
@@ -547,11 +613,17 @@ impl DatasetBuilder {
                     .and_then(|d| d.queue_families.get(st.queue_family as usize))
                     .map(|f| f.timestamp_valid_bits)
                     .unwrap_or(64);
-                if let Some(ticks) = values.values.first().and_then(|v| model::mask_timestamp(*v, bits)) {
+                if let Some(ticks) = values
+                    .values
+                    .first()
+                    .and_then(|v| model::mask_timestamp(*v, bits))
+                {
                     values.values[0] = ticks;
                     gpu_ns = Some(ticks as f64 * period);
                     if let Some((cal_host, cal_ticks)) = self.trace.calibration {
-                        let delta = (ticks as f64 - model::mask_timestamp(cal_ticks, bits).unwrap_or(0) as f64) * period;
+                        let delta = (ticks as f64
+                            - model::mask_timestamp(cal_ticks, bits).unwrap_or(0) as f64)
+                            * period;
                         times.gpu = (cal_host as f64 + delta).max(0.0) as u64;
                     }
                 }
@@ -602,12 +674,21 @@ impl DatasetBuilder {
         if let Some(s) = self.summary.as_mut() {
             s.queries += 1;
         }
-        let perf = q.captured.as_ref().or(q.replayed.as_ref()).map(|v| v.values.len()).unwrap_or(0);
+        let perf = q
+            .captured
+            .as_ref()
+            .or(q.replayed.as_ref())
+            .map(|v| v.values.len())
+            .unwrap_or(0);
         let pi = self.pool_for(
             q.pool,
             q.query_type,
             q.pipeline_statistics,
-            if q.query_type == model::QUERY_TYPE_PERFORMANCE_QUERY_KHR { perf } else { 0 },
+            if q.query_type == model::QUERY_TYPE_PERFORMANCE_QUERY_KHR {
+                perf
+            } else {
+                0
+            },
         );
         let key = (q.seq, q.pool, q.query, q.loop_index, q.pass);
         let replayed = q.replayed.map(|values| Replayed {
@@ -620,7 +701,13 @@ impl DatasetBuilder {
         let cursor = self.file_row_cursor;
         self.file_row_cursor += 1;
         let same_pos = self.result_rows.get(cursor).filter(|r| {
-            (r.seq, self.ds.pools[r.pool as usize].handle, r.query, r.loop_index, r.pass) == key
+            (
+                r.seq,
+                self.ds.pools[r.pool as usize].handle,
+                r.query,
+                r.loop_index,
+                r.pass,
+            ) == key
         });
         let existing = if same_pos.is_some() {
             Some(cursor as u32)
@@ -629,7 +716,8 @@ impl DatasetBuilder {
                 // First miss: index every row so far.
                 for (i, r) in self.result_rows.iter().enumerate() {
                     let h = self.ds.pools[r.pool as usize].handle;
-                    self.result_key.insert((r.seq, h, r.query, r.loop_index, r.pass), i as u32);
+                    self.result_key
+                        .insert((r.seq, h, r.query, r.loop_index, r.pass), i as u32);
                 }
             }
             self.result_key.get(&key).copied()
@@ -660,7 +748,10 @@ impl DatasetBuilder {
                     flags: q.flags,
                     captured: q.captured,
                     captured_gpu_ns: q.captured_gpu_ns,
-                    times: Times { available: host, ..Times::default() },
+                    times: Times {
+                        available: host,
+                        ..Times::default()
+                    },
                 });
                 self.result_types.push(q.query_type);
                 if !self.result_key.is_empty() {
@@ -681,7 +772,13 @@ impl DatasetBuilder {
             self.note("CounterValue record in a trace file (ignored)".to_owned());
             return;
         };
-        let key = (c.counter.uuid, c.pass, c.frame, c.command_buffer, c.render_pass);
+        let key = (
+            c.counter.uuid,
+            c.pass,
+            c.frame,
+            c.command_buffer,
+            c.render_pass,
+        );
         let n_files = self.ds.replayed.len();
         let idx = *self.counter_key.entry(key).or_insert_with(|| {
             self.ds.counters.push(CounterRow {
@@ -752,7 +849,9 @@ impl DatasetBuilder {
             .map(|i| {
                 let row = &ds.rows[i];
                 let ty = ds.pools[row.pool as usize].query_type;
-                ds.replayed.iter().any(|f| compare(ty, row.captured.as_ref(), f[i].as_ref()) == Some(true))
+                ds.replayed
+                    .iter()
+                    .any(|f| compare(ty, row.captured.as_ref(), f[i].as_ref()) == Some(true))
             })
             .collect();
         // Columns: one per value kind actually present, statistics in bit order.
@@ -770,7 +869,11 @@ impl DatasetBuilder {
         if single {
             cols.push(ValueColumn::Single);
         }
-        cols.extend((0..32).filter(|b| stats & (1 << b) != 0).map(ValueColumn::Stat));
+        cols.extend(
+            (0..32)
+                .filter(|b| stats & (1 << b) != 0)
+                .map(ValueColumn::Stat),
+        );
         if xfb {
             cols.extend([ValueColumn::XfbWritten, ValueColumn::XfbNeeded]);
         }

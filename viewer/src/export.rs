@@ -22,7 +22,9 @@ impl std::str::FromStr for ExportFormat {
             "csv" => Ok(ExportFormat::Csv),
             "json" => Ok(ExportFormat::Json),
             "perfetto" | "chrome" => Ok(ExportFormat::Perfetto),
-            other => Err(format!("unknown export format '{other}' (expected csv, json or perfetto)")),
+            other => Err(format!(
+                "unknown export format '{other}' (expected csv, json or perfetto)"
+            )),
         }
     }
 }
@@ -38,10 +40,16 @@ fn csv_field(s: &str) -> String {
 /// Writes `rows` (indices into `ds.rows`, in order) as CSV with the table's columns.
 pub fn write_csv(ds: &Dataset, rows: &[u32], out: &mut dyn Write) -> io::Result<()> {
     let cols = table::columns(ds);
-    let header: Vec<String> = cols.iter().map(|c| csv_field(&table::title(ds, *c))).collect();
+    let header: Vec<String> = cols
+        .iter()
+        .map(|c| csv_field(&table::title(ds, *c)))
+        .collect();
     writeln!(out, "{}", header.join(","))?;
     for &i in rows {
-        let line: Vec<String> = cols.iter().map(|c| csv_field(&table::cell_text(ds, i as usize, *c))).collect();
+        let line: Vec<String> = cols
+            .iter()
+            .map(|c| csv_field(&table::cell_text(ds, i as usize, *c)))
+            .collect();
         writeln!(out, "{}", line.join(","))?;
     }
     Ok(())
@@ -93,7 +101,11 @@ pub fn write_json(ds: &Dataset, rows: &[u32], out: &mut dyn Write) -> io::Result
         .map(|f| json!({"path": f.path.display().to_string(), "kind": format!("{:?}", f.header.kind)}))
         .collect();
     // Stream the rows: a million rows as one serde Value would double the memory.
-    write!(out, "{{\"files\":{},\"rows\":[", serde_json::to_string(&files)?)?;
+    write!(
+        out,
+        "{{\"files\":{},\"rows\":[",
+        serde_json::to_string(&files)?
+    )?;
     for (k, &i) in rows.iter().enumerate() {
         if k > 0 {
             out.write_all(b",\n")?;
@@ -122,23 +134,42 @@ pub fn write_perfetto(ds: &Dataset, out: &mut dyn Write) -> io::Result<()> {
         .chain(ds.results.iter().map(|f| format!("replay {}", f.label)))
         .collect();
     for (pid, name) in sources.iter().enumerate() {
-        emit(out, json!({"ph": "M", "name": "process_name", "pid": pid + 1, "args": {"name": name}}))?;
+        emit(
+            out,
+            json!({"ph": "M", "name": "process_name", "pid": pid + 1, "args": {"name": name}}),
+        )?;
         for (t, pool) in ds.pools.iter().enumerate() {
-            emit(out, json!({"ph": "M", "name": "thread_name", "pid": pid + 1, "tid": t + 1, "args": {"name": pool.label()}}))?;
+            emit(
+                out,
+                json!({"ph": "M", "name": "thread_name", "pid": pid + 1, "tid": t + 1, "args": {"name": pool.label()}}),
+            )?;
         }
     }
     let us = |ns: u64, origin: u64| ns.saturating_sub(origin) as f64 / 1000.0;
     for (i, r) in ds.rows.iter().enumerate() {
         let pool = ds.pool_of(r);
-        let name = format!("{} #{}", crate::model::query_type_name(pool.query_type), r.query);
-        let mut spans = vec![(1usize, captured_extent(r), r.captured.as_ref().map(|c| c.values.clone()))];
+        let name = format!(
+            "{} #{}",
+            crate::model::query_type_name(pool.query_type),
+            r.query
+        );
+        let mut spans = vec![(
+            1usize,
+            captured_extent(r),
+            r.captured.as_ref().map(|c| c.values.clone()),
+        )];
         for f in 0..ds.results.len() {
-            spans.push((f + 2, replayed_extent(ds, f, i), ds.replayed[f][i].as_ref().map(|v| v.values.values.clone())));
+            spans.push((
+                f + 2,
+                replayed_extent(ds, f, i),
+                ds.replayed[f][i].as_ref().map(|v| v.values.values.clone()),
+            ));
         }
         for (pid, ext, values) in spans {
             let Some((s, e)) = ext else { continue };
             let o = lanes.origins[pid - 1];
-            let common = json!({"cat": "query", "name": name, "id": i, "pid": pid, "tid": r.pool + 1});
+            let common =
+                json!({"cat": "query", "name": name, "id": i, "pid": pid, "tid": r.pool + 1});
             let mut b = common.clone();
             b["ph"] = "b".into();
             b["ts"] = us(s, o).into();
@@ -194,6 +225,9 @@ mod tests {
         let begins = ev.iter().filter(|e| e["ph"] == "b").count();
         let ends = ev.iter().filter(|e| e["ph"] == "e").count();
         assert_eq!((begins, ends), (120, 120));
-        assert!(ev.iter().filter(|e| e["ph"] == "b").all(|e| e["ts"].as_f64().unwrap() >= 0.0));
+        assert!(ev
+            .iter()
+            .filter(|e| e["ph"] == "b")
+            .all(|e| e["ts"].as_f64().unwrap() >= 0.0));
     }
 }

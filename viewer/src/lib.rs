@@ -37,7 +37,10 @@ pub struct ViewArgs {
 pub const WINDOW_SIZE: [f32; 2] = [1440.0, 900.0];
 
 fn make_app(args: &ViewArgs) -> ViewerApp {
-    let mut app = ViewerApp::new(Box::new(load::load_paths), app::RecentFiles::load(app::RecentFiles::default_store()));
+    let mut app = ViewerApp::new(
+        Box::new(load::load_paths),
+        app::RecentFiles::load(app::RecentFiles::default_store()),
+    );
     if !args.files.is_empty() {
         app.open(args.files.clone());
     }
@@ -65,8 +68,12 @@ pub fn run(args: ViewArgs) -> anyhow::Result<()> {
         return screenshot(args, &out);
     }
     let app = make_app(&args);
-    eframe::run_native("quarry view", native_options(), Box::new(move |_cc| Ok(Box::new(app))))
-        .map_err(|e| anyhow::anyhow!("could not open the viewer window: {e} (is DISPLAY set?)"))
+    eframe::run_native(
+        "quarry view",
+        native_options(),
+        Box::new(move |_cc| Ok(Box::new(app))),
+    )
+    .map_err(|e| anyhow::anyhow!("could not open the viewer window: {e} (is DISPLAY set?)"))
 }
 
 /// Frames to run before taking the screenshot: lets layout, fonts and plot bounds settle.
@@ -105,8 +112,9 @@ impl eframe::App for ScreenshotApp {
             *self.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
             ctx.send_viewport_cmd(egui::ViewportCommand::Close);
         } else if self.frames > MAX_FRAMES {
-            *self.result.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(Err(anyhow::anyhow!("no screenshot after {MAX_FRAMES} frames")));
+            *self.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(anyhow::anyhow!(
+                "no screenshot after {MAX_FRAMES} frames"
+            )));
             ctx.send_viewport_cmd(egui::ViewportCommand::Close);
         }
         ctx.request_repaint();
@@ -135,8 +143,13 @@ fn screenshot(args: ViewArgs, out: &Path) -> anyhow::Result<()> {
     // Fixed size so screenshots are reproducible.
     opts.viewport = opts.viewport.with_resizable(false);
     opts.persist_window = false;
-    eframe::run_native("quarry view", opts, Box::new(move |_cc| Ok(Box::new(app))))
-        .map_err(|e| anyhow::anyhow!("could not open a window for the screenshot: {e} (is DISPLAY set? try Xvfb)"))?;
+    eframe::run_native("quarry view", opts, Box::new(move |_cc| Ok(Box::new(app)))).map_err(
+        |e| {
+            anyhow::anyhow!(
+                "could not open a window for the screenshot: {e} (is DISPLAY set? try Xvfb)"
+            )
+        },
+    )?;
     let r = result.lock().unwrap_or_else(|e| e.into_inner()).take();
     match r {
         Some(r) => r,
@@ -146,7 +159,8 @@ fn screenshot(args: ViewArgs, out: &Path) -> anyhow::Result<()> {
 
 /// Writes an egui image as an 8-bit RGBA PNG.
 pub fn write_png(path: &Path, img: &egui::ColorImage) -> anyhow::Result<()> {
-    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let [w, h] = img.size;
     let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w as u32, h as u32);
     enc.set_color(png::ColorType::Rgba);

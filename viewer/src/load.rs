@@ -48,9 +48,18 @@ fn stream(b: &mut DatasetBuilder, r: &TraceReader) {
         }
     }
     if r.lost_bytes() > 0 {
-        b.note_current(format!("{} bytes at the end of the file could not be read (unfinished write?)", r.lost_bytes()));
+        b.note_current(format!(
+            "{} bytes at the end of the file could not be read (unfinished write?)",
+            r.lost_bytes()
+        ));
     }
-    let error = first_error.map(|e| if errors > 1 { format!("{errors} damaged blocks; first: {e}") } else { e });
+    let error = first_error.map(|e| {
+        if errors > 1 {
+            format!("{errors} damaged blocks; first: {e}")
+        } else {
+            e
+        }
+    });
     b.end_file(error);
 }
 

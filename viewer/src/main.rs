@@ -24,7 +24,8 @@ fn main() -> ExitCode {
 }
 
 fn value(args: &mut impl Iterator<Item = String>, flag: &str) -> anyhow::Result<String> {
-    args.next().with_context(|| format!("{flag} needs a value\n{USAGE}"))
+    args.next()
+        .with_context(|| format!("{flag} needs a value\n{USAGE}"))
 }
 
 fn real_main() -> anyhow::Result<()> {
@@ -39,20 +40,28 @@ fn real_main() -> anyhow::Result<()> {
             "--screenshot" => view.screenshot = Some(value(&mut args, &a)?.into()),
             "--tab" => {
                 let t = value(&mut args, &a)?;
-                view.tab = Some(Tab::parse(&t).with_context(|| format!("unknown tab '{t}'\n{USAGE}"))?);
+                view.tab =
+                    Some(Tab::parse(&t).with_context(|| format!("unknown tab '{t}'\n{USAGE}"))?);
             }
             "--bench" => {
                 let file = PathBuf::from(value(&mut args, &a)?);
                 let r = viewer::bench::run(&file)?;
                 println!("file: {} ({} queries)", file.display(), r.rows);
-                println!("open (read + decode + build rows): {:.1} ms", r.open.as_secs_f64() * 1e3);
-                println!("first frame (builds timeline lanes): {:.1} ms", r.first_frame.as_secs_f64() * 1e3);
+                println!(
+                    "open (read + decode + build rows): {:.1} ms",
+                    r.open.as_secs_f64() * 1e3
+                );
+                println!(
+                    "first frame (builds timeline lanes): {:.1} ms",
+                    r.first_frame.as_secs_f64() * 1e3
+                );
                 println!("table scrolling:   {}", r.scroll);
                 println!("timeline zoom/pan: {}", r.zoom);
                 return Ok(());
             }
             "--export" => {
-                let fmt: viewer::ExportFormat = value(&mut args, &a)?.parse().map_err(anyhow::Error::msg)?;
+                let fmt: viewer::ExportFormat =
+                    value(&mut args, &a)?.parse().map_err(anyhow::Error::msg)?;
                 let out = PathBuf::from(value(&mut args, &a)?);
                 let files: Vec<PathBuf> = args.map(PathBuf::from).collect();
                 return viewer::export(&files, fmt, &out);
@@ -66,15 +75,32 @@ fn real_main() -> anyhow::Result<()> {
 }
 
 fn synth(mut args: impl Iterator<Item = String>) -> anyhow::Result<()> {
-    let n: usize = value(&mut args, "--synth")?.parse().context("N must be a number")?;
+    let n: usize = value(&mut args, "--synth")?
+        .parse()
+        .context("N must be a number")?;
     let out = PathBuf::from(value(&mut args, "--synth")?);
-    let (mut trace, mut seed, mut device, mut every) = (None, 1u64, "llvmpipe (replay)".to_owned(), 997u64);
+    let (mut trace, mut seed, mut device, mut every) =
+        (None, 1u64, "llvmpipe (replay)".to_owned(), 997u64);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--trace" => trace = Some(value(&mut args, &a)?.parse::<u64>().context("FRAMES must be a number")?),
-            "--seed" => seed = value(&mut args, &a)?.parse().context("seed must be a number")?,
+            "--trace" => {
+                trace = Some(
+                    value(&mut args, &a)?
+                        .parse::<u64>()
+                        .context("FRAMES must be a number")?,
+                )
+            }
+            "--seed" => {
+                seed = value(&mut args, &a)?
+                    .parse()
+                    .context("seed must be a number")?
+            }
             "--device" => device = value(&mut args, &a)?,
-            "--mismatch-every" => every = value(&mut args, &a)?.parse().context("K must be a number")?,
+            "--mismatch-every" => {
+                every = value(&mut args, &a)?
+                    .parse()
+                    .context("K must be a number")?
+            }
             other => bail!("unknown option '{other}'\n{USAGE}"),
         }
     }
@@ -82,7 +108,8 @@ fn synth(mut args: impl Iterator<Item = String>) -> anyhow::Result<()> {
         Some(frames) => viewer::synth::trace(frames),
         None => viewer::synth::results(n, seed, &device, every),
     };
-    let w = format::TraceWriter::create(&out, header).with_context(|| format!("creating {}", out.display()))?;
+    let w = format::TraceWriter::create(&out, header)
+        .with_context(|| format!("creating {}", out.display()))?;
     for r in &records {
         w.write(r)?;
     }

@@ -121,16 +121,25 @@ pub fn values_per_query(query_type: i32, pipeline_statistics: u32, perf_counters
 }
 
 /// Labels of the value slots of one query, in the order the driver writes them.
-pub fn value_labels(query_type: i32, pipeline_statistics: u32, perf_counters: usize) -> Vec<String> {
+pub fn value_labels(
+    query_type: i32,
+    pipeline_statistics: u32,
+    perf_counters: usize,
+) -> Vec<String> {
     match query_type {
         QUERY_TYPE_PIPELINE_STATISTICS => (0..32)
             .filter(|b| pipeline_statistics & (1 << b) != 0)
             .map(pipeline_statistic_name)
             .collect(),
         QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT => {
-            vec!["Primitives written".to_owned(), "Primitives needed".to_owned()]
+            vec![
+                "Primitives written".to_owned(),
+                "Primitives needed".to_owned(),
+            ]
         }
-        QUERY_TYPE_PERFORMANCE_QUERY_KHR => (0..perf_counters).map(|i| format!("Counter {i}")).collect(),
+        QUERY_TYPE_PERFORMANCE_QUERY_KHR => {
+            (0..perf_counters).map(|i| format!("Counter {i}")).collect()
+        }
         QUERY_TYPE_TIMESTAMP => vec!["Ticks".to_owned()],
         QUERY_TYPE_OCCLUSION => vec!["Samples".to_owned()],
         _ => vec!["Value".to_owned()],
@@ -178,7 +187,11 @@ pub enum DecodeError {
     /// The buffer ends inside query `query` (relative to `first`).
     Truncated { query: u32, needed: u64, len: usize },
     /// A stride smaller than one query's results, or not a multiple of the element size.
-    BadStride { stride: u64, element: u64, per_query: u64 },
+    BadStride {
+        stride: u64,
+        element: u64,
+        per_query: u64,
+    },
 }
 
 impl fmt::Display for DecodeError {
@@ -203,23 +216,41 @@ impl std::error::Error for DecodeError {}
 /// Element width is 8 bytes with `VK_QUERY_RESULT_64_BIT` and for performance queries (their
 /// `VkPerformanceCounterResultKHR` is always 8 bytes), else 4. An availability/status word
 /// follows the values when `WITH_AVAILABILITY` or `WITH_STATUS_KHR` is set.
-pub fn decode_query_results(layout: &ResultLayout, data: &[u8]) -> Result<Vec<DecodedQuery>, DecodeError> {
+pub fn decode_query_results(
+    layout: &ResultLayout,
+    data: &[u8],
+) -> Result<Vec<DecodedQuery>, DecodeError> {
     let perf = layout.query_type == QUERY_TYPE_PERFORMANCE_QUERY_KHR;
-    let element: u64 = if perf || layout.flags & RESULT_64_BIT != 0 { 8 } else { 4 };
-    let n_values = values_per_query(layout.query_type, layout.pipeline_statistics, layout.perf_counters);
-    let has_avail = !perf && layout.flags & (RESULT_WITH_AVAILABILITY | RESULT_WITH_STATUS_KHR) != 0;
+    let element: u64 = if perf || layout.flags & RESULT_64_BIT != 0 {
+        8
+    } else {
+        4
+    };
+    let n_values = values_per_query(
+        layout.query_type,
+        layout.pipeline_statistics,
+        layout.perf_counters,
+    );
+    let has_avail =
+        !perf && layout.flags & (RESULT_WITH_AVAILABILITY | RESULT_WITH_STATUS_KHR) != 0;
     let words = n_values as u64 + u64::from(has_avail);
     let per_query = words * element;
     // A single query may come with any stride (the app passes the buffer size); more need room.
-    if layout.count > 1 && (layout.stride < per_query || layout.stride % element != 0) {
-        return Err(DecodeError::BadStride { stride: layout.stride, element, per_query });
+    if layout.count > 1 && (layout.stride < per_query || !layout.stride.is_multiple_of(element)) {
+        return Err(DecodeError::BadStride {
+            stride: layout.stride,
+            element,
+            per_query,
+        });
     }
     let read = |off: u64| -> u64 {
         let o = off as usize;
         if element == 8 {
             u64::from_le_bytes(data[o..o + 8].try_into().expect("8-byte slice"))
         } else {
-            u64::from(u32::from_le_bytes(data[o..o + 4].try_into().expect("4-byte slice")))
+            u64::from(u32::from_le_bytes(
+                data[o..o + 4].try_into().expect("4-byte slice"),
+            ))
         }
     };
     let mut out = Vec::with_capacity(layout.count as usize);
@@ -227,11 +258,20 @@ pub fn decode_query_results(layout: &ResultLayout, data: &[u8]) -> Result<Vec<De
         let base = u64::from(q) * layout.stride;
         let end = base + per_query;
         if end > data.len() as u64 {
-            return Err(DecodeError::Truncated { query: q, needed: end, len: data.len() });
+            return Err(DecodeError::Truncated {
+                query: q,
+                needed: end,
+                len: data.len(),
+            });
         }
-        let values = (0..n_values as u64).map(|i| read(base + i * element)).collect();
+        let values = (0..n_values as u64)
+            .map(|i| read(base + i * element))
+            .collect();
         let availability = has_avail.then(|| read(base + n_values as u64 * element));
-        out.push(DecodedQuery { values, availability });
+        out.push(DecodedQuery {
+            values,
+            availability,
+        });
     }
     Ok(out)
 }
@@ -289,7 +329,14 @@ mod tests {
     use super::*;
 
     fn layout(query_type: i32, stats: u32, flags: u32, count: u32, stride: u64) -> ResultLayout {
-        ResultLayout { query_type, pipeline_statistics: stats, perf_counters: 0, flags, count, stride }
+        ResultLayout {
+            query_type,
+            pipeline_statistics: stats,
+            perf_counters: 0,
+            flags,
+            count,
+            stride,
+        }
     }
 
     fn bytes32(words: &[u32]) -> Vec<u8> {
@@ -303,7 +350,10 @@ mod tests {
     #[test]
     fn occlusion_32bit_no_availability() {
         let d = decode_query_results(&layout(0, 0, 0, 3, 4), &bytes32(&[7, 8, 9])).unwrap();
-        assert_eq!(d.iter().map(|q| q.values[0]).collect::<Vec<_>>(), vec![7, 8, 9]);
+        assert_eq!(
+            d.iter().map(|q| q.values[0]).collect::<Vec<_>>(),
+            vec![7, 8, 9]
+        );
         assert!(d.iter().all(|q| q.availability.is_none()));
     }
 
@@ -311,7 +361,11 @@ mod tests {
     fn timestamp_64bit_with_availability_and_padding_stride() {
         // Stride 24: value, availability, 8 bytes of padding the decoder must skip.
         let data = bytes64(&[1 << 40, 1, 0xdead, 5, 0, 0xbeef]);
-        let d = decode_query_results(&layout(2, 0, RESULT_64_BIT | RESULT_WITH_AVAILABILITY, 2, 24), &data).unwrap();
+        let d = decode_query_results(
+            &layout(2, 0, RESULT_64_BIT | RESULT_WITH_AVAILABILITY, 2, 24),
+            &data,
+        )
+        .unwrap();
         assert_eq!(d[0].values, vec![1 << 40]);
         assert_eq!(d[0].available(), Some(true));
         assert_eq!(d[1].values, vec![5]);
@@ -323,11 +377,15 @@ mod tests {
         // Bits 0, 2 and 7: IA vertices, VS invocations, FS invocations; 32-bit + availability.
         let stats = 0b1000_0101;
         let data = bytes32(&[10, 20, 30, 1, 11, 21, 31, 0]);
-        let d = decode_query_results(&layout(1, stats, RESULT_WITH_AVAILABILITY, 2, 16), &data).unwrap();
+        let d = decode_query_results(&layout(1, stats, RESULT_WITH_AVAILABILITY, 2, 16), &data)
+            .unwrap();
         assert_eq!(d[0].values, vec![10, 20, 30]);
         assert_eq!(d[1].values, vec![11, 21, 31]);
         assert_eq!(d[1].available(), Some(false));
-        assert_eq!(value_labels(1, stats, 0), vec!["IA vertices", "VS invocations", "FS invocations"]);
+        assert_eq!(
+            value_labels(1, stats, 0),
+            vec!["IA vertices", "VS invocations", "FS invocations"]
+        );
         assert_eq!(statistic_slot(stats, 7), Some(2));
         assert_eq!(statistic_slot(stats, 1), None);
     }
@@ -335,7 +393,13 @@ mod tests {
     #[test]
     fn transform_feedback_has_two_values() {
         let d = decode_query_results(
-            &layout(QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT, 0, RESULT_64_BIT, 1, 16),
+            &layout(
+                QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT,
+                0,
+                RESULT_64_BIT,
+                1,
+                16,
+            ),
             &bytes64(&[3, 4]),
         )
         .unwrap();
@@ -344,7 +408,10 @@ mod tests {
 
     #[test]
     fn performance_query_elements_are_8_bytes_without_64_bit_flag() {
-        let l = ResultLayout { perf_counters: 2, ..layout(QUERY_TYPE_PERFORMANCE_QUERY_KHR, 0, 0, 1, 16) };
+        let l = ResultLayout {
+            perf_counters: 2,
+            ..layout(QUERY_TYPE_PERFORMANCE_QUERY_KHR, 0, 0, 1, 16)
+        };
         let d = decode_query_results(&l, &bytes64(&[u64::MAX, 42])).unwrap();
         assert_eq!(d[0].values, vec![u64::MAX, 42]);
         assert_eq!(d[0].availability, None);
@@ -353,10 +420,23 @@ mod tests {
     #[test]
     fn truncated_and_bad_stride_are_errors() {
         let err = decode_query_results(&layout(0, 0, RESULT_64_BIT, 2, 8), &[0u8; 12]).unwrap_err();
-        assert_eq!(err, DecodeError::Truncated { query: 1, needed: 16, len: 12 });
-        let err = decode_query_results(&layout(0, 0, RESULT_64_BIT | RESULT_WITH_AVAILABILITY, 2, 8), &[0u8; 32])
-            .unwrap_err();
-        assert!(matches!(err, DecodeError::BadStride { per_query: 16, .. }), "{err}");
+        assert_eq!(
+            err,
+            DecodeError::Truncated {
+                query: 1,
+                needed: 16,
+                len: 12
+            }
+        );
+        let err = decode_query_results(
+            &layout(0, 0, RESULT_64_BIT | RESULT_WITH_AVAILABILITY, 2, 8),
+            &[0u8; 32],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, DecodeError::BadStride { per_query: 16, .. }),
+            "{err}"
+        );
         // One query with stride 0 is what apps pass for a single result.
         assert!(decode_query_results(&layout(0, 0, 0, 1, 0), &[1, 0, 0, 0]).is_ok());
     }
@@ -374,7 +454,10 @@ mod tests {
     fn names() {
         assert_eq!(query_type_name(2), "Timestamp");
         assert_eq!(query_type_name(77), "VkQueryType(77)");
-        assert_eq!(result_flags_string(RESULT_64_BIT | RESULT_WITH_AVAILABILITY), "64|AVAIL");
+        assert_eq!(
+            result_flags_string(RESULT_64_BIT | RESULT_WITH_AVAILABILITY),
+            "64|AVAIL"
+        );
         assert_eq!(result_flags_string(0), "0");
         assert_eq!(format_ns(1_500_000.0), "1.500 ms");
     }

@@ -27,10 +27,16 @@ impl TimestampPairs {
         let mut groups: BTreeMap<(u64, u32), Vec<(u32, usize)>> = BTreeMap::new();
         for (i, r) in ds.rows.iter().enumerate() {
             if ds.pools[r.pool as usize].query_type == model::QUERY_TYPE_TIMESTAMP {
-                groups.entry((r.frame, r.pool)).or_default().push((r.query, i));
+                groups
+                    .entry((r.frame, r.pool))
+                    .or_default()
+                    .push((r.query, i));
             }
         }
-        let mut out = TimestampPairs { durations: vec![Vec::new(); n_src], ..Default::default() };
+        let mut out = TimestampPairs {
+            durations: vec![Vec::new(); n_src],
+            ..Default::default()
+        };
         for ((frame, pool), mut qs) in groups {
             qs.sort_unstable();
             qs.dedup_by_key(|q| q.0);
@@ -70,7 +76,9 @@ impl TimestampPairs {
 }
 
 pub fn source_names(ds: &Dataset) -> Vec<String> {
-    std::iter::once("capture".to_owned()).chain(ds.results.iter().map(|f| format!("replay {}", f.label))).collect()
+    std::iter::once("capture".to_owned())
+        .chain(ds.results.iter().map(|f| format!("replay {}", f.label)))
+        .collect()
 }
 
 pub const PALETTE: [Color32; 6] = [
@@ -95,12 +103,20 @@ pub fn timestamps_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut TimestampsState) 
         return;
     }
     let names = source_names(ds);
-    let (lo, hi) = (*pairs.frames.first().unwrap_or(&0), *pairs.frames.last().unwrap_or(&0));
+    let (lo, hi) = (
+        *pairs.frames.first().unwrap_or(&0),
+        *pairs.frames.last().unwrap_or(&0),
+    );
     st.frame = st.frame.clamp(lo, hi);
     ui.horizontal(|ui| {
         let l = ui.label("Frame");
-        ui.add(egui::Slider::new(&mut st.frame, lo..=hi)).labelled_by(l.id);
-        ui.weak(format!("{} pairs in {} frames", pairs.pairs.len(), pairs.frames.len()));
+        ui.add(egui::Slider::new(&mut st.frame, lo..=hi))
+            .labelled_by(l.id);
+        ui.weak(format!(
+            "{} pairs in {} frames",
+            pairs.pairs.len(),
+            pairs.frames.len()
+        ));
     });
     let avail = ui.available_height();
     ui.label(RichText::new(format!("GPU time per timestamp pair, frame {}", st.frame)).strong());
@@ -123,7 +139,12 @@ pub fn timestamps_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut TimestampsState) 
                         d.map(|d| {
                             Bar::new(k as f64 + (s as f64 - (n_src - 1.0) / 2.0) * width, d / 1e6)
                                 .width(width * 0.95)
-                                .name(format!("{} #{}-{}", ds.pools[p.1 as usize].label(), p.2, p.2 + 1))
+                                .name(format!(
+                                    "{} #{}-{}",
+                                    ds.pools[p.1 as usize].label(),
+                                    p.2,
+                                    p.2 + 1
+                                ))
                         })
                     })
                     .collect();
@@ -132,12 +153,22 @@ pub fn timestamps_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut TimestampsState) 
         });
     ui.add_space(6.0);
     ui.label(RichText::new("Paired GPU time per frame").strong());
-    Plot::new("ts_frames").legend(Legend::default()).y_axis_label("ms").x_axis_label("frame").show(ui, |plot| {
-        for (s, name) in names.iter().enumerate() {
-            let pts: Vec<[f64; 2]> = pairs.per_frame(s).into_iter().map(|(f, ns)| [f as f64, ns / 1e6]).collect();
-            plot.line(Line::new(name.clone(), PlotPoints::new(pts)).color(PALETTE[s % PALETTE.len()]));
-        }
-    });
+    Plot::new("ts_frames")
+        .legend(Legend::default())
+        .y_axis_label("ms")
+        .x_axis_label("frame")
+        .show(ui, |plot| {
+            for (s, name) in names.iter().enumerate() {
+                let pts: Vec<[f64; 2]> = pairs
+                    .per_frame(s)
+                    .into_iter()
+                    .map(|(f, ns)| [f as f64, ns / 1e6])
+                    .collect();
+                plot.line(
+                    Line::new(name.clone(), PlotPoints::new(pts)).color(PALETTE[s % PALETTE.len()]),
+                );
+            }
+        });
 }
 
 /// `VkPerformanceCounterUnitKHR` names.
@@ -171,7 +202,10 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
     let mut names: Vec<&str> = ds.counters.iter().map(|c| c.name.as_str()).collect();
     names.sort_unstable();
     names.dedup();
-    let sel = st.selected.get_or_insert_with(|| names[0].to_owned()).clone();
+    let sel = st
+        .selected
+        .get_or_insert_with(|| names[0].to_owned())
+        .clone();
     ui.horizontal(|ui| {
         let l = ui.label("Counter");
         egui::ComboBox::from_id_salt("counter_pick")
@@ -195,7 +229,12 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
         .height(avail * 0.45)
         .legend(Legend::default())
         .x_axis_label("frame")
-        .y_axis_label(counter_unit(ds.counters.iter().find(|c| c.name == sel).map_or(0, |c| c.unit)))
+        .y_axis_label(counter_unit(
+            ds.counters
+                .iter()
+                .find(|c| c.name == sel)
+                .map_or(0, |c| c.unit),
+        ))
         .show(ui, |plot| {
             let rows: Vec<_> = ds.counters.iter().filter(|c| c.name == sel).collect();
             for (s, name) in sources.iter().enumerate() {
@@ -207,7 +246,9 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
                     })
                     .collect();
                 pts.sort_by(|a, b| a[0].total_cmp(&b[0]));
-                plot.line(Line::new(name.clone(), PlotPoints::new(pts)).color(PALETTE[s % PALETTE.len()]));
+                plot.line(
+                    Line::new(name.clone(), PlotPoints::new(pts)).color(PALETTE[s % PALETTE.len()]),
+                );
             }
         });
     ui.add_space(4.0);
@@ -220,17 +261,27 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
         .columns(Column::initial(60.0).resizable(true), 5)
         .column(Column::initial(100.0).resizable(true));
     for _ in 0..n_files {
-        tb = tb.column(Column::initial(110.0).resizable(true)).column(Column::initial(70.0).resizable(true));
+        tb = tb
+            .column(Column::initial(110.0).resizable(true))
+            .column(Column::initial(70.0).resizable(true));
     }
     tb.header(22.0, |mut h| {
-        for t in ["Counter", "Unit", "Pass", "Frame", "Cmd buffer", "Render pass", "Captured"] {
+        for t in [
+            "Counter",
+            "Unit",
+            "Pass",
+            "Frame",
+            "Cmd buffer",
+            "Render pass",
+            "Captured",
+        ] {
             h.col(|ui| {
                 ui.strong(t);
             });
         }
         for f in &ds.results {
             h.col(|ui| {
-                ui.strong(format!("{}", f.label));
+                ui.strong(&f.label);
             });
             h.col(|ui| {
                 ui.strong("Δ %");
@@ -269,7 +320,11 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
                     if let (Some(v), Some(cap)) = (v, c.captured) {
                         if cap != 0.0 {
                             let pct = (v - cap) / cap * 100.0;
-                            let col = if pct.abs() > 5.0 { Color32::from_rgb(255, 150, 150) } else { ui.visuals().text_color() };
+                            let col = if pct.abs() > 5.0 {
+                                Color32::from_rgb(255, 150, 150)
+                            } else {
+                                ui.visuals().text_color()
+                            };
                             ui.label(RichText::new(format!("{pct:+.1}")).color(col).monospace());
                         }
                     }
@@ -292,8 +347,18 @@ mod tests {
         let p = TimestampPairs::build(&ds);
         assert!(!p.pairs.is_empty());
         // Synth pairs last 0.5-3 ms captured, 0.45-2.45 ms replayed.
-        assert!(p.durations[0].iter().flatten().all(|d| (500_000.0..=3_000_000.0).contains(d)), "{:?}", p.durations[0]);
-        assert!(p.durations[1].iter().flatten().all(|d| (450_000.0..=2_450_000.0).contains(d)));
+        assert!(
+            p.durations[0]
+                .iter()
+                .flatten()
+                .all(|d| (500_000.0..=3_000_000.0).contains(d)),
+            "{:?}",
+            p.durations[0]
+        );
+        assert!(p.durations[1]
+            .iter()
+            .flatten()
+            .all(|d| (450_000.0..=2_450_000.0).contains(d)));
         assert_eq!(p.per_frame(0).len(), p.frames.len());
 
         let (h, r) = synth::trace(4);

@@ -31,7 +31,11 @@ pub fn device(name: &str, driver: &str) -> DeviceSummary {
         driver_version: (22 << 22) | (3 << 12) | 6,
         api_version: (1 << 22) | (3 << 12) | 230,
         timestamp_period_ns: 1.0,
-        queue_families: vec![QueueFamilySummary { flags: 0xf, queue_count: 1, timestamp_valid_bits: 64 }],
+        queue_families: vec![QueueFamilySummary {
+            flags: 0xf,
+            queue_count: 1,
+            timestamp_valid_bits: 64,
+        }],
         ..DeviceSummary::default()
     }
 }
@@ -50,14 +54,24 @@ pub fn header(kind: FileKind, dev: DeviceSummary) -> Header {
 pub const POOLS: [(u64, i32, u32, u32); 3] = [
     (0x1000, model::QUERY_TYPE_OCCLUSION, 0, 8),
     (0x2000, model::QUERY_TYPE_TIMESTAMP, 0, 8),
-    (0x3000, model::QUERY_TYPE_PIPELINE_STATISTICS, 0b1000_0101, 4),
+    (
+        0x3000,
+        model::QUERY_TYPE_PIPELINE_STATISTICS,
+        0b1000_0101,
+        4,
+    ),
 ];
 
 /// A results file with `n` queries spread over frames, replayed on `replay_device`.
 ///
 /// Every `mismatch_every`-th occlusion query replays one sample off (0 = never), so compare
 /// views have something to highlight.
-pub fn results(n: usize, seed: u64, replay_device: &str, mismatch_every: u64) -> (Header, Vec<Record>) {
+pub fn results(
+    n: usize,
+    seed: u64,
+    replay_device: &str,
+    mismatch_every: u64,
+) -> (Header, Vec<Record>) {
     let mut rng = Rng(seed | 1);
     let per_frame: u32 = POOLS.iter().map(|p| p.3).sum();
     let frames = (n as u64).div_ceil(u64::from(per_frame));
@@ -90,7 +104,11 @@ pub fn results(n: usize, seed: u64, replay_device: &str, mismatch_every: u64) ->
                     model::QUERY_TYPE_OCCLUSION => vec![1000 + rng.below(50_000)],
                     model::QUERY_TYPE_TIMESTAMP => {
                         // Pairs (begin, end) of passes of 0.5-3 ms.
-                        ts_gpu += if q % 2 == 0 { 200_000.0 } else { 500_000.0 + rng.below(2_500_000) as f64 };
+                        ts_gpu += if q % 2 == 0 {
+                            200_000.0
+                        } else {
+                            500_000.0 + rng.below(2_500_000) as f64
+                        };
                         vec![ts_gpu as u64]
                     }
                     _ => {
@@ -102,11 +120,18 @@ pub fn results(n: usize, seed: u64, replay_device: &str, mismatch_every: u64) ->
                 let mut rgpu = None;
                 let mut cgpu = None;
                 if ty == model::QUERY_TYPE_TIMESTAMP {
-                    rts_gpu += if q % 2 == 0 { 150_000.0 } else { 450_000.0 + rng.below(2_000_000) as f64 };
+                    rts_gpu += if q % 2 == 0 {
+                        150_000.0
+                    } else {
+                        450_000.0 + rng.below(2_000_000) as f64
+                    };
                     replayed = vec![rts_gpu as u64];
                     cgpu = Some(values[0] as f64);
                     rgpu = Some(rts_gpu);
-                } else if mismatch_every > 0 && ty == model::QUERY_TYPE_OCCLUSION && (made as u64) % mismatch_every == 0 {
+                } else if mismatch_every > 0
+                    && ty == model::QUERY_TYPE_OCCLUSION
+                    && (made as u64).is_multiple_of(mismatch_every)
+                {
                     replayed[0] += 1;
                 }
                 let submit = frame_start + 2_000_000 + u64::from(q) * 10_000;
@@ -143,7 +168,10 @@ pub fn results(n: usize, seed: u64, replay_device: &str, mismatch_every: u64) ->
             }
         }
         if frame < 64 {
-            for (i, (name, unit)) in [("Fragment invocations", 0u32), ("GPU busy", 2u32)].iter().enumerate() {
+            for (i, (name, unit)) in [("Fragment invocations", 0u32), ("GPU busy", 2u32)]
+                .iter()
+                .enumerate()
+            {
                 let base = if i == 0 { 2.0e6 } else { 75.0 };
                 let cap = base * (1.0 + (frame as f64 * 0.3).sin() * 0.1);
                 records.push(Record::CounterValue(CounterValue {
@@ -175,7 +203,12 @@ pub fn trace(frames: u64) -> (Header, Vec<Record>) {
     let mut out = Vec::new();
     let dev = device("llvmpipe (LLVM 15.0.6, 256 bits)", "llvmpipe");
     out.push(Record::Device(dev.clone()));
-    out.push(Record::Calibration(Calibration { device: 0xd, host_ns: 1_000_000_000, gpu_ticks: 0, max_deviation_ns: 100 }));
+    out.push(Record::Calibration(Calibration {
+        device: 0xd,
+        host_ns: 1_000_000_000,
+        gpu_ticks: 0,
+        max_deviation_ns: 100,
+    }));
     let mut seq = 1u64;
     for &(pool, ty, stats, count) in &POOLS {
         out.push(Record::QueryPool(QueryPoolInfo {
@@ -190,8 +223,16 @@ pub fn trace(frames: u64) -> (Header, Vec<Record>) {
         }));
         seq += 1;
     }
-    out.push(Record::DebugName(DebugName { handle: 0x1000, object_type: 12, name: "occlusion pool".to_owned() }));
-    out.push(Record::DebugName(DebugName { handle: 0x2000, object_type: 12, name: "frame timers".to_owned() }));
+    out.push(Record::DebugName(DebugName {
+        handle: 0x1000,
+        object_type: 12,
+        name: "occlusion pool".to_owned(),
+    }));
+    out.push(Record::DebugName(DebugName {
+        handle: 0x2000,
+        object_type: 12,
+        name: "frame timers".to_owned(),
+    }));
     for frame in 0..frames {
         let t0 = 1_000_000_000 + frame * 16_666_666;
         let cb = 0xc0 + frame % 2;
@@ -214,7 +255,11 @@ pub fn trace(frames: u64) -> (Header, Vec<Record>) {
                         seq,
                         command_buffer: cb,
                         pool,
-                        kind: QueryOpKind::Timestamp { query: q, stage: 0x2000, sync2: false },
+                        kind: QueryOpKind::Timestamp {
+                            query: q,
+                            stage: 0x2000,
+                            sync2: false,
+                        },
                         host_ns: t,
                     }));
                 } else {
@@ -222,7 +267,11 @@ pub fn trace(frames: u64) -> (Header, Vec<Record>) {
                         seq,
                         command_buffer: cb,
                         pool,
-                        kind: QueryOpKind::Begin { query: q, flags: 0, index: 0 },
+                        kind: QueryOpKind::Begin {
+                            query: q,
+                            flags: 0,
+                            index: 0,
+                        },
                         host_ns: t,
                     }));
                     seq += 1;
@@ -248,7 +297,7 @@ pub fn trace(frames: u64) -> (Header, Vec<Record>) {
             frame,
             counter_pass: None,
         }));
-        let mut gpu = (submit - 1_000_000_000) as u64 + 300_000;
+        let mut gpu = submit - 1_000_000_000 + 300_000;
         for &(pool, ty, stats, count) in &POOLS {
             seq += 1;
             let read = submit + 4_000_000;
@@ -258,15 +307,25 @@ pub fn trace(frames: u64) -> (Header, Vec<Record>) {
             for q in 0..count {
                 let vals: Vec<u64> = match ty {
                     model::QUERY_TYPE_TIMESTAMP => {
-                        gpu += if q % 2 == 0 { 100_000 } else { 1_000_000 + frame * 10_000 };
+                        gpu += if q % 2 == 0 {
+                            100_000
+                        } else {
+                            1_000_000 + frame * 10_000
+                        };
                         vec![gpu]
                     }
-                    _ => (0..n_values as u64).map(|i| 100 * (u64::from(q) + 1) + i + frame).collect(),
+                    _ => (0..n_values as u64)
+                        .map(|i| 100 * (u64::from(q) + 1) + i + frame)
+                        .collect(),
                 };
                 for v in vals.iter().chain(std::iter::once(&1u64)) {
                     data.extend_from_slice(&v.to_le_bytes());
                 }
-                out.push(Record::QueryAvailable(QueryAvailable { pool, query: q, host_ns: read - 500_000 }));
+                out.push(Record::QueryAvailable(QueryAvailable {
+                    pool,
+                    query: q,
+                    host_ns: read - 500_000,
+                }));
             }
             out.push(Record::QueryResults(QueryResults {
                 seq,
@@ -283,7 +342,12 @@ pub fn trace(frames: u64) -> (Header, Vec<Record>) {
             }));
         }
         seq += 1;
-        out.push(Record::Frame(Frame { index: frame, last_seq: seq, host_ns: t0 + 16_000_000, boundary: FrameBoundary::Present }));
+        out.push(Record::Frame(Frame {
+            index: frame,
+            last_seq: seq,
+            host_ns: t0 + 16_000_000,
+            boundary: FrameBoundary::Present,
+        }));
     }
     (header(FileKind::Trace, dev), out)
 }
@@ -310,12 +374,23 @@ mod tests {
         let (h, r) = trace(3);
         let ds = Dataset::from_records(vec![(PathBuf::from("t.qtrace"), h, r)]);
         assert_eq!(ds.rows.len(), 3 * 20);
-        let stat_row = ds.rows.iter().find(|r| ds.pools[r.pool as usize].pipeline_statistics != 0).unwrap();
+        let stat_row = ds
+            .rows
+            .iter()
+            .find(|r| ds.pools[r.pool as usize].pipeline_statistics != 0)
+            .unwrap();
         assert_eq!(stat_row.captured.as_ref().unwrap().values.len(), 3);
-        assert!(ds.rows.iter().all(|r| r.times.submit != 0 && r.times.end != 0 && r.times.available != 0));
+        assert!(ds
+            .rows
+            .iter()
+            .all(|r| r.times.submit != 0 && r.times.end != 0 && r.times.available != 0));
         assert_eq!(ds.trace.as_ref().unwrap().frames, 3);
         assert_eq!(ds.pools[0].name.as_deref(), Some("occlusion pool"));
-        let ts = ds.rows.iter().find(|r| ds.pools[r.pool as usize].query_type == 2).unwrap();
+        let ts = ds
+            .rows
+            .iter()
+            .find(|r| ds.pools[r.pool as usize].query_type == 2)
+            .unwrap();
         assert!(ts.times.gpu > 1_000_000_000);
     }
 }

@@ -25,7 +25,15 @@ pub enum Col {
 
 /// The columns a dataset shows, in order.
 pub fn columns(ds: &Dataset) -> Vec<Col> {
-    let mut cols = vec![Col::Frame, Col::Queue, Col::CommandBuffer, Col::Pool, Col::Index, Col::Type, Col::Flags];
+    let mut cols = vec![
+        Col::Frame,
+        Col::Queue,
+        Col::CommandBuffer,
+        Col::Pool,
+        Col::Index,
+        Col::Type,
+        Col::Flags,
+    ];
     cols.extend(ds.value_columns.iter().copied().map(Col::Value));
     cols.push(Col::Available);
     for f in 0..ds.results.len() {
@@ -52,7 +60,11 @@ pub fn title(ds: &Dataset, col: Col) -> String {
 }
 
 fn values_text(values: &[u64], available: bool) -> String {
-    let mut s = values.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    let mut s = values
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
     if !available {
         s.push_str(" (not ready)");
     }
@@ -69,7 +81,10 @@ pub fn diff_text(ds: &Dataset, row: usize, f: usize) -> String {
         Some(false) if ty == model::QUERY_TYPE_TIMESTAMP => "(clock)".into(),
         Some(false) => "=".into(),
         Some(true) => {
-            let (c, rep) = (r.captured.as_ref().expect("compared"), rep.expect("compared"));
+            let (c, rep) = (
+                r.captured.as_ref().expect("compared"),
+                rep.expect("compared"),
+            );
             if c.available != rep.values.available {
                 return "availability".into();
             }
@@ -136,7 +151,10 @@ pub struct Filter {
 
 impl Filter {
     pub fn all() -> Filter {
-        Filter { frame_max: u64::MAX, ..Filter::default() }
+        Filter {
+            frame_max: u64::MAX,
+            ..Filter::default()
+        }
     }
 }
 
@@ -154,7 +172,13 @@ pub struct TableState {
 
 impl Default for TableState {
     fn default() -> Self {
-        TableState { filter: Filter::all(), sort: None, view: Vec::new(), applied: None, scroll_to_selection: false }
+        TableState {
+            filter: Filter::all(),
+            sort: None,
+            view: Vec::new(),
+            applied: None,
+            scroll_to_selection: false,
+        }
     }
 }
 
@@ -175,7 +199,13 @@ fn sort_key(ds: &Dataset, row: usize, col: Col, pool_rank: &[u32]) -> (i128, u32
             (Some(s), Some(c)) => c.values.get(s).map(|x| ((*x).into(), 0)).unwrap_or(none),
             _ => none,
         },
-        Col::Available => (r.captured.as_ref().map(|c| i128::from(c.available)).unwrap_or(-1), 0),
+        Col::Available => (
+            r.captured
+                .as_ref()
+                .map(|c| i128::from(c.available))
+                .unwrap_or(-1),
+            0,
+        ),
         Col::Replayed(f) => ds.replayed[f][row]
             .as_ref()
             .and_then(|v| v.values.values.first())
@@ -183,7 +213,11 @@ fn sort_key(ds: &Dataset, row: usize, col: Col, pool_rank: &[u32]) -> (i128, u32
             .unwrap_or(none),
         Col::Diff(f) => {
             let rep = ds.replayed[f][row].as_ref();
-            match (compare(pool.query_type, r.captured.as_ref(), rep), &r.captured, rep) {
+            match (
+                compare(pool.query_type, r.captured.as_ref(), rep),
+                &r.captured,
+                rep,
+            ) {
                 (Some(true), Some(c), Some(rep)) => {
                     let d = c
                         .values
@@ -213,7 +247,9 @@ impl TableState {
         self.applied = Some(key);
         let f = &self.filter;
         let needle = f.search.trim().to_lowercase();
-        let number: Option<u64> = needle.strip_prefix("0x").map_or_else(|| needle.parse().ok(), |h| u64::from_str_radix(h, 16).ok());
+        let number: Option<u64> = needle
+            .strip_prefix("0x")
+            .map_or_else(|| needle.parse().ok(), |h| u64::from_str_radix(h, 16).ok());
         // Text matches per pool once, so a search over a million rows stays cheap.
         let pool_text: Vec<bool> = ds
             .pools
@@ -221,7 +257,9 @@ impl TableState {
             .map(|p| {
                 !needle.is_empty()
                     && (p.label().to_lowercase().contains(&needle)
-                        || model::query_type_name(p.query_type).to_lowercase().contains(&needle))
+                        || model::query_type_name(p.query_type)
+                            .to_lowercase()
+                            .contains(&needle))
             })
             .collect();
         let matches = |i: usize| -> bool {
@@ -235,7 +273,9 @@ impl TableState {
             if f.pool.is_some_and(|p| p != r.pool) {
                 return false;
             }
-            if f.query_type.is_some_and(|t| t != ds.pools[r.pool as usize].query_type) {
+            if f.query_type
+                .is_some_and(|t| t != ds.pools[r.pool as usize].query_type)
+            {
                 return false;
             }
             if needle.is_empty() || pool_text[r.pool as usize] {
@@ -252,17 +292,23 @@ impl TableState {
                 None => false,
             }
         };
-        let mut view: Vec<u32> = (0..ds.rows.len()).filter(|&i| matches(i)).map(|i| i as u32).collect();
+        let mut view: Vec<u32> = (0..ds.rows.len())
+            .filter(|&i| matches(i))
+            .map(|i| i as u32)
+            .collect();
         if let Some((col, asc)) = self.sort {
-            let mut rank: Vec<(String, usize)> = ds.pools.iter().map(|p| p.label()).zip(0..).collect();
+            let mut rank: Vec<(String, usize)> =
+                ds.pools.iter().map(|p| p.label()).zip(0..).collect();
             rank.sort();
             let mut pool_rank = vec![0u32; ds.pools.len()];
             for (r, (_, i)) in rank.iter().enumerate() {
                 pool_rank[*i] = r as u32;
             }
             // Precompute keys: a million comparisons through `sort_key` would redo the lookups.
-            let mut keyed: Vec<((i128, u32), u32)> =
-                view.iter().map(|&i| (sort_key(ds, i as usize, col, &pool_rank), i)).collect();
+            let mut keyed: Vec<((i128, u32), u32)> = view
+                .iter()
+                .map(|&i| (sort_key(ds, i as usize, col, &pool_rank), i))
+                .collect();
             if asc {
                 keyed.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
             } else {
@@ -300,7 +346,12 @@ pub const MISMATCH_BG: Color32 = Color32::from_rgb(110, 30, 36);
 pub const MISMATCH_FG: Color32 = Color32::from_rgb(255, 150, 150);
 
 /// Draws the table; returns the row the user clicked, if any.
-pub fn show(ui: &mut egui::Ui, ds: &Dataset, st: &mut TableState, selected: Option<usize>) -> Option<usize> {
+pub fn show(
+    ui: &mut egui::Ui,
+    ds: &Dataset,
+    st: &mut TableState,
+    selected: Option<usize>,
+) -> Option<usize> {
     let cols = columns(ds);
     // Clicks on cell text select the row instead of starting a text selection.
     ui.style_mut().interaction.selectable_labels = false;
@@ -327,16 +378,32 @@ pub fn show(ui: &mut egui::Ui, ds: &Dataset, st: &mut TableState, selected: Opti
         .header(24.0, |mut header| {
             for c in &cols {
                 header.col(|ui| {
-                    if ui.add(egui::Button::new(RichText::new(title(ds, *c)).strong()).frame(false)).clicked() {
+                    if ui
+                        .add(egui::Button::new(RichText::new(title(ds, *c)).strong()).frame(false))
+                        .clicked()
+                    {
                         sort_clicked = Some(*c);
                     }
                     // A painted triangle: the bundled fonts have no arrow glyphs.
                     if let Some((_, asc)) = st.sort.filter(|(s, _)| s == c) {
-                        let (r, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+                        let (r, _) =
+                            ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
                         let (cx, h) = (r.center().x, 4.0);
-                        let (tip, base) = if asc { (r.center().y - h, r.center().y + h) } else { (r.center().y + h, r.center().y - h) };
-                        let pts = vec![egui::pos2(cx, tip), egui::pos2(cx + h, base), egui::pos2(cx - h, base)];
-                        ui.painter().add(egui::Shape::convex_polygon(pts, ui.visuals().strong_text_color(), egui::Stroke::NONE));
+                        let (tip, base) = if asc {
+                            (r.center().y - h, r.center().y + h)
+                        } else {
+                            (r.center().y + h, r.center().y - h)
+                        };
+                        let pts = vec![
+                            egui::pos2(cx, tip),
+                            egui::pos2(cx + h, base),
+                            egui::pos2(cx - h, base),
+                        ];
+                        ui.painter().add(egui::Shape::convex_polygon(
+                            pts,
+                            ui.visuals().strong_text_color(),
+                            egui::Stroke::NONE,
+                        ));
                     }
                 });
             }
@@ -351,12 +418,20 @@ pub fn show(ui: &mut egui::Ui, ds: &Dataset, st: &mut TableState, selected: Opti
                         let bad = match c {
                             Col::Replayed(f) | Col::Diff(f) => {
                                 let ty = ds.pool_of(&ds.rows[i]).query_type;
-                                compare(ty, ds.rows[i].captured.as_ref(), ds.replayed[*f][i].as_ref()) == Some(true)
+                                compare(
+                                    ty,
+                                    ds.rows[i].captured.as_ref(),
+                                    ds.replayed[*f][i].as_ref(),
+                                ) == Some(true)
                             }
                             _ => false,
                         };
                         if bad {
-                            ui.painter().rect_filled(ui.max_rect().expand2(egui::vec2(4.0, 1.0)), 0.0, MISMATCH_BG);
+                            ui.painter().rect_filled(
+                                ui.max_rect().expand2(egui::vec2(4.0, 1.0)),
+                                0.0,
+                                MISMATCH_BG,
+                            );
                             ui.label(RichText::new(text).color(MISMATCH_FG).monospace());
                         } else if matches!(c, Col::Value(_) | Col::Replayed(_) | Col::Diff(_)) {
                             ui.label(RichText::new(text).monospace());
@@ -386,7 +461,10 @@ mod tests {
     fn two_files() -> Dataset {
         let (ha, a) = synth::results(400, 3, "gpu-a", 5);
         let (hb, b) = synth::results(400, 3, "gpu-b", 0);
-        Dataset::from_records(vec![(PathBuf::from("a.qres"), ha, a), (PathBuf::from("b.qres"), hb, b)])
+        Dataset::from_records(vec![
+            (PathBuf::from("a.qres"), ha, a),
+            (PathBuf::from("b.qres"), hb, b),
+        ])
     }
 
     #[test]
@@ -397,7 +475,12 @@ mod tests {
         let cols = columns(&ds);
         assert!(cols.contains(&Col::Diff(1)));
         // Three statistics bits in the fixture pool, each its own column.
-        assert_eq!(cols.iter().filter(|c| matches!(c, Col::Value(ValueColumn::Stat(_)))).count(), 3);
+        assert_eq!(
+            cols.iter()
+                .filter(|c| matches!(c, Col::Value(ValueColumn::Stat(_))))
+                .count(),
+            3
+        );
     }
 
     #[test]
@@ -410,7 +493,10 @@ mod tests {
         st.refresh(&ds, false);
         assert!(!st.view.is_empty() && st.view.len() < 400);
         assert!(st.view.iter().all(|&i| ds.mismatch[i as usize]));
-        assert!(st.view.iter().all(|&i| cell_text(&ds, i as usize, Col::Diff(0)) == "+1"));
+        assert!(st
+            .view
+            .iter()
+            .all(|&i| cell_text(&ds, i as usize, Col::Diff(0)) == "+1"));
 
         st.filter = Filter::all();
         st.filter.query_type = Some(model::QUERY_TYPE_TIMESTAMP);
@@ -419,14 +505,25 @@ mod tests {
         st.sort = Some((Col::Value(ValueColumn::Single), false));
         st.refresh(&ds, false);
         assert_eq!(st.view.len(), 3 * 8);
-        let vals: Vec<u64> = st.view.iter().map(|&i| cell_text(&ds, i as usize, Col::Value(ValueColumn::Single)).parse().unwrap()).collect();
+        let vals: Vec<u64> = st
+            .view
+            .iter()
+            .map(|&i| {
+                cell_text(&ds, i as usize, Col::Value(ValueColumn::Single))
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
         assert!(vals.windows(2).all(|w| w[0] >= w[1]), "{vals:?}");
 
         st.filter = Filter::all();
         st.filter.search = "timestamp".into();
         st.sort = None;
         st.refresh(&ds, false);
-        assert!(st.view.iter().all(|&i| ds.pool_of(&ds.rows[i as usize]).query_type == 2));
+        assert!(st
+            .view
+            .iter()
+            .all(|&i| ds.pool_of(&ds.rows[i as usize]).query_type == 2));
     }
 
     #[test]

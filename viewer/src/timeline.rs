@@ -45,15 +45,32 @@ fn nz(v: u64) -> Option<u64> {
 pub fn captured_extent(r: &Row) -> Option<(u64, u64)> {
     let t = &r.times;
     let c_host = r.captured.as_ref().map(|c| c.host_ns).unwrap_or(0);
-    let start = [t.reset, t.begin, t.end, t.submit, t.gpu, t.available, c_host].into_iter().filter(|v| *v != 0).min()?;
-    let end = [t.end, t.submit, t.gpu, t.available, c_host].into_iter().max().unwrap_or(start).max(start);
+    let start = [
+        t.reset,
+        t.begin,
+        t.end,
+        t.submit,
+        t.gpu,
+        t.available,
+        c_host,
+    ]
+    .into_iter()
+    .filter(|v| *v != 0)
+    .min()?;
+    let end = [t.end, t.submit, t.gpu, t.available, c_host]
+        .into_iter()
+        .max()
+        .unwrap_or(start)
+        .max(start);
     Some((start, end))
 }
 
 /// Start and end (absolute ns) of a replay span.
 pub fn replayed_extent(ds: &Dataset, f: usize, row: usize) -> Option<(u64, u64)> {
     let r = ds.replayed[f][row].as_ref()?;
-    let start = nz(r.submit_ns).or(nz(r.available_ns)).or(nz(r.values.host_ns))?;
+    let start = nz(r.submit_ns)
+        .or(nz(r.available_ns))
+        .or(nz(r.values.host_ns))?;
     let end = r.available_ns.max(r.values.host_ns).max(start);
     Some((start, end))
 }
@@ -78,21 +95,38 @@ impl Lanes {
             }
         }
         // Lanes in (pool, query) order.
-        let mut keys: Vec<(u32, u32, u32)> = ds.rows.iter().enumerate().map(|(i, r)| (r.pool, r.query, i as u32)).collect();
+        let mut keys: Vec<(u32, u32, u32)> = ds
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.pool, r.query, i as u32))
+            .collect();
         keys.sort_unstable();
         let mut lanes: Vec<Lane> = Vec::new();
         let mut row_lane = vec![0u32; ds.rows.len()];
         let mut t_max = 0.0f64;
         for (pool, query, i) in keys {
-            if lanes.last().is_none_or(|l| (l.pool, l.query) != (pool, query)) {
-                lanes.push(Lane { pool, query, sub: vec![Vec::new(); n_sub], longest: vec![0.0; n_sub] });
+            if lanes
+                .last()
+                .is_none_or(|l| (l.pool, l.query) != (pool, query))
+            {
+                lanes.push(Lane {
+                    pool,
+                    query,
+                    sub: vec![Vec::new(); n_sub],
+                    longest: vec![0.0; n_sub],
+                });
             }
             let li = lanes.len() - 1;
             row_lane[i as usize] = li as u32;
             let lane = &mut lanes[li];
             let mut push = |k: usize, ext: Option<(u64, u64)>| {
                 if let Some((s, e)) = ext {
-                    let span = Span { row: i, start: s.saturating_sub(origins[k]) as f64, end: e.saturating_sub(origins[k]) as f64 };
+                    let span = Span {
+                        row: i,
+                        start: s.saturating_sub(origins[k]) as f64,
+                        end: e.saturating_sub(origins[k]) as f64,
+                    };
                     t_max = t_max.max(span.end);
                     lane.longest[k] = lane.longest[k].max(span.end - span.start);
                     lane.sub[k].push(span);
@@ -108,7 +142,12 @@ impl Lanes {
                 s.sort_by(|a, b| a.start.total_cmp(&b.start));
             }
         }
-        Lanes { lanes, origins, row_lane, t_max }
+        Lanes {
+            lanes,
+            origins,
+            row_lane,
+            t_max,
+        }
     }
 }
 
@@ -129,7 +168,14 @@ pub struct TimelineState {
 
 impl Default for TimelineState {
     fn default() -> Self {
-        TimelineState { lanes: None, t0: 0.0, span: 0.0, lane_scroll: 0.0, focus_row: None, drawn: Vec::new() }
+        TimelineState {
+            lanes: None,
+            t0: 0.0,
+            span: 0.0,
+            lane_scroll: 0.0,
+            focus_row: None,
+            drawn: Vec::new(),
+        }
     }
 }
 
@@ -156,13 +202,21 @@ const MARKERS: [(&str, Color32, u8); 6] = [
 fn marker(painter: &egui::Painter, c: Pos2, color: Color32, shape: u8) {
     match shape {
         0 => {
-            painter.line_segment([c - vec2(0.0, 5.0), c + vec2(0.0, 5.0)], Stroke::new(1.5, color));
+            painter.line_segment(
+                [c - vec2(0.0, 5.0), c + vec2(0.0, 5.0)],
+                Stroke::new(1.5, color),
+            );
         }
         1 => {
             painter.circle_filled(c, 2.6, color);
         }
         _ => {
-            let pts = vec![c + vec2(0.0, -4.0), c + vec2(4.0, 0.0), c + vec2(0.0, 4.0), c + vec2(-4.0, 0.0)];
+            let pts = vec![
+                c + vec2(0.0, -4.0),
+                c + vec2(4.0, 0.0),
+                c + vec2(0.0, 4.0),
+                c + vec2(-4.0, 0.0),
+            ];
             painter.add(egui::Shape::convex_polygon(pts, color, Stroke::NONE));
         }
     }
@@ -189,7 +243,11 @@ pub fn legend(ui: &mut egui::Ui) {
 /// A "nice" tick step (1, 2, 5 × 10^k ns) for roughly `target` ns.
 fn tick_step(target: f64) -> f64 {
     let p = 10f64.powf(target.max(1.0).log10().floor());
-    [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * p).find(|s| *s >= target).unwrap_or(10.0 * p)
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * p)
+        .find(|s| *s >= target)
+        .unwrap_or(10.0 * p)
 }
 
 impl TimelineState {
@@ -214,14 +272,23 @@ impl TimelineState {
                 .filter_map(captured_extent)
                 .map(|(_, e)| e.saturating_sub(lanes.origins[0]) as f64)
                 .fold(0.0, f64::max);
-            self.span = if first_frames > 0.0 { first_frames * 1.05 } else { lanes.t_max.max(1000.0) * 1.05 };
+            self.span = if first_frames > 0.0 {
+                first_frames * 1.05
+            } else {
+                lanes.t_max.max(1000.0) * 1.05
+            };
             self.lanes = Some(lanes);
         }
         self.lanes.as_ref().expect("built above")
     }
 
     /// Draws the timeline; returns the row the user clicked.
-    pub fn show(&mut self, ui: &mut egui::Ui, ds: &Dataset, selected: Option<usize>) -> Option<usize> {
+    pub fn show(
+        &mut self,
+        ui: &mut egui::Ui,
+        ds: &Dataset,
+        selected: Option<usize>,
+    ) -> Option<usize> {
         if ds.rows.is_empty() {
             ui.weak("No queries to show.");
             return None;
@@ -233,7 +300,13 @@ impl TimelineState {
         out
     }
 
-    fn draw(&mut self, ui: &mut egui::Ui, ds: &Dataset, lanes: &Lanes, selected: Option<usize>) -> Option<usize> {
+    fn draw(
+        &mut self,
+        ui: &mut egui::Ui,
+        ds: &Dataset,
+        lanes: &Lanes,
+        selected: Option<usize>,
+    ) -> Option<usize> {
         let n_sub = 1 + ds.results.len();
         let lane_h = Self::lane_h(n_sub);
         let (rect, resp) = ui.allocate_exact_size(ui.available_size(), Sense::click_and_drag());
@@ -259,11 +332,16 @@ impl TimelineState {
         // Input: wheel scrolls lanes, ctrl/pinch zooms around the pointer, drag pans.
         let ns_per_px = self.span / f64::from(plot.width().max(1.0));
         if resp.hovered() {
-            let (zoom, scroll, pointer) = ui.input(|i| (i.zoom_delta(), i.smooth_scroll_delta, i.pointer.hover_pos()));
+            let (zoom, scroll, pointer) =
+                ui.input(|i| (i.zoom_delta(), i.smooth_scroll_delta, i.pointer.hover_pos()));
             if zoom != 1.0 {
-                let px = pointer.map(|p| p.x - plot.left()).unwrap_or(plot.width() / 2.0).max(0.0);
+                let px = pointer
+                    .map(|p| p.x - plot.left())
+                    .unwrap_or(plot.width() / 2.0)
+                    .max(0.0);
                 let t_at = self.t0 + f64::from(px) * ns_per_px;
-                self.span = (self.span / f64::from(zoom)).clamp(100.0, lanes.t_max.max(1000.0) * 4.0);
+                self.span =
+                    (self.span / f64::from(zoom)).clamp(100.0, lanes.t_max.max(1000.0) * 4.0);
                 self.t0 = t_at - f64::from(px) * self.span / f64::from(plot.width().max(1.0));
             } else {
                 self.lane_scroll = (self.lane_scroll - scroll.y / lane_h).clamp(0.0, max_scroll);
@@ -291,12 +369,27 @@ impl TimelineState {
         while t < self.t0 + self.span {
             let x = x_of(t);
             if x >= plot.left() {
-                painter.line_segment([pos2(x, rect.top() + AXIS_H - 5.0), pos2(x, rect.bottom())], Stroke::new(1.0, visuals.faint_bg_color));
-                painter.text(pos2(x + 3.0, rect.top() + 3.0), Align2::LEFT_TOP, model::format_ns(t), font.clone(), weak);
+                painter.line_segment(
+                    [pos2(x, rect.top() + AXIS_H - 5.0), pos2(x, rect.bottom())],
+                    Stroke::new(1.0, visuals.faint_bg_color),
+                );
+                painter.text(
+                    pos2(x + 3.0, rect.top() + 3.0),
+                    Align2::LEFT_TOP,
+                    model::format_ns(t),
+                    font.clone(),
+                    weak,
+                );
             }
             t += step;
         }
-        painter.line_segment([pos2(rect.left(), plot.top()), pos2(rect.right(), plot.top())], Stroke::new(1.0, weak));
+        painter.line_segment(
+            [
+                pos2(rect.left(), plot.top()),
+                pos2(rect.right(), plot.top()),
+            ],
+            Stroke::new(1.0, weak),
+        );
 
         // Lanes.
         self.drawn.clear();
@@ -315,7 +408,10 @@ impl TimelineState {
             let lane = &lanes.lanes[li];
             let pool = &ds.pools[lane.pool as usize];
             if top >= plot.top() - 1.0 {
-                let name = pool.name.clone().unwrap_or_else(|| format!("{:#x}", pool.handle));
+                let name = pool
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("{:#x}", pool.handle));
                 painter.text(
                     pos2(rect.left() + 6.0, top + 1.0),
                     Align2::LEFT_TOP,
@@ -338,7 +434,13 @@ impl TimelineState {
                 }
                 let base = if s == 0 { COL_CAPTURE } else { COL_REPLAY };
                 if n_sub > 1 && y0 >= plot.top() - 1.0 {
-                    painter.text(pos2(plot.left() - 4.0, y0 + SUB_H / 2.0), Align2::RIGHT_CENTER, &sub_names[s], FontId::proportional(9.0), base.gamma_multiply(0.9));
+                    painter.text(
+                        pos2(plot.left() - 4.0, y0 + SUB_H / 2.0),
+                        Align2::RIGHT_CENTER,
+                        &sub_names[s],
+                        FontId::proportional(9.0),
+                        base.gamma_multiply(0.9),
+                    );
                 }
                 // First span that can reach into the window.
                 let from = spans.partition_point(|sp| sp.start < self.t0 - lane.longest[s]);
@@ -364,10 +466,19 @@ impl TimelineState {
                         continue;
                     }
                     last_px = x1;
-                    let r = Rect::from_min_max(pos2(x0, y0 + 1.5), pos2(x1.max(x0 + 2.0), y0 + SUB_H - 1.5));
+                    let r = Rect::from_min_max(
+                        pos2(x0, y0 + 1.5),
+                        pos2(x1.max(x0 + 2.0), y0 + SUB_H - 1.5),
+                    );
                     let is_sel = selected == Some(sp.row as usize);
                     let bad = ds.mismatch.get(sp.row as usize).copied().unwrap_or(false);
-                    let fill = if is_sel { COL_SELECTED } else if bad { COL_MISMATCH } else { base };
+                    let fill = if is_sel {
+                        COL_SELECTED
+                    } else if bad {
+                        COL_MISMATCH
+                    } else {
+                        base
+                    };
                     painter.rect_filled(r, 2.0, fill);
                     if s == 0 {
                         self.draw_markers(&painter, ds, lanes, sp.row as usize, y0, &x_of, plot);
@@ -380,12 +491,21 @@ impl TimelineState {
                 }
             }
             painter.line_segment(
-                [pos2(rect.left(), top + lane_h - 2.5), pos2(rect.right(), top + lane_h - 2.5)],
+                [
+                    pos2(rect.left(), top + lane_h - 2.5),
+                    pos2(rect.right(), top + lane_h - 2.5),
+                ],
                 Stroke::new(0.5, visuals.faint_bg_color),
             );
         }
         // Gutter background over spans that scrolled left of the plot.
-        painter.line_segment([pos2(plot.left(), rect.top()), pos2(plot.left(), rect.bottom())], Stroke::new(1.0, weak));
+        painter.line_segment(
+            [
+                pos2(plot.left(), rect.top()),
+                pos2(plot.left(), rect.bottom()),
+            ],
+            Stroke::new(1.0, weak),
+        );
 
         let mut clicked = None;
         if let Some((row, s)) = hover {
@@ -422,7 +542,10 @@ impl TimelineState {
                 marker(painter, Pos2::new(x, y0 + SUB_H / 2.0), color, shape);
             }
         };
-        for (v, m) in [t.reset, t.begin, t.end, t.gpu, t.submit, t.available].into_iter().zip(MARKERS) {
+        for (v, m) in [t.reset, t.begin, t.end, t.gpu, t.submit, t.available]
+            .into_iter()
+            .zip(MARKERS)
+        {
             mark(v, m);
         }
     }
@@ -472,7 +595,11 @@ fn tooltip(ds: &Dataset, lanes: &Lanes, row: usize, sub: usize) -> String {
             s += &format!("\n         GPU timestamp at {}", rel(t.gpu, o));
         }
         if let Some(c) = &r.captured {
-            s += &format!("\nvalues {:?}{}", c.values, if c.available { "" } else { " (not available)" });
+            s += &format!(
+                "\nvalues {:?}{}",
+                c.values,
+                if c.available { "" } else { " (not available)" }
+            );
         }
     } else {
         let f = sub - 1;
@@ -484,7 +611,11 @@ fn tooltip(ds: &Dataset, lanes: &Lanes, row: usize, sub: usize) -> String {
                 rel(rep.submit_ns, o),
                 rel(rep.available_ns, o),
                 rep.values.values,
-                if rep.values.available { "" } else { " (not available)" }
+                if rep.values.available {
+                    ""
+                } else {
+                    " (not available)"
+                }
             );
             if let Some(g) = rep.gpu_ns {
                 s += &format!("\nGPU time {}", model::format_ns(g));
@@ -513,12 +644,25 @@ mod tests {
         for l in &lanes.lanes {
             assert!(l.sub[1].windows(2).all(|w| w[0].start <= w[1].start));
             for sp in &l.sub[0] {
-                assert_eq!(lanes.row_lane[sp.row as usize] as usize, lanes.lanes.iter().position(|x| std::ptr::eq(x, l)).unwrap());
+                assert_eq!(
+                    lanes.row_lane[sp.row as usize] as usize,
+                    lanes.lanes.iter().position(|x| std::ptr::eq(x, l)).unwrap()
+                );
             }
         }
         // Each sub-lane is relative to its own origin: both start at 0.
-        let min0 = lanes.lanes.iter().flat_map(|l| &l.sub[0]).map(|s| s.start).fold(f64::MAX, f64::min);
-        let min1 = lanes.lanes.iter().flat_map(|l| &l.sub[1]).map(|s| s.start).fold(f64::MAX, f64::min);
+        let min0 = lanes
+            .lanes
+            .iter()
+            .flat_map(|l| &l.sub[0])
+            .map(|s| s.start)
+            .fold(f64::MAX, f64::min);
+        let min1 = lanes
+            .lanes
+            .iter()
+            .flat_map(|l| &l.sub[1])
+            .map(|s| s.start)
+            .fold(f64::MAX, f64::min);
         assert_eq!((min0, min1), (0.0, 0.0));
     }
 

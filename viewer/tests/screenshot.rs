@@ -19,7 +19,11 @@ impl Drop for Xvfb {
 }
 
 fn which(bin: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(bin)).find(|p| p.is_file())
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(bin))
+        .find(|p| p.is_file())
 }
 
 /// A display to draw on: the caller's, or a private Xvfb kept alive by the returned guard.
@@ -31,7 +35,14 @@ fn display() -> Option<(String, Option<Xvfb>)> {
     // A display number unlikely to clash with other test runs on the machine.
     let n = 200 + std::process::id() % 700;
     let child = Command::new(xvfb)
-        .args([format!(":{n}"), "-screen".into(), "0".into(), "1600x1000x24".into(), "-nolisten".into(), "tcp".into()])
+        .args([
+            format!(":{n}"),
+            "-screen".into(),
+            "0".into(),
+            "1600x1000x24".into(),
+            "-nolisten".into(),
+            "tcp".into(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -90,18 +101,33 @@ fn screenshot_renders_table_and_timeline_to_png() {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(status.success(), "quarry-view --screenshot failed: {status}");
+    assert!(
+        status.success(),
+        "quarry-view --screenshot failed: {status}"
+    );
 
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&out).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
     let info = reader.next_frame(&mut buf).unwrap();
-    assert!(info.width >= 1000 && info.height >= 600, "{}x{}", info.width, info.height);
-    let px: Vec<[u8; 4]> = buf[..info.buffer_size()].chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect();
+    assert!(
+        info.width >= 1000 && info.height >= 600,
+        "{}x{}",
+        info.width,
+        info.height
+    );
+    let px: Vec<[u8; 4]> = buf[..info.buffer_size()]
+        .chunks_exact(4)
+        .map(|c| [c[0], c[1], c[2], c[3]])
+        .collect();
     let mut distinct: Vec<[u8; 4]> = px.iter().step_by(7).copied().collect();
     distinct.sort_unstable();
     distinct.dedup();
-    assert!(distinct.len() > 200, "a real UI has text and colors, got {} colors", distinct.len());
+    assert!(
+        distinct.len() > 200,
+        "a real UI has text and colors, got {} colors",
+        distinct.len()
+    );
     // The selected mismatching row shows the mismatch highlight in the table.
     let near = |p: &[u8; 4], c: [u8; 3]| p.iter().zip(c).all(|(a, b)| a.abs_diff(b) <= 6);
     let mismatch = px.iter().filter(|p| near(p, [110, 30, 36])).count();

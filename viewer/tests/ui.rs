@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
+use egui::accesskit::Role;
 use egui::{Event, Modifiers, PointerButton};
 use egui_kittest::kittest::{NodeT, Queryable};
-use egui::accesskit::Role;
 use egui_kittest::Harness;
 use viewer::data::{Dataset, ValueColumn};
 use viewer::table::{cell_text, Col};
@@ -13,11 +13,16 @@ use viewer::{synth, ViewerApp};
 fn two_results() -> Dataset {
     let (ha, a) = synth::results(600, 5, "gpu-a", 6);
     let (hb, b) = synth::results(600, 5, "gpu-b", 0);
-    Dataset::from_records(vec![(PathBuf::from("a.qres"), ha, a), (PathBuf::from("b.qres"), hb, b)])
+    Dataset::from_records(vec![
+        (PathBuf::from("a.qres"), ha, a),
+        (PathBuf::from("b.qres"), hb, b),
+    ])
 }
 
 fn harness(app: ViewerApp) -> Harness<'static, ViewerApp> {
-    let mut h = Harness::builder().with_size(egui::vec2(1440.0, 900.0)).build_ui_state(|ui, app: &mut ViewerApp| app.ui(ui), app);
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1440.0, 900.0))
+        .build_ui_state(|ui, app: &mut ViewerApp| app.ui(ui), app);
     h.run();
     h
 }
@@ -25,7 +30,12 @@ fn harness(app: ViewerApp) -> Harness<'static, ViewerApp> {
 fn click_at(h: &mut Harness<'_, ViewerApp>, pos: egui::Pos2) {
     h.event(Event::PointerMoved(pos));
     for pressed in [true, false] {
-        h.event(Event::PointerButton { pos, button: PointerButton::Primary, pressed, modifiers: Modifiers::default() });
+        h.event(Event::PointerButton {
+            pos,
+            button: PointerButton::Primary,
+            pressed,
+            modifiers: Modifiers::default(),
+        });
     }
     h.run();
 }
@@ -42,7 +52,10 @@ fn mismatches_only_checkbox_filters_the_table() {
     assert!(st.table.view.iter().all(|&i| st.ds.mismatch[i as usize]));
     // Only mismatching rows are on screen now: each shows '+1' in the first file's Δ column.
     let shown = h.query_all_by_label("+1").count();
-    assert!(shown > plus_before && shown >= st.table.view.len().min(20), "{plus_before} -> {shown}");
+    assert!(
+        shown > plus_before && shown >= st.table.view.len().min(20),
+        "{plus_before} -> {shown}"
+    );
 }
 
 #[test]
@@ -53,7 +66,11 @@ fn clicking_a_header_sorts_and_reverses() {
         st.table
             .view
             .iter()
-            .map(|&i| cell_text(&st.ds, i as usize, Col::Value(ValueColumn::Single)).parse::<i64>().unwrap_or(-1))
+            .map(|&i| {
+                cell_text(&st.ds, i as usize, Col::Value(ValueColumn::Single))
+                    .parse::<i64>()
+                    .unwrap_or(-1)
+            })
             .collect()
     };
     h.get_by_label("Value").click();
@@ -73,15 +90,25 @@ fn clicking_a_header_sorts_and_reverses() {
 #[test]
 fn type_filter_combo_keeps_one_type() {
     let mut h = harness(ViewerApp::with_dataset(two_results()));
-    h.get_all_by_label("Type").find(|n| n.accesskit_node().role() == Role::ComboBox).expect("type combo").click();
+    h.get_all_by_label("Type")
+        .find(|n| n.accesskit_node().role() == Role::ComboBox)
+        .expect("type combo")
+        .click();
     h.run();
     // The popup's option, not one of the table's "Occlusion" cells (plain labels).
-    let opt = h.get_all_by_label("Occlusion").find(|n| n.accesskit_node().role() != Role::Label).expect("an Occlusion option");
+    let opt = h
+        .get_all_by_label("Occlusion")
+        .find(|n| n.accesskit_node().role() != Role::Label)
+        .expect("an Occlusion option");
     opt.click();
     h.run();
     let st = h.state();
     assert!(!st.table.view.is_empty());
-    assert!(st.table.view.iter().all(|&i| st.ds.pool_of(&st.ds.rows[i as usize]).query_type == 0));
+    assert!(st
+        .table
+        .view
+        .iter()
+        .all(|&i| st.ds.pool_of(&st.ds.rows[i as usize]).query_type == 0));
     assert_eq!(st.table.filter.query_type, Some(0));
 }
 
@@ -94,7 +121,11 @@ fn search_box_filters_by_text() {
     h.run();
     let st = h.state();
     assert!(!st.table.view.is_empty());
-    assert!(st.table.view.iter().all(|&i| st.ds.pool_of(&st.ds.rows[i as usize]).query_type == 2));
+    assert!(st
+        .table
+        .view
+        .iter()
+        .all(|&i| st.ds.pool_of(&st.ds.rows[i as usize]).query_type == 2));
 }
 
 #[test]
@@ -103,28 +134,46 @@ fn timeline_click_selects_table_row_and_back() {
     // Timeline -> table: a capture span of a row that the table does not show yet.
     let (rect, row) = {
         let st = h.state();
-        let visible_in_table: Vec<String> = (0..25).map(|i| cell_text(&st.ds, i, Col::Value(ValueColumn::Single))).collect();
+        let visible_in_table: Vec<String> = (0..25)
+            .map(|i| cell_text(&st.ds, i, Col::Value(ValueColumn::Single)))
+            .collect();
         *st.timeline
             .drawn
             .iter()
             .find(|(_, r)| {
                 let text = cell_text(&st.ds, *r as usize, Col::Value(ValueColumn::Single));
-                let unique = (0..st.ds.rows.len()).filter(|&i| cell_text(&st.ds, i, Col::Value(ValueColumn::Single)) == text).count() == 1;
+                let unique = (0..st.ds.rows.len())
+                    .filter(|&i| cell_text(&st.ds, i, Col::Value(ValueColumn::Single)) == text)
+                    .count()
+                    == 1;
                 *r >= 40 && !text.is_empty() && unique && !visible_in_table.contains(&text)
             })
             .expect("a span of an off-screen table row")
     };
     let value = cell_text(&h.state().ds, row as usize, Col::Value(ValueColumn::Single));
-    assert_eq!(h.query_all_by_label(&value).count(), 0, "row {row} should start off-screen in the table");
+    assert_eq!(
+        h.query_all_by_label(&value).count(),
+        0,
+        "row {row} should start off-screen in the table"
+    );
     click_at(&mut h, rect.center());
     assert_eq!(h.state().selected, Some(row as usize));
     h.run();
-    assert!(h.query_all_by_label(&value).count() > 0, "the table scrolled to the selected row");
+    assert!(
+        h.query_all_by_label(&value).count() > 0,
+        "the table scrolled to the selected row"
+    );
 
     // Table -> timeline: a pipeline-statistics row whose lane is below the visible lanes.
     let (row, text) = {
         let st = h.state();
-        let r = st.table.view.iter().map(|&i| i as usize).find(|&i| st.ds.pools[st.ds.rows[i].pool as usize].query_type == 1).unwrap();
+        let r = st
+            .table
+            .view
+            .iter()
+            .map(|&i| i as usize)
+            .find(|&i| st.ds.pools[st.ds.rows[i].pool as usize].query_type == 1)
+            .unwrap();
         (r, cell_text(&st.ds, r, Col::Value(ValueColumn::Stat(7))))
     };
     // Scroll the table back to the top where that row is.
@@ -132,11 +181,28 @@ fn timeline_click_selects_table_row_and_back() {
     h.state_mut().selected = Some(0);
     h.state_mut().table.scroll_to_selection = true;
     h.run();
-    assert!(!h.state().timeline.drawn.iter().any(|(_, r)| *r as usize == row), "lane starts off-screen");
-    h.get_all_by_label(&text).next().expect("the row is on screen").click();
+    assert!(
+        !h.state()
+            .timeline
+            .drawn
+            .iter()
+            .any(|(_, r)| *r as usize == row),
+        "lane starts off-screen"
+    );
+    h.get_all_by_label(&text)
+        .next()
+        .expect("the row is on screen")
+        .click();
     h.run();
     assert_eq!(h.state().selected, Some(row));
-    assert!(h.state().timeline.drawn.iter().any(|(_, r)| *r as usize == row), "timeline scrolled to the row");
+    assert!(
+        h.state()
+            .timeline
+            .drawn
+            .iter()
+            .any(|(_, r)| *r as usize == row),
+        "timeline scrolled to the row"
+    );
 }
 
 #[test]
@@ -150,7 +216,10 @@ fn bad_files_show_an_error_not_a_panic() {
     let (h0, recs) = synth::results(5000, 1, "gpu", 0);
     let good = dir.path().join("cut.qres");
     // Small blocks, so that a cut file still has whole blocks to read.
-    let opts = format::WriterOptions { block_size: 4096, ..Default::default() };
+    let opts = format::WriterOptions {
+        block_size: 4096,
+        ..Default::default()
+    };
     let w = format::TraceWriter::create_with(&good, h0, opts).unwrap();
     for r in &recs {
         w.write(r).unwrap();
@@ -159,7 +228,10 @@ fn bad_files_show_an_error_not_a_panic() {
     let bytes = std::fs::read(&good).unwrap();
     std::fs::write(&good, &bytes[..bytes.len() * 2 / 3]).unwrap();
 
-    let mut app = ViewerApp::new(Box::new(viewer::load::load_paths), viewer::app::RecentFiles::default());
+    let mut app = ViewerApp::new(
+        Box::new(viewer::load::load_paths),
+        viewer::app::RecentFiles::default(),
+    );
     app.open(vec![garbage.clone(), missing.clone()]);
     let mut h = harness(app);
     assert_eq!(h.state().ds.failed.len(), 2);
@@ -177,9 +249,17 @@ fn bad_files_show_an_error_not_a_panic() {
     let st = h.state();
     assert!(st.ds.failed.is_empty());
     let f = &st.ds.results[0];
-    assert!(f.queries > 0 && f.queries < 5000, "partial file read: {}", f.queries);
+    assert!(
+        f.queries > 0 && f.queries < 5000,
+        "partial file read: {}",
+        f.queries
+    );
     assert!(!st.ds.rows.is_empty());
-    assert_eq!(st.recent.items.len(), 1, "only the file that opened is remembered");
+    assert_eq!(
+        st.recent.items.len(),
+        1,
+        "only the file that opened is remembered"
+    );
 }
 
 #[test]
@@ -187,15 +267,24 @@ fn every_tab_renders_with_trace_and_results() {
     // The harness fails on glyphs the bundled fonts lack, so this also guards against tofu.
     let (ht, t) = synth::trace(5);
     let (ha, a) = synth::results(400, 2, "gpu-a", 9);
-    let ds = Dataset::from_records(vec![(PathBuf::from("t.qtrace"), ht, t), (PathBuf::from("a.qres"), ha, a)]);
+    let ds = Dataset::from_records(vec![
+        (PathBuf::from("t.qtrace"), ht, t),
+        (PathBuf::from("a.qres"), ha, a),
+    ]);
     let mut h = harness(ViewerApp::with_dataset(ds));
     for tab in ["Timestamps", "Counters", "Files", "Queries"] {
         h.get_by_label(tab).click();
         h.run();
     }
-    assert!(h.query_by_label_contains("Capture device").is_none(), "Files tab left");
+    assert!(
+        h.query_by_label_contains("Capture device").is_none(),
+        "Files tab left"
+    );
     h.get_by_label("Files").click();
     h.run();
     assert!(h.query_all_by_label("Capture device").count() > 0);
-    assert!(h.query_all_by_label("t.qtrace").count() >= 2, "strip and Files tab heading");
+    assert!(
+        h.query_all_by_label("t.qtrace").count() >= 2,
+        "strip and Files tab heading"
+    );
 }
