@@ -85,6 +85,9 @@ pub struct TraceReader {
     dict_blocks: HashMap<u64, usize>,
     /// Decompressed dictionaries, by id: each is read once per reader.
     dict_cache: Mutex<HashMap<u16, Arc<Vec<u8>>>>,
+    /// A decompression context kept between `blob` calls (creating one costs more than
+    /// decompressing a small blob).
+    spare: Mutex<Option<Dctx>>,
 }
 
 /// Decompression contexts reused across the blocks of one pass.
@@ -230,6 +233,7 @@ impl TraceReader {
             blob_blocks: HashMap::new(),
             dict_blocks: HashMap::new(),
             dict_cache: Mutex::new(HashMap::new()),
+            spare: Mutex::new(None),
         };
         match reader.read_footer() {
             Some(mut footer) => {
@@ -485,7 +489,15 @@ impl TraceReader {
                 Problem::NoSuchBlob(id.0),
             ));
         };
-        self.block_bytes(&self.blocks[i], &mut Dctx::default())
+        let mut dctx = self
+            .spare
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .unwrap_or_default();
+        let r = self.block_bytes(&self.blocks[i], &mut dctx);
+        *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = Some(dctx);
+        r
     }
 
     /// The bytes a payload stands for.
