@@ -72,7 +72,8 @@ pub struct Support {
     pub perf_query: bool,
     pub accel: bool,
     pub rt_maintenance1: bool,
-    pub video_decode_family: Option<u32>,
+    /// H.264 decode with result-status queries (see video.rs).
+    pub video: crate::video::VideoSupport,
     /// VK_KHR_swapchain enabled (windowed mode).
     pub swapchain: bool,
 }
@@ -105,6 +106,8 @@ pub struct Gpu {
         ash::khr::performance_query::Device,
     )>,
     pub accel_fn: Option<ash::khr::acceleration_structure::Device>,
+    /// The video decode queue, when `support.video` is ready.
+    pub video: Option<crate::video::VideoDevice>,
     pub pool: vk::CommandPool,
 }
 
@@ -256,10 +259,6 @@ impl Gpu {
             })
             .max_by_key(|(_, f)| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
             .map(|(i, _)| i as u32);
-        let video_decode_family = families
-            .iter()
-            .position(|f| f.queue_flags.contains(vk::QueueFlags::VIDEO_DECODE_KHR))
-            .map(|i| i as u32);
 
         // Query which optional features exist, chaining only structures of
         // extensions the device has.
@@ -272,6 +271,7 @@ impl Gpu {
             && e(ash::khr::deferred_host_operations::NAME);
         let has_rtm1 = has_accel && e(ash::khr::ray_tracing_maintenance1::NAME);
         let has_calib = e(ash::ext::calibrated_timestamps::NAME);
+        let video = crate::video::probe(&entry, &instance, pdev, &families, &dev_exts)?;
 
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
@@ -345,7 +345,7 @@ impl Gpu {
                     && on(faccel.acceleration_structure)
                     && on(f12.buffer_device_address),
                 rt_maintenance1: has_rtm1 && on(frtm1.ray_tracing_maintenance1),
-                video_decode_family,
+                video,
                 swapchain: opts.swapchain,
             };
             if opts.swapchain && !has(&dev_exts, ash::khr::swapchain::NAME) {
@@ -445,6 +445,15 @@ impl Gpu {
         if s.swapchain {
             exts.push(ash::khr::swapchain::NAME);
         }
+        let video_family = match &s.video {
+            crate::video::VideoSupport::Ready(p) => {
+                exts.push(ash::khr::video_queue::NAME);
+                exts.push(ash::khr::video_decode_queue::NAME);
+                exts.push(ash::khr::video_decode_h264::NAME);
+                Some(p.family)
+            }
+            _ => None,
+        };
         let ext_ptrs: Vec<*const i8> = exts.iter().map(|e| e.as_ptr()).collect();
 
         let prio = [1.0f32];
@@ -457,6 +466,15 @@ impl Gpu {
                     .queue_family_index(f2)
                     .queue_priorities(&prio),
             );
+        }
+        if let Some(vf) = video_family {
+            if vf != family && Some(vf) != second_family {
+                queues.push(
+                    vk::DeviceQueueCreateInfo::default()
+                        .queue_family_index(vf)
+                        .queue_priorities(&prio),
+                );
+            }
         }
         let mut ci = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queues)
@@ -511,6 +529,12 @@ impl Gpu {
         let accel_fn = support
             .accel
             .then(|| ash::khr::acceleration_structure::Device::new(&instance, &device));
+        let video = video_family.map(|vf| crate::video::VideoDevice {
+            family: vf,
+            queue: unsafe { device.get_device_queue(vf, 0) },
+            vq: ash::khr::video_queue::Device::new(&instance, &device),
+            dq: ash::khr::video_decode_queue::Device::new(&instance, &device),
+        });
         let pool = unsafe {
             device.create_command_pool(
                 &vk::CommandPoolCreateInfo::default()
@@ -541,6 +565,7 @@ impl Gpu {
             mesh_fn,
             perf,
             accel_fn,
+            video,
             pool,
         })
     }

@@ -6,6 +6,7 @@ mod gpu;
 mod perf;
 mod report;
 mod scene;
+mod video;
 mod window;
 
 use anyhow::Result;
@@ -87,6 +88,7 @@ fn run(args: &Args) -> Result<ExitCode> {
     let scene = scene::Scene::new(&gpu, &mut report)?;
     let mut perf = perf::Perf::new(&gpu, &mut report)?;
     let accel = accel::Accel::new(&gpu, &mut report)?;
+    let video = video::Video::new(&gpu, &mut report)?;
     let presenter = match &xwin {
         Some(w) => Some(window::Presenter::new(&gpu, w)?),
         None => None,
@@ -102,6 +104,12 @@ fn run(args: &Args) -> Result<ExitCode> {
         if let Some(a) = &accel {
             a.frame(&gpu, &mut report)?;
         }
+        if let Some(v) = &video {
+            v.frame(&gpu, &mut report)?;
+        }
+    }
+    if let Some(v) = video {
+        v.destroy(&gpu);
     }
     if let Some(p) = perf {
         p.destroy(&gpu);
@@ -112,7 +120,6 @@ fn run(args: &Args) -> Result<ExitCode> {
     if let Some(p) = presenter {
         p.destroy(&gpu);
     }
-    extra_skips(&gpu, &mut report);
     scene.destroy(&gpu);
     unsafe {
         gpu.device.destroy_command_pool(gpu.pool, None);
@@ -131,21 +138,6 @@ fn run(args: &Args) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
-}
-
-/// Query types this demo does not drive yet on this device.
-fn extra_skips(gpu: &gpu::Gpu, report: &mut report::Report) {
-    match gpu.support.video_decode_family {
-        None => report.skip(
-            "result-status-only query",
-            "VK_KHR_video_decode_queue (a video decode queue family)",
-        ),
-        // Driving it needs a video session and a real bitstream to decode.
-        Some(f) => report.info(format!(
-            "not exercised: result-status-only query (video decode queue family {f} present; \
-             quarry-demo has no decode session yet)"
-        )),
-    }
 }
 
 fn print(args: &Args, report: &report::Report) {
