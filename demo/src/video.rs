@@ -406,7 +406,12 @@ impl Video {
             },
             probe.dst_format,
             probe.header_name,
-            probe.header_version,
+            format_args!(
+                "{}.{}.{}",
+                vk::api_version_major(probe.header_version),
+                vk::api_version_minor(probe.header_version),
+                vk::api_version_patch(probe.header_version)
+            ),
         ));
 
         let mut hp = h264_profile(probe.profile_idc);
