@@ -402,12 +402,14 @@ pub(crate) unsafe fn replay_call(
             .device
             .device_wait_idle()
             .map_err(|e| ReplayError::vk("vkDeviceWaitIdle", e)),
-        // Clock samples and profiling locks have no effect the replay needs; names only help tools
-        // (and need VK_EXT_debug_utils, which the replay may not have).
-        Call::vkGetCalibratedTimestampsEXT(_)
-        | Call::vkAcquireProfilingLockKHR(_)
-        | Call::vkReleaseProfilingLockKHR(_)
-        | Call::vkSetDebugUtilsObjectNameEXT(_) => Ok(()),
+        // Performance query pools need the lock held while their command buffers are recorded
+        // and submitted, as in the capture.
+        Call::vkAcquireProfilingLockKHR(_) | Call::vkReleaseProfilingLockKHR(_) => {
+            generic(s, call, rec)
+        }
+        // Clock samples have no effect the replay needs; names only help tools (and need
+        // VK_EXT_debug_utils, which the replay may not have).
+        Call::vkGetCalibratedTimestampsEXT(_) | Call::vkSetDebugUtilsObjectNameEXT(_) => Ok(()),
 
         // ---- emulated window system -----------------------------------------------------------
         Call::vkCreateXlibSurfaceKHR(_)

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use ash::vk;
 use ash::vk::Handle as _;
 use format::record::{
-    self, DeviceSummary, FileKind, Header, QueryOpKind, QueryResult, QueryValues, Record,
-    ReplayInfo,
+    self, CounterValue, DeviceSummary, FileKind, Header, QueryOpKind, QueryResult, QueryValues,
+    Record, ReplayInfo,
 };
 use format::{TraceReader, TraceWriter};
 
@@ -440,6 +440,7 @@ impl Run<'_, '_> {
                                 pipeline_statistics: p.pipeline_statistics,
                                 perf_counters: p.perf_counters.len() as u32,
                             },
+                            counters: p.perf_counters.clone(),
                         },
                     );
                 }
@@ -540,6 +541,9 @@ impl Run<'_, '_> {
     }
 
     fn emit(&mut self, q: QueryResult) -> Result<(), ReplayError> {
+        if q.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw() {
+            self.emit_counters(&q)?;
+        }
         let precise = self
             .session
             .query_owner
@@ -550,6 +554,34 @@ impl Run<'_, '_> {
         if let Some(w) = self.writer {
             w.write(&Record::QueryResult(q))
                 .map_err(|e| ReplayError::Results(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// One `CounterValue` per counter of a performance query, captured and replayed side by side.
+    fn emit_counters(&mut self, q: &QueryResult) -> Result<(), ReplayError> {
+        let Some(w) = self.writer else { return Ok(()) };
+        let Some(pool) = self.session.pools.get(&q.pool) else {
+            return Ok(());
+        };
+        let replayed = q.replayed.as_ref().filter(|v| v.available);
+        let captured = q.captured.as_ref().filter(|v| v.available);
+        for (i, counter) in pool.counters.iter().enumerate() {
+            let Some(raw) = replayed.and_then(|v| v.values.get(i)) else {
+                continue;
+            };
+            w.write(&Record::CounterValue(CounterValue {
+                counter: counter.clone(),
+                pass: q.pass,
+                frame: q.frame,
+                command_buffer: q.command_buffer,
+                render_pass: None,
+                value: queries::counter_value(*raw, counter.storage),
+                captured: captured
+                    .and_then(|v| v.values.get(i))
+                    .map(|c| queries::counter_value(*c, counter.storage)),
+            }))
+            .map_err(|e| ReplayError::Results(e.to_string()))?;
         }
         Ok(())
     }

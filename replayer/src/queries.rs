@@ -139,6 +139,19 @@ pub fn timestamp_ns(ticks: u64, valid_bits: u32, period_ns: f32) -> f64 {
     masked as f64 * period_ns as f64
 }
 
+/// A `VkPerformanceCounterResultKHR` (8 raw bytes read as a little-endian u64) as f64, read
+/// according to the counter's `VkPerformanceCounterStorageKHR`.
+pub fn counter_value(raw: u64, storage: u32) -> f64 {
+    match storage {
+        0 => raw as u32 as i32 as f64,
+        1 => raw as i64 as f64,
+        2 => raw as u32 as f64,
+        4 => f32::from_bits(raw as u32) as f64,
+        5 => f64::from_bits(raw),
+        _ => raw as f64,
+    }
+}
+
 /// Printable name of a `VkQueryType`.
 pub fn type_name(query_type: i32) -> String {
     match vk::QueryType::from_raw(query_type) {
@@ -247,6 +260,16 @@ mod tests {
             .unwrap_err()
             .contains("stride"));
         assert!(decode(&[], 0, 0, 0, OCC, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn counter_storage() {
+        assert_eq!(counter_value((-5i32) as u32 as u64, 0), -5.0);
+        assert_eq!(counter_value((-5i64) as u64, 1), -5.0);
+        assert_eq!(counter_value(0xFFFF_FFFF_0000_0007, 2), 7.0);
+        assert_eq!(counter_value(1.5f32.to_bits() as u64, 4), 1.5);
+        assert_eq!(counter_value(2.25f64.to_bits(), 5), 2.25);
+        assert_eq!(counter_value(42, 3), 42.0);
     }
 
     #[test]

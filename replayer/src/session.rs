@@ -120,6 +120,8 @@ pub struct SubmitInfo {
 
 pub struct PoolState {
     pub shape: PoolShape,
+    /// Counters of a performance query pool, in result order.
+    pub counters: Vec<format::record::PerfCounterDesc>,
 }
 
 pub struct Session<'a> {
