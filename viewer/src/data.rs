@@ -170,6 +170,8 @@ pub struct Dataset {
     pub mismatch: Vec<bool>,
     pub value_columns: Vec<ValueColumn>,
     pub counters: Vec<CounterRow>,
+    /// (lowest, highest) frame of the rows.
+    pub frames: (u64, u64),
 }
 
 /// Does `replayed` disagree with `captured`? `None` when there is nothing to compare.
@@ -214,10 +216,9 @@ impl Dataset {
         self.results.iter().map(|f| f.label.clone()).collect()
     }
 
+    /// Lowest and highest frame of any row (computed once in `finish`: the UI asks every frame).
     pub fn frame_range(&self) -> (u64, u64) {
-        let lo = self.rows.iter().map(|r| r.frame).min().unwrap_or(0);
-        let hi = self.rows.iter().map(|r| r.frame).max().unwrap_or(0);
-        (lo, hi)
+        self.frames
     }
 
     pub fn is_empty(&self) -> bool {
@@ -879,6 +880,10 @@ impl DatasetBuilder {
         }
         cols.extend((0..perf).map(ValueColumn::Perf));
         ds.value_columns = cols;
+        ds.frames = (
+            ds.rows.iter().map(|r| r.frame).min().unwrap_or(0),
+            ds.rows.iter().map(|r| r.frame).max().unwrap_or(0),
+        );
         ds
     }
 }

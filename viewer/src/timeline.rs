@@ -265,10 +265,11 @@ impl TimelineState {
             let lanes = Lanes::build(ds);
             self.t0 = 0.0;
             // Start on the first ~3 frames' worth rather than the whole run: spans stay visible.
+            let first_frame = ds.frame_range().0;
             let first_frames = ds
                 .rows
                 .iter()
-                .filter(|r| r.frame <= ds.frame_range().0 + 2)
+                .filter(|r| r.frame <= first_frame + 2)
                 .filter_map(captured_extent)
                 .map(|(_, e)| e.saturating_sub(lanes.origins[0]) as f64)
                 .fold(0.0, f64::max);
