@@ -1868,9 +1868,70 @@ unsafe extern "system" fn queue_submit(
             })
             .collect();
         submit_with(&dev, &batches, || {
-            (dev.f.queue_submit.expect("core vkQueueSubmit"))(queue, n, p_submits, fence)
+            let mut copy: Vec<vk::SubmitInfo<'_>> = submits.to_vec();
+            let mut heads: Vec<*const c_void> = copy.iter().map(|s| s.p_next).collect();
+            let restore = unlink_pass_infos(&mut heads);
+            for (s, h) in copy.iter_mut().zip(heads) {
+                s.p_next = h;
+            }
+            let r = (dev.f.queue_submit.expect("core vkQueueSubmit"))(
+                queue,
+                n,
+                if copy.is_empty() {
+                    p_submits
+                } else {
+                    copy.as_ptr()
+                },
+                fence,
+            );
+            relink(restore);
+            r
         })
     })
+}
+
+/// Unlinks every VkPerformanceQuerySubmitInfoKHR from the pNext chains of `heads` (the driver below
+/// does not know the extension, and a validation layer below would index its per-pass query state
+/// with it); returns the links to put back after the call.
+unsafe fn unlink_pass_infos(
+    heads: &mut [*const c_void],
+) -> Vec<(
+    *mut vk::BaseOutStructure<'static>,
+    *mut vk::BaseOutStructure<'static>,
+)> {
+    let mut restore = Vec::new();
+    for head in heads.iter_mut() {
+        while !head.is_null()
+            && (*(*head as *const vk::BaseInStructure<'_>)).s_type
+                == vk::StructureType::PERFORMANCE_QUERY_SUBMIT_INFO_KHR
+        {
+            *head = (*(*head as *const vk::BaseInStructure<'_>)).p_next as *const c_void;
+        }
+        let mut prev = *head as *mut vk::BaseOutStructure<'static>;
+        while !prev.is_null() {
+            let next = (*prev).p_next;
+            if !next.is_null()
+                && (*next).s_type == vk::StructureType::PERFORMANCE_QUERY_SUBMIT_INFO_KHR
+            {
+                restore.push((prev, next));
+                (*prev).p_next = (*next).p_next;
+            } else {
+                prev = next;
+            }
+        }
+    }
+    restore
+}
+
+unsafe fn relink(
+    restore: Vec<(
+        *mut vk::BaseOutStructure<'static>,
+        *mut vk::BaseOutStructure<'static>,
+    )>,
+) {
+    for (p, old) in restore.into_iter().rev() {
+        (*p).p_next = old;
+    }
 }
 
 fn submit_with(
@@ -1926,7 +1987,24 @@ unsafe extern "system" fn queue_submit2(
         };
         let batches = submit2_batches(n, p_submits);
         submit_with(&dev, &batches, || {
-            (dev.f.queue_submit2.expect("vkQueueSubmit2"))(queue, n, p_submits, fence)
+            let mut copy: Vec<vk::SubmitInfo2<'_>> = if n == 0 || p_submits.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(p_submits, n as usize).to_vec()
+            };
+            let mut heads: Vec<*const c_void> = copy.iter().map(|s| s.p_next).collect();
+            let restore = unlink_pass_infos(&mut heads);
+            for (s, h) in copy.iter_mut().zip(heads) {
+                s.p_next = h;
+            }
+            let ptr = if copy.is_empty() {
+                p_submits
+            } else {
+                copy.as_ptr()
+            };
+            let r = (dev.f.queue_submit2.expect("vkQueueSubmit2"))(queue, n, ptr, fence);
+            relink(restore);
+            r
         })
     })
 }
@@ -1943,7 +2021,24 @@ unsafe extern "system" fn queue_submit2_khr(
         };
         let batches = submit2_batches(n, p_submits);
         submit_with(&dev, &batches, || {
-            (dev.f.queue_submit2_khr.expect("vkQueueSubmit2KHR"))(queue, n, p_submits, fence)
+            let mut copy: Vec<vk::SubmitInfo2<'_>> = if n == 0 || p_submits.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(p_submits, n as usize).to_vec()
+            };
+            let mut heads: Vec<*const c_void> = copy.iter().map(|s| s.p_next).collect();
+            let restore = unlink_pass_infos(&mut heads);
+            for (s, h) in copy.iter_mut().zip(heads) {
+                s.p_next = h;
+            }
+            let ptr = if copy.is_empty() {
+                p_submits
+            } else {
+                copy.as_ptr()
+            };
+            let r = (dev.f.queue_submit2_khr.expect("vkQueueSubmit2KHR"))(queue, n, ptr, fence);
+            relink(restore);
+            r
         })
     })
 }
