@@ -153,6 +153,71 @@ fn demo_capture_replay_compare() {
     }
     assert_eq!(n, s.queries);
     assert!(timestamps_converted > 0, "timestamps are converted to ns");
+
+    // The same trace with one captured primitives-generated count off by one: --compare must fail
+    // and name that query.
+    let tampered = tmp.path().join("tampered.qtrace");
+    let pool = tamper_primitives_generated(&trace, &tampered);
+    let s = replayer::replay(&replay_opts(&tampered)).expect("replay of the tampered trace");
+    assert!(s.comparison.failed(), "{}", s.comparison.to_text());
+    assert_eq!(s.comparison.by_type["PRIMITIVES_GENERATED"].mismatches, 1);
+    assert!(
+        s.comparison
+            .mismatches
+            .iter()
+            .any(|m| m.contains(&format!("pool 0x{pool:x}"))),
+        "{:?}",
+        s.comparison.mismatches
+    );
+}
+
+/// Copies `src` to `dst` adding 1 to the value of the first primitives-generated query a
+/// `QueryResults` record shows available; returns its pool.
+fn tamper_primitives_generated(src: &Path, dst: &Path) -> u64 {
+    let r = TraceReader::open(src).unwrap();
+    let w = format::TraceWriter::create(dst, r.header().clone()).unwrap();
+    let mut pools = std::collections::HashSet::new();
+    let mut done = None;
+    for rec in r.records() {
+        let mut rec = rec.unwrap();
+        match &mut rec {
+            Record::QueryPool(p)
+                if p.query_type == ash::vk::QueryType::PRIMITIVES_GENERATED_EXT.as_raw() =>
+            {
+                pools.insert(p.pool);
+            }
+            Record::QueryResults(q) if done.is_none() && pools.contains(&q.pool) => {
+                let shape = replayer::queries::PoolShape {
+                    query_type: ash::vk::QueryType::PRIMITIVES_GENERATED_EXT.as_raw(),
+                    pipeline_statistics: 0,
+                    perf_counters: 0,
+                };
+                let decoded =
+                    replayer::queries::decode(&q.data, q.count, q.stride, q.flags, shape, q.result)
+                        .unwrap();
+                if let Some(i) = decoded.iter().position(|d| d.available) {
+                    let at = i * q.stride as usize;
+                    if q.flags & replayer::queries::RESULT_64 != 0 {
+                        let v = u64::from_le_bytes(q.data[at..at + 8].try_into().unwrap()) + 1;
+                        q.data[at..at + 8].copy_from_slice(&v.to_le_bytes());
+                    } else {
+                        let v = u32::from_le_bytes(q.data[at..at + 4].try_into().unwrap()) + 1;
+                        q.data[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                    done = Some(q.pool);
+                }
+            }
+            // Blob payloads are re-interned in the new file.
+            Record::MemoryWrite(m) => {
+                let bytes = r.payload_bytes(&m.data).unwrap();
+                m.data = w.payload(&bytes).unwrap();
+            }
+            _ => {}
+        }
+        w.write(&rec).unwrap();
+    }
+    w.finish().unwrap();
+    done.expect("the demo reads an available primitives-generated query")
 }
 
 /// Validation enabled during the replay of the demo trace reports nothing.
