@@ -196,7 +196,17 @@ pub unsafe extern "system" fn get_instance_proc_addr(
         return None;
     }
     let data = runtime::instance_data(raw(instance))?;
-    intercept_for(name, (data.gipa)(instance, p_name))
+    let next = (data.gipa)(instance, p_name);
+    // Pre-instance queries change nothing a replay needs: whatever the chain gives, unrecorded.
+    if matches!(
+        name.to_bytes(),
+        b"vkEnumerateInstanceExtensionProperties"
+            | b"vkEnumerateInstanceLayerProperties"
+            | b"vkEnumerateInstanceVersion"
+    ) {
+        return next;
+    }
+    intercept_for(name, next)
 }
 
 /// The layer's vkGetDeviceProcAddr (see `get_instance_proc_addr` on why it is not the exported symbol).
@@ -1454,9 +1464,10 @@ pub unsafe extern "system" fn vkGetFenceStatus(device: vk::Device, fence: vk::Fe
 
 /// At process exit the driver may already be gone: pending copies are only counted, not read.
 pub fn flush_pending_at_exit() {
+    // try_lock: at exit another thread may be stopped inside the layer holding a device lock.
     let pending: usize = runtime::live_devices()
         .iter()
-        .map(|d| d.lock().pending.len())
+        .filter_map(|d| d.state.try_lock().ok().map(|st| st.pending.len()))
         .sum();
     if pending > 0 {
         runtime::note(format!(

@@ -199,3 +199,53 @@ fn sigkill_leaves_a_readable_incomplete_trace() {
     assert!(t.count("Frame") > 0, "frames before the kill survive");
     assert!(t.calls_of("vkCreateDevice") == 1);
 }
+
+#[test]
+fn frame_range_ends_the_trace() {
+    if !require(&["vkcube", "Xvfb"]) {
+        return;
+    }
+    let x = Xvfb::start();
+    let layer = layer();
+    let trace = scratch("range.qtrace");
+    let mut cmd = under_layer(vulkan_command("vkcube"), &layer, &trace);
+    let out = cmd
+        .args(["--c", "30"])
+        .env("DISPLAY", &x.display)
+        .env("QUARRY_CAPTURE_FRAMES", "0-9")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let t = read_trace(&trace);
+    assert!(t.info.complete, "finalized when frame 9 ended");
+    t.check_structure();
+    assert_eq!(t.count("Frame"), 10);
+    assert_eq!(
+        t.calls_of("vkQueuePresentKHR"),
+        10,
+        "nothing recorded after the range"
+    );
+    let notes: Vec<String> = t
+        .records
+        .iter()
+        .filter_map(|r| {
+            if let Record::Note(n) = r {
+                Some(n.message.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("QUARRY_CAPTURE_FRAMES=0-9")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("requested frame range done")),
+        "{notes:?}"
+    );
+}
