@@ -1,0 +1,123 @@
+#![allow(non_snake_case)]
+//! quarry-demo's performance-query path on lavapipe through VK_LAYER_QUARRY_counters.
+//!
+//! Needs the demo built in this target dir (`cargo build -p demo`); the layer library comes with this
+//! test's dependency on `counters_layer`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use VkLayer_quarry_counters::launch::LayerDir;
+
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
+}
+
+fn demo() -> Option<PathBuf> {
+    let d = target_dir().join("quarry-demo");
+    if d.exists() {
+        Some(d)
+    } else {
+        eprintln!("SKIP: {} missing (cargo build -p demo)", d.display());
+        None
+    }
+}
+
+fn run_demo(
+    demo: &Path,
+    layer: &LayerDir,
+    per_pass: &str,
+    instance_layers: Option<&str>,
+) -> Output {
+    let mut c = Command::new(demo);
+    c.args(["--headless", "--frames", "3", "--check"])
+        .env("XDG_RUNTIME_DIR", "/tmp")
+        .env("QUARRY_COUNTERS_PER_PASS", per_pass)
+        .env_remove("VK_INSTANCE_LAYERS")
+        .env_remove("VK_LOADER_LAYERS_ENABLE");
+    layer.apply(&mut c);
+    if let Some(l) = instance_layers {
+        c.env("VK_INSTANCE_LAYERS", l);
+    }
+    c.output().expect("run quarry-demo")
+}
+
+/// (passes, chosen counter names) from the demo's "performance counters chosen (N pass(es)): ..." line.
+fn chosen(text: &str) -> (u32, Vec<String>) {
+    let line = text
+        .lines()
+        .find(|l| l.contains("performance counters chosen ("))
+        .unwrap_or_else(|| panic!("the demo did not take its performance-query path:\n{text}"));
+    let rest = &line[line.find("chosen (").unwrap() + 8..];
+    let passes: u32 = rest[..rest.find(' ').unwrap()].parse().unwrap();
+    let names = rest[rest.find("): ").unwrap() + 3..]
+        .split(", ")
+        .map(str::to_string)
+        .collect();
+    (passes, names)
+}
+
+fn both(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn demo_check_passes_with_one_and_two_counters_per_pass() {
+    let Some(demo) = demo() else { return };
+    let layer = LayerDir::for_built_layer().expect("counters layer built");
+    for (per_pass, counters) in [("1", 4usize), ("2", 8)] {
+        let out = run_demo(&demo, &layer, per_pass, None);
+        let text = both(&out);
+        assert!(out.status.success(), "per pass {per_pass}:\n{text}");
+        let (passes, names) = chosen(&text);
+        // The demo keeps at most 8 counters and at most 4 passes; the layer lists 10.
+        assert_eq!(names.len(), counters, "{text}");
+        assert_eq!(
+            passes as usize,
+            counters.div_ceil(per_pass.parse().unwrap())
+        );
+        assert!(passes >= 3);
+        assert_eq!(names[0], "Command buffer duration");
+        let submitted = text
+            .lines()
+            .find(|l| l.starts_with("performance query passes submitted"))
+            .expect("passes row");
+        assert!(submitted.contains(&format!("{passes} (SUCCESS)")) && submitted.ends_with("ok"));
+        for n in &names {
+            let row = text
+                .lines()
+                .find(|l| l.starts_with(&format!("performance counter: {n} (")))
+                .unwrap_or_else(|| panic!("no row for {n}:\n{text}"));
+            assert!(row.ends_with("ok"), "{row}");
+        }
+    }
+}
+
+#[test]
+fn validation_below_the_counters_layer_adds_no_messages() {
+    let Some(demo) = demo() else { return };
+    if !Path::new("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json").exists() {
+        eprintln!("SKIP: vulkan-validationlayers not installed");
+        return;
+    }
+    let layer = LayerDir::for_built_layer().expect("counters layer built");
+    // First listed = closest to the app: validation sees what the layer sends to the driver.
+    let out = run_demo(
+        &demo,
+        &layer,
+        "2",
+        Some("VK_LAYER_QUARRY_counters:VK_LAYER_KHRONOS_validation"),
+    );
+    let text = both(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("validation:"), "{text}");
+    assert!(!text.contains("VUID-"), "{text}");
+    assert_eq!(chosen(&text).0, 4);
+}
