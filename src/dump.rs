@@ -58,19 +58,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A `Call` as JSON fields. Parameters are still opaque bytes here; decoding them through the
-/// generated `vkstream` decoder belongs in this one function.
+/// A `Call` as JSON fields, its parameters decoded by the generated `vkstream` decoder. The trace's
+/// own `CommandTable` names the command and the name picks this build's decoder, so traces written
+/// against another registry version still decode; commands this build does not know, and bytes
+/// that do not decode, stay opaque (hex plus the reason).
 pub fn call_json(c: &Call, table: Option<&[String]>) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("seq".into(), c.seq.into());
     m.insert("thread".into(), c.thread.into());
     m.insert("cmd".into(), c.cmd.into());
     let name = table.and_then(|t| t.get(c.cmd as usize)).cloned();
-    m.insert("name".into(), name.map(Value::from).unwrap_or(Value::Null));
     m.insert("result".into(), c.result.into());
     m.insert("host_ns".into(), c.host_ns.into());
     m.insert("params_len".into(), c.params.len().into());
+    match name.as_deref().map(|n| (n, vkstream::command_id(n))) {
+        Some((_, Some(id))) => match vkstream::decode_call(id, &c.params) {
+            Ok(call) => match serde_json::from_str::<Value>(&call.to_json()) {
+                Ok(v) => {
+                    m.insert("params".into(), v);
+                }
+                Err(e) => opaque(&mut m, c, &format!("decoder wrote invalid JSON: {e}")),
+            },
+            Err(e) => opaque(&mut m, c, &e.to_string()),
+        },
+        Some((_, None)) => opaque(&mut m, c, "command unknown to this build"),
+        None => opaque(&mut m, c, "no command table entry"),
+    }
+    m.insert("name".into(), name.map(Value::from).unwrap_or(Value::Null));
     m
+}
+
+fn opaque(m: &mut Map<String, Value>, c: &Call, why: &str) {
+    m.insert("params_hex".into(), hex(&c.params).into());
+    m.insert("opaque".into(), why.into());
 }
 
 /// Field names whose byte arrays print as hex.
@@ -223,12 +243,45 @@ mod tests {
         assert_eq!(v["name"], "vkCmdDraw");
         assert_eq!(v["params_len"], 3);
         assert_eq!(v["frame"], 2);
-        assert_eq!(
-            text_line(&v),
-            "[2] Call seq=4 thread=1 name=vkCmdDraw cmd=1 result=0 host_ns=9 params_len=3"
-        );
+        // Three bytes are too short for vkCmdDraw: opaque, with the reason.
+        assert_eq!(v["params_hex"], "010203");
+        assert!(v["opaque"].is_string());
+        assert!(text_line(&v)
+            .starts_with("[2] Call seq=4 thread=1 name=vkCmdDraw cmd=1 result=0 host_ns=9"));
         let v = record_json(&c, None, 0);
         assert_eq!(v["name"], Value::Null);
+        assert_eq!(v["opaque"], "no command table entry");
+    }
+
+    #[test]
+    fn calls_decode_through_vkstream_by_name() {
+        // vkCmdDraw: the command buffer handle (u64) then four u32s.
+        let mut e = vkstream::Encoder::new();
+        e.u64(0x55);
+        for v in [3u32, 1, 0, 0] {
+            e.u32(v);
+        }
+        let params = e.into_bytes();
+        let call = |cmd| {
+            Record::Call(Call {
+                seq: 1,
+                thread: 0,
+                cmd,
+                host_ns: 0,
+                result: 0,
+                params: params.clone(),
+            })
+        };
+        // Index 7 in this trace's table, whatever vkstream's own id is.
+        let mut table: Vec<String> = (0..7).map(|i| format!("vkUnknown{i}")).collect();
+        table.push("vkCmdDraw".into());
+        let v = record_json(&call(7), Some(&table), 0);
+        assert!(v.get("opaque").is_none(), "{v}");
+        assert_eq!(v["params"]["vertex_count"], 3, "{v}");
+        assert_eq!(v["params"]["instance_count"], 1, "{v}");
+        let u = record_json(&call(0), Some(&table), 0);
+        assert_eq!(u["opaque"], "command unknown to this build");
+        assert_eq!(u["params_hex"], hex(&params));
     }
 
     #[test]

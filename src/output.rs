@@ -15,11 +15,31 @@ pub fn report(e: &anyhow::Error) -> ExitCode {
     }
     let line = e.to_string().replace('\n', " ");
     eprintln!("quarry: {line}");
-    if e.downcast_ref::<FormatError>().is_some() {
+    if e.downcast_ref::<FormatError>().is_some() || e.downcast_ref::<BadInput>().is_some() {
         ExitCode::from(2)
     } else {
         ExitCode::from(1)
     }
+}
+
+/// A usage or input error that is not a damaged file (missing program, bad argument): exit 2.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+/// `Err(BadInput)` with a formatted message.
+#[macro_export]
+macro_rules! bad_input {
+    ($($t:tt)*) => {
+        return Err($crate::output::BadInput(format!($($t)*)).into())
+    };
 }
 
 /// The first problem a reader found while opening (damage or a missing footer), as an error.
