@@ -52,6 +52,9 @@ impl std::fmt::Display for FrameStats {
 
 #[derive(Debug, Clone)]
 pub struct BenchReport {
+    /// Records in the file and the time the format reader alone needs for them.
+    pub records: usize,
+    pub read_only: Duration,
     pub rows: usize,
     pub open: Duration,
     pub first_frame: Duration,
@@ -96,6 +99,12 @@ pub fn frames(
 }
 
 pub fn run(path: &Path) -> anyhow::Result<BenchReport> {
+    // Reading and decoding records alone, to split the open time between format and viewer.
+    let t = Instant::now();
+    let reader = format::TraceReader::open(path)?;
+    let n = reader.records().filter(Result::is_ok).count();
+    let read_only = t.elapsed();
+    drop(reader);
     let t = Instant::now();
     let ds = crate::load::load_one(path)?;
     let open = t.elapsed();
@@ -123,6 +132,8 @@ pub fn run(path: &Path) -> anyhow::Result<BenchReport> {
         vec![Event::PointerMoved(tl_pos), e]
     });
     Ok(BenchReport {
+        records: n,
+        read_only,
         rows,
         open,
         first_frame,

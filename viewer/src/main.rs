@@ -48,6 +48,11 @@ fn real_main() -> anyhow::Result<()> {
                 let r = viewer::bench::run(&file)?;
                 println!("file: {} ({} queries)", file.display(), r.rows);
                 println!(
+                    "read records only (format crate): {} records in {:.1} ms",
+                    r.records,
+                    r.read_only.as_secs_f64() * 1e3
+                );
+                println!(
                     "open (read + decode + build rows): {:.1} ms",
                     r.open.as_secs_f64() * 1e3
                 );
