@@ -179,8 +179,9 @@ pub fn export(files: &[PathBuf], format: ExportFormat, out: &Path) -> anyhow::Re
         bail!("no input files");
     }
     let ds = load::load_paths(files);
-    if let Some((p, e)) = ds.failed.first() {
-        bail!("{}: {e}", p.display());
+    if let Some((_, e)) = ds.failed.first() {
+        // The format error already names the file.
+        bail!("{e}");
     }
     let rows: Vec<u32> = (0..ds.rows.len() as u32).collect();
     let (msg, err) = app::export_view(&ds, &rows, format, out);
