@@ -66,9 +66,9 @@ fn stream(b: &mut DatasetBuilder, r: &TraceReader) {
 /// Loads one file, failing (instead of listing it in `failed`) when it cannot be opened.
 pub fn load_one(path: &Path) -> anyhow::Result<Dataset> {
     let ds = load_paths(&[path.to_path_buf()]);
-    if let Some((p, e)) = ds.failed.first() {
-        anyhow::let _ = p;
-        bail!("{e}");
+    if let Some((_, e)) = ds.failed.first() {
+        // The format error already names the file.
+        anyhow::bail!("{e}");
     }
     Ok(ds)
 }
