@@ -135,8 +135,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             exit_text(c.status)
         );
     }
-    println!("trace: {}", c.trace.display());
-    println!("{}", summary_line(&c.trace)?);
+    crate::say!("trace: {}", c.trace.display());
+    crate::say!("{}", summary_line(&c.trace)?);
     if !c.status.success() {
         eprintln!(
             "quarry: {} {}",

@@ -59,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let trace = out.join("quarry-demo.qtrace");
 
     // 1. Capture.
-    println!(
+    crate::say!(
         "== capture: {DEMO_BIN} --headless --frames {} --check",
         args.frames
     );
@@ -81,7 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     )?;
     let text = String::from_utf8_lossy(&stdout);
     for line in text.lines() {
-        println!("  {line}");
+        crate::say!("  {line}");
     }
     let check_ok = c.status.success();
     if !check_ok {
@@ -93,8 +93,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     if !trace.is_file() {
         bail!("{DEMO_BIN} wrote no trace to {}", trace.display());
     }
-    println!("trace: {}", trace.display());
-    println!("  {}", capture::summary_line(&trace)?);
+    crate::say!("trace: {}", trace.display());
+    crate::say!("  {}", capture::summary_line(&trace)?);
 
     // 2. Replay on every GPU.
     let gpus = replayer::devices().context("cannot list GPUs for the replay")?;
@@ -106,9 +106,11 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut replay_failed = false;
     for g in &gpus {
         let file = out.join(format!("replay-gpu{}-{}.qres", g.index, slug(&g.name)));
-        println!(
+        crate::say!(
             "\n== replay on GPU {}: {} ({})",
-            g.index, g.name, g.driver_info
+            g.index,
+            g.name,
+            g.driver_info
         );
         let opts = replayer::ReplayOptions {
             trace: trace.clone(),
@@ -122,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         match replayer::replay(&opts) {
             Ok(s) => {
                 for line in replayer::cli::report(&s, true).lines() {
-                    println!("  {line}");
+                    crate::say!("  {line}");
                 }
                 if s.comparison.same_device && s.comparison.failed() {
                     same_device_mismatch = true;
@@ -141,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         .iter()
         .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
     if display && !args.no_view {
-        println!("\n== opening the viewer (close its window to finish)");
+        crate::say!("\n== opening the viewer (close its window to finish)");
         let mut files = vec![trace.clone()];
         files.extend(results.iter().cloned());
         if let Err(e) = viewer::run(viewer::ViewArgs {
@@ -153,21 +155,21 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
 
     // 4. Where things are, and what next.
-    println!("\n== files");
-    println!("  trace:   {}", trace.display());
+    crate::say!("\n== files");
+    crate::say!("  trace:   {}", trace.display());
     for r in &results {
-        println!("  results: {}", r.display());
+        crate::say!("  results: {}", r.display());
     }
     let me = std::env::current_exe()
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "quarry".into());
-    println!("\n== capture your own app");
-    println!("  {me} capture -o vkcube.qtrace -- vkcube --c 100");
-    println!("  {me} info vkcube.qtrace");
-    println!("  then copy vkcube.qtrace to a machine with another GPU and run:");
-    println!("  {me} replay vkcube.qtrace --compare --results vkcube.qres");
-    println!("  {me} view vkcube.qtrace vkcube.qres");
+    crate::say!("\n== capture your own app");
+    crate::say!("  {me} capture -o vkcube.qtrace -- vkcube --c 100");
+    crate::say!("  {me} info vkcube.qtrace");
+    crate::say!("  then copy vkcube.qtrace to a machine with another GPU and run:");
+    crate::say!("  {me} replay vkcube.qtrace --compare --results vkcube.qres");
+    crate::say!("  {me} view vkcube.qtrace vkcube.qres");
 
     if !check_ok || same_device_mismatch || replay_failed {
         if same_device_mismatch {
@@ -299,7 +301,7 @@ fn build_tools(exe_dir: &Path) -> anyhow::Result<()> {
     if profile == "release" {
         cmd.arg("--release");
     }
-    println!(
+    crate::say!(
         "== building {DEMO_BIN} and the capture layer ({profile}) into {}",
         target.display()
     );

@@ -42,6 +42,15 @@ macro_rules! bad_input {
     };
 }
 
+/// `println!` that ignores a closed stdout (`quarry demo | head`) instead of panicking.
+#[macro_export]
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 /// The first problem a reader found while opening (damage or a missing footer), as an error.
 pub fn open_damage(r: &TraceReader) -> Option<FormatError> {
     if let Some(d) = r.damage().first() {

@@ -71,6 +71,6 @@ pub fn run_export(args: ExportArgs) -> anyhow::Result<u8> {
         format::TraceReader::open(f)?;
     }
     viewer::export(&args.files, args.format.0, &args.output)?;
-    println!("wrote {}", args.output.display());
+    crate::say!("wrote {}", args.output.display());
     Ok(0)
 }
