@@ -181,7 +181,21 @@ fn replay_of_damaged_trace_is_bad_input() {
     let garbage = dir.join("garbage.qtrace");
     std::fs::write(&garbage, b"this is not a quarry trace at all, just text").unwrap();
     let missing = dir.join("missing.qtrace");
-    for p in [&garbage, &missing] {
+    // The demo's real trace with a stretch of payload bytes flipped: a block checksum fails.
+    let (demo_out, demo_dir) = demo();
+    assert_eq!(
+        demo_out.status.code(),
+        Some(0),
+        "{}",
+        text(&demo_out.stderr)
+    );
+    let mut bytes = std::fs::read(demo_dir.join("quarry-demo.qtrace")).unwrap();
+    for b in &mut bytes[3000..3100] {
+        *b ^= 0xff;
+    }
+    let flipped = dir.join("flipped.qtrace");
+    std::fs::write(&flipped, bytes).unwrap();
+    for p in [&garbage, &missing, &flipped] {
         let out = quarry(&["replay", p.to_str().unwrap()]);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
