@@ -545,6 +545,11 @@ pub fn analyze(reg: &Registry) -> Analysis {
         .iter()
         .filter(|(c, o)| unsupported_names.contains(c.as_str()) && !o.starts_with("VK_VERSION"))
         .map(|(_, o)| o.clone())
+        .chain(
+            config::UNREPLAYABLE_EXTENSIONS
+                .iter()
+                .map(|e| e.to_string()),
+        )
         .collect();
     unsupported.sort();
     Analysis {

@@ -147,3 +147,13 @@ pub fn ash_pfn(canonical: &str) -> String {
         .map_or(canonical, |(_, b)| b);
     format!("vk::PFN_{n}")
 }
+
+/// Extensions whose commands encode, but whose replay needs data the encoders do not capture: the
+/// video std-header structs (SPS/PPS and picture info) are opaque pointers in the registry. The layer
+/// hides them like the extensions of unsupported commands, so an app never uses what cannot replay.
+pub const UNREPLAYABLE_EXTENSIONS: &[&str] = &[
+    "VK_KHR_video_queue",
+    "VK_KHR_video_decode_queue",
+    "VK_KHR_video_decode_h264",
+    "VK_KHR_video_decode_h265",
+];

@@ -607,7 +607,7 @@ pub fn commands_rs(reg: &Registry, an: &Analysis) -> String {
     for (n, _) in &an.unsupported {
         let _ = writeln!(o, "\"{n}\",");
     }
-    o.push_str("];\n\n/// Extensions that bring at least one command in [`UNSUPPORTED`]: the layer should remove them\n/// from the extension lists it reports, so that applications do not enable them.\npub const UNSUPPORTED_EXTENSIONS: &[&str] = &[\n");
+    o.push_str("];\n\n/// Extensions that bring at least one command in [`UNSUPPORTED`], or whose replay needs data the\n/// encoders do not capture (video std headers): the layer should remove them from the extension lists it reports,\n/// so that applications do not enable them.\npub const UNSUPPORTED_EXTENSIONS: &[&str] = &[\n");
     for e in &an.unsupported_exts {
         let _ = writeln!(o, "\"{e}\",");
     }

@@ -1950,8 +1950,9 @@ pub const UNSUPPORTED: &[&str] = &[
     "vkSetBufferCollectionImageConstraintsFUCHSIA",
 ];
 
-/// Extensions that bring at least one command in [`UNSUPPORTED`]: the layer should remove them
-/// from the extension lists it reports, so that applications do not enable them.
+/// Extensions that bring at least one command in [`UNSUPPORTED`], or whose replay needs data the
+/// encoders do not capture (video std headers): the layer should remove them from the extension lists it reports,
+/// so that applications do not enable them.
 pub const UNSUPPORTED_EXTENSIONS: &[&str] = &[
     "VK_ANDROID_external_memory_android_hardware_buffer",
     "VK_EXT_acquire_xlib_display",
@@ -1971,7 +1972,11 @@ pub const UNSUPPORTED_EXTENSIONS: &[&str] = &[
     "VK_KHR_external_fence_win32",
     "VK_KHR_external_memory_win32",
     "VK_KHR_external_semaphore_win32",
+    "VK_KHR_video_decode_h264",
+    "VK_KHR_video_decode_h265",
+    "VK_KHR_video_decode_queue",
     "VK_KHR_video_encode_queue",
+    "VK_KHR_video_queue",
     "VK_KHR_win32_surface",
     "VK_MVK_ios_surface",
     "VK_MVK_macos_surface",
