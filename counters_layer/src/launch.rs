@@ -3,6 +3,7 @@
 //! The capture layer and the replayer use this to put the counters layer below themselves
 //! (`--emulate-counters`).
 
+use layer_support::launch::json_string;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -60,45 +61,9 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
 /// Finds the built layer: `$QUARRY_COUNTERS_LAYER_LIBRARY` if set, else next to the current executable,
 /// in its `deps/` directory, or one directory up (test binaries live in `target/<profile>/deps`).
 pub fn find_layer_library() -> Result<PathBuf, LaunchError> {
-    if let Some(p) = std::env::var_os(LIBRARY_ENV) {
-        let p = PathBuf::from(p);
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(LaunchError::LibraryNotFound(vec![p]))
-        };
-    }
-    let exe = std::env::current_exe().map_err(io("cannot locate the current executable"))?;
-    let mut tried = Vec::new();
-    if let Some(dir) = exe.parent() {
-        let mut dirs = vec![dir.to_path_buf(), dir.join("deps")];
-        if let Some(up) = dir.parent() {
-            dirs.push(up.to_path_buf());
-        }
-        for d in dirs {
-            let p = d.join(LIBRARY_FILE);
-            if p.is_file() {
-                return Ok(p);
-            }
-            tried.push(p);
-        }
-    }
-    Err(LaunchError::LibraryNotFound(tried))
-}
-
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    layer_support::launch::find_library(LIBRARY_FILE, LIBRARY_ENV)
+        .map_err(io("cannot locate the current executable"))?
+        .map_err(LaunchError::LibraryNotFound)
 }
 
 /// The manifest text for a library at `library_path` (absolute, or relative to the manifest).
@@ -149,12 +114,7 @@ impl LayerDir {
 
     /// Writes a manifest for `library` into a new directory under the system temp dir.
     pub fn new(library: &Path) -> Result<LayerDir, LaunchError> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir =
-            std::env::temp_dir().join(format!("quarry-counters-{}-{nanos}", std::process::id()));
+        let dir = layer_support::launch::temp_layer_dir("quarry-counters");
         write_manifest(&dir, library)?;
         Ok(LayerDir {
             dir,
