@@ -1981,31 +1981,8 @@ unsafe extern "system" fn queue_submit2(
     p_submits: *const vk::SubmitInfo2<'_>,
     fence: vk::Fence,
 ) -> vk::Result {
-    guard(vk::Result::ERROR_UNKNOWN, || {
-        let Some(dev) = device_of(queue.as_raw()) else {
-            return vk::Result::ERROR_UNKNOWN;
-        };
-        let batches = submit2_batches(n, p_submits);
-        submit_with(&dev, &batches, || {
-            let mut copy: Vec<vk::SubmitInfo2<'_>> = if n == 0 || p_submits.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(p_submits, n as usize).to_vec()
-            };
-            let mut heads: Vec<*const c_void> = copy.iter().map(|s| s.p_next).collect();
-            let restore = unlink_pass_infos(&mut heads);
-            for (s, h) in copy.iter_mut().zip(heads) {
-                s.p_next = h;
-            }
-            let ptr = if copy.is_empty() {
-                p_submits
-            } else {
-                copy.as_ptr()
-            };
-            let r = (dev.f.queue_submit2.expect("vkQueueSubmit2"))(queue, n, ptr, fence);
-            relink(restore);
-            r
-        })
+    submit2_through(queue, n, p_submits, fence, |d| {
+        d.f.queue_submit2.expect("vkQueueSubmit2")
     })
 }
 
@@ -2014,6 +1991,20 @@ unsafe extern "system" fn queue_submit2_khr(
     n: u32,
     p_submits: *const vk::SubmitInfo2<'_>,
     fence: vk::Fence,
+) -> vk::Result {
+    submit2_through(queue, n, p_submits, fence, |d| {
+        d.f.queue_submit2_khr.expect("vkQueueSubmit2KHR")
+    })
+}
+
+/// vkQueueSubmit2 and its KHR alias: the pass-index structs are unlinked from a copy of the batches
+/// before calling `next` of the driver, and relinked after.
+unsafe fn submit2_through(
+    queue: vk::Queue,
+    n: u32,
+    p_submits: *const vk::SubmitInfo2<'_>,
+    fence: vk::Fence,
+    next: impl Fn(&Device) -> vk::PFN_vkQueueSubmit2,
 ) -> vk::Result {
     guard(vk::Result::ERROR_UNKNOWN, || {
         let Some(dev) = device_of(queue.as_raw()) else {
@@ -2036,7 +2027,7 @@ unsafe extern "system" fn queue_submit2_khr(
             } else {
                 copy.as_ptr()
             };
-            let r = (dev.f.queue_submit2_khr.expect("vkQueueSubmit2KHR"))(queue, n, ptr, fence);
+            let r = (next(&dev))(queue, n, ptr, fence);
             relink(restore);
             r
         })
