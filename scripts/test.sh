@@ -5,11 +5,20 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 if [ -z "${DISPLAY:-}" ]; then
-  Xvfb :99 -screen 0 1280x1024x24 >/dev/null 2>&1 &
+  # A free display number, and wait until the server accepts connections: under load Xvfb can take
+  # seconds to start, and a test that opens the display first would fail.
+  n=99
+  while [ -e "/tmp/.X$n-lock" ] || [ -e "/tmp/.X11-unix/X$n" ]; do n=$((n + 1)); done
+  Xvfb ":$n" -screen 0 1280x1024x24 >/dev/null 2>&1 &
   xvfb_pid=$!
   trap 'kill $xvfb_pid 2>/dev/null || true' EXIT
-  export DISPLAY=:99
-  sleep 1
+  export DISPLAY=":$n"
+  for _ in $(seq 100); do
+    [ -e "/tmp/.X11-unix/X$n" ] && break
+    kill -0 "$xvfb_pid" 2>/dev/null || { echo "Xvfb :$n failed to start" >&2; exit 1; }
+    sleep 0.1
+  done
+  [ -e "/tmp/.X11-unix/X$n" ] || { echo "Xvfb :$n did not come up in 10 s" >&2; exit 1; }
 fi
 cargo build --workspace --bins
 cargo test --workspace --no-fail-fast "$@"

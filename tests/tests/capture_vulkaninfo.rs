@@ -14,13 +14,17 @@ fn vulkaninfo_summary_is_unchanged() {
     let layer = layer();
     let trace = scratch("vulkaninfo.qtrace");
     // Both runs see the manifest directory (vulkaninfo lists available layers); only one enables it.
+    // No window system: the comparison is about what the layer changes, not about surfaces.
     let mut plain = vulkan_command("vulkaninfo");
+    plain.env_remove("DISPLAY").env_remove("WAYLAND_DISPLAY");
     layer.apply(&mut plain);
     plain.env_remove("VK_LOADER_LAYERS_ENABLE");
     let base = plain.arg("--summary").output().unwrap();
     assert!(base.status.success());
 
-    let out = under_layer(vulkan_command("vulkaninfo"), &layer, &trace)
+    let mut captured = vulkan_command("vulkaninfo");
+    captured.env_remove("DISPLAY").env_remove("WAYLAND_DISPLAY");
+    let out = under_layer(captured, &layer, &trace)
         .arg("--summary")
         .output()
         .unwrap();
@@ -53,7 +57,9 @@ fn disabled_layer_passes_through_and_writes_nothing() {
     }
     let layer = layer();
     let trace = scratch("disabled.qtrace");
-    let out = under_layer(vulkan_command("vulkaninfo"), &layer, &trace)
+    let mut captured = vulkan_command("vulkaninfo");
+    captured.env_remove("DISPLAY").env_remove("WAYLAND_DISPLAY");
+    let out = under_layer(captured, &layer, &trace)
         .env("QUARRY_CAPTURE_DISABLE", "1")
         .arg("--summary")
         .output()
