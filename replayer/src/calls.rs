@@ -295,9 +295,9 @@ pub(crate) unsafe fn replay_call(
         }
         Call::vkResetQueryPoolEXT(p) => {
             let pool = vk::QueryPool::from_raw(s.lookup(vk::ObjectType::QUERY_POOL, p.query_pool)?);
-            let d = &s.device(p.device)?.device;
-            let f = ash::ext::host_query_reset::Device::new(s.instance()?, d);
-            (f.fp().reset_query_pool_ext)(d.handle(), pool, p.first_query, p.query_count);
+            let d = s.device(p.device)?;
+            let f = loaded(d.table.vkResetQueryPoolEXT, "vkResetQueryPoolEXT")?;
+            f(d.device.handle(), pool, p.first_query, p.query_count);
             Ok(())
         }
         Call::vkCmdResetQueryPool(p) => {
@@ -319,10 +319,12 @@ pub(crate) unsafe fn replay_call(
             Ok(())
         }
         Call::vkCmdBeginQueryIndexedEXT(p) => {
-            let (d, cb) = cmd(s, p.command_buffer)?;
+            let cb = s.lookup(vk::ObjectType::COMMAND_BUFFER, p.command_buffer)?;
+            let f = s.device_for(cb)?.table.vkCmdBeginQueryIndexedEXT;
+            let f = loaded(f, "vkCmdBeginQueryIndexedEXT")?;
+            let cb = vk::CommandBuffer::from_raw(cb);
             let pool = vk::QueryPool::from_raw(s.lookup(vk::ObjectType::QUERY_POOL, p.query_pool)?);
-            let f = ash::ext::transform_feedback::Device::new(s.instance()?, &d);
-            (f.fp().cmd_begin_query_indexed_ext)(
+            f(
                 cb,
                 pool,
                 p.query,
@@ -332,10 +334,11 @@ pub(crate) unsafe fn replay_call(
             Ok(())
         }
         Call::vkCmdEndQueryIndexedEXT(p) => {
-            let (d, cb) = cmd(s, p.command_buffer)?;
+            let cb = s.lookup(vk::ObjectType::COMMAND_BUFFER, p.command_buffer)?;
+            let f = s.device_for(cb)?.table.vkCmdEndQueryIndexedEXT;
+            let f = loaded(f, "vkCmdEndQueryIndexedEXT")?;
             let pool = vk::QueryPool::from_raw(s.lookup(vk::ObjectType::QUERY_POOL, p.query_pool)?);
-            let f = ash::ext::transform_feedback::Device::new(s.instance()?, &d);
-            (f.fp().cmd_end_query_indexed_ext)(cb, pool, p.query, p.index);
+            f(vk::CommandBuffer::from_raw(cb), pool, p.query, p.index);
             Ok(())
         }
         Call::vkCmdWriteTimestamp(p) => {
@@ -361,10 +364,12 @@ pub(crate) unsafe fn replay_call(
             Ok(())
         }
         Call::vkCmdWriteTimestamp2KHR(p) => {
-            let (d, cb) = cmd(s, p.command_buffer)?;
+            let cb = s.lookup(vk::ObjectType::COMMAND_BUFFER, p.command_buffer)?;
+            let f = s.device_for(cb)?.table.vkCmdWriteTimestamp2KHR;
+            let f = loaded(f, "vkCmdWriteTimestamp2KHR")?;
             let pool = vk::QueryPool::from_raw(s.lookup(vk::ObjectType::QUERY_POOL, p.query_pool)?);
-            ash::khr::synchronization2::Device::new(s.instance()?, &d).cmd_write_timestamp2(
-                cb,
+            f(
+                vk::CommandBuffer::from_raw(cb),
                 vk::PipelineStageFlags2::from_raw(p.stage),
                 pool,
                 p.query,
@@ -577,6 +582,12 @@ pub(crate) unsafe fn replay_call(
 
         _ => generic(s, call, rec),
     }
+}
+
+/// An extension command from the table loaded at device creation: loading the extension's
+/// function table on every recorded command would cost a `vkGetDeviceProcAddr` per entry.
+fn loaded<F>(f: Option<F>, name: &str) -> Result<F, ReplayError> {
+    f.ok_or_else(|| ReplayError::Other(format!("{name} is not available on the replay device")))
 }
 
 /// The replay device and command buffer for a captured command buffer.
