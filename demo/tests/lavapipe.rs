@@ -127,8 +127,14 @@ fn bad_arguments_give_clear_errors() {
 /// still passes `--check` with validation silent.
 #[test]
 fn windowed_under_xvfb() {
-    // A display number unlikely to collide with other runs on the machine.
-    let n = 200 + std::process::id() % 500;
+    // A display number no other server holds: killed runs leave lock files and sockets behind,
+    // and a stale socket would look like our server having started.
+    let mut n = 200 + std::process::id() % 500;
+    while std::path::Path::new(&format!("/tmp/.X{n}-lock")).exists()
+        || std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
+    {
+        n += 1;
+    }
     let display = format!(":{n}");
     let mut xvfb = Command::new("Xvfb")
         .args([
