@@ -2345,11 +2345,11 @@ unsafe fn update_with_template(
         let handles = [raw(device), raw(set), raw(template)];
         if khr {
             rec!("vkUpdateDescriptorSetWithTemplateKHR", 0, |e| {
-                crate::compat::encode_template_call(e, &handles, &bytes)
+                crate::compat::encode_template_call(e, &handles, None, &bytes)
             });
         } else {
             rec!("vkUpdateDescriptorSetWithTemplate", 0, |e| {
-                crate::compat::encode_template_call(e, &handles, &bytes)
+                crate::compat::encode_template_call(e, &handles, None, &bytes)
             });
         }
     });
@@ -2390,9 +2390,9 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSetWithTemplateKHR(
             runtime::fail("vkCmdPushDescriptorSetWithTemplateKHR with a template the layer did not see created");
             return;
         };
-        let handles = [raw(cb), raw(template), raw(layout), set as u64];
+        let handles = [raw(cb), raw(template), raw(layout)];
         rec!("vkCmdPushDescriptorSetWithTemplateKHR", 0, |e| {
-            crate::compat::encode_template_call(e, &handles, &bytes)
+            crate::compat::encode_template_call(e, &handles, Some(set), &bytes)
         });
     });
 }

@@ -1,0 +1,286 @@
+//! An OpenGL program on Zink (Mesa's GL-on-Vulkan, here over lavapipe) runs unchanged under the capture
+//! layer through `quarry capture`: glmark2 runs the same benchmarks, prints its scores and exits 0 with and
+//! without the layer; the trace is complete, every call decodes, and `quarry info --json` sees its calls
+//! and frames; the layer adds no validation messages.
+//!
+//! Skips (prints `SKIP`) when glmark2, Xvfb or lavapipe is missing. The `quarry` binary must be built in
+//! the same target directory (`cargo build -p quarry`; `scripts/test.sh` builds every binary first).
+
+#[path = "capture_support.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use support::*;
+
+/// Short benchmarks: two scenes of half a second each keep a run near 1.5 s on lavapipe.
+const GLMARK_ARGS: &[&str] = &[
+    "-b",
+    "build:duration=0.5",
+    "-b",
+    "shading:duration=0.5",
+    "--off-screen",
+    "-s",
+    "64x64",
+];
+
+/// The `quarry` executable of this target directory (`target/<profile>/quarry`; test binaries live in
+/// `target/<profile>/deps`).
+fn quarry_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap();
+    for d in [dir, dir.parent().unwrap()] {
+        let p = d.join("quarry");
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!(
+        "the quarry binary is not built next to {}: run `cargo build -p quarry` with the same target dir",
+        exe.display()
+    );
+}
+
+/// glmark2 on Zink over lavapipe, no Vulkan layer enabled, on `display`.
+fn glmark2(program: &Path, display: &str) -> Command {
+    let mut c = vulkan_command(&program.to_string_lossy());
+    c.env("DISPLAY", display)
+        .env("LIBGL_ALWAYS_SOFTWARE", "1")
+        .env("GALLIUM_DRIVER", "zink")
+        .env_remove("VK_ADD_LAYER_PATH")
+        .env_remove("QUARRY_CAPTURE_FILE");
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// What must be the same with and without the layer: the renderer glmark2 got, the benchmarks it ran (in
+/// order, with their options), and that each printed an FPS figure and a final score.
+#[derive(Debug, PartialEq)]
+struct Run {
+    renderer: String,
+    benchmarks: Vec<String>,
+    scored: bool,
+}
+
+fn parse_run(out: &str) -> Run {
+    let renderer = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("GL_RENDERER:"))
+        .map(|r| r.trim().to_string())
+        .unwrap_or_default();
+    let benchmarks = out
+        .lines()
+        .filter(|l| l.starts_with('[') && l.contains("FPS:"))
+        .map(|l| {
+            let fps = l.split("FPS:").nth(1).unwrap_or("").trim();
+            let fps: f64 = fps
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            // "[build] duration=0.5: FPS: 945 ..." -> "[build] duration=0.5", if it ran at all.
+            let name = l.split(": FPS:").next().unwrap_or(l).trim().to_string();
+            if fps > 0.0 {
+                name
+            } else {
+                format!("{name} (no frames)")
+            }
+        })
+        .collect();
+    let scored = out.lines().any(|l| {
+        l.trim()
+            .strip_prefix("glmark2 Score:")
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .is_some_and(|s| s > 0)
+    });
+    Run {
+        renderer,
+        benchmarks,
+        scored,
+    }
+}
+
+fn validation_messages(text: &str) -> usize {
+    text.lines()
+        .filter(|l| l.contains("Validation Error") || l.contains("VUID-"))
+        .count()
+}
+
+#[test]
+fn glmark2_on_zink_runs_unchanged_under_the_layer() {
+    if !require(&["glmark2", "Xvfb"]) {
+        return;
+    }
+    let glmark = PathBuf::from("glmark2");
+    let x = Xvfb::start();
+    let quarry = quarry_bin();
+    // The layer built with this test, not whatever sits next to the quarry binary.
+    let library =
+        find_layer_library().expect("build the layer first: cargo build -p capture_layer");
+
+    // Without the layer: the reference run, and a check that Zink really runs on lavapipe.
+    let plain = glmark2(&glmark, &x.display)
+        .args(GLMARK_ARGS)
+        .output()
+        .unwrap();
+    let plain_text = text(&plain);
+    assert!(plain.status.success(), "glmark2 failed: {plain_text}");
+    let reference = parse_run(&plain_text);
+    assert!(
+        reference.renderer.contains("zink") && reference.renderer.contains("llvmpipe"),
+        "glmark2 does not render through Zink on lavapipe: GL_RENDERER {:?}",
+        reference.renderer
+    );
+    assert_eq!(
+        reference.benchmarks,
+        ["[build] duration=0.5", "[shading] duration=0.5"]
+    );
+    assert!(reference.scored, "no score printed: {plain_text}");
+
+    // Under the layer, through `quarry capture`.
+    let trace = scratch("glmark2.qtrace");
+    let mut cmd = glmark2(&quarry, &x.display);
+    cmd.env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
+        .arg("capture")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&glmark)
+        .args(GLMARK_ARGS);
+    let captured = cmd.output().unwrap();
+    let captured_text = text(&captured);
+    assert!(
+        captured.status.success(),
+        "glmark2 under the layer failed ({}): {captured_text}",
+        captured.status
+    );
+    assert_eq!(
+        parse_run(&captured_text),
+        reference,
+        "glmark2 ran differently under the layer:\n{captured_text}"
+    );
+    assert!(
+        !captured_text.contains("capture stopped") && !captured_text.contains("internal error"),
+        "the layer hit an internal error: {captured_text}"
+    );
+    assert!(
+        captured_text.contains(&format!("trace: {}", trace.display())),
+        "quarry capture names the trace: {captured_text}"
+    );
+
+    // The trace, as `quarry info --json` sees it.
+    let info = Command::new(&quarry)
+        .args(["info", "--json"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(info.status.success(), "quarry info: {}", text(&info));
+    let json: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    let calls = json["record_counts"]["Call"].as_u64().unwrap_or(0);
+    let frames = json["frames"].as_u64().unwrap_or(0);
+    assert!(calls > 0 && frames > 0, "calls {calls}, frames {frames}");
+    assert_eq!(json["complete"], true, "trace finalized: {json}");
+    assert_eq!(json["application"], "glmark2");
+
+    // What Zink did, in the trace: every call decodes (a hand-encoded command that disagrees with the
+    // generated decoder shows up here), and the drawing is there.
+    let t = read_trace(&trace);
+    t.check_structure();
+    assert!(t.calls_of("vkCreateDevice") >= 1);
+    assert!(
+        t.calls_of("vkCmdDraw") + t.calls_of("vkCmdDrawIndexed") >= 2,
+        "draws recorded"
+    );
+    assert!(t.calls_of("vkQueueSubmit") + t.calls_of("vkQueueSubmit2") >= 2);
+    assert!(t.count("Submit") >= 2, "submit records");
+    assert!(
+        t.count("MemoryWrite") >= 1,
+        "host writes into mapped memory"
+    );
+
+    // Validation: the layer adds no message (Zink itself may cause some; they must be the same).
+    let validate = |with_layer: bool| -> usize {
+        let mut c = glmark2(&glmark, &x.display);
+        c.args(GLMARK_ARGS);
+        if with_layer {
+            let layer = LayerDir::new(&library).unwrap();
+            layer.apply(&mut c);
+            let trace = scratch("glmark2-validate.qtrace");
+            c.env("QUARRY_CAPTURE_FILE", &trace).env(
+                "VK_LOADER_LAYERS_ENABLE",
+                "VK_LAYER_QUARRY_capture,VK_LAYER_KHRONOS_validation",
+            );
+            let out = c.output().unwrap();
+            assert!(out.status.success(), "{}", text(&out));
+            validation_messages(&text(&out))
+        } else {
+            c.env("VK_LOADER_LAYERS_ENABLE", "VK_LAYER_KHRONOS_validation");
+            let out = c.output().unwrap();
+            assert!(out.status.success(), "{}", text(&out));
+            validation_messages(&text(&out))
+        }
+    };
+    if Path::new("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json").exists() {
+        let without = validate(false);
+        let with = validate(true);
+        assert_eq!(with, without, "validation messages added by the layer");
+    } else {
+        eprintln!("SKIP (part): no Khronos validation layer installed");
+    }
+}
+
+/// Known failure, kept as a marker: the replayer passes a template update's pData through unchanged,
+/// so the captured VkImageView/VkSampler/VkBuffer handles inside Zink's push-descriptor data reach the
+/// driver untranslated and lavapipe crashes on them (see the capture report). Run with `--ignored`.
+#[test]
+#[ignore = "replay of descriptor-template data does not translate handles yet"]
+fn glmark2_trace_replays() {
+    if !require(&["glmark2", "Xvfb"]) {
+        return;
+    }
+    let x = Xvfb::start();
+    let quarry = quarry_bin();
+    let library = find_layer_library().unwrap();
+    let trace = scratch("glmark2-replay.qtrace");
+    let out = glmark2(&quarry, &x.display)
+        .env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
+        .arg("capture")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg("glmark2")
+        .args(GLMARK_ARGS)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let replay = vulkan_command(&quarry.to_string_lossy())
+        .arg("replay")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(replay.status.success(), "replay failed: {}", text(&replay));
+}
+
+#[test]
+fn parses_glmark2_output() {
+    let out = "    GL_RENDERER:    zink (llvmpipe (LLVM 15.0.6, 256 bits))\n\
+               [build] duration=0.5: FPS: 945 FrameTime: 1.059 ms\n\
+               [shading] duration=0.5: FPS: 0 FrameTime: inf ms\n\
+                                         glmark2 Score: 755 \n";
+    let r = parse_run(out);
+    assert_eq!(r.renderer, "zink (llvmpipe (LLVM 15.0.6, 256 bits))");
+    assert_eq!(
+        r.benchmarks,
+        ["[build] duration=0.5", "[shading] duration=0.5 (no frames)"]
+    );
+    assert!(r.scored);
+    assert!(!parse_run("glmark2 Score: 0").scored);
+    assert_eq!(validation_messages("x\nValidation Error: [ VUID-a ]\ny"), 1);
+}
