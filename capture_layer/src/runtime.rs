@@ -384,13 +384,18 @@ pub fn record_call(
     let params = catch_unwind(AssertUnwindSafe(|| {
         let mut e = ENCODER.with(|c| c.take()).unwrap_or_default();
         e.clear();
+        vkstream::encode::take_unknown_stype();
         encode(&mut e);
         let bytes = e.as_bytes().to_vec();
         ENCODER.with(|c| c.set(Some(e)));
-        bytes
+        (bytes, vkstream::encode::take_unknown_stype())
     }));
     let params = match params {
-        Ok(p) => p,
+        Ok((p, None)) => p,
+        Ok((p, Some(s_type))) => {
+            unknown_struct(cmd, s_type);
+            p
+        }
         Err(_) => {
             let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
             fail(&format!("internal error while encoding {name}"));
@@ -408,6 +413,45 @@ pub fn record_call(
             params,
         })
     })
+}
+
+/// Structs the layer itself understands although the encoder does not: the loader's chain links and
+/// `VkLayerSettingsCreateInfoEXT` (read in `settings`). They are recorded as sType only, silently.
+const LAYER_STRUCTS: [i32; 3] = [
+    47,         // VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO
+    48,         // VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO
+    1000496000, // VK_STRUCTURE_TYPE_LAYER_SETTINGS_CREATE_INFO_EXT
+];
+
+/// The message for a chained struct the encoder could not serialize, or `None` for the layer's own
+/// structs.
+fn unknown_struct_message(cmd: u32, s_type: i32) -> Option<String> {
+    if LAYER_STRUCTS.contains(&s_type) {
+        return None;
+    }
+    let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
+    Some(format!(
+        "{name}: a pNext struct with sType {s_type} is unknown to this build's vk.xml; recorded as its \
+         sType only (a replay skips it)"
+    ))
+}
+
+/// A call's pNext chain held a struct the encoder wrote as sType only: logged to stderr and noted in
+/// the trace, once per (command, sType). Capture goes on: the rest of the call is recorded.
+fn unknown_struct(cmd: u32, s_type: i32) {
+    static SEEN: Mutex<Vec<(u32, i32)>> = Mutex::new(Vec::new());
+    let Some(message) = unknown_struct_message(cmd, s_type) else {
+        return;
+    };
+    {
+        let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.contains(&(cmd, s_type)) {
+            return;
+        }
+        seen.push((cmd, s_type));
+    }
+    eprintln!("quarry: {message}");
+    note(message);
 }
 
 /// The generated intercepts' entry: records one call; a no-op unless capturing.
@@ -606,4 +650,50 @@ fn register_atexit() {
 /// Flags of the records a reader can use to place a device in the trace.
 pub fn emit_device(summary: record::DeviceSummary) {
     emit_plain(Record::Device(summary));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_structs_are_named_with_command_and_stype() {
+        let cmd = vkstream::command_id("vkCreateImage").unwrap();
+        let m = unknown_struct_message(cmd, 1_000_999_000).unwrap();
+        assert!(
+            m.contains("vkCreateImage") && m.contains("1000999000"),
+            "{m}"
+        );
+        // The layer's own structs are not news.
+        let ci = vkstream::command_id("vkCreateInstance").unwrap();
+        assert_eq!(unknown_struct_message(ci, 1_000_496_000), None);
+        assert_eq!(unknown_struct_message(ci, 47), None);
+    }
+
+    /// The generated encoder reports the first struct it could only write as an sType, per thread,
+    /// and forgets it once asked.
+    #[test]
+    fn encoder_reports_unknown_chained_structs() {
+        let tail = vk::BaseInStructure {
+            s_type: vk::StructureType::from_raw(1_000_999_001),
+            ..Default::default()
+        };
+        let unknown = vk::BaseInStructure {
+            s_type: vk::StructureType::from_raw(1_000_999_000),
+            p_next: &tail,
+            ..Default::default()
+        };
+        let mut info = vk::ImageViewCreateInfo::default();
+        info.p_next = &unknown as *const _ as *const std::ffi::c_void;
+        let mut e = vkstream::Encoder::new();
+        assert_eq!(vkstream::encode::take_unknown_stype(), None);
+        // SAFETY: a valid chain of two base structs.
+        unsafe { vkstream::encode::pnext(&mut e, info.p_next) };
+        assert_eq!(vkstream::encode::take_unknown_stype(), Some(1_000_999_000));
+        assert_eq!(vkstream::encode::take_unknown_stype(), None);
+        // Known structs leave nothing behind.
+        let usage = vk::ImageViewUsageCreateInfo::default();
+        unsafe { vkstream::encode::pnext(&mut e, &usage as *const _ as *const std::ffi::c_void) };
+        assert_eq!(vkstream::encode::take_unknown_stype(), None);
+    }
 }
