@@ -683,12 +683,11 @@ mod tests {
             p_next: &tail,
             ..Default::default()
         };
-        let mut info = vk::ImageViewCreateInfo::default();
-        info.p_next = &unknown as *const _ as *const std::ffi::c_void;
+        let chain = &unknown as *const _ as *const std::ffi::c_void;
         let mut e = vkstream::Encoder::new();
         assert_eq!(vkstream::encode::take_unknown_stype(), None);
         // SAFETY: a valid chain of two base structs.
-        unsafe { vkstream::encode::pnext(&mut e, info.p_next) };
+        unsafe { vkstream::encode::pnext(&mut e, chain) };
         assert_eq!(vkstream::encode::take_unknown_stype(), Some(1_000_999_000));
         assert_eq!(vkstream::encode::take_unknown_stype(), None);
         // Known structs leave nothing behind.
