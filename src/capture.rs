@@ -20,6 +20,10 @@ pub struct Args {
     /// Frames to capture: `A-B`, `A-` or `A` (0-based); the trace is finished when frame B ends.
     #[arg(long, value_name = "A-B")]
     frames: Option<String>,
+    /// Put VK_LAYER_QUARRY_counters under the capture layer, so the program sees
+    /// VK_KHR_performance_query (emulated from core queries) on GPUs without it.
+    #[arg(long)]
+    emulate_counters: bool,
     /// The program and its arguments (after `--`).
     #[arg(
         required = true,
@@ -44,6 +48,7 @@ pub fn capture(
     output: &Path,
     frames: Option<&str>,
     capture_stdout: bool,
+    emulate_counters: bool,
 ) -> anyhow::Result<(Captured, Vec<u8>)> {
     if let Some(f) = frames {
         // The layer would only log a bad range inside the app; check it here so the user sees it.
@@ -53,6 +58,30 @@ pub fn capture(
     let library = launch::find_layer_library()?;
     let layer = LayerDir::new(&library)?;
     let mut cmd = launch::command(program, args, output, &layer)?;
+    let counters = if emulate_counters {
+        let counters = VkLayer_quarry_counters::launch::LayerDir::for_built_layer()?;
+        let current = |key: &str| {
+            cmd.get_envs()
+                .find(|(k, _)| *k == key)
+                .and_then(|(_, v)| v.map(OsString::from))
+        };
+        // The loader stacks layers enabled by VK_LOADER_LAYERS_ENABLE in the order it finds their
+        // manifests, first closest to the program: the capture layer's directory comes first so the
+        // emulation sits below it (the capture records the program's performance-query calls and
+        // the emulation answers them).
+        let [(_, counters_dir), (enable_key, enable)] =
+            counters.env_values(None, current("VK_LOADER_LAYERS_ENABLE"));
+        let mut paths = current("VK_ADD_LAYER_PATH").unwrap_or_default();
+        if !paths.is_empty() {
+            paths.push(":");
+        }
+        paths.push(counters_dir);
+        cmd.env("VK_ADD_LAYER_PATH", paths);
+        cmd.env(enable_key, enable);
+        Some(counters)
+    } else {
+        None
+    };
     if let Some(f) = frames {
         cmd.env("QUARRY_CAPTURE_FRAMES", f);
     } else {
@@ -83,6 +112,7 @@ pub fn capture(
         }
     };
     drop(layer);
+    drop(counters);
     Ok((Captured { status, trace }, stdout))
 }
 
@@ -126,7 +156,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             PathBuf::from(format!("{name}.qtrace"))
         }
     };
-    let (c, _) = capture(program, rest, &output, args.frames.as_deref(), false)?;
+    let (c, _) = capture(
+        program,
+        rest,
+        &output,
+        args.frames.as_deref(),
+        false,
+        args.emulate_counters,
+    )?;
     if !c.trace.is_file() {
         anyhow::bail!(
             "{} wrote no trace to {} (did it create a Vulkan instance? {})",

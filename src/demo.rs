@@ -78,6 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         &trace,
         None,
         true,
+        false,
     )?;
     let text = String::from_utf8_lossy(&stdout);
     for line in text.lines() {
@@ -120,6 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             compare: true,
             validate: false,
             progress: false,
+            passes: None,
         };
         match replayer::replay(&opts) {
             Ok(s) => {

@@ -22,10 +22,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let reader = TraceReader::open(&args.file)?;
     let info = reader.info();
     let mut out = output::stdout();
+    let replay = (info.kind == FileKind::Results)
+        .then(|| replay_info(&reader))
+        .flatten();
     if args.json {
-        writeln!(out, "{}", to_json(&info))?;
+        let mut v = to_json(&info);
+        if let (Some(r), Some(o)) = (&replay, v.as_object_mut()) {
+            o.insert(
+                "replay".into(),
+                serde_json::to_value(r).unwrap_or(Value::Null),
+            );
+        }
+        writeln!(out, "{v}")?;
     } else {
         write_text(&mut out, &reader, &info)?;
+        if let Some(r) = &replay {
+            writeln!(out, "replayed:     {} ({} loop(s), {} counter pass(es))", r.trace, r.loops, r.passes)?;
+        }
     }
     output::flush(&mut out)?;
     // What could be read is printed; a damaged or unfinished file still exits with 2.
@@ -38,6 +51,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => Ok(()),
     }
+}
+
+/// A results file's summary of the replay that wrote it (its last record), if readable.
+fn replay_info(reader: &TraceReader) -> Option<format::record::ReplayInfo> {
+    let mut found = None;
+    for rec in reader.records() {
+        match rec {
+            Ok(format::record::Record::ReplayInfo(r)) => found = Some(r),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    found
 }
 
 fn kind_name(k: FileKind) -> &'static str {

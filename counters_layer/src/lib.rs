@@ -25,6 +25,8 @@ pub const LAYER_NAME: &str = "VK_LAYER_QUARRY_counters";
 
 /// Environment variable: counters measured per pass (positive integer, default 2).
 pub const PER_PASS_ENV: &str = "QUARRY_COUNTERS_PER_PASS";
+/// Comma-separated counter names the layer does not list (acts out a GPU that lacks them).
+pub const HIDE_ENV: &str = "QUARRY_COUNTERS_HIDE";
 
 /// Writes this layer's manifest (absolute library path) into `dir`; see [`launch::LayerDir`] for a
 /// self-cleaning temporary directory.

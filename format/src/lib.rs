@@ -15,7 +15,7 @@ mod writer;
 
 pub use error::{FormatError, Problem};
 pub use index::{BlockEntry, FooterIndex};
-pub use reader::{BlockDamage, Info, Records, TraceReader};
+pub use reader::{BlockDamage, BlockRecords, Info, Records, TraceReader};
 pub use writer::{TraceWriter, WriteSummary, WriterOptions};
 
 use record::FileKind;

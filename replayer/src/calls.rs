@@ -252,8 +252,10 @@ pub(crate) unsafe fn replay_call(
             for n in &ci.p_next {
                 match n {
                     PNext::VkQueryPoolPerformanceCreateInfoKHR(x) => {
-                        perf_indices = x.p_counter_indices.clone().unwrap_or_default();
                         perf.queue_family_index = s.map_family(p.device, x.queue_family_index);
+                        let captured = p.p_query_pool.unwrap_or(0);
+                        perf_indices =
+                            plan_perf_pool(s, rec.seq, p.device, captured, perf.queue_family_index)?;
                     }
                     other_struct => {
                         return Err(other(format!(
@@ -407,11 +409,9 @@ pub(crate) unsafe fn replay_call(
             .device
             .device_wait_idle()
             .map_err(|e| ReplayError::vk("vkDeviceWaitIdle", e)),
-        // Performance query pools need the lock held while their command buffers are recorded
-        // and submitted, as in the capture.
-        Call::vkAcquireProfilingLockKHR(_) | Call::vkReleaseProfilingLockKHR(_) => {
-            generic(s, call, rec)
-        }
+        // The replayer holds the profiling lock itself from the first performance pool until the
+        // device is destroyed (see plan_perf_pool), whatever part of the app's hold the trace saw.
+        Call::vkAcquireProfilingLockKHR(_) | Call::vkReleaseProfilingLockKHR(_) => Ok(()),
         // Clock samples have no effect the replay needs; names only help tools (and need
         // VK_EXT_debug_utils, which the replay may not have).
         Call::vkGetCalibratedTimestampsEXT(_) | Call::vkSetDebugUtilsObjectNameEXT(_) => Ok(()),
@@ -661,6 +661,12 @@ unsafe fn submit(
                 }
             }
         }
+        // Every replayed performance pool needs one pass (crate::perf): the app's further passes
+        // would re-run its queries unreset, so only their synchronisation is kept.
+        if one.pass.is_some_and(|k| k > 0) {
+            one.cbs.clear();
+        }
+        one.pass = one.pass.map(|_| 0);
         all.push(one);
     }
     let mut timelines: Vec<vk::TimelineSemaphoreSubmitInfo<'_>> = all
@@ -758,6 +764,13 @@ unsafe fn submit2(
                 }
             }
         }
+        // As in vkQueueSubmit: the app's passes above 0 keep only their synchronisation.
+        let cbs = if pass.is_some_and(|k| k > 0) {
+            Vec::new()
+        } else {
+            cbs
+        };
+        let pass = pass.map(|_| 0u32);
         parts.push((
             si.flags,
             sem(s, &si.p_wait_semaphore_infos)?,
@@ -907,4 +920,65 @@ unsafe fn generic(s: &mut Session<'_>, call: &Call, rec: &record::Call) -> Resul
         )));
     }
     Ok(())
+}
+
+/// Works out how captured performance pool `captured` (created by call `seq`) is measured on the
+/// replay GPU's queue family `family` and returns the counter indices of this replay pass.
+fn plan_perf_pool(
+    s: &mut Session<'_>,
+    seq: u64,
+    device_captured: u64,
+    captured: u64,
+    family: u32,
+) -> Result<Vec<u32>, ReplayError> {
+    let descs = s.perf.pool_counters.get(&seq).cloned().unwrap_or_default();
+    if descs.is_empty() {
+        return Err(other(
+            "the trace holds no counter descriptions for this performance query pool",
+        ));
+    }
+    let device = s.device_counters(family)?;
+    let matched = crate::perf::match_counters(&descs, &device);
+    for (d, m) in descs.iter().zip(&matched) {
+        if m.is_none() {
+            let w = format!(
+                "performance counter \"{}\" ({}) is not on the replay GPU; it is not measured",
+                d.name,
+                d.uuid.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            );
+            if !s.perf.warnings.contains(&w) {
+                s.perf.warnings.push(w);
+            }
+        }
+    }
+    if matched.iter().all(Option::is_none) {
+        return Err(other(format!(
+            "none of this pool's {} performance counters ({}) exists on the replay GPU (matched by UUID, then by name and unit)",
+            descs.len(),
+            descs
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let plan = crate::perf::plan(matched, |ix| s.perf_passes(family, ix), s.perf.forced)
+        .map_err(other)?;
+    if !s.perf.locked.contains(&device_captured) {
+        let d = s.device(device_captured)?;
+        let perf = ash::khr::performance_query::Device::new(s.instance()?, &d.device);
+        let info = vk::AcquireProfilingLockInfoKHR::default().timeout(10_000_000_000);
+        // SAFETY: valid device with VK_KHR_performance_query enabled (the pool needs it).
+        unsafe { perf.acquire_profiling_lock(&info) }.map_err(|e| {
+            other(format!(
+                "cannot acquire the profiling lock ({e}), which performance query pools need; \
+                 is another process profiling this GPU?"
+            ))
+        })?;
+        s.perf.locked.insert(device_captured);
+    }
+    let indices = plan.indices_for(s.perf.pass);
+    s.perf.passes_needed = s.perf.passes_needed.max(plan.groups.len() as u32);
+    s.perf.plans.insert(captured, plan);
+    Ok(indices)
 }

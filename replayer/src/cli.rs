@@ -14,11 +14,40 @@ pub struct DevicesArgs {
     /// Print one JSON array of GPUs instead of text.
     #[arg(long)]
     pub json: bool,
+    /// List the GPUs as seen through VK_LAYER_QUARRY_counters (VK_KHR_performance_query emulated).
+    #[arg(long)]
+    pub emulate_counters: bool,
+}
+
+/// Makes every Vulkan instance this process creates from now on load VK_LAYER_QUARRY_counters
+/// below the replayer; the returned directory holds its manifest and must outlive the replay.
+pub fn emulate_counters() -> anyhow::Result<VkLayer_quarry_counters::launch::LayerDir> {
+    let layer = VkLayer_quarry_counters::launch::LayerDir::for_built_layer()?;
+    let [(key, paths), _] = layer.env_values(std::env::var_os("VK_ADD_LAYER_PATH"), None);
+    // The loader reads its search path at instance creation; nothing else in this process reads it.
+    std::env::set_var(key, paths);
+    crate::devices::add_layer(VkLayer_quarry_counters::LAYER_NAME);
+    Ok(layer)
+}
+
+/// `--passes auto|N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Passes(pub Option<u32>);
+
+fn parse_passes(s: &str) -> Result<Passes, String> {
+    if s == "auto" {
+        return Ok(Passes(None));
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=64).contains(&n) => Ok(Passes(Some(n))),
+        _ => Err(format!("`{s}` is not `auto` or a pass count from 1 to 64")),
+    }
 }
 
 impl DevicesArgs {
     /// Runs `quarry devices`; returns the process exit code.
     pub fn run(&self) -> anyhow::Result<i32> {
+        let _layer = self.emulate_counters.then(emulate_counters).transpose()?;
         let gpus = crate::devices::devices()?;
         if self.json {
             println!("{}", serde_json::to_string_pretty(&gpus)?);
@@ -59,6 +88,14 @@ pub struct ReplayArgs {
     /// Enable VK_LAYER_KHRONOS_validation and report how many messages it printed.
     #[arg(long)]
     pub validate: bool,
+    /// Performance query pools: replay the trace once per counter pass, `auto` (as many as the
+    /// replay GPU needs for the captured counters) or N (counters spread over N passes).
+    #[arg(long, value_name = "auto|N", default_value = "auto", value_parser = parse_passes)]
+    pub passes: Passes,
+    /// Replay on top of VK_LAYER_QUARRY_counters: VK_KHR_performance_query emulated from
+    /// timestamp, pipeline-statistics and occlusion queries, for GPUs without it.
+    #[arg(long)]
+    pub emulate_counters: bool,
 }
 
 impl ReplayArgs {
@@ -71,11 +108,13 @@ impl ReplayArgs {
             compare: self.compare,
             validate: self.validate,
             progress: self.loops > 1,
+            passes: self.passes.0,
         }
     }
 
     /// Runs `quarry replay`; returns the process exit code.
     pub fn run(&self) -> anyhow::Result<i32> {
+        let _layer = self.emulate_counters.then(emulate_counters).transpose()?;
         match crate::engine::replay(&self.options()) {
             Ok(summary) => {
                 print!("{}", report(&summary, self.compare));
@@ -122,6 +161,18 @@ pub fn report(s: &ReplaySummary, compare: bool) -> String {
         "calls {}  frames {}  loops {}  query reads {}",
         s.calls, s.frames, s.loops, s.queries
     );
+    if s.passes > 1 {
+        let _ = writeln!(
+            o,
+            "counter passes {} ({} ms each)",
+            s.passes,
+            s.pass_ns
+                .iter()
+                .map(|p| format!("{:.1}", ms(*p)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let _ = writeln!(
         o,
         "cpu per call: decode {:.0} ns, decode+replay (incl. driver) {:.0} ns",

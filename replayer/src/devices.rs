@@ -76,6 +76,24 @@ pub struct GpuInfo {
     pub summary: DeviceSummary,
 }
 
+/// Layers every instance the replayer creates enables below its own (and validation): the
+/// counters emulation layer under `--emulate-counters`. Process-wide because the loader's layer
+/// search path (`VK_ADD_LAYER_PATH`) is too.
+static EXTRA_LAYERS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Enables layer `name` on every instance created from now on (found through `VK_ADD_LAYER_PATH`).
+pub fn add_layer(name: &str) {
+    if let Ok(mut v) = EXTRA_LAYERS.lock() {
+        if !v.iter().any(|l| l == name) {
+            v.push(name.to_string());
+        }
+    }
+}
+
+pub(crate) fn extra_layers() -> Vec<String> {
+    EXTRA_LAYERS.lock().map(|v| v.clone()).unwrap_or_default()
+}
+
 /// Loads libvulkan, with an error that says what is missing.
 pub(crate) fn load_entry() -> Result<ash::Entry, ReplayError> {
     // SAFETY: loading the system Vulkan loader runs its initialisers; that is what it is for.
@@ -396,7 +414,14 @@ pub(crate) fn enumeration_instance(entry: &ash::Entry) -> Result<ash::Instance, 
         })
         .unwrap_or(false);
     let exts = [ash::khr::portability_enumeration::NAME.as_ptr()];
-    let mut ci = vk::InstanceCreateInfo::default().application_info(&app);
+    let layers: Vec<std::ffi::CString> = extra_layers()
+        .into_iter()
+        .filter_map(|l| std::ffi::CString::new(l).ok())
+        .collect();
+    let layer_p: Vec<*const c_char> = layers.iter().map(|l| l.as_ptr()).collect();
+    let mut ci = vk::InstanceCreateInfo::default()
+        .application_info(&app)
+        .enabled_layer_names(&layer_p);
     if portability {
         ci = ci
             .enabled_extension_names(&exts)

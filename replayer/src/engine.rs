@@ -17,6 +17,7 @@ use crate::clock::{now_ns, unix_ns};
 use crate::compare::Comparison;
 use crate::devices::{self, GpuInfo};
 use crate::error::ReplayError;
+use crate::perf::{self, Merge};
 use crate::queries::{self, Decoded, PoolShape, RESULT_WAIT};
 use crate::session::{PoolState, Session, SubmitInfo};
 
@@ -37,6 +38,8 @@ pub struct ReplayOptions {
     pub validate: bool,
     /// Print one progress line per loop to stderr.
     pub progress: bool,
+    /// `--passes N` for performance pools; `None` ("auto") takes as many as the replay GPU needs.
+    pub passes: Option<u32>,
 }
 
 impl ReplayOptions {
@@ -49,6 +52,7 @@ impl ReplayOptions {
             compare: false,
             validate: false,
             progress: false,
+            passes: None,
         }
     }
 }
@@ -88,6 +92,10 @@ pub struct ReplaySummary {
     pub cpu_ns_per_call: f64,
     /// Whether validation was enabled (then `validation_messages` is meaningful).
     pub validated: bool,
+    /// Replay passes per loop (more than 1 when performance counters need several).
+    pub passes: u32,
+    /// Wall time of each pass of the first loop.
+    pub pass_ns: Vec<u64>,
 }
 
 /// Facts gathered by one pass over the trace before replaying it.
@@ -99,6 +107,8 @@ pub(crate) struct Scan {
     pub first_call_ns: Option<u64>,
     pub calls: u64,
     pub application: String,
+    /// `seq` of each performance pool's vkCreateQueryPool -> the counters the capture chose.
+    pub perf_pools: HashMap<u64, Vec<record::PerfCounterDesc>>,
 }
 
 fn trace_err(e: impl std::fmt::Display) -> ReplayError {
@@ -114,6 +124,7 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
         first_call_ns: None,
         calls: 0,
         application: header.application.clone(),
+        perf_pools: HashMap::new(),
     };
     // Trace command id -> vkstream id, for the few commands the scan looks into.
     let mut interesting: HashMap<u32, u32> = HashMap::new();
@@ -189,6 +200,11 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                 }
             }
             Record::Frame(f) => s.frames.push((f.index, f.host_ns)),
+            Record::QueryPool(p)
+                if p.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw() =>
+            {
+                s.perf_pools.insert(p.seq, p.perf_counters);
+            }
             Record::Device(d) if s.capture_device.is_none() => s.capture_device = Some(d),
             _ => {}
         }
@@ -257,67 +273,97 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
     let mut first_messages = Vec::new();
     let mut cpu_ns_per_call = 0.0;
     let mut decode_ns_per_call = 0.0;
+    let pool_counters = std::sync::Arc::new(scan.perf_pools.clone());
+    let mut passes = opts.passes.unwrap_or(1).max(1);
+    let mut pass_ns = Vec::new();
     for l in 0..loops {
-        let mut run = Run {
-            reader: &reader,
-            session: Session::new(
+        let mut merge = Merge::default();
+        let mut loop_elapsed = 0u64;
+        let mut pass = 0;
+        while pass < passes {
+            let mut session = Session::new(
                 &entry,
                 &gpu,
                 scan.capture_device.as_ref(),
                 &scan.host_memories,
                 opts.validate,
-            ),
-            writer: writer.as_ref(),
-            comparison: &mut comparison,
-            loop_index: l,
-            command_map: Vec::new(),
-            command_names: Vec::new(),
-            queries: 0,
-            frame_start: 0,
-            frame_ns: Vec::new(),
-            dispatch_ns: 0,
-            decode_ns: 0,
-            calls: 0,
-        };
-        let start = Instant::now();
-        run.frame_start = now_ns();
-        let outcome = run.run();
-        let elapsed = start.elapsed().as_nanos() as u64;
-        let messages = run.session.validation_messages();
-        let msgs = run
-            .session
-            .messages
-            .as_ref()
-            .and_then(|m| m.first.lock().ok().map(|v| v.clone()))
-            .unwrap_or_default();
-        // Objects a trace leaves alive (the app exited without destroying them) are cleaned up
-        // here; what validation says about that is the app's, not the replay's, so it is not counted.
-        run.session.teardown();
-        validation += messages;
-        if first_messages.is_empty() {
-            first_messages = msgs;
-        }
-        outcome?;
-        if l == 0 && run.calls > 0 {
-            cpu_ns_per_call = run.dispatch_ns as f64 / run.calls as f64;
-            decode_ns_per_call = run.decode_ns as f64 / run.calls as f64;
-        }
-        queries += run.queries;
-        for (f, ns) in &run.frame_ns {
-            per_frame.entry(*f).or_default().push(*ns);
-        }
-        loop_ns.push(elapsed);
-        if opts.progress {
-            eprintln!(
-                "loop {}/{loops}: {:.1} ms, {} calls, {} query reads",
-                l + 1,
-                elapsed as f64 / 1e6,
-                run.calls,
-                run.queries
             );
+            session.perf.pass = pass;
+            session.perf.forced = opts.passes;
+            session.perf.pool_counters = pool_counters.clone();
+            let mut run = Run {
+                reader: &reader,
+                session,
+                writer: writer.as_ref(),
+                comparison: &mut comparison,
+                loop_index: l,
+                pass,
+                merge: &mut merge,
+                command_map: Vec::new(),
+                command_names: Vec::new(),
+                queries: 0,
+                frame_start: 0,
+                frame_ns: Vec::new(),
+                dispatch_ns: 0,
+                decode_ns: 0,
+                calls: 0,
+            };
+            let start = Instant::now();
+            run.frame_start = now_ns();
+            let outcome = run.run();
+            let elapsed = start.elapsed().as_nanos() as u64;
+            let messages = run.session.validation_messages();
+            let msgs = run
+                .session
+                .messages
+                .as_ref()
+                .and_then(|m| m.first.lock().ok().map(|v| v.clone()))
+                .unwrap_or_default();
+            // Objects a trace leaves alive (the app exited without destroying them) are cleaned up
+            // here; what validation says about that is the app's, not the replay's, so it is not counted.
+            run.session.teardown();
+            validation += messages;
+            if first_messages.is_empty() {
+                first_messages = msgs;
+            }
+            outcome?;
+            for w in run.session.perf.warnings.drain(..) {
+                if !warnings.contains(&w) {
+                    warnings.push(w);
+                }
+            }
+            if l == 0 && pass == 0 {
+                if run.calls > 0 {
+                    cpu_ns_per_call = run.dispatch_ns as f64 / run.calls as f64;
+                    decode_ns_per_call = run.decode_ns as f64 / run.calls as f64;
+                }
+                passes = passes.max(run.session.perf.passes_needed);
+            }
+            queries += run.queries;
+            if pass == 0 {
+                for (f, ns) in &run.frame_ns {
+                    per_frame.entry(*f).or_default().push(*ns);
+                }
+            }
+            if l == 0 {
+                pass_ns.push(elapsed);
+            }
+            loop_elapsed += elapsed;
+            if opts.progress || passes > 1 {
+                eprintln!(
+                    "loop {}/{loops} pass {}/{passes}: {:.1} ms, {} calls, {} query reads",
+                    l + 1,
+                    pass + 1,
+                    elapsed as f64 / 1e6,
+                    run.calls,
+                    run.queries
+                );
+            }
+            pass += 1;
         }
+        queries += write_merged(merge, writer.as_ref(), &mut comparison)?;
+        loop_ns.push(loop_elapsed);
     }
-
     let capture_ns = match (scan.first_call_ns, scan.frames.last()) {
         (Some(first), Some((_, last))) => last.saturating_sub(first),
         _ => 0,
@@ -338,7 +384,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             trace: opts.trace.display().to_string(),
             capture_device: scan.capture_device.clone(),
             loops,
-            passes: 1,
+            passes,
             replay_ns: loop_ns.iter().sum(),
             capture_ns,
             frames: scan.frames.len() as u64,
@@ -366,7 +412,47 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         decode_ns_per_call,
         cpu_ns_per_call,
         validated: opts.validate,
+        passes,
+        pass_ns,
     })
+}
+
+/// Writes one loop's merged performance-query results: a `CounterValue` per measured counter
+/// (with the pass that measured it) and the query itself; returns how many queries it wrote.
+fn write_merged(
+    merge: Merge,
+    writer: Option<&TraceWriter>,
+    comparison: &mut Comparison,
+) -> Result<u64, ReplayError> {
+    let mut n = 0;
+    for m in merge.finish() {
+        let q = m.result;
+        let captured = q.captured.as_ref().filter(|v| v.available);
+        if let Some(w) = writer {
+            for (i, (counter, v)) in m.counters.iter().zip(&m.values).enumerate() {
+                let Some((raw, pass)) = v else { continue };
+                w.write(&Record::CounterValue(CounterValue {
+                    counter: counter.clone(),
+                    pass: *pass,
+                    frame: q.frame,
+                    command_buffer: q.command_buffer,
+                    render_pass: None,
+                    value: queries::counter_value(*raw, counter.storage),
+                    captured: captured
+                        .and_then(|c| c.values.get(i))
+                        .map(|c| queries::counter_value(*c, counter.storage)),
+                }))
+                .map_err(|e| ReplayError::Results(e.to_string()))?;
+            }
+        }
+        comparison.add(&q, false);
+        n += 1;
+        if let Some(w) = writer {
+            w.write(&Record::QueryResult(q))
+                .map_err(|e| ReplayError::Results(e.to_string()))?;
+        }
+    }
+    Ok(n)
 }
 
 /// One loop over the trace.
@@ -376,6 +462,9 @@ struct Run<'r, 's> {
     writer: Option<&'r TraceWriter>,
     comparison: &'r mut Comparison,
     loop_index: u32,
+    /// Counter pass (see `crate::perf`); only pass 0 writes results other than performance queries.
+    pass: u32,
+    merge: &'r mut Merge,
     /// Trace command id -> vkstream command id.
     command_map: Vec<Option<u32>>,
     command_names: Vec<String>,
@@ -542,7 +631,29 @@ impl Run<'_, '_> {
 
     fn emit(&mut self, q: QueryResult) -> Result<(), ReplayError> {
         if q.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw() {
-            self.emit_counters(&q)?;
+            let Some(plan) = self.session.perf.plans.get(&q.pool) else {
+                return Err(ReplayError::Other(format!(
+                    "performance query pool 0x{:x} was read before it was created",
+                    q.pool
+                )));
+            };
+            if !plan.measures_in(self.pass) {
+                return Ok(());
+            }
+            let counters = self
+                .session
+                .pools
+                .get(&q.pool)
+                .map(|p| p.counters.clone())
+                .unwrap_or_default();
+            let mut full = vec![None; counters.len()];
+            let raw = q.replayed.as_ref().map_or(&[][..], |v| &v.values[..]);
+            perf::scatter(plan, self.pass, raw, &mut full);
+            self.merge.add(q, full, &counters);
+            return Ok(());
+        }
+        if self.pass > 0 {
+            return Ok(());
         }
         let precise = self
             .session
@@ -558,32 +669,18 @@ impl Run<'_, '_> {
         Ok(())
     }
 
-    /// One `CounterValue` per counter of a performance query, captured and replayed side by side.
-    fn emit_counters(&mut self, q: &QueryResult) -> Result<(), ReplayError> {
-        let Some(w) = self.writer else { return Ok(()) };
-        let Some(pool) = self.session.pools.get(&q.pool) else {
-            return Ok(());
-        };
-        let replayed = q.replayed.as_ref().filter(|v| v.available);
-        let captured = q.captured.as_ref().filter(|v| v.available);
-        for (i, counter) in pool.counters.iter().enumerate() {
-            let Some(raw) = replayed.and_then(|v| v.values.get(i)) else {
-                continue;
-            };
-            w.write(&Record::CounterValue(CounterValue {
-                counter: counter.clone(),
-                pass: q.pass,
-                frame: q.frame,
-                command_buffer: q.command_buffer,
-                render_pass: None,
-                value: queries::counter_value(*raw, counter.storage),
-                captured: captured
-                    .and_then(|v| v.values.get(i))
-                    .map(|c| queries::counter_value(*c, counter.storage)),
-            }))
-            .map_err(|e| ReplayError::Results(e.to_string()))?;
+    /// How the replay lays out the results of `pool`: performance pools measure only this pass's
+    /// counters, so their shape and (for reads the replay makes itself) stride shrink to that.
+    fn replay_shape(&self, pool: u64, shape: PoolShape) -> PoolShape {
+        match self.session.perf.plans.get(&pool) {
+            Some(plan) if shape.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw() => {
+                PoolShape {
+                    perf_counters: plan.indices_for(self.pass).len() as u32,
+                    ..shape
+                }
+            }
+            _ => shape,
         }
-        Ok(())
     }
 
     /// Builds the results of queries `first..first+count` of `pool` read at capture seq `seq`.
@@ -653,7 +750,7 @@ impl Run<'_, '_> {
                 queue: submit.map_or(0, |s| s.queue),
                 command_buffer: owner.map_or(0, |o| o.0),
                 loop_index: self.loop_index,
-                pass: 0,
+                pass: self.pass,
                 seq,
                 flags,
                 captured: Some(QueryValues {
@@ -687,7 +784,14 @@ impl Run<'_, '_> {
         // Poll without WAIT so a replay that diverged cannot hang; keep polling only for queries
         // the capture saw available.
         let flags = r.flags & !RESULT_WAIT;
-        let mut buf = vec![0u8; r.data.len()];
+        let rshape = self.replay_shape(r.pool, shape);
+        let (rstride, rlen) = if rshape == shape {
+            (r.stride, r.data.len())
+        } else {
+            let per = rshape.bytes_per_query(flags);
+            (per as u64, per * r.count as usize)
+        };
+        let mut buf = vec![0u8; rlen];
         let mut available_ns = vec![0u64; r.count as usize];
         let start = Instant::now();
         let (replayed, result, host_ns) = loop {
@@ -700,7 +804,7 @@ impl Run<'_, '_> {
                     r.count,
                     buf.len(),
                     buf.as_mut_ptr().cast(),
-                    r.stride,
+                    rstride,
                     vk::QueryResultFlags::from_raw(flags),
                 )
             };
@@ -708,7 +812,7 @@ impl Run<'_, '_> {
             if res != vk::Result::SUCCESS && res != vk::Result::NOT_READY {
                 return Err(ReplayError::vk("vkGetQueryPoolResults", res));
             }
-            let d = queries::decode(&buf, r.count, r.stride, flags, shape, res.as_raw())
+            let d = queries::decode(&buf, r.count, rstride, flags, rshape, res.as_raw())
                 .map_err(ReplayError::Other)?;
             for (i, q) in d.iter().enumerate() {
                 if q.available && available_ns[i] == 0 {
@@ -741,7 +845,8 @@ impl Run<'_, '_> {
     /// Reads back a `vkCmdCopyQueryPoolResults` destination once its submission completed.
     fn read_copy(&mut self, c: &record::QueryCopy) -> Result<(), ReplayError> {
         let shape = self.pool(c.pool)?;
-        let per = shape.bytes_per_query(c.flags) as u64;
+        let rshape = self.replay_shape(c.pool, shape);
+        let per = rshape.bytes_per_query(c.flags) as u64;
         let len = if c.count == 0 {
             0
         } else {
@@ -772,7 +877,7 @@ impl Run<'_, '_> {
             self.session
                 .read_memory(memory, bind_offset.saturating_add(c.dst_offset), len)?;
         let now = now_ns();
-        let replayed = queries::decode(&bytes, c.count, c.stride, c.flags, shape, ok)
+        let replayed = queries::decode(&bytes, c.count, c.stride, c.flags, rshape, ok)
             .map_err(ReplayError::Other)?;
         let avail: Vec<u64> = replayed
             .iter()

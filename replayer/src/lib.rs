@@ -18,6 +18,7 @@ pub mod features;
 mod generated;
 mod glue;
 pub mod mapping;
+pub mod perf;
 pub mod queries;
 pub mod session;
 

@@ -157,6 +157,27 @@ pub struct Session<'a> {
     /// Fake handles for emulated objects (surfaces, swapchains).
     pub next_fake: u64,
     pub frame: u64,
+    /// Performance pools: which replay pass this is and how each pool is split into passes.
+    pub perf: PerfState,
+}
+
+/// Multi-pass state of one replay pass (see `crate::perf`).
+#[derive(Default)]
+pub struct PerfState {
+    /// This replay's pass (0-based).
+    pub pass: u32,
+    /// `--passes N`; `None` takes as many as the replay device needs.
+    pub forced: Option<u32>,
+    /// `seq` of each performance pool's vkCreateQueryPool -> the counters the capture chose.
+    pub pool_counters: Arc<HashMap<u64, Vec<format::record::PerfCounterDesc>>>,
+    /// Captured pool -> its plan on the replay device.
+    pub plans: HashMap<u64, crate::perf::PoolPlan>,
+    /// Most passes any pool needs (1 when there are none).
+    pub passes_needed: u32,
+    /// Counters the replay device lacks, once each.
+    pub warnings: Vec<String>,
+    /// Captured devices whose profiling lock the replayer holds (until the device is destroyed).
+    pub locked: HashSet<u64>,
 }
 
 impl Drop for Session<'_> {
@@ -212,6 +233,7 @@ impl<'a> Session<'a> {
             query_owner: HashMap::new(),
             next_fake: 0x5157_0000_0000_0001,
             frame: 0,
+            perf: PerfState::default(),
         }
     }
 
@@ -286,6 +308,63 @@ impl<'a> Session<'a> {
             })
     }
 
+    /// The replay GPU's performance counters on queue family `family` (`VK_KHR_performance_query`).
+    pub fn device_counters(
+        &self,
+        family: u32,
+    ) -> Result<Vec<crate::perf::DeviceCounter>, ReplayError> {
+        let perf = ash::khr::performance_query::Instance::new(self.entry, self.instance()?);
+        // SAFETY: valid instance and physical device; the output slices have the reported length.
+        unsafe {
+            let n = perf
+                .enumerate_physical_device_queue_family_performance_query_counters_len(
+                    self.pd, family,
+                )
+                .map_err(|e| {
+                    ReplayError::vk(
+                        "vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR",
+                        e,
+                    )
+                })?;
+            let mut counters = vec![vk::PerformanceCounterKHR::default(); n];
+            let mut descs = vec![vk::PerformanceCounterDescriptionKHR::default(); n];
+            perf.enumerate_physical_device_queue_family_performance_query_counters(
+                self.pd,
+                family,
+                &mut counters,
+                &mut descs,
+            )
+            .map_err(|e| {
+                ReplayError::vk(
+                    "vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR",
+                    e,
+                )
+            })?;
+            Ok(counters
+                .iter()
+                .zip(&descs)
+                .map(|(c, d)| crate::perf::DeviceCounter {
+                    uuid: c.uuid,
+                    name: crate::devices::c_array_str(&d.name),
+                    unit: c.unit.as_raw() as u32,
+                })
+                .collect())
+        }
+    }
+
+    /// Passes the replay GPU needs to measure `indices` on queue family `family`.
+    pub fn perf_passes(&self, family: u32, indices: &[u32]) -> u32 {
+        let Ok(instance) = self.instance() else {
+            return u32::MAX;
+        };
+        let perf = ash::khr::performance_query::Instance::new(self.entry, instance);
+        let ci = vk::QueryPoolPerformanceCreateInfoKHR::default()
+            .queue_family_index(family)
+            .counter_indices(indices);
+        // SAFETY: valid instance and physical device; ci lives across the call.
+        unsafe { perf.get_physical_device_queue_family_performance_query_passes(self.pd, &ci) }
+    }
+
     pub fn instance(&self) -> Result<&ash::Instance, ReplayError> {
         self.instance
             .as_ref()
@@ -335,6 +414,8 @@ impl<'a> Session<'a> {
             ext.push("VK_EXT_debug_utils".into());
             lay.push("VK_LAYER_KHRONOS_validation".into());
         }
+        // Below validation, so validation checks the replay's calls, not the emulation's.
+        lay.extend(crate::devices::extra_layers());
         if available_ext
             .iter()
             .any(|e| e == "VK_KHR_portability_enumeration")
@@ -502,7 +583,13 @@ impl<'a> Session<'a> {
         let mut missing: Vec<String> = ext
             .iter()
             .filter(|e| !available.contains(e))
-            .map(|e| format!("device extension {e}"))
+            .map(|e| {
+                if e == "VK_KHR_performance_query" {
+                    format!("device extension {e} (replay with --emulate-counters to measure the counters with VK_LAYER_QUARRY_counters)")
+                } else {
+                    format!("device extension {e}")
+                }
+            })
             .collect();
         missing.extend(crate::features::missing_features(
             &instance,
@@ -675,6 +762,12 @@ impl<'a> Session<'a> {
         if let Some(d) = self.devices.remove(&captured) {
             unsafe {
                 let _ = d.device.device_wait_idle();
+                if self.perf.locked.remove(&captured) {
+                    if let Some(i) = &self.instance {
+                        ash::khr::performance_query::Device::new(i, &d.device)
+                            .release_profiling_lock();
+                    }
+                }
                 // Pools the trace never destroyed (the app exited with them alive).
                 for (c, p) in pools {
                     d.device.destroy_query_pool(p, None);

@@ -98,6 +98,31 @@ pub fn frames(
     times
 }
 
+/// Opening `path` `runs` times: (format reader alone, full open) per run, sorted by full open.
+/// Each run reads the file as the viewer does (`load::load_one`); the reader-alone figure
+/// decodes every record through `TraceReader::records_parallel` with the viewer's threads.
+pub fn open_times(path: &Path, runs: usize) -> anyhow::Result<Vec<(Duration, Duration)>> {
+    let mut out = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        let reader = format::TraceReader::open(path)?;
+        let mut n = 0usize;
+        reader.records_parallel(crate::load::decode_threads(), |b| {
+            n += b.records.iter().filter(|r| r.is_ok()).count();
+        });
+        std::hint::black_box(n);
+        let read = t.elapsed();
+        drop(reader);
+        let t = Instant::now();
+        let ds = crate::load::load_one(path)?;
+        let open = t.elapsed();
+        drop(ds);
+        out.push((read, open));
+    }
+    out.sort_by_key(|x| x.1);
+    Ok(out)
+}
+
 pub fn run(path: &Path) -> anyhow::Result<BenchReport> {
     // Reading and decoding records alone, to split the open time between format and viewer.
     let t = Instant::now();

@@ -337,6 +337,22 @@ impl DatasetBuilder {
         });
     }
 
+    /// Room for `queries` more results rows and `counters` more counter samples of the file
+    /// being read (from the footer's counts), so a million rows are not copied while growing.
+    pub fn reserve(&mut self, queries: usize, counters: usize) {
+        // A file replayed from the same trace as an earlier one adds no rows.
+        // The counts come from the file: capped, and an allocation failure only means growing
+        // as usual later.
+        let queries = queries.min(1 << 24);
+        let rows = queries.saturating_sub(self.result_rows.len());
+        let _ = self.result_rows.try_reserve(rows);
+        let _ = self.result_types.try_reserve(rows);
+        if let Current::Results(fi) = self.current {
+            let _ = self.ds.replayed[fi].try_reserve_exact(queries.max(self.result_rows.len()));
+        }
+        let _ = self.ds.counters.try_reserve(counters.min(1 << 20));
+    }
+
     /// A file that could not be opened at all.
     pub fn failed(&mut self, path: &Path, message: String) {
         self.ds.failed.push((path.to_path_buf(), message));

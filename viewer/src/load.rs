@@ -31,22 +31,44 @@ pub fn load_paths(paths: &[PathBuf]) -> Dataset {
     b.finish()
 }
 
+/// Worker threads decoding blocks while the calling thread builds rows: one per core (the
+/// builder shares them), at least one.
+/// `QUARRY_VIEW_THREADS=N` overrides (1 decodes on the building thread, for comparisons).
+pub fn decode_threads() -> usize {
+    std::env::var("QUARRY_VIEW_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+}
+
 fn stream(b: &mut DatasetBuilder, r: &TraceReader) {
     b.begin_file(r.path(), r.header().clone());
+    if let Some(counts) = r.footer_record_counts() {
+        let n = |name: &str| {
+            counts
+                .iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, n)| *n as usize)
+                .sum::<usize>()
+        };
+        b.reserve(n("QueryResult"), n("CounterValue"));
+    }
     let mut errors = 0usize;
     let mut first_error = None;
-    for rec in r.records() {
-        match rec {
-            Ok(rec) => b.record(rec),
-            Err(e) => {
-                errors += 1;
-                if errors <= MAX_BLOCK_ERRORS {
-                    b.note_current(format!("skipped damaged data: {e}"));
+    r.records_parallel(decode_threads(), |block| {
+        for rec in block.records {
+            match rec {
+                Ok(rec) => b.record(rec),
+                Err(e) => {
+                    errors += 1;
+                    if errors <= MAX_BLOCK_ERRORS {
+                        b.note_current(format!("skipped damaged data: {e}"));
+                    }
+                    first_error.get_or_insert_with(|| e.to_string());
                 }
-                first_error.get_or_insert_with(|| e.to_string());
             }
         }
-    }
+    });
     if r.lost_bytes() > 0 {
         b.note_current(format!(
             "{} bytes at the end of the file could not be read (unfinished write?)",

@@ -11,7 +11,8 @@ const USAGE: &str = "usage:
   quarry-view [--screenshot OUT.png] [--tab queries|timestamps|counters|files] FILES...
   quarry-view --export csv|json|perfetto OUT FILES...
   quarry-view --synth N OUT [--trace FRAMES] [--seed S] [--device NAME] [--mismatch-every K]
-  quarry-view --bench FILE";
+  quarry-view --bench FILE
+  quarry-view --bench-open FILE [RUNS]";
 
 fn main() -> ExitCode {
     match real_main() {
@@ -62,6 +63,27 @@ fn real_main() -> anyhow::Result<()> {
                 );
                 println!("table scrolling:   {}", r.scroll);
                 println!("timeline zoom/pan: {}", r.zoom);
+                return Ok(());
+            }
+            "--bench-open" => {
+                let file = PathBuf::from(value(&mut args, &a)?);
+                let runs: usize = match args.next() {
+                    Some(n) => n.parse().context("RUNS must be a number")?,
+                    None => 5,
+                };
+                let t = viewer::bench::open_times(&file, runs)?;
+                let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+                let opens: Vec<String> = t.iter().map(|x| format!("{:.0}", ms(x.1))).collect();
+                let mut reads: Vec<f64> = t.iter().map(|x| ms(x.0)).collect();
+                reads.sort_by(f64::total_cmp);
+                println!(
+                    "open {} runs (ms, sorted): {}; median {:.0} ms; format reader alone median {:.0} ms; {} decode threads",
+                    t.len(),
+                    opens.join(" "),
+                    ms(t[t.len() / 2].1),
+                    reads[reads.len() / 2],
+                    viewer::load::decode_threads()
+                );
                 return Ok(());
             }
             "--export" => {

@@ -1,0 +1,268 @@
+//! Multi-pass replay of performance queries end to end on lavapipe, through the built `quarry`:
+//! quarry-demo captured with `--emulate-counters` (the app itself runs 4 passes, 2 counters each),
+//! replayed with `--emulate-counters` at 3 counters per pass (3 replay passes), merged values equal
+//! the demo's known answers and the captured values; counters the replay GPU lacks are reported
+//! and skipped, and a replay GPU with none of them is a clear error.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use format::record::Record;
+use format::TraceReader;
+
+fn bin_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_quarry"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn quarry(args: &[&str], per_pass: &str, hide: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quarry"))
+        .args(args)
+        .env("XDG_RUNTIME_DIR", "/tmp")
+        .env("QUARRY_COUNTERS_PER_PASS", per_pass)
+        .env("QUARRY_COUNTERS_HIDE", hide)
+        .env_remove("VK_INSTANCE_LAYERS")
+        .env_remove("VK_LOADER_LAYERS_ENABLE")
+        .output()
+        .unwrap()
+}
+
+fn both(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn scratch() -> PathBuf {
+    let p = std::env::temp_dir().join(format!("quarry-counters-replay-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+/// The demo captured once under both layers; `None` (and a SKIP line) when the pieces are not
+/// built or there is no lavapipe.
+fn trace() -> Option<&'static Path> {
+    static T: OnceLock<Option<PathBuf>> = OnceLock::new();
+    T.get_or_init(|| {
+        let dir = bin_dir();
+        for f in [
+            "quarry-demo",
+            "libVkLayer_quarry_capture.so",
+            "libVkLayer_quarry_counters.so",
+        ] {
+            if !dir.join(f).is_file() {
+                eprintln!("SKIP: {f} is not built next to quarry (cargo build --workspace)");
+                return None;
+            }
+        }
+        let devices = quarry(&["devices"], "2", "");
+        if !both(&devices).contains("llvmpipe") {
+            eprintln!("SKIP: no lavapipe");
+            return None;
+        }
+        let t = scratch().join("demo.qtrace");
+        let demo = dir.join("quarry-demo");
+        let out = quarry(
+            &[
+                "capture",
+                "--emulate-counters",
+                "-o",
+                t.to_str().unwrap(),
+                "--",
+                demo.to_str().unwrap(),
+                "--headless",
+                "--frames",
+                "2",
+                "--check",
+                "--gpu",
+                "llvmpipe",
+            ],
+            "2",
+            "",
+        );
+        assert!(out.status.success(), "capture failed:\n{}", both(&out));
+        Some(t)
+    })
+    .as_deref()
+}
+
+/// Per (read, counter name): (value, pass, captured value).
+type Values = BTreeMap<(u64, String), (f64, u32, Option<f64>)>;
+
+fn counter_values(results: &Path) -> (Values, u32) {
+    let r = TraceReader::open(results).unwrap();
+    let mut values = Values::new();
+    let mut passes = 0;
+    let mut reads = 0u64;
+    for rec in r.records() {
+        match rec.unwrap() {
+            Record::CounterValue(c) => {
+                values.insert((reads, c.counter.name), (c.value, c.pass, c.captured));
+            }
+            Record::QueryResult(q) if q.query_type == 1_000_116_000 => reads += 1,
+            Record::ReplayInfo(i) => passes = i.passes,
+            _ => {}
+        }
+    }
+    (values, passes)
+}
+
+#[test]
+fn three_pass_replay_merges_to_the_known_answers() {
+    let Some(t) = trace() else { return };
+    let res = t.with_file_name("three.qres");
+    let out = quarry(
+        &[
+            "replay",
+            t.to_str().unwrap(),
+            "--emulate-counters",
+            "--gpu",
+            "llvmpipe",
+            "--compare",
+            "--results",
+            res.to_str().unwrap(),
+        ],
+        "3",
+        "",
+    );
+    let text = both(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("counter passes 3"), "{text}");
+    assert!(text.contains("PERFORMANCE_QUERY"), "{text}");
+    let (values, passes) = counter_values(&res);
+    assert_eq!(passes, 3);
+    // The demo chooses the layer's first 8 counters; 3 per pass puts them in passes 0,0,0,1,1,1,2,2.
+    let used: BTreeSet<u32> = values.values().map(|v| v.1).collect();
+    assert_eq!(used, BTreeSet::from([0, 1, 2]));
+    let names: BTreeSet<&str> = values.keys().map(|k| k.1.as_str()).collect();
+    assert_eq!(names.len(), 8, "{names:?}");
+    let reads: BTreeSet<u64> = values.keys().map(|k| k.0).collect();
+    assert!(!reads.is_empty());
+    let known = [
+        ("Samples passed", 2560.0),
+        ("Clipping invocations", 4.0),
+        ("Vertex shader invocations", 12.0),
+        ("Clipping primitives", 4.0),
+        ("Compute shader invocations", 0.0),
+    ];
+    for read in &reads {
+        for (name, want) in known {
+            let (got, _, captured) = values[&(*read, name.to_string())];
+            assert_eq!(got, want, "{name} in read {read}");
+            assert_eq!(captured, Some(want), "{name} as captured in read {read}");
+        }
+        let (dur, _, _) = values[&(*read, "Command buffer duration".to_string())];
+        assert!(dur > 0.0, "durations are measured too");
+    }
+
+    // The same trace in 8 forced passes (one counter each) gives the same deterministic values.
+    let res8 = t.with_file_name("eight.qres");
+    let out = quarry(
+        &[
+            "replay",
+            t.to_str().unwrap(),
+            "--emulate-counters",
+            "--gpu",
+            "llvmpipe",
+            "--passes",
+            "8",
+            "--results",
+            res8.to_str().unwrap(),
+        ],
+        "3",
+        "",
+    );
+    assert!(out.status.success(), "{}", both(&out));
+    let (v8, p8) = counter_values(&res8);
+    assert_eq!(p8, 8);
+    for ((read, name), (got, _, _)) in &v8 {
+        if let Some((_, want)) = known.iter().find(|k| k.0 == name) {
+            assert_eq!(got, want, "{name} in read {read} with 8 passes");
+        }
+    }
+    // Fewer passes than the counters need is refused with the number needed.
+    let out = quarry(
+        &[
+            "replay",
+            t.to_str().unwrap(),
+            "--emulate-counters",
+            "--gpu",
+            "llvmpipe",
+            "--passes",
+            "2",
+        ],
+        "3",
+        "",
+    );
+    assert!(!out.status.success());
+    assert!(
+        both(&out).contains("need at least 3 passes"),
+        "{}",
+        both(&out)
+    );
+}
+
+#[test]
+fn missing_counters_are_reported_and_none_is_an_error() {
+    let Some(t) = trace() else { return };
+    let res = t.with_file_name("partial.qres");
+    let out = quarry(
+        &[
+            "replay",
+            t.to_str().unwrap(),
+            "--emulate-counters",
+            "--gpu",
+            "llvmpipe",
+            "--results",
+            res.to_str().unwrap(),
+        ],
+        "4",
+        "Samples passed,Clipping primitives",
+    );
+    let text = both(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("\"Samples passed\"") && text.contains("is not on the replay GPU"),
+        "{text}"
+    );
+    let (values, _) = counter_values(&res);
+    let names: BTreeSet<&str> = values.keys().map(|k| k.1.as_str()).collect();
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert!(!names.contains("Samples passed"));
+
+    let all = "Command buffer duration,Render pass duration,Vertex shader invocations,\
+               Clipping invocations,Clipping primitives,Fragment shader invocations,\
+               Samples passed,Compute shader invocations";
+    let out = quarry(
+        &[
+            "replay",
+            t.to_str().unwrap(),
+            "--emulate-counters",
+            "--gpu",
+            "llvmpipe",
+        ],
+        "4",
+        all,
+    );
+    let text = both(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("none of this pool's 8 performance counters"),
+        "{text}"
+    );
+    assert!(text.contains("vkCreateQueryPool"), "names the call: {text}");
+
+    // Without the emulation layer lavapipe has no VK_KHR_performance_query: one clear error.
+    let out = quarry(&["replay", t.to_str().unwrap(), "--gpu", "llvmpipe"], "4", "");
+    let text = both(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("VK_KHR_performance_query"), "{text}");
+    assert!(text.contains("--emulate-counters"), "{text}");
+}
