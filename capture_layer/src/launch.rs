@@ -74,7 +74,8 @@ pub fn manifest_json(library_path: &str) -> String {
         "library_path": {path},
         "api_version": "1.3.239",
         "implementation_version": "1",
-        "description": "quarry: records Vulkan calls and the query results the application received"
+        "description": "quarry: records Vulkan calls and the query results the application received",
+        "instance_extensions": [{{ "name": "VK_EXT_layer_settings", "spec_version": "2" }}]
     }}
 }}
 "#,

@@ -5,7 +5,7 @@
 //! `Note` written, the trace left unfinished so readers see it incomplete) and calls keep passing through.
 
 use crate::keymap::KeyMap;
-use crate::settings::Settings;
+use crate::settings::{Given, Settings};
 use crate::state::DeviceState;
 use ash::vk;
 use ash::vk::Handle;
@@ -13,7 +13,7 @@ use format::record::{self, FrameBoundary, Record};
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use vkstream::{DeviceTable, InstanceTable};
 
@@ -136,18 +136,19 @@ pub fn instance_table(handle: u64) -> &'static InstanceTable {
 
 // ---- settings and logging -----------------------------------------------------------------------
 
-pub fn settings() -> &'static Settings {
-    static S: OnceLock<Settings> = OnceLock::new();
-    S.get_or_init(|| match Settings::from_env() {
+/// The settings for a trace opened now: the environment, over the app's layer settings (`layer`, from
+/// its `VkInstanceCreateInfo`). A bad value is logged and disables this capture.
+pub fn settings(layer: &Given) -> Settings {
+    match Settings::resolve(&Given::from_env(), layer) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("quarry: {e}; capture disabled");
+            log_once(&format!("settings {e}"), &format!("{e}; capture disabled"));
             Settings {
                 disabled: true,
                 ..Settings::default()
             }
         }
-    })
+    }
 }
 
 /// Logs `message` to stderr once per `key` for the life of the process.
@@ -201,6 +202,8 @@ struct Capture {
     frame: u64,
     /// A submit happened since the last frame boundary (an `End` frame is then due at finalization).
     submitted: bool,
+    /// The trace is finalized when this frame ends (the frame range's end).
+    last_frame: Option<u64>,
     stats: Stats,
 }
 
@@ -218,8 +221,8 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// Serialises sequence numbers with writes, so records appear in the file in `seq` order.
 static CAPTURE: Mutex<Option<Capture>> = Mutex::new(None);
 static SEQ: AtomicU64 = AtomicU64::new(0);
-/// Number of traces opened by this process (numbering of later ones).
-static TRACES: AtomicU32 = AtomicU32::new(0);
+/// Trace paths (before numbering) this process opened: a path used again gets `.N`.
+static OPENED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Set once the frame range is done or an internal error happened: no new trace opens.
 static ENDED: AtomicBool = AtomicBool::new(false);
 /// Apps with a swapchain get frame boundaries at present only.
@@ -234,23 +237,32 @@ fn lock_capture() -> MutexGuard<'static, Option<Capture>> {
     CAPTURE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Opens the trace (at the first vkCreateInstance, or the first after every instance was destroyed).
-pub fn open_capture(application: &str) {
-    let s = settings();
-    if s.disabled || ENDED.load(Ordering::Relaxed) {
+/// Opens the trace (at the first vkCreateInstance, or the first after every instance was destroyed);
+/// `layer` holds the layer settings of that instance's create info.
+pub fn open_capture(application: &str, layer: &Given) {
+    if ENDED.load(Ordering::Relaxed) {
+        return;
+    }
+    let s = settings(layer);
+    if s.disabled {
         return;
     }
     let mut guard = lock_capture();
     if guard.is_some() {
         return;
     }
-    let n = TRACES.fetch_add(1, Ordering::Relaxed);
     let base = s.file.clone().unwrap_or_else(|| {
         PathBuf::from(crate::settings::default_file_name(
             &crate::settings::exe_name(),
             std::process::id(),
         ))
     });
+    let n = {
+        let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+        let n = opened.iter().filter(|p| **p == base).count() as u32;
+        opened.push(base.clone());
+        n
+    };
     let path = crate::settings::numbered(&base, n);
     let header = record::Header {
         kind: record::FileKind::Trace,
@@ -278,6 +290,7 @@ pub fn open_capture(application: &str) {
         path,
         frame: 0,
         submitted: false,
+        last_frame: s.frames.and_then(|r| r.last),
         stats: Stats::default(),
     };
     let commands: Vec<String> = vkstream::COMMANDS.iter().map(|c| c.to_string()).collect();
@@ -298,9 +311,9 @@ pub fn open_capture(application: &str) {
             .map(|l| l.to_string())
             .unwrap_or_else(|| "exit".into());
         let msg = format!(
-            "QUARRY_CAPTURE_FRAMES={}-{last}: the trace ends after frame {last}; earlier frames are kept as \
-             setup (trimming is not implemented)",
-            range.first
+            "{}={}-{last}: the trace ends after frame {last}; earlier frames are kept as setup (trimming \
+             is not implemented)",
+            s.frames_from, range.first
         );
         let _ = cap.writer.write(&Record::Note(record::Note {
             host_ns: now_ns(),
@@ -575,7 +588,7 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) {
     }
     cap.frame += 1;
     cap.submitted = false;
-    if let Some(last) = settings().frames.and_then(|r| r.last) {
+    if let Some(last) = cap.last_frame {
         if index >= last {
             ENDED.store(true, Ordering::Relaxed);
             finish_locked(&mut guard, "requested frame range done");

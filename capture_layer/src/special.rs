@@ -290,7 +290,15 @@ pub unsafe extern "system" fn vkCreateInstance(
             );
             return;
         }
-        runtime::open_capture(&app_name.unwrap_or_else(crate::settings::exe_name));
+        // The app's layer settings (VK_EXT_layer_settings) for this layer; the environment wins.
+        let (layer_settings, warnings) = crate::settings::Given::from_chain(ci.p_next);
+        for w in warnings {
+            runtime::log_once(&w, &w);
+        }
+        runtime::open_capture(
+            &app_name.unwrap_or_else(crate::settings::exe_name),
+            &layer_settings,
+        );
         // The loader's own chain elements are process-local pointers: keep them out of the trace.
         let mut copy = *ci;
         copy.p_next = loader::skip_loader_structs(ci.p_next);
