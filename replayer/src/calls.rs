@@ -944,7 +944,10 @@ fn plan_perf_pool(
             let w = format!(
                 "performance counter \"{}\" ({}) is not on the replay GPU; it is not measured",
                 d.name,
-                d.uuid.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                d.uuid
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
             );
             if !s.perf.warnings.contains(&w) {
                 s.perf.warnings.push(w);
@@ -962,8 +965,8 @@ fn plan_perf_pool(
                 .join(", ")
         )));
     }
-    let plan = crate::perf::plan(matched, |ix| s.perf_passes(family, ix), s.perf.forced)
-        .map_err(other)?;
+    let plan =
+        crate::perf::plan(matched, |ix| s.perf_passes(family, ix), s.perf.forced).map_err(other)?;
     if !s.perf.locked.contains(&device_captured) {
         let d = s.device(device_captured)?;
         let perf = ash::khr::performance_query::Device::new(s.instance()?, &d.device);
