@@ -37,7 +37,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         write_text(&mut out, &reader, &info)?;
         if let Some(r) = &replay {
-            writeln!(out, "replayed:     {} ({} loop(s), {} counter pass(es))", r.trace, r.loops, r.passes)?;
+            writeln!(
+                out,
+                "replayed:     {} ({} loop(s), {} counter pass(es))",
+                r.trace, r.loops, r.passes
+            )?;
         }
     }
     output::flush(&mut out)?;

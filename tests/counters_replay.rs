@@ -260,7 +260,11 @@ fn missing_counters_are_reported_and_none_is_an_error() {
     assert!(text.contains("vkCreateQueryPool"), "names the call: {text}");
 
     // Without the emulation layer lavapipe has no VK_KHR_performance_query: one clear error.
-    let out = quarry(&["replay", t.to_str().unwrap(), "--gpu", "llvmpipe"], "4", "");
+    let out = quarry(
+        &["replay", t.to_str().unwrap(), "--gpu", "llvmpipe"],
+        "4",
+        "",
+    );
     let text = both(&out);
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("VK_KHR_performance_query"), "{text}");

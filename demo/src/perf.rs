@@ -71,10 +71,9 @@ fn known_answer(name: &str) -> Option<(Rule, &'static str)> {
         "Input assembly vertices" => (Rule::Exact(12), "two draws of 6 vertices"),
         "Input assembly primitives" => (Rule::Exact(4), "two draws of 2 triangles"),
         "Clipping invocations" => (Rule::Exact(4), "every triangle reaches the clipper"),
-        "Vertex shader invocations" => (
-            Rule::AtLeast(12),
-            "spec: each of 12 vertices at least once",
-        ),
+        "Vertex shader invocations" => {
+            (Rule::AtLeast(12), "spec: each of 12 vertices at least once")
+        }
         _ => return None,
     })
 }

@@ -1,7 +1,13 @@
 //! `cargo run -p replayer --example devices -- [--json]`: the `quarry devices` output without the root CLI.
 fn main() {
     let json = std::env::args().any(|a| a == "--json");
-    match (replayer::cli::DevicesArgs { json }).run() {
+    let emulate_counters = std::env::args().any(|a| a == "--emulate-counters");
+    match (replayer::cli::DevicesArgs {
+        json,
+        emulate_counters,
+    })
+    .run()
+    {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("quarry: {e:#}");

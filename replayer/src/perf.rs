@@ -114,10 +114,7 @@ pub fn plan(
             let spread: Vec<Vec<usize>> = (0..n)
                 .map(|k| matched[k * len / n..(k + 1) * len / n].to_vec())
                 .collect();
-            if spread
-                .iter()
-                .all(|g| g.is_empty() || passes(&idx(g)) == 1)
-            {
+            if spread.iter().all(|g| g.is_empty() || passes(&idx(g)) == 1) {
                 groups = spread.into_iter().filter(|g| !g.is_empty()).collect();
             }
         }
@@ -238,7 +235,12 @@ mod tests {
 
     #[test]
     fn matches_by_uuid_then_name_and_unit() {
-        let captured = [desc("a", 1, 0), desc("b", 2, 0), desc("c", 3, 1), desc("d", 4, 0)];
+        let captured = [
+            desc("a", 1, 0),
+            desc("b", 2, 0),
+            desc("c", 3, 1),
+            desc("d", 4, 0),
+        ];
         let device = [dev("x", 1, 0), dev("b", 9, 0), dev("c", 8, 2)];
         // a by UUID, b by name+unit, c's unit differs, d is absent.
         assert_eq!(
@@ -254,8 +256,12 @@ mod tests {
 
     #[test]
     fn greedy_groups_need_one_pass_each() {
-        let p = plan(vec![Some(0), Some(1), None, Some(2), Some(3), Some(4)], two_per_pass, None)
-            .unwrap();
+        let p = plan(
+            vec![Some(0), Some(1), None, Some(2), Some(3), Some(4)],
+            two_per_pass,
+            None,
+        )
+        .unwrap();
         assert_eq!(p.groups, vec![vec![0, 1], vec![3, 4], vec![5]]);
         assert_eq!(p.indices_for(1), vec![2, 3]);
         assert_eq!(p.group_for(7), &[0, 1]);
