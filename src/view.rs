@@ -60,6 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         files: args.files,
         screenshot: args.screenshot,
         tab: args.tab,
+        ..Default::default()
     })?;
     Ok(0)
 }

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use egui::{Color32, RichText};
 
+use crate::browse::{self, FileBrowser, NativeDialog, NativeOutcome};
 use crate::data::{Dataset, FileSummary};
 use crate::model;
 use crate::plots::{self, CountersState, TimestampsState};
@@ -106,6 +107,10 @@ pub struct ViewerApp {
     pub message: Option<(String, bool)>,
     pub recent: RecentFiles,
     pub load_time: Duration,
+    /// The in-app file browser (File → Open when no desktop portal answers).
+    pub browser: FileBrowser,
+    /// A desktop file chooser waiting for the user.
+    native: Option<NativeDialog>,
     loader: Loader,
 }
 
@@ -126,6 +131,8 @@ impl ViewerApp {
             message: None,
             recent,
             load_time: Duration::ZERO,
+            browser: FileBrowser::default(),
+            native: None,
             loader,
         }
     }
@@ -191,6 +198,62 @@ impl ViewerApp {
         self.open(paths);
     }
 
+    /// Where file choosers start: the directory of the first open file, else of the most
+    /// recent one, else the current directory.
+    pub fn start_dir(&self) -> Option<PathBuf> {
+        self.paths
+            .iter()
+            .chain(&self.recent.items)
+            .filter_map(|p| p.parent().map(Path::to_path_buf))
+            .find(|d| d.is_dir())
+    }
+
+    /// File → Open: the desktop's chooser through the portal, or the built-in browser (saying
+    /// why) when the portal cannot be reached.
+    pub fn open_dialog(&mut self, ctx: &egui::Context) {
+        if self.native.is_some() {
+            return;
+        }
+        match browse::portal_unavailable() {
+            Some(reason) => self.browser.show_in(self.start_dir(), Some(reason)),
+            None => {
+                self.native = Some(NativeDialog::start(self.start_dir(), Some(ctx.clone())));
+            }
+        }
+    }
+
+    /// The built-in browser, asked for by the user.
+    pub fn open_browser(&mut self) {
+        self.browser.show_in(self.start_dir(), None);
+    }
+
+    /// Opens what a chooser returned, adding to the open files.
+    fn open_picked(&mut self, picked: Vec<PathBuf>) {
+        let mut paths = self.paths.clone();
+        for p in picked {
+            if !paths.contains(&p) {
+                paths.push(p);
+            }
+        }
+        self.open(paths);
+    }
+
+    fn poll_dialogs(&mut self, ctx: &egui::Context) {
+        if let Some(outcome) = self.native.as_ref().and_then(NativeDialog::poll) {
+            self.native = None;
+            match outcome {
+                NativeOutcome::Picked(paths) => self.open_picked(paths),
+                NativeOutcome::Cancelled => {}
+                NativeOutcome::Unavailable(reason) => {
+                    self.browser.show_in(self.start_dir(), Some(reason))
+                }
+            }
+        }
+        if let Some(p) = self.browser.ui(ctx) {
+            self.open_picked(vec![p]);
+        }
+    }
+
     fn select(&mut self, row: usize, from_table: bool) {
         self.selected = Some(row);
         if from_table {
@@ -209,8 +272,11 @@ impl ViewerApp {
                 .map(|f| f.path().to_path_buf())
                 .collect()
         });
-        for p in dropped {
-            self.add(p);
+        if !dropped.is_empty() {
+            self.open_picked(dropped);
+        }
+        if ui.input_mut(|i| i.consume_key(egui::Modifiers::COMMAND, egui::Key::O)) {
+            self.open_dialog(&ui.ctx().clone());
         }
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar(ui));
         egui::Panel::top("files").show(ui, |ui| self.files_strip(ui));
@@ -221,6 +287,7 @@ impl ViewerApp {
             Tab::Counters => plots::counters_ui(ui, &self.ds, &mut self.counters),
             Tab::Files => self.files_tab(ui),
         });
+        self.poll_dialogs(&ui.ctx().clone());
         if ui.ctx().input(|i| !i.raw.hovered_files.is_empty()) {
             let rect = ui.ctx().content_rect();
             let painter = ui.ctx().layer_painter(egui::LayerId::new(
@@ -246,6 +313,35 @@ impl ViewerApp {
                     .size(17.0)
                     .color(Color32::from_rgb(230, 180, 80)),
             );
+            ui.separator();
+            ui.menu_button("File", |ui| {
+                if ui
+                    .add(egui::Button::new("Open…").shortcut_text("Ctrl+O"))
+                    .on_hover_text(
+                        "The desktop's file chooser (falls back to the built-in browser)",
+                    )
+                    .clicked()
+                {
+                    self.open_dialog(&ui.ctx().clone());
+                    ui.close();
+                }
+                if ui.button("Open with the built-in browser…").clicked() {
+                    self.open_browser();
+                    ui.close();
+                }
+                ui.separator();
+                ui.menu_button("Recent files", |ui| {
+                    if self.recent.items.is_empty() {
+                        ui.weak("No recent files");
+                    }
+                    for p in self.recent.items.clone() {
+                        if ui.button(p.display().to_string()).clicked() {
+                            self.add(p);
+                            ui.close();
+                        }
+                    }
+                });
+            });
             ui.separator();
             for (tab, name) in [
                 (Tab::Queries, "Queries"),
@@ -287,7 +383,7 @@ impl ViewerApp {
 
     fn files_strip(&mut self, ui: &mut egui::Ui) {
         if self.ds.is_empty() && self.ds.failed.is_empty() {
-            ui.weak("No files open. Pass files on the command line, drop them here, or type a path above.");
+            ui.weak("No files open. Use File > Open (Ctrl+O), pass files on the command line, drop them here, or type a path above.");
             return;
         }
         let files: Vec<&FileSummary> = self.ds.trace.iter().chain(&self.ds.results).collect();
@@ -365,6 +461,15 @@ impl ViewerApp {
                     r.query,
                     r.frame
                 ));
+            }
+            if self.native.is_some() {
+                ui.separator();
+                ui.label("Waiting for the desktop's file chooser…");
+                if ui.small_button("Use the built-in browser").clicked() {
+                    // The portal thread is left to finish on its own; its answer is dropped.
+                    self.native = None;
+                    self.open_browser();
+                }
             }
             if let Some((m, err)) = &self.message {
                 ui.separator();

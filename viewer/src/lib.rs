@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod bench;
+pub mod browse;
 pub mod data;
 pub mod export;
 pub mod load;
@@ -31,6 +32,8 @@ pub struct ViewArgs {
     pub screenshot: Option<PathBuf>,
     /// Tab shown first (`queries`, `timestamps`, `counters`, `files`); Queries when `None`.
     pub tab: Option<Tab>,
+    /// Start with the built-in file browser open in this directory.
+    pub browse: Option<PathBuf>,
 }
 
 /// Window size, also the screenshot size (logical points).
@@ -46,6 +49,12 @@ fn make_app(args: &ViewArgs) -> ViewerApp {
     }
     if let Some(t) = args.tab {
         app.tab = t;
+    }
+    if let Some(d) = &args.browse {
+        app.browser.show_in(
+            Some(d.clone()),
+            browse::portal_unavailable().map(|r| format!("{r} (opened with --browse)")),
+        );
     }
     app
 }

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use viewer::{Tab, ViewArgs};
 
 const USAGE: &str = "usage:
-  quarry-view [--screenshot OUT.png] [--tab queries|timestamps|counters|files] FILES...
+  quarry-view [--screenshot OUT.png] [--tab queries|timestamps|counters|files] [--browse DIR] FILES...
   quarry-view --export csv|json|perfetto OUT FILES...
   quarry-view --synth N OUT [--trace FRAMES] [--seed S] [--device NAME] [--mismatch-every K]
   quarry-view --bench FILE
@@ -44,6 +44,7 @@ fn real_main() -> anyhow::Result<()> {
                 view.tab =
                     Some(Tab::parse(&t).with_context(|| format!("unknown tab '{t}'\n{USAGE}"))?);
             }
+            "--browse" => view.browse = Some(value(&mut args, &a)?.into()),
             "--bench" => {
                 let file = PathBuf::from(value(&mut args, &a)?);
                 let r = viewer::bench::run(&file)?;
