@@ -122,6 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             validate: false,
             progress: false,
             passes: None,
+            inject: None,
         };
         match replayer::replay(&opts) {
             Ok(s) => {

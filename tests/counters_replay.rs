@@ -270,3 +270,115 @@ fn missing_counters_are_reported_and_none_is_an_error() {
     assert!(text.contains("VK_KHR_performance_query"), "{text}");
     assert!(text.contains("--emulate-counters"), "{text}");
 }
+
+/// The demo captured without any layer below the capture (its trace has no performance queries).
+fn plain_trace() -> Option<PathBuf> {
+    let t = trace()?;
+    let plain = t.with_file_name("plain.qtrace");
+    let demo = bin_dir().join("quarry-demo");
+    let out = quarry(
+        &[
+            "capture",
+            "-o",
+            plain.to_str().unwrap(),
+            "--",
+            demo.to_str().unwrap(),
+            "--headless",
+            "--frames",
+            "2",
+            "--gpu",
+            "llvmpipe",
+        ],
+        "2",
+        "",
+    );
+    assert!(out.status.success(), "capture failed:\n{}", both(&out));
+    Some(plain)
+}
+
+/// `--counters` measures around every command buffer or render pass of a trace that has no
+/// performance queries at all; lavapipe lacks VK_KHR_performance_query, so the emulation layer is
+/// loaded underneath automatically.
+#[test]
+fn injected_counters_per_command_buffer_and_render_pass() {
+    let Some(t) = plain_trace() else { return };
+    let t = t.to_str().unwrap();
+    let mut per_scope = Vec::new();
+    for scope in ["command-buffer", "render-pass"] {
+        let res =
+            std::env::temp_dir().join(format!("quarry-inject-{scope}-{}.qres", std::process::id()));
+        let out = quarry(
+            &[
+                "replay",
+                t,
+                "--gpu",
+                "llvmpipe",
+                "--counters",
+                "all",
+                "--scope",
+                scope,
+                "--results",
+                res.to_str().unwrap(),
+            ],
+            "4",
+            "",
+        );
+        let text = both(&out);
+        assert!(out.status.success(), "{scope}: {text}");
+        assert!(text.contains("through VK_LAYER_QUARRY_counters"), "{text}");
+        let r = TraceReader::open(&res).unwrap();
+        let mut names = BTreeSet::new();
+        let mut passes = BTreeSet::new();
+        let mut samples = Vec::new();
+        let mut vertices = Vec::new();
+        let mut scoped = true;
+        for rec in r.records() {
+            if let Record::CounterValue(c) = rec.unwrap() {
+                scoped &= c.render_pass.is_some() == (scope == "render-pass");
+                passes.insert(c.pass);
+                match c.counter.name.as_str() {
+                    "Samples passed" => samples.push(c.value),
+                    "Input assembly vertices" => vertices.push(c.value),
+                    _ => {}
+                }
+                names.insert(c.counter.name);
+            }
+        }
+        let _ = std::fs::remove_file(&res);
+        assert!(
+            scoped,
+            "{scope}: render_pass set exactly for render-pass scope"
+        );
+        // The main pass draws the occluder and the target: 2560 samples, 12 vertices.
+        assert!(samples.contains(&2560.0), "{scope}: {samples:?}");
+        assert!(vertices.contains(&12.0), "{scope}: {vertices:?}");
+        per_scope.push((names, passes));
+    }
+    let (cb_names, cb_passes) = &per_scope[0];
+    let (rp_names, rp_passes) = &per_scope[1];
+    // 10 counters at 4 per pass; render passes cannot hold the 2 command-buffer-scope ones.
+    assert_eq!(cb_names.len(), 10, "{cb_names:?}");
+    assert_eq!(cb_passes.len(), 3);
+    assert_eq!(rp_names.len(), 8, "{rp_names:?}");
+    assert!(!rp_names.contains("Command buffer duration"));
+    assert_eq!(rp_passes.len(), 2);
+
+    let out = quarry(
+        &[
+            "replay",
+            t,
+            "--gpu",
+            "llvmpipe",
+            "--counters",
+            "Samples passed,Bogus",
+        ],
+        "4",
+        "",
+    );
+    assert!(!out.status.success());
+    assert!(
+        both(&out).contains("no counter named \"Bogus\""),
+        "{}",
+        both(&out)
+    );
+}

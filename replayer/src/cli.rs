@@ -96,6 +96,22 @@ pub struct ReplayArgs {
     /// timestamp, pipeline-statistics and occlusion queries, for GPUs without it.
     #[arg(long)]
     pub emulate_counters: bool,
+    /// Measure counters around every command buffer (or render pass, see --scope) of the replay,
+    /// even where the app had no queries: `all` or comma-separated names (see `quarry devices`).
+    /// A GPU without VK_KHR_performance_query measures through VK_LAYER_QUARRY_counters.
+    #[arg(long, value_name = "LIST|all")]
+    pub counters: Option<String>,
+    /// What --counters measures around: `command-buffer` or `render-pass`.
+    #[arg(long, value_name = "SCOPE", default_value = "command-buffer", value_parser = parse_scope)]
+    pub scope: crate::inject::Scope,
+}
+
+fn parse_scope(s: &str) -> Result<crate::inject::Scope, String> {
+    match s {
+        "command-buffer" => Ok(crate::inject::Scope::CommandBuffer),
+        "render-pass" => Ok(crate::inject::Scope::RenderPass),
+        _ => Err(format!("`{s}` is not `command-buffer` or `render-pass`")),
+    }
 }
 
 impl ReplayArgs {
@@ -109,12 +125,25 @@ impl ReplayArgs {
             validate: self.validate,
             progress: self.loops > 1,
             passes: self.passes.0,
+            inject: self.counters.as_deref().map(|c| crate::inject::InjectSpec {
+                counters: (c.trim() != "all").then(|| {
+                    c.split(',')
+                        .map(|n| n.trim().to_string())
+                        .filter(|n| !n.is_empty())
+                        .collect()
+                }),
+                scope: self.scope,
+            }),
         }
     }
 
     /// Runs `quarry replay`; returns the process exit code.
     pub fn run(&self) -> anyhow::Result<i32> {
-        let _layer = self.emulate_counters.then(emulate_counters).transpose()?;
+        let _layer = if self.emulate_counters || self.counters.is_some() && !self.gpu_counts()? {
+            Some(emulate_counters()?)
+        } else {
+            None
+        };
         match crate::engine::replay(&self.options()) {
             Ok(summary) => {
                 print!("{}", report(&summary, self.compare));
@@ -130,6 +159,22 @@ impl ReplayArgs {
             }
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl ReplayArgs {
+    /// Whether the GPU `--gpu` picks has VK_KHR_performance_query of its own (else `--counters`
+    /// measures through the emulation layer).
+    fn gpu_counts(&self) -> anyhow::Result<bool> {
+        let gpus = crate::devices::devices()?;
+        let gpu = crate::devices::select(&gpus, self.gpu.as_deref())?;
+        if !gpu.queries.performance_query {
+            eprintln!(
+                "quarry: GPU {} has no VK_KHR_performance_query; --counters measures through VK_LAYER_QUARRY_counters (timestamps, pipeline statistics, occlusion)",
+                gpu.index
+            );
+        }
+        Ok(gpu.queries.performance_query)
     }
 }
 
@@ -161,6 +206,13 @@ pub fn report(s: &ReplaySummary, compare: bool) -> String {
         "calls {}  frames {}  loops {}  query reads {}",
         s.calls, s.frames, s.loops, s.queries
     );
+    if s.injected > 0 {
+        let _ = writeln!(
+            o,
+            "counters measured around {} command buffers / render passes",
+            s.injected
+        );
+    }
     if s.passes > 1 {
         let _ = writeln!(
             o,

@@ -40,6 +40,8 @@ pub struct ReplayOptions {
     pub progress: bool,
     /// `--passes N` for performance pools; `None` ("auto") takes as many as the replay GPU needs.
     pub passes: Option<u32>,
+    /// `--counters`: measure counters around every command buffer or render pass.
+    pub inject: Option<crate::inject::InjectSpec>,
 }
 
 impl ReplayOptions {
@@ -53,6 +55,7 @@ impl ReplayOptions {
             validate: false,
             progress: false,
             passes: None,
+            inject: None,
         }
     }
 }
@@ -96,6 +99,8 @@ pub struct ReplaySummary {
     pub passes: u32,
     /// Wall time of each pass of the first loop.
     pub pass_ns: Vec<u64>,
+    /// `--counters`: command buffers or render passes measured (all passes and loops).
+    pub injected: u64,
 }
 
 /// Facts gathered by one pass over the trace before replaying it.
@@ -276,6 +281,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
     let pool_counters = std::sync::Arc::new(scan.perf_pools.clone());
     let mut passes = opts.passes.unwrap_or(1).max(1);
     let mut pass_ns = Vec::new();
+    let mut injected = 0u64;
     for l in 0..loops {
         let mut merge = Merge::default();
         let mut loop_elapsed = 0u64;
@@ -291,6 +297,10 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             session.perf.pass = pass;
             session.perf.forced = opts.passes;
             session.perf.pool_counters = pool_counters.clone();
+            session.inject = opts
+                .inject
+                .clone()
+                .map(|spec| crate::inject::InjectState::new(spec, pass, opts.passes));
             let mut run = Run {
                 reader: &reader,
                 session,
@@ -327,7 +337,13 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                 first_messages = msgs;
             }
             outcome?;
-            for w in run.session.perf.warnings.drain(..) {
+            let inject_warnings = run
+                .session
+                .inject
+                .as_mut()
+                .map(|i| std::mem::take(&mut i.warnings))
+                .unwrap_or_default();
+            for w in run.session.perf.warnings.drain(..).chain(inject_warnings) {
                 if !warnings.contains(&w) {
                     warnings.push(w);
                 }
@@ -337,9 +353,15 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                     cpu_ns_per_call = run.dispatch_ns as f64 / run.calls as f64;
                     decode_ns_per_call = run.decode_ns as f64 / run.calls as f64;
                 }
-                passes = passes.max(run.session.perf.passes_needed);
+                passes = passes.max(run.session.perf.passes_needed).max(
+                    run.session
+                        .inject
+                        .as_ref()
+                        .map_or(1, |i| i.passes_needed),
+                );
             }
             queries += run.queries;
+            injected += run.session.inject.as_ref().map_or(0, |i| i.measured);
             if pass == 0 {
                 for (f, ns) in &run.frame_ns {
                     per_frame.entry(*f).or_default().push(*ns);
@@ -414,6 +436,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         validated: opts.validate,
         passes,
         pass_ns,
+        injected,
     })
 }
 
@@ -600,7 +623,14 @@ impl Run<'_, '_> {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: the call's handles are translated through the session; everything the
             // driver reads is materialised for the duration of the call.
-            unsafe { crate::calls::replay_call(session, &call, c) }
+            unsafe {
+                if session.inject.is_none() {
+                    return crate::calls::replay_call(session, &call, c);
+                }
+                crate::inject::before(session, &call)?;
+                crate::calls::replay_call(session, &call, c)?;
+                crate::inject::after(session, &call)
+            }
         }))
         .unwrap_or_else(|p| {
             let what = p
@@ -614,6 +644,17 @@ impl Run<'_, '_> {
         });
         self.dispatch_ns += t0.elapsed().as_nanos() as u64;
         self.calls += 1;
+        if let Some(i) = self.session.inject.as_mut() {
+            if !i.records.is_empty() {
+                let records = std::mem::take(&mut i.records);
+                if let Some(w) = self.writer {
+                    for v in records {
+                        w.write(&Record::CounterValue(v))
+                            .map_err(|e| ReplayError::Results(e.to_string()))?;
+                    }
+                }
+            }
+        }
         r.map_err(|e| e.at(c.seq, name))
     }
 

@@ -17,6 +17,7 @@ pub mod features;
 #[allow(clippy::all, dead_code)]
 mod generated;
 mod glue;
+pub mod inject;
 pub mod mapping;
 pub mod perf;
 pub mod queries;

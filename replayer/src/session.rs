@@ -159,6 +159,8 @@ pub struct Session<'a> {
     pub frame: u64,
     /// Performance pools: which replay pass this is and how each pool is split into passes.
     pub perf: PerfState,
+    /// `--counters`: performance queries injected around command buffers or render passes.
+    pub inject: Option<crate::inject::InjectState>,
 }
 
 /// Multi-pass state of one replay pass (see `crate::perf`).
@@ -234,6 +236,7 @@ impl<'a> Session<'a> {
             next_fake: 0x5157_0000_0000_0001,
             frame: 0,
             perf: PerfState::default(),
+            inject: None,
         }
     }
 
@@ -308,24 +311,26 @@ impl<'a> Session<'a> {
             })
     }
 
-    /// The replay GPU's performance counters on queue family `family` (`VK_KHR_performance_query`).
-    pub fn device_counters(
+    /// The replay GPU's performance counters on queue family `family` (`VK_KHR_performance_query`),
+    /// described as a trace records them.
+    pub fn device_counter_descs(
         &self,
         family: u32,
-    ) -> Result<Vec<crate::perf::DeviceCounter>, ReplayError> {
+    ) -> Result<Vec<format::record::PerfCounterDesc>, ReplayError> {
         let perf = ash::khr::performance_query::Instance::new(self.entry, self.instance()?);
+        let err = |e| {
+            ReplayError::vk(
+                "vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR",
+                e,
+            )
+        };
         // SAFETY: valid instance and physical device; the output slices have the reported length.
         unsafe {
             let n = perf
                 .enumerate_physical_device_queue_family_performance_query_counters_len(
                     self.pd, family,
                 )
-                .map_err(|e| {
-                    ReplayError::vk(
-                        "vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR",
-                        e,
-                    )
-                })?;
+                .map_err(err)?;
             let mut counters = vec![vk::PerformanceCounterKHR::default(); n];
             let mut descs = vec![vk::PerformanceCounterDescriptionKHR::default(); n];
             perf.enumerate_physical_device_queue_family_performance_query_counters(
@@ -334,22 +339,37 @@ impl<'a> Session<'a> {
                 &mut counters,
                 &mut descs,
             )
-            .map_err(|e| {
-                ReplayError::vk(
-                    "vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR",
-                    e,
-                )
-            })?;
+            .map_err(err)?;
             Ok(counters
                 .iter()
                 .zip(&descs)
-                .map(|(c, d)| crate::perf::DeviceCounter {
+                .map(|(c, d)| format::record::PerfCounterDesc {
                     uuid: c.uuid,
                     name: crate::devices::c_array_str(&d.name),
+                    category: crate::devices::c_array_str(&d.category),
+                    description: crate::devices::c_array_str(&d.description),
                     unit: c.unit.as_raw() as u32,
+                    storage: c.storage.as_raw() as u32,
+                    scope: c.scope.as_raw() as u32,
                 })
                 .collect())
         }
+    }
+
+    /// The replay GPU's counters on `family` as the matcher sees them.
+    pub fn device_counters(
+        &self,
+        family: u32,
+    ) -> Result<Vec<crate::perf::DeviceCounter>, ReplayError> {
+        Ok(self
+            .device_counter_descs(family)?
+            .into_iter()
+            .map(|d| crate::perf::DeviceCounter {
+                uuid: d.uuid,
+                name: d.name,
+                unit: d.unit,
+            })
+            .collect())
     }
 
     /// Passes the replay GPU needs to measure `indices` on queue family `family`.
@@ -575,11 +595,15 @@ impl<'a> Session<'a> {
         // Swapchain support is kept when available (PRESENT_SRC layouts in the app's barriers
         // need it); the emulation never calls it.
         let available = crate::devices::device_extensions(&instance, pd);
-        let ext: Vec<String> = extensions
+        let mut ext: Vec<String> = extensions
             .iter()
             .filter(|e| e.as_str() != "VK_KHR_swapchain" || available.contains(e))
             .cloned()
             .collect();
+        // Counter injection measures with performance queries even when the app made none.
+        if self.inject.is_some() && !ext.iter().any(|e| e == "VK_KHR_performance_query") {
+            ext.push("VK_KHR_performance_query".into());
+        }
         let mut missing: Vec<String> = ext
             .iter()
             .filter(|e| !available.contains(e))
@@ -653,6 +677,12 @@ impl<'a> Session<'a> {
             .collect();
         let ext_p: Vec<*const i8> = ext_c.iter().map(|c| c.as_ptr()).collect();
         let mut ci = *create_info;
+        let mut perf_features = vk::PhysicalDevicePerformanceQueryFeaturesKHR::default()
+            .performance_counter_query_pools(true);
+        if self.inject.is_some() && crate::inject::needs_perf_feature(ci.p_next) {
+            perf_features.p_next = ci.p_next as *mut c_void;
+            ci.p_next = &perf_features as *const _ as *const c_void;
+        }
         ci.queue_create_info_count = qcis.len() as u32;
         ci.p_queue_create_infos = qcis.as_ptr();
         ci.enabled_extension_count = ext_p.len() as u32;
