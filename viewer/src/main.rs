@@ -11,6 +11,7 @@ const USAGE: &str = "usage:
   quarry-view [--screenshot OUT.png] [--tab queries|timestamps|counters|files] [--browse DIR] FILES...
   quarry-view --export csv|json|perfetto OUT FILES...
   quarry-view --synth N OUT [--trace FRAMES] [--seed S] [--device NAME] [--mismatch-every K]
+                            [--rp-counters SCALE]   (adds render-pass-scoped counters, replayed x SCALE)
   quarry-view --bench FILE
   quarry-view --bench-open FILE [RUNS]";
 
@@ -109,6 +110,7 @@ fn synth(mut args: impl Iterator<Item = String>) -> anyhow::Result<()> {
     let out = PathBuf::from(value(&mut args, "--synth")?);
     let (mut trace, mut seed, mut device, mut every) =
         (None, 1u64, "llvmpipe (replay)".to_owned(), 997u64);
+    let mut rp_scale = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--trace" => {
@@ -129,13 +131,23 @@ fn synth(mut args: impl Iterator<Item = String>) -> anyhow::Result<()> {
                     .parse()
                     .context("K must be a number")?
             }
+            "--rp-counters" => {
+                rp_scale = Some(
+                    value(&mut args, &a)?
+                        .parse::<f64>()
+                        .context("SCALE must be a number")?,
+                )
+            }
             other => bail!("unknown option '{other}'\n{USAGE}"),
         }
     }
-    let (header, records) = match trace {
+    let (header, mut records) = match trace {
         Some(frames) => viewer::synth::trace(frames),
         None => viewer::synth::results(n, seed, &device, every),
     };
+    if let Some(scale) = rp_scale {
+        records.extend(viewer::synth::render_pass_counters(4, scale));
+    }
     let w = format::TraceWriter::create(&out, header)
         .with_context(|| format!("creating {}", out.display()))?;
     for r in &records {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use egui::{Color32, RichText};
 use egui_extras::{Column, TableBuilder};
-use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
+use egui_plot::{Bar, BarChart, GridInput, GridMark, Legend, Line, Plot, PlotPoints};
 
 use crate::data::Dataset;
 use crate::model;
@@ -189,9 +189,219 @@ pub fn counter_unit(unit: u32) -> &'static str {
     }
 }
 
+/// How the counters view groups samples of one counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CounterGrouping {
+    /// One row per frame (all command buffers and render passes of it).
+    Frame,
+    /// One row per command buffer.
+    CommandBuffer,
+    /// One row per render pass: (command buffer, render pass index); command-buffer-scoped
+    /// samples form a "whole command buffer" row.
+    RenderPass,
+    /// One row per counter pass.
+    Pass,
+    /// Every sample on its own row.
+    Sample,
+}
+
+impl CounterGrouping {
+    pub const ALL: [CounterGrouping; 5] = [
+        CounterGrouping::Frame,
+        CounterGrouping::CommandBuffer,
+        CounterGrouping::RenderPass,
+        CounterGrouping::Pass,
+        CounterGrouping::Sample,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CounterGrouping::Frame => "Frame",
+            CounterGrouping::CommandBuffer => "Command buffer",
+            CounterGrouping::RenderPass => "Render pass",
+            CounterGrouping::Pass => "Counter pass",
+            CounterGrouping::Sample => "Every sample",
+        }
+    }
+}
+
+/// What one row of the grouped counters table stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GroupKey {
+    Frame(u64),
+    CommandBuffer(u64),
+    /// Command buffer and render pass index (`None`: scoped to the whole command buffer).
+    RenderPass(u64, Option<u32>),
+    Pass(u32),
+    /// Index into `Dataset::counters`.
+    Sample(usize),
+}
+
+/// One row of the grouped counters table: the samples of one counter in one group, summed (or
+/// averaged for rates, see [`counter_is_rate`]) per source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterGroup {
+    pub key: GroupKey,
+    pub label: String,
+    pub samples: usize,
+    /// Counter passes the samples were collected in.
+    pub passes: Vec<u32>,
+    pub captured: Option<f64>,
+    /// Per results file, indexed like `Dataset::results`.
+    pub values: Vec<Option<f64>>,
+}
+
+/// Units whose samples are averaged when grouped (percentages, temperatures, power, voltage,
+/// current, frequency, throughput); others (counts, ns, bytes, cycles) are summed.
+pub fn counter_is_rate(unit: u32) -> bool {
+    matches!(unit, 1 | 4 | 5 | 6 | 7 | 8 | 9)
+}
+
+#[derive(Default, Clone, Copy)]
+struct Acc {
+    sum: f64,
+    n: u32,
+}
+
+impl Acc {
+    fn add(&mut self, v: Option<f64>) {
+        if let Some(v) = v {
+            self.sum += v;
+            self.n += 1;
+        }
+    }
+    fn get(self, mean: bool) -> Option<f64> {
+        match (self.n, mean) {
+            (0, _) => None,
+            (n, true) => Some(self.sum / f64::from(n)),
+            (_, false) => Some(self.sum),
+        }
+    }
+}
+
+/// Samples of counter `name` grouped by `grouping`, restricted to `frame` when given (ignored
+/// when grouping by frame), in key order.
+pub fn group_counters(
+    ds: &Dataset,
+    name: &str,
+    grouping: CounterGrouping,
+    frame: Option<u64>,
+) -> Vec<CounterGroup> {
+    let n_files = ds.results.len();
+    let mut groups: BTreeMap<GroupKey, (usize, Vec<u32>, Acc, Vec<Acc>)> = BTreeMap::new();
+    let mut unit = 0;
+    for (i, c) in ds.counters.iter().enumerate() {
+        if c.name != name {
+            continue;
+        }
+        if grouping != CounterGrouping::Frame && frame.is_some_and(|f| f != c.frame) {
+            continue;
+        }
+        unit = c.unit;
+        let key = match grouping {
+            CounterGrouping::Frame => GroupKey::Frame(c.frame),
+            CounterGrouping::CommandBuffer => GroupKey::CommandBuffer(c.command_buffer),
+            CounterGrouping::RenderPass => GroupKey::RenderPass(c.command_buffer, c.render_pass),
+            CounterGrouping::Pass => GroupKey::Pass(c.pass),
+            CounterGrouping::Sample => GroupKey::Sample(i),
+        };
+        let g = groups
+            .entry(key)
+            .or_insert_with(|| (0, Vec::new(), Acc::default(), vec![Acc::default(); n_files]));
+        g.0 += 1;
+        if !g.1.contains(&c.pass) {
+            g.1.push(c.pass);
+        }
+        g.2.add(c.captured);
+        for (acc, v) in g.3.iter_mut().zip(&c.values) {
+            acc.add(*v);
+        }
+    }
+    let mean = counter_is_rate(unit);
+    groups
+        .into_iter()
+        .map(|(key, (samples, mut passes, cap, vals))| {
+            passes.sort_unstable();
+            let label = match key {
+                GroupKey::Frame(f) => format!("frame {f}"),
+                GroupKey::CommandBuffer(cb) => format!("cb {}", model::handle_string(cb)),
+                GroupKey::RenderPass(cb, Some(rp)) => {
+                    format!("cb {} · render pass {rp}", model::handle_string(cb))
+                }
+                GroupKey::RenderPass(cb, None) => {
+                    format!("cb {} · whole command buffer", model::handle_string(cb))
+                }
+                GroupKey::Pass(p) => format!("pass {p}"),
+                GroupKey::Sample(i) => {
+                    let c = &ds.counters[i];
+                    let rp = c
+                        .render_pass
+                        .map(|r| format!(" · rp {r}"))
+                        .unwrap_or_default();
+                    format!(
+                        "frame {} · cb {}{rp}",
+                        c.frame,
+                        model::handle_string(c.command_buffer)
+                    )
+                }
+            };
+            CounterGroup {
+                key,
+                label,
+                samples,
+                passes,
+                captured: cap.get(mean),
+                values: vals.into_iter().map(|a| a.get(mean)).collect(),
+            }
+        })
+        .collect()
+}
+
+/// Short name of a group under its bar.
+fn axis_label(ds: &Dataset, g: &CounterGroup) -> String {
+    match g.key {
+        GroupKey::Frame(f) => f.to_string(),
+        GroupKey::CommandBuffer(cb) => model::handle_string(cb),
+        GroupKey::RenderPass(cb, Some(rp)) => format!("{} rp {rp}", model::handle_string(cb)),
+        GroupKey::RenderPass(cb, None) => format!("{} (cb)", model::handle_string(cb)),
+        GroupKey::Pass(p) => format!("pass {p}"),
+        GroupKey::Sample(i) => {
+            let c = &ds.counters[i];
+            format!("f{} {}", c.frame, model::handle_string(c.command_buffer))
+        }
+    }
+}
+
+/// Compact number for counter cells: integers without decimals, others with 3.
+pub fn format_counter(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct CountersState {
     pub selected: Option<String>,
+    /// `None` until the view first shows: then by render pass when the files have render-pass
+    /// samples, else by frame.
+    pub grouping: Option<CounterGrouping>,
+    /// Only this frame (grouping other than by frame).
+    pub frame: Option<u64>,
+    /// The rows on screen, for the current selection.
+    pub groups: Vec<CounterGroup>,
+    cache_key: Option<(String, CounterGrouping, Option<u64>)>,
+}
+
+impl CountersState {
+    fn refresh(&mut self, ds: &Dataset, name: &str, grouping: CounterGrouping) {
+        let key = (name.to_owned(), grouping, self.frame);
+        if self.cache_key.as_ref() != Some(&key) {
+            self.groups = group_counters(ds, name, grouping, self.frame);
+            self.cache_key = Some(key);
+        }
+    }
 }
 
 pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
@@ -204,12 +414,34 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
     names.dedup();
     let sel = st
         .selected
-        .get_or_insert_with(|| names[0].to_owned())
+        .get_or_insert_with(|| {
+            // Start on a counter with render-pass samples when there is one.
+            let rp = ds
+                .counters
+                .iter()
+                .filter(|c| c.render_pass.is_some())
+                .map(|c| c.name.as_str())
+                .min();
+            rp.unwrap_or(names[0]).to_owned()
+        })
         .clone();
-    ui.horizontal(|ui| {
+    let grouping = *st.grouping.get_or_insert_with(|| {
+        if ds.counters.iter().any(|c| c.render_pass.is_some()) {
+            CounterGrouping::RenderPass
+        } else {
+            CounterGrouping::Frame
+        }
+    });
+    let first = ds.counters.iter().find(|c| c.name == sel);
+    let unit = first.map_or(0, |c| c.unit);
+    let (f_lo, f_hi) = ds.counters.iter().fold((u64::MAX, 0), |(lo, hi), c| {
+        (lo.min(c.frame), hi.max(c.frame))
+    });
+    ui.horizontal_wrapped(|ui| {
         let l = ui.label("Counter");
         egui::ComboBox::from_id_salt("counter_pick")
             .selected_text(&sel)
+            .width(200.0)
             .show_ui(ui, |ui| {
                 for n in &names {
                     if ui.selectable_label(sel == *n, *n).clicked() {
@@ -219,107 +451,216 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
             })
             .response
             .labelled_by(l.id);
-        if let Some(c) = ds.counters.iter().find(|c| c.name == sel) {
-            ui.weak(format!("{} — {}", c.category, c.description));
+        let l = ui.label("Group by");
+        let mut g = grouping;
+        egui::ComboBox::from_id_salt("counter_grouping")
+            .selected_text(g.name())
+            .show_ui(ui, |ui| {
+                for opt in CounterGrouping::ALL {
+                    ui.selectable_value(&mut g, opt, opt.name());
+                }
+            })
+            .response
+            .labelled_by(l.id);
+        st.grouping = Some(g);
+        ui.add_enabled_ui(g != CounterGrouping::Frame, |ui| {
+            let mut all = st.frame.is_none();
+            if ui.checkbox(&mut all, "All frames").changed() {
+                st.frame = if all { None } else { Some(f_lo) };
+            }
+            if let Some(f) = st.frame.as_mut() {
+                let l = ui.label("Frame");
+                ui.add(egui::DragValue::new(f).range(f_lo..=f_hi))
+                    .labelled_by(l.id);
+            }
+        });
+        if let Some(c) = first {
+            let agg = if counter_is_rate(unit) {
+                "averaged"
+            } else {
+                "summed"
+            };
+            ui.weak(format!(
+                "{} · {} · unit {} · samples {agg} per group",
+                c.category,
+                c.description,
+                match counter_unit(unit) {
+                    "" => "count",
+                    u => u,
+                }
+            ));
         }
     });
+    let grouping = st.grouping.unwrap_or(grouping);
+    st.refresh(ds, &sel, grouping);
+    let groups = &st.groups;
     let sources = source_names(ds);
     let avail = ui.available_height();
-    Plot::new("counter_plot")
-        .height(avail * 0.45)
-        .legend(Legend::default())
-        .x_axis_label("frame")
-        .y_axis_label(counter_unit(
-            ds.counters
-                .iter()
-                .find(|c| c.name == sel)
-                .map_or(0, |c| c.unit),
-        ))
+    let plot_h = (avail * 0.42).max(120.0);
+    let title = format!("{sel} per {}", grouping.name().to_ascii_lowercase());
+    ui.label(RichText::new(title).strong());
+    let value_of = |g: &CounterGroup, s: usize| {
+        if s == 0 {
+            g.captured
+        } else {
+            g.values[s - 1]
+        }
+    };
+    let x_label = match grouping {
+        CounterGrouping::Frame => "frame",
+        CounterGrouping::CommandBuffer => "command buffer",
+        CounterGrouping::RenderPass => "command buffer / render pass",
+        CounterGrouping::Pass => "counter pass",
+        CounterGrouping::Sample => "sample (table row)",
+    };
+    let mut plot = Plot::new(("counter_plot", grouping as u8))
+        .height(plot_h)
+        .allow_scroll(false);
+    if grouping != CounterGrouping::Frame {
+        // Bars stand at 0, 1, 2, ...: name them after their group.
+        let ticks: Vec<String> = groups.iter().map(|g| axis_label(ds, g)).collect();
+        let n = ticks.len() as f64;
+        plot = plot
+            .x_grid_spacer(move |input: GridInput| {
+                let lo = input.bounds.0.ceil().max(0.0);
+                let hi = input.bounds.1.floor().min(n - 1.0);
+                let step = ((hi - lo) / 12.0).ceil().max(1.0);
+                let mut marks = Vec::new();
+                let mut v = lo;
+                while v <= hi {
+                    marks.push(GridMark {
+                        value: v,
+                        step_size: step,
+                    });
+                    v += step;
+                }
+                marks
+            })
+            .x_axis_formatter(move |m, _| {
+                let k = m.value.round();
+                if (m.value - k).abs() < 1e-6 && k >= 0.0 {
+                    ticks.get(k as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            });
+    }
+    plot.legend(Legend::default().position(egui_plot::Corner::LeftTop))
+        .x_axis_label(x_label)
+        .y_axis_label(counter_unit(unit))
         .show(ui, |plot| {
-            let rows: Vec<_> = ds.counters.iter().filter(|c| c.name == sel).collect();
+            if grouping == CounterGrouping::Frame {
+                for (s, name) in sources.iter().enumerate() {
+                    let pts: Vec<[f64; 2]> = groups
+                        .iter()
+                        .filter_map(|g| match g.key {
+                            GroupKey::Frame(f) => value_of(g, s).map(|v| [f as f64, v]),
+                            _ => None,
+                        })
+                        .collect();
+                    plot.line(
+                        Line::new(name.clone(), PlotPoints::new(pts))
+                            .color(PALETTE[s % PALETTE.len()]),
+                    );
+                }
+                return;
+            }
+            let n_src = sources.len() as f64;
+            let width = 0.8 / n_src;
             for (s, name) in sources.iter().enumerate() {
-                let mut pts: Vec<[f64; 2]> = rows
+                let bars: Vec<Bar> = groups
                     .iter()
-                    .filter_map(|c| {
-                        let v = if s == 0 { c.captured } else { c.values[s - 1] };
-                        v.map(|v| [c.frame as f64, v])
+                    .enumerate()
+                    .take(5000)
+                    .filter_map(|(k, g)| {
+                        value_of(g, s).map(|v| {
+                            Bar::new(k as f64 + (s as f64 - (n_src - 1.0) / 2.0) * width, v)
+                                .width(width * 0.95)
+                                .name(g.label.clone())
+                        })
                     })
                     .collect();
-                pts.sort_by(|a, b| a[0].total_cmp(&b[0]));
-                plot.line(
-                    Line::new(name.clone(), PlotPoints::new(pts)).color(PALETTE[s % PALETTE.len()]),
-                );
+                plot.bar_chart(BarChart::new(name.clone(), bars).color(PALETTE[s % PALETTE.len()]));
             }
         });
     ui.add_space(4.0);
-    let n_files = ds.results.len();
+    // Δ compares with the captured value, or with the first results file when nothing was
+    // captured (comparing GPUs with each other).
+    let has_captured = groups.iter().any(|g| g.captured.is_some());
     let mut tb = TableBuilder::new(ui)
         .id_salt("counters_table")
         .striped(true)
         .auto_shrink(false)
-        .column(Column::initial(180.0).resizable(true).clip(true))
-        .columns(Column::initial(60.0).resizable(true), 5)
-        .column(Column::initial(100.0).resizable(true));
-    for _ in 0..n_files {
+        .column(Column::initial(230.0).resizable(true).clip(true))
+        .column(Column::initial(64.0).resizable(true))
+        .column(Column::initial(70.0).resizable(true))
+        .column(Column::initial(110.0).resizable(true));
+    for _ in &ds.results {
         tb = tb
-            .column(Column::initial(110.0).resizable(true))
+            .column(Column::initial(120.0).resizable(true))
             .column(Column::initial(70.0).resizable(true));
     }
     tb.header(22.0, |mut h| {
-        for t in [
-            "Counter",
-            "Unit",
-            "Pass",
-            "Frame",
-            "Cmd buffer",
-            "Render pass",
-            "Captured",
-        ] {
+        for t in [grouping.name(), "Samples", "Pass", "Captured"] {
             h.col(|ui| {
                 ui.strong(t);
             });
         }
-        for f in &ds.results {
+        for (i, f) in ds.results.iter().enumerate() {
+            let dev = f
+                .device
+                .as_ref()
+                .map(|d| d.name.clone())
+                .unwrap_or_else(|| "device unknown".into());
             h.col(|ui| {
-                ui.strong(&f.label);
+                ui.strong(&f.label).on_hover_text(dev);
             });
             h.col(|ui| {
-                ui.strong("Δ %");
+                ui.strong(if has_captured || i > 0 {
+                    "Δ %"
+                } else {
+                    "(reference)"
+                })
+                .on_hover_text(if has_captured {
+                    "difference from the captured value"
+                } else {
+                    "difference from the first results file"
+                });
             });
         }
     })
     .body(|body| {
-        body.rows(20.0, ds.counters.len(), |mut row| {
-            let c = &ds.counters[row.index()];
+        body.rows(20.0, groups.len(), |mut row| {
+            let g = &groups[row.index()];
             row.col(|ui| {
-                ui.label(&c.name).on_hover_text(&c.description);
+                ui.label(&g.label);
             });
             row.col(|ui| {
-                ui.label(counter_unit(c.unit));
+                ui.label(g.samples.to_string());
             });
             row.col(|ui| {
-                ui.label(c.pass.to_string());
+                let p: Vec<String> = g.passes.iter().map(|p| p.to_string()).collect();
+                ui.label(p.join(", "));
             });
             row.col(|ui| {
-                ui.label(c.frame.to_string());
+                ui.monospace(g.captured.map(format_counter).unwrap_or_default());
             });
-            row.col(|ui| {
-                ui.label(model::handle_string(c.command_buffer));
-            });
-            row.col(|ui| {
-                ui.label(c.render_pass.map(|r| r.to_string()).unwrap_or_default());
-            });
-            row.col(|ui| {
-                ui.monospace(c.captured.map(|v| format!("{v:.3}")).unwrap_or_default());
-            });
-            for v in &c.values {
+            let reference = if has_captured {
+                g.captured
+            } else {
+                g.values.first().copied().flatten()
+            };
+            for (i, v) in g.values.iter().enumerate() {
                 row.col(|ui| {
-                    ui.monospace(v.map(|v| format!("{v:.3}")).unwrap_or_default());
+                    ui.monospace(v.map(format_counter).unwrap_or_default());
                 });
                 row.col(|ui| {
-                    if let (Some(v), Some(cap)) = (v, c.captured) {
-                        if cap != 0.0 {
-                            let pct = (v - cap) / cap * 100.0;
+                    if !has_captured && i == 0 {
+                        return;
+                    }
+                    if let (Some(v), Some(r)) = (v, reference) {
+                        if r != 0.0 {
+                            let pct = (v - r) / r * 100.0;
                             let col = if pct.abs() > 5.0 {
                                 Color32::from_rgb(255, 150, 150)
                             } else {
@@ -339,6 +680,72 @@ mod tests {
     use super::*;
     use crate::synth;
     use std::path::PathBuf;
+
+    fn two_gpus() -> Dataset {
+        let (ha, a) = synth::render_pass_results(4, "gpu-a", 2.0);
+        let (hb, b) = synth::render_pass_results(4, "gpu-b", 0.5);
+        Dataset::from_records(vec![
+            (PathBuf::from("a.qres"), ha, a),
+            (PathBuf::from("b.qres"), hb, b),
+        ])
+    }
+
+    #[test]
+    fn counters_group_by_render_pass_command_buffer_frame_and_pass() {
+        let ds = two_gpus();
+        let name = synth::RP_COUNTERS[0].0;
+        let by_rp = group_counters(&ds, name, CounterGrouping::RenderPass, None);
+        assert_eq!(by_rp.len(), synth::RP_CBS.len() * synth::RP_PER_CB as usize);
+        // cb 0xc1, render pass 2, summed over frames 0..4.
+        let g = by_rp
+            .iter()
+            .find(|g| g.key == GroupKey::RenderPass(0xc1, Some(2)))
+            .unwrap();
+        let expect = |scale: f64| -> f64 {
+            (0..4)
+                .map(|f| synth::render_pass_value(0, 1, 2, f, scale))
+                .sum()
+        };
+        assert_eq!(g.samples, 4);
+        assert_eq!(g.captured, Some(expect(1.0)));
+        assert_eq!(g.values, vec![Some(expect(2.0)), Some(expect(0.5))]);
+        assert_eq!(g.label, "cb 0xc1 · render pass 2");
+        assert_eq!(g.passes, vec![0]);
+
+        // One frame only: the sample itself.
+        let f2 = group_counters(&ds, name, CounterGrouping::RenderPass, Some(2));
+        assert_eq!(f2.len(), 6);
+        assert!(f2.iter().all(|g| g.samples == 1));
+        let g = f2
+            .iter()
+            .find(|g| g.key == GroupKey::RenderPass(0xc0, Some(1)))
+            .unwrap();
+        assert_eq!(g.values[0], Some(synth::render_pass_value(0, 0, 1, 2, 2.0)));
+
+        let by_cb = group_counters(&ds, name, CounterGrouping::CommandBuffer, None);
+        assert_eq!(by_cb.len(), 2);
+        assert_eq!(by_cb.iter().map(|g| g.samples).sum::<usize>(), 24);
+        let by_frame = group_counters(&ds, name, CounterGrouping::Frame, Some(1));
+        assert_eq!(
+            by_frame.len(),
+            4,
+            "the frame filter does not apply to frame grouping"
+        );
+        let by_pass = group_counters(&ds, synth::RP_COUNTERS[2].0, CounterGrouping::Pass, None);
+        assert_eq!(by_pass.len(), 1);
+        assert_eq!(by_pass[0].key, GroupKey::Pass(1));
+        // "Shader busy" is a percentage: averaged, not summed.
+        let mean_cap: f64 = (0..4)
+            .flat_map(|f| (0..2).flat_map(move |cb| (0..3).map(move |rp| (f, cb, rp))))
+            .map(|(f, cb, rp)| synth::render_pass_value(2, cb, rp, f, 1.0))
+            .sum::<f64>()
+            / 24.0;
+        assert!((by_pass[0].captured.unwrap() - mean_cap).abs() < 1e-9);
+        assert_eq!(
+            group_counters(&ds, name, CounterGrouping::Sample, None).len(),
+            24
+        );
+    }
 
     #[test]
     fn timestamp_pairs_from_results_and_trace() {

@@ -198,6 +198,75 @@ pub fn results(
     (header(FileKind::Results, dev), records)
 }
 
+/// Counters of [`render_pass_counters`]: (name, unit, base value, counter pass).
+pub const RP_COUNTERS: [(&str, u32, f64, u32); 3] = [
+    ("Fragments shaded", 0, 100_000.0, 0),
+    ("Render pass time", 2, 250_000.0, 0),
+    ("Shader busy", 1, 40.0, 1),
+];
+/// Command buffers of [`render_pass_counters`]; each records `RP_PER_CB` render passes.
+pub const RP_CBS: [u64; 2] = [0xc0, 0xc1];
+pub const RP_PER_CB: u32 = 3;
+
+/// The value [`render_pass_counters`] writes: exact in f64, so tests can recompute it.
+/// `scale` tells GPUs apart (1.0 for the capture).
+pub fn render_pass_value(counter: usize, cb: usize, rp: u32, frame: u64, scale: f64) -> f64 {
+    let base = RP_COUNTERS[counter].2;
+    (base * f64::from(rp + 1) * (cb as f64 + 1.0) + frame as f64) * scale
+}
+
+/// Performance-counter samples scoped to render passes, as `quarry replay --counters all
+/// --scope render-pass` writes them: for each frame, command buffer (`RP_CBS`) and render pass
+/// (`0..RP_PER_CB`), one `CounterValue` per counter of `RP_COUNTERS` in that counter's pass,
+/// with the captured value (scale 1) alongside the replayed one (`scale`).
+pub fn render_pass_counters(frames: u64, scale: f64) -> Vec<Record> {
+    let mut out = Vec::new();
+    for frame in 0..frames {
+        for (ci, cb) in RP_CBS.iter().enumerate() {
+            for rp in 0..RP_PER_CB {
+                for (k, (name, unit, _, pass)) in RP_COUNTERS.iter().enumerate() {
+                    out.push(Record::CounterValue(CounterValue {
+                        counter: PerfCounterDesc {
+                            uuid: [0x40 + k as u8; 16],
+                            name: (*name).to_owned(),
+                            category: "Render pass".to_owned(),
+                            description: format!("Synthetic per-render-pass counter: {name}"),
+                            unit: *unit,
+                            storage: 5,
+                            scope: 1,
+                        },
+                        pass: *pass,
+                        frame,
+                        command_buffer: *cb,
+                        render_pass: Some(rp),
+                        value: render_pass_value(k, ci, rp, frame, scale),
+                        captured: Some(render_pass_value(k, ci, rp, frame, 1.0)),
+                    }));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A results file holding only [`render_pass_counters`], replayed on `device`.
+pub fn render_pass_results(frames: u64, device: &str, scale: f64) -> (Header, Vec<Record>) {
+    let mut records = vec![Record::ReplayInfo(ReplayInfo {
+        trace: "synthetic.qtrace".to_owned(),
+        capture_device: Some(self::device("llvmpipe (LLVM 15.0.6, 256 bits)", "llvmpipe")),
+        loops: 1,
+        passes: 2,
+        replay_ns: frames * 16_000_000,
+        capture_ns: frames * 16_600_000,
+        frames,
+    })];
+    records.extend(render_pass_counters(frames, scale));
+    (
+        header(FileKind::Results, self::device(device, device)),
+        records,
+    )
+}
+
 /// A small trace: pools, resets, begin/end, timestamps, submits, results bytes, availability.
 pub fn trace(frames: u64) -> (Header, Vec<Record>) {
     let mut out = Vec::new();

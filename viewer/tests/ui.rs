@@ -288,3 +288,71 @@ fn every_tab_renders_with_trace_and_results() {
         "strip and Files tab heading"
     );
 }
+
+#[test]
+fn counters_grouped_by_render_pass_show_one_row_per_render_pass() {
+    use viewer::plots::{format_counter, CounterGrouping};
+    // Two GPUs replaying the same render-pass-scoped counters, scaled x2 and x0.5.
+    let (ha, a) = synth::render_pass_results(4, "gpu-a", 2.0);
+    let (hb, b) = synth::render_pass_results(4, "gpu-b", 0.5);
+    let ds = Dataset::from_records(vec![
+        (PathBuf::from("a.qres"), ha, a),
+        (PathBuf::from("b.qres"), hb, b),
+    ]);
+    let mut h = harness(ViewerApp::with_dataset(ds));
+    h.get_by_label("Counters").click();
+    h.run();
+    // Files with render-pass samples open grouped by render pass.
+    assert_eq!(
+        h.state().counters.grouping,
+        Some(CounterGrouping::RenderPass)
+    );
+    // Switch to command buffers and back through the selector.
+    let pick = |h: &mut Harness<'_, ViewerApp>, option: &str| {
+        h.get_all_by_label("Group by")
+            .find(|n| n.accesskit_node().role() == Role::ComboBox)
+            .expect("grouping combo")
+            .click();
+        h.run();
+        h.get_all_by_label(option)
+            .find(|n| n.accesskit_node().role() != Role::Label)
+            .expect("grouping option")
+            .click();
+        h.run();
+    };
+    pick(&mut h, "Command buffer");
+    assert_eq!(h.state().counters.groups.len(), synth::RP_CBS.len());
+    assert!(h.query_by_label("cb 0xc0 · render pass 0").is_none());
+    pick(&mut h, "Render pass");
+    let st = h.state();
+    let rows = synth::RP_CBS.len() * synth::RP_PER_CB as usize;
+    assert_eq!(st.counters.groups.len(), rows);
+    // One table row per render pass, each with the right captured and per-GPU sums.
+    let counter = synth::RP_COUNTERS[0].0;
+    assert_eq!(st.counters.selected.as_deref(), Some(counter));
+    for (ci, cb) in synth::RP_CBS.iter().enumerate() {
+        for rp in 0..synth::RP_PER_CB {
+            let label = format!("cb {cb:#x} · render pass {rp}");
+            assert_eq!(
+                h.query_all_by_label(&label).count(),
+                1,
+                "one row for {label}"
+            );
+            let sum = |scale: f64| -> f64 {
+                (0..4)
+                    .map(|f| synth::render_pass_value(0, ci, rp, f, scale))
+                    .sum()
+            };
+            for scale in [1.0, 2.0, 0.5] {
+                let text = format_counter(sum(scale));
+                assert!(
+                    h.query_all_by_label(&text).count() >= 1,
+                    "{label}: value {text} (scale {scale}) on screen"
+                );
+            }
+        }
+    }
+    // Replays differ from the capture by +100 % and -50 %.
+    assert_eq!(h.query_all_by_label("+100.0").count(), rows);
+    assert_eq!(h.query_all_by_label("-50.0").count(), rows);
+}
