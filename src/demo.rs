@@ -123,6 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             progress: false,
             passes: None,
             inject: None,
+            frames: None,
         };
         match replayer::replay(&opts) {
             Ok(s) => {

@@ -101,9 +101,33 @@ pub struct ReplayArgs {
     /// A GPU without VK_KHR_performance_query measures through VK_LAYER_QUARRY_counters.
     #[arg(long, value_name = "LIST|all")]
     pub counters: Option<String>,
+    /// Replay from the trace's start through frame B and report frames A to B only (0-based):
+    /// `A-B`, `A-` (to the end) or `A`.
+    #[arg(long, value_name = "A-B", value_parser = parse_frames)]
+    pub frames: Option<(u64, Option<u64>)>,
     /// What --counters measures around: `command-buffer` or `render-pass`.
     #[arg(long, value_name = "SCOPE", default_value = "command-buffer", value_parser = parse_scope)]
     pub scope: crate::inject::Scope,
+}
+
+/// `A-B`, `A-` or `A`.
+pub fn parse_frames(s: &str) -> Result<(u64, Option<u64>), String> {
+    let bad = || format!("`{s}` is not a frame range (A-B, A- or A, 0-based, A <= B)");
+    let num = |t: &str| t.trim().parse::<u64>().map_err(|_| bad());
+    match s.split_once('-') {
+        None => {
+            let a = num(s)?;
+            Ok((a, Some(a)))
+        }
+        Some((a, "")) => Ok((num(a)?, None)),
+        Some((a, b)) => {
+            let (a, b) = (num(a)?, num(b)?);
+            if a > b {
+                return Err(bad());
+            }
+            Ok((a, Some(b)))
+        }
+    }
 }
 
 fn parse_scope(s: &str) -> Result<crate::inject::Scope, String> {
@@ -125,6 +149,7 @@ impl ReplayArgs {
             validate: self.validate,
             progress: self.loops > 1,
             passes: self.passes.0,
+            frames: self.frames,
             inject: self.counters.as_deref().map(|c| crate::inject::InjectSpec {
                 counters: (c.trim() != "all").then(|| {
                     c.split(',')
@@ -257,6 +282,22 @@ pub fn report(s: &ReplaySummary, compare: bool) -> String {
             );
         }
     }
+    if s.frame_range {
+        let replay: u64 = s
+            .frame_times
+            .iter()
+            .map(|f| f.replay_ns.iter().sum::<u64>() / f.replay_ns.len().max(1) as u64)
+            .sum();
+        let capture: u64 = s.frame_times.iter().map(|f| f.capture_ns).sum();
+        let _ = writeln!(
+            o,
+            "frames {}-{}: capture {:.3} ms, replay {:.3} ms per loop",
+            s.frame_times.first().map_or(0, |f| f.frame),
+            s.frame_times.last().map_or(0, |f| f.frame),
+            ms(capture),
+            ms(replay)
+        );
+    }
     let total: u64 = s.loop_ns.iter().sum();
     let mean = if s.loop_ns.is_empty() {
         0
@@ -287,4 +328,22 @@ pub fn report(s: &ReplaySummary, compare: bool) -> String {
         o.push_str(&s.comparison.to_text());
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_ranges() {
+        assert_eq!(parse_frames("3"), Ok((3, Some(3))));
+        assert_eq!(parse_frames("2-5"), Ok((2, Some(5))));
+        assert_eq!(parse_frames("4-"), Ok((4, None)));
+        for bad in ["5-2", "a", "-3", "1-b", ""] {
+            assert!(parse_frames(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_passes("auto"), Ok(Passes(None)));
+        assert_eq!(parse_passes("3"), Ok(Passes(Some(3))));
+        assert!(parse_passes("0").is_err() && parse_passes("x").is_err());
+    }
 }

@@ -42,6 +42,9 @@ pub struct ReplayOptions {
     pub passes: Option<u32>,
     /// `--counters`: measure counters around every command buffer or render pass.
     pub inject: Option<crate::inject::InjectSpec>,
+    /// `--frames A-B`: replay from the trace's start through frame B (inclusive, 0-based) and
+    /// report only frames A..=B (timings, query results); `None` is the whole trace.
+    pub frames: Option<(u64, Option<u64>)>,
 }
 
 impl ReplayOptions {
@@ -56,6 +59,7 @@ impl ReplayOptions {
             progress: false,
             passes: None,
             inject: None,
+            frames: None,
         }
     }
 }
@@ -101,6 +105,8 @@ pub struct ReplaySummary {
     pub pass_ns: Vec<u64>,
     /// `--counters`: command buffers or render passes measured (all passes and loops).
     pub injected: u64,
+    /// `--frames` limited the report to a frame range (frame_times holds only those frames).
+    pub frame_range: bool,
 }
 
 /// Facts gathered by one pass over the trace before replaying it.
@@ -241,6 +247,17 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             opts.trace.display()
         )));
     }
+    if let Some((a, b)) = opts.frames {
+        let n = scan.frames.len() as u64;
+        if a >= n || b.is_some_and(|b| b >= n) {
+            return Err(ReplayError::Trace(format!(
+                "--frames {a}-{}: {} holds frames 0 to {} only",
+                b.map(|b| b.to_string()).unwrap_or_default(),
+                opts.trace.display(),
+                n.saturating_sub(1)
+            )));
+        }
+    }
     let entry = devices::load_entry()?;
     let gpus = devices::devices()?;
     let gpu = devices::select(&gpus, opts.gpu.as_deref())?.clone();
@@ -308,6 +325,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                 comparison: &mut comparison,
                 loop_index: l,
                 pass,
+                first_frame: opts.frames.map_or(0, |f| f.0),
+                last_frame: opts.frames.and_then(|f| f.1),
+                bar: progress_bar(opts, scan.calls, l, loops, pass, passes),
                 merge: &mut merge,
                 command_map: Vec::new(),
                 command_names: Vec::new(),
@@ -321,6 +341,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             let start = Instant::now();
             run.frame_start = now_ns();
             let outcome = run.run();
+            run.bar.finish_and_clear();
             let elapsed = start.elapsed().as_nanos() as u64;
             let messages = run.session.validation_messages();
             let msgs = run
@@ -353,12 +374,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                     cpu_ns_per_call = run.dispatch_ns as f64 / run.calls as f64;
                     decode_ns_per_call = run.decode_ns as f64 / run.calls as f64;
                 }
-                passes = passes.max(run.session.perf.passes_needed).max(
-                    run.session
-                        .inject
-                        .as_ref()
-                        .map_or(1, |i| i.passes_needed),
-                );
+                passes = passes
+                    .max(run.session.perf.passes_needed)
+                    .max(run.session.inject.as_ref().map_or(1, |i| i.passes_needed));
             }
             queries += run.queries;
             injected += run.session.inject.as_ref().map_or(0, |i| i.measured);
@@ -386,13 +404,22 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         queries += write_merged(merge, writer.as_ref(), &mut comparison)?;
         loop_ns.push(loop_elapsed);
     }
-    let capture_ns = match (scan.first_call_ns, scan.frames.last()) {
+    let whole = match (scan.first_call_ns, scan.frames.last()) {
         (Some(first), Some((_, last))) => last.saturating_sub(first),
         _ => 0,
     };
     let mut frame_times = Vec::new();
     let mut prev = scan.first_call_ns.unwrap_or(0);
+    let in_range = |f: u64| match opts.frames {
+        None => true,
+        Some((a, None)) => f >= a,
+        Some((a, Some(b))) => f >= a && f <= b,
+    };
     for (index, end) in &scan.frames {
+        if !in_range(*index) {
+            prev = *end;
+            continue;
+        }
         frame_times.push(FrameTime {
             frame: *index,
             capture_ns: end.saturating_sub(prev),
@@ -400,6 +427,12 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         });
         prev = *end;
     }
+    // With --frames the capture time is that of the frames reported.
+    let capture_ns = if opts.frames.is_some() {
+        frame_times.iter().map(|f| f.capture_ns).sum()
+    } else {
+        whole
+    };
 
     if let Some(w) = writer.take() {
         w.write(&Record::ReplayInfo(ReplayInfo {
@@ -409,7 +442,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             passes,
             replay_ns: loop_ns.iter().sum(),
             capture_ns,
-            frames: scan.frames.len() as u64,
+            frames: frame_times.len() as u64,
         }))
         .map_err(|e| ReplayError::Results(e.to_string()))?;
         w.finish()
@@ -420,7 +453,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         gpu,
         capture_device: scan.capture_device,
         calls: scan.calls,
-        frames: scan.frames.len() as u64,
+        frames: frame_times.len() as u64,
         loops,
         loop_ns,
         capture_ns,
@@ -437,7 +470,37 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         passes,
         pass_ns,
         injected,
+        frame_range: opts.frames.is_some(),
     })
+}
+
+/// A bar over the calls of one pass of one loop, drawn only when stderr is a terminal.
+fn progress_bar(
+    opts: &ReplayOptions,
+    calls: u64,
+    l: u32,
+    loops: u32,
+    pass: u32,
+    passes: u32,
+) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(calls),
+        indicatif::ProgressDrawTarget::stderr_with_hz(10),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{prefix} [{bar:40}] {pos}/{len} calls {elapsed_precise}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let mut prefix = String::from("replay");
+    if loops > 1 || opts.progress {
+        prefix.push_str(&format!(" loop {}/{loops}", l + 1));
+    }
+    if passes > 1 || opts.passes.is_some() {
+        prefix.push_str(&format!(" pass {}/{passes}", pass + 1));
+    }
+    bar.set_prefix(prefix);
+    bar
 }
 
 /// Writes one loop's merged performance-query results: a `CounterValue` per measured counter
@@ -487,6 +550,11 @@ struct Run<'r, 's> {
     loop_index: u32,
     /// Counter pass (see `crate::perf`); only pass 0 writes results other than performance queries.
     pass: u32,
+    /// First frame reported and last frame replayed (`--frames`).
+    first_frame: u64,
+    last_frame: Option<u64>,
+    /// A progress bar on a terminal (hidden otherwise).
+    bar: indicatif::ProgressBar,
     merge: &'r mut Merge,
     /// Trace command id -> vkstream command id.
     command_map: Vec<Option<u32>>,
@@ -522,6 +590,9 @@ impl Run<'_, '_> {
                         .unwrap_or_else(|| format!("command #{}", c.cmd));
                     self.call(&c, &name)?;
                     last = Some((c.seq, name));
+                    if self.calls.is_multiple_of(1024) {
+                        self.bar.set_position(self.calls);
+                    }
                 }
                 Record::MemoryWrite(w) => {
                     let bytes =
@@ -538,10 +609,15 @@ impl Run<'_, '_> {
                 }
                 Record::Frame(f) => {
                     let now = now_ns();
-                    self.frame_ns
-                        .push((f.index, now.saturating_sub(self.frame_start)));
+                    if f.index >= self.first_frame {
+                        self.frame_ns
+                            .push((f.index, now.saturating_sub(self.frame_start)));
+                    }
                     self.frame_start = now;
                     self.session.frame = f.index + 1;
+                    if self.last_frame.is_some_and(|l| f.index >= l) {
+                        break;
+                    }
                 }
                 Record::QueryPool(p) => {
                     self.session.pools.insert(
@@ -671,6 +747,9 @@ impl Run<'_, '_> {
     }
 
     fn emit(&mut self, q: QueryResult) -> Result<(), ReplayError> {
+        if self.session.frame < self.first_frame {
+            return Ok(());
+        }
         if q.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw() {
             let Some(plan) = self.session.perf.plans.get(&q.pool) else {
                 return Err(ReplayError::Other(format!(
