@@ -7,6 +7,9 @@
 //!
 //! Compatibility rule (see FORMAT.md): variants and fields are only ever appended; a change that
 //! alters the encoding of an existing variant bumps the format's major version.
+//! `#[serde(with = "serde_bytes")]` on `Vec<u8>` fields only changes how serde hands the bytes to
+//! bincode (one slice instead of one call per byte): bincode writes the same length prefix and
+//! bytes, which `format/tests/byte_fields.rs` checks.
 
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +23,7 @@ pub struct BlobId(pub u64);
 /// Bytes either inline in the record (small) or in a deduplicated blob block (large).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub enum Payload {
-    Inline(Vec<u8>),
+    Inline(#[serde(with = "serde_bytes")] Vec<u8>),
     Blob { id: BlobId, len: u64 },
 }
 
@@ -179,6 +182,7 @@ pub struct Call {
     /// `VkResult` (0 for void commands).
     pub result: i32,
     /// Parameters, encoded by `vkstream`.
+    #[serde(with = "serde_bytes")]
     pub params: Vec<u8>,
 }
 
@@ -293,6 +297,7 @@ pub struct QueryResults {
     /// Host time the call returned.
     pub host_ns: u64,
     /// Exactly the bytes the app received (`dataSize` bytes).
+    #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
 }
 
@@ -310,6 +315,7 @@ pub struct QueryCopy {
     pub flags: u32,
     /// Host time the read-back happened (after the submit completed).
     pub host_ns: u64,
+    #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
 }
 

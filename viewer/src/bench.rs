@@ -127,7 +127,10 @@ pub fn run(path: &Path) -> anyhow::Result<BenchReport> {
     // Reading and decoding records alone, to split the open time between format and viewer.
     let t = Instant::now();
     let reader = format::TraceReader::open(path)?;
-    let n = reader.records().filter(Result::is_ok).count();
+    let mut n = 0usize;
+    reader.records_parallel(crate::load::decode_threads(), |b| {
+        n += b.records.iter().filter(|r| r.is_ok()).count();
+    });
     let read_only = t.elapsed();
     drop(reader);
     let t = Instant::now();
