@@ -59,57 +59,117 @@ pub trait ReplayContext {
     fn device_table(&mut self, captured: u64) -> Result<&vkstream::DeviceTable, ReplayError>;
 }
 
-/// Owns the raw memory the materialised structures point into; freed on drop (or `clear`).
-#[derive(Default)]
+/// Bump allocator for the materialised structures: memory comes from chunks that are kept and
+/// reused from one call to the next ([`Arena::reset`]), so materialising a call allocates nothing
+/// once the chunks are warm. Only plain data (`T: Copy`, alignment at most 8) is placed here; a
+/// pointer it returns stays valid until the next `reset` (chunks never move).
 pub struct Arena {
-    blocks: Vec<(*mut u8, std::alloc::Layout)>,
+    chunks: Vec<Box<[std::mem::MaybeUninit<u64>]>>,
+    /// Chunk being filled, and words used in it.
+    cur: usize,
+    used: usize,
 }
 
-impl Arena {
-    pub fn new() -> Self {
-        Self::default()
+impl Default for Arena {
+    fn default() -> Self {
+        Self::new()
     }
-    /// Copies `items` into the arena (a dangling, non-null pointer for an empty slice).
-    pub fn slice<T: Copy>(&mut self, items: &[T]) -> *mut T {
-        if items.is_empty() || std::mem::size_of::<T>() == 0 {
+}
+
+/// Words in the first chunk (later ones double, up to [`Arena::KEEP_WORDS`]).
+const CHUNK_WORDS: usize = 512;
+
+impl Arena {
+    /// Chunks beyond this many words in all are freed on reset (one huge call does not pin memory).
+    const KEEP_WORDS: usize = 1 << 17;
+
+    pub const fn new() -> Self {
+        Self { chunks: Vec::new(), cur: 0, used: 0 }
+    }
+    /// Room for `n` values of `T`, uninitialised (a dangling, non-null pointer when empty).
+    #[inline]
+    pub fn raw<T: Copy>(&mut self, n: usize) -> *mut T {
+        const { assert!(std::mem::align_of::<T>() <= 8) };
+        let words = (n * std::mem::size_of::<T>()).div_ceil(8);
+        if words == 0 {
             return std::ptr::NonNull::<T>::dangling().as_ptr();
         }
-        let layout = std::alloc::Layout::array::<T>(items.len()).expect("slice layout fits");
-        // SAFETY: layout has non-zero size; the copy stays within the fresh allocation.
-        unsafe {
-            let p = std::alloc::alloc(layout) as *mut T;
-            if p.is_null() {
-                std::alloc::handle_alloc_error(layout);
+        if let Some(c) = self.chunks.get_mut(self.cur) {
+            if self.used + words <= c.len() {
+                // SAFETY: within the chunk; the words are reserved by advancing `used`.
+                let p = unsafe { c.as_mut_ptr().add(self.used) } as *mut T;
+                self.used += words;
+                return p;
             }
-            std::ptr::copy_nonoverlapping(items.as_ptr(), p, items.len());
-            self.blocks.push((p as *mut u8, layout));
-            p
+        }
+        self.raw_slow(words) as *mut T
+    }
+    #[cold]
+    fn raw_slow(&mut self, words: usize) -> *mut u64 {
+        loop {
+            if self.cur + 1 < self.chunks.len() {
+                self.cur += 1;
+            } else {
+                let grow = CHUNK_WORDS << self.chunks.len().min(8);
+                let len = words.max(grow);
+                self.chunks.push(vec![std::mem::MaybeUninit::uninit(); len].into_boxed_slice());
+                self.cur = self.chunks.len() - 1;
+            }
+            self.used = 0;
+            let c = &mut self.chunks[self.cur];
+            if words <= c.len() {
+                self.used = words;
+                return c.as_mut_ptr() as *mut u64;
+            }
         }
     }
+    /// Copies `items` into the arena (a dangling, non-null pointer for an empty slice).
+    #[inline]
+    pub fn slice<T: Copy>(&mut self, items: &[T]) -> *mut T {
+        let p = self.raw::<T>(items.len());
+        // SAFETY: `p` has room for `items.len()` values and does not overlap `items`.
+        unsafe { std::ptr::copy_nonoverlapping(items.as_ptr(), p, items.len()) };
+        p
+    }
+    #[inline]
     pub fn alloc<T: Copy>(&mut self, v: T) -> *mut T {
-        self.slice(std::slice::from_ref(&v))
+        let p = self.raw::<T>(1);
+        // SAFETY: room for one value.
+        unsafe { p.write(v) };
+        p
     }
     /// A NUL-terminated copy of `s` (cut at an interior NUL).
     pub fn cstr(&mut self, s: &str) -> *const c_char {
         let b = s.as_bytes();
         let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-        let mut v: Vec<c_char> = b[..n].iter().map(|&c| c as c_char).collect();
-        v.push(0);
-        self.slice(&v)
-    }
-    /// Frees everything allocated so far.
-    pub fn clear(&mut self) {
-        for (p, layout) in self.blocks.drain(..) {
-            // SAFETY: allocated in `slice` with this layout, freed once.
-            unsafe { std::alloc::dealloc(p, layout) };
+        let p = self.raw::<c_char>(n + 1);
+        // SAFETY: room for n + 1 bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b.as_ptr() as *const c_char, p, n);
+            p.add(n).write(0);
         }
+        p
+    }
+    /// Makes every chunk free again; pointers handed out before are no longer valid.
+    pub fn reset(&mut self) {
+        self.cur = 0;
+        self.used = 0;
+        let mut total = 0;
+        let keep = self
+            .chunks
+            .iter()
+            .take_while(|c| {
+                total += c.len();
+                total <= Self::KEEP_WORDS
+            })
+            .count();
+        self.chunks.truncate(keep);
     }
 }
 
-impl Drop for Arena {
-    fn drop(&mut self) {
-        self.clear();
-    }
+thread_local! {
+    /// The arena [`replay`] materialises into, reused from call to call.
+    static ARENA: std::cell::RefCell<Arena> = const { std::cell::RefCell::new(Arena::new()) };
 }
 
 /// Output parameters: handles not known yet (being created) become VK_NULL_HANDLE.
@@ -205,7 +265,8 @@ fn elem_ash_ty(reg: &Registry, an: &Analysis, el: &Elem) -> String {
 /// Materialised value of a pointer kind from owned `x: &Owned` (inside `Some(x)`).
 fn mat_ptr(reg: &Registry, an: &Analysis, len: &Len, elem: &PElem) -> String {
     let vec_of = |conv: String, ty: String| {
-        format!("{{ let mut t: Vec<{ty}> = Vec::with_capacity(x.len()); for y in x.iter() {{ t.push({conv}); }} a.slice(&t) as _ }}")
+        // Written in place: the arena's pointer is raw, so `conv` may allocate in the arena too.
+        format!("{{ let t = a.raw::<{ty}>(x.len()); for (k, y) in x.iter().enumerate() {{ let v = {conv}; t.add(k).write(v); }} t as _ }}")
     };
     match (len, elem) {
         (Len::One, PElem::Elem(el)) => format!("{{ let t = {}; a.alloc(t) as _ }}", conv_elem_ref(reg, el, "x")),
@@ -291,7 +352,7 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
     }
 
     // The dispatcher.
-    o.push_str("\n/// Replays one decoded call; see the module documentation.\n///\n/// # Safety\n/// Calls into Vulkan with the tables the context gives; they must belong to live objects.\npub unsafe fn replay(call: &vkstream::Call, ctx: &mut dyn ReplayContext) -> Result<vk::Result, ReplayError> {\nlet mut arena = Arena::new();\nlet a = &mut arena;\nmatch call {\n");
+    o.push_str("\n/// Replays one decoded call; see the module documentation.\n///\n/// # Safety\n/// Calls into Vulkan with the tables the context gives; they must belong to live objects.\npub unsafe fn replay(call: &vkstream::Call, ctx: &mut dyn ReplayContext) -> Result<vk::Result, ReplayError> {\nARENA.with(|cell| match cell.try_borrow_mut() {\nOk(mut a) => { a.reset(); replay_in(call, ctx, &mut a) }\n// Re-entered (a replay from inside a replay): a fresh arena.\nErr(_) => replay_in(call, ctx, &mut Arena::new()),\n})\n}\n\nunsafe fn replay_in(call: &vkstream::Call, ctx: &mut dyn ReplayContext, a: &mut Arena) -> Result<vk::Result, ReplayError> {\nmatch call {\n");
     for c in &an.cmds {
         let name = &c.def.name;
         let first = &c.params[0];

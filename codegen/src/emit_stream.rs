@@ -318,7 +318,10 @@ fn owned_elem(el: &Elem) -> String {
     match el {
         Elem::Scalar(cat, _) => owned_scalar(cat).to_string(),
         Elem::Struct(s) => s.clone(),
-        Elem::Union(_) => "Vec<u8>".into(),
+        Elem::Union(u) => format!(
+            "Union<{{ std::mem::size_of::<vk::{}>() }}>",
+            u.trim_start_matches("Vk")
+        ),
     }
 }
 
@@ -350,7 +353,7 @@ fn dec_elem(el: &Elem) -> String {
         Elem::Scalar(cat, _) => format!("d.{}()?", owned_scalar(cat)),
         Elem::Struct(s) => format!("{s}::decode(d)?"),
         Elem::Union(u) => format!(
-            "d.raw(std::mem::size_of::<vk::{}>())?.to_vec()",
+            "d.union::<{{ std::mem::size_of::<vk::{}>() }}>()?",
             u.trim_start_matches("Vk")
         ),
     }
@@ -360,11 +363,22 @@ fn dec_loop(n: &str, item: &str) -> String {
     format!("{{ let n = {n}; let mut out = Vec::with_capacity(n); for _ in 0..n {{ out.push({item}); }} out }}")
 }
 
+/// Scalars are read as one block of bytes (one bounds check, one allocation); everything else
+/// element by element.
+fn dec_array(n: &str, el: &Elem) -> String {
+    match el {
+        Elem::Scalar(cat, _) => {
+            format!("{{ let n = {n}; d.scalars::<{}>(n)? }}", owned_scalar(cat))
+        }
+        _ => dec_loop(n, &dec_elem(el)),
+    }
+}
+
 fn dec_kind(k: &Kind) -> String {
     match k {
         Kind::SType => unreachable!(),
         Kind::Val(el) => dec_elem(el),
-        Kind::Fixed(el, n) => dec_loop(&format!("d.fixed_count({n})?"), &dec_elem(el)),
+        Kind::Fixed(el, n) => dec_array(&format!("d.fixed_count({n})?"), el),
         Kind::FixedStr(_) => "d.string()?".into(),
         Kind::PNext => "decode_pnext(d)?".into(),
         Kind::Ptr { len, elem } => {
@@ -373,12 +387,10 @@ fn dec_kind(k: &Kind) -> String {
                 (Len::One, PElem::Elem(el)) => dec_elem(el),
                 (Len::One, PElem::Str) => "d.string()?".into(),
                 (Len::One, PElem::OpaqueOut) => "d.u64()?".into(),
-                (_, PElem::FixedArr(el, n)) => {
-                    dec_loop(&format!("d.fixed_count({n})?"), &dec_elem(el))
-                }
+                (_, PElem::FixedArr(el, n)) => dec_array(&format!("d.fixed_count({n})?"), el),
                 (Len::Count(_), PElem::Elem(Elem::Scalar(TypeCat::Prim("u8"), _)))
                 | (_, PElem::Bytes) => "d.bytes()?".into(),
-                (Len::Count(_), PElem::Elem(el)) => dec_loop("d.count()?", &dec_elem(el)),
+                (Len::Count(_), PElem::Elem(el)) => dec_array("d.count()?", el),
                 (_, PElem::StrArray) => dec_loop(
                     "d.count()?",
                     "if d.flag()? { d.string()? } else { String::new() }",
@@ -410,7 +422,7 @@ pub fn decode_rs(reg: &Registry, an: &Analysis) -> String {
         "//! Owned parameter types and decoders: [`decode_call`] turns a `Call` record's bytes into a\n\
          //! typed [`Call`]. Handles are the captured `u64` values, enums/flags their raw integers.\n\
          #![allow(non_snake_case, non_camel_case_types, unused_parens, unused_variables, clippy::all)]\n\
-         use crate::{DecodeError, Decoder, ToJson};\nuse ash::vk;\n\n\
+         use crate::{DecodeError, Decoder, ToJson, Union};\nuse ash::vk;\n\n\
          /// One element of a pNext chain.\n#[derive(Debug, Clone, PartialEq)]\npub enum PNext {\n",
     );
     let chain: Vec<&String> = an

@@ -590,13 +590,14 @@ fn loaded<F>(f: Option<F>, name: &str) -> Result<F, ReplayError> {
     f.ok_or_else(|| ReplayError::Other(format!("{name} is not available on the replay device")))
 }
 
-/// The replay device and command buffer for a captured command buffer.
-fn cmd(s: &Session<'_>, captured: u64) -> Result<(ash::Device, vk::CommandBuffer), ReplayError> {
+/// The replay device and command buffer for a captured command buffer (the device borrowed, not
+/// cloned: a clone copies ash's whole function table on every recorded command).
+fn cmd<'s>(
+    s: &'s Session<'_>,
+    captured: u64,
+) -> Result<(&'s ash::Device, vk::CommandBuffer), ReplayError> {
     let cb = s.lookup(vk::ObjectType::COMMAND_BUFFER, captured)?;
-    Ok((
-        s.device_for(cb)?.device.clone(),
-        vk::CommandBuffer::from_raw(cb),
-    ))
+    Ok((&s.device_for(cb)?.device, vk::CommandBuffer::from_raw(cb)))
 }
 
 fn lookup_all<T: vk::Handle>(

@@ -13,12 +13,16 @@ pub mod devices;
 pub mod engine;
 pub mod error;
 pub mod features;
+pub mod fasthash;
 // Generated code: its own lints are the generator's business.
 #[allow(clippy::all, dead_code)]
 mod generated;
 mod glue;
 pub mod inject;
 pub mod mapping;
+/// Null-driver harness for `cargo bench -p replayer` (not a stable API).
+#[doc(hidden)]
+pub mod nulldrv;
 pub mod perf;
 pub mod queries;
 pub mod session;

@@ -13,6 +13,7 @@ use format::record::{DeviceSummary, MemoryTypeSummary};
 
 use crate::devices::GpuInfo;
 use crate::error::ReplayError;
+use crate::fasthash::HandleMap;
 use crate::mapping;
 use crate::queries::PoolShape;
 
@@ -134,15 +135,15 @@ pub struct Session<'a> {
     /// Global commands (vkCreateInstance, ...) for the generated dispatch.
     pub gtable: vkstream::InstanceTable,
     /// Captured queue / command buffer -> captured device.
-    pub owner: HashMap<u64, u64>,
+    pub owner: HandleMap<u64, u64>,
     pub debug_utils: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
     pub pd: vk::PhysicalDevice,
     /// (VkObjectType, captured) -> replayed.
-    pub handles: HashMap<(i32, u64), u64>,
-    pub devices: HashMap<u64, DeviceState>,
+    pub handles: HandleMap<(i32, u64), u64>,
+    pub devices: HandleMap<u64, DeviceState>,
     /// Loader dispatch key of a replayed dispatchable handle -> captured device.
-    pub dispatch_keys: HashMap<usize, u64>,
-    pub memories: HashMap<u64, MemState>,
+    pub dispatch_keys: HandleMap<usize, u64>,
+    pub memories: HandleMap<u64, MemState>,
     /// Captured memory the trace maps or writes (from a scan before the replay).
     pub host_memories: &'a HashSet<u64>,
     pub pools: HashMap<u64, PoolState>,
@@ -219,13 +220,13 @@ impl<'a> Session<'a> {
                     vk::Instance::null(),
                 )
             },
-            owner: HashMap::new(),
+            owner: HandleMap::default(),
             debug_utils: None,
             pd: vk::PhysicalDevice::null(),
-            handles: HashMap::new(),
-            devices: HashMap::new(),
-            dispatch_keys: HashMap::new(),
-            memories: HashMap::new(),
+            handles: HandleMap::default(),
+            devices: HandleMap::default(),
+            dispatch_keys: HandleMap::default(),
+            memories: HandleMap::default(),
             host_memories,
             pools: HashMap::new(),
             live_pools: HashMap::new(),

@@ -254,6 +254,28 @@ impl<'a> Decoder<'a> {
         }
         Ok(n)
     }
+    /// `n` scalars read as one block: one bounds check and one allocation, then a conversion the
+    /// compiler can vectorise (arrays of handles, offsets, counts, ...).
+    #[inline]
+    pub fn scalars<T: Scalar>(&mut self, n: usize) -> Result<Vec<T>, DecodeError> {
+        let need = n.checked_mul(T::SIZE).ok_or(DecodeError::CountTooLarge {
+            at: self.pos,
+            count: n as u64,
+            left: self.remaining(),
+        })?;
+        Ok(self
+            .raw(need)?
+            .chunks_exact(T::SIZE)
+            .map(T::from_le)
+            .collect())
+    }
+    /// A C union's raw bytes (fixed size, stored inline).
+    #[inline]
+    pub fn union<const N: usize>(&mut self) -> Result<Union<N>, DecodeError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.raw(N)?);
+        Ok(Union(a))
+    }
     /// Length-prefixed bytes.
     pub fn bytes(&mut self) -> Result<Vec<u8>, DecodeError> {
         let n = self.count()?;
@@ -265,6 +287,65 @@ impl<'a> Decoder<'a> {
         Ok(String::from_utf8_lossy(self.raw(n)?).into_owned())
     }
 }
+
+/// The raw bytes of a C union (`VkClearValue`, ...), held inline so that decoding one allocates
+/// nothing; derefs to `[u8]` and prints as a JSON array of bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Union<const N: usize>(pub [u8; N]);
+
+impl<const N: usize> Default for Union<N> {
+    fn default() -> Self {
+        Union([0; N])
+    }
+}
+
+impl<const N: usize> std::ops::Deref for Union<N> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for Union<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter()).finish()
+    }
+}
+
+impl<const N: usize> ToJson for Union<N> {
+    fn to_json(&self, out: &mut String) {
+        out.push('[');
+        for (i, v) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            v.to_json(out);
+        }
+        out.push(']');
+    }
+}
+
+/// A fixed-size little-endian value that [`Decoder::scalars`] reads in bulk.
+pub trait Scalar: Copy {
+    const SIZE: usize;
+    /// From exactly `SIZE` bytes.
+    fn from_le(b: &[u8]) -> Self;
+}
+
+macro_rules! scalar {
+    ($($t:ty),*) => {$(
+        impl Scalar for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            #[inline(always)]
+            fn from_le(b: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(b);
+                <$t>::from_le_bytes(a)
+            }
+        }
+    )*};
+}
+scalar!(u8, i8, u16, i16, u32, i32, u64, i64, f32, f64);
 
 /// Compact JSON for `quarry dump`, hand-rolled so that the generated types need no serde.
 pub trait ToJson {

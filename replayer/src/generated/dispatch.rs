@@ -52,57 +52,122 @@ pub trait ReplayContext {
     fn device_table(&mut self, captured: u64) -> Result<&vkstream::DeviceTable, ReplayError>;
 }
 
-/// Owns the raw memory the materialised structures point into; freed on drop (or `clear`).
-#[derive(Default)]
+/// Bump allocator for the materialised structures: memory comes from chunks that are kept and
+/// reused from one call to the next ([`Arena::reset`]), so materialising a call allocates nothing
+/// once the chunks are warm. Only plain data (`T: Copy`, alignment at most 8) is placed here; a
+/// pointer it returns stays valid until the next `reset` (chunks never move).
 pub struct Arena {
-    blocks: Vec<(*mut u8, std::alloc::Layout)>,
+    chunks: Vec<Box<[std::mem::MaybeUninit<u64>]>>,
+    /// Chunk being filled, and words used in it.
+    cur: usize,
+    used: usize,
 }
 
-impl Arena {
-    pub fn new() -> Self {
-        Self::default()
+impl Default for Arena {
+    fn default() -> Self {
+        Self::new()
     }
-    /// Copies `items` into the arena (a dangling, non-null pointer for an empty slice).
-    pub fn slice<T: Copy>(&mut self, items: &[T]) -> *mut T {
-        if items.is_empty() || std::mem::size_of::<T>() == 0 {
+}
+
+/// Words in the first chunk (later ones double, up to [`Arena::KEEP_WORDS`]).
+const CHUNK_WORDS: usize = 512;
+
+impl Arena {
+    /// Chunks beyond this many words in all are freed on reset (one huge call does not pin memory).
+    const KEEP_WORDS: usize = 1 << 17;
+
+    pub const fn new() -> Self {
+        Self {
+            chunks: Vec::new(),
+            cur: 0,
+            used: 0,
+        }
+    }
+    /// Room for `n` values of `T`, uninitialised (a dangling, non-null pointer when empty).
+    #[inline]
+    pub fn raw<T: Copy>(&mut self, n: usize) -> *mut T {
+        const { assert!(std::mem::align_of::<T>() <= 8) };
+        let words = (n * std::mem::size_of::<T>()).div_ceil(8);
+        if words == 0 {
             return std::ptr::NonNull::<T>::dangling().as_ptr();
         }
-        let layout = std::alloc::Layout::array::<T>(items.len()).expect("slice layout fits");
-        // SAFETY: layout has non-zero size; the copy stays within the fresh allocation.
-        unsafe {
-            let p = std::alloc::alloc(layout) as *mut T;
-            if p.is_null() {
-                std::alloc::handle_alloc_error(layout);
+        if let Some(c) = self.chunks.get_mut(self.cur) {
+            if self.used + words <= c.len() {
+                // SAFETY: within the chunk; the words are reserved by advancing `used`.
+                let p = unsafe { c.as_mut_ptr().add(self.used) } as *mut T;
+                self.used += words;
+                return p;
             }
-            std::ptr::copy_nonoverlapping(items.as_ptr(), p, items.len());
-            self.blocks.push((p as *mut u8, layout));
-            p
+        }
+        self.raw_slow(words) as *mut T
+    }
+    #[cold]
+    fn raw_slow(&mut self, words: usize) -> *mut u64 {
+        loop {
+            if self.cur + 1 < self.chunks.len() {
+                self.cur += 1;
+            } else {
+                let grow = CHUNK_WORDS << self.chunks.len().min(8);
+                let len = words.max(grow);
+                self.chunks
+                    .push(vec![std::mem::MaybeUninit::uninit(); len].into_boxed_slice());
+                self.cur = self.chunks.len() - 1;
+            }
+            self.used = 0;
+            let c = &mut self.chunks[self.cur];
+            if words <= c.len() {
+                self.used = words;
+                return c.as_mut_ptr() as *mut u64;
+            }
         }
     }
+    /// Copies `items` into the arena (a dangling, non-null pointer for an empty slice).
+    #[inline]
+    pub fn slice<T: Copy>(&mut self, items: &[T]) -> *mut T {
+        let p = self.raw::<T>(items.len());
+        // SAFETY: `p` has room for `items.len()` values and does not overlap `items`.
+        unsafe { std::ptr::copy_nonoverlapping(items.as_ptr(), p, items.len()) };
+        p
+    }
+    #[inline]
     pub fn alloc<T: Copy>(&mut self, v: T) -> *mut T {
-        self.slice(std::slice::from_ref(&v))
+        let p = self.raw::<T>(1);
+        // SAFETY: room for one value.
+        unsafe { p.write(v) };
+        p
     }
     /// A NUL-terminated copy of `s` (cut at an interior NUL).
     pub fn cstr(&mut self, s: &str) -> *const c_char {
         let b = s.as_bytes();
         let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-        let mut v: Vec<c_char> = b[..n].iter().map(|&c| c as c_char).collect();
-        v.push(0);
-        self.slice(&v)
-    }
-    /// Frees everything allocated so far.
-    pub fn clear(&mut self) {
-        for (p, layout) in self.blocks.drain(..) {
-            // SAFETY: allocated in `slice` with this layout, freed once.
-            unsafe { std::alloc::dealloc(p, layout) };
+        let p = self.raw::<c_char>(n + 1);
+        // SAFETY: room for n + 1 bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b.as_ptr() as *const c_char, p, n);
+            p.add(n).write(0);
         }
+        p
+    }
+    /// Makes every chunk free again; pointers handed out before are no longer valid.
+    pub fn reset(&mut self) {
+        self.cur = 0;
+        self.used = 0;
+        let mut total = 0;
+        let keep = self
+            .chunks
+            .iter()
+            .take_while(|c| {
+                total += c.len();
+                total <= Self::KEEP_WORDS
+            })
+            .count();
+        self.chunks.truncate(keep);
     }
 }
 
-impl Drop for Arena {
-    fn drop(&mut self) {
-        self.clear();
-    }
+thread_local! {
+    /// The arena [`replay`] materialises into, reused from call to call.
+    static ARENA: std::cell::RefCell<Arena> = const { std::cell::RefCell::new(Arena::new()) };
 }
 
 /// Output parameters: handles not known yet (being created) become VK_NULL_HANDLE.
@@ -3574,11 +3639,12 @@ pub unsafe fn m_VkDeviceQueueCreateInfo(
     o.p_queue_priorities = match &v.p_queue_priorities {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<f32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<f32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -3597,33 +3663,36 @@ pub unsafe fn m_VkDeviceCreateInfo(
     o.p_queue_create_infos = match &v.p_queue_create_infos {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DeviceQueueCreateInfo<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDeviceQueueCreateInfo(y, a, r)?);
+            let t = a.raw::<vk::DeviceQueueCreateInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDeviceQueueCreateInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.enabled_layer_count = v.enabled_layer_count;
     o.pp_enabled_layer_names = match &v.pp_enabled_layer_names {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<*const c_char> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(a.cstr(y));
+            let t = a.raw::<*const c_char>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = a.cstr(y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.enabled_extension_count = v.enabled_extension_count;
     o.pp_enabled_extension_names = match &v.pp_enabled_extension_names {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<*const c_char> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(a.cstr(y));
+            let t = a.raw::<*const c_char>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = a.cstr(y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_enabled_features = match &v.p_enabled_features {
@@ -3656,22 +3725,24 @@ pub unsafe fn m_VkInstanceCreateInfo(
     o.pp_enabled_layer_names = match &v.pp_enabled_layer_names {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<*const c_char> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(a.cstr(y));
+            let t = a.raw::<*const c_char>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = a.cstr(y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.enabled_extension_count = v.enabled_extension_count;
     o.pp_enabled_extension_names = match &v.pp_enabled_extension_names {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<*const c_char> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(a.cstr(y));
+            let t = a.raw::<*const c_char>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = a.cstr(y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -3860,35 +3931,34 @@ pub unsafe fn m_VkWriteDescriptorSet(
     o.p_image_info = match &v.p_image_info {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DescriptorImageInfo> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDescriptorImageInfo(y, a, r)?);
+            let t = a.raw::<vk::DescriptorImageInfo>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDescriptorImageInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_buffer_info = match &v.p_buffer_info {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DescriptorBufferInfo> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDescriptorBufferInfo(y, a, r)?);
+            let t = a.raw::<vk::DescriptorBufferInfo>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDescriptorBufferInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_texel_buffer_view = match &v.p_texel_buffer_view {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::BufferView> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::BufferView::from_raw(h(
-                    r,
-                    vk::ObjectType::BUFFER_VIEW,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::BufferView>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::BufferView::from_raw(h(r, vk::ObjectType::BUFFER_VIEW, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -3928,11 +3998,12 @@ pub unsafe fn m_VkBufferCreateInfo(
     o.p_queue_family_indices = match &v.p_queue_family_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4065,11 +4136,12 @@ pub unsafe fn m_VkImageCreateInfo(
     o.p_queue_family_indices = match &v.p_queue_family_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.initial_layout = vk::ImageLayout::from_raw(v.initial_layout);
@@ -4159,11 +4231,12 @@ pub unsafe fn m_VkSparseBufferMemoryBindInfo(
     o.p_binds = match &v.p_binds {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SparseMemoryBind> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSparseMemoryBind(y, a, r)?);
+            let t = a.raw::<vk::SparseMemoryBind>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSparseMemoryBind(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4180,11 +4253,12 @@ pub unsafe fn m_VkSparseImageOpaqueMemoryBindInfo(
     o.p_binds = match &v.p_binds {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SparseMemoryBind> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSparseMemoryBind(y, a, r)?);
+            let t = a.raw::<vk::SparseMemoryBind>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSparseMemoryBind(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4201,11 +4275,12 @@ pub unsafe fn m_VkSparseImageMemoryBindInfo(
     o.p_binds = match &v.p_binds {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SparseImageMemoryBind> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSparseImageMemoryBind(y, a, r)?);
+            let t = a.raw::<vk::SparseImageMemoryBind>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSparseImageMemoryBind(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4223,64 +4298,60 @@ pub unsafe fn m_VkBindSparseInfo(
     o.p_wait_semaphores = match &v.p_wait_semaphores {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Semaphore> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Semaphore::from_raw(h(
-                    r,
-                    vk::ObjectType::SEMAPHORE,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::Semaphore>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Semaphore::from_raw(h(r, vk::ObjectType::SEMAPHORE, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.buffer_bind_count = v.buffer_bind_count;
     o.p_buffer_binds = match &v.p_buffer_binds {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SparseBufferMemoryBindInfo<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSparseBufferMemoryBindInfo(y, a, r)?);
+            let t = a.raw::<vk::SparseBufferMemoryBindInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSparseBufferMemoryBindInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.image_opaque_bind_count = v.image_opaque_bind_count;
     o.p_image_opaque_binds = match &v.p_image_opaque_binds {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SparseImageOpaqueMemoryBindInfo<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSparseImageOpaqueMemoryBindInfo(y, a, r)?);
+            let t = a.raw::<vk::SparseImageOpaqueMemoryBindInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSparseImageOpaqueMemoryBindInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.image_bind_count = v.image_bind_count;
     o.p_image_binds = match &v.p_image_binds {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SparseImageMemoryBindInfo<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSparseImageMemoryBindInfo(y, a, r)?);
+            let t = a.raw::<vk::SparseImageMemoryBindInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSparseImageMemoryBindInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.signal_semaphore_count = v.signal_semaphore_count;
     o.p_signal_semaphores = match &v.p_signal_semaphores {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Semaphore> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Semaphore::from_raw(h(
-                    r,
-                    vk::ObjectType::SEMAPHORE,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::Semaphore>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Semaphore::from_raw(h(r, vk::ObjectType::SEMAPHORE, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4386,11 +4457,12 @@ pub unsafe fn m_VkShaderModuleCreateInfo(
     o.p_code = match &v.p_code {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4409,11 +4481,12 @@ pub unsafe fn m_VkDescriptorSetLayoutBinding(
     o.p_immutable_samplers = match &v.p_immutable_samplers {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Sampler> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Sampler::from_raw(h(r, vk::ObjectType::SAMPLER, (*y))?));
+            let t = a.raw::<vk::Sampler>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Sampler::from_raw(h(r, vk::ObjectType::SAMPLER, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4432,11 +4505,12 @@ pub unsafe fn m_VkDescriptorSetLayoutCreateInfo(
     o.p_bindings = match &v.p_bindings {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DescriptorSetLayoutBinding<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDescriptorSetLayoutBinding(y, a, r)?);
+            let t = a.raw::<vk::DescriptorSetLayoutBinding<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDescriptorSetLayoutBinding(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4467,11 +4541,12 @@ pub unsafe fn m_VkDescriptorPoolCreateInfo(
     o.p_pool_sizes = match &v.p_pool_sizes {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DescriptorPoolSize> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDescriptorPoolSize(y, a, r)?);
+            let t = a.raw::<vk::DescriptorPoolSize>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDescriptorPoolSize(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4491,15 +4566,16 @@ pub unsafe fn m_VkDescriptorSetAllocateInfo(
     o.p_set_layouts = match &v.p_set_layouts {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DescriptorSetLayout> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::DescriptorSetLayout::from_raw(h(
+            let t = a.raw::<vk::DescriptorSetLayout>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::DescriptorSetLayout::from_raw(h(
                     r,
                     vk::ObjectType::DESCRIPTOR_SET_LAYOUT,
                     (*y),
-                )?));
+                )?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4527,11 +4603,12 @@ pub unsafe fn m_VkSpecializationInfo(
     o.p_map_entries = match &v.p_map_entries {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SpecializationMapEntry> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSpecializationMapEntry(y, a, r)?);
+            let t = a.raw::<vk::SpecializationMapEntry>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSpecializationMapEntry(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.data_size = (v.data_size as usize);
@@ -4622,22 +4699,24 @@ pub unsafe fn m_VkPipelineVertexInputStateCreateInfo(
     o.p_vertex_binding_descriptions = match &v.p_vertex_binding_descriptions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::VertexInputBindingDescription> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkVertexInputBindingDescription(y, a, r)?);
+            let t = a.raw::<vk::VertexInputBindingDescription>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkVertexInputBindingDescription(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.vertex_attribute_description_count = v.vertex_attribute_description_count;
     o.p_vertex_attribute_descriptions = match &v.p_vertex_attribute_descriptions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::VertexInputAttributeDescription> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkVertexInputAttributeDescription(y, a, r)?);
+            let t = a.raw::<vk::VertexInputAttributeDescription>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkVertexInputAttributeDescription(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4683,22 +4762,24 @@ pub unsafe fn m_VkPipelineViewportStateCreateInfo(
     o.p_viewports = match &v.p_viewports {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Viewport> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkViewport(y, a, r)?);
+            let t = a.raw::<vk::Viewport>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkViewport(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.scissor_count = v.scissor_count;
     o.p_scissors = match &v.p_scissors {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkRect2D(y, a, r)?);
+            let t = a.raw::<vk::Rect2D>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkRect2D(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4741,11 +4822,12 @@ pub unsafe fn m_VkPipelineMultisampleStateCreateInfo(
     o.p_sample_mask = match &v.p_sample_mask {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SampleMask> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<vk::SampleMask>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.alpha_to_coverage_enable = v.alpha_to_coverage_enable;
@@ -4785,11 +4867,12 @@ pub unsafe fn m_VkPipelineColorBlendStateCreateInfo(
     o.p_attachments = match &v.p_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PipelineColorBlendAttachmentState> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkPipelineColorBlendAttachmentState(y, a, r)?);
+            let t = a.raw::<vk::PipelineColorBlendAttachmentState>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkPipelineColorBlendAttachmentState(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     for (d, y) in o.blend_constants.iter_mut().zip(v.blend_constants.iter()) {
@@ -4811,11 +4894,12 @@ pub unsafe fn m_VkPipelineDynamicStateCreateInfo(
     o.p_dynamic_states = match &v.p_dynamic_states {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DynamicState> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::DynamicState::from_raw((*y)));
+            let t = a.raw::<vk::DynamicState>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::DynamicState::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -4871,12 +4955,12 @@ pub unsafe fn m_VkGraphicsPipelineCreateInfo(
     o.p_stages = match &v.p_stages {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PipelineShaderStageCreateInfo<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkPipelineShaderStageCreateInfo(y, a, r)?);
+            let t = a.raw::<vk::PipelineShaderStageCreateInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkPipelineShaderStageCreateInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_vertex_input_state = match &v.p_vertex_input_state {
@@ -5013,26 +5097,28 @@ pub unsafe fn m_VkPipelineLayoutCreateInfo(
     o.p_set_layouts = match &v.p_set_layouts {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DescriptorSetLayout> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::DescriptorSetLayout::from_raw(h(
+            let t = a.raw::<vk::DescriptorSetLayout>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::DescriptorSetLayout::from_raw(h(
                     r,
                     vk::ObjectType::DESCRIPTOR_SET_LAYOUT,
                     (*y),
-                )?));
+                )?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.push_constant_range_count = v.push_constant_range_count;
     o.p_push_constant_ranges = match &v.p_push_constant_ranges {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PushConstantRange> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkPushConstantRange(y, a, r)?);
+            let t = a.raw::<vk::PushConstantRange>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkPushConstantRange(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -5143,11 +5229,12 @@ pub unsafe fn m_VkRenderPassBeginInfo(
     o.p_clear_values = match &v.p_clear_values {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ClearValue> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(union_from::<vk::ClearValue>(y));
+            let t = a.raw::<vk::ClearValue>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = union_from::<vk::ClearValue>(y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -5217,32 +5304,35 @@ pub unsafe fn m_VkSubpassDescription(
     o.p_input_attachments = match &v.p_input_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AttachmentReference> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkAttachmentReference(y, a, r)?);
+            let t = a.raw::<vk::AttachmentReference>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkAttachmentReference(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.color_attachment_count = v.color_attachment_count;
     o.p_color_attachments = match &v.p_color_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AttachmentReference> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkAttachmentReference(y, a, r)?);
+            let t = a.raw::<vk::AttachmentReference>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkAttachmentReference(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_resolve_attachments = match &v.p_resolve_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AttachmentReference> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkAttachmentReference(y, a, r)?);
+            let t = a.raw::<vk::AttachmentReference>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkAttachmentReference(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_depth_stencil_attachment = match &v.p_depth_stencil_attachment {
@@ -5256,11 +5346,12 @@ pub unsafe fn m_VkSubpassDescription(
     o.p_preserve_attachments = match &v.p_preserve_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -5295,33 +5386,36 @@ pub unsafe fn m_VkRenderPassCreateInfo(
     o.p_attachments = match &v.p_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AttachmentDescription> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkAttachmentDescription(y, a, r)?);
+            let t = a.raw::<vk::AttachmentDescription>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkAttachmentDescription(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.subpass_count = v.subpass_count;
     o.p_subpasses = match &v.p_subpasses {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SubpassDescription<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSubpassDescription(y, a, r)?);
+            let t = a.raw::<vk::SubpassDescription<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSubpassDescription(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.dependency_count = v.dependency_count;
     o.p_dependencies = match &v.p_dependencies {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SubpassDependency> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSubpassDependency(y, a, r)?);
+            let t = a.raw::<vk::SubpassDependency>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSubpassDependency(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -5627,15 +5721,12 @@ pub unsafe fn m_VkFramebufferCreateInfo(
     o.p_attachments = match &v.p_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ImageView> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::ImageView::from_raw(h(
-                    r,
-                    vk::ObjectType::IMAGE_VIEW,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::ImageView>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::ImageView::from_raw(h(r, vk::ObjectType::IMAGE_VIEW, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.width = v.width;
@@ -5718,55 +5809,47 @@ pub unsafe fn m_VkSubmitInfo(
     o.p_wait_semaphores = match &v.p_wait_semaphores {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Semaphore> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Semaphore::from_raw(h(
-                    r,
-                    vk::ObjectType::SEMAPHORE,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::Semaphore>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Semaphore::from_raw(h(r, vk::ObjectType::SEMAPHORE, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_wait_dst_stage_mask = match &v.p_wait_dst_stage_mask {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PipelineStageFlags> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::PipelineStageFlags::from_raw((*y)));
+            let t = a.raw::<vk::PipelineStageFlags>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::PipelineStageFlags::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.command_buffer_count = v.command_buffer_count;
     o.p_command_buffers = match &v.p_command_buffers {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::CommandBuffer> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::CommandBuffer::from_raw(h(
-                    r,
-                    vk::ObjectType::COMMAND_BUFFER,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::CommandBuffer>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::CommandBuffer::from_raw(h(r, vk::ObjectType::COMMAND_BUFFER, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.signal_semaphore_count = v.signal_semaphore_count;
     o.p_signal_semaphores = match &v.p_signal_semaphores {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Semaphore> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Semaphore::from_raw(h(
-                    r,
-                    vk::ObjectType::SEMAPHORE,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::Semaphore>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Semaphore::from_raw(h(r, vk::ObjectType::SEMAPHORE, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -5984,11 +6067,12 @@ pub unsafe fn m_VkSwapchainCreateInfoKHR(
     o.p_queue_family_indices = match &v.p_queue_family_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.pre_transform = vk::SurfaceTransformFlagsKHR::from_raw(v.pre_transform);
@@ -6012,50 +6096,46 @@ pub unsafe fn m_VkPresentInfoKHR(
     o.p_wait_semaphores = match &v.p_wait_semaphores {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Semaphore> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Semaphore::from_raw(h(
-                    r,
-                    vk::ObjectType::SEMAPHORE,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::Semaphore>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Semaphore::from_raw(h(r, vk::ObjectType::SEMAPHORE, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.swapchain_count = v.swapchain_count;
     o.p_swapchains = match &v.p_swapchains {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SwapchainKHR> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::SwapchainKHR::from_raw(h(
-                    r,
-                    vk::ObjectType::SWAPCHAIN_KHR,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::SwapchainKHR>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::SwapchainKHR::from_raw(h(r, vk::ObjectType::SWAPCHAIN_KHR, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_image_indices = match &v.p_image_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_results = match &v.p_results {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Result> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Result::from_raw((*y)));
+            let t = a.raw::<vk::Result>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Result::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -6087,11 +6167,12 @@ pub unsafe fn m_VkValidationFlagsEXT(
     o.p_disabled_validation_checks = match &v.p_disabled_validation_checks {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ValidationCheckEXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::ValidationCheckEXT::from_raw((*y)));
+            let t = a.raw::<vk::ValidationCheckEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::ValidationCheckEXT::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -6109,22 +6190,24 @@ pub unsafe fn m_VkValidationFeaturesEXT(
     o.p_enabled_validation_features = match &v.p_enabled_validation_features {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ValidationFeatureEnableEXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::ValidationFeatureEnableEXT::from_raw((*y)));
+            let t = a.raw::<vk::ValidationFeatureEnableEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::ValidationFeatureEnableEXT::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.disabled_validation_feature_count = v.disabled_validation_feature_count;
     o.p_disabled_validation_features = match &v.p_disabled_validation_features {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ValidationFeatureDisableEXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::ValidationFeatureDisableEXT::from_raw((*y)));
+            let t = a.raw::<vk::ValidationFeatureDisableEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::ValidationFeatureDisableEXT::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -6366,12 +6449,12 @@ pub unsafe fn m_VkGraphicsShaderGroupCreateInfoNV(
     o.p_stages = match &v.p_stages {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PipelineShaderStageCreateInfo<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkPipelineShaderStageCreateInfo(y, a, r)?);
+            let t = a.raw::<vk::PipelineShaderStageCreateInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkPipelineShaderStageCreateInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_vertex_input_state = match &v.p_vertex_input_state {
@@ -6403,27 +6486,24 @@ pub unsafe fn m_VkGraphicsPipelineShaderGroupsCreateInfoNV(
     o.p_groups = match &v.p_groups {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::GraphicsShaderGroupCreateInfoNV<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkGraphicsShaderGroupCreateInfoNV(y, a, r)?);
+            let t = a.raw::<vk::GraphicsShaderGroupCreateInfoNV<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkGraphicsShaderGroupCreateInfoNV(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.pipeline_count = v.pipeline_count;
     o.p_pipelines = match &v.p_pipelines {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Pipeline> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Pipeline::from_raw(h(
-                    r,
-                    vk::ObjectType::PIPELINE,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::Pipeline>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Pipeline::from_raw(h(r, vk::ObjectType::PIPELINE, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -6511,21 +6591,23 @@ pub unsafe fn m_VkIndirectCommandsLayoutTokenNV(
     o.p_index_types = match &v.p_index_types {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::IndexType> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::IndexType::from_raw((*y)));
+            let t = a.raw::<vk::IndexType>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::IndexType::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_index_type_values = match &v.p_index_type_values {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -6545,23 +6627,24 @@ pub unsafe fn m_VkIndirectCommandsLayoutCreateInfoNV(
     o.p_tokens = match &v.p_tokens {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::IndirectCommandsLayoutTokenNV<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkIndirectCommandsLayoutTokenNV(y, a, r)?);
+            let t = a.raw::<vk::IndirectCommandsLayoutTokenNV<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkIndirectCommandsLayoutTokenNV(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.stream_count = v.stream_count;
     o.p_stream_strides = match &v.p_stream_strides {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -6586,11 +6669,12 @@ pub unsafe fn m_VkGeneratedCommandsInfoNV(
     o.p_streams = match &v.p_streams {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::IndirectCommandsStreamNV> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkIndirectCommandsStreamNV(y, a, r)?);
+            let t = a.raw::<vk::IndirectCommandsStreamNV>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkIndirectCommandsStreamNV(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.sequences_count = v.sequences_count;
@@ -6793,11 +6877,12 @@ pub unsafe fn m_VkPresentRegionsKHR(
     o.p_regions = match &v.p_regions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PresentRegionKHR<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkPresentRegionKHR(y, a, r)?);
+            let t = a.raw::<vk::PresentRegionKHR<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkPresentRegionKHR(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -6813,11 +6898,12 @@ pub unsafe fn m_VkPresentRegionKHR(
     o.p_rectangles = match &v.p_rectangles {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::RectLayerKHR> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkRectLayerKHR(y, a, r)?);
+            let t = a.raw::<vk::RectLayerKHR>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkRectLayerKHR(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7187,33 +7273,36 @@ pub unsafe fn m_VkRenderPassMultiviewCreateInfo(
     o.p_view_masks = match &v.p_view_masks {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.dependency_count = v.dependency_count;
     o.p_view_offsets = match &v.p_view_offsets {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<i32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<i32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.correlation_mask_count = v.correlation_mask_count;
     o.p_correlation_masks = match &v.p_correlation_masks {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7345,11 +7434,12 @@ pub unsafe fn m_VkBindBufferMemoryDeviceGroupInfo(
     o.p_device_indices = match &v.p_device_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7381,22 +7471,24 @@ pub unsafe fn m_VkBindImageMemoryDeviceGroupInfo(
     o.p_device_indices = match &v.p_device_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.split_instance_bind_region_count = v.split_instance_bind_region_count;
     o.p_split_instance_bind_regions = match &v.p_split_instance_bind_regions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkRect2D(y, a, r)?);
+            let t = a.raw::<vk::Rect2D>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkRect2D(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7415,11 +7507,12 @@ pub unsafe fn m_VkDeviceGroupRenderPassBeginInfo(
     o.p_device_render_areas = match &v.p_device_render_areas {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkRect2D(y, a, r)?);
+            let t = a.raw::<vk::Rect2D>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkRect2D(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7449,33 +7542,36 @@ pub unsafe fn m_VkDeviceGroupSubmitInfo(
     o.p_wait_semaphore_device_indices = match &v.p_wait_semaphore_device_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.command_buffer_count = v.command_buffer_count;
     o.p_command_buffer_device_masks = match &v.p_command_buffer_device_masks {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.signal_semaphore_count = v.signal_semaphore_count;
     o.p_signal_semaphore_device_indices = match &v.p_signal_semaphore_device_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7562,11 +7658,12 @@ pub unsafe fn m_VkDeviceGroupPresentInfoKHR(
     o.p_device_masks = match &v.p_device_masks {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.mode = vk::DeviceGroupPresentModeFlagsKHR::from_raw(v.mode);
@@ -7585,15 +7682,12 @@ pub unsafe fn m_VkDeviceGroupDeviceCreateInfo(
     o.p_physical_devices = match &v.p_physical_devices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PhysicalDevice> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::PhysicalDevice::from_raw(h(
-                    r,
-                    vk::ObjectType::PHYSICAL_DEVICE,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::PhysicalDevice>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::PhysicalDevice::from_raw(h(r, vk::ObjectType::PHYSICAL_DEVICE, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7639,11 +7733,12 @@ pub unsafe fn m_VkDescriptorUpdateTemplateCreateInfo(
     o.p_descriptor_update_entries = match &v.p_descriptor_update_entries {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DescriptorUpdateTemplateEntry> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDescriptorUpdateTemplateEntry(y, a, r)?);
+            let t = a.raw::<vk::DescriptorUpdateTemplateEntry>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDescriptorUpdateTemplateEntry(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.template_type = vk::DescriptorUpdateTemplateType::from_raw(v.template_type);
@@ -7694,11 +7789,12 @@ pub unsafe fn m_VkPresentIdKHR(
     o.p_present_ids = match &v.p_present_ids {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u64> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u64>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7795,11 +7891,12 @@ pub unsafe fn m_VkPresentTimesInfoGOOGLE(
     o.p_times = match &v.p_times {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PresentTimeGOOGLE> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkPresentTimeGOOGLE(y, a, r)?);
+            let t = a.raw::<vk::PresentTimeGOOGLE>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkPresentTimeGOOGLE(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7840,11 +7937,12 @@ pub unsafe fn m_VkPipelineViewportWScalingStateCreateInfoNV(
     o.p_viewport_w_scalings = match &v.p_viewport_w_scalings {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ViewportWScalingNV> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkViewportWScalingNV(y, a, r)?);
+            let t = a.raw::<vk::ViewportWScalingNV>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkViewportWScalingNV(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7876,11 +7974,12 @@ pub unsafe fn m_VkPipelineViewportSwizzleStateCreateInfoNV(
     o.p_viewport_swizzles = match &v.p_viewport_swizzles {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ViewportSwizzleNV> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkViewportSwizzleNV(y, a, r)?);
+            let t = a.raw::<vk::ViewportSwizzleNV>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkViewportSwizzleNV(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7912,11 +8011,12 @@ pub unsafe fn m_VkPipelineDiscardRectangleStateCreateInfoEXT(
     o.p_discard_rectangles = match &v.p_discard_rectangles {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkRect2D(y, a, r)?);
+            let t = a.raw::<vk::Rect2D>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkRect2D(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -7959,11 +8059,12 @@ pub unsafe fn m_VkRenderPassInputAttachmentAspectCreateInfo(
     o.p_aspect_references = match &v.p_aspect_references {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::InputAttachmentAspectReference> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkInputAttachmentAspectReference(y, a, r)?);
+            let t = a.raw::<vk::InputAttachmentAspectReference>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkInputAttachmentAspectReference(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -8491,11 +8592,12 @@ pub unsafe fn m_VkSampleLocationsInfoEXT(
     o.p_sample_locations = match &v.p_sample_locations {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SampleLocationEXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSampleLocationEXT(y, a, r)?);
+            let t = a.raw::<vk::SampleLocationEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSampleLocationEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -8535,22 +8637,24 @@ pub unsafe fn m_VkRenderPassSampleLocationsBeginInfoEXT(
     o.p_attachment_initial_sample_locations = match &v.p_attachment_initial_sample_locations {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AttachmentSampleLocationsEXT<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkAttachmentSampleLocationsEXT(y, a, r)?);
+            let t = a.raw::<vk::AttachmentSampleLocationsEXT<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkAttachmentSampleLocationsEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.post_subpass_sample_locations_count = v.post_subpass_sample_locations_count;
     o.p_post_subpass_sample_locations = match &v.p_post_subpass_sample_locations {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SubpassSampleLocationsEXT<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSubpassSampleLocationsEXT(y, a, r)?);
+            let t = a.raw::<vk::SubpassSampleLocationsEXT<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSubpassSampleLocationsEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -8747,11 +8851,12 @@ pub unsafe fn m_VkPipelineCoverageModulationStateCreateInfoNV(
     o.p_coverage_modulation_table = match &v.p_coverage_modulation_table {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<f32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<f32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -8769,11 +8874,12 @@ pub unsafe fn m_VkImageFormatListCreateInfo(
     o.p_view_formats = match &v.p_view_formats {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Format> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Format::from_raw((*y)));
+            let t = a.raw::<vk::Format>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Format::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -9095,33 +9201,36 @@ pub unsafe fn m_VkDebugUtilsMessengerCallbackDataEXT(
     o.p_queue_labels = match &v.p_queue_labels {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DebugUtilsLabelEXT<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDebugUtilsLabelEXT(y, a, r)?);
+            let t = a.raw::<vk::DebugUtilsLabelEXT<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDebugUtilsLabelEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.cmd_buf_label_count = v.cmd_buf_label_count;
     o.p_cmd_buf_labels = match &v.p_cmd_buf_labels {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DebugUtilsLabelEXT<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDebugUtilsLabelEXT(y, a, r)?);
+            let t = a.raw::<vk::DebugUtilsLabelEXT<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDebugUtilsLabelEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.object_count = v.object_count;
     o.p_objects = match &v.p_objects {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DebugUtilsObjectNameInfoEXT<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDebugUtilsObjectNameInfoEXT(y, a, r)?);
+            let t = a.raw::<vk::DebugUtilsObjectNameInfoEXT<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDebugUtilsObjectNameInfoEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -9411,11 +9520,12 @@ pub unsafe fn m_VkDescriptorSetLayoutBindingFlagsCreateInfo(
     o.p_binding_flags = match &v.p_binding_flags {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DescriptorBindingFlags> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::DescriptorBindingFlags::from_raw((*y)));
+            let t = a.raw::<vk::DescriptorBindingFlags>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::DescriptorBindingFlags::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -9433,11 +9543,12 @@ pub unsafe fn m_VkDescriptorSetVariableDescriptorCountAllocateInfo(
     o.p_descriptor_counts = match &v.p_descriptor_counts {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -9504,32 +9615,35 @@ pub unsafe fn m_VkSubpassDescription2(
     o.p_input_attachments = match &v.p_input_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AttachmentReference2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkAttachmentReference2(y, a, r)?);
+            let t = a.raw::<vk::AttachmentReference2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkAttachmentReference2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.color_attachment_count = v.color_attachment_count;
     o.p_color_attachments = match &v.p_color_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AttachmentReference2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkAttachmentReference2(y, a, r)?);
+            let t = a.raw::<vk::AttachmentReference2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkAttachmentReference2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_resolve_attachments = match &v.p_resolve_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AttachmentReference2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkAttachmentReference2(y, a, r)?);
+            let t = a.raw::<vk::AttachmentReference2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkAttachmentReference2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_depth_stencil_attachment = match &v.p_depth_stencil_attachment {
@@ -9543,11 +9657,12 @@ pub unsafe fn m_VkSubpassDescription2(
     o.p_preserve_attachments = match &v.p_preserve_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -9585,44 +9700,48 @@ pub unsafe fn m_VkRenderPassCreateInfo2(
     o.p_attachments = match &v.p_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AttachmentDescription2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkAttachmentDescription2(y, a, r)?);
+            let t = a.raw::<vk::AttachmentDescription2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkAttachmentDescription2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.subpass_count = v.subpass_count;
     o.p_subpasses = match &v.p_subpasses {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SubpassDescription2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSubpassDescription2(y, a, r)?);
+            let t = a.raw::<vk::SubpassDescription2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSubpassDescription2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.dependency_count = v.dependency_count;
     o.p_dependencies = match &v.p_dependencies {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SubpassDependency2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSubpassDependency2(y, a, r)?);
+            let t = a.raw::<vk::SubpassDependency2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSubpassDependency2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.correlated_view_mask_count = v.correlated_view_mask_count;
     o.p_correlated_view_masks = match &v.p_correlated_view_masks {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -9700,22 +9819,24 @@ pub unsafe fn m_VkTimelineSemaphoreSubmitInfo(
     o.p_wait_semaphore_values = match &v.p_wait_semaphore_values {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u64> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u64>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.signal_semaphore_value_count = v.signal_semaphore_value_count;
     o.p_signal_semaphore_values = match &v.p_signal_semaphore_values {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u64> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u64>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -9734,25 +9855,23 @@ pub unsafe fn m_VkSemaphoreWaitInfo(
     o.p_semaphores = match &v.p_semaphores {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Semaphore> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Semaphore::from_raw(h(
-                    r,
-                    vk::ObjectType::SEMAPHORE,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::Semaphore>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Semaphore::from_raw(h(r, vk::ObjectType::SEMAPHORE, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_values = match &v.p_values {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u64> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u64>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -9794,12 +9913,12 @@ pub unsafe fn m_VkPipelineVertexInputDivisorStateCreateInfoEXT(
     o.p_vertex_binding_divisors = match &v.p_vertex_binding_divisors {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::VertexInputBindingDivisorDescriptionEXT> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkVertexInputBindingDivisorDescriptionEXT(y, a, r)?);
+            let t = a.raw::<vk::VertexInputBindingDivisorDescriptionEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkVertexInputBindingDivisorDescriptionEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -10143,11 +10262,12 @@ pub unsafe fn m_VkPipelineViewportExclusiveScissorStateCreateInfoNV(
     o.p_exclusive_scissors = match &v.p_exclusive_scissors {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkRect2D(y, a, r)?);
+            let t = a.raw::<vk::Rect2D>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkRect2D(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -10263,11 +10383,12 @@ pub unsafe fn m_VkShadingRatePaletteNV(
     o.p_shading_rate_palette_entries = match &v.p_shading_rate_palette_entries {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ShadingRatePaletteEntryNV> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::ShadingRatePaletteEntryNV::from_raw((*y)));
+            let t = a.raw::<vk::ShadingRatePaletteEntryNV>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::ShadingRatePaletteEntryNV::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -10286,11 +10407,12 @@ pub unsafe fn m_VkPipelineViewportShadingRateImageStateCreateInfoNV(
     o.p_shading_rate_palettes = match &v.p_shading_rate_palettes {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ShadingRatePaletteNV<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkShadingRatePaletteNV(y, a, r)?);
+            let t = a.raw::<vk::ShadingRatePaletteNV<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkShadingRatePaletteNV(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -10359,11 +10481,12 @@ pub unsafe fn m_VkCoarseSampleOrderCustomNV(
     o.p_sample_locations = match &v.p_sample_locations {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::CoarseSampleLocationNV> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkCoarseSampleLocationNV(y, a, r)?);
+            let t = a.raw::<vk::CoarseSampleLocationNV>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkCoarseSampleLocationNV(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -10382,11 +10505,12 @@ pub unsafe fn m_VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(
     o.p_custom_sample_orders = match &v.p_custom_sample_orders {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::CoarseSampleOrderCustomNV<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkCoarseSampleOrderCustomNV(y, a, r)?);
+            let t = a.raw::<vk::CoarseSampleOrderCustomNV<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkCoarseSampleOrderCustomNV(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -10589,24 +10713,24 @@ pub unsafe fn m_VkRayTracingPipelineCreateInfoNV(
     o.p_stages = match &v.p_stages {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PipelineShaderStageCreateInfo<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkPipelineShaderStageCreateInfo(y, a, r)?);
+            let t = a.raw::<vk::PipelineShaderStageCreateInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkPipelineShaderStageCreateInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.group_count = v.group_count;
     o.p_groups = match &v.p_groups {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::RayTracingShaderGroupCreateInfoNV<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkRayTracingShaderGroupCreateInfoNV(y, a, r)?);
+            let t = a.raw::<vk::RayTracingShaderGroupCreateInfoNV<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkRayTracingShaderGroupCreateInfoNV(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.max_recursion_depth = v.max_recursion_depth;
@@ -10630,24 +10754,24 @@ pub unsafe fn m_VkRayTracingPipelineCreateInfoKHR(
     o.p_stages = match &v.p_stages {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PipelineShaderStageCreateInfo<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkPipelineShaderStageCreateInfo(y, a, r)?);
+            let t = a.raw::<vk::PipelineShaderStageCreateInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkPipelineShaderStageCreateInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.group_count = v.group_count;
     o.p_groups = match &v.p_groups {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::RayTracingShaderGroupCreateInfoKHR<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkRayTracingShaderGroupCreateInfoKHR(y, a, r)?);
+            let t = a.raw::<vk::RayTracingShaderGroupCreateInfoKHR<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkRayTracingShaderGroupCreateInfoKHR(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.max_pipeline_ray_recursion_depth = v.max_pipeline_ray_recursion_depth;
@@ -10756,11 +10880,12 @@ pub unsafe fn m_VkAccelerationStructureInfoNV(
     o.p_geometries = match &v.p_geometries {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::GeometryNV<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkGeometryNV(y, a, r)?);
+            let t = a.raw::<vk::GeometryNV<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkGeometryNV(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -10798,11 +10923,12 @@ pub unsafe fn m_VkBindAccelerationStructureMemoryInfoNV(
     o.p_device_indices = match &v.p_device_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -10820,15 +10946,16 @@ pub unsafe fn m_VkWriteDescriptorSetAccelerationStructureKHR(
     o.p_acceleration_structures = match &v.p_acceleration_structures {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AccelerationStructureKHR> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::AccelerationStructureKHR::from_raw(h(
+            let t = a.raw::<vk::AccelerationStructureKHR>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::AccelerationStructureKHR::from_raw(h(
                     r,
                     vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
                     (*y),
-                )?));
+                )?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -10846,15 +10973,16 @@ pub unsafe fn m_VkWriteDescriptorSetAccelerationStructureNV(
     o.p_acceleration_structures = match &v.p_acceleration_structures {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AccelerationStructureNV> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::AccelerationStructureNV::from_raw(h(
+            let t = a.raw::<vk::AccelerationStructureNV>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::AccelerationStructureNV::from_raw(h(
                     r,
                     vk::ObjectType::ACCELERATION_STRUCTURE_NV,
                     (*y),
-                )?));
+                )?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -11057,11 +11185,12 @@ pub unsafe fn m_VkDrmFormatModifierPropertiesListEXT(
     o.p_drm_format_modifier_properties = match &v.p_drm_format_modifier_properties {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DrmFormatModifierPropertiesEXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDrmFormatModifierPropertiesEXT(y, a, r)?);
+            let t = a.raw::<vk::DrmFormatModifierPropertiesEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDrmFormatModifierPropertiesEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -11094,11 +11223,12 @@ pub unsafe fn m_VkPhysicalDeviceImageDrmFormatModifierInfoEXT(
     o.p_queue_family_indices = match &v.p_queue_family_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -11116,11 +11246,12 @@ pub unsafe fn m_VkImageDrmFormatModifierListCreateInfoEXT(
     o.p_drm_format_modifiers = match &v.p_drm_format_modifiers {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u64> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u64>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -11139,11 +11270,12 @@ pub unsafe fn m_VkImageDrmFormatModifierExplicitCreateInfoEXT(
     o.p_plane_layouts = match &v.p_plane_layouts {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SubresourceLayout> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSubresourceLayout(y, a, r)?);
+            let t = a.raw::<vk::SubresourceLayout>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSubresourceLayout(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -11293,11 +11425,12 @@ pub unsafe fn m_VkSubpassFragmentDensityMapOffsetEndInfoQCOM(
     o.p_fragment_density_offsets = match &v.p_fragment_density_offsets {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Offset2D> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkOffset2D(y, a, r)?);
+            let t = a.raw::<vk::Offset2D>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkOffset2D(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -11530,12 +11663,12 @@ pub unsafe fn m_VkFramebufferAttachmentsCreateInfo(
     o.p_attachment_image_infos = match &v.p_attachment_image_infos {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::FramebufferAttachmentImageInfo<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkFramebufferAttachmentImageInfo(y, a, r)?);
+            let t = a.raw::<vk::FramebufferAttachmentImageInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkFramebufferAttachmentImageInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -11558,11 +11691,12 @@ pub unsafe fn m_VkFramebufferAttachmentImageInfo(
     o.p_view_formats = match &v.p_view_formats {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Format> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Format::from_raw((*y)));
+            let t = a.raw::<vk::Format>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Format::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -11580,15 +11714,12 @@ pub unsafe fn m_VkRenderPassAttachmentBeginInfo(
     o.p_attachments = match &v.p_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ImageView> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::ImageView::from_raw(h(
-                    r,
-                    vk::ObjectType::IMAGE_VIEW,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::ImageView>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::ImageView::from_raw(h(r, vk::ObjectType::IMAGE_VIEW, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -11720,11 +11851,12 @@ pub unsafe fn m_VkPipelineCreationFeedbackCreateInfo(
     o.p_pipeline_stage_creation_feedbacks = match &v.p_pipeline_stage_creation_feedbacks {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PipelineCreationFeedback> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkPipelineCreationFeedback(y, a, r)?);
+            let t = a.raw::<vk::PipelineCreationFeedback>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkPipelineCreationFeedback(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -11836,11 +11968,12 @@ pub unsafe fn m_VkQueryPoolPerformanceCreateInfoKHR(
     o.p_counter_indices = match &v.p_counter_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -12961,29 +13094,29 @@ pub unsafe fn m_VkAccelerationStructureBuildGeometryInfoKHR(
     o.p_geometries = match &v.p_geometries {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::AccelerationStructureGeometryKHR<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkAccelerationStructureGeometryKHR(y, a, r)?);
+            let t = a.raw::<vk::AccelerationStructureGeometryKHR<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkAccelerationStructureGeometryKHR(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.pp_geometries = match &v.pp_geometries {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<*const vk::AccelerationStructureGeometryKHR<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(match y {
+            let t = a.raw::<*const vk::AccelerationStructureGeometryKHR<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = match y {
                     Some(z) => {
                         let t = m_VkAccelerationStructureGeometryKHR(z, a, r)?;
                         a.alloc(t) as *const vk::AccelerationStructureGeometryKHR<'static>
                     }
                     None => std::ptr::null(),
-                });
+                };
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.scratch_data = union_from::<vk::DeviceOrHostAddressKHR>(&v.scratch_data);
@@ -13074,11 +13207,12 @@ pub unsafe fn m_VkAccelerationStructureVersionInfoKHR(
     o.p_version_data = match &v.p_version_data {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u8> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u8>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -13167,15 +13301,12 @@ pub unsafe fn m_VkPipelineLibraryCreateInfoKHR(
     o.p_libraries = match &v.p_libraries {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Pipeline> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Pipeline::from_raw(h(
-                    r,
-                    vk::ObjectType::PIPELINE,
-                    (*y),
-                )?));
+            let t = a.raw::<vk::Pipeline>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Pipeline::from_raw(h(r, vk::ObjectType::PIPELINE, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -13587,11 +13718,12 @@ pub unsafe fn m_VkCopyBufferInfo2(
     o.p_regions = match &v.p_regions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::BufferCopy2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkBufferCopy2(y, a, r)?);
+            let t = a.raw::<vk::BufferCopy2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkBufferCopy2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -13613,11 +13745,12 @@ pub unsafe fn m_VkCopyImageInfo2(
     o.p_regions = match &v.p_regions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ImageCopy2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkImageCopy2(y, a, r)?);
+            let t = a.raw::<vk::ImageCopy2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkImageCopy2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -13639,11 +13772,12 @@ pub unsafe fn m_VkBlitImageInfo2(
     o.p_regions = match &v.p_regions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ImageBlit2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkImageBlit2(y, a, r)?);
+            let t = a.raw::<vk::ImageBlit2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkImageBlit2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.filter = vk::Filter::from_raw(v.filter);
@@ -13665,11 +13799,12 @@ pub unsafe fn m_VkCopyBufferToImageInfo2(
     o.p_regions = match &v.p_regions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::BufferImageCopy2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkBufferImageCopy2(y, a, r)?);
+            let t = a.raw::<vk::BufferImageCopy2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkBufferImageCopy2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -13690,11 +13825,12 @@ pub unsafe fn m_VkCopyImageToBufferInfo2(
     o.p_regions = match &v.p_regions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::BufferImageCopy2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkBufferImageCopy2(y, a, r)?);
+            let t = a.raw::<vk::BufferImageCopy2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkBufferImageCopy2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -13716,11 +13852,12 @@ pub unsafe fn m_VkResolveImageInfo2(
     o.p_regions = match &v.p_regions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ImageResolve2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkImageResolve2(y, a, r)?);
+            let t = a.raw::<vk::ImageResolve2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkImageResolve2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -13945,11 +14082,12 @@ pub unsafe fn m_VkMutableDescriptorTypeListEXT(
     o.p_descriptor_types = match &v.p_descriptor_types {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DescriptorType> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::DescriptorType::from_raw((*y)));
+            let t = a.raw::<vk::DescriptorType>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::DescriptorType::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -13967,11 +14105,12 @@ pub unsafe fn m_VkMutableDescriptorTypeCreateInfoEXT(
     o.p_mutable_descriptor_type_lists = match &v.p_mutable_descriptor_type_lists {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::MutableDescriptorTypeListEXT<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkMutableDescriptorTypeListEXT(y, a, r)?);
+            let t = a.raw::<vk::MutableDescriptorTypeListEXT<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkMutableDescriptorTypeListEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -14079,11 +14218,12 @@ pub unsafe fn m_VkPipelineColorWriteCreateInfoEXT(
     o.p_color_write_enables = match &v.p_color_write_enables {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Bool32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<vk::Bool32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -14158,33 +14298,36 @@ pub unsafe fn m_VkDependencyInfo(
     o.p_memory_barriers = match &v.p_memory_barriers {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::MemoryBarrier2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkMemoryBarrier2(y, a, r)?);
+            let t = a.raw::<vk::MemoryBarrier2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkMemoryBarrier2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.buffer_memory_barrier_count = v.buffer_memory_barrier_count;
     o.p_buffer_memory_barriers = match &v.p_buffer_memory_barriers {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::BufferMemoryBarrier2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkBufferMemoryBarrier2(y, a, r)?);
+            let t = a.raw::<vk::BufferMemoryBarrier2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkBufferMemoryBarrier2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.image_memory_barrier_count = v.image_memory_barrier_count;
     o.p_image_memory_barriers = match &v.p_image_memory_barriers {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ImageMemoryBarrier2<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkImageMemoryBarrier2(y, a, r)?);
+            let t = a.raw::<vk::ImageMemoryBarrier2<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkImageMemoryBarrier2(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -14232,33 +14375,36 @@ pub unsafe fn m_VkSubmitInfo2(
     o.p_wait_semaphore_infos = match &v.p_wait_semaphore_infos {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SemaphoreSubmitInfo<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSemaphoreSubmitInfo(y, a, r)?);
+            let t = a.raw::<vk::SemaphoreSubmitInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSemaphoreSubmitInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.command_buffer_info_count = v.command_buffer_info_count;
     o.p_command_buffer_infos = match &v.p_command_buffer_infos {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::CommandBufferSubmitInfo<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkCommandBufferSubmitInfo(y, a, r)?);
+            let t = a.raw::<vk::CommandBufferSubmitInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkCommandBufferSubmitInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.signal_semaphore_info_count = v.signal_semaphore_info_count;
     o.p_signal_semaphore_infos = match &v.p_signal_semaphore_infos {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SemaphoreSubmitInfo<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkSemaphoreSubmitInfo(y, a, r)?);
+            let t = a.raw::<vk::SemaphoreSubmitInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkSemaphoreSubmitInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -14417,11 +14563,12 @@ pub unsafe fn m_VkVideoProfileListInfoKHR(
     o.p_profiles = match &v.p_profiles {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::VideoProfileInfoKHR<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkVideoProfileInfoKHR(y, a, r)?);
+            let t = a.raw::<vk::VideoProfileInfoKHR<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkVideoProfileInfoKHR(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -14602,11 +14749,12 @@ pub unsafe fn m_VkVideoDecodeInfoKHR(
     o.p_reference_slots = match &v.p_reference_slots {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::VideoReferenceSlotInfoKHR<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkVideoReferenceSlotInfoKHR(y, a, r)?);
+            let t = a.raw::<vk::VideoReferenceSlotInfoKHR<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkVideoReferenceSlotInfoKHR(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -14695,11 +14843,12 @@ pub unsafe fn m_VkVideoBeginCodingInfoKHR(
     o.p_reference_slots = match &v.p_reference_slots {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::VideoReferenceSlotInfoKHR<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkVideoReferenceSlotInfoKHR(y, a, r)?);
+            let t = a.raw::<vk::VideoReferenceSlotInfoKHR<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkVideoReferenceSlotInfoKHR(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -15312,11 +15461,12 @@ pub unsafe fn m_VkDrmFormatModifierPropertiesList2EXT(
     o.p_drm_format_modifier_properties = match &v.p_drm_format_modifier_properties {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DrmFormatModifierProperties2EXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDrmFormatModifierProperties2EXT(y, a, r)?);
+            let t = a.raw::<vk::DrmFormatModifierProperties2EXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDrmFormatModifierProperties2EXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -15348,11 +15498,12 @@ pub unsafe fn m_VkPipelineRenderingCreateInfo(
     o.p_color_attachment_formats = match &v.p_color_attachment_formats {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Format> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Format::from_raw((*y)));
+            let t = a.raw::<vk::Format>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Format::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.depth_attachment_format = vk::Format::from_raw(v.depth_attachment_format);
@@ -15376,11 +15527,12 @@ pub unsafe fn m_VkRenderingInfo(
     o.p_color_attachments = match &v.p_color_attachments {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::RenderingAttachmentInfo<'static>> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkRenderingAttachmentInfo(y, a, r)?);
+            let t = a.raw::<vk::RenderingAttachmentInfo<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkRenderingAttachmentInfo(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.p_depth_attachment = match &v.p_depth_attachment {
@@ -15474,11 +15626,12 @@ pub unsafe fn m_VkCommandBufferInheritanceRenderingInfo(
     o.p_color_attachment_formats = match &v.p_color_attachment_formats {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Format> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Format::from_raw((*y)));
+            let t = a.raw::<vk::Format>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Format::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.depth_attachment_format = vk::Format::from_raw(v.depth_attachment_format);
@@ -15499,11 +15652,12 @@ pub unsafe fn m_VkAttachmentSampleCountInfoAMD(
     o.p_color_attachment_samples = match &v.p_color_attachment_samples {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::SampleCountFlags> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::SampleCountFlags::from_raw((*y)));
+            let t = a.raw::<vk::SampleCountFlags>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::SampleCountFlags::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.depth_stencil_attachment_samples =
@@ -15700,11 +15854,12 @@ pub unsafe fn m_VkPipelineShaderStageModuleIdentifierCreateInfoEXT(
     o.p_identifier = match &v.p_identifier {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u8> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u8>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -15738,11 +15893,12 @@ pub unsafe fn m_VkImageCompressionControlEXT(
     o.p_fixed_rate_flags = match &v.p_fixed_rate_flags {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::ImageCompressionFixedRateFlagsEXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::ImageCompressionFixedRateFlagsEXT::from_raw((*y)));
+            let t = a.raw::<vk::ImageCompressionFixedRateFlagsEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::ImageCompressionFixedRateFlagsEXT::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -15909,27 +16065,29 @@ pub unsafe fn m_VkMicromapBuildInfoEXT(
     o.p_usage_counts = match &v.p_usage_counts {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::MicromapUsageEXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkMicromapUsageEXT(y, a, r)?);
+            let t = a.raw::<vk::MicromapUsageEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkMicromapUsageEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.pp_usage_counts = match &v.pp_usage_counts {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<*const vk::MicromapUsageEXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(match y {
+            let t = a.raw::<*const vk::MicromapUsageEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = match y {
                     Some(z) => {
                         let t = m_VkMicromapUsageEXT(z, a, r)?;
                         a.alloc(t) as *const vk::MicromapUsageEXT
                     }
                     None => std::ptr::null(),
-                });
+                };
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.data = union_from::<vk::DeviceOrHostAddressConstKHR>(&v.data);
@@ -15967,11 +16125,12 @@ pub unsafe fn m_VkMicromapVersionInfoEXT(
     o.p_version_data = match &v.p_version_data {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u8> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u8>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -16100,27 +16259,29 @@ pub unsafe fn m_VkAccelerationStructureTrianglesOpacityMicromapEXT(
     o.p_usage_counts = match &v.p_usage_counts {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::MicromapUsageEXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkMicromapUsageEXT(y, a, r)?);
+            let t = a.raw::<vk::MicromapUsageEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkMicromapUsageEXT(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.pp_usage_counts = match &v.pp_usage_counts {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<*const vk::MicromapUsageEXT> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(match y {
+            let t = a.raw::<*const vk::MicromapUsageEXT>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = match y {
                     Some(z) => {
                         let t = m_VkMicromapUsageEXT(z, a, r)?;
                         a.alloc(t) as *const vk::MicromapUsageEXT
                     }
                     None => std::ptr::null(),
-                });
+                };
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     o.micromap = vk::MicromapEXT::from_raw(h(r, vk::ObjectType::MICROMAP_EXT, v.micromap)?);
@@ -16481,11 +16642,12 @@ pub unsafe fn m_VkOpticalFlowExecuteInfoNV(
     o.p_regions = match &v.p_regions {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkRect2D(y, a, r)?);
+            let t = a.raw::<vk::Rect2D>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkRect2D(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -16675,11 +16837,12 @@ pub unsafe fn m_VkSurfacePresentModeCompatibilityEXT(
     o.p_present_modes = match &v.p_present_modes {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PresentModeKHR> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::PresentModeKHR::from_raw((*y)));
+            let t = a.raw::<vk::PresentModeKHR>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::PresentModeKHR::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -16709,11 +16872,12 @@ pub unsafe fn m_VkSwapchainPresentFenceInfoEXT(
     o.p_fences = match &v.p_fences {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::Fence> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, (*y))?));
+            let t = a.raw::<vk::Fence>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, (*y))?);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -16731,11 +16895,12 @@ pub unsafe fn m_VkSwapchainPresentModesCreateInfoEXT(
     o.p_present_modes = match &v.p_present_modes {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PresentModeKHR> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::PresentModeKHR::from_raw((*y)));
+            let t = a.raw::<vk::PresentModeKHR>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::PresentModeKHR::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -16753,11 +16918,12 @@ pub unsafe fn m_VkSwapchainPresentModeInfoEXT(
     o.p_present_modes = match &v.p_present_modes {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::PresentModeKHR> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(vk::PresentModeKHR::from_raw((*y)));
+            let t = a.raw::<vk::PresentModeKHR>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = vk::PresentModeKHR::from_raw((*y));
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -16790,11 +16956,12 @@ pub unsafe fn m_VkReleaseSwapchainImagesInfoEXT(
     o.p_image_indices = match &v.p_image_indices {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<u32> = Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push((*y));
+            let t = a.raw::<u32>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = (*y);
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -16855,12 +17022,12 @@ pub unsafe fn m_VkDirectDriverLoadingListLUNARG(
     o.p_drivers = match &v.p_drivers {
         None => std::ptr::null_mut::<u8>() as _,
         Some(x) => {
-            let mut t: Vec<vk::DirectDriverLoadingInfoLUNARG<'static>> =
-                Vec::with_capacity(x.len());
-            for y in x.iter() {
-                t.push(m_VkDirectDriverLoadingInfoLUNARG(y, a, r)?);
+            let t = a.raw::<vk::DirectDriverLoadingInfoLUNARG<'static>>(x.len());
+            for (k, y) in x.iter().enumerate() {
+                let v = m_VkDirectDriverLoadingInfoLUNARG(y, a, r)?;
+                t.add(k).write(v);
             }
-            a.slice(&t) as _
+            t as _
         }
     };
     Ok(o)
@@ -16887,8 +17054,21 @@ pub unsafe fn replay(
     call: &vkstream::Call,
     ctx: &mut dyn ReplayContext,
 ) -> Result<vk::Result, ReplayError> {
-    let mut arena = Arena::new();
-    let a = &mut arena;
+    ARENA.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut a) => {
+            a.reset();
+            replay_in(call, ctx, &mut a)
+        }
+        // Re-entered (a replay from inside a replay): a fresh arena.
+        Err(_) => replay_in(call, ctx, &mut Arena::new()),
+    })
+}
+
+unsafe fn replay_in(
+    call: &vkstream::Call,
+    ctx: &mut dyn ReplayContext,
+    a: &mut Arena,
+) -> Result<vk::Result, ReplayError> {
     match call {
         vkstream::Call::vkCreateInstance(p) => {
             let f = ctx
@@ -16960,15 +17140,16 @@ pub unsafe fn replay(
                 match &p.p_physical_devices {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PhysicalDevice> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::PhysicalDevice::from_raw(h(
+                        let t = a.raw::<vk::PhysicalDevice>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::PhysicalDevice::from_raw(h(
                                 r,
                                 vk::ObjectType::PHYSICAL_DEVICE,
                                 (*y),
-                            )?));
+                            )?);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -17117,11 +17298,12 @@ pub unsafe fn replay(
                 match &p.p_queue_family_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::QueueFamilyProperties> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkQueueFamilyProperties(y, a, r)?);
+                        let t = a.raw::<vk::QueueFamilyProperties>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkQueueFamilyProperties(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -17261,11 +17443,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::ExtensionProperties> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkExtensionProperties(y, a, r)?);
+                        let t = a.raw::<vk::ExtensionProperties>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkExtensionProperties(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -17302,11 +17485,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::ExtensionProperties> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkExtensionProperties(y, a, r)?);
+                        let t = a.raw::<vk::ExtensionProperties>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkExtensionProperties(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -17334,11 +17518,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::LayerProperties> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkLayerProperties(y, a, r)?);
+                        let t = a.raw::<vk::LayerProperties>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkLayerProperties(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -17371,11 +17556,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::LayerProperties> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkLayerProperties(y, a, r)?);
+                        let t = a.raw::<vk::LayerProperties>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkLayerProperties(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -17423,11 +17609,12 @@ pub unsafe fn replay(
             let a2: *const vk::SubmitInfo<'_> = match &p.p_submits {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::SubmitInfo<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkSubmitInfo(y, a, r)?);
+                    let t = a.raw::<vk::SubmitInfo<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkSubmitInfo(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::Fence = vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, p.fence)?);
@@ -17550,11 +17737,12 @@ pub unsafe fn replay(
             let a2: *const vk::MappedMemoryRange<'_> = match &p.p_memory_ranges {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::MappedMemoryRange<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkMappedMemoryRange(y, a, r)?);
+                    let t = a.raw::<vk::MappedMemoryRange<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkMappedMemoryRange(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -17571,11 +17759,12 @@ pub unsafe fn replay(
             let a2: *const vk::MappedMemoryRange<'_> = match &p.p_memory_ranges {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::MappedMemoryRange<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkMappedMemoryRange(y, a, r)?);
+                    let t = a.raw::<vk::MappedMemoryRange<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkMappedMemoryRange(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -17699,12 +17888,12 @@ pub unsafe fn replay(
                 match &p.p_sparse_memory_requirements {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SparseImageMemoryRequirements> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkSparseImageMemoryRequirements(y, a, r)?);
+                        let t = a.raw::<vk::SparseImageMemoryRequirements>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkSparseImageMemoryRequirements(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -17743,12 +17932,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SparseImageFormatProperties> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkSparseImageFormatProperties(y, a, r)?);
+                        let t = a.raw::<vk::SparseImageFormatProperties>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkSparseImageFormatProperties(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -17767,11 +17956,12 @@ pub unsafe fn replay(
             let a2: *const vk::BindSparseInfo<'_> = match &p.p_bind_info {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BindSparseInfo<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBindSparseInfo(y, a, r)?);
+                    let t = a.raw::<vk::BindSparseInfo<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBindSparseInfo(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::Fence = vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, p.fence)?);
@@ -17837,11 +18027,12 @@ pub unsafe fn replay(
             let a2: *const vk::Fence = match &p.p_fences {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Fence> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, (*y))?));
+                    let t = a.raw::<vk::Fence>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -17869,11 +18060,12 @@ pub unsafe fn replay(
             let a2: *const vk::Fence = match &p.p_fences {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Fence> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, (*y))?));
+                    let t = a.raw::<vk::Fence>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::Bool32 = p.wait_all;
@@ -18458,15 +18650,16 @@ pub unsafe fn replay(
             let a3: *const vk::PipelineCache = match &p.p_src_caches {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::PipelineCache> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::PipelineCache::from_raw(h(
+                    let t = a.raw::<vk::PipelineCache>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::PipelineCache::from_raw(h(
                             r,
                             vk::ObjectType::PIPELINE_CACHE,
                             (*y),
-                        )?));
+                        )?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -18488,12 +18681,12 @@ pub unsafe fn replay(
             let a3: *const vk::GraphicsPipelineCreateInfo<'_> = match &p.p_create_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::GraphicsPipelineCreateInfo<'static>> =
-                        Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkGraphicsPipelineCreateInfo(y, a, r)?);
+                    let t = a.raw::<vk::GraphicsPipelineCreateInfo<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkGraphicsPipelineCreateInfo(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a4: *const vk::AllocationCallbacks<'_> = std::ptr::null();
@@ -18502,15 +18695,12 @@ pub unsafe fn replay(
                 match &p.p_pipelines {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::Pipeline> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::Pipeline::from_raw(h(
-                                r,
-                                vk::ObjectType::PIPELINE,
-                                (*y),
-                            )?));
+                        let t = a.raw::<vk::Pipeline>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::Pipeline::from_raw(h(r, vk::ObjectType::PIPELINE, (*y))?);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -18544,12 +18734,12 @@ pub unsafe fn replay(
             let a3: *const vk::ComputePipelineCreateInfo<'_> = match &p.p_create_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ComputePipelineCreateInfo<'static>> =
-                        Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkComputePipelineCreateInfo(y, a, r)?);
+                    let t = a.raw::<vk::ComputePipelineCreateInfo<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkComputePipelineCreateInfo(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a4: *const vk::AllocationCallbacks<'_> = std::ptr::null();
@@ -18558,15 +18748,12 @@ pub unsafe fn replay(
                 match &p.p_pipelines {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::Pipeline> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::Pipeline::from_raw(h(
-                                r,
-                                vk::ObjectType::PIPELINE,
-                                (*y),
-                            )?));
+                        let t = a.raw::<vk::Pipeline>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::Pipeline::from_raw(h(r, vk::ObjectType::PIPELINE, (*y))?);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -18849,15 +19036,16 @@ pub unsafe fn replay(
                 match &p.p_descriptor_sets {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::DescriptorSet> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::DescriptorSet::from_raw(h(
+                        let t = a.raw::<vk::DescriptorSet>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::DescriptorSet::from_raw(h(
                                 r,
                                 vk::ObjectType::DESCRIPTOR_SET,
                                 (*y),
-                            )?));
+                            )?);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -18891,15 +19079,16 @@ pub unsafe fn replay(
             let a3: *const vk::DescriptorSet = match &p.p_descriptor_sets {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DescriptorSet> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::DescriptorSet::from_raw(h(
+                    let t = a.raw::<vk::DescriptorSet>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::DescriptorSet::from_raw(h(
                             r,
                             vk::ObjectType::DESCRIPTOR_SET,
                             (*y),
-                        )?));
+                        )?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -18916,22 +19105,24 @@ pub unsafe fn replay(
             let a2: *const vk::WriteDescriptorSet<'_> = match &p.p_descriptor_writes {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::WriteDescriptorSet<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkWriteDescriptorSet(y, a, r)?);
+                    let t = a.raw::<vk::WriteDescriptorSet<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkWriteDescriptorSet(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: u32 = p.descriptor_copy_count;
             let a4: *const vk::CopyDescriptorSet<'_> = match &p.p_descriptor_copies {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::CopyDescriptorSet<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkCopyDescriptorSet(y, a, r)?);
+                    let t = a.raw::<vk::CopyDescriptorSet<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkCopyDescriptorSet(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4);
@@ -19141,15 +19332,16 @@ pub unsafe fn replay(
                 match &p.p_command_buffers {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::CommandBuffer> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::CommandBuffer::from_raw(h(
+                        let t = a.raw::<vk::CommandBuffer>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::CommandBuffer::from_raw(h(
                                 r,
                                 vk::ObjectType::COMMAND_BUFFER,
                                 (*y),
-                            )?));
+                            )?);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -19180,15 +19372,16 @@ pub unsafe fn replay(
             let a3: *const vk::CommandBuffer = match &p.p_command_buffers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::CommandBuffer> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::CommandBuffer::from_raw(h(
+                    let t = a.raw::<vk::CommandBuffer>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::CommandBuffer::from_raw(h(
                             r,
                             vk::ObjectType::COMMAND_BUFFER,
                             (*y),
-                        )?));
+                        )?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -19279,11 +19472,12 @@ pub unsafe fn replay(
             let a3: *const vk::Viewport = match &p.p_viewports {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Viewport> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkViewport(y, a, r)?);
+                    let t = a.raw::<vk::Viewport>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkViewport(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -19306,11 +19500,12 @@ pub unsafe fn replay(
             let a3: *const vk::Rect2D = match &p.p_scissors {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkRect2D(y, a, r)?);
+                    let t = a.raw::<vk::Rect2D>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkRect2D(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -19463,26 +19658,28 @@ pub unsafe fn replay(
             let a5: *const vk::DescriptorSet = match &p.p_descriptor_sets {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DescriptorSet> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::DescriptorSet::from_raw(h(
+                    let t = a.raw::<vk::DescriptorSet>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::DescriptorSet::from_raw(h(
                             r,
                             vk::ObjectType::DESCRIPTOR_SET,
                             (*y),
-                        )?));
+                        )?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a6: u32 = p.dynamic_offset_count;
             let a7: *const u32 = match &p.p_dynamic_offsets {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<u32> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<u32>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5, a6, a7);
@@ -19523,21 +19720,23 @@ pub unsafe fn replay(
             let a3: *const vk::Buffer = match &p.p_buffers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Buffer> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?));
+                    let t = a.raw::<vk::Buffer>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a4: *const vk::DeviceSize = match &p.p_offsets {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4);
@@ -19673,11 +19872,12 @@ pub unsafe fn replay(
             let a4: *const vk::BufferCopy = match &p.p_regions {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BufferCopy> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBufferCopy(y, a, r)?);
+                    let t = a.raw::<vk::BufferCopy>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBufferCopy(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4);
@@ -19703,11 +19903,12 @@ pub unsafe fn replay(
             let a6: *const vk::ImageCopy = match &p.p_regions {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ImageCopy> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkImageCopy(y, a, r)?);
+                    let t = a.raw::<vk::ImageCopy>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkImageCopy(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5, a6);
@@ -19733,11 +19934,12 @@ pub unsafe fn replay(
             let a6: *const vk::ImageBlit = match &p.p_regions {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ImageBlit> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkImageBlit(y, a, r)?);
+                    let t = a.raw::<vk::ImageBlit>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkImageBlit(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a7: vk::Filter = vk::Filter::from_raw(p.filter);
@@ -19763,11 +19965,12 @@ pub unsafe fn replay(
             let a5: *const vk::BufferImageCopy = match &p.p_regions {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BufferImageCopy> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBufferImageCopy(y, a, r)?);
+                    let t = a.raw::<vk::BufferImageCopy>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBufferImageCopy(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5);
@@ -19792,11 +19995,12 @@ pub unsafe fn replay(
             let a5: *const vk::BufferImageCopy = match &p.p_regions {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BufferImageCopy> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBufferImageCopy(y, a, r)?);
+                    let t = a.raw::<vk::BufferImageCopy>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBufferImageCopy(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5);
@@ -19868,11 +20072,12 @@ pub unsafe fn replay(
             let a5: *const vk::ImageSubresourceRange = match &p.p_ranges {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ImageSubresourceRange> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkImageSubresourceRange(y, a, r)?);
+                    let t = a.raw::<vk::ImageSubresourceRange>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkImageSubresourceRange(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5);
@@ -19903,11 +20108,12 @@ pub unsafe fn replay(
             let a5: *const vk::ImageSubresourceRange = match &p.p_ranges {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ImageSubresourceRange> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkImageSubresourceRange(y, a, r)?);
+                    let t = a.raw::<vk::ImageSubresourceRange>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkImageSubresourceRange(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5);
@@ -19929,22 +20135,24 @@ pub unsafe fn replay(
             let a2: *const vk::ClearAttachment = match &p.p_attachments {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ClearAttachment> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkClearAttachment(y, a, r)?);
+                    let t = a.raw::<vk::ClearAttachment>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkClearAttachment(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: u32 = p.rect_count;
             let a4: *const vk::ClearRect = match &p.p_rects {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ClearRect> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkClearRect(y, a, r)?);
+                    let t = a.raw::<vk::ClearRect>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkClearRect(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4);
@@ -19970,11 +20178,12 @@ pub unsafe fn replay(
             let a6: *const vk::ImageResolve = match &p.p_regions {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ImageResolve> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkImageResolve(y, a, r)?);
+                    let t = a.raw::<vk::ImageResolve>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkImageResolve(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5, a6);
@@ -20030,11 +20239,12 @@ pub unsafe fn replay(
             let a2: *const vk::Event = match &p.p_events {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Event> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Event::from_raw(h(r, vk::ObjectType::EVENT, (*y))?));
+                    let t = a.raw::<vk::Event>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Event::from_raw(h(r, vk::ObjectType::EVENT, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::PipelineStageFlags = vk::PipelineStageFlags::from_raw(p.src_stage_mask);
@@ -20043,33 +20253,36 @@ pub unsafe fn replay(
             let a6: *const vk::MemoryBarrier<'_> = match &p.p_memory_barriers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::MemoryBarrier<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkMemoryBarrier(y, a, r)?);
+                    let t = a.raw::<vk::MemoryBarrier<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkMemoryBarrier(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a7: u32 = p.buffer_memory_barrier_count;
             let a8: *const vk::BufferMemoryBarrier<'_> = match &p.p_buffer_memory_barriers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BufferMemoryBarrier<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBufferMemoryBarrier(y, a, r)?);
+                    let t = a.raw::<vk::BufferMemoryBarrier<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBufferMemoryBarrier(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a9: u32 = p.image_memory_barrier_count;
             let a10: *const vk::ImageMemoryBarrier<'_> = match &p.p_image_memory_barriers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ImageMemoryBarrier<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkImageMemoryBarrier(y, a, r)?);
+                    let t = a.raw::<vk::ImageMemoryBarrier<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkImageMemoryBarrier(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10);
@@ -20094,33 +20307,36 @@ pub unsafe fn replay(
             let a5: *const vk::MemoryBarrier<'_> = match &p.p_memory_barriers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::MemoryBarrier<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkMemoryBarrier(y, a, r)?);
+                    let t = a.raw::<vk::MemoryBarrier<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkMemoryBarrier(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a6: u32 = p.buffer_memory_barrier_count;
             let a7: *const vk::BufferMemoryBarrier<'_> = match &p.p_buffer_memory_barriers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BufferMemoryBarrier<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBufferMemoryBarrier(y, a, r)?);
+                    let t = a.raw::<vk::BufferMemoryBarrier<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBufferMemoryBarrier(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a8: u32 = p.image_memory_barrier_count;
             let a9: *const vk::ImageMemoryBarrier<'_> = match &p.p_image_memory_barriers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ImageMemoryBarrier<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkImageMemoryBarrier(y, a, r)?);
+                    let t = a.raw::<vk::ImageMemoryBarrier<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkImageMemoryBarrier(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9);
@@ -20318,15 +20534,16 @@ pub unsafe fn replay(
             let a2: *const vk::CommandBuffer = match &p.p_command_buffers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::CommandBuffer> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::CommandBuffer::from_raw(h(
+                    let t = a.raw::<vk::CommandBuffer>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::CommandBuffer::from_raw(h(
                             r,
                             vk::ObjectType::COMMAND_BUFFER,
                             (*y),
-                        )?));
+                        )?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -20363,11 +20580,12 @@ pub unsafe fn replay(
             let a2: *const vk::BindBufferMemoryInfo<'_> = match &p.p_bind_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BindBufferMemoryInfo<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBindBufferMemoryInfo(y, a, r)?);
+                    let t = a.raw::<vk::BindBufferMemoryInfo<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBindBufferMemoryInfo(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -20384,11 +20602,12 @@ pub unsafe fn replay(
             let a2: *const vk::BindImageMemoryInfo<'_> = match &p.p_bind_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BindImageMemoryInfo<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBindImageMemoryInfo(y, a, r)?);
+                    let t = a.raw::<vk::BindImageMemoryInfo<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBindImageMemoryInfo(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -20478,12 +20697,12 @@ pub unsafe fn replay(
                 match &p.p_physical_device_group_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PhysicalDeviceGroupProperties<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPhysicalDeviceGroupProperties(y, a, r)?);
+                        let t = a.raw::<vk::PhysicalDeviceGroupProperties<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPhysicalDeviceGroupProperties(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -20575,12 +20794,12 @@ pub unsafe fn replay(
                 match &p.p_sparse_memory_requirements {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SparseImageMemoryRequirements2<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkSparseImageMemoryRequirements2(y, a, r)?);
+                        let t = a.raw::<vk::SparseImageMemoryRequirements2<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkSparseImageMemoryRequirements2(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -20721,12 +20940,12 @@ pub unsafe fn replay(
                 match &p.p_queue_family_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::QueueFamilyProperties2<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkQueueFamilyProperties2(y, a, r)?);
+                        let t = a.raw::<vk::QueueFamilyProperties2<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkQueueFamilyProperties2(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -20792,12 +21011,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SparseImageFormatProperties2<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkSparseImageFormatProperties2(y, a, r)?);
+                        let t = a.raw::<vk::SparseImageFormatProperties2<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkSparseImageFormatProperties2(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -21433,12 +21652,12 @@ pub unsafe fn replay(
                 match &p.p_tool_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PhysicalDeviceToolProperties<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPhysicalDeviceToolProperties(y, a, r)?);
+                        let t = a.raw::<vk::PhysicalDeviceToolProperties<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPhysicalDeviceToolProperties(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -21602,21 +21821,23 @@ pub unsafe fn replay(
             let a2: *const vk::Event = match &p.p_events {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Event> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Event::from_raw(h(r, vk::ObjectType::EVENT, (*y))?));
+                    let t = a.raw::<vk::Event>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Event::from_raw(h(r, vk::ObjectType::EVENT, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: *const vk::DependencyInfo<'_> = match &p.p_dependency_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DependencyInfo<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkDependencyInfo(y, a, r)?);
+                    let t = a.raw::<vk::DependencyInfo<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkDependencyInfo(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -21675,11 +21896,12 @@ pub unsafe fn replay(
             let a2: *const vk::SubmitInfo2<'_> = match &p.p_submits {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::SubmitInfo2<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkSubmitInfo2(y, a, r)?);
+                    let t = a.raw::<vk::SubmitInfo2<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkSubmitInfo2(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::Fence = vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, p.fence)?);
@@ -21918,11 +22140,12 @@ pub unsafe fn replay(
             let a2: *const vk::Viewport = match &p.p_viewports {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Viewport> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkViewport(y, a, r)?);
+                    let t = a.raw::<vk::Viewport>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkViewport(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -21944,11 +22167,12 @@ pub unsafe fn replay(
             let a2: *const vk::Rect2D = match &p.p_scissors {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkRect2D(y, a, r)?);
+                    let t = a.raw::<vk::Rect2D>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkRect2D(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -21971,41 +22195,45 @@ pub unsafe fn replay(
             let a3: *const vk::Buffer = match &p.p_buffers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Buffer> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?));
+                    let t = a.raw::<vk::Buffer>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a4: *const vk::DeviceSize = match &p.p_offsets {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a5: *const vk::DeviceSize = match &p.p_sizes {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a6: *const vk::DeviceSize = match &p.p_strides {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5, a6);
@@ -22245,12 +22473,12 @@ pub unsafe fn replay(
                 match &p.p_sparse_memory_requirements {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SparseImageMemoryRequirements2<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkSparseImageMemoryRequirements2(y, a, r)?);
+                        let t = a.raw::<vk::SparseImageMemoryRequirements2<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkSparseImageMemoryRequirements2(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -22354,11 +22582,12 @@ pub unsafe fn replay(
                 match &p.p_surface_formats {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SurfaceFormatKHR> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkSurfaceFormatKHR(y, a, r)?);
+                        let t = a.raw::<vk::SurfaceFormatKHR>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkSurfaceFormatKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -22393,11 +22622,12 @@ pub unsafe fn replay(
                 match &p.p_present_modes {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PresentModeKHR> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::PresentModeKHR::from_raw((*y)));
+                        let t = a.raw::<vk::PresentModeKHR>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::PresentModeKHR::from_raw((*y));
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -22478,11 +22708,12 @@ pub unsafe fn replay(
                 match &p.p_swapchain_images {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::Image> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::Image::from_raw(h(r, vk::ObjectType::IMAGE, (*y))?));
+                        let t = a.raw::<vk::Image>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::Image::from_raw(h(r, vk::ObjectType::IMAGE, (*y))?);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -22613,11 +22844,12 @@ pub unsafe fn replay(
                 match &p.p_rects {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkRect2D(y, a, r)?);
+                        let t = a.raw::<vk::Rect2D>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkRect2D(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -22677,12 +22909,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::DisplayPropertiesKHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkDisplayPropertiesKHR(y, a, r)?);
+                        let t = a.raw::<vk::DisplayPropertiesKHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkDisplayPropertiesKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -22715,11 +22947,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::DisplayPlanePropertiesKHR> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkDisplayPlanePropertiesKHR(y, a, r)?);
+                        let t = a.raw::<vk::DisplayPlanePropertiesKHR>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkDisplayPlanePropertiesKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -22753,15 +22986,13 @@ pub unsafe fn replay(
                 match &p.p_displays {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::DisplayKHR> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::DisplayKHR::from_raw(h(
-                                r,
-                                vk::ObjectType::DISPLAY_KHR,
-                                (*y),
-                            )?));
+                        let t = a.raw::<vk::DisplayKHR>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v =
+                                vk::DisplayKHR::from_raw(h(r, vk::ObjectType::DISPLAY_KHR, (*y))?);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -22807,11 +23038,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::DisplayModePropertiesKHR> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkDisplayModePropertiesKHR(y, a, r)?);
+                        let t = a.raw::<vk::DisplayModePropertiesKHR>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkDisplayModePropertiesKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -22937,12 +23169,12 @@ pub unsafe fn replay(
             let a2: *const vk::SwapchainCreateInfoKHR<'_> = match &p.p_create_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::SwapchainCreateInfoKHR<'static>> =
-                        Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkSwapchainCreateInfoKHR(y, a, r)?);
+                    let t = a.raw::<vk::SwapchainCreateInfoKHR<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkSwapchainCreateInfoKHR(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: *const vk::AllocationCallbacks<'_> = std::ptr::null();
@@ -22951,15 +23183,16 @@ pub unsafe fn replay(
                 match &p.p_swapchains {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SwapchainKHR> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::SwapchainKHR::from_raw(h(
+                        let t = a.raw::<vk::SwapchainKHR>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::SwapchainKHR::from_raw(h(
                                 r,
                                 vk::ObjectType::SWAPCHAIN_KHR,
                                 (*y),
-                            )?));
+                            )?);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -23388,12 +23621,12 @@ pub unsafe fn replay(
                 match &p.p_video_format_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::VideoFormatPropertiesKHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkVideoFormatPropertiesKHR(y, a, r)?);
+                        let t = a.raw::<vk::VideoFormatPropertiesKHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkVideoFormatPropertiesKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -23483,12 +23716,12 @@ pub unsafe fn replay(
                 match &p.p_memory_requirements {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::VideoSessionMemoryRequirementsKHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkVideoSessionMemoryRequirementsKHR(y, a, r)?);
+                        let t = a.raw::<vk::VideoSessionMemoryRequirementsKHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkVideoSessionMemoryRequirementsKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -23512,12 +23745,12 @@ pub unsafe fn replay(
                 match &p.p_bind_session_memory_infos {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::BindVideoSessionMemoryInfoKHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkBindVideoSessionMemoryInfoKHR(y, a, r)?);
+                        let t = a.raw::<vk::BindVideoSessionMemoryInfoKHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkBindVideoSessionMemoryInfoKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 };
             let ret = f(a0, a1, a2, a3);
@@ -23709,31 +23942,34 @@ pub unsafe fn replay(
             let a3: *const vk::Buffer = match &p.p_buffers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Buffer> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?));
+                    let t = a.raw::<vk::Buffer>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a4: *const vk::DeviceSize = match &p.p_offsets {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a5: *const vk::DeviceSize = match &p.p_sizes {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5);
@@ -23756,21 +23992,23 @@ pub unsafe fn replay(
             let a3: *const vk::Buffer = match &p.p_counter_buffers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Buffer> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?));
+                    let t = a.raw::<vk::Buffer>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a4: *const vk::DeviceSize = match &p.p_counter_buffer_offsets {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4);
@@ -23793,21 +24031,23 @@ pub unsafe fn replay(
             let a3: *const vk::Buffer = match &p.p_counter_buffers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Buffer> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?));
+                    let t = a.raw::<vk::Buffer>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a4: *const vk::DeviceSize = match &p.p_counter_buffer_offsets {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4);
@@ -24294,12 +24534,12 @@ pub unsafe fn replay(
                 match &p.p_queue_family_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::QueueFamilyProperties2<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkQueueFamilyProperties2(y, a, r)?);
+                        let t = a.raw::<vk::QueueFamilyProperties2<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkQueueFamilyProperties2(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -24365,12 +24605,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SparseImageFormatProperties2<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkSparseImageFormatProperties2(y, a, r)?);
+                        let t = a.raw::<vk::SparseImageFormatProperties2<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkSparseImageFormatProperties2(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -24476,12 +24716,12 @@ pub unsafe fn replay(
                 match &p.p_physical_device_group_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PhysicalDeviceGroupProperties<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPhysicalDeviceGroupProperties(y, a, r)?);
+                        let t = a.raw::<vk::PhysicalDeviceGroupProperties<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPhysicalDeviceGroupProperties(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -24667,11 +24907,12 @@ pub unsafe fn replay(
             let a5: *const vk::WriteDescriptorSet<'_> = match &p.p_descriptor_writes {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::WriteDescriptorSet<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkWriteDescriptorSet(y, a, r)?);
+                    let t = a.raw::<vk::WriteDescriptorSet<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkWriteDescriptorSet(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5);
@@ -24844,11 +25085,12 @@ pub unsafe fn replay(
             let a3: *const vk::ViewportWScalingNV = match &p.p_viewport_w_scalings {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ViewportWScalingNV> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkViewportWScalingNV(y, a, r)?);
+                    let t = a.raw::<vk::ViewportWScalingNV>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkViewportWScalingNV(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -25057,12 +25299,12 @@ pub unsafe fn replay(
                 match &p.p_presentation_timings {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PastPresentationTimingGOOGLE> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPastPresentationTimingGOOGLE(y, a, r)?);
+                        let t = a.raw::<vk::PastPresentationTimingGOOGLE>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPastPresentationTimingGOOGLE(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -25085,11 +25327,12 @@ pub unsafe fn replay(
             let a3: *const vk::Rect2D = match &p.p_discard_rectangles {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkRect2D(y, a, r)?);
+                    let t = a.raw::<vk::Rect2D>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkRect2D(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -25107,25 +25350,24 @@ pub unsafe fn replay(
             let a2: *const vk::SwapchainKHR = match &p.p_swapchains {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::SwapchainKHR> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::SwapchainKHR::from_raw(h(
-                            r,
-                            vk::ObjectType::SWAPCHAIN_KHR,
-                            (*y),
-                        )?));
+                    let t = a.raw::<vk::SwapchainKHR>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v =
+                            vk::SwapchainKHR::from_raw(h(r, vk::ObjectType::SWAPCHAIN_KHR, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: *const vk::HdrMetadataEXT<'_> = match &p.p_metadata {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::HdrMetadataEXT<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkHdrMetadataEXT(y, a, r)?);
+                    let t = a.raw::<vk::HdrMetadataEXT<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkHdrMetadataEXT(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -25365,12 +25607,12 @@ pub unsafe fn replay(
                 match &p.p_counters {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PerformanceCounterKHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPerformanceCounterKHR(y, a, r)?);
+                        let t = a.raw::<vk::PerformanceCounterKHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPerformanceCounterKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -25379,12 +25621,12 @@ pub unsafe fn replay(
                 match &p.p_counter_descriptions {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PerformanceCounterDescriptionKHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPerformanceCounterDescriptionKHR(y, a, r)?);
+                        let t = a.raw::<vk::PerformanceCounterDescriptionKHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPerformanceCounterDescriptionKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -25518,12 +25760,12 @@ pub unsafe fn replay(
                 match &p.p_surface_formats {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SurfaceFormat2KHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkSurfaceFormat2KHR(y, a, r)?);
+                        let t = a.raw::<vk::SurfaceFormat2KHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkSurfaceFormat2KHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -25556,12 +25798,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::DisplayProperties2KHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkDisplayProperties2KHR(y, a, r)?);
+                        let t = a.raw::<vk::DisplayProperties2KHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkDisplayProperties2KHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -25594,12 +25836,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::DisplayPlaneProperties2KHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkDisplayPlaneProperties2KHR(y, a, r)?);
+                        let t = a.raw::<vk::DisplayPlaneProperties2KHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkDisplayPlaneProperties2KHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -25634,12 +25876,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::DisplayModeProperties2KHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkDisplayModeProperties2KHR(y, a, r)?);
+                        let t = a.raw::<vk::DisplayModeProperties2KHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkDisplayModeProperties2KHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -26031,12 +26273,12 @@ pub unsafe fn replay(
                 match &p.p_sparse_memory_requirements {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SparseImageMemoryRequirements2<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkSparseImageMemoryRequirements2(y, a, r)?);
+                        let t = a.raw::<vk::SparseImageMemoryRequirements2<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkSparseImageMemoryRequirements2(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -26181,15 +26423,16 @@ pub unsafe fn replay(
             let a2: *const vk::AccelerationStructureKHR = match &p.p_acceleration_structures {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::AccelerationStructureKHR> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::AccelerationStructureKHR::from_raw(h(
+                    let t = a.raw::<vk::AccelerationStructureKHR>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::AccelerationStructureKHR::from_raw(h(
                             r,
                             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
                             (*y),
-                        )?));
+                        )?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::QueryType = vk::QueryType::from_raw(p.query_type);
@@ -26304,15 +26547,16 @@ pub unsafe fn replay(
             let a2: *const vk::AccelerationStructureKHR = match &p.p_acceleration_structures {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::AccelerationStructureKHR> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::AccelerationStructureKHR::from_raw(h(
+                    let t = a.raw::<vk::AccelerationStructureKHR>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::AccelerationStructureKHR::from_raw(h(
                             r,
                             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
                             (*y),
-                        )?));
+                        )?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::QueryType = vk::QueryType::from_raw(p.query_type);
@@ -26371,11 +26615,12 @@ pub unsafe fn replay(
             let a3: *const u32 = match &p.p_max_primitive_counts {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<u32> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<u32>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a4: *mut vk::AccelerationStructureBuildSizesInfoKHR<'_> = {
@@ -26462,12 +26707,12 @@ pub unsafe fn replay(
             let a4: *const vk::RayTracingPipelineCreateInfoKHR<'_> = match &p.p_create_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::RayTracingPipelineCreateInfoKHR<'static>> =
-                        Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkRayTracingPipelineCreateInfoKHR(y, a, r)?);
+                    let t = a.raw::<vk::RayTracingPipelineCreateInfoKHR<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkRayTracingPipelineCreateInfoKHR(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a5: *const vk::AllocationCallbacks<'_> = std::ptr::null();
@@ -26476,15 +26721,12 @@ pub unsafe fn replay(
                 match &p.p_pipelines {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::Pipeline> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::Pipeline::from_raw(h(
-                                r,
-                                vk::ObjectType::PIPELINE,
-                                (*y),
-                            )?));
+                        let t = a.raw::<vk::Pipeline>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::Pipeline::from_raw(h(r, vk::ObjectType::PIPELINE, (*y))?);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -26691,11 +26933,12 @@ pub unsafe fn replay(
             let a2: *const vk::BindBufferMemoryInfo<'_> = match &p.p_bind_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BindBufferMemoryInfo<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBindBufferMemoryInfo(y, a, r)?);
+                    let t = a.raw::<vk::BindBufferMemoryInfo<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBindBufferMemoryInfo(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -26712,11 +26955,12 @@ pub unsafe fn replay(
             let a2: *const vk::BindImageMemoryInfo<'_> = match &p.p_bind_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BindImageMemoryInfo<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBindImageMemoryInfo(y, a, r)?);
+                    let t = a.raw::<vk::BindImageMemoryInfo<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBindImageMemoryInfo(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -26815,15 +27059,16 @@ pub unsafe fn replay(
             let a3: *const vk::ValidationCacheEXT = match &p.p_src_caches {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ValidationCacheEXT> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::ValidationCacheEXT::from_raw(h(
+                    let t = a.raw::<vk::ValidationCacheEXT>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::ValidationCacheEXT::from_raw(h(
                             r,
                             vk::ObjectType::VALIDATION_CACHE_EXT,
                             (*y),
-                        )?));
+                        )?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -26895,11 +27140,12 @@ pub unsafe fn replay(
             let a3: *const vk::ShadingRatePaletteNV<'_> = match &p.p_shading_rate_palettes {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ShadingRatePaletteNV<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkShadingRatePaletteNV(y, a, r)?);
+                    let t = a.raw::<vk::ShadingRatePaletteNV<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkShadingRatePaletteNV(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -26923,12 +27169,12 @@ pub unsafe fn replay(
             let a3: *const vk::CoarseSampleOrderCustomNV<'_> = match &p.p_custom_sample_orders {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::CoarseSampleOrderCustomNV<'static>> =
-                        Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkCoarseSampleOrderCustomNV(y, a, r)?);
+                    let t = a.raw::<vk::CoarseSampleOrderCustomNV<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkCoarseSampleOrderCustomNV(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -27030,12 +27276,12 @@ pub unsafe fn replay(
             let a2: *const vk::BindAccelerationStructureMemoryInfoNV<'_> = match &p.p_bind_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::BindAccelerationStructureMemoryInfoNV<'static>> =
-                        Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkBindAccelerationStructureMemoryInfoNV(y, a, r)?);
+                    let t = a.raw::<vk::BindAccelerationStructureMemoryInfoNV<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkBindAccelerationStructureMemoryInfoNV(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -27169,12 +27415,12 @@ pub unsafe fn replay(
             let a3: *const vk::RayTracingPipelineCreateInfoNV<'_> = match &p.p_create_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::RayTracingPipelineCreateInfoNV<'static>> =
-                        Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkRayTracingPipelineCreateInfoNV(y, a, r)?);
+                    let t = a.raw::<vk::RayTracingPipelineCreateInfoNV<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkRayTracingPipelineCreateInfoNV(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a4: *const vk::AllocationCallbacks<'_> = std::ptr::null();
@@ -27183,15 +27429,12 @@ pub unsafe fn replay(
                 match &p.p_pipelines {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::Pipeline> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::Pipeline::from_raw(h(
-                                r,
-                                vk::ObjectType::PIPELINE,
-                                (*y),
-                            )?));
+                        let t = a.raw::<vk::Pipeline>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::Pipeline::from_raw(h(r, vk::ObjectType::PIPELINE, (*y))?);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -27269,15 +27512,16 @@ pub unsafe fn replay(
             let a2: *const vk::AccelerationStructureNV = match &p.p_acceleration_structures {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::AccelerationStructureNV> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::AccelerationStructureNV::from_raw(h(
+                    let t = a.raw::<vk::AccelerationStructureNV>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::AccelerationStructureNV::from_raw(h(
                             r,
                             vk::ObjectType::ACCELERATION_STRUCTURE_NV,
                             (*y),
-                        )?));
+                        )?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::QueryType = vk::QueryType::from_raw(p.query_type);
@@ -27441,11 +27685,12 @@ pub unsafe fn replay(
                 match &p.p_time_domains {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::TimeDomainEXT> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(vk::TimeDomainEXT::from_raw((*y)));
+                        let t = a.raw::<vk::TimeDomainEXT>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = vk::TimeDomainEXT::from_raw((*y));
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -27463,12 +27708,12 @@ pub unsafe fn replay(
             let a2: *const vk::CalibratedTimestampInfoEXT<'_> = match &p.p_timestamp_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::CalibratedTimestampInfoEXT<'static>> =
-                        Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkCalibratedTimestampInfoEXT(y, a, r)?);
+                    let t = a.raw::<vk::CalibratedTimestampInfoEXT<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkCalibratedTimestampInfoEXT(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: *mut u64 = {
@@ -27476,11 +27721,12 @@ pub unsafe fn replay(
                 match &p.p_timestamps {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<u64> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push((*y));
+                        let t = a.raw::<u64>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = (*y);
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -27571,11 +27817,12 @@ pub unsafe fn replay(
             let a3: *const vk::Rect2D = match &p.p_exclusive_scissors {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkRect2D(y, a, r)?);
+                    let t = a.raw::<vk::Rect2D>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkRect2D(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -27620,11 +27867,12 @@ pub unsafe fn replay(
                 match &p.p_checkpoint_data {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::CheckpointDataNV<'static>> = Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkCheckpointDataNV(y, a, r)?);
+                        let t = a.raw::<vk::CheckpointDataNV<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkCheckpointDataNV(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -27917,12 +28165,12 @@ pub unsafe fn replay(
                 match &p.p_fragment_shading_rates {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PhysicalDeviceFragmentShadingRateKHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPhysicalDeviceFragmentShadingRateKHR(y, a, r)?);
+                        let t = a.raw::<vk::PhysicalDeviceFragmentShadingRateKHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPhysicalDeviceFragmentShadingRateKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -28005,12 +28253,12 @@ pub unsafe fn replay(
                 match &p.p_tool_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PhysicalDeviceToolProperties<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPhysicalDeviceToolProperties(y, a, r)?);
+                        let t = a.raw::<vk::PhysicalDeviceToolProperties<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPhysicalDeviceToolProperties(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -28057,12 +28305,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::CooperativeMatrixPropertiesNV<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkCooperativeMatrixPropertiesNV(y, a, r)?);
+                        let t = a.raw::<vk::CooperativeMatrixPropertiesNV<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkCooperativeMatrixPropertiesNV(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -28097,12 +28345,12 @@ pub unsafe fn replay(
                 match &p.p_combinations {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::FramebufferMixedSamplesCombinationNV<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkFramebufferMixedSamplesCombinationNV(y, a, r)?);
+                        let t = a.raw::<vk::FramebufferMixedSamplesCombinationNV<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkFramebufferMixedSamplesCombinationNV(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -28294,11 +28542,12 @@ pub unsafe fn replay(
             let a2: *const vk::Viewport = match &p.p_viewports {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Viewport> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkViewport(y, a, r)?);
+                    let t = a.raw::<vk::Viewport>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkViewport(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -28320,11 +28569,12 @@ pub unsafe fn replay(
             let a2: *const vk::Rect2D = match &p.p_scissors {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Rect2D> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkRect2D(y, a, r)?);
+                    let t = a.raw::<vk::Rect2D>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkRect2D(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -28347,41 +28597,45 @@ pub unsafe fn replay(
             let a3: *const vk::Buffer = match &p.p_buffers {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Buffer> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?));
+                    let t = a.raw::<vk::Buffer>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a4: *const vk::DeviceSize = match &p.p_offsets {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a5: *const vk::DeviceSize = match &p.p_sizes {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a6: *const vk::DeviceSize = match &p.p_strides {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5, a6);
@@ -28612,12 +28866,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PipelineExecutablePropertiesKHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPipelineExecutablePropertiesKHR(y, a, r)?);
+                        let t = a.raw::<vk::PipelineExecutablePropertiesKHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPipelineExecutablePropertiesKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -28653,12 +28907,12 @@ pub unsafe fn replay(
                 match &p.p_statistics {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PipelineExecutableStatisticKHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPipelineExecutableStatisticKHR(y, a, r)?);
+                        let t = a.raw::<vk::PipelineExecutableStatisticKHR<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPipelineExecutableStatisticKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -28694,12 +28948,14 @@ pub unsafe fn replay(
                 match &p.p_internal_representations {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::PipelineExecutableInternalRepresentationKHR<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkPipelineExecutableInternalRepresentationKHR(y, a, r)?);
+                        let t = a.raw::<vk::PipelineExecutableInternalRepresentationKHR<'static>>(
+                            x.len(),
+                        );
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkPipelineExecutableInternalRepresentationKHR(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -29082,21 +29338,23 @@ pub unsafe fn replay(
             let a2: *const vk::Event = match &p.p_events {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Event> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::Event::from_raw(h(r, vk::ObjectType::EVENT, (*y))?));
+                    let t = a.raw::<vk::Event>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::Event::from_raw(h(r, vk::ObjectType::EVENT, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: *const vk::DependencyInfo<'_> = match &p.p_dependency_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DependencyInfo<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkDependencyInfo(y, a, r)?);
+                    let t = a.raw::<vk::DependencyInfo<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkDependencyInfo(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -29155,11 +29413,12 @@ pub unsafe fn replay(
             let a2: *const vk::SubmitInfo2<'_> = match &p.p_submits {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::SubmitInfo2<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkSubmitInfo2(y, a, r)?);
+                    let t = a.raw::<vk::SubmitInfo2<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkSubmitInfo2(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::Fence = vk::Fence::from_raw(h(r, vk::ObjectType::FENCE, p.fence)?);
@@ -29207,12 +29466,12 @@ pub unsafe fn replay(
                 match &p.p_checkpoint_data {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::CheckpointData2NV<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkCheckpointData2NV(y, a, r)?);
+                        let t = a.raw::<vk::CheckpointData2NV<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkCheckpointData2NV(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -29314,12 +29573,12 @@ pub unsafe fn replay(
             let a2: *const vk::DescriptorBufferBindingInfoEXT<'_> = match &p.p_binding_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DescriptorBufferBindingInfoEXT<'static>> =
-                        Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkDescriptorBufferBindingInfoEXT(y, a, r)?);
+                    let t = a.raw::<vk::DescriptorBufferBindingInfoEXT<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkDescriptorBufferBindingInfoEXT(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -29345,21 +29604,23 @@ pub unsafe fn replay(
             let a5: *const u32 = match &p.p_buffer_indices {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<u32> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<u32>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a6: *const vk::DeviceSize = match &p.p_offsets {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DeviceSize> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::DeviceSize>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5, a6);
@@ -29785,12 +30046,12 @@ pub unsafe fn replay(
                 match &p.p_vertex_binding_descriptions {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::VertexInputBindingDescription2EXT<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkVertexInputBindingDescription2EXT(y, a, r)?);
+                        let t = a.raw::<vk::VertexInputBindingDescription2EXT<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkVertexInputBindingDescription2EXT(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 };
             let a3: u32 = p.vertex_attribute_description_count;
@@ -29798,12 +30059,12 @@ pub unsafe fn replay(
                 match &p.p_vertex_attribute_descriptions {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::VertexInputAttributeDescription2EXT<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkVertexInputAttributeDescription2EXT(y, a, r)?);
+                        let t = a.raw::<vk::VertexInputAttributeDescription2EXT<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkVertexInputAttributeDescription2EXT(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 };
             let ret = f(a0, a1, a2, a3, a4);
@@ -29985,11 +30246,12 @@ pub unsafe fn replay(
             let a2: *const vk::Bool32 = match &p.p_color_write_enables {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Bool32> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::Bool32>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -30077,11 +30339,12 @@ pub unsafe fn replay(
             let a2: *const vk::MicromapBuildInfoEXT<'_> = match &p.p_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::MicromapBuildInfoEXT<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkMicromapBuildInfoEXT(y, a, r)?);
+                    let t = a.raw::<vk::MicromapBuildInfoEXT<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkMicromapBuildInfoEXT(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -30104,11 +30367,12 @@ pub unsafe fn replay(
             let a3: *const vk::MicromapBuildInfoEXT<'_> = match &p.p_infos {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::MicromapBuildInfoEXT<'static>> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkMicromapBuildInfoEXT(y, a, r)?);
+                    let t = a.raw::<vk::MicromapBuildInfoEXT<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkMicromapBuildInfoEXT(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -30191,15 +30455,13 @@ pub unsafe fn replay(
             let a2: *const vk::MicromapEXT = match &p.p_micromaps {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::MicromapEXT> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::MicromapEXT::from_raw(h(
-                            r,
-                            vk::ObjectType::MICROMAP_EXT,
-                            (*y),
-                        )?));
+                    let t = a.raw::<vk::MicromapEXT>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v =
+                            vk::MicromapEXT::from_raw(h(r, vk::ObjectType::MICROMAP_EXT, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::QueryType = vk::QueryType::from_raw(p.query_type);
@@ -30296,15 +30558,13 @@ pub unsafe fn replay(
             let a2: *const vk::MicromapEXT = match &p.p_micromaps {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::MicromapEXT> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::MicromapEXT::from_raw(h(
-                            r,
-                            vk::ObjectType::MICROMAP_EXT,
-                            (*y),
-                        )?));
+                    let t = a.raw::<vk::MicromapEXT>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v =
+                            vk::MicromapEXT::from_raw(h(r, vk::ObjectType::MICROMAP_EXT, (*y))?);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let a3: vk::QueryType = vk::QueryType::from_raw(p.query_type);
@@ -30507,12 +30767,12 @@ pub unsafe fn replay(
                 match &p.p_sparse_memory_requirements {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::SparseImageMemoryRequirements2<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkSparseImageMemoryRequirements2(y, a, r)?);
+                        let t = a.raw::<vk::SparseImageMemoryRequirements2<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkSparseImageMemoryRequirements2(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -30609,11 +30869,12 @@ pub unsafe fn replay(
             let a6: *const vk::ImageSubresourceLayers = match &p.p_image_subresources {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ImageSubresourceLayers> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkImageSubresourceLayers(y, a, r)?);
+                    let t = a.raw::<vk::ImageSubresourceLayers>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkImageSubresourceLayers(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3, a4, a5, a6);
@@ -30635,11 +30896,12 @@ pub unsafe fn replay(
             let a2: *const vk::DecompressMemoryRegionNV = match &p.p_decompress_memory_regions {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::DecompressMemoryRegionNV> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkDecompressMemoryRegionNV(y, a, r)?);
+                    let t = a.raw::<vk::DecompressMemoryRegionNV>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkDecompressMemoryRegionNV(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -30744,11 +31006,12 @@ pub unsafe fn replay(
             let a2: *const vk::SampleMask = match &p.p_sample_mask {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::SampleMask> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::SampleMask>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -30819,11 +31082,12 @@ pub unsafe fn replay(
             let a3: *const vk::Bool32 = match &p.p_color_blend_enables {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::Bool32> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<vk::Bool32>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -30846,11 +31110,12 @@ pub unsafe fn replay(
             let a3: *const vk::ColorBlendEquationEXT = match &p.p_color_blend_equations {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ColorBlendEquationEXT> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkColorBlendEquationEXT(y, a, r)?);
+                    let t = a.raw::<vk::ColorBlendEquationEXT>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkColorBlendEquationEXT(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -30873,11 +31138,12 @@ pub unsafe fn replay(
             let a3: *const vk::ColorComponentFlags = match &p.p_color_write_masks {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ColorComponentFlags> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(vk::ColorComponentFlags::from_raw((*y)));
+                    let t = a.raw::<vk::ColorComponentFlags>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = vk::ColorComponentFlags::from_raw((*y));
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -30981,11 +31247,12 @@ pub unsafe fn replay(
             let a3: *const vk::ColorBlendAdvancedEXT = match &p.p_color_blend_advanced {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ColorBlendAdvancedEXT> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkColorBlendAdvancedEXT(y, a, r)?);
+                    let t = a.raw::<vk::ColorBlendAdvancedEXT>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkColorBlendAdvancedEXT(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -31090,11 +31357,12 @@ pub unsafe fn replay(
             let a3: *const vk::ViewportSwizzleNV = match &p.p_viewport_swizzles {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<vk::ViewportSwizzleNV> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push(m_VkViewportSwizzleNV(y, a, r)?);
+                    let t = a.raw::<vk::ViewportSwizzleNV>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkViewportSwizzleNV(y, a, r)?;
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2, a3);
@@ -31181,11 +31449,12 @@ pub unsafe fn replay(
             let a2: *const f32 = match &p.p_coverage_modulation_table {
                 None => std::ptr::null_mut::<u8>() as _,
                 Some(x) => {
-                    let mut t: Vec<f32> = Vec::with_capacity(x.len());
-                    for y in x.iter() {
-                        t.push((*y));
+                    let t = a.raw::<f32>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
                     }
-                    a.slice(&t) as _
+                    t as _
                 }
             };
             let ret = f(a0, a1, a2);
@@ -31326,12 +31595,12 @@ pub unsafe fn replay(
                 match &p.p_image_format_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::OpticalFlowImageFormatPropertiesNV<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkOpticalFlowImageFormatPropertiesNV(y, a, r)?);
+                        let t = a.raw::<vk::OpticalFlowImageFormatPropertiesNV<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkOpticalFlowImageFormatPropertiesNV(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };
@@ -31465,12 +31734,12 @@ pub unsafe fn replay(
                 match &p.p_properties {
                     None => std::ptr::null_mut::<u8>() as _,
                     Some(x) => {
-                        let mut t: Vec<vk::TilePropertiesQCOM<'static>> =
-                            Vec::with_capacity(x.len());
-                        for y in x.iter() {
-                            t.push(m_VkTilePropertiesQCOM(y, a, r)?);
+                        let t = a.raw::<vk::TilePropertiesQCOM<'static>>(x.len());
+                        for (k, y) in x.iter().enumerate() {
+                            let v = m_VkTilePropertiesQCOM(y, a, r)?;
+                            t.add(k).write(v);
                         }
-                        a.slice(&t) as _
+                        t as _
                     }
                 }
             };

@@ -8,7 +8,7 @@
     unused_variables,
     clippy::all
 )]
-use crate::{DecodeError, Decoder, ToJson};
+use crate::{DecodeError, Decoder, ToJson, Union};
 use ash::vk;
 
 /// One element of a pNext chain.
@@ -5771,11 +5771,7 @@ impl VkPhysicalDeviceProperties {
         let device_name = d.string()?;
         let pipeline_cache_uuid = {
             let n = d.fixed_count(vk::UUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         let limits = VkPhysicalDeviceLimits::decode(d)?;
         let sparse_properties = VkPhysicalDeviceSparseProperties::decode(d)?;
@@ -6010,11 +6006,7 @@ impl VkDeviceQueueCreateInfo {
         let p_queue_priorities = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.f32()?);
-                }
-                out
+                d.scalars::<f32>(n)?
             })
         } else {
             None
@@ -6784,11 +6776,7 @@ impl VkWriteDescriptorSet {
         let p_texel_buffer_view = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -6924,11 +6912,7 @@ impl VkBufferCreateInfo {
         let p_queue_family_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -7347,11 +7331,7 @@ impl VkImageCreateInfo {
         let p_queue_family_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -7797,11 +7777,7 @@ impl VkBindSparseInfo {
         let p_wait_semaphores = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -7849,11 +7825,7 @@ impl VkBindSparseInfo {
         let p_signal_semaphores = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -8192,11 +8164,7 @@ impl VkShaderModuleCreateInfo {
         let p_code = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -8243,11 +8211,7 @@ impl VkDescriptorSetLayoutBinding {
         let p_immutable_samplers = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -8444,11 +8408,7 @@ impl VkDescriptorSetAllocateInfo {
         let p_set_layouts = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -9089,11 +9049,7 @@ impl VkPipelineMultisampleStateCreateInfo {
         let p_sample_mask = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -9232,11 +9188,7 @@ impl VkPipelineColorBlendStateCreateInfo {
         };
         let blend_constants = {
             let n = d.fixed_count(4)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.f32()?);
-            }
-            out
+            d.scalars::<f32>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -9293,11 +9245,7 @@ impl VkPipelineDynamicStateCreateInfo {
         let p_dynamic_states = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -9680,11 +9628,7 @@ impl VkPipelineCacheHeaderVersionOne {
         let device_id = d.u32()?;
         let pipeline_cache_uuid = {
             let n = d.fixed_count(vk::UUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         Ok(Self {
             header_size,
@@ -9770,11 +9714,7 @@ impl VkPipelineLayoutCreateInfo {
         let p_set_layouts = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -10123,7 +10063,7 @@ pub struct VkRenderPassBeginInfo {
     pub framebuffer: u64,
     pub render_area: VkRect2D,
     pub clear_value_count: u32,
-    pub p_clear_values: Option<Vec<Vec<u8>>>,
+    pub p_clear_values: Option<Vec<Union<{ std::mem::size_of::<vk::ClearValue>() }>>>,
 }
 impl VkRenderPassBeginInfo {
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
@@ -10144,7 +10084,7 @@ impl VkRenderPassBeginInfo {
                 let n = d.count()?;
                 let mut out = Vec::with_capacity(n);
                 for _ in 0..n {
-                    out.push(d.raw(std::mem::size_of::<vk::ClearValue>())?.to_vec());
+                    out.push(d.union::<{ std::mem::size_of::<vk::ClearValue>() }>()?);
                 }
                 out
             })
@@ -10210,14 +10150,14 @@ impl ToJson for VkClearDepthStencilValue {
 pub struct VkClearAttachment {
     pub aspect_mask: u32,
     pub color_attachment: u32,
-    pub clear_value: Vec<u8>,
+    pub clear_value: Union<{ std::mem::size_of::<vk::ClearValue>() }>,
 }
 impl VkClearAttachment {
     #[inline(never)]
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let aspect_mask = d.u32()?;
         let color_attachment = d.u32()?;
-        let clear_value = d.raw(std::mem::size_of::<vk::ClearValue>())?.to_vec();
+        let clear_value = d.union::<{ std::mem::size_of::<vk::ClearValue>() }>()?;
         Ok(Self {
             aspect_mask,
             color_attachment,
@@ -10392,11 +10332,7 @@ impl VkSubpassDescription {
         let p_preserve_attachments = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -11164,20 +11100,12 @@ impl VkPhysicalDeviceLimits {
         let max_compute_shared_memory_size = d.u32()?;
         let max_compute_work_group_count = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let max_compute_work_group_invocations = d.u32()?;
         let max_compute_work_group_size = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let sub_pixel_precision_bits = d.u32()?;
         let sub_texel_precision_bits = d.u32()?;
@@ -11189,19 +11117,11 @@ impl VkPhysicalDeviceLimits {
         let max_viewports = d.u32()?;
         let max_viewport_dimensions = {
             let n = d.fixed_count(2)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let viewport_bounds_range = {
             let n = d.fixed_count(2)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.f32()?);
-            }
-            out
+            d.scalars::<f32>(n)?
         };
         let viewport_sub_pixel_bits = d.u32()?;
         let min_memory_map_alignment = d.u64()?;
@@ -11237,19 +11157,11 @@ impl VkPhysicalDeviceLimits {
         let discrete_queue_priorities = d.u32()?;
         let point_size_range = {
             let n = d.fixed_count(2)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.f32()?);
-            }
-            out
+            d.scalars::<f32>(n)?
         };
         let line_width_range = {
             let n = d.fixed_count(2)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.f32()?);
-            }
-            out
+            d.scalars::<f32>(n)?
         };
         let point_size_granularity = d.f32()?;
         let line_width_granularity = d.f32()?;
@@ -11703,11 +11615,7 @@ impl VkFramebufferCreateInfo {
         let p_attachments = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -11947,11 +11855,7 @@ impl VkSubmitInfo {
         let p_wait_semaphores = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -11959,11 +11863,7 @@ impl VkSubmitInfo {
         let p_wait_dst_stage_mask = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -11972,11 +11872,7 @@ impl VkSubmitInfo {
         let p_command_buffers = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -11985,11 +11881,7 @@ impl VkSubmitInfo {
         let p_signal_semaphores = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -12653,11 +12545,7 @@ impl VkSwapchainCreateInfoKHR {
         let p_queue_family_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -12754,11 +12642,7 @@ impl VkPresentInfoKHR {
         let p_wait_semaphores = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -12767,11 +12651,7 @@ impl VkPresentInfoKHR {
         let p_swapchains = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -12779,11 +12659,7 @@ impl VkPresentInfoKHR {
         let p_image_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -12791,11 +12667,7 @@ impl VkPresentInfoKHR {
         let p_results = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -12897,11 +12769,7 @@ impl VkValidationFlagsEXT {
         let p_disabled_validation_checks = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -12949,11 +12817,7 @@ impl VkValidationFeaturesEXT {
         let p_enabled_validation_features = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -12962,11 +12826,7 @@ impl VkValidationFeaturesEXT {
         let p_disabled_validation_features = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -13149,11 +13009,7 @@ impl VkDebugMarkerMarkerInfoEXT {
         let p_marker_name = if d.flag()? { Some(d.string()?) } else { None };
         let color = {
             let n = d.fixed_count(4)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.f32()?);
-            }
-            out
+            d.scalars::<f32>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -13737,11 +13593,7 @@ impl VkGraphicsPipelineShaderGroupsCreateInfoNV {
         let p_pipelines = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -13947,11 +13799,7 @@ impl VkIndirectCommandsLayoutTokenNV {
         let p_index_types = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -13959,11 +13807,7 @@ impl VkIndirectCommandsLayoutTokenNV {
         let p_index_type_values = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -14061,11 +13905,7 @@ impl VkIndirectCommandsLayoutCreateInfoNV {
         let p_stream_strides = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -15085,27 +14925,15 @@ impl VkPhysicalDeviceIDProperties {
         let p_next = Vec::new();
         let device_uuid = {
             let n = d.fixed_count(vk::UUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         let driver_uuid = {
             let n = d.fixed_count(vk::UUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         let device_luid = {
             let n = d.fixed_count(vk::LUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         let device_node_mask = d.u32()?;
         let device_luid_valid = d.u32()?;
@@ -15860,11 +15688,7 @@ impl VkRenderPassMultiviewCreateInfo {
         let p_view_masks = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -15873,11 +15697,7 @@ impl VkRenderPassMultiviewCreateInfo {
         let p_view_offsets = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -15886,11 +15706,7 @@ impl VkRenderPassMultiviewCreateInfo {
         let p_correlation_masks = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -16168,11 +15984,7 @@ impl VkPhysicalDeviceGroupProperties {
         let physical_device_count = d.u32()?;
         let physical_devices = {
             let n = d.fixed_count(vk::MAX_DEVICE_GROUP_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u64()?);
-            }
-            out
+            d.scalars::<u64>(n)?
         };
         let subset_allocation = d.u32()?;
         Ok(Self {
@@ -16302,11 +16114,7 @@ impl VkBindBufferMemoryDeviceGroupInfo {
         let p_device_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -16398,11 +16206,7 @@ impl VkBindImageMemoryDeviceGroupInfo {
         let p_device_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -16560,11 +16364,7 @@ impl VkDeviceGroupSubmitInfo {
         let p_wait_semaphore_device_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -16573,11 +16373,7 @@ impl VkDeviceGroupSubmitInfo {
         let p_command_buffer_device_masks = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -16586,11 +16382,7 @@ impl VkDeviceGroupSubmitInfo {
         let p_signal_semaphore_device_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -16685,11 +16477,7 @@ impl VkDeviceGroupPresentCapabilitiesKHR {
         let p_next = Vec::new();
         let present_mask = {
             let n = d.fixed_count(vk::MAX_DEVICE_GROUP_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let modes = d.u32()?;
         Ok(Self {
@@ -16861,11 +16649,7 @@ impl VkDeviceGroupPresentInfoKHR {
         let p_device_masks = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -16915,11 +16699,7 @@ impl VkDeviceGroupDeviceCreateInfo {
         let p_physical_devices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -17186,11 +16966,7 @@ impl VkPresentIdKHR {
         let p_present_ids = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -19602,11 +19378,7 @@ impl VkPhysicalDeviceSampleLocationsPropertiesEXT {
         let max_sample_location_grid_size = VkExtent2D::decode(d)?;
         let sample_location_coordinate_range = {
             let n = d.fixed_count(2)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.f32()?);
-            }
-            out
+            d.scalars::<f32>(n)?
         };
         let sample_location_sub_pixel_bits = d.u32()?;
         let variable_sample_locations = d.u32()?;
@@ -20075,11 +19847,7 @@ impl VkPipelineCoverageModulationStateCreateInfoNV {
         let p_coverage_modulation_table = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.f32()?);
-                }
-                out
+                d.scalars::<f32>(n)?
             })
         } else {
             None
@@ -20134,11 +19902,7 @@ impl VkImageFormatListCreateInfo {
         let p_view_formats = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -20668,11 +20432,7 @@ impl VkShaderStatisticsInfoAMD {
         let num_available_sgprs = d.u32()?;
         let compute_work_group_size = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         Ok(Self {
             shader_stage_mask,
@@ -20794,11 +20554,7 @@ impl VkQueueFamilyGlobalPriorityPropertiesKHR {
         let priority_count = d.u32()?;
         let priorities = {
             let n = d.fixed_count(vk::MAX_GLOBAL_PRIORITY_SIZE_KHR)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.i32()?);
-            }
-            out
+            d.scalars::<i32>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -20938,11 +20694,7 @@ impl VkDebugUtilsLabelEXT {
         let p_label_name = if d.flag()? { Some(d.string()?) } else { None };
         let color = {
             let n = d.fixed_count(4)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.f32()?);
-            }
-            out
+            d.scalars::<f32>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -22002,11 +21754,7 @@ impl VkDescriptorSetLayoutBindingFlagsCreateInfo {
         let p_binding_flags = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -22052,11 +21800,7 @@ impl VkDescriptorSetVariableDescriptorCountAllocateInfo {
         let p_descriptor_counts = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -22309,11 +22053,7 @@ impl VkSubpassDescription2 {
         let p_preserve_attachments = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -22502,11 +22242,7 @@ impl VkRenderPassCreateInfo2 {
         let p_correlated_view_masks = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -22743,11 +22479,7 @@ impl VkTimelineSemaphoreSubmitInfo {
         let p_wait_semaphore_values = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -22756,11 +22488,7 @@ impl VkTimelineSemaphoreSubmitInfo {
         let p_signal_semaphore_values = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -22815,11 +22543,7 @@ impl VkSemaphoreWaitInfo {
         let p_semaphores = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -22827,11 +22551,7 @@ impl VkSemaphoreWaitInfo {
         let p_values = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -24320,11 +24040,7 @@ impl VkShadingRatePaletteNV {
         let p_shading_rate_palette_entries = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -24726,22 +24442,14 @@ impl VkPhysicalDeviceMeshShaderPropertiesNV {
         let max_task_work_group_invocations = d.u32()?;
         let max_task_work_group_size = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let max_task_total_memory_size = d.u32()?;
         let max_task_output_count = d.u32()?;
         let max_mesh_work_group_invocations = d.u32()?;
         let max_mesh_work_group_size = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let max_mesh_total_memory_size = d.u32()?;
         let max_mesh_output_vertices = d.u32()?;
@@ -24930,20 +24638,12 @@ impl VkPhysicalDeviceMeshShaderPropertiesEXT {
         let max_task_work_group_total_count = d.u32()?;
         let max_task_work_group_count = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let max_task_work_group_invocations = d.u32()?;
         let max_task_work_group_size = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let max_task_payload_size = d.u32()?;
         let max_task_shared_memory_size = d.u32()?;
@@ -24951,20 +24651,12 @@ impl VkPhysicalDeviceMeshShaderPropertiesEXT {
         let max_mesh_work_group_total_count = d.u32()?;
         let max_mesh_work_group_count = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let max_mesh_work_group_invocations = d.u32()?;
         let max_mesh_work_group_size = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let max_mesh_shared_memory_size = d.u32()?;
         let max_mesh_payload_and_shared_memory_size = d.u32()?;
@@ -25781,11 +25473,7 @@ impl VkBindAccelerationStructureMemoryInfoNV {
         let p_device_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -25840,11 +25528,7 @@ impl VkWriteDescriptorSetAccelerationStructureKHR {
         let p_acceleration_structures = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -25890,11 +25574,7 @@ impl VkWriteDescriptorSetAccelerationStructureNV {
         let p_acceleration_structures = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -26615,11 +26295,7 @@ impl VkPhysicalDeviceImageDrmFormatModifierInfoEXT {
         let p_queue_family_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -26671,11 +26347,7 @@ impl VkImageDrmFormatModifierListCreateInfoEXT {
         let p_drm_format_modifiers = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -27375,19 +27047,11 @@ impl VkPhysicalDeviceMemoryBudgetPropertiesEXT {
         let p_next = Vec::new();
         let heap_budget = {
             let n = d.fixed_count(vk::MAX_MEMORY_HEAPS)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u64()?);
-            }
-            out
+            d.scalars::<u64>(n)?
         };
         let heap_usage = {
             let n = d.fixed_count(vk::MAX_MEMORY_HEAPS)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u64()?);
-            }
-            out
+            d.scalars::<u64>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -27889,11 +27553,7 @@ impl VkFramebufferAttachmentImageInfo {
         let p_view_formats = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -27954,11 +27614,7 @@ impl VkRenderPassAttachmentBeginInfo {
         let p_attachments = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -28559,11 +28215,7 @@ impl VkPerformanceCounterKHR {
         let storage = d.i32()?;
         let uuid = {
             let n = d.fixed_count(vk::UUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -28663,11 +28315,7 @@ impl VkQueryPoolPerformanceCreateInfoKHR {
         let p_counter_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -28962,15 +28610,13 @@ impl ToJson for VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VkPerformanceValueINTEL {
     pub ty: i32,
-    pub data: Vec<u8>,
+    pub data: Union<{ std::mem::size_of::<vk::PerformanceValueDataINTEL>() }>,
 }
 impl VkPerformanceValueINTEL {
     #[inline(never)]
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let ty = d.i32()?;
-        let data = d
-            .raw(std::mem::size_of::<vk::PerformanceValueDataINTEL>())?
-            .to_vec();
+        let data = d.union::<{ std::mem::size_of::<vk::PerformanceValueDataINTEL>() }>()?;
         Ok(Self { ty, data })
     }
 }
@@ -29695,7 +29341,7 @@ pub struct VkPipelineExecutableStatisticKHR {
     pub name: String,
     pub description: String,
     pub format: i32,
-    pub value: Vec<u8>,
+    pub value: Union<{ std::mem::size_of::<vk::PipelineExecutableStatisticValueKHR>() }>,
 }
 impl VkPipelineExecutableStatisticKHR {
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
@@ -29710,9 +29356,8 @@ impl VkPipelineExecutableStatisticKHR {
         let name = d.string()?;
         let description = d.string()?;
         let format = d.i32()?;
-        let value = d
-            .raw(std::mem::size_of::<vk::PipelineExecutableStatisticValueKHR>())?
-            .to_vec();
+        let value =
+            d.union::<{ std::mem::size_of::<vk::PipelineExecutableStatisticValueKHR>() }>()?;
         Ok(Self {
             p_next: p_next,
             name,
@@ -30128,19 +29773,11 @@ impl VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI {
         let p_next = Vec::new();
         let max_work_group_count = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let max_work_group_size = {
             let n = d.fixed_count(3)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u32()?);
-            }
-            out
+            d.scalars::<u32>(n)?
         };
         let max_output_cluster_count = d.u32()?;
         Ok(Self {
@@ -30531,27 +30168,15 @@ impl VkPhysicalDeviceVulkan11Properties {
         let p_next = Vec::new();
         let device_uuid = {
             let n = d.fixed_count(vk::UUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         let driver_uuid = {
             let n = d.fixed_count(vk::UUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         let device_luid = {
             let n = d.fixed_count(vk::LUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         let device_node_mask = d.u32()?;
         let device_luid_valid = d.u32()?;
@@ -31750,7 +31375,7 @@ impl ToJson for VkPhysicalDeviceToolProperties {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VkSamplerCustomBorderColorCreateInfoEXT {
     pub p_next: Vec<PNext>,
-    pub custom_border_color: Vec<u8>,
+    pub custom_border_color: Union<{ std::mem::size_of::<vk::ClearColorValue>() }>,
     pub format: i32,
 }
 impl VkSamplerCustomBorderColorCreateInfoEXT {
@@ -31763,7 +31388,7 @@ impl VkSamplerCustomBorderColorCreateInfoEXT {
     #[inline(never)]
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
-        let custom_border_color = d.raw(std::mem::size_of::<vk::ClearColorValue>())?.to_vec();
+        let custom_border_color = d.union::<{ std::mem::size_of::<vk::ClearColorValue>() }>()?;
         let format = d.i32()?;
         Ok(Self {
             p_next: p_next,
@@ -31941,12 +31566,12 @@ impl ToJson for VkPhysicalDeviceBorderColorSwizzleFeaturesEXT {
 pub struct VkAccelerationStructureGeometryTrianglesDataKHR {
     pub p_next: Vec<PNext>,
     pub vertex_format: i32,
-    pub vertex_data: Vec<u8>,
+    pub vertex_data: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
     pub vertex_stride: u64,
     pub max_vertex: u32,
     pub index_type: i32,
-    pub index_data: Vec<u8>,
-    pub transform_data: Vec<u8>,
+    pub index_data: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
+    pub transform_data: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
 }
 impl VkAccelerationStructureGeometryTrianglesDataKHR {
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
@@ -31959,18 +31584,14 @@ impl VkAccelerationStructureGeometryTrianglesDataKHR {
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
         let vertex_format = d.i32()?;
-        let vertex_data = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
+        let vertex_data =
+            d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
         let vertex_stride = d.u64()?;
         let max_vertex = d.u32()?;
         let index_type = d.i32()?;
-        let index_data = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
-        let transform_data = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
+        let index_data = d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
+        let transform_data =
+            d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
         Ok(Self {
             p_next: p_next,
             vertex_format,
@@ -32010,7 +31631,7 @@ impl ToJson for VkAccelerationStructureGeometryTrianglesDataKHR {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VkAccelerationStructureGeometryAabbsDataKHR {
     pub p_next: Vec<PNext>,
-    pub data: Vec<u8>,
+    pub data: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
     pub stride: u64,
 }
 impl VkAccelerationStructureGeometryAabbsDataKHR {
@@ -32023,9 +31644,7 @@ impl VkAccelerationStructureGeometryAabbsDataKHR {
     #[inline(never)]
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
-        let data = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
+        let data = d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
         let stride = d.u64()?;
         Ok(Self {
             p_next: p_next,
@@ -32052,7 +31671,7 @@ impl ToJson for VkAccelerationStructureGeometryAabbsDataKHR {
 pub struct VkAccelerationStructureGeometryInstancesDataKHR {
     pub p_next: Vec<PNext>,
     pub array_of_pointers: u32,
-    pub data: Vec<u8>,
+    pub data: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
 }
 impl VkAccelerationStructureGeometryInstancesDataKHR {
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
@@ -32065,9 +31684,7 @@ impl VkAccelerationStructureGeometryInstancesDataKHR {
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
         let array_of_pointers = d.u32()?;
-        let data = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
+        let data = d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
         Ok(Self {
             p_next: p_next,
             array_of_pointers,
@@ -32093,7 +31710,7 @@ impl ToJson for VkAccelerationStructureGeometryInstancesDataKHR {
 pub struct VkAccelerationStructureGeometryKHR {
     pub p_next: Vec<PNext>,
     pub geometry_type: i32,
-    pub geometry: Vec<u8>,
+    pub geometry: Union<{ std::mem::size_of::<vk::AccelerationStructureGeometryDataKHR>() }>,
     pub flags: u32,
 }
 impl VkAccelerationStructureGeometryKHR {
@@ -32107,9 +31724,8 @@ impl VkAccelerationStructureGeometryKHR {
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
         let geometry_type = d.i32()?;
-        let geometry = d
-            .raw(std::mem::size_of::<vk::AccelerationStructureGeometryDataKHR>())?
-            .to_vec();
+        let geometry =
+            d.union::<{ std::mem::size_of::<vk::AccelerationStructureGeometryDataKHR>() }>()?;
         let flags = d.u32()?;
         Ok(Self {
             p_next: p_next,
@@ -32146,7 +31762,7 @@ pub struct VkAccelerationStructureBuildGeometryInfoKHR {
     pub geometry_count: u32,
     pub p_geometries: Option<Vec<VkAccelerationStructureGeometryKHR>>,
     pub pp_geometries: Option<Vec<Option<VkAccelerationStructureGeometryKHR>>>,
-    pub scratch_data: Vec<u8>,
+    pub scratch_data: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressKHR>() }>,
 }
 impl VkAccelerationStructureBuildGeometryInfoKHR {
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
@@ -32192,9 +31808,7 @@ impl VkAccelerationStructureBuildGeometryInfoKHR {
         } else {
             None
         };
-        let scratch_data = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressKHR>())?
-            .to_vec();
+        let scratch_data = d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressKHR>() }>()?;
         Ok(Self {
             p_next: p_next,
             ty,
@@ -32391,11 +32005,7 @@ impl VkTransformMatrixKHR {
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let matrix = {
             let n = d.fixed_count(3 * 4)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.f32()?);
-            }
-            out
+            d.scalars::<f32>(n)?
         };
         Ok(Self { matrix })
     }
@@ -32526,7 +32136,7 @@ impl ToJson for VkCopyAccelerationStructureInfoKHR {
 pub struct VkCopyAccelerationStructureToMemoryInfoKHR {
     pub p_next: Vec<PNext>,
     pub src: u64,
-    pub dst: Vec<u8>,
+    pub dst: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressKHR>() }>,
     pub mode: i32,
 }
 impl VkCopyAccelerationStructureToMemoryInfoKHR {
@@ -32540,9 +32150,7 @@ impl VkCopyAccelerationStructureToMemoryInfoKHR {
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
         let src = d.u64()?;
-        let dst = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressKHR>())?
-            .to_vec();
+        let dst = d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressKHR>() }>()?;
         let mode = d.i32()?;
         Ok(Self {
             p_next: p_next,
@@ -32571,7 +32179,7 @@ impl ToJson for VkCopyAccelerationStructureToMemoryInfoKHR {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VkCopyMemoryToAccelerationStructureInfoKHR {
     pub p_next: Vec<PNext>,
-    pub src: Vec<u8>,
+    pub src: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
     pub dst: u64,
     pub mode: i32,
 }
@@ -32585,9 +32193,7 @@ impl VkCopyMemoryToAccelerationStructureInfoKHR {
     #[inline(never)]
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
-        let src = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
+        let src = d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
         let dst = d.u64()?;
         let mode = d.i32()?;
         Ok(Self {
@@ -32673,11 +32279,7 @@ impl VkPipelineLibraryCreateInfoKHR {
         let p_libraries = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -34411,11 +34013,7 @@ impl VkPipelineFragmentShadingRateStateCreateInfoKHR {
         let fragment_size = VkExtent2D::decode(d)?;
         let combiner_ops = {
             let n = d.fixed_count(2)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.i32()?);
-            }
-            out
+            d.scalars::<i32>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -34780,11 +34378,7 @@ impl VkPipelineFragmentShadingRateEnumStateCreateInfoNV {
         let shading_rate = d.i32()?;
         let combiner_ops = {
             let n = d.fixed_count(2)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.i32()?);
-            }
-            out
+            d.scalars::<i32>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -34939,11 +34533,7 @@ impl VkMutableDescriptorTypeListEXT {
         let p_descriptor_types = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -35304,11 +34894,7 @@ impl VkPipelineColorWriteCreateInfoEXT {
         let p_color_write_enables = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -37817,7 +37403,7 @@ impl ToJson for VkDescriptorBufferBindingPushDescriptorBufferHandleEXT {
 pub struct VkDescriptorGetInfoEXT {
     pub p_next: Vec<PNext>,
     pub ty: i32,
-    pub data: Vec<u8>,
+    pub data: Union<{ std::mem::size_of::<vk::DescriptorDataEXT>() }>,
 }
 impl VkDescriptorGetInfoEXT {
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
@@ -37830,9 +37416,7 @@ impl VkDescriptorGetInfoEXT {
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
         let ty = d.i32()?;
-        let data = d
-            .raw(std::mem::size_of::<vk::DescriptorDataEXT>())?
-            .to_vec();
+        let data = d.union::<{ std::mem::size_of::<vk::DescriptorDataEXT>() }>()?;
         Ok(Self {
             p_next: p_next,
             ty,
@@ -38492,7 +38076,7 @@ impl ToJson for VkPhysicalDeviceRayTracingMotionBlurFeaturesNV {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VkAccelerationStructureGeometryMotionTrianglesDataNV {
     pub p_next: Vec<PNext>,
-    pub vertex_data: Vec<u8>,
+    pub vertex_data: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
 }
 impl VkAccelerationStructureGeometryMotionTrianglesDataNV {
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
@@ -38504,9 +38088,8 @@ impl VkAccelerationStructureGeometryMotionTrianglesDataNV {
     #[inline(never)]
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
-        let vertex_data = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
+        let vertex_data =
+            d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
         Ok(Self {
             p_next: p_next,
             vertex_data,
@@ -38666,18 +38249,15 @@ impl ToJson for VkSRTDataNV {
 pub struct VkAccelerationStructureMotionInstanceNV {
     pub ty: i32,
     pub flags: u32,
-    pub data: Vec<u8>,
+    pub data: Union<{ std::mem::size_of::<vk::AccelerationStructureMotionInstanceDataNV>() }>,
 }
 impl VkAccelerationStructureMotionInstanceNV {
     #[inline(never)]
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let ty = d.i32()?;
         let flags = d.u32()?;
-        let data = d
-            .raw(std::mem::size_of::<
-                vk::AccelerationStructureMotionInstanceDataNV,
-            >())?
-            .to_vec();
+        let data =
+            d.union::<{ std::mem::size_of::<vk::AccelerationStructureMotionInstanceDataNV>() }>()?;
         Ok(Self { ty, flags, data })
     }
 }
@@ -38919,11 +38499,7 @@ impl VkPipelineRenderingCreateInfo {
         let p_color_attachment_formats = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -39058,7 +38634,7 @@ pub struct VkRenderingAttachmentInfo {
     pub resolve_image_layout: i32,
     pub load_op: i32,
     pub store_op: i32,
-    pub clear_value: Vec<u8>,
+    pub clear_value: Union<{ std::mem::size_of::<vk::ClearValue>() }>,
 }
 impl VkRenderingAttachmentInfo {
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
@@ -39077,7 +38653,7 @@ impl VkRenderingAttachmentInfo {
         let resolve_image_layout = d.i32()?;
         let load_op = d.i32()?;
         let store_op = d.i32()?;
-        let clear_value = d.raw(std::mem::size_of::<vk::ClearValue>())?.to_vec();
+        let clear_value = d.union::<{ std::mem::size_of::<vk::ClearValue>() }>()?;
         Ok(Self {
             p_next: p_next,
             image_view,
@@ -39261,11 +38837,7 @@ impl VkCommandBufferInheritanceRenderingInfo {
         let p_color_attachment_formats = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -39330,11 +38902,7 @@ impl VkAttachmentSampleCountInfoAMD {
         let p_color_attachment_samples = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -39821,11 +39389,7 @@ impl VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT {
         let p_next = Vec::new();
         let shader_module_identifier_algorithm_uuid = {
             let n = d.fixed_count(vk::UUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -39903,11 +39467,7 @@ impl VkShaderModuleIdentifierEXT {
         let identifier_size = d.u32()?;
         let identifier = {
             let n = d.fixed_count(vk::MAX_SHADER_MODULE_IDENTIFIER_SIZE_EXT)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -39952,11 +39512,7 @@ impl VkImageCompressionControlEXT {
         let p_fixed_rate_flags = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -40370,9 +39926,9 @@ pub struct VkMicromapBuildInfoEXT {
     pub usage_counts_count: u32,
     pub p_usage_counts: Option<Vec<VkMicromapUsageEXT>>,
     pub pp_usage_counts: Option<Vec<Option<VkMicromapUsageEXT>>>,
-    pub data: Vec<u8>,
-    pub scratch_data: Vec<u8>,
-    pub triangle_array: Vec<u8>,
+    pub data: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
+    pub scratch_data: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressKHR>() }>,
+    pub triangle_array: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
     pub triangle_array_stride: u64,
 }
 impl VkMicromapBuildInfoEXT {
@@ -40418,15 +39974,10 @@ impl VkMicromapBuildInfoEXT {
         } else {
             None
         };
-        let data = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
-        let scratch_data = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressKHR>())?
-            .to_vec();
-        let triangle_array = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
+        let data = d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
+        let scratch_data = d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressKHR>() }>()?;
+        let triangle_array =
+            d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
         let triangle_array_stride = d.u64()?;
         Ok(Self {
             p_next: p_next,
@@ -40617,7 +40168,7 @@ impl ToJson for VkCopyMicromapInfoEXT {
 pub struct VkCopyMicromapToMemoryInfoEXT {
     pub p_next: Vec<PNext>,
     pub src: u64,
-    pub dst: Vec<u8>,
+    pub dst: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressKHR>() }>,
     pub mode: i32,
 }
 impl VkCopyMicromapToMemoryInfoEXT {
@@ -40631,9 +40182,7 @@ impl VkCopyMicromapToMemoryInfoEXT {
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
         let src = d.u64()?;
-        let dst = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressKHR>())?
-            .to_vec();
+        let dst = d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressKHR>() }>()?;
         let mode = d.i32()?;
         Ok(Self {
             p_next: p_next,
@@ -40662,7 +40211,7 @@ impl ToJson for VkCopyMicromapToMemoryInfoEXT {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct VkCopyMemoryToMicromapInfoEXT {
     pub p_next: Vec<PNext>,
-    pub src: Vec<u8>,
+    pub src: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
     pub dst: u64,
     pub mode: i32,
 }
@@ -40676,9 +40225,7 @@ impl VkCopyMemoryToMicromapInfoEXT {
     #[inline(never)]
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
-        let src = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
+        let src = d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
         let dst = d.u64()?;
         let mode = d.i32()?;
         Ok(Self {
@@ -40902,7 +40449,7 @@ impl ToJson for VkPhysicalDeviceOpacityMicromapPropertiesEXT {
 pub struct VkAccelerationStructureTrianglesOpacityMicromapEXT {
     pub p_next: Vec<PNext>,
     pub index_type: i32,
-    pub index_buffer: Vec<u8>,
+    pub index_buffer: Union<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>,
     pub index_stride: u64,
     pub base_triangle: u32,
     pub usage_counts_count: u32,
@@ -40921,9 +40468,8 @@ impl VkAccelerationStructureTrianglesOpacityMicromapEXT {
     pub fn decode_body(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         let p_next = Vec::new();
         let index_type = d.i32()?;
-        let index_buffer = d
-            .raw(std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>())?
-            .to_vec();
+        let index_buffer =
+            d.union::<{ std::mem::size_of::<vk::DeviceOrHostAddressConstKHR>() }>()?;
         let index_stride = d.u64()?;
         let base_triangle = d.u32()?;
         let usage_counts_count = d.u32()?;
@@ -41012,11 +40558,7 @@ impl VkPipelinePropertiesIdentifierEXT {
         let p_next = Vec::new();
         let pipeline_identifier = {
             let n = d.fixed_count(vk::UUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         Ok(Self {
             p_next: p_next,
@@ -42296,11 +41838,7 @@ impl VkDeviceFaultVendorBinaryHeaderVersionOneEXT {
         let driver_version = d.u32()?;
         let pipeline_cache_uuid = {
             let n = d.fixed_count(vk::UUID_SIZE)?;
-            let mut out = Vec::with_capacity(n);
-            for _ in 0..n {
-                out.push(d.u8()?);
-            }
-            out
+            d.scalars::<u8>(n)?
         };
         let application_name_offset = d.u32()?;
         let application_version = d.u32()?;
@@ -42573,11 +42111,7 @@ impl VkSurfacePresentModeCompatibilityEXT {
         let p_present_modes = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -42657,11 +42191,7 @@ impl VkSwapchainPresentFenceInfoEXT {
         let p_fences = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u64()?);
-                }
-                out
+                d.scalars::<u64>(n)?
             })
         } else {
             None
@@ -42707,11 +42237,7 @@ impl VkSwapchainPresentModesCreateInfoEXT {
         let p_present_modes = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -42757,11 +42283,7 @@ impl VkSwapchainPresentModeInfoEXT {
         let p_present_modes = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.i32()?);
-                }
-                out
+                d.scalars::<i32>(n)?
             })
         } else {
             None
@@ -42853,11 +42375,7 @@ impl VkReleaseSwapchainImagesInfoEXT {
         let p_image_indices = if d.flag()? {
             Some({
                 let n = d.count()?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    out.push(d.u32()?);
-                }
-                out
+                d.scalars::<u32>(n)?
             })
         } else {
             None
@@ -43168,11 +42686,7 @@ pub mod params {
             let p_physical_devices = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -44504,11 +44018,7 @@ pub mod params {
             let p_fences = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -44571,11 +44081,7 @@ pub mod params {
             let p_fences = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -45539,11 +45045,7 @@ pub mod params {
             let p_src_caches = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -45605,11 +45107,7 @@ pub mod params {
             let p_pipelines = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -45677,11 +45175,7 @@ pub mod params {
             let p_pipelines = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -46114,11 +45608,7 @@ pub mod params {
             let p_descriptor_sets = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -46158,11 +45648,7 @@ pub mod params {
             let p_descriptor_sets = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -46573,11 +46059,7 @@ pub mod params {
             let p_command_buffers = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -46617,11 +46099,7 @@ pub mod params {
             let p_command_buffers = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -46922,11 +46400,7 @@ pub mod params {
             let blend_constants = if d.flag()? {
                 Some({
                     let n = d.fixed_count(4)?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.f32()?);
-                    }
-                    out
+                    d.scalars::<f32>(n)?
                 })
             } else {
                 None
@@ -47093,11 +46567,7 @@ pub mod params {
             let p_descriptor_sets = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -47106,11 +46576,7 @@ pub mod params {
             let p_dynamic_offsets = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u32()?);
-                    }
-                    out
+                    d.scalars::<u32>(n)?
                 })
             } else {
                 None
@@ -47202,11 +46668,7 @@ pub mod params {
             let p_buffers = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -47214,11 +46676,7 @@ pub mod params {
             let p_offsets = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -47866,7 +47324,7 @@ pub mod params {
         pub command_buffer: u64,
         pub image: u64,
         pub image_layout: i32,
-        pub p_color: Option<Vec<u8>>,
+        pub p_color: Option<Union<{ std::mem::size_of::<vk::ClearColorValue>() }>>,
         pub range_count: u32,
         pub p_ranges: Option<Vec<VkImageSubresourceRange>>,
     }
@@ -47877,7 +47335,7 @@ pub mod params {
             let image = d.u64()?;
             let image_layout = d.i32()?;
             let p_color = if d.flag()? {
-                Some(d.raw(std::mem::size_of::<vk::ClearColorValue>())?.to_vec())
+                Some(d.union::<{ std::mem::size_of::<vk::ClearColorValue>() }>()?)
             } else {
                 None
             };
@@ -48192,11 +47650,7 @@ pub mod params {
             let p_events = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -48719,11 +48173,7 @@ pub mod params {
             let p_command_buffers = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -50590,11 +50040,7 @@ pub mod params {
             let p_events = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -51156,11 +50602,7 @@ pub mod params {
             let p_buffers = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -51168,11 +50610,7 @@ pub mod params {
             let p_offsets = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -51180,11 +50618,7 @@ pub mod params {
             let p_sizes = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -51192,11 +50626,7 @@ pub mod params {
             let p_strides = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -51784,11 +51214,7 @@ pub mod params {
             let p_present_modes = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.i32()?);
-                    }
-                    out
+                    d.scalars::<i32>(n)?
                 })
             } else {
                 None
@@ -51910,11 +51336,7 @@ pub mod params {
             let p_swapchain_images = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -52260,11 +51682,7 @@ pub mod params {
             let p_displays = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -52504,11 +51922,7 @@ pub mod params {
             let p_swapchains = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -53577,11 +52991,7 @@ pub mod params {
             let p_buffers = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -53589,11 +52999,7 @@ pub mod params {
             let p_offsets = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -53601,11 +53007,7 @@ pub mod params {
             let p_sizes = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -53655,11 +53057,7 @@ pub mod params {
             let p_counter_buffers = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -53667,11 +53065,7 @@ pub mod params {
             let p_counter_buffer_offsets = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -53718,11 +53112,7 @@ pub mod params {
             let p_counter_buffers = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -53730,11 +53120,7 @@ pub mod params {
             let p_counter_buffer_offsets = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -54930,11 +54316,7 @@ pub mod params {
             let p_swapchains = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -56070,11 +55452,7 @@ pub mod params {
             let p_acceleration_structures = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -56263,11 +55641,7 @@ pub mod params {
             let p_acceleration_structures = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -56361,11 +55735,7 @@ pub mod params {
             let p_max_primitive_counts = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u32()?);
-                    }
-                    out
+                    d.scalars::<u32>(n)?
                 })
             } else {
                 None
@@ -56511,11 +55881,7 @@ pub mod params {
             let p_pipelines = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -56903,11 +56269,7 @@ pub mod params {
             let p_src_caches = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -57484,11 +56846,7 @@ pub mod params {
             let p_pipelines = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -57574,11 +56932,7 @@ pub mod params {
             let p_acceleration_structures = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -57740,11 +57094,7 @@ pub mod params {
             let p_time_domains = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.i32()?);
-                    }
-                    out
+                    d.scalars::<i32>(n)?
                 })
             } else {
                 None
@@ -57796,11 +57146,7 @@ pub mod params {
             let p_timestamps = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -58423,11 +57769,7 @@ pub mod params {
             let combiner_ops = if d.flag()? {
                 Some({
                     let n = d.fixed_count(2)?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.i32()?);
-                    }
-                    out
+                    d.scalars::<i32>(n)?
                 })
             } else {
                 None
@@ -59518,11 +58860,7 @@ pub mod params {
             let p_buffer_indices = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u32()?);
-                    }
-                    out
+                    d.scalars::<u32>(n)?
                 })
             } else {
                 None
@@ -59530,11 +58868,7 @@ pub mod params {
             let p_offsets = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -59799,11 +59133,7 @@ pub mod params {
             let combiner_ops = if d.flag()? {
                 Some({
                     let n = d.fixed_count(2)?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.i32()?);
-                    }
-                    out
+                    d.scalars::<i32>(n)?
                 })
             } else {
                 None
@@ -60287,11 +59617,7 @@ pub mod params {
             let p_color_write_enables = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u32()?);
-                    }
-                    out
+                    d.scalars::<u32>(n)?
                 })
             } else {
                 None
@@ -60632,11 +59958,7 @@ pub mod params {
             let p_micromaps = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -60783,11 +60105,7 @@ pub mod params {
             let p_micromaps = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u64()?);
-                    }
-                    out
+                    d.scalars::<u64>(n)?
                 })
             } else {
                 None
@@ -61366,11 +60684,7 @@ pub mod params {
             let p_sample_mask = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u32()?);
-                    }
-                    out
+                    d.scalars::<u32>(n)?
                 })
             } else {
                 None
@@ -61488,11 +60802,7 @@ pub mod params {
             let p_color_blend_enables = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u32()?);
-                    }
-                    out
+                    d.scalars::<u32>(n)?
                 })
             } else {
                 None
@@ -61582,11 +60892,7 @@ pub mod params {
             let p_color_write_masks = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.u32()?);
-                    }
-                    out
+                    d.scalars::<u32>(n)?
                 })
             } else {
                 None
@@ -62085,11 +61391,7 @@ pub mod params {
             let p_coverage_modulation_table = if d.flag()? {
                 Some({
                     let n = d.count()?;
-                    let mut out = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        out.push(d.f32()?);
-                    }
-                    out
+                    d.scalars::<f32>(n)?
                 })
             } else {
                 None

@@ -1,0 +1,210 @@
+//! CPU cost per call of the replayer, on real traces: `cargo bench -p replayer [-- TRACE...]`
+//! (default traces: `$QUARRY_BENCH_TRACES`, comma-separated, else `/tmp/vkcube.qtrace` and
+//! `/tmp/demo.qtrace`; missing ones are skipped). Every figure is a batch measurement (the wall time
+//! of whole passes over the trace's calls divided by the calls), never a timer around one call.
+//!
+//! Columns, ns per call:
+//! - `read`: the baseline, `format` reading the records (zstd + bincode) — what any replay pays
+//!   before it sees a call;
+//! - `decode`: `vkstream::decode_call` of every call's parameters;
+//! - `decode+dispatch`: decode, handle translation through a real replay session, materialisation
+//!   and the call through the dispatch table, into a null driver (`replayer::nulldrv`): the
+//!   replayer's own cost, the figure the < 100 ns target is about;
+//! - `replay (driver)`: a real replay on the first GPU (`replayer::replay`, 3 loops, the first
+//!   dropped), wall time per call including the driver and the GPU waits the trace asks for.
+//!
+//! `QUARRY_BENCH_MIN_MS` (default 300) is the least time each measurement runs.
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use format::record::Record;
+use format::TraceReader;
+use replayer::nulldrv;
+
+/// Runs `f` (one pass over `n` calls) until `min` has passed; ns per call of the best of 5 batches.
+fn per_call(n: usize, min: Duration, mut f: impl FnMut()) -> f64 {
+    f(); // warm: caches, the arena's chunks, the allocator's free lists
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let start = Instant::now();
+        let mut passes = 0u64;
+        while start.elapsed() < min / 5 || passes == 0 {
+            f();
+            passes += 1;
+        }
+        let ns = start.elapsed().as_nanos() as f64 / (passes as f64 * n.max(1) as f64);
+        best = best.min(ns);
+    }
+    best
+}
+
+fn bench(trace: &Path, min: Duration) -> Result<(), String> {
+    let reader = TraceReader::open(trace).map_err(|e| e.to_string())?;
+    let calls = nulldrv::Calls::load(trace).map_err(|e| e.to_string())?;
+    let n = calls.calls.len();
+    if n == 0 {
+        return Err("no calls".into());
+    }
+    if std::env::var("QUARRY_BENCH_ONLY").as_deref() == Ok("dispatch") {
+        // For a profiler: the null-driver loop alone.
+        let m = nulldrv::dispatch(&calls, 2000, 0).map_err(|e| e.to_string())?;
+        println!("{}: {:.1} ns per call", trace.display(), m.ns_per_call());
+        return Ok(());
+    }
+    let read = per_call(n, min, || {
+        for r in reader.records() {
+            if let Ok(Record::Call(c)) = r {
+                black_box(&c);
+            }
+        }
+    });
+    let decode = per_call(n, min, || {
+        for (id, c) in &calls.calls {
+            let _ = black_box(vkstream::decode_call(*id, black_box(&c.params)));
+        }
+    });
+    if std::env::var_os("QUARRY_BENCH_PER_CMD").is_some() {
+        // Decode cost per command, batch-measured per command: where the decode time goes.
+        let mut by: std::collections::BTreeMap<u32, Vec<&[u8]>> = Default::default();
+        for (id, c) in &calls.calls {
+            by.entry(*id).or_default().push(&c.params);
+        }
+        let mut rows: Vec<(f64, f64, usize, &str)> = by
+            .iter()
+            .map(|(id, ps)| {
+                let ns = per_call(ps.len(), min / 20, || {
+                    for p in ps {
+                        let _ = black_box(vkstream::decode_call(*id, black_box(p)));
+                    }
+                });
+                let name = vkstream::COMMANDS.get(*id as usize).copied().unwrap_or("?");
+                (ns * ps.len() as f64, ns, ps.len(), name)
+            })
+            .collect();
+        rows.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for (total, ns, count, name) in rows.iter().take(12) {
+            println!(
+                "    decode {name:<40} {count:>5} calls {ns:>9.1} ns/call  {:>5.1}% of the trace's decode time",
+                100.0 * total / (decode * n as f64)
+            );
+        }
+    }
+    // The null-driver loop builds a session per pass: give it enough passes to amortise that.
+    let warm = nulldrv::dispatch(&calls, 1, 0).map_err(|e| e.to_string())?;
+    // Batches of `loops` passes, the best of 5 kept (the machine may be shared: the least time
+    // is the one least disturbed).
+    let loops =
+        ((min.as_nanos() as f64 / 5.0 / warm.ns.max(1) as f64).ceil() as u32).clamp(2, 10_000);
+    if std::env::var_os("QUARRY_BENCH_ERRORS").is_some() {
+        for e in &warm.first_errors {
+            println!("    null-driver error: {e}");
+        }
+    }
+    // Recorded commands alone: each vkCmd* call done EXTRA more times; the added time over the
+    // added calls, from the best batch of each kind (interleaved, so that load hits both alike).
+    const EXTRA: u32 = 10;
+    let cmds = calls.cmd_calls();
+    let mut null: Option<nulldrv::Measured> = None;
+    let mut more_ns = u64::MAX;
+    for _ in 0..5 {
+        let base = nulldrv::dispatch(&calls, loops, 0).map_err(|e| e.to_string())?;
+        match &null {
+            Some(b) if b.ns <= base.ns => {}
+            _ => null = Some(base),
+        }
+        if cmds >= 100 {
+            let more = nulldrv::dispatch(&calls, loops, EXTRA).map_err(|e| e.to_string())?;
+            more_ns = more_ns.min(more.ns);
+        }
+    }
+    let null = null.expect("5 batches");
+    let mut cmd_ns = f64::NAN;
+    let mut cmd_decode = f64::NAN;
+    // Too few recorded commands (vkcube records its command buffers once) give only noise.
+    if cmds >= 100 {
+        cmd_ns = (more_ns as f64 - null.ns as f64) / (loops as f64 * EXTRA as f64 * cmds as f64);
+        let only: Vec<&(u32, format::record::Call)> = calls
+            .calls
+            .iter()
+            .filter(|(id, _)| calls.is_cmd(*id))
+            .collect();
+        cmd_decode = per_call(only.len(), min, || {
+            for (id, c) in &only {
+                let _ = black_box(vkstream::decode_call(*id, black_box(&c.params)));
+            }
+        });
+    }
+
+    let mut opts = replayer::ReplayOptions::new(trace);
+    opts.loops = 3;
+    let real = replayer::replay(&opts).map_err(|e| e.to_string());
+    let (real_ns, gpu) = match &real {
+        Ok(s) => {
+            let later: Vec<u64> = s.loop_ns.iter().skip(1).copied().collect();
+            let mean = later.iter().sum::<u64>() as f64 / later.len().max(1) as f64;
+            (
+                format!("{:.0}", mean / s.calls.max(1) as f64),
+                s.gpu.name.clone(),
+            )
+        }
+        Err(e) => ("-".into(), format!("replay failed: {e}")),
+    };
+    let name = trace.file_name().unwrap_or_default().to_string_lossy();
+    println!(
+        "{:<28} {:>6} {:>8.1} {:>8.1} {:>16.1} {:>16}   null-driver errors {}/{}; driver: {}",
+        name,
+        n,
+        read,
+        decode,
+        null.ns_per_call(),
+        real_ns,
+        null.errors,
+        null.calls,
+        gpu
+    );
+    if cmds >= 100 {
+        println!(
+            "{:<28} {:>6} {:>8} {:>8.1} {:>16.1} {:>16}",
+            "  vkCmd* calls only", cmds, "", cmd_decode, cmd_ns, ""
+        );
+    }
+    Ok(())
+}
+
+fn main() {
+    let mut traces: Vec<PathBuf> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .map(PathBuf::from)
+        .collect();
+    if traces.is_empty() {
+        traces = match std::env::var("QUARRY_BENCH_TRACES") {
+            Ok(v) if !v.is_empty() => v.split(',').map(PathBuf::from).collect(),
+            _ => vec!["/tmp/vkcube.qtrace".into(), "/tmp/demo.qtrace".into()],
+        };
+    }
+    let min = Duration::from_millis(
+        std::env::var("QUARRY_BENCH_MIN_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(300),
+    );
+    println!(
+        "size of a decoded call: {} bytes",
+        std::mem::size_of::<vkstream::Call>()
+    );
+    println!(
+        "{:<28} {:>6} {:>8} {:>8} {:>16} {:>16}   (ns per call)",
+        "trace", "calls", "read", "decode", "decode+dispatch", "replay (driver)"
+    );
+    for t in &traces {
+        if !t.is_file() {
+            eprintln!("{}: not found, skipped", t.display());
+            continue;
+        }
+        if let Err(e) = bench(t, min) {
+            eprintln!("{}: {e}", t.display());
+        }
+    }
+}
