@@ -124,6 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             passes: None,
             inject: None,
             frames: None,
+            window: false,
         };
         match replayer::replay(&opts) {
             Ok(s) => {

@@ -491,6 +491,7 @@ pub(crate) unsafe fn replay_call(
                 view_formats,
                 images: Vec::new(),
                 next: 0,
+                window: None,
             };
             let h = p
                 .p_swapchain
@@ -545,6 +546,18 @@ pub(crate) unsafe fn replay_call(
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let q = s.lookup(vk::ObjectType::QUEUE, p.queue)?;
+            if s.window {
+                let swapchains = info.p_swapchains.as_deref().unwrap_or(&[]);
+                let indices = info.p_image_indices.as_deref().unwrap_or(&[]);
+                for (i, (sc, index)) in swapchains.iter().zip(indices).enumerate() {
+                    // The first present consumes the app's wait semaphores.
+                    let w: &[vk::Semaphore] = if i == 0 { &waits } else { &[] };
+                    s.present_window(vk::Queue::from_raw(q), *sc, *index, w)?;
+                }
+                if !swapchains.is_empty() {
+                    return Ok(());
+                }
+            }
             let device = s.device_for(q)?.captured;
             // Presenting consumes the wait semaphores; an empty submission does the same headless.
             s.empty_submit(

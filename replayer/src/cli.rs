@@ -101,6 +101,9 @@ pub struct ReplayArgs {
     /// A GPU without VK_KHR_performance_query measures through VK_LAYER_QUARRY_counters.
     #[arg(long, value_name = "LIST|all")]
     pub counters: Option<String>,
+    /// Show the presented frames in an X11 window (on $DISPLAY); headless without it.
+    #[arg(long)]
+    pub window: bool,
     /// Replay from the trace's start through frame B and report frames A to B only (0-based):
     /// `A-B`, `A-` (to the end) or `A`.
     #[arg(long, value_name = "A-B", value_parser = parse_frames)]
@@ -150,6 +153,7 @@ impl ReplayArgs {
             progress: self.loops > 1,
             passes: self.passes.0,
             frames: self.frames,
+            window: self.window,
             inject: self.counters.as_deref().map(|c| crate::inject::InjectSpec {
                 counters: (c.trim() != "all").then(|| {
                     c.split(',')
@@ -231,6 +235,9 @@ pub fn report(s: &ReplaySummary, compare: bool) -> String {
         "calls {}  frames {}  loops {}  query reads {}",
         s.calls, s.frames, s.loops, s.queries
     );
+    if s.presented > 0 {
+        let _ = writeln!(o, "presented {} frames in a window", s.presented);
+    }
     if s.injected > 0 {
         let _ = writeln!(
             o,

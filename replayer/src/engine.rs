@@ -42,6 +42,8 @@ pub struct ReplayOptions {
     pub passes: Option<u32>,
     /// `--counters`: measure counters around every command buffer or render pass.
     pub inject: Option<crate::inject::InjectSpec>,
+    /// `--window`: show presented frames in an X11 window instead of discarding them.
+    pub window: bool,
     /// `--frames A-B`: replay from the trace's start through frame B (inclusive, 0-based) and
     /// report only frames A..=B (timings, query results); `None` is the whole trace.
     pub frames: Option<(u64, Option<u64>)>,
@@ -60,6 +62,7 @@ impl ReplayOptions {
             passes: None,
             inject: None,
             frames: None,
+            window: false,
         }
     }
 }
@@ -107,6 +110,8 @@ pub struct ReplaySummary {
     pub injected: u64,
     /// `--frames` limited the report to a frame range (frame_times holds only those frames).
     pub frame_range: bool,
+    /// `--window`: frames shown in a window (all loops and passes).
+    pub presented: u64,
 }
 
 /// Facts gathered by one pass over the trace before replaying it.
@@ -299,6 +304,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
     let mut passes = opts.passes.unwrap_or(1).max(1);
     let mut pass_ns = Vec::new();
     let mut injected = 0u64;
+    let mut presented = 0u64;
     for l in 0..loops {
         let mut merge = Merge::default();
         let mut loop_elapsed = 0u64;
@@ -312,6 +318,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                 opts.validate,
             );
             session.perf.pass = pass;
+            session.window = opts.window;
             session.perf.forced = opts.passes;
             session.perf.pool_counters = pool_counters.clone();
             session.inject = opts
@@ -380,6 +387,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             }
             queries += run.queries;
             injected += run.session.inject.as_ref().map_or(0, |i| i.measured);
+            presented += run.session.presented;
             if pass == 0 {
                 for (f, ns) in &run.frame_ns {
                     per_frame.entry(*f).or_default().push(*ns);
@@ -471,6 +479,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         pass_ns,
         injected,
         frame_range: opts.frames.is_some(),
+        presented,
     })
 }
 

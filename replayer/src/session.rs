@@ -106,6 +106,8 @@ pub struct Swapchain {
     pub view_formats: Vec<vk::Format>,
     pub images: Vec<(vk::Image, vk::DeviceMemory)>,
     pub next: u32,
+    /// `--window`: the real window this swapchain's presents go to (opened at the first present).
+    pub window: Option<Box<crate::window::Window>>,
 }
 
 /// Where and when a captured command buffer was last submitted.
@@ -162,6 +164,10 @@ pub struct Session<'a> {
     pub perf: PerfState,
     /// `--counters`: performance queries injected around command buffers or render passes.
     pub inject: Option<crate::inject::InjectState>,
+    /// `--window`: presents are shown in X11 windows (see `crate::window`).
+    pub window: bool,
+    /// Frames shown in windows.
+    pub presented: u64,
 }
 
 /// Multi-pass state of one replay pass (see `crate::perf`).
@@ -238,6 +244,8 @@ impl<'a> Session<'a> {
             frame: 0,
             perf: PerfState::default(),
             inject: None,
+            window: false,
+            presented: 0,
         }
     }
 
@@ -437,6 +445,9 @@ impl<'a> Session<'a> {
         }
         // Below validation, so validation checks the replay's calls, not the emulation's.
         lay.extend(crate::devices::extra_layers());
+        if self.window {
+            ext.extend(crate::window::INSTANCE_EXTENSIONS.map(String::from));
+        }
         if available_ext
             .iter()
             .any(|e| e == "VK_KHR_portability_enumeration")
@@ -601,6 +612,9 @@ impl<'a> Session<'a> {
             .filter(|e| e.as_str() != "VK_KHR_swapchain" || available.contains(e))
             .cloned()
             .collect();
+        if self.window && !ext.iter().any(|e| e == "VK_KHR_swapchain") {
+            ext.push("VK_KHR_swapchain".into());
+        }
         // Counter injection measures with performance queries even when the app made none.
         if self.inject.is_some() && !ext.iter().any(|e| e == "VK_KHR_performance_query") {
             ext.push("VK_KHR_performance_query".into());
@@ -1154,6 +1168,11 @@ impl<'a> Session<'a> {
     ) -> Result<(), ReplayError> {
         self.device(device)?;
         let fake = self.fake_handle();
+        let mut sc = sc;
+        if self.window {
+            // Blitted into the window's swapchain at each present.
+            sc.usage |= vk::ImageUsageFlags::TRANSFER_SRC;
+        }
         self.swapchains.insert(captured, sc);
         self.bind(vk::ObjectType::SWAPCHAIN_KHR, captured, fake);
         Ok(())
@@ -1238,10 +1257,13 @@ impl<'a> Session<'a> {
     }
 
     pub fn destroy_swapchain(&mut self, captured: u64) {
-        if let Some(sc) = self.swapchains.remove(&captured) {
+        if let Some(mut sc) = self.swapchains.remove(&captured) {
             if let Some(d) = self.devices.get(&sc.device) {
                 unsafe {
                     let _ = d.device.device_wait_idle();
+                    if let Some(w) = sc.window.as_mut() {
+                        w.destroy(&d.device);
+                    }
                     for (img, mem) in sc.images {
                         d.device.destroy_image(img, None);
                         d.device.free_memory(mem, None);
@@ -1250,6 +1272,54 @@ impl<'a> Session<'a> {
             }
         }
         self.unbind(vk::ObjectType::SWAPCHAIN_KHR, captured);
+    }
+
+    /// `--window`: shows image `index` of emulated swapchain `captured` in its window (opened on
+    /// the first present) once `waits` signal.
+    pub fn present_window(
+        &mut self,
+        queue: vk::Queue,
+        captured: u64,
+        index: u32,
+        waits: &[vk::Semaphore],
+    ) -> Result<(), ReplayError> {
+        let instance = self.instance()?.clone();
+        let (entry, pd) = (self.entry, self.pd);
+        let sc = self
+            .swapchains
+            .get_mut(&captured)
+            .ok_or(ReplayError::UnknownHandle {
+                ty: vk::ObjectType::SWAPCHAIN_KHR,
+                handle: captured,
+            })?;
+        let d = self
+            .devices
+            .get(&sc.device)
+            .ok_or_else(|| ReplayError::Other("the swapchain's device was destroyed".into()))?;
+        let Some(&(image, _)) = sc.images.get(index as usize) else {
+            return Err(ReplayError::Other(format!(
+                "present of swapchain image {index}, which vkGetSwapchainImagesKHR never returned"
+            )));
+        };
+        // SAFETY: instance, physical device, device, image and queue are the session's own.
+        unsafe {
+            if sc.window.is_none() {
+                let family = d.queue_family_of.get(&queue.as_raw()).copied().unwrap_or(0);
+                sc.window = Some(Box::new(crate::window::Window::open(
+                    entry,
+                    &instance,
+                    pd,
+                    &d.device,
+                    family,
+                    sc.extent,
+                    "quarry replay",
+                )?));
+            }
+            let w = sc.window.as_mut().expect("opened above");
+            w.present(&d.device, queue, image, sc.extent, waits)?;
+        }
+        self.presented += 1;
+        Ok(())
     }
 
     /// An empty submission on a queue of `device`: how emulated acquire signals and emulated
