@@ -50,6 +50,11 @@ pub trait Remap {
     fn handle(&mut self, ty: vk::ObjectType, captured: u64) -> Result<u64, ReplayError>;
     /// Records that the captured handle `captured` was re-created as `replayed`.
     fn bind(&mut self, ty: vk::ObjectType, captured: u64, replayed: u64);
+    /// The replay queue family for a captured one in a barrier (ownership transfers move to the
+    /// families the replay mapped the capture's to; special values pass through).
+    fn queue_family(&mut self, captured: u32) -> u32 {
+        captured
+    }
 }
 
 /// What [`replay`] needs from the replay engine.
@@ -333,6 +338,14 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
             let line = match &f.kind {
                 Kind::SType => continue,
                 Kind::PNext => format!("{place} = m_chain(&{src}, a, r)? as _;"),
+                Kind::Val(Elem::Scalar(..))
+                    if matches!(
+                        f.snake.as_str(),
+                        "src_queue_family_index" | "dst_queue_family_index"
+                    ) =>
+                {
+                    format!("{place} = r.queue_family({src});")
+                }
                 Kind::Val(Elem::Scalar(cat, t)) => format!("{place} = {};", conv_scalar(reg, cat, t, &src)),
                 Kind::Val(el) => format!("{place} = {};", conv_elem_ref(reg, el, &format!("&{src}"))),
                 Kind::Fixed(el, _) => format!(

@@ -230,6 +230,14 @@ impl Remap for Session<'_> {
     fn bind(&mut self, ty: vk::ObjectType, captured: u64, replayed: u64) {
         Session::bind(self, ty, captured, replayed)
     }
+    fn queue_family(&mut self, captured: u32) -> u32 {
+        // Barriers carry no device; with several devices the first one's mapping is used
+        // (multi-device traces are rare and map families the same way).
+        match self.devices.values().next() {
+            Some(d) => self.map_family(d.captured, captured),
+            None => captured,
+        }
+    }
 }
 
 impl ReplayContext for Session<'_> {

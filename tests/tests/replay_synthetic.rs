@@ -76,6 +76,11 @@ impl Trace {
 
     /// Instance, the first GPU, a device with one queue of family 0 and `extensions`.
     fn device(&mut self, extensions: &[&std::ffi::CStr], host_query_reset: bool) {
+        self.device_on(0, extensions, host_query_reset)
+    }
+
+    /// As [`Trace::device`] with the queue on captured family `family`.
+    fn device_on(&mut self, family: u32, extensions: &[&std::ffi::CStr], host_query_reset: bool) {
         let app = vk::ApplicationInfo::default()
             .application_name(c"synthetic")
             .api_version(vk::API_VERSION_1_2);
@@ -95,7 +100,7 @@ impl Trace {
         );
         let prio = [1.0f32];
         let q = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(0)
+            .queue_family_index(family)
             .queue_priorities(&prio)];
         let ext: Vec<*const std::ffi::c_char> = extensions.iter().map(|e| e.as_ptr()).collect();
         let mut reset = vk::PhysicalDeviceHostQueryResetFeatures::default().host_query_reset(true);
@@ -113,7 +118,7 @@ impl Trace {
         });
         let mut queue = vk::Queue::from_raw(QUEUE);
         self.call("vkGetDeviceQueue", vk::Result::SUCCESS, |e| unsafe {
-            vkstream::encode::vkGetDeviceQueue(e, dev, 0, 0, &mut queue)
+            vkstream::encode::vkGetDeviceQueue(e, dev, family, 0, &mut queue)
         });
     }
 
@@ -484,4 +489,151 @@ fn devices_lists_lavapipe_with_query_capabilities() {
     assert!(lp.queue_families.iter().any(|f| f.timestamp_valid_bits > 0));
     assert!(lp.queries.query_types.iter().any(|t| t == "TIMESTAMP"));
     assert!(lp.queries.transform_feedback_streams > 0);
+}
+
+/// A capture whose graphics family is 1 (family 0 transfer-only) releases a buffer from family 1
+/// to family 0. lavapipe has family 0 only, to which both map: the replayed barrier must name
+/// mapped families (no transfer left), or validation reports family 1 as invalid.
+#[test]
+fn barrier_queue_families_follow_the_family_mapping() {
+    if !have_vulkan()
+        || !replayer::devices()
+            .unwrap()
+            .iter()
+            .any(|g| g.name.contains("llvmpipe"))
+    {
+        eprintln!("SKIP: needs lavapipe");
+        return;
+    }
+    let mut t = Trace::new();
+    let qf = |flags: vk::QueueFlags| record::QueueFamilySummary {
+        flags: flags.as_raw(),
+        queue_count: 1,
+        timestamp_valid_bits: 64,
+    };
+    t.records.push(Record::Device(record::DeviceSummary {
+        name: "two-family GPU".into(),
+        vendor_id: 0x1234,
+        device_id: 1,
+        driver_id: 0,
+        driver_name: "synthetic".into(),
+        driver_info: String::new(),
+        driver_version: 1,
+        api_version: vk::API_VERSION_1_2,
+        pipeline_cache_uuid: [0; 16],
+        device_uuid: [0; 16],
+        timestamp_period_ns: 1.0,
+        queue_families: vec![
+            qf(vk::QueueFlags::TRANSFER),
+            qf(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE | vk::QueueFlags::TRANSFER),
+        ],
+        memory_types: vec![record::MemoryTypeSummary {
+            property_flags: (vk::MemoryPropertyFlags::DEVICE_LOCAL
+                | vk::MemoryPropertyFlags::HOST_VISIBLE
+                | vk::MemoryPropertyFlags::HOST_COHERENT)
+                .as_raw(),
+            heap_index: 0,
+        }],
+        memory_heaps: vec![record::MemoryHeapSummary {
+            size: 1 << 30,
+            flags: vk::MemoryHeapFlags::DEVICE_LOCAL.as_raw(),
+        }],
+    }));
+    t.device_on(1, &[], false);
+    let dev = vk::Device::from_raw(DEVICE);
+    let bci = vk::BufferCreateInfo::default()
+        .size(256)
+        .usage(vk::BufferUsageFlags::TRANSFER_DST);
+    let mut buf = vk::Buffer::from_raw(0x6000);
+    t.call("vkCreateBuffer", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCreateBuffer(e, dev, &bci, std::ptr::null(), &mut buf)
+    });
+    let mai = vk::MemoryAllocateInfo::default()
+        .allocation_size(4096)
+        .memory_type_index(0);
+    let mut mem = vk::DeviceMemory::from_raw(0x7000);
+    t.call("vkAllocateMemory", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkAllocateMemory(e, dev, &mai, std::ptr::null(), &mut mem)
+    });
+    t.call("vkBindBufferMemory", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkBindBufferMemory(e, dev, buf, mem, 0)
+    });
+    let cpci = vk::CommandPoolCreateInfo::default().queue_family_index(1);
+    let mut pool = vk::CommandPool::from_raw(0x8000);
+    t.call("vkCreateCommandPool", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCreateCommandPool(e, dev, &cpci, std::ptr::null(), &mut pool)
+    });
+    let cbai = vk::CommandBufferAllocateInfo::default()
+        .command_pool(pool)
+        .level(vk::CommandBufferLevel::PRIMARY)
+        .command_buffer_count(1);
+    let mut cb = vk::CommandBuffer::from_raw(0x9000);
+    t.call(
+        "vkAllocateCommandBuffers",
+        vk::Result::SUCCESS,
+        |e| unsafe { vkstream::encode::vkAllocateCommandBuffers(e, dev, &cbai, &mut cb) },
+    );
+    let begin = vk::CommandBufferBeginInfo::default();
+    t.call("vkBeginCommandBuffer", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkBeginCommandBuffer(e, cb, &begin)
+    });
+    t.call("vkCmdFillBuffer", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCmdFillBuffer(e, cb, buf, 0, 256, 7)
+    });
+    let barrier = [vk::BufferMemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+        .dst_access_mask(vk::AccessFlags::HOST_READ)
+        .src_queue_family_index(1)
+        .dst_queue_family_index(0)
+        .buffer(buf)
+        .size(vk::WHOLE_SIZE)];
+    t.call("vkCmdPipelineBarrier", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCmdPipelineBarrier(
+            e,
+            cb,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            0,
+            std::ptr::null(),
+            barrier.len() as u32,
+            barrier.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    });
+    t.call("vkEndCommandBuffer", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkEndCommandBuffer(e, cb)
+    });
+    let cbs = [cb];
+    let submit = [vk::SubmitInfo::default().command_buffers(&cbs)];
+    let queue = vk::Queue::from_raw(QUEUE);
+    t.call("vkQueueSubmit", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkQueueSubmit(e, queue, 1, submit.as_ptr(), vk::Fence::null())
+    });
+    t.call("vkQueueWaitIdle", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkQueueWaitIdle(e, queue)
+    });
+    t.call("vkDestroyCommandPool", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkDestroyCommandPool(e, dev, pool, std::ptr::null())
+    });
+    t.call("vkDestroyBuffer", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkDestroyBuffer(e, dev, buf, std::ptr::null())
+    });
+    t.call("vkFreeMemory", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkFreeMemory(e, dev, mem, std::ptr::null())
+    });
+    t.teardown();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("families.qtrace");
+    t.write(&path);
+    let mut o = ReplayOptions::new(&path);
+    o.gpu = Some("llvmpipe".into());
+    o.validate = true;
+    let s = replayer::replay(&o).unwrap();
+    assert_eq!(
+        s.validation_messages, 0,
+        "validation: {:?}",
+        s.first_messages
+    );
 }

@@ -43,6 +43,11 @@ pub trait Remap {
     fn handle(&mut self, ty: vk::ObjectType, captured: u64) -> Result<u64, ReplayError>;
     /// Records that the captured handle `captured` was re-created as `replayed`.
     fn bind(&mut self, ty: vk::ObjectType, captured: u64, replayed: u64);
+    /// The replay queue family for a captured one in a barrier (ownership transfers move to the
+    /// families the replay mapped the capture's to; special values pass through).
+    fn queue_family(&mut self, captured: u32) -> u32 {
+        captured
+    }
 }
 
 /// What [`replay`] needs from the replay engine.
@@ -4087,8 +4092,8 @@ pub unsafe fn m_VkBufferMemoryBarrier(
     o.p_next = m_chain(&v.p_next, a, r)? as _;
     o.src_access_mask = vk::AccessFlags::from_raw(v.src_access_mask);
     o.dst_access_mask = vk::AccessFlags::from_raw(v.dst_access_mask);
-    o.src_queue_family_index = v.src_queue_family_index;
-    o.dst_queue_family_index = v.dst_queue_family_index;
+    o.src_queue_family_index = r.queue_family(v.src_queue_family_index);
+    o.dst_queue_family_index = r.queue_family(v.dst_queue_family_index);
     o.buffer = vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, v.buffer)?);
     o.offset = v.offset;
     o.size = v.size;
@@ -4107,8 +4112,8 @@ pub unsafe fn m_VkImageMemoryBarrier(
     o.dst_access_mask = vk::AccessFlags::from_raw(v.dst_access_mask);
     o.old_layout = vk::ImageLayout::from_raw(v.old_layout);
     o.new_layout = vk::ImageLayout::from_raw(v.new_layout);
-    o.src_queue_family_index = v.src_queue_family_index;
-    o.dst_queue_family_index = v.dst_queue_family_index;
+    o.src_queue_family_index = r.queue_family(v.src_queue_family_index);
+    o.dst_queue_family_index = r.queue_family(v.dst_queue_family_index);
     o.image = vk::Image::from_raw(h(r, vk::ObjectType::IMAGE, v.image)?);
     o.subresource_range = m_VkImageSubresourceRange(&v.subresource_range, a, r)?;
     Ok(o)
@@ -14258,8 +14263,8 @@ pub unsafe fn m_VkImageMemoryBarrier2(
     o.dst_access_mask = vk::AccessFlags2::from_raw(v.dst_access_mask);
     o.old_layout = vk::ImageLayout::from_raw(v.old_layout);
     o.new_layout = vk::ImageLayout::from_raw(v.new_layout);
-    o.src_queue_family_index = v.src_queue_family_index;
-    o.dst_queue_family_index = v.dst_queue_family_index;
+    o.src_queue_family_index = r.queue_family(v.src_queue_family_index);
+    o.dst_queue_family_index = r.queue_family(v.dst_queue_family_index);
     o.image = vk::Image::from_raw(h(r, vk::ObjectType::IMAGE, v.image)?);
     o.subresource_range = m_VkImageSubresourceRange(&v.subresource_range, a, r)?;
     Ok(o)
@@ -14277,8 +14282,8 @@ pub unsafe fn m_VkBufferMemoryBarrier2(
     o.src_access_mask = vk::AccessFlags2::from_raw(v.src_access_mask);
     o.dst_stage_mask = vk::PipelineStageFlags2::from_raw(v.dst_stage_mask);
     o.dst_access_mask = vk::AccessFlags2::from_raw(v.dst_access_mask);
-    o.src_queue_family_index = v.src_queue_family_index;
-    o.dst_queue_family_index = v.dst_queue_family_index;
+    o.src_queue_family_index = r.queue_family(v.src_queue_family_index);
+    o.dst_queue_family_index = r.queue_family(v.dst_queue_family_index);
     o.buffer = vk::Buffer::from_raw(h(r, vk::ObjectType::BUFFER, v.buffer)?);
     o.offset = v.offset;
     o.size = v.size;
