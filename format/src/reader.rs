@@ -466,13 +466,13 @@ impl TraceReader {
     /// the calling thread one block at a time, in file order. Yields exactly what
     /// [`records`](Self::records) yields, grouped by block (a damaged block is one error; records
     /// newer than this build are skipped and counted in [`BlockRecords::unknown_skipped`]).
-    /// Blocks are independent zstd frames, so decoding scales with cores while `sink` consumes
-    /// earlier blocks; at most `2 * threads` decoded blocks wait for `sink` at any time.
-    /// `threads <= 1` decodes on the calling thread.
+    /// Blocks are independent zstd frames, so workers decode later blocks while `sink` consumes
+    /// earlier ones; at most `2 * threads` decoded blocks wait for `sink` at any time.
+    /// `threads == 0` decodes on the calling thread.
     pub fn records_parallel(&self, threads: usize, mut sink: impl FnMut(BlockRecords)) {
         let ids = self.record_block_ids(|_| true);
         let threads = threads.min(ids.len());
-        if threads <= 1 {
+        if threads == 0 {
             let mut dctx = Dctx::default();
             for &i in &ids {
                 sink(self.decode_block(i, &mut dctx));
@@ -567,7 +567,13 @@ impl TraceReader {
     fn decode_block(&self, i: usize, dctx: &mut Dctx) -> BlockRecords {
         let mut it = Records::new(self, vec![i]);
         it.dctx = std::mem::take(dctx);
-        let mut records = Vec::with_capacity(self.blocks[i].records.min(1 << 20) as usize);
+        // The count is the file's word: each record takes at least 2 bytes, and the rest grows
+        // as needed.
+        let b = &self.blocks[i];
+        let cap = u64::from(b.records)
+            .min(b.uncompressed_len / 2)
+            .min(1 << 16);
+        let mut records = Vec::with_capacity(cap as usize);
         records.extend(&mut it);
         *dctx = std::mem::take(&mut it.dctx);
         BlockRecords {

@@ -101,9 +101,19 @@ pub fn frames(
 /// Opening `path` `runs` times: (format reader alone, full open) per run, sorted by full open.
 /// Each run reads the file as the viewer does (`load::load_one`); the reader-alone figure
 /// decodes every record through `TraceReader::records_parallel` with the viewer's threads.
+/// `QUARRY_BENCH_OPEN_ONLY=1` skips the reader-alone pass (reported as zero), so that the
+/// process's CPU time is the opens' alone.
 pub fn open_times(path: &Path, runs: usize) -> anyhow::Result<Vec<(Duration, Duration)>> {
+    let open_only = std::env::var_os("QUARRY_BENCH_OPEN_ONLY").is_some();
     let mut out = Vec::with_capacity(runs);
     for _ in 0..runs.max(1) {
+        if open_only {
+            let t = Instant::now();
+            let ds = crate::load::load_one(path)?;
+            out.push((Duration::ZERO, t.elapsed()));
+            drop(ds);
+            continue;
+        }
         let t = Instant::now();
         let reader = format::TraceReader::open(path)?;
         let mut n = 0usize;

@@ -281,6 +281,8 @@ pub struct DatasetBuilder {
     counter_key: HashMap<CounterKey, usize>,
     /// How many rows the current results file has produced (for the same-order fast path).
     file_row_cursor: usize,
+    /// The pool `pool_for` returned last.
+    last_pool: Option<u32>,
 }
 
 impl Default for DatasetBuilder {
@@ -297,6 +299,7 @@ impl Default for DatasetBuilder {
             result_key: HashMap::new(),
             counter_key: HashMap::new(),
             file_row_cursor: 0,
+            last_pool: None,
         }
     }
 }
@@ -388,7 +391,15 @@ impl DatasetBuilder {
         pipeline_statistics: u32,
         perf_counters: usize,
     ) -> u32 {
-        if let Some(&i) = self.pool_index.get(&handle) {
+        // Consecutive records mostly name the same pool: skip the hash lookup then.
+        let last = self.last_pool.filter(|&i| {
+            self.ds
+                .pools
+                .get(i as usize)
+                .is_some_and(|p| p.handle == handle)
+        });
+        if let Some(i) = last.or_else(|| self.pool_index.get(&handle).copied()) {
+            self.last_pool = Some(i);
             let p = &mut self.ds.pools[i as usize];
             // A trace's QueryPool record is authoritative; results only fill unknowns.
             if p.perf_counters == 0 {
@@ -778,10 +789,15 @@ impl DatasetBuilder {
             }
         };
         let col = &mut self.ds.replayed[fi];
-        if col.len() <= row_idx {
-            col.resize(row_idx + 1, None);
+        if col.len() == row_idx {
+            // The usual case: rows arrive in order.
+            col.push(replayed);
+        } else {
+            if col.len() < row_idx {
+                col.resize(row_idx + 1, None);
+            }
+            col[row_idx] = replayed;
         }
-        col[row_idx] = replayed;
     }
 
     fn result_counter(&mut self, c: CounterValue) {
