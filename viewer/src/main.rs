@@ -60,6 +60,10 @@ fn real_main() -> anyhow::Result<()> {
                     r.open.as_secs_f64() * 1e3
                 );
                 println!(
+                    "table view (filters, order): {:.1} ms",
+                    r.table_view.as_secs_f64() * 1e3
+                );
+                println!(
                     "first frame (builds timeline lanes): {:.1} ms",
                     r.first_frame.as_secs_f64() * 1e3
                 );
