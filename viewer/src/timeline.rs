@@ -94,30 +94,59 @@ impl Lanes {
                 *o = 0;
             }
         }
-        // Lanes in (pool, query) order.
-        let mut keys: Vec<(u32, u32, u32)> = ds
-            .rows
-            .iter()
+        // Lanes in (pool, query) order: the distinct keys are few, so they are sorted, not
+        // the million rows; rows then go to their lane in row order.
+        // Query indices below DENSE look up a per-pool table; others (corrupt files) a map.
+        const DENSE: u32 = 1 << 16;
+        let mut dense: Vec<Vec<u32>> = vec![Vec::new(); ds.pools.len()];
+        let mut sparse: std::collections::HashMap<(u32, u32), u32> =
+            std::collections::HashMap::new();
+        let mut seen_keys: Vec<(u32, u32)> = Vec::new();
+        let mut row_key = Vec::with_capacity(ds.rows.len());
+        for r in &ds.rows {
+            let key = (r.pool, r.query);
+            let slot = match dense.get_mut(r.pool as usize) {
+                Some(d) if r.query < DENSE => {
+                    let q = r.query as usize;
+                    if d.len() <= q {
+                        d.resize(q + 1, u32::MAX);
+                    }
+                    &mut d[q]
+                }
+                _ => sparse.entry(key).or_insert(u32::MAX),
+            };
+            if *slot == u32::MAX {
+                *slot = seen_keys.len() as u32;
+                seen_keys.push(key);
+            }
+            row_key.push(*slot);
+        }
+        let mut keys: Vec<((u32, u32), u32)> = seen_keys
+            .into_iter()
             .enumerate()
-            .map(|(i, r)| (r.pool, r.query, i as u32))
+            .map(|(n, k)| (k, n as u32))
             .collect();
         keys.sort_unstable();
-        let mut lanes: Vec<Lane> = Vec::new();
-        let mut row_lane = vec![0u32; ds.rows.len()];
-        let mut t_max = 0.0f64;
-        for (pool, query, i) in keys {
-            if lanes
-                .last()
-                .is_none_or(|l| (l.pool, l.query) != (pool, query))
-            {
-                lanes.push(Lane {
+        // First-seen lane number -> lane index in key order.
+        let mut order = vec![0u32; keys.len()];
+        let mut lanes: Vec<Lane> = keys
+            .iter()
+            .enumerate()
+            .map(|(li, &((pool, query), seen))| {
+                order[seen as usize] = li as u32;
+                Lane {
                     pool,
                     query,
                     sub: vec![Vec::new(); n_sub],
                     longest: vec![0.0; n_sub],
-                });
-            }
-            let li = lanes.len() - 1;
+                }
+            })
+            .collect();
+        let mut row_lane = vec![0u32; ds.rows.len()];
+        let mut t_max = 0.0f64;
+        for (i, seen) in row_key.into_iter().enumerate() {
+            let i = i as u32;
+            let li = order[seen as usize] as usize;
             row_lane[i as usize] = li as u32;
             let lane = &mut lanes[li];
             let mut push = |k: usize, ext: Option<(u64, u64)>| {
@@ -642,6 +671,15 @@ mod tests {
         let lanes = Lanes::build(&ds);
         let spans: usize = lanes.lanes.iter().map(|l| l.sub[0].len()).sum();
         assert_eq!(spans, 300);
+        // One lane per (pool, query), in that order, holding exactly that query's rows.
+        assert!(lanes
+            .lanes
+            .windows(2)
+            .all(|w| (w[0].pool, w[0].query) < (w[1].pool, w[1].query)));
+        for (i, r) in ds.rows.iter().enumerate() {
+            let l = &lanes.lanes[lanes.row_lane[i] as usize];
+            assert_eq!((l.pool, l.query), (r.pool, r.query));
+        }
         for l in &lanes.lanes {
             assert!(l.sub[1].windows(2).all(|w| w[0].start <= w[1].start));
             for sp in &l.sub[0] {
