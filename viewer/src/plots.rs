@@ -381,8 +381,62 @@ pub fn format_counter(v: f64) -> String {
     }
 }
 
+/// Category, description and unit of a counter, for the line under the selector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterAbout {
+    pub category: String,
+    pub description: String,
+    pub unit: u32,
+}
+
+/// What the counters view needs from all samples, gathered once per dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterFacts {
+    /// Distinct counter names, sorted; `about` is indexed alike.
+    pub names: Vec<String>,
+    pub about: Vec<CounterAbout>,
+    /// First name (sorted) of a counter with render-pass samples.
+    pub first_rp_name: Option<String>,
+    /// Lowest and highest frame of any sample.
+    pub frames: (u64, u64),
+}
+
+impl CounterFacts {
+    pub fn of(ds: &Dataset) -> CounterFacts {
+        let mut by_name: BTreeMap<&str, (CounterAbout, bool)> = BTreeMap::new();
+        let mut frames = (u64::MAX, 0);
+        for c in &ds.counters {
+            frames = (frames.0.min(c.frame), frames.1.max(c.frame));
+            let e = by_name.entry(c.name.as_str()).or_insert_with(|| {
+                (
+                    CounterAbout {
+                        category: c.category.clone(),
+                        description: c.description.clone(),
+                        unit: c.unit,
+                    },
+                    false,
+                )
+            });
+            e.1 |= c.render_pass.is_some();
+        }
+        if frames.0 > frames.1 {
+            frames = (0, 0);
+        }
+        CounterFacts {
+            first_rp_name: by_name
+                .iter()
+                .find(|(_, (_, rp))| *rp)
+                .map(|(n, _)| (*n).to_owned()),
+            names: by_name.keys().map(|n| (*n).to_owned()).collect(),
+            about: by_name.into_values().map(|(a, _)| a).collect(),
+            frames,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct CountersState {
+    pub facts: Option<CounterFacts>,
     pub selected: Option<String>,
     /// `None` until the view first shows: then by render pass when the files have render-pass
     /// samples, else by frame.
@@ -409,43 +463,40 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
         ui.weak("No performance counters in these files (CounterValue records come from `quarry replay --counters`).");
         return;
     }
-    let mut names: Vec<&str> = ds.counters.iter().map(|c| c.name.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
+    // Facts about all samples, computed once per dataset (render-pass scope makes millions).
+    let facts = st.facts.get_or_insert_with(|| CounterFacts::of(ds)).clone();
+    let names = &facts.names;
     let sel = st
         .selected
         .get_or_insert_with(|| {
             // Start on a counter with render-pass samples when there is one.
-            let rp = ds
-                .counters
-                .iter()
-                .filter(|c| c.render_pass.is_some())
-                .map(|c| c.name.as_str())
-                .min();
-            rp.unwrap_or(names[0]).to_owned()
+            facts
+                .first_rp_name
+                .clone()
+                .unwrap_or_else(|| names[0].clone())
         })
         .clone();
-    let grouping = *st.grouping.get_or_insert_with(|| {
-        if ds.counters.iter().any(|c| c.render_pass.is_some()) {
-            CounterGrouping::RenderPass
-        } else {
-            CounterGrouping::Frame
-        }
+    let grouping = *st.grouping.get_or_insert(if facts.first_rp_name.is_some() {
+        CounterGrouping::RenderPass
+    } else {
+        CounterGrouping::Frame
     });
-    let first = ds.counters.iter().find(|c| c.name == sel);
+    let first = facts
+        .names
+        .iter()
+        .position(|n| *n == sel)
+        .map(|i| &facts.about[i]);
     let unit = first.map_or(0, |c| c.unit);
-    let (f_lo, f_hi) = ds.counters.iter().fold((u64::MAX, 0), |(lo, hi), c| {
-        (lo.min(c.frame), hi.max(c.frame))
-    });
+    let (f_lo, f_hi) = facts.frames;
     ui.horizontal_wrapped(|ui| {
         let l = ui.label("Counter");
         egui::ComboBox::from_id_salt("counter_pick")
             .selected_text(&sel)
             .width(200.0)
             .show_ui(ui, |ui| {
-                for n in &names {
-                    if ui.selectable_label(sel == *n, *n).clicked() {
-                        st.selected = Some((*n).to_owned());
+                for n in names {
+                    if ui.selectable_label(sel == *n, n).clicked() {
+                        st.selected = Some(n.clone());
                     }
                 }
             })
@@ -571,7 +622,7 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
                 let bars: Vec<Bar> = groups
                     .iter()
                     .enumerate()
-                    .take(5000)
+                    .take(2000)
                     .filter_map(|(k, g)| {
                         value_of(g, s).map(|v| {
                             Bar::new(k as f64 + (s as f64 - (n_src - 1.0) / 2.0) * width, v)
