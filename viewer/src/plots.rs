@@ -372,6 +372,9 @@ fn axis_label(ds: &Dataset, g: &CounterGroup) -> String {
     }
 }
 
+/// Groups drawn as bars (the table lists them all).
+const MAX_BARS: usize = 2000;
+
 /// Compact number for counter cells: integers without decimals, others with 3.
 pub fn format_counter(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
@@ -548,7 +551,10 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
     let sources = source_names(ds);
     let avail = ui.available_height();
     let plot_h = (avail * 0.42).max(120.0);
-    let title = format!("{sel} per {}", grouping.name().to_ascii_lowercase());
+    let mut title = format!("{sel} per {}", grouping.name().to_ascii_lowercase());
+    if grouping != CounterGrouping::Frame && groups.len() > MAX_BARS {
+        title += &format!(" (plot: first {MAX_BARS} of {} groups)", groups.len());
+    }
     ui.label(RichText::new(title).strong());
     let value_of = |g: &CounterGroup, s: usize| {
         if s == 0 {
@@ -622,7 +628,7 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
                 let bars: Vec<Bar> = groups
                     .iter()
                     .enumerate()
-                    .take(2000)
+                    .take(MAX_BARS)
                     .filter_map(|(k, g)| {
                         value_of(g, s).map(|v| {
                             Bar::new(k as f64 + (s as f64 - (n_src - 1.0) / 2.0) * width, v)
