@@ -59,7 +59,7 @@ pub fn capture(
     let layer = LayerDir::new(&library)?;
     let mut cmd = launch::command(program, args, output, &layer)?;
     let counters = if emulate_counters {
-        let counters = VkLayer_quarry_counters::launch::LayerDir::for_built_layer()?;
+        let counters = layer_support::counters::LayerDir::for_built_layer()?;
         let current = |key: &str| {
             cmd.get_envs()
                 .find(|(k, _)| *k == key)

@@ -21,7 +21,7 @@ mod loader;
 use ash::vk;
 
 /// Layer name as in the manifest.
-pub const LAYER_NAME: &str = "VK_LAYER_QUARRY_counters";
+pub const LAYER_NAME: &str = layer_support::counters::LAYER_NAME;
 
 /// Environment variable: counters measured per pass (positive integer, default 2).
 pub const PER_PASS_ENV: &str = "QUARRY_COUNTERS_PER_PASS";

@@ -21,12 +21,12 @@ pub struct DevicesArgs {
 
 /// Makes every Vulkan instance this process creates from now on load VK_LAYER_QUARRY_counters
 /// below the replayer; the returned directory holds its manifest and must outlive the replay.
-pub fn emulate_counters() -> anyhow::Result<VkLayer_quarry_counters::launch::LayerDir> {
-    let layer = VkLayer_quarry_counters::launch::LayerDir::for_built_layer()?;
+pub fn emulate_counters() -> anyhow::Result<layer_support::counters::LayerDir> {
+    let layer = layer_support::counters::LayerDir::for_built_layer()?;
     let [(key, paths), _] = layer.env_values(std::env::var_os("VK_ADD_LAYER_PATH"), None);
     // The loader reads its search path at instance creation; nothing else in this process reads it.
     std::env::set_var(key, paths);
-    crate::devices::add_layer(VkLayer_quarry_counters::LAYER_NAME);
+    crate::devices::add_layer(layer_support::counters::LAYER_NAME);
     Ok(layer)
 }
 
