@@ -125,6 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             inject: None,
             frames: None,
             window: false,
+            drop_unsupported: false,
         };
         match replayer::replay(&opts) {
             Ok(s) => {

@@ -215,7 +215,7 @@ fn copy_str(dst: &mut [c_char], s: &str) {
 }
 
 fn missing(name: &str) -> ReplayError {
-    ReplayError::Other(format!("{name} is not available on the replay device"))
+    ReplayError::Unavailable(name.to_string())
 }
 "#;
 

@@ -101,6 +101,10 @@ pub struct ReplayArgs {
     /// A GPU without VK_KHR_performance_query measures through VK_LAYER_QUARRY_counters.
     #[arg(long, value_name = "LIST|all")]
     pub counters: Option<String>,
+    /// Leave out device extensions the replay GPU lacks when they are safe to drop (debug
+    /// markers, checkpoints, HDR metadata, present timing, ...) and skip their commands.
+    #[arg(long)]
+    pub drop_unsupported: bool,
     /// Show the presented frames in an X11 window (on $DISPLAY); headless without it.
     #[arg(long)]
     pub window: bool,
@@ -154,6 +158,7 @@ impl ReplayArgs {
             passes: self.passes.0,
             frames: self.frames,
             window: self.window,
+            drop_unsupported: self.drop_unsupported,
             inject: self.counters.as_deref().map(|c| crate::inject::InjectSpec {
                 counters: (c.trim() != "all").then(|| {
                     c.split(',')

@@ -44,6 +44,8 @@ pub struct ReplayOptions {
     pub inject: Option<crate::inject::InjectSpec>,
     /// `--window`: show presented frames in an X11 window instead of discarding them.
     pub window: bool,
+    /// `--drop-unsupported`: leave out safe-to-drop device extensions the replay GPU lacks.
+    pub drop_unsupported: bool,
     /// `--frames A-B`: replay from the trace's start through frame B (inclusive, 0-based) and
     /// report only frames A..=B (timings, query results); `None` is the whole trace.
     pub frames: Option<(u64, Option<u64>)>,
@@ -63,6 +65,7 @@ impl ReplayOptions {
             inject: None,
             frames: None,
             window: false,
+            drop_unsupported: false,
         }
     }
 }
@@ -319,6 +322,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             );
             session.perf.pass = pass;
             session.window = opts.window;
+            session.drop_unsupported = opts.drop_unsupported;
             session.perf.forced = opts.passes;
             session.perf.pool_counters = pool_counters.clone();
             session.inject = opts
@@ -371,7 +375,21 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                 .as_mut()
                 .map(|i| std::mem::take(&mut i.warnings))
                 .unwrap_or_default();
-            for w in run.session.perf.warnings.drain(..).chain(inject_warnings) {
+            let dropped = (!run.session.dropped.is_empty()).then(|| {
+                format!(
+                    "dropped device extension(s) the replay GPU lacks: {} ({} of their calls skipped)",
+                    run.session.dropped.join(", "),
+                    run.session.skipped_calls
+                )
+            });
+            for w in run
+                .session
+                .perf
+                .warnings
+                .drain(..)
+                .chain(inject_warnings)
+                .chain(dropped)
+            {
                 if !warnings.contains(&w) {
                     warnings.push(w);
                 }

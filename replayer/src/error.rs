@@ -6,6 +6,9 @@ use ash::vk;
 /// `seq` and command name so the message points at the exact spot of the trace.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// A command whose function the replay device does not provide.
+    #[error("{0} is not available on the replay device")]
+    Unavailable(String),
     /// No Vulkan loader, no ICD, or instance creation failed.
     #[error("{0}")]
     NoVulkan(String),

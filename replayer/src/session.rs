@@ -166,6 +166,13 @@ pub struct Session<'a> {
     pub inject: Option<crate::inject::InjectState>,
     /// `--window`: presents are shown in X11 windows (see `crate::window`).
     pub window: bool,
+    /// `--drop-unsupported`: device extensions in [`SAFE_TO_DROP`] the replay GPU lacks are left
+    /// out, and their commands skipped.
+    pub drop_unsupported: bool,
+    /// Extensions left out that way.
+    pub dropped: Vec<String>,
+    /// Calls skipped because their extension was dropped.
+    pub skipped_calls: u64,
     /// Frames shown in windows.
     pub presented: u64,
 }
@@ -246,6 +253,9 @@ impl<'a> Session<'a> {
             inject: None,
             window: false,
             presented: 0,
+            drop_unsupported: false,
+            dropped: Vec::new(),
+            skipped_calls: 0,
         }
     }
 
@@ -619,6 +629,16 @@ impl<'a> Session<'a> {
         if self.inject.is_some() && !ext.iter().any(|e| e == "VK_KHR_performance_query") {
             ext.push("VK_KHR_performance_query".into());
         }
+        // Extensions the replay can do without: dropped with --drop-unsupported, else named.
+        let droppable: Vec<String> = ext
+            .iter()
+            .filter(|e| !available.contains(e) && SAFE_TO_DROP.contains(&e.as_str()))
+            .cloned()
+            .collect();
+        if self.drop_unsupported {
+            ext.retain(|e| !droppable.contains(e));
+            self.dropped.extend(droppable.iter().cloned());
+        }
         let mut missing: Vec<String> = ext
             .iter()
             .filter(|e| !available.contains(e))
@@ -652,8 +672,17 @@ impl<'a> Session<'a> {
                 }
             };
         if !missing.is_empty() {
+            let hint = if droppable.is_empty() || self.drop_unsupported {
+                String::new()
+            } else {
+                format!(
+                    "\n  ({} can be dropped safely with --drop-unsupported: the replay skips {} commands)",
+                    droppable.join(", "),
+                    if droppable.len() == 1 { "its" } else { "their" }
+                )
+            };
             return Err(ReplayError::NoGpu(format!(
-                "GPU {} ({}) lacks what the trace's device needs:\n  {}",
+                "GPU {} ({}) lacks what the trace's device needs:\n  {}{hint}",
                 self.gpu.index,
                 self.gpu.name,
                 missing.join("\n  ")
@@ -1377,6 +1406,26 @@ impl<'a> Session<'a> {
 }
 
 /// Instance extensions that need a window system; replay emulates surfaces instead.
+/// Device extensions a replay can do without: their commands only annotate, describe or tune
+/// (markers, checkpoints, HDR metadata, budgets, present timing, pipeline statistics for tools),
+/// so skipping them changes no query result and no rendered image.
+pub const SAFE_TO_DROP: &[&str] = &[
+    "VK_EXT_debug_marker",
+    "VK_NV_device_diagnostic_checkpoints",
+    "VK_NV_device_diagnostics_config",
+    "VK_AMD_shader_info",
+    "VK_KHR_pipeline_executable_properties",
+    "VK_EXT_tooling_info",
+    "VK_EXT_device_fault",
+    "VK_EXT_calibrated_timestamps",
+    "VK_KHR_calibrated_timestamps",
+    "VK_EXT_hdr_metadata",
+    "VK_KHR_present_id",
+    "VK_KHR_present_wait",
+    "VK_GOOGLE_display_timing",
+    "VK_KHR_incremental_present",
+];
+
 pub fn is_window_system_extension(name: &str) -> bool {
     matches!(
         name,

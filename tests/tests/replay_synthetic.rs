@@ -637,3 +637,83 @@ fn barrier_queue_families_follow_the_family_mapping() {
         s.first_messages
     );
 }
+
+/// A device extension lavapipe lacks but whose commands only annotate (checkpoints): without
+/// `--drop-unsupported` the replay refuses, naming it and the option; with it, the extension is
+/// left out, its command skipped and the rest of the trace replayed.
+#[test]
+fn safe_extensions_can_be_dropped() {
+    if !have_vulkan() {
+        return;
+    }
+    let ext = c"VK_NV_device_diagnostic_checkpoints";
+    let has = replayer::devices()
+        .unwrap()
+        .iter()
+        .any(|g| g.name.contains("llvmpipe"));
+    if !has {
+        eprintln!("SKIP: needs lavapipe (which lacks {ext:?})");
+        return;
+    }
+    let mut t = Trace::new();
+    t.device(&[ext], false);
+    let dev = vk::Device::from_raw(DEVICE);
+    let cpci = vk::CommandPoolCreateInfo::default().queue_family_index(0);
+    let mut pool = vk::CommandPool::from_raw(0x8000);
+    t.call("vkCreateCommandPool", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCreateCommandPool(e, dev, &cpci, std::ptr::null(), &mut pool)
+    });
+    let cbai = vk::CommandBufferAllocateInfo::default()
+        .command_pool(pool)
+        .level(vk::CommandBufferLevel::PRIMARY)
+        .command_buffer_count(1);
+    let mut cb = vk::CommandBuffer::from_raw(0x9000);
+    t.call(
+        "vkAllocateCommandBuffers",
+        vk::Result::SUCCESS,
+        |e| unsafe { vkstream::encode::vkAllocateCommandBuffers(e, dev, &cbai, &mut cb) },
+    );
+    let begin = vk::CommandBufferBeginInfo::default();
+    t.call("vkBeginCommandBuffer", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkBeginCommandBuffer(e, cb, &begin)
+    });
+    t.call("vkCmdSetCheckpointNV", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCmdSetCheckpointNV(e, cb, 0x1234 as *const std::ffi::c_void)
+    });
+    t.call("vkEndCommandBuffer", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkEndCommandBuffer(e, cb)
+    });
+    let cbs = [cb];
+    let submit = [vk::SubmitInfo::default().command_buffers(&cbs)];
+    let queue = vk::Queue::from_raw(QUEUE);
+    t.call("vkQueueSubmit", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkQueueSubmit(e, queue, 1, submit.as_ptr(), vk::Fence::null())
+    });
+    t.call("vkQueueWaitIdle", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkQueueWaitIdle(e, queue)
+    });
+    t.call("vkDestroyCommandPool", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkDestroyCommandPool(e, dev, pool, std::ptr::null())
+    });
+    t.teardown();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("checkpoints.qtrace");
+    t.write(&path);
+    let mut o = ReplayOptions::new(&path);
+    o.gpu = Some("llvmpipe".into());
+    let e = replayer::replay(&o).unwrap_err().to_string();
+    assert!(
+        e.contains("VK_NV_device_diagnostic_checkpoints") && e.contains("--drop-unsupported"),
+        "{e}"
+    );
+    o.drop_unsupported = true;
+    o.validate = true;
+    let s = replayer::replay(&o).unwrap();
+    assert!(
+        s.warnings.iter().any(|w| w
+            .contains("dropped device extension(s) the replay GPU lacks: VK_NV_device_diagnostic_checkpoints (1 of their calls skipped)")),
+        "{:?}",
+        s.warnings
+    );
+    assert_eq!(s.validation_messages, 0, "{:?}", s.first_messages);
+}

@@ -217,7 +217,7 @@ fn copy_str(dst: &mut [c_char], s: &str) {
 }
 
 fn missing(name: &str) -> ReplayError {
-    ReplayError::Other(format!("{name} is not available on the replay device"))
+    ReplayError::Unavailable(name.to_string())
 }
 
 /// Builds a pNext chain in the arena, in captured order.
