@@ -228,15 +228,116 @@ impl PassPlan {
     }
 }
 
-/// Nanoseconds from two raw timestamps: the difference modulo 2^valid_bits, times the period.
+/// Nanoseconds from two raw timestamps: the difference modulo 2^valid_bits, times the period, rounded
+/// half up. Exact integer arithmetic ([`scale_ticks`]), so the GPU copy path (shaders/resolve.comp)
+/// computes the same bytes as vkGetQueryPoolResults.
 pub fn ticks_to_ns(begin: u64, end: u64, valid_bits: u32, period_ns: f32) -> u64 {
+    let (m, s) = period_parts(period_ns);
+    scale_ticks(ticks(begin, end, valid_bits), m, s)
+}
+
+/// `end - begin` modulo 2^valid_bits.
+pub fn ticks(begin: u64, end: u64, valid_bits: u32) -> u64 {
     let mask = if valid_bits >= 64 {
         u64::MAX
     } else {
         (1u64 << valid_bits) - 1
     };
-    let ticks = end.wrapping_sub(begin) & mask;
-    (ticks as f64 * period_ns as f64).round() as u64
+    end.wrapping_sub(begin) & mask
+}
+
+/// The exact value of an f32 timestamp period as `m * 2^s` (m odd, below 2^24); (0, 0) for a period
+/// that is zero, negative or not finite.
+pub fn period_parts(period: f32) -> (u32, i32) {
+    if !period.is_finite() || period <= 0.0 {
+        return (0, 0);
+    }
+    let bits = period.to_bits();
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let frac = bits & 0x7f_ffff;
+    let (mut m, mut s) = if exp == 0 {
+        (frac, -149)
+    } else {
+        (frac | 0x80_0000, exp - 150)
+    };
+    while m & 1 == 0 {
+        m >>= 1;
+        s += 1;
+    }
+    (m, s)
+}
+
+/// round-half-up(`t * m * 2^s`), low 64 bits, with `m` below 2^24 (as from [`period_parts`]), so the
+/// product and the rounding fit in 96 bits. Written with 32-bit limbs exactly
+/// as `scale()` in shaders/resolve.comp (which has no 64-bit integers); tested against u128.
+pub fn scale_ticks(t: u64, m: u32, s: i32) -> u64 {
+    let (tx, ty) = (t as u32, (t >> 32) as u32);
+    let mul = |a: u32| {
+        let p = a as u64 * m as u64;
+        ((p >> 32) as u32, p as u32)
+    };
+    let (h0, l0) = mul(tx);
+    let (h1, l1) = mul(ty);
+    let (r1, c) = h0.overflowing_add(l1);
+    let mut r = [l0, r1, h1.wrapping_add(c as u32)];
+    let limb = |r: &[u32; 3], i: i32| {
+        if (0..3).contains(&i) {
+            r[i as usize]
+        } else {
+            0
+        }
+    };
+    let mut o = [0u32; 2];
+    if s >= 0 {
+        if s >= 64 {
+            return 0;
+        }
+        let (ls, bs) = (s / 32, s % 32);
+        for (j, out) in o.iter_mut().enumerate() {
+            let j = j as i32;
+            let mut v = limb(&r, j - ls) << bs;
+            if bs > 0 && j - ls > 0 {
+                v |= limb(&r, j - ls - 1) >> (32 - bs);
+            }
+            *out = v;
+        }
+    } else {
+        let k = -s;
+        if k >= 96 {
+            return 0;
+        }
+        let rb = k - 1;
+        let add = 1u32 << (rb % 32);
+        match rb / 32 {
+            0 => {
+                let (x, c0) = r[0].overflowing_add(add);
+                let (y, c1) = r[1].overflowing_add(c0 as u32);
+                r = [x, y, r[2].wrapping_add(c1 as u32)];
+            }
+            1 => {
+                let (y, c1) = r[1].overflowing_add(add);
+                r = [r[0], y, r[2].wrapping_add(c1 as u32)];
+            }
+            _ => r[2] = r[2].wrapping_add(add),
+        }
+        let (ls, bs) = (k / 32, k % 32);
+        for (j, out) in o.iter_mut().enumerate() {
+            let j = j as i32;
+            let mut v = limb(&r, j + ls) >> bs;
+            if bs > 0 {
+                v |= limb(&r, j + ls + 1) << (32 - bs);
+            }
+            *out = v;
+        }
+    }
+    o[0] as u64 | (o[1] as u64) << 32
+}
+
+/// "Render pass duration": the sum (modulo 2^64) of the first `measured` (begin, end) pairs in `pairs`.
+pub fn render_pass_ns(pairs: &[u64], measured: usize, valid_bits: u32, period_ns: f32) -> u64 {
+    pairs.chunks_exact(2).take(measured).fold(0u64, |acc, p| {
+        acc.wrapping_add(ticks_to_ns(p[0], p[1], valid_bits, period_ns))
+    })
 }
 
 /// Copies `s` into a fixed, NUL-terminated C char array, truncating at a character boundary.
@@ -358,6 +459,111 @@ mod tests {
         assert_eq!(ticks_to_ns(10, 25, 64, 2.5), 38);
         // 36-bit counter that wrapped between begin and end.
         assert_eq!(ticks_to_ns((1 << 36) - 5, 3, 36, 1.0), 8);
+    }
+
+    /// The reference for [`scale_ticks`]: u128 arithmetic.
+    fn scale_ref(t: u64, m: u32, s: i32) -> u64 {
+        let p = t as u128 * m as u128;
+        if s >= 0 {
+            if s >= 64 {
+                0
+            } else {
+                (p as u64) << s
+            }
+        } else if -s >= 96 {
+            0
+        } else {
+            ((p + (1u128 << (-s - 1))) >> -s) as u64
+        }
+    }
+
+    #[test]
+    fn limb_arithmetic_equals_u128_reference() {
+        // A small xorshift so the test needs no crate.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let edge_t = [
+            0,
+            1,
+            2,
+            u32::MAX as u64,
+            1 << 32,
+            u64::MAX,
+            u64::MAX - 1,
+            1 << 63,
+        ];
+        let edge_m = [0, 1, 3, 0xff_ffff, 0x80_0001, 0xfe_dcba];
+        for s in -100..70 {
+            for &t in &edge_t {
+                for &m in &edge_m {
+                    assert_eq!(
+                        scale_ticks(t, m, s),
+                        scale_ref(t, m, s),
+                        "t={t} m={m} s={s}"
+                    );
+                }
+            }
+            for _ in 0..200 {
+                let t = next() >> (next() % 64);
+                let m = (next() as u32 & 0xff_ffff) >> (next() % 24);
+                assert_eq!(
+                    scale_ticks(t, m, s),
+                    scale_ref(t, m, s),
+                    "t={t} m={m} s={s}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn periods_split_exactly() {
+        for p in [
+            1.0f32,
+            2.5,
+            0.1,
+            83.333_336,
+            52.083_332,
+            1e-30,
+            f32::MIN_POSITIVE / 4.0,
+            3e38,
+        ] {
+            let (m, s) = period_parts(p);
+            assert_eq!(m & 1, 1, "{p}");
+            assert!(m < 1 << 24);
+            assert_eq!(m as f64 * 2f64.powi(s), p as f64, "{p}");
+        }
+        assert_eq!(period_parts(1.0), (1, 0));
+        assert_eq!(period_parts(0.0), (0, 0));
+        assert_eq!(period_parts(f32::NAN), (0, 0));
+        assert_eq!(period_parts(-1.0), (0, 0));
+    }
+
+    #[test]
+    fn durations_match_float_rounding_where_floats_are_exact() {
+        for p in [1.0f32, 2.5, 0.1, 83.333_336, 52.083_332, 41.666_668] {
+            for ticks in [0u64, 1, 7, 999, 123_456, 1 << 28] {
+                let f = (ticks as f64 * p as f64).round() as u64;
+                assert_eq!(ticks_to_ns(5, 5 + ticks, 64, p), f, "ticks={ticks} p={p}");
+            }
+        }
+    }
+
+    #[test]
+    fn render_pass_duration_sums_the_measured_pairs() {
+        let pairs = [10, 20, 100, 105, 7, 9, 1, 1_000];
+        assert_eq!(render_pass_ns(&pairs, 0, 64, 1.0), 0);
+        assert_eq!(render_pass_ns(&pairs, 2, 64, 1.0), 15);
+        assert_eq!(render_pass_ns(&pairs, 3, 64, 2.0), 34);
+        // More measured than present: only the pairs there.
+        assert_eq!(render_pass_ns(&pairs[..4], 9, 64, 1.0), 15);
+        // Wraps instead of overflowing.
+        let big = [0, u64::MAX, 0, u64::MAX];
+        assert_eq!(render_pass_ns(&big, 2, 64, 1.0), u64::MAX.wrapping_mul(2));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! recording). A violation is reported on stderr with the VUID; vkEndCommandBuffer and then
 //! vkQueueSubmit return VK_ERROR_UNKNOWN ("the application has provided invalid input").
 
+mod copy;
 use crate::counters::{self, Capabilities, PassPlan, Source, CATALOG};
 use crate::loader;
 use ash::vk;
@@ -81,6 +82,8 @@ fn_table!(InstanceFns {
         c"vkGetPhysicalDeviceProperties2KHR",
     get_queue_family_properties: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties =
         c"vkGetPhysicalDeviceQueueFamilyProperties",
+    get_memory_properties: vk::PFN_vkGetPhysicalDeviceMemoryProperties =
+        c"vkGetPhysicalDeviceMemoryProperties",
 });
 
 fn_table!(DeviceFns {
@@ -114,6 +117,36 @@ fn_table!(DeviceFns {
     queue_submit: vk::PFN_vkQueueSubmit = c"vkQueueSubmit",
     queue_submit2: vk::PFN_vkQueueSubmit2 = c"vkQueueSubmit2",
     queue_submit2_khr: vk::PFN_vkQueueSubmit2 = c"vkQueueSubmit2KHR",
+    // The copy path (copy.rs).
+    create_buffer: vk::PFN_vkCreateBuffer = c"vkCreateBuffer",
+    destroy_buffer: vk::PFN_vkDestroyBuffer = c"vkDestroyBuffer",
+    get_buffer_memory_requirements: vk::PFN_vkGetBufferMemoryRequirements =
+        c"vkGetBufferMemoryRequirements",
+    allocate_memory: vk::PFN_vkAllocateMemory = c"vkAllocateMemory",
+    free_memory: vk::PFN_vkFreeMemory = c"vkFreeMemory",
+    bind_buffer_memory: vk::PFN_vkBindBufferMemory = c"vkBindBufferMemory",
+    map_memory: vk::PFN_vkMapMemory = c"vkMapMemory",
+    create_shader_module: vk::PFN_vkCreateShaderModule = c"vkCreateShaderModule",
+    destroy_shader_module: vk::PFN_vkDestroyShaderModule = c"vkDestroyShaderModule",
+    create_descriptor_set_layout: vk::PFN_vkCreateDescriptorSetLayout =
+        c"vkCreateDescriptorSetLayout",
+    destroy_descriptor_set_layout: vk::PFN_vkDestroyDescriptorSetLayout =
+        c"vkDestroyDescriptorSetLayout",
+    create_pipeline_layout: vk::PFN_vkCreatePipelineLayout = c"vkCreatePipelineLayout",
+    destroy_pipeline_layout: vk::PFN_vkDestroyPipelineLayout = c"vkDestroyPipelineLayout",
+    create_compute_pipelines: vk::PFN_vkCreateComputePipelines = c"vkCreateComputePipelines",
+    destroy_pipeline: vk::PFN_vkDestroyPipeline = c"vkDestroyPipeline",
+    create_descriptor_pool: vk::PFN_vkCreateDescriptorPool = c"vkCreateDescriptorPool",
+    destroy_descriptor_pool: vk::PFN_vkDestroyDescriptorPool = c"vkDestroyDescriptorPool",
+    allocate_descriptor_sets: vk::PFN_vkAllocateDescriptorSets = c"vkAllocateDescriptorSets",
+    update_descriptor_sets: vk::PFN_vkUpdateDescriptorSets = c"vkUpdateDescriptorSets",
+    cmd_pipeline_barrier: vk::PFN_vkCmdPipelineBarrier = c"vkCmdPipelineBarrier",
+    cmd_bind_pipeline: vk::PFN_vkCmdBindPipeline = c"vkCmdBindPipeline",
+    cmd_bind_descriptor_sets: vk::PFN_vkCmdBindDescriptorSets = c"vkCmdBindDescriptorSets",
+    cmd_push_constants: vk::PFN_vkCmdPushConstants = c"vkCmdPushConstants",
+    cmd_dispatch: vk::PFN_vkCmdDispatch = c"vkCmdDispatch",
+    cmd_copy_buffer: vk::PFN_vkCmdCopyBuffer = c"vkCmdCopyBuffer",
+    cmd_fill_buffer: vk::PFN_vkCmdFillBuffer = c"vkCmdFillBuffer",
 });
 
 // ---- instances and devices ------------------------------------------------------------------------
@@ -147,6 +180,8 @@ struct PerfPool {
     stats: Option<(vk::QueryPool, vk::QueryPipelineStatisticFlags)>,
     occlusion: Option<vk::QueryPool>,
     queries: Vec<QueryState>,
+    /// The layer's buffer for vkCmdCopyQueryPoolResults (None: copies are refused with a message).
+    copy: Option<copy::PoolCopy>,
 }
 
 impl PerfPool {
@@ -171,6 +206,12 @@ enum Op {
         query: u32,
         render_passes: u32,
     },
+    /// vkCmdCopyQueryPoolResults: checked against the passes submitted when it is submitted.
+    Copy {
+        pool: u64,
+        first: u32,
+        count: u32,
+    },
 }
 
 #[derive(Clone, Copy)]
@@ -190,6 +231,8 @@ struct CbState {
     ops: Vec<Op>,
     /// The first broken profiling-lock rule, with its VUID.
     violation: Option<String>,
+    /// The app's compute pipeline, descriptor sets and push constants, restored after a copy's dispatch.
+    bound: copy::Bound,
 }
 
 #[derive(Default)]
@@ -217,6 +260,9 @@ struct Device {
     period: f32,
     per_pass: u32,
     f: DeviceFns,
+    /// The compute pipeline of the copy path; only for devices that emulate, None if it failed.
+    copier: Option<copy::Copier>,
+    mem_props: vk::PhysicalDeviceMemoryProperties,
     st: Mutex<DevState>,
 }
 
@@ -329,6 +375,9 @@ unsafe fn device_intercept(name: &[u8]) -> Option<(Void, bool)> {
         b"vkQueueSubmit" => entry!(queue_submit),
         b"vkQueueSubmit2" => entry!(queue_submit2),
         b"vkQueueSubmit2KHR" => entry!(queue_submit2_khr),
+        b"vkCmdBindPipeline" => entry!(copy::cmd_bind_pipeline),
+        b"vkCmdBindDescriptorSets" => entry!(copy::cmd_bind_descriptor_sets),
+        b"vkCmdPushConstants" => entry!(copy::cmd_push_constants),
         _ => return None,
     };
     Some((e, false))
@@ -612,8 +661,8 @@ unsafe fn fill_properties(p: *mut vk::PhysicalDeviceProperties2<'_>) {
         vk::StructureType::PHYSICAL_DEVICE_PERFORMANCE_QUERY_PROPERTIES_KHR,
     ) as *mut vk::PhysicalDevicePerformanceQueryPropertiesKHR<'_>;
     if let Some(q) = q.as_mut() {
-        // Durations are differences of two timestamps, which a transfer cannot compute.
-        q.allow_command_buffer_query_copies = vk::FALSE;
+        // Durations are differences of two timestamps: a copy resolves them with a compute dispatch.
+        q.allow_command_buffer_query_copies = vk::TRUE;
     }
 }
 
@@ -818,6 +867,23 @@ unsafe extern "system" fn create_device(
             }
             v
         };
+        let mut mem_props = vk::PhysicalDeviceMemoryProperties::default();
+        if let Some(g) = inst.f.get_memory_properties {
+            g(pd, &mut mem_props);
+        }
+        let copier = if emulate {
+            match copy::Copier::new(handle, &f) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    report(&format!(
+                        "vkCmdCopyQueryPoolResults on performance pools will not work: {e}"
+                    ));
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let dev = Device {
             handle,
             gdpa,
@@ -827,6 +893,8 @@ unsafe extern "system" fn create_device(
             period: props.limits.timestamp_period,
             per_pass: per_pass().unwrap_or(counters::DEFAULT_PER_PASS),
             f,
+            copier,
+            mem_props,
             st: Mutex::new(DevState::default()),
         };
         devices()
@@ -919,7 +987,19 @@ unsafe extern "system" fn destroy_device(
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
         let Some(dev) = dev else { return };
-        // Pools the app leaked: their internal pools go with the device, the driver frees those.
+        // Pools the app leaked: their internal pools go with the device, the driver frees those; the
+        // copy buffers and pipeline objects are the layer's to free.
+        {
+            let mut st = lock(&dev.st);
+            for (_, p) in st.pools.drain() {
+                if let Some(c) = p.copy {
+                    c.destroy(&dev, p_allocator);
+                }
+            }
+        }
+        if let Some(c) = &dev.copier {
+            c.destroy(&dev, p_allocator);
+        }
         if let Some(f) = dev.f.destroy_device {
             f(device, p_allocator);
         }
@@ -1010,7 +1090,15 @@ unsafe extern "system" fn create_query_pool(
             info.query_count,
             p_allocator,
         ) {
-            Ok(pool) => {
+            Ok(mut pool) => {
+                if dev.copier.is_some() {
+                    match copy::PoolCopy::new(&dev, &pool, p_allocator) {
+                        Ok(c) => pool.copy = Some(c),
+                        Err(e) => report(&format!(
+                            "vkCmdCopyQueryPoolResults will be refused on this performance pool: {e}"
+                        )),
+                    }
+                }
                 let handle = pool.ts;
                 lock(&dev.st).pools.insert(handle.as_raw(), pool);
                 *p_pool = handle;
@@ -1105,6 +1193,7 @@ unsafe fn new_perf_pool(
         stats,
         occlusion: occ,
         queries: vec![QueryState::default(); count as usize],
+        copy: None,
     })
 }
 
@@ -1120,6 +1209,9 @@ unsafe extern "system" fn destroy_query_pool(
         let destroy = dev.f.destroy_query_pool.expect("core vkDestroyQueryPool");
         let removed = lock(&dev.st).pools.remove(&pool.as_raw());
         if let Some(p) = removed {
+            if let Some(c) = &p.copy {
+                c.destroy(&dev, p_allocator);
+            }
             if let Some((s, _)) = p.stats {
                 destroy(device, s, p_allocator);
             }
@@ -1258,9 +1350,9 @@ unsafe fn read_query(
         .iter()
         .map(|&c| match CATALOG[c].source {
             Source::CommandBufferDuration => counters::ticks_to_ns(ts[0], ts[1], bits, dev.period),
-            Source::RenderPassDuration => (0..measured_rp as usize)
-                .map(|i| counters::ticks_to_ns(ts[2 + 2 * i], ts[3 + 2 * i], bits, dev.period))
-                .sum(),
+            Source::RenderPassDuration => {
+                counters::render_pass_ns(&ts[2..], measured_rp as usize, bits, dev.period)
+            }
             Source::Statistic(bit) => {
                 let (v, flags) = stats
                     .as_ref()
@@ -1369,9 +1461,20 @@ unsafe extern "system" fn cmd_copy_query_pool_results(
         let Some(dev) = device_of(cb.as_raw()) else {
             return;
         };
-        if lock(&dev.st).pools.contains_key(&pool.as_raw()) {
-            report("VUID-vkCmdCopyQueryPoolResults-queryType-03232: VkPhysicalDevicePerformanceQueryPropertiesKHR::allowCommandBufferQueryCopies is VK_FALSE; the copy was not recorded (use vkGetQueryPoolResults)");
-            return;
+        {
+            let mut guard = lock(&dev.st);
+            let st = &mut *guard;
+            if let Some(p) = st.pools.get(&pool.as_raw()) {
+                let bound = st.cbs.get(&cb.as_raw()).map(|c| &c.bound);
+                if copy::record_copy(&dev, cb, p, bound, first, count, dst, offset, stride, flags) {
+                    st.cbs.entry(cb.as_raw()).or_default().ops.push(Op::Copy {
+                        pool: pool.as_raw(),
+                        first,
+                        count,
+                    });
+                }
+                return;
+            }
         }
         if let Some(f) = dev.f.cmd_copy_query_pool_results {
             f(cb, pool, first, count, dst, offset, stride, flags);
@@ -1419,7 +1522,8 @@ unsafe extern "system" fn end_command_buffer(cb: vk::CommandBuffer) -> vk::Resul
         let Some(c) = st.cbs.get_mut(&cb.as_raw()) else {
             return r;
         };
-        let has_perf = !c.ops.is_empty() || c.active.is_some();
+        // A copy alone does not need the profiling lock.
+        let has_perf = c.ops.iter().any(|o| !matches!(o, Op::Copy { .. })) || c.active.is_some();
         if has_perf
             && c.violation.is_none()
             && (c.lock_at_begin.is_none() || c.lock_at_begin != now)
@@ -1609,6 +1713,9 @@ unsafe fn perf_end(dev: &Device, cb: vk::CommandBuffer, pool: vk::QueryPool, que
             p.ts,
             query * p.ts_slots + 1,
         );
+    }
+    if let Some(pc) = &p.copy {
+        pc.after_end(dev, cb, p, query, a.render_passes);
     }
     c.active = None;
     c.ops.push(Op::Query {
@@ -1850,6 +1957,24 @@ fn apply(st: &mut DevState, ops: &[(u32, Op)]) {
                 if let Some(q) = p.queries.get_mut(query as usize) {
                     q.passes_submitted |= 1 << pass.min(63);
                     q.render_passes = render_passes;
+                }
+            }
+            Op::Copy { pool, first, count } => {
+                let Some(p) = st.pools.get(&pool) else {
+                    continue;
+                };
+                let all = p.all_passes();
+                let end = first.saturating_add(count).min(p.count);
+                if let Some(q) = (first.min(end)..end)
+                    .find(|&q| p.queries[q as usize].passes_submitted & all != all)
+                {
+                    // Measured by this very submit (the copy follows the query in the same
+                    // recording) counts; the values are right once every pass was submitted.
+                    report_once("03234", &format!(
+                        "VUID-vkCmdCopyQueryPoolResults-queryType-03234: a copy of performance query {q} was submitted before each of its {} passes was (passes submitted: mask {:#b}); it copies the last submitted measurement",
+                        p.plan.passes,
+                        p.queries[q as usize].passes_submitted
+                    ));
                 }
             }
         }

@@ -1,9 +1,11 @@
 //! VK_KHR_performance_query: enumerate counters, choose a set, hold the
 //! profiling lock, and submit the same command buffer once per pass with
 //! VkPerformanceQuerySubmitInfoKHR. Counter values are implementation-defined,
-//! so the checks are structural (one finite value per chosen counter).
+//! so the checks are structural (one finite value per chosen counter). When
+//! the device allows command-buffer copies, the results are also copied with
+//! vkCmdCopyQueryPoolResults and must equal vkGetQueryPoolResults' bytes.
 
-use crate::gpu::Gpu;
+use crate::gpu::{Buffer, Gpu};
 use crate::report::{Report, Rule};
 use crate::scene::Scene;
 use anyhow::{Context as _, Result};
@@ -82,6 +84,9 @@ pub struct Perf {
     pool: vk::QueryPool,
     chosen: Vec<CounterInfo>,
     passes: u32,
+    /// Host-visible destination of vkCmdCopyQueryPoolResults, when
+    /// allowCommandBufferQueryCopies is VK_TRUE.
+    copy: Option<Buffer>,
 }
 
 impl Perf {
@@ -163,10 +168,30 @@ impl Perf {
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
+        let mut props = vk::PhysicalDevicePerformanceQueryPropertiesKHR::default();
+        let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut props);
+        unsafe {
+            gpu.instance
+                .get_physical_device_properties2(gpu.pdev, &mut p2)
+        };
+        let copy = if props.allow_command_buffer_query_copies == vk::TRUE {
+            Some(gpu.buffer(
+                8 * chosen.len() as u64,
+                vk::BufferUsageFlags::TRANSFER_DST,
+                "performance query copy",
+            )?)
+        } else {
+            report.skip(
+                "performance query copy",
+                "VkPhysicalDevicePerformanceQueryPropertiesKHR::allowCommandBufferQueryCopies",
+            );
+            None
+        };
         Ok(Some(Perf {
             pool,
             chosen,
             passes,
+            copy,
         }))
     }
 
@@ -232,6 +257,9 @@ impl Perf {
             r == vk::Result::SUCCESS && (1..=MAX_PASSES).contains(&self.passes),
             "vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR",
         );
+        if let Some(buf) = &self.copy {
+            self.copy_results(gpu, buf, r, &bytes, report)?;
+        }
         for (c, raw) in self.chosen.iter().zip(bytes.chunks_exact(8)) {
             let raw: [u8; 8] = raw.try_into().expect("8-byte chunk");
             let v = decode(c.storage, raw);
@@ -257,8 +285,71 @@ impl Perf {
         Ok(())
     }
 
+    /// After every pass was submitted: vkCmdCopyQueryPoolResults (WAIT) into
+    /// a host-visible buffer, in a command buffer of its own, must give the
+    /// bytes `got` of vkGetQueryPoolResults.
+    fn copy_results(
+        &self,
+        gpu: &Gpu,
+        buf: &Buffer,
+        get: vk::Result,
+        got: &[u8],
+        report: &mut Report,
+    ) -> Result<()> {
+        buf.zero();
+        let stride = 8 * self.chosen.len() as u64;
+        let cb = gpu.record(|d, cb| unsafe {
+            d.cmd_copy_query_pool_results(
+                cb,
+                self.pool,
+                0,
+                1,
+                buf.buffer,
+                0,
+                stride,
+                vk::QueryResultFlags::WAIT,
+            );
+            d.cmd_pipeline_barrier(
+                cb,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::HOST,
+                vk::DependencyFlags::empty(),
+                &[vk::MemoryBarrier::default()
+                    .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+                    .dst_access_mask(vk::AccessFlags::HOST_READ)],
+                &[],
+                &[],
+            );
+            Ok(())
+        })?;
+        gpu.submit_wait(cb)?;
+        let copied = buf.bytes();
+        let same = get == vk::Result::SUCCESS && copied == got;
+        let hex = |b: &[u8]| {
+            b.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8-byte chunk")).to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        report.holds_exact(
+            "performance query copy",
+            "vkCmdCopyQueryPoolResults bytes == vkGetQueryPoolResults bytes",
+            if same {
+                format!("equal ({} counters)", self.chosen.len())
+            } else {
+                format!("copy [{}] get [{}] ({get:?})", hex(&copied), hex(got))
+            },
+            same,
+            "spec: both retrieve the same results once every pass was submitted",
+        );
+        Ok(())
+    }
+
     pub fn destroy(&self, gpu: &Gpu) {
         unsafe { gpu.device.destroy_query_pool(self.pool, None) };
+        if let Some(b) = &self.copy {
+            b.destroy(&gpu.device);
+        }
     }
 }
 

@@ -389,3 +389,427 @@ fn recording_without_the_profiling_lock_is_refused() {
     }
     let _ = &c.instance;
 }
+
+/// vkCmdCopyQueryPoolResults (allowCommandBufferQueryCopies): after every pass was submitted, a
+/// copy recorded in another command buffer writes the bytes vkGetQueryPoolResults returns, at the
+/// app's offset and stride, and nothing between the rows. Two queries in one recording, 3 and 1
+/// render pass instances: the render-pass sum and both durations are resolved on the GPU.
+#[test]
+fn a_copy_writes_what_get_returns_after_every_pass() {
+    let c = ctx();
+    let (_, names) = c.counters();
+    let mut pq = vk::PhysicalDevicePerformanceQueryPropertiesKHR::default();
+    let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut pq);
+    unsafe { c.instance.get_physical_device_properties2(c.pdev, &mut p2) };
+    assert_eq!(pq.allow_command_buffer_query_copies, vk::TRUE);
+    // Every counter of the family, in an order unlike the catalog's: 10 at 3 per pass, 4 passes.
+    let mut idx: Vec<u32> = (0..names.len() as u32).rev().collect();
+    idx.swap(0, 4);
+    assert_eq!(c.passes(&idx), 4);
+    let n = idx.len();
+    let row = 8 * n as u64;
+    let (offset, stride, queries) = (16u64, row + 8, 2u32);
+    let d = &c.device;
+    unsafe {
+        let mut pci = vk::QueryPoolPerformanceCreateInfoKHR::default()
+            .queue_family_index(0)
+            .counter_indices(&idx);
+        let pool = d
+            .create_query_pool(
+                &vk::QueryPoolCreateInfo::default()
+                    .query_type(vk::QueryType::PERFORMANCE_QUERY_KHR)
+                    .query_count(queries)
+                    .push_next(&mut pci),
+                None,
+            )
+            .expect("perf pool");
+        d.reset_query_pool(pool, 0, queries);
+        let rp = d
+            .create_render_pass(
+                &vk::RenderPassCreateInfo::default()
+                    .subpasses(&[vk::SubpassDescription::default()
+                        .pipeline_bind_point(vk::PipelineBindPoint::GRAPHICS)]),
+                None,
+            )
+            .unwrap();
+        let fb = d
+            .create_framebuffer(
+                &vk::FramebufferCreateInfo::default()
+                    .render_pass(rp)
+                    .width(16)
+                    .height(16)
+                    .layers(1),
+                None,
+            )
+            .unwrap();
+        // Host-visible destination, filled with a pattern the copy must leave between the rows.
+        let size = offset + stride * queries as u64;
+        let buf = d
+            .create_buffer(
+                &vk::BufferCreateInfo::default()
+                    .size(size)
+                    .usage(vk::BufferUsageFlags::TRANSFER_DST),
+                None,
+            )
+            .unwrap();
+        let req = d.get_buffer_memory_requirements(buf);
+        let mp = c.instance.get_physical_device_memory_properties(c.pdev);
+        let host = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let ty = (0..mp.memory_type_count)
+            .find(|&i| {
+                req.memory_type_bits & (1 << i) != 0
+                    && mp.memory_types[i as usize].property_flags.contains(host)
+            })
+            .unwrap();
+        let mem = d
+            .allocate_memory(
+                &vk::MemoryAllocateInfo::default()
+                    .allocation_size(req.size)
+                    .memory_type_index(ty),
+                None,
+            )
+            .unwrap();
+        d.bind_buffer_memory(buf, mem, 0).unwrap();
+        let ptr = d
+            .map_memory(mem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            .unwrap() as *mut u8;
+        std::ptr::write_bytes(ptr, 0xab, size as usize);
+
+        c.perf_d
+            .acquire_profiling_lock(&vk::AcquireProfilingLockInfoKHR::default().timeout(u64::MAX))
+            .unwrap();
+        let cb = c.cb();
+        d.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
+            .unwrap();
+        for (q, render_passes) in [(0u32, 3), (1, 1)] {
+            d.cmd_begin_query(cb, pool, q, vk::QueryControlFlags::empty());
+            for _ in 0..render_passes {
+                d.cmd_begin_render_pass(
+                    cb,
+                    &vk::RenderPassBeginInfo::default()
+                        .render_pass(rp)
+                        .framebuffer(fb)
+                        .render_area(vk::Rect2D {
+                            offset: vk::Offset2D::default(),
+                            extent: vk::Extent2D {
+                                width: 16,
+                                height: 16,
+                            },
+                        }),
+                    vk::SubpassContents::INLINE,
+                );
+                d.cmd_end_render_pass(cb);
+            }
+            d.cmd_end_query(cb, pool, q);
+        }
+        d.end_command_buffer(cb).unwrap();
+        for pass in 0..4 {
+            c.submit(cb, pass).unwrap();
+        }
+        c.perf_d.release_profiling_lock();
+
+        let copy = c.cb();
+        d.begin_command_buffer(copy, &vk::CommandBufferBeginInfo::default())
+            .unwrap();
+        d.cmd_copy_query_pool_results(
+            copy,
+            pool,
+            0,
+            queries,
+            buf,
+            offset,
+            stride,
+            vk::QueryResultFlags::WAIT,
+        );
+        d.cmd_pipeline_barrier(
+            copy,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            &[vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+                .dst_access_mask(vk::AccessFlags::HOST_READ)],
+            &[],
+            &[],
+        );
+        d.end_command_buffer(copy).unwrap();
+        c.submit(copy, 0).unwrap();
+
+        let mut got = vec![0u8; (stride * queries as u64) as usize];
+        let r = (d.fp_v1_0().get_query_pool_results)(
+            d.handle(),
+            pool,
+            0,
+            queries,
+            got.len(),
+            got.as_mut_ptr().cast(),
+            stride,
+            vk::QueryResultFlags::WAIT,
+        );
+        assert_eq!(r, vk::Result::SUCCESS);
+        let copied = std::slice::from_raw_parts(ptr, size as usize);
+        assert!(copied[..offset as usize].iter().all(|&b| b == 0xab));
+        for q in 0..queries as usize {
+            let at = offset as usize + q * stride as usize;
+            let want = &got[q * stride as usize..][..row as usize];
+            assert_eq!(&copied[at..at + row as usize], want, "query {q}");
+            assert!(
+                copied[at + row as usize..at + stride as usize]
+                    .iter()
+                    .all(|&b| b == 0xab),
+                "bytes between rows untouched"
+            );
+        }
+        let value = |q: usize, name: &str| {
+            let k = idx.iter().position(|&i| names[i as usize] == name).unwrap();
+            let at = offset as usize + q * stride as usize + 8 * k;
+            u64::from_le_bytes(copied[at..at + 8].try_into().unwrap())
+        };
+        for q in 0..2 {
+            let (rp_ns, cb_ns) = (
+                value(q, "Render pass duration"),
+                value(q, "Command buffer duration"),
+            );
+            assert!(rp_ns > 0 && cb_ns >= rp_ns, "query {q}: {rp_ns} {cb_ns}");
+        }
+
+        d.free_command_buffers(c.pool, &[cb, copy]);
+        d.unmap_memory(mem);
+        d.destroy_buffer(buf, None);
+        d.free_memory(mem, None);
+        d.destroy_framebuffer(fb, None);
+        d.destroy_render_pass(rp, None);
+        d.destroy_query_pool(pool, None);
+    }
+}
+
+/// The app's compute shader for the state-restore test (glslangValidator --target-env vulkan1.0):
+/// ```glsl
+/// #version 450
+/// layout(local_size_x = 1) in;
+/// layout(set = 0, binding = 0) buffer O { uint v[]; };
+/// layout(push_constant) uniform P { uint value; uint index; } pc;
+/// void main() { v[pc.index] = pc.value; }
+/// ```
+const APP_CS: &[u32] = &[
+    0x07230203, 0x00010000, 0x0008000b, 0x0000001b, 0x00000000, 0x00020011, 0x00000001, 0x0006000b,
+    0x00000001, 0x4c534c47, 0x6474732e, 0x3035342e, 0x00000000, 0x0003000e, 0x00000000, 0x00000001,
+    0x0005000f, 0x00000005, 0x00000004, 0x6e69616d, 0x00000000, 0x00060010, 0x00000004, 0x00000011,
+    0x00000001, 0x00000001, 0x00000001, 0x00030003, 0x00000002, 0x000001c2, 0x00040005, 0x00000004,
+    0x6e69616d, 0x00000000, 0x00030005, 0x00000008, 0x0000004f, 0x00040006, 0x00000008, 0x00000000,
+    0x00000076, 0x00030005, 0x0000000a, 0x00000000, 0x00030005, 0x0000000d, 0x00000050, 0x00050006,
+    0x0000000d, 0x00000000, 0x756c6176, 0x00000065, 0x00050006, 0x0000000d, 0x00000001, 0x65646e69,
+    0x00000078, 0x00030005, 0x0000000f, 0x00006370, 0x00040047, 0x00000007, 0x00000006, 0x00000004,
+    0x00050048, 0x00000008, 0x00000000, 0x00000023, 0x00000000, 0x00030047, 0x00000008, 0x00000003,
+    0x00040047, 0x0000000a, 0x00000022, 0x00000000, 0x00040047, 0x0000000a, 0x00000021, 0x00000000,
+    0x00050048, 0x0000000d, 0x00000000, 0x00000023, 0x00000000, 0x00050048, 0x0000000d, 0x00000001,
+    0x00000023, 0x00000004, 0x00030047, 0x0000000d, 0x00000002, 0x00040047, 0x0000001a, 0x0000000b,
+    0x00000019, 0x00020013, 0x00000002, 0x00030021, 0x00000003, 0x00000002, 0x00040015, 0x00000006,
+    0x00000020, 0x00000000, 0x0003001d, 0x00000007, 0x00000006, 0x0003001e, 0x00000008, 0x00000007,
+    0x00040020, 0x00000009, 0x00000002, 0x00000008, 0x0004003b, 0x00000009, 0x0000000a, 0x00000002,
+    0x00040015, 0x0000000b, 0x00000020, 0x00000001, 0x0004002b, 0x0000000b, 0x0000000c, 0x00000000,
+    0x0004001e, 0x0000000d, 0x00000006, 0x00000006, 0x00040020, 0x0000000e, 0x00000009, 0x0000000d,
+    0x0004003b, 0x0000000e, 0x0000000f, 0x00000009, 0x0004002b, 0x0000000b, 0x00000010, 0x00000001,
+    0x00040020, 0x00000011, 0x00000009, 0x00000006, 0x00040020, 0x00000016, 0x00000002, 0x00000006,
+    0x00040017, 0x00000018, 0x00000006, 0x00000003, 0x0004002b, 0x00000006, 0x00000019, 0x00000001,
+    0x0006002c, 0x00000018, 0x0000001a, 0x00000019, 0x00000019, 0x00000019, 0x00050036, 0x00000002,
+    0x00000004, 0x00000000, 0x00000003, 0x000200f8, 0x00000005, 0x00050041, 0x00000011, 0x00000012,
+    0x0000000f, 0x00000010, 0x0004003d, 0x00000006, 0x00000013, 0x00000012, 0x00050041, 0x00000011,
+    0x00000014, 0x0000000f, 0x0000000c, 0x0004003d, 0x00000006, 0x00000015, 0x00000014, 0x00060041,
+    0x00000016, 0x00000017, 0x0000000a, 0x0000000c, 0x00000013, 0x0003003e, 0x00000017, 0x00000015,
+    0x000100fd, 0x00010038,
+];
+
+/// A host-visible, coherent, mapped buffer.
+unsafe fn host_buffer(
+    c: &Ctx,
+    size: u64,
+    usage: vk::BufferUsageFlags,
+) -> (vk::Buffer, vk::DeviceMemory, *mut u8) {
+    let d = &c.device;
+    let buf = d
+        .create_buffer(
+            &vk::BufferCreateInfo::default().size(size).usage(usage),
+            None,
+        )
+        .unwrap();
+    let req = d.get_buffer_memory_requirements(buf);
+    let mp = c.instance.get_physical_device_memory_properties(c.pdev);
+    let host = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+    let ty = (0..mp.memory_type_count)
+        .find(|&i| {
+            req.memory_type_bits & (1 << i) != 0
+                && mp.memory_types[i as usize].property_flags.contains(host)
+        })
+        .unwrap();
+    let mem = d
+        .allocate_memory(
+            &vk::MemoryAllocateInfo::default()
+                .allocation_size(req.size)
+                .memory_type_index(ty),
+            None,
+        )
+        .unwrap();
+    d.bind_buffer_memory(buf, mem, 0).unwrap();
+    let ptr = d
+        .map_memory(mem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+        .unwrap() as *mut u8;
+    std::ptr::write_bytes(ptr, 0, size as usize);
+    (buf, mem, ptr)
+}
+
+/// The copy's dispatch binds the layer's compute pipeline, descriptor set and push constants; the
+/// app's are put back, so a dispatch after the copy without rebinding runs the app's shader with
+/// the app's set and push constants.
+#[test]
+fn a_copy_keeps_the_apps_compute_bindings() {
+    let c = ctx();
+    let d = &c.device;
+    unsafe {
+        let pool = c.perf_pool(&[0]);
+        let binding = [vk::DescriptorSetLayoutBinding::default()
+            .binding(0)
+            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+            .descriptor_count(1)
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)];
+        let dsl = d
+            .create_descriptor_set_layout(
+                &vk::DescriptorSetLayoutCreateInfo::default().bindings(&binding),
+                None,
+            )
+            .unwrap();
+        let ranges = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .size(8)];
+        let layout = d
+            .create_pipeline_layout(
+                &vk::PipelineLayoutCreateInfo::default()
+                    .set_layouts(&[dsl])
+                    .push_constant_ranges(&ranges),
+                None,
+            )
+            .unwrap();
+        let module = d
+            .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(APP_CS), None)
+            .unwrap();
+        let pipeline = d
+            .create_compute_pipelines(
+                vk::PipelineCache::null(),
+                &[vk::ComputePipelineCreateInfo::default()
+                    .stage(
+                        vk::PipelineShaderStageCreateInfo::default()
+                            .stage(vk::ShaderStageFlags::COMPUTE)
+                            .module(module)
+                            .name(c"main"),
+                    )
+                    .layout(layout)],
+                None,
+            )
+            .unwrap()[0];
+        let dpool = d
+            .create_descriptor_pool(
+                &vk::DescriptorPoolCreateInfo::default()
+                    .max_sets(1)
+                    .pool_sizes(&[vk::DescriptorPoolSize {
+                        ty: vk::DescriptorType::STORAGE_BUFFER,
+                        descriptor_count: 1,
+                    }]),
+                None,
+            )
+            .unwrap();
+        let set = d
+            .allocate_descriptor_sets(
+                &vk::DescriptorSetAllocateInfo::default()
+                    .descriptor_pool(dpool)
+                    .set_layouts(&[dsl]),
+            )
+            .unwrap()[0];
+        let (app_buf, app_mem, app_ptr) = host_buffer(&c, 16, vk::BufferUsageFlags::STORAGE_BUFFER);
+        d.update_descriptor_sets(
+            &[vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .buffer_info(&[vk::DescriptorBufferInfo {
+                    buffer: app_buf,
+                    offset: 0,
+                    range: vk::WHOLE_SIZE,
+                }])],
+            &[],
+        );
+        let (dst, dst_mem, dst_ptr) = host_buffer(&c, 8, vk::BufferUsageFlags::TRANSFER_DST);
+
+        c.perf_d
+            .acquire_profiling_lock(&vk::AcquireProfilingLockInfoKHR::default().timeout(u64::MAX))
+            .unwrap();
+        let cb = c.cb();
+        d.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
+            .unwrap();
+        d.cmd_begin_query(cb, pool, 0, vk::QueryControlFlags::empty());
+        d.cmd_end_query(cb, pool, 0);
+        d.end_command_buffer(cb).unwrap();
+        c.submit(cb, 0).unwrap();
+        c.perf_d.release_profiling_lock();
+
+        let work = c.cb();
+        d.begin_command_buffer(work, &vk::CommandBufferBeginInfo::default())
+            .unwrap();
+        d.cmd_bind_pipeline(work, vk::PipelineBindPoint::COMPUTE, pipeline);
+        d.cmd_bind_descriptor_sets(work, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+        let push: [u32; 2] = [7, 1];
+        d.cmd_push_constants(
+            work,
+            layout,
+            vk::ShaderStageFlags::COMPUTE,
+            0,
+            std::slice::from_raw_parts(push.as_ptr() as *const u8, 8),
+        );
+        d.cmd_copy_query_pool_results(work, pool, 0, 1, dst, 0, 8, vk::QueryResultFlags::WAIT);
+        d.cmd_dispatch(work, 1, 1, 1);
+        d.cmd_pipeline_barrier(
+            work,
+            vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            &[vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+                .dst_access_mask(vk::AccessFlags::HOST_READ)],
+            &[],
+            &[],
+        );
+        d.end_command_buffer(work).unwrap();
+        c.submit(work, 0).unwrap();
+
+        let app: Vec<u32> = std::slice::from_raw_parts(app_ptr as *const u32, 4).to_vec();
+        assert_eq!(
+            app,
+            [0, 7, 0, 0],
+            "the app's pipeline, set and push constants ran"
+        );
+        let mut got = [0u64; 1];
+        let r = (d.fp_v1_0().get_query_pool_results)(
+            d.handle(),
+            pool,
+            0,
+            1,
+            8,
+            got.as_mut_ptr().cast(),
+            8,
+            vk::QueryResultFlags::WAIT,
+        );
+        assert_eq!(r, vk::Result::SUCCESS);
+        assert_eq!(std::ptr::read_unaligned(dst_ptr as *const u64), got[0]);
+        assert!(got[0] > 0);
+
+        d.free_command_buffers(c.pool, &[cb, work]);
+        for (b, m) in [(app_buf, app_mem), (dst, dst_mem)] {
+            d.destroy_buffer(b, None);
+            d.free_memory(m, None);
+        }
+        d.destroy_descriptor_pool(dpool, None);
+        d.destroy_pipeline(pipeline, None);
+        d.destroy_shader_module(module, None);
+        d.destroy_pipeline_layout(layout, None);
+        d.destroy_descriptor_set_layout(dsl, None);
+        d.destroy_query_pool(pool, None);
+    }
+}

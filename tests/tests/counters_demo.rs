@@ -90,10 +90,17 @@ fn demo_check_passes_with_one_and_two_counters_per_pass() {
             .find(|l| l.starts_with("performance query passes submitted"))
             .expect("passes row");
         assert!(submitted.contains(&format!("{passes} (SUCCESS)")) && submitted.ends_with("ok"));
+        // The layer allows command-buffer copies: the demo copies and compares with the get path.
+        let copy = text
+            .lines()
+            .find(|l| l.starts_with("performance query copy"))
+            .unwrap_or_else(|| panic!("no copy row:\n{text}"));
+        assert!(copy.contains("equal (") && copy.ends_with("ok"), "{copy}");
         for n in &names {
             let row = text
                 .lines()
-                .find(|l| l.starts_with(&format!("performance counter: {n} (")))
+                // "name (UNIT)" for structural checks, "name" then padding for known answers.
+                .find(|l| l.starts_with(&format!("performance counter: {n} ")))
                 .unwrap_or_else(|| panic!("no row for {n}:\n{text}"));
             assert!(row.ends_with("ok"), "{row}");
         }
