@@ -394,6 +394,79 @@ pub(crate) unsafe fn replay_call(
             );
             Ok(())
         }
+        // ---- descriptor update templates: the data holds handles, translated per entry --------
+        Call::vkCreateDescriptorUpdateTemplate(p)
+        | Call::vkCreateDescriptorUpdateTemplateKHR(p) => {
+            generic(s, call, rec)?;
+            if let (Some(t), Some(ci)) = (p.p_descriptor_update_template, &p.p_create_info) {
+                s.templates.insert(
+                    t,
+                    ci.p_descriptor_update_entries
+                        .as_deref()
+                        .unwrap_or(&[])
+                        .iter()
+                        .map(|e| crate::templates::Entry {
+                            descriptor_type: e.descriptor_type,
+                            count: e.descriptor_count,
+                            offset: e.offset,
+                            stride: e.stride,
+                        })
+                        .collect(),
+                );
+            }
+            Ok(())
+        }
+        Call::vkDestroyDescriptorUpdateTemplate(p)
+        | Call::vkDestroyDescriptorUpdateTemplateKHR(p) => {
+            s.templates.remove(&p.descriptor_update_template);
+            generic(s, call, rec)
+        }
+        Call::vkUpdateDescriptorSetWithTemplate(p)
+        | Call::vkUpdateDescriptorSetWithTemplateKHR(p) => {
+            let data = template_data(s, p.descriptor_update_template, p.p_data.as_deref())?;
+            let d = s.device(p.device)?;
+            let f = loaded(
+                d.table
+                    .vkUpdateDescriptorSetWithTemplate
+                    .or(d.table.vkUpdateDescriptorSetWithTemplateKHR),
+                "vkUpdateDescriptorSetWithTemplate",
+            )?;
+            let set = s.lookup(vk::ObjectType::DESCRIPTOR_SET, p.descriptor_set)?;
+            let t = s.lookup(
+                vk::ObjectType::DESCRIPTOR_UPDATE_TEMPLATE,
+                p.descriptor_update_template,
+            )?;
+            f(
+                s.device(p.device)?.device.handle(),
+                vk::DescriptorSet::from_raw(set),
+                vk::DescriptorUpdateTemplate::from_raw(t),
+                data.as_ptr().cast(),
+            );
+            Ok(())
+        }
+        Call::vkCmdPushDescriptorSetWithTemplateKHR(p) => {
+            let data = template_data(s, p.descriptor_update_template, p.p_data.as_deref())?;
+            let cb = s.lookup(vk::ObjectType::COMMAND_BUFFER, p.command_buffer)?;
+            let f = loaded(
+                s.device_for(cb)?
+                    .table
+                    .vkCmdPushDescriptorSetWithTemplateKHR,
+                "vkCmdPushDescriptorSetWithTemplateKHR",
+            )?;
+            let t = s.lookup(
+                vk::ObjectType::DESCRIPTOR_UPDATE_TEMPLATE,
+                p.descriptor_update_template,
+            )?;
+            let layout = s.lookup(vk::ObjectType::PIPELINE_LAYOUT, p.layout)?;
+            f(
+                vk::CommandBuffer::from_raw(cb),
+                vk::DescriptorUpdateTemplate::from_raw(t),
+                vk::PipelineLayout::from_raw(layout),
+                p.set,
+                data.as_ptr().cast(),
+            );
+            Ok(())
+        }
         Call::vkQueueSubmit(p) => submit(s, rec, p),
         Call::vkQueueSubmit2(p) => submit2(s, rec, p, false),
         Call::vkQueueSubmit2KHR(p) => submit2(s, rec, p, true),
@@ -1005,4 +1078,25 @@ fn plan_perf_pool(
     s.perf.passes_needed = s.perf.passes_needed.max(plan.groups.len() as u32);
     s.perf.plans.insert(captured, plan);
     Ok(indices)
+}
+
+/// A template update's data with every handle translated to the replay's (see `crate::templates`).
+fn template_data(
+    s: &Session<'_>,
+    template: u64,
+    data: Option<&[u8]>,
+) -> Result<Vec<u64>, ReplayError> {
+    let entries = s.templates.get(&template).ok_or_else(|| {
+        other(format!(
+            "descriptor update template 0x{template:x} was never created in the trace"
+        ))
+    })?;
+    let mut bytes = data.unwrap_or(&[]).to_vec();
+    crate::templates::translate(entries, &mut bytes, |ty, h| s.lookup(ty, h).ok())
+        .map_err(other)?;
+    // Handed to the driver as an 8-byte aligned buffer.
+    let mut out = vec![0u64; bytes.len().div_ceil(8)];
+    // SAFETY: out holds at least bytes.len() bytes.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast(), bytes.len()) };
+    Ok(out)
 }

@@ -26,6 +26,7 @@ pub mod nulldrv;
 pub mod perf;
 pub mod queries;
 pub mod session;
+pub mod templates;
 pub mod window;
 
 pub use devices::{devices, GpuInfo};

@@ -173,6 +173,8 @@ pub struct Session<'a> {
     pub dropped: Vec<String>,
     /// Calls skipped because their extension was dropped.
     pub skipped_calls: u64,
+    /// Captured descriptor update template -> its entries (to translate handles in update data).
+    pub templates: HashMap<u64, Vec<crate::templates::Entry>>,
     /// Frames shown in windows.
     pub presented: u64,
 }
@@ -256,6 +258,7 @@ impl<'a> Session<'a> {
             drop_unsupported: false,
             dropped: Vec::new(),
             skipped_calls: 0,
+            templates: HashMap::new(),
         }
     }
 

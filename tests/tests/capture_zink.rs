@@ -236,11 +236,9 @@ fn glmark2_on_zink_runs_unchanged_under_the_layer() {
     }
 }
 
-/// Known failure, kept as a marker: the replayer passes a template update's pData through unchanged,
-/// so the captured VkImageView/VkSampler/VkBuffer handles inside Zink's push-descriptor data reach the
-/// driver untranslated and lavapipe crashes on them (see the capture report). Run with `--ignored`.
+/// The glmark2 trace replays headless: Zink's descriptor-template updates carry handles inside
+/// their data, which the replay translates per template entry.
 #[test]
-#[ignore = "replay of descriptor-template data does not translate handles yet"]
 fn glmark2_trace_replays() {
     if !require(&["glmark2", "Xvfb"]) {
         return;
