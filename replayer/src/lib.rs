@@ -12,8 +12,8 @@ pub mod compare;
 pub mod devices;
 pub mod engine;
 pub mod error;
-pub mod features;
 pub mod fasthash;
+pub mod features;
 // Generated code: its own lints are the generator's business.
 #[allow(clippy::all, dead_code)]
 mod generated;
