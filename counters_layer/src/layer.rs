@@ -4,7 +4,9 @@
 //! the internal queries, resetting them first in the same command buffer so that one recording can be
 //! submitted once per pass. Every submit measures every counter of the query; `counterPassIndex` decides
 //! which pass the submit counts as, and a query becomes available only when each of its passes has
-//! been submitted since its reset (VUID-vkGetQueryPoolResults-queryType-03231).
+//! been submitted since its reset (VUID-vkGetQueryPoolResults-queryType-03231). Results come through
+//! vkGetQueryPoolResults (computed on the host) and vkCmdCopyQueryPoolResults (computed by a compute
+//! dispatch with the same integer arithmetic; see `copy`), so allowCommandBufferQueryCopies is VK_TRUE.
 //!
 //! Profiling lock rule enforced: VUID-vkCmdBeginQuery-queryPool-03223 (the lock must have been held
 //! before vkBeginCommandBuffer) and VUID-vkQueueSubmit-pCommandBuffers-03220 (held continuously while

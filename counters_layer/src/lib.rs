@@ -3,7 +3,9 @@
 //! Code map:
 //! - `counters`: the counter catalog (units, scopes, UUIDs) and the pass plan;
 //! - `layer`: the intercepts (instance/device chains, extension and feature advertising, query pools,
-//!   command recording, submits, results, the profiling lock);
+//!   command recording, submits, results, the profiling lock); `layer::copy`: vkCmdCopyQueryPoolResults
+//!   on performance pools (a compute dispatch of `shaders/resolve.comp`, checked-in SPIR-V regenerated
+//!   by `shaders/build.sh`, resolves durations on the GPU);
 //! - `loader`: the loader's chain structs and dispatch keys;
 //! - `launch`: writing a manifest so other tools can load the layer via `VK_ADD_LAYER_PATH`.
 //!

@@ -813,3 +813,75 @@ fn a_copy_keeps_the_apps_compute_bindings() {
         d.destroy_query_pool(pool, None);
     }
 }
+
+/// A copy recorded right after the query in the one recording that is submitted once per pass: each
+/// submit copies that submit's measurement, so after the last pass the copy equals the get path.
+/// (The layer notes VUID-vkCmdCopyQueryPoolResults-queryType-03234 for the earlier passes.)
+#[test]
+fn a_copy_in_the_measured_recording_is_right_after_the_last_pass() {
+    let c = ctx();
+    let (_, names) = c.counters();
+    let idx: Vec<u32> = [
+        "Command buffer duration",
+        "Render pass duration",
+        "Input assembly vertices",
+        "Samples passed",
+    ]
+    .iter()
+    .map(|n| index_of(&names, n))
+    .collect();
+    assert_eq!(c.passes(&idx), 2);
+    let pool = c.perf_pool(&idx);
+    let d = &c.device;
+    unsafe {
+        let (dst, mem, ptr) = host_buffer(&c, 32, vk::BufferUsageFlags::TRANSFER_DST);
+        c.perf_d
+            .acquire_profiling_lock(&vk::AcquireProfilingLockInfoKHR::default().timeout(u64::MAX))
+            .unwrap();
+        let cb = c.cb();
+        d.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
+            .unwrap();
+        d.cmd_begin_query(cb, pool, 0, vk::QueryControlFlags::empty());
+        d.cmd_end_query(cb, pool, 0);
+        d.cmd_copy_query_pool_results(cb, pool, 0, 1, dst, 0, 32, vk::QueryResultFlags::WAIT);
+        d.cmd_pipeline_barrier(
+            cb,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            &[vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+                .dst_access_mask(vk::AccessFlags::HOST_READ)],
+            &[],
+            &[],
+        );
+        d.end_command_buffer(cb).unwrap();
+        c.submit(cb, 0).unwrap();
+        let after_first: Vec<u8> = std::slice::from_raw_parts(ptr, 32).to_vec();
+        c.submit(cb, 1).unwrap();
+        c.perf_d.release_profiling_lock();
+        let mut got = [0u8; 32];
+        let r = (d.fp_v1_0().get_query_pool_results)(
+            d.handle(),
+            pool,
+            0,
+            1,
+            32,
+            got.as_mut_ptr().cast(),
+            32,
+            vk::QueryResultFlags::WAIT,
+        );
+        assert_eq!(r, vk::Result::SUCCESS);
+        let copied = std::slice::from_raw_parts(ptr, 32);
+        assert_eq!(copied, &got[..]);
+        // No render pass: its duration is 0 both ways; the command buffer took some time.
+        assert_eq!(&copied[8..16], &[0; 8]);
+        assert_ne!(&copied[..8], &[0; 8]);
+        // The first pass's copy measured its own submit (a distinct, nonzero duration).
+        assert_ne!(&after_first[..8], &[0; 8]);
+        d.free_command_buffers(c.pool, &[cb]);
+        d.destroy_buffer(dst, None);
+        d.free_memory(mem, None);
+        d.destroy_query_pool(pool, None);
+    }
+}
