@@ -588,17 +588,22 @@ pub fn decode_rs(reg: &Registry, an: &Analysis) -> String {
     o.push_str(
         "/// Decodes the parameters of command `cmd` (an index into [`crate::COMMANDS`]).\n\
         pub fn decode_call(cmd: u32, bytes: &[u8]) -> Result<Call, DecodeError> {\n\
-        let d = &mut Decoder::new(bytes);\nlet call = match cmd {\n",
+        let d = &mut Decoder::new(bytes);\nmatch cmd {\n",
     );
     for (i, c) in an.cmds.iter().enumerate() {
         let _ = writeln!(
             o,
-            "{i} => Call::{}(params::{}::decode(d)?),",
-            c.def.name, c.def.canonical
+            "{i} => {{ let p = params::{}::decode(d); finish(d, p, Call::{}) }}",
+            c.def.canonical, c.def.name
         );
     }
+    // The parameters are moved once, into the returned call (a `let call = match ...` then
+    // `Ok(call)` copied the 128-byte call twice).
     o.push_str(
-        "_ => return Err(DecodeError::UnknownCommand(cmd)),\n};\nd.finish()?;\nOk(call)\n}\n",
+        "_ => Err(DecodeError::UnknownCommand(cmd)),\n}\n}\n\n\
+        #[inline(always)]\n\
+        fn finish<P>(d: &Decoder<'_>, p: Result<P, DecodeError>, call: fn(P) -> Call) -> Result<Call, DecodeError> {\n\
+        let p = p?;\nd.finish()?;\nOk(call(p))\n}\n",
     );
     o
 }

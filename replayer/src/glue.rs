@@ -255,15 +255,16 @@ impl ReplayContext for Session<'_> {
     }
 
     fn device_table(&mut self, captured: u64) -> Result<&vkstream::DeviceTable, ReplayError> {
-        let device = if self.devices.contains_key(&captured) {
-            captured
-        } else {
-            *self.owner.get(&captured).ok_or_else(|| {
-                ReplayError::Other(format!(
+        // Most calls are recorded commands, whose first argument is a command buffer: its owner
+        // first, so that they take two lookups rather than three.
+        match self.owner.get(&captured) {
+            Some(device) => Ok(&self.device(*device)?.table),
+            None => match self.devices.get(&captured) {
+                Some(d) => Ok(&d.table),
+                None => Err(ReplayError::Other(format!(
                     "handle 0x{captured:x} belongs to no device the replay created"
-                ))
-            })?
-        };
-        Ok(&self.device(device)?.table)
+                ))),
+            },
+        }
     }
 }

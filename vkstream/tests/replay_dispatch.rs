@@ -2,7 +2,7 @@
 //! without a GPU: encode a call, decode it, replay it through a table of fake driver functions,
 //! and check what the "driver" received (translated handles, rebuilt structures and chains)
 //! and which created handles were bound. Compiled here because the dispatch only needs ash,
-//! vkstream and a `ReplayError` with an `Other(String)` variant.
+//! vkstream and a `ReplayError` with an `Unavailable(String)` variant.
 
 use ash::vk;
 use ash::vk::Handle;
@@ -13,8 +13,9 @@ use vkstream::{decode_call, encode, ids, DeviceTable, Encoder, InstanceTable};
 mod error {
     #[derive(Debug)]
     pub enum ReplayError {
-        Other(String),
         Unknown(u64),
+        /// A command the replay device does not provide (the dispatch's `missing`).
+        Unavailable(String),
     }
 }
 
@@ -279,7 +280,7 @@ fn generated_dispatch_translates_rebuilds_and_binds() {
     unsafe { encode::vkCmdDraw(&mut e, vk::CommandBuffer::from_raw(0xC), 3, 1, 0, 0) };
     let call = decode_call(ids::vkCmdDraw, e.as_bytes()).unwrap();
     match unsafe { dispatch::replay(&call, &mut ctx) } {
-        Err(ReplayError::Other(m)) => assert!(m.contains("vkCmdDraw"), "{m}"),
+        Err(ReplayError::Unavailable(m)) => assert!(m.contains("vkCmdDraw"), "{m}"),
         other => panic!("expected a missing-function error, got {other:?}"),
     }
 }

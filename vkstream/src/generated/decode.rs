@@ -64799,1054 +64799,2366 @@ impl Call {
 /// Decodes the parameters of command `cmd` (an index into [`crate::COMMANDS`]).
 pub fn decode_call(cmd: u32, bytes: &[u8]) -> Result<Call, DecodeError> {
     let d = &mut Decoder::new(bytes);
-    let call = match cmd {
-        0 => Call::vkCreateInstance(params::vkCreateInstance::decode(d)?),
-        1 => Call::vkDestroyInstance(params::vkDestroyInstance::decode(d)?),
-        2 => Call::vkEnumeratePhysicalDevices(params::vkEnumeratePhysicalDevices::decode(d)?),
-        3 => Call::vkGetPhysicalDeviceFeatures(params::vkGetPhysicalDeviceFeatures::decode(d)?),
-        4 => Call::vkGetPhysicalDeviceFormatProperties(
-            params::vkGetPhysicalDeviceFormatProperties::decode(d)?,
-        ),
-        5 => Call::vkGetPhysicalDeviceImageFormatProperties(
-            params::vkGetPhysicalDeviceImageFormatProperties::decode(d)?,
-        ),
-        6 => Call::vkGetPhysicalDeviceProperties(params::vkGetPhysicalDeviceProperties::decode(d)?),
-        7 => Call::vkGetPhysicalDeviceQueueFamilyProperties(
-            params::vkGetPhysicalDeviceQueueFamilyProperties::decode(d)?,
-        ),
-        8 => Call::vkGetPhysicalDeviceMemoryProperties(
-            params::vkGetPhysicalDeviceMemoryProperties::decode(d)?,
-        ),
-        9 => Call::vkGetInstanceProcAddr(params::vkGetInstanceProcAddr::decode(d)?),
-        10 => Call::vkGetDeviceProcAddr(params::vkGetDeviceProcAddr::decode(d)?),
-        11 => Call::vkCreateDevice(params::vkCreateDevice::decode(d)?),
-        12 => Call::vkDestroyDevice(params::vkDestroyDevice::decode(d)?),
-        13 => Call::vkEnumerateInstanceExtensionProperties(
-            params::vkEnumerateInstanceExtensionProperties::decode(d)?,
-        ),
-        14 => Call::vkEnumerateDeviceExtensionProperties(
-            params::vkEnumerateDeviceExtensionProperties::decode(d)?,
-        ),
-        15 => Call::vkEnumerateInstanceLayerProperties(
-            params::vkEnumerateInstanceLayerProperties::decode(d)?,
-        ),
-        16 => Call::vkEnumerateDeviceLayerProperties(
-            params::vkEnumerateDeviceLayerProperties::decode(d)?,
-        ),
-        17 => Call::vkGetDeviceQueue(params::vkGetDeviceQueue::decode(d)?),
-        18 => Call::vkQueueSubmit(params::vkQueueSubmit::decode(d)?),
-        19 => Call::vkQueueWaitIdle(params::vkQueueWaitIdle::decode(d)?),
-        20 => Call::vkDeviceWaitIdle(params::vkDeviceWaitIdle::decode(d)?),
-        21 => Call::vkAllocateMemory(params::vkAllocateMemory::decode(d)?),
-        22 => Call::vkFreeMemory(params::vkFreeMemory::decode(d)?),
-        23 => Call::vkMapMemory(params::vkMapMemory::decode(d)?),
-        24 => Call::vkUnmapMemory(params::vkUnmapMemory::decode(d)?),
-        25 => Call::vkFlushMappedMemoryRanges(params::vkFlushMappedMemoryRanges::decode(d)?),
+    match cmd {
+        0 => {
+            let p = params::vkCreateInstance::decode(d);
+            finish(d, p, Call::vkCreateInstance)
+        }
+        1 => {
+            let p = params::vkDestroyInstance::decode(d);
+            finish(d, p, Call::vkDestroyInstance)
+        }
+        2 => {
+            let p = params::vkEnumeratePhysicalDevices::decode(d);
+            finish(d, p, Call::vkEnumeratePhysicalDevices)
+        }
+        3 => {
+            let p = params::vkGetPhysicalDeviceFeatures::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceFeatures)
+        }
+        4 => {
+            let p = params::vkGetPhysicalDeviceFormatProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceFormatProperties)
+        }
+        5 => {
+            let p = params::vkGetPhysicalDeviceImageFormatProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceImageFormatProperties)
+        }
+        6 => {
+            let p = params::vkGetPhysicalDeviceProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceProperties)
+        }
+        7 => {
+            let p = params::vkGetPhysicalDeviceQueueFamilyProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceQueueFamilyProperties)
+        }
+        8 => {
+            let p = params::vkGetPhysicalDeviceMemoryProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceMemoryProperties)
+        }
+        9 => {
+            let p = params::vkGetInstanceProcAddr::decode(d);
+            finish(d, p, Call::vkGetInstanceProcAddr)
+        }
+        10 => {
+            let p = params::vkGetDeviceProcAddr::decode(d);
+            finish(d, p, Call::vkGetDeviceProcAddr)
+        }
+        11 => {
+            let p = params::vkCreateDevice::decode(d);
+            finish(d, p, Call::vkCreateDevice)
+        }
+        12 => {
+            let p = params::vkDestroyDevice::decode(d);
+            finish(d, p, Call::vkDestroyDevice)
+        }
+        13 => {
+            let p = params::vkEnumerateInstanceExtensionProperties::decode(d);
+            finish(d, p, Call::vkEnumerateInstanceExtensionProperties)
+        }
+        14 => {
+            let p = params::vkEnumerateDeviceExtensionProperties::decode(d);
+            finish(d, p, Call::vkEnumerateDeviceExtensionProperties)
+        }
+        15 => {
+            let p = params::vkEnumerateInstanceLayerProperties::decode(d);
+            finish(d, p, Call::vkEnumerateInstanceLayerProperties)
+        }
+        16 => {
+            let p = params::vkEnumerateDeviceLayerProperties::decode(d);
+            finish(d, p, Call::vkEnumerateDeviceLayerProperties)
+        }
+        17 => {
+            let p = params::vkGetDeviceQueue::decode(d);
+            finish(d, p, Call::vkGetDeviceQueue)
+        }
+        18 => {
+            let p = params::vkQueueSubmit::decode(d);
+            finish(d, p, Call::vkQueueSubmit)
+        }
+        19 => {
+            let p = params::vkQueueWaitIdle::decode(d);
+            finish(d, p, Call::vkQueueWaitIdle)
+        }
+        20 => {
+            let p = params::vkDeviceWaitIdle::decode(d);
+            finish(d, p, Call::vkDeviceWaitIdle)
+        }
+        21 => {
+            let p = params::vkAllocateMemory::decode(d);
+            finish(d, p, Call::vkAllocateMemory)
+        }
+        22 => {
+            let p = params::vkFreeMemory::decode(d);
+            finish(d, p, Call::vkFreeMemory)
+        }
+        23 => {
+            let p = params::vkMapMemory::decode(d);
+            finish(d, p, Call::vkMapMemory)
+        }
+        24 => {
+            let p = params::vkUnmapMemory::decode(d);
+            finish(d, p, Call::vkUnmapMemory)
+        }
+        25 => {
+            let p = params::vkFlushMappedMemoryRanges::decode(d);
+            finish(d, p, Call::vkFlushMappedMemoryRanges)
+        }
         26 => {
-            Call::vkInvalidateMappedMemoryRanges(params::vkInvalidateMappedMemoryRanges::decode(d)?)
+            let p = params::vkInvalidateMappedMemoryRanges::decode(d);
+            finish(d, p, Call::vkInvalidateMappedMemoryRanges)
         }
-        27 => Call::vkGetDeviceMemoryCommitment(params::vkGetDeviceMemoryCommitment::decode(d)?),
-        28 => Call::vkBindBufferMemory(params::vkBindBufferMemory::decode(d)?),
-        29 => Call::vkBindImageMemory(params::vkBindImageMemory::decode(d)?),
+        27 => {
+            let p = params::vkGetDeviceMemoryCommitment::decode(d);
+            finish(d, p, Call::vkGetDeviceMemoryCommitment)
+        }
+        28 => {
+            let p = params::vkBindBufferMemory::decode(d);
+            finish(d, p, Call::vkBindBufferMemory)
+        }
+        29 => {
+            let p = params::vkBindImageMemory::decode(d);
+            finish(d, p, Call::vkBindImageMemory)
+        }
         30 => {
-            Call::vkGetBufferMemoryRequirements(params::vkGetBufferMemoryRequirements::decode(d)?)
+            let p = params::vkGetBufferMemoryRequirements::decode(d);
+            finish(d, p, Call::vkGetBufferMemoryRequirements)
         }
-        31 => Call::vkGetImageMemoryRequirements(params::vkGetImageMemoryRequirements::decode(d)?),
-        32 => Call::vkGetImageSparseMemoryRequirements(
-            params::vkGetImageSparseMemoryRequirements::decode(d)?,
-        ),
-        33 => Call::vkGetPhysicalDeviceSparseImageFormatProperties(
-            params::vkGetPhysicalDeviceSparseImageFormatProperties::decode(d)?,
-        ),
-        34 => Call::vkQueueBindSparse(params::vkQueueBindSparse::decode(d)?),
-        35 => Call::vkCreateFence(params::vkCreateFence::decode(d)?),
-        36 => Call::vkDestroyFence(params::vkDestroyFence::decode(d)?),
-        37 => Call::vkResetFences(params::vkResetFences::decode(d)?),
-        38 => Call::vkGetFenceStatus(params::vkGetFenceStatus::decode(d)?),
-        39 => Call::vkWaitForFences(params::vkWaitForFences::decode(d)?),
-        40 => Call::vkCreateSemaphore(params::vkCreateSemaphore::decode(d)?),
-        41 => Call::vkDestroySemaphore(params::vkDestroySemaphore::decode(d)?),
-        42 => Call::vkCreateEvent(params::vkCreateEvent::decode(d)?),
-        43 => Call::vkDestroyEvent(params::vkDestroyEvent::decode(d)?),
-        44 => Call::vkGetEventStatus(params::vkGetEventStatus::decode(d)?),
-        45 => Call::vkSetEvent(params::vkSetEvent::decode(d)?),
-        46 => Call::vkResetEvent(params::vkResetEvent::decode(d)?),
-        47 => Call::vkCreateQueryPool(params::vkCreateQueryPool::decode(d)?),
-        48 => Call::vkDestroyQueryPool(params::vkDestroyQueryPool::decode(d)?),
-        49 => Call::vkGetQueryPoolResults(params::vkGetQueryPoolResults::decode(d)?),
-        50 => Call::vkCreateBuffer(params::vkCreateBuffer::decode(d)?),
-        51 => Call::vkDestroyBuffer(params::vkDestroyBuffer::decode(d)?),
-        52 => Call::vkCreateBufferView(params::vkCreateBufferView::decode(d)?),
-        53 => Call::vkDestroyBufferView(params::vkDestroyBufferView::decode(d)?),
-        54 => Call::vkCreateImage(params::vkCreateImage::decode(d)?),
-        55 => Call::vkDestroyImage(params::vkDestroyImage::decode(d)?),
-        56 => Call::vkGetImageSubresourceLayout(params::vkGetImageSubresourceLayout::decode(d)?),
-        57 => Call::vkCreateImageView(params::vkCreateImageView::decode(d)?),
-        58 => Call::vkDestroyImageView(params::vkDestroyImageView::decode(d)?),
-        59 => Call::vkCreateShaderModule(params::vkCreateShaderModule::decode(d)?),
-        60 => Call::vkDestroyShaderModule(params::vkDestroyShaderModule::decode(d)?),
-        61 => Call::vkCreatePipelineCache(params::vkCreatePipelineCache::decode(d)?),
-        62 => Call::vkDestroyPipelineCache(params::vkDestroyPipelineCache::decode(d)?),
-        63 => Call::vkGetPipelineCacheData(params::vkGetPipelineCacheData::decode(d)?),
-        64 => Call::vkMergePipelineCaches(params::vkMergePipelineCaches::decode(d)?),
-        65 => Call::vkCreateGraphicsPipelines(params::vkCreateGraphicsPipelines::decode(d)?),
-        66 => Call::vkCreateComputePipelines(params::vkCreateComputePipelines::decode(d)?),
-        67 => Call::vkDestroyPipeline(params::vkDestroyPipeline::decode(d)?),
-        68 => Call::vkCreatePipelineLayout(params::vkCreatePipelineLayout::decode(d)?),
-        69 => Call::vkDestroyPipelineLayout(params::vkDestroyPipelineLayout::decode(d)?),
-        70 => Call::vkCreateSampler(params::vkCreateSampler::decode(d)?),
-        71 => Call::vkDestroySampler(params::vkDestroySampler::decode(d)?),
-        72 => Call::vkCreateDescriptorSetLayout(params::vkCreateDescriptorSetLayout::decode(d)?),
-        73 => Call::vkDestroyDescriptorSetLayout(params::vkDestroyDescriptorSetLayout::decode(d)?),
-        74 => Call::vkCreateDescriptorPool(params::vkCreateDescriptorPool::decode(d)?),
-        75 => Call::vkDestroyDescriptorPool(params::vkDestroyDescriptorPool::decode(d)?),
-        76 => Call::vkResetDescriptorPool(params::vkResetDescriptorPool::decode(d)?),
-        77 => Call::vkAllocateDescriptorSets(params::vkAllocateDescriptorSets::decode(d)?),
-        78 => Call::vkFreeDescriptorSets(params::vkFreeDescriptorSets::decode(d)?),
-        79 => Call::vkUpdateDescriptorSets(params::vkUpdateDescriptorSets::decode(d)?),
-        80 => Call::vkCreateFramebuffer(params::vkCreateFramebuffer::decode(d)?),
-        81 => Call::vkDestroyFramebuffer(params::vkDestroyFramebuffer::decode(d)?),
-        82 => Call::vkCreateRenderPass(params::vkCreateRenderPass::decode(d)?),
-        83 => Call::vkDestroyRenderPass(params::vkDestroyRenderPass::decode(d)?),
-        84 => Call::vkGetRenderAreaGranularity(params::vkGetRenderAreaGranularity::decode(d)?),
-        85 => Call::vkCreateCommandPool(params::vkCreateCommandPool::decode(d)?),
-        86 => Call::vkDestroyCommandPool(params::vkDestroyCommandPool::decode(d)?),
-        87 => Call::vkResetCommandPool(params::vkResetCommandPool::decode(d)?),
-        88 => Call::vkAllocateCommandBuffers(params::vkAllocateCommandBuffers::decode(d)?),
-        89 => Call::vkFreeCommandBuffers(params::vkFreeCommandBuffers::decode(d)?),
-        90 => Call::vkBeginCommandBuffer(params::vkBeginCommandBuffer::decode(d)?),
-        91 => Call::vkEndCommandBuffer(params::vkEndCommandBuffer::decode(d)?),
-        92 => Call::vkResetCommandBuffer(params::vkResetCommandBuffer::decode(d)?),
-        93 => Call::vkCmdBindPipeline(params::vkCmdBindPipeline::decode(d)?),
-        94 => Call::vkCmdSetViewport(params::vkCmdSetViewport::decode(d)?),
-        95 => Call::vkCmdSetScissor(params::vkCmdSetScissor::decode(d)?),
-        96 => Call::vkCmdSetLineWidth(params::vkCmdSetLineWidth::decode(d)?),
-        97 => Call::vkCmdSetDepthBias(params::vkCmdSetDepthBias::decode(d)?),
-        98 => Call::vkCmdSetBlendConstants(params::vkCmdSetBlendConstants::decode(d)?),
-        99 => Call::vkCmdSetDepthBounds(params::vkCmdSetDepthBounds::decode(d)?),
-        100 => Call::vkCmdSetStencilCompareMask(params::vkCmdSetStencilCompareMask::decode(d)?),
-        101 => Call::vkCmdSetStencilWriteMask(params::vkCmdSetStencilWriteMask::decode(d)?),
-        102 => Call::vkCmdSetStencilReference(params::vkCmdSetStencilReference::decode(d)?),
-        103 => Call::vkCmdBindDescriptorSets(params::vkCmdBindDescriptorSets::decode(d)?),
-        104 => Call::vkCmdBindIndexBuffer(params::vkCmdBindIndexBuffer::decode(d)?),
-        105 => Call::vkCmdBindVertexBuffers(params::vkCmdBindVertexBuffers::decode(d)?),
-        106 => Call::vkCmdDraw(params::vkCmdDraw::decode(d)?),
-        107 => Call::vkCmdDrawIndexed(params::vkCmdDrawIndexed::decode(d)?),
-        108 => Call::vkCmdDrawIndirect(params::vkCmdDrawIndirect::decode(d)?),
-        109 => Call::vkCmdDrawIndexedIndirect(params::vkCmdDrawIndexedIndirect::decode(d)?),
-        110 => Call::vkCmdDispatch(params::vkCmdDispatch::decode(d)?),
-        111 => Call::vkCmdDispatchIndirect(params::vkCmdDispatchIndirect::decode(d)?),
-        112 => Call::vkCmdCopyBuffer(params::vkCmdCopyBuffer::decode(d)?),
-        113 => Call::vkCmdCopyImage(params::vkCmdCopyImage::decode(d)?),
-        114 => Call::vkCmdBlitImage(params::vkCmdBlitImage::decode(d)?),
-        115 => Call::vkCmdCopyBufferToImage(params::vkCmdCopyBufferToImage::decode(d)?),
-        116 => Call::vkCmdCopyImageToBuffer(params::vkCmdCopyImageToBuffer::decode(d)?),
-        117 => Call::vkCmdUpdateBuffer(params::vkCmdUpdateBuffer::decode(d)?),
-        118 => Call::vkCmdFillBuffer(params::vkCmdFillBuffer::decode(d)?),
-        119 => Call::vkCmdClearColorImage(params::vkCmdClearColorImage::decode(d)?),
-        120 => Call::vkCmdClearDepthStencilImage(params::vkCmdClearDepthStencilImage::decode(d)?),
-        121 => Call::vkCmdClearAttachments(params::vkCmdClearAttachments::decode(d)?),
-        122 => Call::vkCmdResolveImage(params::vkCmdResolveImage::decode(d)?),
-        123 => Call::vkCmdSetEvent(params::vkCmdSetEvent::decode(d)?),
-        124 => Call::vkCmdResetEvent(params::vkCmdResetEvent::decode(d)?),
-        125 => Call::vkCmdWaitEvents(params::vkCmdWaitEvents::decode(d)?),
-        126 => Call::vkCmdPipelineBarrier(params::vkCmdPipelineBarrier::decode(d)?),
-        127 => Call::vkCmdBeginQuery(params::vkCmdBeginQuery::decode(d)?),
-        128 => Call::vkCmdEndQuery(params::vkCmdEndQuery::decode(d)?),
-        129 => Call::vkCmdResetQueryPool(params::vkCmdResetQueryPool::decode(d)?),
-        130 => Call::vkCmdWriteTimestamp(params::vkCmdWriteTimestamp::decode(d)?),
-        131 => Call::vkCmdCopyQueryPoolResults(params::vkCmdCopyQueryPoolResults::decode(d)?),
-        132 => Call::vkCmdPushConstants(params::vkCmdPushConstants::decode(d)?),
-        133 => Call::vkCmdBeginRenderPass(params::vkCmdBeginRenderPass::decode(d)?),
-        134 => Call::vkCmdNextSubpass(params::vkCmdNextSubpass::decode(d)?),
-        135 => Call::vkCmdEndRenderPass(params::vkCmdEndRenderPass::decode(d)?),
-        136 => Call::vkCmdExecuteCommands(params::vkCmdExecuteCommands::decode(d)?),
-        137 => Call::vkEnumerateInstanceVersion(params::vkEnumerateInstanceVersion::decode(d)?),
-        138 => Call::vkBindBufferMemory2(params::vkBindBufferMemory2::decode(d)?),
-        139 => Call::vkBindImageMemory2(params::vkBindImageMemory2::decode(d)?),
-        140 => Call::vkGetDeviceGroupPeerMemoryFeatures(
-            params::vkGetDeviceGroupPeerMemoryFeatures::decode(d)?,
-        ),
-        141 => Call::vkCmdSetDeviceMask(params::vkCmdSetDeviceMask::decode(d)?),
-        142 => Call::vkCmdDispatchBase(params::vkCmdDispatchBase::decode(d)?),
-        143 => Call::vkEnumeratePhysicalDeviceGroups(
-            params::vkEnumeratePhysicalDeviceGroups::decode(d)?,
-        ),
+        31 => {
+            let p = params::vkGetImageMemoryRequirements::decode(d);
+            finish(d, p, Call::vkGetImageMemoryRequirements)
+        }
+        32 => {
+            let p = params::vkGetImageSparseMemoryRequirements::decode(d);
+            finish(d, p, Call::vkGetImageSparseMemoryRequirements)
+        }
+        33 => {
+            let p = params::vkGetPhysicalDeviceSparseImageFormatProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceSparseImageFormatProperties)
+        }
+        34 => {
+            let p = params::vkQueueBindSparse::decode(d);
+            finish(d, p, Call::vkQueueBindSparse)
+        }
+        35 => {
+            let p = params::vkCreateFence::decode(d);
+            finish(d, p, Call::vkCreateFence)
+        }
+        36 => {
+            let p = params::vkDestroyFence::decode(d);
+            finish(d, p, Call::vkDestroyFence)
+        }
+        37 => {
+            let p = params::vkResetFences::decode(d);
+            finish(d, p, Call::vkResetFences)
+        }
+        38 => {
+            let p = params::vkGetFenceStatus::decode(d);
+            finish(d, p, Call::vkGetFenceStatus)
+        }
+        39 => {
+            let p = params::vkWaitForFences::decode(d);
+            finish(d, p, Call::vkWaitForFences)
+        }
+        40 => {
+            let p = params::vkCreateSemaphore::decode(d);
+            finish(d, p, Call::vkCreateSemaphore)
+        }
+        41 => {
+            let p = params::vkDestroySemaphore::decode(d);
+            finish(d, p, Call::vkDestroySemaphore)
+        }
+        42 => {
+            let p = params::vkCreateEvent::decode(d);
+            finish(d, p, Call::vkCreateEvent)
+        }
+        43 => {
+            let p = params::vkDestroyEvent::decode(d);
+            finish(d, p, Call::vkDestroyEvent)
+        }
+        44 => {
+            let p = params::vkGetEventStatus::decode(d);
+            finish(d, p, Call::vkGetEventStatus)
+        }
+        45 => {
+            let p = params::vkSetEvent::decode(d);
+            finish(d, p, Call::vkSetEvent)
+        }
+        46 => {
+            let p = params::vkResetEvent::decode(d);
+            finish(d, p, Call::vkResetEvent)
+        }
+        47 => {
+            let p = params::vkCreateQueryPool::decode(d);
+            finish(d, p, Call::vkCreateQueryPool)
+        }
+        48 => {
+            let p = params::vkDestroyQueryPool::decode(d);
+            finish(d, p, Call::vkDestroyQueryPool)
+        }
+        49 => {
+            let p = params::vkGetQueryPoolResults::decode(d);
+            finish(d, p, Call::vkGetQueryPoolResults)
+        }
+        50 => {
+            let p = params::vkCreateBuffer::decode(d);
+            finish(d, p, Call::vkCreateBuffer)
+        }
+        51 => {
+            let p = params::vkDestroyBuffer::decode(d);
+            finish(d, p, Call::vkDestroyBuffer)
+        }
+        52 => {
+            let p = params::vkCreateBufferView::decode(d);
+            finish(d, p, Call::vkCreateBufferView)
+        }
+        53 => {
+            let p = params::vkDestroyBufferView::decode(d);
+            finish(d, p, Call::vkDestroyBufferView)
+        }
+        54 => {
+            let p = params::vkCreateImage::decode(d);
+            finish(d, p, Call::vkCreateImage)
+        }
+        55 => {
+            let p = params::vkDestroyImage::decode(d);
+            finish(d, p, Call::vkDestroyImage)
+        }
+        56 => {
+            let p = params::vkGetImageSubresourceLayout::decode(d);
+            finish(d, p, Call::vkGetImageSubresourceLayout)
+        }
+        57 => {
+            let p = params::vkCreateImageView::decode(d);
+            finish(d, p, Call::vkCreateImageView)
+        }
+        58 => {
+            let p = params::vkDestroyImageView::decode(d);
+            finish(d, p, Call::vkDestroyImageView)
+        }
+        59 => {
+            let p = params::vkCreateShaderModule::decode(d);
+            finish(d, p, Call::vkCreateShaderModule)
+        }
+        60 => {
+            let p = params::vkDestroyShaderModule::decode(d);
+            finish(d, p, Call::vkDestroyShaderModule)
+        }
+        61 => {
+            let p = params::vkCreatePipelineCache::decode(d);
+            finish(d, p, Call::vkCreatePipelineCache)
+        }
+        62 => {
+            let p = params::vkDestroyPipelineCache::decode(d);
+            finish(d, p, Call::vkDestroyPipelineCache)
+        }
+        63 => {
+            let p = params::vkGetPipelineCacheData::decode(d);
+            finish(d, p, Call::vkGetPipelineCacheData)
+        }
+        64 => {
+            let p = params::vkMergePipelineCaches::decode(d);
+            finish(d, p, Call::vkMergePipelineCaches)
+        }
+        65 => {
+            let p = params::vkCreateGraphicsPipelines::decode(d);
+            finish(d, p, Call::vkCreateGraphicsPipelines)
+        }
+        66 => {
+            let p = params::vkCreateComputePipelines::decode(d);
+            finish(d, p, Call::vkCreateComputePipelines)
+        }
+        67 => {
+            let p = params::vkDestroyPipeline::decode(d);
+            finish(d, p, Call::vkDestroyPipeline)
+        }
+        68 => {
+            let p = params::vkCreatePipelineLayout::decode(d);
+            finish(d, p, Call::vkCreatePipelineLayout)
+        }
+        69 => {
+            let p = params::vkDestroyPipelineLayout::decode(d);
+            finish(d, p, Call::vkDestroyPipelineLayout)
+        }
+        70 => {
+            let p = params::vkCreateSampler::decode(d);
+            finish(d, p, Call::vkCreateSampler)
+        }
+        71 => {
+            let p = params::vkDestroySampler::decode(d);
+            finish(d, p, Call::vkDestroySampler)
+        }
+        72 => {
+            let p = params::vkCreateDescriptorSetLayout::decode(d);
+            finish(d, p, Call::vkCreateDescriptorSetLayout)
+        }
+        73 => {
+            let p = params::vkDestroyDescriptorSetLayout::decode(d);
+            finish(d, p, Call::vkDestroyDescriptorSetLayout)
+        }
+        74 => {
+            let p = params::vkCreateDescriptorPool::decode(d);
+            finish(d, p, Call::vkCreateDescriptorPool)
+        }
+        75 => {
+            let p = params::vkDestroyDescriptorPool::decode(d);
+            finish(d, p, Call::vkDestroyDescriptorPool)
+        }
+        76 => {
+            let p = params::vkResetDescriptorPool::decode(d);
+            finish(d, p, Call::vkResetDescriptorPool)
+        }
+        77 => {
+            let p = params::vkAllocateDescriptorSets::decode(d);
+            finish(d, p, Call::vkAllocateDescriptorSets)
+        }
+        78 => {
+            let p = params::vkFreeDescriptorSets::decode(d);
+            finish(d, p, Call::vkFreeDescriptorSets)
+        }
+        79 => {
+            let p = params::vkUpdateDescriptorSets::decode(d);
+            finish(d, p, Call::vkUpdateDescriptorSets)
+        }
+        80 => {
+            let p = params::vkCreateFramebuffer::decode(d);
+            finish(d, p, Call::vkCreateFramebuffer)
+        }
+        81 => {
+            let p = params::vkDestroyFramebuffer::decode(d);
+            finish(d, p, Call::vkDestroyFramebuffer)
+        }
+        82 => {
+            let p = params::vkCreateRenderPass::decode(d);
+            finish(d, p, Call::vkCreateRenderPass)
+        }
+        83 => {
+            let p = params::vkDestroyRenderPass::decode(d);
+            finish(d, p, Call::vkDestroyRenderPass)
+        }
+        84 => {
+            let p = params::vkGetRenderAreaGranularity::decode(d);
+            finish(d, p, Call::vkGetRenderAreaGranularity)
+        }
+        85 => {
+            let p = params::vkCreateCommandPool::decode(d);
+            finish(d, p, Call::vkCreateCommandPool)
+        }
+        86 => {
+            let p = params::vkDestroyCommandPool::decode(d);
+            finish(d, p, Call::vkDestroyCommandPool)
+        }
+        87 => {
+            let p = params::vkResetCommandPool::decode(d);
+            finish(d, p, Call::vkResetCommandPool)
+        }
+        88 => {
+            let p = params::vkAllocateCommandBuffers::decode(d);
+            finish(d, p, Call::vkAllocateCommandBuffers)
+        }
+        89 => {
+            let p = params::vkFreeCommandBuffers::decode(d);
+            finish(d, p, Call::vkFreeCommandBuffers)
+        }
+        90 => {
+            let p = params::vkBeginCommandBuffer::decode(d);
+            finish(d, p, Call::vkBeginCommandBuffer)
+        }
+        91 => {
+            let p = params::vkEndCommandBuffer::decode(d);
+            finish(d, p, Call::vkEndCommandBuffer)
+        }
+        92 => {
+            let p = params::vkResetCommandBuffer::decode(d);
+            finish(d, p, Call::vkResetCommandBuffer)
+        }
+        93 => {
+            let p = params::vkCmdBindPipeline::decode(d);
+            finish(d, p, Call::vkCmdBindPipeline)
+        }
+        94 => {
+            let p = params::vkCmdSetViewport::decode(d);
+            finish(d, p, Call::vkCmdSetViewport)
+        }
+        95 => {
+            let p = params::vkCmdSetScissor::decode(d);
+            finish(d, p, Call::vkCmdSetScissor)
+        }
+        96 => {
+            let p = params::vkCmdSetLineWidth::decode(d);
+            finish(d, p, Call::vkCmdSetLineWidth)
+        }
+        97 => {
+            let p = params::vkCmdSetDepthBias::decode(d);
+            finish(d, p, Call::vkCmdSetDepthBias)
+        }
+        98 => {
+            let p = params::vkCmdSetBlendConstants::decode(d);
+            finish(d, p, Call::vkCmdSetBlendConstants)
+        }
+        99 => {
+            let p = params::vkCmdSetDepthBounds::decode(d);
+            finish(d, p, Call::vkCmdSetDepthBounds)
+        }
+        100 => {
+            let p = params::vkCmdSetStencilCompareMask::decode(d);
+            finish(d, p, Call::vkCmdSetStencilCompareMask)
+        }
+        101 => {
+            let p = params::vkCmdSetStencilWriteMask::decode(d);
+            finish(d, p, Call::vkCmdSetStencilWriteMask)
+        }
+        102 => {
+            let p = params::vkCmdSetStencilReference::decode(d);
+            finish(d, p, Call::vkCmdSetStencilReference)
+        }
+        103 => {
+            let p = params::vkCmdBindDescriptorSets::decode(d);
+            finish(d, p, Call::vkCmdBindDescriptorSets)
+        }
+        104 => {
+            let p = params::vkCmdBindIndexBuffer::decode(d);
+            finish(d, p, Call::vkCmdBindIndexBuffer)
+        }
+        105 => {
+            let p = params::vkCmdBindVertexBuffers::decode(d);
+            finish(d, p, Call::vkCmdBindVertexBuffers)
+        }
+        106 => {
+            let p = params::vkCmdDraw::decode(d);
+            finish(d, p, Call::vkCmdDraw)
+        }
+        107 => {
+            let p = params::vkCmdDrawIndexed::decode(d);
+            finish(d, p, Call::vkCmdDrawIndexed)
+        }
+        108 => {
+            let p = params::vkCmdDrawIndirect::decode(d);
+            finish(d, p, Call::vkCmdDrawIndirect)
+        }
+        109 => {
+            let p = params::vkCmdDrawIndexedIndirect::decode(d);
+            finish(d, p, Call::vkCmdDrawIndexedIndirect)
+        }
+        110 => {
+            let p = params::vkCmdDispatch::decode(d);
+            finish(d, p, Call::vkCmdDispatch)
+        }
+        111 => {
+            let p = params::vkCmdDispatchIndirect::decode(d);
+            finish(d, p, Call::vkCmdDispatchIndirect)
+        }
+        112 => {
+            let p = params::vkCmdCopyBuffer::decode(d);
+            finish(d, p, Call::vkCmdCopyBuffer)
+        }
+        113 => {
+            let p = params::vkCmdCopyImage::decode(d);
+            finish(d, p, Call::vkCmdCopyImage)
+        }
+        114 => {
+            let p = params::vkCmdBlitImage::decode(d);
+            finish(d, p, Call::vkCmdBlitImage)
+        }
+        115 => {
+            let p = params::vkCmdCopyBufferToImage::decode(d);
+            finish(d, p, Call::vkCmdCopyBufferToImage)
+        }
+        116 => {
+            let p = params::vkCmdCopyImageToBuffer::decode(d);
+            finish(d, p, Call::vkCmdCopyImageToBuffer)
+        }
+        117 => {
+            let p = params::vkCmdUpdateBuffer::decode(d);
+            finish(d, p, Call::vkCmdUpdateBuffer)
+        }
+        118 => {
+            let p = params::vkCmdFillBuffer::decode(d);
+            finish(d, p, Call::vkCmdFillBuffer)
+        }
+        119 => {
+            let p = params::vkCmdClearColorImage::decode(d);
+            finish(d, p, Call::vkCmdClearColorImage)
+        }
+        120 => {
+            let p = params::vkCmdClearDepthStencilImage::decode(d);
+            finish(d, p, Call::vkCmdClearDepthStencilImage)
+        }
+        121 => {
+            let p = params::vkCmdClearAttachments::decode(d);
+            finish(d, p, Call::vkCmdClearAttachments)
+        }
+        122 => {
+            let p = params::vkCmdResolveImage::decode(d);
+            finish(d, p, Call::vkCmdResolveImage)
+        }
+        123 => {
+            let p = params::vkCmdSetEvent::decode(d);
+            finish(d, p, Call::vkCmdSetEvent)
+        }
+        124 => {
+            let p = params::vkCmdResetEvent::decode(d);
+            finish(d, p, Call::vkCmdResetEvent)
+        }
+        125 => {
+            let p = params::vkCmdWaitEvents::decode(d);
+            finish(d, p, Call::vkCmdWaitEvents)
+        }
+        126 => {
+            let p = params::vkCmdPipelineBarrier::decode(d);
+            finish(d, p, Call::vkCmdPipelineBarrier)
+        }
+        127 => {
+            let p = params::vkCmdBeginQuery::decode(d);
+            finish(d, p, Call::vkCmdBeginQuery)
+        }
+        128 => {
+            let p = params::vkCmdEndQuery::decode(d);
+            finish(d, p, Call::vkCmdEndQuery)
+        }
+        129 => {
+            let p = params::vkCmdResetQueryPool::decode(d);
+            finish(d, p, Call::vkCmdResetQueryPool)
+        }
+        130 => {
+            let p = params::vkCmdWriteTimestamp::decode(d);
+            finish(d, p, Call::vkCmdWriteTimestamp)
+        }
+        131 => {
+            let p = params::vkCmdCopyQueryPoolResults::decode(d);
+            finish(d, p, Call::vkCmdCopyQueryPoolResults)
+        }
+        132 => {
+            let p = params::vkCmdPushConstants::decode(d);
+            finish(d, p, Call::vkCmdPushConstants)
+        }
+        133 => {
+            let p = params::vkCmdBeginRenderPass::decode(d);
+            finish(d, p, Call::vkCmdBeginRenderPass)
+        }
+        134 => {
+            let p = params::vkCmdNextSubpass::decode(d);
+            finish(d, p, Call::vkCmdNextSubpass)
+        }
+        135 => {
+            let p = params::vkCmdEndRenderPass::decode(d);
+            finish(d, p, Call::vkCmdEndRenderPass)
+        }
+        136 => {
+            let p = params::vkCmdExecuteCommands::decode(d);
+            finish(d, p, Call::vkCmdExecuteCommands)
+        }
+        137 => {
+            let p = params::vkEnumerateInstanceVersion::decode(d);
+            finish(d, p, Call::vkEnumerateInstanceVersion)
+        }
+        138 => {
+            let p = params::vkBindBufferMemory2::decode(d);
+            finish(d, p, Call::vkBindBufferMemory2)
+        }
+        139 => {
+            let p = params::vkBindImageMemory2::decode(d);
+            finish(d, p, Call::vkBindImageMemory2)
+        }
+        140 => {
+            let p = params::vkGetDeviceGroupPeerMemoryFeatures::decode(d);
+            finish(d, p, Call::vkGetDeviceGroupPeerMemoryFeatures)
+        }
+        141 => {
+            let p = params::vkCmdSetDeviceMask::decode(d);
+            finish(d, p, Call::vkCmdSetDeviceMask)
+        }
+        142 => {
+            let p = params::vkCmdDispatchBase::decode(d);
+            finish(d, p, Call::vkCmdDispatchBase)
+        }
+        143 => {
+            let p = params::vkEnumeratePhysicalDeviceGroups::decode(d);
+            finish(d, p, Call::vkEnumeratePhysicalDeviceGroups)
+        }
         144 => {
-            Call::vkGetImageMemoryRequirements2(params::vkGetImageMemoryRequirements2::decode(d)?)
+            let p = params::vkGetImageMemoryRequirements2::decode(d);
+            finish(d, p, Call::vkGetImageMemoryRequirements2)
         }
         145 => {
-            Call::vkGetBufferMemoryRequirements2(params::vkGetBufferMemoryRequirements2::decode(d)?)
+            let p = params::vkGetBufferMemoryRequirements2::decode(d);
+            finish(d, p, Call::vkGetBufferMemoryRequirements2)
         }
-        146 => Call::vkGetImageSparseMemoryRequirements2(
-            params::vkGetImageSparseMemoryRequirements2::decode(d)?,
-        ),
-        147 => Call::vkGetPhysicalDeviceFeatures2(params::vkGetPhysicalDeviceFeatures2::decode(d)?),
+        146 => {
+            let p = params::vkGetImageSparseMemoryRequirements2::decode(d);
+            finish(d, p, Call::vkGetImageSparseMemoryRequirements2)
+        }
+        147 => {
+            let p = params::vkGetPhysicalDeviceFeatures2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceFeatures2)
+        }
         148 => {
-            Call::vkGetPhysicalDeviceProperties2(params::vkGetPhysicalDeviceProperties2::decode(d)?)
+            let p = params::vkGetPhysicalDeviceProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceProperties2)
         }
-        149 => Call::vkGetPhysicalDeviceFormatProperties2(
-            params::vkGetPhysicalDeviceFormatProperties2::decode(d)?,
-        ),
-        150 => Call::vkGetPhysicalDeviceImageFormatProperties2(
-            params::vkGetPhysicalDeviceImageFormatProperties2::decode(d)?,
-        ),
-        151 => Call::vkGetPhysicalDeviceQueueFamilyProperties2(
-            params::vkGetPhysicalDeviceQueueFamilyProperties2::decode(d)?,
-        ),
-        152 => Call::vkGetPhysicalDeviceMemoryProperties2(
-            params::vkGetPhysicalDeviceMemoryProperties2::decode(d)?,
-        ),
-        153 => Call::vkGetPhysicalDeviceSparseImageFormatProperties2(
-            params::vkGetPhysicalDeviceSparseImageFormatProperties2::decode(d)?,
-        ),
-        154 => Call::vkTrimCommandPool(params::vkTrimCommandPool::decode(d)?),
-        155 => Call::vkGetDeviceQueue2(params::vkGetDeviceQueue2::decode(d)?),
+        149 => {
+            let p = params::vkGetPhysicalDeviceFormatProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceFormatProperties2)
+        }
+        150 => {
+            let p = params::vkGetPhysicalDeviceImageFormatProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceImageFormatProperties2)
+        }
+        151 => {
+            let p = params::vkGetPhysicalDeviceQueueFamilyProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceQueueFamilyProperties2)
+        }
+        152 => {
+            let p = params::vkGetPhysicalDeviceMemoryProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceMemoryProperties2)
+        }
+        153 => {
+            let p = params::vkGetPhysicalDeviceSparseImageFormatProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceSparseImageFormatProperties2)
+        }
+        154 => {
+            let p = params::vkTrimCommandPool::decode(d);
+            finish(d, p, Call::vkTrimCommandPool)
+        }
+        155 => {
+            let p = params::vkGetDeviceQueue2::decode(d);
+            finish(d, p, Call::vkGetDeviceQueue2)
+        }
         156 => {
-            Call::vkCreateSamplerYcbcrConversion(params::vkCreateSamplerYcbcrConversion::decode(d)?)
+            let p = params::vkCreateSamplerYcbcrConversion::decode(d);
+            finish(d, p, Call::vkCreateSamplerYcbcrConversion)
         }
-        157 => Call::vkDestroySamplerYcbcrConversion(
-            params::vkDestroySamplerYcbcrConversion::decode(d)?,
-        ),
-        158 => Call::vkCreateDescriptorUpdateTemplate(
-            params::vkCreateDescriptorUpdateTemplate::decode(d)?,
-        ),
-        159 => Call::vkDestroyDescriptorUpdateTemplate(
-            params::vkDestroyDescriptorUpdateTemplate::decode(d)?,
-        ),
-        160 => Call::vkUpdateDescriptorSetWithTemplate(
-            params::vkUpdateDescriptorSetWithTemplate::decode(d)?,
-        ),
-        161 => Call::vkGetPhysicalDeviceExternalBufferProperties(
-            params::vkGetPhysicalDeviceExternalBufferProperties::decode(d)?,
-        ),
-        162 => Call::vkGetPhysicalDeviceExternalFenceProperties(
-            params::vkGetPhysicalDeviceExternalFenceProperties::decode(d)?,
-        ),
-        163 => Call::vkGetPhysicalDeviceExternalSemaphoreProperties(
-            params::vkGetPhysicalDeviceExternalSemaphoreProperties::decode(d)?,
-        ),
-        164 => Call::vkGetDescriptorSetLayoutSupport(
-            params::vkGetDescriptorSetLayoutSupport::decode(d)?,
-        ),
-        165 => Call::vkCmdDrawIndirectCount(params::vkCmdDrawIndirectCount::decode(d)?),
+        157 => {
+            let p = params::vkDestroySamplerYcbcrConversion::decode(d);
+            finish(d, p, Call::vkDestroySamplerYcbcrConversion)
+        }
+        158 => {
+            let p = params::vkCreateDescriptorUpdateTemplate::decode(d);
+            finish(d, p, Call::vkCreateDescriptorUpdateTemplate)
+        }
+        159 => {
+            let p = params::vkDestroyDescriptorUpdateTemplate::decode(d);
+            finish(d, p, Call::vkDestroyDescriptorUpdateTemplate)
+        }
+        160 => {
+            let p = params::vkUpdateDescriptorSetWithTemplate::decode(d);
+            finish(d, p, Call::vkUpdateDescriptorSetWithTemplate)
+        }
+        161 => {
+            let p = params::vkGetPhysicalDeviceExternalBufferProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceExternalBufferProperties)
+        }
+        162 => {
+            let p = params::vkGetPhysicalDeviceExternalFenceProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceExternalFenceProperties)
+        }
+        163 => {
+            let p = params::vkGetPhysicalDeviceExternalSemaphoreProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceExternalSemaphoreProperties)
+        }
+        164 => {
+            let p = params::vkGetDescriptorSetLayoutSupport::decode(d);
+            finish(d, p, Call::vkGetDescriptorSetLayoutSupport)
+        }
+        165 => {
+            let p = params::vkCmdDrawIndirectCount::decode(d);
+            finish(d, p, Call::vkCmdDrawIndirectCount)
+        }
         166 => {
-            Call::vkCmdDrawIndexedIndirectCount(params::vkCmdDrawIndexedIndirectCount::decode(d)?)
+            let p = params::vkCmdDrawIndexedIndirectCount::decode(d);
+            finish(d, p, Call::vkCmdDrawIndexedIndirectCount)
         }
-        167 => Call::vkCreateRenderPass2(params::vkCreateRenderPass2::decode(d)?),
-        168 => Call::vkCmdBeginRenderPass2(params::vkCmdBeginRenderPass2::decode(d)?),
-        169 => Call::vkCmdNextSubpass2(params::vkCmdNextSubpass2::decode(d)?),
-        170 => Call::vkCmdEndRenderPass2(params::vkCmdEndRenderPass2::decode(d)?),
-        171 => Call::vkResetQueryPool(params::vkResetQueryPool::decode(d)?),
-        172 => Call::vkGetSemaphoreCounterValue(params::vkGetSemaphoreCounterValue::decode(d)?),
-        173 => Call::vkWaitSemaphores(params::vkWaitSemaphores::decode(d)?),
-        174 => Call::vkSignalSemaphore(params::vkSignalSemaphore::decode(d)?),
-        175 => Call::vkGetBufferDeviceAddress(params::vkGetBufferDeviceAddress::decode(d)?),
-        176 => Call::vkGetBufferOpaqueCaptureAddress(
-            params::vkGetBufferOpaqueCaptureAddress::decode(d)?,
-        ),
-        177 => Call::vkGetDeviceMemoryOpaqueCaptureAddress(
-            params::vkGetDeviceMemoryOpaqueCaptureAddress::decode(d)?,
-        ),
-        178 => Call::vkGetPhysicalDeviceToolProperties(
-            params::vkGetPhysicalDeviceToolProperties::decode(d)?,
-        ),
-        179 => Call::vkCreatePrivateDataSlot(params::vkCreatePrivateDataSlot::decode(d)?),
-        180 => Call::vkDestroyPrivateDataSlot(params::vkDestroyPrivateDataSlot::decode(d)?),
-        181 => Call::vkSetPrivateData(params::vkSetPrivateData::decode(d)?),
-        182 => Call::vkGetPrivateData(params::vkGetPrivateData::decode(d)?),
-        183 => Call::vkCmdSetEvent2(params::vkCmdSetEvent2::decode(d)?),
-        184 => Call::vkCmdResetEvent2(params::vkCmdResetEvent2::decode(d)?),
-        185 => Call::vkCmdWaitEvents2(params::vkCmdWaitEvents2::decode(d)?),
-        186 => Call::vkCmdPipelineBarrier2(params::vkCmdPipelineBarrier2::decode(d)?),
-        187 => Call::vkCmdWriteTimestamp2(params::vkCmdWriteTimestamp2::decode(d)?),
-        188 => Call::vkQueueSubmit2(params::vkQueueSubmit2::decode(d)?),
-        189 => Call::vkCmdCopyBuffer2(params::vkCmdCopyBuffer2::decode(d)?),
-        190 => Call::vkCmdCopyImage2(params::vkCmdCopyImage2::decode(d)?),
-        191 => Call::vkCmdCopyBufferToImage2(params::vkCmdCopyBufferToImage2::decode(d)?),
-        192 => Call::vkCmdCopyImageToBuffer2(params::vkCmdCopyImageToBuffer2::decode(d)?),
-        193 => Call::vkCmdBlitImage2(params::vkCmdBlitImage2::decode(d)?),
-        194 => Call::vkCmdResolveImage2(params::vkCmdResolveImage2::decode(d)?),
-        195 => Call::vkCmdBeginRendering(params::vkCmdBeginRendering::decode(d)?),
-        196 => Call::vkCmdEndRendering(params::vkCmdEndRendering::decode(d)?),
-        197 => Call::vkCmdSetCullMode(params::vkCmdSetCullMode::decode(d)?),
-        198 => Call::vkCmdSetFrontFace(params::vkCmdSetFrontFace::decode(d)?),
-        199 => Call::vkCmdSetPrimitiveTopology(params::vkCmdSetPrimitiveTopology::decode(d)?),
-        200 => Call::vkCmdSetViewportWithCount(params::vkCmdSetViewportWithCount::decode(d)?),
-        201 => Call::vkCmdSetScissorWithCount(params::vkCmdSetScissorWithCount::decode(d)?),
-        202 => Call::vkCmdBindVertexBuffers2(params::vkCmdBindVertexBuffers2::decode(d)?),
-        203 => Call::vkCmdSetDepthTestEnable(params::vkCmdSetDepthTestEnable::decode(d)?),
-        204 => Call::vkCmdSetDepthWriteEnable(params::vkCmdSetDepthWriteEnable::decode(d)?),
-        205 => Call::vkCmdSetDepthCompareOp(params::vkCmdSetDepthCompareOp::decode(d)?),
+        167 => {
+            let p = params::vkCreateRenderPass2::decode(d);
+            finish(d, p, Call::vkCreateRenderPass2)
+        }
+        168 => {
+            let p = params::vkCmdBeginRenderPass2::decode(d);
+            finish(d, p, Call::vkCmdBeginRenderPass2)
+        }
+        169 => {
+            let p = params::vkCmdNextSubpass2::decode(d);
+            finish(d, p, Call::vkCmdNextSubpass2)
+        }
+        170 => {
+            let p = params::vkCmdEndRenderPass2::decode(d);
+            finish(d, p, Call::vkCmdEndRenderPass2)
+        }
+        171 => {
+            let p = params::vkResetQueryPool::decode(d);
+            finish(d, p, Call::vkResetQueryPool)
+        }
+        172 => {
+            let p = params::vkGetSemaphoreCounterValue::decode(d);
+            finish(d, p, Call::vkGetSemaphoreCounterValue)
+        }
+        173 => {
+            let p = params::vkWaitSemaphores::decode(d);
+            finish(d, p, Call::vkWaitSemaphores)
+        }
+        174 => {
+            let p = params::vkSignalSemaphore::decode(d);
+            finish(d, p, Call::vkSignalSemaphore)
+        }
+        175 => {
+            let p = params::vkGetBufferDeviceAddress::decode(d);
+            finish(d, p, Call::vkGetBufferDeviceAddress)
+        }
+        176 => {
+            let p = params::vkGetBufferOpaqueCaptureAddress::decode(d);
+            finish(d, p, Call::vkGetBufferOpaqueCaptureAddress)
+        }
+        177 => {
+            let p = params::vkGetDeviceMemoryOpaqueCaptureAddress::decode(d);
+            finish(d, p, Call::vkGetDeviceMemoryOpaqueCaptureAddress)
+        }
+        178 => {
+            let p = params::vkGetPhysicalDeviceToolProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceToolProperties)
+        }
+        179 => {
+            let p = params::vkCreatePrivateDataSlot::decode(d);
+            finish(d, p, Call::vkCreatePrivateDataSlot)
+        }
+        180 => {
+            let p = params::vkDestroyPrivateDataSlot::decode(d);
+            finish(d, p, Call::vkDestroyPrivateDataSlot)
+        }
+        181 => {
+            let p = params::vkSetPrivateData::decode(d);
+            finish(d, p, Call::vkSetPrivateData)
+        }
+        182 => {
+            let p = params::vkGetPrivateData::decode(d);
+            finish(d, p, Call::vkGetPrivateData)
+        }
+        183 => {
+            let p = params::vkCmdSetEvent2::decode(d);
+            finish(d, p, Call::vkCmdSetEvent2)
+        }
+        184 => {
+            let p = params::vkCmdResetEvent2::decode(d);
+            finish(d, p, Call::vkCmdResetEvent2)
+        }
+        185 => {
+            let p = params::vkCmdWaitEvents2::decode(d);
+            finish(d, p, Call::vkCmdWaitEvents2)
+        }
+        186 => {
+            let p = params::vkCmdPipelineBarrier2::decode(d);
+            finish(d, p, Call::vkCmdPipelineBarrier2)
+        }
+        187 => {
+            let p = params::vkCmdWriteTimestamp2::decode(d);
+            finish(d, p, Call::vkCmdWriteTimestamp2)
+        }
+        188 => {
+            let p = params::vkQueueSubmit2::decode(d);
+            finish(d, p, Call::vkQueueSubmit2)
+        }
+        189 => {
+            let p = params::vkCmdCopyBuffer2::decode(d);
+            finish(d, p, Call::vkCmdCopyBuffer2)
+        }
+        190 => {
+            let p = params::vkCmdCopyImage2::decode(d);
+            finish(d, p, Call::vkCmdCopyImage2)
+        }
+        191 => {
+            let p = params::vkCmdCopyBufferToImage2::decode(d);
+            finish(d, p, Call::vkCmdCopyBufferToImage2)
+        }
+        192 => {
+            let p = params::vkCmdCopyImageToBuffer2::decode(d);
+            finish(d, p, Call::vkCmdCopyImageToBuffer2)
+        }
+        193 => {
+            let p = params::vkCmdBlitImage2::decode(d);
+            finish(d, p, Call::vkCmdBlitImage2)
+        }
+        194 => {
+            let p = params::vkCmdResolveImage2::decode(d);
+            finish(d, p, Call::vkCmdResolveImage2)
+        }
+        195 => {
+            let p = params::vkCmdBeginRendering::decode(d);
+            finish(d, p, Call::vkCmdBeginRendering)
+        }
+        196 => {
+            let p = params::vkCmdEndRendering::decode(d);
+            finish(d, p, Call::vkCmdEndRendering)
+        }
+        197 => {
+            let p = params::vkCmdSetCullMode::decode(d);
+            finish(d, p, Call::vkCmdSetCullMode)
+        }
+        198 => {
+            let p = params::vkCmdSetFrontFace::decode(d);
+            finish(d, p, Call::vkCmdSetFrontFace)
+        }
+        199 => {
+            let p = params::vkCmdSetPrimitiveTopology::decode(d);
+            finish(d, p, Call::vkCmdSetPrimitiveTopology)
+        }
+        200 => {
+            let p = params::vkCmdSetViewportWithCount::decode(d);
+            finish(d, p, Call::vkCmdSetViewportWithCount)
+        }
+        201 => {
+            let p = params::vkCmdSetScissorWithCount::decode(d);
+            finish(d, p, Call::vkCmdSetScissorWithCount)
+        }
+        202 => {
+            let p = params::vkCmdBindVertexBuffers2::decode(d);
+            finish(d, p, Call::vkCmdBindVertexBuffers2)
+        }
+        203 => {
+            let p = params::vkCmdSetDepthTestEnable::decode(d);
+            finish(d, p, Call::vkCmdSetDepthTestEnable)
+        }
+        204 => {
+            let p = params::vkCmdSetDepthWriteEnable::decode(d);
+            finish(d, p, Call::vkCmdSetDepthWriteEnable)
+        }
+        205 => {
+            let p = params::vkCmdSetDepthCompareOp::decode(d);
+            finish(d, p, Call::vkCmdSetDepthCompareOp)
+        }
         206 => {
-            Call::vkCmdSetDepthBoundsTestEnable(params::vkCmdSetDepthBoundsTestEnable::decode(d)?)
+            let p = params::vkCmdSetDepthBoundsTestEnable::decode(d);
+            finish(d, p, Call::vkCmdSetDepthBoundsTestEnable)
         }
-        207 => Call::vkCmdSetStencilTestEnable(params::vkCmdSetStencilTestEnable::decode(d)?),
-        208 => Call::vkCmdSetStencilOp(params::vkCmdSetStencilOp::decode(d)?),
-        209 => Call::vkCmdSetRasterizerDiscardEnable(
-            params::vkCmdSetRasterizerDiscardEnable::decode(d)?,
-        ),
-        210 => Call::vkCmdSetDepthBiasEnable(params::vkCmdSetDepthBiasEnable::decode(d)?),
+        207 => {
+            let p = params::vkCmdSetStencilTestEnable::decode(d);
+            finish(d, p, Call::vkCmdSetStencilTestEnable)
+        }
+        208 => {
+            let p = params::vkCmdSetStencilOp::decode(d);
+            finish(d, p, Call::vkCmdSetStencilOp)
+        }
+        209 => {
+            let p = params::vkCmdSetRasterizerDiscardEnable::decode(d);
+            finish(d, p, Call::vkCmdSetRasterizerDiscardEnable)
+        }
+        210 => {
+            let p = params::vkCmdSetDepthBiasEnable::decode(d);
+            finish(d, p, Call::vkCmdSetDepthBiasEnable)
+        }
         211 => {
-            Call::vkCmdSetPrimitiveRestartEnable(params::vkCmdSetPrimitiveRestartEnable::decode(d)?)
+            let p = params::vkCmdSetPrimitiveRestartEnable::decode(d);
+            finish(d, p, Call::vkCmdSetPrimitiveRestartEnable)
         }
-        212 => Call::vkGetDeviceBufferMemoryRequirements(
-            params::vkGetDeviceBufferMemoryRequirements::decode(d)?,
-        ),
-        213 => Call::vkGetDeviceImageMemoryRequirements(
-            params::vkGetDeviceImageMemoryRequirements::decode(d)?,
-        ),
-        214 => Call::vkGetDeviceImageSparseMemoryRequirements(
-            params::vkGetDeviceImageSparseMemoryRequirements::decode(d)?,
-        ),
-        215 => Call::vkDestroySurfaceKHR(params::vkDestroySurfaceKHR::decode(d)?),
-        216 => Call::vkGetPhysicalDeviceSurfaceSupportKHR(
-            params::vkGetPhysicalDeviceSurfaceSupportKHR::decode(d)?,
-        ),
-        217 => Call::vkGetPhysicalDeviceSurfaceCapabilitiesKHR(
-            params::vkGetPhysicalDeviceSurfaceCapabilitiesKHR::decode(d)?,
-        ),
-        218 => Call::vkGetPhysicalDeviceSurfaceFormatsKHR(
-            params::vkGetPhysicalDeviceSurfaceFormatsKHR::decode(d)?,
-        ),
-        219 => Call::vkGetPhysicalDeviceSurfacePresentModesKHR(
-            params::vkGetPhysicalDeviceSurfacePresentModesKHR::decode(d)?,
-        ),
-        220 => Call::vkCreateSwapchainKHR(params::vkCreateSwapchainKHR::decode(d)?),
-        221 => Call::vkDestroySwapchainKHR(params::vkDestroySwapchainKHR::decode(d)?),
-        222 => Call::vkGetSwapchainImagesKHR(params::vkGetSwapchainImagesKHR::decode(d)?),
-        223 => Call::vkAcquireNextImageKHR(params::vkAcquireNextImageKHR::decode(d)?),
-        224 => Call::vkQueuePresentKHR(params::vkQueuePresentKHR::decode(d)?),
-        225 => Call::vkGetDeviceGroupPresentCapabilitiesKHR(
-            params::vkGetDeviceGroupPresentCapabilitiesKHR::decode(d)?,
-        ),
-        226 => Call::vkGetDeviceGroupSurfacePresentModesKHR(
-            params::vkGetDeviceGroupSurfacePresentModesKHR::decode(d)?,
-        ),
-        227 => Call::vkGetPhysicalDevicePresentRectanglesKHR(
-            params::vkGetPhysicalDevicePresentRectanglesKHR::decode(d)?,
-        ),
-        228 => Call::vkAcquireNextImage2KHR(params::vkAcquireNextImage2KHR::decode(d)?),
-        229 => Call::vkGetPhysicalDeviceDisplayPropertiesKHR(
-            params::vkGetPhysicalDeviceDisplayPropertiesKHR::decode(d)?,
-        ),
-        230 => Call::vkGetPhysicalDeviceDisplayPlanePropertiesKHR(
-            params::vkGetPhysicalDeviceDisplayPlanePropertiesKHR::decode(d)?,
-        ),
-        231 => Call::vkGetDisplayPlaneSupportedDisplaysKHR(
-            params::vkGetDisplayPlaneSupportedDisplaysKHR::decode(d)?,
-        ),
+        212 => {
+            let p = params::vkGetDeviceBufferMemoryRequirements::decode(d);
+            finish(d, p, Call::vkGetDeviceBufferMemoryRequirements)
+        }
+        213 => {
+            let p = params::vkGetDeviceImageMemoryRequirements::decode(d);
+            finish(d, p, Call::vkGetDeviceImageMemoryRequirements)
+        }
+        214 => {
+            let p = params::vkGetDeviceImageSparseMemoryRequirements::decode(d);
+            finish(d, p, Call::vkGetDeviceImageSparseMemoryRequirements)
+        }
+        215 => {
+            let p = params::vkDestroySurfaceKHR::decode(d);
+            finish(d, p, Call::vkDestroySurfaceKHR)
+        }
+        216 => {
+            let p = params::vkGetPhysicalDeviceSurfaceSupportKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceSurfaceSupportKHR)
+        }
+        217 => {
+            let p = params::vkGetPhysicalDeviceSurfaceCapabilitiesKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceSurfaceCapabilitiesKHR)
+        }
+        218 => {
+            let p = params::vkGetPhysicalDeviceSurfaceFormatsKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceSurfaceFormatsKHR)
+        }
+        219 => {
+            let p = params::vkGetPhysicalDeviceSurfacePresentModesKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceSurfacePresentModesKHR)
+        }
+        220 => {
+            let p = params::vkCreateSwapchainKHR::decode(d);
+            finish(d, p, Call::vkCreateSwapchainKHR)
+        }
+        221 => {
+            let p = params::vkDestroySwapchainKHR::decode(d);
+            finish(d, p, Call::vkDestroySwapchainKHR)
+        }
+        222 => {
+            let p = params::vkGetSwapchainImagesKHR::decode(d);
+            finish(d, p, Call::vkGetSwapchainImagesKHR)
+        }
+        223 => {
+            let p = params::vkAcquireNextImageKHR::decode(d);
+            finish(d, p, Call::vkAcquireNextImageKHR)
+        }
+        224 => {
+            let p = params::vkQueuePresentKHR::decode(d);
+            finish(d, p, Call::vkQueuePresentKHR)
+        }
+        225 => {
+            let p = params::vkGetDeviceGroupPresentCapabilitiesKHR::decode(d);
+            finish(d, p, Call::vkGetDeviceGroupPresentCapabilitiesKHR)
+        }
+        226 => {
+            let p = params::vkGetDeviceGroupSurfacePresentModesKHR::decode(d);
+            finish(d, p, Call::vkGetDeviceGroupSurfacePresentModesKHR)
+        }
+        227 => {
+            let p = params::vkGetPhysicalDevicePresentRectanglesKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDevicePresentRectanglesKHR)
+        }
+        228 => {
+            let p = params::vkAcquireNextImage2KHR::decode(d);
+            finish(d, p, Call::vkAcquireNextImage2KHR)
+        }
+        229 => {
+            let p = params::vkGetPhysicalDeviceDisplayPropertiesKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceDisplayPropertiesKHR)
+        }
+        230 => {
+            let p = params::vkGetPhysicalDeviceDisplayPlanePropertiesKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceDisplayPlanePropertiesKHR)
+        }
+        231 => {
+            let p = params::vkGetDisplayPlaneSupportedDisplaysKHR::decode(d);
+            finish(d, p, Call::vkGetDisplayPlaneSupportedDisplaysKHR)
+        }
         232 => {
-            Call::vkGetDisplayModePropertiesKHR(params::vkGetDisplayModePropertiesKHR::decode(d)?)
+            let p = params::vkGetDisplayModePropertiesKHR::decode(d);
+            finish(d, p, Call::vkGetDisplayModePropertiesKHR)
         }
-        233 => Call::vkCreateDisplayModeKHR(params::vkCreateDisplayModeKHR::decode(d)?),
-        234 => Call::vkGetDisplayPlaneCapabilitiesKHR(
-            params::vkGetDisplayPlaneCapabilitiesKHR::decode(d)?,
-        ),
+        233 => {
+            let p = params::vkCreateDisplayModeKHR::decode(d);
+            finish(d, p, Call::vkCreateDisplayModeKHR)
+        }
+        234 => {
+            let p = params::vkGetDisplayPlaneCapabilitiesKHR::decode(d);
+            finish(d, p, Call::vkGetDisplayPlaneCapabilitiesKHR)
+        }
         235 => {
-            Call::vkCreateDisplayPlaneSurfaceKHR(params::vkCreateDisplayPlaneSurfaceKHR::decode(d)?)
+            let p = params::vkCreateDisplayPlaneSurfaceKHR::decode(d);
+            finish(d, p, Call::vkCreateDisplayPlaneSurfaceKHR)
         }
-        236 => Call::vkCreateSharedSwapchainsKHR(params::vkCreateSharedSwapchainsKHR::decode(d)?),
-        237 => Call::vkCreateXlibSurfaceKHR(params::vkCreateXlibSurfaceKHR::decode(d)?),
-        238 => Call::vkGetPhysicalDeviceXlibPresentationSupportKHR(
-            params::vkGetPhysicalDeviceXlibPresentationSupportKHR::decode(d)?,
-        ),
-        239 => Call::vkCreateXcbSurfaceKHR(params::vkCreateXcbSurfaceKHR::decode(d)?),
-        240 => Call::vkGetPhysicalDeviceXcbPresentationSupportKHR(
-            params::vkGetPhysicalDeviceXcbPresentationSupportKHR::decode(d)?,
-        ),
-        241 => Call::vkCreateWaylandSurfaceKHR(params::vkCreateWaylandSurfaceKHR::decode(d)?),
-        242 => Call::vkGetPhysicalDeviceWaylandPresentationSupportKHR(
-            params::vkGetPhysicalDeviceWaylandPresentationSupportKHR::decode(d)?,
-        ),
+        236 => {
+            let p = params::vkCreateSharedSwapchainsKHR::decode(d);
+            finish(d, p, Call::vkCreateSharedSwapchainsKHR)
+        }
+        237 => {
+            let p = params::vkCreateXlibSurfaceKHR::decode(d);
+            finish(d, p, Call::vkCreateXlibSurfaceKHR)
+        }
+        238 => {
+            let p = params::vkGetPhysicalDeviceXlibPresentationSupportKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceXlibPresentationSupportKHR)
+        }
+        239 => {
+            let p = params::vkCreateXcbSurfaceKHR::decode(d);
+            finish(d, p, Call::vkCreateXcbSurfaceKHR)
+        }
+        240 => {
+            let p = params::vkGetPhysicalDeviceXcbPresentationSupportKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceXcbPresentationSupportKHR)
+        }
+        241 => {
+            let p = params::vkCreateWaylandSurfaceKHR::decode(d);
+            finish(d, p, Call::vkCreateWaylandSurfaceKHR)
+        }
+        242 => {
+            let p = params::vkGetPhysicalDeviceWaylandPresentationSupportKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceWaylandPresentationSupportKHR)
+        }
         243 => {
-            Call::vkCreateDebugReportCallbackEXT(params::vkCreateDebugReportCallbackEXT::decode(d)?)
+            let p = params::vkCreateDebugReportCallbackEXT::decode(d);
+            finish(d, p, Call::vkCreateDebugReportCallbackEXT)
         }
-        244 => Call::vkDestroyDebugReportCallbackEXT(
-            params::vkDestroyDebugReportCallbackEXT::decode(d)?,
-        ),
-        245 => Call::vkDebugReportMessageEXT(params::vkDebugReportMessageEXT::decode(d)?),
-        246 => Call::vkDebugMarkerSetObjectTagEXT(params::vkDebugMarkerSetObjectTagEXT::decode(d)?),
+        244 => {
+            let p = params::vkDestroyDebugReportCallbackEXT::decode(d);
+            finish(d, p, Call::vkDestroyDebugReportCallbackEXT)
+        }
+        245 => {
+            let p = params::vkDebugReportMessageEXT::decode(d);
+            finish(d, p, Call::vkDebugReportMessageEXT)
+        }
+        246 => {
+            let p = params::vkDebugMarkerSetObjectTagEXT::decode(d);
+            finish(d, p, Call::vkDebugMarkerSetObjectTagEXT)
+        }
         247 => {
-            Call::vkDebugMarkerSetObjectNameEXT(params::vkDebugMarkerSetObjectNameEXT::decode(d)?)
+            let p = params::vkDebugMarkerSetObjectNameEXT::decode(d);
+            finish(d, p, Call::vkDebugMarkerSetObjectNameEXT)
         }
-        248 => Call::vkCmdDebugMarkerBeginEXT(params::vkCmdDebugMarkerBeginEXT::decode(d)?),
-        249 => Call::vkCmdDebugMarkerEndEXT(params::vkCmdDebugMarkerEndEXT::decode(d)?),
-        250 => Call::vkCmdDebugMarkerInsertEXT(params::vkCmdDebugMarkerInsertEXT::decode(d)?),
-        251 => Call::vkGetPhysicalDeviceVideoCapabilitiesKHR(
-            params::vkGetPhysicalDeviceVideoCapabilitiesKHR::decode(d)?,
-        ),
-        252 => Call::vkGetPhysicalDeviceVideoFormatPropertiesKHR(
-            params::vkGetPhysicalDeviceVideoFormatPropertiesKHR::decode(d)?,
-        ),
-        253 => Call::vkCreateVideoSessionKHR(params::vkCreateVideoSessionKHR::decode(d)?),
-        254 => Call::vkDestroyVideoSessionKHR(params::vkDestroyVideoSessionKHR::decode(d)?),
-        255 => Call::vkGetVideoSessionMemoryRequirementsKHR(
-            params::vkGetVideoSessionMemoryRequirementsKHR::decode(d)?,
-        ),
-        256 => Call::vkBindVideoSessionMemoryKHR(params::vkBindVideoSessionMemoryKHR::decode(d)?),
-        257 => Call::vkCreateVideoSessionParametersKHR(
-            params::vkCreateVideoSessionParametersKHR::decode(d)?,
-        ),
-        258 => Call::vkUpdateVideoSessionParametersKHR(
-            params::vkUpdateVideoSessionParametersKHR::decode(d)?,
-        ),
-        259 => Call::vkDestroyVideoSessionParametersKHR(
-            params::vkDestroyVideoSessionParametersKHR::decode(d)?,
-        ),
-        260 => Call::vkCmdBeginVideoCodingKHR(params::vkCmdBeginVideoCodingKHR::decode(d)?),
-        261 => Call::vkCmdEndVideoCodingKHR(params::vkCmdEndVideoCodingKHR::decode(d)?),
-        262 => Call::vkCmdControlVideoCodingKHR(params::vkCmdControlVideoCodingKHR::decode(d)?),
-        263 => Call::vkCmdDecodeVideoKHR(params::vkCmdDecodeVideoKHR::decode(d)?),
-        264 => Call::vkCmdBindTransformFeedbackBuffersEXT(
-            params::vkCmdBindTransformFeedbackBuffersEXT::decode(d)?,
-        ),
+        248 => {
+            let p = params::vkCmdDebugMarkerBeginEXT::decode(d);
+            finish(d, p, Call::vkCmdDebugMarkerBeginEXT)
+        }
+        249 => {
+            let p = params::vkCmdDebugMarkerEndEXT::decode(d);
+            finish(d, p, Call::vkCmdDebugMarkerEndEXT)
+        }
+        250 => {
+            let p = params::vkCmdDebugMarkerInsertEXT::decode(d);
+            finish(d, p, Call::vkCmdDebugMarkerInsertEXT)
+        }
+        251 => {
+            let p = params::vkGetPhysicalDeviceVideoCapabilitiesKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceVideoCapabilitiesKHR)
+        }
+        252 => {
+            let p = params::vkGetPhysicalDeviceVideoFormatPropertiesKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceVideoFormatPropertiesKHR)
+        }
+        253 => {
+            let p = params::vkCreateVideoSessionKHR::decode(d);
+            finish(d, p, Call::vkCreateVideoSessionKHR)
+        }
+        254 => {
+            let p = params::vkDestroyVideoSessionKHR::decode(d);
+            finish(d, p, Call::vkDestroyVideoSessionKHR)
+        }
+        255 => {
+            let p = params::vkGetVideoSessionMemoryRequirementsKHR::decode(d);
+            finish(d, p, Call::vkGetVideoSessionMemoryRequirementsKHR)
+        }
+        256 => {
+            let p = params::vkBindVideoSessionMemoryKHR::decode(d);
+            finish(d, p, Call::vkBindVideoSessionMemoryKHR)
+        }
+        257 => {
+            let p = params::vkCreateVideoSessionParametersKHR::decode(d);
+            finish(d, p, Call::vkCreateVideoSessionParametersKHR)
+        }
+        258 => {
+            let p = params::vkUpdateVideoSessionParametersKHR::decode(d);
+            finish(d, p, Call::vkUpdateVideoSessionParametersKHR)
+        }
+        259 => {
+            let p = params::vkDestroyVideoSessionParametersKHR::decode(d);
+            finish(d, p, Call::vkDestroyVideoSessionParametersKHR)
+        }
+        260 => {
+            let p = params::vkCmdBeginVideoCodingKHR::decode(d);
+            finish(d, p, Call::vkCmdBeginVideoCodingKHR)
+        }
+        261 => {
+            let p = params::vkCmdEndVideoCodingKHR::decode(d);
+            finish(d, p, Call::vkCmdEndVideoCodingKHR)
+        }
+        262 => {
+            let p = params::vkCmdControlVideoCodingKHR::decode(d);
+            finish(d, p, Call::vkCmdControlVideoCodingKHR)
+        }
+        263 => {
+            let p = params::vkCmdDecodeVideoKHR::decode(d);
+            finish(d, p, Call::vkCmdDecodeVideoKHR)
+        }
+        264 => {
+            let p = params::vkCmdBindTransformFeedbackBuffersEXT::decode(d);
+            finish(d, p, Call::vkCmdBindTransformFeedbackBuffersEXT)
+        }
         265 => {
-            Call::vkCmdBeginTransformFeedbackEXT(params::vkCmdBeginTransformFeedbackEXT::decode(d)?)
+            let p = params::vkCmdBeginTransformFeedbackEXT::decode(d);
+            finish(d, p, Call::vkCmdBeginTransformFeedbackEXT)
         }
-        266 => Call::vkCmdEndTransformFeedbackEXT(params::vkCmdEndTransformFeedbackEXT::decode(d)?),
-        267 => Call::vkCmdBeginQueryIndexedEXT(params::vkCmdBeginQueryIndexedEXT::decode(d)?),
-        268 => Call::vkCmdEndQueryIndexedEXT(params::vkCmdEndQueryIndexedEXT::decode(d)?),
+        266 => {
+            let p = params::vkCmdEndTransformFeedbackEXT::decode(d);
+            finish(d, p, Call::vkCmdEndTransformFeedbackEXT)
+        }
+        267 => {
+            let p = params::vkCmdBeginQueryIndexedEXT::decode(d);
+            finish(d, p, Call::vkCmdBeginQueryIndexedEXT)
+        }
+        268 => {
+            let p = params::vkCmdEndQueryIndexedEXT::decode(d);
+            finish(d, p, Call::vkCmdEndQueryIndexedEXT)
+        }
         269 => {
-            Call::vkCmdDrawIndirectByteCountEXT(params::vkCmdDrawIndirectByteCountEXT::decode(d)?)
+            let p = params::vkCmdDrawIndirectByteCountEXT::decode(d);
+            finish(d, p, Call::vkCmdDrawIndirectByteCountEXT)
         }
-        270 => Call::vkCreateCuModuleNVX(params::vkCreateCuModuleNVX::decode(d)?),
-        271 => Call::vkCreateCuFunctionNVX(params::vkCreateCuFunctionNVX::decode(d)?),
-        272 => Call::vkDestroyCuModuleNVX(params::vkDestroyCuModuleNVX::decode(d)?),
-        273 => Call::vkDestroyCuFunctionNVX(params::vkDestroyCuFunctionNVX::decode(d)?),
-        274 => Call::vkGetImageViewHandleNVX(params::vkGetImageViewHandleNVX::decode(d)?),
-        275 => Call::vkGetImageViewAddressNVX(params::vkGetImageViewAddressNVX::decode(d)?),
-        276 => Call::vkCmdDrawIndirectCountAMD(params::vkCmdDrawIndirectCount::decode(d)?),
-        277 => Call::vkCmdDrawIndexedIndirectCountAMD(
-            params::vkCmdDrawIndexedIndirectCount::decode(d)?,
-        ),
-        278 => Call::vkGetShaderInfoAMD(params::vkGetShaderInfoAMD::decode(d)?),
-        279 => Call::vkCmdBeginRenderingKHR(params::vkCmdBeginRendering::decode(d)?),
-        280 => Call::vkCmdEndRenderingKHR(params::vkCmdEndRendering::decode(d)?),
-        281 => Call::vkGetPhysicalDeviceExternalImageFormatPropertiesNV(
-            params::vkGetPhysicalDeviceExternalImageFormatPropertiesNV::decode(d)?,
-        ),
+        270 => {
+            let p = params::vkCreateCuModuleNVX::decode(d);
+            finish(d, p, Call::vkCreateCuModuleNVX)
+        }
+        271 => {
+            let p = params::vkCreateCuFunctionNVX::decode(d);
+            finish(d, p, Call::vkCreateCuFunctionNVX)
+        }
+        272 => {
+            let p = params::vkDestroyCuModuleNVX::decode(d);
+            finish(d, p, Call::vkDestroyCuModuleNVX)
+        }
+        273 => {
+            let p = params::vkDestroyCuFunctionNVX::decode(d);
+            finish(d, p, Call::vkDestroyCuFunctionNVX)
+        }
+        274 => {
+            let p = params::vkGetImageViewHandleNVX::decode(d);
+            finish(d, p, Call::vkGetImageViewHandleNVX)
+        }
+        275 => {
+            let p = params::vkGetImageViewAddressNVX::decode(d);
+            finish(d, p, Call::vkGetImageViewAddressNVX)
+        }
+        276 => {
+            let p = params::vkCmdDrawIndirectCount::decode(d);
+            finish(d, p, Call::vkCmdDrawIndirectCountAMD)
+        }
+        277 => {
+            let p = params::vkCmdDrawIndexedIndirectCount::decode(d);
+            finish(d, p, Call::vkCmdDrawIndexedIndirectCountAMD)
+        }
+        278 => {
+            let p = params::vkGetShaderInfoAMD::decode(d);
+            finish(d, p, Call::vkGetShaderInfoAMD)
+        }
+        279 => {
+            let p = params::vkCmdBeginRendering::decode(d);
+            finish(d, p, Call::vkCmdBeginRenderingKHR)
+        }
+        280 => {
+            let p = params::vkCmdEndRendering::decode(d);
+            finish(d, p, Call::vkCmdEndRenderingKHR)
+        }
+        281 => {
+            let p = params::vkGetPhysicalDeviceExternalImageFormatPropertiesNV::decode(d);
+            finish(
+                d,
+                p,
+                Call::vkGetPhysicalDeviceExternalImageFormatPropertiesNV,
+            )
+        }
         282 => {
-            Call::vkGetPhysicalDeviceFeatures2KHR(params::vkGetPhysicalDeviceFeatures2::decode(d)?)
+            let p = params::vkGetPhysicalDeviceFeatures2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceFeatures2KHR)
         }
-        283 => Call::vkGetPhysicalDeviceProperties2KHR(
-            params::vkGetPhysicalDeviceProperties2::decode(d)?,
-        ),
-        284 => Call::vkGetPhysicalDeviceFormatProperties2KHR(
-            params::vkGetPhysicalDeviceFormatProperties2::decode(d)?,
-        ),
-        285 => Call::vkGetPhysicalDeviceImageFormatProperties2KHR(
-            params::vkGetPhysicalDeviceImageFormatProperties2::decode(d)?,
-        ),
-        286 => Call::vkGetPhysicalDeviceQueueFamilyProperties2KHR(
-            params::vkGetPhysicalDeviceQueueFamilyProperties2::decode(d)?,
-        ),
-        287 => Call::vkGetPhysicalDeviceMemoryProperties2KHR(
-            params::vkGetPhysicalDeviceMemoryProperties2::decode(d)?,
-        ),
-        288 => Call::vkGetPhysicalDeviceSparseImageFormatProperties2KHR(
-            params::vkGetPhysicalDeviceSparseImageFormatProperties2::decode(d)?,
-        ),
-        289 => Call::vkGetDeviceGroupPeerMemoryFeaturesKHR(
-            params::vkGetDeviceGroupPeerMemoryFeatures::decode(d)?,
-        ),
-        290 => Call::vkCmdSetDeviceMaskKHR(params::vkCmdSetDeviceMask::decode(d)?),
-        291 => Call::vkCmdDispatchBaseKHR(params::vkCmdDispatchBase::decode(d)?),
-        292 => Call::vkTrimCommandPoolKHR(params::vkTrimCommandPool::decode(d)?),
-        293 => Call::vkEnumeratePhysicalDeviceGroupsKHR(
-            params::vkEnumeratePhysicalDeviceGroups::decode(d)?,
-        ),
-        294 => Call::vkGetPhysicalDeviceExternalBufferPropertiesKHR(
-            params::vkGetPhysicalDeviceExternalBufferProperties::decode(d)?,
-        ),
-        295 => Call::vkGetMemoryFdKHR(params::vkGetMemoryFdKHR::decode(d)?),
-        296 => Call::vkGetMemoryFdPropertiesKHR(params::vkGetMemoryFdPropertiesKHR::decode(d)?),
-        297 => Call::vkGetPhysicalDeviceExternalSemaphorePropertiesKHR(
-            params::vkGetPhysicalDeviceExternalSemaphoreProperties::decode(d)?,
-        ),
-        298 => Call::vkImportSemaphoreFdKHR(params::vkImportSemaphoreFdKHR::decode(d)?),
-        299 => Call::vkGetSemaphoreFdKHR(params::vkGetSemaphoreFdKHR::decode(d)?),
-        300 => Call::vkCmdPushDescriptorSetKHR(params::vkCmdPushDescriptorSetKHR::decode(d)?),
-        301 => Call::vkCmdPushDescriptorSetWithTemplateKHR(
-            params::vkCmdPushDescriptorSetWithTemplateKHR::decode(d)?,
-        ),
-        302 => Call::vkCmdBeginConditionalRenderingEXT(
-            params::vkCmdBeginConditionalRenderingEXT::decode(d)?,
-        ),
-        303 => Call::vkCmdEndConditionalRenderingEXT(
-            params::vkCmdEndConditionalRenderingEXT::decode(d)?,
-        ),
-        304 => Call::vkCreateDescriptorUpdateTemplateKHR(
-            params::vkCreateDescriptorUpdateTemplate::decode(d)?,
-        ),
-        305 => Call::vkDestroyDescriptorUpdateTemplateKHR(
-            params::vkDestroyDescriptorUpdateTemplate::decode(d)?,
-        ),
-        306 => Call::vkUpdateDescriptorSetWithTemplateKHR(
-            params::vkUpdateDescriptorSetWithTemplate::decode(d)?,
-        ),
-        307 => Call::vkCmdSetViewportWScalingNV(params::vkCmdSetViewportWScalingNV::decode(d)?),
-        308 => Call::vkReleaseDisplayEXT(params::vkReleaseDisplayEXT::decode(d)?),
-        309 => Call::vkGetPhysicalDeviceSurfaceCapabilities2EXT(
-            params::vkGetPhysicalDeviceSurfaceCapabilities2EXT::decode(d)?,
-        ),
-        310 => Call::vkDisplayPowerControlEXT(params::vkDisplayPowerControlEXT::decode(d)?),
-        311 => Call::vkRegisterDeviceEventEXT(params::vkRegisterDeviceEventEXT::decode(d)?),
-        312 => Call::vkRegisterDisplayEventEXT(params::vkRegisterDisplayEventEXT::decode(d)?),
-        313 => Call::vkGetSwapchainCounterEXT(params::vkGetSwapchainCounterEXT::decode(d)?),
-        314 => Call::vkGetRefreshCycleDurationGOOGLE(
-            params::vkGetRefreshCycleDurationGOOGLE::decode(d)?,
-        ),
-        315 => Call::vkGetPastPresentationTimingGOOGLE(
-            params::vkGetPastPresentationTimingGOOGLE::decode(d)?,
-        ),
-        316 => Call::vkCmdSetDiscardRectangleEXT(params::vkCmdSetDiscardRectangleEXT::decode(d)?),
-        317 => Call::vkSetHdrMetadataEXT(params::vkSetHdrMetadataEXT::decode(d)?),
-        318 => Call::vkCreateRenderPass2KHR(params::vkCreateRenderPass2::decode(d)?),
-        319 => Call::vkCmdBeginRenderPass2KHR(params::vkCmdBeginRenderPass2::decode(d)?),
-        320 => Call::vkCmdNextSubpass2KHR(params::vkCmdNextSubpass2::decode(d)?),
-        321 => Call::vkCmdEndRenderPass2KHR(params::vkCmdEndRenderPass2::decode(d)?),
-        322 => Call::vkGetSwapchainStatusKHR(params::vkGetSwapchainStatusKHR::decode(d)?),
-        323 => Call::vkGetPhysicalDeviceExternalFencePropertiesKHR(
-            params::vkGetPhysicalDeviceExternalFenceProperties::decode(d)?,
-        ),
-        324 => Call::vkImportFenceFdKHR(params::vkImportFenceFdKHR::decode(d)?),
-        325 => Call::vkGetFenceFdKHR(params::vkGetFenceFdKHR::decode(d)?),
-        326 => Call::vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR(
-            params::vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR::decode(d)?,
-        ),
-        327 => Call::vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR(
-            params::vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR::decode(d)?,
-        ),
-        328 => Call::vkAcquireProfilingLockKHR(params::vkAcquireProfilingLockKHR::decode(d)?),
-        329 => Call::vkReleaseProfilingLockKHR(params::vkReleaseProfilingLockKHR::decode(d)?),
-        330 => Call::vkGetPhysicalDeviceSurfaceCapabilities2KHR(
-            params::vkGetPhysicalDeviceSurfaceCapabilities2KHR::decode(d)?,
-        ),
-        331 => Call::vkGetPhysicalDeviceSurfaceFormats2KHR(
-            params::vkGetPhysicalDeviceSurfaceFormats2KHR::decode(d)?,
-        ),
-        332 => Call::vkGetPhysicalDeviceDisplayProperties2KHR(
-            params::vkGetPhysicalDeviceDisplayProperties2KHR::decode(d)?,
-        ),
-        333 => Call::vkGetPhysicalDeviceDisplayPlaneProperties2KHR(
-            params::vkGetPhysicalDeviceDisplayPlaneProperties2KHR::decode(d)?,
-        ),
+        283 => {
+            let p = params::vkGetPhysicalDeviceProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceProperties2KHR)
+        }
+        284 => {
+            let p = params::vkGetPhysicalDeviceFormatProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceFormatProperties2KHR)
+        }
+        285 => {
+            let p = params::vkGetPhysicalDeviceImageFormatProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceImageFormatProperties2KHR)
+        }
+        286 => {
+            let p = params::vkGetPhysicalDeviceQueueFamilyProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceQueueFamilyProperties2KHR)
+        }
+        287 => {
+            let p = params::vkGetPhysicalDeviceMemoryProperties2::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceMemoryProperties2KHR)
+        }
+        288 => {
+            let p = params::vkGetPhysicalDeviceSparseImageFormatProperties2::decode(d);
+            finish(
+                d,
+                p,
+                Call::vkGetPhysicalDeviceSparseImageFormatProperties2KHR,
+            )
+        }
+        289 => {
+            let p = params::vkGetDeviceGroupPeerMemoryFeatures::decode(d);
+            finish(d, p, Call::vkGetDeviceGroupPeerMemoryFeaturesKHR)
+        }
+        290 => {
+            let p = params::vkCmdSetDeviceMask::decode(d);
+            finish(d, p, Call::vkCmdSetDeviceMaskKHR)
+        }
+        291 => {
+            let p = params::vkCmdDispatchBase::decode(d);
+            finish(d, p, Call::vkCmdDispatchBaseKHR)
+        }
+        292 => {
+            let p = params::vkTrimCommandPool::decode(d);
+            finish(d, p, Call::vkTrimCommandPoolKHR)
+        }
+        293 => {
+            let p = params::vkEnumeratePhysicalDeviceGroups::decode(d);
+            finish(d, p, Call::vkEnumeratePhysicalDeviceGroupsKHR)
+        }
+        294 => {
+            let p = params::vkGetPhysicalDeviceExternalBufferProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceExternalBufferPropertiesKHR)
+        }
+        295 => {
+            let p = params::vkGetMemoryFdKHR::decode(d);
+            finish(d, p, Call::vkGetMemoryFdKHR)
+        }
+        296 => {
+            let p = params::vkGetMemoryFdPropertiesKHR::decode(d);
+            finish(d, p, Call::vkGetMemoryFdPropertiesKHR)
+        }
+        297 => {
+            let p = params::vkGetPhysicalDeviceExternalSemaphoreProperties::decode(d);
+            finish(
+                d,
+                p,
+                Call::vkGetPhysicalDeviceExternalSemaphorePropertiesKHR,
+            )
+        }
+        298 => {
+            let p = params::vkImportSemaphoreFdKHR::decode(d);
+            finish(d, p, Call::vkImportSemaphoreFdKHR)
+        }
+        299 => {
+            let p = params::vkGetSemaphoreFdKHR::decode(d);
+            finish(d, p, Call::vkGetSemaphoreFdKHR)
+        }
+        300 => {
+            let p = params::vkCmdPushDescriptorSetKHR::decode(d);
+            finish(d, p, Call::vkCmdPushDescriptorSetKHR)
+        }
+        301 => {
+            let p = params::vkCmdPushDescriptorSetWithTemplateKHR::decode(d);
+            finish(d, p, Call::vkCmdPushDescriptorSetWithTemplateKHR)
+        }
+        302 => {
+            let p = params::vkCmdBeginConditionalRenderingEXT::decode(d);
+            finish(d, p, Call::vkCmdBeginConditionalRenderingEXT)
+        }
+        303 => {
+            let p = params::vkCmdEndConditionalRenderingEXT::decode(d);
+            finish(d, p, Call::vkCmdEndConditionalRenderingEXT)
+        }
+        304 => {
+            let p = params::vkCreateDescriptorUpdateTemplate::decode(d);
+            finish(d, p, Call::vkCreateDescriptorUpdateTemplateKHR)
+        }
+        305 => {
+            let p = params::vkDestroyDescriptorUpdateTemplate::decode(d);
+            finish(d, p, Call::vkDestroyDescriptorUpdateTemplateKHR)
+        }
+        306 => {
+            let p = params::vkUpdateDescriptorSetWithTemplate::decode(d);
+            finish(d, p, Call::vkUpdateDescriptorSetWithTemplateKHR)
+        }
+        307 => {
+            let p = params::vkCmdSetViewportWScalingNV::decode(d);
+            finish(d, p, Call::vkCmdSetViewportWScalingNV)
+        }
+        308 => {
+            let p = params::vkReleaseDisplayEXT::decode(d);
+            finish(d, p, Call::vkReleaseDisplayEXT)
+        }
+        309 => {
+            let p = params::vkGetPhysicalDeviceSurfaceCapabilities2EXT::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceSurfaceCapabilities2EXT)
+        }
+        310 => {
+            let p = params::vkDisplayPowerControlEXT::decode(d);
+            finish(d, p, Call::vkDisplayPowerControlEXT)
+        }
+        311 => {
+            let p = params::vkRegisterDeviceEventEXT::decode(d);
+            finish(d, p, Call::vkRegisterDeviceEventEXT)
+        }
+        312 => {
+            let p = params::vkRegisterDisplayEventEXT::decode(d);
+            finish(d, p, Call::vkRegisterDisplayEventEXT)
+        }
+        313 => {
+            let p = params::vkGetSwapchainCounterEXT::decode(d);
+            finish(d, p, Call::vkGetSwapchainCounterEXT)
+        }
+        314 => {
+            let p = params::vkGetRefreshCycleDurationGOOGLE::decode(d);
+            finish(d, p, Call::vkGetRefreshCycleDurationGOOGLE)
+        }
+        315 => {
+            let p = params::vkGetPastPresentationTimingGOOGLE::decode(d);
+            finish(d, p, Call::vkGetPastPresentationTimingGOOGLE)
+        }
+        316 => {
+            let p = params::vkCmdSetDiscardRectangleEXT::decode(d);
+            finish(d, p, Call::vkCmdSetDiscardRectangleEXT)
+        }
+        317 => {
+            let p = params::vkSetHdrMetadataEXT::decode(d);
+            finish(d, p, Call::vkSetHdrMetadataEXT)
+        }
+        318 => {
+            let p = params::vkCreateRenderPass2::decode(d);
+            finish(d, p, Call::vkCreateRenderPass2KHR)
+        }
+        319 => {
+            let p = params::vkCmdBeginRenderPass2::decode(d);
+            finish(d, p, Call::vkCmdBeginRenderPass2KHR)
+        }
+        320 => {
+            let p = params::vkCmdNextSubpass2::decode(d);
+            finish(d, p, Call::vkCmdNextSubpass2KHR)
+        }
+        321 => {
+            let p = params::vkCmdEndRenderPass2::decode(d);
+            finish(d, p, Call::vkCmdEndRenderPass2KHR)
+        }
+        322 => {
+            let p = params::vkGetSwapchainStatusKHR::decode(d);
+            finish(d, p, Call::vkGetSwapchainStatusKHR)
+        }
+        323 => {
+            let p = params::vkGetPhysicalDeviceExternalFenceProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceExternalFencePropertiesKHR)
+        }
+        324 => {
+            let p = params::vkImportFenceFdKHR::decode(d);
+            finish(d, p, Call::vkImportFenceFdKHR)
+        }
+        325 => {
+            let p = params::vkGetFenceFdKHR::decode(d);
+            finish(d, p, Call::vkGetFenceFdKHR)
+        }
+        326 => {
+            let p =
+                params::vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR::decode(d);
+            finish(
+                d,
+                p,
+                Call::vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR,
+            )
+        }
+        327 => {
+            let p = params::vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR::decode(d);
+            finish(
+                d,
+                p,
+                Call::vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR,
+            )
+        }
+        328 => {
+            let p = params::vkAcquireProfilingLockKHR::decode(d);
+            finish(d, p, Call::vkAcquireProfilingLockKHR)
+        }
+        329 => {
+            let p = params::vkReleaseProfilingLockKHR::decode(d);
+            finish(d, p, Call::vkReleaseProfilingLockKHR)
+        }
+        330 => {
+            let p = params::vkGetPhysicalDeviceSurfaceCapabilities2KHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceSurfaceCapabilities2KHR)
+        }
+        331 => {
+            let p = params::vkGetPhysicalDeviceSurfaceFormats2KHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceSurfaceFormats2KHR)
+        }
+        332 => {
+            let p = params::vkGetPhysicalDeviceDisplayProperties2KHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceDisplayProperties2KHR)
+        }
+        333 => {
+            let p = params::vkGetPhysicalDeviceDisplayPlaneProperties2KHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceDisplayPlaneProperties2KHR)
+        }
         334 => {
-            Call::vkGetDisplayModeProperties2KHR(params::vkGetDisplayModeProperties2KHR::decode(d)?)
+            let p = params::vkGetDisplayModeProperties2KHR::decode(d);
+            finish(d, p, Call::vkGetDisplayModeProperties2KHR)
         }
-        335 => Call::vkGetDisplayPlaneCapabilities2KHR(
-            params::vkGetDisplayPlaneCapabilities2KHR::decode(d)?,
-        ),
-        336 => Call::vkSetDebugUtilsObjectNameEXT(params::vkSetDebugUtilsObjectNameEXT::decode(d)?),
-        337 => Call::vkSetDebugUtilsObjectTagEXT(params::vkSetDebugUtilsObjectTagEXT::decode(d)?),
+        335 => {
+            let p = params::vkGetDisplayPlaneCapabilities2KHR::decode(d);
+            finish(d, p, Call::vkGetDisplayPlaneCapabilities2KHR)
+        }
+        336 => {
+            let p = params::vkSetDebugUtilsObjectNameEXT::decode(d);
+            finish(d, p, Call::vkSetDebugUtilsObjectNameEXT)
+        }
+        337 => {
+            let p = params::vkSetDebugUtilsObjectTagEXT::decode(d);
+            finish(d, p, Call::vkSetDebugUtilsObjectTagEXT)
+        }
         338 => {
-            Call::vkQueueBeginDebugUtilsLabelEXT(params::vkQueueBeginDebugUtilsLabelEXT::decode(d)?)
+            let p = params::vkQueueBeginDebugUtilsLabelEXT::decode(d);
+            finish(d, p, Call::vkQueueBeginDebugUtilsLabelEXT)
         }
-        339 => Call::vkQueueEndDebugUtilsLabelEXT(params::vkQueueEndDebugUtilsLabelEXT::decode(d)?),
-        340 => Call::vkQueueInsertDebugUtilsLabelEXT(
-            params::vkQueueInsertDebugUtilsLabelEXT::decode(d)?,
-        ),
-        341 => Call::vkCmdBeginDebugUtilsLabelEXT(params::vkCmdBeginDebugUtilsLabelEXT::decode(d)?),
-        342 => Call::vkCmdEndDebugUtilsLabelEXT(params::vkCmdEndDebugUtilsLabelEXT::decode(d)?),
+        339 => {
+            let p = params::vkQueueEndDebugUtilsLabelEXT::decode(d);
+            finish(d, p, Call::vkQueueEndDebugUtilsLabelEXT)
+        }
+        340 => {
+            let p = params::vkQueueInsertDebugUtilsLabelEXT::decode(d);
+            finish(d, p, Call::vkQueueInsertDebugUtilsLabelEXT)
+        }
+        341 => {
+            let p = params::vkCmdBeginDebugUtilsLabelEXT::decode(d);
+            finish(d, p, Call::vkCmdBeginDebugUtilsLabelEXT)
+        }
+        342 => {
+            let p = params::vkCmdEndDebugUtilsLabelEXT::decode(d);
+            finish(d, p, Call::vkCmdEndDebugUtilsLabelEXT)
+        }
         343 => {
-            Call::vkCmdInsertDebugUtilsLabelEXT(params::vkCmdInsertDebugUtilsLabelEXT::decode(d)?)
+            let p = params::vkCmdInsertDebugUtilsLabelEXT::decode(d);
+            finish(d, p, Call::vkCmdInsertDebugUtilsLabelEXT)
         }
         344 => {
-            Call::vkCreateDebugUtilsMessengerEXT(params::vkCreateDebugUtilsMessengerEXT::decode(d)?)
+            let p = params::vkCreateDebugUtilsMessengerEXT::decode(d);
+            finish(d, p, Call::vkCreateDebugUtilsMessengerEXT)
         }
-        345 => Call::vkDestroyDebugUtilsMessengerEXT(
-            params::vkDestroyDebugUtilsMessengerEXT::decode(d)?,
-        ),
-        346 => Call::vkSubmitDebugUtilsMessageEXT(params::vkSubmitDebugUtilsMessageEXT::decode(d)?),
-        347 => Call::vkCmdSetSampleLocationsEXT(params::vkCmdSetSampleLocationsEXT::decode(d)?),
-        348 => Call::vkGetPhysicalDeviceMultisamplePropertiesEXT(
-            params::vkGetPhysicalDeviceMultisamplePropertiesEXT::decode(d)?,
-        ),
-        349 => Call::vkGetImageMemoryRequirements2KHR(
-            params::vkGetImageMemoryRequirements2::decode(d)?,
-        ),
-        350 => Call::vkGetBufferMemoryRequirements2KHR(
-            params::vkGetBufferMemoryRequirements2::decode(d)?,
-        ),
-        351 => Call::vkGetImageSparseMemoryRequirements2KHR(
-            params::vkGetImageSparseMemoryRequirements2::decode(d)?,
-        ),
-        352 => Call::vkCreateAccelerationStructureKHR(
-            params::vkCreateAccelerationStructureKHR::decode(d)?,
-        ),
-        353 => Call::vkDestroyAccelerationStructureKHR(
-            params::vkDestroyAccelerationStructureKHR::decode(d)?,
-        ),
+        345 => {
+            let p = params::vkDestroyDebugUtilsMessengerEXT::decode(d);
+            finish(d, p, Call::vkDestroyDebugUtilsMessengerEXT)
+        }
+        346 => {
+            let p = params::vkSubmitDebugUtilsMessageEXT::decode(d);
+            finish(d, p, Call::vkSubmitDebugUtilsMessageEXT)
+        }
+        347 => {
+            let p = params::vkCmdSetSampleLocationsEXT::decode(d);
+            finish(d, p, Call::vkCmdSetSampleLocationsEXT)
+        }
+        348 => {
+            let p = params::vkGetPhysicalDeviceMultisamplePropertiesEXT::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceMultisamplePropertiesEXT)
+        }
+        349 => {
+            let p = params::vkGetImageMemoryRequirements2::decode(d);
+            finish(d, p, Call::vkGetImageMemoryRequirements2KHR)
+        }
+        350 => {
+            let p = params::vkGetBufferMemoryRequirements2::decode(d);
+            finish(d, p, Call::vkGetBufferMemoryRequirements2KHR)
+        }
+        351 => {
+            let p = params::vkGetImageSparseMemoryRequirements2::decode(d);
+            finish(d, p, Call::vkGetImageSparseMemoryRequirements2KHR)
+        }
+        352 => {
+            let p = params::vkCreateAccelerationStructureKHR::decode(d);
+            finish(d, p, Call::vkCreateAccelerationStructureKHR)
+        }
+        353 => {
+            let p = params::vkDestroyAccelerationStructureKHR::decode(d);
+            finish(d, p, Call::vkDestroyAccelerationStructureKHR)
+        }
         354 => {
-            Call::vkCopyAccelerationStructureKHR(params::vkCopyAccelerationStructureKHR::decode(d)?)
+            let p = params::vkCopyAccelerationStructureKHR::decode(d);
+            finish(d, p, Call::vkCopyAccelerationStructureKHR)
         }
-        355 => Call::vkCopyAccelerationStructureToMemoryKHR(
-            params::vkCopyAccelerationStructureToMemoryKHR::decode(d)?,
-        ),
-        356 => Call::vkCopyMemoryToAccelerationStructureKHR(
-            params::vkCopyMemoryToAccelerationStructureKHR::decode(d)?,
-        ),
-        357 => Call::vkWriteAccelerationStructuresPropertiesKHR(
-            params::vkWriteAccelerationStructuresPropertiesKHR::decode(d)?,
-        ),
-        358 => Call::vkCmdCopyAccelerationStructureKHR(
-            params::vkCmdCopyAccelerationStructureKHR::decode(d)?,
-        ),
-        359 => Call::vkCmdCopyAccelerationStructureToMemoryKHR(
-            params::vkCmdCopyAccelerationStructureToMemoryKHR::decode(d)?,
-        ),
-        360 => Call::vkCmdCopyMemoryToAccelerationStructureKHR(
-            params::vkCmdCopyMemoryToAccelerationStructureKHR::decode(d)?,
-        ),
-        361 => Call::vkGetAccelerationStructureDeviceAddressKHR(
-            params::vkGetAccelerationStructureDeviceAddressKHR::decode(d)?,
-        ),
-        362 => Call::vkCmdWriteAccelerationStructuresPropertiesKHR(
-            params::vkCmdWriteAccelerationStructuresPropertiesKHR::decode(d)?,
-        ),
-        363 => Call::vkGetDeviceAccelerationStructureCompatibilityKHR(
-            params::vkGetDeviceAccelerationStructureCompatibilityKHR::decode(d)?,
-        ),
-        364 => Call::vkGetAccelerationStructureBuildSizesKHR(
-            params::vkGetAccelerationStructureBuildSizesKHR::decode(d)?,
-        ),
-        365 => Call::vkCmdTraceRaysKHR(params::vkCmdTraceRaysKHR::decode(d)?),
+        355 => {
+            let p = params::vkCopyAccelerationStructureToMemoryKHR::decode(d);
+            finish(d, p, Call::vkCopyAccelerationStructureToMemoryKHR)
+        }
+        356 => {
+            let p = params::vkCopyMemoryToAccelerationStructureKHR::decode(d);
+            finish(d, p, Call::vkCopyMemoryToAccelerationStructureKHR)
+        }
+        357 => {
+            let p = params::vkWriteAccelerationStructuresPropertiesKHR::decode(d);
+            finish(d, p, Call::vkWriteAccelerationStructuresPropertiesKHR)
+        }
+        358 => {
+            let p = params::vkCmdCopyAccelerationStructureKHR::decode(d);
+            finish(d, p, Call::vkCmdCopyAccelerationStructureKHR)
+        }
+        359 => {
+            let p = params::vkCmdCopyAccelerationStructureToMemoryKHR::decode(d);
+            finish(d, p, Call::vkCmdCopyAccelerationStructureToMemoryKHR)
+        }
+        360 => {
+            let p = params::vkCmdCopyMemoryToAccelerationStructureKHR::decode(d);
+            finish(d, p, Call::vkCmdCopyMemoryToAccelerationStructureKHR)
+        }
+        361 => {
+            let p = params::vkGetAccelerationStructureDeviceAddressKHR::decode(d);
+            finish(d, p, Call::vkGetAccelerationStructureDeviceAddressKHR)
+        }
+        362 => {
+            let p = params::vkCmdWriteAccelerationStructuresPropertiesKHR::decode(d);
+            finish(d, p, Call::vkCmdWriteAccelerationStructuresPropertiesKHR)
+        }
+        363 => {
+            let p = params::vkGetDeviceAccelerationStructureCompatibilityKHR::decode(d);
+            finish(d, p, Call::vkGetDeviceAccelerationStructureCompatibilityKHR)
+        }
+        364 => {
+            let p = params::vkGetAccelerationStructureBuildSizesKHR::decode(d);
+            finish(d, p, Call::vkGetAccelerationStructureBuildSizesKHR)
+        }
+        365 => {
+            let p = params::vkCmdTraceRaysKHR::decode(d);
+            finish(d, p, Call::vkCmdTraceRaysKHR)
+        }
         366 => {
-            Call::vkCreateRayTracingPipelinesKHR(params::vkCreateRayTracingPipelinesKHR::decode(d)?)
+            let p = params::vkCreateRayTracingPipelinesKHR::decode(d);
+            finish(d, p, Call::vkCreateRayTracingPipelinesKHR)
         }
-        367 => Call::vkGetRayTracingShaderGroupHandlesKHR(
-            params::vkGetRayTracingShaderGroupHandlesKHR::decode(d)?,
-        ),
-        368 => Call::vkGetRayTracingCaptureReplayShaderGroupHandlesKHR(
-            params::vkGetRayTracingCaptureReplayShaderGroupHandlesKHR::decode(d)?,
-        ),
-        369 => Call::vkCmdTraceRaysIndirectKHR(params::vkCmdTraceRaysIndirectKHR::decode(d)?),
-        370 => Call::vkGetRayTracingShaderGroupStackSizeKHR(
-            params::vkGetRayTracingShaderGroupStackSizeKHR::decode(d)?,
-        ),
-        371 => Call::vkCmdSetRayTracingPipelineStackSizeKHR(
-            params::vkCmdSetRayTracingPipelineStackSizeKHR::decode(d)?,
-        ),
-        372 => Call::vkCreateSamplerYcbcrConversionKHR(
-            params::vkCreateSamplerYcbcrConversion::decode(d)?,
-        ),
-        373 => Call::vkDestroySamplerYcbcrConversionKHR(
-            params::vkDestroySamplerYcbcrConversion::decode(d)?,
-        ),
-        374 => Call::vkBindBufferMemory2KHR(params::vkBindBufferMemory2::decode(d)?),
-        375 => Call::vkBindImageMemory2KHR(params::vkBindImageMemory2::decode(d)?),
-        376 => Call::vkGetImageDrmFormatModifierPropertiesEXT(
-            params::vkGetImageDrmFormatModifierPropertiesEXT::decode(d)?,
-        ),
-        377 => Call::vkCreateValidationCacheEXT(params::vkCreateValidationCacheEXT::decode(d)?),
-        378 => Call::vkDestroyValidationCacheEXT(params::vkDestroyValidationCacheEXT::decode(d)?),
-        379 => Call::vkMergeValidationCachesEXT(params::vkMergeValidationCachesEXT::decode(d)?),
-        380 => Call::vkGetValidationCacheDataEXT(params::vkGetValidationCacheDataEXT::decode(d)?),
-        381 => Call::vkCmdBindShadingRateImageNV(params::vkCmdBindShadingRateImageNV::decode(d)?),
-        382 => Call::vkCmdSetViewportShadingRatePaletteNV(
-            params::vkCmdSetViewportShadingRatePaletteNV::decode(d)?,
-        ),
-        383 => Call::vkCmdSetCoarseSampleOrderNV(params::vkCmdSetCoarseSampleOrderNV::decode(d)?),
-        384 => Call::vkCreateAccelerationStructureNV(
-            params::vkCreateAccelerationStructureNV::decode(d)?,
-        ),
-        385 => Call::vkDestroyAccelerationStructureNV(
-            params::vkDestroyAccelerationStructureNV::decode(d)?,
-        ),
-        386 => Call::vkGetAccelerationStructureMemoryRequirementsNV(
-            params::vkGetAccelerationStructureMemoryRequirementsNV::decode(d)?,
-        ),
-        387 => Call::vkBindAccelerationStructureMemoryNV(
-            params::vkBindAccelerationStructureMemoryNV::decode(d)?,
-        ),
-        388 => Call::vkCmdBuildAccelerationStructureNV(
-            params::vkCmdBuildAccelerationStructureNV::decode(d)?,
-        ),
-        389 => Call::vkCmdCopyAccelerationStructureNV(
-            params::vkCmdCopyAccelerationStructureNV::decode(d)?,
-        ),
-        390 => Call::vkCmdTraceRaysNV(params::vkCmdTraceRaysNV::decode(d)?),
+        367 => {
+            let p = params::vkGetRayTracingShaderGroupHandlesKHR::decode(d);
+            finish(d, p, Call::vkGetRayTracingShaderGroupHandlesKHR)
+        }
+        368 => {
+            let p = params::vkGetRayTracingCaptureReplayShaderGroupHandlesKHR::decode(d);
+            finish(
+                d,
+                p,
+                Call::vkGetRayTracingCaptureReplayShaderGroupHandlesKHR,
+            )
+        }
+        369 => {
+            let p = params::vkCmdTraceRaysIndirectKHR::decode(d);
+            finish(d, p, Call::vkCmdTraceRaysIndirectKHR)
+        }
+        370 => {
+            let p = params::vkGetRayTracingShaderGroupStackSizeKHR::decode(d);
+            finish(d, p, Call::vkGetRayTracingShaderGroupStackSizeKHR)
+        }
+        371 => {
+            let p = params::vkCmdSetRayTracingPipelineStackSizeKHR::decode(d);
+            finish(d, p, Call::vkCmdSetRayTracingPipelineStackSizeKHR)
+        }
+        372 => {
+            let p = params::vkCreateSamplerYcbcrConversion::decode(d);
+            finish(d, p, Call::vkCreateSamplerYcbcrConversionKHR)
+        }
+        373 => {
+            let p = params::vkDestroySamplerYcbcrConversion::decode(d);
+            finish(d, p, Call::vkDestroySamplerYcbcrConversionKHR)
+        }
+        374 => {
+            let p = params::vkBindBufferMemory2::decode(d);
+            finish(d, p, Call::vkBindBufferMemory2KHR)
+        }
+        375 => {
+            let p = params::vkBindImageMemory2::decode(d);
+            finish(d, p, Call::vkBindImageMemory2KHR)
+        }
+        376 => {
+            let p = params::vkGetImageDrmFormatModifierPropertiesEXT::decode(d);
+            finish(d, p, Call::vkGetImageDrmFormatModifierPropertiesEXT)
+        }
+        377 => {
+            let p = params::vkCreateValidationCacheEXT::decode(d);
+            finish(d, p, Call::vkCreateValidationCacheEXT)
+        }
+        378 => {
+            let p = params::vkDestroyValidationCacheEXT::decode(d);
+            finish(d, p, Call::vkDestroyValidationCacheEXT)
+        }
+        379 => {
+            let p = params::vkMergeValidationCachesEXT::decode(d);
+            finish(d, p, Call::vkMergeValidationCachesEXT)
+        }
+        380 => {
+            let p = params::vkGetValidationCacheDataEXT::decode(d);
+            finish(d, p, Call::vkGetValidationCacheDataEXT)
+        }
+        381 => {
+            let p = params::vkCmdBindShadingRateImageNV::decode(d);
+            finish(d, p, Call::vkCmdBindShadingRateImageNV)
+        }
+        382 => {
+            let p = params::vkCmdSetViewportShadingRatePaletteNV::decode(d);
+            finish(d, p, Call::vkCmdSetViewportShadingRatePaletteNV)
+        }
+        383 => {
+            let p = params::vkCmdSetCoarseSampleOrderNV::decode(d);
+            finish(d, p, Call::vkCmdSetCoarseSampleOrderNV)
+        }
+        384 => {
+            let p = params::vkCreateAccelerationStructureNV::decode(d);
+            finish(d, p, Call::vkCreateAccelerationStructureNV)
+        }
+        385 => {
+            let p = params::vkDestroyAccelerationStructureNV::decode(d);
+            finish(d, p, Call::vkDestroyAccelerationStructureNV)
+        }
+        386 => {
+            let p = params::vkGetAccelerationStructureMemoryRequirementsNV::decode(d);
+            finish(d, p, Call::vkGetAccelerationStructureMemoryRequirementsNV)
+        }
+        387 => {
+            let p = params::vkBindAccelerationStructureMemoryNV::decode(d);
+            finish(d, p, Call::vkBindAccelerationStructureMemoryNV)
+        }
+        388 => {
+            let p = params::vkCmdBuildAccelerationStructureNV::decode(d);
+            finish(d, p, Call::vkCmdBuildAccelerationStructureNV)
+        }
+        389 => {
+            let p = params::vkCmdCopyAccelerationStructureNV::decode(d);
+            finish(d, p, Call::vkCmdCopyAccelerationStructureNV)
+        }
+        390 => {
+            let p = params::vkCmdTraceRaysNV::decode(d);
+            finish(d, p, Call::vkCmdTraceRaysNV)
+        }
         391 => {
-            Call::vkCreateRayTracingPipelinesNV(params::vkCreateRayTracingPipelinesNV::decode(d)?)
+            let p = params::vkCreateRayTracingPipelinesNV::decode(d);
+            finish(d, p, Call::vkCreateRayTracingPipelinesNV)
         }
-        392 => Call::vkGetRayTracingShaderGroupHandlesNV(
-            params::vkGetRayTracingShaderGroupHandlesKHR::decode(d)?,
-        ),
-        393 => Call::vkGetAccelerationStructureHandleNV(
-            params::vkGetAccelerationStructureHandleNV::decode(d)?,
-        ),
-        394 => Call::vkCmdWriteAccelerationStructuresPropertiesNV(
-            params::vkCmdWriteAccelerationStructuresPropertiesNV::decode(d)?,
-        ),
-        395 => Call::vkCompileDeferredNV(params::vkCompileDeferredNV::decode(d)?),
-        396 => Call::vkGetDescriptorSetLayoutSupportKHR(
-            params::vkGetDescriptorSetLayoutSupport::decode(d)?,
-        ),
-        397 => Call::vkCmdDrawIndirectCountKHR(params::vkCmdDrawIndirectCount::decode(d)?),
-        398 => Call::vkCmdDrawIndexedIndirectCountKHR(
-            params::vkCmdDrawIndexedIndirectCount::decode(d)?,
-        ),
-        399 => Call::vkGetMemoryHostPointerPropertiesEXT(
-            params::vkGetMemoryHostPointerPropertiesEXT::decode(d)?,
-        ),
-        400 => Call::vkCmdWriteBufferMarkerAMD(params::vkCmdWriteBufferMarkerAMD::decode(d)?),
-        401 => Call::vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(
-            params::vkGetPhysicalDeviceCalibrateableTimeDomainsEXT::decode(d)?,
-        ),
-        402 => Call::vkGetCalibratedTimestampsEXT(params::vkGetCalibratedTimestampsEXT::decode(d)?),
-        403 => Call::vkCmdDrawMeshTasksNV(params::vkCmdDrawMeshTasksNV::decode(d)?),
-        404 => Call::vkCmdDrawMeshTasksIndirectNV(params::vkCmdDrawMeshTasksIndirectNV::decode(d)?),
-        405 => Call::vkCmdDrawMeshTasksIndirectCountNV(
-            params::vkCmdDrawMeshTasksIndirectCountNV::decode(d)?,
-        ),
-        406 => Call::vkCmdSetExclusiveScissorNV(params::vkCmdSetExclusiveScissorNV::decode(d)?),
-        407 => Call::vkCmdSetCheckpointNV(params::vkCmdSetCheckpointNV::decode(d)?),
-        408 => Call::vkGetQueueCheckpointDataNV(params::vkGetQueueCheckpointDataNV::decode(d)?),
-        409 => Call::vkGetSemaphoreCounterValueKHR(params::vkGetSemaphoreCounterValue::decode(d)?),
-        410 => Call::vkWaitSemaphoresKHR(params::vkWaitSemaphores::decode(d)?),
-        411 => Call::vkSignalSemaphoreKHR(params::vkSignalSemaphore::decode(d)?),
-        412 => Call::vkInitializePerformanceApiINTEL(
-            params::vkInitializePerformanceApiINTEL::decode(d)?,
-        ),
-        413 => Call::vkUninitializePerformanceApiINTEL(
-            params::vkUninitializePerformanceApiINTEL::decode(d)?,
-        ),
+        392 => {
+            let p = params::vkGetRayTracingShaderGroupHandlesKHR::decode(d);
+            finish(d, p, Call::vkGetRayTracingShaderGroupHandlesNV)
+        }
+        393 => {
+            let p = params::vkGetAccelerationStructureHandleNV::decode(d);
+            finish(d, p, Call::vkGetAccelerationStructureHandleNV)
+        }
+        394 => {
+            let p = params::vkCmdWriteAccelerationStructuresPropertiesNV::decode(d);
+            finish(d, p, Call::vkCmdWriteAccelerationStructuresPropertiesNV)
+        }
+        395 => {
+            let p = params::vkCompileDeferredNV::decode(d);
+            finish(d, p, Call::vkCompileDeferredNV)
+        }
+        396 => {
+            let p = params::vkGetDescriptorSetLayoutSupport::decode(d);
+            finish(d, p, Call::vkGetDescriptorSetLayoutSupportKHR)
+        }
+        397 => {
+            let p = params::vkCmdDrawIndirectCount::decode(d);
+            finish(d, p, Call::vkCmdDrawIndirectCountKHR)
+        }
+        398 => {
+            let p = params::vkCmdDrawIndexedIndirectCount::decode(d);
+            finish(d, p, Call::vkCmdDrawIndexedIndirectCountKHR)
+        }
+        399 => {
+            let p = params::vkGetMemoryHostPointerPropertiesEXT::decode(d);
+            finish(d, p, Call::vkGetMemoryHostPointerPropertiesEXT)
+        }
+        400 => {
+            let p = params::vkCmdWriteBufferMarkerAMD::decode(d);
+            finish(d, p, Call::vkCmdWriteBufferMarkerAMD)
+        }
+        401 => {
+            let p = params::vkGetPhysicalDeviceCalibrateableTimeDomainsEXT::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceCalibrateableTimeDomainsEXT)
+        }
+        402 => {
+            let p = params::vkGetCalibratedTimestampsEXT::decode(d);
+            finish(d, p, Call::vkGetCalibratedTimestampsEXT)
+        }
+        403 => {
+            let p = params::vkCmdDrawMeshTasksNV::decode(d);
+            finish(d, p, Call::vkCmdDrawMeshTasksNV)
+        }
+        404 => {
+            let p = params::vkCmdDrawMeshTasksIndirectNV::decode(d);
+            finish(d, p, Call::vkCmdDrawMeshTasksIndirectNV)
+        }
+        405 => {
+            let p = params::vkCmdDrawMeshTasksIndirectCountNV::decode(d);
+            finish(d, p, Call::vkCmdDrawMeshTasksIndirectCountNV)
+        }
+        406 => {
+            let p = params::vkCmdSetExclusiveScissorNV::decode(d);
+            finish(d, p, Call::vkCmdSetExclusiveScissorNV)
+        }
+        407 => {
+            let p = params::vkCmdSetCheckpointNV::decode(d);
+            finish(d, p, Call::vkCmdSetCheckpointNV)
+        }
+        408 => {
+            let p = params::vkGetQueueCheckpointDataNV::decode(d);
+            finish(d, p, Call::vkGetQueueCheckpointDataNV)
+        }
+        409 => {
+            let p = params::vkGetSemaphoreCounterValue::decode(d);
+            finish(d, p, Call::vkGetSemaphoreCounterValueKHR)
+        }
+        410 => {
+            let p = params::vkWaitSemaphores::decode(d);
+            finish(d, p, Call::vkWaitSemaphoresKHR)
+        }
+        411 => {
+            let p = params::vkSignalSemaphore::decode(d);
+            finish(d, p, Call::vkSignalSemaphoreKHR)
+        }
+        412 => {
+            let p = params::vkInitializePerformanceApiINTEL::decode(d);
+            finish(d, p, Call::vkInitializePerformanceApiINTEL)
+        }
+        413 => {
+            let p = params::vkUninitializePerformanceApiINTEL::decode(d);
+            finish(d, p, Call::vkUninitializePerformanceApiINTEL)
+        }
         414 => {
-            Call::vkCmdSetPerformanceMarkerINTEL(params::vkCmdSetPerformanceMarkerINTEL::decode(d)?)
+            let p = params::vkCmdSetPerformanceMarkerINTEL::decode(d);
+            finish(d, p, Call::vkCmdSetPerformanceMarkerINTEL)
         }
-        415 => Call::vkCmdSetPerformanceStreamMarkerINTEL(
-            params::vkCmdSetPerformanceStreamMarkerINTEL::decode(d)?,
-        ),
-        416 => Call::vkCmdSetPerformanceOverrideINTEL(
-            params::vkCmdSetPerformanceOverrideINTEL::decode(d)?,
-        ),
-        417 => Call::vkAcquirePerformanceConfigurationINTEL(
-            params::vkAcquirePerformanceConfigurationINTEL::decode(d)?,
-        ),
-        418 => Call::vkReleasePerformanceConfigurationINTEL(
-            params::vkReleasePerformanceConfigurationINTEL::decode(d)?,
-        ),
-        419 => Call::vkQueueSetPerformanceConfigurationINTEL(
-            params::vkQueueSetPerformanceConfigurationINTEL::decode(d)?,
-        ),
+        415 => {
+            let p = params::vkCmdSetPerformanceStreamMarkerINTEL::decode(d);
+            finish(d, p, Call::vkCmdSetPerformanceStreamMarkerINTEL)
+        }
+        416 => {
+            let p = params::vkCmdSetPerformanceOverrideINTEL::decode(d);
+            finish(d, p, Call::vkCmdSetPerformanceOverrideINTEL)
+        }
+        417 => {
+            let p = params::vkAcquirePerformanceConfigurationINTEL::decode(d);
+            finish(d, p, Call::vkAcquirePerformanceConfigurationINTEL)
+        }
+        418 => {
+            let p = params::vkReleasePerformanceConfigurationINTEL::decode(d);
+            finish(d, p, Call::vkReleasePerformanceConfigurationINTEL)
+        }
+        419 => {
+            let p = params::vkQueueSetPerformanceConfigurationINTEL::decode(d);
+            finish(d, p, Call::vkQueueSetPerformanceConfigurationINTEL)
+        }
         420 => {
-            Call::vkGetPerformanceParameterINTEL(params::vkGetPerformanceParameterINTEL::decode(d)?)
+            let p = params::vkGetPerformanceParameterINTEL::decode(d);
+            finish(d, p, Call::vkGetPerformanceParameterINTEL)
         }
-        421 => Call::vkSetLocalDimmingAMD(params::vkSetLocalDimmingAMD::decode(d)?),
-        422 => Call::vkGetPhysicalDeviceFragmentShadingRatesKHR(
-            params::vkGetPhysicalDeviceFragmentShadingRatesKHR::decode(d)?,
-        ),
+        421 => {
+            let p = params::vkSetLocalDimmingAMD::decode(d);
+            finish(d, p, Call::vkSetLocalDimmingAMD)
+        }
+        422 => {
+            let p = params::vkGetPhysicalDeviceFragmentShadingRatesKHR::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceFragmentShadingRatesKHR)
+        }
         423 => {
-            Call::vkCmdSetFragmentShadingRateKHR(params::vkCmdSetFragmentShadingRateKHR::decode(d)?)
+            let p = params::vkCmdSetFragmentShadingRateKHR::decode(d);
+            finish(d, p, Call::vkCmdSetFragmentShadingRateKHR)
         }
-        424 => Call::vkGetBufferDeviceAddressEXT(params::vkGetBufferDeviceAddress::decode(d)?),
-        425 => Call::vkGetPhysicalDeviceToolPropertiesEXT(
-            params::vkGetPhysicalDeviceToolProperties::decode(d)?,
-        ),
-        426 => Call::vkWaitForPresentKHR(params::vkWaitForPresentKHR::decode(d)?),
-        427 => Call::vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(
-            params::vkGetPhysicalDeviceCooperativeMatrixPropertiesNV::decode(d)?,
-        ),
-        428 => Call::vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV(
-            params::vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV::decode(d)?,
-        ),
-        429 => Call::vkCreateHeadlessSurfaceEXT(params::vkCreateHeadlessSurfaceEXT::decode(d)?),
-        430 => Call::vkGetBufferDeviceAddressKHR(params::vkGetBufferDeviceAddress::decode(d)?),
-        431 => Call::vkGetBufferOpaqueCaptureAddressKHR(
-            params::vkGetBufferOpaqueCaptureAddress::decode(d)?,
-        ),
-        432 => Call::vkGetDeviceMemoryOpaqueCaptureAddressKHR(
-            params::vkGetDeviceMemoryOpaqueCaptureAddress::decode(d)?,
-        ),
-        433 => Call::vkCmdSetLineStippleEXT(params::vkCmdSetLineStippleEXT::decode(d)?),
-        434 => Call::vkResetQueryPoolEXT(params::vkResetQueryPool::decode(d)?),
-        435 => Call::vkCmdSetCullModeEXT(params::vkCmdSetCullMode::decode(d)?),
-        436 => Call::vkCmdSetFrontFaceEXT(params::vkCmdSetFrontFace::decode(d)?),
-        437 => Call::vkCmdSetPrimitiveTopologyEXT(params::vkCmdSetPrimitiveTopology::decode(d)?),
-        438 => Call::vkCmdSetViewportWithCountEXT(params::vkCmdSetViewportWithCount::decode(d)?),
-        439 => Call::vkCmdSetScissorWithCountEXT(params::vkCmdSetScissorWithCount::decode(d)?),
-        440 => Call::vkCmdBindVertexBuffers2EXT(params::vkCmdBindVertexBuffers2::decode(d)?),
-        441 => Call::vkCmdSetDepthTestEnableEXT(params::vkCmdSetDepthTestEnable::decode(d)?),
-        442 => Call::vkCmdSetDepthWriteEnableEXT(params::vkCmdSetDepthWriteEnable::decode(d)?),
-        443 => Call::vkCmdSetDepthCompareOpEXT(params::vkCmdSetDepthCompareOp::decode(d)?),
-        444 => Call::vkCmdSetDepthBoundsTestEnableEXT(
-            params::vkCmdSetDepthBoundsTestEnable::decode(d)?,
-        ),
-        445 => Call::vkCmdSetStencilTestEnableEXT(params::vkCmdSetStencilTestEnable::decode(d)?),
-        446 => Call::vkCmdSetStencilOpEXT(params::vkCmdSetStencilOp::decode(d)?),
-        447 => Call::vkCreateDeferredOperationKHR(params::vkCreateDeferredOperationKHR::decode(d)?),
+        424 => {
+            let p = params::vkGetBufferDeviceAddress::decode(d);
+            finish(d, p, Call::vkGetBufferDeviceAddressEXT)
+        }
+        425 => {
+            let p = params::vkGetPhysicalDeviceToolProperties::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceToolPropertiesEXT)
+        }
+        426 => {
+            let p = params::vkWaitForPresentKHR::decode(d);
+            finish(d, p, Call::vkWaitForPresentKHR)
+        }
+        427 => {
+            let p = params::vkGetPhysicalDeviceCooperativeMatrixPropertiesNV::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
+        }
+        428 => {
+            let p =
+                params::vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV::decode(
+                    d,
+                );
+            finish(
+                d,
+                p,
+                Call::vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV,
+            )
+        }
+        429 => {
+            let p = params::vkCreateHeadlessSurfaceEXT::decode(d);
+            finish(d, p, Call::vkCreateHeadlessSurfaceEXT)
+        }
+        430 => {
+            let p = params::vkGetBufferDeviceAddress::decode(d);
+            finish(d, p, Call::vkGetBufferDeviceAddressKHR)
+        }
+        431 => {
+            let p = params::vkGetBufferOpaqueCaptureAddress::decode(d);
+            finish(d, p, Call::vkGetBufferOpaqueCaptureAddressKHR)
+        }
+        432 => {
+            let p = params::vkGetDeviceMemoryOpaqueCaptureAddress::decode(d);
+            finish(d, p, Call::vkGetDeviceMemoryOpaqueCaptureAddressKHR)
+        }
+        433 => {
+            let p = params::vkCmdSetLineStippleEXT::decode(d);
+            finish(d, p, Call::vkCmdSetLineStippleEXT)
+        }
+        434 => {
+            let p = params::vkResetQueryPool::decode(d);
+            finish(d, p, Call::vkResetQueryPoolEXT)
+        }
+        435 => {
+            let p = params::vkCmdSetCullMode::decode(d);
+            finish(d, p, Call::vkCmdSetCullModeEXT)
+        }
+        436 => {
+            let p = params::vkCmdSetFrontFace::decode(d);
+            finish(d, p, Call::vkCmdSetFrontFaceEXT)
+        }
+        437 => {
+            let p = params::vkCmdSetPrimitiveTopology::decode(d);
+            finish(d, p, Call::vkCmdSetPrimitiveTopologyEXT)
+        }
+        438 => {
+            let p = params::vkCmdSetViewportWithCount::decode(d);
+            finish(d, p, Call::vkCmdSetViewportWithCountEXT)
+        }
+        439 => {
+            let p = params::vkCmdSetScissorWithCount::decode(d);
+            finish(d, p, Call::vkCmdSetScissorWithCountEXT)
+        }
+        440 => {
+            let p = params::vkCmdBindVertexBuffers2::decode(d);
+            finish(d, p, Call::vkCmdBindVertexBuffers2EXT)
+        }
+        441 => {
+            let p = params::vkCmdSetDepthTestEnable::decode(d);
+            finish(d, p, Call::vkCmdSetDepthTestEnableEXT)
+        }
+        442 => {
+            let p = params::vkCmdSetDepthWriteEnable::decode(d);
+            finish(d, p, Call::vkCmdSetDepthWriteEnableEXT)
+        }
+        443 => {
+            let p = params::vkCmdSetDepthCompareOp::decode(d);
+            finish(d, p, Call::vkCmdSetDepthCompareOpEXT)
+        }
+        444 => {
+            let p = params::vkCmdSetDepthBoundsTestEnable::decode(d);
+            finish(d, p, Call::vkCmdSetDepthBoundsTestEnableEXT)
+        }
+        445 => {
+            let p = params::vkCmdSetStencilTestEnable::decode(d);
+            finish(d, p, Call::vkCmdSetStencilTestEnableEXT)
+        }
+        446 => {
+            let p = params::vkCmdSetStencilOp::decode(d);
+            finish(d, p, Call::vkCmdSetStencilOpEXT)
+        }
+        447 => {
+            let p = params::vkCreateDeferredOperationKHR::decode(d);
+            finish(d, p, Call::vkCreateDeferredOperationKHR)
+        }
         448 => {
-            Call::vkDestroyDeferredOperationKHR(params::vkDestroyDeferredOperationKHR::decode(d)?)
+            let p = params::vkDestroyDeferredOperationKHR::decode(d);
+            finish(d, p, Call::vkDestroyDeferredOperationKHR)
         }
-        449 => Call::vkGetDeferredOperationMaxConcurrencyKHR(
-            params::vkGetDeferredOperationMaxConcurrencyKHR::decode(d)?,
-        ),
-        450 => Call::vkGetDeferredOperationResultKHR(
-            params::vkGetDeferredOperationResultKHR::decode(d)?,
-        ),
-        451 => Call::vkDeferredOperationJoinKHR(params::vkDeferredOperationJoinKHR::decode(d)?),
-        452 => Call::vkGetPipelineExecutablePropertiesKHR(
-            params::vkGetPipelineExecutablePropertiesKHR::decode(d)?,
-        ),
-        453 => Call::vkGetPipelineExecutableStatisticsKHR(
-            params::vkGetPipelineExecutableStatisticsKHR::decode(d)?,
-        ),
-        454 => Call::vkGetPipelineExecutableInternalRepresentationsKHR(
-            params::vkGetPipelineExecutableInternalRepresentationsKHR::decode(d)?,
-        ),
-        455 => Call::vkReleaseSwapchainImagesEXT(params::vkReleaseSwapchainImagesEXT::decode(d)?),
-        456 => Call::vkGetGeneratedCommandsMemoryRequirementsNV(
-            params::vkGetGeneratedCommandsMemoryRequirementsNV::decode(d)?,
-        ),
-        457 => Call::vkCmdPreprocessGeneratedCommandsNV(
-            params::vkCmdPreprocessGeneratedCommandsNV::decode(d)?,
-        ),
-        458 => Call::vkCmdExecuteGeneratedCommandsNV(
-            params::vkCmdExecuteGeneratedCommandsNV::decode(d)?,
-        ),
+        449 => {
+            let p = params::vkGetDeferredOperationMaxConcurrencyKHR::decode(d);
+            finish(d, p, Call::vkGetDeferredOperationMaxConcurrencyKHR)
+        }
+        450 => {
+            let p = params::vkGetDeferredOperationResultKHR::decode(d);
+            finish(d, p, Call::vkGetDeferredOperationResultKHR)
+        }
+        451 => {
+            let p = params::vkDeferredOperationJoinKHR::decode(d);
+            finish(d, p, Call::vkDeferredOperationJoinKHR)
+        }
+        452 => {
+            let p = params::vkGetPipelineExecutablePropertiesKHR::decode(d);
+            finish(d, p, Call::vkGetPipelineExecutablePropertiesKHR)
+        }
+        453 => {
+            let p = params::vkGetPipelineExecutableStatisticsKHR::decode(d);
+            finish(d, p, Call::vkGetPipelineExecutableStatisticsKHR)
+        }
+        454 => {
+            let p = params::vkGetPipelineExecutableInternalRepresentationsKHR::decode(d);
+            finish(
+                d,
+                p,
+                Call::vkGetPipelineExecutableInternalRepresentationsKHR,
+            )
+        }
+        455 => {
+            let p = params::vkReleaseSwapchainImagesEXT::decode(d);
+            finish(d, p, Call::vkReleaseSwapchainImagesEXT)
+        }
+        456 => {
+            let p = params::vkGetGeneratedCommandsMemoryRequirementsNV::decode(d);
+            finish(d, p, Call::vkGetGeneratedCommandsMemoryRequirementsNV)
+        }
+        457 => {
+            let p = params::vkCmdPreprocessGeneratedCommandsNV::decode(d);
+            finish(d, p, Call::vkCmdPreprocessGeneratedCommandsNV)
+        }
+        458 => {
+            let p = params::vkCmdExecuteGeneratedCommandsNV::decode(d);
+            finish(d, p, Call::vkCmdExecuteGeneratedCommandsNV)
+        }
         459 => {
-            Call::vkCmdBindPipelineShaderGroupNV(params::vkCmdBindPipelineShaderGroupNV::decode(d)?)
+            let p = params::vkCmdBindPipelineShaderGroupNV::decode(d);
+            finish(d, p, Call::vkCmdBindPipelineShaderGroupNV)
         }
-        460 => Call::vkCreateIndirectCommandsLayoutNV(
-            params::vkCreateIndirectCommandsLayoutNV::decode(d)?,
-        ),
-        461 => Call::vkDestroyIndirectCommandsLayoutNV(
-            params::vkDestroyIndirectCommandsLayoutNV::decode(d)?,
-        ),
-        462 => Call::vkAcquireDrmDisplayEXT(params::vkAcquireDrmDisplayEXT::decode(d)?),
-        463 => Call::vkGetDrmDisplayEXT(params::vkGetDrmDisplayEXT::decode(d)?),
-        464 => Call::vkCreatePrivateDataSlotEXT(params::vkCreatePrivateDataSlot::decode(d)?),
-        465 => Call::vkDestroyPrivateDataSlotEXT(params::vkDestroyPrivateDataSlot::decode(d)?),
-        466 => Call::vkSetPrivateDataEXT(params::vkSetPrivateData::decode(d)?),
-        467 => Call::vkGetPrivateDataEXT(params::vkGetPrivateData::decode(d)?),
-        468 => Call::vkCmdSetEvent2KHR(params::vkCmdSetEvent2::decode(d)?),
-        469 => Call::vkCmdResetEvent2KHR(params::vkCmdResetEvent2::decode(d)?),
-        470 => Call::vkCmdWaitEvents2KHR(params::vkCmdWaitEvents2::decode(d)?),
-        471 => Call::vkCmdPipelineBarrier2KHR(params::vkCmdPipelineBarrier2::decode(d)?),
-        472 => Call::vkCmdWriteTimestamp2KHR(params::vkCmdWriteTimestamp2::decode(d)?),
-        473 => Call::vkQueueSubmit2KHR(params::vkQueueSubmit2::decode(d)?),
-        474 => Call::vkCmdWriteBufferMarker2AMD(params::vkCmdWriteBufferMarker2AMD::decode(d)?),
-        475 => Call::vkGetQueueCheckpointData2NV(params::vkGetQueueCheckpointData2NV::decode(d)?),
-        476 => Call::vkGetDescriptorSetLayoutSizeEXT(
-            params::vkGetDescriptorSetLayoutSizeEXT::decode(d)?,
-        ),
-        477 => Call::vkGetDescriptorSetLayoutBindingOffsetEXT(
-            params::vkGetDescriptorSetLayoutBindingOffsetEXT::decode(d)?,
-        ),
-        478 => Call::vkGetDescriptorEXT(params::vkGetDescriptorEXT::decode(d)?),
+        460 => {
+            let p = params::vkCreateIndirectCommandsLayoutNV::decode(d);
+            finish(d, p, Call::vkCreateIndirectCommandsLayoutNV)
+        }
+        461 => {
+            let p = params::vkDestroyIndirectCommandsLayoutNV::decode(d);
+            finish(d, p, Call::vkDestroyIndirectCommandsLayoutNV)
+        }
+        462 => {
+            let p = params::vkAcquireDrmDisplayEXT::decode(d);
+            finish(d, p, Call::vkAcquireDrmDisplayEXT)
+        }
+        463 => {
+            let p = params::vkGetDrmDisplayEXT::decode(d);
+            finish(d, p, Call::vkGetDrmDisplayEXT)
+        }
+        464 => {
+            let p = params::vkCreatePrivateDataSlot::decode(d);
+            finish(d, p, Call::vkCreatePrivateDataSlotEXT)
+        }
+        465 => {
+            let p = params::vkDestroyPrivateDataSlot::decode(d);
+            finish(d, p, Call::vkDestroyPrivateDataSlotEXT)
+        }
+        466 => {
+            let p = params::vkSetPrivateData::decode(d);
+            finish(d, p, Call::vkSetPrivateDataEXT)
+        }
+        467 => {
+            let p = params::vkGetPrivateData::decode(d);
+            finish(d, p, Call::vkGetPrivateDataEXT)
+        }
+        468 => {
+            let p = params::vkCmdSetEvent2::decode(d);
+            finish(d, p, Call::vkCmdSetEvent2KHR)
+        }
+        469 => {
+            let p = params::vkCmdResetEvent2::decode(d);
+            finish(d, p, Call::vkCmdResetEvent2KHR)
+        }
+        470 => {
+            let p = params::vkCmdWaitEvents2::decode(d);
+            finish(d, p, Call::vkCmdWaitEvents2KHR)
+        }
+        471 => {
+            let p = params::vkCmdPipelineBarrier2::decode(d);
+            finish(d, p, Call::vkCmdPipelineBarrier2KHR)
+        }
+        472 => {
+            let p = params::vkCmdWriteTimestamp2::decode(d);
+            finish(d, p, Call::vkCmdWriteTimestamp2KHR)
+        }
+        473 => {
+            let p = params::vkQueueSubmit2::decode(d);
+            finish(d, p, Call::vkQueueSubmit2KHR)
+        }
+        474 => {
+            let p = params::vkCmdWriteBufferMarker2AMD::decode(d);
+            finish(d, p, Call::vkCmdWriteBufferMarker2AMD)
+        }
+        475 => {
+            let p = params::vkGetQueueCheckpointData2NV::decode(d);
+            finish(d, p, Call::vkGetQueueCheckpointData2NV)
+        }
+        476 => {
+            let p = params::vkGetDescriptorSetLayoutSizeEXT::decode(d);
+            finish(d, p, Call::vkGetDescriptorSetLayoutSizeEXT)
+        }
+        477 => {
+            let p = params::vkGetDescriptorSetLayoutBindingOffsetEXT::decode(d);
+            finish(d, p, Call::vkGetDescriptorSetLayoutBindingOffsetEXT)
+        }
+        478 => {
+            let p = params::vkGetDescriptorEXT::decode(d);
+            finish(d, p, Call::vkGetDescriptorEXT)
+        }
         479 => {
-            Call::vkCmdBindDescriptorBuffersEXT(params::vkCmdBindDescriptorBuffersEXT::decode(d)?)
+            let p = params::vkCmdBindDescriptorBuffersEXT::decode(d);
+            finish(d, p, Call::vkCmdBindDescriptorBuffersEXT)
         }
-        480 => Call::vkCmdSetDescriptorBufferOffsetsEXT(
-            params::vkCmdSetDescriptorBufferOffsetsEXT::decode(d)?,
-        ),
-        481 => Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT(
-            params::vkCmdBindDescriptorBufferEmbeddedSamplersEXT::decode(d)?,
-        ),
-        482 => Call::vkGetBufferOpaqueCaptureDescriptorDataEXT(
-            params::vkGetBufferOpaqueCaptureDescriptorDataEXT::decode(d)?,
-        ),
-        483 => Call::vkGetImageOpaqueCaptureDescriptorDataEXT(
-            params::vkGetImageOpaqueCaptureDescriptorDataEXT::decode(d)?,
-        ),
-        484 => Call::vkGetImageViewOpaqueCaptureDescriptorDataEXT(
-            params::vkGetImageViewOpaqueCaptureDescriptorDataEXT::decode(d)?,
-        ),
-        485 => Call::vkGetSamplerOpaqueCaptureDescriptorDataEXT(
-            params::vkGetSamplerOpaqueCaptureDescriptorDataEXT::decode(d)?,
-        ),
-        486 => Call::vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT(
-            params::vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT::decode(d)?,
-        ),
-        487 => Call::vkCmdSetFragmentShadingRateEnumNV(
-            params::vkCmdSetFragmentShadingRateEnumNV::decode(d)?,
-        ),
-        488 => Call::vkCmdDrawMeshTasksEXT(params::vkCmdDrawMeshTasksEXT::decode(d)?),
+        480 => {
+            let p = params::vkCmdSetDescriptorBufferOffsetsEXT::decode(d);
+            finish(d, p, Call::vkCmdSetDescriptorBufferOffsetsEXT)
+        }
+        481 => {
+            let p = params::vkCmdBindDescriptorBufferEmbeddedSamplersEXT::decode(d);
+            finish(d, p, Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT)
+        }
+        482 => {
+            let p = params::vkGetBufferOpaqueCaptureDescriptorDataEXT::decode(d);
+            finish(d, p, Call::vkGetBufferOpaqueCaptureDescriptorDataEXT)
+        }
+        483 => {
+            let p = params::vkGetImageOpaqueCaptureDescriptorDataEXT::decode(d);
+            finish(d, p, Call::vkGetImageOpaqueCaptureDescriptorDataEXT)
+        }
+        484 => {
+            let p = params::vkGetImageViewOpaqueCaptureDescriptorDataEXT::decode(d);
+            finish(d, p, Call::vkGetImageViewOpaqueCaptureDescriptorDataEXT)
+        }
+        485 => {
+            let p = params::vkGetSamplerOpaqueCaptureDescriptorDataEXT::decode(d);
+            finish(d, p, Call::vkGetSamplerOpaqueCaptureDescriptorDataEXT)
+        }
+        486 => {
+            let p = params::vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT::decode(d);
+            finish(
+                d,
+                p,
+                Call::vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT,
+            )
+        }
+        487 => {
+            let p = params::vkCmdSetFragmentShadingRateEnumNV::decode(d);
+            finish(d, p, Call::vkCmdSetFragmentShadingRateEnumNV)
+        }
+        488 => {
+            let p = params::vkCmdDrawMeshTasksEXT::decode(d);
+            finish(d, p, Call::vkCmdDrawMeshTasksEXT)
+        }
         489 => {
-            Call::vkCmdDrawMeshTasksIndirectEXT(params::vkCmdDrawMeshTasksIndirectEXT::decode(d)?)
+            let p = params::vkCmdDrawMeshTasksIndirectEXT::decode(d);
+            finish(d, p, Call::vkCmdDrawMeshTasksIndirectEXT)
         }
-        490 => Call::vkCmdDrawMeshTasksIndirectCountEXT(
-            params::vkCmdDrawMeshTasksIndirectCountEXT::decode(d)?,
-        ),
-        491 => Call::vkCmdCopyBuffer2KHR(params::vkCmdCopyBuffer2::decode(d)?),
-        492 => Call::vkCmdCopyImage2KHR(params::vkCmdCopyImage2::decode(d)?),
-        493 => Call::vkCmdCopyBufferToImage2KHR(params::vkCmdCopyBufferToImage2::decode(d)?),
-        494 => Call::vkCmdCopyImageToBuffer2KHR(params::vkCmdCopyImageToBuffer2::decode(d)?),
-        495 => Call::vkCmdBlitImage2KHR(params::vkCmdBlitImage2::decode(d)?),
-        496 => Call::vkCmdResolveImage2KHR(params::vkCmdResolveImage2::decode(d)?),
-        497 => Call::vkGetImageSubresourceLayout2EXT(
-            params::vkGetImageSubresourceLayout2EXT::decode(d)?,
-        ),
-        498 => Call::vkGetDeviceFaultInfoEXT(params::vkGetDeviceFaultInfoEXT::decode(d)?),
-        499 => Call::vkCmdSetVertexInputEXT(params::vkCmdSetVertexInputEXT::decode(d)?),
-        500 => Call::vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI(
-            params::vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI::decode(d)?,
-        ),
-        501 => Call::vkCmdSubpassShadingHUAWEI(params::vkCmdSubpassShadingHUAWEI::decode(d)?),
+        490 => {
+            let p = params::vkCmdDrawMeshTasksIndirectCountEXT::decode(d);
+            finish(d, p, Call::vkCmdDrawMeshTasksIndirectCountEXT)
+        }
+        491 => {
+            let p = params::vkCmdCopyBuffer2::decode(d);
+            finish(d, p, Call::vkCmdCopyBuffer2KHR)
+        }
+        492 => {
+            let p = params::vkCmdCopyImage2::decode(d);
+            finish(d, p, Call::vkCmdCopyImage2KHR)
+        }
+        493 => {
+            let p = params::vkCmdCopyBufferToImage2::decode(d);
+            finish(d, p, Call::vkCmdCopyBufferToImage2KHR)
+        }
+        494 => {
+            let p = params::vkCmdCopyImageToBuffer2::decode(d);
+            finish(d, p, Call::vkCmdCopyImageToBuffer2KHR)
+        }
+        495 => {
+            let p = params::vkCmdBlitImage2::decode(d);
+            finish(d, p, Call::vkCmdBlitImage2KHR)
+        }
+        496 => {
+            let p = params::vkCmdResolveImage2::decode(d);
+            finish(d, p, Call::vkCmdResolveImage2KHR)
+        }
+        497 => {
+            let p = params::vkGetImageSubresourceLayout2EXT::decode(d);
+            finish(d, p, Call::vkGetImageSubresourceLayout2EXT)
+        }
+        498 => {
+            let p = params::vkGetDeviceFaultInfoEXT::decode(d);
+            finish(d, p, Call::vkGetDeviceFaultInfoEXT)
+        }
+        499 => {
+            let p = params::vkCmdSetVertexInputEXT::decode(d);
+            finish(d, p, Call::vkCmdSetVertexInputEXT)
+        }
+        500 => {
+            let p = params::vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI::decode(d);
+            finish(d, p, Call::vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI)
+        }
+        501 => {
+            let p = params::vkCmdSubpassShadingHUAWEI::decode(d);
+            finish(d, p, Call::vkCmdSubpassShadingHUAWEI)
+        }
         502 => {
-            Call::vkCmdBindInvocationMaskHUAWEI(params::vkCmdBindInvocationMaskHUAWEI::decode(d)?)
+            let p = params::vkCmdBindInvocationMaskHUAWEI::decode(d);
+            finish(d, p, Call::vkCmdBindInvocationMaskHUAWEI)
         }
-        503 => Call::vkGetMemoryRemoteAddressNV(params::vkGetMemoryRemoteAddressNV::decode(d)?),
+        503 => {
+            let p = params::vkGetMemoryRemoteAddressNV::decode(d);
+            finish(d, p, Call::vkGetMemoryRemoteAddressNV)
+        }
         504 => {
-            Call::vkCmdSetPatchControlPointsEXT(params::vkCmdSetPatchControlPointsEXT::decode(d)?)
+            let p = params::vkCmdSetPatchControlPointsEXT::decode(d);
+            finish(d, p, Call::vkCmdSetPatchControlPointsEXT)
         }
-        505 => Call::vkCmdSetRasterizerDiscardEnableEXT(
-            params::vkCmdSetRasterizerDiscardEnable::decode(d)?,
-        ),
-        506 => Call::vkCmdSetDepthBiasEnableEXT(params::vkCmdSetDepthBiasEnable::decode(d)?),
-        507 => Call::vkCmdSetLogicOpEXT(params::vkCmdSetLogicOpEXT::decode(d)?),
-        508 => Call::vkCmdSetPrimitiveRestartEnableEXT(
-            params::vkCmdSetPrimitiveRestartEnable::decode(d)?,
-        ),
-        509 => Call::vkCmdSetColorWriteEnableEXT(params::vkCmdSetColorWriteEnableEXT::decode(d)?),
-        510 => Call::vkCmdTraceRaysIndirect2KHR(params::vkCmdTraceRaysIndirect2KHR::decode(d)?),
-        511 => Call::vkCreateMicromapEXT(params::vkCreateMicromapEXT::decode(d)?),
-        512 => Call::vkDestroyMicromapEXT(params::vkDestroyMicromapEXT::decode(d)?),
-        513 => Call::vkCmdBuildMicromapsEXT(params::vkCmdBuildMicromapsEXT::decode(d)?),
-        514 => Call::vkBuildMicromapsEXT(params::vkBuildMicromapsEXT::decode(d)?),
-        515 => Call::vkCopyMicromapEXT(params::vkCopyMicromapEXT::decode(d)?),
-        516 => Call::vkCopyMicromapToMemoryEXT(params::vkCopyMicromapToMemoryEXT::decode(d)?),
-        517 => Call::vkCopyMemoryToMicromapEXT(params::vkCopyMemoryToMicromapEXT::decode(d)?),
+        505 => {
+            let p = params::vkCmdSetRasterizerDiscardEnable::decode(d);
+            finish(d, p, Call::vkCmdSetRasterizerDiscardEnableEXT)
+        }
+        506 => {
+            let p = params::vkCmdSetDepthBiasEnable::decode(d);
+            finish(d, p, Call::vkCmdSetDepthBiasEnableEXT)
+        }
+        507 => {
+            let p = params::vkCmdSetLogicOpEXT::decode(d);
+            finish(d, p, Call::vkCmdSetLogicOpEXT)
+        }
+        508 => {
+            let p = params::vkCmdSetPrimitiveRestartEnable::decode(d);
+            finish(d, p, Call::vkCmdSetPrimitiveRestartEnableEXT)
+        }
+        509 => {
+            let p = params::vkCmdSetColorWriteEnableEXT::decode(d);
+            finish(d, p, Call::vkCmdSetColorWriteEnableEXT)
+        }
+        510 => {
+            let p = params::vkCmdTraceRaysIndirect2KHR::decode(d);
+            finish(d, p, Call::vkCmdTraceRaysIndirect2KHR)
+        }
+        511 => {
+            let p = params::vkCreateMicromapEXT::decode(d);
+            finish(d, p, Call::vkCreateMicromapEXT)
+        }
+        512 => {
+            let p = params::vkDestroyMicromapEXT::decode(d);
+            finish(d, p, Call::vkDestroyMicromapEXT)
+        }
+        513 => {
+            let p = params::vkCmdBuildMicromapsEXT::decode(d);
+            finish(d, p, Call::vkCmdBuildMicromapsEXT)
+        }
+        514 => {
+            let p = params::vkBuildMicromapsEXT::decode(d);
+            finish(d, p, Call::vkBuildMicromapsEXT)
+        }
+        515 => {
+            let p = params::vkCopyMicromapEXT::decode(d);
+            finish(d, p, Call::vkCopyMicromapEXT)
+        }
+        516 => {
+            let p = params::vkCopyMicromapToMemoryEXT::decode(d);
+            finish(d, p, Call::vkCopyMicromapToMemoryEXT)
+        }
+        517 => {
+            let p = params::vkCopyMemoryToMicromapEXT::decode(d);
+            finish(d, p, Call::vkCopyMemoryToMicromapEXT)
+        }
         518 => {
-            Call::vkWriteMicromapsPropertiesEXT(params::vkWriteMicromapsPropertiesEXT::decode(d)?)
+            let p = params::vkWriteMicromapsPropertiesEXT::decode(d);
+            finish(d, p, Call::vkWriteMicromapsPropertiesEXT)
         }
-        519 => Call::vkCmdCopyMicromapEXT(params::vkCmdCopyMicromapEXT::decode(d)?),
-        520 => Call::vkCmdCopyMicromapToMemoryEXT(params::vkCmdCopyMicromapToMemoryEXT::decode(d)?),
-        521 => Call::vkCmdCopyMemoryToMicromapEXT(params::vkCmdCopyMemoryToMicromapEXT::decode(d)?),
-        522 => Call::vkCmdWriteMicromapsPropertiesEXT(
-            params::vkCmdWriteMicromapsPropertiesEXT::decode(d)?,
-        ),
-        523 => Call::vkGetDeviceMicromapCompatibilityEXT(
-            params::vkGetDeviceMicromapCompatibilityEXT::decode(d)?,
-        ),
-        524 => Call::vkGetMicromapBuildSizesEXT(params::vkGetMicromapBuildSizesEXT::decode(d)?),
-        525 => Call::vkCmdDrawClusterHUAWEI(params::vkCmdDrawClusterHUAWEI::decode(d)?),
+        519 => {
+            let p = params::vkCmdCopyMicromapEXT::decode(d);
+            finish(d, p, Call::vkCmdCopyMicromapEXT)
+        }
+        520 => {
+            let p = params::vkCmdCopyMicromapToMemoryEXT::decode(d);
+            finish(d, p, Call::vkCmdCopyMicromapToMemoryEXT)
+        }
+        521 => {
+            let p = params::vkCmdCopyMemoryToMicromapEXT::decode(d);
+            finish(d, p, Call::vkCmdCopyMemoryToMicromapEXT)
+        }
+        522 => {
+            let p = params::vkCmdWriteMicromapsPropertiesEXT::decode(d);
+            finish(d, p, Call::vkCmdWriteMicromapsPropertiesEXT)
+        }
+        523 => {
+            let p = params::vkGetDeviceMicromapCompatibilityEXT::decode(d);
+            finish(d, p, Call::vkGetDeviceMicromapCompatibilityEXT)
+        }
+        524 => {
+            let p = params::vkGetMicromapBuildSizesEXT::decode(d);
+            finish(d, p, Call::vkGetMicromapBuildSizesEXT)
+        }
+        525 => {
+            let p = params::vkCmdDrawClusterHUAWEI::decode(d);
+            finish(d, p, Call::vkCmdDrawClusterHUAWEI)
+        }
         526 => {
-            Call::vkCmdDrawClusterIndirectHUAWEI(params::vkCmdDrawClusterIndirectHUAWEI::decode(d)?)
+            let p = params::vkCmdDrawClusterIndirectHUAWEI::decode(d);
+            finish(d, p, Call::vkCmdDrawClusterIndirectHUAWEI)
         }
-        527 => Call::vkSetDeviceMemoryPriorityEXT(params::vkSetDeviceMemoryPriorityEXT::decode(d)?),
-        528 => Call::vkGetDeviceBufferMemoryRequirementsKHR(
-            params::vkGetDeviceBufferMemoryRequirements::decode(d)?,
-        ),
-        529 => Call::vkGetDeviceImageMemoryRequirementsKHR(
-            params::vkGetDeviceImageMemoryRequirements::decode(d)?,
-        ),
-        530 => Call::vkGetDeviceImageSparseMemoryRequirementsKHR(
-            params::vkGetDeviceImageSparseMemoryRequirements::decode(d)?,
-        ),
-        531 => Call::vkGetDescriptorSetLayoutHostMappingInfoVALVE(
-            params::vkGetDescriptorSetLayoutHostMappingInfoVALVE::decode(d)?,
-        ),
-        532 => Call::vkGetDescriptorSetHostMappingVALVE(
-            params::vkGetDescriptorSetHostMappingVALVE::decode(d)?,
-        ),
-        533 => Call::vkCmdCopyMemoryIndirectNV(params::vkCmdCopyMemoryIndirectNV::decode(d)?),
-        534 => Call::vkCmdCopyMemoryToImageIndirectNV(
-            params::vkCmdCopyMemoryToImageIndirectNV::decode(d)?,
-        ),
-        535 => Call::vkCmdDecompressMemoryNV(params::vkCmdDecompressMemoryNV::decode(d)?),
-        536 => Call::vkCmdDecompressMemoryIndirectCountNV(
-            params::vkCmdDecompressMemoryIndirectCountNV::decode(d)?,
-        ),
-        537 => Call::vkCmdSetTessellationDomainOriginEXT(
-            params::vkCmdSetTessellationDomainOriginEXT::decode(d)?,
-        ),
-        538 => Call::vkCmdSetDepthClampEnableEXT(params::vkCmdSetDepthClampEnableEXT::decode(d)?),
-        539 => Call::vkCmdSetPolygonModeEXT(params::vkCmdSetPolygonModeEXT::decode(d)?),
-        540 => Call::vkCmdSetRasterizationSamplesEXT(
-            params::vkCmdSetRasterizationSamplesEXT::decode(d)?,
-        ),
-        541 => Call::vkCmdSetSampleMaskEXT(params::vkCmdSetSampleMaskEXT::decode(d)?),
-        542 => Call::vkCmdSetAlphaToCoverageEnableEXT(
-            params::vkCmdSetAlphaToCoverageEnableEXT::decode(d)?,
-        ),
-        543 => Call::vkCmdSetAlphaToOneEnableEXT(params::vkCmdSetAlphaToOneEnableEXT::decode(d)?),
-        544 => Call::vkCmdSetLogicOpEnableEXT(params::vkCmdSetLogicOpEnableEXT::decode(d)?),
-        545 => Call::vkCmdSetColorBlendEnableEXT(params::vkCmdSetColorBlendEnableEXT::decode(d)?),
+        527 => {
+            let p = params::vkSetDeviceMemoryPriorityEXT::decode(d);
+            finish(d, p, Call::vkSetDeviceMemoryPriorityEXT)
+        }
+        528 => {
+            let p = params::vkGetDeviceBufferMemoryRequirements::decode(d);
+            finish(d, p, Call::vkGetDeviceBufferMemoryRequirementsKHR)
+        }
+        529 => {
+            let p = params::vkGetDeviceImageMemoryRequirements::decode(d);
+            finish(d, p, Call::vkGetDeviceImageMemoryRequirementsKHR)
+        }
+        530 => {
+            let p = params::vkGetDeviceImageSparseMemoryRequirements::decode(d);
+            finish(d, p, Call::vkGetDeviceImageSparseMemoryRequirementsKHR)
+        }
+        531 => {
+            let p = params::vkGetDescriptorSetLayoutHostMappingInfoVALVE::decode(d);
+            finish(d, p, Call::vkGetDescriptorSetLayoutHostMappingInfoVALVE)
+        }
+        532 => {
+            let p = params::vkGetDescriptorSetHostMappingVALVE::decode(d);
+            finish(d, p, Call::vkGetDescriptorSetHostMappingVALVE)
+        }
+        533 => {
+            let p = params::vkCmdCopyMemoryIndirectNV::decode(d);
+            finish(d, p, Call::vkCmdCopyMemoryIndirectNV)
+        }
+        534 => {
+            let p = params::vkCmdCopyMemoryToImageIndirectNV::decode(d);
+            finish(d, p, Call::vkCmdCopyMemoryToImageIndirectNV)
+        }
+        535 => {
+            let p = params::vkCmdDecompressMemoryNV::decode(d);
+            finish(d, p, Call::vkCmdDecompressMemoryNV)
+        }
+        536 => {
+            let p = params::vkCmdDecompressMemoryIndirectCountNV::decode(d);
+            finish(d, p, Call::vkCmdDecompressMemoryIndirectCountNV)
+        }
+        537 => {
+            let p = params::vkCmdSetTessellationDomainOriginEXT::decode(d);
+            finish(d, p, Call::vkCmdSetTessellationDomainOriginEXT)
+        }
+        538 => {
+            let p = params::vkCmdSetDepthClampEnableEXT::decode(d);
+            finish(d, p, Call::vkCmdSetDepthClampEnableEXT)
+        }
+        539 => {
+            let p = params::vkCmdSetPolygonModeEXT::decode(d);
+            finish(d, p, Call::vkCmdSetPolygonModeEXT)
+        }
+        540 => {
+            let p = params::vkCmdSetRasterizationSamplesEXT::decode(d);
+            finish(d, p, Call::vkCmdSetRasterizationSamplesEXT)
+        }
+        541 => {
+            let p = params::vkCmdSetSampleMaskEXT::decode(d);
+            finish(d, p, Call::vkCmdSetSampleMaskEXT)
+        }
+        542 => {
+            let p = params::vkCmdSetAlphaToCoverageEnableEXT::decode(d);
+            finish(d, p, Call::vkCmdSetAlphaToCoverageEnableEXT)
+        }
+        543 => {
+            let p = params::vkCmdSetAlphaToOneEnableEXT::decode(d);
+            finish(d, p, Call::vkCmdSetAlphaToOneEnableEXT)
+        }
+        544 => {
+            let p = params::vkCmdSetLogicOpEnableEXT::decode(d);
+            finish(d, p, Call::vkCmdSetLogicOpEnableEXT)
+        }
+        545 => {
+            let p = params::vkCmdSetColorBlendEnableEXT::decode(d);
+            finish(d, p, Call::vkCmdSetColorBlendEnableEXT)
+        }
         546 => {
-            Call::vkCmdSetColorBlendEquationEXT(params::vkCmdSetColorBlendEquationEXT::decode(d)?)
+            let p = params::vkCmdSetColorBlendEquationEXT::decode(d);
+            finish(d, p, Call::vkCmdSetColorBlendEquationEXT)
         }
-        547 => Call::vkCmdSetColorWriteMaskEXT(params::vkCmdSetColorWriteMaskEXT::decode(d)?),
+        547 => {
+            let p = params::vkCmdSetColorWriteMaskEXT::decode(d);
+            finish(d, p, Call::vkCmdSetColorWriteMaskEXT)
+        }
         548 => {
-            Call::vkCmdSetRasterizationStreamEXT(params::vkCmdSetRasterizationStreamEXT::decode(d)?)
+            let p = params::vkCmdSetRasterizationStreamEXT::decode(d);
+            finish(d, p, Call::vkCmdSetRasterizationStreamEXT)
         }
-        549 => Call::vkCmdSetConservativeRasterizationModeEXT(
-            params::vkCmdSetConservativeRasterizationModeEXT::decode(d)?,
-        ),
-        550 => Call::vkCmdSetExtraPrimitiveOverestimationSizeEXT(
-            params::vkCmdSetExtraPrimitiveOverestimationSizeEXT::decode(d)?,
-        ),
-        551 => Call::vkCmdSetDepthClipEnableEXT(params::vkCmdSetDepthClipEnableEXT::decode(d)?),
-        552 => Call::vkCmdSetSampleLocationsEnableEXT(
-            params::vkCmdSetSampleLocationsEnableEXT::decode(d)?,
-        ),
+        549 => {
+            let p = params::vkCmdSetConservativeRasterizationModeEXT::decode(d);
+            finish(d, p, Call::vkCmdSetConservativeRasterizationModeEXT)
+        }
+        550 => {
+            let p = params::vkCmdSetExtraPrimitiveOverestimationSizeEXT::decode(d);
+            finish(d, p, Call::vkCmdSetExtraPrimitiveOverestimationSizeEXT)
+        }
+        551 => {
+            let p = params::vkCmdSetDepthClipEnableEXT::decode(d);
+            finish(d, p, Call::vkCmdSetDepthClipEnableEXT)
+        }
+        552 => {
+            let p = params::vkCmdSetSampleLocationsEnableEXT::decode(d);
+            finish(d, p, Call::vkCmdSetSampleLocationsEnableEXT)
+        }
         553 => {
-            Call::vkCmdSetColorBlendAdvancedEXT(params::vkCmdSetColorBlendAdvancedEXT::decode(d)?)
+            let p = params::vkCmdSetColorBlendAdvancedEXT::decode(d);
+            finish(d, p, Call::vkCmdSetColorBlendAdvancedEXT)
         }
         554 => {
-            Call::vkCmdSetProvokingVertexModeEXT(params::vkCmdSetProvokingVertexModeEXT::decode(d)?)
+            let p = params::vkCmdSetProvokingVertexModeEXT::decode(d);
+            finish(d, p, Call::vkCmdSetProvokingVertexModeEXT)
         }
-        555 => Call::vkCmdSetLineRasterizationModeEXT(
-            params::vkCmdSetLineRasterizationModeEXT::decode(d)?,
-        ),
-        556 => Call::vkCmdSetLineStippleEnableEXT(params::vkCmdSetLineStippleEnableEXT::decode(d)?),
-        557 => Call::vkCmdSetDepthClipNegativeOneToOneEXT(
-            params::vkCmdSetDepthClipNegativeOneToOneEXT::decode(d)?,
-        ),
-        558 => Call::vkCmdSetViewportWScalingEnableNV(
-            params::vkCmdSetViewportWScalingEnableNV::decode(d)?,
-        ),
-        559 => Call::vkCmdSetViewportSwizzleNV(params::vkCmdSetViewportSwizzleNV::decode(d)?),
-        560 => Call::vkCmdSetCoverageToColorEnableNV(
-            params::vkCmdSetCoverageToColorEnableNV::decode(d)?,
-        ),
-        561 => Call::vkCmdSetCoverageToColorLocationNV(
-            params::vkCmdSetCoverageToColorLocationNV::decode(d)?,
-        ),
-        562 => Call::vkCmdSetCoverageModulationModeNV(
-            params::vkCmdSetCoverageModulationModeNV::decode(d)?,
-        ),
-        563 => Call::vkCmdSetCoverageModulationTableEnableNV(
-            params::vkCmdSetCoverageModulationTableEnableNV::decode(d)?,
-        ),
-        564 => Call::vkCmdSetCoverageModulationTableNV(
-            params::vkCmdSetCoverageModulationTableNV::decode(d)?,
-        ),
-        565 => Call::vkCmdSetShadingRateImageEnableNV(
-            params::vkCmdSetShadingRateImageEnableNV::decode(d)?,
-        ),
-        566 => Call::vkCmdSetRepresentativeFragmentTestEnableNV(
-            params::vkCmdSetRepresentativeFragmentTestEnableNV::decode(d)?,
-        ),
-        567 => Call::vkCmdSetCoverageReductionModeNV(
-            params::vkCmdSetCoverageReductionModeNV::decode(d)?,
-        ),
+        555 => {
+            let p = params::vkCmdSetLineRasterizationModeEXT::decode(d);
+            finish(d, p, Call::vkCmdSetLineRasterizationModeEXT)
+        }
+        556 => {
+            let p = params::vkCmdSetLineStippleEnableEXT::decode(d);
+            finish(d, p, Call::vkCmdSetLineStippleEnableEXT)
+        }
+        557 => {
+            let p = params::vkCmdSetDepthClipNegativeOneToOneEXT::decode(d);
+            finish(d, p, Call::vkCmdSetDepthClipNegativeOneToOneEXT)
+        }
+        558 => {
+            let p = params::vkCmdSetViewportWScalingEnableNV::decode(d);
+            finish(d, p, Call::vkCmdSetViewportWScalingEnableNV)
+        }
+        559 => {
+            let p = params::vkCmdSetViewportSwizzleNV::decode(d);
+            finish(d, p, Call::vkCmdSetViewportSwizzleNV)
+        }
+        560 => {
+            let p = params::vkCmdSetCoverageToColorEnableNV::decode(d);
+            finish(d, p, Call::vkCmdSetCoverageToColorEnableNV)
+        }
+        561 => {
+            let p = params::vkCmdSetCoverageToColorLocationNV::decode(d);
+            finish(d, p, Call::vkCmdSetCoverageToColorLocationNV)
+        }
+        562 => {
+            let p = params::vkCmdSetCoverageModulationModeNV::decode(d);
+            finish(d, p, Call::vkCmdSetCoverageModulationModeNV)
+        }
+        563 => {
+            let p = params::vkCmdSetCoverageModulationTableEnableNV::decode(d);
+            finish(d, p, Call::vkCmdSetCoverageModulationTableEnableNV)
+        }
+        564 => {
+            let p = params::vkCmdSetCoverageModulationTableNV::decode(d);
+            finish(d, p, Call::vkCmdSetCoverageModulationTableNV)
+        }
+        565 => {
+            let p = params::vkCmdSetShadingRateImageEnableNV::decode(d);
+            finish(d, p, Call::vkCmdSetShadingRateImageEnableNV)
+        }
+        566 => {
+            let p = params::vkCmdSetRepresentativeFragmentTestEnableNV::decode(d);
+            finish(d, p, Call::vkCmdSetRepresentativeFragmentTestEnableNV)
+        }
+        567 => {
+            let p = params::vkCmdSetCoverageReductionModeNV::decode(d);
+            finish(d, p, Call::vkCmdSetCoverageReductionModeNV)
+        }
         568 => {
-            Call::vkGetShaderModuleIdentifierEXT(params::vkGetShaderModuleIdentifierEXT::decode(d)?)
+            let p = params::vkGetShaderModuleIdentifierEXT::decode(d);
+            finish(d, p, Call::vkGetShaderModuleIdentifierEXT)
         }
-        569 => Call::vkGetShaderModuleCreateInfoIdentifierEXT(
-            params::vkGetShaderModuleCreateInfoIdentifierEXT::decode(d)?,
-        ),
-        570 => Call::vkGetPhysicalDeviceOpticalFlowImageFormatsNV(
-            params::vkGetPhysicalDeviceOpticalFlowImageFormatsNV::decode(d)?,
-        ),
-        571 => Call::vkCreateOpticalFlowSessionNV(params::vkCreateOpticalFlowSessionNV::decode(d)?),
+        569 => {
+            let p = params::vkGetShaderModuleCreateInfoIdentifierEXT::decode(d);
+            finish(d, p, Call::vkGetShaderModuleCreateInfoIdentifierEXT)
+        }
+        570 => {
+            let p = params::vkGetPhysicalDeviceOpticalFlowImageFormatsNV::decode(d);
+            finish(d, p, Call::vkGetPhysicalDeviceOpticalFlowImageFormatsNV)
+        }
+        571 => {
+            let p = params::vkCreateOpticalFlowSessionNV::decode(d);
+            finish(d, p, Call::vkCreateOpticalFlowSessionNV)
+        }
         572 => {
-            Call::vkDestroyOpticalFlowSessionNV(params::vkDestroyOpticalFlowSessionNV::decode(d)?)
+            let p = params::vkDestroyOpticalFlowSessionNV::decode(d);
+            finish(d, p, Call::vkDestroyOpticalFlowSessionNV)
         }
-        573 => Call::vkBindOpticalFlowSessionImageNV(
-            params::vkBindOpticalFlowSessionImageNV::decode(d)?,
-        ),
-        574 => Call::vkCmdOpticalFlowExecuteNV(params::vkCmdOpticalFlowExecuteNV::decode(d)?),
-        575 => Call::vkGetFramebufferTilePropertiesQCOM(
-            params::vkGetFramebufferTilePropertiesQCOM::decode(d)?,
-        ),
-        576 => Call::vkGetDynamicRenderingTilePropertiesQCOM(
-            params::vkGetDynamicRenderingTilePropertiesQCOM::decode(d)?,
-        ),
-        _ => return Err(DecodeError::UnknownCommand(cmd)),
-    };
+        573 => {
+            let p = params::vkBindOpticalFlowSessionImageNV::decode(d);
+            finish(d, p, Call::vkBindOpticalFlowSessionImageNV)
+        }
+        574 => {
+            let p = params::vkCmdOpticalFlowExecuteNV::decode(d);
+            finish(d, p, Call::vkCmdOpticalFlowExecuteNV)
+        }
+        575 => {
+            let p = params::vkGetFramebufferTilePropertiesQCOM::decode(d);
+            finish(d, p, Call::vkGetFramebufferTilePropertiesQCOM)
+        }
+        576 => {
+            let p = params::vkGetDynamicRenderingTilePropertiesQCOM::decode(d);
+            finish(d, p, Call::vkGetDynamicRenderingTilePropertiesQCOM)
+        }
+        _ => Err(DecodeError::UnknownCommand(cmd)),
+    }
+}
+
+#[inline(always)]
+fn finish<P>(
+    d: &Decoder<'_>,
+    p: Result<P, DecodeError>,
+    call: fn(P) -> Call,
+) -> Result<Call, DecodeError> {
+    let p = p?;
     d.finish()?;
-    Ok(call)
+    Ok(call(p))
 }
