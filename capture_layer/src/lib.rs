@@ -16,6 +16,7 @@ mod compat;
 pub mod generated;
 mod keymap;
 pub mod launch;
+mod region;
 mod loader;
 pub mod runtime;
 pub mod settings;

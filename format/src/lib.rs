@@ -23,7 +23,7 @@ use record::FileKind;
 /// Number of `Record` variants this build knows. Records whose variant index is at or above this
 /// come from a newer writer and are skipped. A unit test fails when a variant is appended without
 /// bumping it.
-pub const KNOWN_RECORD_VARIANTS: u8 = 17;
+pub const KNOWN_RECORD_VARIANTS: u8 = 18;
 
 /// The bincode configuration of every encoded structure in the file. The limit only affects
 /// decoding: it bounds what a crafted length can make the decoder allocate.
@@ -54,6 +54,7 @@ pub const RECORD_NAMES: [&str; KNOWN_RECORD_VARIANTS as usize] = [
     "ReplayInfo",
     "QueryResult",
     "CounterValue",
+    "RegionCounters",
 ];
 
 pub(crate) fn file_kind_byte(kind: FileKind) -> u8 {
@@ -82,22 +83,12 @@ mod tests {
 
     #[test]
     fn variant_byte_is_first_and_known_count_matches_the_enum() {
-        let last = Record::CounterValue(CounterValue {
-            counter: PerfCounterDesc {
-                uuid: [0; 16],
-                name: String::new(),
-                category: String::new(),
-                description: String::new(),
-                unit: 0,
-                storage: 0,
-                scope: 0,
-            },
-            pass: 0,
-            frame: 0,
+        let last = Record::RegionCounters(RegionCounters {
+            seq: 0,
             command_buffer: 0,
-            render_pass: None,
-            value: 0.0,
-            captured: None,
+            counter_addresses: vec![],
+            serialize_regions: false,
+            counter_indices: vec![],
         });
         assert_eq!(encode(&last)[0], KNOWN_RECORD_VARIANTS - 1);
         assert_eq!(encode(&Record::CommandTable(vec![]))[0], 0);

@@ -143,6 +143,11 @@ pub enum Record {
     QueryResult(QueryResult),
     /// A performance counter description and its value in one pass.
     CounterValue(CounterValue),
+
+    // ---- trace records (appended later) ---------------------------------------------------
+    /// `VkRenderPassPerformanceCountersByRegionBeginInfoARM` chained to a render pass begin
+    /// (VK_ARM_performance_counters_by_region, newer than the registry the encoders come from).
+    RegionCounters(RegionCounters),
 }
 
 impl Record {
@@ -166,6 +171,7 @@ impl Record {
             Record::ReplayInfo(_) => "ReplayInfo",
             Record::QueryResult(_) => "QueryResult",
             Record::CounterValue(_) => "CounterValue",
+            Record::RegionCounters(_) => "RegionCounters",
         }
     }
 }
@@ -424,4 +430,18 @@ pub struct CounterValue {
     /// Value as f64 whatever the storage (exact for integers below 2^53).
     pub value: f64,
     pub captured: Option<f64>,
+}
+
+/// Per-region performance counters asked for at a render pass begin (`vkCmdBeginRenderPass*` or
+/// `vkCmdBeginRendering*` with `seq`): where the device writes each region's values and which
+/// counters.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RegionCounters {
+    pub seq: u64,
+    pub command_buffer: Handle,
+    /// `pCounterAddresses`: device addresses the values are written to.
+    pub counter_addresses: Vec<u64>,
+    pub serialize_regions: bool,
+    /// `pCounterIndices`: indices into the queue family's by-region counter list.
+    pub counter_indices: Vec<u32>,
 }

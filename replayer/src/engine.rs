@@ -128,6 +128,8 @@ pub(crate) struct Scan {
     pub application: String,
     /// `seq` of each performance pool's vkCreateQueryPool -> the counters the capture chose.
     pub perf_pools: HashMap<u64, Vec<record::PerfCounterDesc>>,
+    /// Render pass begins that asked for per-region counters (VK_ARM_performance_counters_by_region).
+    pub region_counters: u64,
 }
 
 fn trace_err(e: impl std::fmt::Display) -> ReplayError {
@@ -144,6 +146,7 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
         calls: 0,
         application: header.application.clone(),
         perf_pools: HashMap::new(),
+        region_counters: 0,
     };
     // Trace command id -> vkstream id, for the few commands the scan looks into.
     let mut interesting: HashMap<u32, u32> = HashMap::new();
@@ -224,6 +227,7 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
             {
                 s.perf_pools.insert(p.seq, p.perf_counters);
             }
+            Record::RegionCounters(_) => s.region_counters += 1,
             Record::Device(d) if s.capture_device.is_none() => s.capture_device = Some(d),
             _ => {}
         }
@@ -269,6 +273,18 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
     let entry = devices::load_entry()?;
     let gpus = devices::devices()?;
     let gpu = devices::select(&gpus, opts.gpu.as_deref())?.clone();
+    if scan.region_counters > 0 {
+        const ARM: &str = "VK_ARM_performance_counters_by_region";
+        let why = if gpu.extensions.iter().any(|e| e == ARM) {
+            "their values go to buffers by device address, which the replay does not remap yet"
+        } else {
+            "the replay GPU lacks the extension"
+        };
+        warnings.push(format!(
+            "{} render pass begin(s) asked for per-region performance counters ({ARM}); they are replayed without them: {why}",
+            scan.region_counters
+        ));
+    }
 
     let mut writer = match &opts.results {
         Some(path) => Some(

@@ -502,7 +502,11 @@ impl DatasetBuilder {
             }
             Record::QueryResult(q) => self.result_query(q),
             Record::CounterValue(c) => self.result_counter(c),
-            Record::CommandTable(_) | Record::Call(_) | Record::MemoryWrite(_) => {}
+            // Per-region counter requests hold no values the viewer shows (yet).
+            Record::CommandTable(_)
+            | Record::Call(_)
+            | Record::MemoryWrite(_)
+            | Record::RegionCounters(_) => {}
         }
     }
 
