@@ -432,9 +432,9 @@ pub fn record_call(
 /// `VkLayerSettingsCreateInfoEXT` (read in `settings`) and the ARM per-region counters begin info
 /// (see `region`). They are recorded as sType only, silently.
 const LAYER_STRUCTS: [i32; 4] = [
-    47,         // VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO
-    48,         // VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO
-    1000496000, // VK_STRUCTURE_TYPE_LAYER_SETTINGS_CREATE_INFO_EXT
+    47,                              // VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO
+    48,                              // VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO
+    1000496000,                      // VK_STRUCTURE_TYPE_LAYER_SETTINGS_CREATE_INFO_EXT
     crate::region::BEGIN_INFO_STYPE, // recorded as a RegionCounters record
 ];
 
