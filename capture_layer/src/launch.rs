@@ -5,9 +5,9 @@
 //! path relative to itself, so it only works when copied next to the `.so`; here a manifest with the
 //! absolute path of the built library is written into a fresh temporary directory for each run.
 
-use layer_support::launch::json_string;
+pub use layer_support::launch::LaunchError;
+use layer_support::launch::{self, io, Layer};
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
@@ -16,126 +16,38 @@ pub const LIBRARY_FILE: &str = "libVkLayer_quarry_capture.so";
 /// Manifest file name.
 pub const MANIFEST_FILE: &str = "VkLayer_quarry_capture.json";
 
-#[derive(Debug)]
-pub enum LaunchError {
-    /// The layer library was not found; lists where it was looked for.
-    LibraryNotFound(Vec<PathBuf>),
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+/// The capture layer, for `layer_support::launch`'s generic helpers.
+pub struct Capture;
+
+impl Layer for Capture {
+    const NAME: &'static str = crate::LAYER_NAME;
+    const LIBRARY_FILE: &'static str = LIBRARY_FILE;
+    const MANIFEST_FILE: &'static str = MANIFEST_FILE;
+    const LIBRARY_ENV: &'static str = "QUARRY_CAPTURE_LAYER_LIBRARY";
+    const PACKAGE: &'static str = "capture_layer";
+    const DESCRIPTION: &'static str =
+        "quarry: records Vulkan calls and the query results the application received";
+    const MANIFEST_EXTRA: &'static str =
+        r#""instance_extensions": [{ "name": "VK_EXT_layer_settings", "spec_version": "2" }]"#;
 }
 
-impl fmt::Display for LaunchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LaunchError::LibraryNotFound(tried) => {
-                write!(f, "{LIBRARY_FILE} not found (build it with `cargo build -p capture_layer`); looked in:")?;
-                for t in tried {
-                    write!(f, " {}", t.display())?;
-                }
-                Ok(())
-            }
-            LaunchError::Io { what, source } => write!(f, "{what}: {source}"),
-        }
-    }
-}
-
-impl std::error::Error for LaunchError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            LaunchError::Io { source, .. } => Some(source),
-            LaunchError::LibraryNotFound(_) => None,
-        }
-    }
-}
-
-fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
-    let what = what.into();
-    move |source| LaunchError::Io { what, source }
-}
+/// A manifest directory for the capture layer, removed when dropped.
+pub type LayerDir = launch::LayerDir<Capture>;
 
 /// Finds the built layer: `$QUARRY_CAPTURE_LAYER_LIBRARY` if set, else next to the current executable,
 /// in its `deps/` directory, or one directory up (test binaries live in `target/<profile>/deps`).
 pub fn find_layer_library() -> Result<PathBuf, LaunchError> {
-    layer_support::launch::find_library(LIBRARY_FILE, "QUARRY_CAPTURE_LAYER_LIBRARY")
-        .map_err(io("cannot locate the current executable"))?
-        .map_err(LaunchError::LibraryNotFound)
+    launch::find_layer_library::<Capture>()
 }
 
 /// The manifest text for a library at `library_path` (absolute, or relative to the manifest).
 pub fn manifest_json(library_path: &str) -> String {
-    format!(
-        r#"{{
-    "file_format_version": "1.2.0",
-    "layer": {{
-        "name": "{name}",
-        "type": "GLOBAL",
-        "library_path": {path},
-        "api_version": "1.3.239",
-        "implementation_version": "1",
-        "description": "quarry: records Vulkan calls and the query results the application received",
-        "instance_extensions": [{{ "name": "VK_EXT_layer_settings", "spec_version": "2" }}]
-    }}
-}}
-"#,
-        name = crate::LAYER_NAME,
-        path = json_string(library_path)
-    )
+    launch::manifest_json::<Capture>(library_path)
 }
 
 /// Writes a manifest naming `library` (made absolute) into `dir`.
 pub fn write_manifest(dir: &Path, library: &Path) -> Result<PathBuf, LaunchError> {
-    let library = std::fs::canonicalize(library)
-        .map_err(io(format!("cannot resolve {}", library.display())))?;
-    std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
-    let path = dir.join(MANIFEST_FILE);
-    let text = manifest_json(&library.to_string_lossy());
-    std::fs::write(&path, text).map_err(io(format!("cannot write {}", path.display())))?;
-    Ok(path)
-}
-
-/// A manifest directory that is removed when dropped.
-pub struct LayerDir {
-    pub dir: PathBuf,
-    pub library: PathBuf,
-}
-
-impl LayerDir {
-    /// Writes a manifest for `library` into a new directory under the system temp dir.
-    pub fn new(library: &Path) -> Result<LayerDir, LaunchError> {
-        let dir = layer_support::launch::temp_layer_dir("quarry-layer");
-        write_manifest(&dir, library)?;
-        Ok(LayerDir {
-            dir,
-            library: library.to_path_buf(),
-        })
-    }
-
-    /// Sets the loader variables on `cmd` so the layer is found and enabled, keeping whatever layer
-    /// settings the environment already has.
-    pub fn apply(&self, cmd: &mut Command) {
-        let mut paths = OsString::from(&self.dir);
-        if let Some(old) = std::env::var_os("VK_ADD_LAYER_PATH").filter(|v| !v.is_empty()) {
-            paths.push(":");
-            paths.push(old);
-        }
-        cmd.env("VK_ADD_LAYER_PATH", paths);
-        let mut enable = OsString::from(crate::LAYER_NAME);
-        if let Some(old) = std::env::var_os("VK_LOADER_LAYERS_ENABLE").filter(|v| !v.is_empty()) {
-            enable = old;
-            enable.push(",");
-            enable.push(crate::LAYER_NAME);
-        }
-        cmd.env("VK_LOADER_LAYERS_ENABLE", enable);
-    }
-}
-
-impl Drop for LayerDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.dir.join(MANIFEST_FILE));
-        let _ = std::fs::remove_dir(&self.dir);
-    }
+    launch::write_manifest::<Capture>(dir, library)
 }
 
 /// What [`capture_command`] ran.

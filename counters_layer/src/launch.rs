@@ -52,7 +52,12 @@ mod tests {
 
     #[test]
     fn missing_library_is_an_error_not_a_panic() {
-        let e = LaunchError::LibraryNotFound(vec![PathBuf::from("/nonexistent/x.so")]);
+        let e = LaunchError::LibraryNotFound {
+            file: LIBRARY_FILE,
+            package: "counters_layer",
+            env: LIBRARY_ENV,
+            tried: vec![PathBuf::from("/nonexistent/x.so")],
+        };
         assert!(e.to_string().contains("not found"));
         assert!(e.to_string().contains("/nonexistent/x.so"));
     }
