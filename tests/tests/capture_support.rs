@@ -80,8 +80,12 @@ pub struct Xvfb {
 
 impl Xvfb {
     pub fn start() -> Xvfb {
-        // Distinct displays per test process (tests in several files run at once).
-        let n = 100 + (std::process::id() % 400);
+        // Distinct displays per test process (tests in several files run at once) and per test in
+        // one process (tests of one file run on threads at once).
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = 100
+            + (std::process::id() % 400)
+            + 50 * NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for d in n..n + 50 {
             if Path::new(&format!("/tmp/.X11-unix/X{d}")).exists()
                 || Path::new(&format!("/tmp/.X{d}-lock")).exists()
@@ -101,11 +105,12 @@ impl Xvfb {
             };
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
-                if Path::new(&format!("/tmp/.X11-unix/X{d}")).exists() {
-                    return x;
-                }
+                // Our server exited: the display was taken by someone else; try the next one.
                 if let Ok(Some(_)) = x.child.try_wait() {
                     break;
+                }
+                if Path::new(&format!("/tmp/.X11-unix/X{d}")).exists() {
+                    return x;
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
