@@ -1061,19 +1061,7 @@ fn plan_perf_pool(
     }
     let plan =
         crate::perf::plan(matched, |ix| s.perf_passes(family, ix), s.perf.forced).map_err(other)?;
-    if !s.perf.locked.contains(&device_captured) {
-        let d = s.device(device_captured)?;
-        let perf = ash::khr::performance_query::Device::new(s.instance()?, &d.device);
-        let info = vk::AcquireProfilingLockInfoKHR::default().timeout(10_000_000_000);
-        // SAFETY: valid device with VK_KHR_performance_query enabled (the pool needs it).
-        unsafe { perf.acquire_profiling_lock(&info) }.map_err(|e| {
-            other(format!(
-                "cannot acquire the profiling lock ({e}), which performance query pools need; \
-                 is another process profiling this GPU?"
-            ))
-        })?;
-        s.perf.locked.insert(device_captured);
-    }
+    s.hold_profiling_lock(device_captured, "performance query pools")?;
     let indices = plan.indices_for(s.perf.pass);
     s.perf.passes_needed = s.perf.passes_needed.max(plan.groups.len() as u32);
     s.perf.plans.insert(captured, plan);

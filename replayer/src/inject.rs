@@ -509,19 +509,8 @@ unsafe fn setup_device(s: &mut Session<'_>, device: u64) -> Result<(), ReplayErr
         .position(|f| f.flags & vk::QueueFlags::GRAPHICS.as_raw() != 0)
         .unwrap_or(0) as u32;
     let descs = s.device_counter_descs(family)?;
-    let listed: Vec<(crate::perf::DeviceCounter, u32)> = descs
-        .iter()
-        .map(|d| {
-            (
-                crate::perf::DeviceCounter {
-                    uuid: d.uuid,
-                    name: d.name.clone(),
-                    unit: d.unit,
-                },
-                d.scope,
-            )
-        })
-        .collect();
+    let listed: Vec<(crate::perf::DeviceCounter, u32)> =
+        descs.iter().map(|d| (d.into(), d.scope)).collect();
     let st = s.inject.as_ref().expect("checked by the caller");
     let chosen = choose(&st.spec, &listed).map_err(other)?;
     if chosen.is_empty() {
@@ -540,6 +529,8 @@ unsafe fn setup_device(s: &mut Session<'_>, device: u64) -> Result<(), ReplayErr
     let measures = plan.measures_in(pass);
     let counters: Vec<PerfCounterDesc> =
         indices.iter().map(|&i| descs[i as usize].clone()).collect();
+    // Before the pool exists, so a refusal leaves nothing behind.
+    s.hold_profiling_lock(device, "counter injection (--counters)")?;
     let dev = &s.device(device)?.device;
     let mut perf = vk::QueryPoolPerformanceCreateInfoKHR::default()
         .queue_family_index(family)
@@ -553,18 +544,6 @@ unsafe fn setup_device(s: &mut Session<'_>, device: u64) -> Result<(), ReplayErr
             None,
         )
         .map_err(|e| ReplayError::vk("vkCreateQueryPool (injected counters)", e))?;
-    if !s.perf.locked.contains(&device) {
-        let perf = ash::khr::performance_query::Device::new(s.instance()?, dev);
-        perf.acquire_profiling_lock(
-            &vk::AcquireProfilingLockInfoKHR::default().timeout(10_000_000_000),
-        )
-        .map_err(|e| {
-            other(format!(
-                "cannot acquire the profiling lock ({e}) for --counters; is another process profiling this GPU?"
-            ))
-        })?;
-        s.perf.locked.insert(device);
-    }
     // Destroyed with the device (teardown destroys live pools first).
     s.live_pools
         .insert(0x5157_1000_0000_0000 | device & 0xffff_ffff, (device, pool));

@@ -22,6 +22,16 @@ pub struct DeviceCounter {
     pub unit: u32,
 }
 
+impl From<&PerfCounterDesc> for DeviceCounter {
+    fn from(d: &PerfCounterDesc) -> Self {
+        DeviceCounter {
+            uuid: d.uuid,
+            name: d.name.clone(),
+            unit: d.unit,
+        }
+    }
+}
+
 /// How a captured performance pool is measured on the replay device.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PoolPlan {

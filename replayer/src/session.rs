@@ -385,13 +385,28 @@ impl<'a> Session<'a> {
     ) -> Result<Vec<crate::perf::DeviceCounter>, ReplayError> {
         Ok(self
             .device_counter_descs(family)?
-            .into_iter()
-            .map(|d| crate::perf::DeviceCounter {
-                uuid: d.uuid,
-                name: d.name,
-                unit: d.unit,
-            })
+            .iter()
+            .map(crate::perf::DeviceCounter::from)
             .collect())
+    }
+
+    /// Takes the profiling lock of captured device `device` unless the replay already holds it; it
+    /// is released when the device is destroyed. `what` names the replay's need in the error.
+    pub fn hold_profiling_lock(&mut self, device: u64, what: &str) -> Result<(), ReplayError> {
+        if self.perf.locked.contains(&device) {
+            return Ok(());
+        }
+        let d = self.device(device)?;
+        let perf = ash::khr::performance_query::Device::new(self.instance()?, &d.device);
+        let info = vk::AcquireProfilingLockInfoKHR::default().timeout(10_000_000_000);
+        // SAFETY: valid device with VK_KHR_performance_query enabled (the caller's pools need it).
+        unsafe { perf.acquire_profiling_lock(&info) }.map_err(|e| {
+            ReplayError::Other(format!(
+                "cannot acquire the profiling lock ({e}), which {what} need; is another process profiling this GPU?"
+            ))
+        })?;
+        self.perf.locked.insert(device);
+        Ok(())
     }
 
     /// Passes the replay GPU needs to measure `indices` on queue family `family`.
