@@ -22,6 +22,7 @@ pub mod runtime;
 pub mod settings;
 mod special;
 mod state;
+mod tracker;
 
 use ash::vk;
 

@@ -227,10 +227,53 @@ static OPENED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static ENDED: AtomicBool = AtomicBool::new(false);
 /// Apps with a swapchain get frame boundaries at present only.
 static SWAPCHAIN_SEEN: AtomicBool = AtomicBool::new(false);
+/// True while a trimmed capture waits for its first frame: calls are encoded and offered to the
+/// state tracker instead of the trace.
+static TRACKING: AtomicBool = AtomicBool::new(false);
+static TRACKER: Mutex<Option<crate::tracker::Tracker>> = Mutex::new(None);
+/// What a trimmed capture opens its trace with at the snapshot, and the tracked frame counter.
+static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
+
+struct Pending {
+    application: String,
+    settings: Settings,
+    first: u64,
+    frame: u64,
+    submitted: bool,
+}
 
 #[inline]
 pub fn capturing() -> bool {
     ACTIVE.load(Ordering::Relaxed)
+}
+
+/// Capturing or tracking: calls must be encoded.
+#[inline]
+pub fn recording() -> bool {
+    ACTIVE.load(Ordering::Relaxed) || TRACKING.load(Ordering::Relaxed)
+}
+
+fn lock_tracker() -> MutexGuard<'static, Option<crate::tracker::Tracker>> {
+    TRACKER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn lock_pending() -> MutexGuard<'static, Option<Pending>> {
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Offers a record to the tracker; gives it back when tracking ended meanwhile.
+fn offer(rec: Record) -> Option<Record> {
+    if !TRACKING.load(Ordering::Acquire) {
+        return Some(rec);
+    }
+    let mut t = lock_tracker();
+    match t.as_mut() {
+        Some(t) => {
+            t.offer(rec);
+            None
+        }
+        None => Some(rec),
+    }
 }
 
 fn lock_capture() -> MutexGuard<'static, Option<Capture>> {
@@ -247,10 +290,39 @@ pub fn open_capture(application: &str, layer: &Given) {
     if s.disabled {
         return;
     }
+    if let Some(first) = s.frames.map(|r| r.first).filter(|&f| f > 0) {
+        // Trimmed: nothing is written before frame `first`; the tracker keeps the state.
+        let mut p = lock_pending();
+        if p.is_some() || lock_capture().is_some() {
+            return;
+        }
+        *p = Some(Pending {
+            application: application.to_string(),
+            settings: s,
+            first,
+            frame: 0,
+            submitted: false,
+        });
+        *lock_tracker() = Some(crate::tracker::Tracker::default());
+        TRACKING.store(true, Ordering::Release);
+        register_atexit();
+        return;
+    }
     let mut guard = lock_capture();
     if guard.is_some() {
         return;
     }
+    let Some(cap) = new_capture(application, &s, 0) else {
+        return;
+    };
+    register_atexit();
+    *guard = Some(cap);
+    ACTIVE.store(true, Ordering::Release);
+}
+
+/// Creates the trace file with its command table (and a note naming the frame range); trimmed
+/// captures start at frame `first`.
+fn new_capture(application: &str, s: &Settings, first: u64) -> Option<Capture> {
     let base = s.file.clone().unwrap_or_else(|| {
         PathBuf::from(crate::settings::default_file_name(
             &crate::settings::exe_name(),
@@ -282,13 +354,13 @@ pub fn open_capture(application: &str, layer: &Given) {
                 ),
             );
             ENDED.store(true, Ordering::Relaxed);
-            return;
+            return None;
         }
     };
     let cap = Capture {
         writer,
         path,
-        frame: 0,
+        frame: first,
         submitted: false,
         last_frame: s.frames.and_then(|r| r.last),
         stats: Stats::default(),
@@ -303,26 +375,31 @@ pub fn open_capture(application: &str, layer: &Given) {
             ),
         );
         ENDED.store(true, Ordering::Relaxed);
-        return;
+        return None;
     }
     if let Some(range) = s.frames {
         let last = range
             .last
             .map(|l| l.to_string())
             .unwrap_or_else(|| "exit".into());
-        let msg = format!(
-            "{}={}-{last}: the trace ends after frame {last}; earlier frames are kept as setup (trimming \
-             is not implemented)",
-            s.frames_from, range.first
-        );
+        let msg = if range.first > 0 {
+            format!(
+                "{}={}-{last}: the trace starts with a state snapshot taken when frame {} began and ends \
+                 after frame {last}",
+                s.frames_from, range.first, range.first
+            )
+        } else {
+            format!(
+                "{}={}-{last}: the trace ends after frame {last}",
+                s.frames_from, range.first
+            )
+        };
         let _ = cap.writer.write(&Record::Note(record::Note {
             host_ns: now_ns(),
             message: msg,
         }));
     }
-    register_atexit();
-    *guard = Some(cap);
-    ACTIVE.store(true, Ordering::Release);
+    Some(cap)
 }
 
 pub fn trace_path() -> Option<PathBuf> {
@@ -331,13 +408,18 @@ pub fn trace_path() -> Option<PathBuf> {
 
 /// Writes one record under the ordering lock. `make` gets the record's `seq`. Returns that seq.
 pub fn emit(make: impl FnOnce(u64) -> Record) -> Option<u64> {
-    if !capturing() {
+    if !recording() {
         return None;
     }
-    let mut guard = lock_capture();
-    let cap = guard.as_mut()?;
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let rec = make(seq);
+    // While tracking, the tracker takes it; after the snapshot (even one written meanwhile) the
+    // trace does.
+    let Some(rec) = offer(rec) else {
+        return Some(seq);
+    };
+    let mut guard = lock_capture();
+    let cap = guard.as_mut()?;
     if let Err(e) = cap.writer.write(&rec) {
         fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
         return None;
@@ -390,7 +472,7 @@ pub fn record_call(
     result: i32,
     encode: impl FnOnce(&mut vkstream::Encoder),
 ) -> Option<u64> {
-    if !capturing() {
+    if !recording() {
         return None;
     }
     let host_ns = now_ns();
@@ -494,6 +576,7 @@ pub fn fail(message: &str) {
 
 fn fail_locked(guard: &mut MutexGuard<'static, Option<Capture>>, message: &str) {
     ACTIVE.store(false, Ordering::Release);
+    TRACKING.store(false, Ordering::Release);
     ENDED.store(true, Ordering::Relaxed);
     log_once(
         "fail",
@@ -521,9 +604,10 @@ pub fn note(message: String) {
 
 /// Writes a record that carries no seq.
 pub fn emit_plain(rec: Record) {
-    if !capturing() {
+    if !recording() {
         return;
     }
+    let Some(rec) = offer(rec) else { return };
     let mut guard = lock_capture();
     let Some(cap) = guard.as_mut() else { return };
     if let Err(e) = cap.writer.write(&rec) {
@@ -548,6 +632,11 @@ pub fn current_frame() -> u64 {
 }
 
 pub fn note_submit() {
+    if TRACKING.load(Ordering::Relaxed) {
+        if let Some(p) = lock_pending().as_mut() {
+            p.submitted = true;
+        }
+    }
     if let Some(cap) = lock_capture().as_mut() {
         cap.submitted = true;
     }
@@ -561,10 +650,26 @@ pub fn note_swapchain() {
 /// swapchain get boundaries at vkQueueWaitIdle / vkDeviceWaitIdle / a successful vkWaitForFences, but only
 /// when a submit happened since the previous boundary (so idle waits do not make empty frames).
 pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) {
-    if !capturing() {
+    if !recording() {
         return;
     }
     if boundary != FrameBoundary::Present && SWAPCHAIN_SEEN.load(Ordering::Relaxed) {
+        return;
+    }
+    if TRACKING.load(Ordering::Relaxed) {
+        let due = {
+            let mut p = lock_pending();
+            let Some(p) = p.as_mut() else { return };
+            if boundary != FrameBoundary::Present && !p.submitted {
+                return;
+            }
+            p.frame += 1;
+            p.submitted = false;
+            p.frame == p.first
+        };
+        if due {
+            snapshot();
+        }
         return;
     }
     let mut guard = lock_capture();
@@ -608,6 +713,19 @@ pub fn finish(reason: &str) {
 
 fn finish_locked(guard: &mut MutexGuard<'static, Option<Capture>>, reason: &str) {
     ACTIVE.store(false, Ordering::Release);
+    if TRACKING.swap(false, Ordering::AcqRel) {
+        *lock_tracker() = None;
+        if let Some(p) = lock_pending().take() {
+            log_once(
+                "never-reached",
+                &format!(
+                    "{} ended after {} frames, before frame {} where the trimmed capture starts: no trace \
+                     written",
+                    p.application, p.frame, p.first
+                ),
+            );
+        }
+    }
     let Some(mut cap) = guard.take() else { return };
     let now = now_ns();
     if cap.submitted {
@@ -710,4 +828,142 @@ mod tests {
         unsafe { vkstream::encode::pnext(&mut e, &usage as *const _ as *const std::ffi::c_void) };
         assert_eq!(vkstream::encode::take_unknown_stype(), None);
     }
+}
+
+// ---- trimmed capture ------------------------------------------------------------------------------
+
+/// Frame `first` begins: waits for every device, reads host-visible memory, opens the trace and
+/// writes the state snapshot, then capture goes on as usual.
+fn snapshot() {
+    let t0 = now_ns();
+    let devices = live_devices();
+    for d in &devices {
+        if let Some(f) = d.table.vkDeviceWaitIdle {
+            // SAFETY: a live device; the GPU must be idle for memory contents to be final.
+            let _ = unsafe { f(d.handle) };
+        }
+    }
+    let mut memory = Vec::new();
+    let mut gaps = Vec::new();
+    for d in &devices {
+        crate::tracker::read_memory(d, &mut memory, &mut gaps);
+    }
+    let Some(pending) = lock_pending().take() else {
+        return;
+    };
+    let first = pending.first;
+    let mut guard = lock_capture();
+    let Some(cap) = new_capture(&pending.application, &pending.settings, first) else {
+        TRACKING.store(false, Ordering::Release);
+        *lock_tracker() = None;
+        return;
+    };
+    let mut tracker_guard = lock_tracker();
+    let Some(tracker) = tracker_guard.take() else {
+        return;
+    };
+    let fence_signaled = |device: u64, fence: u64| -> Option<bool> {
+        let d = device_data(device)?;
+        let f = d.table.vkGetFenceStatus?;
+        // SAFETY: both handles are live (the tracker saw them created and not destroyed).
+        let r = unsafe { f(d.handle, vk::Fence::from_raw(fence)) };
+        Some(r == vk::Result::SUCCESS)
+    };
+    let snap = tracker.snapshot(memory, gaps, &fence_signaled);
+    let undecodable = tracker.undecodable;
+    drop(tracker);
+    let write = |cap: &mut Capture| -> Result<(u64, u64), format::FormatError> {
+        cap.writer.set_frame(first)?;
+        cap.writer.write(&Record::StateBegin(record::StateBegin {
+            first_frame: first,
+            host_ns: t0,
+        }))?;
+        let (mut calls, mut bytes) = (0u64, 0u64);
+        for r in snap.records {
+            match r {
+                crate::tracker::SnapRecord::Kept(rec) => {
+                    calls += matches!(*rec, Record::Call(_)) as u64;
+                    cap.writer.write(&rec)?;
+                }
+                crate::tracker::SnapRecord::Memory {
+                    memory,
+                    offset,
+                    bytes: data,
+                } => {
+                    bytes += data.len() as u64;
+                    let payload = cap.writer.payload(&data)?;
+                    cap.writer.write(&Record::MemoryWrite(record::MemoryWrite {
+                        seq: SEQ.fetch_add(1, Ordering::Relaxed),
+                        memory,
+                        offset,
+                        data: payload,
+                    }))?;
+                }
+                crate::tracker::SnapRecord::Made { cmd, params } => {
+                    calls += 1;
+                    cap.writer.write(&Record::Call(record::Call {
+                        seq: SEQ.fetch_add(1, Ordering::Relaxed),
+                        thread: 0,
+                        cmd,
+                        host_ns: now_ns(),
+                        result: 0,
+                        params,
+                    }))?;
+                }
+            }
+        }
+        Ok((calls, bytes))
+    };
+    let mut cap = cap;
+    let result = write(&mut cap);
+    *guard = Some(cap);
+    let (calls, memory_bytes) = match result {
+        Ok(x) => x,
+        Err(e) => {
+            drop(tracker_guard);
+            fail_locked(
+                &mut guard,
+                &format!("writing the state snapshot failed: {e}"),
+            );
+            return;
+        }
+    };
+    let mut gaps = snap.gaps;
+    if undecodable > 0 {
+        gaps.push(format!(
+            "{undecodable} calls before the trim point could not be decoded by the tracker"
+        ));
+    }
+    for g in &gaps {
+        log_once(g, &format!("snapshot: {g}"));
+    }
+    let end = Record::StateEnd(record::StateEnd {
+        first_frame: first,
+        host_ns: now_ns(),
+        calls,
+        objects: snap.objects,
+        memory_bytes,
+        gaps,
+    });
+    let cap = guard.as_mut().expect("set above");
+    if let Err(e) = cap.writer.write(&end) {
+        drop(tracker_guard);
+        fail_locked(
+            &mut guard,
+            &format!("writing the state snapshot failed: {e}"),
+        );
+        return;
+    }
+    // Records offered from here on find no tracker and go to the trace.
+    TRACKING.store(false, Ordering::Release);
+    ACTIVE.store(true, Ordering::Release);
+    drop(tracker_guard);
+    log_once(
+        "snapshot",
+        &format!(
+            "frame {first}: state snapshot written ({calls} calls, {} objects, {memory_bytes} bytes of memory, {} ms)",
+            snap.objects,
+            now_ns().saturating_sub(t0) / 1_000_000
+        ),
+    );
 }

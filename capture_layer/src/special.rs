@@ -23,7 +23,7 @@ macro_rules! rec {
     ($name:literal, $result:expr, |$e:ident| $body:expr) => {{
         static ID: OnceLock<Option<u32>> = OnceLock::new();
         match *ID.get_or_init(|| vkstream::command_id($name)) {
-            Some(id) if capturing() => runtime::record_call(id, $result, |$e| {
+            Some(id) if runtime::recording() => runtime::record_call(id, $result, |$e| {
                 #[allow(unused_unsafe)]
                 unsafe {
                     $body
@@ -525,7 +525,7 @@ pub unsafe extern "system" fn vkCreateDevice(
             runtime::log_once("devices", "too many live devices; this one is not captured");
             return;
         };
-        if !capturing() {
+        if !runtime::recording() {
             return;
         }
         runtime::emit_device(device_summary(inst, physical, &d.queue_families, &d.memory));
@@ -2156,7 +2156,7 @@ pub unsafe extern "system" fn vkSetDebugUtilsObjectNameEXT(
         rec!("vkSetDebugUtilsObjectNameEXT", r.as_raw(), |e| {
             vkstream::encode::vkSetDebugUtilsObjectNameEXT(e, device, p_info)
         });
-        if r == vk::Result::SUCCESS && capturing() && !p_info.is_null() {
+        if r == vk::Result::SUCCESS && runtime::recording() && !p_info.is_null() {
             let i = &*p_info;
             let name = if i.p_object_name.is_null() {
                 String::new()

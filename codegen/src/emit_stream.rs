@@ -703,3 +703,147 @@ pub fn tables_rs(reg: &Registry, an: &Analysis) -> String {
     }
     o
 }
+
+// ---------------------------------------------------------------- handle walkers
+
+fn is_handle(el: &Elem) -> Option<String> {
+    match el {
+        Elem::Scalar(TypeCat::Handle { objtype, .. }, _) => Some(format!(
+            "vk::ObjectType::{}",
+            objtype.trim_start_matches("VK_OBJECT_TYPE_")
+        )),
+        _ => None,
+    }
+}
+
+/// Structs that hold a handle, directly, through a nested struct or through their pNext chain
+/// (chain elements are checked like members).
+fn structs_with_handles(an: &Analysis) -> std::collections::BTreeSet<String> {
+    let mut set = std::collections::BTreeSet::new();
+    loop {
+        let before = set.len();
+        for name in &an.struct_order {
+            let s = &an.structs[name];
+            if s.def.is_union || set.contains(name) {
+                continue;
+            }
+            let elem_has = |el: &Elem| match el {
+                Elem::Struct(x) => set.contains(x),
+                el => is_handle(el).is_some(),
+            };
+            let has = s.fields.iter().any(|f| match &f.kind {
+                Kind::Val(el) | Kind::Fixed(el, _) => elem_has(el),
+                Kind::Ptr { elem, .. } => match elem {
+                    PElem::Elem(el) | PElem::FixedArr(el, _) => elem_has(el),
+                    PElem::StructPtrArray(x) => set.contains(x),
+                    _ => false,
+                },
+                _ => false,
+            });
+            if has {
+                set.insert(name.clone());
+            }
+        }
+        if set.len() == before {
+            return set;
+        }
+    }
+}
+
+/// Walker of one owned value `x` (a reference) of element type `el`, or `None` when it holds no handle.
+fn walk_elem(
+    el: &Elem,
+    x: &str,
+    created: &str,
+    with: &std::collections::BTreeSet<String>,
+) -> Option<String> {
+    match el {
+        Elem::Struct(s) if with.contains(s) => Some(format!("h_{s}({x}, f);")),
+        el => is_handle(el).map(|ot| format!("if *{x} != 0 {{ f({ot}, *{x}, {created}); }}")),
+    }
+}
+
+/// `vkstream/src/generated/handles.rs`: every handle a decoded call names.
+pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
+    let _ = reg;
+    let with = structs_with_handles(an);
+    let mut o = String::from(HEADER);
+    o.push_str(
+        "//! Handle walkers: [`call_handles`] reports every handle a decoded [`Call`] names, with its\n\
+         //! object type, and whether the call created it (a handle written to an output parameter).\n\
+         //! Handles inside pNext chains and nested structs are included; null handles are not.\n\
+         #![allow(non_snake_case, unused_variables, clippy::all)]\n\
+         use crate::generated::decode::*;\nuse ash::vk;\n\n\
+         /// Receives (object type, captured handle, created by this call).\n\
+         pub type Visit<'a> = dyn FnMut(vk::ObjectType, u64, bool) + 'a;\n\n",
+    );
+    o.push_str("fn h_chain(c: &[PNext], f: &mut Visit) {\nfor e in c {\nmatch e {\n");
+    for name in &an.struct_order {
+        let s = &an.structs[name];
+        if s.def.stype.is_some() && has_pnext(&s.fields) && with.contains(name) {
+            let _ = writeln!(o, "PNext::{name}(x) => h_{name}(x, f),");
+        }
+    }
+    o.push_str("_ => {}\n}\n}\n}\n\n");
+    let field_walk = |f: &Field, src: &str, created: &str| -> Option<String> {
+        match &f.kind {
+            Kind::PNext => Some(format!("h_chain(&{src}, f);")),
+            Kind::Val(el) => walk_elem(el, &format!("&{src}"), created, &with),
+            Kind::Fixed(el, _) => walk_elem(el, "y", created, &with)
+                .map(|w| format!("for y in {src}.iter() {{ {w} }}")),
+            Kind::Ptr { len, elem } => match (len, elem) {
+                (Len::One, PElem::Elem(Elem::Struct(s))) if with.contains(s) => {
+                    Some(format!("if let Some(x) = &{src} {{ h_{s}(x, f); }}"))
+                }
+                (Len::One, PElem::Elem(el)) => walk_elem(el, "x", created, &with)
+                    .map(|w| format!("if let Some(x) = &{src} {{ {w} }}")),
+                (_, PElem::Elem(el)) | (_, PElem::FixedArr(el, _)) => {
+                    walk_elem(el, "y", created, &with).map(|w| {
+                        format!("if let Some(x) = &{src} {{ for y in x.iter() {{ {w} }} }}")
+                    })
+                }
+                (_, PElem::StructPtrArray(s)) if with.contains(s) => Some(format!(
+                    "if let Some(x) = &{src} {{ for y in x.iter().flatten() {{ h_{s}(y, f); }} }}"
+                )),
+                _ => None,
+            },
+            Kind::SType | Kind::FixedStr(_) => None,
+        }
+    };
+    for name in &an.struct_order {
+        if !with.contains(name) {
+            continue;
+        }
+        let s = &an.structs[name];
+        let _ = writeln!(o, "fn h_{name}(v: &{name}, f: &mut Visit) {{");
+        for fl in &s.fields {
+            if let Some(w) = field_walk(fl, &format!("v.{}", fl.snake), "false") {
+                o.push_str(&w);
+                o.push('\n');
+            }
+        }
+        o.push_str("}\n");
+    }
+    o.push_str(
+        "\n/// Calls `f` for every non-null handle `call` names, in parameter order.\n\
+         pub fn call_handles(call: &Call, f: &mut Visit) {\nmatch call {\n",
+    );
+    for c in &an.cmds {
+        let mut body = String::new();
+        for p in &c.params {
+            let out = !p.decl.ptrs.is_empty() && !p.decl.ptrs[0];
+            let created = if out { "true" } else { "false" };
+            if let Some(w) = field_walk(p, &format!("p.{}", p.snake), created) {
+                body.push_str(&w);
+                body.push('\n');
+            }
+        }
+        if body.is_empty() {
+            let _ = writeln!(o, "Call::{}(_) => {{}}", c.def.name);
+        } else {
+            let _ = writeln!(o, "Call::{}(p) => {{\n{body}}}", c.def.name);
+        }
+    }
+    o.push_str("}\n}\n");
+    o
+}

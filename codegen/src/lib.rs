@@ -21,7 +21,7 @@ pub fn render(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
     let reg = model::load(vk_xml)?;
     let an = analyze::analyze(&reg);
     let gen_mod = format!(
-        "{}//! Generated from vk.xml by `codegen`.\npub mod commands;\npub mod decode;\npub mod encode;\npub mod tables;\n",
+        "{}//! Generated from vk.xml by `codegen`.\npub mod commands;\npub mod decode;\npub mod encode;\npub mod handles;\npub mod tables;\n",
         emit_stream::HEADER
     );
     Ok(vec![
@@ -37,6 +37,10 @@ pub fn render(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
         (
             "vkstream/src/generated/decode.rs".into(),
             emit_stream::decode_rs(&reg, &an),
+        ),
+        (
+            "vkstream/src/generated/handles.rs".into(),
+            emit_stream::handles_rs(&reg, &an),
         ),
         (
             "vkstream/src/generated/tables.rs".into(),

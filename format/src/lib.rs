@@ -23,7 +23,7 @@ use record::FileKind;
 /// Number of `Record` variants this build knows. Records whose variant index is at or above this
 /// come from a newer writer and are skipped. A unit test fails when a variant is appended without
 /// bumping it.
-pub const KNOWN_RECORD_VARIANTS: u8 = 18;
+pub const KNOWN_RECORD_VARIANTS: u8 = 20;
 
 /// The bincode configuration of every encoded structure in the file. The limit only affects
 /// decoding: it bounds what a crafted length can make the decoder allocate.
@@ -55,6 +55,8 @@ pub const RECORD_NAMES: [&str; KNOWN_RECORD_VARIANTS as usize] = [
     "QueryResult",
     "CounterValue",
     "RegionCounters",
+    "StateBegin",
+    "StateEnd",
 ];
 
 pub(crate) fn file_kind_byte(kind: FileKind) -> u8 {
@@ -83,12 +85,13 @@ mod tests {
 
     #[test]
     fn variant_byte_is_first_and_known_count_matches_the_enum() {
-        let last = Record::RegionCounters(RegionCounters {
-            seq: 0,
-            command_buffer: 0,
-            counter_addresses: vec![],
-            serialize_regions: false,
-            counter_indices: vec![],
+        let last = Record::StateEnd(StateEnd {
+            first_frame: 0,
+            host_ns: 0,
+            calls: 0,
+            objects: 0,
+            memory_bytes: 0,
+            gaps: vec![],
         });
         assert_eq!(encode(&last)[0], KNOWN_RECORD_VARIANTS - 1);
         assert_eq!(encode(&Record::CommandTable(vec![]))[0], 0);

@@ -148,6 +148,11 @@ pub enum Record {
     /// `VkRenderPassPerformanceCountersByRegionBeginInfoARM` chained to a render pass begin
     /// (VK_ARM_performance_counters_by_region, newer than the registry the encoders come from).
     RegionCounters(RegionCounters),
+    /// The trace starts mid-run (trimmed capture): the records up to `StateEnd` are a state
+    /// snapshot that rebuilds what the app had built when frame `first_frame` began.
+    StateBegin(StateBegin),
+    /// End of the state snapshot; frame `first_frame` of the capture follows.
+    StateEnd(StateEnd),
 }
 
 impl Record {
@@ -172,6 +177,8 @@ impl Record {
             Record::QueryResult(_) => "QueryResult",
             Record::CounterValue(_) => "CounterValue",
             Record::RegionCounters(_) => "RegionCounters",
+            Record::StateBegin(_) => "StateBegin",
+            Record::StateEnd(_) => "StateEnd",
         }
     }
 }
@@ -444,4 +451,31 @@ pub struct RegionCounters {
     pub serialize_regions: bool,
     /// `pCounterIndices`: indices into the queue family's by-region counter list.
     pub counter_indices: Vec<u32>,
+}
+
+/// Start of a state snapshot. What follows until `StateEnd`: the calls that created the objects
+/// alive at the trim point (in their original order, with their original `seq`), the calls that
+/// still define their state (memory bindings, descriptor updates, the last recording of every
+/// command buffer, mappings), `QueryPool`/`DebugName` records, then `MemoryWrite`s with the
+/// contents of host-visible memory and calls the layer made up (`thread` 0) to restore fence
+/// states and image layouts.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct StateBegin {
+    /// Capture frame index the trace resumes at (frames are numbered from the app's first frame).
+    pub first_frame: u64,
+    pub host_ns: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct StateEnd {
+    pub first_frame: u64,
+    pub host_ns: u64,
+    /// Calls in the snapshot (recorded and made up).
+    pub calls: u64,
+    /// Objects alive at the trim point.
+    pub objects: u64,
+    /// Bytes of memory contents in the snapshot.
+    pub memory_bytes: u64,
+    /// What the snapshot could not restore (e.g. contents of memory the host cannot map).
+    pub gaps: Vec<String>,
 }

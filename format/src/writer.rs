@@ -545,6 +545,17 @@ impl TraceWriter {
         r
     }
 
+    /// Seals the open block; records written afterwards belong to frame `frame` (a trimmed
+    /// capture starts at its first frame, not at 0).
+    pub fn set_frame(&self, frame: u64) -> Result<(), FormatError> {
+        self.shared.check()?;
+        let sh = &*self.shared;
+        let mut open = lock(&sh.open);
+        let r = sh.seal(&mut open);
+        open.frame = frame;
+        r
+    }
+
     /// Seals the open block and waits until everything written so far is in the file.
     pub fn flush(&self) -> Result<(), FormatError> {
         self.shared.check()?;

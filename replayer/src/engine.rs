@@ -130,6 +130,8 @@ pub(crate) struct Scan {
     pub perf_pools: HashMap<u64, Vec<record::PerfCounterDesc>>,
     /// Render pass begins that asked for per-region counters (VK_ARM_performance_counters_by_region).
     pub region_counters: u64,
+    /// A trimmed trace: the frame its state snapshot rebuilds, and what the snapshot lacks.
+    pub trimmed: Option<(u64, Vec<String>)>,
 }
 
 fn trace_err(e: impl std::fmt::Display) -> ReplayError {
@@ -147,6 +149,7 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
         application: header.application.clone(),
         perf_pools: HashMap::new(),
         region_counters: 0,
+        trimmed: None,
     };
     // Trace command id -> vkstream id, for the few commands the scan looks into.
     let mut interesting: HashMap<u32, u32> = HashMap::new();
@@ -228,6 +231,8 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                 s.perf_pools.insert(p.seq, p.perf_counters);
             }
             Record::RegionCounters(_) => s.region_counters += 1,
+            Record::StateBegin(b) => s.trimmed = Some((b.first_frame, Vec::new())),
+            Record::StateEnd(e) => s.trimmed = Some((e.first_frame, e.gaps)),
             Record::Device(d) if s.capture_device.is_none() => s.capture_device = Some(d),
             _ => {}
         }
@@ -260,14 +265,24 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         )));
     }
     if let Some((a, b)) = opts.frames {
-        let n = scan.frames.len() as u64;
-        if a >= n || b.is_some_and(|b| b >= n) {
+        // A trimmed trace numbers its frames from where the capture started.
+        let lo = scan.frames.first().map_or(0, |f| f.0);
+        let hi = scan.frames.last().map_or(0, |f| f.0);
+        if scan.frames.is_empty() || a < lo || a > hi || b.is_some_and(|b| b < lo || b > hi) {
             return Err(ReplayError::Trace(format!(
-                "--frames {a}-{}: {} holds frames 0 to {} only",
+                "--frames {a}-{}: {} holds frames {lo} to {hi} only",
                 b.map(|b| b.to_string()).unwrap_or_default(),
                 opts.trace.display(),
-                n.saturating_sub(1)
             )));
+        }
+    }
+    if let Some((first, gaps)) = &scan.trimmed {
+        warnings.push(format!(
+            "trimmed trace: a state snapshot rebuilds what the app had made when frame {first} began; \
+             query reads of work submitted before that are skipped"
+        ));
+        for g in gaps {
+            warnings.push(format!("state snapshot: {g}"));
         }
     }
     let entry = devices::load_entry()?;
@@ -364,6 +379,8 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                 dispatch_ns: 0,
                 decode_ns: 0,
                 calls: 0,
+                trimmed: false,
+                skipped_before_trim: 0,
             };
             let start = Instant::now();
             run.frame_start = now_ns();
@@ -391,6 +408,12 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                 .as_mut()
                 .map(|i| std::mem::take(&mut i.warnings))
                 .unwrap_or_default();
+            let trim_skips = (run.skipped_before_trim > 0).then(|| {
+                format!(
+                    "{} query read(s) skipped: their queries ran before the trim point",
+                    run.skipped_before_trim
+                )
+            });
             let dropped = (!run.session.dropped.is_empty()).then(|| {
                 format!(
                     "dropped device extension(s) the replay GPU lacks: {} ({} of their calls skipped)",
@@ -404,6 +427,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                 .warnings
                 .drain(..)
                 .chain(inject_warnings)
+                .chain(trim_skips)
                 .chain(dropped)
             {
                 if !warnings.contains(&w) {
@@ -608,6 +632,10 @@ struct Run<'r, 's> {
     dispatch_ns: u64,
     decode_ns: u64,
     calls: u64,
+    /// The trace starts with a state snapshot (trimmed capture).
+    trimmed: bool,
+    /// Query reads left out because their queries ran before the trim point.
+    skipped_before_trim: u64,
 }
 
 impl Run<'_, '_> {
@@ -702,6 +730,21 @@ impl Run<'_, '_> {
                             },
                         );
                     }
+                }
+                Record::StateBegin(b) => {
+                    self.trimmed = true;
+                    self.session.frame = b.first_frame;
+                }
+                Record::QueryResults(r)
+                    if self.trimmed && !self.ran_in_replay(r.pool, r.first, r.count) =>
+                {
+                    self.skipped_before_trim += 1;
+                }
+                Record::QueryCopy(c)
+                    if self.trimmed
+                        && !self.session.cmdbuf_submit.contains_key(&c.command_buffer) =>
+                {
+                    self.skipped_before_trim += 1;
                 }
                 Record::QueryResults(r) => self
                     .reread(&r)
@@ -938,6 +981,17 @@ impl Run<'_, '_> {
     }
 
     /// Re-does a captured `vkGetQueryPoolResults` with the captured flags, stride and count.
+    /// Whether every query of the range was written by a command buffer this replay submitted
+    /// (in a trimmed trace, work submitted before the trim point never runs).
+    fn ran_in_replay(&self, pool: u64, first: u32, count: u32) -> bool {
+        (first..first.saturating_add(count)).all(|q| {
+            self.session
+                .query_owner
+                .get(&(pool, q))
+                .is_some_and(|(cb, _)| self.session.cmdbuf_submit.contains_key(cb))
+        })
+    }
+
     fn reread(&mut self, r: &record::QueryResults) -> Result<(), ReplayError> {
         let shape = self.pool(r.pool)?;
         let captured = queries::decode(&r.data, r.count, r.stride, r.flags, shape, r.result)

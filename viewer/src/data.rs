@@ -506,7 +506,9 @@ impl DatasetBuilder {
             Record::CommandTable(_)
             | Record::Call(_)
             | Record::MemoryWrite(_)
-            | Record::RegionCounters(_) => {}
+            | Record::RegionCounters(_)
+            | Record::StateBegin(_)
+            | Record::StateEnd(_) => {}
         }
     }
 

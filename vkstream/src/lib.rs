@@ -18,6 +18,7 @@ pub use generated::commands::{
 };
 pub use generated::decode::{decode_call, params, Call, PNext};
 pub use generated::encode;
+pub use generated::handles;
 pub use generated::tables::{DeviceTable, InstanceTable};
 
 /// Owned struct types (`types::VkBufferCreateInfo`, ...), as produced by the decoders.

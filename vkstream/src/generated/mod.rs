@@ -3,4 +3,5 @@
 pub mod commands;
 pub mod decode;
 pub mod encode;
+pub mod handles;
 pub mod tables;

@@ -1,0 +1,1034 @@
+//! The state tracker behind trimmed capture (`QUARRY_CAPTURE_FRAMES=A-B` with A > 0).
+//!
+//! Until frame A the layer writes nothing: every call is still encoded, and the tracker keeps only
+//! what rebuilds the state alive at that moment, keyed by the call's `seq`:
+//! - creation calls (any call that writes a handle), while one of the handles they made lives;
+//! - calls that define an object's state, owned by it: memory bindings, descriptor updates, the
+//!   current mapping, and the last recording of every command buffer (with its query records);
+//! - `QueryPool`, `DebugName`, `Device` and `Note` records.
+//!
+//! Destroying an object drops its creation and what it owns, and the objects made from it (pool
+//! children, everything of a destroyed device). Objects other creations may refer to after they
+//! are gone (shader modules, layouts, render passes, samplers, caches, templates) keep their
+//! creation and destroy calls, so a pipeline made from a deleted shader module still replays.
+//! Submitted command buffers move image layouts (barriers and render-pass final layouts), so the
+//! snapshot can put every image back in the layout the app left it in.
+//!
+//! Cost: one decode per creation/destroy/bind/update/submit call and a map insert per recorded
+//! command; memory holds the encoded calls of live objects and current recordings.
+
+use crate::runtime::{self, DeviceData};
+use ash::vk;
+use ash::vk::Handle;
+use format::record::{self, Record};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+use vkstream::Call;
+
+/// Handles the snapshot makes up for its own objects (a command pool and buffer); far above what
+/// drivers hand out as pointers or small integers.
+const SYNTHETIC_BASE: u64 = 0xFFFF_F000_0000_0000;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Class {
+    /// vkCmd*: owned by its command buffer.
+    Cmd,
+    BeginCb,
+    ResetCb,
+    ResetCommandPool,
+    ResetDescriptorPool,
+    Create,
+    Destroy,
+    Free,
+    Bind,
+    Update,
+    Map,
+    Unmap,
+    Submit,
+    /// Not state: submits' side effects are read at the snapshot instead (fences, memory).
+    Drop,
+}
+
+fn classify(name: &str) -> Class {
+    match name {
+        "vkBeginCommandBuffer" => Class::BeginCb,
+        "vkEndCommandBuffer" => Class::Cmd,
+        "vkResetCommandBuffer" => Class::ResetCb,
+        "vkResetCommandPool" => Class::ResetCommandPool,
+        "vkResetDescriptorPool" => Class::ResetDescriptorPool,
+        "vkUpdateDescriptorSets"
+        | "vkUpdateDescriptorSetWithTemplate"
+        | "vkUpdateDescriptorSetWithTemplateKHR" => Class::Update,
+        "vkMapMemory" | "vkMapMemory2KHR" | "vkMapMemory2" => Class::Map,
+        "vkUnmapMemory" | "vkUnmapMemory2KHR" | "vkUnmapMemory2" => Class::Unmap,
+        "vkQueueSubmit" | "vkQueueSubmit2" | "vkQueueSubmit2KHR" => Class::Submit,
+        "vkGetDeviceQueue"
+        | "vkGetDeviceQueue2"
+        | "vkGetSwapchainImagesKHR"
+        | "vkEnumeratePhysicalDevices" => Class::Create,
+        n if n.starts_with("vkCmd") => Class::Cmd,
+        n if n.starts_with("vkCreate") || n.starts_with("vkAllocate") => Class::Create,
+        n if n.starts_with("vkDestroy") => Class::Destroy,
+        n if n.starts_with("vkFree") => Class::Free,
+        n if n.starts_with("vkBind") && n.contains("Memory") => Class::Bind,
+        _ => Class::Drop,
+    }
+}
+
+fn class_of(cmd: u32) -> Class {
+    static TABLE: OnceLock<Vec<Class>> = OnceLock::new();
+    TABLE
+        .get_or_init(|| vkstream::COMMANDS.iter().map(|n| classify(n)).collect())
+        .get(cmd as usize)
+        .copied()
+        .unwrap_or(Class::Drop)
+}
+
+/// Objects that later creations may name after the app destroyed them.
+fn is_definition(ty: vk::ObjectType) -> bool {
+    matches!(
+        ty,
+        vk::ObjectType::SHADER_MODULE
+            | vk::ObjectType::PIPELINE_LAYOUT
+            | vk::ObjectType::DESCRIPTOR_SET_LAYOUT
+            | vk::ObjectType::RENDER_PASS
+            | vk::ObjectType::SAMPLER
+            | vk::ObjectType::PIPELINE_CACHE
+            | vk::ObjectType::SAMPLER_YCBCR_CONVERSION
+            | vk::ObjectType::DESCRIPTOR_UPDATE_TEMPLATE
+    )
+}
+
+/// Object types whose creations and state die with them when a parent (pool, swapchain) goes.
+fn is_parent(ty: vk::ObjectType) -> bool {
+    matches!(
+        ty,
+        vk::ObjectType::COMMAND_POOL
+            | vk::ObjectType::DESCRIPTOR_POOL
+            | vk::ObjectType::SWAPCHAIN_KHR
+            | vk::ObjectType::DEVICE
+            | vk::ObjectType::INSTANCE
+            | vk::ObjectType::PHYSICAL_DEVICE
+    )
+}
+
+#[derive(Default, Clone, Debug)]
+enum Info {
+    #[default]
+    None,
+    Image {
+        initial_layout: i32,
+        format: i32,
+        /// Layout after the last submitted command buffer that moved it.
+        layout: Option<i32>,
+        swapchain: bool,
+    },
+    View {
+        image: u64,
+    },
+    Framebuffer {
+        views: Vec<u64>,
+    },
+    RenderPass {
+        finals: Vec<i32>,
+    },
+    Fence {
+        created_signaled: bool,
+    },
+    Queue {
+        family: u32,
+    },
+}
+
+struct Obj {
+    ty: vk::ObjectType,
+    /// Key of the call that created it.
+    creator: (u64, u32),
+    /// The dispatchable handle its creation was called on (its device or instance).
+    parent: u64,
+    /// Keys of the records it owns (state-defining calls, query records).
+    owned: Vec<(u64, u32)>,
+    /// Objects made from it (pool children, a device's objects).
+    children: Vec<u64>,
+    /// Destroyed by the app, kept for creations that named it (definitions only).
+    destroyed: bool,
+    /// The current vkMapMemory call (memory objects).
+    map_call: Option<(u64, u32)>,
+    info: Info,
+}
+
+struct Kept {
+    rec: Record,
+    /// Handles the record lives for: creations until the last of them dies; owned records until
+    /// every owner dies.
+    holders: Vec<u64>,
+}
+
+#[derive(Default)]
+pub struct Tracker {
+    kept: BTreeMap<(u64, u32), Kept>,
+    objects: HashMap<u64, Obj>,
+    /// Per command buffer: image layouts its recording leaves (computed at the first submit).
+    effects: HashMap<u64, Vec<(u64, i32)>>,
+    /// Sub-key for records that carry no seq of their own (placed after the last call).
+    sub: u32,
+    last_seq: u64,
+    /// Calls the tracker could not decode (kept as they are).
+    pub undecodable: u64,
+}
+
+fn decode(cmd: u32, params: &[u8]) -> Option<Call> {
+    vkstream::decode_call(cmd, params).ok()
+}
+
+fn handles(call: &Call) -> Vec<(vk::ObjectType, u64, bool)> {
+    let mut v = Vec::new();
+    vkstream::handles::call_handles(call, &mut |t, h, c| v.push((t, h, c)));
+    v
+}
+
+fn first_u64(params: &[u8]) -> u64 {
+    params
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+        .unwrap_or(0)
+}
+
+impl Tracker {
+    /// Offers one record written while tracking; keeps it when it builds state.
+    pub fn offer(&mut self, rec: Record) {
+        match rec {
+            Record::Call(c) => {
+                self.last_seq = c.seq;
+                self.sub = 0;
+                self.call(c);
+            }
+            Record::QueryPool(ref p) => {
+                let owner = p.pool;
+                self.keep_owned(rec, &[owner]);
+            }
+            Record::DebugName(ref n) => {
+                let owner = n.handle;
+                if self.objects.contains_key(&owner) {
+                    self.keep_owned(rec, &[owner]);
+                }
+            }
+            Record::QueryOp(ref op) if op.command_buffer != 0 => {
+                let cb = op.command_buffer;
+                self.keep_owned(rec, &[cb]);
+            }
+            Record::RegionCounters(ref r) => {
+                let cb = r.command_buffer;
+                self.keep_owned(rec, &[cb]);
+            }
+            Record::Device(_) | Record::Note(_) => {
+                let key = self.plain_key();
+                self.kept.insert(
+                    key,
+                    Kept {
+                        rec,
+                        holders: Vec::new(),
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
+
+    fn plain_key(&mut self) -> (u64, u32) {
+        self.sub += 1;
+        (self.last_seq, self.sub)
+    }
+
+    fn keep_owned(&mut self, rec: Record, owners: &[u64]) {
+        let key = match &rec {
+            Record::Call(c) => (c.seq, 0),
+            _ => self.plain_key(),
+        };
+        let mut holders = Vec::new();
+        for o in owners {
+            if let Some(obj) = self.objects.get_mut(o) {
+                obj.owned.push(key);
+                holders.push(*o);
+            }
+        }
+        if !holders.is_empty() {
+            self.kept.insert(key, Kept { rec, holders });
+        }
+    }
+
+    fn call(&mut self, c: record::Call) {
+        let class = class_of(c.cmd);
+        if class == Class::Drop || c.result < 0 {
+            return;
+        }
+        if class == Class::Cmd {
+            let cb = first_u64(&c.params);
+            self.keep_owned(Record::Call(c), &[cb]);
+            return;
+        }
+        if class == Class::BeginCb || class == Class::ResetCb {
+            let cb = first_u64(&c.params);
+            self.clear_owned(cb);
+            self.effects.remove(&cb);
+            if class == Class::BeginCb {
+                self.keep_owned(Record::Call(c), &[cb]);
+            }
+            return;
+        }
+        let Some(call) = decode(c.cmd, &c.params) else {
+            self.undecodable += 1;
+            return;
+        };
+        let hs = handles(&call);
+        match class {
+            Class::Create => self.create(c, &call, &hs),
+            Class::Destroy => {
+                if let Some(&(ty, h, _)) = hs.last() {
+                    self.destroy(c, ty, h);
+                }
+            }
+            Class::Free => {
+                let dead: Vec<(vk::ObjectType, u64)> = hs
+                    .iter()
+                    .skip(1)
+                    .filter(|(t, _, _)| !is_parent(*t))
+                    .map(|(t, h, _)| (*t, *h))
+                    .collect();
+                for (_, h) in dead {
+                    self.kill(h);
+                }
+            }
+            Class::ResetCommandPool | Class::ResetDescriptorPool => {
+                let pool = hs.get(1).map(|x| x.1).unwrap_or(0);
+                let children = self
+                    .objects
+                    .get(&pool)
+                    .map(|o| o.children.clone())
+                    .unwrap_or_default();
+                for ch in children {
+                    if class == Class::ResetCommandPool {
+                        self.clear_owned(ch);
+                        self.effects.remove(&ch);
+                    } else {
+                        self.kill(ch);
+                    }
+                }
+            }
+            Class::Bind => {
+                let owners: Vec<u64> = hs
+                    .iter()
+                    .skip(1)
+                    .filter(|(t, _, _)| *t != vk::ObjectType::DEVICE_MEMORY)
+                    .map(|x| x.1)
+                    .collect();
+                self.keep_owned(Record::Call(c), &owners);
+            }
+            Class::Update => {
+                let owners: Vec<u64> = hs
+                    .iter()
+                    .filter(|(t, _, _)| *t == vk::ObjectType::DESCRIPTOR_SET)
+                    .map(|x| x.1)
+                    .collect();
+                self.keep_owned(Record::Call(c), &owners);
+            }
+            Class::Map => {
+                let Some(mem) = hs
+                    .iter()
+                    .find(|x| x.0 == vk::ObjectType::DEVICE_MEMORY)
+                    .map(|x| x.1)
+                else {
+                    return;
+                };
+                let key = (c.seq, 0);
+                self.keep_owned(Record::Call(c), &[mem]);
+                if let Some(o) = self.objects.get_mut(&mem) {
+                    o.map_call = Some(key);
+                }
+            }
+            Class::Unmap => {
+                let Some(mem) = hs
+                    .iter()
+                    .find(|x| x.0 == vk::ObjectType::DEVICE_MEMORY)
+                    .map(|x| x.1)
+                else {
+                    return;
+                };
+                if let Some(key) = self.objects.get_mut(&mem).and_then(|o| o.map_call.take()) {
+                    self.release(key, mem);
+                }
+            }
+            Class::Submit => self.submitted(&call),
+            _ => {}
+        }
+    }
+
+    fn create(&mut self, c: record::Call, call: &Call, hs: &[(vk::ObjectType, u64, bool)]) {
+        let created: Vec<(vk::ObjectType, u64)> =
+            hs.iter().filter(|x| x.2).map(|x| (x.0, x.1)).collect();
+        if created.is_empty() {
+            return;
+        }
+        let key = (c.seq, 0);
+        let parent = hs.first().filter(|x| !x.2).map(|x| x.1).unwrap_or(0);
+        let pools: Vec<u64> = hs
+            .iter()
+            .skip(1)
+            .filter(|x| !x.2 && is_parent(x.0))
+            .map(|x| x.1)
+            .collect();
+        let info = creation_info(call);
+        let mut holders = Vec::new();
+        for &(ty, h) in &created {
+            // A handle value the driver reuses: the old object is gone.
+            if self.objects.contains_key(&h) {
+                self.kill(h);
+            }
+            let info = info.clone();
+            self.objects.insert(
+                h,
+                Obj {
+                    ty,
+                    creator: key,
+                    parent,
+                    owned: Vec::new(),
+                    children: Vec::new(),
+                    destroyed: false,
+                    map_call: None,
+                    info,
+                },
+            );
+            holders.push(h);
+            for p in pools.iter().chain(std::iter::once(&parent)) {
+                if let Some(o) = self.objects.get_mut(p) {
+                    o.children.push(h);
+                }
+            }
+        }
+        self.kept.insert(
+            key,
+            Kept {
+                rec: Record::Call(c),
+                holders,
+            },
+        );
+    }
+
+    fn destroy(&mut self, c: record::Call, ty: vk::ObjectType, h: u64) {
+        if is_definition(ty) {
+            if let Some(o) = self.objects.get_mut(&h) {
+                if !o.destroyed {
+                    o.destroyed = true;
+                    let key = (c.seq, 0);
+                    o.owned.push(key);
+                    self.kept.insert(
+                        key,
+                        Kept {
+                            rec: Record::Call(c),
+                            holders: vec![h],
+                        },
+                    );
+                    return;
+                }
+            }
+        }
+        self.kill(h);
+    }
+
+    /// Drops `key`'s hold by `h`; the record goes when nothing holds it.
+    fn release(&mut self, key: (u64, u32), h: u64) {
+        if let Some(k) = self.kept.get_mut(&key) {
+            k.holders.retain(|x| *x != h);
+            if k.holders.is_empty() {
+                self.kept.remove(&key);
+            }
+        }
+    }
+
+    fn clear_owned(&mut self, h: u64) {
+        let owned = match self.objects.get_mut(&h) {
+            Some(o) => std::mem::take(&mut o.owned),
+            None => return,
+        };
+        for key in owned {
+            self.release(key, h);
+        }
+    }
+
+    /// The object is gone: its creation (when no sibling lives), what it owns and its children.
+    fn kill(&mut self, h: u64) {
+        let mut stack = vec![h];
+        while let Some(h) = stack.pop() {
+            let Some(o) = self.objects.remove(&h) else {
+                continue;
+            };
+            for key in o.owned {
+                self.release(key, h);
+            }
+            self.release(o.creator, h);
+            self.effects.remove(&h);
+            stack.extend(o.children);
+        }
+    }
+
+    /// Applies the layout changes of the submitted command buffers to their images.
+    fn submitted(&mut self, call: &Call) {
+        let cbs: Vec<u64> = match call {
+            Call::vkQueueSubmit(p) => p
+                .p_submits
+                .iter()
+                .flatten()
+                .flat_map(|s| s.p_command_buffers.iter().flatten().copied())
+                .collect(),
+            Call::vkQueueSubmit2(p) => p
+                .p_submits
+                .iter()
+                .flatten()
+                .flat_map(|s| {
+                    s.p_command_buffer_infos
+                        .iter()
+                        .flatten()
+                        .map(|i| i.command_buffer)
+                })
+                .collect(),
+            Call::vkQueueSubmit2KHR(p) => p
+                .p_submits
+                .iter()
+                .flatten()
+                .flat_map(|s| {
+                    s.p_command_buffer_infos
+                        .iter()
+                        .flatten()
+                        .map(|i| i.command_buffer)
+                })
+                .collect(),
+            _ => return,
+        };
+        for cb in cbs {
+            if !self.effects.contains_key(&cb) {
+                let e = self.layout_effects(cb);
+                self.effects.insert(cb, e);
+            }
+            for (image, layout) in self.effects[&cb].clone() {
+                if let Some(Obj {
+                    info: Info::Image { layout: l, .. },
+                    ..
+                }) = self.objects.get_mut(&image)
+                {
+                    *l = Some(layout);
+                }
+            }
+        }
+    }
+
+    /// (image, layout) in order, for the barriers and render passes `cb`'s recording holds.
+    fn layout_effects(&self, cb: u64) -> Vec<(u64, i32)> {
+        let Some(o) = self.objects.get(&cb) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for key in &o.owned {
+            let Some(Kept {
+                rec: Record::Call(c),
+                ..
+            }) = self.kept.get(key)
+            else {
+                continue;
+            };
+            let name = vkstream::COMMANDS
+                .get(c.cmd as usize)
+                .copied()
+                .unwrap_or("");
+            if !(name.starts_with("vkCmdPipelineBarrier")
+                || name.starts_with("vkCmdBeginRenderPass"))
+            {
+                continue;
+            }
+            let Some(call) = decode(c.cmd, &c.params) else {
+                continue;
+            };
+            match &call {
+                Call::vkCmdPipelineBarrier(p) => {
+                    for b in p.p_image_memory_barriers.iter().flatten() {
+                        out.push((b.image, b.new_layout));
+                    }
+                }
+                Call::vkCmdPipelineBarrier2(p) => {
+                    for b in p
+                        .p_dependency_info
+                        .iter()
+                        .flat_map(|d| d.p_image_memory_barriers.iter().flatten())
+                    {
+                        out.push((b.image, b.new_layout));
+                    }
+                }
+                Call::vkCmdPipelineBarrier2KHR(p) => {
+                    for b in p
+                        .p_dependency_info
+                        .iter()
+                        .flat_map(|d| d.p_image_memory_barriers.iter().flatten())
+                    {
+                        out.push((b.image, b.new_layout));
+                    }
+                }
+                Call::vkCmdBeginRenderPass(p) => {
+                    if let Some(b) = &p.p_render_pass_begin {
+                        self.render_pass_finals(b.render_pass, b.framebuffer, &mut out);
+                    }
+                }
+                Call::vkCmdBeginRenderPass2(p) => {
+                    if let Some(b) = &p.p_render_pass_begin {
+                        self.render_pass_finals(b.render_pass, b.framebuffer, &mut out);
+                    }
+                }
+                Call::vkCmdBeginRenderPass2KHR(p) => {
+                    if let Some(b) = &p.p_render_pass_begin {
+                        self.render_pass_finals(b.render_pass, b.framebuffer, &mut out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    fn render_pass_finals(&self, rp: u64, fb: u64, out: &mut Vec<(u64, i32)>) {
+        let finals = match self.objects.get(&rp).map(|o| &o.info) {
+            Some(Info::RenderPass { finals }) => finals,
+            _ => return,
+        };
+        let views = match self.objects.get(&fb).map(|o| &o.info) {
+            Some(Info::Framebuffer { views }) => views,
+            _ => return,
+        };
+        for (view, layout) in views.iter().zip(finals) {
+            if let Some(Info::View { image }) = self.objects.get(view).map(|o| &o.info) {
+                out.push((*image, *layout));
+            }
+        }
+    }
+}
+
+/// What the snapshot needs to know about an object beyond its creation call.
+fn creation_info(call: &Call) -> Info {
+    match call {
+        Call::vkCreateImage(p) => match &p.p_create_info {
+            Some(ci) => Info::Image {
+                initial_layout: ci.initial_layout,
+                format: ci.format,
+                layout: None,
+                swapchain: false,
+            },
+            None => Info::None,
+        },
+        Call::vkGetSwapchainImagesKHR(_) => Info::Image {
+            initial_layout: 0,
+            format: 0,
+            layout: None,
+            swapchain: true,
+        },
+        Call::vkCreateImageView(p) => Info::View {
+            image: p.p_create_info.as_ref().map(|c| c.image).unwrap_or(0),
+        },
+        Call::vkCreateFramebuffer(p) => Info::Framebuffer {
+            views: p
+                .p_create_info
+                .as_ref()
+                .and_then(|c| c.p_attachments.clone())
+                .unwrap_or_default(),
+        },
+        Call::vkCreateRenderPass(p) => Info::RenderPass {
+            finals: p
+                .p_create_info
+                .iter()
+                .flat_map(|c| c.p_attachments.iter().flatten().map(|a| a.final_layout))
+                .collect(),
+        },
+        Call::vkCreateRenderPass2(p) => Info::RenderPass {
+            finals: p
+                .p_create_info
+                .iter()
+                .flat_map(|c| c.p_attachments.iter().flatten().map(|a| a.final_layout))
+                .collect(),
+        },
+        Call::vkCreateRenderPass2KHR(p) => Info::RenderPass {
+            finals: p
+                .p_create_info
+                .iter()
+                .flat_map(|c| c.p_attachments.iter().flatten().map(|a| a.final_layout))
+                .collect(),
+        },
+        Call::vkCreateFence(p) => Info::Fence {
+            created_signaled: p
+                .p_create_info
+                .as_ref()
+                .is_some_and(|c| c.flags & vk::FenceCreateFlags::SIGNALED.as_raw() != 0),
+        },
+        Call::vkGetDeviceQueue(p) => Info::Queue {
+            family: p.queue_family_index,
+        },
+        Call::vkGetDeviceQueue2(p) => Info::Queue {
+            family: p
+                .p_queue_info
+                .as_ref()
+                .map(|i| i.queue_family_index)
+                .unwrap_or(0),
+        },
+        _ => Info::None,
+    }
+}
+
+/// Aspect of an image format, for a whole-image barrier.
+fn aspect(format: i32) -> vk::ImageAspectFlags {
+    match vk::Format::from_raw(format) {
+        vk::Format::D16_UNORM | vk::Format::X8_D24_UNORM_PACK32 | vk::Format::D32_SFLOAT => {
+            vk::ImageAspectFlags::DEPTH
+        }
+        vk::Format::S8_UINT => vk::ImageAspectFlags::STENCIL,
+        vk::Format::D16_UNORM_S8_UINT
+        | vk::Format::D24_UNORM_S8_UINT
+        | vk::Format::D32_SFLOAT_S8_UINT => {
+            vk::ImageAspectFlags::DEPTH | vk::ImageAspectFlags::STENCIL
+        }
+        _ => vk::ImageAspectFlags::COLOR,
+    }
+}
+
+/// The snapshot, ready to write: records in order, then what it could not restore.
+pub struct Snapshot {
+    pub records: Vec<SnapRecord>,
+    pub objects: u64,
+    pub gaps: Vec<String>,
+}
+
+/// A snapshot entry: a kept record (with its seq), memory contents, or a made-up call the writer
+/// numbers.
+pub enum SnapRecord {
+    Kept(Box<Record>),
+    Memory {
+        memory: u64,
+        offset: u64,
+        bytes: Vec<u8>,
+    },
+    Made {
+        cmd: u32,
+        params: Vec<u8>,
+    },
+}
+
+fn made(name: &str, encode: impl FnOnce(&mut vkstream::Encoder)) -> Option<SnapRecord> {
+    let cmd = vkstream::command_id(name)?;
+    let mut e = vkstream::Encoder::new();
+    encode(&mut e);
+    Some(SnapRecord::Made {
+        cmd,
+        params: e.into_bytes(),
+    })
+}
+
+impl Tracker {
+    /// Builds the snapshot. `memory` holds the contents of host-visible allocations, read by the
+    /// caller; `fence_signaled` answers the current status of a live fence.
+    pub fn snapshot(
+        &self,
+        memory: Vec<(u64, u64, Vec<u8>)>,
+        mut gaps: Vec<String>,
+        fence_signaled: &dyn Fn(u64, u64) -> Option<bool>,
+    ) -> Snapshot {
+        let mut records = Vec::new();
+        let mut dropped = 0u64;
+        let mut first_dropped = None;
+        for k in self.kept.values() {
+            if let Record::Call(c) = &k.rec {
+                // A state call that names an object destroyed before the trim point (a descriptor
+                // naming a deleted view, a recording that used a deleted staging buffer) cannot
+                // replay; it is left out.
+                if let Some(call) = decode(c.cmd, &c.params) {
+                    let dead = handles(&call)
+                        .into_iter()
+                        .find(|(_, h, created)| !created && !self.objects.contains_key(h));
+                    if let Some((ty, h, _)) = dead {
+                        dropped += 1;
+                        first_dropped.get_or_insert_with(|| {
+                            format!(
+                                "{} (seq {}) names {ty:?} {h:#x}",
+                                vkstream::COMMANDS
+                                    .get(c.cmd as usize)
+                                    .copied()
+                                    .unwrap_or("?"),
+                                c.seq
+                            )
+                        });
+                        continue;
+                    }
+                }
+            }
+            records.push(SnapRecord::Kept(Box::new(k.rec.clone())));
+        }
+        if dropped > 0 {
+            gaps.push(format!(
+                "{dropped} recorded calls name objects destroyed before the trim point and were left out \
+                 (first: {})",
+                first_dropped.unwrap_or_default()
+            ));
+        }
+        for (memory, offset, bytes) in memory {
+            records.push(SnapRecord::Memory {
+                memory,
+                offset,
+                bytes,
+            });
+        }
+        // Fences: the app may wait on one that a submit before the trim point signaled.
+        let queue_of = |device: u64| -> Option<(u64, u32)> {
+            self.objects
+                .iter()
+                .filter(|(_, o)| o.parent == device)
+                .filter_map(|(h, o)| match o.info {
+                    Info::Queue { family } => Some((*h, family)),
+                    _ => None,
+                })
+                .min()
+        };
+        let mut fences: Vec<(&u64, &Obj)> = self
+            .objects
+            .iter()
+            .filter(|(_, o)| o.ty == vk::ObjectType::FENCE)
+            .collect();
+        fences.sort_by_key(|(h, _)| **h);
+        for (&fence, o) in fences {
+            let Info::Fence { created_signaled } = o.info else {
+                continue;
+            };
+            let Some(signaled) = fence_signaled(o.parent, fence) else {
+                continue;
+            };
+            let device = vk::Device::from_raw(o.parent);
+            let f = vk::Fence::from_raw(fence);
+            if created_signaled && !signaled {
+                records.extend(made("vkResetFences", |e| unsafe {
+                    vkstream::encode::vkResetFences(e, device, 1, &f)
+                }));
+            } else if signaled && !created_signaled {
+                match queue_of(o.parent) {
+                    Some((q, _)) => records.extend(made("vkQueueSubmit", |e| unsafe {
+                        vkstream::encode::vkQueueSubmit(
+                            e,
+                            vk::Queue::from_raw(q),
+                            0,
+                            std::ptr::null(),
+                            f,
+                        )
+                    })),
+                    None => gaps.push(format!(
+                        "fence {fence:#x}: signaled, but no queue to signal it on"
+                    )),
+                }
+            }
+        }
+        // Image layouts: one made-up command buffer per device moves every image from its initial
+        // layout to the one the app left it in.
+        let mut by_device: BTreeMap<u64, Vec<vk::ImageMemoryBarrier<'static>>> = BTreeMap::new();
+        for (&image, o) in &self.objects {
+            if let Info::Image {
+                initial_layout,
+                format,
+                layout: Some(layout),
+                swapchain: false,
+            } = o.info
+            {
+                if layout == initial_layout || layout == vk::ImageLayout::UNDEFINED.as_raw() {
+                    continue;
+                }
+                by_device.entry(o.parent).or_default().push(
+                    vk::ImageMemoryBarrier::default()
+                        .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+                        .dst_access_mask(
+                            vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
+                        )
+                        .old_layout(vk::ImageLayout::from_raw(initial_layout))
+                        .new_layout(vk::ImageLayout::from_raw(layout))
+                        .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                        .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                        .image(vk::Image::from_raw(image))
+                        .subresource_range(vk::ImageSubresourceRange {
+                            aspect_mask: aspect(format),
+                            base_mip_level: 0,
+                            level_count: vk::REMAINING_MIP_LEVELS,
+                            base_array_layer: 0,
+                            layer_count: vk::REMAINING_ARRAY_LAYERS,
+                        }),
+                );
+            }
+        }
+        let mut synthetic = SYNTHETIC_BASE;
+        for (device, mut barriers) in by_device {
+            barriers.sort_by_key(|b| b.image.as_raw());
+            let Some((queue, family)) = graphics_queue(device, &queue_of) else {
+                gaps.push(format!(
+                    "device {device:#x}: no queue to restore {} image layouts on",
+                    barriers.len()
+                ));
+                continue;
+            };
+            records.extend(layout_calls(
+                device,
+                queue,
+                family,
+                &barriers,
+                &mut synthetic,
+            ));
+        }
+        Snapshot {
+            records,
+            objects: self.objects.values().filter(|o| !o.destroyed).count() as u64,
+            gaps,
+        }
+    }
+}
+
+/// A queue of `device` whose family can run any barrier (graphics), else any queue.
+fn graphics_queue(device: u64, queue_of: &dyn Fn(u64) -> Option<(u64, u32)>) -> Option<(u64, u32)> {
+    let d = runtime::device_data(device)?;
+    let graphics = |family: u32| {
+        d.queue_families
+            .get(family as usize)
+            .is_some_and(|f| f.queue_flags.contains(vk::QueueFlags::GRAPHICS))
+    };
+    let st = d.lock();
+    st.queues
+        .iter()
+        .filter(|(_, f)| graphics(**f))
+        .map(|(q, f)| (*q, *f))
+        .min()
+        .or_else(|| queue_of(device))
+}
+
+/// Made-up calls: a command pool and buffer, the barriers, a submit, a wait, the pool destroyed.
+fn layout_calls(
+    device: u64,
+    queue: u64,
+    family: u32,
+    barriers: &[vk::ImageMemoryBarrier<'_>],
+    synthetic: &mut u64,
+) -> Vec<SnapRecord> {
+    let dev = vk::Device::from_raw(device);
+    let q = vk::Queue::from_raw(queue);
+    let mut pool = vk::CommandPool::from_raw(*synthetic);
+    let mut cb = vk::CommandBuffer::from_raw(*synthetic + 1);
+    *synthetic += 2;
+    let mut out = Vec::new();
+    let pool_ci = vk::CommandPoolCreateInfo::default().queue_family_index(family);
+    out.extend(made("vkCreateCommandPool", |e| unsafe {
+        vkstream::encode::vkCreateCommandPool(e, dev, &pool_ci, std::ptr::null(), &mut pool)
+    }));
+    let alloc = vk::CommandBufferAllocateInfo::default()
+        .command_pool(pool)
+        .level(vk::CommandBufferLevel::PRIMARY)
+        .command_buffer_count(1);
+    out.extend(made("vkAllocateCommandBuffers", |e| unsafe {
+        vkstream::encode::vkAllocateCommandBuffers(e, dev, &alloc, &mut cb)
+    }));
+    let begin =
+        vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+    out.extend(made("vkBeginCommandBuffer", |e| unsafe {
+        vkstream::encode::vkBeginCommandBuffer(e, cb, &begin)
+    }));
+    out.extend(made("vkCmdPipelineBarrier", |e| unsafe {
+        vkstream::encode::vkCmdPipelineBarrier(
+            e,
+            cb,
+            vk::PipelineStageFlags::ALL_COMMANDS,
+            vk::PipelineStageFlags::ALL_COMMANDS,
+            vk::DependencyFlags::empty(),
+            0,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            barriers.len() as u32,
+            barriers.as_ptr(),
+        )
+    }));
+    out.extend(made("vkEndCommandBuffer", |e| unsafe {
+        vkstream::encode::vkEndCommandBuffer(e, cb)
+    }));
+    let cbs = [cb];
+    let submit = vk::SubmitInfo::default().command_buffers(&cbs);
+    out.extend(made("vkQueueSubmit", |e| unsafe {
+        vkstream::encode::vkQueueSubmit(e, q, 1, &submit, vk::Fence::null())
+    }));
+    out.extend(made("vkQueueWaitIdle", |e| unsafe {
+        vkstream::encode::vkQueueWaitIdle(e, q)
+    }));
+    out.extend(made("vkDestroyCommandPool", |e| unsafe {
+        vkstream::encode::vkDestroyCommandPool(e, dev, pool, std::ptr::null())
+    }));
+    out
+}
+
+/// Reads the contents of every host-visible allocation of `d` (the app's mapping when mapped, else
+/// a mapping of the layer's own), and makes the shadows of mapped ones equal to them so later
+/// scans send only changes. Allocations the host cannot map are returned as gaps.
+pub fn read_memory(d: &DeviceData, out: &mut Vec<(u64, u64, Vec<u8>)>, gaps: &mut Vec<String>) {
+    let mut st = d.lock();
+    let mut unmapped = Vec::new();
+    let mut hidden = (0u64, 0u64);
+    for (&handle, m) in st.memories.iter_mut() {
+        if !m.host_visible {
+            hidden.0 += 1;
+            hidden.1 += m.size;
+            continue;
+        }
+        match m.mapped.as_mut() {
+            Some(map) if !map.ptr.is_null() => {
+                // SAFETY: the app's mapping is valid while the state lock is held.
+                let live =
+                    unsafe { std::slice::from_raw_parts(map.ptr as *const u8, map.size as usize) };
+                map.shadow = live.to_vec();
+                out.push((handle, map.offset, map.shadow.clone()));
+                if map.offset > 0 || map.size < m.size {
+                    gaps.push(format!(
+                        "memory {handle:#x}: only its mapped range [{}, +{}) of {} bytes is in the snapshot",
+                        map.offset, map.size, m.size
+                    ));
+                }
+            }
+            _ => unmapped.push((handle, m.size)),
+        }
+    }
+    let (Some(map), Some(unmap)) = (d.table.vkMapMemory, d.table.vkUnmapMemory) else {
+        return;
+    };
+    for (handle, size) in unmapped {
+        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+        let mem = vk::DeviceMemory::from_raw(handle);
+        // SAFETY: the allocation is live and not mapped by the app (the state lock is held, and
+        // vkMapMemory takes it), so the layer may map it for this read.
+        let r = unsafe {
+            map(
+                d.handle,
+                mem,
+                0,
+                vk::WHOLE_SIZE,
+                vk::MemoryMapFlags::empty(),
+                &mut p,
+            )
+        };
+        if r != vk::Result::SUCCESS || p.is_null() {
+            gaps.push(format!("memory {handle:#x}: cannot map it to read ({r:?})"));
+            continue;
+        }
+        // SAFETY: a whole-allocation mapping of `size` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, size as usize) }.to_vec();
+        unsafe { unmap(d.handle, mem) };
+        out.push((handle, 0, bytes));
+    }
+    drop(st);
+    if hidden.0 > 0 {
+        gaps.push(format!(
+            "{} allocations ({} bytes) in memory the host cannot see: their contents are not in the \
+             snapshot (GPU read-back is not implemented)",
+            hidden.0, hidden.1
+        ));
+    }
+}
