@@ -785,51 +785,6 @@ pub fn emit_device(summary: record::DeviceSummary) {
     emit_plain(Record::Device(summary));
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unknown_structs_are_named_with_command_and_stype() {
-        let cmd = vkstream::command_id("vkCreateImage").unwrap();
-        let m = unknown_struct_message(cmd, 1_000_999_000).unwrap();
-        assert!(
-            m.contains("vkCreateImage") && m.contains("1000999000"),
-            "{m}"
-        );
-        // The layer's own structs are not news.
-        let ci = vkstream::command_id("vkCreateInstance").unwrap();
-        assert_eq!(unknown_struct_message(ci, 1_000_496_000), None);
-        assert_eq!(unknown_struct_message(ci, 47), None);
-    }
-
-    /// The generated encoder reports the first struct it could only write as an sType, per thread,
-    /// and forgets it once asked.
-    #[test]
-    fn encoder_reports_unknown_chained_structs() {
-        let tail = vk::BaseInStructure {
-            s_type: vk::StructureType::from_raw(1_000_999_001),
-            ..Default::default()
-        };
-        let unknown = vk::BaseInStructure {
-            s_type: vk::StructureType::from_raw(1_000_999_000),
-            p_next: &tail,
-            ..Default::default()
-        };
-        let chain = &unknown as *const _ as *const std::ffi::c_void;
-        let mut e = vkstream::Encoder::new();
-        assert_eq!(vkstream::encode::take_unknown_stype(), None);
-        // SAFETY: a valid chain of two base structs.
-        unsafe { vkstream::encode::pnext(&mut e, chain) };
-        assert_eq!(vkstream::encode::take_unknown_stype(), Some(1_000_999_000));
-        assert_eq!(vkstream::encode::take_unknown_stype(), None);
-        // Known structs leave nothing behind.
-        let usage = vk::ImageViewUsageCreateInfo::default();
-        unsafe { vkstream::encode::pnext(&mut e, &usage as *const _ as *const std::ffi::c_void) };
-        assert_eq!(vkstream::encode::take_unknown_stype(), None);
-    }
-}
-
 // ---- trimmed capture ------------------------------------------------------------------------------
 
 /// Frame `first` begins: waits for every device, reads host-visible memory, opens the trace and
@@ -966,4 +921,49 @@ fn snapshot() {
             now_ns().saturating_sub(t0) / 1_000_000
         ),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_structs_are_named_with_command_and_stype() {
+        let cmd = vkstream::command_id("vkCreateImage").unwrap();
+        let m = unknown_struct_message(cmd, 1_000_999_000).unwrap();
+        assert!(
+            m.contains("vkCreateImage") && m.contains("1000999000"),
+            "{m}"
+        );
+        // The layer's own structs are not news.
+        let ci = vkstream::command_id("vkCreateInstance").unwrap();
+        assert_eq!(unknown_struct_message(ci, 1_000_496_000), None);
+        assert_eq!(unknown_struct_message(ci, 47), None);
+    }
+
+    /// The generated encoder reports the first struct it could only write as an sType, per thread,
+    /// and forgets it once asked.
+    #[test]
+    fn encoder_reports_unknown_chained_structs() {
+        let tail = vk::BaseInStructure {
+            s_type: vk::StructureType::from_raw(1_000_999_001),
+            ..Default::default()
+        };
+        let unknown = vk::BaseInStructure {
+            s_type: vk::StructureType::from_raw(1_000_999_000),
+            p_next: &tail,
+            ..Default::default()
+        };
+        let chain = &unknown as *const _ as *const std::ffi::c_void;
+        let mut e = vkstream::Encoder::new();
+        assert_eq!(vkstream::encode::take_unknown_stype(), None);
+        // SAFETY: a valid chain of two base structs.
+        unsafe { vkstream::encode::pnext(&mut e, chain) };
+        assert_eq!(vkstream::encode::take_unknown_stype(), Some(1_000_999_000));
+        assert_eq!(vkstream::encode::take_unknown_stype(), None);
+        // Known structs leave nothing behind.
+        let usage = vk::ImageViewUsageCreateInfo::default();
+        unsafe { vkstream::encode::pnext(&mut e, &usage as *const _ as *const std::ffi::c_void) };
+        assert_eq!(vkstream::encode::take_unknown_stype(), None);
+    }
 }

@@ -175,6 +175,8 @@ pub struct Tracker {
     last_seq: u64,
     /// Calls the tracker could not decode (kept as they are).
     pub undecodable: u64,
+    /// Handles destroyed and not created again: state naming them cannot replay.
+    dead: std::collections::HashSet<u64>,
 }
 
 fn decode(cmd: u32, params: &[u8]) -> Option<Call> {
@@ -384,6 +386,7 @@ impl Tracker {
             if self.objects.contains_key(&h) {
                 self.kill(h);
             }
+            self.dead.remove(&h);
             let info = info.clone();
             self.objects.insert(
                 h,
@@ -462,6 +465,7 @@ impl Tracker {
             let Some(o) = self.objects.remove(&h) else {
                 continue;
             };
+            self.dead.insert(h);
             for key in o.owned {
                 self.release(key, h);
             }
@@ -746,7 +750,7 @@ impl Tracker {
                 if let Some(call) = decode(c.cmd, &c.params) {
                     let dead = handles(&call)
                         .into_iter()
-                        .find(|(_, h, created)| !created && !self.objects.contains_key(h));
+                        .find(|(_, h, created)| !created && self.dead.contains(h));
                     if let Some((ty, h, _)) = dead {
                         dropped += 1;
                         first_dropped.get_or_insert_with(|| {
@@ -1030,5 +1034,236 @@ pub fn read_memory(d: &DeviceData, out: &mut Vec<(u64, u64, Vec<u8>)>, gaps: &mu
              snapshot (GPU read-back is not implemented)",
             hidden.0, hidden.1
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEV: u64 = 0x1000;
+
+    struct Feed {
+        t: Tracker,
+        seq: u64,
+    }
+
+    impl Feed {
+        fn call(&mut self, name: &str, encode: impl FnOnce(&mut vkstream::Encoder)) -> u64 {
+            let mut e = vkstream::Encoder::new();
+            encode(&mut e);
+            self.seq += 1;
+            self.t.offer(Record::Call(record::Call {
+                seq: self.seq,
+                thread: 1,
+                cmd: vkstream::command_id(name).unwrap(),
+                host_ns: 0,
+                result: 0,
+                params: e.into_bytes(),
+            }));
+            self.seq
+        }
+        fn kept(&self) -> Vec<u64> {
+            self.t.kept.keys().map(|k| k.0).collect()
+        }
+    }
+
+    fn dev() -> vk::Device {
+        vk::Device::from_raw(DEV)
+    }
+
+    fn create_buffer(f: &mut Feed, h: u64) -> u64 {
+        let ci = vk::BufferCreateInfo::default()
+            .size(64)
+            .usage(vk::BufferUsageFlags::UNIFORM_BUFFER);
+        let mut b = vk::Buffer::from_raw(h);
+        f.call("vkCreateBuffer", |e| unsafe {
+            vkstream::encode::vkCreateBuffer(e, dev(), &ci, std::ptr::null(), &mut b)
+        })
+    }
+
+    #[test]
+    fn destroyed_objects_take_their_creation_and_state_with_them() {
+        let mut f = Feed {
+            t: Tracker::default(),
+            seq: 0,
+        };
+        let buf = create_buffer(&mut f, 0xB1);
+        let ai = vk::MemoryAllocateInfo::default().allocation_size(4096);
+        let mut m = vk::DeviceMemory::from_raw(0x31);
+        let mem = f.call("vkAllocateMemory", |e| unsafe {
+            vkstream::encode::vkAllocateMemory(e, dev(), &ai, std::ptr::null(), &mut m)
+        });
+        let bind = f.call("vkBindBufferMemory", |e| unsafe {
+            vkstream::encode::vkBindBufferMemory(e, dev(), vk::Buffer::from_raw(0xB1), m, 0)
+        });
+        // Not state: dropped at once.
+        f.call("vkDeviceWaitIdle", |e| unsafe {
+            vkstream::encode::vkDeviceWaitIdle(e, dev())
+        });
+        assert_eq!(f.kept(), vec![buf, mem, bind]);
+        f.call("vkDestroyBuffer", |e| unsafe {
+            vkstream::encode::vkDestroyBuffer(
+                e,
+                dev(),
+                vk::Buffer::from_raw(0xB1),
+                std::ptr::null(),
+            )
+        });
+        assert_eq!(f.kept(), vec![mem], "buffer creation and binding gone");
+        // A mapping lives until the unmap.
+        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+        let map = f.call("vkMapMemory", |e| unsafe {
+            vkstream::encode::vkMapMemory(e, dev(), m, 0, 4096, vk::MemoryMapFlags::empty(), &mut p)
+        });
+        assert_eq!(f.kept(), vec![mem, map]);
+        f.call("vkUnmapMemory", |e| unsafe {
+            vkstream::encode::vkUnmapMemory(e, dev(), m)
+        });
+        assert_eq!(f.kept(), vec![mem]);
+        f.call("vkFreeMemory", |e| unsafe {
+            vkstream::encode::vkFreeMemory(e, dev(), m, std::ptr::null())
+        });
+        assert!(f.kept().is_empty());
+    }
+
+    #[test]
+    fn definitions_outlive_their_destruction_for_what_was_made_from_them() {
+        let mut f = Feed {
+            t: Tracker::default(),
+            seq: 0,
+        };
+        let ci = vk::DescriptorSetLayoutCreateInfo::default();
+        let mut l = vk::DescriptorSetLayout::from_raw(0x51);
+        let layout = f.call("vkCreateDescriptorSetLayout", |e| unsafe {
+            vkstream::encode::vkCreateDescriptorSetLayout(e, dev(), &ci, std::ptr::null(), &mut l)
+        });
+        let layouts = [l];
+        let pci = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
+        let mut pl = vk::PipelineLayout::from_raw(0x52);
+        let pipeline_layout = f.call("vkCreatePipelineLayout", |e| unsafe {
+            vkstream::encode::vkCreatePipelineLayout(e, dev(), &pci, std::ptr::null(), &mut pl)
+        });
+        let destroy = f.call("vkDestroyDescriptorSetLayout", |e| unsafe {
+            vkstream::encode::vkDestroyDescriptorSetLayout(e, dev(), l, std::ptr::null())
+        });
+        assert_eq!(f.kept(), vec![layout, pipeline_layout, destroy]);
+        // The snapshot keeps the pipeline layout: it names the set layout, which is created (and
+        // destroyed) before it in the snapshot.
+        let snap = f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None);
+        assert_eq!(snap.records.len(), 3);
+        assert!(snap.gaps.is_empty(), "{:?}", snap.gaps);
+    }
+
+    #[test]
+    fn a_command_buffer_keeps_its_last_recording_and_dies_with_its_pool() {
+        let mut f = Feed {
+            t: Tracker::default(),
+            seq: 0,
+        };
+        let pci = vk::CommandPoolCreateInfo::default();
+        let mut pool = vk::CommandPool::from_raw(0x61);
+        let p = f.call("vkCreateCommandPool", |e| unsafe {
+            vkstream::encode::vkCreateCommandPool(e, dev(), &pci, std::ptr::null(), &mut pool)
+        });
+        let ai = vk::CommandBufferAllocateInfo::default()
+            .command_pool(pool)
+            .command_buffer_count(1);
+        let mut cb = vk::CommandBuffer::from_raw(0x62);
+        let a = f.call("vkAllocateCommandBuffers", |e| unsafe {
+            vkstream::encode::vkAllocateCommandBuffers(e, dev(), &ai, &mut cb)
+        });
+        let bi = vk::CommandBufferBeginInfo::default();
+        let mut record = |f: &mut Feed| -> Vec<u64> {
+            vec![
+                f.call("vkBeginCommandBuffer", |e| unsafe {
+                    vkstream::encode::vkBeginCommandBuffer(e, cb, &bi)
+                }),
+                f.call("vkCmdDraw", |e| unsafe {
+                    vkstream::encode::vkCmdDraw(e, cb, 3, 1, 0, 0)
+                }),
+                f.call("vkEndCommandBuffer", |e| unsafe {
+                    vkstream::encode::vkEndCommandBuffer(e, cb)
+                }),
+            ]
+        };
+        let first = record(&mut f);
+        assert_eq!(f.kept(), [vec![p, a], first].concat());
+        let second = record(&mut f);
+        assert_eq!(
+            f.kept(),
+            [vec![p, a], second.clone()].concat(),
+            "re-recording replaces"
+        );
+        f.call("vkResetCommandPool", |e| unsafe {
+            vkstream::encode::vkResetCommandPool(e, dev(), pool, vk::CommandPoolResetFlags::empty())
+        });
+        assert_eq!(f.kept(), vec![p, a], "a pool reset empties its buffers");
+        record(&mut f);
+        f.call("vkDestroyCommandPool", |e| unsafe {
+            vkstream::encode::vkDestroyCommandPool(e, dev(), pool, std::ptr::null())
+        });
+        assert!(f.kept().is_empty(), "{:?}", f.kept());
+    }
+
+    #[test]
+    fn snapshot_leaves_out_state_naming_dead_objects_and_restores_fences() {
+        let mut f = Feed {
+            t: Tracker::default(),
+            seq: 0,
+        };
+        let mut q = vk::Queue::from_raw(0x71);
+        f.call("vkGetDeviceQueue", |e| unsafe {
+            vkstream::encode::vkGetDeviceQueue(e, dev(), 0, 0, &mut q)
+        });
+        let fci = vk::FenceCreateInfo::default();
+        let mut fence = vk::Fence::from_raw(0x72);
+        f.call("vkCreateFence", |e| unsafe {
+            vkstream::encode::vkCreateFence(e, dev(), &fci, std::ptr::null(), &mut fence)
+        });
+        // A binding whose memory the app freed later (legal; the buffer is then unusable).
+        create_buffer(&mut f, 0xB2);
+        let ai = vk::MemoryAllocateInfo::default().allocation_size(4096);
+        let mut m = vk::DeviceMemory::from_raw(0x999);
+        f.call("vkAllocateMemory", |e| unsafe {
+            vkstream::encode::vkAllocateMemory(e, dev(), &ai, std::ptr::null(), &mut m)
+        });
+        f.call("vkBindBufferMemory", |e| unsafe {
+            vkstream::encode::vkBindBufferMemory(e, dev(), vk::Buffer::from_raw(0xB2), m, 0)
+        });
+        f.call("vkFreeMemory", |e| unsafe {
+            vkstream::encode::vkFreeMemory(e, dev(), m, std::ptr::null())
+        });
+        let snap = f.t.snapshot(Vec::new(), Vec::new(), &|d, h| {
+            assert_eq!((d, h), (DEV, 0x72));
+            Some(true)
+        });
+        let names: Vec<&str> = snap
+            .records
+            .iter()
+            .map(|r| match r {
+                SnapRecord::Kept(r) => match &**r {
+                    Record::Call(c) => vkstream::COMMANDS[c.cmd as usize],
+                    _ => "record",
+                },
+                SnapRecord::Made { cmd, .. } => vkstream::COMMANDS[*cmd as usize],
+                SnapRecord::Memory { .. } => "memory",
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "vkGetDeviceQueue",
+                "vkCreateFence",
+                "vkCreateBuffer",
+                // the fence was signaled by a submit before the trim point
+                "vkQueueSubmit"
+            ]
+        );
+        assert!(
+            snap.gaps.iter().any(|g| g.contains("vkBindBufferMemory")),
+            "{:?}",
+            snap.gaps
+        );
     }
 }
