@@ -25,6 +25,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let replay = (info.kind == FileKind::Results)
         .then(|| replay_info(&reader))
         .flatten();
+    let snapshot = info
+        .record_counts
+        .contains_key("StateBegin")
+        .then(|| state_snapshot(&reader))
+        .flatten();
     if args.json {
         let mut v = to_json(&info);
         if let (Some(r), Some(o)) = (&replay, v.as_object_mut()) {
@@ -33,9 +38,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 serde_json::to_value(r).unwrap_or(Value::Null),
             );
         }
+        if let (Some(sn), Some(o)) = (&snapshot, v.as_object_mut()) {
+            o.insert(
+                "state_snapshot".into(),
+                serde_json::to_value(sn).unwrap_or(Value::Null),
+            );
+        }
         writeln!(out, "{v}")?;
     } else {
         write_text(&mut out, &reader, &info)?;
+        if let Some(sn) = &snapshot {
+            writeln!(
+                out,
+                "trimmed:      starts at frame {} with a state snapshot ({} calls, {} objects, {} of memory)",
+                sn.first_frame,
+                sn.calls,
+                sn.objects,
+                human_bytes(sn.memory_bytes)
+            )?;
+            for g in &sn.gaps {
+                writeln!(out, "  snapshot gap: {g}")?;
+            }
+        }
         if let Some(r) = &replay {
             writeln!(
                 out,
@@ -68,6 +92,18 @@ fn replay_info(reader: &TraceReader) -> Option<format::record::ReplayInfo> {
         }
     }
     found
+}
+
+/// The `StateEnd` of a trimmed trace (near the start of the file).
+fn state_snapshot(reader: &TraceReader) -> Option<format::record::StateEnd> {
+    for rec in reader.records() {
+        match rec {
+            Ok(format::record::Record::StateEnd(e)) => return Some(e),
+            Ok(format::record::Record::Frame(_)) | Err(_) => return None,
+            Ok(_) => {}
+        }
+    }
+    None
 }
 
 fn kind_name(k: FileKind) -> &'static str {

@@ -156,6 +156,12 @@ fn trimmed_demo_starts_with_a_snapshot_and_its_queries_replay_exactly() {
         f.calls
     );
 
+    let info = both(&quarry(&["info", trimmed.to_str().unwrap()], None));
+    assert!(
+        info.contains("trimmed:      starts at frame 8 with a state snapshot"),
+        "{info}"
+    );
+
     // The queries of frames 8-14 replay to the captured values; reads of work submitted before
     // the trim point are skipped, not compared.
     let text = replay_checked(&trimmed, None);

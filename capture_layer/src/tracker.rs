@@ -1174,7 +1174,7 @@ mod tests {
             vkstream::encode::vkAllocateCommandBuffers(e, dev(), &ai, &mut cb)
         });
         let bi = vk::CommandBufferBeginInfo::default();
-        let mut record = |f: &mut Feed| -> Vec<u64> {
+        let record = |f: &mut Feed| -> Vec<u64> {
             vec![
                 f.call("vkBeginCommandBuffer", |e| unsafe {
                     vkstream::encode::vkBeginCommandBuffer(e, cb, &bi)
