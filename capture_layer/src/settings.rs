@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `QUARRY_CAPTURE_FILE` | `file` (string) | trace path (default `quarry_<app>_<pid>.qtrace` in the working directory) |
 //! | `QUARRY_CAPTURE_DISABLE=1` | `disable` (bool32, integer or string) | the layer passes every call through and records nothing |
-//! | `QUARRY_CAPTURE_FRAMES=A-B`, `A-`, `A` | `frames` (string, or an integer for one frame) | the trace is finalized when frame B (0-based) ends; frames before A are still recorded (replay needs the state they build; trimming is not implemented) and a `Note` names the range |
+//! | `QUARRY_CAPTURE_FRAMES=A-B`, `A-`, `A` | `frames` (string, or an integer for one frame) | the trace is finalized when frame B (0-based) ends; with A > 0 nothing is written before frame A, which starts with a state snapshot (see `tracker`), and a `Note` names the range |
 //!
 //! Layer settings come from `VkLayerSettingsCreateInfoEXT` structs in the app's `VkInstanceCreateInfo`
 //! chain, entries with `pLayerName` = `VK_LAYER_QUARRY_capture`. They are read at each `vkCreateInstance`

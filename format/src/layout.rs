@@ -9,7 +9,7 @@ pub const MAGIC: [u8; 8] = *b"\x89QRY\r\n\x1a\n";
 /// Major version: readers refuse a newer major.
 pub const VERSION_MAJOR: u16 = 1;
 /// Minor version: additions an older reader of the same major can skip.
-pub const VERSION_MINOR: u16 = 0;
+pub const VERSION_MINOR: u16 = 1;
 
 /// Length of the fixed file prefix that precedes the bincode `Header`.
 pub const PREFIX_LEN: usize = 32;

@@ -236,7 +236,7 @@ fn newer_major_is_refused_and_newer_minor_is_read() {
     let e = TraceReader::open(write_tmp(dir.path(), "v2", &b)).unwrap_err();
     assert!(
         e.to_string()
-            .contains("offset 8: format version 2.0 is newer than this reader"),
+            .contains("offset 8: format version 2.1 is newer than this reader"),
         "{e}"
     );
     // A newer minor with a correct checksum reads normally.
