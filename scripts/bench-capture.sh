@@ -63,7 +63,7 @@ run() {
   [ -e "$work/$config-$app.failed" ] && return 0
   case $app in
     vkcube) frames=$VKCUBE_FRAMES; cmd=(vkcube --c "$VKCUBE_FRAMES") ;;
-    demo) frames=$DEMO_FRAMES; cmd=("$demo_bin" --headless --frames "$DEMO_FRAMES") ;;
+    demo) frames=$DEMO_FRAMES; cmd=("$demo_bin" --headless --no-video --frames "$DEMO_FRAMES") ;;
   esac
   local env=(-u VK_INSTANCE_LAYERS -u VK_LOADER_LAYERS_ENABLE -u VK_ADD_LAYER_PATH -u QUARRY_CAPTURE_FILE
              -u QUARRY_CAPTURE_DISABLE -u QUARRY_CAPTURE_FRAMES -u GFXRECON_CAPTURE_FILE)
@@ -119,7 +119,7 @@ for app in $APPS; do
   done
   case $app in
     vkcube) label="vkcube --c $VKCUBE_FRAMES" ;;
-    demo) label="quarry-demo --headless --frames $DEMO_FRAMES" ;;
+    demo) label="quarry-demo --headless --no-video --frames $DEMO_FRAMES" ;;
   esac
   echo
   echo "$label ($REPS runs each, medians)"

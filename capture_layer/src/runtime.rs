@@ -411,15 +411,26 @@ pub fn emit(make: impl FnOnce(u64) -> Record) -> Option<u64> {
     if !recording() {
         return None;
     }
-    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    let rec = make(seq);
-    // While tracking, the tracker takes it; after the snapshot (even one written meanwhile) the
-    // trace does.
-    let Some(rec) = offer(rec) else {
+    if TRACKING.load(Ordering::Acquire) {
+        // The tracker orders by seq itself, so no lock is needed around numbering.
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let Some(rec) = offer(make(seq)) else {
+            return Some(seq);
+        };
+        // The snapshot was written meanwhile: the record goes to the trace.
+        let mut guard = lock_capture();
+        let cap = guard.as_mut()?;
+        if let Err(e) = cap.writer.write(&rec) {
+            fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+            return None;
+        }
         return Some(seq);
-    };
+    }
     let mut guard = lock_capture();
     let cap = guard.as_mut()?;
+    // Numbered under the lock, so records reach the file in seq order.
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let rec = make(seq);
     if let Err(e) = cap.writer.write(&rec) {
         fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
         return None;

@@ -40,6 +40,10 @@ struct Args {
     /// VK_INSTANCE_LAYERS name a validation layer).
     #[arg(long)]
     validate: bool,
+    /// Leave out the video-decode query (benchmarks: a layer that hides video extensions would
+    /// otherwise run a lighter workload than the same app without it).
+    #[arg(long)]
+    no_video: bool,
 }
 
 fn main() -> ExitCode {
@@ -88,7 +92,12 @@ fn run(args: &Args) -> Result<ExitCode> {
     let scene = scene::Scene::new(&gpu, &mut report)?;
     let mut perf = perf::Perf::new(&gpu, &mut report)?;
     let accel = accel::Accel::new(&gpu, &mut report)?;
-    let video = video::Video::new(&gpu, &mut report)?;
+    let video = if args.no_video {
+        report.skip(video::QUERY, "the video workload (left out by --no-video)");
+        None
+    } else {
+        video::Video::new(&gpu, &mut report)?
+    };
     let presenter = match &xwin {
         Some(w) => Some(window::Presenter::new(&gpu, w)?),
         None => None,

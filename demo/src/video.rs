@@ -16,7 +16,7 @@ use ash::vk::native as sv;
 use std::ffi::CStr;
 use std::ptr;
 
-const QUERY: &str = "result-status-only query";
+pub const QUERY: &str = "result-status-only query";
 
 /// Picture-order and frame-number fields are 4 bits wide (the minimum).
 const LOG2_MAX_FRAME_NUM: u32 = 4;
