@@ -41,6 +41,9 @@ pub struct DeviceData {
     pub memory: vk::PhysicalDeviceMemoryProperties,
     pub queue_families: Vec<vk::QueueFamilyProperties>,
     pub state: Mutex<DeviceState>,
+    /// The loader's callback for dispatchable objects the layer creates itself (command buffers
+    /// of the snapshot's GPU read-back).
+    pub set_loader_data: Option<crate::loader::SetDeviceLoaderData>,
 }
 
 // SAFETY: the raw pointers inside ash structs held here (none are dereferenced across threads) are plain

@@ -483,6 +483,7 @@ pub unsafe extern "system" fn vkCreateDevice(
     let Some(inst) = runtime::instance_data(raw(physical)) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
+    let set_loader_data = loader::device_loader_data_callback(p_create_info);
     let Some((gipa, gdpa)) = loader::take_device_link(p_create_info) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
@@ -520,6 +521,7 @@ pub unsafe extern "system" fn vkCreateDevice(
             memory,
             queue_families,
             state: Default::default(),
+            set_loader_data,
         };
         let Some(d) = runtime::register_device(data) else {
             runtime::log_once("devices", "too many live devices; this one is not captured");

@@ -76,13 +76,48 @@ pub struct LayerDeviceCreateInfo {
 ///
 /// # Safety
 /// `chain` must be a valid Vulkan pNext chain.
-unsafe fn find_link(mut chain: *const c_void, s_type: vk::StructureType) -> *mut c_void {
+unsafe fn find_link(chain: *const c_void, s_type: vk::StructureType) -> *mut c_void {
+    find_function(chain, s_type, LAYER_LINK_INFO)
+}
+
+/// `VkLayerFunction::VK_LOADER_DATA_CALLBACK`: the element whose union holds `pfnSetDeviceLoaderData`.
+pub const LOADER_DATA_CALLBACK: u32 = 1;
+
+/// `PFN_vkSetDeviceLoaderData`: gives a dispatchable object a layer created below the loader the
+/// loader's dispatch pointer, so layers under this one can find their data through it.
+pub type SetDeviceLoaderData = unsafe extern "system" fn(vk::Device, *mut c_void) -> vk::Result;
+
+/// The loader's `pfnSetDeviceLoaderData` from a device create info, if the loader gave one.
+///
+/// # Safety
+/// `create_info` must be the `VkDeviceCreateInfo` the loader passed to this layer.
+pub unsafe fn device_loader_data_callback(
+    create_info: *const vk::DeviceCreateInfo<'_>,
+) -> Option<SetDeviceLoaderData> {
+    let info = find_function(
+        (*create_info).p_next,
+        vk::StructureType::LOADER_DEVICE_CREATE_INFO,
+        LOADER_DATA_CALLBACK,
+    ) as *const LayerDeviceCreateInfo;
+    if info.is_null() || (*info).u.raw.is_null() {
+        return None;
+    }
+    Some(std::mem::transmute::<*mut c_void, SetDeviceLoaderData>(
+        (*info).u.raw,
+    ))
+}
+
+unsafe fn find_function(
+    mut chain: *const c_void,
+    s_type: vk::StructureType,
+    function: u32,
+) -> *mut c_void {
     while !chain.is_null() {
         let base = &*(chain as *const vk::BaseInStructure<'_>);
         if base.s_type == s_type {
             // Both loader create-info structs share the sType/pNext/function prefix.
             let info = &*(chain as *const LayerInstanceCreateInfo);
-            if info.function == LAYER_LINK_INFO {
+            if info.function == function {
                 return chain as *mut c_void;
             }
         }
