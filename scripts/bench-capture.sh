@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Capture overhead, side by side in one run: each app without any layer, with VK_LAYER_QUARRY_capture
 # loaded but not capturing (QUARRY_CAPTURE_DISABLE=1), capturing every frame, and with GFXReconstruct
-# (VK_LAYER_LUNARG_gfxreconstruct, Debian package gfxreconstruct) capturing. Wall and CPU (user+sys) time
-# per run, REPS repetitions with the four configurations interleaved (so drift and other load hit all of
+# (VK_LAYER_LUNARG_gfxreconstruct, Debian package gfxreconstruct) capturing; also a trimmed capture whose
+# first frame never comes ("tracking": the state tracker's cost before a trim point). Wall and CPU (user+sys) time
+# per run, REPS repetitions with the configurations interleaved (so drift and other load hit all of
 # them alike), medians, ratios against the no-layer median of the same run; trace bytes per app frame.
 #
 #   scripts/bench-capture.sh                      # vkcube --c 2000 (Xvfb) and quarry-demo --headless
@@ -76,6 +77,9 @@ run() {
     quarry) trace=$work/t.qtrace
             env+=(VK_ADD_LAYER_PATH="$work/layer" VK_LOADER_LAYERS_ENABLE=VK_LAYER_QUARRY_capture
                   QUARRY_CAPTURE_FILE="$trace") ;;
+    # Trimmed capture whose first frame never comes: the state tracker runs the whole time.
+    tracking) env+=(VK_ADD_LAYER_PATH="$work/layer" VK_LOADER_LAYERS_ENABLE=VK_LAYER_QUARRY_capture
+                    QUARRY_CAPTURE_FILE="$work/t.qtrace" QUARRY_CAPTURE_FRAMES=1000000000-) ;;
     gfxr) trace=$work/t.gfxr
           [ -n "${GFXR_LAYER_DIR:-}" ] && env+=(VK_ADD_LAYER_PATH="$GFXR_LAYER_DIR")
           env+=(VK_LOADER_LAYERS_ENABLE=VK_LAYER_LUNARG_gfxreconstruct GFXRECON_CAPTURE_FILE="$trace"
@@ -106,15 +110,15 @@ run() {
 
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print int((a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 
-configs=(none idle quarry gfxr)
+configs=(none idle tracking quarry gfxr)
 echo "bench-capture: $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), REPS=$REPS, GFXReconstruct $gfxr_version"
 for app in $APPS; do
   run none "$app"  # warm-up (shader caches, page cache), not counted
   rm -f "$work/none-$app"
   for r in $(seq "$REPS"); do
     # Rotate the order every repetition.
-    for i in 0 1 2 3; do
-      run "${configs[$(( (i + r) % 4 ))]}" "$app"
+    for i in "${!configs[@]}"; do
+      run "${configs[$(( (i + r) % ${#configs[@]} ))]}" "$app"
     done
   done
   case $app in
@@ -138,6 +142,7 @@ for app in $APPS; do
     case $c in
       none) name="no layer" ;;
       idle) name="quarry loaded, not capturing" ;;
+      tracking) name="quarry tracking (trim, not yet)" ;;
       quarry) name="quarry capturing" ;;
       gfxr) name="GFXReconstruct capturing" ;;
     esac

@@ -838,7 +838,18 @@ fn snapshot() {
         let r = unsafe { f(d.handle, vk::Fence::from_raw(fence)) };
         Some(r == vk::Result::SUCCESS)
     };
-    let snap = tracker.snapshot(memory, gaps, &fence_signaled);
+    let timeline_value = |device: u64, sem: u64| -> Option<u64> {
+        let d = device_data(device)?;
+        let f = d
+            .table
+            .vkGetSemaphoreCounterValue
+            .or(d.table.vkGetSemaphoreCounterValueKHR)?;
+        let mut v = 0u64;
+        // SAFETY: both handles are live; a timeline semaphore's value is readable at any time.
+        let r = unsafe { f(d.handle, vk::Semaphore::from_raw(sem), &mut v) };
+        (r == vk::Result::SUCCESS).then_some(v)
+    };
+    let snap = tracker.snapshot(memory, gaps, &fence_signaled, &timeline_value);
     let undecodable = tracker.undecodable;
     drop(tracker);
     let write = |cap: &mut Capture| -> Result<(u64, u64), format::FormatError> {

@@ -99,7 +99,7 @@ fn is_definition(ty: vk::ObjectType) -> bool {
     )
 }
 
-/// Object types whose creations and state die with them when a parent (pool, swapchain) goes.
+/// Containers a `vkFree*` call names besides what it frees (and the dispatchable parents).
 fn is_parent(ty: vk::ObjectType) -> bool {
     matches!(
         ty,
@@ -137,6 +137,10 @@ enum Info {
     },
     Queue {
         family: u32,
+    },
+    /// A timeline semaphore and its initial value.
+    Timeline {
+        initial: u64,
     },
 }
 
@@ -371,19 +375,46 @@ impl Tracker {
         if created.is_empty() {
             return;
         }
+        // vkEnumeratePhysicalDevices, vkGetDeviceQueue and vkGetSwapchainImagesKHR hand out the same
+        // handles every time: a repeat changes nothing.
+        let name = vkstream::COMMANDS
+            .get(c.cmd as usize)
+            .copied()
+            .unwrap_or("");
+        let makes_new = name.starts_with("vkCreate") || name.starts_with("vkAllocate");
+        if !makes_new && created.iter().all(|(_, h)| self.objects.contains_key(h)) {
+            return;
+        }
         let key = (c.seq, 0);
         let parent = hs.first().filter(|x| !x.2).map(|x| x.1).unwrap_or(0);
+        // The pool (or swapchain) the new objects die with; an `oldSwapchain` is not one.
         let pools: Vec<u64> = hs
             .iter()
             .skip(1)
-            .filter(|x| !x.2 && is_parent(x.0))
+            .filter(|x| !x.2)
+            .filter(|x| {
+                created.iter().any(|(ty, _)| {
+                    matches!(
+                        (x.0, *ty),
+                        (vk::ObjectType::COMMAND_POOL, vk::ObjectType::COMMAND_BUFFER)
+                            | (
+                                vk::ObjectType::DESCRIPTOR_POOL,
+                                vk::ObjectType::DESCRIPTOR_SET
+                            )
+                            | (vk::ObjectType::SWAPCHAIN_KHR, vk::ObjectType::IMAGE)
+                    )
+                })
+            })
             .map(|x| x.1)
             .collect();
         let info = creation_info(call);
         let mut holders = Vec::new();
         for &(ty, h) in &created {
-            // A handle value the driver reuses: the old object is gone.
+            // A handle value the driver reuses: the old object is gone (missed destruction).
             if self.objects.contains_key(&h) {
+                if !makes_new {
+                    continue;
+                }
                 self.kill(h);
             }
             self.dead.remove(&h);
@@ -668,6 +699,21 @@ fn creation_info(call: &Call) -> Info {
                 .as_ref()
                 .is_some_and(|c| c.flags & vk::FenceCreateFlags::SIGNALED.as_raw() != 0),
         },
+        Call::vkCreateSemaphore(p) => p
+            .p_create_info
+            .iter()
+            .flat_map(|c| c.p_next.iter())
+            .find_map(|e| match e {
+                vkstream::PNext::VkSemaphoreTypeCreateInfo(t)
+                    if t.semaphore_type == vk::SemaphoreType::TIMELINE.as_raw() =>
+                {
+                    Some(Info::Timeline {
+                        initial: t.initial_value,
+                    })
+                }
+                _ => None,
+            })
+            .unwrap_or_default(),
         Call::vkGetDeviceQueue(p) => Info::Queue {
             family: p.queue_family_index,
         },
@@ -738,6 +784,7 @@ impl Tracker {
         memory: Vec<(u64, u64, Vec<u8>)>,
         mut gaps: Vec<String>,
         fence_signaled: &dyn Fn(u64, u64) -> Option<bool>,
+        timeline_value: &dyn Fn(u64, u64) -> Option<u64>,
     ) -> Snapshot {
         let mut records = Vec::new();
         let mut dropped = 0u64;
@@ -828,6 +875,33 @@ impl Tracker {
                         "fence {fence:#x}: signaled, but no queue to signal it on"
                     )),
                 }
+            }
+        }
+        // Timeline semaphores: the app may wait for a value signaled before the trim point.
+        let mut timelines: Vec<(&u64, &Obj)> = self
+            .objects
+            .iter()
+            .filter(|(_, o)| matches!(o.info, Info::Timeline { .. }))
+            .collect();
+        timelines.sort_by_key(|(h, _)| **h);
+        for (&sem, o) in timelines {
+            let Info::Timeline { initial } = o.info else {
+                continue;
+            };
+            match timeline_value(o.parent, sem) {
+                Some(v) if v > initial => {
+                    let info = vk::SemaphoreSignalInfo::default()
+                        .semaphore(vk::Semaphore::from_raw(sem))
+                        .value(v);
+                    let device = vk::Device::from_raw(o.parent);
+                    records.extend(made("vkSignalSemaphore", |e| unsafe {
+                        vkstream::encode::vkSignalSemaphore(e, device, &info)
+                    }));
+                }
+                Some(_) => {}
+                None => gaps.push(format!(
+                    "timeline semaphore {sem:#x}: its value could not be read (vkGetSemaphoreCounterValue)"
+                )),
             }
         }
         // Image layouts: one made-up command buffer per device moves every image from its initial
@@ -1412,7 +1486,8 @@ mod tests {
         assert_eq!(f.kept(), vec![layout, pipeline_layout, destroy]);
         // The snapshot keeps the pipeline layout: it names the set layout, which is created (and
         // destroyed) before it in the snapshot.
-        let snap = f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None);
+        let snap =
+            f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None);
         assert_eq!(snap.records.len(), 3);
         assert!(snap.gaps.is_empty(), "{:?}", snap.gaps);
     }
@@ -1496,10 +1571,15 @@ mod tests {
         f.call("vkFreeMemory", |e| unsafe {
             vkstream::encode::vkFreeMemory(e, dev(), m, std::ptr::null())
         });
-        let snap = f.t.snapshot(Vec::new(), Vec::new(), &|d, h| {
-            assert_eq!((d, h), (DEV, 0x72));
-            Some(true)
-        });
+        let snap = f.t.snapshot(
+            Vec::new(),
+            Vec::new(),
+            &|d, h| {
+                assert_eq!((d, h), (DEV, 0x72));
+                Some(true)
+            },
+            &|_, _| None,
+        );
         let names: Vec<&str> = snap
             .records
             .iter()
@@ -1527,5 +1607,49 @@ mod tests {
             "{:?}",
             snap.gaps
         );
+    }
+
+    #[test]
+    fn repeated_gets_change_nothing_and_timelines_are_restored() {
+        let mut f = Feed {
+            t: Tracker::default(),
+            seq: 0,
+        };
+        let mut q = vk::Queue::from_raw(0x81);
+        let get = f.call("vkGetDeviceQueue", |e| unsafe {
+            vkstream::encode::vkGetDeviceQueue(e, dev(), 0, 0, &mut q)
+        });
+        let mut tci = vk::SemaphoreTypeCreateInfo::default()
+            .semaphore_type(vk::SemaphoreType::TIMELINE)
+            .initial_value(2);
+        let sci = vk::SemaphoreCreateInfo::default().push_next(&mut tci);
+        let mut sem = vk::Semaphore::from_raw(0x82);
+        let create = f.call("vkCreateSemaphore", |e| unsafe {
+            vkstream::encode::vkCreateSemaphore(e, dev(), &sci, std::ptr::null(), &mut sem)
+        });
+        f.call("vkGetDeviceQueue", |e| unsafe {
+            vkstream::encode::vkGetDeviceQueue(e, dev(), 0, 0, &mut q)
+        });
+        assert_eq!(f.kept(), vec![get, create], "the second get is not state");
+        let snap = f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|d, h| {
+            assert_eq!((d, h), (DEV, 0x82));
+            Some(7)
+        });
+        let made: Vec<&str> = snap
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                SnapRecord::Made { cmd, .. } => Some(vkstream::COMMANDS[*cmd as usize]),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(made, ["vkSignalSemaphore"]);
+        // Still at its initial value: nothing to restore.
+        let snap =
+            f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| Some(2));
+        assert!(snap
+            .records
+            .iter()
+            .all(|r| !matches!(r, SnapRecord::Made { .. })));
     }
 }
