@@ -410,12 +410,17 @@ impl Tracker {
         let info = creation_info(call);
         let mut holders = Vec::new();
         for &(ty, h) in &created {
-            // A handle value the driver reuses: the old object is gone (missed destruction).
-            if self.objects.contains_key(&h) {
-                if !makes_new {
-                    continue;
+            match self.objects.get(&h).map(|o| o.destroyed) {
+                // A destroyed definition whose handle value the driver hands out again: its
+                // creation and destroy calls stay in the snapshot (what was made from it needs
+                // them, and replay runs them before this creation).
+                Some(true) => {
+                    self.objects.remove(&h);
                 }
-                self.kill(h);
+                Some(false) if !makes_new => continue,
+                // A live handle created again: the old object is gone (missed destruction).
+                Some(false) => self.kill(h),
+                None => {}
             }
             self.dead.remove(&h);
             let info = info.clone();
@@ -1651,5 +1656,34 @@ mod tests {
             .records
             .iter()
             .all(|r| !matches!(r, SnapRecord::Made { .. })));
+    }
+
+    #[test]
+    fn a_reused_handle_value_keeps_the_destroyed_definition_it_shadows() {
+        let mut f = Feed {
+            t: Tracker::default(),
+            seq: 0,
+        };
+        let ci = vk::DescriptorSetLayoutCreateInfo::default();
+        let mut l = vk::DescriptorSetLayout::from_raw(0x91);
+        let layout = f.call("vkCreateDescriptorSetLayout", |e| unsafe {
+            vkstream::encode::vkCreateDescriptorSetLayout(e, dev(), &ci, std::ptr::null(), &mut l)
+        });
+        let layouts = [l];
+        let pci = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
+        let mut pl = vk::PipelineLayout::from_raw(0x92);
+        let made = f.call("vkCreatePipelineLayout", |e| unsafe {
+            vkstream::encode::vkCreatePipelineLayout(e, dev(), &pci, std::ptr::null(), &mut pl)
+        });
+        let destroy = f.call("vkDestroyDescriptorSetLayout", |e| unsafe {
+            vkstream::encode::vkDestroyDescriptorSetLayout(e, dev(), l, std::ptr::null())
+        });
+        // The driver hands the freed value to a buffer.
+        let buffer = create_buffer(&mut f, 0x91);
+        assert_eq!(f.kept(), vec![layout, made, destroy, buffer]);
+        let snap =
+            f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None);
+        assert!(snap.gaps.is_empty(), "{:?}", snap.gaps);
+        assert_eq!(snap.records.len(), 4);
     }
 }
