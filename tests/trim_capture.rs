@@ -50,6 +50,9 @@ struct Shape {
     state_begin: Option<usize>,
     state_end: Option<(usize, format::record::StateEnd)>,
     first_frame_record: Option<usize>,
+    /// `vkCmdCopyQueryPoolResults` destinations read back, and how many of them came back empty.
+    copies: (u64, u64),
+    notes: Vec<String>,
 }
 
 fn shape(path: &Path) -> Shape {
@@ -60,6 +63,8 @@ fn shape(path: &Path) -> Shape {
         state_begin: None,
         state_end: None,
         first_frame_record: None,
+        copies: (0, 0),
+        notes: Vec::new(),
     };
     for (i, rec) in r.records().enumerate() {
         match rec.unwrap() {
@@ -69,6 +74,11 @@ fn shape(path: &Path) -> Shape {
                 s.frames.push(f.index);
             }
             Record::StateBegin(_) => s.state_begin = Some(i),
+            Record::Note(n) => s.notes.push(n.message),
+            Record::QueryCopy(c) => {
+                s.copies.0 += 1;
+                s.copies.1 += c.data.is_empty() as u64;
+            }
             Record::StateEnd(e) => s.state_end = Some((i, e)),
             _ => {}
         }
@@ -133,7 +143,7 @@ fn trimmed_demo_starts_with_a_snapshot_and_its_queries_replay_exactly() {
             .env_remove("VK_INSTANCE_LAYERS")
             .env_remove("VK_LOADER_LAYERS_ENABLE");
         if let Some(r) = readback {
-            c.env("QUARRY_CAPTURE_SNAPSHOT_READBACK", r);
+            c.env("QUARRY_CAPTURE_READBACK", r);
         }
         let o = c.output().unwrap();
         assert!(o.status.success(), "{}", both(&o));
@@ -177,7 +187,29 @@ fn trimmed_demo_starts_with_a_snapshot_and_its_queries_replay_exactly() {
     // host-visible): the same bytes reach the snapshot, and the demo (validation on) is unchanged.
     let gpu = dir.join("gpu.qtrace");
     capture_with(&gpu, Some("8-14"), Some("gpu"));
-    let (_, gpu_end) = shape(&gpu).state_end.expect("a StateEnd record");
+    let g = shape(&gpu);
+    let (_, gpu_end) = g.state_end.clone().expect("a StateEnd record");
+    // The same path reads vkCmdCopyQueryPoolResults destinations (device-local on discrete GPUs).
+    assert!(
+        g.copies.0 > 0 && g.copies.1 == 0,
+        "copies (read, empty): {:?}",
+        g.copies
+    );
+    let through_gpu = |s: &Shape| -> u64 {
+        s.notes
+            .iter()
+            .find_map(|n| {
+                let (head, _) = n.split_once(" ranges read back through the GPU")?;
+                head.rsplit(' ').next()?.parse().ok()
+            })
+            .expect("the closing note counts GPU read-backs")
+    };
+    assert!(
+        through_gpu(&g) > g.copies.0,
+        "every copy destination and every allocation went through the GPU: {:?}",
+        g.notes
+    );
+    assert_eq!(through_gpu(&t), 0, "lavapipe needs no GPU read-back");
     assert!(gpu_end.gaps.is_empty(), "{:?}", gpu_end.gaps);
     assert_eq!(gpu_end.memory_bytes, end.memory_bytes);
     let text = replay_checked(&gpu, None);

@@ -17,6 +17,7 @@ pub mod generated;
 mod keymap;
 pub mod launch;
 mod loader;
+mod readback;
 mod region;
 pub mod runtime;
 pub mod settings;

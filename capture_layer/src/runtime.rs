@@ -203,6 +203,8 @@ struct Capture {
     path: PathBuf,
     /// Frame index of the frame in progress.
     frame: u64,
+    /// Index of the trace's first frame (above 0 for trimmed captures).
+    first_frame: u64,
     /// A submit happened since the last frame boundary (an `End` frame is then due at finalization).
     submitted: bool,
     /// The trace is finalized when this frame ends (the frame range's end).
@@ -364,6 +366,7 @@ fn new_capture(application: &str, s: &Settings, first: u64) -> Option<Capture> {
         writer,
         path,
         frame: first,
+        first_frame: first,
         submitted: false,
         last_frame: s.frames.and_then(|r| r.last),
         stats: Stats::default(),
@@ -757,13 +760,14 @@ fn finish_locked(guard: &mut MutexGuard<'static, Option<Capture>>, reason: &str)
     let per_scan = s.scan_ns.checked_div(s.scans).unwrap_or(0);
     let msg = format!(
         "capture finished ({reason}): {} frames, {} calls/records; host-memory shadow compare: {} scans, {} bytes \
-         compared, {} ns total ({per_scan} ns/scan), {} bytes written",
-        cap.frame,
+         compared, {} ns total ({per_scan} ns/scan), {} bytes written; {} ranges read back through the GPU",
+        cap.frame - cap.first_frame,
         SEQ.load(Ordering::Relaxed),
         s.scans,
         s.scanned_bytes,
         s.scan_ns,
-        s.written_bytes
+        s.written_bytes,
+        crate::readback::READS.load(Ordering::Relaxed)
     );
     let _ = cap.writer.write(&Record::Note(record::Note {
         host_ns: now,

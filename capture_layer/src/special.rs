@@ -1331,6 +1331,25 @@ fn read_back(d: &DeviceData, st: &mut crate::state::DeviceState, op: &CopyOp) ->
     if start.saturating_add(len) > m.size {
         return Vec::new();
     }
+    if !m.host_visible || crate::readback::forced() {
+        // Device-local destination: copied out through the GPU (the submit that wrote it is done).
+        let (size, type_index) = (m.size, m.type_index);
+        let queues: Vec<(u64, u32)> = st.queues.iter().map(|(q, f)| (*q, *f)).collect();
+        // SAFETY: the device is live, the memory too (state lock held), and its writer completed.
+        let read = unsafe {
+            crate::readback::Reader::new(d, &queues, len)
+                .and_then(|mut r| r.read(memory, size, type_index, start, len))
+        };
+        return read.unwrap_or_else(|e| {
+            runtime::log_once(
+                "copy-readback",
+                &format!(
+                    "a vkCmdCopyQueryPoolResults destination could not be read back ({e}); its contents are not recorded"
+                ),
+            );
+            Vec::new()
+        });
+    }
     if let Some(map) = &m.mapped {
         if start >= map.offset && start + len <= map.offset + map.size {
             // SAFETY: inside the live mapping.
@@ -1339,13 +1358,6 @@ fn read_back(d: &DeviceData, st: &mut crate::state::DeviceState, op: &CopyOp) ->
                     .to_vec()
             };
         }
-        return Vec::new();
-    }
-    if !m.host_visible {
-        runtime::log_once(
-            "copy-device-local",
-            "a vkCmdCopyQueryPoolResults destination is not host visible; its contents are not recorded",
-        );
         return Vec::new();
     }
     let (Some(map), Some(unmap)) = (d.table.vkMapMemory, d.table.vkUnmapMemory) else {

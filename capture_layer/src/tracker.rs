@@ -1049,16 +1049,30 @@ fn layout_calls(
     out
 }
 
-/// `QUARRY_CAPTURE_SNAPSHOT_READBACK=gpu`: read every allocation through the GPU copy path, even
-/// host-visible ones (so the path is tested on GPUs whose memory is all host-visible).
-pub const ENV_READBACK: &str = "QUARRY_CAPTURE_SNAPSHOT_READBACK";
-
 /// Reads the contents of every allocation of `d` into `out` as (memory, offset, bytes): host-visible
 /// ones through the app's mapping when mapped (making the shadow equal to it, so later scans send only
 /// changes) or a mapping of the layer's own; the others through the GPU (`gpu_read`). What cannot be
 /// read is returned as gaps.
+/// Whole allocations through `readback::Reader`.
+///
+/// # Safety
+/// The allocations must be live and the device idle.
+unsafe fn gpu_read_all(
+    d: &DeviceData,
+    queues: &[(u64, u32)],
+    hidden: &[(u64, u64, u32)],
+    out: &mut Vec<(u64, u64, Vec<u8>)>,
+) -> Result<(), String> {
+    let largest = hidden.iter().map(|h| h.1).max().unwrap_or(0);
+    let mut reader = crate::readback::Reader::new(d, queues, largest)?;
+    for &(handle, size, type_index) in hidden {
+        out.push((handle, 0, reader.read(handle, size, type_index, 0, size)?));
+    }
+    Ok(())
+}
+
 pub fn read_memory(d: &DeviceData, out: &mut Vec<(u64, u64, Vec<u8>)>, gaps: &mut Vec<String>) {
-    let force_gpu = std::env::var(ENV_READBACK).is_ok_and(|v| v == "gpu");
+    let force_gpu = crate::readback::forced();
     let mut st = d.lock();
     let mut unmapped = Vec::new();
     let mut hidden = Vec::new();
@@ -1121,7 +1135,7 @@ pub fn read_memory(d: &DeviceData, out: &mut Vec<(u64, u64, Vec<u8>)>, gaps: &mu
         hidden.sort();
         // SAFETY: the allocations are live (the state lock is held) and the device is idle.
         let queues: Vec<(u64, u32)> = st.queues.iter().map(|(q, f)| (*q, *f)).collect();
-        if let Err(e) = unsafe { gpu_read(d, &queues, &hidden, out) } {
+        if let Err(e) = unsafe { gpu_read_all(d, &queues, &hidden, out) } {
             let bytes: u64 = hidden.iter().map(|h| h.1).sum();
             gaps.push(format!(
                 "{} allocations ({bytes} bytes) the host cannot map were not read back: {e}",
@@ -1130,252 +1144,6 @@ pub fn read_memory(d: &DeviceData, out: &mut Vec<(u64, u64, Vec<u8>)>, gaps: &mu
         }
     }
     drop(st);
-}
-
-/// Largest copy through the staging buffer at once.
-const STAGING: u64 = 64 << 20;
-
-/// Objects `gpu_read` made, destroyed however it ends.
-struct ReadBack<'a> {
-    d: &'a DeviceData,
-    pool: vk::CommandPool,
-    fence: vk::Fence,
-    staging: vk::Buffer,
-    staging_memory: vk::DeviceMemory,
-}
-
-impl Drop for ReadBack<'_> {
-    fn drop(&mut self) {
-        let (t, dev) = (&self.d.table, self.d.handle);
-        // SAFETY: each object was made on this device by `gpu_read` and is idle (waited on).
-        unsafe {
-            if let (Some(f), false) = (t.vkDestroyBuffer, self.staging == vk::Buffer::null()) {
-                f(dev, self.staging, std::ptr::null());
-            }
-            if let (Some(f), false) = (
-                t.vkFreeMemory,
-                self.staging_memory == vk::DeviceMemory::null(),
-            ) {
-                f(dev, self.staging_memory, std::ptr::null());
-            }
-            if let (Some(f), false) = (t.vkDestroyFence, self.fence == vk::Fence::null()) {
-                f(dev, self.fence, std::ptr::null());
-            }
-            if let (Some(f), false) = (t.vkDestroyCommandPool, self.pool == vk::CommandPool::null())
-            {
-                f(dev, self.pool, std::ptr::null());
-            }
-        }
-    }
-}
-
-fn need<F>(f: Option<F>, name: &str) -> Result<F, String> {
-    f.ok_or_else(|| format!("{name} is missing"))
-}
-
-fn check(what: &str, r: vk::Result) -> Result<(), String> {
-    if r == vk::Result::SUCCESS {
-        Ok(())
-    } else {
-        Err(format!("{what}: {r:?}"))
-    }
-}
-
-/// Copies whole allocations to the host through the GPU: a transfer-source buffer the layer binds
-/// over each allocation (aliasing it: the app's own buffers may lack TRANSFER_SRC), copied in
-/// chunks into a host-visible staging buffer. The calls go straight down the chain, so they are
-/// not in the trace.
-///
-/// # Safety
-/// The allocations must be live and the device idle.
-unsafe fn gpu_read(
-    d: &DeviceData,
-    queues: &[(u64, u32)],
-    hidden: &[(u64, u64, u32)],
-    out: &mut Vec<(u64, u64, Vec<u8>)>,
-) -> Result<(), String> {
-    let t = &d.table;
-    let dev = d.handle;
-    let create_pool = need(t.vkCreateCommandPool, "vkCreateCommandPool")?;
-    let alloc_cb = need(t.vkAllocateCommandBuffers, "vkAllocateCommandBuffers")?;
-    let begin = need(t.vkBeginCommandBuffer, "vkBeginCommandBuffer")?;
-    let end = need(t.vkEndCommandBuffer, "vkEndCommandBuffer")?;
-    let copy = need(t.vkCmdCopyBuffer, "vkCmdCopyBuffer")?;
-    let submit = need(t.vkQueueSubmit, "vkQueueSubmit")?;
-    let wait = need(t.vkWaitForFences, "vkWaitForFences")?;
-    let reset_fence = need(t.vkResetFences, "vkResetFences")?;
-    let create_buffer = need(t.vkCreateBuffer, "vkCreateBuffer")?;
-    let destroy_buffer = need(t.vkDestroyBuffer, "vkDestroyBuffer")?;
-    let requirements = need(
-        t.vkGetBufferMemoryRequirements,
-        "vkGetBufferMemoryRequirements",
-    )?;
-    let bind = need(t.vkBindBufferMemory, "vkBindBufferMemory")?;
-    let allocate = need(t.vkAllocateMemory, "vkAllocateMemory")?;
-    let map = need(t.vkMapMemory, "vkMapMemory")?;
-    let create_fence = need(t.vkCreateFence, "vkCreateFence")?;
-
-    // A queue whose family can copy (graphics and compute queues can, transfer ones too).
-    let copy_flags = vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE | vk::QueueFlags::TRANSFER;
-    let (queue, family) = queues
-        .iter()
-        .copied()
-        .filter(|(_, f)| {
-            d.queue_families
-                .get(*f as usize)
-                .is_some_and(|p| p.queue_flags.intersects(copy_flags))
-        })
-        .min()
-        .ok_or("the app created no queue that can copy")?;
-    let mut rb = ReadBack {
-        d,
-        pool: vk::CommandPool::null(),
-        fence: vk::Fence::null(),
-        staging: vk::Buffer::null(),
-        staging_memory: vk::DeviceMemory::null(),
-    };
-    let pool_ci = vk::CommandPoolCreateInfo::default()
-        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
-        .queue_family_index(family);
-    check(
-        "vkCreateCommandPool",
-        create_pool(dev, &pool_ci, std::ptr::null(), &mut rb.pool),
-    )?;
-    let ai = vk::CommandBufferAllocateInfo::default()
-        .command_pool(rb.pool)
-        .level(vk::CommandBufferLevel::PRIMARY)
-        .command_buffer_count(1);
-    let mut cb = vk::CommandBuffer::null();
-    check("vkAllocateCommandBuffers", alloc_cb(dev, &ai, &mut cb))?;
-    // A command buffer made below the loader has no loader dispatch pointer yet; layers under this
-    // one find their data through it.
-    match d.set_loader_data {
-        Some(f) => check(
-            "vkSetDeviceLoaderData",
-            f(dev, cb.as_raw() as *mut std::ffi::c_void),
-        )?,
-        None => *(cb.as_raw() as *mut usize) = *(dev.as_raw() as *const usize),
-    }
-    check(
-        "vkCreateFence",
-        create_fence(
-            dev,
-            &vk::FenceCreateInfo::default(),
-            std::ptr::null(),
-            &mut rb.fence,
-        ),
-    )?;
-    let largest = hidden.iter().map(|h| h.1).max().unwrap_or(0).min(STAGING);
-    let sci = vk::BufferCreateInfo::default()
-        .size(largest.max(1))
-        .usage(vk::BufferUsageFlags::TRANSFER_DST);
-    check(
-        "vkCreateBuffer",
-        create_buffer(dev, &sci, std::ptr::null(), &mut rb.staging),
-    )?;
-    let mut req = vk::MemoryRequirements::default();
-    requirements(dev, rb.staging, &mut req);
-    let host = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-    let types = &d.memory.memory_types[..d.memory.memory_type_count as usize];
-    let ty = (0..types.len())
-        .filter(|&i| req.memory_type_bits & (1 << i) != 0 && types[i].property_flags.contains(host))
-        .max_by_key(|&i| {
-            types[i]
-                .property_flags
-                .contains(vk::MemoryPropertyFlags::HOST_CACHED)
-        })
-        .ok_or("no host-visible, coherent memory type for the staging buffer")?;
-    let mai = vk::MemoryAllocateInfo::default()
-        .allocation_size(req.size)
-        .memory_type_index(ty as u32);
-    check(
-        "vkAllocateMemory",
-        allocate(dev, &mai, std::ptr::null(), &mut rb.staging_memory),
-    )?;
-    check(
-        "vkBindBufferMemory",
-        bind(dev, rb.staging, rb.staging_memory, 0),
-    )?;
-    let mut mapped: *mut std::ffi::c_void = std::ptr::null_mut();
-    check(
-        "vkMapMemory",
-        map(
-            dev,
-            rb.staging_memory,
-            0,
-            vk::WHOLE_SIZE,
-            vk::MemoryMapFlags::empty(),
-            &mut mapped,
-        ),
-    )?;
-    for &(handle, size, type_index) in hidden {
-        let aci = vk::BufferCreateInfo::default()
-            .size(size)
-            .usage(vk::BufferUsageFlags::TRANSFER_SRC);
-        let mut alias = vk::Buffer::null();
-        check(
-            "vkCreateBuffer",
-            create_buffer(dev, &aci, std::ptr::null(), &mut alias),
-        )?;
-        let mut areq = vk::MemoryRequirements::default();
-        requirements(dev, alias, &mut areq);
-        if areq.memory_type_bits & (1 << type_index) == 0 || areq.size > size {
-            destroy_buffer(dev, alias, std::ptr::null());
-            return Err(format!(
-                "memory {handle:#x}: a transfer buffer cannot be bound over it (type {type_index})"
-            ));
-        }
-        let r = bind(dev, alias, vk::DeviceMemory::from_raw(handle), 0);
-        if r != vk::Result::SUCCESS {
-            destroy_buffer(dev, alias, std::ptr::null());
-            return Err(format!(
-                "memory {handle:#x}: binding a transfer buffer: {r:?}"
-            ));
-        }
-        let mut bytes = Vec::with_capacity(size as usize);
-        let mut at = 0;
-        let mut result = Ok(());
-        while at < size && result.is_ok() {
-            let n = (size - at).min(largest);
-            result = (|| {
-                check(
-                    "vkBeginCommandBuffer",
-                    begin(
-                        cb,
-                        &vk::CommandBufferBeginInfo::default()
-                            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-                    ),
-                )?;
-                let region = vk::BufferCopy {
-                    src_offset: at,
-                    dst_offset: 0,
-                    size: n,
-                };
-                copy(cb, alias, rb.staging, 1, &region);
-                check("vkEndCommandBuffer", end(cb))?;
-                let cbs = [cb];
-                let si = vk::SubmitInfo::default().command_buffers(&cbs);
-                check(
-                    "vkQueueSubmit",
-                    submit(vk::Queue::from_raw(queue), 1, &si, rb.fence),
-                )?;
-                check(
-                    "vkWaitForFences",
-                    wait(dev, 1, &rb.fence, vk::TRUE, 10_000_000_000),
-                )?;
-                check("vkResetFences", reset_fence(dev, 1, &rb.fence))
-            })();
-            if result.is_ok() {
-                bytes
-                    .extend_from_slice(std::slice::from_raw_parts(mapped as *const u8, n as usize));
-                at += n;
-            }
-        }
-        destroy_buffer(dev, alias, std::ptr::null());
-        result?;
-        out.push((handle, 0, bytes));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
