@@ -158,6 +158,7 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
     let mut buffer_memory: HashMap<u64, u64> = HashMap::new();
     let mut seen_table = false;
     let mut last_seq = None;
+    let mut in_snapshot = false;
     for rec in reader.records() {
         let rec = rec.map_err(|e| {
             ReplayError::Trace(match last_seq {
@@ -216,8 +217,14 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                     _ => {}
                 }
             }
-            Record::MemoryWrite(w) => {
+            // Contents in a trimmed trace's snapshot may be for memory the host cannot map: those
+            // are uploaded through the GPU, so they do not need a host-visible replay type.
+            Record::MemoryWrite(w) if !in_snapshot => {
                 s.host_memories.insert(w.memory);
+            }
+            Record::StateBegin(b) => {
+                in_snapshot = true;
+                s.trimmed = Some((b.first_frame, Vec::new()));
             }
             Record::QueryCopy(q) => {
                 if let Some(m) = buffer_memory.get(&q.dst_buffer) {
@@ -231,8 +238,10 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                 s.perf_pools.insert(p.seq, p.perf_counters);
             }
             Record::RegionCounters(_) => s.region_counters += 1,
-            Record::StateBegin(b) => s.trimmed = Some((b.first_frame, Vec::new())),
-            Record::StateEnd(e) => s.trimmed = Some((e.first_frame, e.gaps)),
+            Record::StateEnd(e) => {
+                in_snapshot = false;
+                s.trimmed = Some((e.first_frame, e.gaps));
+            }
             Record::Device(d) if s.capture_device.is_none() => s.capture_device = Some(d),
             _ => {}
         }

@@ -1117,6 +1117,22 @@ impl<'a> Session<'a> {
                 data.len()
             )));
         }
+        self.ensure_memory(captured, u32::MAX, 0)?;
+        let m = &self.memories[&captured];
+        let host_visible = self
+            .device(m.device)?
+            .memory_types
+            .get(m.type_index as usize)
+            .is_some_and(|t| {
+                t.property_flags & vk::MemoryPropertyFlags::HOST_VISIBLE.as_raw() != 0
+            });
+        // `QUARRY_REPLAY_UPLOAD=gpu` takes the GPU path for every write (tests it on GPUs whose
+        // memory is all host-visible).
+        let forced = std::env::var("QUARRY_REPLAY_UPLOAD").is_ok_and(|v| v == "gpu");
+        if !host_visible || forced {
+            // Contents a trimmed capture's snapshot read back from memory the host could not map.
+            return self.upload(captured, offset, data);
+        }
         let p = self.map_whole(captured)?;
         // SAFETY: [offset, end) lies inside the mapped allocation (checked above).
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p.add(offset as usize), data.len()) };
@@ -1140,6 +1156,163 @@ impl<'a> Session<'a> {
                 .map_err(|e| ReplayError::vk("vkFlushMappedMemoryRanges", e))?;
         }
         self.unmap_if_transient(captured)
+    }
+
+    /// Writes `data` at `offset` of a replay allocation the host cannot map: a host-visible staging
+    /// buffer copied on the GPU into a transfer buffer bound over the whole allocation, waited on.
+    fn upload(&mut self, captured: u64, offset: u64, data: &[u8]) -> Result<(), ReplayError> {
+        let m = &self.memories[&captured];
+        let (mem, size, type_index) = (m.replayed, m.size, m.type_index);
+        let d = self.device(m.device)?;
+        let Some((queue, family)) = d
+            .queues
+            .iter()
+            .find_map(|q| Some((*q, *d.queue_family_of.get(&q.as_raw())?)))
+        else {
+            return Err(ReplayError::Other(format!(
+                "memory 0x{captured:x}: its contents need a GPU upload, and the trace has retrieved no queue yet"
+            )));
+        };
+        let dev = &d.device;
+        let vkerr = |what: &'static str| move |e| ReplayError::vk(what, e);
+        // Everything made here is destroyed on every path out.
+        struct Made<'a> {
+            dev: &'a ash::Device,
+            buffers: Vec<vk::Buffer>,
+            memory: vk::DeviceMemory,
+            pool: vk::CommandPool,
+        }
+        impl Drop for Made<'_> {
+            fn drop(&mut self) {
+                // SAFETY: objects of this device, idle (the queue was waited on) or never used.
+                unsafe {
+                    for b in &self.buffers {
+                        self.dev.destroy_buffer(*b, None);
+                    }
+                    if self.memory != vk::DeviceMemory::null() {
+                        self.dev.free_memory(self.memory, None);
+                    }
+                    if self.pool != vk::CommandPool::null() {
+                        self.dev.destroy_command_pool(self.pool, None);
+                    }
+                }
+            }
+        }
+        let mut made = Made {
+            dev,
+            buffers: Vec::new(),
+            memory: vk::DeviceMemory::null(),
+            pool: vk::CommandPool::null(),
+        };
+        // SAFETY: plain object creation and a waited-on submission on this device.
+        unsafe {
+            let staging = dev
+                .create_buffer(
+                    &vk::BufferCreateInfo::default()
+                        .size(data.len().max(1) as u64)
+                        .usage(vk::BufferUsageFlags::TRANSFER_SRC),
+                    None,
+                )
+                .map_err(vkerr("vkCreateBuffer (upload staging)"))?;
+            made.buffers.push(staging);
+            let req = dev.get_buffer_memory_requirements(staging);
+            let host = (vk::MemoryPropertyFlags::HOST_VISIBLE
+                | vk::MemoryPropertyFlags::HOST_COHERENT)
+                .as_raw();
+            let ti = (0..d.memory_types.len())
+                .find(|&i| {
+                    req.memory_type_bits & (1 << i) != 0
+                        && d.memory_types[i].property_flags & host == host
+                })
+                .ok_or_else(|| {
+                    ReplayError::Other("no host-visible memory type for an upload".into())
+                })?;
+            made.memory = dev
+                .allocate_memory(
+                    &vk::MemoryAllocateInfo::default()
+                        .allocation_size(req.size)
+                        .memory_type_index(ti as u32),
+                    None,
+                )
+                .map_err(vkerr("vkAllocateMemory (upload staging)"))?;
+            dev.bind_buffer_memory(staging, made.memory, 0)
+                .map_err(vkerr("vkBindBufferMemory (upload staging)"))?;
+            let p = dev
+                .map_memory(made.memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                .map_err(vkerr("vkMapMemory (upload staging)"))?;
+            std::ptr::copy_nonoverlapping(data.as_ptr(), p as *mut u8, data.len());
+            let alias = dev
+                .create_buffer(
+                    &vk::BufferCreateInfo::default()
+                        .size(size)
+                        .usage(vk::BufferUsageFlags::TRANSFER_DST),
+                    None,
+                )
+                .map_err(vkerr("vkCreateBuffer (upload target)"))?;
+            made.buffers.push(alias);
+            let areq = dev.get_buffer_memory_requirements(alias);
+            if areq.memory_type_bits & (1 << type_index) == 0 || areq.size > size {
+                return Err(ReplayError::Other(format!(
+                    "memory 0x{captured:x}: a transfer buffer cannot be bound over its replay allocation (type {type_index})"
+                )));
+            }
+            dev.bind_buffer_memory(alias, mem, 0)
+                .map_err(vkerr("vkBindBufferMemory (upload target)"))?;
+            made.pool = dev
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default().queue_family_index(family),
+                    None,
+                )
+                .map_err(vkerr("vkCreateCommandPool (upload)"))?;
+            let cb = dev
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(made.pool)
+                        .command_buffer_count(1),
+                )
+                .map_err(vkerr("vkAllocateCommandBuffers (upload)"))?[0];
+            dev.begin_command_buffer(
+                cb,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .map_err(vkerr("vkBeginCommandBuffer (upload)"))?;
+            dev.cmd_copy_buffer(
+                cb,
+                staging,
+                alias,
+                &[vk::BufferCopy {
+                    src_offset: 0,
+                    dst_offset: offset,
+                    size: data.len() as u64,
+                }],
+            );
+            // Later work of any kind reads what was written.
+            dev.cmd_pipeline_barrier(
+                cb,
+                vk::PipelineStageFlags::TRANSFER,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::DependencyFlags::empty(),
+                &[vk::MemoryBarrier::default()
+                    .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+                    .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE)],
+                &[],
+                &[],
+            );
+            dev.end_command_buffer(cb)
+                .map_err(vkerr("vkEndCommandBuffer (upload)"))?;
+            let cbs = [cb];
+            dev.queue_submit(
+                queue,
+                &[vk::SubmitInfo::default().command_buffers(&cbs)],
+                vk::Fence::null(),
+            )
+            .map_err(vkerr("vkQueueSubmit (upload)"))?;
+            dev.queue_wait_idle(queue)
+                .map_err(vkerr("vkQueueWaitIdle (upload)"))?;
+        }
+        drop(made);
+        Ok(())
     }
 
     /// Reads `len` bytes at `offset` of a captured allocation from its replay counterpart.
