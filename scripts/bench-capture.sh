@@ -127,9 +127,14 @@ for app in $APPS; do
   esac
   echo
   echo "$label ($REPS runs each, medians)"
-  printf '%-34s %9s %7s %9s %7s %12s %10s\n' configuration "wall ms" ratio "cpu ms" ratio "trace bytes" "B/frame"
+  # "vs idle": against the layer loaded but not capturing, which runs the same workload where the layer
+  # hides extensions it cannot capture (on GPUs that have them, the app then skips that work).
+  printf '%-34s %9s %7s %8s %9s %7s %8s %12s %10s\n' configuration "wall ms" ratio "vs idle" "cpu ms" ratio "vs idle" "trace bytes" "B/frame"
   base_wall=$(cut -d' ' -f1 "$work/none-$app" | median)
   base_cpu=$(cut -d' ' -f2 "$work/none-$app" | median)
+  idle_wall=$(cut -d' ' -f1 "$work/idle-$app" 2>/dev/null | median)
+  idle_cpu=$(cut -d' ' -f2 "$work/idle-$app" 2>/dev/null | median)
+  [ -n "$idle_wall" ] || { idle_wall=$base_wall; idle_cpu=$base_cpu; }
   for c in "${configs[@]}"; do
     if [ ! -s "$work/$c-$app" ]; then
       printf '%-34s %9s\n' "$c" failed
@@ -147,8 +152,9 @@ for app in $APPS; do
       gfxr) name="GFXReconstruct capturing" ;;
     esac
     awk -v n="$name" -v w="$wall" -v bw="$base_wall" -v cpu="$cpu" -v bc="$base_cpu" -v b="$bytes" -v f="$frames" \
-      'BEGIN { printf "%-34s %9d %6.3fx %9d %6.3fx %12s %10s\n", n, w, w / bw, cpu, cpu / bc,
-               (b > 0 ? b : "-"), (b > 0 ? sprintf("%.0f", b / f) : "-") }'
+      -v iw="$idle_wall" -v ic="$idle_cpu" \
+      'BEGIN { printf "%-34s %9d %6.3fx %7.3fx %9d %6.3fx %7.3fx %12s %10s\n", n, w, w / bw, w / iw, cpu, cpu / bc,
+               cpu / ic, (b > 0 ? b : "-"), (b > 0 ? sprintf("%.0f", b / f) : "-") }'
   done
   echo "wall ms per run:"
   for c in "${configs[@]}"; do echo "  $c: $(cut -d' ' -f1 "$work/$c-$app" 2>/dev/null | tr '\n' ' ')"; done

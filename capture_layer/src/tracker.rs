@@ -152,6 +152,9 @@ struct Obj {
     parent: u64,
     /// Keys of the records it owns (state-defining calls, query records).
     owned: Vec<(u64, u32)>,
+    /// Command buffers: the current recording (calls and their query records), kept here rather
+    /// than in the shared map because it is the hot path (one push per recorded command).
+    recording: Vec<((u64, u32), Record)>,
     /// Objects made from it (pool children, a device's objects).
     children: Vec<u64>,
     /// Destroyed by the app, kept for creations that named it (definitions only).
@@ -221,11 +224,11 @@ impl Tracker {
             }
             Record::QueryOp(ref op) if op.command_buffer != 0 => {
                 let cb = op.command_buffer;
-                self.keep_owned(rec, &[cb]);
+                self.record_into(cb, rec);
             }
             Record::RegionCounters(ref r) => {
                 let cb = r.command_buffer;
-                self.keep_owned(rec, &[cb]);
+                self.record_into(cb, rec);
             }
             Record::Device(_) | Record::Note(_) => {
                 let key = self.plain_key();
@@ -244,6 +247,17 @@ impl Tracker {
     fn plain_key(&mut self) -> (u64, u32) {
         self.sub += 1;
         (self.last_seq, self.sub)
+    }
+
+    /// Appends to a command buffer's recording.
+    fn record_into(&mut self, cb: u64, rec: Record) {
+        let key = match &rec {
+            Record::Call(c) => (c.seq, 0),
+            _ => self.plain_key(),
+        };
+        if let Some(o) = self.objects.get_mut(&cb) {
+            o.recording.push((key, rec));
+        }
     }
 
     fn keep_owned(&mut self, rec: Record, owners: &[u64]) {
@@ -270,15 +284,17 @@ impl Tracker {
         }
         if class == Class::Cmd {
             let cb = first_u64(&c.params);
-            self.keep_owned(Record::Call(c), &[cb]);
+            self.record_into(cb, Record::Call(c));
             return;
         }
         if class == Class::BeginCb || class == Class::ResetCb {
             let cb = first_u64(&c.params);
-            self.clear_owned(cb);
+            if let Some(o) = self.objects.get_mut(&cb) {
+                o.recording.clear();
+            }
             self.effects.remove(&cb);
             if class == Class::BeginCb {
-                self.keep_owned(Record::Call(c), &[cb]);
+                self.record_into(cb, Record::Call(c));
             }
             return;
         }
@@ -314,7 +330,9 @@ impl Tracker {
                     .unwrap_or_default();
                 for ch in children {
                     if class == Class::ResetCommandPool {
-                        self.clear_owned(ch);
+                        if let Some(o) = self.objects.get_mut(&ch) {
+                            o.recording.clear();
+                        }
                         self.effects.remove(&ch);
                     } else {
                         self.kill(ch);
@@ -431,6 +449,7 @@ impl Tracker {
                     creator: key,
                     parent,
                     owned: Vec::new(),
+                    recording: Vec::new(),
                     children: Vec::new(),
                     destroyed: false,
                     map_call: None,
@@ -481,16 +500,6 @@ impl Tracker {
             if k.holders.is_empty() {
                 self.kept.remove(&key);
             }
-        }
-    }
-
-    fn clear_owned(&mut self, h: u64) {
-        let owned = match self.objects.get_mut(&h) {
-            Some(o) => std::mem::take(&mut o.owned),
-            None => return,
-        };
-        for key in owned {
-            self.release(key, h);
         }
     }
 
@@ -567,12 +576,8 @@ impl Tracker {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for key in &o.owned {
-            let Some(Kept {
-                rec: Record::Call(c),
-                ..
-            }) = self.kept.get(key)
-            else {
+        for (_, rec) in &o.recording {
+            let Record::Call(c) = rec else {
                 continue;
             };
             let name = vkstream::COMMANDS
@@ -794,8 +799,15 @@ impl Tracker {
         let mut records = Vec::new();
         let mut dropped = 0u64;
         let mut first_dropped = None;
-        for k in self.kept.values() {
-            if let Record::Call(c) = &k.rec {
+        // Kept records and command-buffer recordings, in original order.
+        let mut all: Vec<(&(u64, u32), &Record)> =
+            self.kept.iter().map(|(k, v)| (k, &v.rec)).collect();
+        for o in self.objects.values() {
+            all.extend(o.recording.iter().map(|(k, r)| (k, r)));
+        }
+        all.sort_unstable_by_key(|(k, _)| **k);
+        for (_, rec) in all {
+            if let Record::Call(c) = rec {
                 // A state call that names an object destroyed before the trim point (a descriptor
                 // naming a deleted view, a recording that used a deleted staging buffer) cannot
                 // replay; it is left out.
@@ -819,7 +831,7 @@ impl Tracker {
                     }
                 }
             }
-            records.push(SnapRecord::Kept(Box::new(k.rec.clone())));
+            records.push(SnapRecord::Kept(Box::new(rec.clone())));
         }
         if dropped > 0 {
             gaps.push(format!(
@@ -1173,7 +1185,12 @@ mod tests {
             self.seq
         }
         fn kept(&self) -> Vec<u64> {
-            self.t.kept.keys().map(|k| k.0).collect()
+            let mut v: Vec<u64> = self.t.kept.keys().map(|k| k.0).collect();
+            for o in self.t.objects.values() {
+                v.extend(o.recording.iter().map(|(k, _)| k.0));
+            }
+            v.sort_unstable();
+            v
         }
     }
 
