@@ -755,6 +755,10 @@ impl<'a> Session<'a> {
             ci.enabled_layer_count = 0;
             ci.pp_enabled_layer_names = std::ptr::null();
         }
+        // The queue families were read through another instance (`devices`); read them through
+        // this one too, as the spec expects before queues of a family are asked for (validation
+        // reports VUID-VkDeviceQueueCreateInfo-queueFamilyIndex-00381 otherwise).
+        let _ = instance.get_physical_device_queue_family_properties(pd);
         let device = instance
             .create_device(pd, &ci, None)
             .map_err(|e| ReplayError::vk("vkCreateDevice", e))?;
