@@ -489,7 +489,9 @@ pub fn record_call(
     result: i32,
     encode: impl FnOnce(&mut vkstream::Encoder),
 ) -> Option<u64> {
-    if !recording() {
+    if !capturing() && !(TRACKING.load(Ordering::Relaxed) && crate::tracker::wanted(cmd)) {
+        // Not capturing, or tracking a command that defines no state (gets, waits, presents):
+        // nothing to encode.
         return None;
     }
     let host_ns = now_ns();

@@ -84,6 +84,12 @@ fn class_of(cmd: u32) -> Class {
         .unwrap_or(Class::Drop)
 }
 
+/// Whether the tracker keeps anything of command `cmd` (the layer skips encoding the rest while
+/// tracking).
+pub fn wanted(cmd: u32) -> bool {
+    class_of(cmd) != Class::Drop
+}
+
 /// Objects that later creations may name after the app destroyed them.
 fn is_definition(ty: vk::ObjectType) -> bool {
     matches!(
