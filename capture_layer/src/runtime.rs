@@ -489,7 +489,8 @@ pub fn record_call(
     result: i32,
     encode: impl FnOnce(&mut vkstream::Encoder),
 ) -> Option<u64> {
-    if !capturing() && !(TRACKING.load(Ordering::Relaxed) && crate::tracker::wanted(cmd)) {
+    let wanted = capturing() || (TRACKING.load(Ordering::Relaxed) && crate::tracker::wanted(cmd));
+    if !wanted {
         // Not capturing, or tracking a command that defines no state (gets, waits, presents):
         // nothing to encode.
         return None;
