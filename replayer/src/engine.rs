@@ -240,6 +240,9 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
             Record::RegionCounters(_) => s.region_counters += 1,
             Record::StateEnd(e) => {
                 in_snapshot = false;
+                // The snapshot's calls carry the times the app made them, long before; the
+                // captured frames start here.
+                s.first_call_ns = Some(e.host_ns);
                 s.trimmed = Some((e.first_frame, e.gaps));
             }
             Record::Device(d) if s.capture_device.is_none() => s.capture_device = Some(d),
@@ -744,6 +747,8 @@ impl Run<'_, '_> {
                     self.trimmed = true;
                     self.session.frame = b.first_frame;
                 }
+                // The first frame's time excludes rebuilding the state.
+                Record::StateEnd(_) => self.frame_start = now_ns(),
                 Record::QueryResults(r)
                     if self.trimmed && !self.ran_in_replay(r.pool, r.first, r.count) =>
                 {
