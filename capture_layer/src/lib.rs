@@ -22,7 +22,7 @@ mod region;
 pub mod runtime;
 pub mod settings;
 mod special;
-mod state;
+pub mod state;
 mod tracker;
 
 use ash::vk;
