@@ -535,18 +535,7 @@ impl Tracker {
                 .flatten()
                 .flat_map(|s| s.p_command_buffers.iter().flatten().copied())
                 .collect(),
-            Call::vkQueueSubmit2(p) => p
-                .p_submits
-                .iter()
-                .flatten()
-                .flat_map(|s| {
-                    s.p_command_buffer_infos
-                        .iter()
-                        .flatten()
-                        .map(|i| i.command_buffer)
-                })
-                .collect(),
-            Call::vkQueueSubmit2KHR(p) => p
+            Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) => p
                 .p_submits
                 .iter()
                 .flatten()
@@ -604,16 +593,7 @@ impl Tracker {
                         out.push((b.image, b.new_layout));
                     }
                 }
-                Call::vkCmdPipelineBarrier2(p) => {
-                    for b in p
-                        .p_dependency_info
-                        .iter()
-                        .flat_map(|d| d.p_image_memory_barriers.iter().flatten())
-                    {
-                        out.push((b.image, b.new_layout));
-                    }
-                }
-                Call::vkCmdPipelineBarrier2KHR(p) => {
+                Call::vkCmdPipelineBarrier2(p) | Call::vkCmdPipelineBarrier2KHR(p) => {
                     for b in p
                         .p_dependency_info
                         .iter()
@@ -627,12 +607,7 @@ impl Tracker {
                         self.render_pass_finals(b.render_pass, b.framebuffer, &mut out);
                     }
                 }
-                Call::vkCmdBeginRenderPass2(p) => {
-                    if let Some(b) = &p.p_render_pass_begin {
-                        self.render_pass_finals(b.render_pass, b.framebuffer, &mut out);
-                    }
-                }
-                Call::vkCmdBeginRenderPass2KHR(p) => {
+                Call::vkCmdBeginRenderPass2(p) | Call::vkCmdBeginRenderPass2KHR(p) => {
                     if let Some(b) = &p.p_render_pass_begin {
                         self.render_pass_finals(b.render_pass, b.framebuffer, &mut out);
                     }
@@ -695,14 +670,7 @@ fn creation_info(call: &Call) -> Info {
                 .flat_map(|c| c.p_attachments.iter().flatten().map(|a| a.final_layout))
                 .collect(),
         },
-        Call::vkCreateRenderPass2(p) => Info::RenderPass {
-            finals: p
-                .p_create_info
-                .iter()
-                .flat_map(|c| c.p_attachments.iter().flatten().map(|a| a.final_layout))
-                .collect(),
-        },
-        Call::vkCreateRenderPass2KHR(p) => Info::RenderPass {
+        Call::vkCreateRenderPass2(p) | Call::vkCreateRenderPass2KHR(p) => Info::RenderPass {
             finals: p
                 .p_create_info
                 .iter()

@@ -246,18 +246,23 @@ fn glmark2_trace_replays() {
     let x = Xvfb::start();
     let quarry = quarry_bin();
     let library = find_layer_library().unwrap();
+    // `quarry capture [capture_args] -o TRACE -- glmark2 ...` through the built layer.
+    let capture = |trace: &Path, capture_args: &[&str]| {
+        let out = glmark2(&quarry, &x.display)
+            .env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
+            .arg("capture")
+            .args(capture_args)
+            .arg("-o")
+            .arg(trace)
+            .arg("--")
+            .arg("glmark2")
+            .args(GLMARK_ARGS)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    };
     let trace = scratch("glmark2-replay.qtrace");
-    let out = glmark2(&quarry, &x.display)
-        .env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
-        .arg("capture")
-        .arg("-o")
-        .arg(&trace)
-        .arg("--")
-        .arg("glmark2")
-        .args(GLMARK_ARGS)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    capture(&trace, &[]);
     let replay = vulkan_command(&quarry.to_string_lossy())
         .arg("replay")
         .arg(&trace)
@@ -270,16 +275,7 @@ fn glmark2_trace_replays() {
     // stops before glmark2's exit, where Zink destroys its device with two images and their views
     // still alive (validation reports that in the untrimmed replay too).
     let trimmed = scratch("glmark2-trimmed.qtrace");
-    let out = glmark2(&quarry, &x.display)
-        .env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
-        .args(["capture", "--frames", "1-1", "-o"])
-        .arg(&trimmed)
-        .arg("--")
-        .arg("glmark2")
-        .args(GLMARK_ARGS)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    capture(&trimmed, &["--frames", "1-1"]);
     let replay = vulkan_command(&quarry.to_string_lossy())
         .args(["replay", "--validate"])
         .arg(&trimmed)
