@@ -272,13 +272,31 @@ fn offer(rec: Record) -> Option<Record> {
         return Some(rec);
     }
     let mut t = lock_tracker();
-    match t.as_mut() {
-        Some(t) => {
-            t.offer(rec);
-            None
-        }
-        None => Some(rec),
+    let Some(tracker) = t.as_mut() else {
+        // The snapshot was written meanwhile: the record goes to the trace.
+        return Some(rec);
+    };
+    // The generated intercepts call in here without a guard of their own.
+    if catch_unwind(AssertUnwindSafe(|| tracker.offer(rec))).is_err() {
+        *t = None;
+        drop(t);
+        abandon_tracking("internal error in the state tracker");
     }
+    None
+}
+
+/// Gives up a trimmed capture before its first frame: logged once, nothing written, calls pass.
+fn abandon_tracking(message: &str) {
+    TRACKING.store(false, Ordering::Release);
+    ENDED.store(true, Ordering::Relaxed);
+    *lock_tracker() = None;
+    *lock_pending() = None;
+    log_once(
+        "tracking-failed",
+        &format!(
+            "{message}; the trimmed capture is abandoned, the application continues unchanged"
+        ),
+    );
 }
 
 fn lock_capture() -> MutexGuard<'static, Option<Capture>> {
@@ -687,8 +705,10 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) {
             p.submitted = false;
             p.frame == p.first
         };
-        if due {
-            snapshot();
+        if due && catch_unwind(snapshot).is_err() {
+            abandon_tracking("internal error while writing the state snapshot");
+            // A trace already opened is left unfinished, so readers see it incomplete.
+            fail("internal error while writing the state snapshot");
         }
         return;
     }
