@@ -165,6 +165,21 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         args.emulate_counters,
     )?;
     if !c.trace.is_file() {
+        // A trimmed capture writes nothing until its first frame begins.
+        let first = args
+            .frames
+            .as_deref()
+            .and_then(|f| f.split('-').next()?.trim().parse::<u64>().ok())
+            .filter(|&f| f > 0);
+        if let Some(first) = first {
+            anyhow::bail!(
+                "{} wrote no trace to {}: a trimmed capture starts at frame {first}, and the program \
+                 ended before it (or never created a Vulkan instance; {})",
+                program.to_string_lossy(),
+                c.trace.display(),
+                exit_text(c.status)
+            );
+        }
         anyhow::bail!(
             "{} wrote no trace to {} (did it create a Vulkan instance? {})",
             program.to_string_lossy(),

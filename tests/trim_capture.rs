@@ -183,6 +183,33 @@ fn trimmed_demo_starts_with_a_snapshot_and_its_queries_replay_exactly() {
         f.calls
     );
 
+    // A range that starts after the program's last frame: no trace, and the message says why.
+    let late = dir.join("late.qtrace");
+    let o = quarry(
+        &[
+            "capture",
+            "-o",
+            late.to_str().unwrap(),
+            "--frames",
+            "100-200",
+            "--",
+            demo.to_str().unwrap(),
+            "--headless",
+            "--frames",
+            "1",
+            "--gpu",
+            "llvmpipe",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", both(&o));
+    assert!(
+        both(&o).contains("a trimmed capture starts at frame 100, and the program ended before it"),
+        "{}",
+        both(&o)
+    );
+    assert!(!late.exists());
+
     let info = both(&quarry(&["info", trimmed.to_str().unwrap()], None));
     assert!(
         info.contains("trimmed:      starts at frame 8 with a state snapshot"),
