@@ -1144,6 +1144,13 @@ mod tests {
     }
 
     impl Feed {
+        fn new() -> Self {
+            Feed {
+                t: Tracker::default(),
+                seq: 0,
+            }
+        }
+
         fn call(&mut self, name: &str, encode: impl FnOnce(&mut vkstream::Encoder)) -> u64 {
             let mut e = vkstream::Encoder::new();
             encode(&mut e);
@@ -1172,6 +1179,25 @@ mod tests {
         vk::Device::from_raw(DEV)
     }
 
+    /// A set layout, a pipeline layout made from it, the set layout destroyed: the three seqs.
+    fn layout_then_destroyed(f: &mut Feed, set_layout: u64, pipeline_layout: u64) -> [u64; 3] {
+        let ci = vk::DescriptorSetLayoutCreateInfo::default();
+        let mut l = vk::DescriptorSetLayout::from_raw(set_layout);
+        let layout = f.call("vkCreateDescriptorSetLayout", |e| unsafe {
+            vkstream::encode::vkCreateDescriptorSetLayout(e, dev(), &ci, std::ptr::null(), &mut l)
+        });
+        let layouts = [l];
+        let pci = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
+        let mut pl = vk::PipelineLayout::from_raw(pipeline_layout);
+        let made = f.call("vkCreatePipelineLayout", |e| unsafe {
+            vkstream::encode::vkCreatePipelineLayout(e, dev(), &pci, std::ptr::null(), &mut pl)
+        });
+        let destroy = f.call("vkDestroyDescriptorSetLayout", |e| unsafe {
+            vkstream::encode::vkDestroyDescriptorSetLayout(e, dev(), l, std::ptr::null())
+        });
+        [layout, made, destroy]
+    }
+
     fn create_buffer(f: &mut Feed, h: u64) -> u64 {
         let ci = vk::BufferCreateInfo::default()
             .size(64)
@@ -1184,10 +1210,7 @@ mod tests {
 
     #[test]
     fn destroyed_objects_take_their_creation_and_state_with_them() {
-        let mut f = Feed {
-            t: Tracker::default(),
-            seq: 0,
-        };
+        let mut f = Feed::new();
         let buf = create_buffer(&mut f, 0xB1);
         let ai = vk::MemoryAllocateInfo::default().allocation_size(4096);
         let mut m = vk::DeviceMemory::from_raw(0x31);
@@ -1229,25 +1252,9 @@ mod tests {
 
     #[test]
     fn definitions_outlive_their_destruction_for_what_was_made_from_them() {
-        let mut f = Feed {
-            t: Tracker::default(),
-            seq: 0,
-        };
-        let ci = vk::DescriptorSetLayoutCreateInfo::default();
-        let mut l = vk::DescriptorSetLayout::from_raw(0x51);
-        let layout = f.call("vkCreateDescriptorSetLayout", |e| unsafe {
-            vkstream::encode::vkCreateDescriptorSetLayout(e, dev(), &ci, std::ptr::null(), &mut l)
-        });
-        let layouts = [l];
-        let pci = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
-        let mut pl = vk::PipelineLayout::from_raw(0x52);
-        let pipeline_layout = f.call("vkCreatePipelineLayout", |e| unsafe {
-            vkstream::encode::vkCreatePipelineLayout(e, dev(), &pci, std::ptr::null(), &mut pl)
-        });
-        let destroy = f.call("vkDestroyDescriptorSetLayout", |e| unsafe {
-            vkstream::encode::vkDestroyDescriptorSetLayout(e, dev(), l, std::ptr::null())
-        });
-        assert_eq!(f.kept(), vec![layout, pipeline_layout, destroy]);
+        let mut f = Feed::new();
+        let seqs = layout_then_destroyed(&mut f, 0x51, 0x52);
+        assert_eq!(f.kept(), seqs.to_vec());
         // The snapshot keeps the pipeline layout: it names the set layout, which is created (and
         // destroyed) before it in the snapshot.
         let snap =
@@ -1258,10 +1265,7 @@ mod tests {
 
     #[test]
     fn a_command_buffer_keeps_its_last_recording_and_dies_with_its_pool() {
-        let mut f = Feed {
-            t: Tracker::default(),
-            seq: 0,
-        };
+        let mut f = Feed::new();
         let pci = vk::CommandPoolCreateInfo::default();
         let mut pool = vk::CommandPool::from_raw(0x61);
         let p = f.call("vkCreateCommandPool", |e| unsafe {
@@ -1309,10 +1313,7 @@ mod tests {
 
     #[test]
     fn snapshot_leaves_out_state_naming_dead_objects_and_restores_fences() {
-        let mut f = Feed {
-            t: Tracker::default(),
-            seq: 0,
-        };
+        let mut f = Feed::new();
         let mut q = vk::Queue::from_raw(0x71);
         f.call("vkGetDeviceQueue", |e| unsafe {
             vkstream::encode::vkGetDeviceQueue(e, dev(), 0, 0, &mut q)
@@ -1375,10 +1376,7 @@ mod tests {
 
     #[test]
     fn repeated_gets_change_nothing_and_timelines_are_restored() {
-        let mut f = Feed {
-            t: Tracker::default(),
-            seq: 0,
-        };
+        let mut f = Feed::new();
         let mut q = vk::Queue::from_raw(0x81);
         let get = f.call("vkGetDeviceQueue", |e| unsafe {
             vkstream::encode::vkGetDeviceQueue(e, dev(), 0, 0, &mut q)
@@ -1419,24 +1417,8 @@ mod tests {
 
     #[test]
     fn a_reused_handle_value_keeps_the_destroyed_definition_it_shadows() {
-        let mut f = Feed {
-            t: Tracker::default(),
-            seq: 0,
-        };
-        let ci = vk::DescriptorSetLayoutCreateInfo::default();
-        let mut l = vk::DescriptorSetLayout::from_raw(0x91);
-        let layout = f.call("vkCreateDescriptorSetLayout", |e| unsafe {
-            vkstream::encode::vkCreateDescriptorSetLayout(e, dev(), &ci, std::ptr::null(), &mut l)
-        });
-        let layouts = [l];
-        let pci = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
-        let mut pl = vk::PipelineLayout::from_raw(0x92);
-        let made = f.call("vkCreatePipelineLayout", |e| unsafe {
-            vkstream::encode::vkCreatePipelineLayout(e, dev(), &pci, std::ptr::null(), &mut pl)
-        });
-        let destroy = f.call("vkDestroyDescriptorSetLayout", |e| unsafe {
-            vkstream::encode::vkDestroyDescriptorSetLayout(e, dev(), l, std::ptr::null())
-        });
+        let mut f = Feed::new();
+        let [layout, made, destroy] = layout_then_destroyed(&mut f, 0x91, 0x92);
         // The driver hands the freed value to a buffer.
         let buffer = create_buffer(&mut f, 0x91);
         assert_eq!(f.kept(), vec![layout, made, destroy, buffer]);

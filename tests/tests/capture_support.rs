@@ -200,3 +200,44 @@ impl Trace {
         );
     }
 }
+
+/// Records `n` `vkCmdSetViewport` (x = 0, 1, ...) into a new command buffer of its own pool, on the
+/// calling thread: the multi-threaded capture tests run one per thread.
+///
+/// # Safety
+/// `device` must be live, with queue family 0.
+pub unsafe fn record_viewports(
+    device: &ash::Device,
+    n: usize,
+) -> (ash::vk::CommandPool, ash::vk::CommandBuffer) {
+    use ash::vk;
+    let pool = device
+        .create_command_pool(
+            &vk::CommandPoolCreateInfo::default().queue_family_index(0),
+            None,
+        )
+        .unwrap();
+    let cb = device
+        .allocate_command_buffers(
+            &vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .command_buffer_count(1),
+        )
+        .unwrap()[0];
+    device
+        .begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
+        .unwrap();
+    for i in 0..n {
+        let vp = vk::Viewport {
+            x: i as f32,
+            y: 0.0,
+            width: 16.0,
+            height: 16.0,
+            min_depth: 0.0,
+            max_depth: 1.0,
+        };
+        device.cmd_set_viewport(cb, 0, &[vp]);
+    }
+    device.end_command_buffer(cb).unwrap();
+    (pool, cb)
+}

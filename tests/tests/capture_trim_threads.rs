@@ -58,37 +58,7 @@ fn recordings_made_on_many_threads_before_the_trim_point_are_whole_in_the_snapsh
             let handles: Vec<_> = (0..THREADS)
                 .map(|_| {
                     let device = device.clone();
-                    s.spawn(move || {
-                        let pool = device
-                            .create_command_pool(
-                                &vk::CommandPoolCreateInfo::default().queue_family_index(0),
-                                None,
-                            )
-                            .unwrap();
-                        let cb = device
-                            .allocate_command_buffers(
-                                &vk::CommandBufferAllocateInfo::default()
-                                    .command_pool(pool)
-                                    .command_buffer_count(1),
-                            )
-                            .unwrap()[0];
-                        device
-                            .begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
-                            .unwrap();
-                        for i in 0..PER_THREAD {
-                            let vp = vk::Viewport {
-                                x: i as f32,
-                                y: 0.0,
-                                width: 16.0,
-                                height: 16.0,
-                                min_depth: 0.0,
-                                max_depth: 1.0,
-                            };
-                            device.cmd_set_viewport(cb, 0, &[vp]);
-                        }
-                        device.end_command_buffer(cb).unwrap();
-                        (pool, cb)
-                    })
+                    s.spawn(move || record_viewports(&device, PER_THREAD))
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
