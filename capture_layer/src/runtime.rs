@@ -514,20 +514,18 @@ pub fn record_call(
         return None;
     }
     let host_ns = now_ns();
-    let params = catch_unwind(AssertUnwindSafe(|| {
+    let encoded = catch_unwind(AssertUnwindSafe(|| {
         let mut e = ENCODER.with(|c| c.take()).unwrap_or_default();
         e.clear();
         vkstream::encode::take_unknown_stype();
         encode(&mut e);
-        let bytes = e.as_bytes().to_vec();
-        ENCODER.with(|c| c.set(Some(e)));
-        (bytes, vkstream::encode::take_unknown_stype())
+        (e, vkstream::encode::take_unknown_stype())
     }));
-    let params = match params {
-        Ok((p, None)) => p,
-        Ok((p, Some(s_type))) => {
+    let e = match encoded {
+        Ok((e, None)) => e,
+        Ok((e, Some(s_type))) => {
             unknown_struct(cmd, s_type);
-            p
+            e
         }
         Err(_) => {
             let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
@@ -536,16 +534,40 @@ pub fn record_call(
         }
     };
     let thread = thread_id();
-    emit(|seq| {
-        Record::Call(record::Call {
-            seq,
-            thread,
-            cmd,
-            host_ns,
-            result,
-            params,
+    let seq = if TRACKING.load(Ordering::Acquire) {
+        emit(|seq| {
+            Record::Call(record::Call {
+                seq,
+                thread,
+                cmd,
+                host_ns,
+                result,
+                params: e.as_bytes().to_vec(),
+            })
         })
-    })
+    } else {
+        // The hot path: the encoder's bytes go straight into the open block.
+        let mut guard = lock_capture();
+        match guard.as_mut() {
+            None => None,
+            Some(cap) => {
+                // Numbered under the lock, so records reach the file in seq order.
+                let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+                match cap
+                    .writer
+                    .write_call(seq, thread, cmd, host_ns, result, e.as_bytes())
+                {
+                    Ok(()) => Some(seq),
+                    Err(err) => {
+                        fail_locked(&mut guard, &format!("writing the trace failed: {err}"));
+                        None
+                    }
+                }
+            }
+        }
+    };
+    ENCODER.with(|c| c.set(Some(e)));
+    seq
 }
 
 /// Structs the layer itself understands although the encoder does not: the loader's chain links,
