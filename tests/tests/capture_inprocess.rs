@@ -199,14 +199,7 @@ fn threads_and_queries_in_process() {
     }
     let layer = layer();
     let trace = scratch("inprocess.qtrace");
-    // Set before libvulkan is loaded; this process has no other test touching the environment.
-    std::env::set_var("VK_DRIVER_FILES", LAVAPIPE_ICD);
-    std::env::set_var("VK_ICD_FILENAMES", LAVAPIPE_ICD);
-    std::env::set_var("VK_ADD_LAYER_PATH", &layer.dir);
-    std::env::set_var("VK_LOADER_LAYERS_ENABLE", "VK_LAYER_QUARRY_capture");
-    std::env::set_var("QUARRY_CAPTURE_FILE", &trace);
-    std::env::remove_var("QUARRY_CAPTURE_DISABLE");
-    std::env::remove_var("QUARRY_CAPTURE_FRAMES");
+    capture_in_process(&layer, &trace, None);
 
     let (run, pool_raw) = unsafe {
         let g = gpu();

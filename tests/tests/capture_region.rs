@@ -29,14 +29,7 @@ fn region_counters_round_trip() {
     }
     let layer = layer();
     let trace = scratch("region.qtrace");
-    // Set before libvulkan is loaded; this process has no other test touching the environment.
-    std::env::set_var("VK_DRIVER_FILES", LAVAPIPE_ICD);
-    std::env::set_var("VK_ICD_FILENAMES", LAVAPIPE_ICD);
-    std::env::set_var("VK_ADD_LAYER_PATH", &layer.dir);
-    std::env::set_var("VK_LOADER_LAYERS_ENABLE", "VK_LAYER_QUARRY_capture");
-    std::env::set_var("QUARRY_CAPTURE_FILE", &trace);
-    std::env::remove_var("QUARRY_CAPTURE_DISABLE");
-    std::env::remove_var("QUARRY_CAPTURE_FRAMES");
+    capture_in_process(&layer, &trace, None);
 
     let addresses = [0x1_0000u64, 0x2_0000];
     let indices = [0u32, 3];

@@ -241,3 +241,19 @@ pub unsafe fn record_viewports(
     device.end_command_buffer(cb).unwrap();
     (pool, cb)
 }
+
+/// Points this process's Vulkan at lavapipe with the layer enabled, capturing to `trace` over
+/// `frames` (or the whole run). Must run before libvulkan is loaded; the loader reads the
+/// environment once, so one such test per process.
+pub fn capture_in_process(layer: &LayerDir, trace: &Path, frames: Option<&str>) {
+    std::env::set_var("VK_DRIVER_FILES", LAVAPIPE_ICD);
+    std::env::set_var("VK_ICD_FILENAMES", LAVAPIPE_ICD);
+    std::env::set_var("VK_ADD_LAYER_PATH", &layer.dir);
+    std::env::set_var("VK_LOADER_LAYERS_ENABLE", "VK_LAYER_QUARRY_capture");
+    std::env::set_var("QUARRY_CAPTURE_FILE", trace);
+    std::env::remove_var("QUARRY_CAPTURE_DISABLE");
+    match frames {
+        Some(f) => std::env::set_var("QUARRY_CAPTURE_FRAMES", f),
+        None => std::env::remove_var("QUARRY_CAPTURE_FRAMES"),
+    }
+}

@@ -22,14 +22,7 @@ fn recordings_made_on_many_threads_before_the_trim_point_are_whole_in_the_snapsh
     }
     let layer = layer();
     let trace = scratch("trim-threads.qtrace");
-    // Set before libvulkan is loaded; this process has no other test touching the environment.
-    std::env::set_var("VK_DRIVER_FILES", LAVAPIPE_ICD);
-    std::env::set_var("VK_ICD_FILENAMES", LAVAPIPE_ICD);
-    std::env::set_var("VK_ADD_LAYER_PATH", &layer.dir);
-    std::env::set_var("VK_LOADER_LAYERS_ENABLE", "VK_LAYER_QUARRY_capture");
-    std::env::set_var("QUARRY_CAPTURE_FILE", &trace);
-    std::env::set_var("QUARRY_CAPTURE_FRAMES", "1-1");
-    std::env::remove_var("QUARRY_CAPTURE_DISABLE");
+    capture_in_process(&layer, &trace, Some("1-1"));
 
     let cbs: Vec<u64> = unsafe {
         let entry = ash::Entry::load().expect("libvulkan");
