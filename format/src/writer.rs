@@ -113,15 +113,82 @@ fn encode_call(
     result: i32,
     params: &[u8],
 ) {
+    call_head(buf, seq, thread, cmd, host_ns, result);
+    put_bincode_varint(buf, params.len() as u64);
+    buf.extend_from_slice(params);
+}
+
+/// bincode's variant indices of `Record::QueryResults` and `Record::QueryAvailable`.
+const QUERY_RESULTS_VARIANT: u64 = 7;
+const QUERY_AVAILABLE_VARIANT: u64 = 9;
+
+/// A `Record::QueryResults` whose data is borrowed: the capture layer writes the bytes the app
+/// received without copying them first.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryResultsRef<'a> {
+    pub seq: u64,
+    pub thread: u32,
+    pub device: u64,
+    pub pool: u64,
+    pub first: u32,
+    pub count: u32,
+    pub stride: u64,
+    pub flags: u32,
+    pub result: i32,
+    pub host_ns: u64,
+    pub data: &'a [u8],
+}
+
+fn zigzag(v: i32) -> u64 {
+    ((v << 1) ^ (v >> 31)) as u32 as u64
+}
+
+/// `Record::QueryResults` as bincode standard() encodes it.
+fn encode_query_results(buf: &mut Vec<u8>, r: &QueryResultsRef<'_>) {
+    for v in [
+        QUERY_RESULTS_VARIANT,
+        r.seq,
+        r.thread as u64,
+        r.device,
+        r.pool,
+        r.first as u64,
+        r.count as u64,
+        r.stride,
+        r.flags as u64,
+        zigzag(r.result),
+        r.host_ns,
+        r.data.len() as u64,
+    ] {
+        put_bincode_varint(buf, v);
+    }
+    buf.extend_from_slice(r.data);
+}
+
+/// `Record::QueryAvailable` as bincode standard() encodes it.
+fn encode_query_available(buf: &mut Vec<u8>, pool: u64, query: u32, host_ns: u64) {
+    for v in [QUERY_AVAILABLE_VARIANT, pool, query as u64, host_ns] {
+        put_bincode_varint(buf, v);
+    }
+}
+
+/// Every field of a `Record::Call` before its parameters.
+fn call_head(buf: &mut Vec<u8>, seq: u64, thread: u32, cmd: u32, host_ns: u64, result: i32) {
     put_bincode_varint(buf, CALL_VARIANT);
     put_bincode_varint(buf, seq);
     put_bincode_varint(buf, thread as u64);
     put_bincode_varint(buf, cmd as u64);
     put_bincode_varint(buf, host_ns);
-    put_bincode_varint(buf, ((result << 1) ^ (result >> 31)) as u32 as u64);
-    put_bincode_varint(buf, params.len() as u64);
-    buf.extend_from_slice(params);
+    put_bincode_varint(buf, zigzag(result));
 }
+
+/// Record blocks up to this size sealed at a frame end wait for the next batch (see
+/// `Submitter::deferred`) and are copied out of the open block's buffer, which stays open.
+const SMALL_BLOCK: usize = 64 << 10;
+/// Deferred bytes or blocks above which the batch is handed over at once.
+const DEFER_MAX_BYTES: usize = 512 << 10;
+const DEFER_MAX_JOBS: usize = 4096;
+/// Recycled small-block buffers kept at most.
+const SMALL_POOL: usize = 64;
 
 /// The one dictionary a writer produces.
 const DICT_ID: u16 = 1;
@@ -155,6 +222,16 @@ struct Submitter {
     tx: Option<Sender<Job>>,
 }
 
+/// Small record blocks sealed at frame ends, not yet handed to the compression threads (no
+/// seq yet): handing one over wakes a sleeping thread, a syscall on the app's thread, so
+/// blocks of short frames go in batches, from the ticker or the next direct submit. Its own
+/// lock, held only to push or take, so a frame end never waits for a batch being handed over.
+#[derive(Default)]
+struct Deferred {
+    jobs: Vec<Job>,
+    bytes: usize,
+}
+
 struct PipeState {
     in_flight_bytes: usize,
     /// Every seq below this has been written (or dropped after an error).
@@ -174,12 +251,17 @@ struct Shared {
     opts: WriterOptions,
     open: Mutex<OpenBlock>,
     submit: Mutex<Submitter>,
+    deferred: Mutex<Deferred>,
     state: Mutex<PipeState>,
     cond: Condvar,
+    /// The ticker's own: it would otherwise wake at every block written and contend with the
+    /// app's threads for the open block.
+    ticker_cond: Condvar,
     failed: AtomicBool,
     /// Block-sized buffers handed back after writing: fresh large allocations are mapped
     /// pages that fault and get zeroed on first touch, which cost as much as compressing.
     pool: Mutex<Vec<Vec<u8>>>,
+    small_pool: Mutex<Vec<Vec<u8>>>,
     blobs: Mutex<Blobs>,
 }
 
@@ -207,8 +289,9 @@ impl Shared {
         self.failed.store(true, Ordering::Release);
     }
 
-    /// Assigns the next sequence number and queues the block, waiting while too many bytes are
-    /// in flight. Callers that need seal order hold the `open` lock around this.
+    /// Assigns the next sequence number and queues the block (after any deferred ones), waiting
+    /// while too many bytes are in flight. Callers that need seal order hold the `open` lock
+    /// around this.
     fn submit(
         &self,
         kind: BlockKind,
@@ -218,6 +301,65 @@ impl Shared {
         dict: Option<Arc<Vec<u8>>>,
     ) -> Result<(), FormatError> {
         let mut sub = lock(&self.submit);
+        self.drain_locked(&mut sub)?;
+        self.send_locked(&mut sub, kind, records, aux, data, dict)
+    }
+
+    /// Queues a small record block for the next batch; hands the batch over once it is large.
+    fn defer(
+        &self,
+        records: u32,
+        aux: u64,
+        data: Vec<u8>,
+        dict: Option<Arc<Vec<u8>>>,
+    ) -> Result<(), FormatError> {
+        let full = {
+            let mut d = lock(&self.deferred);
+            d.bytes += data.len();
+            d.jobs.push(Job {
+                seq: 0,
+                kind: BlockKind::Records,
+                records,
+                aux,
+                data,
+                dict,
+            });
+            d.bytes > DEFER_MAX_BYTES || d.jobs.len() > DEFER_MAX_JOBS
+        };
+        if full {
+            self.drain()?;
+        }
+        Ok(())
+    }
+
+    /// Hands every deferred block to the compression threads, in order.
+    fn drain(&self) -> Result<(), FormatError> {
+        let mut sub = lock(&self.submit);
+        self.drain_locked(&mut sub)
+    }
+
+    /// Holding the submit lock, so deferred blocks get their seq before any later block.
+    fn drain_locked(&self, sub: &mut Submitter) -> Result<(), FormatError> {
+        let jobs = {
+            let mut d = lock(&self.deferred);
+            d.bytes = 0;
+            std::mem::take(&mut d.jobs)
+        };
+        for j in jobs {
+            self.send_locked(sub, j.kind, j.records, j.aux, j.data, j.dict)?;
+        }
+        Ok(())
+    }
+
+    fn send_locked(
+        &self,
+        sub: &mut Submitter,
+        kind: BlockKind,
+        records: u32,
+        aux: u64,
+        data: Vec<u8>,
+        dict: Option<Arc<Vec<u8>>>,
+    ) -> Result<(), FormatError> {
         {
             let mut st = lock(&self.state);
             while st.error.is_none()
@@ -258,28 +400,44 @@ impl Shared {
         Ok(())
     }
 
-    /// Hands the open block to the pipeline if it holds records.
-    fn seal(&self, open: &mut OpenBlock) -> Result<(), FormatError> {
+    /// Hands the open block to the pipeline if it holds records. `frame_end`: sealed because a
+    /// frame ended on the app's thread, so a small block may wait for the next batch.
+    fn seal(&self, open: &mut OpenBlock, frame_end: bool) -> Result<(), FormatError> {
         if open.records == 0 {
             return Ok(());
         }
-        let cap = self
-            .opts
-            .block_size
-            .saturating_add(self.opts.block_size / 8);
-        let data = std::mem::replace(&mut open.buf, self.take_buf(cap));
+        let small = open.buf.len() <= SMALL_BLOCK;
+        let data = if small {
+            // A copy: the large buffer stays the open block's.
+            let data = self.copy_small(&open.buf);
+            open.buf.clear();
+            data
+        } else {
+            let cap = self
+                .opts
+                .block_size
+                .saturating_add(self.opts.block_size / 8);
+            std::mem::replace(&mut open.buf, self.take_buf(cap))
+        };
         let records = open.records;
         open.records = 0;
         open.opened = None;
+        let hand_over = |data: Vec<u8>, dict: Option<Arc<Vec<u8>>>| {
+            if frame_end && small {
+                self.defer(records, open.frame, data, dict)
+            } else {
+                self.submit(BlockKind::Records, records, open.frame, data, dict)
+            }
+        };
         let want = self.opts.dictionary_bytes;
         if open.dict.is_some() || want == 0 {
             // Large blocks carry their own context; a dictionary only slows them down.
             let dict = open.dict.clone().filter(|_| data.len() < DICT_MAX_BLOCK);
-            return self.submit(BlockKind::Records, records, open.frame, data, dict);
+            return hand_over(data, dict);
         }
         let take = (want - open.dict_collect.len()).min(data.len());
         open.dict_collect.extend_from_slice(&data[..take]);
-        self.submit(BlockKind::Records, records, open.frame, data, None)?;
+        hand_over(data, None)?;
         if open.dict_collect.len() >= want {
             // The dictionary block precedes every block compressed with it, so a reader of a
             // truncated file never holds a block whose dictionary is missing.
@@ -307,15 +465,32 @@ impl Shared {
             if pool.len() < 2 * self.opts.workers + 4 {
                 pool.push(v);
             }
+        } else if v.capacity() <= SMALL_BLOCK && v.capacity() >= 1024 {
+            let mut pool = lock(&self.small_pool);
+            if pool.len() < SMALL_POOL {
+                pool.push(v);
+            }
         }
+    }
+
+    /// A copy of a small block in a recycled buffer: blocks of short frames are copied out
+    /// at every frame end, and allocations freed on the writer's threads would otherwise go
+    /// through malloc's shared arena each time.
+    fn copy_small(&self, data: &[u8]) -> Vec<u8> {
+        let mut v = lock(&self.small_pool).pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(data);
+        v
     }
 
     /// Seals and waits until everything submitted so far is in the file.
     fn flush(&self) -> Result<(), FormatError> {
         let target = {
             let mut open = lock(&self.open);
-            self.seal(&mut open)?;
-            lock(&self.submit).next_seq
+            self.seal(&mut open, false)?;
+            let mut sub = lock(&self.submit);
+            self.drain_locked(&mut sub)?;
+            sub.next_seq
         };
         let mut st = lock(&self.state);
         while st.error.is_none() && st.written_upto < target {
@@ -412,6 +587,7 @@ impl TraceWriter {
                 next_seq: 0,
                 tx: None,
             }),
+            deferred: Mutex::new(Deferred::default()),
             state: Mutex::new(PipeState {
                 in_flight_bytes: 0,
                 written_upto: 0,
@@ -419,8 +595,10 @@ impl TraceWriter {
                 stop: false,
             }),
             cond: Condvar::new(),
+            ticker_cond: Condvar::new(),
             failed: AtomicBool::new(false),
             pool: Mutex::new(Vec::new()),
+            small_pool: Mutex::new(Vec::new()),
             blobs: Mutex::new(Blobs {
                 by_hash: HashMap::new(),
                 next: 0,
@@ -503,6 +681,59 @@ impl TraceWriter {
         })
     }
 
+    /// As [`write_call`](Self::write_call), with the parameters encoded by `params` straight
+    /// into the open block (no buffer of their own). An error from `params` leaves the block as
+    /// it was and is returned as an encoding error.
+    pub fn write_call_with(
+        &self,
+        seq: u64,
+        thread: u32,
+        cmd: u32,
+        host_ns: u64,
+        result: i32,
+        params: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), String>,
+    ) -> Result<(), FormatError> {
+        self.append("Call", |buf| {
+            call_head(buf, seq, thread, cmd, host_ns, result);
+            // The length goes before the bytes: one byte reserved, widened when they are longer.
+            let at = buf.len();
+            buf.push(0);
+            params(buf)?;
+            let len = (buf.len() - at - 1) as u64;
+            if len < 251 {
+                buf[at] = len as u8;
+            } else {
+                let mut prefix = Vec::with_capacity(9);
+                put_bincode_varint(&mut prefix, len);
+                let end = buf.len();
+                buf.resize(end + prefix.len() - 1, 0);
+                buf.copy_within(at + 1..end, at + prefix.len());
+                buf[at..at + prefix.len()].copy_from_slice(&prefix);
+            }
+            Ok(())
+        })
+    }
+
+    /// Appends a `Record::QueryResults` and a `Record::QueryAvailable` (same pool and host time)
+    /// for each of `available`: what [`write`](Self::write) writes for them, without the copies.
+    pub fn write_query_results(
+        &self,
+        r: &QueryResultsRef<'_>,
+        available: &[u32],
+    ) -> Result<(), FormatError> {
+        self.append("QueryResults", |buf| {
+            encode_query_results(buf, r);
+            Ok(())
+        })?;
+        for &query in available {
+            self.append("QueryAvailable", |buf| {
+                encode_query_available(buf, r.pool, query, r.host_ns);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
     /// Appends one record that `encode` writes into the open block, behind its length prefix.
     fn append(
         &self,
@@ -552,7 +783,7 @@ impl TraceWriter {
             open.opened = Some(Instant::now());
         }
         if open.buf.len() >= sh.opts.block_size || open.records == u32::MAX {
-            sh.seal(&mut open)?;
+            sh.seal(&mut open, false)?;
         }
         Ok(())
     }
@@ -605,7 +836,7 @@ impl TraceWriter {
         self.shared.check()?;
         let sh = &*self.shared;
         let mut open = lock(&sh.open);
-        let r = sh.seal(&mut open);
+        let r = sh.seal(&mut open, true);
         open.frame = frame.saturating_add(1);
         open.frames_ended += 1;
         r
@@ -617,7 +848,7 @@ impl TraceWriter {
         self.shared.check()?;
         let sh = &*self.shared;
         let mut open = lock(&sh.open);
-        let r = sh.seal(&mut open);
+        let r = sh.seal(&mut open, true);
         open.frame = frame;
         r
     }
@@ -644,12 +875,13 @@ impl TraceWriter {
         let sh = &*self.shared;
         let sealed = {
             let mut open = lock(&sh.open);
-            sh.seal(&mut open)
+            sh.seal(&mut open, false).and_then(|_| sh.drain())
         };
         {
             let mut st = lock(&sh.state);
             st.stop = true;
             sh.cond.notify_all();
+            sh.ticker_cond.notify_all();
         }
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
@@ -691,7 +923,7 @@ fn ticker_loop(sh: &Shared) {
             return;
         }
         let (guard, _) = sh
-            .cond
+            .ticker_cond
             .wait_timeout(st, poll)
             .unwrap_or_else(|e| e.into_inner());
         st = guard;
@@ -701,11 +933,12 @@ fn ticker_loop(sh: &Shared) {
         drop(st);
         {
             let mut open = lock(&sh.open);
+            // An error is stored in the pipeline state and reported by the next call.
             if open.opened.is_some_and(|t| t.elapsed() >= interval / 2) {
-                // An error is stored in the pipeline state and reported by the next call.
-                let _ = sh.seal(&mut open);
+                let _ = sh.seal(&mut open, false);
             }
         }
+        let _ = sh.drain();
         st = lock(&sh.state);
     }
 }
@@ -940,6 +1173,154 @@ mod tests {
                 bincode::serde::encode_to_vec(Record::Call(call.clone()), bincode_config())
                     .unwrap();
             assert_eq!(mine, theirs, "{call:?}");
+        }
+    }
+
+    /// The hand-written query-results encodings are bincode's.
+    #[test]
+    fn query_results_encodings_are_bincode() {
+        use crate::record::{QueryAvailable, QueryResults};
+        for (k, &v) in [0u64, 250, 251, 70_000, u32::MAX as u64 + 9, u64::MAX]
+            .iter()
+            .enumerate()
+        {
+            let data: Vec<u8> = (0..(v % 300) as usize).map(|i| i as u8).collect();
+            let r = QueryResults {
+                seq: v,
+                thread: v as u32,
+                device: v.rotate_left(3),
+                pool: v ^ 0xff,
+                first: (v >> 1) as u32,
+                count: k as u32,
+                stride: v / 3,
+                flags: 0x13,
+                result: [0, -1, 1, i32::MIN, i32::MAX, 5][k],
+                host_ns: v.wrapping_mul(7),
+                data: data.clone(),
+            };
+            let mut mine = Vec::new();
+            encode_query_results(
+                &mut mine,
+                &QueryResultsRef {
+                    seq: r.seq,
+                    thread: r.thread,
+                    device: r.device,
+                    pool: r.pool,
+                    first: r.first,
+                    count: r.count,
+                    stride: r.stride,
+                    flags: r.flags,
+                    result: r.result,
+                    host_ns: r.host_ns,
+                    data: &data,
+                },
+            );
+            let theirs =
+                bincode::serde::encode_to_vec(Record::QueryResults(r), bincode_config()).unwrap();
+            assert_eq!(mine, theirs);
+            let a = QueryAvailable {
+                pool: v,
+                query: v as u32,
+                host_ns: !v,
+            };
+            let mut mine = Vec::new();
+            encode_query_available(&mut mine, a.pool, a.query, a.host_ns);
+            let theirs =
+                bincode::serde::encode_to_vec(Record::QueryAvailable(a), bincode_config()).unwrap();
+            assert_eq!(mine, theirs);
+        }
+    }
+
+    /// Parameters encoded in place give the bytes `write_call` gives, at every length class of
+    /// the parameter length; a failing encoder leaves nothing behind.
+    #[test]
+    fn calls_encoded_in_place_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = || Header {
+            kind: crate::record::FileKind::Trace,
+            writer: "test".into(),
+            created_unix_ns: 0,
+            device: None,
+            application: "test".into(),
+        };
+        let (a, b) = (dir.path().join("a.qtrace"), dir.path().join("b.qtrace"));
+        let wa = TraceWriter::create(&a, header()).unwrap();
+        let wb = TraceWriter::create(&b, header()).unwrap();
+        for (k, len) in [0usize, 1, 127, 128, 250, 251, 252, 65_535, 65_536, 300_000]
+            .into_iter()
+            .enumerate()
+        {
+            let params: Vec<u8> = (0..len).map(|i| (i * 7 + k) as u8).collect();
+            let seq = k as u64 * 1000;
+            wa.write_call(seq, 3, 4, 5, -2, &params).unwrap();
+            wb.write_call_with(seq, 3, 4, 5, -2, &mut |buf| {
+                buf.extend_from_slice(&params);
+                Ok(())
+            })
+            .unwrap();
+            let e = wb.write_call_with(seq + 1, 3, 4, 5, 0, &mut |buf| {
+                buf.extend_from_slice(&params);
+                Err("no".into())
+            });
+            assert!(e.is_err());
+        }
+        wa.finish().unwrap();
+        wb.finish().unwrap();
+        let read = |p: &std::path::Path| -> Vec<Record> {
+            crate::TraceReader::open(p)
+                .unwrap()
+                .records()
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        let (ra, rb) = (read(&a), read(&b));
+        assert_eq!(ra.len(), 10);
+        assert_eq!(ra, rb);
+    }
+
+    /// Short frames' blocks wait for a batch instead of each waking a compression thread; at
+    /// the next flush they reach the file in order, each block holding its own frame.
+    #[test]
+    fn short_frames_are_handed_over_in_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("batched.qtrace");
+        let opts = WriterOptions {
+            // The ticker, which also hands batches over, stays asleep during the test.
+            seal_interval: Duration::from_secs(3600),
+            ..Default::default()
+        };
+        let header = Header {
+            kind: crate::record::FileKind::Trace,
+            writer: "test".into(),
+            created_unix_ns: 0,
+            device: None,
+            application: "test".into(),
+        };
+        let w = TraceWriter::create_with(&path, header, opts).unwrap();
+        for frame in 0..10u64 {
+            w.write_call(frame, 1, 2, 3, 0, &[frame as u8; 40]).unwrap();
+            w.end_frame(frame).unwrap();
+        }
+        assert_eq!(
+            lock(&w.shared.submit).next_seq,
+            0,
+            "nothing handed over yet"
+        );
+        assert_eq!(lock(&w.shared.deferred).jobs.len(), 10);
+        w.flush().unwrap();
+        assert!(lock(&w.shared.deferred).jobs.is_empty());
+        assert_eq!(lock(&w.shared.submit).next_seq, 10);
+        w.finish().unwrap();
+        let r = crate::TraceReader::open(&path).unwrap();
+        for frame in 0..10u64 {
+            let recs: Vec<Record> = r.frame_records(frame).map(|x| x.unwrap()).collect();
+            match recs.as_slice() {
+                [Record::Call(c)] => {
+                    assert_eq!(c.seq, frame);
+                    assert_eq!(c.params, vec![frame as u8; 40]);
+                }
+                other => panic!("frame {frame}: {other:?}"),
+            }
         }
     }
 }
