@@ -16,7 +16,9 @@ use ash::vk::Handle;
 pub const ENV_READBACK: &str = "QUARRY_CAPTURE_READBACK";
 
 pub fn forced() -> bool {
-    std::env::var(ENV_READBACK).is_ok_and(|v| v == "gpu")
+    // Read once: this is asked at every completed query copy.
+    static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| std::env::var(ENV_READBACK).is_ok_and(|v| v == "gpu"))
 }
 
 /// Ranges read so far (reported in the trace's closing note).

@@ -184,16 +184,104 @@ fn unix_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// What the layer keeps per app thread, in one thread-local (each thread-local access from a
+/// shared object is a call into the dynamic linker).
+struct PerThread {
+    tid: Cell<u32>,
+    /// Reused from call to call (taken while a call is encoded).
+    encoder: Cell<Option<vkstream::Encoder>>,
+}
+
+thread_local! {
+    static PER_THREAD: PerThread = const {
+        PerThread {
+            tid: Cell::new(0),
+            encoder: Cell::new(None),
+        }
+    };
+}
+
+impl PerThread {
+    fn tid(&self) -> u32 {
+        if self.tid.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            self.tid
+                .set(unsafe { libc::syscall(libc::SYS_gettid) } as u32);
+        }
+        self.tid.get()
+    }
+}
+
 /// The OS thread id, cached per thread.
 pub fn thread_id() -> u32 {
-    thread_local!(static TID: Cell<u32> = const { Cell::new(0) });
-    TID.with(|t| {
-        if t.get() == 0 {
-            // SAFETY: gettid has no preconditions.
-            t.set(unsafe { libc::syscall(libc::SYS_gettid) } as u32);
+    PER_THREAD
+        .try_with(|t| t.tid())
+        // SAFETY: gettid has no preconditions (a thread whose locals are being destroyed).
+        .unwrap_or_else(|_| unsafe { libc::syscall(libc::SYS_gettid) } as u32)
+}
+
+// ---- self-timing ---------------------------------------------------------------------------------
+
+/// Where the layer spends app-thread time, measured only when `QUARRY_CAPTURE_PROFILE=1` (two clock
+/// reads per span otherwise skipped) and written in the closing note.
+pub mod prof {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    pub const CALL: usize = 0;
+    pub const SUBMIT: usize = 1;
+    pub const WAIT: usize = 2;
+    pub const FRAME: usize = 3;
+    pub const RESULTS: usize = 4;
+    const NAMES: [&str; 5] = [
+        "calls recorded",
+        "submit bookkeeping",
+        "copy read-backs at waits",
+        "frame ends",
+        "query results recorded",
+    ];
+
+    pub static ON: AtomicBool = AtomicBool::new(false);
+    static NS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+    static N: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+
+    #[inline]
+    pub fn start() -> u64 {
+        if ON.load(Ordering::Relaxed) {
+            super::now_ns()
+        } else {
+            0
         }
-        t.get()
-    })
+    }
+
+    #[inline]
+    pub fn end(kind: usize, t0: u64) {
+        if t0 != 0 {
+            NS[kind].fetch_add(super::now_ns().saturating_sub(t0), Ordering::Relaxed);
+            N[kind].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// "; app-thread time: ..." for the closing note, empty when not measured.
+    pub fn summary() -> String {
+        if !ON.load(Ordering::Relaxed) {
+            return String::new();
+        }
+        let parts: Vec<String> = (0..NAMES.len())
+            .map(|k| {
+                let (ns, n) = (NS[k].load(Ordering::Relaxed), N[k].load(Ordering::Relaxed));
+                format!(
+                    "{} {n} x {} ns = {} us",
+                    NAMES[k],
+                    ns.checked_div(n).unwrap_or(0),
+                    ns / 1000
+                )
+            })
+            .collect();
+        format!(
+            "; app-thread time (QUARRY_CAPTURE_PROFILE): {}",
+            parts.join(", ")
+        )
+    }
 }
 
 // ---- the capture ---------------------------------------------------------------------------------
@@ -335,6 +423,10 @@ pub fn open_capture(application: &str, layer: &Given) {
     if guard.is_some() {
         return;
     }
+    prof::ON.store(
+        std::env::var_os("QUARRY_CAPTURE_PROFILE").is_some_and(|v| v == "1"),
+        Ordering::Relaxed,
+    );
     let Some(cap) = new_capture(application, &s, 0) else {
         return;
     };
@@ -497,76 +589,122 @@ pub fn emit_memory(writes: Vec<(u64, u64, Vec<u8>)>, scan: Option<(u64, u64)>) {
     }
 }
 
-thread_local! {
-    static ENCODER: Cell<Option<vkstream::Encoder>> = const { Cell::new(None) };
-}
-
 /// Records one API call (after it returned): a no-op unless capturing. Returns the call's seq.
+///
+/// Generic over the encoder, so instantiated once per command: kept to the checks and a call
+/// into the shared, non-generic rest (one copy of the hot path for every command keeps it in
+/// cache between calls, which the driver's own work evicts).
+#[inline]
 pub fn record_call(
     cmd: u32,
     result: i32,
     encode: impl FnOnce(&mut vkstream::Encoder),
 ) -> Option<u64> {
-    let wanted = capturing() || (TRACKING.load(Ordering::Relaxed) && crate::tracker::wanted(cmd));
+    let tracking = TRACKING.load(Ordering::Acquire);
+    let wanted = capturing() || (tracking && crate::tracker::wanted(cmd));
     if !wanted {
         // Not capturing, or tracking a command that defines no state (gets, waits, presents):
         // nothing to encode.
         return None;
     }
-    let host_ns = now_ns();
-    let encoded = catch_unwind(AssertUnwindSafe(|| {
-        let mut e = ENCODER.with(|c| c.take()).unwrap_or_default();
-        e.clear();
-        vkstream::encode::take_unknown_stype();
-        encode(&mut e);
-        (e, vkstream::encode::take_unknown_stype())
-    }));
-    let e = match encoded {
-        Ok((e, None)) => e,
-        Ok((e, Some(s_type))) => {
-            unknown_struct(cmd, s_type);
-            e
-        }
-        Err(_) => {
-            let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
-            fail(&format!("internal error while encoding {name}"));
-            return None;
+    let mut encode = Some(encode);
+    let mut f = |e: &mut vkstream::Encoder| {
+        if let Some(encode) = encode.take() {
+            encode(e)
         }
     };
-    let thread = thread_id();
-    let seq = if TRACKING.load(Ordering::Acquire) {
-        emit(|seq| {
-            Record::Call(record::Call {
-                seq,
-                thread,
-                cmd,
-                host_ns,
-                result,
-                params: e.as_bytes().to_vec(),
-            })
-        })
+    record_dyn(cmd, result, tracking, &mut f)
+}
+
+#[inline(never)]
+fn record_dyn(
+    cmd: u32,
+    result: i32,
+    tracking: bool,
+    encode: &mut dyn FnMut(&mut vkstream::Encoder),
+) -> Option<u64> {
+    let t0 = prof::start();
+    let seq = if tracking {
+        track_call(cmd, result, encode)
     } else {
-        // The hot path: the encoder's bytes go straight into the open block.
-        let mut guard = lock_capture();
-        match guard.as_mut() {
-            None => None,
-            Some(cap) => {
-                // Numbered under the lock, so records reach the file in seq order.
-                let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-                match cap
-                    .writer
-                    .write_call(seq, thread, cmd, host_ns, result, e.as_bytes())
-                {
-                    Ok(()) => Some(seq),
-                    Err(err) => {
-                        fail_locked(&mut guard, &format!("writing the trace failed: {err}"));
-                        None
-                    }
-                }
-            }
-        }
+        write_call(cmd, result, encode)
     };
-    ENCODER.with(|c| c.set(Some(e)));
+    prof::end(prof::CALL, t0);
+    seq
+}
+
+/// The hot path: the call is encoded straight into the trace's open block.
+fn write_call(
+    cmd: u32,
+    result: i32,
+    encode: &mut dyn FnMut(&mut vkstream::Encoder),
+) -> Option<u64> {
+    let thread = thread_id();
+    let host_ns = now_ns();
+    let mut unknown = None;
+    let mut guard = lock_capture();
+    let cap = guard.as_mut()?;
+    // Numbered under the lock, so records reach the file in seq order.
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let written = cap
+        .writer
+        .write_call_with(seq, thread, cmd, host_ns, result, &mut |buf| {
+            // The encoder borrows the block and gives it back even when it panics.
+            let mut e = vkstream::Encoder::from_vec(std::mem::take(buf));
+            let ok = catch_unwind(AssertUnwindSafe(|| encode(&mut e))).is_ok();
+            unknown = e.unknown_stype();
+            *buf = e.into_bytes();
+            ok.then_some(()).ok_or_else(|| "panicked".to_string())
+        });
+    if let Err(err) = written {
+        let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
+        let message = match &err.problem {
+            format::Problem::Encode(_) => format!("internal error while encoding {name}"),
+            _ => format!("writing the trace failed: {err}"),
+        };
+        fail_locked(&mut guard, &message);
+        return None;
+    }
+    drop(guard);
+    if let Some(s_type) = unknown {
+        unknown_struct(cmd, s_type);
+    }
+    Some(seq)
+}
+
+/// Before a trimmed capture's first frame: the call is encoded and offered to the tracker.
+fn track_call(
+    cmd: u32,
+    result: i32,
+    encode: &mut dyn FnMut(&mut vkstream::Encoder),
+) -> Option<u64> {
+    let thread = thread_id();
+    let host_ns = now_ns();
+    let mut e = PER_THREAD
+        .try_with(|t| t.encoder.take())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    e.clear();
+    if catch_unwind(AssertUnwindSafe(|| encode(&mut e))).is_err() {
+        let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
+        fail(&format!("internal error while encoding {name}"));
+        return None;
+    }
+    if let Some(s_type) = e.unknown_stype() {
+        unknown_struct(cmd, s_type);
+    }
+    let seq = emit(|seq| {
+        Record::Call(record::Call {
+            seq,
+            thread,
+            cmd,
+            host_ns,
+            result,
+            params: e.as_bytes().to_vec(),
+        })
+    });
+    let _ = PER_THREAD.try_with(|t| t.encoder.set(Some(e)));
     seq
 }
 
@@ -675,6 +813,57 @@ pub fn emit_plain(rec: Record) {
     }
 }
 
+/// Writes records that carry no seq, under one lock.
+pub fn emit_plain_all(recs: impl IntoIterator<Item = Record>) {
+    if !recording() {
+        return;
+    }
+    let mut guard = None;
+    for rec in recs {
+        let Some(rec) = offer(rec) else { continue };
+        let g = guard.get_or_insert_with(lock_capture);
+        let Some(cap) = g.as_mut() else { return };
+        if let Err(e) = cap.writer.write(&rec) {
+            fail_locked(g, &format!("writing the trace failed: {e}"));
+            return;
+        }
+    }
+}
+
+/// What vkGetQueryPoolResults returned (and the queries it first showed available), written
+/// without copying the data while capturing.
+pub fn emit_query_results(r: &format::QueryResultsRef<'_>, available: &[u32]) {
+    if TRACKING.load(Ordering::Acquire) {
+        let results = Record::QueryResults(record::QueryResults {
+            seq: r.seq,
+            thread: r.thread,
+            device: r.device,
+            pool: r.pool,
+            first: r.first,
+            count: r.count,
+            stride: r.stride,
+            flags: r.flags,
+            result: r.result,
+            host_ns: r.host_ns,
+            data: r.data.to_vec(),
+        });
+        let available = available.iter().map(|&query| {
+            Record::QueryAvailable(record::QueryAvailable {
+                pool: r.pool,
+                query,
+                host_ns: r.host_ns,
+            })
+        });
+        emit_plain_all(std::iter::once(results).chain(available));
+        return;
+    }
+    let mut guard = lock_capture();
+    let Some(cap) = guard.as_mut() else { return };
+    if let Err(e) = cap.writer.write_query_results(r, available) {
+        fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+    }
+}
+
 /// Accumulates shadow-compare cost without writing anything.
 pub fn add_scan_stats(bytes: u64, ns: u64) {
     if let Some(cap) = lock_capture().as_mut() {
@@ -686,19 +875,24 @@ pub fn add_scan_stats(bytes: u64, ns: u64) {
 
 // ---- frames ---------------------------------------------------------------------------------------
 
-/// The frame in progress (0 when not capturing).
-pub fn current_frame() -> u64 {
-    lock_capture().as_ref().map(|c| c.frame).unwrap_or(0)
-}
-
-pub fn note_submit() {
+/// A submit went through: the frame counts as submitted and `records` (given the frame in
+/// progress) are written, under one lock.
+pub fn submitted<I: IntoIterator<Item = Record>>(records: impl FnOnce(u64) -> I) {
     if TRACKING.load(Ordering::Relaxed) {
         if let Some(p) = lock_pending().as_mut() {
             p.submitted = true;
         }
+        emit_plain_all(records(0));
+        return;
     }
-    if let Some(cap) = lock_capture().as_mut() {
-        cap.submitted = true;
+    let mut guard = lock_capture();
+    let Some(cap) = guard.as_mut() else { return };
+    cap.submitted = true;
+    for rec in records(cap.frame) {
+        if let Err(e) = cap.writer.write(&rec) {
+            fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+            return;
+        }
     }
 }
 
@@ -734,6 +928,7 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) {
         }
         return;
     }
+    let t0 = prof::start();
     let mut guard = lock_capture();
     let Some(cap) = guard.as_mut() else { return };
     if boundary != FrameBoundary::Present && !cap.submitted {
@@ -757,6 +952,7 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) {
     }
     cap.frame += 1;
     cap.submitted = false;
+    prof::end(prof::FRAME, t0);
     if let Some(last) = cap.last_frame {
         if index >= last {
             ENDED.store(true, Ordering::Relaxed);
@@ -805,14 +1001,15 @@ fn finish_locked(guard: &mut MutexGuard<'static, Option<Capture>>, reason: &str)
     let per_scan = s.scan_ns.checked_div(s.scans).unwrap_or(0);
     let msg = format!(
         "capture finished ({reason}): {} frames, {} calls/records; host-memory shadow compare: {} scans, {} bytes \
-         compared, {} ns total ({per_scan} ns/scan), {} bytes written; {} ranges read back through the GPU",
+         compared, {} ns total ({per_scan} ns/scan), {} bytes written; {} ranges read back through the GPU{}",
         cap.frame - cap.first_frame,
         SEQ.load(Ordering::Relaxed),
         s.scans,
         s.scanned_bytes,
         s.scan_ns,
         s.written_bytes,
-        crate::readback::READS.load(Ordering::Relaxed)
+        crate::readback::READS.load(Ordering::Relaxed),
+        prof::summary()
     );
     let _ = cap.writer.write(&Record::Note(record::Note {
         host_ns: now,
@@ -1030,14 +1227,15 @@ mod tests {
         };
         let chain = &unknown as *const _ as *const std::ffi::c_void;
         let mut e = vkstream::Encoder::new();
-        assert_eq!(vkstream::encode::take_unknown_stype(), None);
+        assert_eq!(e.unknown_stype(), None);
         // SAFETY: a valid chain of two base structs.
         unsafe { vkstream::encode::pnext(&mut e, chain) };
-        assert_eq!(vkstream::encode::take_unknown_stype(), Some(1_000_999_000));
-        assert_eq!(vkstream::encode::take_unknown_stype(), None);
+        assert_eq!(e.unknown_stype(), Some(1_000_999_000));
+        e.clear();
+        assert_eq!(e.unknown_stype(), None);
         // Known structs leave nothing behind.
         let usage = vk::ImageViewUsageCreateInfo::default();
         unsafe { vkstream::encode::pnext(&mut e, &usage as *const _ as *const std::ffi::c_void) };
-        assert_eq!(vkstream::encode::take_unknown_stype(), None);
+        assert_eq!(e.unknown_stype(), None);
     }
 }

@@ -1077,10 +1077,6 @@ pub unsafe extern "system" fn vkResetCommandBuffer(
 
 // ==== submits, present, waits =======================================================================
 
-fn queue_family(d: &DeviceData, queue: u64) -> u32 {
-    d.lock().queues.get(&queue).copied().unwrap_or(u32::MAX)
-}
-
 /// Bookkeeping after a successful submit of `batches` (command buffers, counter pass) on `queue`.
 fn after_submit(
     d: &DeviceData,
@@ -1089,48 +1085,53 @@ fn after_submit(
     fence: u64,
     batches: Vec<(Vec<u64>, Option<u32>)>,
 ) {
-    let frame = runtime::current_frame();
+    let t0 = runtime::prof::start();
     let host_ns = runtime::now_ns();
-    let family = queue_family(d, queue);
-    if let Some(seq) = seq {
-        runtime::note_submit();
-        for (command_buffers, counter_pass) in &batches {
-            runtime::emit_plain(Record::Submit(record::Submit {
-                seq,
-                queue,
-                queue_family: family,
-                command_buffers: command_buffers.clone(),
-                host_ns,
-                frame,
-                counter_pass: *counter_pass,
-            }));
-        }
-    }
-    let mut st = d.lock();
+    let mut guard = d.lock();
+    let st = &mut *guard;
+    let family = st.queues.get(&queue).copied().unwrap_or(u32::MAX);
     st.submit_order += 1;
     let order = st.submit_order;
     if fence != 0 {
         st.fences.insert(fence, (queue, order));
     }
     for cb in batches.iter().flat_map(|(cbs, _)| cbs) {
-        let Some(q) = st.cmdbufs.get(cb).cloned() else {
+        let Some(q) = st.cmdbufs.get(cb) else {
             continue;
         };
         // Resets recorded in the buffer take effect now (near enough for availability tracking).
-        for (pool, first, count) in q.resets {
+        for &(pool, first, count) in &q.resets {
             if let Some(p) = st.pools.get_mut(&pool) {
                 p.reset(first, count);
             }
         }
-        for op in q.copies {
-            st.pending.push(PendingCopy {
-                op,
-                queue,
-                fence,
-                order,
-            });
-        }
+        st.pending.extend(q.copies.iter().map(|op| PendingCopy {
+            op: op.clone(),
+            queue,
+            fence,
+            order,
+        }));
     }
+    if let Some(seq) = seq {
+        // The device state lock is taken before the capture's, as everywhere.
+        runtime::submitted(|frame| {
+            batches
+                .into_iter()
+                .map(move |(command_buffers, counter_pass)| {
+                    Record::Submit(record::Submit {
+                        seq,
+                        queue,
+                        queue_family: family,
+                        command_buffers,
+                        host_ns,
+                        frame,
+                        counter_pass,
+                    })
+                })
+        });
+    }
+    drop(guard);
+    runtime::prof::end(runtime::prof::SUBMIT, t0);
 }
 
 pub unsafe extern "system" fn vkQueueSubmit(
@@ -1264,6 +1265,12 @@ pub unsafe extern "system" fn vkQueuePresentKHR(
 
 /// Reads back every pending copy for which `done` holds, writes its `QueryCopy`, drops it.
 fn complete(d: &DeviceData, done: impl Fn(&PendingCopy) -> bool) {
+    let t0 = runtime::prof::start();
+    complete_inner(d, done);
+    runtime::prof::end(runtime::prof::WAIT, t0);
+}
+
+fn complete_inner(d: &DeviceData, done: impl Fn(&PendingCopy) -> bool) {
     let mut st = d.lock();
     if st.pending.is_empty() {
         return;
@@ -1674,6 +1681,7 @@ pub unsafe extern "system" fn vkGetQueryPoolResults(
     let f = next!(d.table.vkGetQueryPoolResults, NOT_PRESENT);
     let r = f(device, pool, first, count, data_size, p_data, stride, flags);
     let host_ns = runtime::now_ns();
+    let t0 = runtime::prof::start();
     guard("vkGetQueryPoolResults", || {
         let seq = rec!("vkGetQueryPoolResults", r.as_raw(), |e| {
             vkstream::encode::vkGetQueryPoolResults(
@@ -1681,10 +1689,10 @@ pub unsafe extern "system" fn vkGetQueryPoolResults(
             )
         });
         let Some(seq) = seq else { return };
-        let data = if p_data.is_null() {
-            Vec::new()
+        let data: &[u8] = if p_data.is_null() {
+            &[]
         } else {
-            std::slice::from_raw_parts(p_data as *const u8, data_size).to_vec()
+            std::slice::from_raw_parts(p_data as *const u8, data_size)
         };
         let fl = flags.as_raw();
         let mut newly = Vec::new();
@@ -1723,27 +1731,24 @@ pub unsafe extern "system" fn vkGetQueryPoolResults(
                 }
             }
         }
-        runtime::emit_plain(Record::QueryResults(record::QueryResults {
-            seq,
-            thread: runtime::thread_id(),
-            device: raw(device),
-            pool: raw(pool),
-            first,
-            count,
-            stride,
-            flags: fl,
-            result: r.as_raw(),
-            host_ns,
-            data,
-        }));
-        for query in newly {
-            runtime::emit_plain(Record::QueryAvailable(record::QueryAvailable {
+        runtime::emit_query_results(
+            &format::QueryResultsRef {
+                seq,
+                thread: runtime::thread_id(),
+                device: raw(device),
                 pool: raw(pool),
-                query,
+                first,
+                count,
+                stride,
+                flags: fl,
+                result: r.as_raw(),
                 host_ns,
-            }));
-        }
+                data,
+            },
+            &newly,
+        );
     });
+    runtime::prof::end(runtime::prof::RESULTS, t0);
     r
 }
 

@@ -235,24 +235,8 @@ pub fn encode_rs(reg: &Registry, an: &Analysis) -> String {
             );
         }
     }
-    o.push_str("other => { e.u8(2); e.i32(other.as_raw()); unknown_stype(other.as_raw()); }\n}\np = base.p_next as *const c_void;\n}\ne.u8(0);\n}\n\n");
-    // Where [`pnext`] met a struct it cannot serialize, per thread, for the capture layer to log.
-    o.push_str(
-        "std::thread_local! {\n\
-         static UNKNOWN_STYPE: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };\n\
-         }\n\n\
-         /// Notes the sType of a chained struct [`pnext`] wrote as sType only (the first since the last\n\
-         /// [`take_unknown_stype`] on this thread; 0 is VK_STRUCTURE_TYPE_APPLICATION_INFO, never unknown).\n\
-         #[cold]\n\
-         fn unknown_stype(s_type: i32) {\n\
-         UNKNOWN_STYPE.with(|c| if c.get() == 0 { c.set(s_type) });\n\
-         }\n\n\
-         /// The sType of the first chained struct that [`pnext`] could not serialize on this thread since\n\
-         /// the previous call (the capture layer asks after encoding each call), and forgets it.\n\
-         pub fn take_unknown_stype() -> Option<i32> {\n\
-         UNKNOWN_STYPE.with(|c| { let s = c.replace(0); (s != 0).then_some(s) })\n\
-         }\n\n",
-    );
+    // The encoder keeps the sType of a struct it cannot serialize, for the capture layer to log.
+    o.push_str("other => { e.u8(2); e.i32(other.as_raw()); e.note_unknown_stype(other.as_raw()); }\n}\np = base.p_next as *const c_void;\n}\ne.u8(0);\n}\n\n");
     o.push_str("/// Per-struct encoders (`*_body` skip sType/pNext: used inside a pNext chain).\npub mod structs {\nuse super::*;\n");
     for name in &an.struct_order {
         let s = &an.structs[name];

@@ -35,12 +35,35 @@ pub const MAX_CHAIN: usize = 256;
 #[derive(Debug, Default, Clone)]
 pub struct Encoder {
     buf: Vec<u8>,
+    /// sType of the first chained struct written as sType only since the last `clear`
+    /// (0: none; 0 is VK_STRUCTURE_TYPE_APPLICATION_INFO, never unknown).
+    unknown_stype: i32,
 }
 
 impl Encoder {
     pub fn new() -> Self {
         Self {
             buf: Vec::with_capacity(256),
+            unknown_stype: 0,
+        }
+    }
+    /// Notes a chained struct that the encoder could only write as its sType.
+    #[cold]
+    pub fn note_unknown_stype(&mut self, s_type: i32) {
+        if self.unknown_stype == 0 {
+            self.unknown_stype = s_type;
+        }
+    }
+    /// The sType of the first chained struct this encoder could not serialize since the last
+    /// `clear` (the capture layer asks after encoding each call).
+    pub fn unknown_stype(&self) -> Option<i32> {
+        (self.unknown_stype != 0).then_some(self.unknown_stype)
+    }
+    /// An encoder that appends to `buf` (the capture layer lends it its trace's open block).
+    pub fn from_vec(buf: Vec<u8>) -> Self {
+        Self {
+            buf,
+            unknown_stype: 0,
         }
     }
     pub fn into_bytes(self) -> Vec<u8> {
@@ -52,6 +75,7 @@ impl Encoder {
     /// Empties the buffer but keeps its capacity (the layer reuses one encoder per thread).
     pub fn clear(&mut self) {
         self.buf.clear();
+        self.unknown_stype = 0;
     }
     pub fn len(&self) -> usize {
         self.buf.len()

@@ -665,35 +665,11 @@ vk::StructureType::PHYSICAL_DEVICE_RAY_TRACING_INVOCATION_REORDER_PROPERTIES_NV 
 vk::StructureType::DIRECT_DRIVER_LOADING_INFO_LUNARG => { e.u8(1); e.i32(base.s_type.as_raw()); structs::VkDirectDriverLoadingInfoLUNARG_body(e, &*(p as *const vk::DirectDriverLoadingInfoLUNARG<'_>)); }
 vk::StructureType::DIRECT_DRIVER_LOADING_LIST_LUNARG => { e.u8(1); e.i32(base.s_type.as_raw()); structs::VkDirectDriverLoadingListLUNARG_body(e, &*(p as *const vk::DirectDriverLoadingListLUNARG<'_>)); }
 vk::StructureType::PHYSICAL_DEVICE_MULTIVIEW_PER_VIEW_VIEWPORTS_FEATURES_QCOM => { e.u8(1); e.i32(base.s_type.as_raw()); structs::VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM_body(e, &*(p as *const vk::PhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM<'_>)); }
-other => { e.u8(2); e.i32(other.as_raw()); unknown_stype(other.as_raw()); }
+other => { e.u8(2); e.i32(other.as_raw()); e.note_unknown_stype(other.as_raw()); }
 }
         p = base.p_next as *const c_void;
     }
     e.u8(0);
-}
-
-std::thread_local! {
-static UNKNOWN_STYPE: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
-}
-
-/// Notes the sType of a chained struct [`pnext`] wrote as sType only (the first since the last
-/// [`take_unknown_stype`] on this thread; 0 is VK_STRUCTURE_TYPE_APPLICATION_INFO, never unknown).
-#[cold]
-fn unknown_stype(s_type: i32) {
-    UNKNOWN_STYPE.with(|c| {
-        if c.get() == 0 {
-            c.set(s_type)
-        }
-    });
-}
-
-/// The sType of the first chained struct that [`pnext`] could not serialize on this thread since
-/// the previous call (the capture layer asks after encoding each call), and forgets it.
-pub fn take_unknown_stype() -> Option<i32> {
-    UNKNOWN_STYPE.with(|c| {
-        let s = c.replace(0);
-        (s != 0).then_some(s)
-    })
 }
 
 /// Per-struct encoders (`*_body` skip sType/pNext: used inside a pNext chain).
