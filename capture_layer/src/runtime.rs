@@ -184,40 +184,37 @@ fn unix_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// What the layer keeps per app thread, in one thread-local (each thread-local access from a
-/// shared object is a call into the dynamic linker).
-struct PerThread {
-    tid: Cell<u32>,
-    /// Reused from call to call (taken while a call is encoded).
-    encoder: Cell<Option<vkstream::Encoder>>,
-}
-
 thread_local! {
-    static PER_THREAD: PerThread = const {
-        PerThread {
-            tid: Cell::new(0),
-            encoder: Cell::new(None),
-        }
-    };
+    /// Reused from call to call while a trimmed capture tracks state (taken while a call is
+    /// encoded).
+    static ENCODER: Cell<Option<vkstream::Encoder>> = const { Cell::new(None) };
 }
 
-impl PerThread {
-    fn tid(&self) -> u32 {
-        if self.tid.get() == 0 {
-            // SAFETY: gettid has no preconditions.
-            self.tid
-                .set(unsafe { libc::syscall(libc::SYS_gettid) } as u32);
-        }
-        self.tid.get()
-    }
-}
-
-/// The OS thread id, cached per thread.
+/// The OS thread id, cached per thread in a pthread key: glibc keeps the first keys' values in
+/// the thread's control block, so reading one touches no memory of the layer's own, where a
+/// Rust thread-local of a dlopen'ed library costs a call into the dynamic linker and a page of
+/// its own (every call records its thread).
 pub fn thread_id() -> u32 {
-    PER_THREAD
-        .try_with(|t| t.tid())
-        // SAFETY: gettid has no preconditions (a thread whose locals are being destroyed).
-        .unwrap_or_else(|_| unsafe { libc::syscall(libc::SYS_gettid) } as u32)
+    static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
+    let gettid = || {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+    };
+    let key = KEY.get_or_init(|| {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: a valid out pointer, no destructor.
+        (unsafe { libc::pthread_key_create(&mut key, None) } == 0).then_some(key)
+    });
+    let Some(key) = *key else { return gettid() };
+    // SAFETY: a key this process created and never deletes.
+    let cached = unsafe { libc::pthread_getspecific(key) } as usize as u32;
+    if cached != 0 {
+        return cached;
+    }
+    let tid = gettid();
+    // SAFETY: as above; the value is an integer, never dereferenced.
+    unsafe { libc::pthread_setspecific(key, tid as usize as *const libc::c_void) };
+    tid
 }
 
 // ---- self-timing ---------------------------------------------------------------------------------
@@ -680,8 +677,8 @@ fn track_call(
 ) -> Option<u64> {
     let thread = thread_id();
     let host_ns = now_ns();
-    let mut e = PER_THREAD
-        .try_with(|t| t.encoder.take())
+    let mut e = ENCODER
+        .try_with(|c| c.take())
         .ok()
         .flatten()
         .unwrap_or_default();
@@ -704,7 +701,7 @@ fn track_call(
             params: e.as_bytes().to_vec(),
         })
     });
-    let _ = PER_THREAD.try_with(|t| t.encoder.set(Some(e)));
+    let _ = ENCODER.try_with(|c| c.set(Some(e)));
     seq
 }
 

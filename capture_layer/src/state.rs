@@ -172,12 +172,13 @@ pub fn diff_pages(live: &[u8], shadow: &mut [u8]) -> Vec<(usize, Vec<u8>)> {
             shadow[at..end].copy_from_slice(&live[at..end]);
             run.get_or_insert(at);
         } else if let Some(start) = run.take() {
-            out.push((start, live[start..at].to_vec()));
+            // From the shadow, which now holds these pages: the mapping is read no third time.
+            out.push((start, shadow[start..at].to_vec()));
         }
         at = end;
     }
     if let Some(start) = run {
-        out.push((start, live[start..len].to_vec()));
+        out.push((start, shadow[start..len].to_vec()));
     }
     out
 }
