@@ -8,6 +8,7 @@
 #
 #   scripts/bench-capture.sh                      # vkcube --c 2000 (Xvfb) and quarry-demo --headless
 #   REPS=9 DEMO_FRAMES=300 VKCUBE_FRAMES=2000 APPS="vkcube demo" scripts/bench-capture.sh
+#   REPS=41 CONFIGS="idle quarry" APPS=demo scripts/bench-capture.sh   # two configurations, more runs
 #
 # Builds the release layer and demo into $CARGO_TARGET_DIR (default target/) unless NO_BUILD=1; LAYER_SO and
 # DEMO_BIN override the files used. Vulkan runs on lavapipe unless ICD=<icd json> or ICD=system is given.
@@ -108,9 +109,10 @@ run() {
   echo "$(( (t1 - t0) / 1000000 )) $cpu $bytes $frames" >>"$work/$config-$app"
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print int((a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+median() { sort -n | awk '{ a[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print a[(NR + 1) / 2]; else print int((a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 
-configs=(none idle tracking quarry gfxr)
+# CONFIGS picks configurations (default: all five); fewer give more repetitions in the same time.
+read -r -a configs <<< "${CONFIGS:-none idle tracking quarry gfxr}"
 echo "bench-capture: $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), REPS=$REPS, GFXReconstruct $gfxr_version"
 for app in $APPS; do
   run none "$app"  # warm-up (shader caches, page cache), not counted
@@ -130,11 +132,12 @@ for app in $APPS; do
   # "vs idle": against the layer loaded but not capturing, which runs the same workload where the layer
   # hides extensions it cannot capture (on GPUs that have them, the app then skips that work).
   printf '%-34s %9s %7s %8s %9s %7s %8s %12s %10s\n' configuration "wall ms" ratio "vs idle" "cpu ms" ratio "vs idle" "trace bytes" "B/frame"
-  base_wall=$(cut -d' ' -f1 "$work/none-$app" | median)
-  base_cpu=$(cut -d' ' -f2 "$work/none-$app" | median)
-  idle_wall=$(cut -d' ' -f1 "$work/idle-$app" 2>/dev/null | median)
-  idle_cpu=$(cut -d' ' -f2 "$work/idle-$app" 2>/dev/null | median)
+  base_wall=$(cut -d' ' -f1 "$work/none-$app" 2>/dev/null | median || true)
+  base_cpu=$(cut -d' ' -f2 "$work/none-$app" 2>/dev/null | median || true)
+  idle_wall=$(cut -d' ' -f1 "$work/idle-$app" 2>/dev/null | median || true)
+  idle_cpu=$(cut -d' ' -f2 "$work/idle-$app" 2>/dev/null | median || true)
   [ -n "$idle_wall" ] || { idle_wall=$base_wall; idle_cpu=$base_cpu; }
+  [ -n "$base_wall" ] || { base_wall=$idle_wall; base_cpu=$idle_cpu; }
   for c in "${configs[@]}"; do
     if [ ! -s "$work/$c-$app" ]; then
       printf '%-34s %9s\n' "$c" failed
