@@ -105,7 +105,9 @@ fn demo_capture_replay_compare() {
         return;
     }
     let trace = tmp.path().join("demo.qtrace");
+    // Self-timing on: it must not disturb the capture, and it counts what the trace holds.
     let out = captured(&demo, &layer, &trace)
+        .env("QUARRY_CAPTURE_PROFILE", "1")
         .args(["--headless", "--frames", "3"])
         .output()
         .unwrap();
@@ -114,6 +116,7 @@ fn demo_capture_replay_compare() {
         "quarry-demo failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    check_profile_note(&trace);
 
     let results = tmp.path().join("demo.qres");
     let mut opts = replay_opts(&trace);
@@ -169,6 +172,35 @@ fn demo_capture_replay_compare() {
         "{:?}",
         s.comparison.mismatches
     );
+}
+
+/// The closing note's `QUARRY_CAPTURE_PROFILE` figures count the calls and results calls the
+/// trace holds.
+fn check_profile_note(trace: &Path) {
+    let r = TraceReader::open(trace).unwrap();
+    let (mut calls, mut results, mut note) = (0, 0, None);
+    for rec in r.records() {
+        match rec.unwrap() {
+            Record::Call(_) => calls += 1,
+            Record::QueryResults(_) => results += 1,
+            Record::Note(n) if n.message.starts_with("capture finished") => note = Some(n.message),
+            _ => {}
+        }
+    }
+    let note = note.expect("a closing note");
+    let count = |what: &str| -> usize {
+        let at = note
+            .find(what)
+            .unwrap_or_else(|| panic!("no '{what}' in: {note}"));
+        note[at + what.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count after '{what}' in: {note}"))
+    };
+    assert!(results > 0);
+    assert_eq!(count("calls recorded "), calls, "{note}");
+    assert_eq!(count("query results recorded "), results, "{note}");
 }
 
 /// Copies `src` to `dst` adding 1 to the value of the first primitives-generated query a
