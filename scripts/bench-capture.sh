@@ -9,6 +9,7 @@
 #   scripts/bench-capture.sh                      # vkcube --c 2000 (Xvfb) and quarry-demo --headless
 #   REPS=9 DEMO_FRAMES=300 VKCUBE_FRAMES=2000 APPS="vkcube demo" scripts/bench-capture.sh
 #   REPS=41 CONFIGS="idle quarry" APPS=demo scripts/bench-capture.sh   # two configurations, more runs
+#   BASE_LAYER_SO=old.so CONFIGS="idle base quarry" APPS=demo scripts/bench-capture.sh   # two builds
 #
 # Builds the release layer and demo into $CARGO_TARGET_DIR (default target/) unless NO_BUILD=1; LAYER_SO and
 # DEMO_BIN override the files used. Vulkan runs on lavapipe unless ICD=<icd json> or ICD=system is given.
@@ -44,6 +45,12 @@ cat >"$work/layer/VkLayer_quarry_capture.json" <<EOF
   "library_path": "$layer_so", "api_version": "1.3.239", "implementation_version": "1",
   "description": "quarry capture (benchmark)" } }
 EOF
+if [ -n "${BASE_LAYER_SO:-}" ]; then
+  # Configuration "base": another build of the layer capturing (an A/B of two builds in one run).
+  mkdir -p "$work/layer-base"
+  sed "s#$layer_so#$(realpath "$BASE_LAYER_SO")#" "$work/layer/VkLayer_quarry_capture.json" \
+    >"$work/layer-base/VkLayer_quarry_capture.json"
+fi
 
 if [[ " $APPS " == *" vkcube "* ]] && [ -z "${DISPLAY:-}" ]; then
   n=99
@@ -78,6 +85,9 @@ run() {
     quarry) trace=$work/t.qtrace
             env+=(VK_ADD_LAYER_PATH="$work/layer" VK_LOADER_LAYERS_ENABLE=VK_LAYER_QUARRY_capture
                   QUARRY_CAPTURE_FILE="$trace") ;;
+    base) trace=$work/t.qtrace
+          env+=(VK_ADD_LAYER_PATH="$work/layer-base" VK_LOADER_LAYERS_ENABLE=VK_LAYER_QUARRY_capture
+                QUARRY_CAPTURE_FILE="$trace") ;;
     # Trimmed capture whose first frame never comes: the state tracker runs the whole time.
     tracking) env+=(VK_ADD_LAYER_PATH="$work/layer" VK_LOADER_LAYERS_ENABLE=VK_LAYER_QUARRY_capture
                     QUARRY_CAPTURE_FILE="$work/t.qtrace" QUARRY_CAPTURE_FRAMES=1000000000-) ;;
@@ -152,6 +162,7 @@ for app in $APPS; do
       idle) name="quarry loaded, not capturing" ;;
       tracking) name="quarry tracking (trim, not yet)" ;;
       quarry) name="quarry capturing" ;;
+      base) name="quarry capturing (BASE_LAYER_SO)" ;;
       gfxr) name="GFXReconstruct capturing" ;;
     esac
     awk -v n="$name" -v w="$wall" -v bw="$base_wall" -v cpu="$cpu" -v bc="$base_cpu" -v b="$bytes" -v f="$frames" \
