@@ -20,7 +20,12 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let reader = TraceReader::open(&args.file)?;
-    let info = reader.info();
+    let mut info = reader.info();
+    if info.header.device.is_none() && info.record_counts.contains_key("Device") {
+        // The capture layer learns the device after the header is written: the first Device
+        // record names it.
+        info.header.device = first_device(&reader);
+    }
     let mut out = output::stdout();
     let replay = (info.kind == FileKind::Results)
         .then(|| replay_info(&reader))
@@ -119,6 +124,14 @@ fn ratio(info: &Info) -> f64 {
     } else {
         info.uncompressed_bytes as f64 / info.compressed_bytes as f64
     }
+}
+
+/// The first `Device` record that can be read.
+fn first_device(reader: &TraceReader) -> Option<DeviceSummary> {
+    reader.records().find_map(|r| match r {
+        Ok(format::record::Record::Device(d)) => Some(d),
+        _ => None,
+    })
 }
 
 pub fn to_json(info: &Info) -> Value {

@@ -75,6 +75,11 @@ fn demo_captures_replays_and_matches() {
         v["record_counts"]["QueryResults"].as_u64().unwrap_or(0) > 0,
         "{v}"
     );
+    // The layer writes the header before it knows the device; info names it from the trace.
+    assert!(
+        v["device"]["name"].as_str().is_some_and(|n| !n.is_empty()),
+        "{v}"
+    );
 
     // Precise occlusion queries, by (pool, query), from the trace's begin operations.
     let mut precise = HashSet::new();
