@@ -78,6 +78,11 @@ impl Drop for Reader<'_> {
 }
 
 impl<'a> Reader<'a> {
+    /// Whether one chunk of `len` bytes fits the staging buffer.
+    pub fn fits(&self, len: u64) -> bool {
+        len <= self.staging_size
+    }
+
     /// Sets up for reads of up to `largest` bytes per chunk (capped at 64 MiB) on one of `queues`
     /// (queue, family) that can copy.
     ///

@@ -707,6 +707,8 @@ pub unsafe extern "system" fn vkDestroyDevice(
     };
     // The app must have waited for its work before destroying the device: every copy is complete.
     guard("vkDestroyDevice", || complete(d, |_| true));
+    // The layer's own objects go before the device does.
+    guard("vkDestroyDevice", || d.lock().copy_reader = None);
     runtime::unregister_device(raw(device));
     if let Some(f) = d.table.vkDestroyDevice {
         f(device, p_allocator);
@@ -1264,13 +1266,13 @@ pub unsafe extern "system" fn vkQueuePresentKHR(
 }
 
 /// Reads back every pending copy for which `done` holds, writes its `QueryCopy`, drops it.
-fn complete(d: &DeviceData, done: impl Fn(&PendingCopy) -> bool) {
+fn complete(d: &'static DeviceData, done: impl Fn(&PendingCopy) -> bool) {
     let t0 = runtime::prof::start();
     complete_inner(d, done);
     runtime::prof::end(runtime::prof::WAIT, t0);
 }
 
-fn complete_inner(d: &DeviceData, done: impl Fn(&PendingCopy) -> bool) {
+fn complete_inner(d: &'static DeviceData, done: impl Fn(&PendingCopy) -> bool) {
     let mut st = d.lock();
     if st.pending.is_empty() {
         return;
@@ -1316,10 +1318,14 @@ fn result_size(pool: Option<&Pool>, flags: u32) -> u64 {
     width * (p.values_per_query() as u64 + extra)
 }
 
+/// Staging kept for query-copy destinations read through the GPU (copies larger than this get
+/// a reader of their own size).
+const COPY_STAGING: u64 = 64 << 10;
+
 /// The destination range of a query copy, read from the app's mapping or through a short-lived mapping of
 /// our own (the state lock keeps the app from mapping it meanwhile). Empty when the memory is not host
 /// visible.
-fn read_back(d: &DeviceData, st: &mut crate::state::DeviceState, op: &CopyOp) -> Vec<u8> {
+fn read_back(d: &'static DeviceData, st: &mut crate::state::DeviceState, op: &CopyOp) -> Vec<u8> {
     let elem = result_size(st.pools.get(&op.pool), op.flags);
     let len = op
         .stride
@@ -1341,12 +1347,22 @@ fn read_back(d: &DeviceData, st: &mut crate::state::DeviceState, op: &CopyOp) ->
     if !m.host_visible || crate::readback::forced() {
         // Device-local destination: copied out through the GPU (the submit that wrote it is done).
         let (size, type_index) = (m.size, m.type_index);
-        let queues: Vec<(u64, u32)> = st.queues.iter().map(|(q, f)| (*q, *f)).collect();
-        // SAFETY: the device is live, the memory too (state lock held), and its writer completed.
-        let read = unsafe {
-            crate::readback::Reader::new(d, &queues, len)
-                .and_then(|mut r| r.read(memory, size, type_index, start, len))
+        let reader = match st.copy_reader.take() {
+            Some(r) if r.fits(len) => Ok(r),
+            _ => {
+                let queues: Vec<(u64, u32)> = st.queues.iter().map(|(q, f)| (*q, *f)).collect();
+                // SAFETY: the device is live; its queues are the app's own.
+                unsafe { crate::readback::Reader::new(d, &queues, len.max(COPY_STAGING)) }
+            }
         };
+        // SAFETY: the device is live, the memory too (state lock held), and its writer completed.
+        let read = reader.and_then(|mut r| {
+            let read = unsafe { r.read(memory, size, type_index, start, len) };
+            if read.is_ok() {
+                st.copy_reader = Some(r);
+            }
+            read
+        });
         return read.unwrap_or_else(|e| {
             runtime::log_once(
                 "copy-readback",
@@ -1428,7 +1444,7 @@ pub unsafe extern "system" fn vkDeviceWaitIdle(device: vk::Device) -> vk::Result
 }
 
 /// Fences now known signaled: their submits and every earlier submit on the same queue completed.
-fn fences_signaled(d: &DeviceData, fences: &[u64]) {
+fn fences_signaled(d: &'static DeviceData, fences: &[u64]) {
     let marks: Vec<(u64, u64)> = {
         let st = d.lock();
         fences

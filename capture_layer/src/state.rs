@@ -23,6 +23,9 @@ pub struct DeviceState {
     /// fence -> (queue, submit order) of the last submit that signals it
     pub fences: HashMap<u64, (u64, u64)>,
     pub submit_order: u64,
+    /// Reads `vkCmdCopyQueryPoolResults` destinations the host cannot map; kept from read to
+    /// read (it owns a command pool, a fence and staging memory), dropped before the device is.
+    pub copy_reader: Option<crate::readback::Reader<'static>>,
 }
 
 pub struct Memory {
