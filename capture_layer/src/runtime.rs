@@ -621,10 +621,11 @@ fn record_dyn(
     encode: &mut dyn FnMut(&mut vkstream::Encoder),
 ) -> Option<u64> {
     let t0 = prof::start();
+    let (thread, host_ns) = (thread_id(), now_ns());
     let seq = if tracking {
-        track_call(cmd, result, encode)
+        track_call(thread, host_ns, cmd, result, encode)
     } else {
-        write_call(cmd, result, encode)
+        write_call(thread, host_ns, cmd, result, encode)
     };
     prof::end(prof::CALL, t0);
     seq
@@ -632,12 +633,12 @@ fn record_dyn(
 
 /// The hot path: the call is encoded straight into the trace's open block.
 fn write_call(
+    thread: u32,
+    host_ns: u64,
     cmd: u32,
     result: i32,
     encode: &mut dyn FnMut(&mut vkstream::Encoder),
 ) -> Option<u64> {
-    let thread = thread_id();
-    let host_ns = now_ns();
     let mut unknown = None;
     let mut guard = lock_capture();
     let cap = guard.as_mut()?;
@@ -671,12 +672,12 @@ fn write_call(
 
 /// Before a trimmed capture's first frame: the call is encoded and offered to the tracker.
 fn track_call(
+    thread: u32,
+    host_ns: u64,
     cmd: u32,
     result: i32,
     encode: &mut dyn FnMut(&mut vkstream::Encoder),
 ) -> Option<u64> {
-    let thread = thread_id();
-    let host_ns = now_ns();
     let mut e = ENCODER
         .try_with(|c| c.take())
         .ok()
@@ -831,19 +832,7 @@ pub fn emit_plain_all(recs: impl IntoIterator<Item = Record>) {
 /// without copying the data while capturing.
 pub fn emit_query_results(r: &format::QueryResultsRef<'_>, available: &[u32]) {
     if TRACKING.load(Ordering::Acquire) {
-        let results = Record::QueryResults(record::QueryResults {
-            seq: r.seq,
-            thread: r.thread,
-            device: r.device,
-            pool: r.pool,
-            first: r.first,
-            count: r.count,
-            stride: r.stride,
-            flags: r.flags,
-            result: r.result,
-            host_ns: r.host_ns,
-            data: r.data.to_vec(),
-        });
+        let results = Record::QueryResults(r.to_record());
         let available = available.iter().map(|&query| {
             Record::QueryAvailable(record::QueryAvailable {
                 pool: r.pool,

@@ -139,6 +139,25 @@ pub struct QueryResultsRef<'a> {
     pub data: &'a [u8],
 }
 
+impl QueryResultsRef<'_> {
+    /// The owned record.
+    pub fn to_record(&self) -> crate::record::QueryResults {
+        crate::record::QueryResults {
+            seq: self.seq,
+            thread: self.thread,
+            device: self.device,
+            pool: self.pool,
+            first: self.first,
+            count: self.count,
+            stride: self.stride,
+            flags: self.flags,
+            result: self.result,
+            host_ns: self.host_ns,
+            data: self.data.to_vec(),
+        }
+    }
+}
+
 fn zigzag(v: i32) -> u64 {
     ((v << 1) ^ (v >> 31)) as u32 as u64
 }
@@ -302,7 +321,15 @@ impl Shared {
     ) -> Result<(), FormatError> {
         let mut sub = lock(&self.submit);
         self.drain_locked(&mut sub)?;
-        self.send_locked(&mut sub, kind, records, aux, data, dict)
+        let job = Job {
+            seq: 0,
+            kind,
+            records,
+            aux,
+            data,
+            dict,
+        };
+        self.send_locked(&mut sub, job)
     }
 
     /// Queues a small record block for the next batch; hands the batch over once it is large.
@@ -345,43 +372,27 @@ impl Shared {
             d.bytes = 0;
             std::mem::take(&mut d.jobs)
         };
-        for j in jobs {
-            self.send_locked(sub, j.kind, j.records, j.aux, j.data, j.dict)?;
+        for job in jobs {
+            self.send_locked(sub, job)?;
         }
         Ok(())
     }
 
-    fn send_locked(
-        &self,
-        sub: &mut Submitter,
-        kind: BlockKind,
-        records: u32,
-        aux: u64,
-        data: Vec<u8>,
-        dict: Option<Arc<Vec<u8>>>,
-    ) -> Result<(), FormatError> {
+    fn send_locked(&self, sub: &mut Submitter, mut job: Job) -> Result<(), FormatError> {
         {
             let mut st = lock(&self.state);
             while st.error.is_none()
                 && st.in_flight_bytes > 0
-                && st.in_flight_bytes + data.len() > self.opts.max_in_flight_bytes
+                && st.in_flight_bytes + job.data.len() > self.opts.max_in_flight_bytes
             {
                 st = self.cond.wait(st).unwrap_or_else(|e| e.into_inner());
             }
             if let Some(e) = &st.error {
                 return Err(e.duplicate());
             }
-            st.in_flight_bytes += data.len();
+            st.in_flight_bytes += job.data.len();
         }
-        let seq = sub.next_seq;
-        let job = Job {
-            seq,
-            kind,
-            records,
-            aux,
-            data,
-            dict,
-        };
+        job.seq = sub.next_seq;
         let sent = match &sub.tx {
             Some(tx) => tx.send(job).is_ok(),
             None => false,
@@ -1179,13 +1190,13 @@ mod tests {
     /// The hand-written query-results encodings are bincode's.
     #[test]
     fn query_results_encodings_are_bincode() {
-        use crate::record::{QueryAvailable, QueryResults};
+        use crate::record::QueryAvailable;
         for (k, &v) in [0u64, 250, 251, 70_000, u32::MAX as u64 + 9, u64::MAX]
             .iter()
             .enumerate()
         {
             let data: Vec<u8> = (0..(v % 300) as usize).map(|i| i as u8).collect();
-            let r = QueryResults {
+            let r = QueryResultsRef {
                 seq: v,
                 thread: v as u32,
                 device: v.rotate_left(3),
@@ -1196,25 +1207,12 @@ mod tests {
                 flags: 0x13,
                 result: [0, -1, 1, i32::MIN, i32::MAX, 5][k],
                 host_ns: v.wrapping_mul(7),
-                data: data.clone(),
+                data: &data,
             };
             let mut mine = Vec::new();
-            encode_query_results(
-                &mut mine,
-                &QueryResultsRef {
-                    seq: r.seq,
-                    thread: r.thread,
-                    device: r.device,
-                    pool: r.pool,
-                    first: r.first,
-                    count: r.count,
-                    stride: r.stride,
-                    flags: r.flags,
-                    result: r.result,
-                    host_ns: r.host_ns,
-                    data: &data,
-                },
-            );
+            encode_query_results(&mut mine, &r);
+            let r = r.to_record();
+            assert_eq!(r.data, data);
             let theirs =
                 bincode::serde::encode_to_vec(Record::QueryResults(r), bincode_config()).unwrap();
             assert_eq!(mine, theirs);
