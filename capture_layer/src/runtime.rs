@@ -398,6 +398,10 @@ pub fn open_capture(application: &str, layer: &Given) {
     if s.disabled {
         return;
     }
+    prof::ON.store(
+        std::env::var_os("QUARRY_CAPTURE_PROFILE").is_some_and(|v| v == "1"),
+        Ordering::Relaxed,
+    );
     if let Some(first) = s.frames.map(|r| r.first).filter(|&f| f > 0) {
         // Trimmed: nothing is written before frame `first`; the tracker keeps the state.
         let mut p = lock_pending();
@@ -420,10 +424,6 @@ pub fn open_capture(application: &str, layer: &Given) {
     if guard.is_some() {
         return;
     }
-    prof::ON.store(
-        std::env::var_os("QUARRY_CAPTURE_PROFILE").is_some_and(|v| v == "1"),
-        Ordering::Relaxed,
-    );
     let Some(cap) = new_capture(application, &s, 0) else {
         return;
     };
@@ -800,15 +800,7 @@ pub fn note(message: String) {
 
 /// Writes a record that carries no seq.
 pub fn emit_plain(rec: Record) {
-    if !recording() {
-        return;
-    }
-    let Some(rec) = offer(rec) else { return };
-    let mut guard = lock_capture();
-    let Some(cap) = guard.as_mut() else { return };
-    if let Err(e) = cap.writer.write(&rec) {
-        fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
-    }
+    emit_plain_all(std::iter::once(rec));
 }
 
 /// Writes records that carry no seq, under one lock.
@@ -816,13 +808,18 @@ pub fn emit_plain_all(recs: impl IntoIterator<Item = Record>) {
     if !recording() {
         return;
     }
-    let mut guard = None;
+    // Offered under the capture lock: the snapshot takes the tracker's inside it too.
+    let mut recs = recs.into_iter().filter_map(offer).peekable();
+    if recs.peek().is_some() {
+        write_all(&mut lock_capture(), recs);
+    }
+}
+
+fn write_all(guard: &mut MutexGuard<'static, Option<Capture>>, recs: impl Iterator<Item = Record>) {
+    let Some(cap) = guard.as_mut() else { return };
     for rec in recs {
-        let Some(rec) = offer(rec) else { continue };
-        let g = guard.get_or_insert_with(lock_capture);
-        let Some(cap) = g.as_mut() else { return };
         if let Err(e) = cap.writer.write(&rec) {
-            fail_locked(g, &format!("writing the trace failed: {e}"));
+            fail_locked(guard, &format!("writing the trace failed: {e}"));
             return;
         }
     }
@@ -874,12 +871,8 @@ pub fn submitted<I: IntoIterator<Item = Record>>(records: impl FnOnce(u64) -> I)
     let mut guard = lock_capture();
     let Some(cap) = guard.as_mut() else { return };
     cap.submitted = true;
-    for rec in records(cap.frame) {
-        if let Err(e) = cap.writer.write(&rec) {
-            fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
-            return;
-        }
-    }
+    let recs = records(cap.frame).into_iter();
+    write_all(&mut guard, recs);
 }
 
 pub fn note_swapchain() {
