@@ -125,21 +125,7 @@ unsafe fn queries(g: &Gpu) -> QueryRun {
         .unwrap();
     let (dst, _dst_mem, dst_ptr) = host_buffer(g, 256, vk::BufferUsageFlags::TRANSFER_DST);
     let (_up, up_mem, up_ptr) = host_buffer(g, 3 * 4096, vk::BufferUsageFlags::TRANSFER_SRC);
-    let cpool = d
-        .create_command_pool(
-            &vk::CommandPoolCreateInfo::default().queue_family_index(0),
-            None,
-        )
-        .unwrap();
-    let cb = d
-        .allocate_command_buffers(
-            &vk::CommandBufferAllocateInfo::default()
-                .command_pool(cpool)
-                .command_buffer_count(1),
-        )
-        .unwrap()[0];
-    d.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
-        .unwrap();
+    let (cpool, cb) = begin_primary(d);
     d.cmd_reset_query_pool(cb, pool, 0, 4);
     d.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, pool, 0);
     d.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, pool, 1);

@@ -60,22 +60,7 @@ fn region_counters_round_trip() {
             )
             .unwrap();
         let queue = device.get_device_queue(0, 0);
-        let pool = device
-            .create_command_pool(
-                &vk::CommandPoolCreateInfo::default().queue_family_index(0),
-                None,
-            )
-            .unwrap();
-        let cb = device
-            .allocate_command_buffers(
-                &vk::CommandBufferAllocateInfo::default()
-                    .command_pool(pool)
-                    .command_buffer_count(1),
-            )
-            .unwrap()[0];
-        device
-            .begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
-            .unwrap();
+        let (pool, cb) = begin_primary(&device);
         let region = RegionBeginInfo {
             s_type: 1_000_605_004,
             p_next: std::ptr::null(),

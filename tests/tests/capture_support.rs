@@ -201,14 +201,12 @@ impl Trace {
     }
 }
 
-/// Records `n` `vkCmdSetViewport` (x = 0, 1, ...) into a new command buffer of its own pool, on the
-/// calling thread: the multi-threaded capture tests run one per thread.
+/// A new command pool on queue family 0 and one primary command buffer of it, recording.
 ///
 /// # Safety
 /// `device` must be live, with queue family 0.
-pub unsafe fn record_viewports(
+pub unsafe fn begin_primary(
     device: &ash::Device,
-    n: usize,
 ) -> (ash::vk::CommandPool, ash::vk::CommandBuffer) {
     use ash::vk;
     let pool = device
@@ -227,6 +225,20 @@ pub unsafe fn record_viewports(
     device
         .begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
         .unwrap();
+    (pool, cb)
+}
+
+/// Records `n` `vkCmdSetViewport` (x = 0, 1, ...) into a new command buffer of its own pool, on the
+/// calling thread: the multi-threaded capture tests run one per thread.
+///
+/// # Safety
+/// `device` must be live, with queue family 0.
+pub unsafe fn record_viewports(
+    device: &ash::Device,
+    n: usize,
+) -> (ash::vk::CommandPool, ash::vk::CommandBuffer) {
+    use ash::vk;
+    let (pool, cb) = begin_primary(device);
     for i in 0..n {
         let vp = vk::Viewport {
             x: i as f32,
