@@ -201,7 +201,7 @@ fn call_head(buf: &mut Vec<u8>, seq: u64, thread: u32, cmd: u32, host_ns: u64, r
 }
 
 /// Record blocks up to this size sealed at a frame end wait for the next batch (see
-/// `Submitter::deferred`) and are copied out of the open block's buffer, which stays open.
+/// `Deferred`) and are copied out of the open block's buffer, which stays open.
 const SMALL_BLOCK: usize = 64 << 10;
 /// Deferred bytes or blocks above which the batch is handed over at once.
 const DEFER_MAX_BYTES: usize = 512 << 10;
