@@ -275,9 +275,40 @@ pub mod prof {
             })
             .collect();
         format!(
-            "; app-thread time (QUARRY_CAPTURE_PROFILE): {}",
-            parts.join(", ")
+            "; app-thread time (QUARRY_CAPTURE_PROFILE): {}; writer threads' CPU time: {}",
+            parts.join(", "),
+            writer_threads_cpu()
         )
+    }
+
+    /// CPU time of the trace writer's threads (see `format::writer`'s thread names) so far, from the kernel's
+    /// per-thread scheduler statistics: what the capture costs off the app's threads.
+    fn writer_threads_cpu() -> String {
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return "unknown".into();
+        };
+        let mut threads: Vec<(String, u64)> = tasks
+            .flatten()
+            .filter_map(|t| {
+                let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+                let comm = comm.trim();
+                let ours = matches!(comm, "quarry-write" | "quarry-seal")
+                    || comm.starts_with("quarry-zstd-");
+                if !ours {
+                    return None;
+                }
+                let stat = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+                let ns = stat.split_whitespace().next()?.parse().ok()?;
+                Some((comm.to_string(), ns))
+            })
+            .collect();
+        threads.sort();
+        let total: u64 = threads.iter().map(|t| t.1).sum();
+        let each: Vec<String> = threads
+            .iter()
+            .map(|(name, ns)| format!("{name} {} us", ns / 1000))
+            .collect();
+        format!("{} us ({})", total / 1000, each.join(", "))
     }
 }
 

@@ -73,8 +73,16 @@ pub struct WriteSummary {
     pub file_bytes: u64,
 }
 
+/// What one compression thread takes at a time: one block, or a batch of small ones (see
+/// `Deferred`) compressed in a row while the dictionary's tables are warm in its cache.
 struct Job {
     seq: u64,
+    blocks: Vec<BlockJob>,
+    /// Uncompressed bytes of all the blocks.
+    bytes: usize,
+}
+
+struct BlockJob {
     kind: BlockKind,
     records: u32,
     aux: u64,
@@ -216,10 +224,15 @@ const DICT_MAX_BLOCK: usize = 128 << 10;
 
 struct Done {
     seq: u64,
+    blocks: Vec<DoneBlock>,
+    /// The job's `bytes`.
+    input_len: usize,
+}
+
+struct DoneBlock {
     header: BlockHeader,
     /// Payload as stored: compressed bytes, or the input when compression did not help.
     stored: Vec<u8>,
-    input_len: usize,
 }
 
 struct OpenBlock {
@@ -247,7 +260,7 @@ struct Submitter {
 /// lock, held only to push or take, so a frame end never waits for a batch being handed over.
 #[derive(Default)]
 struct Deferred {
-    jobs: Vec<Job>,
+    jobs: Vec<BlockJob>,
     bytes: usize,
 }
 
@@ -321,15 +334,14 @@ impl Shared {
     ) -> Result<(), FormatError> {
         let mut sub = lock(&self.submit);
         self.drain_locked(&mut sub)?;
-        let job = Job {
-            seq: 0,
+        let job = BlockJob {
             kind,
             records,
             aux,
             data,
             dict,
         };
-        self.send_locked(&mut sub, job)
+        self.send_locked(&mut sub, vec![job])
     }
 
     /// Queues a small record block for the next batch; hands the batch over once it is large.
@@ -343,8 +355,7 @@ impl Shared {
         let full = {
             let mut d = lock(&self.deferred);
             d.bytes += data.len();
-            d.jobs.push(Job {
-                seq: 0,
+            d.jobs.push(BlockJob {
                 kind: BlockKind::Records,
                 records,
                 aux,
@@ -365,34 +376,40 @@ impl Shared {
         self.drain_locked(&mut sub)
     }
 
-    /// Holding the submit lock, so deferred blocks get their seq before any later block.
+    /// Holding the submit lock, so deferred blocks get their seq before any later block. The
+    /// batch goes as one job: one thread wakes for it, and one write puts it in the file.
     fn drain_locked(&self, sub: &mut Submitter) -> Result<(), FormatError> {
         let jobs = {
             let mut d = lock(&self.deferred);
+            if d.jobs.is_empty() {
+                return Ok(());
+            }
             d.bytes = 0;
             std::mem::take(&mut d.jobs)
         };
-        for job in jobs {
-            self.send_locked(sub, job)?;
-        }
-        Ok(())
+        self.send_locked(sub, jobs)
     }
 
-    fn send_locked(&self, sub: &mut Submitter, mut job: Job) -> Result<(), FormatError> {
+    fn send_locked(&self, sub: &mut Submitter, blocks: Vec<BlockJob>) -> Result<(), FormatError> {
+        let bytes = blocks.iter().map(|b| b.data.len()).sum::<usize>();
         {
             let mut st = lock(&self.state);
             while st.error.is_none()
                 && st.in_flight_bytes > 0
-                && st.in_flight_bytes + job.data.len() > self.opts.max_in_flight_bytes
+                && st.in_flight_bytes + bytes > self.opts.max_in_flight_bytes
             {
                 st = self.cond.wait(st).unwrap_or_else(|e| e.into_inner());
             }
             if let Some(e) = &st.error {
                 return Err(e.duplicate());
             }
-            st.in_flight_bytes += job.data.len();
+            st.in_flight_bytes += bytes;
         }
-        job.seq = sub.next_seq;
+        let job = Job {
+            seq: sub.next_seq,
+            blocks,
+            bytes,
+        };
         let sent = match &sub.tx {
             Some(tx) => tx.send(job).is_ok(),
             None => false,
@@ -962,17 +979,36 @@ fn compress_loop(sh: &Shared, rx: &Mutex<Receiver<Job>>, tx: &Sender<Result<Done
             Ok(j) => j,
             Err(_) => return,
         };
-        let done = match &job.dict {
-            Some(d) => {
-                if with_dict.is_none() {
-                    with_dict = zstd::bulk::Compressor::with_dictionary(sh.opts.level, d).ok();
+        let mut blocks = Vec::with_capacity(job.blocks.len());
+        let mut failed = None;
+        for block in job.blocks {
+            let done = match &block.dict {
+                Some(d) => {
+                    if with_dict.is_none() {
+                        with_dict = zstd::bulk::Compressor::with_dictionary(sh.opts.level, d).ok();
+                    }
+                    match with_dict.as_mut() {
+                        Some(c) => compress_block(sh, Some((c, DICT_ID)), block),
+                        None => compress_block(sh, comp.as_mut().map(|c| (c, 0)), block),
+                    }
                 }
-                match with_dict.as_mut() {
-                    Some(c) => compress_job(sh, Some((c, DICT_ID)), job),
-                    None => compress_job(sh, comp.as_mut().map(|c| (c, 0)), job),
+                None => compress_block(sh, comp.as_mut().map(|c| (c, 0)), block),
+            };
+            match done {
+                Ok(d) => blocks.push(d),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
                 }
             }
-            None => compress_job(sh, comp.as_mut().map(|c| (c, 0)), job),
+        }
+        let done = match failed {
+            Some(e) => Err(e),
+            None => Ok(Done {
+                seq: job.seq,
+                blocks,
+                input_len: job.bytes,
+            }),
         };
         if tx.send(done).is_err() {
             return;
@@ -980,11 +1016,11 @@ fn compress_loop(sh: &Shared, rx: &Mutex<Receiver<Job>>, tx: &Sender<Result<Done
     }
 }
 
-fn compress_job(
+fn compress_block(
     sh: &Shared,
     comp: Option<(&mut zstd::bulk::Compressor<'static>, u16)>,
-    job: Job,
-) -> Result<Done, FormatError> {
+    job: BlockJob,
+) -> Result<DoneBlock, FormatError> {
     let input_len = job.data.len();
     let mut codec = CODEC_STORED;
     let mut dict = 0;
@@ -1024,31 +1060,108 @@ fn compress_job(
         stored_len: stored.len() as u64,
         payload_checksum: payload_checksum(&stored),
     };
-    Ok(Done {
-        seq: job.seq,
-        header,
-        stored,
-        input_len,
-    })
+    Ok(DoneBlock { header, stored })
+}
+
+/// Staged output above this is written before the next block is added.
+const OUT_STAGE: usize = 1 << 20;
+
+/// The output thread's side of the file: blocks in seal order, staged so that a batch of small
+/// blocks goes out in one write.
+struct Output {
+    file: Box<dyn Write + Send>,
+    offset: u64,
+    stage: Vec<u8>,
+    /// Headers of the blocks in `stage`, indexed once they are in the file.
+    staged: Vec<BlockHeader>,
+    index: FooterIndex,
+    summary: WriteSummary,
+    broken: bool,
+}
+
+impl Output {
+    /// Adds one block, writing what is staged first when the stage would grow too large; a
+    /// large payload goes out from its own buffer rather than through the stage.
+    fn add(&mut self, sh: &Shared, b: &DoneBlock) {
+        let big = b.stored.len() >= OUT_STAGE / 4;
+        if !self.stage.is_empty() && (big || self.stage.len() + b.stored.len() > OUT_STAGE) {
+            self.write(sh, &[]);
+        }
+        if self.broken {
+            return;
+        }
+        self.stage.extend_from_slice(&b.header.encode());
+        self.staged.push(b.header);
+        if big {
+            self.write(sh, &b.stored);
+        } else {
+            self.stage.extend_from_slice(&b.stored);
+        }
+    }
+
+    /// Writes the stage (then `tail`, the last staged block's payload) and indexes its blocks;
+    /// on failure records the error and stops writing (the blocks are not indexed).
+    fn write(&mut self, sh: &Shared, tail: &[u8]) {
+        if self.broken || self.staged.is_empty() {
+            self.stage.clear();
+            self.staged.clear();
+            return;
+        }
+        let res = self
+            .file
+            .write_all(&self.stage)
+            .and_then(|_| self.file.write_all(tail));
+        self.stage.clear();
+        if self.stage.capacity() > 4 * OUT_STAGE {
+            self.stage = Vec::new();
+        }
+        match res {
+            Ok(()) => {
+                for h in self.staged.drain(..) {
+                    self.index
+                        .blocks
+                        .push(BlockEntry::from_header(self.offset, &h));
+                    self.offset += h.total_len();
+                    self.summary.blocks += 1;
+                    self.summary.uncompressed_bytes += h.uncompressed_len;
+                    self.summary.compressed_bytes += h.stored_len;
+                }
+            }
+            Err(e) => {
+                self.staged.clear();
+                self.broken = true;
+                let mut st = lock(&sh.state);
+                sh.fail(
+                    &mut st,
+                    FormatError::io(&sh.path, self.offset, "cannot write block", e),
+                );
+            }
+        }
+    }
 }
 
 fn output_loop(
     sh: &Shared,
-    mut file: Box<dyn Write + Send>,
+    file: Box<dyn Write + Send>,
     body_start: u64,
     rx: Receiver<Result<Done, FormatError>>,
 ) -> Result<WriteSummary, FormatError> {
-    let mut offset = body_start;
+    let mut out = Output {
+        file,
+        offset: body_start,
+        stage: Vec::new(),
+        staged: Vec::new(),
+        index: FooterIndex::default(),
+        summary: WriteSummary::default(),
+        broken: false,
+    };
     let mut next = 0u64;
     let mut pending: BTreeMap<u64, Done> = BTreeMap::new();
-    let mut index = FooterIndex::default();
-    let mut summary = WriteSummary::default();
-    let mut broken = false;
     for done in rx {
         let done = match done {
             Ok(d) => d,
             Err(e) => {
-                broken = true;
+                out.broken = true;
                 let mut st = lock(&sh.state);
                 sh.fail(&mut st, e);
                 sh.cond.notify_all();
@@ -1056,39 +1169,34 @@ fn output_loop(
             }
         };
         pending.insert(done.seq, done);
+        // Every job now in order goes out together (a batch of small blocks in one write), and
+        // counts as written only once it is in the file.
+        let (mut freed, first) = (0usize, next);
         while let Some(d) = pending.remove(&next) {
-            if !broken {
-                let hb = d.header.encode();
-                let res = file.write_all(&hb).and_then(|_| file.write_all(&d.stored));
-                match res {
-                    Ok(()) => {
-                        index
-                            .blocks
-                            .push(BlockEntry::from_header(offset, &d.header));
-                        offset += d.header.total_len();
-                        summary.blocks += 1;
-                        summary.uncompressed_bytes += d.header.uncompressed_len;
-                        summary.compressed_bytes += d.header.stored_len;
-                    }
-                    Err(e) => {
-                        broken = true;
-                        let mut st = lock(&sh.state);
-                        sh.fail(
-                            &mut st,
-                            FormatError::io(&sh.path, offset, "cannot write block", e),
-                        );
-                    }
-                }
+            for b in d.blocks {
+                out.add(sh, &b);
+                sh.give_buf(b.stored);
             }
             next += 1;
-            let input_len = d.input_len;
-            sh.give_buf(d.stored);
-            let mut st = lock(&sh.state);
-            st.in_flight_bytes = st.in_flight_bytes.saturating_sub(input_len);
-            st.written_upto = next;
-            sh.cond.notify_all();
+            freed += d.input_len;
         }
+        if next == first {
+            continue;
+        }
+        out.write(sh, &[]);
+        let mut st = lock(&sh.state);
+        st.in_flight_bytes = st.in_flight_bytes.saturating_sub(freed);
+        st.written_upto = next;
+        sh.cond.notify_all();
     }
+    let Output {
+        mut file,
+        offset,
+        mut index,
+        mut summary,
+        broken,
+        ..
+    } = out;
     if broken {
         let st = lock(&sh.state);
         return Err(match &st.error {
@@ -1277,7 +1385,8 @@ mod tests {
     }
 
     /// Short frames' blocks wait for a batch instead of each waking a compression thread; at
-    /// the next flush they reach the file in order, each block holding its own frame.
+    /// the next flush they go as one job and reach the file in order, each block holding its
+    /// own frame.
     #[test]
     fn short_frames_are_handed_over_in_batches() {
         let dir = tempfile::tempdir().unwrap();
@@ -1307,9 +1416,15 @@ mod tests {
         assert_eq!(lock(&w.shared.deferred).jobs.len(), 10);
         w.flush().unwrap();
         assert!(lock(&w.shared.deferred).jobs.is_empty());
-        assert_eq!(lock(&w.shared.submit).next_seq, 10);
+        assert_eq!(
+            lock(&w.shared.submit).next_seq,
+            1,
+            "the batch went as one job"
+        );
         w.finish().unwrap();
         let r = crate::TraceReader::open(&path).unwrap();
+        let record_blocks = r.blocks().iter().filter(|b| b.kind == 1).count();
+        assert_eq!(record_blocks, 10, "one block per frame");
         for frame in 0..10u64 {
             let recs: Vec<Record> = r.frame_records(frame).map(|x| x.unwrap()).collect();
             match recs.as_slice() {
