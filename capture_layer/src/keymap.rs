@@ -10,17 +10,26 @@ use std::sync::Mutex;
 
 const SLOTS: usize = 256;
 
+/// A key next to its value: a lookup reads one cache line, not one in each of two arrays.
+struct Slot<T: 'static> {
+    key: AtomicUsize,
+    value: AtomicPtr<T>,
+}
+
 pub struct KeyMap<T: 'static> {
-    keys: [AtomicUsize; SLOTS],
-    values: [AtomicPtr<T>; SLOTS],
+    slots: [Slot<T>; SLOTS],
     lock: Mutex<()>,
 }
 
 impl<T: 'static> KeyMap<T> {
     pub const fn new() -> Self {
         KeyMap {
-            keys: [const { AtomicUsize::new(0) }; SLOTS],
-            values: [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS],
+            slots: [const {
+                Slot {
+                    key: AtomicUsize::new(0),
+                    value: AtomicPtr::new(std::ptr::null_mut()),
+                }
+            }; SLOTS],
             lock: Mutex::new(()),
         }
     }
@@ -31,8 +40,8 @@ impl<T: 'static> KeyMap<T> {
             return None;
         }
         for i in 0..SLOTS {
-            if self.keys[i].load(Ordering::Acquire) == key {
-                let p = self.values[i].load(Ordering::Acquire);
+            if self.slots[i].key.load(Ordering::Acquire) == key {
+                let p = self.slots[i].value.load(Ordering::Acquire);
                 // SAFETY: values are leaked boxes, never freed.
                 return unsafe { p.as_ref() };
             }
@@ -48,15 +57,15 @@ impl<T: 'static> KeyMap<T> {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let ptr = value as *const T as *mut T;
         for i in 0..SLOTS {
-            if self.keys[i].load(Ordering::Relaxed) == key {
-                self.values[i].store(ptr, Ordering::Release);
+            if self.slots[i].key.load(Ordering::Relaxed) == key {
+                self.slots[i].value.store(ptr, Ordering::Release);
                 return true;
             }
         }
         for i in 0..SLOTS {
-            if self.keys[i].load(Ordering::Relaxed) == 0 {
-                self.values[i].store(ptr, Ordering::Release);
-                self.keys[i].store(key, Ordering::Release);
+            if self.slots[i].key.load(Ordering::Relaxed) == 0 {
+                self.slots[i].value.store(ptr, Ordering::Release);
+                self.slots[i].key.store(key, Ordering::Release);
                 return true;
             }
         }
@@ -66,9 +75,9 @@ impl<T: 'static> KeyMap<T> {
     pub fn remove(&self, key: usize) -> Option<&'static T> {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         for i in 0..SLOTS {
-            if key != 0 && self.keys[i].load(Ordering::Relaxed) == key {
-                self.keys[i].store(0, Ordering::Release);
-                let p = self.values[i].load(Ordering::Acquire);
+            if key != 0 && self.slots[i].key.load(Ordering::Relaxed) == key {
+                self.slots[i].key.store(0, Ordering::Release);
+                let p = self.slots[i].value.load(Ordering::Acquire);
                 return unsafe { p.as_ref() };
             }
         }
@@ -79,8 +88,8 @@ impl<T: 'static> KeyMap<T> {
     pub fn values(&self) -> Vec<&'static T> {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         (0..SLOTS)
-            .filter(|&i| self.keys[i].load(Ordering::Relaxed) != 0)
-            .filter_map(|i| unsafe { self.values[i].load(Ordering::Acquire).as_ref() })
+            .filter(|&i| self.slots[i].key.load(Ordering::Relaxed) != 0)
+            .filter_map(|i| unsafe { self.slots[i].value.load(Ordering::Acquire).as_ref() })
             .collect()
     }
 }

@@ -195,17 +195,18 @@ thread_local! {
 /// Rust thread-local of a dlopen'ed library costs a call into the dynamic linker and a page of
 /// its own (every call records its thread).
 pub fn thread_id() -> u32 {
-    static KEY: OnceLock<Option<libc::pthread_key_t>> = OnceLock::new();
     let gettid = || {
         // SAFETY: gettid has no preconditions.
         unsafe { libc::syscall(libc::SYS_gettid) as u32 }
     };
-    let key = KEY.get_or_init(|| {
-        let mut key: libc::pthread_key_t = 0;
-        // SAFETY: a valid out pointer, no destructor.
-        (unsafe { libc::pthread_key_create(&mut key, None) } == 0).then_some(key)
-    });
-    let Some(key) = *key else { return gettid() };
+    let mut key = HOT.thread_key.load(Ordering::Acquire);
+    if key == 0 {
+        key = match new_thread_key() {
+            Some(k) => k,
+            None => return gettid(),
+        };
+    }
+    let key = (key - 1) as libc::pthread_key_t;
     // SAFETY: a key this process created and never deletes.
     let cached = unsafe { libc::pthread_getspecific(key) } as usize as u32;
     if cached != 0 {
@@ -217,12 +218,35 @@ pub fn thread_id() -> u32 {
     tid
 }
 
+/// Creates the thread-id key once (the first thread to publish its key wins; a loser deletes
+/// its own). Returns key + 1.
+#[cold]
+fn new_thread_key() -> Option<u64> {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: a valid out pointer, no destructor.
+    if unsafe { libc::pthread_key_create(&mut key, None) } != 0 {
+        return None;
+    }
+    let mine = key as u64 + 1;
+    match HOT
+        .thread_key
+        .compare_exchange(0, mine, Ordering::AcqRel, Ordering::Acquire)
+    {
+        Ok(_) => Some(mine),
+        Err(theirs) => {
+            // SAFETY: our own key, never handed out.
+            unsafe { libc::pthread_key_delete(key) };
+            Some(theirs)
+        }
+    }
+}
+
 // ---- self-timing ---------------------------------------------------------------------------------
 
 /// Where the layer spends app-thread time, measured only when `QUARRY_CAPTURE_PROFILE=1` (two clock
 /// reads per span otherwise skipped) and written in the closing note.
 pub mod prof {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     pub const CALL: usize = 0;
     pub const SUBMIT: usize = 1;
@@ -237,13 +261,32 @@ pub mod prof {
         "query results recorded",
     ];
 
-    pub static ON: AtomicBool = AtomicBool::new(false);
     static NS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
     static N: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+    /// Per command: (ns, calls) of recorded calls, for the costliest commands in the summary.
+    static BY_CMD: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
+
+    /// As `end(CALL, t0)`, also counted for `cmd`.
+    #[inline]
+    pub fn end_call(cmd: u32, t0: u64) {
+        if t0 == 0 {
+            return;
+        }
+        let ns = super::now_ns().saturating_sub(t0);
+        NS[CALL].fetch_add(ns, Ordering::Relaxed);
+        N[CALL].fetch_add(1, Ordering::Relaxed);
+        let mut by = BY_CMD.lock().unwrap_or_else(|e| e.into_inner());
+        let i = cmd as usize;
+        if by.len() <= i {
+            by.resize(i + 1, (0, 0));
+        }
+        by[i].0 += ns;
+        by[i].1 += 1;
+    }
 
     #[inline]
     pub fn start() -> u64 {
-        if ON.load(Ordering::Relaxed) {
+        if super::HOT.profile.load(Ordering::Relaxed) {
             super::now_ns()
         } else {
             0
@@ -260,7 +303,7 @@ pub mod prof {
 
     /// "; app-thread time: ..." for the closing note, empty when not measured.
     pub fn summary() -> String {
-        if !ON.load(Ordering::Relaxed) {
+        if !super::HOT.profile.load(Ordering::Relaxed) {
             return String::new();
         }
         let parts: Vec<String> = (0..NAMES.len())
@@ -274,9 +317,27 @@ pub mod prof {
                 )
             })
             .collect();
+        let mut by: Vec<(usize, u64, u64)> = BY_CMD
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.1 > 0)
+            .map(|(i, c)| (i, c.0, c.1))
+            .collect();
+        by.sort_by_key(|c| std::cmp::Reverse(c.1));
+        let top: Vec<String> = by
+            .iter()
+            .take(12)
+            .map(|&(i, ns, n)| {
+                let name = vkstream::COMMANDS.get(i).copied().unwrap_or("?");
+                format!("{name} {n} x {} ns", ns / n)
+            })
+            .collect();
         format!(
-            "; app-thread time (QUARRY_CAPTURE_PROFILE): {}; writer threads' CPU time: {}",
+            "; app-thread time (QUARRY_CAPTURE_PROFILE): {}; costliest commands recorded: {}; writer threads' CPU time: {}",
             parts.join(", "),
+            top.join(", "),
             writer_threads_cpu()
         )
     }
@@ -337,20 +398,40 @@ pub struct Stats {
     pub written_bytes: u64,
 }
 
-/// True while a trace is being written: the fast-path check of every intercept.
-static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// The flags and counter every recorded call reads, in one cache line of their own (each would
+/// otherwise sit in a line of its own among the layer's statics, each a miss after the driver's
+/// work between two calls).
+#[repr(C, align(64))]
+struct Hot {
+    /// True while a trace is being written: the fast-path check of every intercept.
+    active: AtomicBool,
+    /// True while a trimmed capture waits for its first frame: calls are encoded and offered to
+    /// the state tracker instead of the trace.
+    tracking: AtomicBool,
+    /// `QUARRY_CAPTURE_PROFILE`: the layer times its own work (see `prof`).
+    profile: AtomicBool,
+    /// The next record's seq.
+    seq: AtomicU64,
+    /// pthread key + 1 of the cached thread id (0: not created yet; see `thread_id`).
+    thread_key: AtomicU64,
+}
+
+static HOT: Hot = Hot {
+    active: AtomicBool::new(false),
+    tracking: AtomicBool::new(false),
+    profile: AtomicBool::new(false),
+    seq: AtomicU64::new(0),
+    thread_key: AtomicU64::new(0),
+};
+
 /// Serialises sequence numbers with writes, so records appear in the file in `seq` order.
 static CAPTURE: Mutex<Option<Capture>> = Mutex::new(None);
-static SEQ: AtomicU64 = AtomicU64::new(0);
 /// Trace paths (before numbering) this process opened: a path used again gets `.N`.
 static OPENED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Set once the frame range is done or an internal error happened: no new trace opens.
 static ENDED: AtomicBool = AtomicBool::new(false);
 /// Apps with a swapchain get frame boundaries at present only.
 static SWAPCHAIN_SEEN: AtomicBool = AtomicBool::new(false);
-/// True while a trimmed capture waits for its first frame: calls are encoded and offered to the
-/// state tracker instead of the trace.
-static TRACKING: AtomicBool = AtomicBool::new(false);
 static TRACKER: Mutex<Option<crate::tracker::Tracker>> = Mutex::new(None);
 /// What a trimmed capture opens its trace with at the snapshot, and the tracked frame counter.
 static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
@@ -365,13 +446,13 @@ struct Pending {
 
 #[inline]
 pub fn capturing() -> bool {
-    ACTIVE.load(Ordering::Relaxed)
+    HOT.active.load(Ordering::Relaxed)
 }
 
 /// Capturing or tracking: calls must be encoded.
 #[inline]
 pub fn recording() -> bool {
-    ACTIVE.load(Ordering::Relaxed) || TRACKING.load(Ordering::Relaxed)
+    HOT.active.load(Ordering::Relaxed) || HOT.tracking.load(Ordering::Relaxed)
 }
 
 fn lock_tracker() -> MutexGuard<'static, Option<crate::tracker::Tracker>> {
@@ -384,7 +465,7 @@ fn lock_pending() -> MutexGuard<'static, Option<Pending>> {
 
 /// Offers a record to the tracker; gives it back when tracking ended meanwhile.
 fn offer(rec: Record) -> Option<Record> {
-    if !TRACKING.load(Ordering::Acquire) {
+    if !HOT.tracking.load(Ordering::Acquire) {
         return Some(rec);
     }
     let mut t = lock_tracker();
@@ -403,7 +484,7 @@ fn offer(rec: Record) -> Option<Record> {
 
 /// Gives up a trimmed capture before its first frame: logged once, nothing written, calls pass.
 fn abandon_tracking(message: &str) {
-    TRACKING.store(false, Ordering::Release);
+    HOT.tracking.store(false, Ordering::Release);
     ENDED.store(true, Ordering::Relaxed);
     *lock_tracker() = None;
     *lock_pending() = None;
@@ -429,7 +510,7 @@ pub fn open_capture(application: &str, layer: &Given) {
     if s.disabled {
         return;
     }
-    prof::ON.store(
+    HOT.profile.store(
         std::env::var_os("QUARRY_CAPTURE_PROFILE").is_some_and(|v| v == "1"),
         Ordering::Relaxed,
     );
@@ -447,7 +528,7 @@ pub fn open_capture(application: &str, layer: &Given) {
             submitted: false,
         });
         *lock_tracker() = Some(crate::tracker::Tracker::default());
-        TRACKING.store(true, Ordering::Release);
+        HOT.tracking.store(true, Ordering::Release);
         register_atexit();
         return;
     }
@@ -460,7 +541,7 @@ pub fn open_capture(application: &str, layer: &Given) {
     };
     register_atexit();
     *guard = Some(cap);
-    ACTIVE.store(true, Ordering::Release);
+    HOT.active.store(true, Ordering::Release);
 }
 
 /// Creates the trace file with its command table (and a note naming the frame range); trimmed
@@ -555,9 +636,9 @@ pub fn emit(make: impl FnOnce(u64) -> Record) -> Option<u64> {
     if !recording() {
         return None;
     }
-    if TRACKING.load(Ordering::Acquire) {
+    if HOT.tracking.load(Ordering::Acquire) {
         // The tracker orders by seq itself, so no lock is needed around numbering.
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
         let Some(rec) = offer(make(seq)) else {
             return Some(seq);
         };
@@ -573,7 +654,7 @@ pub fn emit(make: impl FnOnce(u64) -> Record) -> Option<u64> {
     let mut guard = lock_capture();
     let cap = guard.as_mut()?;
     // Numbered under the lock, so records reach the file in seq order.
-    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
     let rec = make(seq);
     if let Err(e) = cap.writer.write(&rec) {
         fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
@@ -603,7 +684,7 @@ pub fn emit_memory(writes: Vec<(u64, u64, Vec<u8>)>, scan: Option<(u64, u64)>) {
                 return;
             }
         };
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
         let rec = Record::MemoryWrite(record::MemoryWrite {
             seq,
             memory,
@@ -619,7 +700,7 @@ pub fn emit_memory(writes: Vec<(u64, u64, Vec<u8>)>, scan: Option<(u64, u64)>) {
 
 /// Records one API call (after it returned): a no-op unless capturing. Returns the call's seq.
 ///
-/// Generic over the encoder, so instantiated once per command: kept to the checks and a call
+/// Generic over the encoder, so instantiated once per command: kept to one flag test and a call
 /// into the shared, non-generic rest (one copy of the hot path for every command keeps it in
 /// cache between calls, which the driver's own work evicts).
 #[inline]
@@ -628,29 +709,49 @@ pub fn record_call(
     result: i32,
     encode: impl FnOnce(&mut vkstream::Encoder),
 ) -> Option<u64> {
-    let tracking = TRACKING.load(Ordering::Acquire);
-    let wanted = capturing() || (tracking && crate::tracker::wanted(cmd));
-    if !wanted {
-        // Not capturing, or tracking a command that defines no state (gets, waits, presents):
-        // nothing to encode.
+    if !recording() {
         return None;
     }
-    let mut encode = Some(encode);
-    let mut f = |e: &mut vkstream::Encoder| {
-        if let Some(encode) = encode.take() {
-            encode(e)
+    /// Runs the encoder `data` points at (an `Option<F>`, taken).
+    ///
+    /// # Safety
+    /// `data` must point to a live `Option<F>`.
+    unsafe fn run<F: FnOnce(&mut vkstream::Encoder)>(data: *mut (), e: &mut vkstream::Encoder) {
+        if let Some(f) = (*(data as *mut Option<F>)).take() {
+            f(e)
         }
-    };
-    record_dyn(cmd, result, tracking, &mut f)
+    }
+    fn erase<F: FnOnce(&mut vkstream::Encoder)>(slot: &mut Option<F>) -> Encode {
+        Encode {
+            data: slot as *mut Option<F> as *mut (),
+            run: run::<F>,
+        }
+    }
+    let mut encode = Some(encode);
+    record_dyn(cmd, result, &erase(&mut encode))
+}
+
+/// A command's encoder, type-erased as a data pointer and a function (not a `dyn` closure,
+/// whose vtable, one per command, is one more cache line to load at every call).
+pub struct Encode {
+    data: *mut (),
+    run: unsafe fn(*mut (), &mut vkstream::Encoder),
+}
+
+impl Encode {
+    fn call(&self, e: &mut vkstream::Encoder) {
+        // SAFETY: built by `record_call` from an `Option<F>` that outlives this `Encode`.
+        unsafe { (self.run)(self.data, e) }
+    }
 }
 
 #[inline(never)]
-fn record_dyn(
-    cmd: u32,
-    result: i32,
-    tracking: bool,
-    encode: &mut dyn FnMut(&mut vkstream::Encoder),
-) -> Option<u64> {
+fn record_dyn(cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
+    let tracking = HOT.tracking.load(Ordering::Acquire);
+    if tracking && !capturing() && !crate::tracker::wanted(cmd) {
+        // Tracking a command that defines no state (gets, waits, presents): nothing to encode.
+        return None;
+    }
     let t0 = prof::start();
     let (thread, host_ns) = (thread_id(), now_ns());
     let seq = if tracking {
@@ -658,29 +759,23 @@ fn record_dyn(
     } else {
         write_call(thread, host_ns, cmd, result, encode)
     };
-    prof::end(prof::CALL, t0);
+    prof::end_call(cmd, t0);
     seq
 }
 
 /// The hot path: the call is encoded straight into the trace's open block.
-fn write_call(
-    thread: u32,
-    host_ns: u64,
-    cmd: u32,
-    result: i32,
-    encode: &mut dyn FnMut(&mut vkstream::Encoder),
-) -> Option<u64> {
+fn write_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
     let mut unknown = None;
     let mut guard = lock_capture();
     let cap = guard.as_mut()?;
     // Numbered under the lock, so records reach the file in seq order.
-    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
     let written = cap
         .writer
         .write_call_with(seq, thread, cmd, host_ns, result, &mut |buf| {
             // The encoder borrows the block and gives it back even when it panics.
             let mut e = vkstream::Encoder::from_vec(std::mem::take(buf));
-            let ok = catch_unwind(AssertUnwindSafe(|| encode(&mut e))).is_ok();
+            let ok = catch_unwind(AssertUnwindSafe(|| encode.call(&mut e))).is_ok();
             unknown = e.unknown_stype();
             *buf = e.into_bytes();
             ok.then_some(()).ok_or_else(|| "panicked".to_string())
@@ -702,20 +797,14 @@ fn write_call(
 }
 
 /// Before a trimmed capture's first frame: the call is encoded and offered to the tracker.
-fn track_call(
-    thread: u32,
-    host_ns: u64,
-    cmd: u32,
-    result: i32,
-    encode: &mut dyn FnMut(&mut vkstream::Encoder),
-) -> Option<u64> {
+fn track_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
     let mut e = ENCODER
         .try_with(|c| c.take())
         .ok()
         .flatten()
         .unwrap_or_default();
     e.clear();
-    if catch_unwind(AssertUnwindSafe(|| encode(&mut e))).is_err() {
+    if catch_unwind(AssertUnwindSafe(|| encode.call(&mut e))).is_err() {
         let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
         fail(&format!("internal error while encoding {name}"));
         return None;
@@ -802,8 +891,8 @@ pub fn fail(message: &str) {
 }
 
 fn fail_locked(guard: &mut MutexGuard<'static, Option<Capture>>, message: &str) {
-    ACTIVE.store(false, Ordering::Release);
-    TRACKING.store(false, Ordering::Release);
+    HOT.active.store(false, Ordering::Release);
+    HOT.tracking.store(false, Ordering::Release);
     ENDED.store(true, Ordering::Relaxed);
     log_once(
         "fail",
@@ -859,7 +948,7 @@ fn write_all(guard: &mut MutexGuard<'static, Option<Capture>>, recs: impl Iterat
 /// What vkGetQueryPoolResults returned (and the queries it first showed available), written
 /// without copying the data while capturing.
 pub fn emit_query_results(r: &format::QueryResultsRef<'_>, available: &[u32]) {
-    if TRACKING.load(Ordering::Acquire) {
+    if HOT.tracking.load(Ordering::Acquire) {
         let results = Record::QueryResults(r.to_record());
         let available = available.iter().map(|&query| {
             Record::QueryAvailable(record::QueryAvailable {
@@ -892,7 +981,7 @@ pub fn add_scan_stats(bytes: u64, ns: u64) {
 /// A submit went through: the frame counts as submitted and `records` (given the frame in
 /// progress) are written, under one lock.
 pub fn submitted<I: IntoIterator<Item = Record>>(records: impl FnOnce(u64) -> I) {
-    if TRACKING.load(Ordering::Relaxed) {
+    if HOT.tracking.load(Ordering::Relaxed) {
         if let Some(p) = lock_pending().as_mut() {
             p.submitted = true;
         }
@@ -920,7 +1009,7 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) {
     if boundary != FrameBoundary::Present && SWAPCHAIN_SEEN.load(Ordering::Relaxed) {
         return;
     }
-    if TRACKING.load(Ordering::Relaxed) {
+    if HOT.tracking.load(Ordering::Relaxed) {
         let due = {
             let mut p = lock_pending();
             let Some(p) = p.as_mut() else { return };
@@ -945,7 +1034,7 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) {
         return;
     }
     let index = cap.frame;
-    let last_seq = last_seq.unwrap_or_else(|| SEQ.load(Ordering::Relaxed).saturating_sub(1));
+    let last_seq = last_seq.unwrap_or_else(|| HOT.seq.load(Ordering::Relaxed).saturating_sub(1));
     let rec = Record::Frame(record::Frame {
         index,
         last_seq,
@@ -980,8 +1069,8 @@ pub fn finish(reason: &str) {
 }
 
 fn finish_locked(guard: &mut MutexGuard<'static, Option<Capture>>, reason: &str) {
-    ACTIVE.store(false, Ordering::Release);
-    if TRACKING.swap(false, Ordering::AcqRel) {
+    HOT.active.store(false, Ordering::Release);
+    if HOT.tracking.swap(false, Ordering::AcqRel) {
         *lock_tracker() = None;
         if let Some(p) = lock_pending().take() {
             log_once(
@@ -997,7 +1086,7 @@ fn finish_locked(guard: &mut MutexGuard<'static, Option<Capture>>, reason: &str)
     let Some(mut cap) = guard.take() else { return };
     let now = now_ns();
     if cap.submitted {
-        let last_seq = SEQ.load(Ordering::Relaxed).saturating_sub(1);
+        let last_seq = HOT.seq.load(Ordering::Relaxed).saturating_sub(1);
         let rec = Record::Frame(record::Frame {
             index: cap.frame,
             last_seq,
@@ -1013,7 +1102,7 @@ fn finish_locked(guard: &mut MutexGuard<'static, Option<Capture>>, reason: &str)
         "capture finished ({reason}): {} frames, {} calls/records; host-memory shadow compare: {} scans, {} bytes \
          compared, {} ns total ({per_scan} ns/scan), {} bytes written; {} ranges read back through the GPU{}",
         cap.frame - cap.first_frame,
-        SEQ.load(Ordering::Relaxed),
+        HOT.seq.load(Ordering::Relaxed),
         s.scans,
         s.scanned_bytes,
         s.scan_ns,
@@ -1079,7 +1168,7 @@ fn snapshot() {
     let first = pending.first;
     let mut guard = lock_capture();
     let Some(cap) = new_capture(&pending.application, &pending.settings, first) else {
-        TRACKING.store(false, Ordering::Release);
+        HOT.tracking.store(false, Ordering::Release);
         *lock_tracker() = None;
         return;
     };
@@ -1129,7 +1218,7 @@ fn snapshot() {
                     bytes += data.len() as u64;
                     let payload = cap.writer.payload(&data)?;
                     cap.writer.write(&Record::MemoryWrite(record::MemoryWrite {
-                        seq: SEQ.fetch_add(1, Ordering::Relaxed),
+                        seq: HOT.seq.fetch_add(1, Ordering::Relaxed),
                         memory,
                         offset,
                         data: payload,
@@ -1138,7 +1227,7 @@ fn snapshot() {
                 crate::tracker::SnapRecord::Made { cmd, params } => {
                     calls += 1;
                     cap.writer.write(&Record::Call(record::Call {
-                        seq: SEQ.fetch_add(1, Ordering::Relaxed),
+                        seq: HOT.seq.fetch_add(1, Ordering::Relaxed),
                         thread: 0,
                         cmd,
                         host_ns: now_ns(),
@@ -1191,8 +1280,8 @@ fn snapshot() {
         return;
     }
     // Records offered from here on find no tracker and go to the trace.
-    TRACKING.store(false, Ordering::Release);
-    ACTIVE.store(true, Ordering::Release);
+    HOT.tracking.store(false, Ordering::Release);
+    HOT.active.store(true, Ordering::Release);
     drop(tracker_guard);
     log_once(
         "snapshot",
