@@ -35,8 +35,8 @@ pub struct WriterOptions {
     pub inline_threshold: usize,
     /// zstd level.
     pub level: i32,
-    /// zstd level of the blocks compressed with the dictionary: small blocks, sealed at frame
-    /// ends, often hundreds a second, where per-block work dominates.
+    /// zstd level of the tiny blocks (under 16 KiB) compressed with the dictionary: sealed at
+    /// the ends of short frames, often hundreds a second, where per-block work dominates.
     pub dict_level: i32,
     /// Compression threads.
     pub workers: usize,
@@ -222,6 +222,8 @@ const DEFER_MAX_JOBS: usize = 4096;
 const SMALL_POOL: usize = 64;
 
 const DICT_LEVEL: i32 = -1;
+/// Dictionary blocks below this size use `dict_level`, larger ones `level`.
+const TINY_BLOCK: usize = 16 << 10;
 
 /// The one dictionary a writer produces.
 const DICT_ID: u16 = 1;
@@ -1008,7 +1010,8 @@ fn ticker_loop(sh: &Shared) {
 
 fn compress_loop(sh: &Shared, rx: &Mutex<Receiver<Job>>, tx: &Sender<Result<Done, FormatError>>) {
     let mut comp = zstd::bulk::Compressor::new(sh.opts.level).ok();
-    let mut with_dict: Option<zstd::bulk::Compressor<'static>> = None;
+    // With the dictionary: [at `level`, at `dict_level` for tiny blocks], made at first use.
+    let mut with_dict: [Option<zstd::bulk::Compressor<'static>>; 2] = [None, None];
     loop {
         let job = match lock(rx).recv() {
             Ok(j) => j,
@@ -1019,11 +1022,13 @@ fn compress_loop(sh: &Shared, rx: &Mutex<Receiver<Job>>, tx: &Sender<Result<Done
         for block in job.blocks {
             let done = match &block.dict {
                 Some(d) => {
-                    if with_dict.is_none() {
-                        with_dict =
-                            zstd::bulk::Compressor::with_dictionary(sh.opts.dict_level, d).ok();
+                    let tiny = block.data.len() < TINY_BLOCK;
+                    let slot = &mut with_dict[tiny as usize];
+                    if slot.is_none() {
+                        let level = if tiny { sh.opts.dict_level } else { sh.opts.level };
+                        *slot = zstd::bulk::Compressor::with_dictionary(level, d).ok();
                     }
-                    match with_dict.as_mut() {
+                    match slot.as_mut() {
                         Some(c) => compress_block(sh, Some((c, DICT_ID)), block),
                         None => compress_block(sh, comp.as_mut().map(|c| (c, 0)), block),
                     }
