@@ -1025,7 +1025,11 @@ fn compress_loop(sh: &Shared, rx: &Mutex<Receiver<Job>>, tx: &Sender<Result<Done
                     let tiny = block.data.len() < TINY_BLOCK;
                     let slot = &mut with_dict[tiny as usize];
                     if slot.is_none() {
-                        let level = if tiny { sh.opts.dict_level } else { sh.opts.level };
+                        let level = if tiny {
+                            sh.opts.dict_level
+                        } else {
+                            sh.opts.level
+                        };
                         *slot = zstd::bulk::Compressor::with_dictionary(level, d).ok();
                     }
                     match slot.as_mut() {
