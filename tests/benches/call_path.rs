@@ -6,11 +6,14 @@
 //! own, interleaved: no layer, the layer loaded but not capturing, capturing. Prints the median
 //! time per call of each and the capture's cost over the idle layer, measured in the same run.
 
+#[path = "../tests/capture_support.rs"]
+mod support;
+
 use ash::vk;
 use std::process::Command;
 use std::time::Instant;
 
-const LAVAPIPE_ICD: &str = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
+use support::LAVAPIPE_ICD;
 /// Calls timed together after each eviction.
 const GROUP: usize = 8;
 /// Groups timed per run (`ROUNDS`).
@@ -136,44 +139,8 @@ fn warm_stack() {
 /// One configuration: a device on lavapipe, one command buffer recording, dynamic-state calls.
 fn child(_config: &str) {
     unsafe {
-        let entry = ash::Entry::load().expect("libvulkan");
-        let app = vk::ApplicationInfo::default()
-            .application_name(c"quarry-call-bench")
-            .api_version(vk::API_VERSION_1_2);
-        let instance = entry
-            .create_instance(
-                &vk::InstanceCreateInfo::default().application_info(&app),
-                None,
-            )
-            .unwrap();
-        let pd = instance.enumerate_physical_devices().unwrap()[0];
-        let prio = [1.0f32];
-        let qci = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(0)
-            .queue_priorities(&prio)];
-        let device = instance
-            .create_device(
-                pd,
-                &vk::DeviceCreateInfo::default().queue_create_infos(&qci),
-                None,
-            )
-            .unwrap();
-        let pool = device
-            .create_command_pool(
-                &vk::CommandPoolCreateInfo::default().queue_family_index(0),
-                None,
-            )
-            .unwrap();
-        let cb = device
-            .allocate_command_buffers(
-                &vk::CommandBufferAllocateInfo::default()
-                    .command_pool(pool)
-                    .command_buffer_count(1),
-            )
-            .unwrap()[0];
-        device
-            .begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
-            .unwrap();
+        let (_entry, instance, device) = support::plain_device(c"quarry-call-bench");
+        let (pool, cb) = support::begin_primary(&device);
         let calls = |i: usize| {
             let f = i as f32;
             let vp = [vk::Viewport {

@@ -201,6 +201,38 @@ impl Trace {
     }
 }
 
+/// An instance (Vulkan 1.2, named `app`) and a device with one queue of family 0 on the first
+/// GPU, no features: for tests and benches that need nothing more.
+///
+/// # Safety
+/// Loads and calls into the Vulkan loader.
+pub unsafe fn plain_device(app: &std::ffi::CStr) -> (ash::Entry, ash::Instance, ash::Device) {
+    use ash::vk;
+    let entry = ash::Entry::load().expect("libvulkan");
+    let info = vk::ApplicationInfo::default()
+        .application_name(app)
+        .api_version(vk::API_VERSION_1_2);
+    let instance = entry
+        .create_instance(
+            &vk::InstanceCreateInfo::default().application_info(&info),
+            None,
+        )
+        .unwrap();
+    let pd = instance.enumerate_physical_devices().unwrap()[0];
+    let prio = [1.0f32];
+    let qci = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(0)
+        .queue_priorities(&prio)];
+    let device = instance
+        .create_device(
+            pd,
+            &vk::DeviceCreateInfo::default().queue_create_infos(&qci),
+            None,
+        )
+        .unwrap();
+    (entry, instance, device)
+}
+
 /// A new command pool on queue family 0 and one primary command buffer of it, recording.
 ///
 /// # Safety

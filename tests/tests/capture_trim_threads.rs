@@ -25,26 +25,7 @@ fn recordings_made_on_many_threads_before_the_trim_point_are_whole_in_the_snapsh
     capture_in_process(&layer, &trace, Some("1-1"));
 
     let cbs: Vec<u64> = unsafe {
-        let entry = ash::Entry::load().expect("libvulkan");
-        let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
-        let instance = entry
-            .create_instance(
-                &vk::InstanceCreateInfo::default().application_info(&app),
-                None,
-            )
-            .unwrap();
-        let pd = instance.enumerate_physical_devices().unwrap()[0];
-        let prio = [1.0f32];
-        let qci = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(0)
-            .queue_priorities(&prio)];
-        let device = instance
-            .create_device(
-                pd,
-                &vk::DeviceCreateInfo::default().queue_create_infos(&qci),
-                None,
-            )
-            .unwrap();
+        let (_entry, instance, device) = plain_device(c"quarry-trim-threads");
         let queue = device.get_device_queue(0, 0);
         // Frame 0: every thread records its own command buffer at once.
         let made: Vec<(vk::CommandPool, vk::CommandBuffer)> = std::thread::scope(|s| {
