@@ -272,9 +272,7 @@ pub mod prof {
         if t0 == 0 {
             return;
         }
-        let ns = super::now_ns().saturating_sub(t0);
-        NS[CALL].fetch_add(ns, Ordering::Relaxed);
-        N[CALL].fetch_add(1, Ordering::Relaxed);
+        let ns = add(CALL, t0);
         let mut by = BY_CMD.lock().unwrap_or_else(|e| e.into_inner());
         let i = cmd as usize;
         if by.len() <= i {
@@ -296,9 +294,16 @@ pub mod prof {
     #[inline]
     pub fn end(kind: usize, t0: u64) {
         if t0 != 0 {
-            NS[kind].fetch_add(super::now_ns().saturating_sub(t0), Ordering::Relaxed);
-            N[kind].fetch_add(1, Ordering::Relaxed);
+            add(kind, t0);
         }
+    }
+
+    /// Counts one span of `kind` that began at `t0`; returns its length.
+    fn add(kind: usize, t0: u64) -> u64 {
+        let ns = super::now_ns().saturating_sub(t0);
+        NS[kind].fetch_add(ns, Ordering::Relaxed);
+        N[kind].fetch_add(1, Ordering::Relaxed);
+        ns
     }
 
     /// "; app-thread time: ..." for the closing note, empty when not measured.
@@ -342,7 +347,7 @@ pub mod prof {
         )
     }
 
-    /// CPU time of the trace writer's threads (see `format::writer`'s thread names) so far, from the kernel's
+    /// CPU time of the trace writer's threads so far, from the kernel's
     /// per-thread scheduler statistics: what the capture costs off the app's threads.
     fn writer_threads_cpu() -> String {
         let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
@@ -353,9 +358,7 @@ pub mod prof {
             .filter_map(|t| {
                 let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
                 let comm = comm.trim();
-                let ours = matches!(comm, "quarry-write" | "quarry-seal")
-                    || comm.starts_with("quarry-zstd-");
-                if !ours {
+                if !format::is_writer_thread(comm) {
                     return None;
                 }
                 let stat = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
@@ -733,7 +736,7 @@ pub fn record_call(
 
 /// A command's encoder, type-erased as a data pointer and a function (not a `dyn` closure,
 /// whose vtable, one per command, is one more cache line to load at every call).
-pub struct Encode {
+struct Encode {
     data: *mut (),
     run: unsafe fn(*mut (), &mut vkstream::Encoder),
 }

@@ -16,7 +16,7 @@ mod writer;
 pub use error::{FormatError, Problem};
 pub use index::{BlockEntry, FooterIndex};
 pub use reader::{BlockDamage, BlockRecords, Info, Records, TraceReader};
-pub use writer::{QueryResultsRef, TraceWriter, WriteSummary, WriterOptions};
+pub use writer::{is_writer_thread, QueryResultsRef, TraceWriter, WriteSummary, WriterOptions};
 
 use record::FileKind;
 

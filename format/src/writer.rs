@@ -225,6 +225,16 @@ const DICT_LEVEL: i32 = -1;
 /// Dictionary blocks below this size use `dict_level`, larger ones `level`.
 const TINY_BLOCK: usize = 16 << 10;
 
+/// Names of a writer's threads (the compression threads' followed by their index).
+const ZSTD_THREAD: &str = "quarry-zstd-";
+const WRITE_THREAD: &str = "quarry-write";
+const SEAL_THREAD: &str = "quarry-seal";
+
+/// Whether a thread named `name` is one of a writer's own (for accounting their CPU time).
+pub fn is_writer_thread(name: &str) -> bool {
+    name == WRITE_THREAD || name == SEAL_THREAD || name.starts_with(ZSTD_THREAD)
+}
+
 /// The one dictionary a writer produces.
 const DICT_ID: u16 = 1;
 /// Record blocks below this size are compressed with the dictionary.
@@ -685,7 +695,7 @@ impl TraceWriter {
             let tx = done_tx.clone();
             let sh = shared.clone();
             let h = std::thread::Builder::new()
-                .name(format!("quarry-zstd-{i}"))
+                .name(format!("{ZSTD_THREAD}{i}"))
                 .spawn(move || compress_loop(&sh, &rx, &tx))
                 .map_err(|e| FormatError::io(&path, 0, "cannot start compression thread", e))?;
             writer.workers.push(h);
@@ -694,7 +704,7 @@ impl TraceWriter {
         let sh = shared.clone();
         writer.output = Some(
             std::thread::Builder::new()
-                .name("quarry-write".into())
+                .name(WRITE_THREAD.into())
                 .spawn(move || output_loop(&sh, file, body_start, done_rx))
                 .map_err(|e| FormatError::io(&path, 0, "cannot start writer thread", e))?,
         );
@@ -702,7 +712,7 @@ impl TraceWriter {
         let sh = shared.clone();
         writer.ticker = Some(
             std::thread::Builder::new()
-                .name("quarry-seal".into())
+                .name(SEAL_THREAD.into())
                 .spawn(move || ticker_loop(&sh))
                 .map_err(|e| FormatError::io(&path, 0, "cannot start timer thread", e))?,
         );
@@ -1427,6 +1437,43 @@ mod tests {
         let (ra, rb) = (read(&a), read(&b));
         assert_eq!(ra.len(), 10);
         assert_eq!(ra, rb);
+    }
+
+    /// The names a writer gives its threads are the ones `is_writer_thread` knows, and an
+    /// app's own "quarry-..." threads are not among them.
+    #[test]
+    fn writer_threads_are_recognised() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = Header {
+            kind: crate::record::FileKind::Trace,
+            writer: "test".into(),
+            created_unix_ns: 0,
+            device: None,
+            application: "test".into(),
+        };
+        let w = TraceWriter::create_with(dir.path().join("t.qtrace"), header, Default::default())
+            .unwrap();
+        // A thread names itself once it runs: poll until every one has.
+        let wanted = [WRITE_THREAD, SEAL_THREAD, "quarry-zstd-0", "quarry-zstd-1"];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let names = loop {
+            let names: Vec<String> = std::fs::read_dir("/proc/self/task")
+                .unwrap()
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|c| c.trim().to_string())
+                .filter(|c| is_writer_thread(c))
+                .collect();
+            if wanted.iter().all(|w| names.iter().any(|n| n == w)) || Instant::now() > deadline {
+                break names;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        for want in wanted {
+            assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+        }
+        assert!(!is_writer_thread("quarry-demo"));
+        w.finish().unwrap();
     }
 
     /// Short frames' blocks wait for a batch instead of each waking a compression thread; at
