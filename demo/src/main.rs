@@ -12,6 +12,7 @@ mod window;
 use anyhow::Result;
 use clap::Parser;
 use std::process::ExitCode;
+use std::time::Instant;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -44,6 +45,10 @@ struct Args {
     /// otherwise run a lighter workload than the same app without it).
     #[arg(long)]
     no_video: bool,
+    /// Print on stderr how long set-up, the frames and teardown took (benchmarks: splits a
+    /// layer's cost over start-up, steady state and exit).
+    #[arg(long)]
+    timing: bool,
 }
 
 fn main() -> ExitCode {
@@ -69,6 +74,7 @@ fn run(args: &Args) -> Result<ExitCode> {
             .iter()
             .any(|k| std::env::var(k).is_ok_and(|v| v.to_lowercase().contains("validation")));
     let validate = args.validate || env_validate;
+    let t_start = Instant::now();
     // The X window comes first so a missing display fails fast and clearly.
     let xwin = if args.headless {
         None
@@ -102,6 +108,7 @@ fn run(args: &Args) -> Result<ExitCode> {
         Some(w) => Some(window::Presenter::new(&gpu, w)?),
         None => None,
     };
+    let t_frames = Instant::now();
     for _ in 0..args.frames {
         scene.frame(&gpu, &mut report)?;
         if let Some(p) = &presenter {
@@ -117,6 +124,7 @@ fn run(args: &Args) -> Result<ExitCode> {
             v.frame(&gpu, &mut report)?;
         }
     }
+    let t_teardown = Instant::now();
     if let Some(v) = video {
         v.destroy(&gpu);
     }
@@ -137,6 +145,17 @@ fn run(args: &Args) -> Result<ExitCode> {
             du.destroy_debug_utils_messenger(*m, None);
         }
         gpu.instance.destroy_instance(None);
+    }
+    if args.timing {
+        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+        let end = Instant::now();
+        let frames = ms(t_frames, t_teardown);
+        eprintln!(
+            "quarry-demo timing: setup {:.1} ms, frames {frames:.1} ms ({:.1} us/frame), teardown {:.1} ms",
+            ms(t_start, t_frames),
+            frames * 1e3 / f64::from(args.frames),
+            ms(t_teardown, end)
+        );
     }
     report.validation_messages = gpu::take_messages();
     report.passed = report.passed();
