@@ -81,6 +81,84 @@ fn enc_scalar(cat: &TypeCat, x: &str) -> String {
     }
 }
 
+/// A scalar as its little-endian bytes, with their count: what `enc_scalar` writes.
+fn scalar_bytes(cat: &TypeCat, x: &str) -> (String, usize) {
+    match cat {
+        TypeCat::Prim(p) => {
+            let w = match *p {
+                "u8" | "i8" => 1,
+                "u16" | "i16" => 2,
+                "u32" | "i32" | "f32" => 4,
+                _ => 8,
+            };
+            (format!("{x}.to_le_bytes()"), w)
+        }
+        TypeCat::Usize | TypeCat::PlatformInt => (format!("({x} as u64).to_le_bytes()"), 8),
+        TypeCat::Enum | TypeCat::Flags32 => (format!("{x}.as_raw().to_le_bytes()"), 4),
+        TypeCat::Flags64 => (format!("{x}.as_raw().to_le_bytes()"), 8),
+        TypeCat::Handle { .. } => (format!("Handle::as_raw({x}).to_le_bytes()"), 8),
+        TypeCat::FuncPtr => (
+            format!("(match {x} {{ Some(f) => f as usize as u64, None => 0 }}).to_le_bytes()"),
+            8,
+        ),
+        TypeCat::OpaquePtr => (format!("({x} as usize as u64).to_le_bytes()"), 8),
+        other => panic!("not a scalar: {other:?}"),
+    }
+}
+
+/// A field written unconditionally as one plain scalar: such runs are packed into one write.
+fn plain_scalar(f: &Field) -> Option<&TypeCat> {
+    match (&f.kind, &f.cond) {
+        (Kind::Val(Elem::Scalar(cat, _)), None) => Some(cat),
+        _ => None,
+    }
+}
+
+/// Encodes `fields` in order. Runs of two or more plain scalars are assembled on the stack and
+/// appended with one write (one capacity check, a few stores): the bytes are those of the
+/// per-field writes, the code a fraction of their size, which matters because every recorded
+/// call runs its command's encoder with the instruction cache cold.
+fn enc_fields<'a>(
+    reg: &Registry,
+    fields: impl IntoIterator<Item = &'a Field>,
+    sib: &[Decl],
+    member: bool,
+) -> String {
+    let mut out = String::new();
+    let mut run: Vec<(String, usize)> = Vec::new();
+    let flush = |run: &mut Vec<(String, usize)>, out: &mut String| {
+        if run.len() == 1 {
+            let (x, w) = &run[0];
+            let _ = writeln!(out, "{{ e.raw(&{x}[..{w}]); }}");
+        } else if !run.is_empty() {
+            let total: usize = run.iter().map(|r| r.1).sum();
+            let _ = write!(out, "{{ let mut b = [0u8; {total}]; ");
+            let mut at = 0;
+            for (x, w) in run.iter() {
+                let _ = write!(out, "b[{at}..{}].copy_from_slice(&{x}); ", at + w);
+                at += w;
+            }
+            out.push_str("e.raw(&b); }\n");
+        }
+        run.clear();
+    };
+    for f in fields {
+        if let Some(cat) = plain_scalar(f) {
+            let place = if member {
+                format!("v.{}", f.snake)
+            } else {
+                f.snake.clone()
+            };
+            run.push(scalar_bytes(cat, &format!("(*&{place})")));
+            continue;
+        }
+        flush(&mut run, &mut out);
+        out.push_str(&enc_field(reg, f, sib, member));
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
 /// Encodes the element behind reference expression `r`.
 fn enc_elem_ref(reg: &Registry, el: &Elem, r: &str) -> String {
     match el {
@@ -244,13 +322,12 @@ pub fn encode_rs(reg: &Registry, an: &Analysis) -> String {
             continue;
         }
         let ty = base_ty(reg, an, name);
-        let mut body = String::new();
-        for f in &s.fields {
-            if f.kind == Kind::PNext {
-                continue;
-            }
-            body.push_str(&enc_field(reg, f, &s.def.members, true));
-        }
+        let body = enc_fields(
+            reg,
+            s.fields.iter().filter(|f| f.kind != Kind::PNext),
+            &s.def.members,
+            true,
+        );
         if has_pnext(&s.fields) {
             let _ = writeln!(
                 o,
@@ -285,9 +362,7 @@ pub fn encode_rs(reg: &Registry, an: &Analysis) -> String {
         if c.data_size_param {
             sib.push(crate::analyze::synthetic_data_size());
         }
-        for p in &c.params {
-            o.push_str(&enc_field(reg, p, &sib, false));
-        }
+        o.push_str(&enc_fields(reg, &c.params, &sib, false));
         if let Some((cat, _)) = &c.ret_value {
             o.push_str(&enc_scalar(cat, "ret"));
         }

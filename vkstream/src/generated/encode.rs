@@ -678,64 +678,52 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkOffset2D(e: &mut Encoder, v: &vk::Offset2D) {
         {
-            e.i32((*&v.x));
-        }
-        {
-            e.i32((*&v.y));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.x).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.y).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkOffset3D(e: &mut Encoder, v: &vk::Offset3D) {
         {
-            e.i32((*&v.x));
-        }
-        {
-            e.i32((*&v.y));
-        }
-        {
-            e.i32((*&v.z));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.x).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.y).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.z).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkExtent2D(e: &mut Encoder, v: &vk::Extent2D) {
         {
-            e.u32((*&v.width));
-        }
-        {
-            e.u32((*&v.height));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.width).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.height).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkExtent3D(e: &mut Encoder, v: &vk::Extent3D) {
         {
-            e.u32((*&v.width));
-        }
-        {
-            e.u32((*&v.height));
-        }
-        {
-            e.u32((*&v.depth));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.width).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.height).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.depth).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkViewport(e: &mut Encoder, v: &vk::Viewport) {
         {
-            e.f32((*&v.x));
-        }
-        {
-            e.f32((*&v.y));
-        }
-        {
-            e.f32((*&v.width));
-        }
-        {
-            e.f32((*&v.height));
-        }
-        {
-            e.f32((*&v.min_depth));
-        }
-        {
-            e.f32((*&v.max_depth));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.x).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.y).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.width).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.height).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.min_depth).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.max_depth).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -753,43 +741,33 @@ pub mod structs {
             structs::VkRect2D(e, &v.rect);
         }
         {
-            e.u32((*&v.base_array_layer));
-        }
-        {
-            e.u32((*&v.layer_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.base_array_layer).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.layer_count).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkComponentMapping(e: &mut Encoder, v: &vk::ComponentMapping) {
         {
-            e.i32((*&v.r).as_raw());
-        }
-        {
-            e.i32((*&v.g).as_raw());
-        }
-        {
-            e.i32((*&v.b).as_raw());
-        }
-        {
-            e.i32((*&v.a).as_raw());
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.r).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.g).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.b).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.a).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkPhysicalDeviceProperties(e: &mut Encoder, v: &vk::PhysicalDeviceProperties) {
         {
-            e.u32((*&v.api_version));
-        }
-        {
-            e.u32((*&v.driver_version));
-        }
-        {
-            e.u32((*&v.vendor_id));
-        }
-        {
-            e.u32((*&v.device_id));
-        }
-        {
-            e.i32((*&v.device_type).as_raw());
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.api_version).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.driver_version).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.vendor_id).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.device_id).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.device_type).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             e.fixed_str(&v.device_name);
@@ -812,7 +790,7 @@ pub mod structs {
             e.fixed_str(&v.extension_name);
         }
         {
-            e.u32((*&v.spec_version));
+            e.raw(&(*&v.spec_version).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -821,10 +799,10 @@ pub mod structs {
             e.fixed_str(&v.layer_name);
         }
         {
-            e.u32((*&v.spec_version));
-        }
-        {
-            e.u32((*&v.implementation_version));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.spec_version).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.implementation_version).to_le_bytes());
+            e.raw(&b);
         }
         {
             e.fixed_str(&v.description);
@@ -847,7 +825,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.application_version));
+            e.raw(&(*&v.application_version).to_le_bytes()[..4]);
         }
         {
             let p = v.p_engine_name;
@@ -859,46 +837,53 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.engine_version));
-        }
-        {
-            e.u32((*&v.api_version));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.engine_version).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.api_version).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkAllocationCallbacks(e: &mut Encoder, v: &vk::AllocationCallbacks<'_>) {
         {
-            e.u64((*&v.p_user_data) as usize as u64);
-        }
-        {
-            e.u64(match (*&v.pfn_allocation) {
-                Some(f) => f as usize as u64,
-                None => 0,
-            });
-        }
-        {
-            e.u64(match (*&v.pfn_reallocation) {
-                Some(f) => f as usize as u64,
-                None => 0,
-            });
-        }
-        {
-            e.u64(match (*&v.pfn_free) {
-                Some(f) => f as usize as u64,
-                None => 0,
-            });
-        }
-        {
-            e.u64(match (*&v.pfn_internal_allocation) {
-                Some(f) => f as usize as u64,
-                None => 0,
-            });
-        }
-        {
-            e.u64(match (*&v.pfn_internal_free) {
-                Some(f) => f as usize as u64,
-                None => 0,
-            });
+            let mut b = [0u8; 48];
+            b[0..8].copy_from_slice(&((*&v.p_user_data) as usize as u64).to_le_bytes());
+            b[8..16].copy_from_slice(
+                &(match (*&v.pfn_allocation) {
+                    Some(f) => f as usize as u64,
+                    None => 0,
+                })
+                .to_le_bytes(),
+            );
+            b[16..24].copy_from_slice(
+                &(match (*&v.pfn_reallocation) {
+                    Some(f) => f as usize as u64,
+                    None => 0,
+                })
+                .to_le_bytes(),
+            );
+            b[24..32].copy_from_slice(
+                &(match (*&v.pfn_free) {
+                    Some(f) => f as usize as u64,
+                    None => 0,
+                })
+                .to_le_bytes(),
+            );
+            b[32..40].copy_from_slice(
+                &(match (*&v.pfn_internal_allocation) {
+                    Some(f) => f as usize as u64,
+                    None => 0,
+                })
+                .to_le_bytes(),
+            );
+            b[40..48].copy_from_slice(
+                &(match (*&v.pfn_internal_free) {
+                    Some(f) => f as usize as u64,
+                    None => 0,
+                })
+                .to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -909,13 +894,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDeviceQueueCreateInfo_body(e: &mut Encoder, v: &vk::DeviceQueueCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.queue_family_index));
-        }
-        {
-            e.u32((*&v.queue_count));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.queue_family_index).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.queue_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_queue_priorities;
@@ -939,10 +922,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDeviceCreateInfo_body(e: &mut Encoder, v: &vk::DeviceCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.queue_create_info_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.queue_create_info_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_queue_create_infos;
@@ -958,7 +941,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.enabled_layer_count));
+            e.raw(&(*&v.enabled_layer_count).to_le_bytes()[..4]);
         }
         {
             let p = v.pp_enabled_layer_names;
@@ -974,7 +957,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.enabled_extension_count));
+            e.raw(&(*&v.enabled_extension_count).to_le_bytes()[..4]);
         }
         {
             let p = v.pp_enabled_extension_names;
@@ -1007,7 +990,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkInstanceCreateInfo_body(e: &mut Encoder, v: &vk::InstanceCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
         {
             let p = v.p_application_info;
@@ -1019,7 +1002,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.enabled_layer_count));
+            e.raw(&(*&v.enabled_layer_count).to_le_bytes()[..4]);
         }
         {
             let p = v.pp_enabled_layer_names;
@@ -1035,7 +1018,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.enabled_extension_count));
+            e.raw(&(*&v.enabled_extension_count).to_le_bytes()[..4]);
         }
         {
             let p = v.pp_enabled_extension_names;
@@ -1054,13 +1037,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkQueueFamilyProperties(e: &mut Encoder, v: &vk::QueueFamilyProperties) {
         {
-            e.u32((*&v.queue_flags).as_raw());
-        }
-        {
-            e.u32((*&v.queue_count));
-        }
-        {
-            e.u32((*&v.timestamp_valid_bits));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.queue_flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.queue_count).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.timestamp_valid_bits).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkExtent3D(e, &v.min_image_transfer_granularity);
@@ -1072,7 +1053,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMemoryProperties,
     ) {
         {
-            e.u32((*&v.memory_type_count));
+            e.raw(&(*&v.memory_type_count).to_le_bytes()[..4]);
         }
         {
             for x in v.memory_types.iter() {
@@ -1080,7 +1061,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.memory_heap_count));
+            e.raw(&(*&v.memory_heap_count).to_le_bytes()[..4]);
         }
         {
             for x in v.memory_heaps.iter() {
@@ -1096,22 +1077,20 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkMemoryAllocateInfo_body(e: &mut Encoder, v: &vk::MemoryAllocateInfo<'_>) {
         {
-            e.u64((*&v.allocation_size));
-        }
-        {
-            e.u32((*&v.memory_type_index));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&(*&v.allocation_size).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.memory_type_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkMemoryRequirements(e: &mut Encoder, v: &vk::MemoryRequirements) {
         {
-            e.u64((*&v.size));
-        }
-        {
-            e.u64((*&v.alignment));
-        }
-        {
-            e.u32((*&v.memory_type_bits));
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.alignment).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.memory_type_bits).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1120,13 +1099,13 @@ pub mod structs {
         v: &vk::SparseImageFormatProperties,
     ) {
         {
-            e.u32((*&v.aspect_mask).as_raw());
+            e.raw(&(*&v.aspect_mask).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkExtent3D(e, &v.image_granularity);
         }
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -1138,34 +1117,30 @@ pub mod structs {
             structs::VkSparseImageFormatProperties(e, &v.format_properties);
         }
         {
-            e.u32((*&v.image_mip_tail_first_lod));
-        }
-        {
-            e.u64((*&v.image_mip_tail_size));
-        }
-        {
-            e.u64((*&v.image_mip_tail_offset));
-        }
-        {
-            e.u64((*&v.image_mip_tail_stride));
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.image_mip_tail_first_lod).to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.image_mip_tail_size).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.image_mip_tail_offset).to_le_bytes());
+            b[20..28].copy_from_slice(&(*&v.image_mip_tail_stride).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkMemoryType(e: &mut Encoder, v: &vk::MemoryType) {
         {
-            e.u32((*&v.property_flags).as_raw());
-        }
-        {
-            e.u32((*&v.heap_index));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.property_flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.heap_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkMemoryHeap(e: &mut Encoder, v: &vk::MemoryHeap) {
         {
-            e.u64((*&v.size));
-        }
-        {
-            e.u32((*&v.flags).as_raw());
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1176,25 +1151,21 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkMappedMemoryRange_body(e: &mut Encoder, v: &vk::MappedMemoryRange<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.memory)));
-        }
-        {
-            e.u64((*&v.offset));
-        }
-        {
-            e.u64((*&v.size));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.memory)).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkFormatProperties(e: &mut Encoder, v: &vk::FormatProperties) {
         {
-            e.u32((*&v.linear_tiling_features).as_raw());
-        }
-        {
-            e.u32((*&v.optimal_tiling_features).as_raw());
-        }
-        {
-            e.u32((*&v.buffer_features).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.linear_tiling_features).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.optimal_tiling_features).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.buffer_features).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1203,40 +1174,32 @@ pub mod structs {
             structs::VkExtent3D(e, &v.max_extent);
         }
         {
-            e.u32((*&v.max_mip_levels));
-        }
-        {
-            e.u32((*&v.max_array_layers));
-        }
-        {
-            e.u32((*&v.sample_counts).as_raw());
-        }
-        {
-            e.u64((*&v.max_resource_size));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.max_mip_levels).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_array_layers).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.sample_counts).as_raw().to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.max_resource_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkDescriptorBufferInfo(e: &mut Encoder, v: &vk::DescriptorBufferInfo) {
         {
-            e.u64(Handle::as_raw((*&v.buffer)));
-        }
-        {
-            e.u64((*&v.offset));
-        }
-        {
-            e.u64((*&v.range));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.range).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkDescriptorImageInfo(e: &mut Encoder, v: &vk::DescriptorImageInfo) {
         {
-            e.u64(Handle::as_raw((*&v.sampler)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.image_view)));
-        }
-        {
-            e.i32((*&v.image_layout).as_raw());
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.sampler)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.image_view)).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.image_layout).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1247,19 +1210,13 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkWriteDescriptorSet_body(e: &mut Encoder, v: &vk::WriteDescriptorSet<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.dst_set)));
-        }
-        {
-            e.u32((*&v.dst_binding));
-        }
-        {
-            e.u32((*&v.dst_array_element));
-        }
-        {
-            e.u32((*&v.descriptor_count));
-        }
-        {
-            e.i32((*&v.descriptor_type).as_raw());
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.dst_set)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.dst_binding).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.dst_array_element).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.descriptor_count).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.descriptor_type).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         if matches!(
             v.descriptor_type,
@@ -1333,25 +1290,15 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkCopyDescriptorSet_body(e: &mut Encoder, v: &vk::CopyDescriptorSet<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.src_set)));
-        }
-        {
-            e.u32((*&v.src_binding));
-        }
-        {
-            e.u32((*&v.src_array_element));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst_set)));
-        }
-        {
-            e.u32((*&v.dst_binding));
-        }
-        {
-            e.u32((*&v.dst_array_element));
-        }
-        {
-            e.u32((*&v.descriptor_count));
+            let mut b = [0u8; 36];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.src_set)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.src_binding).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.src_array_element).to_le_bytes());
+            b[16..24].copy_from_slice(&Handle::as_raw((*&v.dst_set)).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.dst_binding).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.dst_array_element).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.descriptor_count).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1362,19 +1309,13 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBufferCreateInfo_body(e: &mut Encoder, v: &vk::BufferCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.size));
-        }
-        {
-            e.u32((*&v.usage).as_raw());
-        }
-        {
-            e.i32((*&v.sharing_mode).as_raw());
-        }
-        {
-            e.u32((*&v.queue_family_index_count));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.usage).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.sharing_mode).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.queue_family_index_count).to_le_bytes());
+            e.raw(&b);
         }
         if v.sharing_mode == vk::SharingMode::CONCURRENT {
             let p = v.p_queue_family_indices;
@@ -1400,64 +1341,46 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBufferViewCreateInfo_body(e: &mut Encoder, v: &vk::BufferViewCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.buffer)));
-        }
-        {
-            e.i32((*&v.format).as_raw());
-        }
-        {
-            e.u64((*&v.offset));
-        }
-        {
-            e.u64((*&v.range));
+            let mut b = [0u8; 32];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.range).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkImageSubresource(e: &mut Encoder, v: &vk::ImageSubresource) {
         {
-            e.u32((*&v.aspect_mask).as_raw());
-        }
-        {
-            e.u32((*&v.mip_level));
-        }
-        {
-            e.u32((*&v.array_layer));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.aspect_mask).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.mip_level).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.array_layer).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkImageSubresourceLayers(e: &mut Encoder, v: &vk::ImageSubresourceLayers) {
         {
-            e.u32((*&v.aspect_mask).as_raw());
-        }
-        {
-            e.u32((*&v.mip_level));
-        }
-        {
-            e.u32((*&v.base_array_layer));
-        }
-        {
-            e.u32((*&v.layer_count));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.aspect_mask).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.mip_level).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.base_array_layer).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.layer_count).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkImageSubresourceRange(e: &mut Encoder, v: &vk::ImageSubresourceRange) {
         {
-            e.u32((*&v.aspect_mask).as_raw());
-        }
-        {
-            e.u32((*&v.base_mip_level));
-        }
-        {
-            e.u32((*&v.level_count));
-        }
-        {
-            e.u32((*&v.base_array_layer));
-        }
-        {
-            e.u32((*&v.layer_count));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.aspect_mask).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.base_mip_level).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.level_count).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.base_array_layer).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.layer_count).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1468,10 +1391,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkMemoryBarrier_body(e: &mut Encoder, v: &vk::MemoryBarrier<'_>) {
         {
-            e.u32((*&v.src_access_mask).as_raw());
-        }
-        {
-            e.u32((*&v.dst_access_mask).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.src_access_mask).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.dst_access_mask).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1482,25 +1405,15 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBufferMemoryBarrier_body(e: &mut Encoder, v: &vk::BufferMemoryBarrier<'_>) {
         {
-            e.u32((*&v.src_access_mask).as_raw());
-        }
-        {
-            e.u32((*&v.dst_access_mask).as_raw());
-        }
-        {
-            e.u32((*&v.src_queue_family_index));
-        }
-        {
-            e.u32((*&v.dst_queue_family_index));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.buffer)));
-        }
-        {
-            e.u64((*&v.offset));
-        }
-        {
-            e.u64((*&v.size));
+            let mut b = [0u8; 40];
+            b[0..4].copy_from_slice(&(*&v.src_access_mask).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.dst_access_mask).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.src_queue_family_index).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.dst_queue_family_index).to_le_bytes());
+            b[16..24].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[32..40].copy_from_slice(&(*&v.size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1511,25 +1424,15 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkImageMemoryBarrier_body(e: &mut Encoder, v: &vk::ImageMemoryBarrier<'_>) {
         {
-            e.u32((*&v.src_access_mask).as_raw());
-        }
-        {
-            e.u32((*&v.dst_access_mask).as_raw());
-        }
-        {
-            e.i32((*&v.old_layout).as_raw());
-        }
-        {
-            e.i32((*&v.new_layout).as_raw());
-        }
-        {
-            e.u32((*&v.src_queue_family_index));
-        }
-        {
-            e.u32((*&v.dst_queue_family_index));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.image)));
+            let mut b = [0u8; 32];
+            b[0..4].copy_from_slice(&(*&v.src_access_mask).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.dst_access_mask).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.old_layout).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.new_layout).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.src_queue_family_index).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.dst_queue_family_index).to_le_bytes());
+            b[24..32].copy_from_slice(&Handle::as_raw((*&v.image)).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkImageSubresourceRange(e, &v.subresource_range);
@@ -1543,37 +1446,25 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkImageCreateInfo_body(e: &mut Encoder, v: &vk::ImageCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.image_type).as_raw());
-        }
-        {
-            e.i32((*&v.format).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.image_type).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkExtent3D(e, &v.extent);
         }
         {
-            e.u32((*&v.mip_levels));
-        }
-        {
-            e.u32((*&v.array_layers));
-        }
-        {
-            e.u32((*&v.samples).as_raw());
-        }
-        {
-            e.i32((*&v.tiling).as_raw());
-        }
-        {
-            e.u32((*&v.usage).as_raw());
-        }
-        {
-            e.i32((*&v.sharing_mode).as_raw());
-        }
-        {
-            e.u32((*&v.queue_family_index_count));
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.mip_levels).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.array_layers).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.samples).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.tiling).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.usage).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.sharing_mode).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.queue_family_index_count).to_le_bytes());
+            e.raw(&b);
         }
         if v.sharing_mode == vk::SharingMode::CONCURRENT {
             let p = v.p_queue_family_indices;
@@ -1591,25 +1482,19 @@ pub mod structs {
             e.u8(0);
         }
         {
-            e.i32((*&v.initial_layout).as_raw());
+            e.raw(&(*&v.initial_layout).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
     pub unsafe fn VkSubresourceLayout(e: &mut Encoder, v: &vk::SubresourceLayout) {
         {
-            e.u64((*&v.offset));
-        }
-        {
-            e.u64((*&v.size));
-        }
-        {
-            e.u64((*&v.row_pitch));
-        }
-        {
-            e.u64((*&v.array_pitch));
-        }
-        {
-            e.u64((*&v.depth_pitch));
+            let mut b = [0u8; 40];
+            b[0..8].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.row_pitch).to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.array_pitch).to_le_bytes());
+            b[32..40].copy_from_slice(&(*&v.depth_pitch).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1620,16 +1505,12 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkImageViewCreateInfo_body(e: &mut Encoder, v: &vk::ImageViewCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.image)));
-        }
-        {
-            e.i32((*&v.view_type).as_raw());
-        }
-        {
-            e.i32((*&v.format).as_raw());
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.image)).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.view_type).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkComponentMapping(e, &v.components);
@@ -1641,31 +1522,23 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBufferCopy(e: &mut Encoder, v: &vk::BufferCopy) {
         {
-            e.u64((*&v.src_offset));
-        }
-        {
-            e.u64((*&v.dst_offset));
-        }
-        {
-            e.u64((*&v.size));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&(*&v.src_offset).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.dst_offset).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkSparseMemoryBind(e: &mut Encoder, v: &vk::SparseMemoryBind) {
         {
-            e.u64((*&v.resource_offset));
-        }
-        {
-            e.u64((*&v.size));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.memory)));
-        }
-        {
-            e.u64((*&v.memory_offset));
-        }
-        {
-            e.u32((*&v.flags).as_raw());
+            let mut b = [0u8; 36];
+            b[0..8].copy_from_slice(&(*&v.resource_offset).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[16..24].copy_from_slice(&Handle::as_raw((*&v.memory)).to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.memory_offset).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1680,13 +1553,11 @@ pub mod structs {
             structs::VkExtent3D(e, &v.extent);
         }
         {
-            e.u64(Handle::as_raw((*&v.memory)));
-        }
-        {
-            e.u64((*&v.memory_offset));
-        }
-        {
-            e.u32((*&v.flags).as_raw());
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.memory)).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.memory_offset).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1695,10 +1566,10 @@ pub mod structs {
         v: &vk::SparseBufferMemoryBindInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.buffer)));
-        }
-        {
-            e.u32((*&v.bind_count));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.bind_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_binds;
@@ -1720,10 +1591,10 @@ pub mod structs {
         v: &vk::SparseImageOpaqueMemoryBindInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image)));
-        }
-        {
-            e.u32((*&v.bind_count));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.image)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.bind_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_binds;
@@ -1745,10 +1616,10 @@ pub mod structs {
         v: &vk::SparseImageMemoryBindInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image)));
-        }
-        {
-            e.u32((*&v.bind_count));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.image)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.bind_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_binds;
@@ -1772,7 +1643,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBindSparseInfo_body(e: &mut Encoder, v: &vk::BindSparseInfo<'_>) {
         {
-            e.u32((*&v.wait_semaphore_count));
+            e.raw(&(*&v.wait_semaphore_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_wait_semaphores;
@@ -1788,7 +1659,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.buffer_bind_count));
+            e.raw(&(*&v.buffer_bind_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_buffer_binds;
@@ -1804,7 +1675,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.image_opaque_bind_count));
+            e.raw(&(*&v.image_opaque_bind_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_image_opaque_binds;
@@ -1820,7 +1691,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.image_bind_count));
+            e.raw(&(*&v.image_bind_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_image_binds;
@@ -1836,7 +1707,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.signal_semaphore_count));
+            e.raw(&(*&v.signal_semaphore_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_signal_semaphores;
@@ -1892,13 +1763,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBufferImageCopy(e: &mut Encoder, v: &vk::BufferImageCopy) {
         {
-            e.u64((*&v.buffer_offset));
-        }
-        {
-            e.u32((*&v.buffer_row_length));
-        }
-        {
-            e.u32((*&v.buffer_image_height));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.buffer_offset).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.buffer_row_length).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.buffer_image_height).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkImageSubresourceLayers(e, &v.image_subresource);
@@ -1916,13 +1785,11 @@ pub mod structs {
         v: &vk::CopyMemoryIndirectCommandNV,
     ) {
         {
-            e.u64((*&v.src_address));
-        }
-        {
-            e.u64((*&v.dst_address));
-        }
-        {
-            e.u64((*&v.size));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&(*&v.src_address).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.dst_address).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -1931,13 +1798,11 @@ pub mod structs {
         v: &vk::CopyMemoryToImageIndirectCommandNV,
     ) {
         {
-            e.u64((*&v.src_address));
-        }
-        {
-            e.u32((*&v.buffer_row_length));
-        }
-        {
-            e.u32((*&v.buffer_image_height));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.src_address).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.buffer_row_length).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.buffer_image_height).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkImageSubresourceLayers(e, &v.image_subresource);
@@ -1978,10 +1843,10 @@ pub mod structs {
         v: &vk::ShaderModuleCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.code_size) as u64);
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&((*&v.code_size) as u64).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_code;
@@ -2003,16 +1868,12 @@ pub mod structs {
         v: &vk::DescriptorSetLayoutBinding<'_>,
     ) {
         {
-            e.u32((*&v.binding));
-        }
-        {
-            e.i32((*&v.descriptor_type).as_raw());
-        }
-        {
-            e.u32((*&v.descriptor_count));
-        }
-        {
-            e.u32((*&v.stage_flags).as_raw());
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.binding).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.descriptor_type).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.descriptor_count).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.stage_flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         if matches!(
             v.descriptor_type,
@@ -2047,10 +1908,10 @@ pub mod structs {
         v: &vk::DescriptorSetLayoutCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.binding_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.binding_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_bindings;
@@ -2069,10 +1930,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDescriptorPoolSize(e: &mut Encoder, v: &vk::DescriptorPoolSize) {
         {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u32((*&v.descriptor_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.descriptor_count).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2089,13 +1950,11 @@ pub mod structs {
         v: &vk::DescriptorPoolCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.max_sets));
-        }
-        {
-            e.u32((*&v.pool_size_count));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_sets).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.pool_size_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_pool_sizes;
@@ -2125,10 +1984,10 @@ pub mod structs {
         v: &vk::DescriptorSetAllocateInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.descriptor_pool)));
-        }
-        {
-            e.u32((*&v.descriptor_set_count));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.descriptor_pool)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.descriptor_set_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_set_layouts;
@@ -2147,19 +2006,17 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSpecializationMapEntry(e: &mut Encoder, v: &vk::SpecializationMapEntry) {
         {
-            e.u32((*&v.constant_id));
-        }
-        {
-            e.u32((*&v.offset));
-        }
-        {
-            e.u64((*&v.size) as u64);
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.constant_id).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[8..16].copy_from_slice(&((*&v.size) as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkSpecializationInfo(e: &mut Encoder, v: &vk::SpecializationInfo<'_>) {
         {
-            e.u32((*&v.map_entry_count));
+            e.raw(&(*&v.map_entry_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_map_entries;
@@ -2175,7 +2032,7 @@ pub mod structs {
             }
         }
         {
-            e.u64((*&v.data_size) as u64);
+            e.raw(&((*&v.data_size) as u64).to_le_bytes()[..8]);
         }
         {
             let p = v.p_data;
@@ -2203,13 +2060,11 @@ pub mod structs {
         v: &vk::PipelineShaderStageCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.stage).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.module)));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stage).as_raw().to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.module)).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_name;
@@ -2244,19 +2099,17 @@ pub mod structs {
         v: &vk::ComputePipelineCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkPipelineShaderStageCreateInfo(e, &v.stage);
         }
         {
-            e.u64(Handle::as_raw((*&v.layout)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.base_pipeline_handle)));
-        }
-        {
-            e.i32((*&v.base_pipeline_index));
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.layout)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.base_pipeline_handle)).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.base_pipeline_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2265,13 +2118,11 @@ pub mod structs {
         v: &vk::VertexInputBindingDescription,
     ) {
         {
-            e.u32((*&v.binding));
-        }
-        {
-            e.u32((*&v.stride));
-        }
-        {
-            e.i32((*&v.input_rate).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.binding).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stride).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.input_rate).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2280,16 +2131,12 @@ pub mod structs {
         v: &vk::VertexInputAttributeDescription,
     ) {
         {
-            e.u32((*&v.location));
-        }
-        {
-            e.u32((*&v.binding));
-        }
-        {
-            e.i32((*&v.format).as_raw());
-        }
-        {
-            e.u32((*&v.offset));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.location).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.binding).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2306,10 +2153,10 @@ pub mod structs {
         v: &vk::PipelineVertexInputStateCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.vertex_binding_description_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.vertex_binding_description_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_vertex_binding_descriptions;
@@ -2325,7 +2172,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.vertex_attribute_description_count));
+            e.raw(&(*&v.vertex_attribute_description_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_vertex_attribute_descriptions;
@@ -2355,13 +2202,11 @@ pub mod structs {
         v: &vk::PipelineInputAssemblyStateCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.topology).as_raw());
-        }
-        {
-            e.u32((*&v.primitive_restart_enable));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.topology).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.primitive_restart_enable).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2378,10 +2223,10 @@ pub mod structs {
         v: &vk::PipelineTessellationStateCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.patch_control_points));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.patch_control_points).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2398,10 +2243,10 @@ pub mod structs {
         v: &vk::PipelineViewportStateCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.viewport_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.viewport_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_viewports;
@@ -2417,7 +2262,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.scissor_count));
+            e.raw(&(*&v.scissor_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_scissors;
@@ -2447,37 +2292,19 @@ pub mod structs {
         v: &vk::PipelineRasterizationStateCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.depth_clamp_enable));
-        }
-        {
-            e.u32((*&v.rasterizer_discard_enable));
-        }
-        {
-            e.i32((*&v.polygon_mode).as_raw());
-        }
-        {
-            e.u32((*&v.cull_mode).as_raw());
-        }
-        {
-            e.i32((*&v.front_face).as_raw());
-        }
-        {
-            e.u32((*&v.depth_bias_enable));
-        }
-        {
-            e.f32((*&v.depth_bias_constant_factor));
-        }
-        {
-            e.f32((*&v.depth_bias_clamp));
-        }
-        {
-            e.f32((*&v.depth_bias_slope_factor));
-        }
-        {
-            e.f32((*&v.line_width));
+            let mut b = [0u8; 44];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.depth_clamp_enable).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.rasterizer_discard_enable).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.polygon_mode).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.cull_mode).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.front_face).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.depth_bias_enable).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.depth_bias_constant_factor).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.depth_bias_clamp).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.depth_bias_slope_factor).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.line_width).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2494,16 +2321,12 @@ pub mod structs {
         v: &vk::PipelineMultisampleStateCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.rasterization_samples).as_raw());
-        }
-        {
-            e.u32((*&v.sample_shading_enable));
-        }
-        {
-            e.f32((*&v.min_sample_shading));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.rasterization_samples).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.sample_shading_enable).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.min_sample_shading).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_sample_mask;
@@ -2519,10 +2342,10 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.alpha_to_coverage_enable));
-        }
-        {
-            e.u32((*&v.alpha_to_one_enable));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.alpha_to_coverage_enable).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.alpha_to_one_enable).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2531,28 +2354,16 @@ pub mod structs {
         v: &vk::PipelineColorBlendAttachmentState,
     ) {
         {
-            e.u32((*&v.blend_enable));
-        }
-        {
-            e.i32((*&v.src_color_blend_factor).as_raw());
-        }
-        {
-            e.i32((*&v.dst_color_blend_factor).as_raw());
-        }
-        {
-            e.i32((*&v.color_blend_op).as_raw());
-        }
-        {
-            e.i32((*&v.src_alpha_blend_factor).as_raw());
-        }
-        {
-            e.i32((*&v.dst_alpha_blend_factor).as_raw());
-        }
-        {
-            e.i32((*&v.alpha_blend_op).as_raw());
-        }
-        {
-            e.u32((*&v.color_write_mask).as_raw());
+            let mut b = [0u8; 32];
+            b[0..4].copy_from_slice(&(*&v.blend_enable).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.src_color_blend_factor).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.dst_color_blend_factor).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.color_blend_op).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.src_alpha_blend_factor).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.dst_alpha_blend_factor).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.alpha_blend_op).as_raw().to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.color_write_mask).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2569,16 +2380,12 @@ pub mod structs {
         v: &vk::PipelineColorBlendStateCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.logic_op_enable));
-        }
-        {
-            e.i32((*&v.logic_op).as_raw());
-        }
-        {
-            e.u32((*&v.attachment_count));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.logic_op_enable).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.logic_op).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.attachment_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_attachments;
@@ -2613,10 +2420,10 @@ pub mod structs {
         v: &vk::PipelineDynamicStateCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.dynamic_state_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.dynamic_state_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_dynamic_states;
@@ -2635,25 +2442,15 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkStencilOpState(e: &mut Encoder, v: &vk::StencilOpState) {
         {
-            e.i32((*&v.fail_op).as_raw());
-        }
-        {
-            e.i32((*&v.pass_op).as_raw());
-        }
-        {
-            e.i32((*&v.depth_fail_op).as_raw());
-        }
-        {
-            e.i32((*&v.compare_op).as_raw());
-        }
-        {
-            e.u32((*&v.compare_mask));
-        }
-        {
-            e.u32((*&v.write_mask));
-        }
-        {
-            e.u32((*&v.reference));
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.fail_op).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.pass_op).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.depth_fail_op).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.compare_op).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.compare_mask).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.write_mask).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.reference).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2670,22 +2467,14 @@ pub mod structs {
         v: &vk::PipelineDepthStencilStateCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.depth_test_enable));
-        }
-        {
-            e.u32((*&v.depth_write_enable));
-        }
-        {
-            e.i32((*&v.depth_compare_op).as_raw());
-        }
-        {
-            e.u32((*&v.depth_bounds_test_enable));
-        }
-        {
-            e.u32((*&v.stencil_test_enable));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.depth_test_enable).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.depth_write_enable).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.depth_compare_op).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.depth_bounds_test_enable).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.stencil_test_enable).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkStencilOpState(e, &v.front);
@@ -2694,10 +2483,10 @@ pub mod structs {
             structs::VkStencilOpState(e, &v.back);
         }
         {
-            e.f32((*&v.min_depth_bounds));
-        }
-        {
-            e.f32((*&v.max_depth_bounds));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.min_depth_bounds).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_depth_bounds).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2714,10 +2503,10 @@ pub mod structs {
         v: &vk::GraphicsPipelineCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.stage_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stage_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_stages;
@@ -2814,19 +2603,13 @@ pub mod structs {
             }
         }
         {
-            e.u64(Handle::as_raw((*&v.layout)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.render_pass)));
-        }
-        {
-            e.u32((*&v.subpass));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.base_pipeline_handle)));
-        }
-        {
-            e.i32((*&v.base_pipeline_index));
+            let mut b = [0u8; 32];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.layout)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.render_pass)).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.subpass).to_le_bytes());
+            b[20..28].copy_from_slice(&Handle::as_raw((*&v.base_pipeline_handle)).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.base_pipeline_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2840,10 +2623,10 @@ pub mod structs {
         v: &vk::PipelineCacheCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.initial_data_size) as u64);
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&((*&v.initial_data_size) as u64).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_initial_data;
@@ -2863,16 +2646,12 @@ pub mod structs {
         v: &vk::PipelineCacheHeaderVersionOne,
     ) {
         {
-            e.u32((*&v.header_size));
-        }
-        {
-            e.i32((*&v.header_version).as_raw());
-        }
-        {
-            e.u32((*&v.vendor_id));
-        }
-        {
-            e.u32((*&v.device_id));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.header_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.header_version).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.vendor_id).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.device_id).to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.pipeline_cache_uuid.iter() {
@@ -2883,13 +2662,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkPushConstantRange(e: &mut Encoder, v: &vk::PushConstantRange) {
         {
-            e.u32((*&v.stage_flags).as_raw());
-        }
-        {
-            e.u32((*&v.offset));
-        }
-        {
-            e.u32((*&v.size));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.stage_flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -2906,10 +2683,10 @@ pub mod structs {
         v: &vk::PipelineLayoutCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.set_layout_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.set_layout_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_set_layouts;
@@ -2925,7 +2702,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.push_constant_range_count));
+            e.raw(&(*&v.push_constant_range_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_push_constant_ranges;
@@ -2949,52 +2726,24 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSamplerCreateInfo_body(e: &mut Encoder, v: &vk::SamplerCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.mag_filter).as_raw());
-        }
-        {
-            e.i32((*&v.min_filter).as_raw());
-        }
-        {
-            e.i32((*&v.mipmap_mode).as_raw());
-        }
-        {
-            e.i32((*&v.address_mode_u).as_raw());
-        }
-        {
-            e.i32((*&v.address_mode_v).as_raw());
-        }
-        {
-            e.i32((*&v.address_mode_w).as_raw());
-        }
-        {
-            e.f32((*&v.mip_lod_bias));
-        }
-        {
-            e.u32((*&v.anisotropy_enable));
-        }
-        {
-            e.f32((*&v.max_anisotropy));
-        }
-        {
-            e.u32((*&v.compare_enable));
-        }
-        {
-            e.i32((*&v.compare_op).as_raw());
-        }
-        {
-            e.f32((*&v.min_lod));
-        }
-        {
-            e.f32((*&v.max_lod));
-        }
-        {
-            e.i32((*&v.border_color).as_raw());
-        }
-        {
-            e.u32((*&v.unnormalized_coordinates));
+            let mut b = [0u8; 64];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.mag_filter).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.min_filter).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.mipmap_mode).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.address_mode_u).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.address_mode_v).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.address_mode_w).as_raw().to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.mip_lod_bias).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.anisotropy_enable).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.max_anisotropy).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.compare_enable).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.compare_op).as_raw().to_le_bytes());
+            b[48..52].copy_from_slice(&(*&v.min_lod).to_le_bytes());
+            b[52..56].copy_from_slice(&(*&v.max_lod).to_le_bytes());
+            b[56..60].copy_from_slice(&(*&v.border_color).as_raw().to_le_bytes());
+            b[60..64].copy_from_slice(&(*&v.unnormalized_coordinates).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -3005,10 +2754,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkCommandPoolCreateInfo_body(e: &mut Encoder, v: &vk::CommandPoolCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.queue_family_index));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.queue_family_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -3025,13 +2774,11 @@ pub mod structs {
         v: &vk::CommandBufferAllocateInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.command_pool)));
-        }
-        {
-            e.i32((*&v.level).as_raw());
-        }
-        {
-            e.u32((*&v.command_buffer_count));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.command_pool)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.level).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.command_buffer_count).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -3048,22 +2795,14 @@ pub mod structs {
         v: &vk::CommandBufferInheritanceInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.render_pass)));
-        }
-        {
-            e.u32((*&v.subpass));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.framebuffer)));
-        }
-        {
-            e.u32((*&v.occlusion_query_enable));
-        }
-        {
-            e.u32((*&v.query_flags).as_raw());
-        }
-        {
-            e.u32((*&v.pipeline_statistics).as_raw());
+            let mut b = [0u8; 32];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.render_pass)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.subpass).to_le_bytes());
+            b[12..20].copy_from_slice(&Handle::as_raw((*&v.framebuffer)).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.occlusion_query_enable).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.query_flags).as_raw().to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.pipeline_statistics).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -3077,7 +2816,7 @@ pub mod structs {
         v: &vk::CommandBufferBeginInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
         {
             let p = v.p_inheritance_info;
@@ -3097,16 +2836,16 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkRenderPassBeginInfo_body(e: &mut Encoder, v: &vk::RenderPassBeginInfo<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.render_pass)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.framebuffer)));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.render_pass)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.framebuffer)).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkRect2D(e, &v.render_area);
         }
         {
-            e.u32((*&v.clear_value_count));
+            e.raw(&(*&v.clear_value_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_clear_values;
@@ -3125,19 +2864,19 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkClearDepthStencilValue(e: &mut Encoder, v: &vk::ClearDepthStencilValue) {
         {
-            e.f32((*&v.depth));
-        }
-        {
-            e.u32((*&v.stencil));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.depth).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stencil).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkClearAttachment(e: &mut Encoder, v: &vk::ClearAttachment) {
         {
-            e.u32((*&v.aspect_mask).as_raw());
-        }
-        {
-            e.u32((*&v.color_attachment));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.aspect_mask).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.color_attachment).to_le_bytes());
+            e.raw(&b);
         }
         {
             e.raw_of(&v.clear_value);
@@ -3146,52 +2885,36 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkAttachmentDescription(e: &mut Encoder, v: &vk::AttachmentDescription) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.format).as_raw());
-        }
-        {
-            e.u32((*&v.samples).as_raw());
-        }
-        {
-            e.i32((*&v.load_op).as_raw());
-        }
-        {
-            e.i32((*&v.store_op).as_raw());
-        }
-        {
-            e.i32((*&v.stencil_load_op).as_raw());
-        }
-        {
-            e.i32((*&v.stencil_store_op).as_raw());
-        }
-        {
-            e.i32((*&v.initial_layout).as_raw());
-        }
-        {
-            e.i32((*&v.final_layout).as_raw());
+            let mut b = [0u8; 36];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.samples).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.load_op).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.store_op).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.stencil_load_op).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.stencil_store_op).as_raw().to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.initial_layout).as_raw().to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.final_layout).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkAttachmentReference(e: &mut Encoder, v: &vk::AttachmentReference) {
         {
-            e.u32((*&v.attachment));
-        }
-        {
-            e.i32((*&v.layout).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.attachment).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.layout).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkSubpassDescription(e: &mut Encoder, v: &vk::SubpassDescription<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.pipeline_bind_point).as_raw());
-        }
-        {
-            e.u32((*&v.input_attachment_count));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.pipeline_bind_point).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.input_attachment_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_input_attachments;
@@ -3207,7 +2930,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.color_attachment_count));
+            e.raw(&(*&v.color_attachment_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_color_attachments;
@@ -3245,7 +2968,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.preserve_attachment_count));
+            e.raw(&(*&v.preserve_attachment_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_preserve_attachments;
@@ -3264,25 +2987,15 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSubpassDependency(e: &mut Encoder, v: &vk::SubpassDependency) {
         {
-            e.u32((*&v.src_subpass));
-        }
-        {
-            e.u32((*&v.dst_subpass));
-        }
-        {
-            e.u32((*&v.src_stage_mask).as_raw());
-        }
-        {
-            e.u32((*&v.dst_stage_mask).as_raw());
-        }
-        {
-            e.u32((*&v.src_access_mask).as_raw());
-        }
-        {
-            e.u32((*&v.dst_access_mask).as_raw());
-        }
-        {
-            e.u32((*&v.dependency_flags).as_raw());
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.src_subpass).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.dst_subpass).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.src_stage_mask).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.dst_stage_mask).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.src_access_mask).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.dst_access_mask).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.dependency_flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -3293,10 +3006,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkRenderPassCreateInfo_body(e: &mut Encoder, v: &vk::RenderPassCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.attachment_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.attachment_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_attachments;
@@ -3312,7 +3025,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.subpass_count));
+            e.raw(&(*&v.subpass_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_subpasses;
@@ -3328,7 +3041,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.dependency_count));
+            e.raw(&(*&v.dependency_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_dependencies;
@@ -3352,7 +3065,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkEventCreateInfo_body(e: &mut Encoder, v: &vk::EventCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -3363,175 +3076,76 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkFenceCreateInfo_body(e: &mut Encoder, v: &vk::FenceCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
     pub unsafe fn VkPhysicalDeviceFeatures(e: &mut Encoder, v: &vk::PhysicalDeviceFeatures) {
         {
-            e.u32((*&v.robust_buffer_access));
-        }
-        {
-            e.u32((*&v.full_draw_index_uint32));
-        }
-        {
-            e.u32((*&v.image_cube_array));
-        }
-        {
-            e.u32((*&v.independent_blend));
-        }
-        {
-            e.u32((*&v.geometry_shader));
-        }
-        {
-            e.u32((*&v.tessellation_shader));
-        }
-        {
-            e.u32((*&v.sample_rate_shading));
-        }
-        {
-            e.u32((*&v.dual_src_blend));
-        }
-        {
-            e.u32((*&v.logic_op));
-        }
-        {
-            e.u32((*&v.multi_draw_indirect));
-        }
-        {
-            e.u32((*&v.draw_indirect_first_instance));
-        }
-        {
-            e.u32((*&v.depth_clamp));
-        }
-        {
-            e.u32((*&v.depth_bias_clamp));
-        }
-        {
-            e.u32((*&v.fill_mode_non_solid));
-        }
-        {
-            e.u32((*&v.depth_bounds));
-        }
-        {
-            e.u32((*&v.wide_lines));
-        }
-        {
-            e.u32((*&v.large_points));
-        }
-        {
-            e.u32((*&v.alpha_to_one));
-        }
-        {
-            e.u32((*&v.multi_viewport));
-        }
-        {
-            e.u32((*&v.sampler_anisotropy));
-        }
-        {
-            e.u32((*&v.texture_compression_etc2));
-        }
-        {
-            e.u32((*&v.texture_compression_astc_ldr));
-        }
-        {
-            e.u32((*&v.texture_compression_bc));
-        }
-        {
-            e.u32((*&v.occlusion_query_precise));
-        }
-        {
-            e.u32((*&v.pipeline_statistics_query));
-        }
-        {
-            e.u32((*&v.vertex_pipeline_stores_and_atomics));
-        }
-        {
-            e.u32((*&v.fragment_stores_and_atomics));
-        }
-        {
-            e.u32((*&v.shader_tessellation_and_geometry_point_size));
-        }
-        {
-            e.u32((*&v.shader_image_gather_extended));
-        }
-        {
-            e.u32((*&v.shader_storage_image_extended_formats));
-        }
-        {
-            e.u32((*&v.shader_storage_image_multisample));
-        }
-        {
-            e.u32((*&v.shader_storage_image_read_without_format));
-        }
-        {
-            e.u32((*&v.shader_storage_image_write_without_format));
-        }
-        {
-            e.u32((*&v.shader_uniform_buffer_array_dynamic_indexing));
-        }
-        {
-            e.u32((*&v.shader_sampled_image_array_dynamic_indexing));
-        }
-        {
-            e.u32((*&v.shader_storage_buffer_array_dynamic_indexing));
-        }
-        {
-            e.u32((*&v.shader_storage_image_array_dynamic_indexing));
-        }
-        {
-            e.u32((*&v.shader_clip_distance));
-        }
-        {
-            e.u32((*&v.shader_cull_distance));
-        }
-        {
-            e.u32((*&v.shader_float64));
-        }
-        {
-            e.u32((*&v.shader_int64));
-        }
-        {
-            e.u32((*&v.shader_int16));
-        }
-        {
-            e.u32((*&v.shader_resource_residency));
-        }
-        {
-            e.u32((*&v.shader_resource_min_lod));
-        }
-        {
-            e.u32((*&v.sparse_binding));
-        }
-        {
-            e.u32((*&v.sparse_residency_buffer));
-        }
-        {
-            e.u32((*&v.sparse_residency_image2_d));
-        }
-        {
-            e.u32((*&v.sparse_residency_image3_d));
-        }
-        {
-            e.u32((*&v.sparse_residency2_samples));
-        }
-        {
-            e.u32((*&v.sparse_residency4_samples));
-        }
-        {
-            e.u32((*&v.sparse_residency8_samples));
-        }
-        {
-            e.u32((*&v.sparse_residency16_samples));
-        }
-        {
-            e.u32((*&v.sparse_residency_aliased));
-        }
-        {
-            e.u32((*&v.variable_multisample_rate));
-        }
-        {
-            e.u32((*&v.inherited_queries));
+            let mut b = [0u8; 220];
+            b[0..4].copy_from_slice(&(*&v.robust_buffer_access).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.full_draw_index_uint32).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.image_cube_array).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.independent_blend).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.geometry_shader).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.tessellation_shader).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.sample_rate_shading).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.dual_src_blend).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.logic_op).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.multi_draw_indirect).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.draw_indirect_first_instance).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.depth_clamp).to_le_bytes());
+            b[48..52].copy_from_slice(&(*&v.depth_bias_clamp).to_le_bytes());
+            b[52..56].copy_from_slice(&(*&v.fill_mode_non_solid).to_le_bytes());
+            b[56..60].copy_from_slice(&(*&v.depth_bounds).to_le_bytes());
+            b[60..64].copy_from_slice(&(*&v.wide_lines).to_le_bytes());
+            b[64..68].copy_from_slice(&(*&v.large_points).to_le_bytes());
+            b[68..72].copy_from_slice(&(*&v.alpha_to_one).to_le_bytes());
+            b[72..76].copy_from_slice(&(*&v.multi_viewport).to_le_bytes());
+            b[76..80].copy_from_slice(&(*&v.sampler_anisotropy).to_le_bytes());
+            b[80..84].copy_from_slice(&(*&v.texture_compression_etc2).to_le_bytes());
+            b[84..88].copy_from_slice(&(*&v.texture_compression_astc_ldr).to_le_bytes());
+            b[88..92].copy_from_slice(&(*&v.texture_compression_bc).to_le_bytes());
+            b[92..96].copy_from_slice(&(*&v.occlusion_query_precise).to_le_bytes());
+            b[96..100].copy_from_slice(&(*&v.pipeline_statistics_query).to_le_bytes());
+            b[100..104].copy_from_slice(&(*&v.vertex_pipeline_stores_and_atomics).to_le_bytes());
+            b[104..108].copy_from_slice(&(*&v.fragment_stores_and_atomics).to_le_bytes());
+            b[108..112]
+                .copy_from_slice(&(*&v.shader_tessellation_and_geometry_point_size).to_le_bytes());
+            b[112..116].copy_from_slice(&(*&v.shader_image_gather_extended).to_le_bytes());
+            b[116..120].copy_from_slice(&(*&v.shader_storage_image_extended_formats).to_le_bytes());
+            b[120..124].copy_from_slice(&(*&v.shader_storage_image_multisample).to_le_bytes());
+            b[124..128]
+                .copy_from_slice(&(*&v.shader_storage_image_read_without_format).to_le_bytes());
+            b[128..132]
+                .copy_from_slice(&(*&v.shader_storage_image_write_without_format).to_le_bytes());
+            b[132..136]
+                .copy_from_slice(&(*&v.shader_uniform_buffer_array_dynamic_indexing).to_le_bytes());
+            b[136..140]
+                .copy_from_slice(&(*&v.shader_sampled_image_array_dynamic_indexing).to_le_bytes());
+            b[140..144]
+                .copy_from_slice(&(*&v.shader_storage_buffer_array_dynamic_indexing).to_le_bytes());
+            b[144..148]
+                .copy_from_slice(&(*&v.shader_storage_image_array_dynamic_indexing).to_le_bytes());
+            b[148..152].copy_from_slice(&(*&v.shader_clip_distance).to_le_bytes());
+            b[152..156].copy_from_slice(&(*&v.shader_cull_distance).to_le_bytes());
+            b[156..160].copy_from_slice(&(*&v.shader_float64).to_le_bytes());
+            b[160..164].copy_from_slice(&(*&v.shader_int64).to_le_bytes());
+            b[164..168].copy_from_slice(&(*&v.shader_int16).to_le_bytes());
+            b[168..172].copy_from_slice(&(*&v.shader_resource_residency).to_le_bytes());
+            b[172..176].copy_from_slice(&(*&v.shader_resource_min_lod).to_le_bytes());
+            b[176..180].copy_from_slice(&(*&v.sparse_binding).to_le_bytes());
+            b[180..184].copy_from_slice(&(*&v.sparse_residency_buffer).to_le_bytes());
+            b[184..188].copy_from_slice(&(*&v.sparse_residency_image2_d).to_le_bytes());
+            b[188..192].copy_from_slice(&(*&v.sparse_residency_image3_d).to_le_bytes());
+            b[192..196].copy_from_slice(&(*&v.sparse_residency2_samples).to_le_bytes());
+            b[196..200].copy_from_slice(&(*&v.sparse_residency4_samples).to_le_bytes());
+            b[200..204].copy_from_slice(&(*&v.sparse_residency8_samples).to_le_bytes());
+            b[204..208].copy_from_slice(&(*&v.sparse_residency16_samples).to_le_bytes());
+            b[208..212].copy_from_slice(&(*&v.sparse_residency_aliased).to_le_bytes());
+            b[212..216].copy_from_slice(&(*&v.variable_multisample_rate).to_le_bytes());
+            b[216..220].copy_from_slice(&(*&v.inherited_queries).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -3540,178 +3154,91 @@ pub mod structs {
         v: &vk::PhysicalDeviceSparseProperties,
     ) {
         {
-            e.u32((*&v.residency_standard2_d_block_shape));
-        }
-        {
-            e.u32((*&v.residency_standard2_d_multisample_block_shape));
-        }
-        {
-            e.u32((*&v.residency_standard3_d_block_shape));
-        }
-        {
-            e.u32((*&v.residency_aligned_mip_size));
-        }
-        {
-            e.u32((*&v.residency_non_resident_strict));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.residency_standard2_d_block_shape).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.residency_standard2_d_multisample_block_shape).to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(&(*&v.residency_standard3_d_block_shape).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.residency_aligned_mip_size).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.residency_non_resident_strict).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkPhysicalDeviceLimits(e: &mut Encoder, v: &vk::PhysicalDeviceLimits) {
         {
-            e.u32((*&v.max_image_dimension1_d));
-        }
-        {
-            e.u32((*&v.max_image_dimension2_d));
-        }
-        {
-            e.u32((*&v.max_image_dimension3_d));
-        }
-        {
-            e.u32((*&v.max_image_dimension_cube));
-        }
-        {
-            e.u32((*&v.max_image_array_layers));
-        }
-        {
-            e.u32((*&v.max_texel_buffer_elements));
-        }
-        {
-            e.u32((*&v.max_uniform_buffer_range));
-        }
-        {
-            e.u32((*&v.max_storage_buffer_range));
-        }
-        {
-            e.u32((*&v.max_push_constants_size));
-        }
-        {
-            e.u32((*&v.max_memory_allocation_count));
-        }
-        {
-            e.u32((*&v.max_sampler_allocation_count));
-        }
-        {
-            e.u64((*&v.buffer_image_granularity));
-        }
-        {
-            e.u64((*&v.sparse_address_space_size));
-        }
-        {
-            e.u32((*&v.max_bound_descriptor_sets));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_samplers));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_uniform_buffers));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_storage_buffers));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_sampled_images));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_storage_images));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_input_attachments));
-        }
-        {
-            e.u32((*&v.max_per_stage_resources));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_samplers));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_uniform_buffers));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_uniform_buffers_dynamic));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_storage_buffers));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_storage_buffers_dynamic));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_sampled_images));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_storage_images));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_input_attachments));
-        }
-        {
-            e.u32((*&v.max_vertex_input_attributes));
-        }
-        {
-            e.u32((*&v.max_vertex_input_bindings));
-        }
-        {
-            e.u32((*&v.max_vertex_input_attribute_offset));
-        }
-        {
-            e.u32((*&v.max_vertex_input_binding_stride));
-        }
-        {
-            e.u32((*&v.max_vertex_output_components));
-        }
-        {
-            e.u32((*&v.max_tessellation_generation_level));
-        }
-        {
-            e.u32((*&v.max_tessellation_patch_size));
-        }
-        {
-            e.u32((*&v.max_tessellation_control_per_vertex_input_components));
-        }
-        {
-            e.u32((*&v.max_tessellation_control_per_vertex_output_components));
-        }
-        {
-            e.u32((*&v.max_tessellation_control_per_patch_output_components));
-        }
-        {
-            e.u32((*&v.max_tessellation_control_total_output_components));
-        }
-        {
-            e.u32((*&v.max_tessellation_evaluation_input_components));
-        }
-        {
-            e.u32((*&v.max_tessellation_evaluation_output_components));
-        }
-        {
-            e.u32((*&v.max_geometry_shader_invocations));
-        }
-        {
-            e.u32((*&v.max_geometry_input_components));
-        }
-        {
-            e.u32((*&v.max_geometry_output_components));
-        }
-        {
-            e.u32((*&v.max_geometry_output_vertices));
-        }
-        {
-            e.u32((*&v.max_geometry_total_output_components));
-        }
-        {
-            e.u32((*&v.max_fragment_input_components));
-        }
-        {
-            e.u32((*&v.max_fragment_output_attachments));
-        }
-        {
-            e.u32((*&v.max_fragment_dual_src_attachments));
-        }
-        {
-            e.u32((*&v.max_fragment_combined_output_resources));
-        }
-        {
-            e.u32((*&v.max_compute_shared_memory_size));
+            let mut b = [0u8; 216];
+            b[0..4].copy_from_slice(&(*&v.max_image_dimension1_d).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_image_dimension2_d).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_image_dimension3_d).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.max_image_dimension_cube).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.max_image_array_layers).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.max_texel_buffer_elements).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.max_uniform_buffer_range).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.max_storage_buffer_range).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.max_push_constants_size).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.max_memory_allocation_count).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.max_sampler_allocation_count).to_le_bytes());
+            b[44..52].copy_from_slice(&(*&v.buffer_image_granularity).to_le_bytes());
+            b[52..60].copy_from_slice(&(*&v.sparse_address_space_size).to_le_bytes());
+            b[60..64].copy_from_slice(&(*&v.max_bound_descriptor_sets).to_le_bytes());
+            b[64..68].copy_from_slice(&(*&v.max_per_stage_descriptor_samplers).to_le_bytes());
+            b[68..72]
+                .copy_from_slice(&(*&v.max_per_stage_descriptor_uniform_buffers).to_le_bytes());
+            b[72..76]
+                .copy_from_slice(&(*&v.max_per_stage_descriptor_storage_buffers).to_le_bytes());
+            b[76..80].copy_from_slice(&(*&v.max_per_stage_descriptor_sampled_images).to_le_bytes());
+            b[80..84].copy_from_slice(&(*&v.max_per_stage_descriptor_storage_images).to_le_bytes());
+            b[84..88]
+                .copy_from_slice(&(*&v.max_per_stage_descriptor_input_attachments).to_le_bytes());
+            b[88..92].copy_from_slice(&(*&v.max_per_stage_resources).to_le_bytes());
+            b[92..96].copy_from_slice(&(*&v.max_descriptor_set_samplers).to_le_bytes());
+            b[96..100].copy_from_slice(&(*&v.max_descriptor_set_uniform_buffers).to_le_bytes());
+            b[100..104]
+                .copy_from_slice(&(*&v.max_descriptor_set_uniform_buffers_dynamic).to_le_bytes());
+            b[104..108].copy_from_slice(&(*&v.max_descriptor_set_storage_buffers).to_le_bytes());
+            b[108..112]
+                .copy_from_slice(&(*&v.max_descriptor_set_storage_buffers_dynamic).to_le_bytes());
+            b[112..116].copy_from_slice(&(*&v.max_descriptor_set_sampled_images).to_le_bytes());
+            b[116..120].copy_from_slice(&(*&v.max_descriptor_set_storage_images).to_le_bytes());
+            b[120..124].copy_from_slice(&(*&v.max_descriptor_set_input_attachments).to_le_bytes());
+            b[124..128].copy_from_slice(&(*&v.max_vertex_input_attributes).to_le_bytes());
+            b[128..132].copy_from_slice(&(*&v.max_vertex_input_bindings).to_le_bytes());
+            b[132..136].copy_from_slice(&(*&v.max_vertex_input_attribute_offset).to_le_bytes());
+            b[136..140].copy_from_slice(&(*&v.max_vertex_input_binding_stride).to_le_bytes());
+            b[140..144].copy_from_slice(&(*&v.max_vertex_output_components).to_le_bytes());
+            b[144..148].copy_from_slice(&(*&v.max_tessellation_generation_level).to_le_bytes());
+            b[148..152].copy_from_slice(&(*&v.max_tessellation_patch_size).to_le_bytes());
+            b[152..156].copy_from_slice(
+                &(*&v.max_tessellation_control_per_vertex_input_components).to_le_bytes(),
+            );
+            b[156..160].copy_from_slice(
+                &(*&v.max_tessellation_control_per_vertex_output_components).to_le_bytes(),
+            );
+            b[160..164].copy_from_slice(
+                &(*&v.max_tessellation_control_per_patch_output_components).to_le_bytes(),
+            );
+            b[164..168].copy_from_slice(
+                &(*&v.max_tessellation_control_total_output_components).to_le_bytes(),
+            );
+            b[168..172]
+                .copy_from_slice(&(*&v.max_tessellation_evaluation_input_components).to_le_bytes());
+            b[172..176].copy_from_slice(
+                &(*&v.max_tessellation_evaluation_output_components).to_le_bytes(),
+            );
+            b[176..180].copy_from_slice(&(*&v.max_geometry_shader_invocations).to_le_bytes());
+            b[180..184].copy_from_slice(&(*&v.max_geometry_input_components).to_le_bytes());
+            b[184..188].copy_from_slice(&(*&v.max_geometry_output_components).to_le_bytes());
+            b[188..192].copy_from_slice(&(*&v.max_geometry_output_vertices).to_le_bytes());
+            b[192..196].copy_from_slice(&(*&v.max_geometry_total_output_components).to_le_bytes());
+            b[196..200].copy_from_slice(&(*&v.max_fragment_input_components).to_le_bytes());
+            b[200..204].copy_from_slice(&(*&v.max_fragment_output_attachments).to_le_bytes());
+            b[204..208].copy_from_slice(&(*&v.max_fragment_dual_src_attachments).to_le_bytes());
+            b[208..212]
+                .copy_from_slice(&(*&v.max_fragment_combined_output_resources).to_le_bytes());
+            b[212..216].copy_from_slice(&(*&v.max_compute_shared_memory_size).to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.max_compute_work_group_count.iter() {
@@ -3719,7 +3246,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.max_compute_work_group_invocations));
+            e.raw(&(*&v.max_compute_work_group_invocations).to_le_bytes()[..4]);
         }
         {
             for x in v.max_compute_work_group_size.iter() {
@@ -3727,28 +3254,16 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.sub_pixel_precision_bits));
-        }
-        {
-            e.u32((*&v.sub_texel_precision_bits));
-        }
-        {
-            e.u32((*&v.mipmap_precision_bits));
-        }
-        {
-            e.u32((*&v.max_draw_indexed_index_value));
-        }
-        {
-            e.u32((*&v.max_draw_indirect_count));
-        }
-        {
-            e.f32((*&v.max_sampler_lod_bias));
-        }
-        {
-            e.f32((*&v.max_sampler_anisotropy));
-        }
-        {
-            e.u32((*&v.max_viewports));
+            let mut b = [0u8; 32];
+            b[0..4].copy_from_slice(&(*&v.sub_pixel_precision_bits).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.sub_texel_precision_bits).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.mipmap_precision_bits).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.max_draw_indexed_index_value).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.max_draw_indirect_count).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.max_sampler_lod_bias).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.max_sampler_anisotropy).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.max_viewports).to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.max_viewport_dimensions.iter() {
@@ -3761,100 +3276,66 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.viewport_sub_pixel_bits));
-        }
-        {
-            e.u64((*&v.min_memory_map_alignment) as u64);
-        }
-        {
-            e.u64((*&v.min_texel_buffer_offset_alignment));
-        }
-        {
-            e.u64((*&v.min_uniform_buffer_offset_alignment));
-        }
-        {
-            e.u64((*&v.min_storage_buffer_offset_alignment));
-        }
-        {
-            e.i32((*&v.min_texel_offset));
-        }
-        {
-            e.u32((*&v.max_texel_offset));
-        }
-        {
-            e.i32((*&v.min_texel_gather_offset));
-        }
-        {
-            e.u32((*&v.max_texel_gather_offset));
-        }
-        {
-            e.f32((*&v.min_interpolation_offset));
-        }
-        {
-            e.f32((*&v.max_interpolation_offset));
-        }
-        {
-            e.u32((*&v.sub_pixel_interpolation_offset_bits));
-        }
-        {
-            e.u32((*&v.max_framebuffer_width));
-        }
-        {
-            e.u32((*&v.max_framebuffer_height));
-        }
-        {
-            e.u32((*&v.max_framebuffer_layers));
-        }
-        {
-            e.u32((*&v.framebuffer_color_sample_counts).as_raw());
-        }
-        {
-            e.u32((*&v.framebuffer_depth_sample_counts).as_raw());
-        }
-        {
-            e.u32((*&v.framebuffer_stencil_sample_counts).as_raw());
-        }
-        {
-            e.u32((*&v.framebuffer_no_attachments_sample_counts).as_raw());
-        }
-        {
-            e.u32((*&v.max_color_attachments));
-        }
-        {
-            e.u32((*&v.sampled_image_color_sample_counts).as_raw());
-        }
-        {
-            e.u32((*&v.sampled_image_integer_sample_counts).as_raw());
-        }
-        {
-            e.u32((*&v.sampled_image_depth_sample_counts).as_raw());
-        }
-        {
-            e.u32((*&v.sampled_image_stencil_sample_counts).as_raw());
-        }
-        {
-            e.u32((*&v.storage_image_sample_counts).as_raw());
-        }
-        {
-            e.u32((*&v.max_sample_mask_words));
-        }
-        {
-            e.u32((*&v.timestamp_compute_and_graphics));
-        }
-        {
-            e.f32((*&v.timestamp_period));
-        }
-        {
-            e.u32((*&v.max_clip_distances));
-        }
-        {
-            e.u32((*&v.max_cull_distances));
-        }
-        {
-            e.u32((*&v.max_combined_clip_and_cull_distances));
-        }
-        {
-            e.u32((*&v.discrete_queue_priorities));
+            let mut b = [0u8; 144];
+            b[0..4].copy_from_slice(&(*&v.viewport_sub_pixel_bits).to_le_bytes());
+            b[4..12].copy_from_slice(&((*&v.min_memory_map_alignment) as u64).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.min_texel_buffer_offset_alignment).to_le_bytes());
+            b[20..28].copy_from_slice(&(*&v.min_uniform_buffer_offset_alignment).to_le_bytes());
+            b[28..36].copy_from_slice(&(*&v.min_storage_buffer_offset_alignment).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.min_texel_offset).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.max_texel_offset).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.min_texel_gather_offset).to_le_bytes());
+            b[48..52].copy_from_slice(&(*&v.max_texel_gather_offset).to_le_bytes());
+            b[52..56].copy_from_slice(&(*&v.min_interpolation_offset).to_le_bytes());
+            b[56..60].copy_from_slice(&(*&v.max_interpolation_offset).to_le_bytes());
+            b[60..64].copy_from_slice(&(*&v.sub_pixel_interpolation_offset_bits).to_le_bytes());
+            b[64..68].copy_from_slice(&(*&v.max_framebuffer_width).to_le_bytes());
+            b[68..72].copy_from_slice(&(*&v.max_framebuffer_height).to_le_bytes());
+            b[72..76].copy_from_slice(&(*&v.max_framebuffer_layers).to_le_bytes());
+            b[76..80]
+                .copy_from_slice(&(*&v.framebuffer_color_sample_counts).as_raw().to_le_bytes());
+            b[80..84]
+                .copy_from_slice(&(*&v.framebuffer_depth_sample_counts).as_raw().to_le_bytes());
+            b[84..88].copy_from_slice(
+                &(*&v.framebuffer_stencil_sample_counts)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[88..92].copy_from_slice(
+                &(*&v.framebuffer_no_attachments_sample_counts)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[92..96].copy_from_slice(&(*&v.max_color_attachments).to_le_bytes());
+            b[96..100].copy_from_slice(
+                &(*&v.sampled_image_color_sample_counts)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[100..104].copy_from_slice(
+                &(*&v.sampled_image_integer_sample_counts)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[104..108].copy_from_slice(
+                &(*&v.sampled_image_depth_sample_counts)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[108..112].copy_from_slice(
+                &(*&v.sampled_image_stencil_sample_counts)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[112..116].copy_from_slice(&(*&v.storage_image_sample_counts).as_raw().to_le_bytes());
+            b[116..120].copy_from_slice(&(*&v.max_sample_mask_words).to_le_bytes());
+            b[120..124].copy_from_slice(&(*&v.timestamp_compute_and_graphics).to_le_bytes());
+            b[124..128].copy_from_slice(&(*&v.timestamp_period).to_le_bytes());
+            b[128..132].copy_from_slice(&(*&v.max_clip_distances).to_le_bytes());
+            b[132..136].copy_from_slice(&(*&v.max_cull_distances).to_le_bytes());
+            b[136..140].copy_from_slice(&(*&v.max_combined_clip_and_cull_distances).to_le_bytes());
+            b[140..144].copy_from_slice(&(*&v.discrete_queue_priorities).to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.point_size_range.iter() {
@@ -3867,25 +3348,15 @@ pub mod structs {
             }
         }
         {
-            e.f32((*&v.point_size_granularity));
-        }
-        {
-            e.f32((*&v.line_width_granularity));
-        }
-        {
-            e.u32((*&v.strict_lines));
-        }
-        {
-            e.u32((*&v.standard_sample_locations));
-        }
-        {
-            e.u64((*&v.optimal_buffer_copy_offset_alignment));
-        }
-        {
-            e.u64((*&v.optimal_buffer_copy_row_pitch_alignment));
-        }
-        {
-            e.u64((*&v.non_coherent_atom_size));
+            let mut b = [0u8; 40];
+            b[0..4].copy_from_slice(&(*&v.point_size_granularity).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.line_width_granularity).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.strict_lines).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.standard_sample_locations).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.optimal_buffer_copy_offset_alignment).to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.optimal_buffer_copy_row_pitch_alignment).to_le_bytes());
+            b[32..40].copy_from_slice(&(*&v.non_coherent_atom_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -3896,7 +3367,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSemaphoreCreateInfo_body(e: &mut Encoder, v: &vk::SemaphoreCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -3907,16 +3378,12 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkQueryPoolCreateInfo_body(e: &mut Encoder, v: &vk::QueryPoolCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.query_type).as_raw());
-        }
-        {
-            e.u32((*&v.query_count));
-        }
-        {
-            e.u32((*&v.pipeline_statistics).as_raw());
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.query_type).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.query_count).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.pipeline_statistics).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -3927,13 +3394,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkFramebufferCreateInfo_body(e: &mut Encoder, v: &vk::FramebufferCreateInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.render_pass)));
-        }
-        {
-            e.u32((*&v.attachment_count));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.render_pass)).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.attachment_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_attachments;
@@ -3949,28 +3414,22 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.width));
-        }
-        {
-            e.u32((*&v.height));
-        }
-        {
-            e.u32((*&v.layers));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.width).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.height).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.layers).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkDrawIndirectCommand(e: &mut Encoder, v: &vk::DrawIndirectCommand) {
         {
-            e.u32((*&v.vertex_count));
-        }
-        {
-            e.u32((*&v.instance_count));
-        }
-        {
-            e.u32((*&v.first_vertex));
-        }
-        {
-            e.u32((*&v.first_instance));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.vertex_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.instance_count).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.first_vertex).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.first_instance).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -3979,52 +3438,42 @@ pub mod structs {
         v: &vk::DrawIndexedIndirectCommand,
     ) {
         {
-            e.u32((*&v.index_count));
-        }
-        {
-            e.u32((*&v.instance_count));
-        }
-        {
-            e.u32((*&v.first_index));
-        }
-        {
-            e.i32((*&v.vertex_offset));
-        }
-        {
-            e.u32((*&v.first_instance));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.index_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.instance_count).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.first_index).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.vertex_offset).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.first_instance).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkDispatchIndirectCommand(e: &mut Encoder, v: &vk::DispatchIndirectCommand) {
         {
-            e.u32((*&v.x));
-        }
-        {
-            e.u32((*&v.y));
-        }
-        {
-            e.u32((*&v.z));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.x).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.y).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.z).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkMultiDrawInfoEXT(e: &mut Encoder, v: &vk::MultiDrawInfoEXT) {
         {
-            e.u32((*&v.first_vertex));
-        }
-        {
-            e.u32((*&v.vertex_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.first_vertex).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.vertex_count).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkMultiDrawIndexedInfoEXT(e: &mut Encoder, v: &vk::MultiDrawIndexedInfoEXT) {
         {
-            e.u32((*&v.first_index));
-        }
-        {
-            e.u32((*&v.index_count));
-        }
-        {
-            e.i32((*&v.vertex_offset));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.first_index).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.index_count).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.vertex_offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4035,7 +3484,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSubmitInfo_body(e: &mut Encoder, v: &vk::SubmitInfo<'_>) {
         {
-            e.u32((*&v.wait_semaphore_count));
+            e.raw(&(*&v.wait_semaphore_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_wait_semaphores;
@@ -4064,7 +3513,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.command_buffer_count));
+            e.raw(&(*&v.command_buffer_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_command_buffers;
@@ -4080,7 +3529,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.signal_semaphore_count));
+            e.raw(&(*&v.signal_semaphore_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_signal_semaphores;
@@ -4099,7 +3548,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDisplayPropertiesKHR(e: &mut Encoder, v: &vk::DisplayPropertiesKHR<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.display)));
+            e.raw(&Handle::as_raw((*&v.display)).to_le_bytes()[..8]);
         }
         {
             let p = v.display_name;
@@ -4117,22 +3566,20 @@ pub mod structs {
             structs::VkExtent2D(e, &v.physical_resolution);
         }
         {
-            e.u32((*&v.supported_transforms).as_raw());
-        }
-        {
-            e.u32((*&v.plane_reorder_possible));
-        }
-        {
-            e.u32((*&v.persistent_content));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.supported_transforms).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.plane_reorder_possible).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.persistent_content).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkDisplayPlanePropertiesKHR(e: &mut Encoder, v: &vk::DisplayPlanePropertiesKHR) {
         {
-            e.u64(Handle::as_raw((*&v.current_display)));
-        }
-        {
-            e.u32((*&v.current_stack_index));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.current_display)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.current_stack_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4141,13 +3588,13 @@ pub mod structs {
             structs::VkExtent2D(e, &v.visible_region);
         }
         {
-            e.u32((*&v.refresh_rate));
+            e.raw(&(*&v.refresh_rate).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
     pub unsafe fn VkDisplayModePropertiesKHR(e: &mut Encoder, v: &vk::DisplayModePropertiesKHR) {
         {
-            e.u64(Handle::as_raw((*&v.display_mode)));
+            e.raw(&Handle::as_raw((*&v.display_mode)).to_le_bytes()[..8]);
         }
         {
             structs::VkDisplayModeParametersKHR(e, &v.parameters);
@@ -4167,7 +3614,7 @@ pub mod structs {
         v: &vk::DisplayModeCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkDisplayModeParametersKHR(e, &v.parameters);
@@ -4179,7 +3626,7 @@ pub mod structs {
         v: &vk::DisplayPlaneCapabilitiesKHR,
     ) {
         {
-            e.u32((*&v.supported_alpha).as_raw());
+            e.raw(&(*&v.supported_alpha).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkOffset2D(e, &v.min_src_position);
@@ -4220,25 +3667,15 @@ pub mod structs {
         v: &vk::DisplaySurfaceCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.display_mode)));
-        }
-        {
-            e.u32((*&v.plane_index));
-        }
-        {
-            e.u32((*&v.plane_stack_index));
-        }
-        {
-            e.u32((*&v.transform).as_raw());
-        }
-        {
-            e.f32((*&v.global_alpha));
-        }
-        {
-            e.u32((*&v.alpha_mode).as_raw());
+            let mut b = [0u8; 32];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.display_mode)).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.plane_index).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.plane_stack_index).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.transform).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.global_alpha).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.alpha_mode).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkExtent2D(e, &v.image_extent);
@@ -4258,16 +3695,16 @@ pub mod structs {
             structs::VkRect2D(e, &v.dst_rect);
         }
         {
-            e.u32((*&v.persistent));
+            e.raw(&(*&v.persistent).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
     pub unsafe fn VkSurfaceCapabilitiesKHR(e: &mut Encoder, v: &vk::SurfaceCapabilitiesKHR) {
         {
-            e.u32((*&v.min_image_count));
-        }
-        {
-            e.u32((*&v.max_image_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.min_image_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_image_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkExtent2D(e, &v.current_extent);
@@ -4279,19 +3716,13 @@ pub mod structs {
             structs::VkExtent2D(e, &v.max_image_extent);
         }
         {
-            e.u32((*&v.max_image_array_layers));
-        }
-        {
-            e.u32((*&v.supported_transforms).as_raw());
-        }
-        {
-            e.u32((*&v.current_transform).as_raw());
-        }
-        {
-            e.u32((*&v.supported_composite_alpha).as_raw());
-        }
-        {
-            e.u32((*&v.supported_usage_flags).as_raw());
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.max_image_array_layers).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.supported_transforms).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.current_transform).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.supported_composite_alpha).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.supported_usage_flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4308,13 +3739,11 @@ pub mod structs {
         v: &vk::WaylandSurfaceCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.display) as usize as u64);
-        }
-        {
-            e.u64((*&v.surface) as usize as u64);
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&((*&v.display) as usize as u64).to_le_bytes());
+            b[12..20].copy_from_slice(&((*&v.surface) as usize as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4331,13 +3760,11 @@ pub mod structs {
         v: &vk::XlibSurfaceCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.dpy) as usize as u64);
-        }
-        {
-            e.u64((*&v.window) as u64);
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&((*&v.dpy) as usize as u64).to_le_bytes());
+            b[12..20].copy_from_slice(&((*&v.window) as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4351,22 +3778,20 @@ pub mod structs {
         v: &vk::XcbSurfaceCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.connection) as usize as u64);
-        }
-        {
-            e.u64((*&v.window) as u64);
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&((*&v.connection) as usize as u64).to_le_bytes());
+            b[12..20].copy_from_slice(&((*&v.window) as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkSurfaceFormatKHR(e: &mut Encoder, v: &vk::SurfaceFormatKHR) {
         {
-            e.i32((*&v.format).as_raw());
-        }
-        {
-            e.i32((*&v.color_space).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.color_space).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4380,34 +3805,24 @@ pub mod structs {
         v: &vk::SwapchainCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.surface)));
-        }
-        {
-            e.u32((*&v.min_image_count));
-        }
-        {
-            e.i32((*&v.image_format).as_raw());
-        }
-        {
-            e.i32((*&v.image_color_space).as_raw());
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.surface)).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.min_image_count).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.image_format).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.image_color_space).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkExtent2D(e, &v.image_extent);
         }
         {
-            e.u32((*&v.image_array_layers));
-        }
-        {
-            e.u32((*&v.image_usage).as_raw());
-        }
-        {
-            e.i32((*&v.image_sharing_mode).as_raw());
-        }
-        {
-            e.u32((*&v.queue_family_index_count));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.image_array_layers).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.image_usage).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.image_sharing_mode).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.queue_family_index_count).to_le_bytes());
+            e.raw(&b);
         }
         if v.image_sharing_mode == vk::SharingMode::CONCURRENT {
             let p = v.p_queue_family_indices;
@@ -4425,19 +3840,13 @@ pub mod structs {
             e.u8(0);
         }
         {
-            e.u32((*&v.pre_transform).as_raw());
-        }
-        {
-            e.u32((*&v.composite_alpha).as_raw());
-        }
-        {
-            e.i32((*&v.present_mode).as_raw());
-        }
-        {
-            e.u32((*&v.clipped));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.old_swapchain)));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.pre_transform).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.composite_alpha).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.present_mode).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.clipped).to_le_bytes());
+            b[16..24].copy_from_slice(&Handle::as_raw((*&v.old_swapchain)).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4448,7 +3857,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkPresentInfoKHR_body(e: &mut Encoder, v: &vk::PresentInfoKHR<'_>) {
         {
-            e.u32((*&v.wait_semaphore_count));
+            e.raw(&(*&v.wait_semaphore_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_wait_semaphores;
@@ -4464,7 +3873,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.swapchain_count));
+            e.raw(&(*&v.swapchain_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_swapchains;
@@ -4520,16 +3929,17 @@ pub mod structs {
         v: &vk::DebugReportCallbackCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(match (*&v.pfn_callback) {
-                Some(f) => f as usize as u64,
-                None => 0,
-            });
-        }
-        {
-            e.u64((*&v.p_user_data) as usize as u64);
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(
+                &(match (*&v.pfn_callback) {
+                    Some(f) => f as usize as u64,
+                    None => 0,
+                })
+                .to_le_bytes(),
+            );
+            b[12..20].copy_from_slice(&((*&v.p_user_data) as usize as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4540,7 +3950,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkValidationFlagsEXT_body(e: &mut Encoder, v: &vk::ValidationFlagsEXT<'_>) {
         {
-            e.u32((*&v.disabled_validation_check_count));
+            e.raw(&(*&v.disabled_validation_check_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_disabled_validation_checks;
@@ -4564,7 +3974,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkValidationFeaturesEXT_body(e: &mut Encoder, v: &vk::ValidationFeaturesEXT<'_>) {
         {
-            e.u32((*&v.enabled_validation_feature_count));
+            e.raw(&(*&v.enabled_validation_feature_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_enabled_validation_features;
@@ -4580,7 +3990,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.disabled_validation_feature_count));
+            e.raw(&(*&v.disabled_validation_feature_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_disabled_validation_features;
@@ -4610,7 +4020,7 @@ pub mod structs {
         v: &vk::PipelineRasterizationStateRasterizationOrderAMD<'_>,
     ) {
         {
-            e.i32((*&v.rasterization_order).as_raw());
+            e.raw(&(*&v.rasterization_order).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -4627,10 +4037,10 @@ pub mod structs {
         v: &vk::DebugMarkerObjectNameInfoEXT<'_>,
     ) {
         {
-            e.i32((*&v.object_type).as_raw());
-        }
-        {
-            e.u64((*&v.object));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.object_type).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.object).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_object_name;
@@ -4656,16 +4066,12 @@ pub mod structs {
         v: &vk::DebugMarkerObjectTagInfoEXT<'_>,
     ) {
         {
-            e.i32((*&v.object_type).as_raw());
-        }
-        {
-            e.u64((*&v.object));
-        }
-        {
-            e.u64((*&v.tag_name));
-        }
-        {
-            e.u64((*&v.tag_size) as u64);
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.object_type).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.object).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.tag_name).to_le_bytes());
+            b[20..28].copy_from_slice(&((*&v.tag_size) as u64).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_tag;
@@ -4721,7 +4127,7 @@ pub mod structs {
         v: &vk::DedicatedAllocationImageCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.dedicated_allocation));
+            e.raw(&(*&v.dedicated_allocation).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -4738,7 +4144,7 @@ pub mod structs {
         v: &vk::DedicatedAllocationBufferCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.dedicated_allocation));
+            e.raw(&(*&v.dedicated_allocation).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -4755,10 +4161,10 @@ pub mod structs {
         v: &vk::DedicatedAllocationMemoryAllocateInfoNV<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.buffer)));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.image)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4770,13 +4176,15 @@ pub mod structs {
             structs::VkImageFormatProperties(e, &v.image_format_properties);
         }
         {
-            e.u32((*&v.external_memory_features).as_raw());
-        }
-        {
-            e.u32((*&v.export_from_imported_handle_types).as_raw());
-        }
-        {
-            e.u32((*&v.compatible_handle_types).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.external_memory_features).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.export_from_imported_handle_types)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(&(*&v.compatible_handle_types).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4793,7 +4201,7 @@ pub mod structs {
         v: &vk::ExternalMemoryImageCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.handle_types).as_raw());
+            e.raw(&(*&v.handle_types).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -4810,7 +4218,7 @@ pub mod structs {
         v: &vk::ExportMemoryAllocateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.handle_types).as_raw());
+            e.raw(&(*&v.handle_types).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -4827,7 +4235,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDeviceGeneratedCommandsFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.device_generated_commands));
+            e.raw(&(*&v.device_generated_commands).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -4844,7 +4252,7 @@ pub mod structs {
         v: &vk::DevicePrivateDataCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.private_data_slot_request_count));
+            e.raw(&(*&v.private_data_slot_request_count).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -4861,7 +4269,7 @@ pub mod structs {
         v: &vk::PrivateDataSlotCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -4878,7 +4286,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePrivateDataFeatures<'_>,
     ) {
         {
-            e.u32((*&v.private_data));
+            e.raw(&(*&v.private_data).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -4895,31 +4303,21 @@ pub mod structs {
         v: &vk::PhysicalDeviceDeviceGeneratedCommandsPropertiesNV<'_>,
     ) {
         {
-            e.u32((*&v.max_graphics_shader_group_count));
-        }
-        {
-            e.u32((*&v.max_indirect_sequence_count));
-        }
-        {
-            e.u32((*&v.max_indirect_commands_token_count));
-        }
-        {
-            e.u32((*&v.max_indirect_commands_stream_count));
-        }
-        {
-            e.u32((*&v.max_indirect_commands_token_offset));
-        }
-        {
-            e.u32((*&v.max_indirect_commands_stream_stride));
-        }
-        {
-            e.u32((*&v.min_sequences_count_buffer_offset_alignment));
-        }
-        {
-            e.u32((*&v.min_sequences_index_buffer_offset_alignment));
-        }
-        {
-            e.u32((*&v.min_indirect_commands_buffer_offset_alignment));
+            let mut b = [0u8; 36];
+            b[0..4].copy_from_slice(&(*&v.max_graphics_shader_group_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_indirect_sequence_count).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_indirect_commands_token_count).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.max_indirect_commands_stream_count).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.max_indirect_commands_token_offset).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.max_indirect_commands_stream_stride).to_le_bytes());
+            b[24..28]
+                .copy_from_slice(&(*&v.min_sequences_count_buffer_offset_alignment).to_le_bytes());
+            b[28..32]
+                .copy_from_slice(&(*&v.min_sequences_index_buffer_offset_alignment).to_le_bytes());
+            b[32..36].copy_from_slice(
+                &(*&v.min_indirect_commands_buffer_offset_alignment).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -4936,7 +4334,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMultiDrawPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.max_multi_draw_count));
+            e.raw(&(*&v.max_multi_draw_count).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -4953,7 +4351,7 @@ pub mod structs {
         v: &vk::GraphicsShaderGroupCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.stage_count));
+            e.raw(&(*&v.stage_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_stages;
@@ -5001,7 +4399,7 @@ pub mod structs {
         v: &vk::GraphicsPipelineShaderGroupsCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.group_count));
+            e.raw(&(*&v.group_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_groups;
@@ -5017,7 +4415,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.pipeline_count));
+            e.raw(&(*&v.pipeline_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_pipelines;
@@ -5039,7 +4437,7 @@ pub mod structs {
         v: &vk::BindShaderGroupIndirectCommandNV,
     ) {
         {
-            e.u32((*&v.group_index));
+            e.raw(&(*&v.group_index).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5048,13 +4446,11 @@ pub mod structs {
         v: &vk::BindIndexBufferIndirectCommandNV,
     ) {
         {
-            e.u64((*&v.buffer_address));
-        }
-        {
-            e.u32((*&v.size));
-        }
-        {
-            e.i32((*&v.index_type).as_raw());
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.buffer_address).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.index_type).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5063,13 +4459,11 @@ pub mod structs {
         v: &vk::BindVertexBufferIndirectCommandNV,
     ) {
         {
-            e.u64((*&v.buffer_address));
-        }
-        {
-            e.u32((*&v.size));
-        }
-        {
-            e.u32((*&v.stride));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.buffer_address).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.stride).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5078,16 +4472,16 @@ pub mod structs {
         v: &vk::SetStateFlagsIndirectCommandNV,
     ) {
         {
-            e.u32((*&v.data));
+            e.raw(&(*&v.data).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
     pub unsafe fn VkIndirectCommandsStreamNV(e: &mut Encoder, v: &vk::IndirectCommandsStreamNV) {
         {
-            e.u64(Handle::as_raw((*&v.buffer)));
-        }
-        {
-            e.u64((*&v.offset));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5104,37 +4498,21 @@ pub mod structs {
         v: &vk::IndirectCommandsLayoutTokenNV<'_>,
     ) {
         {
-            e.i32((*&v.token_type).as_raw());
-        }
-        {
-            e.u32((*&v.stream));
-        }
-        {
-            e.u32((*&v.offset));
-        }
-        {
-            e.u32((*&v.vertex_binding_unit));
-        }
-        {
-            e.u32((*&v.vertex_dynamic_stride));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.pushconstant_pipeline_layout)));
-        }
-        {
-            e.u32((*&v.pushconstant_shader_stage_flags).as_raw());
-        }
-        {
-            e.u32((*&v.pushconstant_offset));
-        }
-        {
-            e.u32((*&v.pushconstant_size));
-        }
-        {
-            e.u32((*&v.indirect_state_flags).as_raw());
-        }
-        {
-            e.u32((*&v.index_type_count));
+            let mut b = [0u8; 48];
+            b[0..4].copy_from_slice(&(*&v.token_type).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stream).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.vertex_binding_unit).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.vertex_dynamic_stride).to_le_bytes());
+            b[20..28]
+                .copy_from_slice(&Handle::as_raw((*&v.pushconstant_pipeline_layout)).to_le_bytes());
+            b[28..32]
+                .copy_from_slice(&(*&v.pushconstant_shader_stage_flags).as_raw().to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.pushconstant_offset).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.pushconstant_size).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.indirect_state_flags).as_raw().to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.index_type_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_index_types;
@@ -5177,13 +4555,11 @@ pub mod structs {
         v: &vk::IndirectCommandsLayoutCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.pipeline_bind_point).as_raw());
-        }
-        {
-            e.u32((*&v.token_count));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.pipeline_bind_point).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.token_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_tokens;
@@ -5199,7 +4575,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.stream_count));
+            e.raw(&(*&v.stream_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_stream_strides;
@@ -5226,16 +4602,13 @@ pub mod structs {
         v: &vk::GeneratedCommandsInfoNV<'_>,
     ) {
         {
-            e.i32((*&v.pipeline_bind_point).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.pipeline)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.indirect_commands_layout)));
-        }
-        {
-            e.u32((*&v.stream_count));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.pipeline_bind_point).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.pipeline)).to_le_bytes());
+            b[12..20]
+                .copy_from_slice(&Handle::as_raw((*&v.indirect_commands_layout)).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.stream_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_streams;
@@ -5251,28 +4624,16 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.sequences_count));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.preprocess_buffer)));
-        }
-        {
-            e.u64((*&v.preprocess_offset));
-        }
-        {
-            e.u64((*&v.preprocess_size));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.sequences_count_buffer)));
-        }
-        {
-            e.u64((*&v.sequences_count_offset));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.sequences_index_buffer)));
-        }
-        {
-            e.u64((*&v.sequences_index_offset));
+            let mut b = [0u8; 60];
+            b[0..4].copy_from_slice(&(*&v.sequences_count).to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.preprocess_buffer)).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.preprocess_offset).to_le_bytes());
+            b[20..28].copy_from_slice(&(*&v.preprocess_size).to_le_bytes());
+            b[28..36].copy_from_slice(&Handle::as_raw((*&v.sequences_count_buffer)).to_le_bytes());
+            b[36..44].copy_from_slice(&(*&v.sequences_count_offset).to_le_bytes());
+            b[44..52].copy_from_slice(&Handle::as_raw((*&v.sequences_index_buffer)).to_le_bytes());
+            b[52..60].copy_from_slice(&(*&v.sequences_index_offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5289,16 +4650,13 @@ pub mod structs {
         v: &vk::GeneratedCommandsMemoryRequirementsInfoNV<'_>,
     ) {
         {
-            e.i32((*&v.pipeline_bind_point).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.pipeline)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.indirect_commands_layout)));
-        }
-        {
-            e.u32((*&v.max_sequences_count));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.pipeline_bind_point).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.pipeline)).to_le_bytes());
+            b[12..20]
+                .copy_from_slice(&Handle::as_raw((*&v.indirect_commands_layout)).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.max_sequences_count).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5371,19 +4729,13 @@ pub mod structs {
         v: &vk::PhysicalDeviceImageFormatInfo2<'_>,
     ) {
         {
-            e.i32((*&v.format).as_raw());
-        }
-        {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.i32((*&v.tiling).as_raw());
-        }
-        {
-            e.u32((*&v.usage).as_raw());
-        }
-        {
-            e.u32((*&v.flags).as_raw());
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.tiling).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.usage).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5448,19 +4800,13 @@ pub mod structs {
         v: &vk::PhysicalDeviceSparseImageFormatInfo2<'_>,
     ) {
         {
-            e.i32((*&v.format).as_raw());
-        }
-        {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u32((*&v.samples).as_raw());
-        }
-        {
-            e.u32((*&v.usage).as_raw());
-        }
-        {
-            e.i32((*&v.tiling).as_raw());
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.samples).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.usage).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.tiling).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5477,22 +4823,18 @@ pub mod structs {
         v: &vk::PhysicalDevicePushDescriptorPropertiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.max_push_descriptors));
+            e.raw(&(*&v.max_push_descriptors).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
     pub unsafe fn VkConformanceVersion(e: &mut Encoder, v: &vk::ConformanceVersion) {
         {
-            e.u8((*&v.major));
-        }
-        {
-            e.u8((*&v.minor));
-        }
-        {
-            e.u8((*&v.subminor));
-        }
-        {
-            e.u8((*&v.patch));
+            let mut b = [0u8; 4];
+            b[0..1].copy_from_slice(&(*&v.major).to_le_bytes());
+            b[1..2].copy_from_slice(&(*&v.minor).to_le_bytes());
+            b[2..3].copy_from_slice(&(*&v.subminor).to_le_bytes());
+            b[3..4].copy_from_slice(&(*&v.patch).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5509,7 +4851,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDriverProperties<'_>,
     ) {
         {
-            e.i32((*&v.driver_id).as_raw());
+            e.raw(&(*&v.driver_id).as_raw().to_le_bytes()[..4]);
         }
         {
             e.fixed_str(&v.driver_name);
@@ -5529,7 +4871,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkPresentRegionsKHR_body(e: &mut Encoder, v: &vk::PresentRegionsKHR<'_>) {
         {
-            e.u32((*&v.swapchain_count));
+            e.raw(&(*&v.swapchain_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_regions;
@@ -5548,7 +4890,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkPresentRegionKHR(e: &mut Encoder, v: &vk::PresentRegionKHR<'_>) {
         {
-            e.u32((*&v.rectangle_count));
+            e.raw(&(*&v.rectangle_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_rectangles;
@@ -5573,7 +4915,7 @@ pub mod structs {
             structs::VkExtent2D(e, &v.extent);
         }
         {
-            e.u32((*&v.layer));
+            e.raw(&(*&v.layer).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5590,22 +4932,24 @@ pub mod structs {
         v: &vk::PhysicalDeviceVariablePointersFeatures<'_>,
     ) {
         {
-            e.u32((*&v.variable_pointers_storage_buffer));
-        }
-        {
-            e.u32((*&v.variable_pointers));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.variable_pointers_storage_buffer).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.variable_pointers).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkExternalMemoryProperties(e: &mut Encoder, v: &vk::ExternalMemoryProperties) {
         {
-            e.u32((*&v.external_memory_features).as_raw());
-        }
-        {
-            e.u32((*&v.export_from_imported_handle_types).as_raw());
-        }
-        {
-            e.u32((*&v.compatible_handle_types).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.external_memory_features).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.export_from_imported_handle_types)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(&(*&v.compatible_handle_types).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5622,7 +4966,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceExternalImageFormatInfo<'_>,
     ) {
         {
-            e.u32((*&v.handle_type).as_raw());
+            e.raw(&(*&v.handle_type).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5656,13 +5000,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceExternalBufferInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.usage).as_raw());
-        }
-        {
-            e.u32((*&v.handle_type).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.usage).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.handle_type).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5711,10 +5053,10 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.device_node_mask));
-        }
-        {
-            e.u32((*&v.device_luid_valid));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.device_node_mask).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.device_luid_valid).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5731,7 +5073,7 @@ pub mod structs {
         v: &vk::ExternalMemoryImageCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.handle_types).as_raw());
+            e.raw(&(*&v.handle_types).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5748,7 +5090,7 @@ pub mod structs {
         v: &vk::ExternalMemoryBufferCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.handle_types).as_raw());
+            e.raw(&(*&v.handle_types).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5765,7 +5107,7 @@ pub mod structs {
         v: &vk::ExportMemoryAllocateInfo<'_>,
     ) {
         {
-            e.u32((*&v.handle_types).as_raw());
+            e.raw(&(*&v.handle_types).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5776,10 +5118,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkImportMemoryFdInfoKHR_body(e: &mut Encoder, v: &vk::ImportMemoryFdInfoKHR<'_>) {
         {
-            e.u32((*&v.handle_type).as_raw());
-        }
-        {
-            e.i32((*&v.fd));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.handle_type).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.fd).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5790,7 +5132,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkMemoryFdPropertiesKHR_body(e: &mut Encoder, v: &vk::MemoryFdPropertiesKHR<'_>) {
         {
-            e.u32((*&v.memory_type_bits));
+            e.raw(&(*&v.memory_type_bits).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5801,10 +5143,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkMemoryGetFdInfoKHR_body(e: &mut Encoder, v: &vk::MemoryGetFdInfoKHR<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.memory)));
-        }
-        {
-            e.u32((*&v.handle_type).as_raw());
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.memory)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.handle_type).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5821,7 +5163,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceExternalSemaphoreInfo<'_>,
     ) {
         {
-            e.u32((*&v.handle_type).as_raw());
+            e.raw(&(*&v.handle_type).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5838,13 +5180,15 @@ pub mod structs {
         v: &vk::ExternalSemaphoreProperties<'_>,
     ) {
         {
-            e.u32((*&v.export_from_imported_handle_types).as_raw());
-        }
-        {
-            e.u32((*&v.compatible_handle_types).as_raw());
-        }
-        {
-            e.u32((*&v.external_semaphore_features).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(
+                &(*&v.export_from_imported_handle_types)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[4..8].copy_from_slice(&(*&v.compatible_handle_types).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.external_semaphore_features).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5861,7 +5205,7 @@ pub mod structs {
         v: &vk::ExportSemaphoreCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.handle_types).as_raw());
+            e.raw(&(*&v.handle_types).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5878,16 +5222,12 @@ pub mod structs {
         v: &vk::ImportSemaphoreFdInfoKHR<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.semaphore)));
-        }
-        {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.handle_type).as_raw());
-        }
-        {
-            e.i32((*&v.fd));
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.semaphore)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.handle_type).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.fd).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5898,10 +5238,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSemaphoreGetFdInfoKHR_body(e: &mut Encoder, v: &vk::SemaphoreGetFdInfoKHR<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.semaphore)));
-        }
-        {
-            e.u32((*&v.handle_type).as_raw());
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.semaphore)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.handle_type).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5918,7 +5258,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceExternalFenceInfo<'_>,
     ) {
         {
-            e.u32((*&v.handle_type).as_raw());
+            e.raw(&(*&v.handle_type).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5932,13 +5272,15 @@ pub mod structs {
         v: &vk::ExternalFenceProperties<'_>,
     ) {
         {
-            e.u32((*&v.export_from_imported_handle_types).as_raw());
-        }
-        {
-            e.u32((*&v.compatible_handle_types).as_raw());
-        }
-        {
-            e.u32((*&v.external_fence_features).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(
+                &(*&v.export_from_imported_handle_types)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[4..8].copy_from_slice(&(*&v.compatible_handle_types).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.external_fence_features).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5949,7 +5291,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkExportFenceCreateInfo_body(e: &mut Encoder, v: &vk::ExportFenceCreateInfo<'_>) {
         {
-            e.u32((*&v.handle_types).as_raw());
+            e.raw(&(*&v.handle_types).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -5960,16 +5302,12 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkImportFenceFdInfoKHR_body(e: &mut Encoder, v: &vk::ImportFenceFdInfoKHR<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.fence)));
-        }
-        {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.handle_type).as_raw());
-        }
-        {
-            e.i32((*&v.fd));
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.fence)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.handle_type).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.fd).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -5980,10 +5318,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkFenceGetFdInfoKHR_body(e: &mut Encoder, v: &vk::FenceGetFdInfoKHR<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.fence)));
-        }
-        {
-            e.u32((*&v.handle_type).as_raw());
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.fence)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.handle_type).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6000,13 +5338,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceMultiviewFeatures<'_>,
     ) {
         {
-            e.u32((*&v.multiview));
-        }
-        {
-            e.u32((*&v.multiview_geometry_shader));
-        }
-        {
-            e.u32((*&v.multiview_tessellation_shader));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.multiview).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.multiview_geometry_shader).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.multiview_tessellation_shader).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6023,10 +5359,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceMultiviewProperties<'_>,
     ) {
         {
-            e.u32((*&v.max_multiview_view_count));
-        }
-        {
-            e.u32((*&v.max_multiview_instance_index));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.max_multiview_view_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_multiview_instance_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6043,7 +5379,7 @@ pub mod structs {
         v: &vk::RenderPassMultiviewCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.subpass_count));
+            e.raw(&(*&v.subpass_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_view_masks;
@@ -6059,7 +5395,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.dependency_count));
+            e.raw(&(*&v.dependency_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_view_offsets;
@@ -6075,7 +5411,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.correlation_mask_count));
+            e.raw(&(*&v.correlation_mask_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_correlation_masks;
@@ -6102,10 +5438,10 @@ pub mod structs {
         v: &vk::SurfaceCapabilities2EXT<'_>,
     ) {
         {
-            e.u32((*&v.min_image_count));
-        }
-        {
-            e.u32((*&v.max_image_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.min_image_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_image_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkExtent2D(e, &v.current_extent);
@@ -6117,22 +5453,14 @@ pub mod structs {
             structs::VkExtent2D(e, &v.max_image_extent);
         }
         {
-            e.u32((*&v.max_image_array_layers));
-        }
-        {
-            e.u32((*&v.supported_transforms).as_raw());
-        }
-        {
-            e.u32((*&v.current_transform).as_raw());
-        }
-        {
-            e.u32((*&v.supported_composite_alpha).as_raw());
-        }
-        {
-            e.u32((*&v.supported_usage_flags).as_raw());
-        }
-        {
-            e.u32((*&v.supported_surface_counters).as_raw());
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.max_image_array_layers).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.supported_transforms).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.current_transform).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.supported_composite_alpha).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.supported_usage_flags).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.supported_surface_counters).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6143,7 +5471,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDisplayPowerInfoEXT_body(e: &mut Encoder, v: &vk::DisplayPowerInfoEXT<'_>) {
         {
-            e.i32((*&v.power_state).as_raw());
+            e.raw(&(*&v.power_state).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6154,7 +5482,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDeviceEventInfoEXT_body(e: &mut Encoder, v: &vk::DeviceEventInfoEXT<'_>) {
         {
-            e.i32((*&v.device_event).as_raw());
+            e.raw(&(*&v.device_event).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6165,7 +5493,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDisplayEventInfoEXT_body(e: &mut Encoder, v: &vk::DisplayEventInfoEXT<'_>) {
         {
-            e.i32((*&v.display_event).as_raw());
+            e.raw(&(*&v.display_event).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6182,7 +5510,7 @@ pub mod structs {
         v: &vk::SwapchainCounterCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.surface_counters).as_raw());
+            e.raw(&(*&v.surface_counters).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6199,7 +5527,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceGroupProperties<'_>,
     ) {
         {
-            e.u32((*&v.physical_device_count));
+            e.raw(&(*&v.physical_device_count).to_le_bytes()[..4]);
         }
         {
             for x in v.physical_devices.iter() {
@@ -6207,7 +5535,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.subset_allocation));
+            e.raw(&(*&v.subset_allocation).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6221,10 +5549,10 @@ pub mod structs {
         v: &vk::MemoryAllocateFlagsInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.device_mask));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.device_mask).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6235,13 +5563,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBindBufferMemoryInfo_body(e: &mut Encoder, v: &vk::BindBufferMemoryInfo<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.buffer)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.memory)));
-        }
-        {
-            e.u64((*&v.memory_offset));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.memory)).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.memory_offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6258,7 +5584,7 @@ pub mod structs {
         v: &vk::BindBufferMemoryDeviceGroupInfo<'_>,
     ) {
         {
-            e.u32((*&v.device_index_count));
+            e.raw(&(*&v.device_index_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_device_indices;
@@ -6282,13 +5608,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBindImageMemoryInfo_body(e: &mut Encoder, v: &vk::BindImageMemoryInfo<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.image)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.memory)));
-        }
-        {
-            e.u64((*&v.memory_offset));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.image)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.memory)).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.memory_offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6305,7 +5629,7 @@ pub mod structs {
         v: &vk::BindImageMemoryDeviceGroupInfo<'_>,
     ) {
         {
-            e.u32((*&v.device_index_count));
+            e.raw(&(*&v.device_index_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_device_indices;
@@ -6321,7 +5645,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.split_instance_bind_region_count));
+            e.raw(&(*&v.split_instance_bind_region_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_split_instance_bind_regions;
@@ -6351,10 +5675,10 @@ pub mod structs {
         v: &vk::DeviceGroupRenderPassBeginInfo<'_>,
     ) {
         {
-            e.u32((*&v.device_mask));
-        }
-        {
-            e.u32((*&v.device_render_area_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.device_mask).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.device_render_area_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_device_render_areas;
@@ -6384,7 +5708,7 @@ pub mod structs {
         v: &vk::DeviceGroupCommandBufferBeginInfo<'_>,
     ) {
         {
-            e.u32((*&v.device_mask));
+            e.raw(&(*&v.device_mask).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6395,7 +5719,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDeviceGroupSubmitInfo_body(e: &mut Encoder, v: &vk::DeviceGroupSubmitInfo<'_>) {
         {
-            e.u32((*&v.wait_semaphore_count));
+            e.raw(&(*&v.wait_semaphore_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_wait_semaphore_device_indices;
@@ -6411,7 +5735,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.command_buffer_count));
+            e.raw(&(*&v.command_buffer_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_command_buffer_device_masks;
@@ -6427,7 +5751,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.signal_semaphore_count));
+            e.raw(&(*&v.signal_semaphore_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_signal_semaphore_device_indices;
@@ -6457,10 +5781,10 @@ pub mod structs {
         v: &vk::DeviceGroupBindSparseInfo<'_>,
     ) {
         {
-            e.u32((*&v.resource_device_index));
-        }
-        {
-            e.u32((*&v.memory_device_index));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.resource_device_index).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.memory_device_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6482,7 +5806,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.modes).as_raw());
+            e.raw(&(*&v.modes).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6499,7 +5823,7 @@ pub mod structs {
         v: &vk::ImageSwapchainCreateInfoKHR<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.swapchain)));
+            e.raw(&Handle::as_raw((*&v.swapchain)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -6516,10 +5840,10 @@ pub mod structs {
         v: &vk::BindImageMemorySwapchainInfoKHR<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.swapchain)));
-        }
-        {
-            e.u32((*&v.image_index));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.swapchain)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.image_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6533,19 +5857,13 @@ pub mod structs {
         v: &vk::AcquireNextImageInfoKHR<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.swapchain)));
-        }
-        {
-            e.u64((*&v.timeout));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.semaphore)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.fence)));
-        }
-        {
-            e.u32((*&v.device_mask));
+            let mut b = [0u8; 36];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.swapchain)).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.timeout).to_le_bytes());
+            b[16..24].copy_from_slice(&Handle::as_raw((*&v.semaphore)).to_le_bytes());
+            b[24..32].copy_from_slice(&Handle::as_raw((*&v.fence)).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.device_mask).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6562,7 +5880,7 @@ pub mod structs {
         v: &vk::DeviceGroupPresentInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.swapchain_count));
+            e.raw(&(*&v.swapchain_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_device_masks;
@@ -6578,7 +5896,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.mode).as_raw());
+            e.raw(&(*&v.mode).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6595,7 +5913,7 @@ pub mod structs {
         v: &vk::DeviceGroupDeviceCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.physical_device_count));
+            e.raw(&(*&v.physical_device_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_physical_devices;
@@ -6625,7 +5943,7 @@ pub mod structs {
         v: &vk::DeviceGroupSwapchainCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.modes).as_raw());
+            e.raw(&(*&v.modes).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6634,22 +5952,14 @@ pub mod structs {
         v: &vk::DescriptorUpdateTemplateEntry,
     ) {
         {
-            e.u32((*&v.dst_binding));
-        }
-        {
-            e.u32((*&v.dst_array_element));
-        }
-        {
-            e.u32((*&v.descriptor_count));
-        }
-        {
-            e.i32((*&v.descriptor_type).as_raw());
-        }
-        {
-            e.u64((*&v.offset) as u64);
-        }
-        {
-            e.u64((*&v.stride) as u64);
+            let mut b = [0u8; 32];
+            b[0..4].copy_from_slice(&(*&v.dst_binding).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.dst_array_element).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.descriptor_count).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.descriptor_type).as_raw().to_le_bytes());
+            b[16..24].copy_from_slice(&((*&v.offset) as u64).to_le_bytes());
+            b[24..32].copy_from_slice(&((*&v.stride) as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6666,10 +5976,10 @@ pub mod structs {
         v: &vk::DescriptorUpdateTemplateCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.descriptor_update_entry_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.descriptor_update_entry_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_descriptor_update_entries;
@@ -6685,28 +5995,22 @@ pub mod structs {
             }
         }
         {
-            e.i32((*&v.template_type).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.descriptor_set_layout)));
-        }
-        {
-            e.i32((*&v.pipeline_bind_point).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.pipeline_layout)));
-        }
-        {
-            e.u32((*&v.set));
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.template_type).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.descriptor_set_layout)).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.pipeline_bind_point).as_raw().to_le_bytes());
+            b[16..24].copy_from_slice(&Handle::as_raw((*&v.pipeline_layout)).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.set).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkXYColorEXT(e: &mut Encoder, v: &vk::XYColorEXT) {
         {
-            e.f32((*&v.x));
-        }
-        {
-            e.f32((*&v.y));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.x).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.y).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6723,7 +6027,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePresentIdFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.present_id));
+            e.raw(&(*&v.present_id).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6734,7 +6038,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkPresentIdKHR_body(e: &mut Encoder, v: &vk::PresentIdKHR<'_>) {
         {
-            e.u32((*&v.swapchain_count));
+            e.raw(&(*&v.swapchain_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_present_ids;
@@ -6764,7 +6068,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePresentWaitFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.present_wait));
+            e.raw(&(*&v.present_wait).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6787,16 +6091,12 @@ pub mod structs {
             structs::VkXYColorEXT(e, &v.white_point);
         }
         {
-            e.f32((*&v.max_luminance));
-        }
-        {
-            e.f32((*&v.min_luminance));
-        }
-        {
-            e.f32((*&v.max_content_light_level));
-        }
-        {
-            e.f32((*&v.max_frame_average_light_level));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.max_luminance).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.min_luminance).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_content_light_level).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.max_frame_average_light_level).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6813,7 +6113,7 @@ pub mod structs {
         v: &vk::DisplayNativeHdrSurfaceCapabilitiesAMD<'_>,
     ) {
         {
-            e.u32((*&v.local_dimming_support));
+            e.raw(&(*&v.local_dimming_support).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6830,7 +6130,7 @@ pub mod structs {
         v: &vk::SwapchainDisplayNativeHdrCreateInfoAMD<'_>,
     ) {
         {
-            e.u32((*&v.local_dimming_enable));
+            e.raw(&(*&v.local_dimming_enable).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -6839,7 +6139,7 @@ pub mod structs {
         v: &vk::RefreshCycleDurationGOOGLE,
     ) {
         {
-            e.u64((*&v.refresh_duration));
+            e.raw(&(*&v.refresh_duration).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -6848,19 +6148,13 @@ pub mod structs {
         v: &vk::PastPresentationTimingGOOGLE,
     ) {
         {
-            e.u32((*&v.present_id));
-        }
-        {
-            e.u64((*&v.desired_present_time));
-        }
-        {
-            e.u64((*&v.actual_present_time));
-        }
-        {
-            e.u64((*&v.earliest_present_time));
-        }
-        {
-            e.u64((*&v.present_margin));
+            let mut b = [0u8; 36];
+            b[0..4].copy_from_slice(&(*&v.present_id).to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.desired_present_time).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.actual_present_time).to_le_bytes());
+            b[20..28].copy_from_slice(&(*&v.earliest_present_time).to_le_bytes());
+            b[28..36].copy_from_slice(&(*&v.present_margin).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6874,7 +6168,7 @@ pub mod structs {
         v: &vk::PresentTimesInfoGOOGLE<'_>,
     ) {
         {
-            e.u32((*&v.swapchain_count));
+            e.raw(&(*&v.swapchain_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_times;
@@ -6893,19 +6187,19 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkPresentTimeGOOGLE(e: &mut Encoder, v: &vk::PresentTimeGOOGLE) {
         {
-            e.u32((*&v.present_id));
-        }
-        {
-            e.u64((*&v.desired_present_time));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.present_id).to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.desired_present_time).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkViewportWScalingNV(e: &mut Encoder, v: &vk::ViewportWScalingNV) {
         {
-            e.f32((*&v.xcoeff));
-        }
-        {
-            e.f32((*&v.ycoeff));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.xcoeff).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.ycoeff).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6922,10 +6216,10 @@ pub mod structs {
         v: &vk::PipelineViewportWScalingStateCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.viewport_w_scaling_enable));
-        }
-        {
-            e.u32((*&v.viewport_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.viewport_w_scaling_enable).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.viewport_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_viewport_w_scalings;
@@ -6944,16 +6238,12 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkViewportSwizzleNV(e: &mut Encoder, v: &vk::ViewportSwizzleNV) {
         {
-            e.i32((*&v.x).as_raw());
-        }
-        {
-            e.i32((*&v.y).as_raw());
-        }
-        {
-            e.i32((*&v.z).as_raw());
-        }
-        {
-            e.i32((*&v.w).as_raw());
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.x).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.y).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.z).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.w).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -6970,10 +6260,10 @@ pub mod structs {
         v: &vk::PipelineViewportSwizzleStateCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.viewport_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.viewport_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_viewport_swizzles;
@@ -7003,7 +6293,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDiscardRectanglePropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.max_discard_rectangles));
+            e.raw(&(*&v.max_discard_rectangles).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7020,13 +6310,11 @@ pub mod structs {
         v: &vk::PipelineDiscardRectangleStateCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.discard_rectangle_mode).as_raw());
-        }
-        {
-            e.u32((*&v.discard_rectangle_count));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.discard_rectangle_mode).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.discard_rectangle_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_discard_rectangles;
@@ -7056,7 +6344,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMultiviewPerViewAttributesPropertiesNVX<'_>,
     ) {
         {
-            e.u32((*&v.per_view_position_all_components));
+            e.raw(&(*&v.per_view_position_all_components).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7065,13 +6353,11 @@ pub mod structs {
         v: &vk::InputAttachmentAspectReference,
     ) {
         {
-            e.u32((*&v.subpass));
-        }
-        {
-            e.u32((*&v.input_attachment_index));
-        }
-        {
-            e.u32((*&v.aspect_mask).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.subpass).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.input_attachment_index).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.aspect_mask).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7088,7 +6374,7 @@ pub mod structs {
         v: &vk::RenderPassInputAttachmentAspectCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.aspect_reference_count));
+            e.raw(&(*&v.aspect_reference_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_aspect_references;
@@ -7118,7 +6404,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceSurfaceInfo2KHR<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.surface)));
+            e.raw(&Handle::as_raw((*&v.surface)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -7199,10 +6485,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDisplayPlaneInfo2KHR_body(e: &mut Encoder, v: &vk::DisplayPlaneInfo2KHR<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.mode)));
-        }
-        {
-            e.u32((*&v.plane_index));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.mode)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.plane_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7236,7 +6522,11 @@ pub mod structs {
         v: &vk::SharedPresentSurfaceCapabilitiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.shared_present_supported_usage_flags).as_raw());
+            e.raw(
+                &(*&v.shared_present_supported_usage_flags)
+                    .as_raw()
+                    .to_le_bytes()[..4],
+            );
         }
     }
     #[inline(never)]
@@ -7253,16 +6543,12 @@ pub mod structs {
         v: &vk::PhysicalDevice16BitStorageFeatures<'_>,
     ) {
         {
-            e.u32((*&v.storage_buffer16_bit_access));
-        }
-        {
-            e.u32((*&v.uniform_and_storage_buffer16_bit_access));
-        }
-        {
-            e.u32((*&v.storage_push_constant16));
-        }
-        {
-            e.u32((*&v.storage_input_output16));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.storage_buffer16_bit_access).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.uniform_and_storage_buffer16_bit_access).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.storage_push_constant16).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.storage_input_output16).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7279,16 +6565,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceSubgroupProperties<'_>,
     ) {
         {
-            e.u32((*&v.subgroup_size));
-        }
-        {
-            e.u32((*&v.supported_stages).as_raw());
-        }
-        {
-            e.u32((*&v.supported_operations).as_raw());
-        }
-        {
-            e.u32((*&v.quad_operations_in_all_stages));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.subgroup_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.supported_stages).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.supported_operations).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.quad_operations_in_all_stages).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7305,7 +6587,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderSubgroupExtendedTypesFeatures<'_>,
     ) {
         {
-            e.u32((*&v.shader_subgroup_extended_types));
+            e.raw(&(*&v.shader_subgroup_extended_types).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7322,7 +6604,7 @@ pub mod structs {
         v: &vk::BufferMemoryRequirementsInfo2<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.buffer)));
+            e.raw(&Handle::as_raw((*&v.buffer)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -7362,7 +6644,7 @@ pub mod structs {
         v: &vk::ImageMemoryRequirementsInfo2<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image)));
+            e.raw(&Handle::as_raw((*&v.image)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -7379,7 +6661,7 @@ pub mod structs {
         v: &vk::ImageSparseMemoryRequirementsInfo2<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image)));
+            e.raw(&Handle::as_raw((*&v.image)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -7405,7 +6687,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.plane_aspect).as_raw());
+            e.raw(&(*&v.plane_aspect).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7450,7 +6732,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePointClippingProperties<'_>,
     ) {
         {
-            e.i32((*&v.point_clipping_behavior).as_raw());
+            e.raw(&(*&v.point_clipping_behavior).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7467,10 +6749,10 @@ pub mod structs {
         v: &vk::MemoryDedicatedRequirements<'_>,
     ) {
         {
-            e.u32((*&v.prefers_dedicated_allocation));
-        }
-        {
-            e.u32((*&v.requires_dedicated_allocation));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.prefers_dedicated_allocation).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.requires_dedicated_allocation).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7487,10 +6769,10 @@ pub mod structs {
         v: &vk::MemoryDedicatedAllocateInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.buffer)));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.image)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7507,7 +6789,7 @@ pub mod structs {
         v: &vk::ImageViewUsageCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.usage).as_raw());
+            e.raw(&(*&v.usage).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7524,7 +6806,7 @@ pub mod structs {
         v: &vk::PipelineTessellationDomainOriginStateCreateInfo<'_>,
     ) {
         {
-            e.i32((*&v.domain_origin).as_raw());
+            e.raw(&(*&v.domain_origin).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7541,7 +6823,7 @@ pub mod structs {
         v: &vk::SamplerYcbcrConversionInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.conversion)));
+            e.raw(&Handle::as_raw((*&v.conversion)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -7558,28 +6840,22 @@ pub mod structs {
         v: &vk::SamplerYcbcrConversionCreateInfo<'_>,
     ) {
         {
-            e.i32((*&v.format).as_raw());
-        }
-        {
-            e.i32((*&v.ycbcr_model).as_raw());
-        }
-        {
-            e.i32((*&v.ycbcr_range).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.ycbcr_model).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.ycbcr_range).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkComponentMapping(e, &v.components);
         }
         {
-            e.i32((*&v.x_chroma_offset).as_raw());
-        }
-        {
-            e.i32((*&v.y_chroma_offset).as_raw());
-        }
-        {
-            e.i32((*&v.chroma_filter).as_raw());
-        }
-        {
-            e.u32((*&v.force_explicit_reconstruction));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.x_chroma_offset).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.y_chroma_offset).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.chroma_filter).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.force_explicit_reconstruction).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7596,7 +6872,7 @@ pub mod structs {
         v: &vk::BindImagePlaneMemoryInfo<'_>,
     ) {
         {
-            e.u32((*&v.plane_aspect).as_raw());
+            e.raw(&(*&v.plane_aspect).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7613,7 +6889,7 @@ pub mod structs {
         v: &vk::ImagePlaneMemoryRequirementsInfo<'_>,
     ) {
         {
-            e.u32((*&v.plane_aspect).as_raw());
+            e.raw(&(*&v.plane_aspect).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7630,7 +6906,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceSamplerYcbcrConversionFeatures<'_>,
     ) {
         {
-            e.u32((*&v.sampler_ycbcr_conversion));
+            e.raw(&(*&v.sampler_ycbcr_conversion).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7647,7 +6923,7 @@ pub mod structs {
         v: &vk::SamplerYcbcrConversionImageFormatProperties<'_>,
     ) {
         {
-            e.u32((*&v.combined_image_sampler_descriptor_count));
+            e.raw(&(*&v.combined_image_sampler_descriptor_count).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7664,7 +6940,7 @@ pub mod structs {
         v: &vk::TextureLODGatherFormatPropertiesAMD<'_>,
     ) {
         {
-            e.u32((*&v.supports_texture_gather_lod_bias_amd));
+            e.raw(&(*&v.supports_texture_gather_lod_bias_amd).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7681,13 +6957,11 @@ pub mod structs {
         v: &vk::ConditionalRenderingBeginInfoEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.buffer)));
-        }
-        {
-            e.u64((*&v.offset));
-        }
-        {
-            e.u32((*&v.flags).as_raw());
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7698,7 +6972,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkProtectedSubmitInfo_body(e: &mut Encoder, v: &vk::ProtectedSubmitInfo<'_>) {
         {
-            e.u32((*&v.protected_submit));
+            e.raw(&(*&v.protected_submit).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7715,7 +6989,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceProtectedMemoryFeatures<'_>,
     ) {
         {
-            e.u32((*&v.protected_memory));
+            e.raw(&(*&v.protected_memory).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7732,7 +7006,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceProtectedMemoryProperties<'_>,
     ) {
         {
-            e.u32((*&v.protected_no_fault));
+            e.raw(&(*&v.protected_no_fault).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -7743,13 +7017,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDeviceQueueInfo2_body(e: &mut Encoder, v: &vk::DeviceQueueInfo2<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.queue_family_index));
-        }
-        {
-            e.u32((*&v.queue_index));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.queue_family_index).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.queue_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7766,13 +7038,11 @@ pub mod structs {
         v: &vk::PipelineCoverageToColorStateCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.coverage_to_color_enable));
-        }
-        {
-            e.u32((*&v.coverage_to_color_location));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.coverage_to_color_enable).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.coverage_to_color_location).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7789,19 +7059,19 @@ pub mod structs {
         v: &vk::PhysicalDeviceSamplerFilterMinmaxProperties<'_>,
     ) {
         {
-            e.u32((*&v.filter_minmax_single_component_formats));
-        }
-        {
-            e.u32((*&v.filter_minmax_image_component_mapping));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.filter_minmax_single_component_formats).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.filter_minmax_image_component_mapping).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkSampleLocationEXT(e: &mut Encoder, v: &vk::SampleLocationEXT) {
         {
-            e.f32((*&v.x));
-        }
-        {
-            e.f32((*&v.y));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.x).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.y).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7815,13 +7085,13 @@ pub mod structs {
         v: &vk::SampleLocationsInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.sample_locations_per_pixel).as_raw());
+            e.raw(&(*&v.sample_locations_per_pixel).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkExtent2D(e, &v.sample_location_grid_size);
         }
         {
-            e.u32((*&v.sample_locations_count));
+            e.raw(&(*&v.sample_locations_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_sample_locations;
@@ -7843,7 +7113,7 @@ pub mod structs {
         v: &vk::AttachmentSampleLocationsEXT<'_>,
     ) {
         {
-            e.u32((*&v.attachment_index));
+            e.raw(&(*&v.attachment_index).to_le_bytes()[..4]);
         }
         {
             structs::VkSampleLocationsInfoEXT(e, &v.sample_locations_info);
@@ -7855,7 +7125,7 @@ pub mod structs {
         v: &vk::SubpassSampleLocationsEXT<'_>,
     ) {
         {
-            e.u32((*&v.subpass_index));
+            e.raw(&(*&v.subpass_index).to_le_bytes()[..4]);
         }
         {
             structs::VkSampleLocationsInfoEXT(e, &v.sample_locations_info);
@@ -7875,7 +7145,7 @@ pub mod structs {
         v: &vk::RenderPassSampleLocationsBeginInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.attachment_initial_sample_locations_count));
+            e.raw(&(*&v.attachment_initial_sample_locations_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_attachment_initial_sample_locations;
@@ -7891,7 +7161,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.post_subpass_sample_locations_count));
+            e.raw(&(*&v.post_subpass_sample_locations_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_post_subpass_sample_locations;
@@ -7921,7 +7191,7 @@ pub mod structs {
         v: &vk::PipelineSampleLocationsStateCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.sample_locations_enable));
+            e.raw(&(*&v.sample_locations_enable).to_le_bytes()[..4]);
         }
         {
             structs::VkSampleLocationsInfoEXT(e, &v.sample_locations_info);
@@ -7941,7 +7211,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceSampleLocationsPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.sample_location_sample_counts).as_raw());
+            e.raw(&(*&v.sample_location_sample_counts).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkExtent2D(e, &v.max_sample_location_grid_size);
@@ -7952,10 +7222,10 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.sample_location_sub_pixel_bits));
-        }
-        {
-            e.u32((*&v.variable_sample_locations));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.sample_location_sub_pixel_bits).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.variable_sample_locations).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -7989,7 +7259,7 @@ pub mod structs {
         v: &vk::SamplerReductionModeCreateInfo<'_>,
     ) {
         {
-            e.i32((*&v.reduction_mode).as_raw());
+            e.raw(&(*&v.reduction_mode).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8006,7 +7276,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceBlendOperationAdvancedFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.advanced_blend_coherent_operations));
+            e.raw(&(*&v.advanced_blend_coherent_operations).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8023,7 +7293,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMultiDrawFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.multi_draw));
+            e.raw(&(*&v.multi_draw).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8040,22 +7310,16 @@ pub mod structs {
         v: &vk::PhysicalDeviceBlendOperationAdvancedPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.advanced_blend_max_color_attachments));
-        }
-        {
-            e.u32((*&v.advanced_blend_independent_blend));
-        }
-        {
-            e.u32((*&v.advanced_blend_non_premultiplied_src_color));
-        }
-        {
-            e.u32((*&v.advanced_blend_non_premultiplied_dst_color));
-        }
-        {
-            e.u32((*&v.advanced_blend_correlated_overlap));
-        }
-        {
-            e.u32((*&v.advanced_blend_all_operations));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.advanced_blend_max_color_attachments).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.advanced_blend_independent_blend).to_le_bytes());
+            b[8..12]
+                .copy_from_slice(&(*&v.advanced_blend_non_premultiplied_src_color).to_le_bytes());
+            b[12..16]
+                .copy_from_slice(&(*&v.advanced_blend_non_premultiplied_dst_color).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.advanced_blend_correlated_overlap).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.advanced_blend_all_operations).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8072,13 +7336,11 @@ pub mod structs {
         v: &vk::PipelineColorBlendAdvancedStateCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.src_premultiplied));
-        }
-        {
-            e.u32((*&v.dst_premultiplied));
-        }
-        {
-            e.i32((*&v.blend_overlap).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.src_premultiplied).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.dst_premultiplied).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.blend_overlap).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8095,10 +7357,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceInlineUniformBlockFeatures<'_>,
     ) {
         {
-            e.u32((*&v.inline_uniform_block));
-        }
-        {
-            e.u32((*&v.descriptor_binding_inline_uniform_block_update_after_bind));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.inline_uniform_block).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.descriptor_binding_inline_uniform_block_update_after_bind).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8115,19 +7379,21 @@ pub mod structs {
         v: &vk::PhysicalDeviceInlineUniformBlockProperties<'_>,
     ) {
         {
-            e.u32((*&v.max_inline_uniform_block_size));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_inline_uniform_blocks));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_inline_uniform_blocks));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_inline_uniform_blocks));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_inline_uniform_blocks));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.max_inline_uniform_block_size).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_inline_uniform_blocks).to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_inline_uniform_blocks)
+                    .to_le_bytes(),
+            );
+            b[12..16]
+                .copy_from_slice(&(*&v.max_descriptor_set_inline_uniform_blocks).to_le_bytes());
+            b[16..20].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_inline_uniform_blocks).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8144,7 +7410,7 @@ pub mod structs {
         v: &vk::WriteDescriptorSetInlineUniformBlock<'_>,
     ) {
         {
-            e.u32((*&v.data_size));
+            e.raw(&(*&v.data_size).to_le_bytes()[..4]);
         }
         {
             let p = v.p_data;
@@ -8172,7 +7438,7 @@ pub mod structs {
         v: &vk::DescriptorPoolInlineUniformBlockCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.max_inline_uniform_block_bindings));
+            e.raw(&(*&v.max_inline_uniform_block_bindings).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8189,16 +7455,12 @@ pub mod structs {
         v: &vk::PipelineCoverageModulationStateCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.coverage_modulation_mode).as_raw());
-        }
-        {
-            e.u32((*&v.coverage_modulation_table_enable));
-        }
-        {
-            e.u32((*&v.coverage_modulation_table_count));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.coverage_modulation_mode).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.coverage_modulation_table_enable).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.coverage_modulation_table_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_coverage_modulation_table;
@@ -8228,7 +7490,7 @@ pub mod structs {
         v: &vk::ImageFormatListCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.view_format_count));
+            e.raw(&(*&v.view_format_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_view_formats;
@@ -8258,10 +7520,10 @@ pub mod structs {
         v: &vk::ValidationCacheCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.initial_data_size) as u64);
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&((*&v.initial_data_size) as u64).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_initial_data;
@@ -8289,7 +7551,7 @@ pub mod structs {
         v: &vk::ShaderModuleValidationCacheCreateInfoEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.validation_cache)));
+            e.raw(&Handle::as_raw((*&v.validation_cache)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -8306,10 +7568,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceMaintenance3Properties<'_>,
     ) {
         {
-            e.u32((*&v.max_per_set_descriptors));
-        }
-        {
-            e.u64((*&v.max_memory_allocation_size));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.max_per_set_descriptors).to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.max_memory_allocation_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8326,7 +7588,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMaintenance4Features<'_>,
     ) {
         {
-            e.u32((*&v.maintenance4));
+            e.raw(&(*&v.maintenance4).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8343,7 +7605,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMaintenance4Properties<'_>,
     ) {
         {
-            e.u64((*&v.max_buffer_size));
+            e.raw(&(*&v.max_buffer_size).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -8360,7 +7622,7 @@ pub mod structs {
         v: &vk::DescriptorSetLayoutSupport<'_>,
     ) {
         {
-            e.u32((*&v.supported));
+            e.raw(&(*&v.supported).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8377,7 +7639,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderDrawParametersFeatures<'_>,
     ) {
         {
-            e.u32((*&v.shader_draw_parameters));
+            e.raw(&(*&v.shader_draw_parameters).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8394,10 +7656,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderFloat16Int8Features<'_>,
     ) {
         {
-            e.u32((*&v.shader_float16));
-        }
-        {
-            e.u32((*&v.shader_int8));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.shader_float16).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.shader_int8).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8414,55 +7676,28 @@ pub mod structs {
         v: &vk::PhysicalDeviceFloatControlsProperties<'_>,
     ) {
         {
-            e.i32((*&v.denorm_behavior_independence).as_raw());
-        }
-        {
-            e.i32((*&v.rounding_mode_independence).as_raw());
-        }
-        {
-            e.u32((*&v.shader_signed_zero_inf_nan_preserve_float16));
-        }
-        {
-            e.u32((*&v.shader_signed_zero_inf_nan_preserve_float32));
-        }
-        {
-            e.u32((*&v.shader_signed_zero_inf_nan_preserve_float64));
-        }
-        {
-            e.u32((*&v.shader_denorm_preserve_float16));
-        }
-        {
-            e.u32((*&v.shader_denorm_preserve_float32));
-        }
-        {
-            e.u32((*&v.shader_denorm_preserve_float64));
-        }
-        {
-            e.u32((*&v.shader_denorm_flush_to_zero_float16));
-        }
-        {
-            e.u32((*&v.shader_denorm_flush_to_zero_float32));
-        }
-        {
-            e.u32((*&v.shader_denorm_flush_to_zero_float64));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rte_float16));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rte_float32));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rte_float64));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rtz_float16));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rtz_float32));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rtz_float64));
+            let mut b = [0u8; 68];
+            b[0..4].copy_from_slice(&(*&v.denorm_behavior_independence).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.rounding_mode_independence).as_raw().to_le_bytes());
+            b[8..12]
+                .copy_from_slice(&(*&v.shader_signed_zero_inf_nan_preserve_float16).to_le_bytes());
+            b[12..16]
+                .copy_from_slice(&(*&v.shader_signed_zero_inf_nan_preserve_float32).to_le_bytes());
+            b[16..20]
+                .copy_from_slice(&(*&v.shader_signed_zero_inf_nan_preserve_float64).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.shader_denorm_preserve_float16).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.shader_denorm_preserve_float32).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.shader_denorm_preserve_float64).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.shader_denorm_flush_to_zero_float16).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.shader_denorm_flush_to_zero_float32).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.shader_denorm_flush_to_zero_float64).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.shader_rounding_mode_rte_float16).to_le_bytes());
+            b[48..52].copy_from_slice(&(*&v.shader_rounding_mode_rte_float32).to_le_bytes());
+            b[52..56].copy_from_slice(&(*&v.shader_rounding_mode_rte_float64).to_le_bytes());
+            b[56..60].copy_from_slice(&(*&v.shader_rounding_mode_rtz_float16).to_le_bytes());
+            b[60..64].copy_from_slice(&(*&v.shader_rounding_mode_rtz_float32).to_le_bytes());
+            b[64..68].copy_from_slice(&(*&v.shader_rounding_mode_rtz_float64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8479,46 +7714,36 @@ pub mod structs {
         v: &vk::PhysicalDeviceHostQueryResetFeatures<'_>,
     ) {
         {
-            e.u32((*&v.host_query_reset));
+            e.raw(&(*&v.host_query_reset).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
     pub unsafe fn VkShaderResourceUsageAMD(e: &mut Encoder, v: &vk::ShaderResourceUsageAMD) {
         {
-            e.u32((*&v.num_used_vgprs));
-        }
-        {
-            e.u32((*&v.num_used_sgprs));
-        }
-        {
-            e.u32((*&v.lds_size_per_local_work_group));
-        }
-        {
-            e.u64((*&v.lds_usage_size_in_bytes) as u64);
-        }
-        {
-            e.u64((*&v.scratch_mem_usage_in_bytes) as u64);
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.num_used_vgprs).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.num_used_sgprs).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.lds_size_per_local_work_group).to_le_bytes());
+            b[12..20].copy_from_slice(&((*&v.lds_usage_size_in_bytes) as u64).to_le_bytes());
+            b[20..28].copy_from_slice(&((*&v.scratch_mem_usage_in_bytes) as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkShaderStatisticsInfoAMD(e: &mut Encoder, v: &vk::ShaderStatisticsInfoAMD) {
         {
-            e.u32((*&v.shader_stage_mask).as_raw());
+            e.raw(&(*&v.shader_stage_mask).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkShaderResourceUsageAMD(e, &v.resource_usage);
         }
         {
-            e.u32((*&v.num_physical_vgprs));
-        }
-        {
-            e.u32((*&v.num_physical_sgprs));
-        }
-        {
-            e.u32((*&v.num_available_vgprs));
-        }
-        {
-            e.u32((*&v.num_available_sgprs));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.num_physical_vgprs).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.num_physical_sgprs).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.num_available_vgprs).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.num_available_sgprs).to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.compute_work_group_size.iter() {
@@ -8540,7 +7765,7 @@ pub mod structs {
         v: &vk::DeviceQueueGlobalPriorityCreateInfoKHR<'_>,
     ) {
         {
-            e.i32((*&v.global_priority).as_raw());
+            e.raw(&(*&v.global_priority).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8557,7 +7782,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceGlobalPriorityQueryFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.global_priority_query));
+            e.raw(&(*&v.global_priority_query).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8574,7 +7799,7 @@ pub mod structs {
         v: &vk::QueueFamilyGlobalPriorityPropertiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.priority_count));
+            e.raw(&(*&v.priority_count).to_le_bytes()[..4]);
         }
         {
             for x in v.priorities.iter() {
@@ -8596,10 +7821,10 @@ pub mod structs {
         v: &vk::DebugUtilsObjectNameInfoEXT<'_>,
     ) {
         {
-            e.i32((*&v.object_type).as_raw());
-        }
-        {
-            e.u64((*&v.object_handle));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.object_type).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.object_handle).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_object_name;
@@ -8625,16 +7850,12 @@ pub mod structs {
         v: &vk::DebugUtilsObjectTagInfoEXT<'_>,
     ) {
         {
-            e.i32((*&v.object_type).as_raw());
-        }
-        {
-            e.u64((*&v.object_handle));
-        }
-        {
-            e.u64((*&v.tag_name));
-        }
-        {
-            e.u64((*&v.tag_size) as u64);
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.object_type).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.object_handle).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.tag_name).to_le_bytes());
+            b[20..28].copy_from_slice(&((*&v.tag_size) as u64).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_tag;
@@ -8684,22 +7905,19 @@ pub mod structs {
         v: &vk::DebugUtilsMessengerCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.message_severity).as_raw());
-        }
-        {
-            e.u32((*&v.message_type).as_raw());
-        }
-        {
-            e.u64(match (*&v.pfn_user_callback) {
-                Some(f) => f as usize as u64,
-                None => 0,
-            });
-        }
-        {
-            e.u64((*&v.p_user_data) as usize as u64);
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.message_severity).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.message_type).as_raw().to_le_bytes());
+            b[12..20].copy_from_slice(
+                &(match (*&v.pfn_user_callback) {
+                    Some(f) => f as usize as u64,
+                    None => 0,
+                })
+                .to_le_bytes(),
+            );
+            b[20..28].copy_from_slice(&((*&v.p_user_data) as usize as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8716,7 +7934,7 @@ pub mod structs {
         v: &vk::DebugUtilsMessengerCallbackDataEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
         {
             let p = v.p_message_id_name;
@@ -8728,7 +7946,7 @@ pub mod structs {
             }
         }
         {
-            e.i32((*&v.message_id_number));
+            e.raw(&(*&v.message_id_number).to_le_bytes()[..4]);
         }
         {
             let p = v.p_message;
@@ -8740,7 +7958,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.queue_label_count));
+            e.raw(&(*&v.queue_label_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_queue_labels;
@@ -8756,7 +7974,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.cmd_buf_label_count));
+            e.raw(&(*&v.cmd_buf_label_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_cmd_buf_labels;
@@ -8772,7 +7990,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.object_count));
+            e.raw(&(*&v.object_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_objects;
@@ -8802,7 +8020,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDeviceMemoryReportFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.device_memory_report));
+            e.raw(&(*&v.device_memory_report).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8819,16 +8037,17 @@ pub mod structs {
         v: &vk::DeviceDeviceMemoryReportCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(match (*&v.pfn_user_callback) {
-                Some(f) => f as usize as u64,
-                None => 0,
-            });
-        }
-        {
-            e.u64((*&v.p_user_data) as usize as u64);
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(
+                &(match (*&v.pfn_user_callback) {
+                    Some(f) => f as usize as u64,
+                    None => 0,
+                })
+                .to_le_bytes(),
+            );
+            b[12..20].copy_from_slice(&((*&v.p_user_data) as usize as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8845,25 +8064,15 @@ pub mod structs {
         v: &vk::DeviceMemoryReportCallbackDataEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u64((*&v.memory_object_id));
-        }
-        {
-            e.u64((*&v.size));
-        }
-        {
-            e.i32((*&v.object_type).as_raw());
-        }
-        {
-            e.u64((*&v.object_handle));
-        }
-        {
-            e.u32((*&v.heap_index));
+            let mut b = [0u8; 40];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.memory_object_id).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.object_type).as_raw().to_le_bytes());
+            b[28..36].copy_from_slice(&(*&v.object_handle).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.heap_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8880,10 +8089,10 @@ pub mod structs {
         v: &vk::ImportMemoryHostPointerInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.handle_type).as_raw());
-        }
-        {
-            e.u64((*&v.p_host_pointer) as usize as u64);
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.handle_type).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&((*&v.p_host_pointer) as usize as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8900,7 +8109,7 @@ pub mod structs {
         v: &vk::MemoryHostPointerPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.memory_type_bits));
+            e.raw(&(*&v.memory_type_bits).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8917,7 +8126,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceExternalMemoryHostPropertiesEXT<'_>,
     ) {
         {
-            e.u64((*&v.min_imported_host_pointer_alignment));
+            e.raw(&(*&v.min_imported_host_pointer_alignment).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -8934,31 +8143,23 @@ pub mod structs {
         v: &vk::PhysicalDeviceConservativeRasterizationPropertiesEXT<'_>,
     ) {
         {
-            e.f32((*&v.primitive_overestimation_size));
-        }
-        {
-            e.f32((*&v.max_extra_primitive_overestimation_size));
-        }
-        {
-            e.f32((*&v.extra_primitive_overestimation_size_granularity));
-        }
-        {
-            e.u32((*&v.primitive_underestimation));
-        }
-        {
-            e.u32((*&v.conservative_point_and_line_rasterization));
-        }
-        {
-            e.u32((*&v.degenerate_triangles_rasterized));
-        }
-        {
-            e.u32((*&v.degenerate_lines_rasterized));
-        }
-        {
-            e.u32((*&v.fully_covered_fragment_shader_input_variable));
-        }
-        {
-            e.u32((*&v.conservative_rasterization_post_depth_coverage));
+            let mut b = [0u8; 36];
+            b[0..4].copy_from_slice(&(*&v.primitive_overestimation_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_extra_primitive_overestimation_size).to_le_bytes());
+            b[8..12].copy_from_slice(
+                &(*&v.extra_primitive_overestimation_size_granularity).to_le_bytes(),
+            );
+            b[12..16].copy_from_slice(&(*&v.primitive_underestimation).to_le_bytes());
+            b[16..20]
+                .copy_from_slice(&(*&v.conservative_point_and_line_rasterization).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.degenerate_triangles_rasterized).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.degenerate_lines_rasterized).to_le_bytes());
+            b[28..32]
+                .copy_from_slice(&(*&v.fully_covered_fragment_shader_input_variable).to_le_bytes());
+            b[32..36].copy_from_slice(
+                &(*&v.conservative_rasterization_post_depth_coverage).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -8975,7 +8176,7 @@ pub mod structs {
         v: &vk::CalibratedTimestampInfoEXT<'_>,
     ) {
         {
-            e.i32((*&v.time_domain).as_raw());
+            e.raw(&(*&v.time_domain).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -8992,46 +8193,22 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderCorePropertiesAMD<'_>,
     ) {
         {
-            e.u32((*&v.shader_engine_count));
-        }
-        {
-            e.u32((*&v.shader_arrays_per_engine_count));
-        }
-        {
-            e.u32((*&v.compute_units_per_shader_array));
-        }
-        {
-            e.u32((*&v.simd_per_compute_unit));
-        }
-        {
-            e.u32((*&v.wavefronts_per_simd));
-        }
-        {
-            e.u32((*&v.wavefront_size));
-        }
-        {
-            e.u32((*&v.sgprs_per_simd));
-        }
-        {
-            e.u32((*&v.min_sgpr_allocation));
-        }
-        {
-            e.u32((*&v.max_sgpr_allocation));
-        }
-        {
-            e.u32((*&v.sgpr_allocation_granularity));
-        }
-        {
-            e.u32((*&v.vgprs_per_simd));
-        }
-        {
-            e.u32((*&v.min_vgpr_allocation));
-        }
-        {
-            e.u32((*&v.max_vgpr_allocation));
-        }
-        {
-            e.u32((*&v.vgpr_allocation_granularity));
+            let mut b = [0u8; 56];
+            b[0..4].copy_from_slice(&(*&v.shader_engine_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.shader_arrays_per_engine_count).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.compute_units_per_shader_array).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.simd_per_compute_unit).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.wavefronts_per_simd).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.wavefront_size).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.sgprs_per_simd).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.min_sgpr_allocation).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.max_sgpr_allocation).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.sgpr_allocation_granularity).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.vgprs_per_simd).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.min_vgpr_allocation).to_le_bytes());
+            b[48..52].copy_from_slice(&(*&v.max_vgpr_allocation).to_le_bytes());
+            b[52..56].copy_from_slice(&(*&v.vgpr_allocation_granularity).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9048,10 +8225,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderCoreProperties2AMD<'_>,
     ) {
         {
-            e.u32((*&v.shader_core_features).as_raw());
-        }
-        {
-            e.u32((*&v.active_compute_unit_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.shader_core_features).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.active_compute_unit_count).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9068,13 +8245,11 @@ pub mod structs {
         v: &vk::PipelineRasterizationConservativeStateCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.conservative_rasterization_mode).as_raw());
-        }
-        {
-            e.f32((*&v.extra_primitive_overestimation_size));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.conservative_rasterization_mode).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.extra_primitive_overestimation_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9091,64 +8266,63 @@ pub mod structs {
         v: &vk::PhysicalDeviceDescriptorIndexingFeatures<'_>,
     ) {
         {
-            e.u32((*&v.shader_input_attachment_array_dynamic_indexing));
-        }
-        {
-            e.u32((*&v.shader_uniform_texel_buffer_array_dynamic_indexing));
-        }
-        {
-            e.u32((*&v.shader_storage_texel_buffer_array_dynamic_indexing));
-        }
-        {
-            e.u32((*&v.shader_uniform_buffer_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_sampled_image_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_storage_buffer_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_storage_image_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_input_attachment_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_uniform_texel_buffer_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_storage_texel_buffer_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.descriptor_binding_uniform_buffer_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_sampled_image_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_storage_image_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_storage_buffer_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_uniform_texel_buffer_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_storage_texel_buffer_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_update_unused_while_pending));
-        }
-        {
-            e.u32((*&v.descriptor_binding_partially_bound));
-        }
-        {
-            e.u32((*&v.descriptor_binding_variable_descriptor_count));
-        }
-        {
-            e.u32((*&v.runtime_descriptor_array));
+            let mut b = [0u8; 80];
+            b[0..4].copy_from_slice(
+                &(*&v.shader_input_attachment_array_dynamic_indexing).to_le_bytes(),
+            );
+            b[4..8].copy_from_slice(
+                &(*&v.shader_uniform_texel_buffer_array_dynamic_indexing).to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(
+                &(*&v.shader_storage_texel_buffer_array_dynamic_indexing).to_le_bytes(),
+            );
+            b[12..16].copy_from_slice(
+                &(*&v.shader_uniform_buffer_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[16..20].copy_from_slice(
+                &(*&v.shader_sampled_image_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[20..24].copy_from_slice(
+                &(*&v.shader_storage_buffer_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[24..28].copy_from_slice(
+                &(*&v.shader_storage_image_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[28..32].copy_from_slice(
+                &(*&v.shader_input_attachment_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[32..36].copy_from_slice(
+                &(*&v.shader_uniform_texel_buffer_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[36..40].copy_from_slice(
+                &(*&v.shader_storage_texel_buffer_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[40..44].copy_from_slice(
+                &(*&v.descriptor_binding_uniform_buffer_update_after_bind).to_le_bytes(),
+            );
+            b[44..48].copy_from_slice(
+                &(*&v.descriptor_binding_sampled_image_update_after_bind).to_le_bytes(),
+            );
+            b[48..52].copy_from_slice(
+                &(*&v.descriptor_binding_storage_image_update_after_bind).to_le_bytes(),
+            );
+            b[52..56].copy_from_slice(
+                &(*&v.descriptor_binding_storage_buffer_update_after_bind).to_le_bytes(),
+            );
+            b[56..60].copy_from_slice(
+                &(*&v.descriptor_binding_uniform_texel_buffer_update_after_bind).to_le_bytes(),
+            );
+            b[60..64].copy_from_slice(
+                &(*&v.descriptor_binding_storage_texel_buffer_update_after_bind).to_le_bytes(),
+            );
+            b[64..68].copy_from_slice(
+                &(*&v.descriptor_binding_update_unused_while_pending).to_le_bytes(),
+            );
+            b[68..72].copy_from_slice(&(*&v.descriptor_binding_partially_bound).to_le_bytes());
+            b[72..76]
+                .copy_from_slice(&(*&v.descriptor_binding_variable_descriptor_count).to_le_bytes());
+            b[76..80].copy_from_slice(&(*&v.runtime_descriptor_array).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9165,73 +8339,72 @@ pub mod structs {
         v: &vk::PhysicalDeviceDescriptorIndexingProperties<'_>,
     ) {
         {
-            e.u32((*&v.max_update_after_bind_descriptors_in_all_pools));
-        }
-        {
-            e.u32((*&v.shader_uniform_buffer_array_non_uniform_indexing_native));
-        }
-        {
-            e.u32((*&v.shader_sampled_image_array_non_uniform_indexing_native));
-        }
-        {
-            e.u32((*&v.shader_storage_buffer_array_non_uniform_indexing_native));
-        }
-        {
-            e.u32((*&v.shader_storage_image_array_non_uniform_indexing_native));
-        }
-        {
-            e.u32((*&v.shader_input_attachment_array_non_uniform_indexing_native));
-        }
-        {
-            e.u32((*&v.robust_buffer_access_update_after_bind));
-        }
-        {
-            e.u32((*&v.quad_divergent_implicit_lod));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_samplers));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_uniform_buffers));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_storage_buffers));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_sampled_images));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_storage_images));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_input_attachments));
-        }
-        {
-            e.u32((*&v.max_per_stage_update_after_bind_resources));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_samplers));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_uniform_buffers));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_uniform_buffers_dynamic));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_storage_buffers));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_storage_buffers_dynamic));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_sampled_images));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_storage_images));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_input_attachments));
+            let mut b = [0u8; 92];
+            b[0..4].copy_from_slice(
+                &(*&v.max_update_after_bind_descriptors_in_all_pools).to_le_bytes(),
+            );
+            b[4..8].copy_from_slice(
+                &(*&v.shader_uniform_buffer_array_non_uniform_indexing_native).to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(
+                &(*&v.shader_sampled_image_array_non_uniform_indexing_native).to_le_bytes(),
+            );
+            b[12..16].copy_from_slice(
+                &(*&v.shader_storage_buffer_array_non_uniform_indexing_native).to_le_bytes(),
+            );
+            b[16..20].copy_from_slice(
+                &(*&v.shader_storage_image_array_non_uniform_indexing_native).to_le_bytes(),
+            );
+            b[20..24].copy_from_slice(
+                &(*&v.shader_input_attachment_array_non_uniform_indexing_native).to_le_bytes(),
+            );
+            b[24..28].copy_from_slice(&(*&v.robust_buffer_access_update_after_bind).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.quad_divergent_implicit_lod).to_le_bytes());
+            b[32..36].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_samplers).to_le_bytes(),
+            );
+            b[36..40].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_uniform_buffers).to_le_bytes(),
+            );
+            b[40..44].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_storage_buffers).to_le_bytes(),
+            );
+            b[44..48].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_sampled_images).to_le_bytes(),
+            );
+            b[48..52].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_storage_images).to_le_bytes(),
+            );
+            b[52..56].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_input_attachments).to_le_bytes(),
+            );
+            b[56..60]
+                .copy_from_slice(&(*&v.max_per_stage_update_after_bind_resources).to_le_bytes());
+            b[60..64].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_samplers).to_le_bytes(),
+            );
+            b[64..68].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_uniform_buffers).to_le_bytes(),
+            );
+            b[68..72].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_uniform_buffers_dynamic).to_le_bytes(),
+            );
+            b[72..76].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_storage_buffers).to_le_bytes(),
+            );
+            b[76..80].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_storage_buffers_dynamic).to_le_bytes(),
+            );
+            b[80..84].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_sampled_images).to_le_bytes(),
+            );
+            b[84..88].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_storage_images).to_le_bytes(),
+            );
+            b[88..92].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_input_attachments).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9248,7 +8421,7 @@ pub mod structs {
         v: &vk::DescriptorSetLayoutBindingFlagsCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.binding_count));
+            e.raw(&(*&v.binding_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_binding_flags;
@@ -9278,7 +8451,7 @@ pub mod structs {
         v: &vk::DescriptorSetVariableDescriptorCountAllocateInfo<'_>,
     ) {
         {
-            e.u32((*&v.descriptor_set_count));
+            e.raw(&(*&v.descriptor_set_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_descriptor_counts;
@@ -9308,7 +8481,7 @@ pub mod structs {
         v: &vk::DescriptorSetVariableDescriptorCountLayoutSupport<'_>,
     ) {
         {
-            e.u32((*&v.max_variable_descriptor_count));
+            e.raw(&(*&v.max_variable_descriptor_count).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -9322,31 +8495,17 @@ pub mod structs {
         v: &vk::AttachmentDescription2<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.format).as_raw());
-        }
-        {
-            e.u32((*&v.samples).as_raw());
-        }
-        {
-            e.i32((*&v.load_op).as_raw());
-        }
-        {
-            e.i32((*&v.store_op).as_raw());
-        }
-        {
-            e.i32((*&v.stencil_load_op).as_raw());
-        }
-        {
-            e.i32((*&v.stencil_store_op).as_raw());
-        }
-        {
-            e.i32((*&v.initial_layout).as_raw());
-        }
-        {
-            e.i32((*&v.final_layout).as_raw());
+            let mut b = [0u8; 36];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.samples).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.load_op).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.store_op).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.stencil_load_op).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.stencil_store_op).as_raw().to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.initial_layout).as_raw().to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.final_layout).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9357,13 +8516,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkAttachmentReference2_body(e: &mut Encoder, v: &vk::AttachmentReference2<'_>) {
         {
-            e.u32((*&v.attachment));
-        }
-        {
-            e.i32((*&v.layout).as_raw());
-        }
-        {
-            e.u32((*&v.aspect_mask).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.attachment).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.layout).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.aspect_mask).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9374,16 +8531,12 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSubpassDescription2_body(e: &mut Encoder, v: &vk::SubpassDescription2<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.pipeline_bind_point).as_raw());
-        }
-        {
-            e.u32((*&v.view_mask));
-        }
-        {
-            e.u32((*&v.input_attachment_count));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.pipeline_bind_point).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.view_mask).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.input_attachment_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_input_attachments;
@@ -9399,7 +8552,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.color_attachment_count));
+            e.raw(&(*&v.color_attachment_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_color_attachments;
@@ -9437,7 +8590,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.preserve_attachment_count));
+            e.raw(&(*&v.preserve_attachment_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_preserve_attachments;
@@ -9461,28 +8614,16 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSubpassDependency2_body(e: &mut Encoder, v: &vk::SubpassDependency2<'_>) {
         {
-            e.u32((*&v.src_subpass));
-        }
-        {
-            e.u32((*&v.dst_subpass));
-        }
-        {
-            e.u32((*&v.src_stage_mask).as_raw());
-        }
-        {
-            e.u32((*&v.dst_stage_mask).as_raw());
-        }
-        {
-            e.u32((*&v.src_access_mask).as_raw());
-        }
-        {
-            e.u32((*&v.dst_access_mask).as_raw());
-        }
-        {
-            e.u32((*&v.dependency_flags).as_raw());
-        }
-        {
-            e.i32((*&v.view_offset));
+            let mut b = [0u8; 32];
+            b[0..4].copy_from_slice(&(*&v.src_subpass).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.dst_subpass).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.src_stage_mask).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.dst_stage_mask).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.src_access_mask).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.dst_access_mask).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.dependency_flags).as_raw().to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.view_offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9493,10 +8634,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkRenderPassCreateInfo2_body(e: &mut Encoder, v: &vk::RenderPassCreateInfo2<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.attachment_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.attachment_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_attachments;
@@ -9512,7 +8653,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.subpass_count));
+            e.raw(&(*&v.subpass_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_subpasses;
@@ -9528,7 +8669,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.dependency_count));
+            e.raw(&(*&v.dependency_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_dependencies;
@@ -9544,7 +8685,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.correlated_view_mask_count));
+            e.raw(&(*&v.correlated_view_mask_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_correlated_view_masks;
@@ -9568,7 +8709,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSubpassBeginInfo_body(e: &mut Encoder, v: &vk::SubpassBeginInfo<'_>) {
         {
-            e.i32((*&v.contents).as_raw());
+            e.raw(&(*&v.contents).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -9592,7 +8733,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceTimelineSemaphoreFeatures<'_>,
     ) {
         {
-            e.u32((*&v.timeline_semaphore));
+            e.raw(&(*&v.timeline_semaphore).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -9609,7 +8750,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceTimelineSemaphoreProperties<'_>,
     ) {
         {
-            e.u64((*&v.max_timeline_semaphore_value_difference));
+            e.raw(&(*&v.max_timeline_semaphore_value_difference).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -9623,10 +8764,10 @@ pub mod structs {
         v: &vk::SemaphoreTypeCreateInfo<'_>,
     ) {
         {
-            e.i32((*&v.semaphore_type).as_raw());
-        }
-        {
-            e.u64((*&v.initial_value));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.semaphore_type).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.initial_value).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9643,7 +8784,7 @@ pub mod structs {
         v: &vk::TimelineSemaphoreSubmitInfo<'_>,
     ) {
         {
-            e.u32((*&v.wait_semaphore_value_count));
+            e.raw(&(*&v.wait_semaphore_value_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_wait_semaphore_values;
@@ -9659,7 +8800,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.signal_semaphore_value_count));
+            e.raw(&(*&v.signal_semaphore_value_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_signal_semaphore_values;
@@ -9683,10 +8824,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSemaphoreWaitInfo_body(e: &mut Encoder, v: &vk::SemaphoreWaitInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.semaphore_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.semaphore_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_semaphores;
@@ -9723,10 +8864,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSemaphoreSignalInfo_body(e: &mut Encoder, v: &vk::SemaphoreSignalInfo<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.semaphore)));
-        }
-        {
-            e.u64((*&v.value));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.semaphore)).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.value).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9735,10 +8876,10 @@ pub mod structs {
         v: &vk::VertexInputBindingDivisorDescriptionEXT,
     ) {
         {
-            e.u32((*&v.binding));
-        }
-        {
-            e.u32((*&v.divisor));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.binding).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.divisor).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9755,7 +8896,7 @@ pub mod structs {
         v: &vk::PipelineVertexInputDivisorStateCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.vertex_binding_divisor_count));
+            e.raw(&(*&v.vertex_binding_divisor_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_vertex_binding_divisors;
@@ -9785,7 +8926,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceVertexAttributeDivisorPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.max_vertex_attrib_divisor));
+            e.raw(&(*&v.max_vertex_attrib_divisor).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -9802,16 +8943,12 @@ pub mod structs {
         v: &vk::PhysicalDevicePCIBusInfoPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.pci_domain));
-        }
-        {
-            e.u32((*&v.pci_bus));
-        }
-        {
-            e.u32((*&v.pci_device));
-        }
-        {
-            e.u32((*&v.pci_function));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.pci_domain).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.pci_bus).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.pci_device).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.pci_function).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9828,7 +8965,7 @@ pub mod structs {
         v: &vk::CommandBufferInheritanceConditionalRenderingInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.conditional_rendering_enable));
+            e.raw(&(*&v.conditional_rendering_enable).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -9845,13 +8982,11 @@ pub mod structs {
         v: &vk::PhysicalDevice8BitStorageFeatures<'_>,
     ) {
         {
-            e.u32((*&v.storage_buffer8_bit_access));
-        }
-        {
-            e.u32((*&v.uniform_and_storage_buffer8_bit_access));
-        }
-        {
-            e.u32((*&v.storage_push_constant8));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.storage_buffer8_bit_access).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.uniform_and_storage_buffer8_bit_access).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.storage_push_constant8).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9868,10 +9003,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceConditionalRenderingFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.conditional_rendering));
-        }
-        {
-            e.u32((*&v.inherited_conditional_rendering));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.conditional_rendering).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.inherited_conditional_rendering).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9888,13 +9023,13 @@ pub mod structs {
         v: &vk::PhysicalDeviceVulkanMemoryModelFeatures<'_>,
     ) {
         {
-            e.u32((*&v.vulkan_memory_model));
-        }
-        {
-            e.u32((*&v.vulkan_memory_model_device_scope));
-        }
-        {
-            e.u32((*&v.vulkan_memory_model_availability_visibility_chains));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.vulkan_memory_model).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.vulkan_memory_model_device_scope).to_le_bytes());
+            b[8..12].copy_from_slice(
+                &(*&v.vulkan_memory_model_availability_visibility_chains).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9911,10 +9046,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderAtomicInt64Features<'_>,
     ) {
         {
-            e.u32((*&v.shader_buffer_int64_atomics));
-        }
-        {
-            e.u32((*&v.shader_shared_int64_atomics));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.shader_buffer_int64_atomics).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.shader_shared_int64_atomics).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9931,40 +9066,20 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderAtomicFloatFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.shader_buffer_float32_atomics));
-        }
-        {
-            e.u32((*&v.shader_buffer_float32_atomic_add));
-        }
-        {
-            e.u32((*&v.shader_buffer_float64_atomics));
-        }
-        {
-            e.u32((*&v.shader_buffer_float64_atomic_add));
-        }
-        {
-            e.u32((*&v.shader_shared_float32_atomics));
-        }
-        {
-            e.u32((*&v.shader_shared_float32_atomic_add));
-        }
-        {
-            e.u32((*&v.shader_shared_float64_atomics));
-        }
-        {
-            e.u32((*&v.shader_shared_float64_atomic_add));
-        }
-        {
-            e.u32((*&v.shader_image_float32_atomics));
-        }
-        {
-            e.u32((*&v.shader_image_float32_atomic_add));
-        }
-        {
-            e.u32((*&v.sparse_image_float32_atomics));
-        }
-        {
-            e.u32((*&v.sparse_image_float32_atomic_add));
+            let mut b = [0u8; 48];
+            b[0..4].copy_from_slice(&(*&v.shader_buffer_float32_atomics).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.shader_buffer_float32_atomic_add).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.shader_buffer_float64_atomics).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.shader_buffer_float64_atomic_add).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.shader_shared_float32_atomics).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.shader_shared_float32_atomic_add).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.shader_shared_float64_atomics).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.shader_shared_float64_atomic_add).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.shader_image_float32_atomics).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.shader_image_float32_atomic_add).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.sparse_image_float32_atomics).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.sparse_image_float32_atomic_add).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -9981,40 +9096,20 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderAtomicFloat2FeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.shader_buffer_float16_atomics));
-        }
-        {
-            e.u32((*&v.shader_buffer_float16_atomic_add));
-        }
-        {
-            e.u32((*&v.shader_buffer_float16_atomic_min_max));
-        }
-        {
-            e.u32((*&v.shader_buffer_float32_atomic_min_max));
-        }
-        {
-            e.u32((*&v.shader_buffer_float64_atomic_min_max));
-        }
-        {
-            e.u32((*&v.shader_shared_float16_atomics));
-        }
-        {
-            e.u32((*&v.shader_shared_float16_atomic_add));
-        }
-        {
-            e.u32((*&v.shader_shared_float16_atomic_min_max));
-        }
-        {
-            e.u32((*&v.shader_shared_float32_atomic_min_max));
-        }
-        {
-            e.u32((*&v.shader_shared_float64_atomic_min_max));
-        }
-        {
-            e.u32((*&v.shader_image_float32_atomic_min_max));
-        }
-        {
-            e.u32((*&v.sparse_image_float32_atomic_min_max));
+            let mut b = [0u8; 48];
+            b[0..4].copy_from_slice(&(*&v.shader_buffer_float16_atomics).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.shader_buffer_float16_atomic_add).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.shader_buffer_float16_atomic_min_max).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.shader_buffer_float32_atomic_min_max).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.shader_buffer_float64_atomic_min_max).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.shader_shared_float16_atomics).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.shader_shared_float16_atomic_add).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.shader_shared_float16_atomic_min_max).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.shader_shared_float32_atomic_min_max).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.shader_shared_float64_atomic_min_max).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.shader_image_float32_atomic_min_max).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.sparse_image_float32_atomic_min_max).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10031,10 +9126,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceVertexAttributeDivisorFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.vertex_attribute_instance_rate_divisor));
-        }
-        {
-            e.u32((*&v.vertex_attribute_instance_rate_zero_divisor));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.vertex_attribute_instance_rate_divisor).to_le_bytes());
+            b[4..8]
+                .copy_from_slice(&(*&v.vertex_attribute_instance_rate_zero_divisor).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10051,7 +9147,7 @@ pub mod structs {
         v: &vk::QueueFamilyCheckpointPropertiesNV<'_>,
     ) {
         {
-            e.u32((*&v.checkpoint_execution_stage_mask).as_raw());
+            e.raw(&(*&v.checkpoint_execution_stage_mask).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10062,10 +9158,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkCheckpointDataNV_body(e: &mut Encoder, v: &vk::CheckpointDataNV<'_>) {
         {
-            e.u32((*&v.stage).as_raw());
-        }
-        {
-            e.u64((*&v.p_checkpoint_marker) as usize as u64);
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.stage).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&((*&v.p_checkpoint_marker) as usize as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10082,16 +9178,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceDepthStencilResolveProperties<'_>,
     ) {
         {
-            e.u32((*&v.supported_depth_resolve_modes).as_raw());
-        }
-        {
-            e.u32((*&v.supported_stencil_resolve_modes).as_raw());
-        }
-        {
-            e.u32((*&v.independent_resolve_none));
-        }
-        {
-            e.u32((*&v.independent_resolve));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.supported_depth_resolve_modes).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.supported_stencil_resolve_modes).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.independent_resolve_none).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.independent_resolve).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10108,10 +9200,10 @@ pub mod structs {
         v: &vk::SubpassDescriptionDepthStencilResolve<'_>,
     ) {
         {
-            e.u32((*&v.depth_resolve_mode).as_raw());
-        }
-        {
-            e.u32((*&v.stencil_resolve_mode).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.depth_resolve_mode).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stencil_resolve_mode).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_depth_stencil_resolve_attachment;
@@ -10137,7 +9229,7 @@ pub mod structs {
         v: &vk::ImageViewASTCDecodeModeEXT<'_>,
     ) {
         {
-            e.i32((*&v.decode_mode).as_raw());
+            e.raw(&(*&v.decode_mode).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10154,7 +9246,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceASTCDecodeFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.decode_mode_shared_exponent));
+            e.raw(&(*&v.decode_mode_shared_exponent).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10171,10 +9263,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceTransformFeedbackFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.transform_feedback));
-        }
-        {
-            e.u32((*&v.geometry_streams));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.transform_feedback).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.geometry_streams).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10191,34 +9283,22 @@ pub mod structs {
         v: &vk::PhysicalDeviceTransformFeedbackPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.max_transform_feedback_streams));
-        }
-        {
-            e.u32((*&v.max_transform_feedback_buffers));
-        }
-        {
-            e.u64((*&v.max_transform_feedback_buffer_size));
-        }
-        {
-            e.u32((*&v.max_transform_feedback_stream_data_size));
-        }
-        {
-            e.u32((*&v.max_transform_feedback_buffer_data_size));
-        }
-        {
-            e.u32((*&v.max_transform_feedback_buffer_data_stride));
-        }
-        {
-            e.u32((*&v.transform_feedback_queries));
-        }
-        {
-            e.u32((*&v.transform_feedback_streams_lines_triangles));
-        }
-        {
-            e.u32((*&v.transform_feedback_rasterization_stream_select));
-        }
-        {
-            e.u32((*&v.transform_feedback_draw));
+            let mut b = [0u8; 44];
+            b[0..4].copy_from_slice(&(*&v.max_transform_feedback_streams).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_transform_feedback_buffers).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.max_transform_feedback_buffer_size).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.max_transform_feedback_stream_data_size).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.max_transform_feedback_buffer_data_size).to_le_bytes());
+            b[24..28]
+                .copy_from_slice(&(*&v.max_transform_feedback_buffer_data_stride).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.transform_feedback_queries).to_le_bytes());
+            b[32..36]
+                .copy_from_slice(&(*&v.transform_feedback_streams_lines_triangles).to_le_bytes());
+            b[36..40].copy_from_slice(
+                &(*&v.transform_feedback_rasterization_stream_select).to_le_bytes(),
+            );
+            b[40..44].copy_from_slice(&(*&v.transform_feedback_draw).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10235,10 +9315,10 @@ pub mod structs {
         v: &vk::PipelineRasterizationStateStreamCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.rasterization_stream));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.rasterization_stream).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10255,7 +9335,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceRepresentativeFragmentTestFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.representative_fragment_test));
+            e.raw(&(*&v.representative_fragment_test).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10272,7 +9352,7 @@ pub mod structs {
         v: &vk::PipelineRepresentativeFragmentTestStateCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.representative_fragment_test_enable));
+            e.raw(&(*&v.representative_fragment_test_enable).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10289,7 +9369,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceExclusiveScissorFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.exclusive_scissor));
+            e.raw(&(*&v.exclusive_scissor).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10306,7 +9386,7 @@ pub mod structs {
         v: &vk::PipelineViewportExclusiveScissorStateCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.exclusive_scissor_count));
+            e.raw(&(*&v.exclusive_scissor_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_exclusive_scissors;
@@ -10336,7 +9416,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceCornerSampledImageFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.corner_sampled_image));
+            e.raw(&(*&v.corner_sampled_image).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10353,10 +9433,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceComputeShaderDerivativesFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.compute_derivative_group_quads));
-        }
-        {
-            e.u32((*&v.compute_derivative_group_linear));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.compute_derivative_group_quads).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.compute_derivative_group_linear).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10373,7 +9453,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderImageFootprintFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.image_footprint));
+            e.raw(&(*&v.image_footprint).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10390,7 +9470,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.dedicated_allocation_image_aliasing));
+            e.raw(&(*&v.dedicated_allocation_image_aliasing).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10407,7 +9487,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceCopyMemoryIndirectFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.indirect_copy));
+            e.raw(&(*&v.indirect_copy).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10424,7 +9504,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceCopyMemoryIndirectPropertiesNV<'_>,
     ) {
         {
-            e.u32((*&v.supported_queues).as_raw());
+            e.raw(&(*&v.supported_queues).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10441,7 +9521,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMemoryDecompressionFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.memory_decompression));
+            e.raw(&(*&v.memory_decompression).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -10458,16 +9538,16 @@ pub mod structs {
         v: &vk::PhysicalDeviceMemoryDecompressionPropertiesNV<'_>,
     ) {
         {
-            e.u64((*&v.decompression_methods).as_raw());
-        }
-        {
-            e.u64((*&v.max_decompression_indirect_count));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.decompression_methods).as_raw().to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.max_decompression_indirect_count).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkShadingRatePaletteNV(e: &mut Encoder, v: &vk::ShadingRatePaletteNV<'_>) {
         {
-            e.u32((*&v.shading_rate_palette_entry_count));
+            e.raw(&(*&v.shading_rate_palette_entry_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_shading_rate_palette_entries;
@@ -10497,10 +9577,10 @@ pub mod structs {
         v: &vk::PipelineViewportShadingRateImageStateCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.shading_rate_image_enable));
-        }
-        {
-            e.u32((*&v.viewport_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.shading_rate_image_enable).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.viewport_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_shading_rate_palettes;
@@ -10530,10 +9610,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceShadingRateImageFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.shading_rate_image));
-        }
-        {
-            e.u32((*&v.shading_rate_coarse_sample_order));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.shading_rate_image).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.shading_rate_coarse_sample_order).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10553,10 +9633,10 @@ pub mod structs {
             structs::VkExtent2D(e, &v.shading_rate_texel_size);
         }
         {
-            e.u32((*&v.shading_rate_palette_size));
-        }
-        {
-            e.u32((*&v.shading_rate_max_coarse_samples));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.shading_rate_palette_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.shading_rate_max_coarse_samples).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10573,19 +9653,17 @@ pub mod structs {
         v: &vk::PhysicalDeviceInvocationMaskFeaturesHUAWEI<'_>,
     ) {
         {
-            e.u32((*&v.invocation_mask));
+            e.raw(&(*&v.invocation_mask).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
     pub unsafe fn VkCoarseSampleLocationNV(e: &mut Encoder, v: &vk::CoarseSampleLocationNV) {
         {
-            e.u32((*&v.pixel_x));
-        }
-        {
-            e.u32((*&v.pixel_y));
-        }
-        {
-            e.u32((*&v.sample));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.pixel_x).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.pixel_y).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.sample).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10594,13 +9672,11 @@ pub mod structs {
         v: &vk::CoarseSampleOrderCustomNV<'_>,
     ) {
         {
-            e.i32((*&v.shading_rate).as_raw());
-        }
-        {
-            e.u32((*&v.sample_count));
-        }
-        {
-            e.u32((*&v.sample_location_count));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.shading_rate).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.sample_count).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.sample_location_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_sample_locations;
@@ -10630,10 +9706,10 @@ pub mod structs {
         v: &vk::PipelineViewportCoarseSampleOrderStateCreateInfoNV<'_>,
     ) {
         {
-            e.i32((*&v.sample_order_type).as_raw());
-        }
-        {
-            e.u32((*&v.custom_sample_order_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.sample_order_type).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.custom_sample_order_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_custom_sample_orders;
@@ -10663,10 +9739,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceMeshShaderFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.task_shader));
-        }
-        {
-            e.u32((*&v.mesh_shader));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.task_shader).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.mesh_shader).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10683,10 +9759,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceMeshShaderPropertiesNV<'_>,
     ) {
         {
-            e.u32((*&v.max_draw_mesh_tasks_count));
-        }
-        {
-            e.u32((*&v.max_task_work_group_invocations));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.max_draw_mesh_tasks_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_task_work_group_invocations).to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.max_task_work_group_size.iter() {
@@ -10694,13 +9770,11 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.max_task_total_memory_size));
-        }
-        {
-            e.u32((*&v.max_task_output_count));
-        }
-        {
-            e.u32((*&v.max_mesh_work_group_invocations));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.max_task_total_memory_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_task_output_count).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_mesh_work_group_invocations).to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.max_mesh_work_group_size.iter() {
@@ -10708,22 +9782,14 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.max_mesh_total_memory_size));
-        }
-        {
-            e.u32((*&v.max_mesh_output_vertices));
-        }
-        {
-            e.u32((*&v.max_mesh_output_primitives));
-        }
-        {
-            e.u32((*&v.max_mesh_multiview_view_count));
-        }
-        {
-            e.u32((*&v.mesh_output_per_vertex_granularity));
-        }
-        {
-            e.u32((*&v.mesh_output_per_primitive_granularity));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.max_mesh_total_memory_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_mesh_output_vertices).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_mesh_output_primitives).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.max_mesh_multiview_view_count).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.mesh_output_per_vertex_granularity).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.mesh_output_per_primitive_granularity).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10732,10 +9798,10 @@ pub mod structs {
         v: &vk::DrawMeshTasksIndirectCommandNV,
     ) {
         {
-            e.u32((*&v.task_count));
-        }
-        {
-            e.u32((*&v.first_task));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.task_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.first_task).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10752,19 +9818,14 @@ pub mod structs {
         v: &vk::PhysicalDeviceMeshShaderFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.task_shader));
-        }
-        {
-            e.u32((*&v.mesh_shader));
-        }
-        {
-            e.u32((*&v.multiview_mesh_shader));
-        }
-        {
-            e.u32((*&v.primitive_fragment_shading_rate_mesh_shader));
-        }
-        {
-            e.u32((*&v.mesh_shader_queries));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.task_shader).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.mesh_shader).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.multiview_mesh_shader).to_le_bytes());
+            b[12..16]
+                .copy_from_slice(&(*&v.primitive_fragment_shading_rate_mesh_shader).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.mesh_shader_queries).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10781,7 +9842,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMeshShaderPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.max_task_work_group_total_count));
+            e.raw(&(*&v.max_task_work_group_total_count).to_le_bytes()[..4]);
         }
         {
             for x in v.max_task_work_group_count.iter() {
@@ -10789,7 +9850,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.max_task_work_group_invocations));
+            e.raw(&(*&v.max_task_work_group_invocations).to_le_bytes()[..4]);
         }
         {
             for x in v.max_task_work_group_size.iter() {
@@ -10797,16 +9858,12 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.max_task_payload_size));
-        }
-        {
-            e.u32((*&v.max_task_shared_memory_size));
-        }
-        {
-            e.u32((*&v.max_task_payload_and_shared_memory_size));
-        }
-        {
-            e.u32((*&v.max_mesh_work_group_total_count));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.max_task_payload_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_task_shared_memory_size).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_task_payload_and_shared_memory_size).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.max_mesh_work_group_total_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.max_mesh_work_group_count.iter() {
@@ -10814,7 +9871,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.max_mesh_work_group_invocations));
+            e.raw(&(*&v.max_mesh_work_group_invocations).to_le_bytes()[..4]);
         }
         {
             for x in v.max_mesh_work_group_size.iter() {
@@ -10822,55 +9879,28 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.max_mesh_shared_memory_size));
-        }
-        {
-            e.u32((*&v.max_mesh_payload_and_shared_memory_size));
-        }
-        {
-            e.u32((*&v.max_mesh_output_memory_size));
-        }
-        {
-            e.u32((*&v.max_mesh_payload_and_output_memory_size));
-        }
-        {
-            e.u32((*&v.max_mesh_output_components));
-        }
-        {
-            e.u32((*&v.max_mesh_output_vertices));
-        }
-        {
-            e.u32((*&v.max_mesh_output_primitives));
-        }
-        {
-            e.u32((*&v.max_mesh_output_layers));
-        }
-        {
-            e.u32((*&v.max_mesh_multiview_view_count));
-        }
-        {
-            e.u32((*&v.mesh_output_per_vertex_granularity));
-        }
-        {
-            e.u32((*&v.mesh_output_per_primitive_granularity));
-        }
-        {
-            e.u32((*&v.max_preferred_task_work_group_invocations));
-        }
-        {
-            e.u32((*&v.max_preferred_mesh_work_group_invocations));
-        }
-        {
-            e.u32((*&v.prefers_local_invocation_vertex_output));
-        }
-        {
-            e.u32((*&v.prefers_local_invocation_primitive_output));
-        }
-        {
-            e.u32((*&v.prefers_compact_vertex_output));
-        }
-        {
-            e.u32((*&v.prefers_compact_primitive_output));
+            let mut b = [0u8; 68];
+            b[0..4].copy_from_slice(&(*&v.max_mesh_shared_memory_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_mesh_payload_and_shared_memory_size).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_mesh_output_memory_size).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.max_mesh_payload_and_output_memory_size).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.max_mesh_output_components).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.max_mesh_output_vertices).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.max_mesh_output_primitives).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.max_mesh_output_layers).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.max_mesh_multiview_view_count).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.mesh_output_per_vertex_granularity).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.mesh_output_per_primitive_granularity).to_le_bytes());
+            b[44..48]
+                .copy_from_slice(&(*&v.max_preferred_task_work_group_invocations).to_le_bytes());
+            b[48..52]
+                .copy_from_slice(&(*&v.max_preferred_mesh_work_group_invocations).to_le_bytes());
+            b[52..56].copy_from_slice(&(*&v.prefers_local_invocation_vertex_output).to_le_bytes());
+            b[56..60]
+                .copy_from_slice(&(*&v.prefers_local_invocation_primitive_output).to_le_bytes());
+            b[60..64].copy_from_slice(&(*&v.prefers_compact_vertex_output).to_le_bytes());
+            b[64..68].copy_from_slice(&(*&v.prefers_compact_primitive_output).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10879,13 +9909,11 @@ pub mod structs {
         v: &vk::DrawMeshTasksIndirectCommandEXT,
     ) {
         {
-            e.u32((*&v.group_count_x));
-        }
-        {
-            e.u32((*&v.group_count_y));
-        }
-        {
-            e.u32((*&v.group_count_z));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.group_count_x).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.group_count_y).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.group_count_z).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10902,19 +9930,13 @@ pub mod structs {
         v: &vk::RayTracingShaderGroupCreateInfoNV<'_>,
     ) {
         {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u32((*&v.general_shader));
-        }
-        {
-            e.u32((*&v.closest_hit_shader));
-        }
-        {
-            e.u32((*&v.any_hit_shader));
-        }
-        {
-            e.u32((*&v.intersection_shader));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.general_shader).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.closest_hit_shader).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.any_hit_shader).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.intersection_shader).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10931,22 +9953,16 @@ pub mod structs {
         v: &vk::RayTracingShaderGroupCreateInfoKHR<'_>,
     ) {
         {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u32((*&v.general_shader));
-        }
-        {
-            e.u32((*&v.closest_hit_shader));
-        }
-        {
-            e.u32((*&v.any_hit_shader));
-        }
-        {
-            e.u32((*&v.intersection_shader));
-        }
-        {
-            e.u64((*&v.p_shader_group_capture_replay_handle) as usize as u64);
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.general_shader).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.closest_hit_shader).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.any_hit_shader).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.intersection_shader).to_le_bytes());
+            b[20..28].copy_from_slice(
+                &((*&v.p_shader_group_capture_replay_handle) as usize as u64).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -10963,10 +9979,10 @@ pub mod structs {
         v: &vk::RayTracingPipelineCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.stage_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stage_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_stages;
@@ -10982,7 +9998,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.group_count));
+            e.raw(&(*&v.group_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_groups;
@@ -10998,16 +10014,12 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.max_recursion_depth));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.layout)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.base_pipeline_handle)));
-        }
-        {
-            e.i32((*&v.base_pipeline_index));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.max_recursion_depth).to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.layout)).to_le_bytes());
+            b[12..20].copy_from_slice(&Handle::as_raw((*&v.base_pipeline_handle)).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.base_pipeline_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11024,10 +10036,10 @@ pub mod structs {
         v: &vk::RayTracingPipelineCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.stage_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stage_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_stages;
@@ -11043,7 +10055,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.group_count));
+            e.raw(&(*&v.group_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_groups;
@@ -11059,7 +10071,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.max_pipeline_ray_recursion_depth));
+            e.raw(&(*&v.max_pipeline_ray_recursion_depth).to_le_bytes()[..4]);
         }
         {
             let p = v.p_library_info;
@@ -11089,13 +10101,11 @@ pub mod structs {
             }
         }
         {
-            e.u64(Handle::as_raw((*&v.layout)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.base_pipeline_handle)));
-        }
-        {
-            e.i32((*&v.base_pipeline_index));
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.layout)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.base_pipeline_handle)).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.base_pipeline_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11106,37 +10116,19 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkGeometryTrianglesNV_body(e: &mut Encoder, v: &vk::GeometryTrianglesNV<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.vertex_data)));
-        }
-        {
-            e.u64((*&v.vertex_offset));
-        }
-        {
-            e.u32((*&v.vertex_count));
-        }
-        {
-            e.u64((*&v.vertex_stride));
-        }
-        {
-            e.i32((*&v.vertex_format).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.index_data)));
-        }
-        {
-            e.u64((*&v.index_offset));
-        }
-        {
-            e.u32((*&v.index_count));
-        }
-        {
-            e.i32((*&v.index_type).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.transform_data)));
-        }
-        {
-            e.u64((*&v.transform_offset));
+            let mut b = [0u8; 72];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.vertex_data)).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.vertex_offset).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.vertex_count).to_le_bytes());
+            b[20..28].copy_from_slice(&(*&v.vertex_stride).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.vertex_format).as_raw().to_le_bytes());
+            b[32..40].copy_from_slice(&Handle::as_raw((*&v.index_data)).to_le_bytes());
+            b[40..48].copy_from_slice(&(*&v.index_offset).to_le_bytes());
+            b[48..52].copy_from_slice(&(*&v.index_count).to_le_bytes());
+            b[52..56].copy_from_slice(&(*&v.index_type).as_raw().to_le_bytes());
+            b[56..64].copy_from_slice(&Handle::as_raw((*&v.transform_data)).to_le_bytes());
+            b[64..72].copy_from_slice(&(*&v.transform_offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11147,16 +10139,12 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkGeometryAABBNV_body(e: &mut Encoder, v: &vk::GeometryAABBNV<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.aabb_data)));
-        }
-        {
-            e.u32((*&v.num_aab_bs));
-        }
-        {
-            e.u32((*&v.stride));
-        }
-        {
-            e.u64((*&v.offset));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.aabb_data)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.num_aab_bs).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.stride).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11176,13 +10164,13 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkGeometryNV_body(e: &mut Encoder, v: &vk::GeometryNV<'_>) {
         {
-            e.i32((*&v.geometry_type).as_raw());
+            e.raw(&(*&v.geometry_type).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkGeometryDataNV(e, &v.geometry);
         }
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -11199,16 +10187,12 @@ pub mod structs {
         v: &vk::AccelerationStructureInfoNV<'_>,
     ) {
         {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.instance_count));
-        }
-        {
-            e.u32((*&v.geometry_count));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.instance_count).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.geometry_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_geometries;
@@ -11238,7 +10222,7 @@ pub mod structs {
         v: &vk::AccelerationStructureCreateInfoNV<'_>,
     ) {
         {
-            e.u64((*&v.compacted_size));
+            e.raw(&(*&v.compacted_size).to_le_bytes()[..8]);
         }
         {
             structs::VkAccelerationStructureInfoNV(e, &v.info);
@@ -11258,16 +10242,12 @@ pub mod structs {
         v: &vk::BindAccelerationStructureMemoryInfoNV<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.acceleration_structure)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.memory)));
-        }
-        {
-            e.u64((*&v.memory_offset));
-        }
-        {
-            e.u32((*&v.device_index_count));
+            let mut b = [0u8; 28];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.acceleration_structure)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.memory)).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.memory_offset).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.device_index_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_device_indices;
@@ -11297,7 +10277,7 @@ pub mod structs {
         v: &vk::WriteDescriptorSetAccelerationStructureKHR<'_>,
     ) {
         {
-            e.u32((*&v.acceleration_structure_count));
+            e.raw(&(*&v.acceleration_structure_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_acceleration_structures;
@@ -11327,7 +10307,7 @@ pub mod structs {
         v: &vk::WriteDescriptorSetAccelerationStructureNV<'_>,
     ) {
         {
-            e.u32((*&v.acceleration_structure_count));
+            e.raw(&(*&v.acceleration_structure_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_acceleration_structures;
@@ -11357,10 +10337,10 @@ pub mod structs {
         v: &vk::AccelerationStructureMemoryRequirementsInfoNV<'_>,
     ) {
         {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.acceleration_structure)));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.acceleration_structure)).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11377,19 +10357,15 @@ pub mod structs {
         v: &vk::PhysicalDeviceAccelerationStructureFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.acceleration_structure));
-        }
-        {
-            e.u32((*&v.acceleration_structure_capture_replay));
-        }
-        {
-            e.u32((*&v.acceleration_structure_indirect_build));
-        }
-        {
-            e.u32((*&v.acceleration_structure_host_commands));
-        }
-        {
-            e.u32((*&v.descriptor_binding_acceleration_structure_update_after_bind));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.acceleration_structure).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.acceleration_structure_capture_replay).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.acceleration_structure_indirect_build).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.acceleration_structure_host_commands).to_le_bytes());
+            b[16..20].copy_from_slice(
+                &(*&v.descriptor_binding_acceleration_structure_update_after_bind).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11406,19 +10382,18 @@ pub mod structs {
         v: &vk::PhysicalDeviceRayTracingPipelineFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.ray_tracing_pipeline));
-        }
-        {
-            e.u32((*&v.ray_tracing_pipeline_shader_group_handle_capture_replay));
-        }
-        {
-            e.u32((*&v.ray_tracing_pipeline_shader_group_handle_capture_replay_mixed));
-        }
-        {
-            e.u32((*&v.ray_tracing_pipeline_trace_rays_indirect));
-        }
-        {
-            e.u32((*&v.ray_traversal_primitive_culling));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.ray_tracing_pipeline).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.ray_tracing_pipeline_shader_group_handle_capture_replay).to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(
+                &(*&v.ray_tracing_pipeline_shader_group_handle_capture_replay_mixed).to_le_bytes(),
+            );
+            b[12..16]
+                .copy_from_slice(&(*&v.ray_tracing_pipeline_trace_rays_indirect).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.ray_traversal_primitive_culling).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11435,7 +10410,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceRayQueryFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.ray_query));
+            e.raw(&(*&v.ray_query).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -11452,28 +10427,26 @@ pub mod structs {
         v: &vk::PhysicalDeviceAccelerationStructurePropertiesKHR<'_>,
     ) {
         {
-            e.u64((*&v.max_geometry_count));
-        }
-        {
-            e.u64((*&v.max_instance_count));
-        }
-        {
-            e.u64((*&v.max_primitive_count));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_acceleration_structures));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_acceleration_structures));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_acceleration_structures));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_acceleration_structures));
-        }
-        {
-            e.u32((*&v.min_acceleration_structure_scratch_offset_alignment));
+            let mut b = [0u8; 44];
+            b[0..8].copy_from_slice(&(*&v.max_geometry_count).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.max_instance_count).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.max_primitive_count).to_le_bytes());
+            b[24..28].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_acceleration_structures).to_le_bytes(),
+            );
+            b[28..32].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_acceleration_structures)
+                    .to_le_bytes(),
+            );
+            b[32..36]
+                .copy_from_slice(&(*&v.max_descriptor_set_acceleration_structures).to_le_bytes());
+            b[36..40].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_acceleration_structures).to_le_bytes(),
+            );
+            b[40..44].copy_from_slice(
+                &(*&v.min_acceleration_structure_scratch_offset_alignment).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11490,28 +10463,16 @@ pub mod structs {
         v: &vk::PhysicalDeviceRayTracingPipelinePropertiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.shader_group_handle_size));
-        }
-        {
-            e.u32((*&v.max_ray_recursion_depth));
-        }
-        {
-            e.u32((*&v.max_shader_group_stride));
-        }
-        {
-            e.u32((*&v.shader_group_base_alignment));
-        }
-        {
-            e.u32((*&v.shader_group_handle_capture_replay_size));
-        }
-        {
-            e.u32((*&v.max_ray_dispatch_invocation_count));
-        }
-        {
-            e.u32((*&v.shader_group_handle_alignment));
-        }
-        {
-            e.u32((*&v.max_ray_hit_attribute_size));
+            let mut b = [0u8; 32];
+            b[0..4].copy_from_slice(&(*&v.shader_group_handle_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_ray_recursion_depth).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_shader_group_stride).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.shader_group_base_alignment).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.shader_group_handle_capture_replay_size).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.max_ray_dispatch_invocation_count).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.shader_group_handle_alignment).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.max_ray_hit_attribute_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11528,28 +10489,17 @@ pub mod structs {
         v: &vk::PhysicalDeviceRayTracingPropertiesNV<'_>,
     ) {
         {
-            e.u32((*&v.shader_group_handle_size));
-        }
-        {
-            e.u32((*&v.max_recursion_depth));
-        }
-        {
-            e.u32((*&v.max_shader_group_stride));
-        }
-        {
-            e.u32((*&v.shader_group_base_alignment));
-        }
-        {
-            e.u64((*&v.max_geometry_count));
-        }
-        {
-            e.u64((*&v.max_instance_count));
-        }
-        {
-            e.u64((*&v.max_triangle_count));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_acceleration_structures));
+            let mut b = [0u8; 44];
+            b[0..4].copy_from_slice(&(*&v.shader_group_handle_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_recursion_depth).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_shader_group_stride).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.shader_group_base_alignment).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.max_geometry_count).to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.max_instance_count).to_le_bytes());
+            b[32..40].copy_from_slice(&(*&v.max_triangle_count).to_le_bytes());
+            b[40..44]
+                .copy_from_slice(&(*&v.max_descriptor_set_acceleration_structures).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11558,13 +10508,11 @@ pub mod structs {
         v: &vk::StridedDeviceAddressRegionKHR,
     ) {
         {
-            e.u64((*&v.device_address));
-        }
-        {
-            e.u64((*&v.stride));
-        }
-        {
-            e.u64((*&v.size));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&(*&v.device_address).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.stride).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11573,13 +10521,11 @@ pub mod structs {
         v: &vk::TraceRaysIndirectCommandKHR,
     ) {
         {
-            e.u32((*&v.width));
-        }
-        {
-            e.u32((*&v.height));
-        }
-        {
-            e.u32((*&v.depth));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.width).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.height).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.depth).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11588,46 +10534,22 @@ pub mod structs {
         v: &vk::TraceRaysIndirectCommand2KHR,
     ) {
         {
-            e.u64((*&v.raygen_shader_record_address));
-        }
-        {
-            e.u64((*&v.raygen_shader_record_size));
-        }
-        {
-            e.u64((*&v.miss_shader_binding_table_address));
-        }
-        {
-            e.u64((*&v.miss_shader_binding_table_size));
-        }
-        {
-            e.u64((*&v.miss_shader_binding_table_stride));
-        }
-        {
-            e.u64((*&v.hit_shader_binding_table_address));
-        }
-        {
-            e.u64((*&v.hit_shader_binding_table_size));
-        }
-        {
-            e.u64((*&v.hit_shader_binding_table_stride));
-        }
-        {
-            e.u64((*&v.callable_shader_binding_table_address));
-        }
-        {
-            e.u64((*&v.callable_shader_binding_table_size));
-        }
-        {
-            e.u64((*&v.callable_shader_binding_table_stride));
-        }
-        {
-            e.u32((*&v.width));
-        }
-        {
-            e.u32((*&v.height));
-        }
-        {
-            e.u32((*&v.depth));
+            let mut b = [0u8; 100];
+            b[0..8].copy_from_slice(&(*&v.raygen_shader_record_address).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.raygen_shader_record_size).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.miss_shader_binding_table_address).to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.miss_shader_binding_table_size).to_le_bytes());
+            b[32..40].copy_from_slice(&(*&v.miss_shader_binding_table_stride).to_le_bytes());
+            b[40..48].copy_from_slice(&(*&v.hit_shader_binding_table_address).to_le_bytes());
+            b[48..56].copy_from_slice(&(*&v.hit_shader_binding_table_size).to_le_bytes());
+            b[56..64].copy_from_slice(&(*&v.hit_shader_binding_table_stride).to_le_bytes());
+            b[64..72].copy_from_slice(&(*&v.callable_shader_binding_table_address).to_le_bytes());
+            b[72..80].copy_from_slice(&(*&v.callable_shader_binding_table_size).to_le_bytes());
+            b[80..88].copy_from_slice(&(*&v.callable_shader_binding_table_stride).to_le_bytes());
+            b[88..92].copy_from_slice(&(*&v.width).to_le_bytes());
+            b[92..96].copy_from_slice(&(*&v.height).to_le_bytes());
+            b[96..100].copy_from_slice(&(*&v.depth).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11644,10 +10566,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceRayTracingMaintenance1FeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.ray_tracing_maintenance1));
-        }
-        {
-            e.u32((*&v.ray_tracing_pipeline_trace_rays_indirect2));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.ray_tracing_maintenance1).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.ray_tracing_pipeline_trace_rays_indirect2).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11664,7 +10586,7 @@ pub mod structs {
         v: &vk::DrmFormatModifierPropertiesListEXT<'_>,
     ) {
         {
-            e.u32((*&v.drm_format_modifier_count));
+            e.raw(&(*&v.drm_format_modifier_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_drm_format_modifier_properties;
@@ -11686,13 +10608,15 @@ pub mod structs {
         v: &vk::DrmFormatModifierPropertiesEXT,
     ) {
         {
-            e.u64((*&v.drm_format_modifier));
-        }
-        {
-            e.u32((*&v.drm_format_modifier_plane_count));
-        }
-        {
-            e.u32((*&v.drm_format_modifier_tiling_features).as_raw());
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.drm_format_modifier).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.drm_format_modifier_plane_count).to_le_bytes());
+            b[12..16].copy_from_slice(
+                &(*&v.drm_format_modifier_tiling_features)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11709,13 +10633,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceImageDrmFormatModifierInfoEXT<'_>,
     ) {
         {
-            e.u64((*&v.drm_format_modifier));
-        }
-        {
-            e.i32((*&v.sharing_mode).as_raw());
-        }
-        {
-            e.u32((*&v.queue_family_index_count));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.drm_format_modifier).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.sharing_mode).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.queue_family_index_count).to_le_bytes());
+            e.raw(&b);
         }
         if v.sharing_mode == vk::SharingMode::CONCURRENT {
             let p = v.p_queue_family_indices;
@@ -11747,7 +10669,7 @@ pub mod structs {
         v: &vk::ImageDrmFormatModifierListCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.drm_format_modifier_count));
+            e.raw(&(*&v.drm_format_modifier_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_drm_format_modifiers;
@@ -11777,10 +10699,10 @@ pub mod structs {
         v: &vk::ImageDrmFormatModifierExplicitCreateInfoEXT<'_>,
     ) {
         {
-            e.u64((*&v.drm_format_modifier));
-        }
-        {
-            e.u32((*&v.drm_format_modifier_plane_count));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&(*&v.drm_format_modifier).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.drm_format_modifier_plane_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_plane_layouts;
@@ -11810,7 +10732,7 @@ pub mod structs {
         v: &vk::ImageDrmFormatModifierPropertiesEXT<'_>,
     ) {
         {
-            e.u64((*&v.drm_format_modifier));
+            e.raw(&(*&v.drm_format_modifier).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -11827,7 +10749,7 @@ pub mod structs {
         v: &vk::ImageStencilUsageCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.stencil_usage).as_raw());
+            e.raw(&(*&v.stencil_usage).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -11844,7 +10766,7 @@ pub mod structs {
         v: &vk::DeviceMemoryOverallocationCreateInfoAMD<'_>,
     ) {
         {
-            e.i32((*&v.overallocation_behavior).as_raw());
+            e.raw(&(*&v.overallocation_behavior).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -11861,13 +10783,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentDensityMapFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.fragment_density_map));
-        }
-        {
-            e.u32((*&v.fragment_density_map_dynamic));
-        }
-        {
-            e.u32((*&v.fragment_density_map_non_subsampled_images));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.fragment_density_map).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.fragment_density_map_dynamic).to_le_bytes());
+            b[8..12]
+                .copy_from_slice(&(*&v.fragment_density_map_non_subsampled_images).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -11884,7 +10805,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentDensityMap2FeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.fragment_density_map_deferred));
+            e.raw(&(*&v.fragment_density_map_deferred).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -11901,7 +10822,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM<'_>,
     ) {
         {
-            e.u32((*&v.fragment_density_map_offset));
+            e.raw(&(*&v.fragment_density_map_offset).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -11924,7 +10845,7 @@ pub mod structs {
             structs::VkExtent2D(e, &v.max_fragment_density_texel_size);
         }
         {
-            e.u32((*&v.fragment_density_invocations));
+            e.raw(&(*&v.fragment_density_invocations).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -11941,16 +10862,14 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentDensityMap2PropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.subsampled_loads));
-        }
-        {
-            e.u32((*&v.subsampled_coarse_reconstruction_early_access));
-        }
-        {
-            e.u32((*&v.max_subsampled_array_layers));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_subsampled_samplers));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.subsampled_loads).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.subsampled_coarse_reconstruction_early_access).to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(&(*&v.max_subsampled_array_layers).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.max_descriptor_set_subsampled_samplers).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12001,7 +10920,7 @@ pub mod structs {
         v: &vk::SubpassFragmentDensityMapOffsetEndInfoQCOM<'_>,
     ) {
         {
-            e.u32((*&v.fragment_density_offset_count));
+            e.raw(&(*&v.fragment_density_offset_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_fragment_density_offsets;
@@ -12031,7 +10950,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceScalarBlockLayoutFeatures<'_>,
     ) {
         {
-            e.u32((*&v.scalar_block_layout));
+            e.raw(&(*&v.scalar_block_layout).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12048,7 +10967,7 @@ pub mod structs {
         v: &vk::SurfaceProtectedCapabilitiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.supports_protected));
+            e.raw(&(*&v.supports_protected).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12065,7 +10984,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceUniformBufferStandardLayoutFeatures<'_>,
     ) {
         {
-            e.u32((*&v.uniform_buffer_standard_layout));
+            e.raw(&(*&v.uniform_buffer_standard_layout).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12082,7 +11001,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDepthClipEnableFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.depth_clip_enable));
+            e.raw(&(*&v.depth_clip_enable).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12099,10 +11018,10 @@ pub mod structs {
         v: &vk::PipelineRasterizationDepthClipStateCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.depth_clip_enable));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.depth_clip_enable).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12143,7 +11062,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMemoryPriorityFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.memory_priority));
+            e.raw(&(*&v.memory_priority).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12160,7 +11079,7 @@ pub mod structs {
         v: &vk::MemoryPriorityAllocateInfoEXT<'_>,
     ) {
         {
-            e.f32((*&v.priority));
+            e.raw(&(*&v.priority).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12177,7 +11096,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePageableDeviceLocalMemoryFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.pageable_device_local_memory));
+            e.raw(&(*&v.pageable_device_local_memory).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12194,13 +11113,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceBufferDeviceAddressFeatures<'_>,
     ) {
         {
-            e.u32((*&v.buffer_device_address));
-        }
-        {
-            e.u32((*&v.buffer_device_address_capture_replay));
-        }
-        {
-            e.u32((*&v.buffer_device_address_multi_device));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.buffer_device_address).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.buffer_device_address_capture_replay).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.buffer_device_address_multi_device).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12217,13 +11134,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceBufferDeviceAddressFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.buffer_device_address));
-        }
-        {
-            e.u32((*&v.buffer_device_address_capture_replay));
-        }
-        {
-            e.u32((*&v.buffer_device_address_multi_device));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.buffer_device_address).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.buffer_device_address_capture_replay).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.buffer_device_address_multi_device).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12237,7 +11152,7 @@ pub mod structs {
         v: &vk::BufferDeviceAddressInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.buffer)));
+            e.raw(&Handle::as_raw((*&v.buffer)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -12254,7 +11169,7 @@ pub mod structs {
         v: &vk::BufferOpaqueCaptureAddressCreateInfo<'_>,
     ) {
         {
-            e.u64((*&v.opaque_capture_address));
+            e.raw(&(*&v.opaque_capture_address).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -12271,7 +11186,7 @@ pub mod structs {
         v: &vk::BufferDeviceAddressCreateInfoEXT<'_>,
     ) {
         {
-            e.u64((*&v.device_address));
+            e.raw(&(*&v.device_address).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -12288,7 +11203,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceImageViewImageFormatInfoEXT<'_>,
     ) {
         {
-            e.i32((*&v.image_view_type).as_raw());
+            e.raw(&(*&v.image_view_type).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12305,10 +11220,10 @@ pub mod structs {
         v: &vk::FilterCubicImageViewImageFormatPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.filter_cubic));
-        }
-        {
-            e.u32((*&v.filter_cubic_minmax));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.filter_cubic).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.filter_cubic_minmax).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12325,7 +11240,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceImagelessFramebufferFeatures<'_>,
     ) {
         {
-            e.u32((*&v.imageless_framebuffer));
+            e.raw(&(*&v.imageless_framebuffer).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12342,7 +11257,7 @@ pub mod structs {
         v: &vk::FramebufferAttachmentsCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.attachment_image_info_count));
+            e.raw(&(*&v.attachment_image_info_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_attachment_image_infos;
@@ -12372,22 +11287,14 @@ pub mod structs {
         v: &vk::FramebufferAttachmentImageInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.usage).as_raw());
-        }
-        {
-            e.u32((*&v.width));
-        }
-        {
-            e.u32((*&v.height));
-        }
-        {
-            e.u32((*&v.layer_count));
-        }
-        {
-            e.u32((*&v.view_format_count));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.usage).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.width).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.height).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.layer_count).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.view_format_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_view_formats;
@@ -12417,7 +11324,7 @@ pub mod structs {
         v: &vk::RenderPassAttachmentBeginInfo<'_>,
     ) {
         {
-            e.u32((*&v.attachment_count));
+            e.raw(&(*&v.attachment_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_attachments;
@@ -12447,7 +11354,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceTextureCompressionASTCHDRFeatures<'_>,
     ) {
         {
-            e.u32((*&v.texture_compression_astc_hdr));
+            e.raw(&(*&v.texture_compression_astc_hdr).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12464,10 +11371,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceCooperativeMatrixFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.cooperative_matrix));
-        }
-        {
-            e.u32((*&v.cooperative_matrix_robust_buffer_access));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.cooperative_matrix).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.cooperative_matrix_robust_buffer_access).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12484,7 +11391,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceCooperativeMatrixPropertiesNV<'_>,
     ) {
         {
-            e.u32((*&v.cooperative_matrix_supported_stages).as_raw());
+            e.raw(
+                &(*&v.cooperative_matrix_supported_stages)
+                    .as_raw()
+                    .to_le_bytes()[..4],
+            );
         }
     }
     #[inline(never)]
@@ -12501,28 +11412,16 @@ pub mod structs {
         v: &vk::CooperativeMatrixPropertiesNV<'_>,
     ) {
         {
-            e.u32((*&v.m_size));
-        }
-        {
-            e.u32((*&v.n_size));
-        }
-        {
-            e.u32((*&v.k_size));
-        }
-        {
-            e.i32((*&v.a_type).as_raw());
-        }
-        {
-            e.i32((*&v.b_type).as_raw());
-        }
-        {
-            e.i32((*&v.c_type).as_raw());
-        }
-        {
-            e.i32((*&v.d_type).as_raw());
-        }
-        {
-            e.i32((*&v.scope).as_raw());
+            let mut b = [0u8; 32];
+            b[0..4].copy_from_slice(&(*&v.m_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.n_size).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.k_size).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.a_type).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.b_type).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.c_type).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.d_type).as_raw().to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.scope).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12539,7 +11438,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceYcbcrImageArraysFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.ycbcr_image_arrays));
+            e.raw(&(*&v.ycbcr_image_arrays).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12553,13 +11452,11 @@ pub mod structs {
         v: &vk::ImageViewHandleInfoNVX<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image_view)));
-        }
-        {
-            e.i32((*&v.descriptor_type).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.sampler)));
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.image_view)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.descriptor_type).as_raw().to_le_bytes());
+            b[12..20].copy_from_slice(&Handle::as_raw((*&v.sampler)).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12576,19 +11473,19 @@ pub mod structs {
         v: &vk::ImageViewAddressPropertiesNVX<'_>,
     ) {
         {
-            e.u64((*&v.device_address));
-        }
-        {
-            e.u64((*&v.size));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.device_address).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkPipelineCreationFeedback(e: &mut Encoder, v: &vk::PipelineCreationFeedback) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.duration));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.duration).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12614,7 +11511,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.pipeline_stage_creation_feedback_count));
+            e.raw(&(*&v.pipeline_stage_creation_feedback_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_pipeline_stage_creation_feedbacks;
@@ -12644,7 +11541,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePresentBarrierFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.present_barrier));
+            e.raw(&(*&v.present_barrier).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12661,7 +11558,7 @@ pub mod structs {
         v: &vk::SurfaceCapabilitiesPresentBarrierNV<'_>,
     ) {
         {
-            e.u32((*&v.present_barrier_supported));
+            e.raw(&(*&v.present_barrier_supported).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12678,7 +11575,7 @@ pub mod structs {
         v: &vk::SwapchainPresentBarrierCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.present_barrier_enable));
+            e.raw(&(*&v.present_barrier_enable).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12695,10 +11592,10 @@ pub mod structs {
         v: &vk::PhysicalDevicePerformanceQueryFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.performance_counter_query_pools));
-        }
-        {
-            e.u32((*&v.performance_counter_multiple_query_pools));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.performance_counter_query_pools).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.performance_counter_multiple_query_pools).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12715,7 +11612,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePerformanceQueryPropertiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.allow_command_buffer_query_copies));
+            e.raw(&(*&v.allow_command_buffer_query_copies).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12726,13 +11623,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkPerformanceCounterKHR_body(e: &mut Encoder, v: &vk::PerformanceCounterKHR<'_>) {
         {
-            e.i32((*&v.unit).as_raw());
-        }
-        {
-            e.i32((*&v.scope).as_raw());
-        }
-        {
-            e.i32((*&v.storage).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.unit).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.scope).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.storage).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.uuid.iter() {
@@ -12754,7 +11649,7 @@ pub mod structs {
         v: &vk::PerformanceCounterDescriptionKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
         {
             e.fixed_str(&v.name);
@@ -12780,10 +11675,10 @@ pub mod structs {
         v: &vk::QueryPoolPerformanceCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.queue_family_index));
-        }
-        {
-            e.u32((*&v.counter_index_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.queue_family_index).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.counter_index_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_counter_indices;
@@ -12813,10 +11708,10 @@ pub mod structs {
         v: &vk::AcquireProfilingLockInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.timeout));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.timeout).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12833,7 +11728,7 @@ pub mod structs {
         v: &vk::PerformanceQuerySubmitInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.counter_pass_index));
+            e.raw(&(*&v.counter_pass_index).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12850,7 +11745,7 @@ pub mod structs {
         v: &vk::HeadlessSurfaceCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12867,7 +11762,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceCoverageReductionModeFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.coverage_reduction_mode));
+            e.raw(&(*&v.coverage_reduction_mode).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12884,10 +11779,10 @@ pub mod structs {
         v: &vk::PipelineCoverageReductionStateCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.coverage_reduction_mode).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.coverage_reduction_mode).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12904,16 +11799,12 @@ pub mod structs {
         v: &vk::FramebufferMixedSamplesCombinationNV<'_>,
     ) {
         {
-            e.i32((*&v.coverage_reduction_mode).as_raw());
-        }
-        {
-            e.u32((*&v.rasterization_samples).as_raw());
-        }
-        {
-            e.u32((*&v.depth_stencil_samples).as_raw());
-        }
-        {
-            e.u32((*&v.color_samples).as_raw());
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.coverage_reduction_mode).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.rasterization_samples).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.depth_stencil_samples).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.color_samples).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -12930,13 +11821,13 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderIntegerFunctions2FeaturesINTEL<'_>,
     ) {
         {
-            e.u32((*&v.shader_integer_functions2));
+            e.raw(&(*&v.shader_integer_functions2).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
     pub unsafe fn VkPerformanceValueINTEL(e: &mut Encoder, v: &vk::PerformanceValueINTEL) {
         {
-            e.i32((*&v.ty).as_raw());
+            e.raw(&(*&v.ty).as_raw().to_le_bytes()[..4]);
         }
         {
             e.raw_of(&v.data);
@@ -12956,7 +11847,7 @@ pub mod structs {
         v: &vk::InitializePerformanceApiInfoINTEL<'_>,
     ) {
         {
-            e.u64((*&v.p_user_data) as usize as u64);
+            e.raw(&((*&v.p_user_data) as usize as u64).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -12973,7 +11864,7 @@ pub mod structs {
         v: &vk::QueryPoolPerformanceQueryCreateInfoINTEL<'_>,
     ) {
         {
-            e.i32((*&v.performance_counters_sampling).as_raw());
+            e.raw(&(*&v.performance_counters_sampling).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -12990,7 +11881,7 @@ pub mod structs {
         v: &vk::PerformanceMarkerInfoINTEL<'_>,
     ) {
         {
-            e.u64((*&v.marker));
+            e.raw(&(*&v.marker).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -13007,7 +11898,7 @@ pub mod structs {
         v: &vk::PerformanceStreamMarkerInfoINTEL<'_>,
     ) {
         {
-            e.u32((*&v.marker));
+            e.raw(&(*&v.marker).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13024,13 +11915,11 @@ pub mod structs {
         v: &vk::PerformanceOverrideInfoINTEL<'_>,
     ) {
         {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u32((*&v.enable));
-        }
-        {
-            e.u64((*&v.parameter));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.enable).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.parameter).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13047,7 +11936,7 @@ pub mod structs {
         v: &vk::PerformanceConfigurationAcquireInfoINTEL<'_>,
     ) {
         {
-            e.i32((*&v.ty).as_raw());
+            e.raw(&(*&v.ty).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13064,10 +11953,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderClockFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.shader_subgroup_clock));
-        }
-        {
-            e.u32((*&v.shader_device_clock));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.shader_subgroup_clock).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.shader_device_clock).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13084,7 +11973,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceIndexTypeUint8FeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.index_type_uint8));
+            e.raw(&(*&v.index_type_uint8).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13101,10 +11990,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV<'_>,
     ) {
         {
-            e.u32((*&v.shader_sm_count));
-        }
-        {
-            e.u32((*&v.shader_warps_per_sm));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.shader_sm_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.shader_warps_per_sm).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13121,7 +12010,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderSMBuiltinsFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.shader_sm_builtins));
+            e.raw(&(*&v.shader_sm_builtins).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13138,13 +12027,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentShaderInterlockFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.fragment_shader_sample_interlock));
-        }
-        {
-            e.u32((*&v.fragment_shader_pixel_interlock));
-        }
-        {
-            e.u32((*&v.fragment_shader_shading_rate_interlock));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.fragment_shader_sample_interlock).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.fragment_shader_pixel_interlock).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.fragment_shader_shading_rate_interlock).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13161,7 +12048,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceSeparateDepthStencilLayoutsFeatures<'_>,
     ) {
         {
-            e.u32((*&v.separate_depth_stencil_layouts));
+            e.raw(&(*&v.separate_depth_stencil_layouts).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13178,7 +12065,7 @@ pub mod structs {
         v: &vk::AttachmentReferenceStencilLayout<'_>,
     ) {
         {
-            e.i32((*&v.stencil_layout).as_raw());
+            e.raw(&(*&v.stencil_layout).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13195,10 +12082,10 @@ pub mod structs {
         v: &vk::PhysicalDevicePrimitiveTopologyListRestartFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.primitive_topology_list_restart));
-        }
-        {
-            e.u32((*&v.primitive_topology_patch_list_restart));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.primitive_topology_list_restart).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.primitive_topology_patch_list_restart).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13215,10 +12102,10 @@ pub mod structs {
         v: &vk::AttachmentDescriptionStencilLayout<'_>,
     ) {
         {
-            e.i32((*&v.stencil_initial_layout).as_raw());
-        }
-        {
-            e.i32((*&v.stencil_final_layout).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.stencil_initial_layout).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stencil_final_layout).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13235,7 +12122,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.pipeline_executable_info));
+            e.raw(&(*&v.pipeline_executable_info).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13246,7 +12133,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkPipelineInfoKHR_body(e: &mut Encoder, v: &vk::PipelineInfoKHR<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.pipeline)));
+            e.raw(&Handle::as_raw((*&v.pipeline)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -13263,7 +12150,7 @@ pub mod structs {
         v: &vk::PipelineExecutablePropertiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.stages).as_raw());
+            e.raw(&(*&v.stages).as_raw().to_le_bytes()[..4]);
         }
         {
             e.fixed_str(&v.name);
@@ -13272,7 +12159,7 @@ pub mod structs {
             e.fixed_str(&v.description);
         }
         {
-            e.u32((*&v.subgroup_size));
+            e.raw(&(*&v.subgroup_size).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13289,10 +12176,10 @@ pub mod structs {
         v: &vk::PipelineExecutableInfoKHR<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.pipeline)));
-        }
-        {
-            e.u32((*&v.executable_index));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.pipeline)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.executable_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13315,7 +12202,7 @@ pub mod structs {
             e.fixed_str(&v.description);
         }
         {
-            e.i32((*&v.format).as_raw());
+            e.raw(&(*&v.format).as_raw().to_le_bytes()[..4]);
         }
         {
             e.raw_of(&v.value);
@@ -13341,10 +12228,10 @@ pub mod structs {
             e.fixed_str(&v.description);
         }
         {
-            e.u32((*&v.is_text));
-        }
-        {
-            e.u64((*&v.data_size) as u64);
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.is_text).to_le_bytes());
+            b[4..12].copy_from_slice(&((*&v.data_size) as u64).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_data;
@@ -13372,7 +12259,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderDemoteToHelperInvocationFeatures<'_>,
     ) {
         {
-            e.u32((*&v.shader_demote_to_helper_invocation));
+            e.raw(&(*&v.shader_demote_to_helper_invocation).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13389,7 +12276,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceTexelBufferAlignmentFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.texel_buffer_alignment));
+            e.raw(&(*&v.texel_buffer_alignment).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13406,16 +12293,18 @@ pub mod structs {
         v: &vk::PhysicalDeviceTexelBufferAlignmentProperties<'_>,
     ) {
         {
-            e.u64((*&v.storage_texel_buffer_offset_alignment_bytes));
-        }
-        {
-            e.u32((*&v.storage_texel_buffer_offset_single_texel_alignment));
-        }
-        {
-            e.u64((*&v.uniform_texel_buffer_offset_alignment_bytes));
-        }
-        {
-            e.u32((*&v.uniform_texel_buffer_offset_single_texel_alignment));
+            let mut b = [0u8; 24];
+            b[0..8]
+                .copy_from_slice(&(*&v.storage_texel_buffer_offset_alignment_bytes).to_le_bytes());
+            b[8..12].copy_from_slice(
+                &(*&v.storage_texel_buffer_offset_single_texel_alignment).to_le_bytes(),
+            );
+            b[12..20]
+                .copy_from_slice(&(*&v.uniform_texel_buffer_offset_alignment_bytes).to_le_bytes());
+            b[20..24].copy_from_slice(
+                &(*&v.uniform_texel_buffer_offset_single_texel_alignment).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13432,10 +12321,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceSubgroupSizeControlFeatures<'_>,
     ) {
         {
-            e.u32((*&v.subgroup_size_control));
-        }
-        {
-            e.u32((*&v.compute_full_subgroups));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.subgroup_size_control).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.compute_full_subgroups).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13452,16 +12341,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceSubgroupSizeControlProperties<'_>,
     ) {
         {
-            e.u32((*&v.min_subgroup_size));
-        }
-        {
-            e.u32((*&v.max_subgroup_size));
-        }
-        {
-            e.u32((*&v.max_compute_workgroup_subgroups));
-        }
-        {
-            e.u32((*&v.required_subgroup_size_stages).as_raw());
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.min_subgroup_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_subgroup_size).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_compute_workgroup_subgroups).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.required_subgroup_size_stages).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13478,7 +12363,7 @@ pub mod structs {
         v: &vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.required_subgroup_size));
+            e.raw(&(*&v.required_subgroup_size).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13495,10 +12380,10 @@ pub mod structs {
         v: &vk::SubpassShadingPipelineCreateInfoHUAWEI<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.render_pass)));
-        }
-        {
-            e.u32((*&v.subpass));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.render_pass)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.subpass).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13515,7 +12400,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceSubpassShadingPropertiesHUAWEI<'_>,
     ) {
         {
-            e.u32((*&v.max_subpass_shading_workgroup_size_aspect_ratio));
+            e.raw(&(*&v.max_subpass_shading_workgroup_size_aspect_ratio).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13542,7 +12427,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.max_output_cluster_count));
+            e.raw(&(*&v.max_output_cluster_count).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13559,7 +12444,7 @@ pub mod structs {
         v: &vk::MemoryOpaqueCaptureAddressAllocateInfo<'_>,
     ) {
         {
-            e.u64((*&v.opaque_capture_address));
+            e.raw(&(*&v.opaque_capture_address).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -13576,7 +12461,7 @@ pub mod structs {
         v: &vk::DeviceMemoryOpaqueCaptureAddressInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.memory)));
+            e.raw(&Handle::as_raw((*&v.memory)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -13593,22 +12478,14 @@ pub mod structs {
         v: &vk::PhysicalDeviceLineRasterizationFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.rectangular_lines));
-        }
-        {
-            e.u32((*&v.bresenham_lines));
-        }
-        {
-            e.u32((*&v.smooth_lines));
-        }
-        {
-            e.u32((*&v.stippled_rectangular_lines));
-        }
-        {
-            e.u32((*&v.stippled_bresenham_lines));
-        }
-        {
-            e.u32((*&v.stippled_smooth_lines));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.rectangular_lines).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.bresenham_lines).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.smooth_lines).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.stippled_rectangular_lines).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.stippled_bresenham_lines).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.stippled_smooth_lines).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13625,7 +12502,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceLineRasterizationPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.line_sub_pixel_precision_bits));
+            e.raw(&(*&v.line_sub_pixel_precision_bits).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13642,16 +12519,12 @@ pub mod structs {
         v: &vk::PipelineRasterizationLineStateCreateInfoEXT<'_>,
     ) {
         {
-            e.i32((*&v.line_rasterization_mode).as_raw());
-        }
-        {
-            e.u32((*&v.stippled_line_enable));
-        }
-        {
-            e.u32((*&v.line_stipple_factor));
-        }
-        {
-            e.u16((*&v.line_stipple_pattern));
+            let mut b = [0u8; 14];
+            b[0..4].copy_from_slice(&(*&v.line_rasterization_mode).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stippled_line_enable).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.line_stipple_factor).to_le_bytes());
+            b[12..14].copy_from_slice(&(*&v.line_stipple_pattern).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13668,7 +12541,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePipelineCreationCacheControlFeatures<'_>,
     ) {
         {
-            e.u32((*&v.pipeline_creation_cache_control));
+            e.raw(&(*&v.pipeline_creation_cache_control).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -13685,40 +12558,20 @@ pub mod structs {
         v: &vk::PhysicalDeviceVulkan11Features<'_>,
     ) {
         {
-            e.u32((*&v.storage_buffer16_bit_access));
-        }
-        {
-            e.u32((*&v.uniform_and_storage_buffer16_bit_access));
-        }
-        {
-            e.u32((*&v.storage_push_constant16));
-        }
-        {
-            e.u32((*&v.storage_input_output16));
-        }
-        {
-            e.u32((*&v.multiview));
-        }
-        {
-            e.u32((*&v.multiview_geometry_shader));
-        }
-        {
-            e.u32((*&v.multiview_tessellation_shader));
-        }
-        {
-            e.u32((*&v.variable_pointers_storage_buffer));
-        }
-        {
-            e.u32((*&v.variable_pointers));
-        }
-        {
-            e.u32((*&v.protected_memory));
-        }
-        {
-            e.u32((*&v.sampler_ycbcr_conversion));
-        }
-        {
-            e.u32((*&v.shader_draw_parameters));
+            let mut b = [0u8; 48];
+            b[0..4].copy_from_slice(&(*&v.storage_buffer16_bit_access).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.uniform_and_storage_buffer16_bit_access).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.storage_push_constant16).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.storage_input_output16).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.multiview).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.multiview_geometry_shader).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.multiview_tessellation_shader).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.variable_pointers_storage_buffer).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.variable_pointers).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.protected_memory).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.sampler_ycbcr_conversion).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.shader_draw_parameters).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13750,40 +12603,20 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.device_node_mask));
-        }
-        {
-            e.u32((*&v.device_luid_valid));
-        }
-        {
-            e.u32((*&v.subgroup_size));
-        }
-        {
-            e.u32((*&v.subgroup_supported_stages).as_raw());
-        }
-        {
-            e.u32((*&v.subgroup_supported_operations).as_raw());
-        }
-        {
-            e.u32((*&v.subgroup_quad_operations_in_all_stages));
-        }
-        {
-            e.i32((*&v.point_clipping_behavior).as_raw());
-        }
-        {
-            e.u32((*&v.max_multiview_view_count));
-        }
-        {
-            e.u32((*&v.max_multiview_instance_index));
-        }
-        {
-            e.u32((*&v.protected_no_fault));
-        }
-        {
-            e.u32((*&v.max_per_set_descriptors));
-        }
-        {
-            e.u64((*&v.max_memory_allocation_size));
+            let mut b = [0u8; 52];
+            b[0..4].copy_from_slice(&(*&v.device_node_mask).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.device_luid_valid).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.subgroup_size).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.subgroup_supported_stages).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.subgroup_supported_operations).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.subgroup_quad_operations_in_all_stages).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.point_clipping_behavior).as_raw().to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.max_multiview_view_count).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.max_multiview_instance_index).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.protected_no_fault).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.max_per_set_descriptors).to_le_bytes());
+            b[44..52].copy_from_slice(&(*&v.max_memory_allocation_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13800,145 +12633,92 @@ pub mod structs {
         v: &vk::PhysicalDeviceVulkan12Features<'_>,
     ) {
         {
-            e.u32((*&v.sampler_mirror_clamp_to_edge));
-        }
-        {
-            e.u32((*&v.draw_indirect_count));
-        }
-        {
-            e.u32((*&v.storage_buffer8_bit_access));
-        }
-        {
-            e.u32((*&v.uniform_and_storage_buffer8_bit_access));
-        }
-        {
-            e.u32((*&v.storage_push_constant8));
-        }
-        {
-            e.u32((*&v.shader_buffer_int64_atomics));
-        }
-        {
-            e.u32((*&v.shader_shared_int64_atomics));
-        }
-        {
-            e.u32((*&v.shader_float16));
-        }
-        {
-            e.u32((*&v.shader_int8));
-        }
-        {
-            e.u32((*&v.descriptor_indexing));
-        }
-        {
-            e.u32((*&v.shader_input_attachment_array_dynamic_indexing));
-        }
-        {
-            e.u32((*&v.shader_uniform_texel_buffer_array_dynamic_indexing));
-        }
-        {
-            e.u32((*&v.shader_storage_texel_buffer_array_dynamic_indexing));
-        }
-        {
-            e.u32((*&v.shader_uniform_buffer_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_sampled_image_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_storage_buffer_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_storage_image_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_input_attachment_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_uniform_texel_buffer_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.shader_storage_texel_buffer_array_non_uniform_indexing));
-        }
-        {
-            e.u32((*&v.descriptor_binding_uniform_buffer_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_sampled_image_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_storage_image_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_storage_buffer_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_uniform_texel_buffer_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_storage_texel_buffer_update_after_bind));
-        }
-        {
-            e.u32((*&v.descriptor_binding_update_unused_while_pending));
-        }
-        {
-            e.u32((*&v.descriptor_binding_partially_bound));
-        }
-        {
-            e.u32((*&v.descriptor_binding_variable_descriptor_count));
-        }
-        {
-            e.u32((*&v.runtime_descriptor_array));
-        }
-        {
-            e.u32((*&v.sampler_filter_minmax));
-        }
-        {
-            e.u32((*&v.scalar_block_layout));
-        }
-        {
-            e.u32((*&v.imageless_framebuffer));
-        }
-        {
-            e.u32((*&v.uniform_buffer_standard_layout));
-        }
-        {
-            e.u32((*&v.shader_subgroup_extended_types));
-        }
-        {
-            e.u32((*&v.separate_depth_stencil_layouts));
-        }
-        {
-            e.u32((*&v.host_query_reset));
-        }
-        {
-            e.u32((*&v.timeline_semaphore));
-        }
-        {
-            e.u32((*&v.buffer_device_address));
-        }
-        {
-            e.u32((*&v.buffer_device_address_capture_replay));
-        }
-        {
-            e.u32((*&v.buffer_device_address_multi_device));
-        }
-        {
-            e.u32((*&v.vulkan_memory_model));
-        }
-        {
-            e.u32((*&v.vulkan_memory_model_device_scope));
-        }
-        {
-            e.u32((*&v.vulkan_memory_model_availability_visibility_chains));
-        }
-        {
-            e.u32((*&v.shader_output_viewport_index));
-        }
-        {
-            e.u32((*&v.shader_output_layer));
-        }
-        {
-            e.u32((*&v.subgroup_broadcast_dynamic_id));
+            let mut b = [0u8; 188];
+            b[0..4].copy_from_slice(&(*&v.sampler_mirror_clamp_to_edge).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.draw_indirect_count).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.storage_buffer8_bit_access).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.uniform_and_storage_buffer8_bit_access).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.storage_push_constant8).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.shader_buffer_int64_atomics).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.shader_shared_int64_atomics).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.shader_float16).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.shader_int8).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.descriptor_indexing).to_le_bytes());
+            b[40..44].copy_from_slice(
+                &(*&v.shader_input_attachment_array_dynamic_indexing).to_le_bytes(),
+            );
+            b[44..48].copy_from_slice(
+                &(*&v.shader_uniform_texel_buffer_array_dynamic_indexing).to_le_bytes(),
+            );
+            b[48..52].copy_from_slice(
+                &(*&v.shader_storage_texel_buffer_array_dynamic_indexing).to_le_bytes(),
+            );
+            b[52..56].copy_from_slice(
+                &(*&v.shader_uniform_buffer_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[56..60].copy_from_slice(
+                &(*&v.shader_sampled_image_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[60..64].copy_from_slice(
+                &(*&v.shader_storage_buffer_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[64..68].copy_from_slice(
+                &(*&v.shader_storage_image_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[68..72].copy_from_slice(
+                &(*&v.shader_input_attachment_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[72..76].copy_from_slice(
+                &(*&v.shader_uniform_texel_buffer_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[76..80].copy_from_slice(
+                &(*&v.shader_storage_texel_buffer_array_non_uniform_indexing).to_le_bytes(),
+            );
+            b[80..84].copy_from_slice(
+                &(*&v.descriptor_binding_uniform_buffer_update_after_bind).to_le_bytes(),
+            );
+            b[84..88].copy_from_slice(
+                &(*&v.descriptor_binding_sampled_image_update_after_bind).to_le_bytes(),
+            );
+            b[88..92].copy_from_slice(
+                &(*&v.descriptor_binding_storage_image_update_after_bind).to_le_bytes(),
+            );
+            b[92..96].copy_from_slice(
+                &(*&v.descriptor_binding_storage_buffer_update_after_bind).to_le_bytes(),
+            );
+            b[96..100].copy_from_slice(
+                &(*&v.descriptor_binding_uniform_texel_buffer_update_after_bind).to_le_bytes(),
+            );
+            b[100..104].copy_from_slice(
+                &(*&v.descriptor_binding_storage_texel_buffer_update_after_bind).to_le_bytes(),
+            );
+            b[104..108].copy_from_slice(
+                &(*&v.descriptor_binding_update_unused_while_pending).to_le_bytes(),
+            );
+            b[108..112].copy_from_slice(&(*&v.descriptor_binding_partially_bound).to_le_bytes());
+            b[112..116]
+                .copy_from_slice(&(*&v.descriptor_binding_variable_descriptor_count).to_le_bytes());
+            b[116..120].copy_from_slice(&(*&v.runtime_descriptor_array).to_le_bytes());
+            b[120..124].copy_from_slice(&(*&v.sampler_filter_minmax).to_le_bytes());
+            b[124..128].copy_from_slice(&(*&v.scalar_block_layout).to_le_bytes());
+            b[128..132].copy_from_slice(&(*&v.imageless_framebuffer).to_le_bytes());
+            b[132..136].copy_from_slice(&(*&v.uniform_buffer_standard_layout).to_le_bytes());
+            b[136..140].copy_from_slice(&(*&v.shader_subgroup_extended_types).to_le_bytes());
+            b[140..144].copy_from_slice(&(*&v.separate_depth_stencil_layouts).to_le_bytes());
+            b[144..148].copy_from_slice(&(*&v.host_query_reset).to_le_bytes());
+            b[148..152].copy_from_slice(&(*&v.timeline_semaphore).to_le_bytes());
+            b[152..156].copy_from_slice(&(*&v.buffer_device_address).to_le_bytes());
+            b[156..160].copy_from_slice(&(*&v.buffer_device_address_capture_replay).to_le_bytes());
+            b[160..164].copy_from_slice(&(*&v.buffer_device_address_multi_device).to_le_bytes());
+            b[164..168].copy_from_slice(&(*&v.vulkan_memory_model).to_le_bytes());
+            b[168..172].copy_from_slice(&(*&v.vulkan_memory_model_device_scope).to_le_bytes());
+            b[172..176].copy_from_slice(
+                &(*&v.vulkan_memory_model_availability_visibility_chains).to_le_bytes(),
+            );
+            b[176..180].copy_from_slice(&(*&v.shader_output_viewport_index).to_le_bytes());
+            b[180..184].copy_from_slice(&(*&v.shader_output_layer).to_le_bytes());
+            b[184..188].copy_from_slice(&(*&v.subgroup_broadcast_dynamic_id).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -13955,7 +12735,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceVulkan12Properties<'_>,
     ) {
         {
-            e.i32((*&v.driver_id).as_raw());
+            e.raw(&(*&v.driver_id).as_raw().to_le_bytes()[..4]);
         }
         {
             e.fixed_str(&v.driver_name);
@@ -13967,148 +12747,108 @@ pub mod structs {
             structs::VkConformanceVersion(e, &v.conformance_version);
         }
         {
-            e.i32((*&v.denorm_behavior_independence).as_raw());
-        }
-        {
-            e.i32((*&v.rounding_mode_independence).as_raw());
-        }
-        {
-            e.u32((*&v.shader_signed_zero_inf_nan_preserve_float16));
-        }
-        {
-            e.u32((*&v.shader_signed_zero_inf_nan_preserve_float32));
-        }
-        {
-            e.u32((*&v.shader_signed_zero_inf_nan_preserve_float64));
-        }
-        {
-            e.u32((*&v.shader_denorm_preserve_float16));
-        }
-        {
-            e.u32((*&v.shader_denorm_preserve_float32));
-        }
-        {
-            e.u32((*&v.shader_denorm_preserve_float64));
-        }
-        {
-            e.u32((*&v.shader_denorm_flush_to_zero_float16));
-        }
-        {
-            e.u32((*&v.shader_denorm_flush_to_zero_float32));
-        }
-        {
-            e.u32((*&v.shader_denorm_flush_to_zero_float64));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rte_float16));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rte_float32));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rte_float64));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rtz_float16));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rtz_float32));
-        }
-        {
-            e.u32((*&v.shader_rounding_mode_rtz_float64));
-        }
-        {
-            e.u32((*&v.max_update_after_bind_descriptors_in_all_pools));
-        }
-        {
-            e.u32((*&v.shader_uniform_buffer_array_non_uniform_indexing_native));
-        }
-        {
-            e.u32((*&v.shader_sampled_image_array_non_uniform_indexing_native));
-        }
-        {
-            e.u32((*&v.shader_storage_buffer_array_non_uniform_indexing_native));
-        }
-        {
-            e.u32((*&v.shader_storage_image_array_non_uniform_indexing_native));
-        }
-        {
-            e.u32((*&v.shader_input_attachment_array_non_uniform_indexing_native));
-        }
-        {
-            e.u32((*&v.robust_buffer_access_update_after_bind));
-        }
-        {
-            e.u32((*&v.quad_divergent_implicit_lod));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_samplers));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_uniform_buffers));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_storage_buffers));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_sampled_images));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_storage_images));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_input_attachments));
-        }
-        {
-            e.u32((*&v.max_per_stage_update_after_bind_resources));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_samplers));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_uniform_buffers));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_uniform_buffers_dynamic));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_storage_buffers));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_storage_buffers_dynamic));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_sampled_images));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_storage_images));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_input_attachments));
-        }
-        {
-            e.u32((*&v.supported_depth_resolve_modes).as_raw());
-        }
-        {
-            e.u32((*&v.supported_stencil_resolve_modes).as_raw());
-        }
-        {
-            e.u32((*&v.independent_resolve_none));
-        }
-        {
-            e.u32((*&v.independent_resolve));
-        }
-        {
-            e.u32((*&v.filter_minmax_single_component_formats));
-        }
-        {
-            e.u32((*&v.filter_minmax_image_component_mapping));
-        }
-        {
-            e.u64((*&v.max_timeline_semaphore_value_difference));
-        }
-        {
-            e.u32((*&v.framebuffer_integer_color_sample_counts).as_raw());
+            let mut b = [0u8; 196];
+            b[0..4].copy_from_slice(&(*&v.denorm_behavior_independence).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.rounding_mode_independence).as_raw().to_le_bytes());
+            b[8..12]
+                .copy_from_slice(&(*&v.shader_signed_zero_inf_nan_preserve_float16).to_le_bytes());
+            b[12..16]
+                .copy_from_slice(&(*&v.shader_signed_zero_inf_nan_preserve_float32).to_le_bytes());
+            b[16..20]
+                .copy_from_slice(&(*&v.shader_signed_zero_inf_nan_preserve_float64).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.shader_denorm_preserve_float16).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.shader_denorm_preserve_float32).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.shader_denorm_preserve_float64).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.shader_denorm_flush_to_zero_float16).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.shader_denorm_flush_to_zero_float32).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.shader_denorm_flush_to_zero_float64).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.shader_rounding_mode_rte_float16).to_le_bytes());
+            b[48..52].copy_from_slice(&(*&v.shader_rounding_mode_rte_float32).to_le_bytes());
+            b[52..56].copy_from_slice(&(*&v.shader_rounding_mode_rte_float64).to_le_bytes());
+            b[56..60].copy_from_slice(&(*&v.shader_rounding_mode_rtz_float16).to_le_bytes());
+            b[60..64].copy_from_slice(&(*&v.shader_rounding_mode_rtz_float32).to_le_bytes());
+            b[64..68].copy_from_slice(&(*&v.shader_rounding_mode_rtz_float64).to_le_bytes());
+            b[68..72].copy_from_slice(
+                &(*&v.max_update_after_bind_descriptors_in_all_pools).to_le_bytes(),
+            );
+            b[72..76].copy_from_slice(
+                &(*&v.shader_uniform_buffer_array_non_uniform_indexing_native).to_le_bytes(),
+            );
+            b[76..80].copy_from_slice(
+                &(*&v.shader_sampled_image_array_non_uniform_indexing_native).to_le_bytes(),
+            );
+            b[80..84].copy_from_slice(
+                &(*&v.shader_storage_buffer_array_non_uniform_indexing_native).to_le_bytes(),
+            );
+            b[84..88].copy_from_slice(
+                &(*&v.shader_storage_image_array_non_uniform_indexing_native).to_le_bytes(),
+            );
+            b[88..92].copy_from_slice(
+                &(*&v.shader_input_attachment_array_non_uniform_indexing_native).to_le_bytes(),
+            );
+            b[92..96].copy_from_slice(&(*&v.robust_buffer_access_update_after_bind).to_le_bytes());
+            b[96..100].copy_from_slice(&(*&v.quad_divergent_implicit_lod).to_le_bytes());
+            b[100..104].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_samplers).to_le_bytes(),
+            );
+            b[104..108].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_uniform_buffers).to_le_bytes(),
+            );
+            b[108..112].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_storage_buffers).to_le_bytes(),
+            );
+            b[112..116].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_sampled_images).to_le_bytes(),
+            );
+            b[116..120].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_storage_images).to_le_bytes(),
+            );
+            b[120..124].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_input_attachments).to_le_bytes(),
+            );
+            b[124..128]
+                .copy_from_slice(&(*&v.max_per_stage_update_after_bind_resources).to_le_bytes());
+            b[128..132].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_samplers).to_le_bytes(),
+            );
+            b[132..136].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_uniform_buffers).to_le_bytes(),
+            );
+            b[136..140].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_uniform_buffers_dynamic).to_le_bytes(),
+            );
+            b[140..144].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_storage_buffers).to_le_bytes(),
+            );
+            b[144..148].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_storage_buffers_dynamic).to_le_bytes(),
+            );
+            b[148..152].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_sampled_images).to_le_bytes(),
+            );
+            b[152..156].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_storage_images).to_le_bytes(),
+            );
+            b[156..160].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_input_attachments).to_le_bytes(),
+            );
+            b[160..164]
+                .copy_from_slice(&(*&v.supported_depth_resolve_modes).as_raw().to_le_bytes());
+            b[164..168]
+                .copy_from_slice(&(*&v.supported_stencil_resolve_modes).as_raw().to_le_bytes());
+            b[168..172].copy_from_slice(&(*&v.independent_resolve_none).to_le_bytes());
+            b[172..176].copy_from_slice(&(*&v.independent_resolve).to_le_bytes());
+            b[176..180]
+                .copy_from_slice(&(*&v.filter_minmax_single_component_formats).to_le_bytes());
+            b[180..184].copy_from_slice(&(*&v.filter_minmax_image_component_mapping).to_le_bytes());
+            b[184..192]
+                .copy_from_slice(&(*&v.max_timeline_semaphore_value_difference).to_le_bytes());
+            b[192..196].copy_from_slice(
+                &(*&v.framebuffer_integer_color_sample_counts)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14125,49 +12865,25 @@ pub mod structs {
         v: &vk::PhysicalDeviceVulkan13Features<'_>,
     ) {
         {
-            e.u32((*&v.robust_image_access));
-        }
-        {
-            e.u32((*&v.inline_uniform_block));
-        }
-        {
-            e.u32((*&v.descriptor_binding_inline_uniform_block_update_after_bind));
-        }
-        {
-            e.u32((*&v.pipeline_creation_cache_control));
-        }
-        {
-            e.u32((*&v.private_data));
-        }
-        {
-            e.u32((*&v.shader_demote_to_helper_invocation));
-        }
-        {
-            e.u32((*&v.shader_terminate_invocation));
-        }
-        {
-            e.u32((*&v.subgroup_size_control));
-        }
-        {
-            e.u32((*&v.compute_full_subgroups));
-        }
-        {
-            e.u32((*&v.synchronization2));
-        }
-        {
-            e.u32((*&v.texture_compression_astc_hdr));
-        }
-        {
-            e.u32((*&v.shader_zero_initialize_workgroup_memory));
-        }
-        {
-            e.u32((*&v.dynamic_rendering));
-        }
-        {
-            e.u32((*&v.shader_integer_dot_product));
-        }
-        {
-            e.u32((*&v.maintenance4));
+            let mut b = [0u8; 60];
+            b[0..4].copy_from_slice(&(*&v.robust_image_access).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.inline_uniform_block).to_le_bytes());
+            b[8..12].copy_from_slice(
+                &(*&v.descriptor_binding_inline_uniform_block_update_after_bind).to_le_bytes(),
+            );
+            b[12..16].copy_from_slice(&(*&v.pipeline_creation_cache_control).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.private_data).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.shader_demote_to_helper_invocation).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.shader_terminate_invocation).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.subgroup_size_control).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.compute_full_subgroups).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.synchronization2).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.texture_compression_astc_hdr).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.shader_zero_initialize_workgroup_memory).to_le_bytes());
+            b[48..52].copy_from_slice(&(*&v.dynamic_rendering).to_le_bytes());
+            b[52..56].copy_from_slice(&(*&v.shader_integer_dot_product).to_le_bytes());
+            b[56..60].copy_from_slice(&(*&v.maintenance4).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14184,143 +12900,124 @@ pub mod structs {
         v: &vk::PhysicalDeviceVulkan13Properties<'_>,
     ) {
         {
-            e.u32((*&v.min_subgroup_size));
-        }
-        {
-            e.u32((*&v.max_subgroup_size));
-        }
-        {
-            e.u32((*&v.max_compute_workgroup_subgroups));
-        }
-        {
-            e.u32((*&v.required_subgroup_size_stages).as_raw());
-        }
-        {
-            e.u32((*&v.max_inline_uniform_block_size));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_inline_uniform_blocks));
-        }
-        {
-            e.u32((*&v.max_per_stage_descriptor_update_after_bind_inline_uniform_blocks));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_inline_uniform_blocks));
-        }
-        {
-            e.u32((*&v.max_descriptor_set_update_after_bind_inline_uniform_blocks));
-        }
-        {
-            e.u32((*&v.max_inline_uniform_total_size));
-        }
-        {
-            e.u32((*&v.integer_dot_product8_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product8_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product8_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product4x8_bit_packed_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product4x8_bit_packed_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product4x8_bit_packed_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product16_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product16_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product16_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product32_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product32_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product32_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product64_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product64_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product64_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating8_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating8_bit_signed_accelerated));
-        }
-        {
-            e.u32(
-                (*&v.integer_dot_product_accumulating_saturating8_bit_mixed_signedness_accelerated),
+            let mut b = [0u8; 192];
+            b[0..4].copy_from_slice(&(*&v.min_subgroup_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_subgroup_size).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_compute_workgroup_subgroups).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.required_subgroup_size_stages).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.max_inline_uniform_block_size).to_le_bytes());
+            b[20..24].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_inline_uniform_blocks).to_le_bytes(),
             );
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_unsigned_accelerated));
-        }
-        {
-            e.u32(
-                (*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_signed_accelerated),
+            b[24..28].copy_from_slice(
+                &(*&v.max_per_stage_descriptor_update_after_bind_inline_uniform_blocks)
+                    .to_le_bytes(),
             );
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating16_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating16_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating16_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating32_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating32_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating32_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating64_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating64_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating64_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u64((*&v.storage_texel_buffer_offset_alignment_bytes));
-        }
-        {
-            e.u32((*&v.storage_texel_buffer_offset_single_texel_alignment));
-        }
-        {
-            e.u64((*&v.uniform_texel_buffer_offset_alignment_bytes));
-        }
-        {
-            e.u32((*&v.uniform_texel_buffer_offset_single_texel_alignment));
-        }
-        {
-            e.u64((*&v.max_buffer_size));
+            b[28..32]
+                .copy_from_slice(&(*&v.max_descriptor_set_inline_uniform_blocks).to_le_bytes());
+            b[32..36].copy_from_slice(
+                &(*&v.max_descriptor_set_update_after_bind_inline_uniform_blocks).to_le_bytes(),
+            );
+            b[36..40].copy_from_slice(&(*&v.max_inline_uniform_total_size).to_le_bytes());
+            b[40..44].copy_from_slice(
+                &(*&v.integer_dot_product8_bit_unsigned_accelerated).to_le_bytes(),
+            );
+            b[44..48]
+                .copy_from_slice(&(*&v.integer_dot_product8_bit_signed_accelerated).to_le_bytes());
+            b[48..52].copy_from_slice(
+                &(*&v.integer_dot_product8_bit_mixed_signedness_accelerated).to_le_bytes(),
+            );
+            b[52..56].copy_from_slice(
+                &(*&v.integer_dot_product4x8_bit_packed_unsigned_accelerated).to_le_bytes(),
+            );
+            b[56..60].copy_from_slice(
+                &(*&v.integer_dot_product4x8_bit_packed_signed_accelerated).to_le_bytes(),
+            );
+            b[60..64].copy_from_slice(
+                &(*&v.integer_dot_product4x8_bit_packed_mixed_signedness_accelerated).to_le_bytes(),
+            );
+            b[64..68].copy_from_slice(
+                &(*&v.integer_dot_product16_bit_unsigned_accelerated).to_le_bytes(),
+            );
+            b[68..72]
+                .copy_from_slice(&(*&v.integer_dot_product16_bit_signed_accelerated).to_le_bytes());
+            b[72..76].copy_from_slice(
+                &(*&v.integer_dot_product16_bit_mixed_signedness_accelerated).to_le_bytes(),
+            );
+            b[76..80].copy_from_slice(
+                &(*&v.integer_dot_product32_bit_unsigned_accelerated).to_le_bytes(),
+            );
+            b[80..84]
+                .copy_from_slice(&(*&v.integer_dot_product32_bit_signed_accelerated).to_le_bytes());
+            b[84..88].copy_from_slice(
+                &(*&v.integer_dot_product32_bit_mixed_signedness_accelerated).to_le_bytes(),
+            );
+            b[88..92].copy_from_slice(
+                &(*&v.integer_dot_product64_bit_unsigned_accelerated).to_le_bytes(),
+            );
+            b[92..96]
+                .copy_from_slice(&(*&v.integer_dot_product64_bit_signed_accelerated).to_le_bytes());
+            b[96..100].copy_from_slice(
+                &(*&v.integer_dot_product64_bit_mixed_signedness_accelerated).to_le_bytes(),
+            );
+            b[100..104].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating8_bit_unsigned_accelerated)
+                    .to_le_bytes(),
+            );
+            b[104..108].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating8_bit_signed_accelerated)
+                    .to_le_bytes(),
+            );
+            b[108..112].copy_from_slice(
+                &(*&v
+                    .integer_dot_product_accumulating_saturating8_bit_mixed_signedness_accelerated)
+                    .to_le_bytes(),
+            );
+            b[112..116].copy_from_slice(&(*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_unsigned_accelerated).to_le_bytes());
+            b[116..120].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_signed_accelerated)
+                    .to_le_bytes(),
+            );
+            b[120..124].copy_from_slice(&(*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_mixed_signedness_accelerated).to_le_bytes());
+            b[124..128].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating16_bit_unsigned_accelerated)
+                    .to_le_bytes(),
+            );
+            b[128..132].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating16_bit_signed_accelerated)
+                    .to_le_bytes(),
+            );
+            b[132..136].copy_from_slice(&(*&v.integer_dot_product_accumulating_saturating16_bit_mixed_signedness_accelerated).to_le_bytes());
+            b[136..140].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating32_bit_unsigned_accelerated)
+                    .to_le_bytes(),
+            );
+            b[140..144].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating32_bit_signed_accelerated)
+                    .to_le_bytes(),
+            );
+            b[144..148].copy_from_slice(&(*&v.integer_dot_product_accumulating_saturating32_bit_mixed_signedness_accelerated).to_le_bytes());
+            b[148..152].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating64_bit_unsigned_accelerated)
+                    .to_le_bytes(),
+            );
+            b[152..156].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating64_bit_signed_accelerated)
+                    .to_le_bytes(),
+            );
+            b[156..160].copy_from_slice(&(*&v.integer_dot_product_accumulating_saturating64_bit_mixed_signedness_accelerated).to_le_bytes());
+            b[160..168]
+                .copy_from_slice(&(*&v.storage_texel_buffer_offset_alignment_bytes).to_le_bytes());
+            b[168..172].copy_from_slice(
+                &(*&v.storage_texel_buffer_offset_single_texel_alignment).to_le_bytes(),
+            );
+            b[172..180]
+                .copy_from_slice(&(*&v.uniform_texel_buffer_offset_alignment_bytes).to_le_bytes());
+            b[180..184].copy_from_slice(
+                &(*&v.uniform_texel_buffer_offset_single_texel_alignment).to_le_bytes(),
+            );
+            b[184..192].copy_from_slice(&(*&v.max_buffer_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14337,7 +13034,7 @@ pub mod structs {
         v: &vk::PipelineCompilerControlCreateInfoAMD<'_>,
     ) {
         {
-            e.u32((*&v.compiler_control_flags).as_raw());
+            e.raw(&(*&v.compiler_control_flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -14354,7 +13051,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceCoherentMemoryFeaturesAMD<'_>,
     ) {
         {
-            e.u32((*&v.device_coherent_memory));
+            e.raw(&(*&v.device_coherent_memory).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -14377,7 +13074,7 @@ pub mod structs {
             e.fixed_str(&v.version);
         }
         {
-            e.u32((*&v.purposes).as_raw());
+            e.raw(&(*&v.purposes).as_raw().to_le_bytes()[..4]);
         }
         {
             e.fixed_str(&v.description);
@@ -14403,7 +13100,7 @@ pub mod structs {
             e.raw_of(&v.custom_border_color);
         }
         {
-            e.i32((*&v.format).as_raw());
+            e.raw(&(*&v.format).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -14420,7 +13117,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceCustomBorderColorPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.max_custom_border_color_samplers));
+            e.raw(&(*&v.max_custom_border_color_samplers).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -14437,10 +13134,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceCustomBorderColorFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.custom_border_colors));
-        }
-        {
-            e.u32((*&v.custom_border_color_without_format));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.custom_border_colors).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.custom_border_color_without_format).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14460,7 +13157,7 @@ pub mod structs {
             structs::VkComponentMapping(e, &v.components);
         }
         {
-            e.u32((*&v.srgb));
+            e.raw(&(*&v.srgb).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -14477,10 +13174,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceBorderColorSwizzleFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.border_color_swizzle));
-        }
-        {
-            e.u32((*&v.border_color_swizzle_from_image));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.border_color_swizzle).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.border_color_swizzle_from_image).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14497,19 +13194,17 @@ pub mod structs {
         v: &vk::AccelerationStructureGeometryTrianglesDataKHR<'_>,
     ) {
         {
-            e.i32((*&v.vertex_format).as_raw());
+            e.raw(&(*&v.vertex_format).as_raw().to_le_bytes()[..4]);
         }
         {
             e.raw_of(&v.vertex_data);
         }
         {
-            e.u64((*&v.vertex_stride));
-        }
-        {
-            e.u32((*&v.max_vertex));
-        }
-        {
-            e.i32((*&v.index_type).as_raw());
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.vertex_stride).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_vertex).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.index_type).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             e.raw_of(&v.index_data);
@@ -14535,7 +13230,7 @@ pub mod structs {
             e.raw_of(&v.data);
         }
         {
-            e.u64((*&v.stride));
+            e.raw(&(*&v.stride).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -14552,7 +13247,7 @@ pub mod structs {
         v: &vk::AccelerationStructureGeometryInstancesDataKHR<'_>,
     ) {
         {
-            e.u32((*&v.array_of_pointers));
+            e.raw(&(*&v.array_of_pointers).to_le_bytes()[..4]);
         }
         {
             e.raw_of(&v.data);
@@ -14572,13 +13267,13 @@ pub mod structs {
         v: &vk::AccelerationStructureGeometryKHR<'_>,
     ) {
         {
-            e.i32((*&v.geometry_type).as_raw());
+            e.raw(&(*&v.geometry_type).as_raw().to_le_bytes()[..4]);
         }
         {
             e.raw_of(&v.geometry);
         }
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -14595,22 +13290,16 @@ pub mod structs {
         v: &vk::AccelerationStructureBuildGeometryInfoKHR<'_>,
     ) {
         {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.mode).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.src_acceleration_structure)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst_acceleration_structure)));
-        }
-        {
-            e.u32((*&v.geometry_count));
+            let mut b = [0u8; 32];
+            b[0..4].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.mode).as_raw().to_le_bytes());
+            b[12..20]
+                .copy_from_slice(&Handle::as_raw((*&v.src_acceleration_structure)).to_le_bytes());
+            b[20..28]
+                .copy_from_slice(&Handle::as_raw((*&v.dst_acceleration_structure)).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.geometry_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_geometries;
@@ -14653,16 +13342,12 @@ pub mod structs {
         v: &vk::AccelerationStructureBuildRangeInfoKHR,
     ) {
         {
-            e.u32((*&v.primitive_count));
-        }
-        {
-            e.u32((*&v.primitive_offset));
-        }
-        {
-            e.u32((*&v.first_vertex));
-        }
-        {
-            e.u32((*&v.transform_offset));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.primitive_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.primitive_offset).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.first_vertex).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.transform_offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14679,43 +13364,27 @@ pub mod structs {
         v: &vk::AccelerationStructureCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.create_flags).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.buffer)));
-        }
-        {
-            e.u64((*&v.offset));
-        }
-        {
-            e.u64((*&v.size));
-        }
-        {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u64((*&v.device_address));
+            let mut b = [0u8; 40];
+            b[0..4].copy_from_slice(&(*&v.create_flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[20..28].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[32..40].copy_from_slice(&(*&v.device_address).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkAabbPositionsKHR(e: &mut Encoder, v: &vk::AabbPositionsKHR) {
         {
-            e.f32((*&v.min_x));
-        }
-        {
-            e.f32((*&v.min_y));
-        }
-        {
-            e.f32((*&v.min_z));
-        }
-        {
-            e.f32((*&v.max_x));
-        }
-        {
-            e.f32((*&v.max_y));
-        }
-        {
-            e.f32((*&v.max_z));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.min_x).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.min_y).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.min_z).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.max_x).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.max_y).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.max_z).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14740,7 +13409,7 @@ pub mod structs {
         v: &vk::AccelerationStructureDeviceAddressInfoKHR<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.acceleration_structure)));
+            e.raw(&Handle::as_raw((*&v.acceleration_structure)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -14782,13 +13451,11 @@ pub mod structs {
         v: &vk::CopyAccelerationStructureInfoKHR<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.src)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst)));
-        }
-        {
-            e.i32((*&v.mode).as_raw());
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.src)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.dst)).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.mode).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14805,13 +13472,13 @@ pub mod structs {
         v: &vk::CopyAccelerationStructureToMemoryInfoKHR<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.src)));
+            e.raw(&Handle::as_raw((*&v.src)).to_le_bytes()[..8]);
         }
         {
             e.raw_of(&v.dst);
         }
         {
-            e.i32((*&v.mode).as_raw());
+            e.raw(&(*&v.mode).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -14831,10 +13498,10 @@ pub mod structs {
             e.raw_of(&v.src);
         }
         {
-            e.u64(Handle::as_raw((*&v.dst)));
-        }
-        {
-            e.i32((*&v.mode).as_raw());
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.dst)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.mode).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14851,10 +13518,10 @@ pub mod structs {
         v: &vk::RayTracingPipelineInterfaceCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.max_pipeline_ray_payload_size));
-        }
-        {
-            e.u32((*&v.max_pipeline_ray_hit_attribute_size));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.max_pipeline_ray_payload_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_pipeline_ray_hit_attribute_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14871,7 +13538,7 @@ pub mod structs {
         v: &vk::PipelineLibraryCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.library_count));
+            e.raw(&(*&v.library_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_libraries;
@@ -14901,7 +13568,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceExtendedDynamicStateFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.extended_dynamic_state));
+            e.raw(&(*&v.extended_dynamic_state).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -14918,13 +13585,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceExtendedDynamicState2FeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.extended_dynamic_state2));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state2_logic_op));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state2_patch_control_points));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.extended_dynamic_state2).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.extended_dynamic_state2_logic_op).to_le_bytes());
+            b[8..12]
+                .copy_from_slice(&(*&v.extended_dynamic_state2_patch_control_points).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -14941,97 +13607,85 @@ pub mod structs {
         v: &vk::PhysicalDeviceExtendedDynamicState3FeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.extended_dynamic_state3_tessellation_domain_origin));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_depth_clamp_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_polygon_mode));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_rasterization_samples));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_sample_mask));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_alpha_to_coverage_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_alpha_to_one_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_logic_op_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_color_blend_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_color_blend_equation));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_color_write_mask));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_rasterization_stream));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_conservative_rasterization_mode));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_extra_primitive_overestimation_size));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_depth_clip_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_sample_locations_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_color_blend_advanced));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_provoking_vertex_mode));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_line_rasterization_mode));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_line_stipple_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_depth_clip_negative_one_to_one));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_viewport_w_scaling_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_viewport_swizzle));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_coverage_to_color_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_coverage_to_color_location));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_coverage_modulation_mode));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_coverage_modulation_table_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_coverage_modulation_table));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_coverage_reduction_mode));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_representative_fragment_test_enable));
-        }
-        {
-            e.u32((*&v.extended_dynamic_state3_shading_rate_image_enable));
+            let mut b = [0u8; 124];
+            b[0..4].copy_from_slice(
+                &(*&v.extended_dynamic_state3_tessellation_domain_origin).to_le_bytes(),
+            );
+            b[4..8]
+                .copy_from_slice(&(*&v.extended_dynamic_state3_depth_clamp_enable).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.extended_dynamic_state3_polygon_mode).to_le_bytes());
+            b[12..16].copy_from_slice(
+                &(*&v.extended_dynamic_state3_rasterization_samples).to_le_bytes(),
+            );
+            b[16..20].copy_from_slice(&(*&v.extended_dynamic_state3_sample_mask).to_le_bytes());
+            b[20..24].copy_from_slice(
+                &(*&v.extended_dynamic_state3_alpha_to_coverage_enable).to_le_bytes(),
+            );
+            b[24..28]
+                .copy_from_slice(&(*&v.extended_dynamic_state3_alpha_to_one_enable).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.extended_dynamic_state3_logic_op_enable).to_le_bytes());
+            b[32..36]
+                .copy_from_slice(&(*&v.extended_dynamic_state3_color_blend_enable).to_le_bytes());
+            b[36..40]
+                .copy_from_slice(&(*&v.extended_dynamic_state3_color_blend_equation).to_le_bytes());
+            b[40..44]
+                .copy_from_slice(&(*&v.extended_dynamic_state3_color_write_mask).to_le_bytes());
+            b[44..48]
+                .copy_from_slice(&(*&v.extended_dynamic_state3_rasterization_stream).to_le_bytes());
+            b[48..52].copy_from_slice(
+                &(*&v.extended_dynamic_state3_conservative_rasterization_mode).to_le_bytes(),
+            );
+            b[52..56].copy_from_slice(
+                &(*&v.extended_dynamic_state3_extra_primitive_overestimation_size).to_le_bytes(),
+            );
+            b[56..60]
+                .copy_from_slice(&(*&v.extended_dynamic_state3_depth_clip_enable).to_le_bytes());
+            b[60..64].copy_from_slice(
+                &(*&v.extended_dynamic_state3_sample_locations_enable).to_le_bytes(),
+            );
+            b[64..68]
+                .copy_from_slice(&(*&v.extended_dynamic_state3_color_blend_advanced).to_le_bytes());
+            b[68..72].copy_from_slice(
+                &(*&v.extended_dynamic_state3_provoking_vertex_mode).to_le_bytes(),
+            );
+            b[72..76].copy_from_slice(
+                &(*&v.extended_dynamic_state3_line_rasterization_mode).to_le_bytes(),
+            );
+            b[76..80]
+                .copy_from_slice(&(*&v.extended_dynamic_state3_line_stipple_enable).to_le_bytes());
+            b[80..84].copy_from_slice(
+                &(*&v.extended_dynamic_state3_depth_clip_negative_one_to_one).to_le_bytes(),
+            );
+            b[84..88].copy_from_slice(
+                &(*&v.extended_dynamic_state3_viewport_w_scaling_enable).to_le_bytes(),
+            );
+            b[88..92]
+                .copy_from_slice(&(*&v.extended_dynamic_state3_viewport_swizzle).to_le_bytes());
+            b[92..96].copy_from_slice(
+                &(*&v.extended_dynamic_state3_coverage_to_color_enable).to_le_bytes(),
+            );
+            b[96..100].copy_from_slice(
+                &(*&v.extended_dynamic_state3_coverage_to_color_location).to_le_bytes(),
+            );
+            b[100..104].copy_from_slice(
+                &(*&v.extended_dynamic_state3_coverage_modulation_mode).to_le_bytes(),
+            );
+            b[104..108].copy_from_slice(
+                &(*&v.extended_dynamic_state3_coverage_modulation_table_enable).to_le_bytes(),
+            );
+            b[108..112].copy_from_slice(
+                &(*&v.extended_dynamic_state3_coverage_modulation_table).to_le_bytes(),
+            );
+            b[112..116].copy_from_slice(
+                &(*&v.extended_dynamic_state3_coverage_reduction_mode).to_le_bytes(),
+            );
+            b[116..120].copy_from_slice(
+                &(*&v.extended_dynamic_state3_representative_fragment_test_enable).to_le_bytes(),
+            );
+            b[120..124].copy_from_slice(
+                &(*&v.extended_dynamic_state3_shading_rate_image_enable).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15048,46 +13702,32 @@ pub mod structs {
         v: &vk::PhysicalDeviceExtendedDynamicState3PropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.dynamic_primitive_topology_unrestricted));
+            e.raw(&(*&v.dynamic_primitive_topology_unrestricted).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
     pub unsafe fn VkColorBlendEquationEXT(e: &mut Encoder, v: &vk::ColorBlendEquationEXT) {
         {
-            e.i32((*&v.src_color_blend_factor).as_raw());
-        }
-        {
-            e.i32((*&v.dst_color_blend_factor).as_raw());
-        }
-        {
-            e.i32((*&v.color_blend_op).as_raw());
-        }
-        {
-            e.i32((*&v.src_alpha_blend_factor).as_raw());
-        }
-        {
-            e.i32((*&v.dst_alpha_blend_factor).as_raw());
-        }
-        {
-            e.i32((*&v.alpha_blend_op).as_raw());
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.src_color_blend_factor).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.dst_color_blend_factor).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.color_blend_op).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.src_alpha_blend_factor).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.dst_alpha_blend_factor).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.alpha_blend_op).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkColorBlendAdvancedEXT(e: &mut Encoder, v: &vk::ColorBlendAdvancedEXT) {
         {
-            e.i32((*&v.advanced_blend_op).as_raw());
-        }
-        {
-            e.u32((*&v.src_premultiplied));
-        }
-        {
-            e.u32((*&v.dst_premultiplied));
-        }
-        {
-            e.i32((*&v.blend_overlap).as_raw());
-        }
-        {
-            e.u32((*&v.clamp_results));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.advanced_blend_op).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.src_premultiplied).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.dst_premultiplied).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.blend_overlap).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.clamp_results).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15104,7 +13744,7 @@ pub mod structs {
         v: &vk::RenderPassTransformBeginInfoQCOM<'_>,
     ) {
         {
-            e.u32((*&v.transform).as_raw());
+            e.raw(&(*&v.transform).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -15121,7 +13761,7 @@ pub mod structs {
         v: &vk::CopyCommandTransformInfoQCOM<'_>,
     ) {
         {
-            e.u32((*&v.transform).as_raw());
+            e.raw(&(*&v.transform).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -15138,7 +13778,7 @@ pub mod structs {
         v: &vk::CommandBufferInheritanceRenderPassTransformInfoQCOM<'_>,
     ) {
         {
-            e.u32((*&v.transform).as_raw());
+            e.raw(&(*&v.transform).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkRect2D(e, &v.render_area);
@@ -15158,7 +13798,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDiagnosticsConfigFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.diagnostics_config));
+            e.raw(&(*&v.diagnostics_config).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -15175,7 +13815,7 @@ pub mod structs {
         v: &vk::DeviceDiagnosticsConfigCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -15192,7 +13832,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceZeroInitializeWorkgroupMemoryFeatures<'_>,
     ) {
         {
-            e.u32((*&v.shader_zero_initialize_workgroup_memory));
+            e.raw(&(*&v.shader_zero_initialize_workgroup_memory).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -15209,7 +13849,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.shader_subgroup_uniform_control_flow));
+            e.raw(&(*&v.shader_subgroup_uniform_control_flow).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -15226,13 +13866,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceRobustness2FeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.robust_buffer_access2));
-        }
-        {
-            e.u32((*&v.robust_image_access2));
-        }
-        {
-            e.u32((*&v.null_descriptor));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.robust_buffer_access2).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.robust_image_access2).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.null_descriptor).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15249,10 +13887,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceRobustness2PropertiesEXT<'_>,
     ) {
         {
-            e.u64((*&v.robust_storage_buffer_access_size_alignment));
-        }
-        {
-            e.u64((*&v.robust_uniform_buffer_access_size_alignment));
+            let mut b = [0u8; 16];
+            b[0..8]
+                .copy_from_slice(&(*&v.robust_storage_buffer_access_size_alignment).to_le_bytes());
+            b[8..16]
+                .copy_from_slice(&(*&v.robust_uniform_buffer_access_size_alignment).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15269,7 +13909,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceImageRobustnessFeatures<'_>,
     ) {
         {
-            e.u32((*&v.robust_image_access));
+            e.raw(&(*&v.robust_image_access).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -15286,16 +13926,17 @@ pub mod structs {
         v: &vk::PhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.workgroup_memory_explicit_layout));
-        }
-        {
-            e.u32((*&v.workgroup_memory_explicit_layout_scalar_block_layout));
-        }
-        {
-            e.u32((*&v.workgroup_memory_explicit_layout8_bit_access));
-        }
-        {
-            e.u32((*&v.workgroup_memory_explicit_layout16_bit_access));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.workgroup_memory_explicit_layout).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.workgroup_memory_explicit_layout_scalar_block_layout).to_le_bytes(),
+            );
+            b[8..12]
+                .copy_from_slice(&(*&v.workgroup_memory_explicit_layout8_bit_access).to_le_bytes());
+            b[12..16].copy_from_slice(
+                &(*&v.workgroup_memory_explicit_layout16_bit_access).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15312,10 +13953,10 @@ pub mod structs {
         v: &vk::PhysicalDevice4444FormatsFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.format_a4r4g4b4));
-        }
-        {
-            e.u32((*&v.format_a4b4g4r4));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.format_a4r4g4b4).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.format_a4b4g4r4).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15332,7 +13973,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceSubpassShadingFeaturesHUAWEI<'_>,
     ) {
         {
-            e.u32((*&v.subpass_shading));
+            e.raw(&(*&v.subpass_shading).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -15349,10 +13990,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceClusterCullingShaderFeaturesHUAWEI<'_>,
     ) {
         {
-            e.u32((*&v.clusterculling_shader));
-        }
-        {
-            e.u32((*&v.multiview_cluster_culling_shader));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.clusterculling_shader).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.multiview_cluster_culling_shader).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15363,13 +14004,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBufferCopy2_body(e: &mut Encoder, v: &vk::BufferCopy2<'_>) {
         {
-            e.u64((*&v.src_offset));
-        }
-        {
-            e.u64((*&v.dst_offset));
-        }
-        {
-            e.u64((*&v.size));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&(*&v.src_offset).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.dst_offset).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15427,13 +14066,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBufferImageCopy2_body(e: &mut Encoder, v: &vk::BufferImageCopy2<'_>) {
         {
-            e.u64((*&v.buffer_offset));
-        }
-        {
-            e.u32((*&v.buffer_row_length));
-        }
-        {
-            e.u32((*&v.buffer_image_height));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.buffer_offset).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.buffer_row_length).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.buffer_image_height).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkImageSubresourceLayers(e, &v.image_subresource);
@@ -15476,13 +14113,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkCopyBufferInfo2_body(e: &mut Encoder, v: &vk::CopyBufferInfo2<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.src_buffer)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst_buffer)));
-        }
-        {
-            e.u32((*&v.region_count));
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.src_buffer)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.dst_buffer)).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.region_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_regions;
@@ -15506,19 +14141,13 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkCopyImageInfo2_body(e: &mut Encoder, v: &vk::CopyImageInfo2<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.src_image)));
-        }
-        {
-            e.i32((*&v.src_image_layout).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst_image)));
-        }
-        {
-            e.i32((*&v.dst_image_layout).as_raw());
-        }
-        {
-            e.u32((*&v.region_count));
+            let mut b = [0u8; 28];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.src_image)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.src_image_layout).as_raw().to_le_bytes());
+            b[12..20].copy_from_slice(&Handle::as_raw((*&v.dst_image)).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.dst_image_layout).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.region_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_regions;
@@ -15542,19 +14171,13 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBlitImageInfo2_body(e: &mut Encoder, v: &vk::BlitImageInfo2<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.src_image)));
-        }
-        {
-            e.i32((*&v.src_image_layout).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst_image)));
-        }
-        {
-            e.i32((*&v.dst_image_layout).as_raw());
-        }
-        {
-            e.u32((*&v.region_count));
+            let mut b = [0u8; 28];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.src_image)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.src_image_layout).as_raw().to_le_bytes());
+            b[12..20].copy_from_slice(&Handle::as_raw((*&v.dst_image)).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.dst_image_layout).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.region_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_regions;
@@ -15570,7 +14193,7 @@ pub mod structs {
             }
         }
         {
-            e.i32((*&v.filter).as_raw());
+            e.raw(&(*&v.filter).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -15584,16 +14207,12 @@ pub mod structs {
         v: &vk::CopyBufferToImageInfo2<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.src_buffer)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst_image)));
-        }
-        {
-            e.i32((*&v.dst_image_layout).as_raw());
-        }
-        {
-            e.u32((*&v.region_count));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.src_buffer)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.dst_image)).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.dst_image_layout).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.region_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_regions;
@@ -15620,16 +14239,12 @@ pub mod structs {
         v: &vk::CopyImageToBufferInfo2<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.src_image)));
-        }
-        {
-            e.i32((*&v.src_image_layout).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst_buffer)));
-        }
-        {
-            e.u32((*&v.region_count));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.src_image)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.src_image_layout).as_raw().to_le_bytes());
+            b[12..20].copy_from_slice(&Handle::as_raw((*&v.dst_buffer)).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.region_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_regions;
@@ -15653,19 +14268,13 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkResolveImageInfo2_body(e: &mut Encoder, v: &vk::ResolveImageInfo2<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.src_image)));
-        }
-        {
-            e.i32((*&v.src_image_layout).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst_image)));
-        }
-        {
-            e.i32((*&v.dst_image_layout).as_raw());
-        }
-        {
-            e.u32((*&v.region_count));
+            let mut b = [0u8; 28];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.src_image)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.src_image_layout).as_raw().to_le_bytes());
+            b[12..20].copy_from_slice(&Handle::as_raw((*&v.dst_image)).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.dst_image_layout).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.region_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_regions;
@@ -15695,10 +14304,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderImageAtomicInt64FeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.shader_image_int64_atomics));
-        }
-        {
-            e.u32((*&v.sparse_image_int64_atomics));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.shader_image_int64_atomics).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.sparse_image_int64_atomics).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15763,13 +14372,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentShadingRateFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.pipeline_fragment_shading_rate));
-        }
-        {
-            e.u32((*&v.primitive_fragment_shading_rate));
-        }
-        {
-            e.u32((*&v.attachment_fragment_shading_rate));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.pipeline_fragment_shading_rate).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.primitive_fragment_shading_rate).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.attachment_fragment_shading_rate).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15792,49 +14399,52 @@ pub mod structs {
             structs::VkExtent2D(e, &v.max_fragment_shading_rate_attachment_texel_size);
         }
         {
-            e.u32((*&v.max_fragment_shading_rate_attachment_texel_size_aspect_ratio));
-        }
-        {
-            e.u32((*&v.primitive_fragment_shading_rate_with_multiple_viewports));
-        }
-        {
-            e.u32((*&v.layered_shading_rate_attachments));
-        }
-        {
-            e.u32((*&v.fragment_shading_rate_non_trivial_combiner_ops));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(
+                &(*&v.max_fragment_shading_rate_attachment_texel_size_aspect_ratio).to_le_bytes(),
+            );
+            b[4..8].copy_from_slice(
+                &(*&v.primitive_fragment_shading_rate_with_multiple_viewports).to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(&(*&v.layered_shading_rate_attachments).to_le_bytes());
+            b[12..16].copy_from_slice(
+                &(*&v.fragment_shading_rate_non_trivial_combiner_ops).to_le_bytes(),
+            );
+            e.raw(&b);
         }
         {
             structs::VkExtent2D(e, &v.max_fragment_size);
         }
         {
-            e.u32((*&v.max_fragment_size_aspect_ratio));
-        }
-        {
-            e.u32((*&v.max_fragment_shading_rate_coverage_samples));
-        }
-        {
-            e.u32((*&v.max_fragment_shading_rate_rasterization_samples).as_raw());
-        }
-        {
-            e.u32((*&v.fragment_shading_rate_with_shader_depth_stencil_writes));
-        }
-        {
-            e.u32((*&v.fragment_shading_rate_with_sample_mask));
-        }
-        {
-            e.u32((*&v.fragment_shading_rate_with_shader_sample_mask));
-        }
-        {
-            e.u32((*&v.fragment_shading_rate_with_conservative_rasterization));
-        }
-        {
-            e.u32((*&v.fragment_shading_rate_with_fragment_shader_interlock));
-        }
-        {
-            e.u32((*&v.fragment_shading_rate_with_custom_sample_locations));
-        }
-        {
-            e.u32((*&v.fragment_shading_rate_strict_multiply_combiner));
+            let mut b = [0u8; 40];
+            b[0..4].copy_from_slice(&(*&v.max_fragment_size_aspect_ratio).to_le_bytes());
+            b[4..8]
+                .copy_from_slice(&(*&v.max_fragment_shading_rate_coverage_samples).to_le_bytes());
+            b[8..12].copy_from_slice(
+                &(*&v.max_fragment_shading_rate_rasterization_samples)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[12..16].copy_from_slice(
+                &(*&v.fragment_shading_rate_with_shader_depth_stencil_writes).to_le_bytes(),
+            );
+            b[16..20].copy_from_slice(&(*&v.fragment_shading_rate_with_sample_mask).to_le_bytes());
+            b[20..24].copy_from_slice(
+                &(*&v.fragment_shading_rate_with_shader_sample_mask).to_le_bytes(),
+            );
+            b[24..28].copy_from_slice(
+                &(*&v.fragment_shading_rate_with_conservative_rasterization).to_le_bytes(),
+            );
+            b[28..32].copy_from_slice(
+                &(*&v.fragment_shading_rate_with_fragment_shader_interlock).to_le_bytes(),
+            );
+            b[32..36].copy_from_slice(
+                &(*&v.fragment_shading_rate_with_custom_sample_locations).to_le_bytes(),
+            );
+            b[36..40].copy_from_slice(
+                &(*&v.fragment_shading_rate_strict_multiply_combiner).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15851,7 +14461,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentShadingRateKHR<'_>,
     ) {
         {
-            e.u32((*&v.sample_counts).as_raw());
+            e.raw(&(*&v.sample_counts).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkExtent2D(e, &v.fragment_size);
@@ -15871,7 +14481,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderTerminateInvocationFeatures<'_>,
     ) {
         {
-            e.u32((*&v.shader_terminate_invocation));
+            e.raw(&(*&v.shader_terminate_invocation).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -15888,13 +14498,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentShadingRateEnumsFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.fragment_shading_rate_enums));
-        }
-        {
-            e.u32((*&v.supersample_fragment_shading_rates));
-        }
-        {
-            e.u32((*&v.no_invocation_fragment_shading_rates));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.fragment_shading_rate_enums).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.supersample_fragment_shading_rates).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.no_invocation_fragment_shading_rates).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15911,7 +14519,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentShadingRateEnumsPropertiesNV<'_>,
     ) {
         {
-            e.u32((*&v.max_fragment_shading_rate_invocation_count).as_raw());
+            e.raw(
+                &(*&v.max_fragment_shading_rate_invocation_count)
+                    .as_raw()
+                    .to_le_bytes()[..4],
+            );
         }
     }
     #[inline(never)]
@@ -15928,10 +14540,10 @@ pub mod structs {
         v: &vk::PipelineFragmentShadingRateEnumStateCreateInfoNV<'_>,
     ) {
         {
-            e.i32((*&v.shading_rate_type).as_raw());
-        }
-        {
-            e.i32((*&v.shading_rate).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.shading_rate_type).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.shading_rate).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.combiner_ops.iter() {
@@ -15953,13 +14565,11 @@ pub mod structs {
         v: &vk::AccelerationStructureBuildSizesInfoKHR<'_>,
     ) {
         {
-            e.u64((*&v.acceleration_structure_size));
-        }
-        {
-            e.u64((*&v.update_scratch_size));
-        }
-        {
-            e.u64((*&v.build_scratch_size));
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&(*&v.acceleration_structure_size).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.update_scratch_size).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.build_scratch_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15976,10 +14586,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceImage2DViewOf3DFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.image2_d_view_of3_d));
-        }
-        {
-            e.u32((*&v.sampler2_d_view_of3_d));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.image2_d_view_of3_d).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.sampler2_d_view_of3_d).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -15996,7 +14606,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMutableDescriptorTypeFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.mutable_descriptor_type));
+            e.raw(&(*&v.mutable_descriptor_type).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16005,7 +14615,7 @@ pub mod structs {
         v: &vk::MutableDescriptorTypeListEXT<'_>,
     ) {
         {
-            e.u32((*&v.descriptor_type_count));
+            e.raw(&(*&v.descriptor_type_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_descriptor_types;
@@ -16035,7 +14645,7 @@ pub mod structs {
         v: &vk::MutableDescriptorTypeCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.mutable_descriptor_type_list_count));
+            e.raw(&(*&v.mutable_descriptor_type_list_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_mutable_descriptor_type_lists;
@@ -16065,7 +14675,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDepthClipControlFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.depth_clip_control));
+            e.raw(&(*&v.depth_clip_control).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16082,7 +14692,7 @@ pub mod structs {
         v: &vk::PipelineViewportDepthClipControlCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.negative_one_to_one));
+            e.raw(&(*&v.negative_one_to_one).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16099,7 +14709,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceVertexInputDynamicStateFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.vertex_input_dynamic_state));
+            e.raw(&(*&v.vertex_input_dynamic_state).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16116,7 +14726,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceExternalMemoryRDMAFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.external_memory_rdma));
+            e.raw(&(*&v.external_memory_rdma).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16133,16 +14743,12 @@ pub mod structs {
         v: &vk::VertexInputBindingDescription2EXT<'_>,
     ) {
         {
-            e.u32((*&v.binding));
-        }
-        {
-            e.u32((*&v.stride));
-        }
-        {
-            e.i32((*&v.input_rate).as_raw());
-        }
-        {
-            e.u32((*&v.divisor));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.binding).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stride).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.input_rate).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.divisor).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16159,16 +14765,12 @@ pub mod structs {
         v: &vk::VertexInputAttributeDescription2EXT<'_>,
     ) {
         {
-            e.u32((*&v.location));
-        }
-        {
-            e.u32((*&v.binding));
-        }
-        {
-            e.i32((*&v.format).as_raw());
-        }
-        {
-            e.u32((*&v.offset));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.location).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.binding).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16185,7 +14787,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceColorWriteEnableFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.color_write_enable));
+            e.raw(&(*&v.color_write_enable).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16202,7 +14804,7 @@ pub mod structs {
         v: &vk::PipelineColorWriteCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.attachment_count));
+            e.raw(&(*&v.attachment_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_color_write_enables;
@@ -16226,16 +14828,12 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkMemoryBarrier2_body(e: &mut Encoder, v: &vk::MemoryBarrier2<'_>) {
         {
-            e.u64((*&v.src_stage_mask).as_raw());
-        }
-        {
-            e.u64((*&v.src_access_mask).as_raw());
-        }
-        {
-            e.u64((*&v.dst_stage_mask).as_raw());
-        }
-        {
-            e.u64((*&v.dst_access_mask).as_raw());
+            let mut b = [0u8; 32];
+            b[0..8].copy_from_slice(&(*&v.src_stage_mask).as_raw().to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.src_access_mask).as_raw().to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.dst_stage_mask).as_raw().to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.dst_access_mask).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16246,31 +14844,17 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkImageMemoryBarrier2_body(e: &mut Encoder, v: &vk::ImageMemoryBarrier2<'_>) {
         {
-            e.u64((*&v.src_stage_mask).as_raw());
-        }
-        {
-            e.u64((*&v.src_access_mask).as_raw());
-        }
-        {
-            e.u64((*&v.dst_stage_mask).as_raw());
-        }
-        {
-            e.u64((*&v.dst_access_mask).as_raw());
-        }
-        {
-            e.i32((*&v.old_layout).as_raw());
-        }
-        {
-            e.i32((*&v.new_layout).as_raw());
-        }
-        {
-            e.u32((*&v.src_queue_family_index));
-        }
-        {
-            e.u32((*&v.dst_queue_family_index));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.image)));
+            let mut b = [0u8; 56];
+            b[0..8].copy_from_slice(&(*&v.src_stage_mask).as_raw().to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.src_access_mask).as_raw().to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.dst_stage_mask).as_raw().to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.dst_access_mask).as_raw().to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.old_layout).as_raw().to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.new_layout).as_raw().to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.src_queue_family_index).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.dst_queue_family_index).to_le_bytes());
+            b[48..56].copy_from_slice(&Handle::as_raw((*&v.image)).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkImageSubresourceRange(e, &v.subresource_range);
@@ -16284,31 +14868,17 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkBufferMemoryBarrier2_body(e: &mut Encoder, v: &vk::BufferMemoryBarrier2<'_>) {
         {
-            e.u64((*&v.src_stage_mask).as_raw());
-        }
-        {
-            e.u64((*&v.src_access_mask).as_raw());
-        }
-        {
-            e.u64((*&v.dst_stage_mask).as_raw());
-        }
-        {
-            e.u64((*&v.dst_access_mask).as_raw());
-        }
-        {
-            e.u32((*&v.src_queue_family_index));
-        }
-        {
-            e.u32((*&v.dst_queue_family_index));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.buffer)));
-        }
-        {
-            e.u64((*&v.offset));
-        }
-        {
-            e.u64((*&v.size));
+            let mut b = [0u8; 64];
+            b[0..8].copy_from_slice(&(*&v.src_stage_mask).as_raw().to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.src_access_mask).as_raw().to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.dst_stage_mask).as_raw().to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.dst_access_mask).as_raw().to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.src_queue_family_index).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.dst_queue_family_index).to_le_bytes());
+            b[40..48].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            b[48..56].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[56..64].copy_from_slice(&(*&v.size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16319,10 +14889,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDependencyInfo_body(e: &mut Encoder, v: &vk::DependencyInfo<'_>) {
         {
-            e.u32((*&v.dependency_flags).as_raw());
-        }
-        {
-            e.u32((*&v.memory_barrier_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.dependency_flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.memory_barrier_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_memory_barriers;
@@ -16338,7 +14908,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.buffer_memory_barrier_count));
+            e.raw(&(*&v.buffer_memory_barrier_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_buffer_memory_barriers;
@@ -16354,7 +14924,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.image_memory_barrier_count));
+            e.raw(&(*&v.image_memory_barrier_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_image_memory_barriers;
@@ -16378,16 +14948,12 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSemaphoreSubmitInfo_body(e: &mut Encoder, v: &vk::SemaphoreSubmitInfo<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.semaphore)));
-        }
-        {
-            e.u64((*&v.value));
-        }
-        {
-            e.u64((*&v.stage_mask).as_raw());
-        }
-        {
-            e.u32((*&v.device_index));
+            let mut b = [0u8; 28];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.semaphore)).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.value).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.stage_mask).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.device_index).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16401,10 +14967,10 @@ pub mod structs {
         v: &vk::CommandBufferSubmitInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.command_buffer)));
-        }
-        {
-            e.u32((*&v.device_mask));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.command_buffer)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.device_mask).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16415,10 +14981,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSubmitInfo2_body(e: &mut Encoder, v: &vk::SubmitInfo2<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.wait_semaphore_info_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.wait_semaphore_info_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_wait_semaphore_infos;
@@ -16434,7 +15000,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.command_buffer_info_count));
+            e.raw(&(*&v.command_buffer_info_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_command_buffer_infos;
@@ -16450,7 +15016,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.signal_semaphore_info_count));
+            e.raw(&(*&v.signal_semaphore_info_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_signal_semaphore_infos;
@@ -16480,7 +15046,7 @@ pub mod structs {
         v: &vk::QueueFamilyCheckpointProperties2NV<'_>,
     ) {
         {
-            e.u64((*&v.checkpoint_execution_stage_mask).as_raw());
+            e.raw(&(*&v.checkpoint_execution_stage_mask).as_raw().to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -16491,10 +15057,10 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkCheckpointData2NV_body(e: &mut Encoder, v: &vk::CheckpointData2NV<'_>) {
         {
-            e.u64((*&v.stage).as_raw());
-        }
-        {
-            e.u64((*&v.p_checkpoint_marker) as usize as u64);
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.stage).as_raw().to_le_bytes());
+            b[8..16].copy_from_slice(&((*&v.p_checkpoint_marker) as usize as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16511,7 +15077,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceSynchronization2Features<'_>,
     ) {
         {
-            e.u32((*&v.synchronization2));
+            e.raw(&(*&v.synchronization2).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16528,13 +15094,15 @@ pub mod structs {
         v: &vk::PhysicalDevicePrimitivesGeneratedQueryFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.primitives_generated_query));
-        }
-        {
-            e.u32((*&v.primitives_generated_query_with_rasterizer_discard));
-        }
-        {
-            e.u32((*&v.primitives_generated_query_with_non_zero_streams));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.primitives_generated_query).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.primitives_generated_query_with_rasterizer_discard).to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(
+                &(*&v.primitives_generated_query_with_non_zero_streams).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16551,7 +15119,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceLegacyDitheringFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.legacy_dithering));
+            e.raw(&(*&v.legacy_dithering).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16568,7 +15136,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.multisampled_render_to_single_sampled));
+            e.raw(&(*&v.multisampled_render_to_single_sampled).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16585,7 +15153,7 @@ pub mod structs {
         v: &vk::SubpassResolvePerformanceQueryEXT<'_>,
     ) {
         {
-            e.u32((*&v.optimal));
+            e.raw(&(*&v.optimal).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16602,10 +15170,11 @@ pub mod structs {
         v: &vk::MultisampledRenderToSingleSampledInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.multisampled_render_to_single_sampled_enable));
-        }
-        {
-            e.u32((*&v.rasterization_samples).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4]
+                .copy_from_slice(&(*&v.multisampled_render_to_single_sampled_enable).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.rasterization_samples).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16622,7 +15191,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePipelineProtectedAccessFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.pipeline_protected_access));
+            e.raw(&(*&v.pipeline_protected_access).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16639,7 +15208,7 @@ pub mod structs {
         v: &vk::QueueFamilyVideoPropertiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.video_codec_operations).as_raw());
+            e.raw(&(*&v.video_codec_operations).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16656,7 +15225,7 @@ pub mod structs {
         v: &vk::QueueFamilyQueryResultStatusPropertiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.query_result_status_support));
+            e.raw(&(*&v.query_result_status_support).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16670,7 +15239,7 @@ pub mod structs {
         v: &vk::VideoProfileListInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.profile_count));
+            e.raw(&(*&v.profile_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_profiles;
@@ -16700,7 +15269,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceVideoFormatInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.image_usage).as_raw());
+            e.raw(&(*&v.image_usage).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16717,22 +15286,18 @@ pub mod structs {
         v: &vk::VideoFormatPropertiesKHR<'_>,
     ) {
         {
-            e.i32((*&v.format).as_raw());
+            e.raw(&(*&v.format).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkComponentMapping(e, &v.component_mapping);
         }
         {
-            e.u32((*&v.image_create_flags).as_raw());
-        }
-        {
-            e.i32((*&v.image_type).as_raw());
-        }
-        {
-            e.i32((*&v.image_tiling).as_raw());
-        }
-        {
-            e.u32((*&v.image_usage_flags).as_raw());
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.image_create_flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.image_type).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.image_tiling).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.image_usage_flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16743,16 +15308,12 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkVideoProfileInfoKHR_body(e: &mut Encoder, v: &vk::VideoProfileInfoKHR<'_>) {
         {
-            e.u32((*&v.video_codec_operation).as_raw());
-        }
-        {
-            e.u32((*&v.chroma_subsampling).as_raw());
-        }
-        {
-            e.u32((*&v.luma_bit_depth).as_raw());
-        }
-        {
-            e.u32((*&v.chroma_bit_depth).as_raw());
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.video_codec_operation).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.chroma_subsampling).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.luma_bit_depth).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.chroma_bit_depth).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16763,13 +15324,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkVideoCapabilitiesKHR_body(e: &mut Encoder, v: &vk::VideoCapabilitiesKHR<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.min_bitstream_buffer_offset_alignment));
-        }
-        {
-            e.u64((*&v.min_bitstream_buffer_size_alignment));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.min_bitstream_buffer_offset_alignment).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.min_bitstream_buffer_size_alignment).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkExtent2D(e, &v.picture_access_granularity);
@@ -16781,10 +15340,10 @@ pub mod structs {
             structs::VkExtent2D(e, &v.max_coded_extent);
         }
         {
-            e.u32((*&v.max_dpb_slots));
-        }
-        {
-            e.u32((*&v.max_active_reference_pictures));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.max_dpb_slots).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_active_reference_pictures).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkExtensionProperties(e, &v.std_header_version);
@@ -16804,7 +15363,7 @@ pub mod structs {
         v: &vk::VideoSessionMemoryRequirementsKHR<'_>,
     ) {
         {
-            e.u32((*&v.memory_bind_index));
+            e.raw(&(*&v.memory_bind_index).to_le_bytes()[..4]);
         }
         {
             structs::VkMemoryRequirements(e, &v.memory_requirements);
@@ -16824,16 +15383,12 @@ pub mod structs {
         v: &vk::BindVideoSessionMemoryInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.memory_bind_index));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.memory)));
-        }
-        {
-            e.u64((*&v.memory_offset));
-        }
-        {
-            e.u64((*&v.memory_size));
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.memory_bind_index).to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.memory)).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.memory_offset).to_le_bytes());
+            b[20..28].copy_from_slice(&(*&v.memory_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16856,10 +15411,10 @@ pub mod structs {
             structs::VkExtent2D(e, &v.coded_extent);
         }
         {
-            e.u32((*&v.base_array_layer));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.image_view_binding)));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.base_array_layer).to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.image_view_binding)).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -16876,7 +15431,7 @@ pub mod structs {
         v: &vk::VideoReferenceSlotInfoKHR<'_>,
     ) {
         {
-            e.i32((*&v.slot_index));
+            e.raw(&(*&v.slot_index).to_le_bytes()[..4]);
         }
         {
             let p = v.p_picture_resource;
@@ -16902,7 +15457,7 @@ pub mod structs {
         v: &vk::VideoDecodeCapabilitiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16916,7 +15471,7 @@ pub mod structs {
         v: &vk::VideoDecodeUsageInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.video_usage_hints).as_raw());
+            e.raw(&(*&v.video_usage_hints).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -16927,16 +15482,12 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkVideoDecodeInfoKHR_body(e: &mut Encoder, v: &vk::VideoDecodeInfoKHR<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.src_buffer)));
-        }
-        {
-            e.u64((*&v.src_buffer_offset));
-        }
-        {
-            e.u64((*&v.src_buffer_range));
+            let mut b = [0u8; 28];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.src_buffer)).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.src_buffer_offset).to_le_bytes());
+            b[20..28].copy_from_slice(&(*&v.src_buffer_range).to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkVideoPictureResourceInfoKHR(e, &v.dst_picture_resource);
@@ -16951,7 +15502,7 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.reference_slot_count));
+            e.raw(&(*&v.reference_slot_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_reference_slots;
@@ -16981,10 +15532,10 @@ pub mod structs {
         v: &vk::VideoSessionCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.queue_family_index));
-        }
-        {
-            e.u32((*&v.flags).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.queue_family_index).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_video_profile;
@@ -16996,19 +15547,17 @@ pub mod structs {
             }
         }
         {
-            e.i32((*&v.picture_format).as_raw());
+            e.raw(&(*&v.picture_format).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkExtent2D(e, &v.max_coded_extent);
         }
         {
-            e.i32((*&v.reference_picture_format).as_raw());
-        }
-        {
-            e.u32((*&v.max_dpb_slots));
-        }
-        {
-            e.u32((*&v.max_active_reference_pictures));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.reference_picture_format).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_dpb_slots).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.max_active_reference_pictures).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_std_header_version;
@@ -17034,13 +15583,13 @@ pub mod structs {
         v: &vk::VideoSessionParametersCreateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.video_session_parameters_template)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.video_session)));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(
+                &Handle::as_raw((*&v.video_session_parameters_template)).to_le_bytes(),
+            );
+            b[12..20].copy_from_slice(&Handle::as_raw((*&v.video_session)).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17057,7 +15606,7 @@ pub mod structs {
         v: &vk::VideoSessionParametersUpdateInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.update_sequence_count));
+            e.raw(&(*&v.update_sequence_count).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -17071,16 +15620,13 @@ pub mod structs {
         v: &vk::VideoBeginCodingInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.video_session)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.video_session_parameters)));
-        }
-        {
-            e.u32((*&v.reference_slot_count));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.video_session)).to_le_bytes());
+            b[12..20]
+                .copy_from_slice(&Handle::as_raw((*&v.video_session_parameters)).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.reference_slot_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_reference_slots;
@@ -17104,7 +15650,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkVideoEndCodingInfoKHR_body(e: &mut Encoder, v: &vk::VideoEndCodingInfoKHR<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -17121,7 +15667,7 @@ pub mod structs {
         v: &vk::VideoCodingControlInfoKHR<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -17138,7 +15684,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceInheritedViewportScissorFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.inherited_viewport_scissor2_d));
+            e.raw(&(*&v.inherited_viewport_scissor2_d).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -17155,10 +15701,10 @@ pub mod structs {
         v: &vk::CommandBufferInheritanceViewportScissorInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.viewport_scissor2_d));
-        }
-        {
-            e.u32((*&v.viewport_depth_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.viewport_scissor2_d).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.viewport_depth_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_viewport_depths;
@@ -17184,7 +15730,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.ycbcr2plane444_formats));
+            e.raw(&(*&v.ycbcr2plane444_formats).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -17201,10 +15747,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceProvokingVertexFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.provoking_vertex_last));
-        }
-        {
-            e.u32((*&v.transform_feedback_preserves_provoking_vertex));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.provoking_vertex_last).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.transform_feedback_preserves_provoking_vertex).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17221,10 +15769,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceProvokingVertexPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.provoking_vertex_mode_per_pipeline));
-        }
-        {
-            e.u32((*&v.transform_feedback_preserves_triangle_fan_provoking_vertex));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.provoking_vertex_mode_per_pipeline).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.transform_feedback_preserves_triangle_fan_provoking_vertex).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17241,7 +15791,7 @@ pub mod structs {
         v: &vk::PipelineRasterizationProvokingVertexStateCreateInfoEXT<'_>,
     ) {
         {
-            e.i32((*&v.provoking_vertex_mode).as_raw());
+            e.raw(&(*&v.provoking_vertex_mode).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -17252,7 +15802,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkCuModuleCreateInfoNVX_body(e: &mut Encoder, v: &vk::CuModuleCreateInfoNVX<'_>) {
         {
-            e.u64((*&v.data_size) as u64);
+            e.raw(&((*&v.data_size) as u64).to_le_bytes()[..8]);
         }
         {
             let p = v.p_data;
@@ -17277,7 +15827,7 @@ pub mod structs {
         v: &vk::CuFunctionCreateInfoNVX<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.module)));
+            e.raw(&Handle::as_raw((*&v.module)).to_le_bytes()[..8]);
         }
         {
             let p = v.p_name;
@@ -17303,16 +15853,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceDescriptorBufferFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.descriptor_buffer));
-        }
-        {
-            e.u32((*&v.descriptor_buffer_capture_replay));
-        }
-        {
-            e.u32((*&v.descriptor_buffer_image_layout_ignored));
-        }
-        {
-            e.u32((*&v.descriptor_buffer_push_descriptors));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.descriptor_buffer).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.descriptor_buffer_capture_replay).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.descriptor_buffer_image_layout_ignored).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.descriptor_buffer_push_descriptors).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17329,103 +15875,79 @@ pub mod structs {
         v: &vk::PhysicalDeviceDescriptorBufferPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.combined_image_sampler_descriptor_single_array));
-        }
-        {
-            e.u32((*&v.bufferless_push_descriptors));
-        }
-        {
-            e.u32((*&v.allow_sampler_image_view_post_submit_creation));
-        }
-        {
-            e.u64((*&v.descriptor_buffer_offset_alignment));
-        }
-        {
-            e.u32((*&v.max_descriptor_buffer_bindings));
-        }
-        {
-            e.u32((*&v.max_resource_descriptor_buffer_bindings));
-        }
-        {
-            e.u32((*&v.max_sampler_descriptor_buffer_bindings));
-        }
-        {
-            e.u32((*&v.max_embedded_immutable_sampler_bindings));
-        }
-        {
-            e.u32((*&v.max_embedded_immutable_samplers));
-        }
-        {
-            e.u64((*&v.buffer_capture_replay_descriptor_data_size) as u64);
-        }
-        {
-            e.u64((*&v.image_capture_replay_descriptor_data_size) as u64);
-        }
-        {
-            e.u64((*&v.image_view_capture_replay_descriptor_data_size) as u64);
-        }
-        {
-            e.u64((*&v.sampler_capture_replay_descriptor_data_size) as u64);
-        }
-        {
-            e.u64((*&v.acceleration_structure_capture_replay_descriptor_data_size) as u64);
-        }
-        {
-            e.u64((*&v.sampler_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.combined_image_sampler_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.sampled_image_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.storage_image_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.uniform_texel_buffer_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.robust_uniform_texel_buffer_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.storage_texel_buffer_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.robust_storage_texel_buffer_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.uniform_buffer_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.robust_uniform_buffer_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.storage_buffer_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.robust_storage_buffer_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.input_attachment_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.acceleration_structure_descriptor_size) as u64);
-        }
-        {
-            e.u64((*&v.max_sampler_descriptor_buffer_range));
-        }
-        {
-            e.u64((*&v.max_resource_descriptor_buffer_range));
-        }
-        {
-            e.u64((*&v.sampler_descriptor_buffer_address_space_size));
-        }
-        {
-            e.u64((*&v.resource_descriptor_buffer_address_space_size));
-        }
-        {
-            e.u64((*&v.descriptor_buffer_address_space_size));
+            let mut b = [0u8; 232];
+            b[0..4].copy_from_slice(
+                &(*&v.combined_image_sampler_descriptor_single_array).to_le_bytes(),
+            );
+            b[4..8].copy_from_slice(&(*&v.bufferless_push_descriptors).to_le_bytes());
+            b[8..12].copy_from_slice(
+                &(*&v.allow_sampler_image_view_post_submit_creation).to_le_bytes(),
+            );
+            b[12..20].copy_from_slice(&(*&v.descriptor_buffer_offset_alignment).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.max_descriptor_buffer_bindings).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.max_resource_descriptor_buffer_bindings).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.max_sampler_descriptor_buffer_bindings).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.max_embedded_immutable_sampler_bindings).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.max_embedded_immutable_samplers).to_le_bytes());
+            b[40..48].copy_from_slice(
+                &((*&v.buffer_capture_replay_descriptor_data_size) as u64).to_le_bytes(),
+            );
+            b[48..56].copy_from_slice(
+                &((*&v.image_capture_replay_descriptor_data_size) as u64).to_le_bytes(),
+            );
+            b[56..64].copy_from_slice(
+                &((*&v.image_view_capture_replay_descriptor_data_size) as u64).to_le_bytes(),
+            );
+            b[64..72].copy_from_slice(
+                &((*&v.sampler_capture_replay_descriptor_data_size) as u64).to_le_bytes(),
+            );
+            b[72..80].copy_from_slice(
+                &((*&v.acceleration_structure_capture_replay_descriptor_data_size) as u64)
+                    .to_le_bytes(),
+            );
+            b[80..88].copy_from_slice(&((*&v.sampler_descriptor_size) as u64).to_le_bytes());
+            b[88..96].copy_from_slice(
+                &((*&v.combined_image_sampler_descriptor_size) as u64).to_le_bytes(),
+            );
+            b[96..104].copy_from_slice(&((*&v.sampled_image_descriptor_size) as u64).to_le_bytes());
+            b[104..112]
+                .copy_from_slice(&((*&v.storage_image_descriptor_size) as u64).to_le_bytes());
+            b[112..120].copy_from_slice(
+                &((*&v.uniform_texel_buffer_descriptor_size) as u64).to_le_bytes(),
+            );
+            b[120..128].copy_from_slice(
+                &((*&v.robust_uniform_texel_buffer_descriptor_size) as u64).to_le_bytes(),
+            );
+            b[128..136].copy_from_slice(
+                &((*&v.storage_texel_buffer_descriptor_size) as u64).to_le_bytes(),
+            );
+            b[136..144].copy_from_slice(
+                &((*&v.robust_storage_texel_buffer_descriptor_size) as u64).to_le_bytes(),
+            );
+            b[144..152]
+                .copy_from_slice(&((*&v.uniform_buffer_descriptor_size) as u64).to_le_bytes());
+            b[152..160].copy_from_slice(
+                &((*&v.robust_uniform_buffer_descriptor_size) as u64).to_le_bytes(),
+            );
+            b[160..168]
+                .copy_from_slice(&((*&v.storage_buffer_descriptor_size) as u64).to_le_bytes());
+            b[168..176].copy_from_slice(
+                &((*&v.robust_storage_buffer_descriptor_size) as u64).to_le_bytes(),
+            );
+            b[176..184]
+                .copy_from_slice(&((*&v.input_attachment_descriptor_size) as u64).to_le_bytes());
+            b[184..192].copy_from_slice(
+                &((*&v.acceleration_structure_descriptor_size) as u64).to_le_bytes(),
+            );
+            b[192..200].copy_from_slice(&(*&v.max_sampler_descriptor_buffer_range).to_le_bytes());
+            b[200..208].copy_from_slice(&(*&v.max_resource_descriptor_buffer_range).to_le_bytes());
+            b[208..216]
+                .copy_from_slice(&(*&v.sampler_descriptor_buffer_address_space_size).to_le_bytes());
+            b[216..224].copy_from_slice(
+                &(*&v.resource_descriptor_buffer_address_space_size).to_le_bytes(),
+            );
+            b[224..232].copy_from_slice(&(*&v.descriptor_buffer_address_space_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17442,7 +15964,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceDescriptorBufferDensityMapPropertiesEXT<'_>,
     ) {
         {
-            e.u64((*&v.combined_image_sampler_density_map_descriptor_size) as u64);
+            e.raw(
+                &((*&v.combined_image_sampler_density_map_descriptor_size) as u64).to_le_bytes()
+                    [..8],
+            );
         }
     }
     #[inline(never)]
@@ -17459,13 +15984,11 @@ pub mod structs {
         v: &vk::DescriptorAddressInfoEXT<'_>,
     ) {
         {
-            e.u64((*&v.address));
-        }
-        {
-            e.u64((*&v.range));
-        }
-        {
-            e.i32((*&v.format).as_raw());
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&(*&v.address).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.range).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.format).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17482,10 +16005,10 @@ pub mod structs {
         v: &vk::DescriptorBufferBindingInfoEXT<'_>,
     ) {
         {
-            e.u64((*&v.address));
-        }
-        {
-            e.u32((*&v.usage).as_raw());
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&(*&v.address).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.usage).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17502,7 +16025,7 @@ pub mod structs {
         v: &vk::DescriptorBufferBindingPushDescriptorBufferHandleEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.buffer)));
+            e.raw(&Handle::as_raw((*&v.buffer)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -17513,7 +16036,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDescriptorGetInfoEXT_body(e: &mut Encoder, v: &vk::DescriptorGetInfoEXT<'_>) {
         {
-            e.i32((*&v.ty).as_raw());
+            e.raw(&(*&v.ty).as_raw().to_le_bytes()[..4]);
         }
         {
             e.raw_of(&v.data);
@@ -17533,7 +16056,7 @@ pub mod structs {
         v: &vk::BufferCaptureDescriptorDataInfoEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.buffer)));
+            e.raw(&Handle::as_raw((*&v.buffer)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -17550,7 +16073,7 @@ pub mod structs {
         v: &vk::ImageCaptureDescriptorDataInfoEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image)));
+            e.raw(&Handle::as_raw((*&v.image)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -17567,7 +16090,7 @@ pub mod structs {
         v: &vk::ImageViewCaptureDescriptorDataInfoEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image_view)));
+            e.raw(&Handle::as_raw((*&v.image_view)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -17584,7 +16107,7 @@ pub mod structs {
         v: &vk::SamplerCaptureDescriptorDataInfoEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.sampler)));
+            e.raw(&Handle::as_raw((*&v.sampler)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -17601,10 +16124,11 @@ pub mod structs {
         v: &vk::AccelerationStructureCaptureDescriptorDataInfoEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.acceleration_structure)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.acceleration_structure_nv)));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.acceleration_structure)).to_le_bytes());
+            b[8..16]
+                .copy_from_slice(&Handle::as_raw((*&v.acceleration_structure_nv)).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17621,7 +16145,7 @@ pub mod structs {
         v: &vk::OpaqueCaptureDescriptorDataCreateInfoEXT<'_>,
     ) {
         {
-            e.u64((*&v.opaque_capture_descriptor_data) as usize as u64);
+            e.raw(&((*&v.opaque_capture_descriptor_data) as usize as u64).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -17638,7 +16162,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderIntegerDotProductFeatures<'_>,
     ) {
         {
-            e.u32((*&v.shader_integer_dot_product));
+            e.raw(&(*&v.shader_integer_dot_product).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -17655,98 +16179,95 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderIntegerDotProductProperties<'_>,
     ) {
         {
-            e.u32((*&v.integer_dot_product8_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product8_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product8_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product4x8_bit_packed_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product4x8_bit_packed_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product4x8_bit_packed_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product16_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product16_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product16_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product32_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product32_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product32_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product64_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product64_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product64_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating8_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating8_bit_signed_accelerated));
-        }
-        {
-            e.u32(
-                (*&v.integer_dot_product_accumulating_saturating8_bit_mixed_signedness_accelerated),
+            let mut b = [0u8; 120];
+            b[0..4].copy_from_slice(
+                &(*&v.integer_dot_product8_bit_unsigned_accelerated).to_le_bytes(),
             );
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_unsigned_accelerated));
-        }
-        {
-            e.u32(
-                (*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_signed_accelerated),
+            b[4..8]
+                .copy_from_slice(&(*&v.integer_dot_product8_bit_signed_accelerated).to_le_bytes());
+            b[8..12].copy_from_slice(
+                &(*&v.integer_dot_product8_bit_mixed_signedness_accelerated).to_le_bytes(),
             );
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating16_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating16_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating16_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating32_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating32_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating32_bit_mixed_signedness_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating64_bit_unsigned_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating64_bit_signed_accelerated));
-        }
-        {
-            e.u32((*&v.integer_dot_product_accumulating_saturating64_bit_mixed_signedness_accelerated));
+            b[12..16].copy_from_slice(
+                &(*&v.integer_dot_product4x8_bit_packed_unsigned_accelerated).to_le_bytes(),
+            );
+            b[16..20].copy_from_slice(
+                &(*&v.integer_dot_product4x8_bit_packed_signed_accelerated).to_le_bytes(),
+            );
+            b[20..24].copy_from_slice(
+                &(*&v.integer_dot_product4x8_bit_packed_mixed_signedness_accelerated).to_le_bytes(),
+            );
+            b[24..28].copy_from_slice(
+                &(*&v.integer_dot_product16_bit_unsigned_accelerated).to_le_bytes(),
+            );
+            b[28..32]
+                .copy_from_slice(&(*&v.integer_dot_product16_bit_signed_accelerated).to_le_bytes());
+            b[32..36].copy_from_slice(
+                &(*&v.integer_dot_product16_bit_mixed_signedness_accelerated).to_le_bytes(),
+            );
+            b[36..40].copy_from_slice(
+                &(*&v.integer_dot_product32_bit_unsigned_accelerated).to_le_bytes(),
+            );
+            b[40..44]
+                .copy_from_slice(&(*&v.integer_dot_product32_bit_signed_accelerated).to_le_bytes());
+            b[44..48].copy_from_slice(
+                &(*&v.integer_dot_product32_bit_mixed_signedness_accelerated).to_le_bytes(),
+            );
+            b[48..52].copy_from_slice(
+                &(*&v.integer_dot_product64_bit_unsigned_accelerated).to_le_bytes(),
+            );
+            b[52..56]
+                .copy_from_slice(&(*&v.integer_dot_product64_bit_signed_accelerated).to_le_bytes());
+            b[56..60].copy_from_slice(
+                &(*&v.integer_dot_product64_bit_mixed_signedness_accelerated).to_le_bytes(),
+            );
+            b[60..64].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating8_bit_unsigned_accelerated)
+                    .to_le_bytes(),
+            );
+            b[64..68].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating8_bit_signed_accelerated)
+                    .to_le_bytes(),
+            );
+            b[68..72].copy_from_slice(
+                &(*&v
+                    .integer_dot_product_accumulating_saturating8_bit_mixed_signedness_accelerated)
+                    .to_le_bytes(),
+            );
+            b[72..76].copy_from_slice(&(*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_unsigned_accelerated).to_le_bytes());
+            b[76..80].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_signed_accelerated)
+                    .to_le_bytes(),
+            );
+            b[80..84].copy_from_slice(&(*&v.integer_dot_product_accumulating_saturating4x8_bit_packed_mixed_signedness_accelerated).to_le_bytes());
+            b[84..88].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating16_bit_unsigned_accelerated)
+                    .to_le_bytes(),
+            );
+            b[88..92].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating16_bit_signed_accelerated)
+                    .to_le_bytes(),
+            );
+            b[92..96].copy_from_slice(&(*&v.integer_dot_product_accumulating_saturating16_bit_mixed_signedness_accelerated).to_le_bytes());
+            b[96..100].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating32_bit_unsigned_accelerated)
+                    .to_le_bytes(),
+            );
+            b[100..104].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating32_bit_signed_accelerated)
+                    .to_le_bytes(),
+            );
+            b[104..108].copy_from_slice(&(*&v.integer_dot_product_accumulating_saturating32_bit_mixed_signedness_accelerated).to_le_bytes());
+            b[108..112].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating64_bit_unsigned_accelerated)
+                    .to_le_bytes(),
+            );
+            b[112..116].copy_from_slice(
+                &(*&v.integer_dot_product_accumulating_saturating64_bit_signed_accelerated)
+                    .to_le_bytes(),
+            );
+            b[116..120].copy_from_slice(&(*&v.integer_dot_product_accumulating_saturating64_bit_mixed_signedness_accelerated).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17763,22 +16284,14 @@ pub mod structs {
         v: &vk::PhysicalDeviceDrmPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.has_primary));
-        }
-        {
-            e.u32((*&v.has_render));
-        }
-        {
-            e.i64((*&v.primary_major));
-        }
-        {
-            e.i64((*&v.primary_minor));
-        }
-        {
-            e.i64((*&v.render_major));
-        }
-        {
-            e.i64((*&v.render_minor));
+            let mut b = [0u8; 40];
+            b[0..4].copy_from_slice(&(*&v.has_primary).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.has_render).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.primary_major).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.primary_minor).to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.render_major).to_le_bytes());
+            b[32..40].copy_from_slice(&(*&v.render_minor).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17795,7 +16308,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentShaderBarycentricFeaturesKHR<'_>,
     ) {
         {
-            e.u32((*&v.fragment_shader_barycentric));
+            e.raw(&(*&v.fragment_shader_barycentric).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -17812,7 +16325,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceFragmentShaderBarycentricPropertiesKHR<'_>,
     ) {
         {
-            e.u32((*&v.tri_strip_vertex_order_independent_of_provoking_vertex));
+            e.raw(&(*&v.tri_strip_vertex_order_independent_of_provoking_vertex).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -17829,10 +16342,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceRayTracingMotionBlurFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.ray_tracing_motion_blur));
-        }
-        {
-            e.u32((*&v.ray_tracing_motion_blur_pipeline_trace_rays_indirect));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.ray_tracing_motion_blur).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.ray_tracing_motion_blur_pipeline_trace_rays_indirect).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17866,61 +16381,33 @@ pub mod structs {
         v: &vk::AccelerationStructureMotionInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.max_instances));
-        }
-        {
-            e.u32((*&v.flags).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.max_instances).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkSRTDataNV(e: &mut Encoder, v: &vk::SRTDataNV) {
         {
-            e.f32((*&v.sx));
-        }
-        {
-            e.f32((*&v.a));
-        }
-        {
-            e.f32((*&v.b));
-        }
-        {
-            e.f32((*&v.pvx));
-        }
-        {
-            e.f32((*&v.sy));
-        }
-        {
-            e.f32((*&v.c));
-        }
-        {
-            e.f32((*&v.pvy));
-        }
-        {
-            e.f32((*&v.sz));
-        }
-        {
-            e.f32((*&v.pvz));
-        }
-        {
-            e.f32((*&v.qx));
-        }
-        {
-            e.f32((*&v.qy));
-        }
-        {
-            e.f32((*&v.qz));
-        }
-        {
-            e.f32((*&v.qw));
-        }
-        {
-            e.f32((*&v.tx));
-        }
-        {
-            e.f32((*&v.ty));
-        }
-        {
-            e.f32((*&v.tz));
+            let mut b = [0u8; 64];
+            b[0..4].copy_from_slice(&(*&v.sx).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.a).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.b).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.pvx).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.sy).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.c).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.pvy).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.sz).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.pvz).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.qx).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.qy).to_le_bytes());
+            b[44..48].copy_from_slice(&(*&v.qz).to_le_bytes());
+            b[48..52].copy_from_slice(&(*&v.qw).to_le_bytes());
+            b[52..56].copy_from_slice(&(*&v.tx).to_le_bytes());
+            b[56..60].copy_from_slice(&(*&v.ty).to_le_bytes());
+            b[60..64].copy_from_slice(&(*&v.tz).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17929,10 +16416,10 @@ pub mod structs {
         v: &vk::AccelerationStructureMotionInstanceNV,
     ) {
         {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u32((*&v.flags).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             e.raw_of(&v.data);
@@ -17952,10 +16439,10 @@ pub mod structs {
         v: &vk::MemoryGetRemoteAddressInfoNV<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.memory)));
-        }
-        {
-            e.u32((*&v.handle_type).as_raw());
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.memory)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.handle_type).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -17972,7 +16459,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceRGBA10X6FormatsFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.format_rgba10x6_without_y_cb_cr_sampler));
+            e.raw(&(*&v.format_rgba10x6_without_y_cb_cr_sampler).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -17983,13 +16470,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkFormatProperties3_body(e: &mut Encoder, v: &vk::FormatProperties3<'_>) {
         {
-            e.u64((*&v.linear_tiling_features).as_raw());
-        }
-        {
-            e.u64((*&v.optimal_tiling_features).as_raw());
-        }
-        {
-            e.u64((*&v.buffer_features).as_raw());
+            let mut b = [0u8; 24];
+            b[0..8].copy_from_slice(&(*&v.linear_tiling_features).as_raw().to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.optimal_tiling_features).as_raw().to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.buffer_features).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18006,7 +16491,7 @@ pub mod structs {
         v: &vk::DrmFormatModifierPropertiesList2EXT<'_>,
     ) {
         {
-            e.u32((*&v.drm_format_modifier_count));
+            e.raw(&(*&v.drm_format_modifier_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_drm_format_modifier_properties;
@@ -18028,13 +16513,15 @@ pub mod structs {
         v: &vk::DrmFormatModifierProperties2EXT,
     ) {
         {
-            e.u64((*&v.drm_format_modifier));
-        }
-        {
-            e.u32((*&v.drm_format_modifier_plane_count));
-        }
-        {
-            e.u64((*&v.drm_format_modifier_tiling_features).as_raw());
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&(*&v.drm_format_modifier).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.drm_format_modifier_plane_count).to_le_bytes());
+            b[12..20].copy_from_slice(
+                &(*&v.drm_format_modifier_tiling_features)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18051,10 +16538,10 @@ pub mod structs {
         v: &vk::PipelineRenderingCreateInfo<'_>,
     ) {
         {
-            e.u32((*&v.view_mask));
-        }
-        {
-            e.u32((*&v.color_attachment_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.view_mask).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.color_attachment_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_color_attachment_formats;
@@ -18070,10 +16557,10 @@ pub mod structs {
             }
         }
         {
-            e.i32((*&v.depth_attachment_format).as_raw());
-        }
-        {
-            e.i32((*&v.stencil_attachment_format).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.depth_attachment_format).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stencil_attachment_format).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18084,19 +16571,17 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkRenderingInfo_body(e: &mut Encoder, v: &vk::RenderingInfo<'_>) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
         {
             structs::VkRect2D(e, &v.render_area);
         }
         {
-            e.u32((*&v.layer_count));
-        }
-        {
-            e.u32((*&v.view_mask));
-        }
-        {
-            e.u32((*&v.color_attachment_count));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.layer_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.view_mask).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.color_attachment_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_color_attachments;
@@ -18141,25 +16626,15 @@ pub mod structs {
         v: &vk::RenderingAttachmentInfo<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image_view)));
-        }
-        {
-            e.i32((*&v.image_layout).as_raw());
-        }
-        {
-            e.u32((*&v.resolve_mode).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.resolve_image_view)));
-        }
-        {
-            e.i32((*&v.resolve_image_layout).as_raw());
-        }
-        {
-            e.i32((*&v.load_op).as_raw());
-        }
-        {
-            e.i32((*&v.store_op).as_raw());
+            let mut b = [0u8; 36];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.image_view)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.image_layout).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.resolve_mode).as_raw().to_le_bytes());
+            b[16..24].copy_from_slice(&Handle::as_raw((*&v.resolve_image_view)).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.resolve_image_layout).as_raw().to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.load_op).as_raw().to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.store_op).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             e.raw_of(&v.clear_value);
@@ -18179,10 +16654,10 @@ pub mod structs {
         v: &vk::RenderingFragmentShadingRateAttachmentInfoKHR<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image_view)));
-        }
-        {
-            e.i32((*&v.image_layout).as_raw());
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.image_view)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.image_layout).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkExtent2D(e, &v.shading_rate_attachment_texel_size);
@@ -18202,10 +16677,10 @@ pub mod structs {
         v: &vk::RenderingFragmentDensityMapAttachmentInfoEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.image_view)));
-        }
-        {
-            e.i32((*&v.image_layout).as_raw());
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.image_view)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.image_layout).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18222,7 +16697,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDynamicRenderingFeatures<'_>,
     ) {
         {
-            e.u32((*&v.dynamic_rendering));
+            e.raw(&(*&v.dynamic_rendering).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18239,13 +16714,11 @@ pub mod structs {
         v: &vk::CommandBufferInheritanceRenderingInfo<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.view_mask));
-        }
-        {
-            e.u32((*&v.color_attachment_count));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.view_mask).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.color_attachment_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_color_attachment_formats;
@@ -18261,13 +16734,11 @@ pub mod structs {
             }
         }
         {
-            e.i32((*&v.depth_attachment_format).as_raw());
-        }
-        {
-            e.i32((*&v.stencil_attachment_format).as_raw());
-        }
-        {
-            e.u32((*&v.rasterization_samples).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.depth_attachment_format).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.stencil_attachment_format).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.rasterization_samples).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18284,7 +16755,7 @@ pub mod structs {
         v: &vk::AttachmentSampleCountInfoAMD<'_>,
     ) {
         {
-            e.u32((*&v.color_attachment_count));
+            e.raw(&(*&v.color_attachment_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_color_attachment_samples;
@@ -18300,7 +16771,11 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.depth_stencil_attachment_samples).as_raw());
+            e.raw(
+                &(*&v.depth_stencil_attachment_samples)
+                    .as_raw()
+                    .to_le_bytes()[..4],
+            );
         }
     }
     #[inline(never)]
@@ -18317,10 +16792,10 @@ pub mod structs {
         v: &vk::MultiviewPerViewAttributesInfoNVX<'_>,
     ) {
         {
-            e.u32((*&v.per_view_attributes));
-        }
-        {
-            e.u32((*&v.per_view_attributes_position_x_only));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.per_view_attributes).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.per_view_attributes_position_x_only).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18337,7 +16812,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceImageViewMinLodFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.min_lod));
+            e.raw(&(*&v.min_lod).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18354,7 +16829,7 @@ pub mod structs {
         v: &vk::ImageViewMinLodCreateInfoEXT<'_>,
     ) {
         {
-            e.f32((*&v.min_lod));
+            e.raw(&(*&v.min_lod).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18371,13 +16846,15 @@ pub mod structs {
         v: &vk::PhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.rasterization_order_color_attachment_access));
-        }
-        {
-            e.u32((*&v.rasterization_order_depth_attachment_access));
-        }
-        {
-            e.u32((*&v.rasterization_order_stencil_attachment_access));
+            let mut b = [0u8; 12];
+            b[0..4]
+                .copy_from_slice(&(*&v.rasterization_order_color_attachment_access).to_le_bytes());
+            b[4..8]
+                .copy_from_slice(&(*&v.rasterization_order_depth_attachment_access).to_le_bytes());
+            b[8..12].copy_from_slice(
+                &(*&v.rasterization_order_stencil_attachment_access).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18394,7 +16871,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceLinearColorAttachmentFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.linear_color_attachment));
+            e.raw(&(*&v.linear_color_attachment).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18411,7 +16888,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceGraphicsPipelineLibraryFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.graphics_pipeline_library));
+            e.raw(&(*&v.graphics_pipeline_library).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18428,10 +16905,12 @@ pub mod structs {
         v: &vk::PhysicalDeviceGraphicsPipelineLibraryPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.graphics_pipeline_library_fast_linking));
-        }
-        {
-            e.u32((*&v.graphics_pipeline_library_independent_interpolation_decoration));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.graphics_pipeline_library_fast_linking).to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.graphics_pipeline_library_independent_interpolation_decoration).to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18448,7 +16927,7 @@ pub mod structs {
         v: &vk::GraphicsPipelineLibraryCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
+            e.raw(&(*&v.flags).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18465,7 +16944,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDescriptorSetHostMappingFeaturesVALVE<'_>,
     ) {
         {
-            e.u32((*&v.descriptor_set_host_mapping));
+            e.raw(&(*&v.descriptor_set_host_mapping).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18482,10 +16961,10 @@ pub mod structs {
         v: &vk::DescriptorSetBindingReferenceVALVE<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.descriptor_set_layout)));
-        }
-        {
-            e.u32((*&v.binding));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.descriptor_set_layout)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.binding).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18502,10 +16981,10 @@ pub mod structs {
         v: &vk::DescriptorSetLayoutHostMappingInfoVALVE<'_>,
     ) {
         {
-            e.u64((*&v.descriptor_offset) as u64);
-        }
-        {
-            e.u32((*&v.descriptor_size));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&((*&v.descriptor_offset) as u64).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.descriptor_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18522,7 +17001,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderModuleIdentifierFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.shader_module_identifier));
+            e.raw(&(*&v.shader_module_identifier).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18558,7 +17037,7 @@ pub mod structs {
         v: &vk::PipelineShaderStageModuleIdentifierCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.identifier_size));
+            e.raw(&(*&v.identifier_size).to_le_bytes()[..4]);
         }
         {
             let p = v.p_identifier;
@@ -18586,7 +17065,7 @@ pub mod structs {
         v: &vk::ShaderModuleIdentifierEXT<'_>,
     ) {
         {
-            e.u32((*&v.identifier_size));
+            e.raw(&(*&v.identifier_size).to_le_bytes()[..4]);
         }
         {
             for x in v.identifier.iter() {
@@ -18608,10 +17087,10 @@ pub mod structs {
         v: &vk::ImageCompressionControlEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.compression_control_plane_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.compression_control_plane_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_fixed_rate_flags;
@@ -18641,7 +17120,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceImageCompressionControlFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.image_compression_control));
+            e.raw(&(*&v.image_compression_control).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18658,10 +17137,14 @@ pub mod structs {
         v: &vk::ImageCompressionPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.image_compression_flags).as_raw());
-        }
-        {
-            e.u32((*&v.image_compression_fixed_rate_flags).as_raw());
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.image_compression_flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(
+                &(*&v.image_compression_fixed_rate_flags)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18678,7 +17161,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceImageCompressionControlSwapchainFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.image_compression_control_swapchain));
+            e.raw(&(*&v.image_compression_control_swapchain).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18717,7 +17200,7 @@ pub mod structs {
         v: &vk::RenderPassCreationControlEXT<'_>,
     ) {
         {
-            e.u32((*&v.disallow_merging));
+            e.raw(&(*&v.disallow_merging).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18726,7 +17209,7 @@ pub mod structs {
         v: &vk::RenderPassCreationFeedbackInfoEXT,
     ) {
         {
-            e.u32((*&v.post_merge_subpass_count));
+            e.raw(&(*&v.post_merge_subpass_count).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18758,13 +17241,13 @@ pub mod structs {
         v: &vk::RenderPassSubpassFeedbackInfoEXT,
     ) {
         {
-            e.i32((*&v.subpass_merge_status).as_raw());
+            e.raw(&(*&v.subpass_merge_status).as_raw().to_le_bytes()[..4]);
         }
         {
             e.fixed_str(&v.description);
         }
         {
-            e.u32((*&v.post_merge_index));
+            e.raw(&(*&v.post_merge_index).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18804,7 +17287,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceSubpassMergeFeedbackFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.subpass_merge_feedback));
+            e.raw(&(*&v.subpass_merge_feedback).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18815,19 +17298,13 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkMicromapBuildInfoEXT_body(e: &mut Encoder, v: &vk::MicromapBuildInfoEXT<'_>) {
         {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.i32((*&v.mode).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst_micromap)));
-        }
-        {
-            e.u32((*&v.usage_counts_count));
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.mode).as_raw().to_le_bytes());
+            b[12..20].copy_from_slice(&Handle::as_raw((*&v.dst_micromap)).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.usage_counts_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_usage_counts;
@@ -18870,7 +17347,7 @@ pub mod structs {
             e.raw_of(&v.triangle_array);
         }
         {
-            e.u64((*&v.triangle_array_stride));
+            e.raw(&(*&v.triangle_array_stride).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -18881,22 +17358,14 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkMicromapCreateInfoEXT_body(e: &mut Encoder, v: &vk::MicromapCreateInfoEXT<'_>) {
         {
-            e.u32((*&v.create_flags).as_raw());
-        }
-        {
-            e.u64(Handle::as_raw((*&v.buffer)));
-        }
-        {
-            e.u64((*&v.offset));
-        }
-        {
-            e.u64((*&v.size));
-        }
-        {
-            e.i32((*&v.ty).as_raw());
-        }
-        {
-            e.u64((*&v.device_address));
+            let mut b = [0u8; 40];
+            b[0..4].copy_from_slice(&(*&v.create_flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&Handle::as_raw((*&v.buffer)).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.offset).to_le_bytes());
+            b[20..28].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.ty).as_raw().to_le_bytes());
+            b[32..40].copy_from_slice(&(*&v.device_address).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18929,13 +17398,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkCopyMicromapInfoEXT_body(e: &mut Encoder, v: &vk::CopyMicromapInfoEXT<'_>) {
         {
-            e.u64(Handle::as_raw((*&v.src)));
-        }
-        {
-            e.u64(Handle::as_raw((*&v.dst)));
-        }
-        {
-            e.i32((*&v.mode).as_raw());
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.src)).to_le_bytes());
+            b[8..16].copy_from_slice(&Handle::as_raw((*&v.dst)).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.mode).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18952,13 +17419,13 @@ pub mod structs {
         v: &vk::CopyMicromapToMemoryInfoEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.src)));
+            e.raw(&Handle::as_raw((*&v.src)).to_le_bytes()[..8]);
         }
         {
             e.raw_of(&v.dst);
         }
         {
-            e.i32((*&v.mode).as_raw());
+            e.raw(&(*&v.mode).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -18978,10 +17445,10 @@ pub mod structs {
             e.raw_of(&v.src);
         }
         {
-            e.u64(Handle::as_raw((*&v.dst)));
-        }
-        {
-            e.i32((*&v.mode).as_raw());
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.dst)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.mode).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -18998,37 +17465,31 @@ pub mod structs {
         v: &vk::MicromapBuildSizesInfoEXT<'_>,
     ) {
         {
-            e.u64((*&v.micromap_size));
-        }
-        {
-            e.u64((*&v.build_scratch_size));
-        }
-        {
-            e.u32((*&v.discardable));
+            let mut b = [0u8; 20];
+            b[0..8].copy_from_slice(&(*&v.micromap_size).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.build_scratch_size).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.discardable).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkMicromapUsageEXT(e: &mut Encoder, v: &vk::MicromapUsageEXT) {
         {
-            e.u32((*&v.count));
-        }
-        {
-            e.u32((*&v.subdivision_level));
-        }
-        {
-            e.u32((*&v.format));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.subdivision_level).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.format).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkMicromapTriangleEXT(e: &mut Encoder, v: &vk::MicromapTriangleEXT) {
         {
-            e.u32((*&v.data_offset));
-        }
-        {
-            e.u16((*&v.subdivision_level));
-        }
-        {
-            e.u16((*&v.format));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.data_offset).to_le_bytes());
+            b[4..6].copy_from_slice(&(*&v.subdivision_level).to_le_bytes());
+            b[6..8].copy_from_slice(&(*&v.format).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19045,13 +17506,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceOpacityMicromapFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.micromap));
-        }
-        {
-            e.u32((*&v.micromap_capture_replay));
-        }
-        {
-            e.u32((*&v.micromap_host_commands));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.micromap).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.micromap_capture_replay).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.micromap_host_commands).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19068,10 +17527,10 @@ pub mod structs {
         v: &vk::PhysicalDeviceOpacityMicromapPropertiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.max_opacity2_state_subdivision_level));
-        }
-        {
-            e.u32((*&v.max_opacity4_state_subdivision_level));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.max_opacity2_state_subdivision_level).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.max_opacity4_state_subdivision_level).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19088,19 +17547,17 @@ pub mod structs {
         v: &vk::AccelerationStructureTrianglesOpacityMicromapEXT<'_>,
     ) {
         {
-            e.i32((*&v.index_type).as_raw());
+            e.raw(&(*&v.index_type).as_raw().to_le_bytes()[..4]);
         }
         {
             e.raw_of(&v.index_buffer);
         }
         {
-            e.u64((*&v.index_stride));
-        }
-        {
-            e.u32((*&v.base_triangle));
-        }
-        {
-            e.u32((*&v.usage_counts_count));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.index_stride).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.base_triangle).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.usage_counts_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_usage_counts;
@@ -19134,7 +17591,7 @@ pub mod structs {
             }
         }
         {
-            e.u64(Handle::as_raw((*&v.micromap)));
+            e.raw(&Handle::as_raw((*&v.micromap)).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -19170,7 +17627,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePipelinePropertiesFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.pipeline_properties_identifier));
+            e.raw(&(*&v.pipeline_properties_identifier).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19187,7 +17644,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD<'_>,
     ) {
         {
-            e.u32((*&v.shader_early_and_late_fragment_tests));
+            e.raw(&(*&v.shader_early_and_late_fragment_tests).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19204,7 +17661,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceNonSeamlessCubeMapFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.non_seamless_cube_map));
+            e.raw(&(*&v.non_seamless_cube_map).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19221,7 +17678,7 @@ pub mod structs {
         v: &vk::PhysicalDevicePipelineRobustnessFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.pipeline_robustness));
+            e.raw(&(*&v.pipeline_robustness).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19238,16 +17695,12 @@ pub mod structs {
         v: &vk::PipelineRobustnessCreateInfoEXT<'_>,
     ) {
         {
-            e.i32((*&v.storage_buffers).as_raw());
-        }
-        {
-            e.i32((*&v.uniform_buffers).as_raw());
-        }
-        {
-            e.i32((*&v.vertex_inputs).as_raw());
-        }
-        {
-            e.i32((*&v.images).as_raw());
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.storage_buffers).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.uniform_buffers).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.vertex_inputs).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.images).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19264,16 +17717,24 @@ pub mod structs {
         v: &vk::PhysicalDevicePipelineRobustnessPropertiesEXT<'_>,
     ) {
         {
-            e.i32((*&v.default_robustness_storage_buffers).as_raw());
-        }
-        {
-            e.i32((*&v.default_robustness_uniform_buffers).as_raw());
-        }
-        {
-            e.i32((*&v.default_robustness_vertex_inputs).as_raw());
-        }
-        {
-            e.i32((*&v.default_robustness_images).as_raw());
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(
+                &(*&v.default_robustness_storage_buffers)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[4..8].copy_from_slice(
+                &(*&v.default_robustness_uniform_buffers)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[8..12].copy_from_slice(
+                &(*&v.default_robustness_vertex_inputs)
+                    .as_raw()
+                    .to_le_bytes(),
+            );
+            b[12..16].copy_from_slice(&(*&v.default_robustness_images).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19296,7 +17757,7 @@ pub mod structs {
             structs::VkExtent2D(e, &v.filter_size);
         }
         {
-            e.u32((*&v.num_phases));
+            e.raw(&(*&v.num_phases).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19313,13 +17774,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceImageProcessingFeaturesQCOM<'_>,
     ) {
         {
-            e.u32((*&v.texture_sample_weighted));
-        }
-        {
-            e.u32((*&v.texture_box_filter));
-        }
-        {
-            e.u32((*&v.texture_block_match));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.texture_sample_weighted).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.texture_box_filter).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.texture_block_match).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19336,7 +17795,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceImageProcessingPropertiesQCOM<'_>,
     ) {
         {
-            e.u32((*&v.max_weight_filter_phases));
+            e.raw(&(*&v.max_weight_filter_phases).to_le_bytes()[..4]);
         }
         {
             structs::VkExtent2D(e, &v.max_weight_filter_dimension);
@@ -19362,7 +17821,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceTilePropertiesFeaturesQCOM<'_>,
     ) {
         {
-            e.u32((*&v.tile_properties));
+            e.raw(&(*&v.tile_properties).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19396,7 +17855,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceAmigoProfilingFeaturesSEC<'_>,
     ) {
         {
-            e.u32((*&v.amigo_profiling));
+            e.raw(&(*&v.amigo_profiling).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19413,10 +17872,10 @@ pub mod structs {
         v: &vk::AmigoProfilingSubmitInfoSEC<'_>,
     ) {
         {
-            e.u64((*&v.first_draw_timestamp));
-        }
-        {
-            e.u64((*&v.swap_buffer_timestamp));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.first_draw_timestamp).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.swap_buffer_timestamp).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19433,7 +17892,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.attachment_feedback_loop_layout));
+            e.raw(&(*&v.attachment_feedback_loop_layout).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19450,7 +17909,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceDepthClampZeroOneFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.depth_clamp_zero_one));
+            e.raw(&(*&v.depth_clamp_zero_one).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19467,7 +17926,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceAddressBindingReportFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.report_address_binding));
+            e.raw(&(*&v.report_address_binding).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19484,16 +17943,12 @@ pub mod structs {
         v: &vk::DeviceAddressBindingCallbackDataEXT<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64((*&v.base_address));
-        }
-        {
-            e.u64((*&v.size));
-        }
-        {
-            e.i32((*&v.binding_type).as_raw());
+            let mut b = [0u8; 24];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.base_address).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.binding_type).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19510,7 +17965,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceOpticalFlowFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.optical_flow));
+            e.raw(&(*&v.optical_flow).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19527,37 +17982,19 @@ pub mod structs {
         v: &vk::PhysicalDeviceOpticalFlowPropertiesNV<'_>,
     ) {
         {
-            e.u32((*&v.supported_output_grid_sizes).as_raw());
-        }
-        {
-            e.u32((*&v.supported_hint_grid_sizes).as_raw());
-        }
-        {
-            e.u32((*&v.hint_supported));
-        }
-        {
-            e.u32((*&v.cost_supported));
-        }
-        {
-            e.u32((*&v.bidirectional_flow_supported));
-        }
-        {
-            e.u32((*&v.global_flow_supported));
-        }
-        {
-            e.u32((*&v.min_width));
-        }
-        {
-            e.u32((*&v.min_height));
-        }
-        {
-            e.u32((*&v.max_width));
-        }
-        {
-            e.u32((*&v.max_height));
-        }
-        {
-            e.u32((*&v.max_num_regions_of_interest));
+            let mut b = [0u8; 44];
+            b[0..4].copy_from_slice(&(*&v.supported_output_grid_sizes).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.supported_hint_grid_sizes).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.hint_supported).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.cost_supported).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.bidirectional_flow_supported).to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.global_flow_supported).to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.min_width).to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.min_height).to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.max_width).to_le_bytes());
+            b[36..40].copy_from_slice(&(*&v.max_height).to_le_bytes());
+            b[40..44].copy_from_slice(&(*&v.max_num_regions_of_interest).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19574,7 +18011,7 @@ pub mod structs {
         v: &vk::OpticalFlowImageFormatInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.usage).as_raw());
+            e.raw(&(*&v.usage).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19591,7 +18028,7 @@ pub mod structs {
         v: &vk::OpticalFlowImageFormatPropertiesNV<'_>,
     ) {
         {
-            e.i32((*&v.format).as_raw());
+            e.raw(&(*&v.format).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19608,31 +18045,17 @@ pub mod structs {
         v: &vk::OpticalFlowSessionCreateInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.width));
-        }
-        {
-            e.u32((*&v.height));
-        }
-        {
-            e.i32((*&v.image_format).as_raw());
-        }
-        {
-            e.i32((*&v.flow_vector_format).as_raw());
-        }
-        {
-            e.i32((*&v.cost_format).as_raw());
-        }
-        {
-            e.u32((*&v.output_grid_size).as_raw());
-        }
-        {
-            e.u32((*&v.hint_grid_size).as_raw());
-        }
-        {
-            e.i32((*&v.performance_level).as_raw());
-        }
-        {
-            e.u32((*&v.flags).as_raw());
+            let mut b = [0u8; 36];
+            b[0..4].copy_from_slice(&(*&v.width).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.height).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.image_format).as_raw().to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.flow_vector_format).as_raw().to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.cost_format).as_raw().to_le_bytes());
+            b[20..24].copy_from_slice(&(*&v.output_grid_size).as_raw().to_le_bytes());
+            b[24..28].copy_from_slice(&(*&v.hint_grid_size).as_raw().to_le_bytes());
+            b[28..32].copy_from_slice(&(*&v.performance_level).as_raw().to_le_bytes());
+            b[32..36].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19649,13 +18072,11 @@ pub mod structs {
         v: &vk::OpticalFlowSessionCreatePrivateDataInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.id));
-        }
-        {
-            e.u32((*&v.size));
-        }
-        {
-            e.u64((*&v.p_private_data) as usize as u64);
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.id).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.size).to_le_bytes());
+            b[8..16].copy_from_slice(&((*&v.p_private_data) as usize as u64).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19672,10 +18093,10 @@ pub mod structs {
         v: &vk::OpticalFlowExecuteInfoNV<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u32((*&v.region_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.region_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_regions;
@@ -19705,22 +18126,20 @@ pub mod structs {
         v: &vk::PhysicalDeviceFaultFeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.device_fault));
-        }
-        {
-            e.u32((*&v.device_fault_vendor_binary));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.device_fault).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.device_fault_vendor_binary).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkDeviceFaultAddressInfoEXT(e: &mut Encoder, v: &vk::DeviceFaultAddressInfoEXT) {
         {
-            e.i32((*&v.address_type).as_raw());
-        }
-        {
-            e.u64((*&v.reported_address));
-        }
-        {
-            e.u64((*&v.address_precision));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.address_type).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(&(*&v.reported_address).to_le_bytes());
+            b[12..20].copy_from_slice(&(*&v.address_precision).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19729,10 +18148,10 @@ pub mod structs {
             e.fixed_str(&v.description);
         }
         {
-            e.u64((*&v.vendor_fault_code));
-        }
-        {
-            e.u64((*&v.vendor_fault_data));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.vendor_fault_code).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.vendor_fault_data).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19743,13 +18162,11 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkDeviceFaultCountsEXT_body(e: &mut Encoder, v: &vk::DeviceFaultCountsEXT<'_>) {
         {
-            e.u32((*&v.address_info_count));
-        }
-        {
-            e.u32((*&v.vendor_info_count));
-        }
-        {
-            e.u64((*&v.vendor_binary_size));
+            let mut b = [0u8; 16];
+            b[0..4].copy_from_slice(&(*&v.address_info_count).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.vendor_info_count).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.vendor_binary_size).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19781,7 +18198,7 @@ pub mod structs {
             }
         }
         {
-            e.u64((*&v.p_vendor_binary_data) as usize as u64);
+            e.raw(&((*&v.p_vendor_binary_data) as usize as u64).to_le_bytes()[..8]);
         }
     }
     #[inline(never)]
@@ -19790,19 +18207,13 @@ pub mod structs {
         v: &vk::DeviceFaultVendorBinaryHeaderVersionOneEXT,
     ) {
         {
-            e.u32((*&v.header_size));
-        }
-        {
-            e.i32((*&v.header_version).as_raw());
-        }
-        {
-            e.u32((*&v.vendor_id));
-        }
-        {
-            e.u32((*&v.device_id));
-        }
-        {
-            e.u32((*&v.driver_version));
+            let mut b = [0u8; 20];
+            b[0..4].copy_from_slice(&(*&v.header_size).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.header_version).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.vendor_id).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.device_id).to_le_bytes());
+            b[16..20].copy_from_slice(&(*&v.driver_version).to_le_bytes());
+            e.raw(&b);
         }
         {
             for x in v.pipeline_cache_uuid.iter() {
@@ -19810,31 +18221,23 @@ pub mod structs {
             }
         }
         {
-            e.u32((*&v.application_name_offset));
-        }
-        {
-            e.u32((*&v.application_version));
-        }
-        {
-            e.u32((*&v.engine_name_offset));
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.application_name_offset).to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.application_version).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.engine_name_offset).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
     pub unsafe fn VkDecompressMemoryRegionNV(e: &mut Encoder, v: &vk::DecompressMemoryRegionNV) {
         {
-            e.u64((*&v.src_address));
-        }
-        {
-            e.u64((*&v.dst_address));
-        }
-        {
-            e.u64((*&v.compressed_size));
-        }
-        {
-            e.u64((*&v.decompressed_size));
-        }
-        {
-            e.u64((*&v.decompression_method).as_raw());
+            let mut b = [0u8; 40];
+            b[0..8].copy_from_slice(&(*&v.src_address).to_le_bytes());
+            b[8..16].copy_from_slice(&(*&v.dst_address).to_le_bytes());
+            b[16..24].copy_from_slice(&(*&v.compressed_size).to_le_bytes());
+            b[24..32].copy_from_slice(&(*&v.decompressed_size).to_le_bytes());
+            b[32..40].copy_from_slice(&(*&v.decompression_method).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19851,13 +18254,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderCoreBuiltinsPropertiesARM<'_>,
     ) {
         {
-            e.u64((*&v.shader_core_mask));
-        }
-        {
-            e.u32((*&v.shader_core_count));
-        }
-        {
-            e.u32((*&v.shader_warps_per_core));
+            let mut b = [0u8; 16];
+            b[0..8].copy_from_slice(&(*&v.shader_core_mask).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.shader_core_count).to_le_bytes());
+            b[12..16].copy_from_slice(&(*&v.shader_warps_per_core).to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -19874,7 +18275,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceShaderCoreBuiltinsFeaturesARM<'_>,
     ) {
         {
-            e.u32((*&v.shader_core_builtins));
+            e.raw(&(*&v.shader_core_builtins).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19885,7 +18286,7 @@ pub mod structs {
     #[inline(never)]
     pub unsafe fn VkSurfacePresentModeEXT_body(e: &mut Encoder, v: &vk::SurfacePresentModeEXT<'_>) {
         {
-            e.i32((*&v.present_mode).as_raw());
+            e.raw(&(*&v.present_mode).as_raw().to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19902,13 +18303,11 @@ pub mod structs {
         v: &vk::SurfacePresentScalingCapabilitiesEXT<'_>,
     ) {
         {
-            e.u32((*&v.supported_present_scaling).as_raw());
-        }
-        {
-            e.u32((*&v.supported_present_gravity_x).as_raw());
-        }
-        {
-            e.u32((*&v.supported_present_gravity_y).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.supported_present_scaling).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.supported_present_gravity_x).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.supported_present_gravity_y).as_raw().to_le_bytes());
+            e.raw(&b);
         }
         {
             structs::VkExtent2D(e, &v.min_scaled_image_extent);
@@ -19931,7 +18330,7 @@ pub mod structs {
         v: &vk::SurfacePresentModeCompatibilityEXT<'_>,
     ) {
         {
-            e.u32((*&v.present_mode_count));
+            e.raw(&(*&v.present_mode_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_present_modes;
@@ -19961,7 +18360,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceSwapchainMaintenance1FeaturesEXT<'_>,
     ) {
         {
-            e.u32((*&v.swapchain_maintenance1));
+            e.raw(&(*&v.swapchain_maintenance1).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -19978,7 +18377,7 @@ pub mod structs {
         v: &vk::SwapchainPresentFenceInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.swapchain_count));
+            e.raw(&(*&v.swapchain_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_fences;
@@ -20008,7 +18407,7 @@ pub mod structs {
         v: &vk::SwapchainPresentModesCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.present_mode_count));
+            e.raw(&(*&v.present_mode_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_present_modes;
@@ -20038,7 +18437,7 @@ pub mod structs {
         v: &vk::SwapchainPresentModeInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.swapchain_count));
+            e.raw(&(*&v.swapchain_count).to_le_bytes()[..4]);
         }
         {
             let p = v.p_present_modes;
@@ -20068,13 +18467,11 @@ pub mod structs {
         v: &vk::SwapchainPresentScalingCreateInfoEXT<'_>,
     ) {
         {
-            e.u32((*&v.scaling_behavior).as_raw());
-        }
-        {
-            e.u32((*&v.present_gravity_x).as_raw());
-        }
-        {
-            e.u32((*&v.present_gravity_y).as_raw());
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.scaling_behavior).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.present_gravity_x).as_raw().to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.present_gravity_y).as_raw().to_le_bytes());
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -20091,10 +18488,10 @@ pub mod structs {
         v: &vk::ReleaseSwapchainImagesInfoEXT<'_>,
     ) {
         {
-            e.u64(Handle::as_raw((*&v.swapchain)));
-        }
-        {
-            e.u32((*&v.image_index_count));
+            let mut b = [0u8; 12];
+            b[0..8].copy_from_slice(&Handle::as_raw((*&v.swapchain)).to_le_bytes());
+            b[8..12].copy_from_slice(&(*&v.image_index_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_image_indices;
@@ -20124,7 +18521,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceRayTracingInvocationReorderFeaturesNV<'_>,
     ) {
         {
-            e.u32((*&v.ray_tracing_invocation_reorder));
+            e.raw(&(*&v.ray_tracing_invocation_reorder).to_le_bytes()[..4]);
         }
     }
     #[inline(never)]
@@ -20141,7 +18538,11 @@ pub mod structs {
         v: &vk::PhysicalDeviceRayTracingInvocationReorderPropertiesNV<'_>,
     ) {
         {
-            e.i32((*&v.ray_tracing_invocation_reorder_reordering_hint).as_raw());
+            e.raw(
+                &(*&v.ray_tracing_invocation_reorder_reordering_hint)
+                    .as_raw()
+                    .to_le_bytes()[..4],
+            );
         }
     }
     #[inline(never)]
@@ -20158,13 +18559,16 @@ pub mod structs {
         v: &vk::DirectDriverLoadingInfoLUNARG<'_>,
     ) {
         {
-            e.u32((*&v.flags).as_raw());
-        }
-        {
-            e.u64(match (*&v.pfn_get_instance_proc_addr) {
-                Some(f) => f as usize as u64,
-                None => 0,
-            });
+            let mut b = [0u8; 12];
+            b[0..4].copy_from_slice(&(*&v.flags).as_raw().to_le_bytes());
+            b[4..12].copy_from_slice(
+                &(match (*&v.pfn_get_instance_proc_addr) {
+                    Some(f) => f as usize as u64,
+                    None => 0,
+                })
+                .to_le_bytes(),
+            );
+            e.raw(&b);
         }
     }
     #[inline(never)]
@@ -20181,10 +18585,10 @@ pub mod structs {
         v: &vk::DirectDriverLoadingListLUNARG<'_>,
     ) {
         {
-            e.i32((*&v.mode).as_raw());
-        }
-        {
-            e.u32((*&v.driver_count));
+            let mut b = [0u8; 8];
+            b[0..4].copy_from_slice(&(*&v.mode).as_raw().to_le_bytes());
+            b[4..8].copy_from_slice(&(*&v.driver_count).to_le_bytes());
+            e.raw(&b);
         }
         {
             let p = v.p_drivers;
@@ -20214,7 +18618,7 @@ pub mod structs {
         v: &vk::PhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM<'_>,
     ) {
         {
-            e.u32((*&v.multiview_per_view_viewports));
+            e.raw(&(*&v.multiview_per_view_viewports).to_le_bytes()[..4]);
         }
     }
 }
@@ -20259,7 +18663,7 @@ pub unsafe fn vkDestroyInstance(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_allocator;
@@ -20278,7 +18682,7 @@ pub unsafe fn vkEnumeratePhysicalDevices(
     p_physical_devices: *mut vk::PhysicalDevice,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_physical_device_count;
@@ -20313,7 +18717,7 @@ pub unsafe fn vkGetPhysicalDeviceFeatures(
     p_features: *mut vk::PhysicalDeviceFeatures,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_features;
@@ -20332,10 +18736,10 @@ pub unsafe fn vkGetPhysicalDeviceFormatProperties(
     p_format_properties: *mut vk::FormatProperties,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.i32((*&format).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&format).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_format_properties;
@@ -20358,22 +18762,14 @@ pub unsafe fn vkGetPhysicalDeviceImageFormatProperties(
     p_image_format_properties: *mut vk::ImageFormatProperties,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.i32((*&format).as_raw());
-    }
-    {
-        e.i32((*&ty).as_raw());
-    }
-    {
-        e.i32((*&tiling).as_raw());
-    }
-    {
-        e.u32((*&usage).as_raw());
-    }
-    {
-        e.u32((*&flags).as_raw());
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&format).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&ty).as_raw().to_le_bytes());
+        b[16..20].copy_from_slice(&(*&tiling).as_raw().to_le_bytes());
+        b[20..24].copy_from_slice(&(*&usage).as_raw().to_le_bytes());
+        b[24..28].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_image_format_properties;
@@ -20391,7 +18787,7 @@ pub unsafe fn vkGetPhysicalDeviceProperties(
     p_properties: *mut vk::PhysicalDeviceProperties,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_properties;
@@ -20410,7 +18806,7 @@ pub unsafe fn vkGetPhysicalDeviceQueueFamilyProperties(
     p_queue_family_properties: *mut vk::QueueFamilyProperties,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_queue_family_property_count;
@@ -20445,7 +18841,7 @@ pub unsafe fn vkGetPhysicalDeviceMemoryProperties(
     p_memory_properties: *mut vk::PhysicalDeviceMemoryProperties,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_memory_properties;
@@ -20464,7 +18860,7 @@ pub unsafe fn vkGetInstanceProcAddr(
     ret: vk::PFN_vkVoidFunction,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_name;
@@ -20487,7 +18883,7 @@ pub unsafe fn vkGetDeviceProcAddr(
     ret: vk::PFN_vkVoidFunction,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_name;
@@ -20511,7 +18907,7 @@ pub unsafe fn vkCreateDevice(
     p_device: *mut vk::Device,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -20547,7 +18943,7 @@ pub unsafe fn vkDestroyDevice(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_allocator;
@@ -20609,7 +19005,7 @@ pub unsafe fn vkEnumerateDeviceExtensionProperties(
     p_properties: *mut vk::ExtensionProperties,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_layer_name;
@@ -20686,7 +19082,7 @@ pub unsafe fn vkEnumerateDeviceLayerProperties(
     p_properties: *mut vk::LayerProperties,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_property_count;
@@ -20723,13 +19119,11 @@ pub unsafe fn vkGetDeviceQueue(
     p_queue: *mut vk::Queue,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&queue_family_index));
-    }
-    {
-        e.u32((*&queue_index));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&queue_family_index).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&queue_index).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_queue;
@@ -20749,10 +19143,10 @@ pub unsafe fn vkQueueSubmit(
     fence: vk::Fence,
 ) {
     {
-        e.u64(Handle::as_raw((*&queue)));
-    }
-    {
-        e.u32((*&submit_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&queue)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&submit_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_submits;
@@ -20768,17 +19162,17 @@ pub unsafe fn vkQueueSubmit(
         }
     }
     {
-        e.u64(Handle::as_raw((*&fence)));
+        e.raw(&Handle::as_raw((*&fence)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkQueueWaitIdle(e: &mut Encoder, queue: vk::Queue) {
     {
-        e.u64(Handle::as_raw((*&queue)));
+        e.raw(&Handle::as_raw((*&queue)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkDeviceWaitIdle(e: &mut Encoder, device: vk::Device) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkAllocateMemory(
@@ -20789,7 +19183,7 @@ pub unsafe fn vkAllocateMemory(
     p_memory: *mut vk::DeviceMemory,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_allocate_info;
@@ -20826,10 +19220,10 @@ pub unsafe fn vkFreeMemory(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&memory)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&memory)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -20851,19 +19245,13 @@ pub unsafe fn vkMapMemory(
     pp_data: *mut *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&memory)));
-    }
-    {
-        e.u64((*&offset));
-    }
-    {
-        e.u64((*&size));
-    }
-    {
-        e.u32((*&flags).as_raw());
+        let mut b = [0u8; 36];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&memory)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..32].copy_from_slice(&(*&size).to_le_bytes());
+        b[32..36].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = pp_data;
@@ -20877,10 +19265,10 @@ pub unsafe fn vkMapMemory(
 }
 pub unsafe fn vkUnmapMemory(e: &mut Encoder, device: vk::Device, memory: vk::DeviceMemory) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&memory)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&memory)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkFlushMappedMemoryRanges(
@@ -20890,10 +19278,10 @@ pub unsafe fn vkFlushMappedMemoryRanges(
     p_memory_ranges: *const vk::MappedMemoryRange<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&memory_range_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&memory_range_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_memory_ranges;
@@ -20916,10 +19304,10 @@ pub unsafe fn vkInvalidateMappedMemoryRanges(
     p_memory_ranges: *const vk::MappedMemoryRange<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&memory_range_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&memory_range_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_memory_ranges;
@@ -20942,10 +19330,10 @@ pub unsafe fn vkGetDeviceMemoryCommitment(
     p_committed_memory_in_bytes: *mut vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&memory)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&memory)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_committed_memory_in_bytes;
@@ -20965,16 +19353,12 @@ pub unsafe fn vkBindBufferMemory(
     memory_offset: vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&memory)));
-    }
-    {
-        e.u64((*&memory_offset));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&memory)).to_le_bytes());
+        b[24..32].copy_from_slice(&(*&memory_offset).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkBindImageMemory(
@@ -20985,16 +19369,12 @@ pub unsafe fn vkBindImageMemory(
     memory_offset: vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image)));
-    }
-    {
-        e.u64(Handle::as_raw((*&memory)));
-    }
-    {
-        e.u64((*&memory_offset));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image)).to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&memory)).to_le_bytes());
+        b[24..32].copy_from_slice(&(*&memory_offset).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetBufferMemoryRequirements(
@@ -21004,10 +19384,10 @@ pub unsafe fn vkGetBufferMemoryRequirements(
     p_memory_requirements: *mut vk::MemoryRequirements,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_memory_requirements;
@@ -21026,10 +19406,10 @@ pub unsafe fn vkGetImageMemoryRequirements(
     p_memory_requirements: *mut vk::MemoryRequirements,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_memory_requirements;
@@ -21049,10 +19429,10 @@ pub unsafe fn vkGetImageSparseMemoryRequirements(
     p_sparse_memory_requirements: *mut vk::SparseImageMemoryRequirements,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_sparse_memory_requirement_count;
@@ -21093,22 +19473,14 @@ pub unsafe fn vkGetPhysicalDeviceSparseImageFormatProperties(
     p_properties: *mut vk::SparseImageFormatProperties,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.i32((*&format).as_raw());
-    }
-    {
-        e.i32((*&ty).as_raw());
-    }
-    {
-        e.u32((*&samples).as_raw());
-    }
-    {
-        e.u32((*&usage).as_raw());
-    }
-    {
-        e.i32((*&tiling).as_raw());
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&format).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&ty).as_raw().to_le_bytes());
+        b[16..20].copy_from_slice(&(*&samples).as_raw().to_le_bytes());
+        b[20..24].copy_from_slice(&(*&usage).as_raw().to_le_bytes());
+        b[24..28].copy_from_slice(&(*&tiling).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_property_count;
@@ -21145,10 +19517,10 @@ pub unsafe fn vkQueueBindSparse(
     fence: vk::Fence,
 ) {
     {
-        e.u64(Handle::as_raw((*&queue)));
-    }
-    {
-        e.u32((*&bind_info_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&queue)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&bind_info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_bind_info;
@@ -21164,7 +19536,7 @@ pub unsafe fn vkQueueBindSparse(
         }
     }
     {
-        e.u64(Handle::as_raw((*&fence)));
+        e.raw(&Handle::as_raw((*&fence)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCreateFence(
@@ -21175,7 +19547,7 @@ pub unsafe fn vkCreateFence(
     p_fence: *mut vk::Fence,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -21212,10 +19584,10 @@ pub unsafe fn vkDestroyFence(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&fence)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&fence)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -21234,10 +19606,10 @@ pub unsafe fn vkResetFences(
     p_fences: *const vk::Fence,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&fence_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&fence_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_fences;
@@ -21255,10 +19627,10 @@ pub unsafe fn vkResetFences(
 }
 pub unsafe fn vkGetFenceStatus(e: &mut Encoder, device: vk::Device, fence: vk::Fence) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&fence)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&fence)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkWaitForFences(
@@ -21270,10 +19642,10 @@ pub unsafe fn vkWaitForFences(
     timeout: u64,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&fence_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&fence_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_fences;
@@ -21289,10 +19661,10 @@ pub unsafe fn vkWaitForFences(
         }
     }
     {
-        e.u32((*&wait_all));
-    }
-    {
-        e.u64((*&timeout));
+        let mut b = [0u8; 12];
+        b[0..4].copy_from_slice(&(*&wait_all).to_le_bytes());
+        b[4..12].copy_from_slice(&(*&timeout).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCreateSemaphore(
@@ -21303,7 +19675,7 @@ pub unsafe fn vkCreateSemaphore(
     p_semaphore: *mut vk::Semaphore,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -21340,10 +19712,10 @@ pub unsafe fn vkDestroySemaphore(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&semaphore)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&semaphore)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -21363,7 +19735,7 @@ pub unsafe fn vkCreateEvent(
     p_event: *mut vk::Event,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -21400,10 +19772,10 @@ pub unsafe fn vkDestroyEvent(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&event)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&event)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -21417,26 +19789,26 @@ pub unsafe fn vkDestroyEvent(
 }
 pub unsafe fn vkGetEventStatus(e: &mut Encoder, device: vk::Device, event: vk::Event) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&event)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&event)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkSetEvent(e: &mut Encoder, device: vk::Device, event: vk::Event) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&event)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&event)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkResetEvent(e: &mut Encoder, device: vk::Device, event: vk::Event) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&event)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&event)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCreateQueryPool(
@@ -21447,7 +19819,7 @@ pub unsafe fn vkCreateQueryPool(
     p_query_pool: *mut vk::QueryPool,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -21484,10 +19856,10 @@ pub unsafe fn vkDestroyQueryPool(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -21511,19 +19883,13 @@ pub unsafe fn vkGetQueryPoolResults(
     flags: vk::QueryResultFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&first_query));
-    }
-    {
-        e.u32((*&query_count));
-    }
-    {
-        e.u64((*&data_size) as u64);
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&first_query).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&query_count).to_le_bytes());
+        b[24..32].copy_from_slice(&((*&data_size) as u64).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data;
@@ -21537,10 +19903,10 @@ pub unsafe fn vkGetQueryPoolResults(
         }
     }
     {
-        e.u64((*&stride));
-    }
-    {
-        e.u32((*&flags).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&(*&stride).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCreateBuffer(
@@ -21551,7 +19917,7 @@ pub unsafe fn vkCreateBuffer(
     p_buffer: *mut vk::Buffer,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -21588,10 +19954,10 @@ pub unsafe fn vkDestroyBuffer(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -21611,7 +19977,7 @@ pub unsafe fn vkCreateBufferView(
     p_view: *mut vk::BufferView,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -21648,10 +20014,10 @@ pub unsafe fn vkDestroyBufferView(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer_view)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer_view)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -21671,7 +20037,7 @@ pub unsafe fn vkCreateImage(
     p_image: *mut vk::Image,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -21708,10 +20074,10 @@ pub unsafe fn vkDestroyImage(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -21731,10 +20097,10 @@ pub unsafe fn vkGetImageSubresourceLayout(
     p_layout: *mut vk::SubresourceLayout,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_subresource;
@@ -21763,7 +20129,7 @@ pub unsafe fn vkCreateImageView(
     p_view: *mut vk::ImageView,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -21800,10 +20166,10 @@ pub unsafe fn vkDestroyImageView(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image_view)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image_view)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -21823,7 +20189,7 @@ pub unsafe fn vkCreateShaderModule(
     p_shader_module: *mut vk::ShaderModule,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -21860,10 +20226,10 @@ pub unsafe fn vkDestroyShaderModule(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&shader_module)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&shader_module)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -21883,7 +20249,7 @@ pub unsafe fn vkCreatePipelineCache(
     p_pipeline_cache: *mut vk::PipelineCache,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -21920,10 +20286,10 @@ pub unsafe fn vkDestroyPipelineCache(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline_cache)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline_cache)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -21943,10 +20309,10 @@ pub unsafe fn vkGetPipelineCacheData(
     p_data: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline_cache)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline_cache)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data_size;
@@ -21981,13 +20347,11 @@ pub unsafe fn vkMergePipelineCaches(
     p_src_caches: *const vk::PipelineCache,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_cache)));
-    }
-    {
-        e.u32((*&src_cache_count));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&dst_cache)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&src_cache_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_src_caches;
@@ -22013,13 +20377,11 @@ pub unsafe fn vkCreateGraphicsPipelines(
     p_pipelines: *mut vk::Pipeline,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline_cache)));
-    }
-    {
-        e.u32((*&create_info_count));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline_cache)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&create_info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_create_infos;
@@ -22067,13 +20429,11 @@ pub unsafe fn vkCreateComputePipelines(
     p_pipelines: *mut vk::Pipeline,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline_cache)));
-    }
-    {
-        e.u32((*&create_info_count));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline_cache)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&create_info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_create_infos;
@@ -22118,10 +20478,10 @@ pub unsafe fn vkDestroyPipeline(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -22141,7 +20501,7 @@ pub unsafe fn vkCreatePipelineLayout(
     p_pipeline_layout: *mut vk::PipelineLayout,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -22178,10 +20538,10 @@ pub unsafe fn vkDestroyPipelineLayout(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline_layout)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline_layout)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -22201,7 +20561,7 @@ pub unsafe fn vkCreateSampler(
     p_sampler: *mut vk::Sampler,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -22238,10 +20598,10 @@ pub unsafe fn vkDestroySampler(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&sampler)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&sampler)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -22261,7 +20621,7 @@ pub unsafe fn vkCreateDescriptorSetLayout(
     p_set_layout: *mut vk::DescriptorSetLayout,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -22298,10 +20658,10 @@ pub unsafe fn vkDestroyDescriptorSetLayout(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&descriptor_set_layout)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&descriptor_set_layout)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -22321,7 +20681,7 @@ pub unsafe fn vkCreateDescriptorPool(
     p_descriptor_pool: *mut vk::DescriptorPool,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -22358,10 +20718,10 @@ pub unsafe fn vkDestroyDescriptorPool(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&descriptor_pool)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&descriptor_pool)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -22380,13 +20740,11 @@ pub unsafe fn vkResetDescriptorPool(
     flags: vk::DescriptorPoolResetFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&descriptor_pool)));
-    }
-    {
-        e.u32((*&flags).as_raw());
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&descriptor_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkAllocateDescriptorSets(
@@ -22396,7 +20754,7 @@ pub unsafe fn vkAllocateDescriptorSets(
     p_descriptor_sets: *mut vk::DescriptorSet,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_allocate_info;
@@ -22433,13 +20791,11 @@ pub unsafe fn vkFreeDescriptorSets(
     p_descriptor_sets: *const vk::DescriptorSet,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&descriptor_pool)));
-    }
-    {
-        e.u32((*&descriptor_set_count));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&descriptor_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&descriptor_set_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_descriptor_sets;
@@ -22464,10 +20820,10 @@ pub unsafe fn vkUpdateDescriptorSets(
     p_descriptor_copies: *const vk::CopyDescriptorSet<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&descriptor_write_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&descriptor_write_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_descriptor_writes;
@@ -22483,7 +20839,7 @@ pub unsafe fn vkUpdateDescriptorSets(
         }
     }
     {
-        e.u32((*&descriptor_copy_count));
+        e.raw(&(*&descriptor_copy_count).to_le_bytes()[..4]);
     }
     {
         let p = p_descriptor_copies;
@@ -22507,7 +20863,7 @@ pub unsafe fn vkCreateFramebuffer(
     p_framebuffer: *mut vk::Framebuffer,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -22544,10 +20900,10 @@ pub unsafe fn vkDestroyFramebuffer(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&framebuffer)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&framebuffer)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -22567,7 +20923,7 @@ pub unsafe fn vkCreateRenderPass(
     p_render_pass: *mut vk::RenderPass,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -22604,10 +20960,10 @@ pub unsafe fn vkDestroyRenderPass(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&render_pass)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&render_pass)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -22626,10 +20982,10 @@ pub unsafe fn vkGetRenderAreaGranularity(
     p_granularity: *mut vk::Extent2D,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&render_pass)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&render_pass)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_granularity;
@@ -22649,7 +21005,7 @@ pub unsafe fn vkCreateCommandPool(
     p_command_pool: *mut vk::CommandPool,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -22686,10 +21042,10 @@ pub unsafe fn vkDestroyCommandPool(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&command_pool)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&command_pool)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -22708,13 +21064,11 @@ pub unsafe fn vkResetCommandPool(
     flags: vk::CommandPoolResetFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&command_pool)));
-    }
-    {
-        e.u32((*&flags).as_raw());
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&command_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkAllocateCommandBuffers(
@@ -22724,7 +21078,7 @@ pub unsafe fn vkAllocateCommandBuffers(
     p_command_buffers: *mut vk::CommandBuffer,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_allocate_info;
@@ -22761,13 +21115,11 @@ pub unsafe fn vkFreeCommandBuffers(
     p_command_buffers: *const vk::CommandBuffer,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&command_pool)));
-    }
-    {
-        e.u32((*&command_buffer_count));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&command_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&command_buffer_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_command_buffers;
@@ -22789,7 +21141,7 @@ pub unsafe fn vkBeginCommandBuffer(
     p_begin_info: *const vk::CommandBufferBeginInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_begin_info;
@@ -22803,7 +21155,7 @@ pub unsafe fn vkBeginCommandBuffer(
 }
 pub unsafe fn vkEndCommandBuffer(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkResetCommandBuffer(
@@ -22812,10 +21164,10 @@ pub unsafe fn vkResetCommandBuffer(
     flags: vk::CommandBufferResetFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&flags).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdBindPipeline(
@@ -22825,13 +21177,11 @@ pub unsafe fn vkCmdBindPipeline(
     pipeline: vk::Pipeline,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&pipeline_bind_point).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline)));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&pipeline_bind_point).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&Handle::as_raw((*&pipeline)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetViewport(
@@ -22842,13 +21192,11 @@ pub unsafe fn vkCmdSetViewport(
     p_viewports: *const vk::Viewport,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_viewport));
-    }
-    {
-        e.u32((*&viewport_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_viewport).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&viewport_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_viewports;
@@ -22872,13 +21220,11 @@ pub unsafe fn vkCmdSetScissor(
     p_scissors: *const vk::Rect2D,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_scissor));
-    }
-    {
-        e.u32((*&scissor_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_scissor).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&scissor_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_scissors;
@@ -22900,10 +21246,10 @@ pub unsafe fn vkCmdSetLineWidth(
     line_width: f32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.f32((*&line_width));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&line_width).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetDepthBias(
@@ -22914,16 +21260,12 @@ pub unsafe fn vkCmdSetDepthBias(
     depth_bias_slope_factor: f32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.f32((*&depth_bias_constant_factor));
-    }
-    {
-        e.f32((*&depth_bias_clamp));
-    }
-    {
-        e.f32((*&depth_bias_slope_factor));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&depth_bias_constant_factor).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&depth_bias_clamp).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&depth_bias_slope_factor).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetBlendConstants(
@@ -22932,7 +21274,7 @@ pub unsafe fn vkCmdSetBlendConstants(
     blend_constants: *const [f32; 4],
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = blend_constants;
@@ -22953,13 +21295,11 @@ pub unsafe fn vkCmdSetDepthBounds(
     max_depth_bounds: f32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.f32((*&min_depth_bounds));
-    }
-    {
-        e.f32((*&max_depth_bounds));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&min_depth_bounds).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&max_depth_bounds).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetStencilCompareMask(
@@ -22969,13 +21309,11 @@ pub unsafe fn vkCmdSetStencilCompareMask(
     compare_mask: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&face_mask).as_raw());
-    }
-    {
-        e.u32((*&compare_mask));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&face_mask).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&compare_mask).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetStencilWriteMask(
@@ -22985,13 +21323,11 @@ pub unsafe fn vkCmdSetStencilWriteMask(
     write_mask: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&face_mask).as_raw());
-    }
-    {
-        e.u32((*&write_mask));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&face_mask).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&write_mask).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetStencilReference(
@@ -23001,13 +21337,11 @@ pub unsafe fn vkCmdSetStencilReference(
     reference: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&face_mask).as_raw());
-    }
-    {
-        e.u32((*&reference));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&face_mask).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&reference).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdBindDescriptorSets(
@@ -23022,19 +21356,13 @@ pub unsafe fn vkCmdBindDescriptorSets(
     p_dynamic_offsets: *const u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&pipeline_bind_point).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&layout)));
-    }
-    {
-        e.u32((*&first_set));
-    }
-    {
-        e.u32((*&descriptor_set_count));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&pipeline_bind_point).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&Handle::as_raw((*&layout)).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&first_set).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&descriptor_set_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_descriptor_sets;
@@ -23050,7 +21378,7 @@ pub unsafe fn vkCmdBindDescriptorSets(
         }
     }
     {
-        e.u32((*&dynamic_offset_count));
+        e.raw(&(*&dynamic_offset_count).to_le_bytes()[..4]);
     }
     {
         let p = p_dynamic_offsets;
@@ -23074,16 +21402,12 @@ pub unsafe fn vkCmdBindIndexBuffer(
     index_type: vk::IndexType,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
-    }
-    {
-        e.i32((*&index_type).as_raw());
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&index_type).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdBindVertexBuffers(
@@ -23095,13 +21419,11 @@ pub unsafe fn vkCmdBindVertexBuffers(
     p_offsets: *const vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_binding));
-    }
-    {
-        e.u32((*&binding_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_binding).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&binding_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_buffers;
@@ -23139,19 +21461,13 @@ pub unsafe fn vkCmdDraw(
     first_instance: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&vertex_count));
-    }
-    {
-        e.u32((*&instance_count));
-    }
-    {
-        e.u32((*&first_vertex));
-    }
-    {
-        e.u32((*&first_instance));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&vertex_count).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&instance_count).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&first_vertex).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&first_instance).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDrawIndexed(
@@ -23164,22 +21480,14 @@ pub unsafe fn vkCmdDrawIndexed(
     first_instance: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&index_count));
-    }
-    {
-        e.u32((*&instance_count));
-    }
-    {
-        e.u32((*&first_index));
-    }
-    {
-        e.i32((*&vertex_offset));
-    }
-    {
-        e.u32((*&first_instance));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&index_count).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&instance_count).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&first_index).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&vertex_offset).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&first_instance).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDrawIndirect(
@@ -23191,19 +21499,13 @@ pub unsafe fn vkCmdDrawIndirect(
     stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
-    }
-    {
-        e.u32((*&draw_count));
-    }
-    {
-        e.u32((*&stride));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&draw_count).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDrawIndexedIndirect(
@@ -23215,19 +21517,13 @@ pub unsafe fn vkCmdDrawIndexedIndirect(
     stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
-    }
-    {
-        e.u32((*&draw_count));
-    }
-    {
-        e.u32((*&stride));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&draw_count).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDispatch(
@@ -23238,16 +21534,12 @@ pub unsafe fn vkCmdDispatch(
     group_count_z: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&group_count_x));
-    }
-    {
-        e.u32((*&group_count_y));
-    }
-    {
-        e.u32((*&group_count_z));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&group_count_x).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&group_count_y).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&group_count_z).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDispatchIndirect(
@@ -23257,13 +21549,11 @@ pub unsafe fn vkCmdDispatchIndirect(
     offset: vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdCopyBuffer(
@@ -23275,16 +21565,12 @@ pub unsafe fn vkCmdCopyBuffer(
     p_regions: *const vk::BufferCopy,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&src_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_buffer)));
-    }
-    {
-        e.u32((*&region_count));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&src_buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&dst_buffer)).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&region_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_regions;
@@ -23311,22 +21597,14 @@ pub unsafe fn vkCmdCopyImage(
     p_regions: *const vk::ImageCopy,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&src_image)));
-    }
-    {
-        e.i32((*&src_image_layout).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_image)));
-    }
-    {
-        e.i32((*&dst_image_layout).as_raw());
-    }
-    {
-        e.u32((*&region_count));
+        let mut b = [0u8; 36];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&src_image)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&src_image_layout).as_raw().to_le_bytes());
+        b[20..28].copy_from_slice(&Handle::as_raw((*&dst_image)).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&dst_image_layout).as_raw().to_le_bytes());
+        b[32..36].copy_from_slice(&(*&region_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_regions;
@@ -23354,22 +21632,14 @@ pub unsafe fn vkCmdBlitImage(
     filter: vk::Filter,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&src_image)));
-    }
-    {
-        e.i32((*&src_image_layout).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_image)));
-    }
-    {
-        e.i32((*&dst_image_layout).as_raw());
-    }
-    {
-        e.u32((*&region_count));
+        let mut b = [0u8; 36];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&src_image)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&src_image_layout).as_raw().to_le_bytes());
+        b[20..28].copy_from_slice(&Handle::as_raw((*&dst_image)).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&dst_image_layout).as_raw().to_le_bytes());
+        b[32..36].copy_from_slice(&(*&region_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_regions;
@@ -23385,7 +21655,7 @@ pub unsafe fn vkCmdBlitImage(
         }
     }
     {
-        e.i32((*&filter).as_raw());
+        e.raw(&(*&filter).as_raw().to_le_bytes()[..4]);
     }
 }
 pub unsafe fn vkCmdCopyBufferToImage(
@@ -23398,19 +21668,13 @@ pub unsafe fn vkCmdCopyBufferToImage(
     p_regions: *const vk::BufferImageCopy,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&src_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_image)));
-    }
-    {
-        e.i32((*&dst_image_layout).as_raw());
-    }
-    {
-        e.u32((*&region_count));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&src_buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&dst_image)).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&dst_image_layout).as_raw().to_le_bytes());
+        b[28..32].copy_from_slice(&(*&region_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_regions;
@@ -23436,19 +21700,13 @@ pub unsafe fn vkCmdCopyImageToBuffer(
     p_regions: *const vk::BufferImageCopy,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&src_image)));
-    }
-    {
-        e.i32((*&src_image_layout).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_buffer)));
-    }
-    {
-        e.u32((*&region_count));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&src_image)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&src_image_layout).as_raw().to_le_bytes());
+        b[20..28].copy_from_slice(&Handle::as_raw((*&dst_buffer)).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&region_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_regions;
@@ -23473,16 +21731,12 @@ pub unsafe fn vkCmdUpdateBuffer(
     p_data: *const c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_buffer)));
-    }
-    {
-        e.u64((*&dst_offset));
-    }
-    {
-        e.u64((*&data_size));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&dst_buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&dst_offset).to_le_bytes());
+        b[24..32].copy_from_slice(&(*&data_size).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data;
@@ -23505,19 +21759,13 @@ pub unsafe fn vkCmdFillBuffer(
     data: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_buffer)));
-    }
-    {
-        e.u64((*&dst_offset));
-    }
-    {
-        e.u64((*&size));
-    }
-    {
-        e.u32((*&data));
+        let mut b = [0u8; 36];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&dst_buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&dst_offset).to_le_bytes());
+        b[24..32].copy_from_slice(&(*&size).to_le_bytes());
+        b[32..36].copy_from_slice(&(*&data).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdClearColorImage(
@@ -23530,13 +21778,11 @@ pub unsafe fn vkCmdClearColorImage(
     p_ranges: *const vk::ImageSubresourceRange,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image)));
-    }
-    {
-        e.i32((*&image_layout).as_raw());
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&image_layout).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_color;
@@ -23548,7 +21794,7 @@ pub unsafe fn vkCmdClearColorImage(
         }
     }
     {
-        e.u32((*&range_count));
+        e.raw(&(*&range_count).to_le_bytes()[..4]);
     }
     {
         let p = p_ranges;
@@ -23574,13 +21820,11 @@ pub unsafe fn vkCmdClearDepthStencilImage(
     p_ranges: *const vk::ImageSubresourceRange,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image)));
-    }
-    {
-        e.i32((*&image_layout).as_raw());
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&image_layout).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_depth_stencil;
@@ -23592,7 +21836,7 @@ pub unsafe fn vkCmdClearDepthStencilImage(
         }
     }
     {
-        e.u32((*&range_count));
+        e.raw(&(*&range_count).to_le_bytes()[..4]);
     }
     {
         let p = p_ranges;
@@ -23617,10 +21861,10 @@ pub unsafe fn vkCmdClearAttachments(
     p_rects: *const vk::ClearRect,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&attachment_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&attachment_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_attachments;
@@ -23636,7 +21880,7 @@ pub unsafe fn vkCmdClearAttachments(
         }
     }
     {
-        e.u32((*&rect_count));
+        e.raw(&(*&rect_count).to_le_bytes()[..4]);
     }
     {
         let p = p_rects;
@@ -23663,22 +21907,14 @@ pub unsafe fn vkCmdResolveImage(
     p_regions: *const vk::ImageResolve,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&src_image)));
-    }
-    {
-        e.i32((*&src_image_layout).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_image)));
-    }
-    {
-        e.i32((*&dst_image_layout).as_raw());
-    }
-    {
-        e.u32((*&region_count));
+        let mut b = [0u8; 36];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&src_image)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&src_image_layout).as_raw().to_le_bytes());
+        b[20..28].copy_from_slice(&Handle::as_raw((*&dst_image)).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&dst_image_layout).as_raw().to_le_bytes());
+        b[32..36].copy_from_slice(&(*&region_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_regions;
@@ -23701,13 +21937,11 @@ pub unsafe fn vkCmdSetEvent(
     stage_mask: vk::PipelineStageFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&event)));
-    }
-    {
-        e.u32((*&stage_mask).as_raw());
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&event)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&stage_mask).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdResetEvent(
@@ -23717,13 +21951,11 @@ pub unsafe fn vkCmdResetEvent(
     stage_mask: vk::PipelineStageFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&event)));
-    }
-    {
-        e.u32((*&stage_mask).as_raw());
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&event)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&stage_mask).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdWaitEvents(
@@ -23741,10 +21973,10 @@ pub unsafe fn vkCmdWaitEvents(
     p_image_memory_barriers: *const vk::ImageMemoryBarrier<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&event_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&event_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_events;
@@ -23760,13 +21992,11 @@ pub unsafe fn vkCmdWaitEvents(
         }
     }
     {
-        e.u32((*&src_stage_mask).as_raw());
-    }
-    {
-        e.u32((*&dst_stage_mask).as_raw());
-    }
-    {
-        e.u32((*&memory_barrier_count));
+        let mut b = [0u8; 12];
+        b[0..4].copy_from_slice(&(*&src_stage_mask).as_raw().to_le_bytes());
+        b[4..8].copy_from_slice(&(*&dst_stage_mask).as_raw().to_le_bytes());
+        b[8..12].copy_from_slice(&(*&memory_barrier_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_memory_barriers;
@@ -23782,7 +22012,7 @@ pub unsafe fn vkCmdWaitEvents(
         }
     }
     {
-        e.u32((*&buffer_memory_barrier_count));
+        e.raw(&(*&buffer_memory_barrier_count).to_le_bytes()[..4]);
     }
     {
         let p = p_buffer_memory_barriers;
@@ -23798,7 +22028,7 @@ pub unsafe fn vkCmdWaitEvents(
         }
     }
     {
-        e.u32((*&image_memory_barrier_count));
+        e.raw(&(*&image_memory_barrier_count).to_le_bytes()[..4]);
     }
     {
         let p = p_image_memory_barriers;
@@ -23828,19 +22058,13 @@ pub unsafe fn vkCmdPipelineBarrier(
     p_image_memory_barriers: *const vk::ImageMemoryBarrier<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&src_stage_mask).as_raw());
-    }
-    {
-        e.u32((*&dst_stage_mask).as_raw());
-    }
-    {
-        e.u32((*&dependency_flags).as_raw());
-    }
-    {
-        e.u32((*&memory_barrier_count));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&src_stage_mask).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&dst_stage_mask).as_raw().to_le_bytes());
+        b[16..20].copy_from_slice(&(*&dependency_flags).as_raw().to_le_bytes());
+        b[20..24].copy_from_slice(&(*&memory_barrier_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_memory_barriers;
@@ -23856,7 +22080,7 @@ pub unsafe fn vkCmdPipelineBarrier(
         }
     }
     {
-        e.u32((*&buffer_memory_barrier_count));
+        e.raw(&(*&buffer_memory_barrier_count).to_le_bytes()[..4]);
     }
     {
         let p = p_buffer_memory_barriers;
@@ -23872,7 +22096,7 @@ pub unsafe fn vkCmdPipelineBarrier(
         }
     }
     {
-        e.u32((*&image_memory_barrier_count));
+        e.raw(&(*&image_memory_barrier_count).to_le_bytes()[..4]);
     }
     {
         let p = p_image_memory_barriers;
@@ -23896,16 +22120,12 @@ pub unsafe fn vkCmdBeginQuery(
     flags: vk::QueryControlFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&query));
-    }
-    {
-        e.u32((*&flags).as_raw());
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&query).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdEndQuery(
@@ -23915,13 +22135,11 @@ pub unsafe fn vkCmdEndQuery(
     query: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&query));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&query).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdResetQueryPool(
@@ -23932,16 +22150,12 @@ pub unsafe fn vkCmdResetQueryPool(
     query_count: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&first_query));
-    }
-    {
-        e.u32((*&query_count));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&first_query).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&query_count).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdWriteTimestamp(
@@ -23952,16 +22166,12 @@ pub unsafe fn vkCmdWriteTimestamp(
     query: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&pipeline_stage).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&query));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&pipeline_stage).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&query).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdCopyQueryPoolResults(
@@ -23976,28 +22186,16 @@ pub unsafe fn vkCmdCopyQueryPoolResults(
     flags: vk::QueryResultFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&first_query));
-    }
-    {
-        e.u32((*&query_count));
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_buffer)));
-    }
-    {
-        e.u64((*&dst_offset));
-    }
-    {
-        e.u64((*&stride));
-    }
-    {
-        e.u32((*&flags).as_raw());
+        let mut b = [0u8; 52];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&first_query).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&query_count).to_le_bytes());
+        b[24..32].copy_from_slice(&Handle::as_raw((*&dst_buffer)).to_le_bytes());
+        b[32..40].copy_from_slice(&(*&dst_offset).to_le_bytes());
+        b[40..48].copy_from_slice(&(*&stride).to_le_bytes());
+        b[48..52].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdPushConstants(
@@ -24010,19 +22208,13 @@ pub unsafe fn vkCmdPushConstants(
     p_values: *const c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&layout)));
-    }
-    {
-        e.u32((*&stage_flags).as_raw());
-    }
-    {
-        e.u32((*&offset));
-    }
-    {
-        e.u32((*&size));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&layout)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&stage_flags).as_raw().to_le_bytes());
+        b[20..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&size).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_values;
@@ -24043,7 +22235,7 @@ pub unsafe fn vkCmdBeginRenderPass(
     contents: vk::SubpassContents,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_render_pass_begin;
@@ -24055,7 +22247,7 @@ pub unsafe fn vkCmdBeginRenderPass(
         }
     }
     {
-        e.i32((*&contents).as_raw());
+        e.raw(&(*&contents).as_raw().to_le_bytes()[..4]);
     }
 }
 pub unsafe fn vkCmdNextSubpass(
@@ -24064,15 +22256,15 @@ pub unsafe fn vkCmdNextSubpass(
     contents: vk::SubpassContents,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&contents).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&contents).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdEndRenderPass(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCmdExecuteCommands(
@@ -24082,10 +22274,10 @@ pub unsafe fn vkCmdExecuteCommands(
     p_command_buffers: *const vk::CommandBuffer,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&command_buffer_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&command_buffer_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_command_buffers;
@@ -24119,10 +22311,10 @@ pub unsafe fn vkBindBufferMemory2(
     p_bind_infos: *const vk::BindBufferMemoryInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&bind_info_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&bind_info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_bind_infos;
@@ -24145,10 +22337,10 @@ pub unsafe fn vkBindImageMemory2(
     p_bind_infos: *const vk::BindImageMemoryInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&bind_info_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&bind_info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_bind_infos;
@@ -24173,16 +22365,12 @@ pub unsafe fn vkGetDeviceGroupPeerMemoryFeatures(
     p_peer_memory_features: *mut vk::PeerMemoryFeatureFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&heap_index));
-    }
-    {
-        e.u32((*&local_device_index));
-    }
-    {
-        e.u32((*&remote_device_index));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&heap_index).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&local_device_index).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&remote_device_index).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_peer_memory_features;
@@ -24200,10 +22388,10 @@ pub unsafe fn vkCmdSetDeviceMask(
     device_mask: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&device_mask));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&device_mask).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDispatchBase(
@@ -24217,25 +22405,15 @@ pub unsafe fn vkCmdDispatchBase(
     group_count_z: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&base_group_x));
-    }
-    {
-        e.u32((*&base_group_y));
-    }
-    {
-        e.u32((*&base_group_z));
-    }
-    {
-        e.u32((*&group_count_x));
-    }
-    {
-        e.u32((*&group_count_y));
-    }
-    {
-        e.u32((*&group_count_z));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&base_group_x).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&base_group_y).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&base_group_z).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&group_count_x).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&group_count_y).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&group_count_z).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkEnumeratePhysicalDeviceGroups(
@@ -24245,7 +22423,7 @@ pub unsafe fn vkEnumeratePhysicalDeviceGroups(
     p_physical_device_group_properties: *mut vk::PhysicalDeviceGroupProperties<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_physical_device_group_count;
@@ -24281,7 +22459,7 @@ pub unsafe fn vkGetImageMemoryRequirements2(
     p_memory_requirements: *mut vk::MemoryRequirements2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -24309,7 +22487,7 @@ pub unsafe fn vkGetBufferMemoryRequirements2(
     p_memory_requirements: *mut vk::MemoryRequirements2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -24338,7 +22516,7 @@ pub unsafe fn vkGetImageSparseMemoryRequirements2(
     p_sparse_memory_requirements: *mut vk::SparseImageMemoryRequirements2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -24382,7 +22560,7 @@ pub unsafe fn vkGetPhysicalDeviceFeatures2(
     p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_features;
@@ -24400,7 +22578,7 @@ pub unsafe fn vkGetPhysicalDeviceProperties2(
     p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_properties;
@@ -24419,10 +22597,10 @@ pub unsafe fn vkGetPhysicalDeviceFormatProperties2(
     p_format_properties: *mut vk::FormatProperties2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.i32((*&format).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&format).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_format_properties;
@@ -24441,7 +22619,7 @@ pub unsafe fn vkGetPhysicalDeviceImageFormatProperties2(
     p_image_format_properties: *mut vk::ImageFormatProperties2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_image_format_info;
@@ -24469,7 +22647,7 @@ pub unsafe fn vkGetPhysicalDeviceQueueFamilyProperties2(
     p_queue_family_properties: *mut vk::QueueFamilyProperties2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_queue_family_property_count;
@@ -24504,7 +22682,7 @@ pub unsafe fn vkGetPhysicalDeviceMemoryProperties2(
     p_memory_properties: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_memory_properties;
@@ -24524,7 +22702,7 @@ pub unsafe fn vkGetPhysicalDeviceSparseImageFormatProperties2(
     p_properties: *mut vk::SparseImageFormatProperties2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_format_info;
@@ -24569,13 +22747,11 @@ pub unsafe fn vkTrimCommandPool(
     flags: vk::CommandPoolTrimFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&command_pool)));
-    }
-    {
-        e.u32((*&flags).as_raw());
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&command_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetDeviceQueue2(
@@ -24585,7 +22761,7 @@ pub unsafe fn vkGetDeviceQueue2(
     p_queue: *mut vk::Queue,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_queue_info;
@@ -24614,7 +22790,7 @@ pub unsafe fn vkCreateSamplerYcbcrConversion(
     p_ycbcr_conversion: *mut vk::SamplerYcbcrConversion,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -24651,10 +22827,10 @@ pub unsafe fn vkDestroySamplerYcbcrConversion(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&ycbcr_conversion)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&ycbcr_conversion)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -24674,7 +22850,7 @@ pub unsafe fn vkCreateDescriptorUpdateTemplate(
     p_descriptor_update_template: *mut vk::DescriptorUpdateTemplate,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -24711,10 +22887,10 @@ pub unsafe fn vkDestroyDescriptorUpdateTemplate(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&descriptor_update_template)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&descriptor_update_template)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -24735,13 +22911,11 @@ pub unsafe fn vkUpdateDescriptorSetWithTemplate(
     data_size: usize,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&descriptor_set)));
-    }
-    {
-        e.u64(Handle::as_raw((*&descriptor_update_template)));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&descriptor_set)).to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&descriptor_update_template)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data;
@@ -24762,7 +22936,7 @@ pub unsafe fn vkGetPhysicalDeviceExternalBufferProperties(
     p_external_buffer_properties: *mut vk::ExternalBufferProperties<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_external_buffer_info;
@@ -24790,7 +22964,7 @@ pub unsafe fn vkGetPhysicalDeviceExternalFenceProperties(
     p_external_fence_properties: *mut vk::ExternalFenceProperties<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_external_fence_info;
@@ -24818,7 +22992,7 @@ pub unsafe fn vkGetPhysicalDeviceExternalSemaphoreProperties(
     p_external_semaphore_properties: *mut vk::ExternalSemaphoreProperties<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_external_semaphore_info;
@@ -24846,7 +23020,7 @@ pub unsafe fn vkGetDescriptorSetLayoutSupport(
     p_support: *mut vk::DescriptorSetLayoutSupport<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -24878,25 +23052,15 @@ pub unsafe fn vkCmdDrawIndirectCount(
     stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
-    }
-    {
-        e.u64(Handle::as_raw((*&count_buffer)));
-    }
-    {
-        e.u64((*&count_buffer_offset));
-    }
-    {
-        e.u32((*&max_draw_count));
-    }
-    {
-        e.u32((*&stride));
+        let mut b = [0u8; 48];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..32].copy_from_slice(&Handle::as_raw((*&count_buffer)).to_le_bytes());
+        b[32..40].copy_from_slice(&(*&count_buffer_offset).to_le_bytes());
+        b[40..44].copy_from_slice(&(*&max_draw_count).to_le_bytes());
+        b[44..48].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDrawIndexedIndirectCount(
@@ -24910,25 +23074,15 @@ pub unsafe fn vkCmdDrawIndexedIndirectCount(
     stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
-    }
-    {
-        e.u64(Handle::as_raw((*&count_buffer)));
-    }
-    {
-        e.u64((*&count_buffer_offset));
-    }
-    {
-        e.u32((*&max_draw_count));
-    }
-    {
-        e.u32((*&stride));
+        let mut b = [0u8; 48];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..32].copy_from_slice(&Handle::as_raw((*&count_buffer)).to_le_bytes());
+        b[32..40].copy_from_slice(&(*&count_buffer_offset).to_le_bytes());
+        b[40..44].copy_from_slice(&(*&max_draw_count).to_le_bytes());
+        b[44..48].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCreateRenderPass2(
@@ -24939,7 +23093,7 @@ pub unsafe fn vkCreateRenderPass2(
     p_render_pass: *mut vk::RenderPass,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -24976,7 +23130,7 @@ pub unsafe fn vkCmdBeginRenderPass2(
     p_subpass_begin_info: *const vk::SubpassBeginInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_render_pass_begin;
@@ -25004,7 +23158,7 @@ pub unsafe fn vkCmdNextSubpass2(
     p_subpass_end_info: *const vk::SubpassEndInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_subpass_begin_info;
@@ -25031,7 +23185,7 @@ pub unsafe fn vkCmdEndRenderPass2(
     p_subpass_end_info: *const vk::SubpassEndInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_subpass_end_info;
@@ -25051,16 +23205,12 @@ pub unsafe fn vkResetQueryPool(
     query_count: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&first_query));
-    }
-    {
-        e.u32((*&query_count));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&first_query).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&query_count).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetSemaphoreCounterValue(
@@ -25070,10 +23220,10 @@ pub unsafe fn vkGetSemaphoreCounterValue(
     p_value: *mut u64,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&semaphore)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&semaphore)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_value;
@@ -25092,7 +23242,7 @@ pub unsafe fn vkWaitSemaphores(
     timeout: u64,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_wait_info;
@@ -25104,7 +23254,7 @@ pub unsafe fn vkWaitSemaphores(
         }
     }
     {
-        e.u64((*&timeout));
+        e.raw(&(*&timeout).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkSignalSemaphore(
@@ -25113,7 +23263,7 @@ pub unsafe fn vkSignalSemaphore(
     p_signal_info: *const vk::SemaphoreSignalInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_signal_info;
@@ -25132,7 +23282,7 @@ pub unsafe fn vkGetBufferDeviceAddress(
     ret: vk::DeviceAddress,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -25152,7 +23302,7 @@ pub unsafe fn vkGetBufferOpaqueCaptureAddress(
     ret: u64,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -25172,7 +23322,7 @@ pub unsafe fn vkGetDeviceMemoryOpaqueCaptureAddress(
     ret: u64,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -25192,7 +23342,7 @@ pub unsafe fn vkGetPhysicalDeviceToolProperties(
     p_tool_properties: *mut vk::PhysicalDeviceToolProperties<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_tool_count;
@@ -25229,7 +23379,7 @@ pub unsafe fn vkCreatePrivateDataSlot(
     p_private_data_slot: *mut vk::PrivateDataSlot,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -25266,10 +23416,10 @@ pub unsafe fn vkDestroyPrivateDataSlot(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&private_data_slot)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&private_data_slot)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -25290,19 +23440,13 @@ pub unsafe fn vkSetPrivateData(
     data: u64,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.i32((*&object_type).as_raw());
-    }
-    {
-        e.u64((*&object_handle));
-    }
-    {
-        e.u64(Handle::as_raw((*&private_data_slot)));
-    }
-    {
-        e.u64((*&data));
+        let mut b = [0u8; 36];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&object_type).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&(*&object_handle).to_le_bytes());
+        b[20..28].copy_from_slice(&Handle::as_raw((*&private_data_slot)).to_le_bytes());
+        b[28..36].copy_from_slice(&(*&data).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetPrivateData(
@@ -25314,16 +23458,12 @@ pub unsafe fn vkGetPrivateData(
     p_data: *mut u64,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.i32((*&object_type).as_raw());
-    }
-    {
-        e.u64((*&object_handle));
-    }
-    {
-        e.u64(Handle::as_raw((*&private_data_slot)));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&object_type).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&(*&object_handle).to_le_bytes());
+        b[20..28].copy_from_slice(&Handle::as_raw((*&private_data_slot)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data;
@@ -25342,10 +23482,10 @@ pub unsafe fn vkCmdSetEvent2(
     p_dependency_info: *const vk::DependencyInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&event)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&event)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_dependency_info;
@@ -25364,13 +23504,11 @@ pub unsafe fn vkCmdResetEvent2(
     stage_mask: vk::PipelineStageFlags2,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&event)));
-    }
-    {
-        e.u64((*&stage_mask).as_raw());
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&event)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&stage_mask).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdWaitEvents2(
@@ -25381,10 +23519,10 @@ pub unsafe fn vkCmdWaitEvents2(
     p_dependency_infos: *const vk::DependencyInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&event_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&event_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_events;
@@ -25419,7 +23557,7 @@ pub unsafe fn vkCmdPipelineBarrier2(
     p_dependency_info: *const vk::DependencyInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_dependency_info;
@@ -25439,16 +23577,12 @@ pub unsafe fn vkCmdWriteTimestamp2(
     query: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64((*&stage).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&query));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&(*&stage).as_raw().to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&query).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkQueueSubmit2(
@@ -25459,10 +23593,10 @@ pub unsafe fn vkQueueSubmit2(
     fence: vk::Fence,
 ) {
     {
-        e.u64(Handle::as_raw((*&queue)));
-    }
-    {
-        e.u32((*&submit_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&queue)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&submit_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_submits;
@@ -25478,7 +23612,7 @@ pub unsafe fn vkQueueSubmit2(
         }
     }
     {
-        e.u64(Handle::as_raw((*&fence)));
+        e.raw(&Handle::as_raw((*&fence)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCmdCopyBuffer2(
@@ -25487,7 +23621,7 @@ pub unsafe fn vkCmdCopyBuffer2(
     p_copy_buffer_info: *const vk::CopyBufferInfo2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_copy_buffer_info;
@@ -25505,7 +23639,7 @@ pub unsafe fn vkCmdCopyImage2(
     p_copy_image_info: *const vk::CopyImageInfo2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_copy_image_info;
@@ -25523,7 +23657,7 @@ pub unsafe fn vkCmdCopyBufferToImage2(
     p_copy_buffer_to_image_info: *const vk::CopyBufferToImageInfo2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_copy_buffer_to_image_info;
@@ -25541,7 +23675,7 @@ pub unsafe fn vkCmdCopyImageToBuffer2(
     p_copy_image_to_buffer_info: *const vk::CopyImageToBufferInfo2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_copy_image_to_buffer_info;
@@ -25559,7 +23693,7 @@ pub unsafe fn vkCmdBlitImage2(
     p_blit_image_info: *const vk::BlitImageInfo2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_blit_image_info;
@@ -25577,7 +23711,7 @@ pub unsafe fn vkCmdResolveImage2(
     p_resolve_image_info: *const vk::ResolveImageInfo2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_resolve_image_info;
@@ -25595,7 +23729,7 @@ pub unsafe fn vkCmdBeginRendering(
     p_rendering_info: *const vk::RenderingInfo<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_rendering_info;
@@ -25609,7 +23743,7 @@ pub unsafe fn vkCmdBeginRendering(
 }
 pub unsafe fn vkCmdEndRendering(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCmdSetCullMode(
@@ -25618,10 +23752,10 @@ pub unsafe fn vkCmdSetCullMode(
     cull_mode: vk::CullModeFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&cull_mode).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&cull_mode).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetFrontFace(
@@ -25630,10 +23764,10 @@ pub unsafe fn vkCmdSetFrontFace(
     front_face: vk::FrontFace,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&front_face).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&front_face).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetPrimitiveTopology(
@@ -25642,10 +23776,10 @@ pub unsafe fn vkCmdSetPrimitiveTopology(
     primitive_topology: vk::PrimitiveTopology,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&primitive_topology).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&primitive_topology).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetViewportWithCount(
@@ -25655,10 +23789,10 @@ pub unsafe fn vkCmdSetViewportWithCount(
     p_viewports: *const vk::Viewport,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&viewport_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&viewport_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_viewports;
@@ -25681,10 +23815,10 @@ pub unsafe fn vkCmdSetScissorWithCount(
     p_scissors: *const vk::Rect2D,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&scissor_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&scissor_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_scissors;
@@ -25711,13 +23845,11 @@ pub unsafe fn vkCmdBindVertexBuffers2(
     p_strides: *const vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_binding));
-    }
-    {
-        e.u32((*&binding_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_binding).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&binding_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_buffers;
@@ -25778,10 +23910,10 @@ pub unsafe fn vkCmdSetDepthTestEnable(
     depth_test_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&depth_test_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&depth_test_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetDepthWriteEnable(
@@ -25790,10 +23922,10 @@ pub unsafe fn vkCmdSetDepthWriteEnable(
     depth_write_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&depth_write_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&depth_write_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetDepthCompareOp(
@@ -25802,10 +23934,10 @@ pub unsafe fn vkCmdSetDepthCompareOp(
     depth_compare_op: vk::CompareOp,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&depth_compare_op).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&depth_compare_op).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetDepthBoundsTestEnable(
@@ -25814,10 +23946,10 @@ pub unsafe fn vkCmdSetDepthBoundsTestEnable(
     depth_bounds_test_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&depth_bounds_test_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&depth_bounds_test_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetStencilTestEnable(
@@ -25826,10 +23958,10 @@ pub unsafe fn vkCmdSetStencilTestEnable(
     stencil_test_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&stencil_test_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&stencil_test_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetStencilOp(
@@ -25842,22 +23974,14 @@ pub unsafe fn vkCmdSetStencilOp(
     compare_op: vk::CompareOp,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&face_mask).as_raw());
-    }
-    {
-        e.i32((*&fail_op).as_raw());
-    }
-    {
-        e.i32((*&pass_op).as_raw());
-    }
-    {
-        e.i32((*&depth_fail_op).as_raw());
-    }
-    {
-        e.i32((*&compare_op).as_raw());
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&face_mask).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&fail_op).as_raw().to_le_bytes());
+        b[16..20].copy_from_slice(&(*&pass_op).as_raw().to_le_bytes());
+        b[20..24].copy_from_slice(&(*&depth_fail_op).as_raw().to_le_bytes());
+        b[24..28].copy_from_slice(&(*&compare_op).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetRasterizerDiscardEnable(
@@ -25866,10 +23990,10 @@ pub unsafe fn vkCmdSetRasterizerDiscardEnable(
     rasterizer_discard_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&rasterizer_discard_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&rasterizer_discard_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetDepthBiasEnable(
@@ -25878,10 +24002,10 @@ pub unsafe fn vkCmdSetDepthBiasEnable(
     depth_bias_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&depth_bias_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&depth_bias_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetPrimitiveRestartEnable(
@@ -25890,10 +24014,10 @@ pub unsafe fn vkCmdSetPrimitiveRestartEnable(
     primitive_restart_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&primitive_restart_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&primitive_restart_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetDeviceBufferMemoryRequirements(
@@ -25903,7 +24027,7 @@ pub unsafe fn vkGetDeviceBufferMemoryRequirements(
     p_memory_requirements: *mut vk::MemoryRequirements2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -25931,7 +24055,7 @@ pub unsafe fn vkGetDeviceImageMemoryRequirements(
     p_memory_requirements: *mut vk::MemoryRequirements2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -25960,7 +24084,7 @@ pub unsafe fn vkGetDeviceImageSparseMemoryRequirements(
     p_sparse_memory_requirements: *mut vk::SparseImageMemoryRequirements2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -26005,10 +24129,10 @@ pub unsafe fn vkDestroySurfaceKHR(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
-    }
-    {
-        e.u64(Handle::as_raw((*&surface)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&instance)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&surface)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -26028,13 +24152,11 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceSupportKHR(
     p_supported: *mut vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u32((*&queue_family_index));
-    }
-    {
-        e.u64(Handle::as_raw((*&surface)));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&queue_family_index).to_le_bytes());
+        b[12..20].copy_from_slice(&Handle::as_raw((*&surface)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_supported;
@@ -26053,10 +24175,10 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilitiesKHR(
     p_surface_capabilities: *mut vk::SurfaceCapabilitiesKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&surface)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&surface)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_surface_capabilities;
@@ -26076,10 +24198,10 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceFormatsKHR(
     p_surface_formats: *mut vk::SurfaceFormatKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&surface)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&surface)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_surface_format_count;
@@ -26116,10 +24238,10 @@ pub unsafe fn vkGetPhysicalDeviceSurfacePresentModesKHR(
     p_present_modes: *mut vk::PresentModeKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&surface)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&surface)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_present_mode_count;
@@ -26156,7 +24278,7 @@ pub unsafe fn vkCreateSwapchainKHR(
     p_swapchain: *mut vk::SwapchainKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -26193,10 +24315,10 @@ pub unsafe fn vkDestroySwapchainKHR(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&swapchain)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&swapchain)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -26216,10 +24338,10 @@ pub unsafe fn vkGetSwapchainImagesKHR(
     p_swapchain_images: *mut vk::Image,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&swapchain)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&swapchain)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_swapchain_image_count;
@@ -26258,19 +24380,13 @@ pub unsafe fn vkAcquireNextImageKHR(
     p_image_index: *mut u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&swapchain)));
-    }
-    {
-        e.u64((*&timeout));
-    }
-    {
-        e.u64(Handle::as_raw((*&semaphore)));
-    }
-    {
-        e.u64(Handle::as_raw((*&fence)));
+        let mut b = [0u8; 40];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&swapchain)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&timeout).to_le_bytes());
+        b[24..32].copy_from_slice(&Handle::as_raw((*&semaphore)).to_le_bytes());
+        b[32..40].copy_from_slice(&Handle::as_raw((*&fence)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_image_index;
@@ -26288,7 +24404,7 @@ pub unsafe fn vkQueuePresentKHR(
     p_present_info: *const vk::PresentInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&queue)));
+        e.raw(&Handle::as_raw((*&queue)).to_le_bytes()[..8]);
     }
     {
         let p = p_present_info;
@@ -26306,7 +24422,7 @@ pub unsafe fn vkGetDeviceGroupPresentCapabilitiesKHR(
     p_device_group_present_capabilities: *mut vk::DeviceGroupPresentCapabilitiesKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_device_group_present_capabilities;
@@ -26325,10 +24441,10 @@ pub unsafe fn vkGetDeviceGroupSurfacePresentModesKHR(
     p_modes: *mut vk::DeviceGroupPresentModeFlagsKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&surface)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&surface)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_modes;
@@ -26348,10 +24464,10 @@ pub unsafe fn vkGetPhysicalDevicePresentRectanglesKHR(
     p_rects: *mut vk::Rect2D,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&surface)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&surface)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_rect_count;
@@ -26387,7 +24503,7 @@ pub unsafe fn vkAcquireNextImage2KHR(
     p_image_index: *mut u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_acquire_info;
@@ -26415,7 +24531,7 @@ pub unsafe fn vkGetPhysicalDeviceDisplayPropertiesKHR(
     p_properties: *mut vk::DisplayPropertiesKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_property_count;
@@ -26451,7 +24567,7 @@ pub unsafe fn vkGetPhysicalDeviceDisplayPlanePropertiesKHR(
     p_properties: *mut vk::DisplayPlanePropertiesKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_property_count;
@@ -26488,10 +24604,10 @@ pub unsafe fn vkGetDisplayPlaneSupportedDisplaysKHR(
     p_displays: *mut vk::DisplayKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u32((*&plane_index));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&plane_index).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_display_count;
@@ -26528,10 +24644,10 @@ pub unsafe fn vkGetDisplayModePropertiesKHR(
     p_properties: *mut vk::DisplayModePropertiesKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&display)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&display)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_property_count;
@@ -26569,10 +24685,10 @@ pub unsafe fn vkCreateDisplayModeKHR(
     p_mode: *mut vk::DisplayModeKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&display)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&display)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_create_info;
@@ -26610,13 +24726,11 @@ pub unsafe fn vkGetDisplayPlaneCapabilitiesKHR(
     p_capabilities: *mut vk::DisplayPlaneCapabilitiesKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&mode)));
-    }
-    {
-        e.u32((*&plane_index));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&mode)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&plane_index).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_capabilities;
@@ -26636,7 +24750,7 @@ pub unsafe fn vkCreateDisplayPlaneSurfaceKHR(
     p_surface: *mut vk::SurfaceKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -26675,10 +24789,10 @@ pub unsafe fn vkCreateSharedSwapchainsKHR(
     p_swapchains: *mut vk::SwapchainKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&swapchain_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&swapchain_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_create_infos;
@@ -26724,7 +24838,7 @@ pub unsafe fn vkCreateXlibSurfaceKHR(
     p_surface: *mut vk::SurfaceKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -26763,16 +24877,12 @@ pub unsafe fn vkGetPhysicalDeviceXlibPresentationSupportKHR(
     ret: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u32((*&queue_family_index));
-    }
-    {
-        e.u64((*&dpy) as usize as u64);
-    }
-    {
-        e.u64((*&visual_id) as u64);
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&queue_family_index).to_le_bytes());
+        b[12..20].copy_from_slice(&((*&dpy) as usize as u64).to_le_bytes());
+        b[20..28].copy_from_slice(&((*&visual_id) as u64).to_le_bytes());
+        e.raw(&b);
     }
     e.u32(ret);
 }
@@ -26784,7 +24894,7 @@ pub unsafe fn vkCreateXcbSurfaceKHR(
     p_surface: *mut vk::SurfaceKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -26823,16 +24933,12 @@ pub unsafe fn vkGetPhysicalDeviceXcbPresentationSupportKHR(
     ret: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u32((*&queue_family_index));
-    }
-    {
-        e.u64((*&connection) as usize as u64);
-    }
-    {
-        e.u64((*&visual_id) as u64);
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&queue_family_index).to_le_bytes());
+        b[12..20].copy_from_slice(&((*&connection) as usize as u64).to_le_bytes());
+        b[20..28].copy_from_slice(&((*&visual_id) as u64).to_le_bytes());
+        e.raw(&b);
     }
     e.u32(ret);
 }
@@ -26844,7 +24950,7 @@ pub unsafe fn vkCreateWaylandSurfaceKHR(
     p_surface: *mut vk::SurfaceKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -26882,13 +24988,11 @@ pub unsafe fn vkGetPhysicalDeviceWaylandPresentationSupportKHR(
     ret: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u32((*&queue_family_index));
-    }
-    {
-        e.u64((*&display) as usize as u64);
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&queue_family_index).to_le_bytes());
+        b[12..20].copy_from_slice(&((*&display) as usize as u64).to_le_bytes());
+        e.raw(&b);
     }
     e.u32(ret);
 }
@@ -26900,7 +25004,7 @@ pub unsafe fn vkCreateDebugReportCallbackEXT(
     p_callback: *mut vk::DebugReportCallbackEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -26937,10 +25041,10 @@ pub unsafe fn vkDestroyDebugReportCallbackEXT(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
-    }
-    {
-        e.u64(Handle::as_raw((*&callback)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&instance)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&callback)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -26964,22 +25068,14 @@ pub unsafe fn vkDebugReportMessageEXT(
     p_message: *const c_char,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
-    }
-    {
-        e.u32((*&flags).as_raw());
-    }
-    {
-        e.i32((*&object_type).as_raw());
-    }
-    {
-        e.u64((*&object));
-    }
-    {
-        e.u64((*&location) as u64);
-    }
-    {
-        e.i32((*&message_code));
+        let mut b = [0u8; 36];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&instance)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&object_type).as_raw().to_le_bytes());
+        b[16..24].copy_from_slice(&(*&object).to_le_bytes());
+        b[24..32].copy_from_slice(&((*&location) as u64).to_le_bytes());
+        b[32..36].copy_from_slice(&(*&message_code).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_layer_prefix;
@@ -27006,7 +25102,7 @@ pub unsafe fn vkDebugMarkerSetObjectTagEXT(
     p_tag_info: *const vk::DebugMarkerObjectTagInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_tag_info;
@@ -27024,7 +25120,7 @@ pub unsafe fn vkDebugMarkerSetObjectNameEXT(
     p_name_info: *const vk::DebugMarkerObjectNameInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_name_info;
@@ -27042,7 +25138,7 @@ pub unsafe fn vkCmdDebugMarkerBeginEXT(
     p_marker_info: *const vk::DebugMarkerMarkerInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_marker_info;
@@ -27056,7 +25152,7 @@ pub unsafe fn vkCmdDebugMarkerBeginEXT(
 }
 pub unsafe fn vkCmdDebugMarkerEndEXT(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCmdDebugMarkerInsertEXT(
@@ -27065,7 +25161,7 @@ pub unsafe fn vkCmdDebugMarkerInsertEXT(
     p_marker_info: *const vk::DebugMarkerMarkerInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_marker_info;
@@ -27084,7 +25180,7 @@ pub unsafe fn vkGetPhysicalDeviceVideoCapabilitiesKHR(
     p_capabilities: *mut vk::VideoCapabilitiesKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_video_profile;
@@ -27113,7 +25209,7 @@ pub unsafe fn vkGetPhysicalDeviceVideoFormatPropertiesKHR(
     p_video_format_properties: *mut vk::VideoFormatPropertiesKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_video_format_info;
@@ -27159,7 +25255,7 @@ pub unsafe fn vkCreateVideoSessionKHR(
     p_video_session: *mut vk::VideoSessionKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -27196,10 +25292,10 @@ pub unsafe fn vkDestroyVideoSessionKHR(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&video_session)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&video_session)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -27219,10 +25315,10 @@ pub unsafe fn vkGetVideoSessionMemoryRequirementsKHR(
     p_memory_requirements: *mut vk::VideoSessionMemoryRequirementsKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&video_session)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&video_session)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_memory_requirements_count;
@@ -27259,13 +25355,11 @@ pub unsafe fn vkBindVideoSessionMemoryKHR(
     p_bind_session_memory_infos: *const vk::BindVideoSessionMemoryInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&video_session)));
-    }
-    {
-        e.u32((*&bind_session_memory_info_count));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&video_session)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&bind_session_memory_info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_bind_session_memory_infos;
@@ -27289,7 +25383,7 @@ pub unsafe fn vkCreateVideoSessionParametersKHR(
     p_video_session_parameters: *mut vk::VideoSessionParametersKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -27326,10 +25420,10 @@ pub unsafe fn vkUpdateVideoSessionParametersKHR(
     p_update_info: *const vk::VideoSessionParametersUpdateInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&video_session_parameters)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&video_session_parameters)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_update_info;
@@ -27348,10 +25442,10 @@ pub unsafe fn vkDestroyVideoSessionParametersKHR(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&video_session_parameters)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&video_session_parameters)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -27369,7 +25463,7 @@ pub unsafe fn vkCmdBeginVideoCodingKHR(
     p_begin_info: *const vk::VideoBeginCodingInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_begin_info;
@@ -27387,7 +25481,7 @@ pub unsafe fn vkCmdEndVideoCodingKHR(
     p_end_coding_info: *const vk::VideoEndCodingInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_end_coding_info;
@@ -27405,7 +25499,7 @@ pub unsafe fn vkCmdControlVideoCodingKHR(
     p_coding_control_info: *const vk::VideoCodingControlInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_coding_control_info;
@@ -27423,7 +25517,7 @@ pub unsafe fn vkCmdDecodeVideoKHR(
     p_decode_info: *const vk::VideoDecodeInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_decode_info;
@@ -27445,13 +25539,11 @@ pub unsafe fn vkCmdBindTransformFeedbackBuffersEXT(
     p_sizes: *const vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_binding));
-    }
-    {
-        e.u32((*&binding_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_binding).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&binding_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_buffers;
@@ -27502,13 +25594,11 @@ pub unsafe fn vkCmdBeginTransformFeedbackEXT(
     p_counter_buffer_offsets: *const vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_counter_buffer));
-    }
-    {
-        e.u32((*&counter_buffer_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_counter_buffer).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&counter_buffer_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_counter_buffers;
@@ -27546,13 +25636,11 @@ pub unsafe fn vkCmdEndTransformFeedbackEXT(
     p_counter_buffer_offsets: *const vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_counter_buffer));
-    }
-    {
-        e.u32((*&counter_buffer_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_counter_buffer).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&counter_buffer_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_counter_buffers;
@@ -27590,19 +25678,13 @@ pub unsafe fn vkCmdBeginQueryIndexedEXT(
     index: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&query));
-    }
-    {
-        e.u32((*&flags).as_raw());
-    }
-    {
-        e.u32((*&index));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&query).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        b[24..28].copy_from_slice(&(*&index).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdEndQueryIndexedEXT(
@@ -27613,16 +25695,12 @@ pub unsafe fn vkCmdEndQueryIndexedEXT(
     index: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&query));
-    }
-    {
-        e.u32((*&index));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&query).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&index).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDrawIndirectByteCountEXT(
@@ -27636,25 +25714,15 @@ pub unsafe fn vkCmdDrawIndirectByteCountEXT(
     vertex_stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&instance_count));
-    }
-    {
-        e.u32((*&first_instance));
-    }
-    {
-        e.u64(Handle::as_raw((*&counter_buffer)));
-    }
-    {
-        e.u64((*&counter_buffer_offset));
-    }
-    {
-        e.u32((*&counter_offset));
-    }
-    {
-        e.u32((*&vertex_stride));
+        let mut b = [0u8; 40];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&instance_count).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&first_instance).to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&counter_buffer)).to_le_bytes());
+        b[24..32].copy_from_slice(&(*&counter_buffer_offset).to_le_bytes());
+        b[32..36].copy_from_slice(&(*&counter_offset).to_le_bytes());
+        b[36..40].copy_from_slice(&(*&vertex_stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCreateCuModuleNVX(
@@ -27665,7 +25733,7 @@ pub unsafe fn vkCreateCuModuleNVX(
     p_module: *mut vk::CuModuleNVX,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -27703,7 +25771,7 @@ pub unsafe fn vkCreateCuFunctionNVX(
     p_function: *mut vk::CuFunctionNVX,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -27740,10 +25808,10 @@ pub unsafe fn vkDestroyCuModuleNVX(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&module)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&module)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -27762,10 +25830,10 @@ pub unsafe fn vkDestroyCuFunctionNVX(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&function)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&function)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -27784,7 +25852,7 @@ pub unsafe fn vkGetImageViewHandleNVX(
     ret: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -27804,10 +25872,10 @@ pub unsafe fn vkGetImageViewAddressNVX(
     p_properties: *mut vk::ImageViewAddressPropertiesNVX<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image_view)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image_view)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_properties;
@@ -27871,16 +25939,12 @@ pub unsafe fn vkGetShaderInfoAMD(
     p_info: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline)));
-    }
-    {
-        e.u32((*&shader_stage).as_raw());
-    }
-    {
-        e.i32((*&info_type).as_raw());
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&shader_stage).as_raw().to_le_bytes());
+        b[20..24].copy_from_slice(&(*&info_type).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_info_size;
@@ -27929,25 +25993,15 @@ pub unsafe fn vkGetPhysicalDeviceExternalImageFormatPropertiesNV(
     p_external_image_format_properties: *mut vk::ExternalImageFormatPropertiesNV,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.i32((*&format).as_raw());
-    }
-    {
-        e.i32((*&ty).as_raw());
-    }
-    {
-        e.i32((*&tiling).as_raw());
-    }
-    {
-        e.u32((*&usage).as_raw());
-    }
-    {
-        e.u32((*&flags).as_raw());
-    }
-    {
-        e.u32((*&external_handle_type).as_raw());
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&format).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&ty).as_raw().to_le_bytes());
+        b[16..20].copy_from_slice(&(*&tiling).as_raw().to_le_bytes());
+        b[20..24].copy_from_slice(&(*&usage).as_raw().to_le_bytes());
+        b[24..28].copy_from_slice(&(*&flags).as_raw().to_le_bytes());
+        b[28..32].copy_from_slice(&(*&external_handle_type).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_external_image_format_properties;
@@ -28115,7 +26169,7 @@ pub unsafe fn vkGetMemoryFdKHR(
     p_fd: *mut c_int,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_get_fd_info;
@@ -28144,13 +26198,11 @@ pub unsafe fn vkGetMemoryFdPropertiesKHR(
     p_memory_fd_properties: *mut vk::MemoryFdPropertiesKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&handle_type).as_raw());
-    }
-    {
-        e.i32((*&fd));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&handle_type).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&fd).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_memory_fd_properties;
@@ -28181,7 +26233,7 @@ pub unsafe fn vkImportSemaphoreFdKHR(
     p_import_semaphore_fd_info: *const vk::ImportSemaphoreFdInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_import_semaphore_fd_info;
@@ -28200,7 +26252,7 @@ pub unsafe fn vkGetSemaphoreFdKHR(
     p_fd: *mut c_int,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_get_fd_info;
@@ -28231,19 +26283,13 @@ pub unsafe fn vkCmdPushDescriptorSetKHR(
     p_descriptor_writes: *const vk::WriteDescriptorSet<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&pipeline_bind_point).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&layout)));
-    }
-    {
-        e.u32((*&set));
-    }
-    {
-        e.u32((*&descriptor_write_count));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&pipeline_bind_point).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&Handle::as_raw((*&layout)).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&set).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&descriptor_write_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_descriptor_writes;
@@ -28269,16 +26315,12 @@ pub unsafe fn vkCmdPushDescriptorSetWithTemplateKHR(
     data_size: usize,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&descriptor_update_template)));
-    }
-    {
-        e.u64(Handle::as_raw((*&layout)));
-    }
-    {
-        e.u32((*&set));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&descriptor_update_template)).to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&layout)).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&set).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data;
@@ -28298,7 +26340,7 @@ pub unsafe fn vkCmdBeginConditionalRenderingEXT(
     p_conditional_rendering_begin: *const vk::ConditionalRenderingBeginInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_conditional_rendering_begin;
@@ -28312,7 +26354,7 @@ pub unsafe fn vkCmdBeginConditionalRenderingEXT(
 }
 pub unsafe fn vkCmdEndConditionalRenderingEXT(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCreateDescriptorUpdateTemplateKHR(
@@ -28363,13 +26405,11 @@ pub unsafe fn vkCmdSetViewportWScalingNV(
     p_viewport_w_scalings: *const vk::ViewportWScalingNV,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_viewport));
-    }
-    {
-        e.u32((*&viewport_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_viewport).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&viewport_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_viewport_w_scalings;
@@ -28391,10 +26431,10 @@ pub unsafe fn vkReleaseDisplayEXT(
     display: vk::DisplayKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&display)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&display)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilities2EXT(
@@ -28404,10 +26444,10 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilities2EXT(
     p_surface_capabilities: *mut vk::SurfaceCapabilities2EXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&surface)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&surface)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_surface_capabilities;
@@ -28426,10 +26466,10 @@ pub unsafe fn vkDisplayPowerControlEXT(
     p_display_power_info: *const vk::DisplayPowerInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&display)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&display)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_display_power_info;
@@ -28449,7 +26489,7 @@ pub unsafe fn vkRegisterDeviceEventEXT(
     p_fence: *mut vk::Fence,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_device_event_info;
@@ -28488,10 +26528,10 @@ pub unsafe fn vkRegisterDisplayEventEXT(
     p_fence: *mut vk::Fence,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&display)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&display)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_display_event_info;
@@ -28529,13 +26569,11 @@ pub unsafe fn vkGetSwapchainCounterEXT(
     p_counter_value: *mut u64,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&swapchain)));
-    }
-    {
-        e.u32((*&counter).as_raw());
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&swapchain)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&counter).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_counter_value;
@@ -28554,10 +26592,10 @@ pub unsafe fn vkGetRefreshCycleDurationGOOGLE(
     p_display_timing_properties: *mut vk::RefreshCycleDurationGOOGLE,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&swapchain)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&swapchain)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_display_timing_properties;
@@ -28577,10 +26615,10 @@ pub unsafe fn vkGetPastPresentationTimingGOOGLE(
     p_presentation_timings: *mut vk::PastPresentationTimingGOOGLE,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&swapchain)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&swapchain)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_presentation_timing_count;
@@ -28617,13 +26655,11 @@ pub unsafe fn vkCmdSetDiscardRectangleEXT(
     p_discard_rectangles: *const vk::Rect2D,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_discard_rectangle));
-    }
-    {
-        e.u32((*&discard_rectangle_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_discard_rectangle).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&discard_rectangle_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_discard_rectangles;
@@ -28647,10 +26683,10 @@ pub unsafe fn vkSetHdrMetadataEXT(
     p_metadata: *const vk::HdrMetadataEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&swapchain_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&swapchain_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_swapchains;
@@ -28717,10 +26753,10 @@ pub unsafe fn vkGetSwapchainStatusKHR(
     swapchain: vk::SwapchainKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&swapchain)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&swapchain)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetPhysicalDeviceExternalFencePropertiesKHR(
@@ -28742,7 +26778,7 @@ pub unsafe fn vkImportFenceFdKHR(
     p_import_fence_fd_info: *const vk::ImportFenceFdInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_import_fence_fd_info;
@@ -28761,7 +26797,7 @@ pub unsafe fn vkGetFenceFdKHR(
     p_fd: *mut c_int,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_get_fd_info;
@@ -28791,10 +26827,10 @@ pub unsafe fn vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR(
     p_counter_descriptions: *mut vk::PerformanceCounterDescriptionKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u32((*&queue_family_index));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&queue_family_index).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_counter_count;
@@ -28847,7 +26883,7 @@ pub unsafe fn vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR(
     p_num_passes: *mut u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_performance_query_create_info;
@@ -28874,7 +26910,7 @@ pub unsafe fn vkAcquireProfilingLockKHR(
     p_info: *const vk::AcquireProfilingLockInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -28888,7 +26924,7 @@ pub unsafe fn vkAcquireProfilingLockKHR(
 }
 pub unsafe fn vkReleaseProfilingLockKHR(e: &mut Encoder, device: vk::Device) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilities2KHR(
@@ -28898,7 +26934,7 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilities2KHR(
     p_surface_capabilities: *mut vk::SurfaceCapabilities2KHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_surface_info;
@@ -28927,7 +26963,7 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceFormats2KHR(
     p_surface_formats: *mut vk::SurfaceFormat2KHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_surface_info;
@@ -28972,7 +27008,7 @@ pub unsafe fn vkGetPhysicalDeviceDisplayProperties2KHR(
     p_properties: *mut vk::DisplayProperties2KHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_property_count;
@@ -29008,7 +27044,7 @@ pub unsafe fn vkGetPhysicalDeviceDisplayPlaneProperties2KHR(
     p_properties: *mut vk::DisplayPlaneProperties2KHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_property_count;
@@ -29045,10 +27081,10 @@ pub unsafe fn vkGetDisplayModeProperties2KHR(
     p_properties: *mut vk::DisplayModeProperties2KHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&display)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&display)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_property_count;
@@ -29084,7 +27120,7 @@ pub unsafe fn vkGetDisplayPlaneCapabilities2KHR(
     p_capabilities: *mut vk::DisplayPlaneCapabilities2KHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_display_plane_info;
@@ -29111,7 +27147,7 @@ pub unsafe fn vkSetDebugUtilsObjectNameEXT(
     p_name_info: *const vk::DebugUtilsObjectNameInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_name_info;
@@ -29129,7 +27165,7 @@ pub unsafe fn vkSetDebugUtilsObjectTagEXT(
     p_tag_info: *const vk::DebugUtilsObjectTagInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_tag_info;
@@ -29147,7 +27183,7 @@ pub unsafe fn vkQueueBeginDebugUtilsLabelEXT(
     p_label_info: *const vk::DebugUtilsLabelEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&queue)));
+        e.raw(&Handle::as_raw((*&queue)).to_le_bytes()[..8]);
     }
     {
         let p = p_label_info;
@@ -29161,7 +27197,7 @@ pub unsafe fn vkQueueBeginDebugUtilsLabelEXT(
 }
 pub unsafe fn vkQueueEndDebugUtilsLabelEXT(e: &mut Encoder, queue: vk::Queue) {
     {
-        e.u64(Handle::as_raw((*&queue)));
+        e.raw(&Handle::as_raw((*&queue)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkQueueInsertDebugUtilsLabelEXT(
@@ -29170,7 +27206,7 @@ pub unsafe fn vkQueueInsertDebugUtilsLabelEXT(
     p_label_info: *const vk::DebugUtilsLabelEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&queue)));
+        e.raw(&Handle::as_raw((*&queue)).to_le_bytes()[..8]);
     }
     {
         let p = p_label_info;
@@ -29188,7 +27224,7 @@ pub unsafe fn vkCmdBeginDebugUtilsLabelEXT(
     p_label_info: *const vk::DebugUtilsLabelEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_label_info;
@@ -29202,7 +27238,7 @@ pub unsafe fn vkCmdBeginDebugUtilsLabelEXT(
 }
 pub unsafe fn vkCmdEndDebugUtilsLabelEXT(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCmdInsertDebugUtilsLabelEXT(
@@ -29211,7 +27247,7 @@ pub unsafe fn vkCmdInsertDebugUtilsLabelEXT(
     p_label_info: *const vk::DebugUtilsLabelEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_label_info;
@@ -29231,7 +27267,7 @@ pub unsafe fn vkCreateDebugUtilsMessengerEXT(
     p_messenger: *mut vk::DebugUtilsMessengerEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -29268,10 +27304,10 @@ pub unsafe fn vkDestroyDebugUtilsMessengerEXT(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
-    }
-    {
-        e.u64(Handle::as_raw((*&messenger)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&instance)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&messenger)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -29291,13 +27327,11 @@ pub unsafe fn vkSubmitDebugUtilsMessageEXT(
     p_callback_data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
-    }
-    {
-        e.u32((*&message_severity).as_raw());
-    }
-    {
-        e.u32((*&message_types).as_raw());
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&instance)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&message_severity).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&message_types).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_callback_data;
@@ -29315,7 +27349,7 @@ pub unsafe fn vkCmdSetSampleLocationsEXT(
     p_sample_locations_info: *const vk::SampleLocationsInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_sample_locations_info;
@@ -29334,10 +27368,10 @@ pub unsafe fn vkGetPhysicalDeviceMultisamplePropertiesEXT(
     p_multisample_properties: *mut vk::MultisamplePropertiesEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.u32((*&samples).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&samples).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_multisample_properties;
@@ -29388,7 +27422,7 @@ pub unsafe fn vkCreateAccelerationStructureKHR(
     p_acceleration_structure: *mut vk::AccelerationStructureKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -29425,10 +27459,10 @@ pub unsafe fn vkDestroyAccelerationStructureKHR(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&acceleration_structure)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&acceleration_structure)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -29447,10 +27481,10 @@ pub unsafe fn vkCopyAccelerationStructureKHR(
     p_info: *const vk::CopyAccelerationStructureInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&deferred_operation)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&deferred_operation)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_info;
@@ -29469,10 +27503,10 @@ pub unsafe fn vkCopyAccelerationStructureToMemoryKHR(
     p_info: *const vk::CopyAccelerationStructureToMemoryInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&deferred_operation)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&deferred_operation)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_info;
@@ -29491,10 +27525,10 @@ pub unsafe fn vkCopyMemoryToAccelerationStructureKHR(
     p_info: *const vk::CopyMemoryToAccelerationStructureInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&deferred_operation)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&deferred_operation)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_info;
@@ -29517,10 +27551,10 @@ pub unsafe fn vkWriteAccelerationStructuresPropertiesKHR(
     stride: usize,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&acceleration_structure_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&acceleration_structure_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_acceleration_structures;
@@ -29536,10 +27570,10 @@ pub unsafe fn vkWriteAccelerationStructuresPropertiesKHR(
         }
     }
     {
-        e.i32((*&query_type).as_raw());
-    }
-    {
-        e.u64((*&data_size) as u64);
+        let mut b = [0u8; 12];
+        b[0..4].copy_from_slice(&(*&query_type).as_raw().to_le_bytes());
+        b[4..12].copy_from_slice(&((*&data_size) as u64).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data;
@@ -29553,7 +27587,7 @@ pub unsafe fn vkWriteAccelerationStructuresPropertiesKHR(
         }
     }
     {
-        e.u64((*&stride) as u64);
+        e.raw(&((*&stride) as u64).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCmdCopyAccelerationStructureKHR(
@@ -29562,7 +27596,7 @@ pub unsafe fn vkCmdCopyAccelerationStructureKHR(
     p_info: *const vk::CopyAccelerationStructureInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -29580,7 +27614,7 @@ pub unsafe fn vkCmdCopyAccelerationStructureToMemoryKHR(
     p_info: *const vk::CopyAccelerationStructureToMemoryInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -29598,7 +27632,7 @@ pub unsafe fn vkCmdCopyMemoryToAccelerationStructureKHR(
     p_info: *const vk::CopyMemoryToAccelerationStructureInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -29617,7 +27651,7 @@ pub unsafe fn vkGetAccelerationStructureDeviceAddressKHR(
     ret: vk::DeviceAddress,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -29640,10 +27674,10 @@ pub unsafe fn vkCmdWriteAccelerationStructuresPropertiesKHR(
     first_query: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&acceleration_structure_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&acceleration_structure_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_acceleration_structures;
@@ -29659,13 +27693,11 @@ pub unsafe fn vkCmdWriteAccelerationStructuresPropertiesKHR(
         }
     }
     {
-        e.i32((*&query_type).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&first_query));
+        let mut b = [0u8; 16];
+        b[0..4].copy_from_slice(&(*&query_type).as_raw().to_le_bytes());
+        b[4..12].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&first_query).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetDeviceAccelerationStructureCompatibilityKHR(
@@ -29675,7 +27707,7 @@ pub unsafe fn vkGetDeviceAccelerationStructureCompatibilityKHR(
     p_compatibility: *mut vk::AccelerationStructureCompatibilityKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_version_info;
@@ -29705,10 +27737,10 @@ pub unsafe fn vkGetAccelerationStructureBuildSizesKHR(
     p_size_info: *mut vk::AccelerationStructureBuildSizesInfoKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.i32((*&build_type).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&build_type).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_build_info;
@@ -29758,7 +27790,7 @@ pub unsafe fn vkCmdTraceRaysKHR(
     depth: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_raygen_shader_binding_table;
@@ -29797,13 +27829,11 @@ pub unsafe fn vkCmdTraceRaysKHR(
         }
     }
     {
-        e.u32((*&width));
-    }
-    {
-        e.u32((*&height));
-    }
-    {
-        e.u32((*&depth));
+        let mut b = [0u8; 12];
+        b[0..4].copy_from_slice(&(*&width).to_le_bytes());
+        b[4..8].copy_from_slice(&(*&height).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&depth).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCreateRayTracingPipelinesKHR(
@@ -29817,16 +27847,12 @@ pub unsafe fn vkCreateRayTracingPipelinesKHR(
     p_pipelines: *mut vk::Pipeline,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&deferred_operation)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline_cache)));
-    }
-    {
-        e.u32((*&create_info_count));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&deferred_operation)).to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&pipeline_cache)).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&create_info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_create_infos;
@@ -29874,19 +27900,13 @@ pub unsafe fn vkGetRayTracingShaderGroupHandlesKHR(
     p_data: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline)));
-    }
-    {
-        e.u32((*&first_group));
-    }
-    {
-        e.u32((*&group_count));
-    }
-    {
-        e.u64((*&data_size) as u64);
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&first_group).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&group_count).to_le_bytes());
+        b[24..32].copy_from_slice(&((*&data_size) as u64).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data;
@@ -29910,19 +27930,13 @@ pub unsafe fn vkGetRayTracingCaptureReplayShaderGroupHandlesKHR(
     p_data: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline)));
-    }
-    {
-        e.u32((*&first_group));
-    }
-    {
-        e.u32((*&group_count));
-    }
-    {
-        e.u64((*&data_size) as u64);
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&first_group).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&group_count).to_le_bytes());
+        b[24..32].copy_from_slice(&((*&data_size) as u64).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data;
@@ -29946,7 +27960,7 @@ pub unsafe fn vkCmdTraceRaysIndirectKHR(
     indirect_device_address: vk::DeviceAddress,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_raygen_shader_binding_table;
@@ -29985,7 +27999,7 @@ pub unsafe fn vkCmdTraceRaysIndirectKHR(
         }
     }
     {
-        e.u64((*&indirect_device_address));
+        e.raw(&(*&indirect_device_address).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkGetRayTracingShaderGroupStackSizeKHR(
@@ -29997,16 +28011,12 @@ pub unsafe fn vkGetRayTracingShaderGroupStackSizeKHR(
     ret: vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline)));
-    }
-    {
-        e.u32((*&group));
-    }
-    {
-        e.i32((*&group_shader).as_raw());
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&group).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&group_shader).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     e.u64(ret);
 }
@@ -30016,10 +28026,10 @@ pub unsafe fn vkCmdSetRayTracingPipelineStackSizeKHR(
     pipeline_stack_size: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&pipeline_stack_size));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&pipeline_stack_size).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCreateSamplerYcbcrConversionKHR(
@@ -30062,10 +28072,10 @@ pub unsafe fn vkGetImageDrmFormatModifierPropertiesEXT(
     p_properties: *mut vk::ImageDrmFormatModifierPropertiesEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_properties;
@@ -30085,7 +28095,7 @@ pub unsafe fn vkCreateValidationCacheEXT(
     p_validation_cache: *mut vk::ValidationCacheEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -30122,10 +28132,10 @@ pub unsafe fn vkDestroyValidationCacheEXT(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&validation_cache)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&validation_cache)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -30145,13 +28155,11 @@ pub unsafe fn vkMergeValidationCachesEXT(
     p_src_caches: *const vk::ValidationCacheEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_cache)));
-    }
-    {
-        e.u32((*&src_cache_count));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&dst_cache)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&src_cache_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_src_caches;
@@ -30175,10 +28183,10 @@ pub unsafe fn vkGetValidationCacheDataEXT(
     p_data: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&validation_cache)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&validation_cache)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data_size;
@@ -30212,13 +28220,11 @@ pub unsafe fn vkCmdBindShadingRateImageNV(
     image_layout: vk::ImageLayout,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image_view)));
-    }
-    {
-        e.i32((*&image_layout).as_raw());
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image_view)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&image_layout).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetViewportShadingRatePaletteNV(
@@ -30229,13 +28235,11 @@ pub unsafe fn vkCmdSetViewportShadingRatePaletteNV(
     p_shading_rate_palettes: *const vk::ShadingRatePaletteNV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_viewport));
-    }
-    {
-        e.u32((*&viewport_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_viewport).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&viewport_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_shading_rate_palettes;
@@ -30259,13 +28263,11 @@ pub unsafe fn vkCmdSetCoarseSampleOrderNV(
     p_custom_sample_orders: *const vk::CoarseSampleOrderCustomNV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&sample_order_type).as_raw());
-    }
-    {
-        e.u32((*&custom_sample_order_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&sample_order_type).as_raw().to_le_bytes());
+        b[12..16].copy_from_slice(&(*&custom_sample_order_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_custom_sample_orders;
@@ -30289,7 +28291,7 @@ pub unsafe fn vkCreateAccelerationStructureNV(
     p_acceleration_structure: *mut vk::AccelerationStructureNV,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -30326,10 +28328,10 @@ pub unsafe fn vkDestroyAccelerationStructureNV(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&acceleration_structure)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&acceleration_structure)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -30348,7 +28350,7 @@ pub unsafe fn vkGetAccelerationStructureMemoryRequirementsNV(
     p_memory_requirements: *mut vk::MemoryRequirements2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -30376,10 +28378,10 @@ pub unsafe fn vkBindAccelerationStructureMemoryNV(
     p_bind_infos: *const vk::BindAccelerationStructureMemoryInfoNV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&bind_info_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&bind_info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_bind_infos;
@@ -30408,7 +28410,7 @@ pub unsafe fn vkCmdBuildAccelerationStructureNV(
     scratch_offset: vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -30420,25 +28422,15 @@ pub unsafe fn vkCmdBuildAccelerationStructureNV(
         }
     }
     {
-        e.u64(Handle::as_raw((*&instance_data)));
-    }
-    {
-        e.u64((*&instance_offset));
-    }
-    {
-        e.u32((*&update));
-    }
-    {
-        e.u64(Handle::as_raw((*&dst)));
-    }
-    {
-        e.u64(Handle::as_raw((*&src)));
-    }
-    {
-        e.u64(Handle::as_raw((*&scratch)));
-    }
-    {
-        e.u64((*&scratch_offset));
+        let mut b = [0u8; 52];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&instance_data)).to_le_bytes());
+        b[8..16].copy_from_slice(&(*&instance_offset).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&update).to_le_bytes());
+        b[20..28].copy_from_slice(&Handle::as_raw((*&dst)).to_le_bytes());
+        b[28..36].copy_from_slice(&Handle::as_raw((*&src)).to_le_bytes());
+        b[36..44].copy_from_slice(&Handle::as_raw((*&scratch)).to_le_bytes());
+        b[44..52].copy_from_slice(&(*&scratch_offset).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdCopyAccelerationStructureNV(
@@ -30449,16 +28441,12 @@ pub unsafe fn vkCmdCopyAccelerationStructureNV(
     mode: vk::CopyAccelerationStructureModeKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&dst)));
-    }
-    {
-        e.u64(Handle::as_raw((*&src)));
-    }
-    {
-        e.i32((*&mode).as_raw());
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&dst)).to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&src)).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&mode).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdTraceRaysNV(
@@ -30480,49 +28468,28 @@ pub unsafe fn vkCmdTraceRaysNV(
     depth: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&raygen_shader_binding_table_buffer)));
-    }
-    {
-        e.u64((*&raygen_shader_binding_offset));
-    }
-    {
-        e.u64(Handle::as_raw((*&miss_shader_binding_table_buffer)));
-    }
-    {
-        e.u64((*&miss_shader_binding_offset));
-    }
-    {
-        e.u64((*&miss_shader_binding_stride));
-    }
-    {
-        e.u64(Handle::as_raw((*&hit_shader_binding_table_buffer)));
-    }
-    {
-        e.u64((*&hit_shader_binding_offset));
-    }
-    {
-        e.u64((*&hit_shader_binding_stride));
-    }
-    {
-        e.u64(Handle::as_raw((*&callable_shader_binding_table_buffer)));
-    }
-    {
-        e.u64((*&callable_shader_binding_offset));
-    }
-    {
-        e.u64((*&callable_shader_binding_stride));
-    }
-    {
-        e.u32((*&width));
-    }
-    {
-        e.u32((*&height));
-    }
-    {
-        e.u32((*&depth));
+        let mut b = [0u8; 108];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16]
+            .copy_from_slice(&Handle::as_raw((*&raygen_shader_binding_table_buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&raygen_shader_binding_offset).to_le_bytes());
+        b[24..32]
+            .copy_from_slice(&Handle::as_raw((*&miss_shader_binding_table_buffer)).to_le_bytes());
+        b[32..40].copy_from_slice(&(*&miss_shader_binding_offset).to_le_bytes());
+        b[40..48].copy_from_slice(&(*&miss_shader_binding_stride).to_le_bytes());
+        b[48..56]
+            .copy_from_slice(&Handle::as_raw((*&hit_shader_binding_table_buffer)).to_le_bytes());
+        b[56..64].copy_from_slice(&(*&hit_shader_binding_offset).to_le_bytes());
+        b[64..72].copy_from_slice(&(*&hit_shader_binding_stride).to_le_bytes());
+        b[72..80].copy_from_slice(
+            &Handle::as_raw((*&callable_shader_binding_table_buffer)).to_le_bytes(),
+        );
+        b[80..88].copy_from_slice(&(*&callable_shader_binding_offset).to_le_bytes());
+        b[88..96].copy_from_slice(&(*&callable_shader_binding_stride).to_le_bytes());
+        b[96..100].copy_from_slice(&(*&width).to_le_bytes());
+        b[100..104].copy_from_slice(&(*&height).to_le_bytes());
+        b[104..108].copy_from_slice(&(*&depth).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCreateRayTracingPipelinesNV(
@@ -30535,13 +28502,11 @@ pub unsafe fn vkCreateRayTracingPipelinesNV(
     p_pipelines: *mut vk::Pipeline,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline_cache)));
-    }
-    {
-        e.u32((*&create_info_count));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline_cache)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&create_info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_create_infos;
@@ -30606,13 +28571,11 @@ pub unsafe fn vkGetAccelerationStructureHandleNV(
     p_data: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&acceleration_structure)));
-    }
-    {
-        e.u64((*&data_size) as u64);
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&acceleration_structure)).to_le_bytes());
+        b[16..24].copy_from_slice(&((*&data_size) as u64).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data;
@@ -30636,10 +28599,10 @@ pub unsafe fn vkCmdWriteAccelerationStructuresPropertiesNV(
     first_query: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&acceleration_structure_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&acceleration_structure_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_acceleration_structures;
@@ -30655,13 +28618,11 @@ pub unsafe fn vkCmdWriteAccelerationStructuresPropertiesNV(
         }
     }
     {
-        e.i32((*&query_type).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&first_query));
+        let mut b = [0u8; 16];
+        b[0..4].copy_from_slice(&(*&query_type).as_raw().to_le_bytes());
+        b[4..12].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&first_query).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCompileDeferredNV(
@@ -30671,13 +28632,11 @@ pub unsafe fn vkCompileDeferredNV(
     shader: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline)));
-    }
-    {
-        e.u32((*&shader));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&pipeline)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&shader).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetDescriptorSetLayoutSupportKHR(
@@ -30738,13 +28697,11 @@ pub unsafe fn vkGetMemoryHostPointerPropertiesEXT(
     p_memory_host_pointer_properties: *mut vk::MemoryHostPointerPropertiesEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&handle_type).as_raw());
-    }
-    {
-        e.u64((*&p_host_pointer) as usize as u64);
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&handle_type).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&((*&p_host_pointer) as usize as u64).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_memory_host_pointer_properties;
@@ -30765,19 +28722,13 @@ pub unsafe fn vkCmdWriteBufferMarkerAMD(
     marker: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&pipeline_stage).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_buffer)));
-    }
-    {
-        e.u64((*&dst_offset));
-    }
-    {
-        e.u32((*&marker));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&pipeline_stage).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&Handle::as_raw((*&dst_buffer)).to_le_bytes());
+        b[20..28].copy_from_slice(&(*&dst_offset).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&marker).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(
@@ -30787,7 +28738,7 @@ pub unsafe fn vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(
     p_time_domains: *mut vk::TimeDomainEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_time_domain_count;
@@ -30825,10 +28776,10 @@ pub unsafe fn vkGetCalibratedTimestampsEXT(
     p_max_deviation: *mut u64,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&timestamp_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&timestamp_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_timestamp_infos;
@@ -30873,13 +28824,11 @@ pub unsafe fn vkCmdDrawMeshTasksNV(
     first_task: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&task_count));
-    }
-    {
-        e.u32((*&first_task));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&task_count).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&first_task).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDrawMeshTasksIndirectNV(
@@ -30891,19 +28840,13 @@ pub unsafe fn vkCmdDrawMeshTasksIndirectNV(
     stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
-    }
-    {
-        e.u32((*&draw_count));
-    }
-    {
-        e.u32((*&stride));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&draw_count).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDrawMeshTasksIndirectCountNV(
@@ -30917,25 +28860,15 @@ pub unsafe fn vkCmdDrawMeshTasksIndirectCountNV(
     stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
-    }
-    {
-        e.u64(Handle::as_raw((*&count_buffer)));
-    }
-    {
-        e.u64((*&count_buffer_offset));
-    }
-    {
-        e.u32((*&max_draw_count));
-    }
-    {
-        e.u32((*&stride));
+        let mut b = [0u8; 48];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..32].copy_from_slice(&Handle::as_raw((*&count_buffer)).to_le_bytes());
+        b[32..40].copy_from_slice(&(*&count_buffer_offset).to_le_bytes());
+        b[40..44].copy_from_slice(&(*&max_draw_count).to_le_bytes());
+        b[44..48].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetExclusiveScissorNV(
@@ -30946,13 +28879,11 @@ pub unsafe fn vkCmdSetExclusiveScissorNV(
     p_exclusive_scissors: *const vk::Rect2D,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_exclusive_scissor));
-    }
-    {
-        e.u32((*&exclusive_scissor_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_exclusive_scissor).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&exclusive_scissor_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_exclusive_scissors;
@@ -30974,10 +28905,10 @@ pub unsafe fn vkCmdSetCheckpointNV(
     p_checkpoint_marker: *const c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64((*&p_checkpoint_marker) as usize as u64);
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&((*&p_checkpoint_marker) as usize as u64).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetQueueCheckpointDataNV(
@@ -30987,7 +28918,7 @@ pub unsafe fn vkGetQueueCheckpointDataNV(
     p_checkpoint_data: *mut vk::CheckpointDataNV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&queue)));
+        e.raw(&Handle::as_raw((*&queue)).to_le_bytes()[..8]);
     }
     {
         let p = p_checkpoint_data_count;
@@ -31045,7 +28976,7 @@ pub unsafe fn vkInitializePerformanceApiINTEL(
     p_initialize_info: *const vk::InitializePerformanceApiInfoINTEL<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_initialize_info;
@@ -31059,7 +28990,7 @@ pub unsafe fn vkInitializePerformanceApiINTEL(
 }
 pub unsafe fn vkUninitializePerformanceApiINTEL(e: &mut Encoder, device: vk::Device) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCmdSetPerformanceMarkerINTEL(
@@ -31068,7 +28999,7 @@ pub unsafe fn vkCmdSetPerformanceMarkerINTEL(
     p_marker_info: *const vk::PerformanceMarkerInfoINTEL<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_marker_info;
@@ -31086,7 +29017,7 @@ pub unsafe fn vkCmdSetPerformanceStreamMarkerINTEL(
     p_marker_info: *const vk::PerformanceStreamMarkerInfoINTEL<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_marker_info;
@@ -31104,7 +29035,7 @@ pub unsafe fn vkCmdSetPerformanceOverrideINTEL(
     p_override_info: *const vk::PerformanceOverrideInfoINTEL<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_override_info;
@@ -31123,7 +29054,7 @@ pub unsafe fn vkAcquirePerformanceConfigurationINTEL(
     p_configuration: *mut vk::PerformanceConfigurationINTEL,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_acquire_info;
@@ -31150,10 +29081,10 @@ pub unsafe fn vkReleasePerformanceConfigurationINTEL(
     configuration: vk::PerformanceConfigurationINTEL,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&configuration)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&configuration)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkQueueSetPerformanceConfigurationINTEL(
@@ -31162,10 +29093,10 @@ pub unsafe fn vkQueueSetPerformanceConfigurationINTEL(
     configuration: vk::PerformanceConfigurationINTEL,
 ) {
     {
-        e.u64(Handle::as_raw((*&queue)));
-    }
-    {
-        e.u64(Handle::as_raw((*&configuration)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&queue)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&configuration)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetPerformanceParameterINTEL(
@@ -31175,10 +29106,10 @@ pub unsafe fn vkGetPerformanceParameterINTEL(
     p_value: *mut vk::PerformanceValueINTEL,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.i32((*&parameter).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&parameter).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_value;
@@ -31197,13 +29128,11 @@ pub unsafe fn vkSetLocalDimmingAMD(
     local_dimming_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&swap_chain)));
-    }
-    {
-        e.u32((*&local_dimming_enable));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&swap_chain)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&local_dimming_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetPhysicalDeviceFragmentShadingRatesKHR(
@@ -31213,7 +29142,7 @@ pub unsafe fn vkGetPhysicalDeviceFragmentShadingRatesKHR(
     p_fragment_shading_rates: *mut vk::PhysicalDeviceFragmentShadingRateKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_fragment_shading_rate_count;
@@ -31249,7 +29178,7 @@ pub unsafe fn vkCmdSetFragmentShadingRateKHR(
     combiner_ops: *const [vk::FragmentShadingRateCombinerOpKHR; 2],
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_fragment_size;
@@ -31296,16 +29225,12 @@ pub unsafe fn vkWaitForPresentKHR(
     timeout: u64,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&swapchain)));
-    }
-    {
-        e.u64((*&present_id));
-    }
-    {
-        e.u64((*&timeout));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&swapchain)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&present_id).to_le_bytes());
+        b[24..32].copy_from_slice(&(*&timeout).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(
@@ -31315,7 +29240,7 @@ pub unsafe fn vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(
     p_properties: *mut vk::CooperativeMatrixPropertiesNV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_property_count;
@@ -31351,7 +29276,7 @@ pub unsafe fn vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV(
     p_combinations: *mut vk::FramebufferMixedSamplesCombinationNV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_combination_count;
@@ -31388,7 +29313,7 @@ pub unsafe fn vkCreateHeadlessSurfaceEXT(
     p_surface: *mut vk::SurfaceKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&instance)));
+        e.raw(&Handle::as_raw((*&instance)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -31449,13 +29374,11 @@ pub unsafe fn vkCmdSetLineStippleEXT(
     line_stipple_pattern: u16,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&line_stipple_factor));
-    }
-    {
-        e.u16((*&line_stipple_pattern));
+        let mut b = [0u8; 14];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&line_stipple_factor).to_le_bytes());
+        b[12..14].copy_from_slice(&(*&line_stipple_pattern).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkResetQueryPoolEXT(
@@ -31586,7 +29509,7 @@ pub unsafe fn vkCreateDeferredOperationKHR(
     p_deferred_operation: *mut vk::DeferredOperationKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_allocator;
@@ -31614,10 +29537,10 @@ pub unsafe fn vkDestroyDeferredOperationKHR(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&operation)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&operation)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -31636,10 +29559,10 @@ pub unsafe fn vkGetDeferredOperationMaxConcurrencyKHR(
     ret: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&operation)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&operation)).to_le_bytes());
+        e.raw(&b);
     }
     e.u32(ret);
 }
@@ -31649,10 +29572,10 @@ pub unsafe fn vkGetDeferredOperationResultKHR(
     operation: vk::DeferredOperationKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&operation)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&operation)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkDeferredOperationJoinKHR(
@@ -31661,10 +29584,10 @@ pub unsafe fn vkDeferredOperationJoinKHR(
     operation: vk::DeferredOperationKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&operation)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&operation)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetPipelineExecutablePropertiesKHR(
@@ -31675,7 +29598,7 @@ pub unsafe fn vkGetPipelineExecutablePropertiesKHR(
     p_properties: *mut vk::PipelineExecutablePropertiesKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_pipeline_info;
@@ -31721,7 +29644,7 @@ pub unsafe fn vkGetPipelineExecutableStatisticsKHR(
     p_statistics: *mut vk::PipelineExecutableStatisticKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_executable_info;
@@ -31767,7 +29690,7 @@ pub unsafe fn vkGetPipelineExecutableInternalRepresentationsKHR(
     p_internal_representations: *mut vk::PipelineExecutableInternalRepresentationKHR<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_executable_info;
@@ -31811,7 +29734,7 @@ pub unsafe fn vkReleaseSwapchainImagesEXT(
     p_release_info: *const vk::ReleaseSwapchainImagesInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_release_info;
@@ -31830,7 +29753,7 @@ pub unsafe fn vkGetGeneratedCommandsMemoryRequirementsNV(
     p_memory_requirements: *mut vk::MemoryRequirements2<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -31857,7 +29780,7 @@ pub unsafe fn vkCmdPreprocessGeneratedCommandsNV(
     p_generated_commands_info: *const vk::GeneratedCommandsInfoNV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_generated_commands_info;
@@ -31876,10 +29799,10 @@ pub unsafe fn vkCmdExecuteGeneratedCommandsNV(
     p_generated_commands_info: *const vk::GeneratedCommandsInfoNV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&is_preprocessed));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&is_preprocessed).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_generated_commands_info;
@@ -31899,16 +29822,12 @@ pub unsafe fn vkCmdBindPipelineShaderGroupNV(
     group_index: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&pipeline_bind_point).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&pipeline)));
-    }
-    {
-        e.u32((*&group_index));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&pipeline_bind_point).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&Handle::as_raw((*&pipeline)).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&group_index).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCreateIndirectCommandsLayoutNV(
@@ -31919,7 +29838,7 @@ pub unsafe fn vkCreateIndirectCommandsLayoutNV(
     p_indirect_commands_layout: *mut vk::IndirectCommandsLayoutNV,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -31956,10 +29875,10 @@ pub unsafe fn vkDestroyIndirectCommandsLayoutNV(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&indirect_commands_layout)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&indirect_commands_layout)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -31978,13 +29897,11 @@ pub unsafe fn vkAcquireDrmDisplayEXT(
     display: vk::DisplayKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.i32((*&drm_fd));
-    }
-    {
-        e.u64(Handle::as_raw((*&display)));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&drm_fd).to_le_bytes());
+        b[12..20].copy_from_slice(&Handle::as_raw((*&display)).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetDrmDisplayEXT(
@@ -31995,13 +29912,11 @@ pub unsafe fn vkGetDrmDisplayEXT(
     display: *mut vk::DisplayKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
-    }
-    {
-        e.i32((*&drm_fd));
-    }
-    {
-        e.u32((*&connector_id));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&physical_device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&drm_fd).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&connector_id).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = display;
@@ -32123,19 +30038,13 @@ pub unsafe fn vkCmdWriteBufferMarker2AMD(
     marker: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64((*&stage).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_buffer)));
-    }
-    {
-        e.u64((*&dst_offset));
-    }
-    {
-        e.u32((*&marker));
+        let mut b = [0u8; 36];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&(*&stage).as_raw().to_le_bytes());
+        b[16..24].copy_from_slice(&Handle::as_raw((*&dst_buffer)).to_le_bytes());
+        b[24..32].copy_from_slice(&(*&dst_offset).to_le_bytes());
+        b[32..36].copy_from_slice(&(*&marker).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetQueueCheckpointData2NV(
@@ -32145,7 +30054,7 @@ pub unsafe fn vkGetQueueCheckpointData2NV(
     p_checkpoint_data: *mut vk::CheckpointData2NV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&queue)));
+        e.raw(&Handle::as_raw((*&queue)).to_le_bytes()[..8]);
     }
     {
         let p = p_checkpoint_data_count;
@@ -32181,10 +30090,10 @@ pub unsafe fn vkGetDescriptorSetLayoutSizeEXT(
     p_layout_size_in_bytes: *mut vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&layout)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&layout)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_layout_size_in_bytes;
@@ -32204,13 +30113,11 @@ pub unsafe fn vkGetDescriptorSetLayoutBindingOffsetEXT(
     p_offset: *mut vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&layout)));
-    }
-    {
-        e.u32((*&binding));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&layout)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&binding).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_offset;
@@ -32230,7 +30137,7 @@ pub unsafe fn vkGetDescriptorEXT(
     p_descriptor: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_descriptor_info;
@@ -32242,7 +30149,7 @@ pub unsafe fn vkGetDescriptorEXT(
         }
     }
     {
-        e.u64((*&data_size) as u64);
+        e.raw(&((*&data_size) as u64).to_le_bytes()[..8]);
     }
     {
         let p = p_descriptor;
@@ -32263,10 +30170,10 @@ pub unsafe fn vkCmdBindDescriptorBuffersEXT(
     p_binding_infos: *const vk::DescriptorBufferBindingInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&buffer_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&buffer_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_binding_infos;
@@ -32293,19 +30200,13 @@ pub unsafe fn vkCmdSetDescriptorBufferOffsetsEXT(
     p_offsets: *const vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&pipeline_bind_point).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&layout)));
-    }
-    {
-        e.u32((*&first_set));
-    }
-    {
-        e.u32((*&set_count));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&pipeline_bind_point).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&Handle::as_raw((*&layout)).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&first_set).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&set_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_buffer_indices;
@@ -32342,16 +30243,12 @@ pub unsafe fn vkCmdBindDescriptorBufferEmbeddedSamplersEXT(
     set: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&pipeline_bind_point).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&layout)));
-    }
-    {
-        e.u32((*&set));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&pipeline_bind_point).as_raw().to_le_bytes());
+        b[12..20].copy_from_slice(&Handle::as_raw((*&layout)).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&set).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetBufferOpaqueCaptureDescriptorDataEXT(
@@ -32361,7 +30258,7 @@ pub unsafe fn vkGetBufferOpaqueCaptureDescriptorDataEXT(
     p_data: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -32373,7 +30270,7 @@ pub unsafe fn vkGetBufferOpaqueCaptureDescriptorDataEXT(
         }
     }
     {
-        e.u64((*&p_data) as usize as u64);
+        e.raw(&((*&p_data) as usize as u64).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkGetImageOpaqueCaptureDescriptorDataEXT(
@@ -32383,7 +30280,7 @@ pub unsafe fn vkGetImageOpaqueCaptureDescriptorDataEXT(
     p_data: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -32395,7 +30292,7 @@ pub unsafe fn vkGetImageOpaqueCaptureDescriptorDataEXT(
         }
     }
     {
-        e.u64((*&p_data) as usize as u64);
+        e.raw(&((*&p_data) as usize as u64).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkGetImageViewOpaqueCaptureDescriptorDataEXT(
@@ -32405,7 +30302,7 @@ pub unsafe fn vkGetImageViewOpaqueCaptureDescriptorDataEXT(
     p_data: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -32417,7 +30314,7 @@ pub unsafe fn vkGetImageViewOpaqueCaptureDescriptorDataEXT(
         }
     }
     {
-        e.u64((*&p_data) as usize as u64);
+        e.raw(&((*&p_data) as usize as u64).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkGetSamplerOpaqueCaptureDescriptorDataEXT(
@@ -32427,7 +30324,7 @@ pub unsafe fn vkGetSamplerOpaqueCaptureDescriptorDataEXT(
     p_data: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -32439,7 +30336,7 @@ pub unsafe fn vkGetSamplerOpaqueCaptureDescriptorDataEXT(
         }
     }
     {
-        e.u64((*&p_data) as usize as u64);
+        e.raw(&((*&p_data) as usize as u64).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT(
@@ -32449,7 +30346,7 @@ pub unsafe fn vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT(
     p_data: *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -32461,7 +30358,7 @@ pub unsafe fn vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT(
         }
     }
     {
-        e.u64((*&p_data) as usize as u64);
+        e.raw(&((*&p_data) as usize as u64).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCmdSetFragmentShadingRateEnumNV(
@@ -32471,10 +30368,10 @@ pub unsafe fn vkCmdSetFragmentShadingRateEnumNV(
     combiner_ops: *const [vk::FragmentShadingRateCombinerOpKHR; 2],
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&shading_rate).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&shading_rate).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = combiner_ops;
@@ -32496,16 +30393,12 @@ pub unsafe fn vkCmdDrawMeshTasksEXT(
     group_count_z: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&group_count_x));
-    }
-    {
-        e.u32((*&group_count_y));
-    }
-    {
-        e.u32((*&group_count_z));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&group_count_x).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&group_count_y).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&group_count_z).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDrawMeshTasksIndirectEXT(
@@ -32517,19 +30410,13 @@ pub unsafe fn vkCmdDrawMeshTasksIndirectEXT(
     stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
-    }
-    {
-        e.u32((*&draw_count));
-    }
-    {
-        e.u32((*&stride));
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&draw_count).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDrawMeshTasksIndirectCountEXT(
@@ -32543,25 +30430,15 @@ pub unsafe fn vkCmdDrawMeshTasksIndirectCountEXT(
     stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
-    }
-    {
-        e.u64(Handle::as_raw((*&count_buffer)));
-    }
-    {
-        e.u64((*&count_buffer_offset));
-    }
-    {
-        e.u32((*&max_draw_count));
-    }
-    {
-        e.u32((*&stride));
+        let mut b = [0u8; 48];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        b[24..32].copy_from_slice(&Handle::as_raw((*&count_buffer)).to_le_bytes());
+        b[32..40].copy_from_slice(&(*&count_buffer_offset).to_le_bytes());
+        b[40..44].copy_from_slice(&(*&max_draw_count).to_le_bytes());
+        b[44..48].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdCopyBuffer2KHR(
@@ -32614,10 +30491,10 @@ pub unsafe fn vkGetImageSubresourceLayout2EXT(
     p_layout: *mut vk::SubresourceLayout2EXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_subresource;
@@ -32645,7 +30522,7 @@ pub unsafe fn vkGetDeviceFaultInfoEXT(
     p_fault_info: *mut vk::DeviceFaultInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_fault_counts;
@@ -32675,10 +30552,10 @@ pub unsafe fn vkCmdSetVertexInputEXT(
     p_vertex_attribute_descriptions: *const vk::VertexInputAttributeDescription2EXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&vertex_binding_description_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&vertex_binding_description_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_vertex_binding_descriptions;
@@ -32694,7 +30571,7 @@ pub unsafe fn vkCmdSetVertexInputEXT(
         }
     }
     {
-        e.u32((*&vertex_attribute_description_count));
+        e.raw(&(*&vertex_attribute_description_count).to_le_bytes()[..4]);
     }
     {
         let p = p_vertex_attribute_descriptions;
@@ -32717,10 +30594,10 @@ pub unsafe fn vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI(
     p_max_workgroup_size: *mut vk::Extent2D,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&renderpass)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&renderpass)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_max_workgroup_size;
@@ -32734,7 +30611,7 @@ pub unsafe fn vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI(
 }
 pub unsafe fn vkCmdSubpassShadingHUAWEI(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCmdBindInvocationMaskHUAWEI(
@@ -32744,13 +30621,11 @@ pub unsafe fn vkCmdBindInvocationMaskHUAWEI(
     image_layout: vk::ImageLayout,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&image_view)));
-    }
-    {
-        e.i32((*&image_layout).as_raw());
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&image_view)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&image_layout).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetMemoryRemoteAddressNV(
@@ -32760,7 +30635,7 @@ pub unsafe fn vkGetMemoryRemoteAddressNV(
     p_address: *mut vk::RemoteAddressNV,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_memory_get_remote_address_info;
@@ -32787,10 +30662,10 @@ pub unsafe fn vkCmdSetPatchControlPointsEXT(
     patch_control_points: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&patch_control_points));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&patch_control_points).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetRasterizerDiscardEnableEXT(
@@ -32813,10 +30688,10 @@ pub unsafe fn vkCmdSetLogicOpEXT(
     logic_op: vk::LogicOp,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&logic_op).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&logic_op).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetPrimitiveRestartEnableEXT(
@@ -32833,10 +30708,10 @@ pub unsafe fn vkCmdSetColorWriteEnableEXT(
     p_color_write_enables: *const vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&attachment_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&attachment_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_color_write_enables;
@@ -32858,10 +30733,10 @@ pub unsafe fn vkCmdTraceRaysIndirect2KHR(
     indirect_device_address: vk::DeviceAddress,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64((*&indirect_device_address));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&(*&indirect_device_address).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCreateMicromapEXT(
@@ -32872,7 +30747,7 @@ pub unsafe fn vkCreateMicromapEXT(
     p_micromap: *mut vk::MicromapEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -32909,10 +30784,10 @@ pub unsafe fn vkDestroyMicromapEXT(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&micromap)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&micromap)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -32931,10 +30806,10 @@ pub unsafe fn vkCmdBuildMicromapsEXT(
     p_infos: *const vk::MicromapBuildInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&info_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_infos;
@@ -32958,13 +30833,11 @@ pub unsafe fn vkBuildMicromapsEXT(
     p_infos: *const vk::MicromapBuildInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&deferred_operation)));
-    }
-    {
-        e.u32((*&info_count));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&deferred_operation)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&info_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_infos;
@@ -32987,10 +30860,10 @@ pub unsafe fn vkCopyMicromapEXT(
     p_info: *const vk::CopyMicromapInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&deferred_operation)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&deferred_operation)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_info;
@@ -33009,10 +30882,10 @@ pub unsafe fn vkCopyMicromapToMemoryEXT(
     p_info: *const vk::CopyMicromapToMemoryInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&deferred_operation)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&deferred_operation)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_info;
@@ -33031,10 +30904,10 @@ pub unsafe fn vkCopyMemoryToMicromapEXT(
     p_info: *const vk::CopyMemoryToMicromapInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&deferred_operation)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&deferred_operation)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_info;
@@ -33057,10 +30930,10 @@ pub unsafe fn vkWriteMicromapsPropertiesEXT(
     stride: usize,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u32((*&micromap_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&micromap_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_micromaps;
@@ -33076,10 +30949,10 @@ pub unsafe fn vkWriteMicromapsPropertiesEXT(
         }
     }
     {
-        e.i32((*&query_type).as_raw());
-    }
-    {
-        e.u64((*&data_size) as u64);
+        let mut b = [0u8; 12];
+        b[0..4].copy_from_slice(&(*&query_type).as_raw().to_le_bytes());
+        b[4..12].copy_from_slice(&((*&data_size) as u64).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_data;
@@ -33093,7 +30966,7 @@ pub unsafe fn vkWriteMicromapsPropertiesEXT(
         }
     }
     {
-        e.u64((*&stride) as u64);
+        e.raw(&((*&stride) as u64).to_le_bytes()[..8]);
     }
 }
 pub unsafe fn vkCmdCopyMicromapEXT(
@@ -33102,7 +30975,7 @@ pub unsafe fn vkCmdCopyMicromapEXT(
     p_info: *const vk::CopyMicromapInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -33120,7 +30993,7 @@ pub unsafe fn vkCmdCopyMicromapToMemoryEXT(
     p_info: *const vk::CopyMicromapToMemoryInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -33138,7 +31011,7 @@ pub unsafe fn vkCmdCopyMemoryToMicromapEXT(
     p_info: *const vk::CopyMemoryToMicromapInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
+        e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
     {
         let p = p_info;
@@ -33160,10 +31033,10 @@ pub unsafe fn vkCmdWriteMicromapsPropertiesEXT(
     first_query: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&micromap_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&micromap_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_micromaps;
@@ -33179,13 +31052,11 @@ pub unsafe fn vkCmdWriteMicromapsPropertiesEXT(
         }
     }
     {
-        e.i32((*&query_type).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&query_pool)));
-    }
-    {
-        e.u32((*&first_query));
+        let mut b = [0u8; 16];
+        b[0..4].copy_from_slice(&(*&query_type).as_raw().to_le_bytes());
+        b[4..12].copy_from_slice(&Handle::as_raw((*&query_pool)).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&first_query).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetDeviceMicromapCompatibilityEXT(
@@ -33195,7 +31066,7 @@ pub unsafe fn vkGetDeviceMicromapCompatibilityEXT(
     p_compatibility: *mut vk::AccelerationStructureCompatibilityKHR,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_version_info;
@@ -33224,10 +31095,10 @@ pub unsafe fn vkGetMicromapBuildSizesEXT(
     p_size_info: *mut vk::MicromapBuildSizesInfoEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.i32((*&build_type).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&build_type).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_build_info;
@@ -33256,16 +31127,12 @@ pub unsafe fn vkCmdDrawClusterHUAWEI(
     group_count_z: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&group_count_x));
-    }
-    {
-        e.u32((*&group_count_y));
-    }
-    {
-        e.u32((*&group_count_z));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&group_count_x).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&group_count_y).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&group_count_z).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdDrawClusterIndirectHUAWEI(
@@ -33275,13 +31142,11 @@ pub unsafe fn vkCmdDrawClusterIndirectHUAWEI(
     offset: vk::DeviceSize,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&buffer)));
-    }
-    {
-        e.u64((*&offset));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&buffer)).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&offset).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkSetDeviceMemoryPriorityEXT(
@@ -33291,13 +31156,11 @@ pub unsafe fn vkSetDeviceMemoryPriorityEXT(
     priority: f32,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&memory)));
-    }
-    {
-        e.f32((*&priority));
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&memory)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&priority).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetDeviceBufferMemoryRequirementsKHR(
@@ -33338,7 +31201,7 @@ pub unsafe fn vkGetDescriptorSetLayoutHostMappingInfoVALVE(
     p_host_mapping: *mut vk::DescriptorSetLayoutHostMappingInfoVALVE<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_binding_reference;
@@ -33366,10 +31229,10 @@ pub unsafe fn vkGetDescriptorSetHostMappingVALVE(
     pp_data: *mut *mut c_void,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&descriptor_set)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&descriptor_set)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = pp_data;
@@ -33389,16 +31252,12 @@ pub unsafe fn vkCmdCopyMemoryIndirectNV(
     stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64((*&copy_buffer_address));
-    }
-    {
-        e.u32((*&copy_count));
-    }
-    {
-        e.u32((*&stride));
+        let mut b = [0u8; 24];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&(*&copy_buffer_address).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&copy_count).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdCopyMemoryToImageIndirectNV(
@@ -33412,22 +31271,14 @@ pub unsafe fn vkCmdCopyMemoryToImageIndirectNV(
     p_image_subresources: *const vk::ImageSubresourceLayers,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64((*&copy_buffer_address));
-    }
-    {
-        e.u32((*&copy_count));
-    }
-    {
-        e.u32((*&stride));
-    }
-    {
-        e.u64(Handle::as_raw((*&dst_image)));
-    }
-    {
-        e.i32((*&dst_image_layout).as_raw());
+        let mut b = [0u8; 36];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&(*&copy_buffer_address).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&copy_count).to_le_bytes());
+        b[20..24].copy_from_slice(&(*&stride).to_le_bytes());
+        b[24..32].copy_from_slice(&Handle::as_raw((*&dst_image)).to_le_bytes());
+        b[32..36].copy_from_slice(&(*&dst_image_layout).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_image_subresources;
@@ -33450,10 +31301,10 @@ pub unsafe fn vkCmdDecompressMemoryNV(
     p_decompress_memory_regions: *const vk::DecompressMemoryRegionNV,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&decompress_region_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&decompress_region_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_decompress_memory_regions;
@@ -33477,16 +31328,12 @@ pub unsafe fn vkCmdDecompressMemoryIndirectCountNV(
     stride: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64((*&indirect_commands_address));
-    }
-    {
-        e.u64((*&indirect_commands_count_address));
-    }
-    {
-        e.u32((*&stride));
+        let mut b = [0u8; 28];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&(*&indirect_commands_address).to_le_bytes());
+        b[16..24].copy_from_slice(&(*&indirect_commands_count_address).to_le_bytes());
+        b[24..28].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetTessellationDomainOriginEXT(
@@ -33495,10 +31342,10 @@ pub unsafe fn vkCmdSetTessellationDomainOriginEXT(
     domain_origin: vk::TessellationDomainOrigin,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&domain_origin).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&domain_origin).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetDepthClampEnableEXT(
@@ -33507,10 +31354,10 @@ pub unsafe fn vkCmdSetDepthClampEnableEXT(
     depth_clamp_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&depth_clamp_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&depth_clamp_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetPolygonModeEXT(
@@ -33519,10 +31366,10 @@ pub unsafe fn vkCmdSetPolygonModeEXT(
     polygon_mode: vk::PolygonMode,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&polygon_mode).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&polygon_mode).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetRasterizationSamplesEXT(
@@ -33531,10 +31378,10 @@ pub unsafe fn vkCmdSetRasterizationSamplesEXT(
     rasterization_samples: vk::SampleCountFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&rasterization_samples).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&rasterization_samples).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetSampleMaskEXT(
@@ -33544,10 +31391,10 @@ pub unsafe fn vkCmdSetSampleMaskEXT(
     p_sample_mask: *const vk::SampleMask,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&samples).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&samples).as_raw().to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_sample_mask;
@@ -33569,10 +31416,10 @@ pub unsafe fn vkCmdSetAlphaToCoverageEnableEXT(
     alpha_to_coverage_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&alpha_to_coverage_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&alpha_to_coverage_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetAlphaToOneEnableEXT(
@@ -33581,10 +31428,10 @@ pub unsafe fn vkCmdSetAlphaToOneEnableEXT(
     alpha_to_one_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&alpha_to_one_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&alpha_to_one_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetLogicOpEnableEXT(
@@ -33593,10 +31440,10 @@ pub unsafe fn vkCmdSetLogicOpEnableEXT(
     logic_op_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&logic_op_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&logic_op_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetColorBlendEnableEXT(
@@ -33607,13 +31454,11 @@ pub unsafe fn vkCmdSetColorBlendEnableEXT(
     p_color_blend_enables: *const vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_attachment));
-    }
-    {
-        e.u32((*&attachment_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_attachment).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&attachment_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_color_blend_enables;
@@ -33637,13 +31482,11 @@ pub unsafe fn vkCmdSetColorBlendEquationEXT(
     p_color_blend_equations: *const vk::ColorBlendEquationEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_attachment));
-    }
-    {
-        e.u32((*&attachment_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_attachment).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&attachment_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_color_blend_equations;
@@ -33667,13 +31510,11 @@ pub unsafe fn vkCmdSetColorWriteMaskEXT(
     p_color_write_masks: *const vk::ColorComponentFlags,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_attachment));
-    }
-    {
-        e.u32((*&attachment_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_attachment).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&attachment_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_color_write_masks;
@@ -33695,10 +31536,10 @@ pub unsafe fn vkCmdSetRasterizationStreamEXT(
     rasterization_stream: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&rasterization_stream));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&rasterization_stream).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetConservativeRasterizationModeEXT(
@@ -33707,10 +31548,10 @@ pub unsafe fn vkCmdSetConservativeRasterizationModeEXT(
     conservative_rasterization_mode: vk::ConservativeRasterizationModeEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&conservative_rasterization_mode).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&conservative_rasterization_mode).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetExtraPrimitiveOverestimationSizeEXT(
@@ -33719,10 +31560,10 @@ pub unsafe fn vkCmdSetExtraPrimitiveOverestimationSizeEXT(
     extra_primitive_overestimation_size: f32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.f32((*&extra_primitive_overestimation_size));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&extra_primitive_overestimation_size).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetDepthClipEnableEXT(
@@ -33731,10 +31572,10 @@ pub unsafe fn vkCmdSetDepthClipEnableEXT(
     depth_clip_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&depth_clip_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&depth_clip_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetSampleLocationsEnableEXT(
@@ -33743,10 +31584,10 @@ pub unsafe fn vkCmdSetSampleLocationsEnableEXT(
     sample_locations_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&sample_locations_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&sample_locations_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetColorBlendAdvancedEXT(
@@ -33757,13 +31598,11 @@ pub unsafe fn vkCmdSetColorBlendAdvancedEXT(
     p_color_blend_advanced: *const vk::ColorBlendAdvancedEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_attachment));
-    }
-    {
-        e.u32((*&attachment_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_attachment).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&attachment_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_color_blend_advanced;
@@ -33785,10 +31624,10 @@ pub unsafe fn vkCmdSetProvokingVertexModeEXT(
     provoking_vertex_mode: vk::ProvokingVertexModeEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&provoking_vertex_mode).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&provoking_vertex_mode).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetLineRasterizationModeEXT(
@@ -33797,10 +31636,10 @@ pub unsafe fn vkCmdSetLineRasterizationModeEXT(
     line_rasterization_mode: vk::LineRasterizationModeEXT,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&line_rasterization_mode).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&line_rasterization_mode).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetLineStippleEnableEXT(
@@ -33809,10 +31648,10 @@ pub unsafe fn vkCmdSetLineStippleEnableEXT(
     stippled_line_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&stippled_line_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&stippled_line_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetDepthClipNegativeOneToOneEXT(
@@ -33821,10 +31660,10 @@ pub unsafe fn vkCmdSetDepthClipNegativeOneToOneEXT(
     negative_one_to_one: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&negative_one_to_one));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&negative_one_to_one).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetViewportWScalingEnableNV(
@@ -33833,10 +31672,10 @@ pub unsafe fn vkCmdSetViewportWScalingEnableNV(
     viewport_w_scaling_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&viewport_w_scaling_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&viewport_w_scaling_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetViewportSwizzleNV(
@@ -33847,13 +31686,11 @@ pub unsafe fn vkCmdSetViewportSwizzleNV(
     p_viewport_swizzles: *const vk::ViewportSwizzleNV,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&first_viewport));
-    }
-    {
-        e.u32((*&viewport_count));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&first_viewport).to_le_bytes());
+        b[12..16].copy_from_slice(&(*&viewport_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_viewport_swizzles;
@@ -33875,10 +31712,10 @@ pub unsafe fn vkCmdSetCoverageToColorEnableNV(
     coverage_to_color_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&coverage_to_color_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&coverage_to_color_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetCoverageToColorLocationNV(
@@ -33887,10 +31724,10 @@ pub unsafe fn vkCmdSetCoverageToColorLocationNV(
     coverage_to_color_location: u32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&coverage_to_color_location));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&coverage_to_color_location).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetCoverageModulationModeNV(
@@ -33899,10 +31736,10 @@ pub unsafe fn vkCmdSetCoverageModulationModeNV(
     coverage_modulation_mode: vk::CoverageModulationModeNV,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&coverage_modulation_mode).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&coverage_modulation_mode).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetCoverageModulationTableEnableNV(
@@ -33911,10 +31748,10 @@ pub unsafe fn vkCmdSetCoverageModulationTableEnableNV(
     coverage_modulation_table_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&coverage_modulation_table_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&coverage_modulation_table_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetCoverageModulationTableNV(
@@ -33924,10 +31761,10 @@ pub unsafe fn vkCmdSetCoverageModulationTableNV(
     p_coverage_modulation_table: *const f32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&coverage_modulation_table_count));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&coverage_modulation_table_count).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_coverage_modulation_table;
@@ -33949,10 +31786,10 @@ pub unsafe fn vkCmdSetShadingRateImageEnableNV(
     shading_rate_image_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&shading_rate_image_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&shading_rate_image_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetRepresentativeFragmentTestEnableNV(
@@ -33961,10 +31798,10 @@ pub unsafe fn vkCmdSetRepresentativeFragmentTestEnableNV(
     representative_fragment_test_enable: vk::Bool32,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u32((*&representative_fragment_test_enable));
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&representative_fragment_test_enable).to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdSetCoverageReductionModeNV(
@@ -33973,10 +31810,10 @@ pub unsafe fn vkCmdSetCoverageReductionModeNV(
     coverage_reduction_mode: vk::CoverageReductionModeNV,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.i32((*&coverage_reduction_mode).as_raw());
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&coverage_reduction_mode).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkGetShaderModuleIdentifierEXT(
@@ -33986,10 +31823,10 @@ pub unsafe fn vkGetShaderModuleIdentifierEXT(
     p_identifier: *mut vk::ShaderModuleIdentifierEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&shader_module)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&shader_module)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_identifier;
@@ -34008,7 +31845,7 @@ pub unsafe fn vkGetShaderModuleCreateInfoIdentifierEXT(
     p_identifier: *mut vk::ShaderModuleIdentifierEXT<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -34037,7 +31874,7 @@ pub unsafe fn vkGetPhysicalDeviceOpticalFlowImageFormatsNV(
     p_image_format_properties: *mut vk::OpticalFlowImageFormatPropertiesNV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&physical_device)));
+        e.raw(&Handle::as_raw((*&physical_device)).to_le_bytes()[..8]);
     }
     {
         let p = p_optical_flow_image_format_info;
@@ -34083,7 +31920,7 @@ pub unsafe fn vkCreateOpticalFlowSessionNV(
     p_session: *mut vk::OpticalFlowSessionNV,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_create_info;
@@ -34120,10 +31957,10 @@ pub unsafe fn vkDestroyOpticalFlowSessionNV(
     p_allocator: *const vk::AllocationCallbacks<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&session)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&session)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_allocator;
@@ -34144,19 +31981,13 @@ pub unsafe fn vkBindOpticalFlowSessionImageNV(
     layout: vk::ImageLayout,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&session)));
-    }
-    {
-        e.i32((*&binding_point).as_raw());
-    }
-    {
-        e.u64(Handle::as_raw((*&view)));
-    }
-    {
-        e.i32((*&layout).as_raw());
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&session)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&binding_point).as_raw().to_le_bytes());
+        b[20..28].copy_from_slice(&Handle::as_raw((*&view)).to_le_bytes());
+        b[28..32].copy_from_slice(&(*&layout).as_raw().to_le_bytes());
+        e.raw(&b);
     }
 }
 pub unsafe fn vkCmdOpticalFlowExecuteNV(
@@ -34166,10 +31997,10 @@ pub unsafe fn vkCmdOpticalFlowExecuteNV(
     p_execute_info: *const vk::OpticalFlowExecuteInfoNV<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&command_buffer)));
-    }
-    {
-        e.u64(Handle::as_raw((*&session)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&session)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_execute_info;
@@ -34189,10 +32020,10 @@ pub unsafe fn vkGetFramebufferTilePropertiesQCOM(
     p_properties: *mut vk::TilePropertiesQCOM<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
-    }
-    {
-        e.u64(Handle::as_raw((*&framebuffer)));
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&framebuffer)).to_le_bytes());
+        e.raw(&b);
     }
     {
         let p = p_properties_count;
@@ -34228,7 +32059,7 @@ pub unsafe fn vkGetDynamicRenderingTilePropertiesQCOM(
     p_properties: *mut vk::TilePropertiesQCOM<'_>,
 ) {
     {
-        e.u64(Handle::as_raw((*&device)));
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
     {
         let p = p_rendering_info;
