@@ -203,13 +203,45 @@ fn encode_query_available(buf: &mut Vec<u8>, pool: u64, query: u32, host_ns: u64
 }
 
 /// Every field of a `Record::Call` before its parameters.
+///
+/// Built on the stack and appended at once: one capacity check instead of one per field (this
+/// runs for every recorded call).
+#[inline]
 fn call_head(buf: &mut Vec<u8>, seq: u64, thread: u32, cmd: u32, host_ns: u64, result: i32) {
-    put_bincode_varint(buf, CALL_VARIANT);
-    put_bincode_varint(buf, seq);
-    put_bincode_varint(buf, thread as u64);
-    put_bincode_varint(buf, cmd as u64);
-    put_bincode_varint(buf, host_ns);
-    put_bincode_varint(buf, zigzag(result));
+    let mut head = [0u8; 6 * 9];
+    let mut n = 0;
+    for v in [
+        CALL_VARIANT,
+        seq,
+        thread as u64,
+        cmd as u64,
+        host_ns,
+        zigzag(result),
+    ] {
+        n += varint_into(&mut head[n..], v);
+    }
+    buf.extend_from_slice(&head[..n]);
+}
+
+/// [`put_bincode_varint`] into `out` (at least 9 bytes); returns the bytes written.
+#[inline(always)]
+fn varint_into(out: &mut [u8], v: u64) -> usize {
+    if v < 251 {
+        out[0] = v as u8;
+        1
+    } else if v <= u16::MAX as u64 {
+        out[0] = 251;
+        out[1..3].copy_from_slice(&(v as u16).to_le_bytes());
+        3
+    } else if v <= u32::MAX as u64 {
+        out[0] = 252;
+        out[1..5].copy_from_slice(&(v as u32).to_le_bytes());
+        5
+    } else {
+        out[0] = 253;
+        out[1..9].copy_from_slice(&v.to_le_bytes());
+        9
+    }
 }
 
 /// Record blocks up to this size sealed at a frame end wait for the next batch (see
@@ -328,10 +360,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    #[inline]
     fn check(&self) -> Result<(), FormatError> {
         if !self.failed.load(Ordering::Acquire) {
             return Ok(());
         }
+        self.stored_error()
+    }
+
+    #[cold]
+    fn stored_error(&self) -> Result<(), FormatError> {
         let st = lock(&self.state);
         match &st.error {
             Some(e) => Err(e.duplicate()),
