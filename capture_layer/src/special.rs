@@ -1696,21 +1696,23 @@ pub unsafe extern "system" fn vkGetQueryPoolResults(
     };
     let f = next!(d.table.vkGetQueryPoolResults, NOT_PRESENT);
     let r = f(device, pool, first, count, data_size, p_data, stride, flags);
+    if !runtime::recording() {
+        return r;
+    }
     let host_ns = runtime::now_ns();
     let t0 = runtime::prof::start();
     guard("vkGetQueryPoolResults", || {
-        let seq = rec!("vkGetQueryPoolResults", r.as_raw(), |e| {
-            vkstream::encode::vkGetQueryPoolResults(
-                e, device, pool, first, count, data_size, p_data, stride, flags,
-            )
-        });
-        let Some(seq) = seq else { return };
+        static ID: OnceLock<Option<u32>> = OnceLock::new();
+        let Some(cmd) = *ID.get_or_init(|| vkstream::command_id("vkGetQueryPoolResults")) else {
+            return;
+        };
         let data: &[u8] = if p_data.is_null() {
             &[]
         } else {
             std::slice::from_raw_parts(p_data as *const u8, data_size)
         };
         let fl = flags.as_raw();
+        // Queries seen available for the first time.
         let mut newly = Vec::new();
         {
             let mut st = d.lock();
@@ -1747,20 +1749,28 @@ pub unsafe extern "system" fn vkGetQueryPoolResults(
                 }
             }
         }
-        runtime::emit_query_results(
-            &format::QueryResultsRef {
-                seq,
-                thread: runtime::thread_id(),
-                device: raw(device),
-                pool: raw(pool),
-                first,
-                count,
-                stride,
-                flags: fl,
-                result: r.as_raw(),
-                host_ns,
-                data,
+        let mut results = format::QueryResultsRef {
+            seq: 0,
+            thread: 0,
+            device: raw(device),
+            pool: raw(pool),
+            first,
+            count,
+            stride,
+            flags: fl,
+            result: r.as_raw(),
+            host_ns,
+            data,
+        };
+        runtime::record_query_results(
+            cmd,
+            r.as_raw(),
+            |e| {
+                vkstream::encode::vkGetQueryPoolResults(
+                    e, device, pool, first, count, data_size, p_data, stride, flags,
+                )
             },
+            &mut results,
             &newly,
         );
     });
