@@ -150,8 +150,10 @@ fn run(args: &Args) -> Result<ExitCode> {
         let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
         let end = Instant::now();
         let frames = ms(t_frames, t_teardown);
+        let (user, sys) = thread_cpu_ms();
         eprintln!(
-            "quarry-demo timing: setup {:.1} ms, frames {frames:.1} ms ({:.1} us/frame), teardown {:.1} ms",
+            "quarry-demo timing: setup {:.1} ms, frames {frames:.1} ms ({:.1} us/frame), teardown {:.1} ms, \
+             main thread cpu {user:.1} ms user {sys:.1} ms sys",
             ms(t_start, t_frames),
             frames * 1e3 / f64::from(args.frames),
             ms(t_teardown, end)
@@ -166,6 +168,18 @@ fn run(args: &Args) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// CPU time of the calling thread so far, user and system, in ms.
+fn thread_cpu_ms() -> (f64, f64) {
+    // SAFETY: an all-zero rusage is valid, and getrusage only writes into it.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid out pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) } != 0 {
+        return (0.0, 0.0);
+    }
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    (ms(u.ru_utime), ms(u.ru_stime))
 }
 
 fn print(args: &Args, report: &report::Report) {
