@@ -190,7 +190,9 @@ pub struct Call {
     pub thread: u32,
     /// Index into the `CommandTable`.
     pub cmd: u32,
-    /// CLOCK_MONOTONIC ns when the call returned.
+    /// CLOCK_MONOTONIC ns when the call returned. The capture layer takes it from the TSC,
+    /// scaled from CLOCK_MONOTONIC readings at frame ends, where the TSC is invariant (within
+    /// tens of ns of the clock); submits, frames, results and availability read the clock itself.
     pub host_ns: u64,
     /// `VkResult` (0 for void commands).
     pub result: i32,
