@@ -106,17 +106,23 @@ fn demo_capture_replay_compare() {
     }
     let trace = tmp.path().join("demo.qtrace");
     // Self-timing on: it must not disturb the capture, and it counts what the trace holds.
-    let out = captured(&demo, &layer, &trace)
+    let child = captured(&demo, &layer, &trace)
         .env("QUARRY_CAPTURE_PROFILE", "1")
         .args(["--headless", "--frames", "3"])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "quarry-demo failed: {stderr}");
     assert!(
-        out.status.success(),
-        "quarry-demo failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("quarry: capture finished") && stderr.contains("calls recorded"),
+        "the profile is printed on stderr too: {stderr}"
     );
     check_profile_note(&trace);
+    check_call_threads_and_times(&trace, pid);
 
     let results = tmp.path().join("demo.qres");
     let mut opts = replay_opts(&trace);
@@ -172,6 +178,29 @@ fn demo_capture_replay_compare() {
         "{:?}",
         s.comparison.mismatches
     );
+}
+
+/// The demo records on its main thread only: every call carries the process id as its thread,
+/// and call times (from the TSC, anchored at frame ends) run forward with the frames' clock reads.
+fn check_call_threads_and_times(trace: &Path, pid: u32) {
+    let r = TraceReader::open(trace).unwrap();
+    let (mut calls, mut last) = (0, 0u64);
+    // Extrapolated call times may sit a little after the next clock read; never microseconds.
+    const SLACK_NS: u64 = 2_000;
+    for rec in r.records() {
+        let (ns, what) = match rec.unwrap() {
+            Record::Call(c) => {
+                assert_eq!(c.thread, pid, "call {} from another thread", c.seq);
+                calls += 1;
+                (c.host_ns, format!("call {}", c.seq))
+            }
+            Record::Frame(f) => (f.host_ns, format!("frame {}", f.index)),
+            _ => continue,
+        };
+        assert!(ns + SLACK_NS >= last, "{what} at {ns} ns, after {last} ns");
+        last = last.max(ns);
+    }
+    assert!(calls > 100, "{calls} calls");
 }
 
 /// The closing note's `QUARRY_CAPTURE_PROFILE` figures count the calls and results calls the
