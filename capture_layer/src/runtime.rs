@@ -598,7 +598,10 @@ static HOT: Hot = Hot {
 const _: () = assert!(std::mem::size_of::<Hot>() == 64);
 
 /// Serialises sequence numbers with writes, so records appear in the file in `seq` order.
-static CAPTURE: Mutex<Option<Capture>> = Mutex::new(None);
+/// parking_lot's: no poisoning to check (see the writer's open block).
+type CaptureGuard = parking_lot::MutexGuard<'static, Option<Capture>>;
+
+static CAPTURE: parking_lot::Mutex<Option<Capture>> = parking_lot::Mutex::new(None);
 /// Trace paths (before numbering) this process opened: a path used again gets `.N`.
 static OPENED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Set once the frame range is done or an internal error happened: no new trace opens.
@@ -669,8 +672,8 @@ fn abandon_tracking(message: &str) {
     );
 }
 
-fn lock_capture() -> MutexGuard<'static, Option<Capture>> {
-    CAPTURE.lock().unwrap_or_else(|e| e.into_inner())
+fn lock_capture() -> CaptureGuard {
+    CAPTURE.lock()
 }
 
 /// Opens the trace (at the first vkCreateInstance, or the first after every instance was destroyed);
@@ -999,7 +1002,7 @@ fn write_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode)
 /// `write_call` under the capture lock; returns the seq and the sType of a chained struct the
 /// encoder could not serialize (reported by the caller once the lock is released).
 fn write_call_locked(
-    guard: &mut MutexGuard<'static, Option<Capture>>,
+    guard: &mut CaptureGuard,
     thread: u32,
     host_ns: u64,
     cmd: u32,
@@ -1128,7 +1131,7 @@ pub fn fail(message: &str) {
     fail_locked(&mut guard, message);
 }
 
-fn fail_locked(guard: &mut MutexGuard<'static, Option<Capture>>, message: &str) {
+fn fail_locked(guard: &mut CaptureGuard, message: &str) {
     HOT.active.store(false, Ordering::Release);
     HOT.tracking.store(false, Ordering::Release);
     ENDED.store(true, Ordering::Relaxed);
@@ -1173,7 +1176,7 @@ pub fn emit_plain_all(recs: impl IntoIterator<Item = Record>) {
     }
 }
 
-fn write_all(guard: &mut MutexGuard<'static, Option<Capture>>, recs: impl Iterator<Item = Record>) {
+fn write_all(guard: &mut CaptureGuard, recs: impl Iterator<Item = Record>) {
     let Some(cap) = guard.as_mut() else { return };
     for rec in recs {
         if let Err(e) = cap.writer.write(&rec) {
@@ -1306,7 +1309,7 @@ pub fn finish(reason: &str) {
     finish_locked(&mut guard, reason);
 }
 
-fn finish_locked(guard: &mut MutexGuard<'static, Option<Capture>>, reason: &str) {
+fn finish_locked(guard: &mut CaptureGuard, reason: &str) {
     HOT.active.store(false, Ordering::Release);
     if HOT.tracking.swap(false, Ordering::AcqRel) {
         *lock_tracker() = None;

@@ -339,7 +339,9 @@ struct Blobs {
 struct Shared {
     /// First, next to the open block (see `OpenBlock`).
     failed: AtomicBool,
-    open: Mutex<OpenBlock>,
+    /// parking_lot's: no poisoning to check, so no read of the standard library's global panic
+    /// count (one more cache line) at every lock and unlock of every recorded call.
+    open: parking_lot::Mutex<OpenBlock>,
     path: PathBuf,
     opts: WriterOptions,
     submit: Mutex<Submitter>,
@@ -579,7 +581,7 @@ impl Shared {
     /// Seals and waits until everything submitted so far is in the file.
     fn flush(&self) -> Result<(), FormatError> {
         let target = {
-            let mut open = lock(&self.open);
+            let mut open = self.open.lock();
             self.seal(&mut open, false)?;
             let mut sub = lock(&self.submit);
             self.drain_locked(&mut sub)?;
@@ -685,7 +687,7 @@ impl TraceWriter {
         opts.block_size = opts.block_size.max(1);
         let shared = Arc::new(Shared {
             path: path.clone(),
-            open: Mutex::new(OpenBlock {
+            open: parking_lot::Mutex::new(OpenBlock {
                 buf: Vec::with_capacity(opts.block_size + opts.block_size / 8),
                 records: 0,
                 block_size: opts.block_size,
@@ -858,7 +860,7 @@ impl TraceWriter {
     ) -> Result<(), FormatError> {
         self.shared.check()?;
         let sh = &*self.shared;
-        let mut open = lock(&sh.open);
+        let mut open = sh.open.lock();
         // Length prefix: LEB128, one byte reserved (most records are short), widened after
         // encoding when the record turns out longer.
         let start = open.buf.len();
@@ -956,7 +958,7 @@ impl TraceWriter {
     pub fn end_frame(&self, frame: u64) -> Result<(), FormatError> {
         self.shared.check()?;
         let sh = &*self.shared;
-        let mut open = lock(&sh.open);
+        let mut open = sh.open.lock();
         let r = sh.seal(&mut open, true);
         open.frame = frame.saturating_add(1);
         open.frames_ended += 1;
@@ -968,7 +970,7 @@ impl TraceWriter {
     pub fn set_frame(&self, frame: u64) -> Result<(), FormatError> {
         self.shared.check()?;
         let sh = &*self.shared;
-        let mut open = lock(&sh.open);
+        let mut open = sh.open.lock();
         let r = sh.seal(&mut open, true);
         open.frame = frame;
         r
@@ -995,7 +997,7 @@ impl TraceWriter {
         };
         let sh = &*self.shared;
         let sealed = {
-            let mut open = lock(&sh.open);
+            let mut open = sh.open.lock();
             sh.seal(&mut open, false).and_then(|_| sh.drain())
         };
         {
@@ -1053,7 +1055,7 @@ fn ticker_loop(sh: &Shared) {
         }
         drop(st);
         {
-            let mut open = lock(&sh.open);
+            let mut open = sh.open.lock();
             // An error is stored in the pipeline state and reported by the next call.
             if open.opened.is_some_and(|t| t.elapsed() >= interval / 2) {
                 let _ = sh.seal(&mut open, false);
@@ -1306,7 +1308,7 @@ fn output_loop(
         });
     }
     {
-        let open = lock(&sh.open);
+        let open = sh.open.lock();
         index.records = open.total_records;
         index.frames_ended = open.frames_ended;
         let mut counts = open.counts.clone();
