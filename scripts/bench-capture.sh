@@ -172,4 +172,9 @@ for app in $APPS; do
   done
   echo "wall ms per run:"
   for c in "${configs[@]}"; do echo "  $c: $(cut -d' ' -f1 "$work/$c-$app" 2>/dev/null | tr '\n' ' ')"; done
+  if command -v python3 >/dev/null; then
+    echo "wall time, ratio of medians with 90 % bootstrap interval:"
+    for c in "${configs[@]}"; do echo "$c: $(cut -d' ' -f1 "$work/$c-$app" 2>/dev/null | tr '\n' ' ')"; done |
+      python3 scripts/ratio-interval.py | sed 's/^/  /'
+  fi
 done
