@@ -1445,18 +1445,22 @@ mod tests {
         }
     }
 
-    /// Parameters encoded in place give the bytes `write_call` gives, at every length class of
-    /// the parameter length; a failing encoder leaves nothing behind.
-    #[test]
-    fn calls_encoded_in_place_match() {
-        let dir = tempfile::tempdir().unwrap();
-        let header = || Header {
+    /// A trace header for tests.
+    fn header() -> Header {
+        Header {
             kind: crate::record::FileKind::Trace,
             writer: "test".into(),
             created_unix_ns: 0,
             device: None,
             application: "test".into(),
-        };
+        }
+    }
+
+    /// Parameters encoded in place give the bytes `write_call` gives, at every length class of
+    /// the parameter length; a failing encoder leaves nothing behind.
+    #[test]
+    fn calls_encoded_in_place_match() {
+        let dir = tempfile::tempdir().unwrap();
         let (a, b) = (dir.path().join("a.qtrace"), dir.path().join("b.qtrace"));
         let wa = TraceWriter::create(&a, header()).unwrap();
         let wb = TraceWriter::create(&b, header()).unwrap();
@@ -1497,14 +1501,7 @@ mod tests {
     #[test]
     fn writer_threads_are_recognised() {
         let dir = tempfile::tempdir().unwrap();
-        let header = Header {
-            kind: crate::record::FileKind::Trace,
-            writer: "test".into(),
-            created_unix_ns: 0,
-            device: None,
-            application: "test".into(),
-        };
-        let w = TraceWriter::create_with(dir.path().join("t.qtrace"), header, Default::default())
+        let w = TraceWriter::create_with(dir.path().join("t.qtrace"), header(), Default::default())
             .unwrap();
         // A thread names itself once it runs: poll until every one has.
         let wanted = [WRITE_THREAD, SEAL_THREAD, "quarry-zstd-0", "quarry-zstd-1"];
@@ -1541,14 +1538,7 @@ mod tests {
             seal_interval: Duration::from_secs(3600),
             ..Default::default()
         };
-        let header = Header {
-            kind: crate::record::FileKind::Trace,
-            writer: "test".into(),
-            created_unix_ns: 0,
-            device: None,
-            application: "test".into(),
-        };
-        let w = TraceWriter::create_with(&path, header, opts).unwrap();
+        let w = TraceWriter::create_with(&path, header(), opts).unwrap();
         for frame in 0..10u64 {
             w.write_call(frame, 1, 2, 3, 0, &[frame as u8; 40]).unwrap();
             w.end_frame(frame).unwrap();
