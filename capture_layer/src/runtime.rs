@@ -572,7 +572,7 @@ struct Hot {
     seq: AtomicU64,
     /// pthread key + 1 of the cached thread id (0: not created yet; see `thread_id`).
     thread_key: AtomicU64,
-    /// `pthread_self()` of the main thread once it has recorded (0: not yet).
+    /// The main thread's `pthread_self()` (see `thread_self`) once it has recorded (0: not yet).
     main_self: AtomicU64,
     /// Seqlock of the fast clock's anchor (odd while it is rewritten; see `call_ns`).
     anchor_gen: AtomicU64,
@@ -597,10 +597,10 @@ static HOT: Hot = Hot {
 };
 const _: () = assert!(std::mem::size_of::<Hot>() == 64);
 
-/// Serialises sequence numbers with writes, so records appear in the file in `seq` order.
-/// parking_lot's: no poisoning to check (see the writer's open block).
 type CaptureGuard = parking_lot::MutexGuard<'static, Option<Capture>>;
 
+/// Serialises sequence numbers with writes, so records appear in the file in `seq` order.
+/// parking_lot's: no poisoning to check (see the writer's open block).
 static CAPTURE: parking_lot::Mutex<Option<Capture>> = parking_lot::Mutex::new(None);
 /// Trace paths (before numbering) this process opened: a path used again gets `.N`.
 static OPENED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
