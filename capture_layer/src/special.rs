@@ -1696,7 +1696,9 @@ pub unsafe extern "system" fn vkGetQueryPoolResults(
     };
     let f = next!(d.table.vkGetQueryPoolResults, NOT_PRESENT);
     let r = f(device, pool, first, count, data_size, p_data, stride, flags);
-    if !runtime::recording() {
+    // Also while a trimmed capture only tracks state: results define none, and a query first seen
+    // available then is reported at the first results call after the trim point.
+    if !runtime::capturing() {
         return r;
     }
     let host_ns = runtime::now_ns();
