@@ -23,26 +23,9 @@ struct Gpu {
 }
 
 unsafe fn gpu() -> Gpu {
-    let entry = ash::Entry::load().expect("libvulkan");
-    let app = vk::ApplicationInfo::default()
-        .application_name(c"quarry-capture-test")
-        .api_version(vk::API_VERSION_1_2);
-    let instance = entry
-        .create_instance(
-            &vk::InstanceCreateInfo::default().application_info(&app),
-            None,
-        )
-        .unwrap();
-    let pd = instance.enumerate_physical_devices().unwrap()[0];
-    let prio = [1.0f32];
-    let qci = [vk::DeviceQueueCreateInfo::default()
-        .queue_family_index(0)
-        .queue_priorities(&prio)];
+    let (entry, instance, pd) = first_gpu(c"quarry-capture-test", vk::API_VERSION_1_2);
     let mut f12 = vk::PhysicalDeviceVulkan12Features::default().host_query_reset(true);
-    let dci = vk::DeviceCreateInfo::default()
-        .queue_create_infos(&qci)
-        .push_next(&mut f12);
-    let device = instance.create_device(pd, &dci, None).unwrap();
+    let device = queue0_device(&instance, pd, Some(&mut f12));
     let queue = device.get_device_queue(0, 0);
     let memory_types = instance.get_physical_device_memory_properties(pd);
     Gpu {

@@ -34,31 +34,10 @@ fn region_counters_round_trip() {
     let addresses = [0x1_0000u64, 0x2_0000];
     let indices = [0u32, 3];
     unsafe {
-        let entry = ash::Entry::load().expect("libvulkan");
-        let app = vk::ApplicationInfo::default()
-            .application_name(c"quarry-region-test")
-            .api_version(vk::API_VERSION_1_3);
-        let instance = entry
-            .create_instance(
-                &vk::InstanceCreateInfo::default().application_info(&app),
-                None,
-            )
-            .unwrap();
-        let pd = instance.enumerate_physical_devices().unwrap()[0];
-        let prio = [1.0f32];
-        let qci = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(0)
-            .queue_priorities(&prio)];
+        // The entry keeps the loader loaded while the instance lives.
+        let (_entry, instance, pd) = first_gpu(c"quarry-region-test", vk::API_VERSION_1_3);
         let mut f13 = vk::PhysicalDeviceVulkan13Features::default().dynamic_rendering(true);
-        let device = instance
-            .create_device(
-                pd,
-                &vk::DeviceCreateInfo::default()
-                    .queue_create_infos(&qci)
-                    .push_next(&mut f13),
-                None,
-            )
-            .unwrap();
+        let device = queue0_device(&instance, pd, Some(&mut f13));
         let queue = device.get_device_queue(0, 0);
         let (pool, cb) = begin_primary(&device);
         let region = RegionBeginInfo {

@@ -201,17 +201,19 @@ impl Trace {
     }
 }
 
-/// An instance (Vulkan 1.2, named `app`) and a device with one queue of family 0 on the first
-/// GPU, no features: for tests and benches that need nothing more.
+/// An instance named `app` asking for Vulkan `api_version`, and the first GPU it enumerates.
 ///
 /// # Safety
 /// Loads and calls into the Vulkan loader.
-pub unsafe fn plain_device(app: &std::ffi::CStr) -> (ash::Entry, ash::Instance, ash::Device) {
+pub unsafe fn first_gpu(
+    app: &std::ffi::CStr,
+    api_version: u32,
+) -> (ash::Entry, ash::Instance, ash::vk::PhysicalDevice) {
     use ash::vk;
     let entry = ash::Entry::load().expect("libvulkan");
     let info = vk::ApplicationInfo::default()
         .application_name(app)
-        .api_version(vk::API_VERSION_1_2);
+        .api_version(api_version);
     let instance = entry
         .create_instance(
             &vk::InstanceCreateInfo::default().application_info(&info),
@@ -219,17 +221,42 @@ pub unsafe fn plain_device(app: &std::ffi::CStr) -> (ash::Entry, ash::Instance, 
         )
         .unwrap();
     let pd = instance.enumerate_physical_devices().unwrap()[0];
+    (entry, instance, pd)
+}
+
+/// A device on `pd` with one queue of family 0 and `features` chained into its create info.
+///
+/// # Safety
+/// `instance` and `pd` must be live; the features must be supported.
+pub unsafe fn queue0_device<T: ash::vk::ExtendsDeviceCreateInfo + ?Sized>(
+    instance: &ash::Instance,
+    pd: ash::vk::PhysicalDevice,
+    features: Option<&mut T>,
+) -> ash::Device {
+    use ash::vk;
     let prio = [1.0f32];
     let qci = [vk::DeviceQueueCreateInfo::default()
         .queue_family_index(0)
         .queue_priorities(&prio)];
-    let device = instance
-        .create_device(
-            pd,
-            &vk::DeviceCreateInfo::default().queue_create_infos(&qci),
-            None,
-        )
-        .unwrap();
+    let mut dci = vk::DeviceCreateInfo::default().queue_create_infos(&qci);
+    if let Some(f) = features {
+        dci = dci.push_next(f);
+    }
+    instance.create_device(pd, &dci, None).unwrap()
+}
+
+/// An instance (Vulkan 1.2, named `app`) and a device with one queue of family 0 on the first
+/// GPU, no features: for tests and benches that need nothing more.
+///
+/// # Safety
+/// Loads and calls into the Vulkan loader.
+pub unsafe fn plain_device(app: &std::ffi::CStr) -> (ash::Entry, ash::Instance, ash::Device) {
+    let (entry, instance, pd) = first_gpu(app, ash::vk::API_VERSION_1_2);
+    let device = queue0_device(
+        &instance,
+        pd,
+        None::<&mut ash::vk::PhysicalDeviceVulkan12Features>,
+    );
     (entry, instance, device)
 }
 
