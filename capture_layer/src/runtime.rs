@@ -913,7 +913,8 @@ fn erase<F: FnOnce(&mut vkstream::Encoder)>(slot: &mut Option<F>) -> Encode {
 
 /// Records a results call (`vkGetQueryPoolResults`) and the results the app received: the
 /// `Call` and its `QueryResults` (seq and thread filled in here) and `QueryAvailable` records
-/// under one lock.
+/// under one lock, without copying the data. Only while capturing: a trimmed capture's tracker
+/// wants no results calls (the trace's snapshot is written before capturing starts).
 pub fn record_query_results(
     cmd: u32,
     result: i32,
@@ -921,14 +922,7 @@ pub fn record_query_results(
     results: &mut format::QueryResultsRef<'_>,
     available: &[u32],
 ) {
-    if !recording() {
-        return;
-    }
-    if HOT.tracking.load(Ordering::Acquire) {
-        if let Some(seq) = record_call(cmd, result, encode) {
-            (results.seq, results.thread) = (seq, thread_id());
-            emit_query_results(results, available);
-        }
+    if !capturing() {
         return;
     }
     let t0 = prof::start();
@@ -1183,28 +1177,6 @@ fn write_all(guard: &mut CaptureGuard, recs: impl Iterator<Item = Record>) {
             fail_locked(guard, &format!("writing the trace failed: {e}"));
             return;
         }
-    }
-}
-
-/// What vkGetQueryPoolResults returned (and the queries it first showed available), written
-/// without copying the data while capturing.
-fn emit_query_results(r: &format::QueryResultsRef<'_>, available: &[u32]) {
-    if HOT.tracking.load(Ordering::Acquire) {
-        let results = Record::QueryResults(r.to_record());
-        let available = available.iter().map(|&query| {
-            Record::QueryAvailable(record::QueryAvailable {
-                pool: r.pool,
-                query,
-                host_ns: r.host_ns,
-            })
-        });
-        emit_plain_all(std::iter::once(results).chain(available));
-        return;
-    }
-    let mut guard = lock_capture();
-    let Some(cap) = guard.as_mut() else { return };
-    if let Err(e) = cap.writer.write_query_results(r, available) {
-        fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
     }
 }
 
