@@ -40,7 +40,7 @@ pub struct DeviceData {
     pub calibrated: bool,
     pub memory: vk::PhysicalDeviceMemoryProperties,
     pub queue_families: Vec<vk::QueueFamilyProperties>,
-    pub state: Mutex<DeviceState>,
+    pub state: parking_lot::Mutex<DeviceState>,
     /// The loader's callback for dispatchable objects the layer creates itself (command buffers
     /// of the snapshot's GPU read-back).
     pub set_loader_data: Option<crate::loader::SetDeviceLoaderData>,
@@ -54,8 +54,8 @@ unsafe impl Sync for InstanceData {}
 unsafe impl Send for InstanceData {}
 
 impl DeviceData {
-    pub fn lock(&self) -> MutexGuard<'_, DeviceState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn lock(&self) -> parking_lot::MutexGuard<'_, DeviceState> {
+        self.state.lock()
     }
 }
 

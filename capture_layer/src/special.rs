@@ -1277,9 +1277,16 @@ fn complete_inner(d: &'static DeviceData, done: impl Fn(&PendingCopy) -> bool) {
     if st.pending.is_empty() {
         return;
     }
-    let (ready, waiting): (Vec<PendingCopy>, Vec<PendingCopy>) =
-        std::mem::take(&mut st.pending).into_iter().partition(done);
-    st.pending = waiting;
+    // Taken out in order, without new vectors: this runs at every wait.
+    let mut ready = smallvec::SmallVec::<[PendingCopy; 4]>::new();
+    let mut i = 0;
+    while i < st.pending.len() {
+        if done(&st.pending[i]) {
+            ready.push(st.pending.remove(i));
+        } else {
+            i += 1;
+        }
+    }
     if !capturing() {
         return;
     }
@@ -1445,7 +1452,7 @@ pub unsafe extern "system" fn vkDeviceWaitIdle(device: vk::Device) -> vk::Result
 
 /// Fences now known signaled: their submits and every earlier submit on the same queue completed.
 fn fences_signaled(d: &'static DeviceData, fences: &[u64]) {
-    let marks: Vec<(u64, u64)> = {
+    let marks: smallvec::SmallVec<[(u64, u64); 8]> = {
         let st = d.lock();
         fences
             .iter()
@@ -1481,8 +1488,8 @@ pub unsafe extern "system" fn vkWaitForFences(
         if r != vk::Result::SUCCESS {
             return;
         }
-        let all: Vec<vk::Fence> = slice(p_fences, count).to_vec();
-        let signaled: Vec<u64> = if wait_all != 0 || all.len() == 1 {
+        let all = slice(p_fences, count);
+        let signaled: smallvec::SmallVec<[u64; 8]> = if wait_all != 0 || all.len() == 1 {
             all.iter().map(|&f| raw(f)).collect()
         } else if let Some(status) = d.table.vkGetFenceStatus {
             all.iter()
@@ -1490,7 +1497,7 @@ pub unsafe extern "system" fn vkWaitForFences(
                 .map(|&f| raw(f))
                 .collect()
         } else {
-            Vec::new()
+            smallvec::SmallVec::new()
         };
         fences_signaled(d, &signaled);
         runtime::frame_boundary(FrameBoundary::FenceWait, seq);
@@ -1520,7 +1527,7 @@ pub fn flush_pending_at_exit() {
     // try_lock: at exit another thread may be stopped inside the layer holding a device lock.
     let pending: usize = runtime::live_devices()
         .iter()
-        .filter_map(|d| d.state.try_lock().ok().map(|st| st.pending.len()))
+        .filter_map(|d| d.state.try_lock().map(|st| st.pending.len()))
         .sum();
     if pending > 0 {
         runtime::note(format!(
@@ -1714,8 +1721,9 @@ pub unsafe extern "system" fn vkGetQueryPoolResults(
             std::slice::from_raw_parts(p_data as *const u8, data_size)
         };
         let fl = flags.as_raw();
-        // Queries seen available for the first time.
-        let mut newly = Vec::new();
+        // Queries seen available for the first time (on the stack: a results call runs once per
+        // frame or more, and usually for a handful of queries).
+        let mut newly = smallvec::SmallVec::<[u32; 32]>::new();
         {
             let mut st = d.lock();
             if let Some(p) = st.pools.get_mut(&raw(pool)) {
