@@ -13,24 +13,21 @@ use ash::vk;
 use ash::vk::Handle;
 use format::record::{self, FrameBoundary, QueryOpKind, Record};
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::OnceLock;
 use vkstream::{DeviceTable, InstanceTable};
 
 pub const LAYER_NAME: &CStr = c"VK_LAYER_QUARRY_capture";
 
 /// Records the generic `Call` of `$name` with the generated encoder; evaluates to the call's seq.
 macro_rules! rec {
-    ($name:literal, $result:expr, |$e:ident| $body:expr) => {{
-        static ID: OnceLock<Option<u32>> = OnceLock::new();
-        match *ID.get_or_init(|| vkstream::command_id($name)) {
-            Some(id) if runtime::recording() => runtime::record_call(id, $result, |$e| {
-                #[allow(unused_unsafe)]
-                unsafe {
-                    $body
-                }
-            }),
-            _ => None,
-        }
+    ($name:ident, $result:expr, |$e:ident| $body:expr) => {{
+        // The generated constant, not a lookup by name cached in a static: one cache line
+        // fewer for every call recorded here.
+        runtime::record_call(vkstream::ids::$name, $result, |$e| {
+            #[allow(unused_unsafe)]
+            unsafe {
+                $body
+            }
+        })
     }};
 }
 
@@ -310,7 +307,7 @@ pub unsafe extern "system" fn vkCreateInstance(
         // The loader's own chain elements are process-local pointers: keep them out of the trace.
         let mut copy = *ci;
         copy.p_next = loader::skip_loader_structs(ci.p_next);
-        rec!("vkCreateInstance", r.as_raw(), |e| {
+        rec!(vkCreateInstance, r.as_raw(), |e| {
             vkstream::encode::vkCreateInstance(e, &copy, p_allocator, p_instance)
         });
     });
@@ -332,7 +329,7 @@ pub unsafe extern "system" fn vkDestroyInstance(
         f(instance, p_allocator);
     }
     guard("vkDestroyInstance", || {
-        rec!("vkDestroyInstance", 0, |e| {
+        rec!(vkDestroyInstance, 0, |e| {
             vkstream::encode::vkDestroyInstance(e, instance, p_allocator)
         });
         if runtime::live_instance_count() == 0 {
@@ -352,7 +349,7 @@ pub unsafe extern "system" fn vkEnumeratePhysicalDevices(
     );
     let r = f(instance, p_count, p_devices);
     guard("vkEnumeratePhysicalDevices", || {
-        rec!("vkEnumeratePhysicalDevices", r.as_raw(), |e| {
+        rec!(vkEnumeratePhysicalDevices, r.as_raw(), |e| {
             vkstream::encode::vkEnumeratePhysicalDevices(e, instance, p_count, p_devices)
         });
     });
@@ -438,7 +435,7 @@ pub unsafe extern "system" fn vkEnumerateDeviceExtensionProperties(
         }
     };
     guard("vkEnumerateDeviceExtensionProperties", || {
-        rec!("vkEnumerateDeviceExtensionProperties", r.as_raw(), |e| {
+        rec!(vkEnumerateDeviceExtensionProperties, r.as_raw(), |e| {
             vkstream::encode::vkEnumerateDeviceExtensionProperties(
                 e,
                 physical,
@@ -462,7 +459,7 @@ pub unsafe extern "system" fn vkEnumerateDeviceLayerProperties(
     );
     let r = f(physical, p_count, p_props);
     guard("vkEnumerateDeviceLayerProperties", || {
-        rec!("vkEnumerateDeviceLayerProperties", r.as_raw(), |e| {
+        rec!(vkEnumerateDeviceLayerProperties, r.as_raw(), |e| {
             vkstream::encode::vkEnumerateDeviceLayerProperties(e, physical, p_count, p_props)
         });
     });
@@ -533,7 +530,7 @@ pub unsafe extern "system" fn vkCreateDevice(
         runtime::emit_device(device_summary(inst, physical, &d.queue_families, &d.memory));
         let mut copy = *ci;
         copy.p_next = loader::skip_loader_structs(ci.p_next);
-        rec!("vkCreateDevice", r.as_raw(), |e| {
+        rec!(vkCreateDevice, r.as_raw(), |e| {
             vkstream::encode::vkCreateDevice(e, physical, &copy, p_allocator, p_device)
         });
         if d.calibrated {
@@ -714,7 +711,7 @@ pub unsafe extern "system" fn vkDestroyDevice(
         f(device, p_allocator);
     }
     guard("vkDestroyDevice", || {
-        rec!("vkDestroyDevice", 0, |e| vkstream::encode::vkDestroyDevice(
+        rec!(vkDestroyDevice, 0, |e| vkstream::encode::vkDestroyDevice(
             e,
             device,
             p_allocator
@@ -738,7 +735,7 @@ pub unsafe extern "system" fn vkGetDeviceQueue(
         if !p_queue.is_null() && *p_queue != vk::Queue::null() {
             d.lock().queues.insert(raw(*p_queue), family);
         }
-        rec!("vkGetDeviceQueue", 0, |e| {
+        rec!(vkGetDeviceQueue, 0, |e| {
             vkstream::encode::vkGetDeviceQueue(e, device, family, index, p_queue)
         });
     });
@@ -760,7 +757,7 @@ pub unsafe extern "system" fn vkGetDeviceQueue2(
                 .queues
                 .insert(raw(*p_queue), (*p_info).queue_family_index);
         }
-        rec!("vkGetDeviceQueue2", 0, |e| {
+        rec!(vkGetDeviceQueue2, 0, |e| {
             vkstream::encode::vkGetDeviceQueue2(e, device, p_info, p_queue)
         });
     });
@@ -800,7 +797,7 @@ pub unsafe extern "system" fn vkAllocateMemory(
                 },
             );
         }
-        rec!("vkAllocateMemory", r.as_raw(), |e| {
+        rec!(vkAllocateMemory, r.as_raw(), |e| {
             vkstream::encode::vkAllocateMemory(e, device, p_info, p_allocator, p_memory)
         });
     });
@@ -822,7 +819,7 @@ pub unsafe extern "system" fn vkFreeMemory(
         f(device, memory, p_allocator);
     }
     guard("vkFreeMemory", || {
-        rec!("vkFreeMemory", 0, |e| vkstream::encode::vkFreeMemory(
+        rec!(vkFreeMemory, 0, |e| vkstream::encode::vkFreeMemory(
             e,
             device,
             memory,
@@ -882,11 +879,9 @@ pub unsafe extern "system" fn vkMapMemory(
     let mut st = d.lock();
     let r = f(device, memory, offset, size, flags, pp_data);
     guard("vkMapMemory", || {
-        rec!(
-            "vkMapMemory",
-            r.as_raw(),
-            |e| vkstream::encode::vkMapMemory(e, device, memory, offset, size, flags, pp_data)
-        );
+        rec!(vkMapMemory, r.as_raw(), |e| vkstream::encode::vkMapMemory(
+            e, device, memory, offset, size, flags, pp_data
+        ));
         if r != vk::Result::SUCCESS || pp_data.is_null() {
             return;
         }
@@ -930,7 +925,7 @@ pub unsafe extern "system" fn vkUnmapMemory(device: vk::Device, memory: vk::Devi
     }
     drop(st);
     guard("vkUnmapMemory", || {
-        rec!("vkUnmapMemory", 0, |e| vkstream::encode::vkUnmapMemory(
+        rec!(vkUnmapMemory, 0, |e| vkstream::encode::vkUnmapMemory(
             e, device, memory
         ));
     });
@@ -954,7 +949,7 @@ pub unsafe extern "system" fn vkFlushMappedMemoryRanges(
     });
     let r = f(device, count, p_ranges);
     guard("vkFlushMappedMemoryRanges", || {
-        rec!("vkFlushMappedMemoryRanges", r.as_raw(), |e| {
+        rec!(vkFlushMappedMemoryRanges, r.as_raw(), |e| {
             vkstream::encode::vkFlushMappedMemoryRanges(e, device, count, p_ranges)
         });
     });
@@ -976,7 +971,7 @@ pub unsafe extern "system" fn vkBindBufferMemory(
         if r == vk::Result::SUCCESS {
             d.lock().buffers.insert(raw(buffer), (raw(memory), offset));
         }
-        rec!("vkBindBufferMemory", r.as_raw(), |e| {
+        rec!(vkBindBufferMemory, r.as_raw(), |e| {
             vkstream::encode::vkBindBufferMemory(e, device, buffer, memory, offset)
         });
     });
@@ -1010,11 +1005,11 @@ unsafe fn bind_buffer_memory2(
             }
         }
         if khr {
-            rec!("vkBindBufferMemory2KHR", r.as_raw(), |e| {
+            rec!(vkBindBufferMemory2KHR, r.as_raw(), |e| {
                 vkstream::encode::vkBindBufferMemory2KHR(e, device, count, p_infos)
             });
         } else {
-            rec!("vkBindBufferMemory2", r.as_raw(), |e| {
+            rec!(vkBindBufferMemory2, r.as_raw(), |e| {
                 vkstream::encode::vkBindBufferMemory2(e, device, count, p_infos)
             });
         }
@@ -1052,7 +1047,7 @@ pub unsafe extern "system" fn vkBeginCommandBuffer(
     guard("vkBeginCommandBuffer", || {
         // Beginning resets the buffer: its earlier query work will not run again.
         d.lock().cmdbufs.remove(&raw(cb));
-        rec!("vkBeginCommandBuffer", r.as_raw(), |e| {
+        rec!(vkBeginCommandBuffer, r.as_raw(), |e| {
             vkstream::encode::vkBeginCommandBuffer(e, cb, p_info)
         });
     });
@@ -1070,7 +1065,7 @@ pub unsafe extern "system" fn vkResetCommandBuffer(
     let r = f(cb, flags);
     guard("vkResetCommandBuffer", || {
         d.lock().cmdbufs.remove(&raw(cb));
-        rec!("vkResetCommandBuffer", r.as_raw(), |e| {
+        rec!(vkResetCommandBuffer, r.as_raw(), |e| {
             vkstream::encode::vkResetCommandBuffer(e, cb, flags)
         });
     });
@@ -1150,7 +1145,7 @@ pub unsafe extern "system" fn vkQueueSubmit(
     guard("vkQueueSubmit", || scan_memory(&mut d.lock(), None));
     let r = f(queue, count, p_submits, fence);
     guard("vkQueueSubmit", || {
-        let seq = rec!("vkQueueSubmit", r.as_raw(), |e| {
+        let seq = rec!(vkQueueSubmit, r.as_raw(), |e| {
             vkstream::encode::vkQueueSubmit(e, queue, count, p_submits, fence)
         });
         if r != vk::Result::SUCCESS {
@@ -1197,11 +1192,11 @@ unsafe fn queue_submit2(
     let r = f(queue, count, p_submits, fence);
     guard("vkQueueSubmit2", || {
         let seq = if khr {
-            rec!("vkQueueSubmit2KHR", r.as_raw(), |e| {
+            rec!(vkQueueSubmit2KHR, r.as_raw(), |e| {
                 vkstream::encode::vkQueueSubmit2KHR(e, queue, count, p_submits, fence)
             })
         } else {
-            rec!("vkQueueSubmit2", r.as_raw(), |e| {
+            rec!(vkQueueSubmit2, r.as_raw(), |e| {
                 vkstream::encode::vkQueueSubmit2(e, queue, count, p_submits, fence)
             })
         };
@@ -1255,7 +1250,7 @@ pub unsafe extern "system" fn vkQueuePresentKHR(
     let f = next!(d.table.vkQueuePresentKHR, NOT_PRESENT);
     let r = f(queue, p_info);
     guard("vkQueuePresentKHR", || {
-        let seq = rec!("vkQueuePresentKHR", r.as_raw(), |e| {
+        let seq = rec!(vkQueuePresentKHR, r.as_raw(), |e| {
             vkstream::encode::vkQueuePresentKHR(e, queue, p_info)
         });
         // Every present call ends the app's frame, whatever the swapchain's state.
@@ -1421,7 +1416,7 @@ pub unsafe extern "system" fn vkQueueWaitIdle(queue: vk::Queue) -> vk::Result {
     let f = next!(d.table.vkQueueWaitIdle, NOT_PRESENT);
     let r = f(queue);
     guard("vkQueueWaitIdle", || {
-        let seq = rec!("vkQueueWaitIdle", r.as_raw(), |e| {
+        let seq = rec!(vkQueueWaitIdle, r.as_raw(), |e| {
             vkstream::encode::vkQueueWaitIdle(e, queue)
         });
         if r == vk::Result::SUCCESS {
@@ -1439,7 +1434,7 @@ pub unsafe extern "system" fn vkDeviceWaitIdle(device: vk::Device) -> vk::Result
     let f = next!(d.table.vkDeviceWaitIdle, NOT_PRESENT);
     let r = f(device);
     guard("vkDeviceWaitIdle", || {
-        let seq = rec!("vkDeviceWaitIdle", r.as_raw(), |e| {
+        let seq = rec!(vkDeviceWaitIdle, r.as_raw(), |e| {
             vkstream::encode::vkDeviceWaitIdle(e, device)
         });
         if r == vk::Result::SUCCESS {
@@ -1482,7 +1477,7 @@ pub unsafe extern "system" fn vkWaitForFences(
     let f = next!(d.table.vkWaitForFences, NOT_PRESENT);
     let r = f(device, count, p_fences, wait_all, timeout);
     guard("vkWaitForFences", || {
-        let seq = rec!("vkWaitForFences", r.as_raw(), |e| {
+        let seq = rec!(vkWaitForFences, r.as_raw(), |e| {
             vkstream::encode::vkWaitForFences(e, device, count, p_fences, wait_all, timeout)
         });
         if r != vk::Result::SUCCESS {
@@ -1512,7 +1507,7 @@ pub unsafe extern "system" fn vkGetFenceStatus(device: vk::Device, fence: vk::Fe
     let f = next!(d.table.vkGetFenceStatus, NOT_PRESENT);
     let r = f(device, fence);
     guard("vkGetFenceStatus", || {
-        rec!("vkGetFenceStatus", r.as_raw(), |e| {
+        rec!(vkGetFenceStatus, r.as_raw(), |e| {
             vkstream::encode::vkGetFenceStatus(e, device, fence)
         });
         if r == vk::Result::SUCCESS {
@@ -1604,7 +1599,7 @@ pub unsafe extern "system" fn vkCreateQueryPool(
     let f = next!(d.table.vkCreateQueryPool, NOT_PRESENT);
     let r = f(device, p_info, p_allocator, p_pool);
     guard("vkCreateQueryPool", || {
-        let seq = rec!("vkCreateQueryPool", r.as_raw(), |e| {
+        let seq = rec!(vkCreateQueryPool, r.as_raw(), |e| {
             vkstream::encode::vkCreateQueryPool(e, device, p_info, p_allocator, p_pool)
         });
         if r != vk::Result::SUCCESS || p_info.is_null() {
@@ -1670,7 +1665,7 @@ pub unsafe extern "system" fn vkDestroyQueryPool(
     f(device, pool, p_allocator);
     guard("vkDestroyQueryPool", || {
         d.lock().pools.remove(&raw(pool));
-        rec!("vkDestroyQueryPool", 0, |e| {
+        rec!(vkDestroyQueryPool, 0, |e| {
             vkstream::encode::vkDestroyQueryPool(e, device, pool, p_allocator)
         });
     });
@@ -1711,10 +1706,7 @@ pub unsafe extern "system" fn vkGetQueryPoolResults(
     let host_ns = runtime::now_ns();
     let t0 = runtime::prof::start();
     guard("vkGetQueryPoolResults", || {
-        static ID: OnceLock<Option<u32>> = OnceLock::new();
-        let Some(cmd) = *ID.get_or_init(|| vkstream::command_id("vkGetQueryPoolResults")) else {
-            return;
-        };
+        let cmd = vkstream::ids::vkGetQueryPoolResults;
         let data: &[u8] = if p_data.is_null() {
             &[]
         } else {
@@ -1804,7 +1796,7 @@ pub unsafe extern "system" fn vkCmdCopyQueryPoolResults(
     let f = next!(d.table.vkCmdCopyQueryPoolResults);
     f(cb, pool, first, count, dst, dst_offset, stride, flags);
     guard("vkCmdCopyQueryPoolResults", || {
-        let seq = rec!("vkCmdCopyQueryPoolResults", 0, |e| {
+        let seq = rec!(vkCmdCopyQueryPoolResults, 0, |e| {
             vkstream::encode::vkCmdCopyQueryPoolResults(
                 e, cb, pool, first, count, dst, dst_offset, stride, flags,
             )
@@ -1848,7 +1840,7 @@ pub unsafe extern "system" fn vkCmdBeginQuery(
     let f = next!(runtime::device_table(raw(cb)).vkCmdBeginQuery);
     f(cb, pool, query, flags);
     guard("vkCmdBeginQuery", || {
-        let seq = rec!("vkCmdBeginQuery", 0, |e| vkstream::encode::vkCmdBeginQuery(
+        let seq = rec!(vkCmdBeginQuery, 0, |e| vkstream::encode::vkCmdBeginQuery(
             e, cb, pool, query, flags
         ));
         query_op(
@@ -1872,7 +1864,7 @@ pub unsafe extern "system" fn vkCmdEndQuery(
     let f = next!(runtime::device_table(raw(cb)).vkCmdEndQuery);
     f(cb, pool, query);
     guard("vkCmdEndQuery", || {
-        let seq = rec!("vkCmdEndQuery", 0, |e| vkstream::encode::vkCmdEndQuery(
+        let seq = rec!(vkCmdEndQuery, 0, |e| vkstream::encode::vkCmdEndQuery(
             e, cb, pool, query
         ));
         query_op(
@@ -1894,7 +1886,7 @@ pub unsafe extern "system" fn vkCmdBeginQueryIndexedEXT(
     let f = next!(runtime::device_table(raw(cb)).vkCmdBeginQueryIndexedEXT);
     f(cb, pool, query, flags, index);
     guard("vkCmdBeginQueryIndexedEXT", || {
-        let seq = rec!("vkCmdBeginQueryIndexedEXT", 0, |e| {
+        let seq = rec!(vkCmdBeginQueryIndexedEXT, 0, |e| {
             vkstream::encode::vkCmdBeginQueryIndexedEXT(e, cb, pool, query, flags, index)
         });
         query_op(
@@ -1919,7 +1911,7 @@ pub unsafe extern "system" fn vkCmdEndQueryIndexedEXT(
     let f = next!(runtime::device_table(raw(cb)).vkCmdEndQueryIndexedEXT);
     f(cb, pool, query, index);
     guard("vkCmdEndQueryIndexedEXT", || {
-        let seq = rec!("vkCmdEndQueryIndexedEXT", 0, |e| {
+        let seq = rec!(vkCmdEndQueryIndexedEXT, 0, |e| {
             vkstream::encode::vkCmdEndQueryIndexedEXT(e, cb, pool, query, index)
         });
         query_op(seq, raw(cb), raw(pool), QueryOpKind::End { query, index });
@@ -1935,7 +1927,7 @@ pub unsafe extern "system" fn vkCmdWriteTimestamp(
     let f = next!(runtime::device_table(raw(cb)).vkCmdWriteTimestamp);
     f(cb, stage, pool, query);
     guard("vkCmdWriteTimestamp", || {
-        let seq = rec!("vkCmdWriteTimestamp", 0, |e| {
+        let seq = rec!(vkCmdWriteTimestamp, 0, |e| {
             vkstream::encode::vkCmdWriteTimestamp(e, cb, stage, pool, query)
         });
         query_op(
@@ -1967,11 +1959,11 @@ unsafe fn write_timestamp2(
     f(cb, stage, pool, query);
     guard("vkCmdWriteTimestamp2", || {
         let seq = if khr {
-            rec!("vkCmdWriteTimestamp2KHR", 0, |e| {
+            rec!(vkCmdWriteTimestamp2KHR, 0, |e| {
                 vkstream::encode::vkCmdWriteTimestamp2KHR(e, cb, stage, pool, query)
             })
         } else {
-            rec!("vkCmdWriteTimestamp2", 0, |e| {
+            rec!(vkCmdWriteTimestamp2, 0, |e| {
                 vkstream::encode::vkCmdWriteTimestamp2(e, cb, stage, pool, query)
             })
         };
@@ -2018,7 +2010,7 @@ pub unsafe extern "system" fn vkCmdResetQueryPool(
     let f = next!(d.table.vkCmdResetQueryPool);
     f(cb, pool, first, count);
     guard("vkCmdResetQueryPool", || {
-        let seq = rec!("vkCmdResetQueryPool", 0, |e| {
+        let seq = rec!(vkCmdResetQueryPool, 0, |e| {
             vkstream::encode::vkCmdResetQueryPool(e, cb, pool, first, count)
         });
         query_op(seq, raw(cb), raw(pool), QueryOpKind::Reset { first, count });
@@ -2052,11 +2044,11 @@ unsafe fn reset_query_pool(
             p.reset(first, count);
         }
         let seq = if ext {
-            rec!("vkResetQueryPoolEXT", 0, |e| {
+            rec!(vkResetQueryPoolEXT, 0, |e| {
                 vkstream::encode::vkResetQueryPoolEXT(e, device, pool, first, count)
             })
         } else {
-            rec!("vkResetQueryPool", 0, |e| {
+            rec!(vkResetQueryPool, 0, |e| {
                 vkstream::encode::vkResetQueryPool(e, device, pool, first, count)
             })
         };
@@ -2093,7 +2085,7 @@ pub unsafe extern "system" fn vkCmdWriteAccelerationStructuresPropertiesKHR(
     let f = next!(runtime::device_table(raw(cb)).vkCmdWriteAccelerationStructuresPropertiesKHR);
     f(cb, count, p_structures, query_type, pool, first_query);
     guard("vkCmdWriteAccelerationStructuresPropertiesKHR", || {
-        let seq = rec!("vkCmdWriteAccelerationStructuresPropertiesKHR", 0, |e| {
+        let seq = rec!(vkCmdWriteAccelerationStructuresPropertiesKHR, 0, |e| {
             vkstream::encode::vkCmdWriteAccelerationStructuresPropertiesKHR(
                 e,
                 cb,
@@ -2127,7 +2119,7 @@ pub unsafe extern "system" fn vkAcquireProfilingLockKHR(
     );
     let r = f(device, p_info);
     guard("vkAcquireProfilingLockKHR", || {
-        rec!("vkAcquireProfilingLockKHR", r.as_raw(), |e| {
+        rec!(vkAcquireProfilingLockKHR, r.as_raw(), |e| {
             vkstream::encode::vkAcquireProfilingLockKHR(e, device, p_info)
         });
     });
@@ -2138,7 +2130,7 @@ pub unsafe extern "system" fn vkReleaseProfilingLockKHR(device: vk::Device) {
     let f = next!(runtime::device_table(raw(device)).vkReleaseProfilingLockKHR);
     f(device);
     guard("vkReleaseProfilingLockKHR", || {
-        rec!("vkReleaseProfilingLockKHR", 0, |e| {
+        rec!(vkReleaseProfilingLockKHR, 0, |e| {
             vkstream::encode::vkReleaseProfilingLockKHR(e, device)
         });
     });
@@ -2157,7 +2149,7 @@ pub unsafe extern "system" fn vkGetCalibratedTimestampsEXT(
     );
     let r = f(device, count, p_infos, p_timestamps, p_max_deviation);
     guard("vkGetCalibratedTimestampsEXT", || {
-        rec!("vkGetCalibratedTimestampsEXT", r.as_raw(), |e| {
+        rec!(vkGetCalibratedTimestampsEXT, r.as_raw(), |e| {
             vkstream::encode::vkGetCalibratedTimestampsEXT(
                 e,
                 device,
@@ -2208,7 +2200,7 @@ pub unsafe extern "system" fn vkSetDebugUtilsObjectNameEXT(
     );
     let r = f(device, p_info);
     guard("vkSetDebugUtilsObjectNameEXT", || {
-        rec!("vkSetDebugUtilsObjectNameEXT", r.as_raw(), |e| {
+        rec!(vkSetDebugUtilsObjectNameEXT, r.as_raw(), |e| {
             vkstream::encode::vkSetDebugUtilsObjectNameEXT(e, device, p_info)
         });
         if r == vk::Result::SUCCESS && runtime::recording() && !p_info.is_null() {
@@ -2245,7 +2237,7 @@ pub unsafe extern "system" fn vkCreateSwapchainKHR(
     let r = f(device, p_info, p_allocator, p_swapchain);
     guard("vkCreateSwapchainKHR", || {
         runtime::note_swapchain();
-        rec!("vkCreateSwapchainKHR", r.as_raw(), |e| {
+        rec!(vkCreateSwapchainKHR, r.as_raw(), |e| {
             vkstream::encode::vkCreateSwapchainKHR(e, device, p_info, p_allocator, p_swapchain)
         });
     });
@@ -2264,7 +2256,7 @@ pub unsafe extern "system" fn vkGetSwapchainImagesKHR(
     );
     let r = f(device, swapchain, p_count, p_images);
     guard("vkGetSwapchainImagesKHR", || {
-        rec!("vkGetSwapchainImagesKHR", r.as_raw(), |e| {
+        rec!(vkGetSwapchainImagesKHR, r.as_raw(), |e| {
             vkstream::encode::vkGetSwapchainImagesKHR(e, device, swapchain, p_count, p_images)
         });
     });
@@ -2285,7 +2277,7 @@ pub unsafe extern "system" fn vkAcquireNextImageKHR(
     );
     let r = f(device, swapchain, timeout, semaphore, fence, p_index);
     guard("vkAcquireNextImageKHR", || {
-        rec!("vkAcquireNextImageKHR", r.as_raw(), |e| {
+        rec!(vkAcquireNextImageKHR, r.as_raw(), |e| {
             vkstream::encode::vkAcquireNextImageKHR(
                 e, device, swapchain, timeout, semaphore, fence, p_index,
             )
@@ -2335,7 +2327,7 @@ unsafe fn create_template(
             d.lock().templates.insert(raw(*p_template), entries);
         }
         if khr {
-            rec!("vkCreateDescriptorUpdateTemplateKHR", r.as_raw(), |e| {
+            rec!(vkCreateDescriptorUpdateTemplateKHR, r.as_raw(), |e| {
                 vkstream::encode::vkCreateDescriptorUpdateTemplateKHR(
                     e,
                     device,
@@ -2345,7 +2337,7 @@ unsafe fn create_template(
                 )
             });
         } else {
-            rec!("vkCreateDescriptorUpdateTemplate", r.as_raw(), |e| {
+            rec!(vkCreateDescriptorUpdateTemplate, r.as_raw(), |e| {
                 vkstream::encode::vkCreateDescriptorUpdateTemplate(
                     e,
                     device,
@@ -2415,11 +2407,11 @@ unsafe fn update_with_template(
         };
         let handles = [raw(device), raw(set), raw(template)];
         if khr {
-            rec!("vkUpdateDescriptorSetWithTemplateKHR", 0, |e| {
+            rec!(vkUpdateDescriptorSetWithTemplateKHR, 0, |e| {
                 crate::compat::encode_template_call(e, &handles, None, &bytes)
             });
         } else {
-            rec!("vkUpdateDescriptorSetWithTemplate", 0, |e| {
+            rec!(vkUpdateDescriptorSetWithTemplate, 0, |e| {
                 crate::compat::encode_template_call(e, &handles, None, &bytes)
             });
         }
@@ -2462,7 +2454,7 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSetWithTemplateKHR(
             return;
         };
         let handles = [raw(cb), raw(template), raw(layout)];
-        rec!("vkCmdPushDescriptorSetWithTemplateKHR", 0, |e| {
+        rec!(vkCmdPushDescriptorSetWithTemplateKHR, 0, |e| {
             crate::compat::encode_template_call(e, &handles, Some(set), &bytes)
         });
     });
@@ -2498,7 +2490,7 @@ pub unsafe extern "system" fn vkCmdBeginRenderPass(
     let f = next!(d.table.vkCmdBeginRenderPass);
     f(cb, p_begin, contents);
     guard("vkCmdBeginRenderPass", || {
-        let seq = rec!("vkCmdBeginRenderPass", 0, |e| {
+        let seq = rec!(vkCmdBeginRenderPass, 0, |e| {
             vkstream::encode::vkCmdBeginRenderPass(e, cb, p_begin, contents)
         });
         if let Some(b) = p_begin.as_ref() {
@@ -2524,11 +2516,11 @@ unsafe fn begin_render_pass2(
     f(cb, p_begin, p_subpass);
     guard("vkCmdBeginRenderPass2", || {
         let seq = if khr {
-            rec!("vkCmdBeginRenderPass2KHR", 0, |e| {
+            rec!(vkCmdBeginRenderPass2KHR, 0, |e| {
                 vkstream::encode::vkCmdBeginRenderPass2KHR(e, cb, p_begin, p_subpass)
             })
         } else {
-            rec!("vkCmdBeginRenderPass2", 0, |e| {
+            rec!(vkCmdBeginRenderPass2, 0, |e| {
                 vkstream::encode::vkCmdBeginRenderPass2(e, cb, p_begin, p_subpass)
             })
         };
@@ -2566,11 +2558,11 @@ unsafe fn begin_rendering(khr: bool, cb: vk::CommandBuffer, p_info: *const vk::R
     f(cb, p_info);
     guard("vkCmdBeginRendering", || {
         let seq = if khr {
-            rec!("vkCmdBeginRenderingKHR", 0, |e| {
+            rec!(vkCmdBeginRenderingKHR, 0, |e| {
                 vkstream::encode::vkCmdBeginRenderingKHR(e, cb, p_info)
             })
         } else {
-            rec!("vkCmdBeginRendering", 0, |e| {
+            rec!(vkCmdBeginRendering, 0, |e| {
                 vkstream::encode::vkCmdBeginRendering(e, cb, p_info)
             })
         };
