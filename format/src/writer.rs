@@ -100,17 +100,12 @@ const CALL_VARIANT: u64 = 1;
 
 /// bincode 2's varint: below 251 one byte, else a marker (251/252/253) and a u16/u32/u64.
 fn put_bincode_varint(buf: &mut Vec<u8>, v: u64) {
-    if v < 251 {
-        buf.push(v as u8);
-    } else if v <= u16::MAX as u64 {
-        buf.push(251);
-        buf.extend_from_slice(&(v as u16).to_le_bytes());
-    } else if v <= u32::MAX as u64 {
-        buf.push(252);
-        buf.extend_from_slice(&(v as u32).to_le_bytes());
-    } else {
-        buf.push(253);
-        buf.extend_from_slice(&v.to_le_bytes());
+    buf.reserve(9);
+    let len = buf.len();
+    // SAFETY: 9 bytes are reserved past `len`; `varint_raw` initialises the `n` it reports.
+    unsafe {
+        let n = varint_raw(buf.as_mut_ptr().add(len), v);
+        buf.set_len(len + n);
     }
 }
 
@@ -229,7 +224,7 @@ fn call_head(buf: &mut Vec<u8>, seq: u64, thread: u32, cmd: u32, host_ns: u64, r
     }
 }
 
-/// [`put_bincode_varint`] to `p`; returns the bytes written (1, 3, 5 or 9).
+/// bincode 2's varint (see [`put_bincode_varint`]) to `p`; returns the bytes written (1, 3, 5 or 9).
 ///
 /// # Safety
 /// `p` must be valid for writing 9 bytes.
@@ -845,12 +840,13 @@ impl TraceWriter {
             if len < 251 {
                 buf[at] = len as u8;
             } else {
-                let mut prefix = Vec::with_capacity(9);
-                put_bincode_varint(&mut prefix, len);
+                let mut prefix = [0u8; 9];
+                // SAFETY: `prefix` has the 9 bytes `varint_raw` may write.
+                let k = unsafe { varint_raw(prefix.as_mut_ptr(), len) };
                 let end = buf.len();
-                buf.resize(end + prefix.len() - 1, 0);
-                buf.copy_within(at + 1..end, at + prefix.len());
-                buf[at..at + prefix.len()].copy_from_slice(&prefix);
+                buf.resize(end + k - 1, 0);
+                buf.copy_within(at + 1..end, at + k);
+                buf[at..at + k].copy_from_slice(&prefix[..k]);
             }
             Ok(())
         })
