@@ -233,7 +233,7 @@ pub fn anchor_now() -> u64 {
         static FIRST_TSC: AtomicU64 = AtomicU64::new(0);
         static FIRST_NS: AtomicU64 = AtomicU64::new(0);
         if !tsc_invariant() {
-            return now_ns();
+            return now;
         }
         // The TSC read between two clock reads; a pair split by preemption would skew the
         // rate, so the tightest of a few tries is kept.
