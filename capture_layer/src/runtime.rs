@@ -959,6 +959,69 @@ pub fn record_query_results(
     prof::end_call(cmd, t0);
 }
 
+/// Records a query command's `Call` and its `QueryOp` records (one per kind, on `pool`, with the
+/// call's seq and host time) under one capture lock; evaluates to the call's seq.
+pub fn record_call_ops(
+    cmd: u32,
+    result: i32,
+    encode: impl FnOnce(&mut vkstream::Encoder),
+    command_buffer: u64,
+    pool: u64,
+    kinds: &[record::QueryOpKind],
+) -> Option<u64> {
+    if !recording() {
+        return None;
+    }
+    let mut encode = Some(encode);
+    record_ops_dyn(
+        cmd,
+        result,
+        &erase(&mut encode),
+        command_buffer,
+        pool,
+        kinds,
+    )
+}
+
+fn record_ops_dyn(
+    cmd: u32,
+    result: i32,
+    encode: &Encode,
+    command_buffer: u64,
+    pool: u64,
+    kinds: &[record::QueryOpKind],
+) -> Option<u64> {
+    let op = |seq: u64, host_ns: u64, kind: &record::QueryOpKind| {
+        Record::QueryOp(record::QueryOp {
+            seq,
+            command_buffer,
+            pool,
+            kind: kind.clone(),
+            host_ns,
+        })
+    };
+    if HOT.tracking.load(Ordering::Acquire) {
+        // Before a trimmed capture's first frame the ops go to the tracker, one by one.
+        let seq = record_dyn(cmd, result, encode)?;
+        let host_ns = now_ns();
+        emit_plain_all(kinds.iter().map(|k| op(seq, host_ns, k)));
+        return Some(seq);
+    }
+    let t0 = prof::start();
+    let (thread, host_ns) = (thread_id(), call_ns());
+    let mut guard = lock_capture();
+    let (seq, unknown) = write_call_locked(&mut guard, thread, host_ns, cmd, result, encode);
+    if let Some(seq) = seq {
+        write_all(&mut guard, kinds.iter().map(|k| op(seq, host_ns, k)));
+    }
+    drop(guard);
+    if let Some(s_type) = unknown {
+        unknown_struct(cmd, s_type);
+    }
+    prof::end_call(cmd, t0);
+    seq
+}
+
 /// A command's encoder, type-erased as a data pointer and a function (not a `dyn` closure,
 /// whose vtable, one per command, is one more cache line to load at every call).
 struct Encode {

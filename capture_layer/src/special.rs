@@ -31,6 +31,26 @@ macro_rules! rec {
     }};
 }
 
+/// Records the `Call` of `$name` and its `QueryOp`s (`$kinds` on `$pool`, recorded in `$cb`, 0
+/// for a host command) under one lock; evaluates to the call's seq.
+macro_rules! rec_ops {
+    ($name:ident, $result:expr, |$e:ident| $body:expr, $cb:expr, $pool:expr, $kinds:expr) => {{
+        runtime::record_call_ops(
+            vkstream::ids::$name,
+            $result,
+            |$e| {
+                #[allow(unused_unsafe)]
+                unsafe {
+                    $body
+                }
+            },
+            $cb,
+            $pool,
+            $kinds,
+        )
+    }};
+}
+
 /// The next layer's function, or return `$ret` when the chain below does not provide it.
 macro_rules! next {
     ($f:expr) => {
@@ -1671,18 +1691,6 @@ pub unsafe extern "system" fn vkDestroyQueryPool(
     });
 }
 
-fn query_op(seq: Option<u64>, command_buffer: u64, pool: u64, kind: QueryOpKind) {
-    if let Some(seq) = seq {
-        runtime::emit_plain(Record::QueryOp(record::QueryOp {
-            seq,
-            command_buffer,
-            pool,
-            kind,
-            host_ns: runtime::now_ns(),
-        }));
-    }
-}
-
 pub unsafe extern "system" fn vkGetQueryPoolResults(
     device: vk::Device,
     pool: vk::QueryPool,
@@ -1796,26 +1804,26 @@ pub unsafe extern "system" fn vkCmdCopyQueryPoolResults(
     let f = next!(d.table.vkCmdCopyQueryPoolResults);
     f(cb, pool, first, count, dst, dst_offset, stride, flags);
     guard("vkCmdCopyQueryPoolResults", || {
-        let seq = rec!(vkCmdCopyQueryPoolResults, 0, |e| {
-            vkstream::encode::vkCmdCopyQueryPoolResults(
+        let (dst_buffer, raw_flags) = (raw(dst), flags.as_raw());
+        let seq = rec_ops!(
+            vkCmdCopyQueryPoolResults,
+            0,
+            |e| vkstream::encode::vkCmdCopyQueryPoolResults(
                 e, cb, pool, first, count, dst, dst_offset, stride, flags,
-            )
-        });
-        let Some(seq) = seq else { return };
-        let (dst_buffer, flags) = (raw(dst), flags.as_raw());
-        query_op(
-            Some(seq),
+            ),
             raw(cb),
             raw(pool),
-            QueryOpKind::Copy {
+            &[QueryOpKind::Copy {
                 first,
                 count,
                 dst_buffer,
                 dst_offset,
                 stride,
-                flags,
-            },
+                flags: raw_flags,
+            }]
         );
+        let Some(seq) = seq else { return };
+        let flags = raw_flags;
         let op = CopyOp {
             seq,
             command_buffer: raw(cb),
@@ -1840,18 +1848,17 @@ pub unsafe extern "system" fn vkCmdBeginQuery(
     let f = next!(runtime::device_table(raw(cb)).vkCmdBeginQuery);
     f(cb, pool, query, flags);
     guard("vkCmdBeginQuery", || {
-        let seq = rec!(vkCmdBeginQuery, 0, |e| vkstream::encode::vkCmdBeginQuery(
-            e, cb, pool, query, flags
-        ));
-        query_op(
-            seq,
+        rec_ops!(
+            vkCmdBeginQuery,
+            0,
+            |e| vkstream::encode::vkCmdBeginQuery(e, cb, pool, query, flags),
             raw(cb),
             raw(pool),
-            QueryOpKind::Begin {
+            &[QueryOpKind::Begin {
                 query,
                 flags: flags.as_raw(),
                 index: 0,
-            },
+            }]
         );
     });
 }
@@ -1864,14 +1871,13 @@ pub unsafe extern "system" fn vkCmdEndQuery(
     let f = next!(runtime::device_table(raw(cb)).vkCmdEndQuery);
     f(cb, pool, query);
     guard("vkCmdEndQuery", || {
-        let seq = rec!(vkCmdEndQuery, 0, |e| vkstream::encode::vkCmdEndQuery(
-            e, cb, pool, query
-        ));
-        query_op(
-            seq,
+        rec_ops!(
+            vkCmdEndQuery,
+            0,
+            |e| vkstream::encode::vkCmdEndQuery(e, cb, pool, query),
             raw(cb),
             raw(pool),
-            QueryOpKind::End { query, index: 0 },
+            &[QueryOpKind::End { query, index: 0 }]
         );
     });
 }
@@ -1886,18 +1892,17 @@ pub unsafe extern "system" fn vkCmdBeginQueryIndexedEXT(
     let f = next!(runtime::device_table(raw(cb)).vkCmdBeginQueryIndexedEXT);
     f(cb, pool, query, flags, index);
     guard("vkCmdBeginQueryIndexedEXT", || {
-        let seq = rec!(vkCmdBeginQueryIndexedEXT, 0, |e| {
-            vkstream::encode::vkCmdBeginQueryIndexedEXT(e, cb, pool, query, flags, index)
-        });
-        query_op(
-            seq,
+        rec_ops!(
+            vkCmdBeginQueryIndexedEXT,
+            0,
+            |e| vkstream::encode::vkCmdBeginQueryIndexedEXT(e, cb, pool, query, flags, index),
             raw(cb),
             raw(pool),
-            QueryOpKind::Begin {
+            &[QueryOpKind::Begin {
                 query,
                 flags: flags.as_raw(),
                 index,
-            },
+            }]
         );
     });
 }
@@ -1911,10 +1916,14 @@ pub unsafe extern "system" fn vkCmdEndQueryIndexedEXT(
     let f = next!(runtime::device_table(raw(cb)).vkCmdEndQueryIndexedEXT);
     f(cb, pool, query, index);
     guard("vkCmdEndQueryIndexedEXT", || {
-        let seq = rec!(vkCmdEndQueryIndexedEXT, 0, |e| {
-            vkstream::encode::vkCmdEndQueryIndexedEXT(e, cb, pool, query, index)
-        });
-        query_op(seq, raw(cb), raw(pool), QueryOpKind::End { query, index });
+        rec_ops!(
+            vkCmdEndQueryIndexedEXT,
+            0,
+            |e| vkstream::encode::vkCmdEndQueryIndexedEXT(e, cb, pool, query, index),
+            raw(cb),
+            raw(pool),
+            &[QueryOpKind::End { query, index }]
+        );
     });
 }
 
@@ -1927,18 +1936,17 @@ pub unsafe extern "system" fn vkCmdWriteTimestamp(
     let f = next!(runtime::device_table(raw(cb)).vkCmdWriteTimestamp);
     f(cb, stage, pool, query);
     guard("vkCmdWriteTimestamp", || {
-        let seq = rec!(vkCmdWriteTimestamp, 0, |e| {
-            vkstream::encode::vkCmdWriteTimestamp(e, cb, stage, pool, query)
-        });
-        query_op(
-            seq,
+        rec_ops!(
+            vkCmdWriteTimestamp,
+            0,
+            |e| vkstream::encode::vkCmdWriteTimestamp(e, cb, stage, pool, query),
             raw(cb),
             raw(pool),
-            QueryOpKind::Timestamp {
+            &[QueryOpKind::Timestamp {
                 query,
                 stage: stage.as_raw() as u64,
                 sync2: false,
-            },
+            }]
         );
     });
 }
@@ -1958,25 +1966,30 @@ unsafe fn write_timestamp2(
     });
     f(cb, stage, pool, query);
     guard("vkCmdWriteTimestamp2", || {
-        let seq = if khr {
-            rec!(vkCmdWriteTimestamp2KHR, 0, |e| {
-                vkstream::encode::vkCmdWriteTimestamp2KHR(e, cb, stage, pool, query)
-            })
+        let kinds = [QueryOpKind::Timestamp {
+            query,
+            stage: stage.as_raw(),
+            sync2: true,
+        }];
+        if khr {
+            rec_ops!(
+                vkCmdWriteTimestamp2KHR,
+                0,
+                |e| vkstream::encode::vkCmdWriteTimestamp2KHR(e, cb, stage, pool, query),
+                raw(cb),
+                raw(pool),
+                &kinds
+            );
         } else {
-            rec!(vkCmdWriteTimestamp2, 0, |e| {
-                vkstream::encode::vkCmdWriteTimestamp2(e, cb, stage, pool, query)
-            })
-        };
-        query_op(
-            seq,
-            raw(cb),
-            raw(pool),
-            QueryOpKind::Timestamp {
-                query,
-                stage: stage.as_raw(),
-                sync2: true,
-            },
-        );
+            rec_ops!(
+                vkCmdWriteTimestamp2,
+                0,
+                |e| vkstream::encode::vkCmdWriteTimestamp2(e, cb, stage, pool, query),
+                raw(cb),
+                raw(pool),
+                &kinds
+            );
+        }
     });
 }
 
@@ -2010,10 +2023,14 @@ pub unsafe extern "system" fn vkCmdResetQueryPool(
     let f = next!(d.table.vkCmdResetQueryPool);
     f(cb, pool, first, count);
     guard("vkCmdResetQueryPool", || {
-        let seq = rec!(vkCmdResetQueryPool, 0, |e| {
-            vkstream::encode::vkCmdResetQueryPool(e, cb, pool, first, count)
-        });
-        query_op(seq, raw(cb), raw(pool), QueryOpKind::Reset { first, count });
+        rec_ops!(
+            vkCmdResetQueryPool,
+            0,
+            |e| vkstream::encode::vkCmdResetQueryPool(e, cb, pool, first, count),
+            raw(cb),
+            raw(pool),
+            &[QueryOpKind::Reset { first, count }]
+        );
         d.lock()
             .cmdbufs
             .entry(raw(cb))
@@ -2043,16 +2060,26 @@ unsafe fn reset_query_pool(
         if let Some(p) = d.lock().pools.get_mut(&raw(pool)) {
             p.reset(first, count);
         }
-        let seq = if ext {
-            rec!(vkResetQueryPoolEXT, 0, |e| {
-                vkstream::encode::vkResetQueryPoolEXT(e, device, pool, first, count)
-            })
+        let kinds = [QueryOpKind::Reset { first, count }];
+        if ext {
+            rec_ops!(
+                vkResetQueryPoolEXT,
+                0,
+                |e| vkstream::encode::vkResetQueryPoolEXT(e, device, pool, first, count),
+                0,
+                raw(pool),
+                &kinds
+            );
         } else {
-            rec!(vkResetQueryPool, 0, |e| {
-                vkstream::encode::vkResetQueryPool(e, device, pool, first, count)
-            })
-        };
-        query_op(seq, 0, raw(pool), QueryOpKind::Reset { first, count });
+            rec_ops!(
+                vkResetQueryPool,
+                0,
+                |e| vkstream::encode::vkResetQueryPool(e, device, pool, first, count),
+                0,
+                raw(pool),
+                &kinds
+            );
+        }
     });
 }
 
@@ -2085,8 +2112,15 @@ pub unsafe extern "system" fn vkCmdWriteAccelerationStructuresPropertiesKHR(
     let f = next!(runtime::device_table(raw(cb)).vkCmdWriteAccelerationStructuresPropertiesKHR);
     f(cb, count, p_structures, query_type, pool, first_query);
     guard("vkCmdWriteAccelerationStructuresPropertiesKHR", || {
-        let seq = rec!(vkCmdWriteAccelerationStructuresPropertiesKHR, 0, |e| {
-            vkstream::encode::vkCmdWriteAccelerationStructuresPropertiesKHR(
+        let kinds: Vec<QueryOpKind> = (0..count)
+            .map(|i| QueryOpKind::Write {
+                query: first_query + i,
+            })
+            .collect();
+        rec_ops!(
+            vkCmdWriteAccelerationStructuresPropertiesKHR,
+            0,
+            |e| vkstream::encode::vkCmdWriteAccelerationStructuresPropertiesKHR(
                 e,
                 cb,
                 count,
@@ -2094,18 +2128,11 @@ pub unsafe extern "system" fn vkCmdWriteAccelerationStructuresPropertiesKHR(
                 query_type,
                 pool,
                 first_query,
-            )
-        });
-        for i in 0..count {
-            query_op(
-                seq,
-                raw(cb),
-                raw(pool),
-                QueryOpKind::Write {
-                    query: first_query + i,
-                },
-            );
-        }
+            ),
+            raw(cb),
+            raw(pool),
+            &kinds
+        );
     });
 }
 
