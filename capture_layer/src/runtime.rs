@@ -937,25 +937,14 @@ pub fn record_query_results(
     let t0 = prof::start();
     let (thread, host_ns) = (thread_id(), call_ns());
     let mut encode = Some(encode);
-    let mut guard = lock_capture();
-    let (seq, unknown) = write_call_locked(
-        &mut guard,
-        thread,
-        host_ns,
-        cmd,
-        result,
-        &erase(&mut encode),
-    );
-    if let (Some(seq), Some(cap)) = (seq, guard.as_mut()) {
+    let encode = erase(&mut encode);
+    write_call_then(thread, host_ns, cmd, result, &encode, |guard, seq| {
+        let Some(cap) = guard.as_mut() else { return };
         (results.seq, results.thread) = (seq, thread);
         if let Err(e) = cap.writer.write_query_results(results, available) {
-            fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+            fail_locked(guard, &format!("writing the trace failed: {e}"));
         }
-    }
-    drop(guard);
-    if let Some(s_type) = unknown {
-        unknown_struct(cmd, s_type);
-    }
+    });
     prof::end_call(cmd, t0);
 }
 
@@ -1009,15 +998,9 @@ fn record_ops_dyn(
     }
     let t0 = prof::start();
     let (thread, host_ns) = (thread_id(), call_ns());
-    let mut guard = lock_capture();
-    let (seq, unknown) = write_call_locked(&mut guard, thread, host_ns, cmd, result, encode);
-    if let Some(seq) = seq {
-        write_all(&mut guard, kinds.iter().map(|k| op(seq, host_ns, k)));
-    }
-    drop(guard);
-    if let Some(s_type) = unknown {
-        unknown_struct(cmd, s_type);
-    }
+    let seq = write_call_then(thread, host_ns, cmd, result, encode, |guard, seq| {
+        write_all(guard, kinds.iter().map(|k| op(seq, host_ns, k)))
+    });
     prof::end_call(cmd, t0);
     seq
 }
@@ -1056,8 +1039,26 @@ fn record_dyn(cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
 
 /// The hot path: the call is encoded straight into the trace's open block.
 fn write_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
+    write_call_then(thread, host_ns, cmd, result, encode, |_, _| {})
+}
+
+/// Writes a call and then, under the same capture lock, what `then` writes for its seq (results,
+/// query ops); a chained struct the encoder could not serialize is reported once the lock is
+/// released.
+#[inline]
+fn write_call_then(
+    thread: u32,
+    host_ns: u64,
+    cmd: u32,
+    result: i32,
+    encode: &Encode,
+    then: impl FnOnce(&mut CaptureGuard, u64),
+) -> Option<u64> {
     let mut guard = lock_capture();
     let (seq, unknown) = write_call_locked(&mut guard, thread, host_ns, cmd, result, encode);
+    if let Some(seq) = seq {
+        then(&mut guard, seq);
+    }
     drop(guard);
     if let Some(s_type) = unknown {
         unknown_struct(cmd, s_type);

@@ -854,7 +854,8 @@ fn scan_memory(st: &mut crate::state::DeviceState, only: Option<&[u64]>) {
     if !capturing() {
         return;
     }
-    let t0 = runtime::now_ns();
+    // The TSC clock: clock_gettime would fence this scan's loads behind the driver's.
+    let t0 = runtime::call_ns();
     let mut writes = Vec::new();
     let mut bytes = 0u64;
     for (&handle, m) in st.memories.iter_mut() {
@@ -880,7 +881,7 @@ fn scan_memory(st: &mut crate::state::DeviceState, only: Option<&[u64]>) {
             writes.push((handle, map.offset + off as u64, data));
         }
     }
-    runtime::emit_memory(writes, Some((bytes, runtime::now_ns().saturating_sub(t0))));
+    runtime::emit_memory(writes, Some((bytes, runtime::call_ns().saturating_sub(t0))));
 }
 
 pub unsafe extern "system" fn vkMapMemory(
@@ -1103,7 +1104,7 @@ fn after_submit(
     batches: Vec<(Vec<u64>, Option<u32>)>,
 ) {
     let t0 = runtime::prof::start();
-    let host_ns = runtime::now_ns();
+    let host_ns = runtime::call_ns();
     let mut guard = d.lock();
     let st = &mut *guard;
     let family = st.queues.get(&queue).copied().unwrap_or(u32::MAX);
@@ -1318,7 +1319,7 @@ fn complete_inner(d: &'static DeviceData, done: impl Fn(&PendingCopy) -> bool) {
             dst_offset: op.dst_offset,
             stride: op.stride,
             flags: op.flags,
-            host_ns: runtime::now_ns(),
+            host_ns: runtime::call_ns(),
             data,
         }));
     }
@@ -1711,7 +1712,7 @@ pub unsafe extern "system" fn vkGetQueryPoolResults(
     if !runtime::capturing() {
         return r;
     }
-    let host_ns = runtime::now_ns();
+    let host_ns = runtime::call_ns();
     let t0 = runtime::prof::start();
     guard("vkGetQueryPoolResults", || {
         let cmd = vkstream::ids::vkGetQueryPoolResults;
