@@ -585,32 +585,42 @@ struct Hot {
     tsc_mult: AtomicU64,
 }
 
-static HOT: Hot = Hot {
-    active: AtomicBool::new(false),
-    tracking: AtomicBool::new(false),
-    profile: AtomicBool::new(false),
-    main_tid: AtomicU32::new(0),
-    seq: AtomicU64::new(0),
-    thread_key: AtomicU64::new(0),
-    main_self: AtomicU64::new(0),
-    anchor_gen: AtomicU64::new(0),
-    anchor_tsc: AtomicU64::new(0),
-    anchor_ns: AtomicU64::new(0),
-    tsc_mult: AtomicU64::new(0),
+/// The hot flags' line and, right after it, the capture lock's (with the writer pointer behind it):
+/// one 128-byte block on one page, where each was on a page of its own. A recorded call reads
+/// both, and after the driver's work the core's adjacent-line prefetch brings the pair in one
+/// miss, with one TLB walk at most.
+#[repr(C, align(128))]
+struct Statics {
+    hot: Hot,
+    /// Serialises sequence numbers with writes, so records appear in the file in `seq` order.
+    /// parking_lot's: no poisoning to check (see the writer's open block).
+    capture: parking_lot::Mutex<Option<Capture>>,
+}
+
+static STATICS: Statics = Statics {
+    hot: Hot {
+        active: AtomicBool::new(false),
+        tracking: AtomicBool::new(false),
+        profile: AtomicBool::new(false),
+        main_tid: AtomicU32::new(0),
+        seq: AtomicU64::new(0),
+        thread_key: AtomicU64::new(0),
+        main_self: AtomicU64::new(0),
+        anchor_gen: AtomicU64::new(0),
+        anchor_tsc: AtomicU64::new(0),
+        anchor_ns: AtomicU64::new(0),
+        tsc_mult: AtomicU64::new(0),
+    },
+    capture: parking_lot::Mutex::new(None),
 };
+
+/// `STATICS.hot`, by its short name.
+static HOT: &Hot = &STATICS.hot;
+
 const _: () = assert!(std::mem::size_of::<Hot>() == 64);
 
 type CaptureGuard = parking_lot::MutexGuard<'static, Option<Capture>>;
 
-/// Serialises sequence numbers with writes, so records appear in the file in `seq` order.
-/// parking_lot's: no poisoning to check (see the writer's open block).
-static CAPTURE: LineAligned<parking_lot::Mutex<Option<Capture>>> =
-    LineAligned(parking_lot::Mutex::new(None));
-
-/// A static on a cache line of its own, so the capture lock and the writer a call reads behind it
-/// share one line (checked by a test).
-#[repr(C, align(64))]
-struct LineAligned<T>(T);
 /// Trace paths (before numbering) this process opened: a path used again gets `.N`.
 static OPENED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Set once the frame range is done or an internal error happened: no new trace opens.
@@ -682,7 +692,7 @@ fn abandon_tracking(message: &str) {
 }
 
 fn lock_capture() -> CaptureGuard {
-    CAPTURE.0.lock()
+    STATICS.capture.lock()
 }
 
 /// Opens the trace (at the first vkCreateInstance, or the first after every instance was destroyed);
@@ -1628,7 +1638,8 @@ mod tests {
     #[test]
     fn the_capture_lock_and_its_writer_share_a_line() {
         use std::mem::{align_of_val, offset_of, size_of};
-        assert_eq!(align_of_val(&CAPTURE), 64);
+        assert_eq!(align_of_val(&STATICS), 128);
+        assert_eq!(offset_of!(Statics, capture), 64);
         assert_eq!(offset_of!(Capture, writer), 0);
         // No tag before the capture: `None` is a niche inside it.
         assert_eq!(size_of::<Option<Capture>>(), size_of::<Capture>());
