@@ -1047,7 +1047,10 @@ fn record_dyn(cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
     seq
 }
 
-/// The hot path: the call is encoded straight into the trace's open block.
+/// The hot path: the call is encoded straight into the trace's open block. Inlined, down to the
+/// writer's append, into `record_dyn`: the shared part of a recorded call is one function, on one
+/// or two pages of code instead of one page per step.
+#[inline(always)]
 fn write_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
     write_call_then(thread, host_ns, cmd, result, encode, |_, _| {})
 }
@@ -1055,7 +1058,7 @@ fn write_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode)
 /// Writes a call and then, under the same capture lock, what `then` writes for its seq (results,
 /// query ops); a chained struct the encoder could not serialize is reported once the lock is
 /// released.
-#[inline]
+#[inline(always)]
 fn write_call_then(
     thread: u32,
     host_ns: u64,
@@ -1078,6 +1081,7 @@ fn write_call_then(
 
 /// `write_call` under the capture lock; returns the seq and the sType of a chained struct the
 /// encoder could not serialize (reported by the caller once the lock is released).
+#[inline(always)]
 fn write_call_locked(
     guard: &mut CaptureGuard,
     thread: u32,

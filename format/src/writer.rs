@@ -821,6 +821,7 @@ impl TraceWriter {
     /// into the open block (no buffer of their own). An error from `params` leaves the block as
     /// it was and is returned as an encoding error. Generic, so a caller's copy calls `params`
     /// directly: no vtable, and no trip through the GOT to reach this function.
+    #[inline(always)]
     pub fn write_call_with<F: FnOnce(&mut Vec<u8>) -> Result<(), String>>(
         &self,
         seq: u64,
@@ -830,26 +831,30 @@ impl TraceWriter {
         result: i32,
         params: F,
     ) -> Result<(), FormatError> {
-        self.append("Call", |buf| {
-            call_head(buf, seq, thread, cmd, host_ns, result);
-            // The length goes before the bytes: one byte reserved, widened when they are longer.
-            let at = buf.len();
-            buf.push(0);
-            params(buf)?;
-            let len = (buf.len() - at - 1) as u64;
-            if len < 251 {
-                buf[at] = len as u8;
-            } else {
-                let mut prefix = [0u8; 9];
-                // SAFETY: `prefix` has the 9 bytes `varint_raw` may write.
-                let k = unsafe { varint_raw(prefix.as_mut_ptr(), len) };
-                let end = buf.len();
-                buf.resize(end + k - 1, 0);
-                buf.copy_within(at + 1..end, at + k);
-                buf[at..at + k].copy_from_slice(&prefix[..k]);
-            }
-            Ok(())
-        })
+        self.append(
+            "Call",
+            #[inline(always)]
+            |buf| {
+                call_head(buf, seq, thread, cmd, host_ns, result);
+                // The length goes before the bytes: one byte reserved, widened when they are longer.
+                let at = buf.len();
+                buf.push(0);
+                params(buf)?;
+                let len = (buf.len() - at - 1) as u64;
+                if len < 251 {
+                    buf[at] = len as u8;
+                } else {
+                    let mut prefix = [0u8; 9];
+                    // SAFETY: `prefix` has the 9 bytes `varint_raw` may write.
+                    let k = unsafe { varint_raw(prefix.as_mut_ptr(), len) };
+                    let end = buf.len();
+                    buf.resize(end + k - 1, 0);
+                    buf.copy_within(at + 1..end, at + k);
+                    buf[at..at + k].copy_from_slice(&prefix[..k]);
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Appends a `Record::QueryResults` and a `Record::QueryAvailable` (same pool and host time)
@@ -873,6 +878,7 @@ impl TraceWriter {
     }
 
     /// Appends one record that `encode` writes into the open block, behind its length prefix.
+    #[inline(always)]
     fn append(
         &self,
         type_name: &'static str,
