@@ -18623,6 +18623,7 @@ pub mod structs {
     }
 }
 
+#[inline]
 pub unsafe fn vkCreateInstance(
     e: &mut Encoder,
     p_create_info: *const vk::InstanceCreateInfo<'_>,
@@ -18657,6 +18658,7 @@ pub unsafe fn vkCreateInstance(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyInstance(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -18675,6 +18677,7 @@ pub unsafe fn vkDestroyInstance(
         }
     }
 }
+#[inline]
 pub unsafe fn vkEnumeratePhysicalDevices(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -18711,6 +18714,7 @@ pub unsafe fn vkEnumeratePhysicalDevices(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceFeatures(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -18729,6 +18733,7 @@ pub unsafe fn vkGetPhysicalDeviceFeatures(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceFormatProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -18751,6 +18756,7 @@ pub unsafe fn vkGetPhysicalDeviceFormatProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceImageFormatProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -18781,6 +18787,7 @@ pub unsafe fn vkGetPhysicalDeviceImageFormatProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -18799,6 +18806,7 @@ pub unsafe fn vkGetPhysicalDeviceProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceQueueFamilyProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -18835,6 +18843,7 @@ pub unsafe fn vkGetPhysicalDeviceQueueFamilyProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceMemoryProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -18853,6 +18862,7 @@ pub unsafe fn vkGetPhysicalDeviceMemoryProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetInstanceProcAddr(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -18876,6 +18886,7 @@ pub unsafe fn vkGetInstanceProcAddr(
         None => 0,
     });
 }
+#[inline]
 pub unsafe fn vkGetDeviceProcAddr(
     e: &mut Encoder,
     device: vk::Device,
@@ -18899,6 +18910,7 @@ pub unsafe fn vkGetDeviceProcAddr(
         None => 0,
     });
 }
+#[inline]
 pub unsafe fn vkCreateDevice(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -18937,6 +18949,7 @@ pub unsafe fn vkCreateDevice(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyDevice(
     e: &mut Encoder,
     device: vk::Device,
@@ -18955,6 +18968,7 @@ pub unsafe fn vkDestroyDevice(
         }
     }
 }
+#[inline]
 pub unsafe fn vkEnumerateInstanceExtensionProperties(
     e: &mut Encoder,
     p_layer_name: *const c_char,
@@ -18997,6 +19011,7 @@ pub unsafe fn vkEnumerateInstanceExtensionProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkEnumerateDeviceExtensionProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -19043,6 +19058,7 @@ pub unsafe fn vkEnumerateDeviceExtensionProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkEnumerateInstanceLayerProperties(
     e: &mut Encoder,
     p_property_count: *mut u32,
@@ -19075,6 +19091,7 @@ pub unsafe fn vkEnumerateInstanceLayerProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkEnumerateDeviceLayerProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -19111,6 +19128,7 @@ pub unsafe fn vkEnumerateDeviceLayerProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceQueue(
     e: &mut Encoder,
     device: vk::Device,
@@ -19135,6 +19153,7 @@ pub unsafe fn vkGetDeviceQueue(
         }
     }
 }
+#[inline]
 pub unsafe fn vkQueueSubmit(
     e: &mut Encoder,
     queue: vk::Queue,
@@ -19165,16 +19184,19 @@ pub unsafe fn vkQueueSubmit(
         e.raw(&Handle::as_raw((*&fence)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkQueueWaitIdle(e: &mut Encoder, queue: vk::Queue) {
     {
         e.raw(&Handle::as_raw((*&queue)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkDeviceWaitIdle(e: &mut Encoder, device: vk::Device) {
     {
         e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkAllocateMemory(
     e: &mut Encoder,
     device: vk::Device,
@@ -19213,6 +19235,7 @@ pub unsafe fn vkAllocateMemory(
         }
     }
 }
+#[inline]
 pub unsafe fn vkFreeMemory(
     e: &mut Encoder,
     device: vk::Device,
@@ -19235,6 +19258,7 @@ pub unsafe fn vkFreeMemory(
         }
     }
 }
+#[inline]
 pub unsafe fn vkMapMemory(
     e: &mut Encoder,
     device: vk::Device,
@@ -19263,6 +19287,7 @@ pub unsafe fn vkMapMemory(
         }
     }
 }
+#[inline]
 pub unsafe fn vkUnmapMemory(e: &mut Encoder, device: vk::Device, memory: vk::DeviceMemory) {
     {
         let mut b = [0u8; 16];
@@ -19271,6 +19296,7 @@ pub unsafe fn vkUnmapMemory(e: &mut Encoder, device: vk::Device, memory: vk::Dev
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkFlushMappedMemoryRanges(
     e: &mut Encoder,
     device: vk::Device,
@@ -19297,6 +19323,7 @@ pub unsafe fn vkFlushMappedMemoryRanges(
         }
     }
 }
+#[inline]
 pub unsafe fn vkInvalidateMappedMemoryRanges(
     e: &mut Encoder,
     device: vk::Device,
@@ -19323,6 +19350,7 @@ pub unsafe fn vkInvalidateMappedMemoryRanges(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceMemoryCommitment(
     e: &mut Encoder,
     device: vk::Device,
@@ -19345,6 +19373,7 @@ pub unsafe fn vkGetDeviceMemoryCommitment(
         }
     }
 }
+#[inline]
 pub unsafe fn vkBindBufferMemory(
     e: &mut Encoder,
     device: vk::Device,
@@ -19361,6 +19390,7 @@ pub unsafe fn vkBindBufferMemory(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkBindImageMemory(
     e: &mut Encoder,
     device: vk::Device,
@@ -19377,6 +19407,7 @@ pub unsafe fn vkBindImageMemory(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetBufferMemoryRequirements(
     e: &mut Encoder,
     device: vk::Device,
@@ -19399,6 +19430,7 @@ pub unsafe fn vkGetBufferMemoryRequirements(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetImageMemoryRequirements(
     e: &mut Encoder,
     device: vk::Device,
@@ -19421,6 +19453,7 @@ pub unsafe fn vkGetImageMemoryRequirements(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetImageSparseMemoryRequirements(
     e: &mut Encoder,
     device: vk::Device,
@@ -19461,6 +19494,7 @@ pub unsafe fn vkGetImageSparseMemoryRequirements(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSparseImageFormatProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -19509,6 +19543,7 @@ pub unsafe fn vkGetPhysicalDeviceSparseImageFormatProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkQueueBindSparse(
     e: &mut Encoder,
     queue: vk::Queue,
@@ -19539,6 +19574,7 @@ pub unsafe fn vkQueueBindSparse(
         e.raw(&Handle::as_raw((*&fence)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCreateFence(
     e: &mut Encoder,
     device: vk::Device,
@@ -19577,6 +19613,7 @@ pub unsafe fn vkCreateFence(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyFence(
     e: &mut Encoder,
     device: vk::Device,
@@ -19599,6 +19636,7 @@ pub unsafe fn vkDestroyFence(
         }
     }
 }
+#[inline]
 pub unsafe fn vkResetFences(
     e: &mut Encoder,
     device: vk::Device,
@@ -19625,6 +19663,7 @@ pub unsafe fn vkResetFences(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetFenceStatus(e: &mut Encoder, device: vk::Device, fence: vk::Fence) {
     {
         let mut b = [0u8; 16];
@@ -19633,6 +19672,7 @@ pub unsafe fn vkGetFenceStatus(e: &mut Encoder, device: vk::Device, fence: vk::F
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkWaitForFences(
     e: &mut Encoder,
     device: vk::Device,
@@ -19667,6 +19707,7 @@ pub unsafe fn vkWaitForFences(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCreateSemaphore(
     e: &mut Encoder,
     device: vk::Device,
@@ -19705,6 +19746,7 @@ pub unsafe fn vkCreateSemaphore(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroySemaphore(
     e: &mut Encoder,
     device: vk::Device,
@@ -19727,6 +19769,7 @@ pub unsafe fn vkDestroySemaphore(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateEvent(
     e: &mut Encoder,
     device: vk::Device,
@@ -19765,6 +19808,7 @@ pub unsafe fn vkCreateEvent(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyEvent(
     e: &mut Encoder,
     device: vk::Device,
@@ -19787,6 +19831,7 @@ pub unsafe fn vkDestroyEvent(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetEventStatus(e: &mut Encoder, device: vk::Device, event: vk::Event) {
     {
         let mut b = [0u8; 16];
@@ -19795,6 +19840,7 @@ pub unsafe fn vkGetEventStatus(e: &mut Encoder, device: vk::Device, event: vk::E
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkSetEvent(e: &mut Encoder, device: vk::Device, event: vk::Event) {
     {
         let mut b = [0u8; 16];
@@ -19803,6 +19849,7 @@ pub unsafe fn vkSetEvent(e: &mut Encoder, device: vk::Device, event: vk::Event) 
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkResetEvent(e: &mut Encoder, device: vk::Device, event: vk::Event) {
     {
         let mut b = [0u8; 16];
@@ -19811,6 +19858,7 @@ pub unsafe fn vkResetEvent(e: &mut Encoder, device: vk::Device, event: vk::Event
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCreateQueryPool(
     e: &mut Encoder,
     device: vk::Device,
@@ -19849,6 +19897,7 @@ pub unsafe fn vkCreateQueryPool(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyQueryPool(
     e: &mut Encoder,
     device: vk::Device,
@@ -19871,6 +19920,7 @@ pub unsafe fn vkDestroyQueryPool(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetQueryPoolResults(
     e: &mut Encoder,
     device: vk::Device,
@@ -19909,6 +19959,7 @@ pub unsafe fn vkGetQueryPoolResults(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCreateBuffer(
     e: &mut Encoder,
     device: vk::Device,
@@ -19947,6 +19998,7 @@ pub unsafe fn vkCreateBuffer(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyBuffer(
     e: &mut Encoder,
     device: vk::Device,
@@ -19969,6 +20021,7 @@ pub unsafe fn vkDestroyBuffer(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateBufferView(
     e: &mut Encoder,
     device: vk::Device,
@@ -20007,6 +20060,7 @@ pub unsafe fn vkCreateBufferView(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyBufferView(
     e: &mut Encoder,
     device: vk::Device,
@@ -20029,6 +20083,7 @@ pub unsafe fn vkDestroyBufferView(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateImage(
     e: &mut Encoder,
     device: vk::Device,
@@ -20067,6 +20122,7 @@ pub unsafe fn vkCreateImage(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyImage(
     e: &mut Encoder,
     device: vk::Device,
@@ -20089,6 +20145,7 @@ pub unsafe fn vkDestroyImage(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetImageSubresourceLayout(
     e: &mut Encoder,
     device: vk::Device,
@@ -20121,6 +20178,7 @@ pub unsafe fn vkGetImageSubresourceLayout(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateImageView(
     e: &mut Encoder,
     device: vk::Device,
@@ -20159,6 +20217,7 @@ pub unsafe fn vkCreateImageView(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyImageView(
     e: &mut Encoder,
     device: vk::Device,
@@ -20181,6 +20240,7 @@ pub unsafe fn vkDestroyImageView(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateShaderModule(
     e: &mut Encoder,
     device: vk::Device,
@@ -20219,6 +20279,7 @@ pub unsafe fn vkCreateShaderModule(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyShaderModule(
     e: &mut Encoder,
     device: vk::Device,
@@ -20241,6 +20302,7 @@ pub unsafe fn vkDestroyShaderModule(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreatePipelineCache(
     e: &mut Encoder,
     device: vk::Device,
@@ -20279,6 +20341,7 @@ pub unsafe fn vkCreatePipelineCache(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyPipelineCache(
     e: &mut Encoder,
     device: vk::Device,
@@ -20301,6 +20364,7 @@ pub unsafe fn vkDestroyPipelineCache(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPipelineCacheData(
     e: &mut Encoder,
     device: vk::Device,
@@ -20339,6 +20403,7 @@ pub unsafe fn vkGetPipelineCacheData(
         }
     }
 }
+#[inline]
 pub unsafe fn vkMergePipelineCaches(
     e: &mut Encoder,
     device: vk::Device,
@@ -20367,6 +20432,7 @@ pub unsafe fn vkMergePipelineCaches(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateGraphicsPipelines(
     e: &mut Encoder,
     device: vk::Device,
@@ -20419,6 +20485,7 @@ pub unsafe fn vkCreateGraphicsPipelines(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateComputePipelines(
     e: &mut Encoder,
     device: vk::Device,
@@ -20471,6 +20538,7 @@ pub unsafe fn vkCreateComputePipelines(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyPipeline(
     e: &mut Encoder,
     device: vk::Device,
@@ -20493,6 +20561,7 @@ pub unsafe fn vkDestroyPipeline(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreatePipelineLayout(
     e: &mut Encoder,
     device: vk::Device,
@@ -20531,6 +20600,7 @@ pub unsafe fn vkCreatePipelineLayout(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyPipelineLayout(
     e: &mut Encoder,
     device: vk::Device,
@@ -20553,6 +20623,7 @@ pub unsafe fn vkDestroyPipelineLayout(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateSampler(
     e: &mut Encoder,
     device: vk::Device,
@@ -20591,6 +20662,7 @@ pub unsafe fn vkCreateSampler(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroySampler(
     e: &mut Encoder,
     device: vk::Device,
@@ -20613,6 +20685,7 @@ pub unsafe fn vkDestroySampler(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateDescriptorSetLayout(
     e: &mut Encoder,
     device: vk::Device,
@@ -20651,6 +20724,7 @@ pub unsafe fn vkCreateDescriptorSetLayout(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyDescriptorSetLayout(
     e: &mut Encoder,
     device: vk::Device,
@@ -20673,6 +20747,7 @@ pub unsafe fn vkDestroyDescriptorSetLayout(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateDescriptorPool(
     e: &mut Encoder,
     device: vk::Device,
@@ -20711,6 +20786,7 @@ pub unsafe fn vkCreateDescriptorPool(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyDescriptorPool(
     e: &mut Encoder,
     device: vk::Device,
@@ -20733,6 +20809,7 @@ pub unsafe fn vkDestroyDescriptorPool(
         }
     }
 }
+#[inline]
 pub unsafe fn vkResetDescriptorPool(
     e: &mut Encoder,
     device: vk::Device,
@@ -20747,6 +20824,7 @@ pub unsafe fn vkResetDescriptorPool(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkAllocateDescriptorSets(
     e: &mut Encoder,
     device: vk::Device,
@@ -20783,6 +20861,7 @@ pub unsafe fn vkAllocateDescriptorSets(
         }
     }
 }
+#[inline]
 pub unsafe fn vkFreeDescriptorSets(
     e: &mut Encoder,
     device: vk::Device,
@@ -20811,6 +20890,7 @@ pub unsafe fn vkFreeDescriptorSets(
         }
     }
 }
+#[inline]
 pub unsafe fn vkUpdateDescriptorSets(
     e: &mut Encoder,
     device: vk::Device,
@@ -20855,6 +20935,7 @@ pub unsafe fn vkUpdateDescriptorSets(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateFramebuffer(
     e: &mut Encoder,
     device: vk::Device,
@@ -20893,6 +20974,7 @@ pub unsafe fn vkCreateFramebuffer(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyFramebuffer(
     e: &mut Encoder,
     device: vk::Device,
@@ -20915,6 +20997,7 @@ pub unsafe fn vkDestroyFramebuffer(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateRenderPass(
     e: &mut Encoder,
     device: vk::Device,
@@ -20953,6 +21036,7 @@ pub unsafe fn vkCreateRenderPass(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyRenderPass(
     e: &mut Encoder,
     device: vk::Device,
@@ -20975,6 +21059,7 @@ pub unsafe fn vkDestroyRenderPass(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetRenderAreaGranularity(
     e: &mut Encoder,
     device: vk::Device,
@@ -20997,6 +21082,7 @@ pub unsafe fn vkGetRenderAreaGranularity(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateCommandPool(
     e: &mut Encoder,
     device: vk::Device,
@@ -21035,6 +21121,7 @@ pub unsafe fn vkCreateCommandPool(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyCommandPool(
     e: &mut Encoder,
     device: vk::Device,
@@ -21057,6 +21144,7 @@ pub unsafe fn vkDestroyCommandPool(
         }
     }
 }
+#[inline]
 pub unsafe fn vkResetCommandPool(
     e: &mut Encoder,
     device: vk::Device,
@@ -21071,6 +21159,7 @@ pub unsafe fn vkResetCommandPool(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkAllocateCommandBuffers(
     e: &mut Encoder,
     device: vk::Device,
@@ -21107,6 +21196,7 @@ pub unsafe fn vkAllocateCommandBuffers(
         }
     }
 }
+#[inline]
 pub unsafe fn vkFreeCommandBuffers(
     e: &mut Encoder,
     device: vk::Device,
@@ -21135,6 +21225,7 @@ pub unsafe fn vkFreeCommandBuffers(
         }
     }
 }
+#[inline]
 pub unsafe fn vkBeginCommandBuffer(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21153,11 +21244,13 @@ pub unsafe fn vkBeginCommandBuffer(
         }
     }
 }
+#[inline]
 pub unsafe fn vkEndCommandBuffer(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
         e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkResetCommandBuffer(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21170,6 +21263,7 @@ pub unsafe fn vkResetCommandBuffer(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindPipeline(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21184,6 +21278,7 @@ pub unsafe fn vkCmdBindPipeline(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetViewport(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21212,6 +21307,7 @@ pub unsafe fn vkCmdSetViewport(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetScissor(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21240,6 +21336,7 @@ pub unsafe fn vkCmdSetScissor(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetLineWidth(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21252,6 +21349,7 @@ pub unsafe fn vkCmdSetLineWidth(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthBias(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21268,6 +21366,7 @@ pub unsafe fn vkCmdSetDepthBias(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetBlendConstants(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21288,6 +21387,7 @@ pub unsafe fn vkCmdSetBlendConstants(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthBounds(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21302,6 +21402,7 @@ pub unsafe fn vkCmdSetDepthBounds(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetStencilCompareMask(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21316,6 +21417,7 @@ pub unsafe fn vkCmdSetStencilCompareMask(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetStencilWriteMask(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21330,6 +21432,7 @@ pub unsafe fn vkCmdSetStencilWriteMask(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetStencilReference(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21344,6 +21447,7 @@ pub unsafe fn vkCmdSetStencilReference(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindDescriptorSets(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21394,6 +21498,7 @@ pub unsafe fn vkCmdBindDescriptorSets(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindIndexBuffer(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21410,6 +21515,7 @@ pub unsafe fn vkCmdBindIndexBuffer(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindVertexBuffers(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21452,6 +21558,7 @@ pub unsafe fn vkCmdBindVertexBuffers(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDraw(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21470,6 +21577,7 @@ pub unsafe fn vkCmdDraw(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawIndexed(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21490,6 +21598,7 @@ pub unsafe fn vkCmdDrawIndexed(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawIndirect(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21508,6 +21617,7 @@ pub unsafe fn vkCmdDrawIndirect(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawIndexedIndirect(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21526,6 +21636,7 @@ pub unsafe fn vkCmdDrawIndexedIndirect(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDispatch(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21542,6 +21653,7 @@ pub unsafe fn vkCmdDispatch(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDispatchIndirect(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21556,6 +21668,7 @@ pub unsafe fn vkCmdDispatchIndirect(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyBuffer(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21586,6 +21699,7 @@ pub unsafe fn vkCmdCopyBuffer(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyImage(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21620,6 +21734,7 @@ pub unsafe fn vkCmdCopyImage(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBlitImage(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21658,6 +21773,7 @@ pub unsafe fn vkCmdBlitImage(
         e.raw(&(*&filter).as_raw().to_le_bytes()[..4]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyBufferToImage(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21690,6 +21806,7 @@ pub unsafe fn vkCmdCopyBufferToImage(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyImageToBuffer(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21722,6 +21839,7 @@ pub unsafe fn vkCmdCopyImageToBuffer(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdUpdateBuffer(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21750,6 +21868,7 @@ pub unsafe fn vkCmdUpdateBuffer(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdFillBuffer(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21768,6 +21887,7 @@ pub unsafe fn vkCmdFillBuffer(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdClearColorImage(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21810,6 +21930,7 @@ pub unsafe fn vkCmdClearColorImage(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdClearDepthStencilImage(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21852,6 +21973,7 @@ pub unsafe fn vkCmdClearDepthStencilImage(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdClearAttachments(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21896,6 +22018,7 @@ pub unsafe fn vkCmdClearAttachments(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdResolveImage(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21930,6 +22053,7 @@ pub unsafe fn vkCmdResolveImage(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetEvent(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21944,6 +22068,7 @@ pub unsafe fn vkCmdSetEvent(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdResetEvent(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -21958,6 +22083,7 @@ pub unsafe fn vkCmdResetEvent(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdWaitEvents(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22044,6 +22170,7 @@ pub unsafe fn vkCmdWaitEvents(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdPipelineBarrier(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22112,6 +22239,7 @@ pub unsafe fn vkCmdPipelineBarrier(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBeginQuery(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22128,6 +22256,7 @@ pub unsafe fn vkCmdBeginQuery(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdEndQuery(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22142,6 +22271,7 @@ pub unsafe fn vkCmdEndQuery(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdResetQueryPool(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22158,6 +22288,7 @@ pub unsafe fn vkCmdResetQueryPool(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdWriteTimestamp(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22174,6 +22305,7 @@ pub unsafe fn vkCmdWriteTimestamp(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyQueryPoolResults(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22198,6 +22330,7 @@ pub unsafe fn vkCmdCopyQueryPoolResults(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdPushConstants(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22228,6 +22361,7 @@ pub unsafe fn vkCmdPushConstants(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBeginRenderPass(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22250,6 +22384,7 @@ pub unsafe fn vkCmdBeginRenderPass(
         e.raw(&(*&contents).as_raw().to_le_bytes()[..4]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdNextSubpass(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22262,11 +22397,13 @@ pub unsafe fn vkCmdNextSubpass(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdEndRenderPass(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
         e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdExecuteCommands(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22293,6 +22430,7 @@ pub unsafe fn vkCmdExecuteCommands(
         }
     }
 }
+#[inline]
 pub unsafe fn vkEnumerateInstanceVersion(e: &mut Encoder, p_api_version: *mut u32) {
     {
         let p = p_api_version;
@@ -22304,6 +22442,7 @@ pub unsafe fn vkEnumerateInstanceVersion(e: &mut Encoder, p_api_version: *mut u3
         }
     }
 }
+#[inline]
 pub unsafe fn vkBindBufferMemory2(
     e: &mut Encoder,
     device: vk::Device,
@@ -22330,6 +22469,7 @@ pub unsafe fn vkBindBufferMemory2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkBindImageMemory2(
     e: &mut Encoder,
     device: vk::Device,
@@ -22356,6 +22496,7 @@ pub unsafe fn vkBindImageMemory2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceGroupPeerMemoryFeatures(
     e: &mut Encoder,
     device: vk::Device,
@@ -22382,6 +22523,7 @@ pub unsafe fn vkGetDeviceGroupPeerMemoryFeatures(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDeviceMask(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22394,6 +22536,7 @@ pub unsafe fn vkCmdSetDeviceMask(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDispatchBase(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -22416,6 +22559,7 @@ pub unsafe fn vkCmdDispatchBase(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkEnumeratePhysicalDeviceGroups(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -22452,6 +22596,7 @@ pub unsafe fn vkEnumeratePhysicalDeviceGroups(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetImageMemoryRequirements2(
     e: &mut Encoder,
     device: vk::Device,
@@ -22480,6 +22625,7 @@ pub unsafe fn vkGetImageMemoryRequirements2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetBufferMemoryRequirements2(
     e: &mut Encoder,
     device: vk::Device,
@@ -22508,6 +22654,7 @@ pub unsafe fn vkGetBufferMemoryRequirements2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetImageSparseMemoryRequirements2(
     e: &mut Encoder,
     device: vk::Device,
@@ -22554,6 +22701,7 @@ pub unsafe fn vkGetImageSparseMemoryRequirements2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceFeatures2(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -22572,6 +22720,7 @@ pub unsafe fn vkGetPhysicalDeviceFeatures2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceProperties2(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -22590,6 +22739,7 @@ pub unsafe fn vkGetPhysicalDeviceProperties2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceFormatProperties2(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -22612,6 +22762,7 @@ pub unsafe fn vkGetPhysicalDeviceFormatProperties2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceImageFormatProperties2(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -22640,6 +22791,7 @@ pub unsafe fn vkGetPhysicalDeviceImageFormatProperties2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceQueueFamilyProperties2(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -22676,6 +22828,7 @@ pub unsafe fn vkGetPhysicalDeviceQueueFamilyProperties2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceMemoryProperties2(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -22694,6 +22847,7 @@ pub unsafe fn vkGetPhysicalDeviceMemoryProperties2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSparseImageFormatProperties2(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -22740,6 +22894,7 @@ pub unsafe fn vkGetPhysicalDeviceSparseImageFormatProperties2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkTrimCommandPool(
     e: &mut Encoder,
     device: vk::Device,
@@ -22754,6 +22909,7 @@ pub unsafe fn vkTrimCommandPool(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceQueue2(
     e: &mut Encoder,
     device: vk::Device,
@@ -22782,6 +22938,7 @@ pub unsafe fn vkGetDeviceQueue2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateSamplerYcbcrConversion(
     e: &mut Encoder,
     device: vk::Device,
@@ -22820,6 +22977,7 @@ pub unsafe fn vkCreateSamplerYcbcrConversion(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroySamplerYcbcrConversion(
     e: &mut Encoder,
     device: vk::Device,
@@ -22842,6 +23000,7 @@ pub unsafe fn vkDestroySamplerYcbcrConversion(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateDescriptorUpdateTemplate(
     e: &mut Encoder,
     device: vk::Device,
@@ -22880,6 +23039,7 @@ pub unsafe fn vkCreateDescriptorUpdateTemplate(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyDescriptorUpdateTemplate(
     e: &mut Encoder,
     device: vk::Device,
@@ -22902,6 +23062,7 @@ pub unsafe fn vkDestroyDescriptorUpdateTemplate(
         }
     }
 }
+#[inline]
 pub unsafe fn vkUpdateDescriptorSetWithTemplate(
     e: &mut Encoder,
     device: vk::Device,
@@ -22929,6 +23090,7 @@ pub unsafe fn vkUpdateDescriptorSetWithTemplate(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceExternalBufferProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -22957,6 +23119,7 @@ pub unsafe fn vkGetPhysicalDeviceExternalBufferProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceExternalFenceProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -22985,6 +23148,7 @@ pub unsafe fn vkGetPhysicalDeviceExternalFenceProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceExternalSemaphoreProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -23013,6 +23177,7 @@ pub unsafe fn vkGetPhysicalDeviceExternalSemaphoreProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDescriptorSetLayoutSupport(
     e: &mut Encoder,
     device: vk::Device,
@@ -23041,6 +23206,7 @@ pub unsafe fn vkGetDescriptorSetLayoutSupport(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawIndirectCount(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23063,6 +23229,7 @@ pub unsafe fn vkCmdDrawIndirectCount(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawIndexedIndirectCount(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23085,6 +23252,7 @@ pub unsafe fn vkCmdDrawIndexedIndirectCount(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCreateRenderPass2(
     e: &mut Encoder,
     device: vk::Device,
@@ -23123,6 +23291,7 @@ pub unsafe fn vkCreateRenderPass2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBeginRenderPass2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23151,6 +23320,7 @@ pub unsafe fn vkCmdBeginRenderPass2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdNextSubpass2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23179,6 +23349,7 @@ pub unsafe fn vkCmdNextSubpass2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdEndRenderPass2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23197,6 +23368,7 @@ pub unsafe fn vkCmdEndRenderPass2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkResetQueryPool(
     e: &mut Encoder,
     device: vk::Device,
@@ -23213,6 +23385,7 @@ pub unsafe fn vkResetQueryPool(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetSemaphoreCounterValue(
     e: &mut Encoder,
     device: vk::Device,
@@ -23235,6 +23408,7 @@ pub unsafe fn vkGetSemaphoreCounterValue(
         }
     }
 }
+#[inline]
 pub unsafe fn vkWaitSemaphores(
     e: &mut Encoder,
     device: vk::Device,
@@ -23257,6 +23431,7 @@ pub unsafe fn vkWaitSemaphores(
         e.raw(&(*&timeout).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkSignalSemaphore(
     e: &mut Encoder,
     device: vk::Device,
@@ -23275,6 +23450,7 @@ pub unsafe fn vkSignalSemaphore(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetBufferDeviceAddress(
     e: &mut Encoder,
     device: vk::Device,
@@ -23295,6 +23471,7 @@ pub unsafe fn vkGetBufferDeviceAddress(
     }
     e.u64(ret);
 }
+#[inline]
 pub unsafe fn vkGetBufferOpaqueCaptureAddress(
     e: &mut Encoder,
     device: vk::Device,
@@ -23315,6 +23492,7 @@ pub unsafe fn vkGetBufferOpaqueCaptureAddress(
     }
     e.u64(ret);
 }
+#[inline]
 pub unsafe fn vkGetDeviceMemoryOpaqueCaptureAddress(
     e: &mut Encoder,
     device: vk::Device,
@@ -23335,6 +23513,7 @@ pub unsafe fn vkGetDeviceMemoryOpaqueCaptureAddress(
     }
     e.u64(ret);
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceToolProperties(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -23371,6 +23550,7 @@ pub unsafe fn vkGetPhysicalDeviceToolProperties(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreatePrivateDataSlot(
     e: &mut Encoder,
     device: vk::Device,
@@ -23409,6 +23589,7 @@ pub unsafe fn vkCreatePrivateDataSlot(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyPrivateDataSlot(
     e: &mut Encoder,
     device: vk::Device,
@@ -23431,6 +23612,7 @@ pub unsafe fn vkDestroyPrivateDataSlot(
         }
     }
 }
+#[inline]
 pub unsafe fn vkSetPrivateData(
     e: &mut Encoder,
     device: vk::Device,
@@ -23449,6 +23631,7 @@ pub unsafe fn vkSetPrivateData(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetPrivateData(
     e: &mut Encoder,
     device: vk::Device,
@@ -23475,6 +23658,7 @@ pub unsafe fn vkGetPrivateData(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetEvent2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23497,6 +23681,7 @@ pub unsafe fn vkCmdSetEvent2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdResetEvent2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23511,6 +23696,7 @@ pub unsafe fn vkCmdResetEvent2(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdWaitEvents2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23551,6 +23737,7 @@ pub unsafe fn vkCmdWaitEvents2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdPipelineBarrier2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23569,6 +23756,7 @@ pub unsafe fn vkCmdPipelineBarrier2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdWriteTimestamp2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23585,6 +23773,7 @@ pub unsafe fn vkCmdWriteTimestamp2(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkQueueSubmit2(
     e: &mut Encoder,
     queue: vk::Queue,
@@ -23615,6 +23804,7 @@ pub unsafe fn vkQueueSubmit2(
         e.raw(&Handle::as_raw((*&fence)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyBuffer2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23633,6 +23823,7 @@ pub unsafe fn vkCmdCopyBuffer2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyImage2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23651,6 +23842,7 @@ pub unsafe fn vkCmdCopyImage2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyBufferToImage2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23669,6 +23861,7 @@ pub unsafe fn vkCmdCopyBufferToImage2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyImageToBuffer2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23687,6 +23880,7 @@ pub unsafe fn vkCmdCopyImageToBuffer2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBlitImage2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23705,6 +23899,7 @@ pub unsafe fn vkCmdBlitImage2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdResolveImage2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23723,6 +23918,7 @@ pub unsafe fn vkCmdResolveImage2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBeginRendering(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23741,11 +23937,13 @@ pub unsafe fn vkCmdBeginRendering(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdEndRendering(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
         e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetCullMode(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23758,6 +23956,7 @@ pub unsafe fn vkCmdSetCullMode(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetFrontFace(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23770,6 +23969,7 @@ pub unsafe fn vkCmdSetFrontFace(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetPrimitiveTopology(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23782,6 +23982,7 @@ pub unsafe fn vkCmdSetPrimitiveTopology(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetViewportWithCount(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23808,6 +24009,7 @@ pub unsafe fn vkCmdSetViewportWithCount(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetScissorWithCount(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23834,6 +24036,7 @@ pub unsafe fn vkCmdSetScissorWithCount(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindVertexBuffers2(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23904,6 +24107,7 @@ pub unsafe fn vkCmdBindVertexBuffers2(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthTestEnable(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23916,6 +24120,7 @@ pub unsafe fn vkCmdSetDepthTestEnable(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthWriteEnable(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23928,6 +24133,7 @@ pub unsafe fn vkCmdSetDepthWriteEnable(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthCompareOp(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23940,6 +24146,7 @@ pub unsafe fn vkCmdSetDepthCompareOp(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthBoundsTestEnable(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23952,6 +24159,7 @@ pub unsafe fn vkCmdSetDepthBoundsTestEnable(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetStencilTestEnable(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23964,6 +24172,7 @@ pub unsafe fn vkCmdSetStencilTestEnable(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetStencilOp(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23984,6 +24193,7 @@ pub unsafe fn vkCmdSetStencilOp(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetRasterizerDiscardEnable(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -23996,6 +24206,7 @@ pub unsafe fn vkCmdSetRasterizerDiscardEnable(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthBiasEnable(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -24008,6 +24219,7 @@ pub unsafe fn vkCmdSetDepthBiasEnable(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetPrimitiveRestartEnable(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -24020,6 +24232,7 @@ pub unsafe fn vkCmdSetPrimitiveRestartEnable(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceBufferMemoryRequirements(
     e: &mut Encoder,
     device: vk::Device,
@@ -24048,6 +24261,7 @@ pub unsafe fn vkGetDeviceBufferMemoryRequirements(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceImageMemoryRequirements(
     e: &mut Encoder,
     device: vk::Device,
@@ -24076,6 +24290,7 @@ pub unsafe fn vkGetDeviceImageMemoryRequirements(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceImageSparseMemoryRequirements(
     e: &mut Encoder,
     device: vk::Device,
@@ -24122,6 +24337,7 @@ pub unsafe fn vkGetDeviceImageSparseMemoryRequirements(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroySurfaceKHR(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -24144,6 +24360,7 @@ pub unsafe fn vkDestroySurfaceKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSurfaceSupportKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24168,6 +24385,7 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceSupportKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilitiesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24190,6 +24408,7 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilitiesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSurfaceFormatsKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24230,6 +24449,7 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceFormatsKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSurfacePresentModesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24270,6 +24490,7 @@ pub unsafe fn vkGetPhysicalDeviceSurfacePresentModesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateSwapchainKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -24308,6 +24529,7 @@ pub unsafe fn vkCreateSwapchainKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroySwapchainKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -24330,6 +24552,7 @@ pub unsafe fn vkDestroySwapchainKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetSwapchainImagesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -24370,6 +24593,7 @@ pub unsafe fn vkGetSwapchainImagesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkAcquireNextImageKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -24398,6 +24622,7 @@ pub unsafe fn vkAcquireNextImageKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkQueuePresentKHR(
     e: &mut Encoder,
     queue: vk::Queue,
@@ -24416,6 +24641,7 @@ pub unsafe fn vkQueuePresentKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceGroupPresentCapabilitiesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -24434,6 +24660,7 @@ pub unsafe fn vkGetDeviceGroupPresentCapabilitiesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceGroupSurfacePresentModesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -24456,6 +24683,7 @@ pub unsafe fn vkGetDeviceGroupSurfacePresentModesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDevicePresentRectanglesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24496,6 +24724,7 @@ pub unsafe fn vkGetPhysicalDevicePresentRectanglesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkAcquireNextImage2KHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -24524,6 +24753,7 @@ pub unsafe fn vkAcquireNextImage2KHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceDisplayPropertiesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24560,6 +24790,7 @@ pub unsafe fn vkGetPhysicalDeviceDisplayPropertiesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceDisplayPlanePropertiesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24596,6 +24827,7 @@ pub unsafe fn vkGetPhysicalDeviceDisplayPlanePropertiesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDisplayPlaneSupportedDisplaysKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24636,6 +24868,7 @@ pub unsafe fn vkGetDisplayPlaneSupportedDisplaysKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDisplayModePropertiesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24676,6 +24909,7 @@ pub unsafe fn vkGetDisplayModePropertiesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateDisplayModeKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24718,6 +24952,7 @@ pub unsafe fn vkCreateDisplayModeKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDisplayPlaneCapabilitiesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24742,6 +24977,7 @@ pub unsafe fn vkGetDisplayPlaneCapabilitiesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateDisplayPlaneSurfaceKHR(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -24780,6 +25016,7 @@ pub unsafe fn vkCreateDisplayPlaneSurfaceKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateSharedSwapchainsKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -24830,6 +25067,7 @@ pub unsafe fn vkCreateSharedSwapchainsKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateXlibSurfaceKHR(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -24868,6 +25106,7 @@ pub unsafe fn vkCreateXlibSurfaceKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceXlibPresentationSupportKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24886,6 +25125,7 @@ pub unsafe fn vkGetPhysicalDeviceXlibPresentationSupportKHR(
     }
     e.u32(ret);
 }
+#[inline]
 pub unsafe fn vkCreateXcbSurfaceKHR(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -24924,6 +25164,7 @@ pub unsafe fn vkCreateXcbSurfaceKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceXcbPresentationSupportKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24942,6 +25183,7 @@ pub unsafe fn vkGetPhysicalDeviceXcbPresentationSupportKHR(
     }
     e.u32(ret);
 }
+#[inline]
 pub unsafe fn vkCreateWaylandSurfaceKHR(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -24980,6 +25222,7 @@ pub unsafe fn vkCreateWaylandSurfaceKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceWaylandPresentationSupportKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -24996,6 +25239,7 @@ pub unsafe fn vkGetPhysicalDeviceWaylandPresentationSupportKHR(
     }
     e.u32(ret);
 }
+#[inline]
 pub unsafe fn vkCreateDebugReportCallbackEXT(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -25034,6 +25278,7 @@ pub unsafe fn vkCreateDebugReportCallbackEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyDebugReportCallbackEXT(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -25056,6 +25301,7 @@ pub unsafe fn vkDestroyDebugReportCallbackEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDebugReportMessageEXT(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -25096,6 +25342,7 @@ pub unsafe fn vkDebugReportMessageEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDebugMarkerSetObjectTagEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -25114,6 +25361,7 @@ pub unsafe fn vkDebugMarkerSetObjectTagEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDebugMarkerSetObjectNameEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -25132,6 +25380,7 @@ pub unsafe fn vkDebugMarkerSetObjectNameEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDebugMarkerBeginEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25150,11 +25399,13 @@ pub unsafe fn vkCmdDebugMarkerBeginEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDebugMarkerEndEXT(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
         e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDebugMarkerInsertEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25173,6 +25424,7 @@ pub unsafe fn vkCmdDebugMarkerInsertEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceVideoCapabilitiesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -25201,6 +25453,7 @@ pub unsafe fn vkGetPhysicalDeviceVideoCapabilitiesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceVideoFormatPropertiesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -25247,6 +25500,7 @@ pub unsafe fn vkGetPhysicalDeviceVideoFormatPropertiesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateVideoSessionKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -25285,6 +25539,7 @@ pub unsafe fn vkCreateVideoSessionKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyVideoSessionKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -25307,6 +25562,7 @@ pub unsafe fn vkDestroyVideoSessionKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetVideoSessionMemoryRequirementsKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -25347,6 +25603,7 @@ pub unsafe fn vkGetVideoSessionMemoryRequirementsKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkBindVideoSessionMemoryKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -25375,6 +25632,7 @@ pub unsafe fn vkBindVideoSessionMemoryKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateVideoSessionParametersKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -25413,6 +25671,7 @@ pub unsafe fn vkCreateVideoSessionParametersKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkUpdateVideoSessionParametersKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -25435,6 +25694,7 @@ pub unsafe fn vkUpdateVideoSessionParametersKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyVideoSessionParametersKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -25457,6 +25717,7 @@ pub unsafe fn vkDestroyVideoSessionParametersKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBeginVideoCodingKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25475,6 +25736,7 @@ pub unsafe fn vkCmdBeginVideoCodingKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdEndVideoCodingKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25493,6 +25755,7 @@ pub unsafe fn vkCmdEndVideoCodingKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdControlVideoCodingKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25511,6 +25774,7 @@ pub unsafe fn vkCmdControlVideoCodingKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDecodeVideoKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25529,6 +25793,7 @@ pub unsafe fn vkCmdDecodeVideoKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindTransformFeedbackBuffersEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25585,6 +25850,7 @@ pub unsafe fn vkCmdBindTransformFeedbackBuffersEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBeginTransformFeedbackEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25627,6 +25893,7 @@ pub unsafe fn vkCmdBeginTransformFeedbackEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdEndTransformFeedbackEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25669,6 +25936,7 @@ pub unsafe fn vkCmdEndTransformFeedbackEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBeginQueryIndexedEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25687,6 +25955,7 @@ pub unsafe fn vkCmdBeginQueryIndexedEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdEndQueryIndexedEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25703,6 +25972,7 @@ pub unsafe fn vkCmdEndQueryIndexedEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawIndirectByteCountEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25725,6 +25995,7 @@ pub unsafe fn vkCmdDrawIndirectByteCountEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCreateCuModuleNVX(
     e: &mut Encoder,
     device: vk::Device,
@@ -25763,6 +26034,7 @@ pub unsafe fn vkCreateCuModuleNVX(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateCuFunctionNVX(
     e: &mut Encoder,
     device: vk::Device,
@@ -25801,6 +26073,7 @@ pub unsafe fn vkCreateCuFunctionNVX(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyCuModuleNVX(
     e: &mut Encoder,
     device: vk::Device,
@@ -25823,6 +26096,7 @@ pub unsafe fn vkDestroyCuModuleNVX(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyCuFunctionNVX(
     e: &mut Encoder,
     device: vk::Device,
@@ -25845,6 +26119,7 @@ pub unsafe fn vkDestroyCuFunctionNVX(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetImageViewHandleNVX(
     e: &mut Encoder,
     device: vk::Device,
@@ -25865,6 +26140,7 @@ pub unsafe fn vkGetImageViewHandleNVX(
     }
     e.u32(ret);
 }
+#[inline]
 pub unsafe fn vkGetImageViewAddressNVX(
     e: &mut Encoder,
     device: vk::Device,
@@ -25887,6 +26163,7 @@ pub unsafe fn vkGetImageViewAddressNVX(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawIndirectCountAMD(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25908,6 +26185,7 @@ pub unsafe fn vkCmdDrawIndirectCountAMD(
         stride,
     )
 }
+#[inline]
 pub unsafe fn vkCmdDrawIndexedIndirectCountAMD(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25929,6 +26207,7 @@ pub unsafe fn vkCmdDrawIndexedIndirectCountAMD(
         stride,
     )
 }
+#[inline]
 pub unsafe fn vkGetShaderInfoAMD(
     e: &mut Encoder,
     device: vk::Device,
@@ -25971,6 +26250,7 @@ pub unsafe fn vkGetShaderInfoAMD(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBeginRenderingKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -25978,9 +26258,11 @@ pub unsafe fn vkCmdBeginRenderingKHR(
 ) {
     vkCmdBeginRendering(e, command_buffer, p_rendering_info)
 }
+#[inline]
 pub unsafe fn vkCmdEndRenderingKHR(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     vkCmdEndRendering(e, command_buffer)
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceExternalImageFormatPropertiesNV(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26013,6 +26295,7 @@ pub unsafe fn vkGetPhysicalDeviceExternalImageFormatPropertiesNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceFeatures2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26020,6 +26303,7 @@ pub unsafe fn vkGetPhysicalDeviceFeatures2KHR(
 ) {
     vkGetPhysicalDeviceFeatures2(e, physical_device, p_features)
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceProperties2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26027,6 +26311,7 @@ pub unsafe fn vkGetPhysicalDeviceProperties2KHR(
 ) {
     vkGetPhysicalDeviceProperties2(e, physical_device, p_properties)
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceFormatProperties2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26035,6 +26320,7 @@ pub unsafe fn vkGetPhysicalDeviceFormatProperties2KHR(
 ) {
     vkGetPhysicalDeviceFormatProperties2(e, physical_device, format, p_format_properties)
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceImageFormatProperties2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26048,6 +26334,7 @@ pub unsafe fn vkGetPhysicalDeviceImageFormatProperties2KHR(
         p_image_format_properties,
     )
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceQueueFamilyProperties2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26061,6 +26348,7 @@ pub unsafe fn vkGetPhysicalDeviceQueueFamilyProperties2KHR(
         p_queue_family_properties,
     )
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceMemoryProperties2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26068,6 +26356,7 @@ pub unsafe fn vkGetPhysicalDeviceMemoryProperties2KHR(
 ) {
     vkGetPhysicalDeviceMemoryProperties2(e, physical_device, p_memory_properties)
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSparseImageFormatProperties2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26083,6 +26372,7 @@ pub unsafe fn vkGetPhysicalDeviceSparseImageFormatProperties2KHR(
         p_properties,
     )
 }
+#[inline]
 pub unsafe fn vkGetDeviceGroupPeerMemoryFeaturesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26100,6 +26390,7 @@ pub unsafe fn vkGetDeviceGroupPeerMemoryFeaturesKHR(
         p_peer_memory_features,
     )
 }
+#[inline]
 pub unsafe fn vkCmdSetDeviceMaskKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -26107,6 +26398,7 @@ pub unsafe fn vkCmdSetDeviceMaskKHR(
 ) {
     vkCmdSetDeviceMask(e, command_buffer, device_mask)
 }
+#[inline]
 pub unsafe fn vkCmdDispatchBaseKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -26128,6 +26420,7 @@ pub unsafe fn vkCmdDispatchBaseKHR(
         group_count_z,
     )
 }
+#[inline]
 pub unsafe fn vkTrimCommandPoolKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26136,6 +26429,7 @@ pub unsafe fn vkTrimCommandPoolKHR(
 ) {
     vkTrimCommandPool(e, device, command_pool, flags)
 }
+#[inline]
 pub unsafe fn vkEnumeratePhysicalDeviceGroupsKHR(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -26149,6 +26443,7 @@ pub unsafe fn vkEnumeratePhysicalDeviceGroupsKHR(
         p_physical_device_group_properties,
     )
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceExternalBufferPropertiesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26162,6 +26457,7 @@ pub unsafe fn vkGetPhysicalDeviceExternalBufferPropertiesKHR(
         p_external_buffer_properties,
     )
 }
+#[inline]
 pub unsafe fn vkGetMemoryFdKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26190,6 +26486,7 @@ pub unsafe fn vkGetMemoryFdKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetMemoryFdPropertiesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26214,6 +26511,7 @@ pub unsafe fn vkGetMemoryFdPropertiesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceExternalSemaphorePropertiesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26227,6 +26525,7 @@ pub unsafe fn vkGetPhysicalDeviceExternalSemaphorePropertiesKHR(
         p_external_semaphore_properties,
     )
 }
+#[inline]
 pub unsafe fn vkImportSemaphoreFdKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26245,6 +26544,7 @@ pub unsafe fn vkImportSemaphoreFdKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetSemaphoreFdKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26273,6 +26573,7 @@ pub unsafe fn vkGetSemaphoreFdKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdPushDescriptorSetKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -26305,6 +26606,7 @@ pub unsafe fn vkCmdPushDescriptorSetKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdPushDescriptorSetWithTemplateKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -26334,6 +26636,7 @@ pub unsafe fn vkCmdPushDescriptorSetWithTemplateKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBeginConditionalRenderingEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -26352,11 +26655,13 @@ pub unsafe fn vkCmdBeginConditionalRenderingEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdEndConditionalRenderingEXT(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
         e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCreateDescriptorUpdateTemplateKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26372,6 +26677,7 @@ pub unsafe fn vkCreateDescriptorUpdateTemplateKHR(
         p_descriptor_update_template,
     )
 }
+#[inline]
 pub unsafe fn vkDestroyDescriptorUpdateTemplateKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26380,6 +26686,7 @@ pub unsafe fn vkDestroyDescriptorUpdateTemplateKHR(
 ) {
     vkDestroyDescriptorUpdateTemplate(e, device, descriptor_update_template, p_allocator)
 }
+#[inline]
 pub unsafe fn vkUpdateDescriptorSetWithTemplateKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26397,6 +26704,7 @@ pub unsafe fn vkUpdateDescriptorSetWithTemplateKHR(
         data_size,
     )
 }
+#[inline]
 pub unsafe fn vkCmdSetViewportWScalingNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -26425,6 +26733,7 @@ pub unsafe fn vkCmdSetViewportWScalingNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkReleaseDisplayEXT(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26437,6 +26746,7 @@ pub unsafe fn vkReleaseDisplayEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilities2EXT(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26459,6 +26769,7 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilities2EXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDisplayPowerControlEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -26481,6 +26792,7 @@ pub unsafe fn vkDisplayPowerControlEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkRegisterDeviceEventEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -26519,6 +26831,7 @@ pub unsafe fn vkRegisterDeviceEventEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkRegisterDisplayEventEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -26561,6 +26874,7 @@ pub unsafe fn vkRegisterDisplayEventEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetSwapchainCounterEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -26585,6 +26899,7 @@ pub unsafe fn vkGetSwapchainCounterEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetRefreshCycleDurationGOOGLE(
     e: &mut Encoder,
     device: vk::Device,
@@ -26607,6 +26922,7 @@ pub unsafe fn vkGetRefreshCycleDurationGOOGLE(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPastPresentationTimingGOOGLE(
     e: &mut Encoder,
     device: vk::Device,
@@ -26647,6 +26963,7 @@ pub unsafe fn vkGetPastPresentationTimingGOOGLE(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDiscardRectangleEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -26675,6 +26992,7 @@ pub unsafe fn vkCmdSetDiscardRectangleEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkSetHdrMetadataEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -26715,6 +27033,7 @@ pub unsafe fn vkSetHdrMetadataEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateRenderPass2KHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26724,6 +27043,7 @@ pub unsafe fn vkCreateRenderPass2KHR(
 ) {
     vkCreateRenderPass2(e, device, p_create_info, p_allocator, p_render_pass)
 }
+#[inline]
 pub unsafe fn vkCmdBeginRenderPass2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -26732,6 +27052,7 @@ pub unsafe fn vkCmdBeginRenderPass2KHR(
 ) {
     vkCmdBeginRenderPass2(e, command_buffer, p_render_pass_begin, p_subpass_begin_info)
 }
+#[inline]
 pub unsafe fn vkCmdNextSubpass2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -26740,6 +27061,7 @@ pub unsafe fn vkCmdNextSubpass2KHR(
 ) {
     vkCmdNextSubpass2(e, command_buffer, p_subpass_begin_info, p_subpass_end_info)
 }
+#[inline]
 pub unsafe fn vkCmdEndRenderPass2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -26747,6 +27069,7 @@ pub unsafe fn vkCmdEndRenderPass2KHR(
 ) {
     vkCmdEndRenderPass2(e, command_buffer, p_subpass_end_info)
 }
+#[inline]
 pub unsafe fn vkGetSwapchainStatusKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26759,6 +27082,7 @@ pub unsafe fn vkGetSwapchainStatusKHR(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceExternalFencePropertiesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26772,6 +27096,7 @@ pub unsafe fn vkGetPhysicalDeviceExternalFencePropertiesKHR(
         p_external_fence_properties,
     )
 }
+#[inline]
 pub unsafe fn vkImportFenceFdKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26790,6 +27115,7 @@ pub unsafe fn vkImportFenceFdKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetFenceFdKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26818,6 +27144,7 @@ pub unsafe fn vkGetFenceFdKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26876,6 +27203,7 @@ pub unsafe fn vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26904,6 +27232,7 @@ pub unsafe fn vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkAcquireProfilingLockKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -26922,11 +27251,13 @@ pub unsafe fn vkAcquireProfilingLockKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkReleaseProfilingLockKHR(e: &mut Encoder, device: vk::Device) {
     {
         e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilities2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -26955,6 +27286,7 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceCapabilities2KHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSurfaceFormats2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -27001,6 +27333,7 @@ pub unsafe fn vkGetPhysicalDeviceSurfaceFormats2KHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceDisplayProperties2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -27037,6 +27370,7 @@ pub unsafe fn vkGetPhysicalDeviceDisplayProperties2KHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceDisplayPlaneProperties2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -27073,6 +27407,7 @@ pub unsafe fn vkGetPhysicalDeviceDisplayPlaneProperties2KHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDisplayModeProperties2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -27113,6 +27448,7 @@ pub unsafe fn vkGetDisplayModeProperties2KHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDisplayPlaneCapabilities2KHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -27141,6 +27477,7 @@ pub unsafe fn vkGetDisplayPlaneCapabilities2KHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkSetDebugUtilsObjectNameEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -27159,6 +27496,7 @@ pub unsafe fn vkSetDebugUtilsObjectNameEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkSetDebugUtilsObjectTagEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -27177,6 +27515,7 @@ pub unsafe fn vkSetDebugUtilsObjectTagEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkQueueBeginDebugUtilsLabelEXT(
     e: &mut Encoder,
     queue: vk::Queue,
@@ -27195,11 +27534,13 @@ pub unsafe fn vkQueueBeginDebugUtilsLabelEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkQueueEndDebugUtilsLabelEXT(e: &mut Encoder, queue: vk::Queue) {
     {
         e.raw(&Handle::as_raw((*&queue)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkQueueInsertDebugUtilsLabelEXT(
     e: &mut Encoder,
     queue: vk::Queue,
@@ -27218,6 +27559,7 @@ pub unsafe fn vkQueueInsertDebugUtilsLabelEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBeginDebugUtilsLabelEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -27236,11 +27578,13 @@ pub unsafe fn vkCmdBeginDebugUtilsLabelEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdEndDebugUtilsLabelEXT(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
         e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdInsertDebugUtilsLabelEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -27259,6 +27603,7 @@ pub unsafe fn vkCmdInsertDebugUtilsLabelEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateDebugUtilsMessengerEXT(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -27297,6 +27642,7 @@ pub unsafe fn vkCreateDebugUtilsMessengerEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyDebugUtilsMessengerEXT(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -27319,6 +27665,7 @@ pub unsafe fn vkDestroyDebugUtilsMessengerEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkSubmitDebugUtilsMessageEXT(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -27343,6 +27690,7 @@ pub unsafe fn vkSubmitDebugUtilsMessageEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetSampleLocationsEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -27361,6 +27709,7 @@ pub unsafe fn vkCmdSetSampleLocationsEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceMultisamplePropertiesEXT(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -27383,6 +27732,7 @@ pub unsafe fn vkGetPhysicalDeviceMultisamplePropertiesEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetImageMemoryRequirements2KHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27391,6 +27741,7 @@ pub unsafe fn vkGetImageMemoryRequirements2KHR(
 ) {
     vkGetImageMemoryRequirements2(e, device, p_info, p_memory_requirements)
 }
+#[inline]
 pub unsafe fn vkGetBufferMemoryRequirements2KHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27399,6 +27750,7 @@ pub unsafe fn vkGetBufferMemoryRequirements2KHR(
 ) {
     vkGetBufferMemoryRequirements2(e, device, p_info, p_memory_requirements)
 }
+#[inline]
 pub unsafe fn vkGetImageSparseMemoryRequirements2KHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27414,6 +27766,7 @@ pub unsafe fn vkGetImageSparseMemoryRequirements2KHR(
         p_sparse_memory_requirements,
     )
 }
+#[inline]
 pub unsafe fn vkCreateAccelerationStructureKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27452,6 +27805,7 @@ pub unsafe fn vkCreateAccelerationStructureKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyAccelerationStructureKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27474,6 +27828,7 @@ pub unsafe fn vkDestroyAccelerationStructureKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCopyAccelerationStructureKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27496,6 +27851,7 @@ pub unsafe fn vkCopyAccelerationStructureKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCopyAccelerationStructureToMemoryKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27518,6 +27874,7 @@ pub unsafe fn vkCopyAccelerationStructureToMemoryKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCopyMemoryToAccelerationStructureKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27540,6 +27897,7 @@ pub unsafe fn vkCopyMemoryToAccelerationStructureKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkWriteAccelerationStructuresPropertiesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27590,6 +27948,7 @@ pub unsafe fn vkWriteAccelerationStructuresPropertiesKHR(
         e.raw(&((*&stride) as u64).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyAccelerationStructureKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -27608,6 +27967,7 @@ pub unsafe fn vkCmdCopyAccelerationStructureKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyAccelerationStructureToMemoryKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -27626,6 +27986,7 @@ pub unsafe fn vkCmdCopyAccelerationStructureToMemoryKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyMemoryToAccelerationStructureKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -27644,6 +28005,7 @@ pub unsafe fn vkCmdCopyMemoryToAccelerationStructureKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetAccelerationStructureDeviceAddressKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27664,6 +28026,7 @@ pub unsafe fn vkGetAccelerationStructureDeviceAddressKHR(
     }
     e.u64(ret);
 }
+#[inline]
 pub unsafe fn vkCmdWriteAccelerationStructuresPropertiesKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -27700,6 +28063,7 @@ pub unsafe fn vkCmdWriteAccelerationStructuresPropertiesKHR(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceAccelerationStructureCompatibilityKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27728,6 +28092,7 @@ pub unsafe fn vkGetDeviceAccelerationStructureCompatibilityKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetAccelerationStructureBuildSizesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27778,6 +28143,7 @@ pub unsafe fn vkGetAccelerationStructureBuildSizesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdTraceRaysKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -27836,6 +28202,7 @@ pub unsafe fn vkCmdTraceRaysKHR(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCreateRayTracingPipelinesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27890,6 +28257,7 @@ pub unsafe fn vkCreateRayTracingPipelinesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetRayTracingShaderGroupHandlesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27920,6 +28288,7 @@ pub unsafe fn vkGetRayTracingShaderGroupHandlesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetRayTracingCaptureReplayShaderGroupHandlesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -27950,6 +28319,7 @@ pub unsafe fn vkGetRayTracingCaptureReplayShaderGroupHandlesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdTraceRaysIndirectKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28002,6 +28372,7 @@ pub unsafe fn vkCmdTraceRaysIndirectKHR(
         e.raw(&(*&indirect_device_address).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkGetRayTracingShaderGroupStackSizeKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -28020,6 +28391,7 @@ pub unsafe fn vkGetRayTracingShaderGroupStackSizeKHR(
     }
     e.u64(ret);
 }
+#[inline]
 pub unsafe fn vkCmdSetRayTracingPipelineStackSizeKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28032,6 +28404,7 @@ pub unsafe fn vkCmdSetRayTracingPipelineStackSizeKHR(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCreateSamplerYcbcrConversionKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -28041,6 +28414,7 @@ pub unsafe fn vkCreateSamplerYcbcrConversionKHR(
 ) {
     vkCreateSamplerYcbcrConversion(e, device, p_create_info, p_allocator, p_ycbcr_conversion)
 }
+#[inline]
 pub unsafe fn vkDestroySamplerYcbcrConversionKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -28049,6 +28423,7 @@ pub unsafe fn vkDestroySamplerYcbcrConversionKHR(
 ) {
     vkDestroySamplerYcbcrConversion(e, device, ycbcr_conversion, p_allocator)
 }
+#[inline]
 pub unsafe fn vkBindBufferMemory2KHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -28057,6 +28432,7 @@ pub unsafe fn vkBindBufferMemory2KHR(
 ) {
     vkBindBufferMemory2(e, device, bind_info_count, p_bind_infos)
 }
+#[inline]
 pub unsafe fn vkBindImageMemory2KHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -28065,6 +28441,7 @@ pub unsafe fn vkBindImageMemory2KHR(
 ) {
     vkBindImageMemory2(e, device, bind_info_count, p_bind_infos)
 }
+#[inline]
 pub unsafe fn vkGetImageDrmFormatModifierPropertiesEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -28087,6 +28464,7 @@ pub unsafe fn vkGetImageDrmFormatModifierPropertiesEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateValidationCacheEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -28125,6 +28503,7 @@ pub unsafe fn vkCreateValidationCacheEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyValidationCacheEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -28147,6 +28526,7 @@ pub unsafe fn vkDestroyValidationCacheEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkMergeValidationCachesEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -28175,6 +28555,7 @@ pub unsafe fn vkMergeValidationCachesEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetValidationCacheDataEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -28213,6 +28594,7 @@ pub unsafe fn vkGetValidationCacheDataEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindShadingRateImageNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28227,6 +28609,7 @@ pub unsafe fn vkCmdBindShadingRateImageNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetViewportShadingRatePaletteNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28255,6 +28638,7 @@ pub unsafe fn vkCmdSetViewportShadingRatePaletteNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetCoarseSampleOrderNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28283,6 +28667,7 @@ pub unsafe fn vkCmdSetCoarseSampleOrderNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateAccelerationStructureNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -28321,6 +28706,7 @@ pub unsafe fn vkCreateAccelerationStructureNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyAccelerationStructureNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -28343,6 +28729,7 @@ pub unsafe fn vkDestroyAccelerationStructureNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetAccelerationStructureMemoryRequirementsNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -28371,6 +28758,7 @@ pub unsafe fn vkGetAccelerationStructureMemoryRequirementsNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkBindAccelerationStructureMemoryNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -28397,6 +28785,7 @@ pub unsafe fn vkBindAccelerationStructureMemoryNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBuildAccelerationStructureNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28433,6 +28822,7 @@ pub unsafe fn vkCmdBuildAccelerationStructureNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyAccelerationStructureNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28449,6 +28839,7 @@ pub unsafe fn vkCmdCopyAccelerationStructureNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdTraceRaysNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28492,6 +28883,7 @@ pub unsafe fn vkCmdTraceRaysNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCreateRayTracingPipelinesNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -28544,6 +28936,7 @@ pub unsafe fn vkCreateRayTracingPipelinesNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetRayTracingShaderGroupHandlesNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -28563,6 +28956,7 @@ pub unsafe fn vkGetRayTracingShaderGroupHandlesNV(
         p_data,
     )
 }
+#[inline]
 pub unsafe fn vkGetAccelerationStructureHandleNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -28589,6 +28983,7 @@ pub unsafe fn vkGetAccelerationStructureHandleNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdWriteAccelerationStructuresPropertiesNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28625,6 +29020,7 @@ pub unsafe fn vkCmdWriteAccelerationStructuresPropertiesNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCompileDeferredNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -28639,6 +29035,7 @@ pub unsafe fn vkCompileDeferredNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetDescriptorSetLayoutSupportKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -28647,6 +29044,7 @@ pub unsafe fn vkGetDescriptorSetLayoutSupportKHR(
 ) {
     vkGetDescriptorSetLayoutSupport(e, device, p_create_info, p_support)
 }
+#[inline]
 pub unsafe fn vkCmdDrawIndirectCountKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28668,6 +29066,7 @@ pub unsafe fn vkCmdDrawIndirectCountKHR(
         stride,
     )
 }
+#[inline]
 pub unsafe fn vkCmdDrawIndexedIndirectCountKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28689,6 +29088,7 @@ pub unsafe fn vkCmdDrawIndexedIndirectCountKHR(
         stride,
     )
 }
+#[inline]
 pub unsafe fn vkGetMemoryHostPointerPropertiesEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -28713,6 +29113,7 @@ pub unsafe fn vkGetMemoryHostPointerPropertiesEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdWriteBufferMarkerAMD(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28731,6 +29132,7 @@ pub unsafe fn vkCmdWriteBufferMarkerAMD(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -28767,6 +29169,7 @@ pub unsafe fn vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetCalibratedTimestampsEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -28817,6 +29220,7 @@ pub unsafe fn vkGetCalibratedTimestampsEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawMeshTasksNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28831,6 +29235,7 @@ pub unsafe fn vkCmdDrawMeshTasksNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawMeshTasksIndirectNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28849,6 +29254,7 @@ pub unsafe fn vkCmdDrawMeshTasksIndirectNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawMeshTasksIndirectCountNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28871,6 +29277,7 @@ pub unsafe fn vkCmdDrawMeshTasksIndirectCountNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetExclusiveScissorNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28899,6 +29306,7 @@ pub unsafe fn vkCmdSetExclusiveScissorNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetCheckpointNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -28911,6 +29319,7 @@ pub unsafe fn vkCmdSetCheckpointNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetQueueCheckpointDataNV(
     e: &mut Encoder,
     queue: vk::Queue,
@@ -28947,6 +29356,7 @@ pub unsafe fn vkGetQueueCheckpointDataNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetSemaphoreCounterValueKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -28955,6 +29365,7 @@ pub unsafe fn vkGetSemaphoreCounterValueKHR(
 ) {
     vkGetSemaphoreCounterValue(e, device, semaphore, p_value)
 }
+#[inline]
 pub unsafe fn vkWaitSemaphoresKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -28963,6 +29374,7 @@ pub unsafe fn vkWaitSemaphoresKHR(
 ) {
     vkWaitSemaphores(e, device, p_wait_info, timeout)
 }
+#[inline]
 pub unsafe fn vkSignalSemaphoreKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -28970,6 +29382,7 @@ pub unsafe fn vkSignalSemaphoreKHR(
 ) {
     vkSignalSemaphore(e, device, p_signal_info)
 }
+#[inline]
 pub unsafe fn vkInitializePerformanceApiINTEL(
     e: &mut Encoder,
     device: vk::Device,
@@ -28988,11 +29401,13 @@ pub unsafe fn vkInitializePerformanceApiINTEL(
         }
     }
 }
+#[inline]
 pub unsafe fn vkUninitializePerformanceApiINTEL(e: &mut Encoder, device: vk::Device) {
     {
         e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetPerformanceMarkerINTEL(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29011,6 +29426,7 @@ pub unsafe fn vkCmdSetPerformanceMarkerINTEL(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetPerformanceStreamMarkerINTEL(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29029,6 +29445,7 @@ pub unsafe fn vkCmdSetPerformanceStreamMarkerINTEL(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetPerformanceOverrideINTEL(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29047,6 +29464,7 @@ pub unsafe fn vkCmdSetPerformanceOverrideINTEL(
         }
     }
 }
+#[inline]
 pub unsafe fn vkAcquirePerformanceConfigurationINTEL(
     e: &mut Encoder,
     device: vk::Device,
@@ -29075,6 +29493,7 @@ pub unsafe fn vkAcquirePerformanceConfigurationINTEL(
         }
     }
 }
+#[inline]
 pub unsafe fn vkReleasePerformanceConfigurationINTEL(
     e: &mut Encoder,
     device: vk::Device,
@@ -29087,6 +29506,7 @@ pub unsafe fn vkReleasePerformanceConfigurationINTEL(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkQueueSetPerformanceConfigurationINTEL(
     e: &mut Encoder,
     queue: vk::Queue,
@@ -29099,6 +29519,7 @@ pub unsafe fn vkQueueSetPerformanceConfigurationINTEL(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetPerformanceParameterINTEL(
     e: &mut Encoder,
     device: vk::Device,
@@ -29121,6 +29542,7 @@ pub unsafe fn vkGetPerformanceParameterINTEL(
         }
     }
 }
+#[inline]
 pub unsafe fn vkSetLocalDimmingAMD(
     e: &mut Encoder,
     device: vk::Device,
@@ -29135,6 +29557,7 @@ pub unsafe fn vkSetLocalDimmingAMD(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceFragmentShadingRatesKHR(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -29171,6 +29594,7 @@ pub unsafe fn vkGetPhysicalDeviceFragmentShadingRatesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetFragmentShadingRateKHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29201,6 +29625,7 @@ pub unsafe fn vkCmdSetFragmentShadingRateKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetBufferDeviceAddressEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -29209,6 +29634,7 @@ pub unsafe fn vkGetBufferDeviceAddressEXT(
 ) {
     vkGetBufferDeviceAddress(e, device, p_info, ret)
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceToolPropertiesEXT(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -29217,6 +29643,7 @@ pub unsafe fn vkGetPhysicalDeviceToolPropertiesEXT(
 ) {
     vkGetPhysicalDeviceToolProperties(e, physical_device, p_tool_count, p_tool_properties)
 }
+#[inline]
 pub unsafe fn vkWaitForPresentKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29233,6 +29660,7 @@ pub unsafe fn vkWaitForPresentKHR(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -29269,6 +29697,7 @@ pub unsafe fn vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -29305,6 +29734,7 @@ pub unsafe fn vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateHeadlessSurfaceEXT(
     e: &mut Encoder,
     instance: vk::Instance,
@@ -29343,6 +29773,7 @@ pub unsafe fn vkCreateHeadlessSurfaceEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetBufferDeviceAddressKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29351,6 +29782,7 @@ pub unsafe fn vkGetBufferDeviceAddressKHR(
 ) {
     vkGetBufferDeviceAddress(e, device, p_info, ret)
 }
+#[inline]
 pub unsafe fn vkGetBufferOpaqueCaptureAddressKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29359,6 +29791,7 @@ pub unsafe fn vkGetBufferOpaqueCaptureAddressKHR(
 ) {
     vkGetBufferOpaqueCaptureAddress(e, device, p_info, ret)
 }
+#[inline]
 pub unsafe fn vkGetDeviceMemoryOpaqueCaptureAddressKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29367,6 +29800,7 @@ pub unsafe fn vkGetDeviceMemoryOpaqueCaptureAddressKHR(
 ) {
     vkGetDeviceMemoryOpaqueCaptureAddress(e, device, p_info, ret)
 }
+#[inline]
 pub unsafe fn vkCmdSetLineStippleEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29381,6 +29815,7 @@ pub unsafe fn vkCmdSetLineStippleEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkResetQueryPoolEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -29390,6 +29825,7 @@ pub unsafe fn vkResetQueryPoolEXT(
 ) {
     vkResetQueryPool(e, device, query_pool, first_query, query_count)
 }
+#[inline]
 pub unsafe fn vkCmdSetCullModeEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29397,6 +29833,7 @@ pub unsafe fn vkCmdSetCullModeEXT(
 ) {
     vkCmdSetCullMode(e, command_buffer, cull_mode)
 }
+#[inline]
 pub unsafe fn vkCmdSetFrontFaceEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29404,6 +29841,7 @@ pub unsafe fn vkCmdSetFrontFaceEXT(
 ) {
     vkCmdSetFrontFace(e, command_buffer, front_face)
 }
+#[inline]
 pub unsafe fn vkCmdSetPrimitiveTopologyEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29411,6 +29849,7 @@ pub unsafe fn vkCmdSetPrimitiveTopologyEXT(
 ) {
     vkCmdSetPrimitiveTopology(e, command_buffer, primitive_topology)
 }
+#[inline]
 pub unsafe fn vkCmdSetViewportWithCountEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29419,6 +29858,7 @@ pub unsafe fn vkCmdSetViewportWithCountEXT(
 ) {
     vkCmdSetViewportWithCount(e, command_buffer, viewport_count, p_viewports)
 }
+#[inline]
 pub unsafe fn vkCmdSetScissorWithCountEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29427,6 +29867,7 @@ pub unsafe fn vkCmdSetScissorWithCountEXT(
 ) {
     vkCmdSetScissorWithCount(e, command_buffer, scissor_count, p_scissors)
 }
+#[inline]
 pub unsafe fn vkCmdBindVertexBuffers2EXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29448,6 +29889,7 @@ pub unsafe fn vkCmdBindVertexBuffers2EXT(
         p_strides,
     )
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthTestEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29455,6 +29897,7 @@ pub unsafe fn vkCmdSetDepthTestEnableEXT(
 ) {
     vkCmdSetDepthTestEnable(e, command_buffer, depth_test_enable)
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthWriteEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29462,6 +29905,7 @@ pub unsafe fn vkCmdSetDepthWriteEnableEXT(
 ) {
     vkCmdSetDepthWriteEnable(e, command_buffer, depth_write_enable)
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthCompareOpEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29469,6 +29913,7 @@ pub unsafe fn vkCmdSetDepthCompareOpEXT(
 ) {
     vkCmdSetDepthCompareOp(e, command_buffer, depth_compare_op)
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthBoundsTestEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29476,6 +29921,7 @@ pub unsafe fn vkCmdSetDepthBoundsTestEnableEXT(
 ) {
     vkCmdSetDepthBoundsTestEnable(e, command_buffer, depth_bounds_test_enable)
 }
+#[inline]
 pub unsafe fn vkCmdSetStencilTestEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29483,6 +29929,7 @@ pub unsafe fn vkCmdSetStencilTestEnableEXT(
 ) {
     vkCmdSetStencilTestEnable(e, command_buffer, stencil_test_enable)
 }
+#[inline]
 pub unsafe fn vkCmdSetStencilOpEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29502,6 +29949,7 @@ pub unsafe fn vkCmdSetStencilOpEXT(
         compare_op,
     )
 }
+#[inline]
 pub unsafe fn vkCreateDeferredOperationKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29530,6 +29978,7 @@ pub unsafe fn vkCreateDeferredOperationKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyDeferredOperationKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29552,6 +30001,7 @@ pub unsafe fn vkDestroyDeferredOperationKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDeferredOperationMaxConcurrencyKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29566,6 +30016,7 @@ pub unsafe fn vkGetDeferredOperationMaxConcurrencyKHR(
     }
     e.u32(ret);
 }
+#[inline]
 pub unsafe fn vkGetDeferredOperationResultKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29578,6 +30029,7 @@ pub unsafe fn vkGetDeferredOperationResultKHR(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkDeferredOperationJoinKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29590,6 +30042,7 @@ pub unsafe fn vkDeferredOperationJoinKHR(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetPipelineExecutablePropertiesKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29636,6 +30089,7 @@ pub unsafe fn vkGetPipelineExecutablePropertiesKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPipelineExecutableStatisticsKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29682,6 +30136,7 @@ pub unsafe fn vkGetPipelineExecutableStatisticsKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPipelineExecutableInternalRepresentationsKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -29728,6 +30183,7 @@ pub unsafe fn vkGetPipelineExecutableInternalRepresentationsKHR(
         }
     }
 }
+#[inline]
 pub unsafe fn vkReleaseSwapchainImagesEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -29746,6 +30202,7 @@ pub unsafe fn vkReleaseSwapchainImagesEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetGeneratedCommandsMemoryRequirementsNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -29774,6 +30231,7 @@ pub unsafe fn vkGetGeneratedCommandsMemoryRequirementsNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdPreprocessGeneratedCommandsNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29792,6 +30250,7 @@ pub unsafe fn vkCmdPreprocessGeneratedCommandsNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdExecuteGeneratedCommandsNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29814,6 +30273,7 @@ pub unsafe fn vkCmdExecuteGeneratedCommandsNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindPipelineShaderGroupNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29830,6 +30290,7 @@ pub unsafe fn vkCmdBindPipelineShaderGroupNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCreateIndirectCommandsLayoutNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -29868,6 +30329,7 @@ pub unsafe fn vkCreateIndirectCommandsLayoutNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyIndirectCommandsLayoutNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -29890,6 +30352,7 @@ pub unsafe fn vkDestroyIndirectCommandsLayoutNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkAcquireDrmDisplayEXT(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -29904,6 +30367,7 @@ pub unsafe fn vkAcquireDrmDisplayEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetDrmDisplayEXT(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -29928,6 +30392,7 @@ pub unsafe fn vkGetDrmDisplayEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreatePrivateDataSlotEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -29937,6 +30402,7 @@ pub unsafe fn vkCreatePrivateDataSlotEXT(
 ) {
     vkCreatePrivateDataSlot(e, device, p_create_info, p_allocator, p_private_data_slot)
 }
+#[inline]
 pub unsafe fn vkDestroyPrivateDataSlotEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -29945,6 +30411,7 @@ pub unsafe fn vkDestroyPrivateDataSlotEXT(
 ) {
     vkDestroyPrivateDataSlot(e, device, private_data_slot, p_allocator)
 }
+#[inline]
 pub unsafe fn vkSetPrivateDataEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -29962,6 +30429,7 @@ pub unsafe fn vkSetPrivateDataEXT(
         data,
     )
 }
+#[inline]
 pub unsafe fn vkGetPrivateDataEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -29979,6 +30447,7 @@ pub unsafe fn vkGetPrivateDataEXT(
         p_data,
     )
 }
+#[inline]
 pub unsafe fn vkCmdSetEvent2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29987,6 +30456,7 @@ pub unsafe fn vkCmdSetEvent2KHR(
 ) {
     vkCmdSetEvent2(e, command_buffer, event, p_dependency_info)
 }
+#[inline]
 pub unsafe fn vkCmdResetEvent2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -29995,6 +30465,7 @@ pub unsafe fn vkCmdResetEvent2KHR(
 ) {
     vkCmdResetEvent2(e, command_buffer, event, stage_mask)
 }
+#[inline]
 pub unsafe fn vkCmdWaitEvents2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30004,6 +30475,7 @@ pub unsafe fn vkCmdWaitEvents2KHR(
 ) {
     vkCmdWaitEvents2(e, command_buffer, event_count, p_events, p_dependency_infos)
 }
+#[inline]
 pub unsafe fn vkCmdPipelineBarrier2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30011,6 +30483,7 @@ pub unsafe fn vkCmdPipelineBarrier2KHR(
 ) {
     vkCmdPipelineBarrier2(e, command_buffer, p_dependency_info)
 }
+#[inline]
 pub unsafe fn vkCmdWriteTimestamp2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30020,6 +30493,7 @@ pub unsafe fn vkCmdWriteTimestamp2KHR(
 ) {
     vkCmdWriteTimestamp2(e, command_buffer, stage, query_pool, query)
 }
+#[inline]
 pub unsafe fn vkQueueSubmit2KHR(
     e: &mut Encoder,
     queue: vk::Queue,
@@ -30029,6 +30503,7 @@ pub unsafe fn vkQueueSubmit2KHR(
 ) {
     vkQueueSubmit2(e, queue, submit_count, p_submits, fence)
 }
+#[inline]
 pub unsafe fn vkCmdWriteBufferMarker2AMD(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30047,6 +30522,7 @@ pub unsafe fn vkCmdWriteBufferMarker2AMD(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetQueueCheckpointData2NV(
     e: &mut Encoder,
     queue: vk::Queue,
@@ -30083,6 +30559,7 @@ pub unsafe fn vkGetQueueCheckpointData2NV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDescriptorSetLayoutSizeEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30105,6 +30582,7 @@ pub unsafe fn vkGetDescriptorSetLayoutSizeEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDescriptorSetLayoutBindingOffsetEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30129,6 +30607,7 @@ pub unsafe fn vkGetDescriptorSetLayoutBindingOffsetEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDescriptorEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30163,6 +30642,7 @@ pub unsafe fn vkGetDescriptorEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindDescriptorBuffersEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30189,6 +30669,7 @@ pub unsafe fn vkCmdBindDescriptorBuffersEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDescriptorBufferOffsetsEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30235,6 +30716,7 @@ pub unsafe fn vkCmdSetDescriptorBufferOffsetsEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindDescriptorBufferEmbeddedSamplersEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30251,6 +30733,7 @@ pub unsafe fn vkCmdBindDescriptorBufferEmbeddedSamplersEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetBufferOpaqueCaptureDescriptorDataEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30273,6 +30756,7 @@ pub unsafe fn vkGetBufferOpaqueCaptureDescriptorDataEXT(
         e.raw(&((*&p_data) as usize as u64).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkGetImageOpaqueCaptureDescriptorDataEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30295,6 +30779,7 @@ pub unsafe fn vkGetImageOpaqueCaptureDescriptorDataEXT(
         e.raw(&((*&p_data) as usize as u64).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkGetImageViewOpaqueCaptureDescriptorDataEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30317,6 +30802,7 @@ pub unsafe fn vkGetImageViewOpaqueCaptureDescriptorDataEXT(
         e.raw(&((*&p_data) as usize as u64).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkGetSamplerOpaqueCaptureDescriptorDataEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30339,6 +30825,7 @@ pub unsafe fn vkGetSamplerOpaqueCaptureDescriptorDataEXT(
         e.raw(&((*&p_data) as usize as u64).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30361,6 +30848,7 @@ pub unsafe fn vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT(
         e.raw(&((*&p_data) as usize as u64).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetFragmentShadingRateEnumNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30385,6 +30873,7 @@ pub unsafe fn vkCmdSetFragmentShadingRateEnumNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawMeshTasksEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30401,6 +30890,7 @@ pub unsafe fn vkCmdDrawMeshTasksEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawMeshTasksIndirectEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30419,6 +30909,7 @@ pub unsafe fn vkCmdDrawMeshTasksIndirectEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawMeshTasksIndirectCountEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30441,6 +30932,7 @@ pub unsafe fn vkCmdDrawMeshTasksIndirectCountEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyBuffer2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30448,6 +30940,7 @@ pub unsafe fn vkCmdCopyBuffer2KHR(
 ) {
     vkCmdCopyBuffer2(e, command_buffer, p_copy_buffer_info)
 }
+#[inline]
 pub unsafe fn vkCmdCopyImage2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30455,6 +30948,7 @@ pub unsafe fn vkCmdCopyImage2KHR(
 ) {
     vkCmdCopyImage2(e, command_buffer, p_copy_image_info)
 }
+#[inline]
 pub unsafe fn vkCmdCopyBufferToImage2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30462,6 +30956,7 @@ pub unsafe fn vkCmdCopyBufferToImage2KHR(
 ) {
     vkCmdCopyBufferToImage2(e, command_buffer, p_copy_buffer_to_image_info)
 }
+#[inline]
 pub unsafe fn vkCmdCopyImageToBuffer2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30469,6 +30964,7 @@ pub unsafe fn vkCmdCopyImageToBuffer2KHR(
 ) {
     vkCmdCopyImageToBuffer2(e, command_buffer, p_copy_image_to_buffer_info)
 }
+#[inline]
 pub unsafe fn vkCmdBlitImage2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30476,6 +30972,7 @@ pub unsafe fn vkCmdBlitImage2KHR(
 ) {
     vkCmdBlitImage2(e, command_buffer, p_blit_image_info)
 }
+#[inline]
 pub unsafe fn vkCmdResolveImage2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30483,6 +30980,7 @@ pub unsafe fn vkCmdResolveImage2KHR(
 ) {
     vkCmdResolveImage2(e, command_buffer, p_resolve_image_info)
 }
+#[inline]
 pub unsafe fn vkGetImageSubresourceLayout2EXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30515,6 +31013,7 @@ pub unsafe fn vkGetImageSubresourceLayout2EXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceFaultInfoEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30543,6 +31042,7 @@ pub unsafe fn vkGetDeviceFaultInfoEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetVertexInputEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30587,6 +31087,7 @@ pub unsafe fn vkCmdSetVertexInputEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI(
     e: &mut Encoder,
     device: vk::Device,
@@ -30609,11 +31110,13 @@ pub unsafe fn vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSubpassShadingHUAWEI(e: &mut Encoder, command_buffer: vk::CommandBuffer) {
     {
         e.raw(&Handle::as_raw((*&command_buffer)).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdBindInvocationMaskHUAWEI(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30628,6 +31131,7 @@ pub unsafe fn vkCmdBindInvocationMaskHUAWEI(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetMemoryRemoteAddressNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -30656,6 +31160,7 @@ pub unsafe fn vkGetMemoryRemoteAddressNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetPatchControlPointsEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30668,6 +31173,7 @@ pub unsafe fn vkCmdSetPatchControlPointsEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetRasterizerDiscardEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30675,6 +31181,7 @@ pub unsafe fn vkCmdSetRasterizerDiscardEnableEXT(
 ) {
     vkCmdSetRasterizerDiscardEnable(e, command_buffer, rasterizer_discard_enable)
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthBiasEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30682,6 +31189,7 @@ pub unsafe fn vkCmdSetDepthBiasEnableEXT(
 ) {
     vkCmdSetDepthBiasEnable(e, command_buffer, depth_bias_enable)
 }
+#[inline]
 pub unsafe fn vkCmdSetLogicOpEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30694,6 +31202,7 @@ pub unsafe fn vkCmdSetLogicOpEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetPrimitiveRestartEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30701,6 +31210,7 @@ pub unsafe fn vkCmdSetPrimitiveRestartEnableEXT(
 ) {
     vkCmdSetPrimitiveRestartEnable(e, command_buffer, primitive_restart_enable)
 }
+#[inline]
 pub unsafe fn vkCmdSetColorWriteEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30727,6 +31237,7 @@ pub unsafe fn vkCmdSetColorWriteEnableEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdTraceRaysIndirect2KHR(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30739,6 +31250,7 @@ pub unsafe fn vkCmdTraceRaysIndirect2KHR(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCreateMicromapEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30777,6 +31289,7 @@ pub unsafe fn vkCreateMicromapEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyMicromapEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30799,6 +31312,7 @@ pub unsafe fn vkDestroyMicromapEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdBuildMicromapsEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30825,6 +31339,7 @@ pub unsafe fn vkCmdBuildMicromapsEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkBuildMicromapsEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30853,6 +31368,7 @@ pub unsafe fn vkBuildMicromapsEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCopyMicromapEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30875,6 +31391,7 @@ pub unsafe fn vkCopyMicromapEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCopyMicromapToMemoryEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30897,6 +31414,7 @@ pub unsafe fn vkCopyMicromapToMemoryEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCopyMemoryToMicromapEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30919,6 +31437,7 @@ pub unsafe fn vkCopyMemoryToMicromapEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkWriteMicromapsPropertiesEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -30969,6 +31488,7 @@ pub unsafe fn vkWriteMicromapsPropertiesEXT(
         e.raw(&((*&stride) as u64).to_le_bytes()[..8]);
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyMicromapEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -30987,6 +31507,7 @@ pub unsafe fn vkCmdCopyMicromapEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyMicromapToMemoryEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31005,6 +31526,7 @@ pub unsafe fn vkCmdCopyMicromapToMemoryEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyMemoryToMicromapEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31023,6 +31545,7 @@ pub unsafe fn vkCmdCopyMemoryToMicromapEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdWriteMicromapsPropertiesEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31059,6 +31582,7 @@ pub unsafe fn vkCmdWriteMicromapsPropertiesEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceMicromapCompatibilityEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -31087,6 +31611,7 @@ pub unsafe fn vkGetDeviceMicromapCompatibilityEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetMicromapBuildSizesEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -31119,6 +31644,7 @@ pub unsafe fn vkGetMicromapBuildSizesEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawClusterHUAWEI(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31135,6 +31661,7 @@ pub unsafe fn vkCmdDrawClusterHUAWEI(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdDrawClusterIndirectHUAWEI(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31149,6 +31676,7 @@ pub unsafe fn vkCmdDrawClusterIndirectHUAWEI(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkSetDeviceMemoryPriorityEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -31163,6 +31691,7 @@ pub unsafe fn vkSetDeviceMemoryPriorityEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetDeviceBufferMemoryRequirementsKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -31171,6 +31700,7 @@ pub unsafe fn vkGetDeviceBufferMemoryRequirementsKHR(
 ) {
     vkGetDeviceBufferMemoryRequirements(e, device, p_info, p_memory_requirements)
 }
+#[inline]
 pub unsafe fn vkGetDeviceImageMemoryRequirementsKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -31179,6 +31709,7 @@ pub unsafe fn vkGetDeviceImageMemoryRequirementsKHR(
 ) {
     vkGetDeviceImageMemoryRequirements(e, device, p_info, p_memory_requirements)
 }
+#[inline]
 pub unsafe fn vkGetDeviceImageSparseMemoryRequirementsKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -31194,6 +31725,7 @@ pub unsafe fn vkGetDeviceImageSparseMemoryRequirementsKHR(
         p_sparse_memory_requirements,
     )
 }
+#[inline]
 pub unsafe fn vkGetDescriptorSetLayoutHostMappingInfoVALVE(
     e: &mut Encoder,
     device: vk::Device,
@@ -31222,6 +31754,7 @@ pub unsafe fn vkGetDescriptorSetLayoutHostMappingInfoVALVE(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDescriptorSetHostMappingVALVE(
     e: &mut Encoder,
     device: vk::Device,
@@ -31244,6 +31777,7 @@ pub unsafe fn vkGetDescriptorSetHostMappingVALVE(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyMemoryIndirectNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31260,6 +31794,7 @@ pub unsafe fn vkCmdCopyMemoryIndirectNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdCopyMemoryToImageIndirectNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31294,6 +31829,7 @@ pub unsafe fn vkCmdCopyMemoryToImageIndirectNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDecompressMemoryNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31320,6 +31856,7 @@ pub unsafe fn vkCmdDecompressMemoryNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdDecompressMemoryIndirectCountNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31336,6 +31873,7 @@ pub unsafe fn vkCmdDecompressMemoryIndirectCountNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetTessellationDomainOriginEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31348,6 +31886,7 @@ pub unsafe fn vkCmdSetTessellationDomainOriginEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthClampEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31360,6 +31899,7 @@ pub unsafe fn vkCmdSetDepthClampEnableEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetPolygonModeEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31372,6 +31912,7 @@ pub unsafe fn vkCmdSetPolygonModeEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetRasterizationSamplesEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31384,6 +31925,7 @@ pub unsafe fn vkCmdSetRasterizationSamplesEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetSampleMaskEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31410,6 +31952,7 @@ pub unsafe fn vkCmdSetSampleMaskEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetAlphaToCoverageEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31422,6 +31965,7 @@ pub unsafe fn vkCmdSetAlphaToCoverageEnableEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetAlphaToOneEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31434,6 +31978,7 @@ pub unsafe fn vkCmdSetAlphaToOneEnableEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetLogicOpEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31446,6 +31991,7 @@ pub unsafe fn vkCmdSetLogicOpEnableEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetColorBlendEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31474,6 +32020,7 @@ pub unsafe fn vkCmdSetColorBlendEnableEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetColorBlendEquationEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31502,6 +32049,7 @@ pub unsafe fn vkCmdSetColorBlendEquationEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetColorWriteMaskEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31530,6 +32078,7 @@ pub unsafe fn vkCmdSetColorWriteMaskEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetRasterizationStreamEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31542,6 +32091,7 @@ pub unsafe fn vkCmdSetRasterizationStreamEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetConservativeRasterizationModeEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31554,6 +32104,7 @@ pub unsafe fn vkCmdSetConservativeRasterizationModeEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetExtraPrimitiveOverestimationSizeEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31566,6 +32117,7 @@ pub unsafe fn vkCmdSetExtraPrimitiveOverestimationSizeEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthClipEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31578,6 +32130,7 @@ pub unsafe fn vkCmdSetDepthClipEnableEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetSampleLocationsEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31590,6 +32143,7 @@ pub unsafe fn vkCmdSetSampleLocationsEnableEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetColorBlendAdvancedEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31618,6 +32172,7 @@ pub unsafe fn vkCmdSetColorBlendAdvancedEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetProvokingVertexModeEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31630,6 +32185,7 @@ pub unsafe fn vkCmdSetProvokingVertexModeEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetLineRasterizationModeEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31642,6 +32198,7 @@ pub unsafe fn vkCmdSetLineRasterizationModeEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetLineStippleEnableEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31654,6 +32211,7 @@ pub unsafe fn vkCmdSetLineStippleEnableEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetDepthClipNegativeOneToOneEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31666,6 +32224,7 @@ pub unsafe fn vkCmdSetDepthClipNegativeOneToOneEXT(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetViewportWScalingEnableNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31678,6 +32237,7 @@ pub unsafe fn vkCmdSetViewportWScalingEnableNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetViewportSwizzleNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31706,6 +32266,7 @@ pub unsafe fn vkCmdSetViewportSwizzleNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetCoverageToColorEnableNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31718,6 +32279,7 @@ pub unsafe fn vkCmdSetCoverageToColorEnableNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetCoverageToColorLocationNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31730,6 +32292,7 @@ pub unsafe fn vkCmdSetCoverageToColorLocationNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetCoverageModulationModeNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31742,6 +32305,7 @@ pub unsafe fn vkCmdSetCoverageModulationModeNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetCoverageModulationTableEnableNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31754,6 +32318,7 @@ pub unsafe fn vkCmdSetCoverageModulationTableEnableNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetCoverageModulationTableNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31780,6 +32345,7 @@ pub unsafe fn vkCmdSetCoverageModulationTableNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetShadingRateImageEnableNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31792,6 +32358,7 @@ pub unsafe fn vkCmdSetShadingRateImageEnableNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetRepresentativeFragmentTestEnableNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31804,6 +32371,7 @@ pub unsafe fn vkCmdSetRepresentativeFragmentTestEnableNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdSetCoverageReductionModeNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31816,6 +32384,7 @@ pub unsafe fn vkCmdSetCoverageReductionModeNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkGetShaderModuleIdentifierEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -31838,6 +32407,7 @@ pub unsafe fn vkGetShaderModuleIdentifierEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetShaderModuleCreateInfoIdentifierEXT(
     e: &mut Encoder,
     device: vk::Device,
@@ -31866,6 +32436,7 @@ pub unsafe fn vkGetShaderModuleCreateInfoIdentifierEXT(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetPhysicalDeviceOpticalFlowImageFormatsNV(
     e: &mut Encoder,
     physical_device: vk::PhysicalDevice,
@@ -31912,6 +32483,7 @@ pub unsafe fn vkGetPhysicalDeviceOpticalFlowImageFormatsNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkCreateOpticalFlowSessionNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -31950,6 +32522,7 @@ pub unsafe fn vkCreateOpticalFlowSessionNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkDestroyOpticalFlowSessionNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -31972,6 +32545,7 @@ pub unsafe fn vkDestroyOpticalFlowSessionNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkBindOpticalFlowSessionImageNV(
     e: &mut Encoder,
     device: vk::Device,
@@ -31990,6 +32564,7 @@ pub unsafe fn vkBindOpticalFlowSessionImageNV(
         e.raw(&b);
     }
 }
+#[inline]
 pub unsafe fn vkCmdOpticalFlowExecuteNV(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -32012,6 +32587,7 @@ pub unsafe fn vkCmdOpticalFlowExecuteNV(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetFramebufferTilePropertiesQCOM(
     e: &mut Encoder,
     device: vk::Device,
@@ -32052,6 +32628,7 @@ pub unsafe fn vkGetFramebufferTilePropertiesQCOM(
         }
     }
 }
+#[inline]
 pub unsafe fn vkGetDynamicRenderingTilePropertiesQCOM(
     e: &mut Encoder,
     device: vk::Device,
