@@ -60,7 +60,8 @@ impl DeviceData {
 }
 
 static INSTANCES: KeyMap<InstanceData> = KeyMap::new();
-static DEVICES: KeyMap<DeviceData> = KeyMap::new();
+/// `STATICS.devices`: every device-level call's dispatch lookup, on the page of the hot flags.
+static DEVICES: &KeyMap<DeviceData> = &STATICS.devices;
 
 pub fn instance_data(handle: u64) -> Option<&'static InstanceData> {
     // SAFETY: the loader only hands out live dispatchable handles; 0 is filtered in dispatch_key.
@@ -585,16 +586,17 @@ struct Hot {
     tsc_mult: AtomicU64,
 }
 
-/// The hot flags' line and, right after it, the capture lock's (with the writer pointer behind it):
-/// one 128-byte block on one page, where each was on a page of its own. A recorded call reads
-/// both, and after the driver's work the core's adjacent-line prefetch brings the pair in one
-/// miss, with one TLB walk at most.
-#[repr(C, align(128))]
+/// The hot flags' line and, right after it, the capture lock's (with the writer pointer behind it),
+/// then the device dispatch map: one page for what every recorded call reads in the layer's
+/// statics, where they were on three. After the driver's work the core's adjacent-line prefetch
+/// brings the first two lines in one miss, and the page costs one TLB walk at most.
+#[repr(C, align(4096))]
 struct Statics {
     hot: Hot,
     /// Serialises sequence numbers with writes, so records appear in the file in `seq` order.
     /// parking_lot's: no poisoning to check (see the writer's open block).
     capture: parking_lot::Mutex<Option<Capture>>,
+    devices: KeyMap<DeviceData>,
 }
 
 static STATICS: Statics = Statics {
@@ -612,6 +614,7 @@ static STATICS: Statics = Statics {
         tsc_mult: AtomicU64::new(0),
     },
     capture: parking_lot::Mutex::new(None),
+    devices: KeyMap::new(),
 };
 
 /// `STATICS.hot`, by its short name.
@@ -1642,8 +1645,10 @@ mod tests {
     #[test]
     fn the_capture_lock_and_its_writer_share_a_line() {
         use std::mem::{align_of_val, offset_of, size_of};
-        assert_eq!(align_of_val(&STATICS), 128);
+        assert_eq!(align_of_val(&STATICS), 4096);
         assert_eq!(offset_of!(Statics, capture), 64);
+        // The first device's slot on the same page.
+        assert!(offset_of!(Statics, devices) + 16 <= 4096);
         assert_eq!(offset_of!(Capture, writer), 0);
         // No tag before the capture: `None` is a niche inside it.
         assert_eq!(size_of::<Option<Capture>>(), size_of::<Capture>());
