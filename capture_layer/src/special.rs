@@ -835,7 +835,7 @@ pub unsafe extern "system" fn vkFreeMemory(
     let f = next!(d.table.vkFreeMemory);
     {
         let mut st = d.lock();
-        st.memories.remove(&raw(memory));
+        st.remove_memory(raw(memory));
         f(device, memory, p_allocator);
     }
     guard("vkFreeMemory", || {
@@ -858,11 +858,14 @@ fn scan_memory(st: &mut crate::state::DeviceState, only: Option<&[u64]>) {
     let t0 = runtime::call_ns();
     let mut writes = Vec::new();
     let mut bytes = 0u64;
-    for (&handle, m) in st.memories.iter_mut() {
+    let crate::state::DeviceState {
+        memories, mapped, ..
+    } = st;
+    for &handle in mapped.iter() {
         if only.is_some_and(|o| !o.contains(&handle)) {
             continue;
         }
-        let Some(map) = m.mapped.as_mut() else {
+        let Some(map) = memories.get_mut(&handle).and_then(|m| m.mapped.as_mut()) else {
             continue;
         };
         if map.ptr.is_null() || map.size == 0 {
@@ -926,7 +929,7 @@ pub unsafe extern "system" fn vkMapMemory(
             mapping.shadow = std::slice::from_raw_parts(ptr as *const u8, len as usize).to_vec();
             runtime::emit_memory(vec![(raw(memory), offset, mapping.shadow.clone())], None);
         }
-        m.mapped = Some(mapping);
+        st.set_mapping(raw(memory), Some(mapping));
     });
     r
 }
@@ -941,9 +944,7 @@ pub unsafe extern "system" fn vkUnmapMemory(device: vk::Device, memory: vk::Devi
         scan_memory(&mut st, Some(&[raw(memory)]))
     });
     f(device, memory);
-    if let Some(m) = st.memories.get_mut(&raw(memory)) {
-        m.mapped = None;
-    }
+    st.set_mapping(raw(memory), None);
     drop(st);
     guard("vkUnmapMemory", || {
         rec!(vkUnmapMemory, 0, |e| vkstream::encode::vkUnmapMemory(

@@ -37,6 +37,9 @@ pub const PAGE: usize = 4096;
 #[derive(Default)]
 pub struct DeviceState {
     pub memories: HandleMap<Memory>,
+    /// The memories in `memories` that are mapped now: every submit scans these, and walking the
+    /// whole map (a cache line per allocation) cost more than the compare on the H100 box.
+    pub mapped: Vec<u64>,
     /// buffer -> (memory, offset in memory)
     pub buffers: HandleMap<(u64, u64)>,
     pub pools: HandleMap<Pool>,
@@ -52,6 +55,27 @@ pub struct DeviceState {
     /// Reads `vkCmdCopyQueryPoolResults` destinations the host cannot map; kept from read to
     /// read (it owns a command pool, a fence and staging memory), dropped before the device is.
     pub copy_reader: Option<crate::readback::Reader<'static>>,
+}
+
+impl DeviceState {
+    /// Sets or clears `memory`'s mapping, keeping `mapped` in step.
+    pub fn set_mapping(&mut self, memory: u64, mapping: Option<Mapping>) {
+        let Some(m) = self.memories.get_mut(&memory) else {
+            return;
+        };
+        let now = mapping.is_some();
+        m.mapped = mapping;
+        self.mapped.retain(|&h| h != memory);
+        if now {
+            self.mapped.push(memory);
+        }
+    }
+
+    /// Forgets a freed memory (and its mapping).
+    pub fn remove_memory(&mut self, memory: u64) {
+        self.memories.remove(&memory);
+        self.mapped.retain(|&h| h != memory);
+    }
 }
 
 pub struct Memory {
