@@ -241,6 +241,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_mapped_list_follows_map_unmap_and_free() {
+        let mut st = DeviceState::default();
+        for h in [1u64, 2, 3] {
+            st.memories.insert(
+                h,
+                Memory {
+                    size: 64,
+                    type_index: 0,
+                    host_visible: true,
+                    mapped: None,
+                },
+            );
+        }
+        let mapping = || Mapping {
+            ptr: std::ptr::null_mut(),
+            offset: 0,
+            size: 64,
+            shadow: Vec::new(),
+        };
+        st.set_mapping(1, Some(mapping()));
+        st.set_mapping(3, Some(mapping()));
+        // Mapping again (an app bug the driver reports) lists it once.
+        st.set_mapping(3, Some(mapping()));
+        // Unknown memory: ignored.
+        st.set_mapping(9, Some(mapping()));
+        assert_eq!(st.mapped, [1, 3]);
+        st.set_mapping(1, None);
+        assert_eq!(st.mapped, [3]);
+        assert!(st.memories[&1].mapped.is_none());
+        st.remove_memory(3);
+        assert!(st.mapped.is_empty() && !st.memories.contains_key(&3));
+    }
+
+    #[test]
     fn diff_coalesces_dirty_pages() {
         let mut shadow = vec![0u8; PAGE * 5 + 100];
         let mut live = shadow.clone();
