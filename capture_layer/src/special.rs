@@ -1825,7 +1825,6 @@ pub unsafe extern "system" fn vkCmdCopyQueryPoolResults(
             }]
         );
         let Some(seq) = seq else { return };
-        let flags = raw_flags;
         let op = CopyOp {
             seq,
             command_buffer: raw(cb),
@@ -1835,7 +1834,7 @@ pub unsafe extern "system" fn vkCmdCopyQueryPoolResults(
             dst_buffer,
             dst_offset,
             stride,
-            flags,
+            flags: raw_flags,
         };
         d.lock().cmdbufs.entry(raw(cb)).or_default().copies.push(op);
     });
