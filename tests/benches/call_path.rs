@@ -5,6 +5,7 @@
 //! `cargo build --release -p capture_layer`). Each configuration runs in child processes of its
 //! own, interleaved: no layer, the layer loaded but not capturing, capturing. Prints the median
 //! time per call of each and the capture's cost over the idle layer, measured in the same run.
+//! `QUARRY_BENCH_ICD=<ICD manifest>` runs it on another driver (a real GPU's) instead of lavapipe.
 
 #[path = "../tests/capture_support.rs"]
 mod support;
@@ -39,8 +40,9 @@ fn main() {
         child(&config);
         return;
     }
-    if !std::path::Path::new(LAVAPIPE_ICD).exists() {
-        eprintln!("SKIP: lavapipe (mesa-vulkan-drivers) not installed");
+    let icd = std::env::var("QUARRY_BENCH_ICD").unwrap_or_else(|_| LAVAPIPE_ICD.to_string());
+    if !std::path::Path::new(&icd).exists() {
+        eprintln!("SKIP: no Vulkan driver manifest at {icd} (lavapipe: mesa-vulkan-drivers)");
         return;
     }
     let lib = match VkLayer_quarry_capture::launch::find_layer_library() {
@@ -59,14 +61,14 @@ fn main() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
     let mut results: Vec<Vec<(f64, f64)>> = vec![Vec::new(); configs.len()];
-    println!("layer: {}", lib.display());
+    println!("layer: {}\ndriver: {icd}", lib.display());
     for rep in 0..reps {
         for k in 0..configs.len() {
             let i = (rep + k) % configs.len();
             let mut cmd = Command::new(std::env::current_exe().unwrap());
             cmd.env("QUARRY_CALL_BENCH_CHILD", configs[i])
-                .env("VK_DRIVER_FILES", LAVAPIPE_ICD)
-                .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
+                .env("VK_DRIVER_FILES", &icd)
+                .env("VK_ICD_FILENAMES", &icd)
                 .env_remove("VK_INSTANCE_LAYERS")
                 .env_remove("VK_LOADER_LAYERS_ENABLE")
                 .env_remove("QUARRY_CAPTURE_DISABLE")
