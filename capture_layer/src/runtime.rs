@@ -947,18 +947,14 @@ pub fn record_query_results(
     if !capturing() {
         return;
     }
-    let t0 = prof::start();
-    let (thread, host_ns) = (thread_id(), call_ns());
     let mut encode = Some(encode);
-    let encode = erase(&mut encode);
-    write_call_then(thread, host_ns, cmd, result, &encode, |guard, seq| {
+    record_then(cmd, result, &erase(&mut encode), |guard, seq, thread, _| {
         let Some(cap) = guard.as_mut() else { return };
         (results.seq, results.thread) = (seq, thread);
         if let Err(e) = cap.writer.write_query_results(results, available) {
             fail_locked(guard, &format!("writing the trace failed: {e}"));
         }
     });
-    prof::end_call(cmd, t0);
 }
 
 /// Records a query command's `Call` and its `QueryOp` records (one per kind, on `pool`, with the
@@ -1009,13 +1005,9 @@ fn record_ops_dyn(
         emit_plain_all(kinds.iter().map(|k| op(seq, host_ns, k)));
         return Some(seq);
     }
-    let t0 = prof::start();
-    let (thread, host_ns) = (thread_id(), call_ns());
-    let seq = write_call_then(thread, host_ns, cmd, result, encode, |guard, seq| {
+    record_then(cmd, result, encode, |guard, seq, _, host_ns| {
         write_all(guard, kinds.iter().map(|k| op(seq, host_ns, k)))
-    });
-    prof::end_call(cmd, t0);
-    seq
+    })
 }
 
 /// A command's encoder, type-erased as a data pointer and a function (not a `dyn` closure,
@@ -1034,6 +1026,21 @@ impl Encode {
 
 #[inline(never)]
 fn record_dyn(cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
+    record_then(cmd, result, encode, |_, _, _, _| {})
+}
+
+/// Records a call, to the trace or (before a trimmed capture's first frame) to the tracker. When
+/// it goes to the trace, `then` writes what goes with it under the same capture lock, given the
+/// call's seq, thread and host time. Inlined, down to the writer's append, into `record_dyn`: the
+/// shared part of a recorded call is one function, on one or two pages of code instead of one
+/// page per step.
+#[inline(always)]
+fn record_then(
+    cmd: u32,
+    result: i32,
+    encode: &Encode,
+    then: impl FnOnce(&mut CaptureGuard, u64, u32, u64),
+) -> Option<u64> {
     let tracking = HOT.tracking.load(Ordering::Acquire);
     if tracking && !capturing() && !crate::tracker::wanted(cmd) {
         // Tracking a command that defines no state (gets, waits, presents): nothing to encode.
@@ -1044,23 +1051,17 @@ fn record_dyn(cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
     let seq = if tracking {
         track_call(thread, host_ns, cmd, result, encode)
     } else {
-        write_call(thread, host_ns, cmd, result, encode)
+        write_call_then(thread, host_ns, cmd, result, encode, |guard, seq| {
+            then(guard, seq, thread, host_ns)
+        })
     };
     prof::end_call(cmd, t0);
     seq
 }
 
-/// The hot path: the call is encoded straight into the trace's open block. Inlined, down to the
-/// writer's append, into `record_dyn`: the shared part of a recorded call is one function, on one
-/// or two pages of code instead of one page per step.
-#[inline(always)]
-fn write_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
-    write_call_then(thread, host_ns, cmd, result, encode, |_, _| {})
-}
-
-/// Writes a call and then, under the same capture lock, what `then` writes for its seq (results,
-/// query ops); a chained struct the encoder could not serialize is reported once the lock is
-/// released.
+/// The hot path: writes a call straight into the trace's open block and then, under the same
+/// capture lock, what `then` writes for its seq; a chained struct the encoder could not serialize
+/// is reported once the lock is released.
 #[inline(always)]
 fn write_call_then(
     thread: u32,
@@ -1082,8 +1083,8 @@ fn write_call_then(
     seq
 }
 
-/// `write_call` under the capture lock; returns the seq and the sType of a chained struct the
-/// encoder could not serialize (reported by the caller once the lock is released).
+/// `write_call_then`'s write, under the capture lock; returns the seq and the sType of a chained
+/// struct the encoder could not serialize (reported by the caller once the lock is released).
 #[inline(always)]
 fn write_call_locked(
     guard: &mut CaptureGuard,
