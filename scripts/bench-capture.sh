@@ -72,7 +72,7 @@ run() {
   [ -e "$work/$config-$app.failed" ] && return 0
   case $app in
     vkcube) frames=$VKCUBE_FRAMES; cmd=(vkcube --c "$VKCUBE_FRAMES") ;;
-    demo) frames=$DEMO_FRAMES; cmd=("$demo_bin" --headless --no-video --frames "$DEMO_FRAMES") ;;
+    demo) frames=$DEMO_FRAMES; cmd=("$demo_bin" --headless --no-video --no-accel --frames "$DEMO_FRAMES") ;;
   esac
   local env=(-u VK_INSTANCE_LAYERS -u VK_LOADER_LAYERS_ENABLE -u VK_ADD_LAYER_PATH -u QUARRY_CAPTURE_FILE
              -u QUARRY_CAPTURE_DISABLE -u QUARRY_CAPTURE_FRAMES -u GFXRECON_CAPTURE_FILE)
@@ -135,7 +135,7 @@ for app in $APPS; do
   done
   case $app in
     vkcube) label="vkcube --c $VKCUBE_FRAMES" ;;
-    demo) label="quarry-demo --headless --no-video --frames $DEMO_FRAMES" ;;
+    demo) label="quarry-demo --headless --no-video --no-accel --frames $DEMO_FRAMES" ;;
   esac
   echo
   echo "$label ($REPS runs each, medians)"

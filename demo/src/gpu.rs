@@ -118,6 +118,10 @@ pub struct Options<'a> {
     pub surface_extensions: &'a [&'a CStr],
     /// Enable VK_KHR_swapchain (windowed mode).
     pub swapchain: bool,
+    /// Probe for and enable VK_KHR_acceleration_structure when the device has it.
+    pub accel: bool,
+    /// Probe for and enable the video decode extensions and queue when the device has them.
+    pub video: bool,
 }
 
 fn has(list: &[vk::ExtensionProperties], name: &CStr) -> bool {
@@ -267,11 +271,18 @@ impl Gpu {
         let has_pg = e(ash::ext::primitives_generated_query::NAME);
         let has_mesh = e(ash::ext::mesh_shader::NAME);
         let has_perf = e(ash::khr::performance_query::NAME);
-        let has_accel = e(ash::khr::acceleration_structure::NAME)
+        let has_accel = opts.accel
+            && e(ash::khr::acceleration_structure::NAME)
             && e(ash::khr::deferred_host_operations::NAME);
         let has_rtm1 = has_accel && e(ash::khr::ray_tracing_maintenance1::NAME);
         let has_calib = e(ash::ext::calibrated_timestamps::NAME);
-        let video = crate::video::probe(&entry, &instance, pdev, &families, &dev_exts)?;
+        let video = if opts.video {
+            crate::video::probe(&entry, &instance, pdev, &families, &dev_exts)?
+        } else {
+            crate::video::VideoSupport::Missing(
+                "the video workload (left out by --no-video)".into(),
+            )
+        };
 
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();

@@ -41,10 +41,15 @@ struct Args {
     /// VK_INSTANCE_LAYERS name a validation layer).
     #[arg(long)]
     validate: bool,
-    /// Leave out the video-decode query (benchmarks: a layer that hides video extensions would
-    /// otherwise run a lighter workload than the same app without it).
+    /// Leave out the video-decode query and keep the video extensions off the device
+    /// (benchmarks: a layer that hides them would otherwise run a lighter workload than the same
+    /// app without it).
     #[arg(long)]
     no_video: bool,
+    /// Leave out the acceleration-structure queries and keep VK_KHR_acceleration_structure off
+    /// the device (benchmarks, as --no-video: the capture layer hides that extension).
+    #[arg(long)]
+    no_accel: bool,
     /// Print on stderr how long set-up, the frames and teardown took (benchmarks: splits a
     /// layer's cost over start-up, steady state and exit).
     #[arg(long)]
@@ -87,6 +92,8 @@ fn run(args: &Args) -> Result<ExitCode> {
         validate,
         surface_extensions: if args.headless { &[] } else { &surface_exts },
         swapchain: !args.headless,
+        accel: !args.no_accel,
+        video: !args.no_video,
     };
     let gpu = gpu::Gpu::new(&opts)?;
     let mut report = report::Report {
@@ -97,7 +104,15 @@ fn run(args: &Args) -> Result<ExitCode> {
     };
     let scene = scene::Scene::new(&gpu, &mut report)?;
     let mut perf = perf::Perf::new(&gpu, &mut report)?;
-    let accel = accel::Accel::new(&gpu, &mut report)?;
+    let accel = if args.no_accel {
+        report.skip(
+            "acceleration-structure queries",
+            "the acceleration-structure workload (left out by --no-accel)",
+        );
+        None
+    } else {
+        accel::Accel::new(&gpu, &mut report)?
+    };
     let video = if args.no_video {
         report.skip(video::QUERY, "the video workload (left out by --no-video)");
         None

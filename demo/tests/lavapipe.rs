@@ -111,6 +111,29 @@ fn json_has_every_frame() {
     assert!(v["skipped"].as_array().is_some_and(|s| !s.is_empty()));
 }
 
+/// The benchmark flags leave their workloads out (and say so) and the rest still checks out.
+#[test]
+fn benchmark_flags_leave_workloads_out() {
+    let args = [
+        "--headless",
+        "--frames",
+        "1",
+        "--check",
+        "--no-video",
+        "--no-accel",
+        "--gpu",
+        "llvmpipe",
+    ];
+    let o = demo(&args, false);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains(
+        "skipped: acceleration-structure queries needs the acceleration-structure workload (left out by --no-accel)"
+    ), "{out}");
+    assert!(out.contains("(left out by --no-video)"), "{out}");
+    assert!(out.contains("occlusion PRECISE, half-hidden quad"), "{out}");
+}
+
 #[test]
 fn bad_arguments_give_clear_errors() {
     let o = demo(&["--headless", "--gpu", "99"], false);
