@@ -1138,18 +1138,48 @@ fn track_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode)
     if let Some(s_type) = e.unknown_stype() {
         unknown_struct(cmd, s_type);
     }
-    let seq = emit(|seq| {
-        Record::Call(record::Call {
-            seq,
-            thread,
-            cmd,
-            host_ns,
-            result,
-            params: e.as_bytes().to_vec(),
-        })
-    });
+    // The tracker orders by seq itself, so no lock is needed around numbering.
+    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
+    let call = crate::tracker::CallRef {
+        seq,
+        thread,
+        cmd,
+        host_ns,
+        result,
+        params: e.as_bytes(),
+    };
+    let offered = offer_call(call);
+    let mut out = None;
+    if !offered {
+        // The snapshot was written meanwhile: the call goes to the trace.
+        let mut guard = lock_capture();
+        if let Some(cap) = guard.as_mut() {
+            match cap.writer.write(&Record::Call(call.to_owned())) {
+                Ok(()) => out = Some(seq),
+                Err(err) => fail_locked(&mut guard, &format!("writing the trace failed: {err}")),
+            }
+        }
+    } else {
+        out = Some(seq);
+    }
     let _ = ENCODER.try_with(|c| c.set(Some(e)));
-    seq
+    out
+}
+
+/// [`offer`] for a call, without wrapping it in a `Record` (256 bytes, moved at every step) or
+/// copying its parameters out of the encoder unless the tracker keeps them; false when the
+/// tracker is gone (the snapshot was written meanwhile).
+fn offer_call(call: crate::tracker::CallRef<'_>) -> bool {
+    let mut t = lock_tracker();
+    let Some(tracker) = t.as_mut() else {
+        return false;
+    };
+    if catch_unwind(AssertUnwindSafe(|| tracker.offer_call(call))).is_err() {
+        *t = None;
+        drop(t);
+        abandon_tracking("internal error in the state tracker");
+    }
+    true
 }
 
 /// Structs the layer itself understands although the encoder does not: the loader's chain links,

@@ -18,10 +18,12 @@
 //! command; memory holds the encoded calls of live objects and current recordings.
 
 use crate::runtime::{self, DeviceData};
+use crate::state::{HandleHasher, HandleMap};
 use ash::vk;
 use ash::vk::Handle;
 use format::record::{self, Record};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::hash::BuildHasherDefault;
 use std::sync::OnceLock;
 use vkstream::Call;
 
@@ -160,7 +162,7 @@ struct Obj {
     owned: Vec<(u64, u32)>,
     /// Command buffers: the current recording (calls and their query records), kept here rather
     /// than in the shared map because it is the hot path (one push per recorded command).
-    recording: Vec<((u64, u32), Record)>,
+    recording: Recording,
     /// Objects made from it (pool children, a device's objects).
     children: Vec<u64>,
     /// Destroyed by the app, kept for creations that named it (definitions only).
@@ -168,6 +170,164 @@ struct Obj {
     /// The current vkMapMemory call (memory objects).
     map_call: Option<(u64, u32)>,
     info: Info,
+}
+
+/// A call as the layer hands it over while tracking: the parameters borrowed from its encoder,
+/// copied only where the tracker keeps them.
+#[derive(Clone, Copy)]
+pub struct CallRef<'a> {
+    pub seq: u64,
+    pub thread: u32,
+    pub cmd: u32,
+    pub host_ns: u64,
+    pub result: i32,
+    pub params: &'a [u8],
+}
+
+impl<'a> CallRef<'a> {
+    pub fn of(c: &'a record::Call) -> Self {
+        CallRef {
+            seq: c.seq,
+            thread: c.thread,
+            cmd: c.cmd,
+            host_ns: c.host_ns,
+            result: c.result,
+            params: &c.params,
+        }
+    }
+
+    pub fn to_owned(self) -> record::Call {
+        record::Call {
+            seq: self.seq,
+            thread: self.thread,
+            cmd: self.cmd,
+            host_ns: self.host_ns,
+            result: self.result,
+            params: self.params.to_vec(),
+        }
+    }
+}
+
+/// A command buffer's current recording. It is the tracker's hot path (one entry per recorded
+/// command), so a call's parameters go into one buffer per command buffer instead of an
+/// allocation each, and an entry is 40 bytes rather than a 256-byte `Record`.
+#[derive(Default)]
+struct Recording {
+    entries: Vec<((u64, u32), Recorded)>,
+    params: Vec<u8>,
+}
+
+enum Recorded {
+    /// A call whose parameters are `params[at..at + len]`.
+    Call {
+        seq: u64,
+        host_ns: u64,
+        thread: u32,
+        cmd: u32,
+        result: i32,
+        at: u32,
+        len: u32,
+    },
+    /// A query or region record (rare).
+    Other(Box<Record>),
+}
+
+impl Recording {
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.params.clear();
+    }
+
+    fn push_call(&mut self, c: CallRef<'_>) {
+        let (Ok(at), Ok(len)) = (
+            u32::try_from(self.params.len()),
+            u32::try_from(c.params.len()),
+        ) else {
+            // Over 4 GiB of parameters in one recording: kept whole instead.
+            self.push(
+                (c.seq, 0),
+                Recorded::Other(Box::new(Record::Call(c.to_owned()))),
+            );
+            return;
+        };
+        self.params.extend_from_slice(c.params);
+        let rec = Recorded::Call {
+            seq: c.seq,
+            host_ns: c.host_ns,
+            thread: c.thread,
+            cmd: c.cmd,
+            result: c.result,
+            at,
+            len,
+        };
+        self.entries.push(((c.seq, 0), rec));
+    }
+
+    fn push(&mut self, key: (u64, u32), rec: Recorded) {
+        self.entries.push((key, rec));
+    }
+
+    fn call<'a>(&'a self, rec: &'a Recorded) -> Option<CallRef<'a>> {
+        match rec {
+            &Recorded::Call {
+                seq,
+                host_ns,
+                thread,
+                cmd,
+                result,
+                at,
+                len,
+            } => Some(CallRef {
+                seq,
+                thread,
+                cmd,
+                host_ns,
+                result,
+                // In range by construction: `push_call` appended them.
+                params: self
+                    .params
+                    .get(at as usize..at as usize + len as usize)
+                    .unwrap_or_default(),
+            }),
+            Recorded::Other(r) => match &**r {
+                Record::Call(c) => Some(CallRef::of(c)),
+                _ => None,
+            },
+        }
+    }
+
+    /// The calls, in order.
+    fn calls(&self) -> impl Iterator<Item = CallRef<'_>> {
+        self.entries.iter().filter_map(|(_, r)| self.call(r))
+    }
+}
+
+/// A record the snapshot walks: one kept whole, or an entry of a recording.
+#[derive(Clone, Copy)]
+enum Entry<'a> {
+    Kept(&'a Record),
+    Recorded(&'a Recording, &'a Recorded),
+}
+
+impl<'a> Entry<'a> {
+    fn as_call(self) -> Option<CallRef<'a>> {
+        match self {
+            Entry::Kept(Record::Call(c)) => Some(CallRef::of(c)),
+            Entry::Kept(_) => None,
+            Entry::Recorded(owner, r) => owner.call(r),
+        }
+    }
+
+    fn to_record(self) -> Record {
+        match self {
+            Entry::Kept(r) => r.clone(),
+            Entry::Recorded(_, Recorded::Other(r)) => (**r).clone(),
+            Entry::Recorded(owner, r) => match owner.call(r) {
+                Some(c) => Record::Call(c.to_owned()),
+                None => unreachable!("a recording's entry is a call or a boxed record"),
+            },
+        }
+    }
 }
 
 struct Kept {
@@ -180,16 +340,16 @@ struct Kept {
 #[derive(Default)]
 pub struct Tracker {
     kept: BTreeMap<(u64, u32), Kept>,
-    objects: HashMap<u64, Obj>,
+    objects: HandleMap<Obj>,
     /// Per command buffer: image layouts its recording leaves (computed at the first submit).
-    effects: HashMap<u64, Vec<(u64, i32)>>,
+    effects: HandleMap<Vec<(u64, i32)>>,
     /// Sub-key for records that carry no seq of their own (placed after the last call).
     sub: u32,
     last_seq: u64,
     /// Calls the tracker could not decode (kept as they are).
     pub undecodable: u64,
     /// Handles destroyed and not created again: state naming them cannot replay.
-    dead: std::collections::HashSet<u64>,
+    dead: std::collections::HashSet<u64, BuildHasherDefault<HandleHasher>>,
 }
 
 fn decode(cmd: u32, params: &[u8]) -> Option<Call> {
@@ -230,11 +390,17 @@ impl Tracker {
             }
             Record::QueryOp(ref op) if op.command_buffer != 0 => {
                 let cb = op.command_buffer;
-                self.record_into(cb, rec);
+                let key = self.plain_key();
+                if let Some(o) = self.objects.get_mut(&cb) {
+                    o.recording.push(key, Recorded::Other(Box::new(rec)));
+                }
             }
             Record::RegionCounters(ref r) => {
                 let cb = r.command_buffer;
-                self.record_into(cb, rec);
+                let key = self.plain_key();
+                if let Some(o) = self.objects.get_mut(&cb) {
+                    o.recording.push(key, Recorded::Other(Box::new(rec)));
+                }
             }
             Record::Device(_) | Record::Note(_) => {
                 let key = self.plain_key();
@@ -255,15 +421,39 @@ impl Tracker {
         (self.last_seq, self.sub)
     }
 
-    /// Appends to a command buffer's recording.
-    fn record_into(&mut self, cb: u64, rec: Record) {
-        let key = match &rec {
-            Record::Call(c) => (c.seq, 0),
-            _ => self.plain_key(),
-        };
-        if let Some(o) = self.objects.get_mut(&cb) {
-            o.recording.push((key, rec));
+    /// Offers one call: what [`offer`](Self::offer) does with a `Record::Call`, without
+    /// wrapping it (the hot path: every recorded command while tracking).
+    pub fn offer_call(&mut self, c: CallRef<'_>) {
+        self.last_seq = c.seq;
+        self.sub = 0;
+        if !self.recorded_call(c) {
+            self.call(c.to_owned());
         }
+    }
+
+    /// Commands, begins and resets of command buffers, from the borrowed parameters; false for
+    /// every other call.
+    fn recorded_call(&mut self, c: CallRef<'_>) -> bool {
+        let class = class_of(c.cmd);
+        if class == Class::Drop || c.result < 0 {
+            return true;
+        }
+        if class != Class::Cmd && class != Class::BeginCb && class != Class::ResetCb {
+            return false;
+        }
+        let cb = first_u64(c.params);
+        if class != Class::Cmd {
+            self.effects.remove(&cb);
+        }
+        if let Some(o) = self.objects.get_mut(&cb) {
+            if class != Class::Cmd {
+                o.recording.clear();
+            }
+            if class != Class::ResetCb {
+                o.recording.push_call(c);
+            }
+        }
+        true
     }
 
     fn keep_owned(&mut self, rec: Record, owners: &[u64]) {
@@ -284,26 +474,10 @@ impl Tracker {
     }
 
     fn call(&mut self, c: record::Call) {
+        if self.recorded_call(CallRef::of(&c)) {
+            return;
+        }
         let class = class_of(c.cmd);
-        if class == Class::Drop || c.result < 0 {
-            return;
-        }
-        if class == Class::Cmd {
-            let cb = first_u64(&c.params);
-            self.record_into(cb, Record::Call(c));
-            return;
-        }
-        if class == Class::BeginCb || class == Class::ResetCb {
-            let cb = first_u64(&c.params);
-            if let Some(o) = self.objects.get_mut(&cb) {
-                o.recording.clear();
-            }
-            self.effects.remove(&cb);
-            if class == Class::BeginCb {
-                self.record_into(cb, Record::Call(c));
-            }
-            return;
-        }
         let Some(call) = decode(c.cmd, &c.params) else {
             self.undecodable += 1;
             return;
@@ -455,7 +629,7 @@ impl Tracker {
                     creator: key,
                     parent,
                     owned: Vec::new(),
-                    recording: Vec::new(),
+                    recording: Recording::default(),
                     children: Vec::new(),
                     destroyed: false,
                     map_call: None,
@@ -571,10 +745,7 @@ impl Tracker {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for (_, rec) in &o.recording {
-            let Record::Call(c) = rec else {
-                continue;
-            };
+        for c in o.recording.calls() {
             let name = vkstream::COMMANDS
                 .get(c.cmd as usize)
                 .copied()
@@ -584,7 +755,7 @@ impl Tracker {
             {
                 continue;
             }
-            let Some(call) = decode(c.cmd, &c.params) else {
+            let Some(call) = decode(c.cmd, c.params) else {
                 continue;
             };
             match &call {
@@ -774,18 +945,27 @@ impl Tracker {
         let mut dropped = 0u64;
         let mut first_dropped = None;
         // Kept records and command-buffer recordings, in original order.
-        let mut all: Vec<(&(u64, u32), &Record)> =
-            self.kept.iter().map(|(k, v)| (k, &v.rec)).collect();
+        let mut all: Vec<(&(u64, u32), Entry)> = self
+            .kept
+            .iter()
+            .map(|(k, v)| (k, Entry::Kept(&v.rec)))
+            .collect();
         for o in self.objects.values() {
-            all.extend(o.recording.iter().map(|(k, r)| (k, r)));
+            let owner = &o.recording;
+            all.extend(
+                owner
+                    .entries
+                    .iter()
+                    .map(move |(k, r)| (k, Entry::Recorded(owner, r))),
+            );
         }
         all.sort_unstable_by_key(|(k, _)| **k);
         for (_, rec) in all {
-            if let Record::Call(c) = rec {
+            if let Some(c) = rec.as_call() {
                 // A state call that names an object destroyed before the trim point (a descriptor
                 // naming a deleted view, a recording that used a deleted staging buffer) cannot
                 // replay; it is left out.
-                if let Some(call) = decode(c.cmd, &c.params) {
+                if let Some(call) = decode(c.cmd, c.params) {
                     let dead = handles(&call)
                         .into_iter()
                         .find(|(_, h, created)| !created && self.dead.contains(h));
@@ -805,7 +985,7 @@ impl Tracker {
                     }
                 }
             }
-            records.push(SnapRecord::Kept(Box::new(rec.clone())));
+            records.push(SnapRecord::Kept(Box::new(rec.to_record())));
         }
         if dropped > 0 {
             gaps.push(format!(
@@ -1168,7 +1348,7 @@ mod tests {
         fn kept(&self) -> Vec<u64> {
             let mut v: Vec<u64> = self.t.kept.keys().map(|k| k.0).collect();
             for o in self.t.objects.values() {
-                v.extend(o.recording.iter().map(|(k, _)| k.0));
+                v.extend(o.recording.entries.iter().map(|(k, _)| k.0));
             }
             v.sort_unstable();
             v

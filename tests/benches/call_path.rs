@@ -3,8 +3,9 @@
 //!
 //! `cargo bench -p quarry-tests --bench call_path` (needs lavapipe and the layer built:
 //! `cargo build --release -p capture_layer`). Each configuration runs in child processes of its
-//! own, interleaved: no layer, the layer loaded but not capturing, capturing. Prints the median
-//! time per call of each and the capture's cost over the idle layer, measured in the same run.
+//! own, interleaved: no layer, the layer loaded but not capturing, capturing, and tracking (a
+//! trimmed capture before its first frame: calls go to the state tracker, not the trace). Prints
+//! the median time per call of each and their cost over the idle layer, measured in the same run.
 //! `QUARRY_BENCH_ICD=<ICD manifest>` runs it on another driver (a real GPU's) instead of lavapipe.
 
 #[path = "../tests/capture_support.rs"]
@@ -55,7 +56,7 @@ fn main() {
     let layer = VkLayer_quarry_capture::launch::LayerDir::new(&lib).expect("layer manifest");
     let trace =
         std::env::temp_dir().join(format!("quarry-call-bench-{}.qtrace", std::process::id()));
-    let configs = ["none", "idle", "capture"];
+    let configs = ["none", "idle", "capture", "tracking"];
     let reps: usize = std::env::var("REPS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -79,6 +80,10 @@ fn main() {
             }
             if configs[i] == "idle" {
                 cmd.env("QUARRY_CAPTURE_DISABLE", "1");
+            }
+            if configs[i] == "tracking" {
+                // A first frame that never comes.
+                cmd.env("QUARRY_CAPTURE_FRAMES", "1000000000-");
             }
             let out = cmd.output().expect("run child");
             let text = String::from_utf8_lossy(&out.stdout);
@@ -119,9 +124,12 @@ fn main() {
         println!("{c:<10} {:>10.1} {:>10.1}", cold[i], warm[i]);
     }
     println!(
-        "capture - idle: cold {:.1} ns, warm {:.1} ns per call; idle - none: cold {:.1} ns, warm {:.1} ns",
+        "capture - idle: cold {:.1} ns, warm {:.1} ns per call; tracking - idle: cold {:.1} ns, warm {:.1} ns; \
+         idle - none: cold {:.1} ns, warm {:.1} ns",
         cold[2] - cold[1],
         warm[2] - warm[1],
+        cold[3] - cold[1],
+        warm[3] - warm[1],
         cold[1] - cold[0],
         warm[1] - warm[0]
     );
@@ -169,6 +177,20 @@ fn child(_config: &str) {
             device.cmd_set_depth_bounds(cb, 0.0, 1.0);
             device.cmd_set_stencil_compare_mask(cb, vk::StencilFaceFlags::BACK, i as u32);
         };
+        // Re-recorded every RECORDING groups, untimed, as an app re-records its command buffers
+        // each frame: the tracker keeps the current recording, so it would otherwise grow forever.
+        const RECORDING: usize = 64;
+        let rerecord = |i: usize| {
+            if i % RECORDING == RECORDING - 1 {
+                device.end_command_buffer(cb).unwrap();
+                device
+                    .reset_command_pool(pool, vk::CommandPoolResetFlags::empty())
+                    .unwrap();
+                device
+                    .begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
+                    .unwrap();
+            }
+        };
         let mut evict = vec![0u8; evict_bytes()];
         let mut cold = Vec::with_capacity(rounds());
         for i in 0..rounds() {
@@ -180,12 +202,14 @@ fn child(_config: &str) {
             let t = Instant::now();
             calls(i);
             cold.push(t.elapsed().as_nanos() as f64 / GROUP as f64);
+            rerecord(i);
         }
         let mut warm = Vec::with_capacity(rounds());
         for i in 0..rounds() {
             let t = Instant::now();
             calls(i);
             warm.push(t.elapsed().as_nanos() as f64 / GROUP as f64);
+            rerecord(i);
         }
         let med = |mut v: Vec<f64>| {
             v.sort_by(|a, b| a.total_cmp(b));
