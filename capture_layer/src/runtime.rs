@@ -1415,6 +1415,13 @@ fn finish_locked(guard: &mut CaptureGuard, reason: &str) {
                     p.application, p.frame, p.first
                 ),
             );
+            if HOT.profile.load(Ordering::Relaxed) {
+                // No trace to hold it: the tracker's cost goes to stderr only.
+                log_once(
+                    "profile",
+                    &format!("tracked {} frames{}", p.frame, prof::summary()),
+                );
+            }
         }
     }
     let Some(mut cap) = guard.take() else { return };

@@ -86,6 +86,24 @@ fn class_of(cmd: u32) -> Class {
         .unwrap_or(Class::Drop)
 }
 
+/// Whether command `cmd` can change image layouts (barriers and render pass begins): looked up once
+/// per command in every recording submitted.
+fn moves_layouts(cmd: u32) -> bool {
+    static TABLE: OnceLock<Vec<bool>> = OnceLock::new();
+    TABLE
+        .get_or_init(|| {
+            vkstream::COMMANDS
+                .iter()
+                .map(|n| {
+                    n.starts_with("vkCmdPipelineBarrier") || n.starts_with("vkCmdBeginRenderPass")
+                })
+                .collect()
+        })
+        .get(cmd as usize)
+        .copied()
+        .unwrap_or(false)
+}
+
 /// Whether the tracker keeps anything of command `cmd` (the layer skips encoding the rest while
 /// tracking).
 pub fn wanted(cmd: u32) -> bool {
@@ -215,6 +233,8 @@ impl<'a> CallRef<'a> {
 struct Recording {
     entries: Vec<((u64, u32), Recorded)>,
     params: Vec<u8>,
+    /// The query commands' records, in order.
+    ops: Vec<record::QueryOp>,
 }
 
 enum Recorded {
@@ -228,7 +248,9 @@ enum Recorded {
         at: u32,
         len: u32,
     },
-    /// A query or region record (rare).
+    /// `ops[i]`: a query command's record (several per frame in query-heavy apps).
+    QueryOp(u32),
+    /// A region record (rare).
     Other(Box<Record>),
 }
 
@@ -236,6 +258,19 @@ impl Recording {
     fn clear(&mut self) {
         self.entries.clear();
         self.params.clear();
+        self.ops.clear();
+    }
+
+    fn push_op(&mut self, key: (u64, u32), op: record::QueryOp) {
+        match u32::try_from(self.ops.len()) {
+            Ok(i) => {
+                self.ops.push(op);
+                self.entries.push((key, Recorded::QueryOp(i)));
+            }
+            Err(_) => self
+                .entries
+                .push((key, Recorded::Other(Box::new(Record::QueryOp(op))))),
+        }
     }
 
     fn push_call(&mut self, c: CallRef<'_>) {
@@ -289,6 +324,7 @@ impl Recording {
                     .get(at as usize..at as usize + len as usize)
                     .unwrap_or_default(),
             }),
+            Recorded::QueryOp(_) => None,
             Recorded::Other(r) => match &**r {
                 Record::Call(c) => Some(CallRef::of(c)),
                 _ => None,
@@ -322,6 +358,10 @@ impl<'a> Entry<'a> {
         match self {
             Entry::Kept(r) => r.clone(),
             Entry::Recorded(_, Recorded::Other(r)) => (**r).clone(),
+            Entry::Recorded(owner, &Recorded::QueryOp(i)) => match owner.ops.get(i as usize) {
+                Some(op) => Record::QueryOp(op.clone()),
+                None => unreachable!("a recording's query entry indexes its ops"),
+            },
             Entry::Recorded(owner, r) => match owner.call(r) {
                 Some(c) => Record::Call(c.to_owned()),
                 None => unreachable!("a recording's entry is a call or a boxed record"),
@@ -331,7 +371,9 @@ impl<'a> Entry<'a> {
 }
 
 struct Kept {
-    rec: Record,
+    /// Boxed: the kept map is a B-tree, which shifts its values within a node at every insert and
+    /// remove (a `Record` is 256 bytes).
+    rec: Box<Record>,
     /// Handles the record lives for: creations until the last of them dies; owned records until
     /// every owner dies.
     holders: Vec<u64>,
@@ -350,7 +392,15 @@ pub struct Tracker {
     pub undecodable: u64,
     /// Handles destroyed and not created again: state naming them cannot replay.
     dead: std::collections::HashSet<u64, BuildHasherDefault<HandleHasher>>,
+    /// Recordings of freed command buffers, emptied, for the next ones allocated: apps that
+    /// allocate a command buffer per frame would otherwise grow a new recording from nothing
+    /// (reallocations, fresh pages) every frame.
+    spare: Vec<Recording>,
 }
+
+/// At most this many spare recordings, each of at most `SPARE_BYTES` of parameters.
+const SPARE: usize = 16;
+const SPARE_BYTES: usize = 1 << 20;
 
 fn decode(cmd: u32, params: &[u8]) -> Option<Call> {
     vkstream::decode_call(cmd, params).ok()
@@ -388,11 +438,11 @@ impl Tracker {
                     self.keep_owned(rec, &[owner]);
                 }
             }
-            Record::QueryOp(ref op) if op.command_buffer != 0 => {
+            Record::QueryOp(op) if op.command_buffer != 0 => {
                 let cb = op.command_buffer;
                 let key = self.plain_key();
                 if let Some(o) = self.objects.get_mut(&cb) {
-                    o.recording.push(key, Recorded::Other(Box::new(rec)));
+                    o.recording.push_op(key, op);
                 }
             }
             Record::RegionCounters(ref r) => {
@@ -407,7 +457,7 @@ impl Tracker {
                 self.kept.insert(
                     key,
                     Kept {
-                        rec,
+                        rec: Box::new(rec),
                         holders: Vec::new(),
                     },
                 );
@@ -469,7 +519,13 @@ impl Tracker {
             }
         }
         if !holders.is_empty() {
-            self.kept.insert(key, Kept { rec, holders });
+            self.kept.insert(
+                key,
+                Kept {
+                    rec: Box::new(rec),
+                    holders,
+                },
+            );
         }
     }
 
@@ -629,7 +685,11 @@ impl Tracker {
                     creator: key,
                     parent,
                     owned: Vec::new(),
-                    recording: Recording::default(),
+                    recording: if ty == vk::ObjectType::COMMAND_BUFFER {
+                        self.spare.pop().unwrap_or_default()
+                    } else {
+                        Recording::default()
+                    },
                     children: Vec::new(),
                     destroyed: false,
                     map_call: None,
@@ -646,7 +706,7 @@ impl Tracker {
         self.kept.insert(
             key,
             Kept {
-                rec: Record::Call(c),
+                rec: Box::new(Record::Call(c)),
                 holders,
             },
         );
@@ -662,7 +722,7 @@ impl Tracker {
                     self.kept.insert(
                         key,
                         Kept {
-                            rec: Record::Call(c),
+                            rec: Box::new(Record::Call(c)),
                             holders: vec![h],
                         },
                     );
@@ -691,6 +751,14 @@ impl Tracker {
                 continue;
             };
             self.dead.insert(h);
+            if o.ty == vk::ObjectType::COMMAND_BUFFER
+                && self.spare.len() < SPARE
+                && o.recording.params.capacity() <= SPARE_BYTES
+            {
+                let mut r = o.recording;
+                r.clear();
+                self.spare.push(r);
+            }
             for key in o.owned {
                 self.release(key, h);
             }
@@ -746,13 +814,7 @@ impl Tracker {
         };
         let mut out = Vec::new();
         for c in o.recording.calls() {
-            let name = vkstream::COMMANDS
-                .get(c.cmd as usize)
-                .copied()
-                .unwrap_or("");
-            if !(name.starts_with("vkCmdPipelineBarrier")
-                || name.starts_with("vkCmdBeginRenderPass"))
-            {
+            if !moves_layouts(c.cmd) {
                 continue;
             }
             let Some(call) = decode(c.cmd, c.params) else {
@@ -1335,14 +1397,15 @@ mod tests {
             let mut e = vkstream::Encoder::new();
             encode(&mut e);
             self.seq += 1;
-            self.t.offer(Record::Call(record::Call {
+            // The layer's path: calls offered borrowed, as `track_call` does.
+            self.t.offer_call(CallRef {
                 seq: self.seq,
                 thread: 1,
                 cmd: vkstream::command_id(name).unwrap(),
-                host_ns: 0,
+                host_ns: self.seq * 10,
                 result: 0,
-                params: e.into_bytes(),
-            }));
+                params: e.as_bytes(),
+            });
             self.seq
         }
         fn kept(&self) -> Vec<u64> {
@@ -1489,6 +1552,98 @@ mod tests {
             vkstream::encode::vkDestroyCommandPool(e, dev(), pool, std::ptr::null())
         });
         assert!(f.kept().is_empty(), "{:?}", f.kept());
+    }
+
+    /// The snapshot gives a recording back as it was offered: calls with their parameters, and the
+    /// query records between them, in order; a freed command buffer's recording, reused for the
+    /// next one allocated, starts empty.
+    #[test]
+    fn recordings_come_back_whole_and_reused_ones_start_empty() {
+        let mut f = Feed::new();
+        let pci = vk::CommandPoolCreateInfo::default();
+        let mut pool = vk::CommandPool::from_raw(0x91);
+        f.call("vkCreateCommandPool", |e| unsafe {
+            vkstream::encode::vkCreateCommandPool(e, dev(), &pci, std::ptr::null(), &mut pool)
+        });
+        let ai = vk::CommandBufferAllocateInfo::default()
+            .command_pool(pool)
+            .command_buffer_count(1);
+        let bi = vk::CommandBufferBeginInfo::default();
+        let op = |cb: u64, seq: u64| {
+            Record::QueryOp(record::QueryOp {
+                seq,
+                command_buffer: cb,
+                pool: 0x99,
+                kind: record::QueryOpKind::Begin {
+                    query: 3,
+                    flags: 1,
+                    index: 0,
+                },
+                host_ns: 5,
+            })
+        };
+        let mut expect = Vec::new();
+        for (n, raw) in [0x92u64, 0x93].into_iter().enumerate() {
+            let mut cb = vk::CommandBuffer::from_raw(raw);
+            f.call("vkAllocateCommandBuffers", |e| unsafe {
+                vkstream::encode::vkAllocateCommandBuffers(e, dev(), &ai, &mut cb)
+            });
+            f.call("vkBeginCommandBuffer", |e| unsafe {
+                vkstream::encode::vkBeginCommandBuffer(e, cb, &bi)
+            });
+            let draw = f.call("vkCmdDraw", |e| unsafe {
+                vkstream::encode::vkCmdDraw(e, cb, 3 + n as u32, 1, 0, 0)
+            });
+            f.t.offer(op(raw, draw));
+            f.call("vkCmdDraw", |e| unsafe {
+                vkstream::encode::vkCmdDraw(e, cb, 7, 2, 0, 0)
+            });
+            if n == 0 {
+                f.call("vkFreeCommandBuffers", |e| unsafe {
+                    vkstream::encode::vkFreeCommandBuffers(e, dev(), pool, 1, &cb)
+                });
+                assert_eq!(f.t.spare.len(), 1, "the freed recording is kept for reuse");
+            } else {
+                assert!(f.t.spare.is_empty(), "the next allocation took it");
+                expect = vec![
+                    format!("vkBeginCommandBuffer {:?}", [raw.to_le_bytes()].concat()),
+                    format!("vkCmdDraw {} 4 1", draw),
+                    format!("QueryOp {raw:#x} {draw}"),
+                    format!("vkCmdDraw {} 7 2", draw + 1),
+                ];
+            }
+        }
+        let snap =
+            f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None);
+        let cb_records: Vec<String> = snap
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                SnapRecord::Kept(r) => Some(&**r),
+                _ => None,
+            })
+            .filter_map(|r| match r {
+                Record::Call(c) => match vkstream::COMMANDS[c.cmd as usize] {
+                    "vkBeginCommandBuffer" => {
+                        Some(format!("vkBeginCommandBuffer {:?}", &c.params[..8]))
+                    }
+                    "vkCmdDraw" => match vkstream::decode_call(c.cmd, &c.params) {
+                        Ok(Call::vkCmdDraw(p)) => {
+                            assert_eq!(c.host_ns, c.seq * 10, "the call's own fields");
+                            Some(format!(
+                                "vkCmdDraw {} {} {}",
+                                c.seq, p.vertex_count, p.instance_count
+                            ))
+                        }
+                        other => panic!("{other:?}"),
+                    },
+                    _ => None,
+                },
+                Record::QueryOp(op) => Some(format!("QueryOp {:#x} {}", op.command_buffer, op.seq)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cb_records, expect);
     }
 
     #[test]
