@@ -261,6 +261,13 @@ impl Recording {
         self.ops.clear();
     }
 
+    /// Bytes its buffers hold allocated.
+    fn bytes(&self) -> usize {
+        self.params.capacity()
+            + self.entries.capacity() * std::mem::size_of::<((u64, u32), Recorded)>()
+            + self.ops.capacity() * std::mem::size_of::<record::QueryOp>()
+    }
+
     fn push_op(&mut self, key: (u64, u32), op: record::QueryOp) {
         match u32::try_from(self.ops.len()) {
             Ok(i) => {
@@ -398,7 +405,7 @@ pub struct Tracker {
     spare: Vec<Recording>,
 }
 
-/// At most this many spare recordings, each of at most `SPARE_BYTES` of parameters.
+/// At most this many spare recordings, each holding at most `SPARE_BYTES` allocated.
 const SPARE: usize = 16;
 const SPARE_BYTES: usize = 1 << 20;
 
@@ -753,7 +760,7 @@ impl Tracker {
             self.dead.insert(h);
             if o.ty == vk::ObjectType::COMMAND_BUFFER
                 && self.spare.len() < SPARE
-                && o.recording.params.capacity() <= SPARE_BYTES
+                && o.recording.bytes() <= SPARE_BYTES
             {
                 let mut r = o.recording;
                 r.clear();
