@@ -1006,7 +1006,21 @@ fn record_ops_dyn(
         return Some(seq);
     }
     record_then(cmd, result, encode, |guard, seq, _, host_ns| {
-        write_all(guard, kinds.iter().map(|k| op(seq, host_ns, k)))
+        let Some(cap) = guard.as_mut() else { return };
+        for kind in kinds {
+            let op = record::QueryOp {
+                seq,
+                command_buffer,
+                pool,
+                kind: kind.clone(),
+                host_ns,
+            };
+            // Hand-encoded, not through serde: several follow a query command's call.
+            if let Err(e) = cap.writer.write_query_op(&op) {
+                fail_locked(guard, &format!("writing the trace failed: {e}"));
+                return;
+            }
+        }
     })
 }
 

@@ -20,7 +20,7 @@ use xxhash_rust::xxh3::xxh3_128;
 use crate::error::{FormatError, Problem};
 use crate::index::{BlockEntry, FooterIndex};
 use crate::layout::*;
-use crate::record::{BlobId, Header, Payload, Record};
+use crate::record::{BlobId, Header, Payload, QueryOp, Record};
 use crate::{bincode_config, file_kind_byte};
 
 /// Tuning knobs; the defaults suit both the capture layer and the replayer.
@@ -125,7 +125,9 @@ fn encode_call(
     buf.extend_from_slice(params);
 }
 
-/// bincode's variant indices of `Record::QueryResults` and `Record::QueryAvailable`.
+/// bincode's variant indices of `Record::QueryOp`, `Record::QueryResults` and
+/// `Record::QueryAvailable`.
+const QUERY_OP_VARIANT: u64 = 6;
 const QUERY_RESULTS_VARIANT: u64 = 7;
 const QUERY_AVAILABLE_VARIANT: u64 = 9;
 
@@ -188,6 +190,73 @@ fn encode_query_results(buf: &mut Vec<u8>, r: &QueryResultsRef<'_>) {
         put_bincode_varint(buf, v);
     }
     buf.extend_from_slice(r.data);
+}
+
+/// `Record::QueryOp` as bincode standard() encodes it: the kind's variant index and fields
+/// between the handles and the host time, a bool as one byte.
+fn encode_query_op(buf: &mut Vec<u8>, op: &QueryOp) {
+    use crate::record::QueryOpKind as K;
+    for v in [QUERY_OP_VARIANT, op.seq, op.command_buffer, op.pool] {
+        put_bincode_varint(buf, v);
+    }
+    let u = u64::from;
+    match op.kind {
+        K::Reset { first, count } => {
+            for v in [0, u(first), u(count)] {
+                put_bincode_varint(buf, v);
+            }
+        }
+        K::Begin {
+            query,
+            flags,
+            index,
+        } => {
+            for v in [1, u(query), u(flags), u(index)] {
+                put_bincode_varint(buf, v);
+            }
+        }
+        K::End { query, index } => {
+            for v in [2, u(query), u(index)] {
+                put_bincode_varint(buf, v);
+            }
+        }
+        K::Timestamp {
+            query,
+            stage,
+            sync2,
+        } => {
+            for v in [3, u(query), stage] {
+                put_bincode_varint(buf, v);
+            }
+            buf.push(u8::from(sync2));
+        }
+        K::Copy {
+            first,
+            count,
+            dst_buffer,
+            dst_offset,
+            stride,
+            flags,
+        } => {
+            for v in [
+                4,
+                u(first),
+                u(count),
+                dst_buffer,
+                dst_offset,
+                stride,
+                u(flags),
+            ] {
+                put_bincode_varint(buf, v);
+            }
+        }
+        K::Write { query } => {
+            for v in [5, u(query)] {
+                put_bincode_varint(buf, v);
+            }
+        }
+    }
+    put_bincode_varint(buf, op.host_ns);
 }
 
 /// `Record::QueryAvailable` as bincode standard() encodes it.
@@ -857,6 +926,15 @@ impl TraceWriter {
         )
     }
 
+    /// Appends a `Record::QueryOp`: what [`write`](Self::write) writes for it, without going
+    /// through serde (a query command writes one or more after its call, on the app's thread).
+    pub fn write_query_op(&self, op: &QueryOp) -> Result<(), FormatError> {
+        self.append("QueryOp", |buf| {
+            encode_query_op(buf, op);
+            Ok(())
+        })
+    }
+
     /// Appends a `Record::QueryResults` and a `Record::QueryAvailable` (same pool and host time)
     /// for each of `available`: what [`write`](Self::write) writes for them, without the copies.
     pub fn write_query_results(
@@ -1453,6 +1531,60 @@ mod tests {
     #[test]
     fn the_shared_state_pointer_comes_first() {
         assert_eq!(std::mem::offset_of!(TraceWriter, shared), 0);
+    }
+
+    /// The hand-written query-op encoding is bincode's, for every kind.
+    #[test]
+    fn query_op_encoding_is_bincode() {
+        use crate::record::QueryOpKind as K;
+        for v in [0u64, 250, 251, 70_000, u32::MAX as u64 + 9, u64::MAX] {
+            let w = v as u32;
+            let kinds = [
+                K::Reset {
+                    first: w,
+                    count: w / 3,
+                },
+                K::Begin {
+                    query: w,
+                    flags: 1,
+                    index: w ^ 7,
+                },
+                K::End { query: w, index: 2 },
+                K::Timestamp {
+                    query: w,
+                    stage: v.rotate_left(5),
+                    sync2: v % 2 == 1,
+                },
+                K::Timestamp {
+                    query: 0,
+                    stage: 1,
+                    sync2: true,
+                },
+                K::Copy {
+                    first: w,
+                    count: 3,
+                    dst_buffer: !v,
+                    dst_offset: v / 7,
+                    stride: 8,
+                    flags: 0xf,
+                },
+                K::Write { query: w },
+            ];
+            for kind in kinds {
+                let op = QueryOp {
+                    seq: v,
+                    command_buffer: v.rotate_left(9),
+                    pool: v ^ 0x55,
+                    kind,
+                    host_ns: v.wrapping_mul(3),
+                };
+                let mut mine = Vec::new();
+                encode_query_op(&mut mine, &op);
+                let theirs =
+                    bincode::serde::encode_to_vec(Record::QueryOp(op), bincode_config()).unwrap();
+                assert_eq!(mine, theirs);
+            }
+        }
     }
 
     /// The hand-written query-results encodings are bincode's.
