@@ -989,34 +989,25 @@ fn record_ops_dyn(
     pool: u64,
     kinds: &[record::QueryOpKind],
 ) -> Option<u64> {
-    let op = |seq: u64, host_ns: u64, kind: &record::QueryOpKind| {
-        Record::QueryOp(record::QueryOp {
-            seq,
-            command_buffer,
-            pool,
-            kind: kind.clone(),
-            host_ns,
-        })
+    let op = |seq: u64, host_ns: u64, kind: &record::QueryOpKind| record::QueryOp {
+        seq,
+        command_buffer,
+        pool,
+        kind: kind.clone(),
+        host_ns,
     };
     if HOT.tracking.load(Ordering::Acquire) {
         // Before a trimmed capture's first frame the ops go to the tracker, one by one.
         let seq = record_dyn(cmd, result, encode)?;
         let host_ns = now_ns();
-        emit_plain_all(kinds.iter().map(|k| op(seq, host_ns, k)));
+        emit_plain_all(kinds.iter().map(|k| Record::QueryOp(op(seq, host_ns, k))));
         return Some(seq);
     }
     record_then(cmd, result, encode, |guard, seq, _, host_ns| {
         let Some(cap) = guard.as_mut() else { return };
         for kind in kinds {
-            let op = record::QueryOp {
-                seq,
-                command_buffer,
-                pool,
-                kind: kind.clone(),
-                host_ns,
-            };
             // Hand-encoded, not through serde: several follow a query command's call.
-            if let Err(e) = cap.writer.write_query_op(&op) {
+            if let Err(e) = cap.writer.write_query_op(&op(seq, host_ns, kind)) {
                 fail_locked(guard, &format!("writing the trace failed: {e}"));
                 return;
             }
@@ -1162,20 +1153,23 @@ fn track_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode)
         result,
         params: e.as_bytes(),
     };
-    let offered = offer_call(call);
-    let mut out = None;
-    if !offered {
+    let out = if offer_call(call) {
+        Some(seq)
+    } else {
         // The snapshot was written meanwhile: the call goes to the trace.
         let mut guard = lock_capture();
-        if let Some(cap) = guard.as_mut() {
-            match cap.writer.write(&Record::Call(call.to_owned())) {
-                Ok(()) => out = Some(seq),
-                Err(err) => fail_locked(&mut guard, &format!("writing the trace failed: {err}")),
+        let written = guard
+            .as_mut()
+            .map(|cap| cap.writer.write(&Record::Call(call.to_owned())));
+        match written {
+            Some(Ok(())) => Some(seq),
+            Some(Err(err)) => {
+                fail_locked(&mut guard, &format!("writing the trace failed: {err}"));
+                None
             }
+            None => None,
         }
-    } else {
-        out = Some(seq);
-    }
+    };
     let _ = ENCODER.try_with(|c| c.set(Some(e)));
     out
 }
