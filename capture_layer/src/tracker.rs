@@ -397,13 +397,19 @@ pub struct Tracker {
     last_seq: u64,
     /// Calls the tracker could not decode (kept as they are).
     pub undecodable: u64,
-    /// Handles destroyed and not created again: state naming them cannot replay.
+    /// Handles destroyed and not created again: state naming them cannot replay. Pruned (see
+    /// `prune_dead`) so that an app destroying objects every frame does not grow it forever.
     dead: std::collections::HashSet<u64, BuildHasherDefault<HandleHasher>>,
+    /// `dead`'s size that triggers the next prune.
+    prune_at: usize,
     /// Recordings of freed command buffers, emptied, for the next ones allocated: apps that
     /// allocate a command buffer per frame would otherwise grow a new recording from nothing
     /// (reallocations, fresh pages) every frame.
     spare: Vec<Recording>,
 }
+
+/// `dead` is first pruned at this size.
+const DEAD_PRUNE_MIN: usize = 4096;
 
 /// At most this many spare recordings, each holding at most `SPARE_BYTES` allocated.
 const SPARE: usize = 16;
@@ -773,6 +779,43 @@ impl Tracker {
             self.effects.remove(&h);
             stack.extend(o.children);
         }
+        if self.dead.len() >= self.prune_at.max(DEAD_PRUNE_MIN) {
+            self.prune_dead();
+        }
+    }
+
+    /// Forgets the dead handles that no kept record or recording names: only those can make the
+    /// snapshot leave a call out, and a call made later naming a destroyed handle would be the
+    /// app's error. Decodes every kept call, so the next prune waits until `dead` has doubled
+    /// and has grown past the number of kept records: amortized, at most a decode or two per
+    /// object destroyed.
+    fn prune_dead(&mut self) {
+        let mut named =
+            std::collections::HashSet::<u64, BuildHasherDefault<HandleHasher>>::default();
+        let mut note = |c: CallRef<'_>| {
+            if let Some(call) = decode(c.cmd, c.params) {
+                vkstream::handles::call_handles(&call, &mut |_, h, created| {
+                    if !created && self.dead.contains(&h) {
+                        named.insert(h);
+                    }
+                });
+            }
+        };
+        let mut records = 0;
+        for k in self.kept.values() {
+            if let Record::Call(c) = &*k.rec {
+                note(CallRef::of(c));
+                records += 1;
+            }
+        }
+        for o in self.objects.values() {
+            for c in o.recording.calls() {
+                note(c);
+                records += 1;
+            }
+        }
+        self.dead.retain(|h| named.contains(h));
+        self.prune_at = (2 * self.dead.len()).max(records);
     }
 
     /// Applies the layout changes of the submitted command buffers to their images.
@@ -1651,6 +1694,51 @@ mod tests {
             })
             .collect();
         assert_eq!(cb_records, expect);
+    }
+
+    /// Objects destroyed every frame do not grow the dead set forever, and a dead handle that
+    /// kept state still names stays known, so the snapshot still leaves that state out.
+    #[test]
+    fn dead_handles_are_pruned_unless_kept_state_names_them() {
+        let mut f = Feed::new();
+        create_buffer(&mut f, 0xB2);
+        let ai = vk::MemoryAllocateInfo::default().allocation_size(4096);
+        let mut m = vk::DeviceMemory::from_raw(0x999);
+        f.call("vkAllocateMemory", |e| unsafe {
+            vkstream::encode::vkAllocateMemory(e, dev(), &ai, std::ptr::null(), &mut m)
+        });
+        f.call("vkBindBufferMemory", |e| unsafe {
+            vkstream::encode::vkBindBufferMemory(e, dev(), vk::Buffer::from_raw(0xB2), m, 0)
+        });
+        f.call("vkFreeMemory", |e| unsafe {
+            vkstream::encode::vkFreeMemory(e, dev(), m, std::ptr::null())
+        });
+        let fci = vk::FenceCreateInfo::default();
+        let fences = 3 * DEAD_PRUNE_MIN as u64;
+        let mut most = 0;
+        for i in 0..fences {
+            // A new handle value each time, as a driver that never reuses them would give.
+            let mut fence = vk::Fence::from_raw(0x10_0000 + i);
+            f.call("vkCreateFence", |e| unsafe {
+                vkstream::encode::vkCreateFence(e, dev(), &fci, std::ptr::null(), &mut fence)
+            });
+            f.call("vkDestroyFence", |e| unsafe {
+                vkstream::encode::vkDestroyFence(e, dev(), fence, std::ptr::null())
+            });
+            most = most.max(f.t.dead.len());
+        }
+        assert!(
+            most <= DEAD_PRUNE_MIN,
+            "dead set grew to {most} for {fences} fences"
+        );
+        assert!(f.t.dead.contains(&0x999), "the bound memory is still named");
+        let snap =
+            f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None);
+        assert!(
+            snap.gaps.iter().any(|g| g.contains("vkBindBufferMemory")),
+            "{:?}",
+            snap.gaps
+        );
     }
 
     #[test]
