@@ -1491,6 +1491,23 @@ mod tests {
         [layout, made, destroy]
     }
 
+    /// A buffer bound to memory the app frees afterwards (legal; the buffer is then unusable):
+    /// kept state naming a dead handle.
+    fn bind_to_freed_memory(f: &mut Feed, buffer: u64, memory: u64) {
+        create_buffer(f, buffer);
+        let ai = vk::MemoryAllocateInfo::default().allocation_size(4096);
+        let mut m = vk::DeviceMemory::from_raw(memory);
+        f.call("vkAllocateMemory", |e| unsafe {
+            vkstream::encode::vkAllocateMemory(e, dev(), &ai, std::ptr::null(), &mut m)
+        });
+        f.call("vkBindBufferMemory", |e| unsafe {
+            vkstream::encode::vkBindBufferMemory(e, dev(), vk::Buffer::from_raw(buffer), m, 0)
+        });
+        f.call("vkFreeMemory", |e| unsafe {
+            vkstream::encode::vkFreeMemory(e, dev(), m, std::ptr::null())
+        });
+    }
+
     fn create_buffer(f: &mut Feed, h: u64) -> u64 {
         let ci = vk::BufferCreateInfo::default()
             .size(64)
@@ -1701,18 +1718,7 @@ mod tests {
     #[test]
     fn dead_handles_are_pruned_unless_kept_state_names_them() {
         let mut f = Feed::new();
-        create_buffer(&mut f, 0xB2);
-        let ai = vk::MemoryAllocateInfo::default().allocation_size(4096);
-        let mut m = vk::DeviceMemory::from_raw(0x999);
-        f.call("vkAllocateMemory", |e| unsafe {
-            vkstream::encode::vkAllocateMemory(e, dev(), &ai, std::ptr::null(), &mut m)
-        });
-        f.call("vkBindBufferMemory", |e| unsafe {
-            vkstream::encode::vkBindBufferMemory(e, dev(), vk::Buffer::from_raw(0xB2), m, 0)
-        });
-        f.call("vkFreeMemory", |e| unsafe {
-            vkstream::encode::vkFreeMemory(e, dev(), m, std::ptr::null())
-        });
+        bind_to_freed_memory(&mut f, 0xB2, 0x999);
         let fci = vk::FenceCreateInfo::default();
         let fences = 3 * DEAD_PRUNE_MIN as u64;
         let mut most = 0;
@@ -1753,19 +1759,7 @@ mod tests {
         f.call("vkCreateFence", |e| unsafe {
             vkstream::encode::vkCreateFence(e, dev(), &fci, std::ptr::null(), &mut fence)
         });
-        // A binding whose memory the app freed later (legal; the buffer is then unusable).
-        create_buffer(&mut f, 0xB2);
-        let ai = vk::MemoryAllocateInfo::default().allocation_size(4096);
-        let mut m = vk::DeviceMemory::from_raw(0x999);
-        f.call("vkAllocateMemory", |e| unsafe {
-            vkstream::encode::vkAllocateMemory(e, dev(), &ai, std::ptr::null(), &mut m)
-        });
-        f.call("vkBindBufferMemory", |e| unsafe {
-            vkstream::encode::vkBindBufferMemory(e, dev(), vk::Buffer::from_raw(0xB2), m, 0)
-        });
-        f.call("vkFreeMemory", |e| unsafe {
-            vkstream::encode::vkFreeMemory(e, dev(), m, std::ptr::null())
-        });
+        bind_to_freed_memory(&mut f, 0xB2, 0x999);
         let snap = f.t.snapshot(
             Vec::new(),
             Vec::new(),
