@@ -193,43 +193,32 @@ fn encode_query_results(buf: &mut Vec<u8>, r: &QueryResultsRef<'_>) {
 }
 
 /// `Record::QueryOp` as bincode standard() encodes it: the kind's variant index and fields
-/// between the handles and the host time, a bool as one byte.
+/// between the handles and the host time. Every field a varint; the one bool too, as bincode's
+/// single byte 0 or 1 is what a varint below 251 is.
 fn encode_query_op(buf: &mut Vec<u8>, op: &QueryOp) {
     use crate::record::QueryOpKind as K;
-    for v in [QUERY_OP_VARIANT, op.seq, op.command_buffer, op.pool] {
-        put_bincode_varint(buf, v);
-    }
+    let mut put = |v: u64| put_bincode_varint(buf, v);
+    [QUERY_OP_VARIANT, op.seq, op.command_buffer, op.pool]
+        .into_iter()
+        .for_each(&mut put);
     let u = u64::from;
     match op.kind {
-        K::Reset { first, count } => {
-            for v in [0, u(first), u(count)] {
-                put_bincode_varint(buf, v);
-            }
-        }
+        K::Reset { first, count } => [0, u(first), u(count)].into_iter().for_each(&mut put),
         K::Begin {
             query,
             flags,
             index,
-        } => {
-            for v in [1, u(query), u(flags), u(index)] {
-                put_bincode_varint(buf, v);
-            }
-        }
-        K::End { query, index } => {
-            for v in [2, u(query), u(index)] {
-                put_bincode_varint(buf, v);
-            }
-        }
+        } => [1, u(query), u(flags), u(index)]
+            .into_iter()
+            .for_each(&mut put),
+        K::End { query, index } => [2, u(query), u(index)].into_iter().for_each(&mut put),
         K::Timestamp {
             query,
             stage,
             sync2,
-        } => {
-            for v in [3, u(query), stage] {
-                put_bincode_varint(buf, v);
-            }
-            buf.push(u8::from(sync2));
-        }
+        } => [3, u(query), stage, u64::from(sync2)]
+            .into_iter()
+            .for_each(&mut put),
         K::Copy {
             first,
             count,
@@ -237,26 +226,20 @@ fn encode_query_op(buf: &mut Vec<u8>, op: &QueryOp) {
             dst_offset,
             stride,
             flags,
-        } => {
-            for v in [
-                4,
-                u(first),
-                u(count),
-                dst_buffer,
-                dst_offset,
-                stride,
-                u(flags),
-            ] {
-                put_bincode_varint(buf, v);
-            }
-        }
-        K::Write { query } => {
-            for v in [5, u(query)] {
-                put_bincode_varint(buf, v);
-            }
-        }
+        } => [
+            4,
+            u(first),
+            u(count),
+            dst_buffer,
+            dst_offset,
+            stride,
+            u(flags),
+        ]
+        .into_iter()
+        .for_each(&mut put),
+        K::Write { query } => [5, u(query)].into_iter().for_each(&mut put),
     }
-    put_bincode_varint(buf, op.host_ns);
+    put(op.host_ns);
 }
 
 /// `Record::QueryAvailable` as bincode standard() encodes it.
