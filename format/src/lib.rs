@@ -8,6 +8,7 @@
 pub mod record;
 
 mod error;
+pub mod frames;
 mod index;
 pub mod layout;
 mod reader;
