@@ -102,12 +102,7 @@ fn vkcube_validation(
         "vkcube with {layers} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    validation_messages(&all)
+    validation_messages(&output_text(&out))
 }
 
 #[test]
