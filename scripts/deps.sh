@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages quarry builds and tests with (when root), else prints the apt command.
+# libvulkan-dev also provides /usr/share/vulkan/registry/vk.xml, which codegen and its freshness test
+# (codegen/tests/regen.rs, failing under CI without it) read.
 set -euo pipefail
 pkgs=(mesa-vulkan-drivers libvulkan1 libvulkan-dev vulkan-tools vulkan-validationlayers glslang-tools
       spirv-tools xvfb xauth libgl1 libegl1 libxkbcommon-x11-0 libxcursor1 libxrandr2 libxi6 pkg-config

@@ -20,5 +20,7 @@ if [ -z "${DISPLAY:-}" ]; then
   done
   [ -e "/tmp/.X11-unix/X$n" ] || { echo "Xvfb :$n did not come up in 10 s" >&2; exit 1; }
 fi
-cargo build --workspace --bins
+# Every binary and library: the end-to-end tests (quarry-tests) run target/<profile>/quarry and
+# quarry-demo, and `quarry capture` loads the layer libraries from next to itself.
+cargo build --workspace
 cargo test --workspace --no-fail-fast "$@"

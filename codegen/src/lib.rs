@@ -16,8 +16,54 @@ use std::process::Command;
 /// Default location of the registry (Debian's libvulkan-dev/vulkan-headers).
 pub const DEFAULT_VK_XML: &str = "/usr/share/vulkan/registry/vk.xml";
 
-/// Every generated file, relative to the workspace root, with its content.
+/// The registry's version, `VK_HEADER_VERSION_COMPLETE` spelled out (`1.3.239`), from vk.xml's text:
+/// `#define VK_HEADER_VERSION 239` and `VK_MAKE_API_VERSION(0, 1, 3, VK_HEADER_VERSION)`.
+pub fn registry_version(xml: &str) -> Result<String> {
+    let after = |marker: &str| -> Result<&str> {
+        let at = xml
+            .find(marker)
+            .with_context(|| format!("no {marker} in vk.xml"))?;
+        Ok(&xml[at + marker.len()..])
+    };
+    let patch = after("<name>VK_HEADER_VERSION</name>")?;
+    let patch = patch[..patch.find('<').unwrap_or(patch.len())].trim();
+    if patch.is_empty() || !patch.bytes().all(|b| b.is_ascii_digit()) {
+        bail!("VK_HEADER_VERSION in vk.xml is not a number: {patch:?}");
+    }
+    let complete = after("<name>VK_HEADER_VERSION_COMPLETE</name>")?;
+    let args = complete
+        .find("VK_MAKE_API_VERSION</type>(")
+        .map(|at| &complete[at + "VK_MAKE_API_VERSION</type>(".len()..])
+        .and_then(|rest| rest.split_once(')'))
+        .map(|(args, _)| args.split(',').map(str::trim).collect::<Vec<_>>())
+        .context("VK_HEADER_VERSION_COMPLETE in vk.xml is not VK_MAKE_API_VERSION(...)")?;
+    match args[..] {
+        ["0", major, minor, "VK_HEADER_VERSION"] => Ok(format!("{major}.{minor}.{patch}")),
+        [variant, major, minor, "VK_HEADER_VERSION"] => {
+            Ok(format!("{major}.{minor}.{patch} (variant {variant})"))
+        }
+        _ => bail!("unexpected VK_HEADER_VERSION_COMPLETE in vk.xml: {args:?}"),
+    }
+}
+
+/// Every generated file, relative to the workspace root, with its content; each starts with
+/// [`emit_stream::header`] naming the registry version read.
 pub fn render(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
+    let xml =
+        std::fs::read_to_string(vk_xml).with_context(|| format!("reading {}", vk_xml.display()))?;
+    let header = emit_stream::header(&registry_version(&xml)?);
+    let files = render_files(vk_xml)?;
+    files
+        .into_iter()
+        .map(|(rel, src)| match src.strip_prefix(emit_stream::HEADER) {
+            Some(body) => Ok((rel, format!("{header}{body}"))),
+            None => bail!("{} does not start with emit_stream::HEADER", rel.display()),
+        })
+        .collect()
+}
+
+/// The files as the emitters write them (first line [`emit_stream::HEADER`]).
+fn render_files(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
     let reg = model::load(vk_xml)?;
     let an = analyze::analyze(&reg);
     let gen_mod = format!(

@@ -8,14 +8,11 @@
 //! the median time per call of each and their cost over the idle layer, measured in the same run.
 //! `QUARRY_BENCH_ICD=<ICD manifest>` runs it on another driver (a real GPU's) instead of lavapipe.
 
-#[path = "../tests/capture_support.rs"]
-mod support;
-
 use ash::vk;
 use std::process::Command;
 use std::time::Instant;
 
-use support::LAVAPIPE_ICD;
+use quarry_tests::{begin_primary, plain_device, LAVAPIPE_ICD};
 /// Calls timed together after each eviction.
 const GROUP: usize = 8;
 /// Groups timed per run (`ROUNDS`).
@@ -149,8 +146,8 @@ fn warm_stack() {
 /// One configuration: a device on lavapipe, one command buffer recording, dynamic-state calls.
 fn child(_config: &str) {
     unsafe {
-        let (_entry, instance, device) = support::plain_device(c"quarry-call-bench");
-        let (pool, cb) = support::begin_primary(&device);
+        let (_entry, instance, device) = plain_device(c"quarry-call-bench");
+        let (pool, cb) = begin_primary(&device);
         let calls = |i: usize| {
             let f = i as f32;
             let vp = [vk::Viewport {

@@ -3,13 +3,10 @@
 //! exact bytes the app saw. One test per process: the loader reads the layer settings from the
 //! environment once.
 
-#[path = "capture_support.rs"]
-mod support;
-
 use ash::vk;
 use format::record::{FrameBoundary, QueryOpKind, Record};
+use quarry_tests::*;
 use std::collections::HashMap;
-use support::*;
 
 const THREADS: usize = 8;
 const PER_THREAD: usize = 2000;

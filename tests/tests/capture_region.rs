@@ -4,12 +4,9 @@
 //! with the exact addresses and indices; `quarry info` counts it; a replay on a GPU without the
 //! extension says so and replays the rest.
 
-#[path = "capture_support.rs"]
-mod support;
-
 use ash::vk;
 use format::record::Record;
-use support::*;
+use quarry_tests::*;
 
 #[repr(C)]
 struct RegionBeginInfo {

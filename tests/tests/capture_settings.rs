@@ -3,14 +3,11 @@
 //! environment wins over the app's settings. Also: a chained struct this build cannot serialize is named
 //! (sType and command) in a `Note`. One test per process: it changes the environment.
 
-#[path = "capture_support.rs"]
-mod support;
-
 use ash::vk;
 use format::record::Record;
+use quarry_tests::*;
 use std::ffi::{c_void, CStr};
 use std::path::Path;
-use support::*;
 
 const LAYER: &CStr = c"VK_LAYER_QUARRY_capture";
 /// An sType no registry assigns (extension number 1000).

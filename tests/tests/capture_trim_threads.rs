@@ -3,14 +3,11 @@
 //! and the frame after it must replay them. One test per process (the loader reads the environment
 //! once).
 
-#[path = "capture_support.rs"]
-mod support;
-
 use ash::vk;
 use ash::vk::Handle;
 use format::record::Record;
+use quarry_tests::*;
 use std::collections::HashMap;
-use support::*;
 
 const THREADS: usize = 8;
 const PER_THREAD: usize = 1500;

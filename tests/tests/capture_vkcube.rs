@@ -1,12 +1,9 @@
 //! vkcube under the capture layer (lavapipe + Xvfb): frames, validation cleanliness, SIGKILL recovery.
 
-#[path = "capture_support.rs"]
-mod support;
-
 use format::record::{FrameBoundary, Record};
+use quarry_tests::*;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use support::*;
 
 #[test]
 fn vkcube_100_frames_under_the_layer() {
@@ -86,16 +83,6 @@ fn vkcube_100_frames_under_the_layer() {
     assert!(!dev.queue_families.is_empty() && !dev.memory_types.is_empty());
 }
 
-fn validation_messages(text: &str) -> usize {
-    text.lines()
-        .filter(|l| {
-            l.contains("Validation Error")
-                || l.contains("Validation Warning")
-                || l.contains("VUID-")
-        })
-        .count()
-}
-
 /// Runs vkcube with `layers` (VK_INSTANCE_LAYERS order: first is nearest the app); returns the number
 /// of validation messages printed.
 fn vkcube_validation(
@@ -115,23 +102,12 @@ fn vkcube_validation(
         "vkcube with {layers} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    validation_messages(&all)
+    validation_messages(&output_text(&out))
 }
 
 #[test]
 fn vkcube_with_validation_adds_no_messages() {
-    if !require(&["vkcube", "Xvfb"])
-        || !std::path::Path::new(
-            "/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json",
-        )
-        .exists()
-    {
-        eprintln!("SKIP: validation layer missing");
+    if !require(&["vkcube", "Xvfb"]) || !validation_layer() {
         return;
     }
     let x = Xvfb::start();

@@ -1,10 +1,7 @@
 //! `vulkaninfo --summary` sees the same Vulkan with and without the capture layer; the idle mode
 //! (`QUARRY_CAPTURE_DISABLE=1`) writes nothing.
 
-#[path = "capture_support.rs"]
-mod support;
-
-use support::*;
+use quarry_tests::*;
 
 #[test]
 fn vulkaninfo_summary_is_unchanged() {

@@ -4,14 +4,11 @@
 //! and frames; the layer adds no validation messages.
 //!
 //! Skips (prints `SKIP`) when glmark2, Xvfb or lavapipe is missing. The `quarry` binary must be built in
-//! the same target directory (`cargo build -p quarry`; `scripts/test.sh` builds every binary first).
+//! the same target directory (`cargo build --workspace`; `scripts/test.sh` does it first).
 
-#[path = "capture_support.rs"]
-mod support;
-
+use quarry_tests::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use support::*;
+use std::process::Command;
 
 /// Short benchmarks: two scenes of half a second each keep a run near 1.5 s on lavapipe.
 const GLMARK_ARGS: &[&str] = &[
@@ -24,40 +21,15 @@ const GLMARK_ARGS: &[&str] = &[
     "64x64",
 ];
 
-/// The `quarry` executable of this target directory (`target/<profile>/quarry`; test binaries live in
-/// `target/<profile>/deps`).
-fn quarry_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap();
-    for d in [dir, dir.parent().unwrap()] {
-        let p = d.join("quarry");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!(
-        "the quarry binary is not built next to {}: run `cargo build -p quarry` with the same target dir",
-        exe.display()
-    );
-}
-
 /// glmark2 on Zink over lavapipe, no Vulkan layer enabled, on `display`.
 fn glmark2(program: &Path, display: &str) -> Command {
-    let mut c = vulkan_command(&program.to_string_lossy());
+    let mut c = vulkan_command(program);
     c.env("DISPLAY", display)
         .env("LIBGL_ALWAYS_SOFTWARE", "1")
         .env("GALLIUM_DRIVER", "zink")
         .env_remove("VK_ADD_LAYER_PATH")
         .env_remove("QUARRY_CAPTURE_FILE");
     c
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// What must be the same with and without the layer: the renderer glmark2 got, the benchmarks it ran (in
@@ -107,12 +79,6 @@ fn parse_run(out: &str) -> Run {
     }
 }
 
-fn validation_messages(text: &str) -> usize {
-    text.lines()
-        .filter(|l| l.contains("Validation Error") || l.contains("VUID-"))
-        .count()
-}
-
 #[test]
 fn glmark2_on_zink_runs_unchanged_under_the_layer() {
     if !require(&["glmark2", "Xvfb"]) {
@@ -120,7 +86,7 @@ fn glmark2_on_zink_runs_unchanged_under_the_layer() {
     }
     let glmark = PathBuf::from("glmark2");
     let x = Xvfb::start();
-    let quarry = quarry_bin();
+    let quarry = quarry_exe();
     // The layer built with this test, not whatever sits next to the quarry binary.
     let library =
         find_layer_library().expect("build the layer first: cargo build -p capture_layer");
@@ -130,7 +96,7 @@ fn glmark2_on_zink_runs_unchanged_under_the_layer() {
         .args(GLMARK_ARGS)
         .output()
         .unwrap();
-    let plain_text = text(&plain);
+    let plain_text = output_text(&plain);
     assert!(plain.status.success(), "glmark2 failed: {plain_text}");
     let reference = parse_run(&plain_text);
     assert!(
@@ -155,7 +121,7 @@ fn glmark2_on_zink_runs_unchanged_under_the_layer() {
         .arg(&glmark)
         .args(GLMARK_ARGS);
     let captured = cmd.output().unwrap();
-    let captured_text = text(&captured);
+    let captured_text = output_text(&captured);
     assert!(
         captured.status.success(),
         "glmark2 under the layer failed ({}): {captured_text}",
@@ -181,7 +147,7 @@ fn glmark2_on_zink_runs_unchanged_under_the_layer() {
         .arg(&trace)
         .output()
         .unwrap();
-    assert!(info.status.success(), "quarry info: {}", text(&info));
+    assert!(info.status.success(), "quarry info: {}", output_text(&info));
     let json: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
     let calls = json["record_counts"]["Call"].as_u64().unwrap_or(0);
     let frames = json["frames"].as_u64().unwrap_or(0);
@@ -218,16 +184,16 @@ fn glmark2_on_zink_runs_unchanged_under_the_layer() {
                 "VK_LAYER_QUARRY_capture,VK_LAYER_KHRONOS_validation",
             );
             let out = c.output().unwrap();
-            assert!(out.status.success(), "{}", text(&out));
-            validation_messages(&text(&out))
+            assert!(out.status.success(), "{}", output_text(&out));
+            validation_messages(&output_text(&out))
         } else {
             c.env("VK_LOADER_LAYERS_ENABLE", "VK_LAYER_KHRONOS_validation");
             let out = c.output().unwrap();
-            assert!(out.status.success(), "{}", text(&out));
-            validation_messages(&text(&out))
+            assert!(out.status.success(), "{}", output_text(&out));
+            validation_messages(&output_text(&out))
         }
     };
-    if Path::new("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json").exists() {
+    if Path::new(VALIDATION_MANIFEST).exists() {
         let without = validate(false);
         let with = validate(true);
         assert_eq!(with, without, "validation messages added by the layer");
@@ -244,7 +210,7 @@ fn glmark2_trace_replays() {
         return;
     }
     let x = Xvfb::start();
-    let quarry = quarry_bin();
+    let quarry = quarry_exe();
     let library = find_layer_library().unwrap();
     // `quarry capture [capture_args] -o TRACE -- glmark2 ...` through the built layer.
     let capture = |trace: &Path, capture_args: &[&str]| {
@@ -259,16 +225,20 @@ fn glmark2_trace_replays() {
             .args(GLMARK_ARGS)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
+        assert!(out.status.success(), "{}", output_text(&out));
     };
     let trace = scratch("glmark2-replay.qtrace");
     capture(&trace, &[]);
-    let replay = vulkan_command(&quarry.to_string_lossy())
+    let replay = vulkan_command(&quarry)
         .arg("replay")
         .arg(&trace)
         .output()
         .unwrap();
-    assert!(replay.status.success(), "replay failed: {}", text(&replay));
+    assert!(
+        replay.status.success(),
+        "replay failed: {}",
+        output_text(&replay)
+    );
 
     // Trimmed at Zink's second frame: the snapshot holds everything the GL driver set up (pipelines,
     // descriptor templates, persistently mapped buffers) and the replay needs nothing else. The range
@@ -276,12 +246,12 @@ fn glmark2_trace_replays() {
     // still alive (validation reports that in the untrimmed replay too).
     let trimmed = scratch("glmark2-trimmed.qtrace");
     capture(&trimmed, &["--frames", "1-1"]);
-    let replay = vulkan_command(&quarry.to_string_lossy())
+    let replay = vulkan_command(&quarry)
         .args(["replay", "--validate"])
         .arg(&trimmed)
         .output()
         .unwrap();
-    let t = text(&replay);
+    let t = output_text(&replay);
     assert!(replay.status.success(), "trimmed replay failed: {t}");
     assert!(
         t.contains("trimmed trace: a state snapshot rebuilds"),

@@ -1,30 +1,13 @@
 #![allow(non_snake_case)]
 //! quarry-demo's performance-query path on lavapipe through VK_LAYER_QUARRY_counters.
 //!
-//! Needs the demo built in this target dir (`cargo build -p demo`); the layer library comes with this
-//! test's dependency on `counters_layer`.
+//! Needs the demo built in this target dir (`cargo build --workspace`); the layer library comes with
+//! this crate's dependency on `counters_layer`.
 
-use std::path::{Path, PathBuf};
+use quarry_tests::*;
+use std::path::Path;
 use std::process::{Command, Output};
 use VkLayer_quarry_counters::launch::LayerDir;
-
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf()
-}
-
-fn demo() -> Option<PathBuf> {
-    let d = target_dir().join("quarry-demo");
-    if d.exists() {
-        Some(d)
-    } else {
-        eprintln!("SKIP: {} missing (cargo build -p demo)", d.display());
-        None
-    }
-}
 
 fn run_demo(
     demo: &Path,
@@ -60,21 +43,15 @@ fn chosen(text: &str) -> (u32, Vec<String>) {
     (passes, names)
 }
 
-fn both(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 #[test]
 fn demo_check_passes_with_one_and_two_counters_per_pass() {
-    let Some(demo) = demo() else { return };
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+        return;
+    };
     let layer = LayerDir::for_built_layer().expect("counters layer built");
     for (per_pass, counters) in [("1", 4usize), ("2", 8)] {
         let out = run_demo(&demo, &layer, per_pass, None);
-        let text = both(&out);
+        let text = output_text(&out);
         assert!(out.status.success(), "per pass {per_pass}:\n{text}");
         let (passes, names) = chosen(&text);
         // The demo keeps at most 8 counters and at most 4 passes; the layer lists 10.
@@ -109,9 +86,10 @@ fn demo_check_passes_with_one_and_two_counters_per_pass() {
 
 #[test]
 fn validation_below_the_counters_layer_adds_no_messages() {
-    let Some(demo) = demo() else { return };
-    if !Path::new("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json").exists() {
-        eprintln!("SKIP: vulkan-validationlayers not installed");
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+        return;
+    };
+    if !validation_layer() {
         return;
     }
     let layer = LayerDir::for_built_layer().expect("counters layer built");
@@ -122,7 +100,7 @@ fn validation_below_the_counters_layer_adds_no_messages() {
         "2",
         Some("VK_LAYER_QUARRY_counters:VK_LAYER_KHRONOS_validation"),
     );
-    let text = both(&out);
+    let text = output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(!text.contains("validation:"), "{text}");
     assert!(!text.contains("VUID-"), "{text}");
@@ -135,9 +113,10 @@ fn validation_below_the_counters_layer_adds_no_messages() {
 /// runs put validation below (test above).
 #[test]
 fn validation_above_the_counters_layer_adds_no_messages_single_pass() {
-    let Some(demo) = demo() else { return };
-    if !Path::new("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json").exists() {
-        eprintln!("SKIP: vulkan-validationlayers not installed");
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+        return;
+    };
+    if !validation_layer() {
         return;
     }
     let layer = LayerDir::for_built_layer().expect("counters layer built");
@@ -147,7 +126,7 @@ fn validation_above_the_counters_layer_adds_no_messages_single_pass() {
         "100",
         Some("VK_LAYER_KHRONOS_validation:VK_LAYER_QUARRY_counters"),
     );
-    let text = both(&out);
+    let text = output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(!text.contains("validation:"), "{text}");
     let (passes, names) = chosen(&text);

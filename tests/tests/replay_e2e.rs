@@ -1,84 +1,18 @@
 //! Capture -> replay -> compare, end to end on lavapipe: quarry-demo headless and vkcube under
 //! Xvfb are captured with the layer, then replayed in a process with no DISPLAY.
 //!
-//! Needs the layer and the demo built in the same target dir (`cargo build -p capture_layer -p demo`)
-//! and lavapipe; vkcube/Xvfb for the vkcube test. Missing pieces skip the test with a message.
+//! Needs the demo built in the same target dir (`cargo build --workspace`) and lavapipe; vkcube/Xvfb
+//! for the vkcube test. Missing pieces skip the test with a message.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::path::Path;
+use std::process::Command;
 
 use format::record::Record;
 use format::TraceReader;
+use quarry_tests::*;
 use replayer::ReplayOptions;
 
-const LAVAPIPE_ICD: &str = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
 const CHILD_ENV: &str = "QUARRY_REPLAY_TEST_CHILD_TRACE";
-
-/// `target/<profile>` of this test binary (it lives in `target/<profile>/deps`).
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf()
-}
-
-fn have(program: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {program}"))
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// A manifest for the layer built in this target dir, in a fresh directory.
-fn layer_dir(tmp: &Path) -> Option<PathBuf> {
-    let lib = target_dir().join("libVkLayer_quarry_capture.so");
-    if !lib.exists() {
-        eprintln!(
-            "SKIP: {} missing (cargo build -p capture_layer)",
-            lib.display()
-        );
-        return None;
-    }
-    let dir = tmp.join("layer");
-    std::fs::create_dir_all(&dir).unwrap();
-    let manifest = format!(
-        r#"{{"file_format_version": "1.2.0", "layer": {{"name": "VK_LAYER_QUARRY_capture", "type": "GLOBAL",
- "library_path": {}, "api_version": "1.3.239", "implementation_version": "1", "description": "quarry capture"}}}}"#,
-        serde_json::to_string(&lib.display().to_string()).unwrap()
-    );
-    std::fs::write(dir.join("VkLayer_quarry_capture.json"), manifest).unwrap();
-    Some(dir)
-}
-
-fn lavapipe() -> bool {
-    if !Path::new(LAVAPIPE_ICD).exists() {
-        eprintln!("SKIP: lavapipe (mesa-vulkan-drivers) not installed");
-        return false;
-    }
-    true
-}
-
-/// A program on lavapipe under the capture layer, writing `trace`.
-fn captured(program: &Path, layer: &Path, trace: &Path) -> Command {
-    let mut c = Command::new(program);
-    c.env("VK_DRIVER_FILES", LAVAPIPE_ICD)
-        .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
-        .env(
-            "XDG_RUNTIME_DIR",
-            std::env::var("XDG_RUNTIME_DIR").unwrap_or_else(|_| "/tmp".into()),
-        )
-        .env("VK_ADD_LAYER_PATH", layer)
-        .env("VK_LOADER_LAYERS_ENABLE", "VK_LAYER_QUARRY_capture")
-        .env("QUARRY_CAPTURE_FILE", trace)
-        .env_remove("VK_INSTANCE_LAYERS")
-        .env_remove("QUARRY_CAPTURE_DISABLE")
-        .env_remove("QUARRY_CAPTURE_FRAMES");
-    c
-}
 
 fn replay_opts(trace: &Path) -> ReplayOptions {
     let mut o = ReplayOptions::new(trace);
@@ -95,18 +29,14 @@ fn demo_capture_replay_compare() {
     if !lavapipe() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let Some(layer) = layer_dir(tmp.path()) else {
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
         return;
     };
-    let demo = target_dir().join("quarry-demo");
-    if !demo.exists() {
-        eprintln!("SKIP: {} missing (cargo build -p demo)", demo.display());
-        return;
-    }
+    let tmp = tempfile::tempdir().unwrap();
+    let layer = layer();
     let trace = tmp.path().join("demo.qtrace");
     // Self-timing on: it must not disturb the capture, and it counts what the trace holds.
-    let child = captured(&demo, &layer, &trace)
+    let child = under_layer(vulkan_command(&demo), &layer, &trace)
         .env("QUARRY_CAPTURE_PROFILE", "1")
         .args(["--headless", "--frames", "3"])
         .stdout(std::process::Stdio::piped())
@@ -287,24 +217,16 @@ fn demo_replay_under_validation_adds_no_messages() {
     if !lavapipe() {
         return;
     }
-    let layers = Command::new("vulkaninfo").arg("--summary").output();
-    if !layers
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("VK_LAYER_KHRONOS_validation"))
-    {
-        eprintln!("SKIP: VK_LAYER_KHRONOS_validation not installed");
+    if !validation_layer() {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let Some(layer) = layer_dir(tmp.path()) else {
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
         return;
     };
-    let demo = target_dir().join("quarry-demo");
-    if !demo.exists() {
-        eprintln!("SKIP: {} missing (cargo build -p demo)", demo.display());
-        return;
-    }
+    let tmp = tempfile::tempdir().unwrap();
+    let layer = layer();
     let trace = tmp.path().join("demo.qtrace");
-    let out = captured(&demo, &layer, &trace)
+    let out = under_layer(vulkan_command(&demo), &layer, &trace)
         .args(["--headless", "--frames", "2"])
         .output()
         .unwrap();
@@ -320,15 +242,6 @@ fn demo_replay_under_validation_adds_no_messages() {
     assert!(!s.comparison.failed(), "{}", s.comparison.to_text());
 }
 
-struct Xvfb(Child);
-
-impl Drop for Xvfb {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// vkcube captured in a window under Xvfb replays offscreen in a process without DISPLAY.
 #[test]
 fn vkcube_replays_without_a_display() {
@@ -341,35 +254,15 @@ fn vkcube_replays_without_a_display() {
         assert!(!s.comparison.failed());
         return;
     }
-    if !lavapipe() || !have("vkcube") || !have("Xvfb") {
-        eprintln!("SKIP: needs vkcube and Xvfb");
+    if !require(&["vkcube", "Xvfb"]) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let Some(layer) = layer_dir(tmp.path()) else {
-        return;
-    };
-    let display = format!(":{}", 200 + std::process::id() % 500);
-    let _x = Xvfb(
-        Command::new("Xvfb")
-            .args([
-                display.as_str(),
-                "-screen",
-                "0",
-                "640x480x24",
-                "-nolisten",
-                "tcp",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    std::thread::sleep(Duration::from_millis(700));
+    let layer = layer();
+    let x = Xvfb::start();
     let trace = tmp.path().join("cube.qtrace");
-    let vkcube = PathBuf::from("vkcube");
-    let out = captured(&vkcube, &layer, &trace)
-        .env("DISPLAY", &display)
+    let out = under_layer(vulkan_command("vkcube"), &layer, &trace)
+        .env("DISPLAY", &x.display)
         .args(["--c", "10"])
         .output()
         .unwrap();

@@ -1,34 +1,11 @@
 //! `quarry info` / `quarry dump` on good and damaged files, through the built binary.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use format::record::*;
 use format::{TraceWriter, WriterOptions};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("quarry-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn quarry(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quarry"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use quarry_tests::run_quarry;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).unwrap()
@@ -89,10 +66,10 @@ fn write_trace(path: &Path) {
 
 #[test]
 fn info_json_has_the_promised_keys() {
-    let d = TempDir::new("info");
-    let p = d.0.join("t.qtrace");
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("t.qtrace");
     write_trace(&p);
-    let o = quarry(&["info", p.to_str().unwrap(), "--json"]);
+    let o = run_quarry(&["info", p.to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert_eq!(out.lines().count(), 1, "one JSON object on one line");
@@ -108,7 +85,7 @@ fn info_json_has_the_promised_keys() {
     assert_eq!(v["complete"], true);
     assert!(v["blocks"].as_u64().unwrap() >= 3);
 
-    let o = quarry(&["info", p.to_str().unwrap()]);
+    let o = run_quarry(&["info", p.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0));
     let text = stdout(&o);
     assert!(text.contains("kind:         trace"), "{text}");
@@ -119,11 +96,11 @@ fn info_json_has_the_promised_keys() {
 
 #[test]
 fn dump_prints_one_line_per_record_and_filters_frames() {
-    let d = TempDir::new("dump");
-    let p = d.0.join("t.qtrace");
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("t.qtrace");
     write_trace(&p);
     let ps = p.to_str().unwrap();
-    let o = quarry(&["dump", ps]);
+    let o = run_quarry(&["dump", ps]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = stdout(&o);
     assert_eq!(text.lines().count(), 154);
@@ -135,7 +112,7 @@ fn dump_prints_one_line_per_record_and_filters_frames() {
         "{text}"
     );
 
-    let o = quarry(&["dump", ps, "--json", "--frame", "1"]);
+    let o = run_quarry(&["dump", ps, "--json", "--frame", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let lines: Vec<serde_json::Value> = stdout(&o)
         .lines()
@@ -156,8 +133,8 @@ fn dump_prints_one_line_per_record_and_filters_frames() {
 
 #[test]
 fn damaged_files_give_one_line_errors_and_exit_2() {
-    let d = TempDir::new("bad");
-    let good = d.0.join("good.qtrace");
+    let d = tempfile::tempdir().unwrap();
+    let good = d.path().join("good.qtrace");
     write_trace(&good);
     let bytes = std::fs::read(&good).unwrap();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
@@ -179,10 +156,10 @@ fn damaged_files_give_one_line_errors_and_exit_2() {
         ),
     ];
     for (name, content, expect) in cases {
-        let p = d.0.join(name);
+        let p = d.path().join(name);
         std::fs::write(&p, &content).unwrap();
         for cmd in ["info", "dump"] {
-            let o = quarry(&[cmd, p.to_str().unwrap()]);
+            let o = run_quarry(&[cmd, p.to_str().unwrap()]);
             assert_eq!(o.status.code(), Some(2), "{cmd} {name}");
             let err = stderr(&o);
             assert_eq!(err.lines().count(), 1, "{cmd} {name}: {err}");
@@ -198,15 +175,15 @@ fn damaged_files_give_one_line_errors_and_exit_2() {
 
 #[test]
 fn truncated_and_corrupt_files_show_what_survived_and_exit_2() {
-    let d = TempDir::new("trunc");
-    let good = d.0.join("good.qtrace");
+    let d = tempfile::tempdir().unwrap();
+    let good = d.path().join("good.qtrace");
     write_trace(&good);
     let bytes = std::fs::read(&good).unwrap();
 
     // Cut in the middle: complete blocks are shown, lost bytes reported.
-    let cut = d.0.join("cut.qtrace");
+    let cut = d.path().join("cut.qtrace");
     std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
-    let o = quarry(&["info", cut.to_str().unwrap(), "--json"]);
+    let o = run_quarry(&["info", cut.to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(2));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["complete"], false);
@@ -216,17 +193,17 @@ fn truncated_and_corrupt_files_show_what_survived_and_exit_2() {
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1);
     assert!(err.contains("truncated"), "{err}");
-    let o = quarry(&["dump", cut.to_str().unwrap()]);
+    let o = run_quarry(&["dump", cut.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stdout(&o).lines().count() as u64, recovered);
 
     // A flipped bit in a block payload: that block is reported, the others still print.
-    let flip = d.0.join("flip.qtrace");
+    let flip = d.path().join("flip.qtrace");
     let mut b = bytes.clone();
     b[400] ^= 0x20;
     std::fs::write(&flip, &b).unwrap();
     for cmd in ["info", "dump"] {
-        let o = quarry(&[cmd, flip.to_str().unwrap()]);
+        let o = run_quarry(&[cmd, flip.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(2), "{cmd}");
         let err = stderr(&o);
         assert_eq!(err.lines().count(), 1, "{err}");
@@ -237,9 +214,9 @@ fn truncated_and_corrupt_files_show_what_survived_and_exit_2() {
 
 #[test]
 fn usage_errors_exit_2() {
-    assert_eq!(quarry(&["info"]).status.code(), Some(2));
-    assert_eq!(quarry(&["frobnicate"]).status.code(), Some(2));
-    let o = quarry(&["info", "/nonexistent/file.qtrace"]);
+    assert_eq!(run_quarry(&["info"]).status.code(), Some(2));
+    assert_eq!(run_quarry(&["frobnicate"]).status.code(), Some(2));
+    let o = run_quarry(&["info", "/nonexistent/file.qtrace"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("cannot open"));
 }

@@ -1,49 +1,21 @@
 //! `quarry replay --frames A-B`: replays from the trace's start through frame B and reports frames
 //! A..=B only; a range past the trace's end is bad input (exit 2).
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
 use format::record::Record;
 use format::TraceReader;
-
-fn quarry(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quarry"))
-        .args(args)
-        .env("XDG_RUNTIME_DIR", "/tmp")
-        .env_remove("VK_INSTANCE_LAYERS")
-        .env_remove("VK_LOADER_LAYERS_ENABLE")
-        .output()
-        .unwrap()
-}
-
-fn both(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use quarry_tests::*;
 
 #[test]
 fn frame_range_replays_and_reports_only_those_frames() {
-    let dir = PathBuf::from(env!("CARGO_BIN_EXE_quarry"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let demo = dir.join("quarry-demo");
-    if !demo.is_file() || !dir.join("libVkLayer_quarry_capture.so").is_file() {
-        eprintln!("SKIP: quarry-demo or the capture layer is not built next to quarry");
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+        return;
+    };
+    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
         return;
     }
-    if !both(&quarry(&["devices"])).contains("llvmpipe") {
-        eprintln!("SKIP: no lavapipe");
-        return;
-    }
-    let tmp = std::env::temp_dir().join(format!("quarry-frames-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = scratch_dir("frames");
     let t = tmp.join("demo.qtrace");
-    let out = quarry(&[
+    let out = run_quarry(&[
         "capture",
         "-o",
         t.to_str().unwrap(),
@@ -55,12 +27,12 @@ fn frame_range_replays_and_reports_only_those_frames() {
         "--gpu",
         "llvmpipe",
     ]);
-    assert!(out.status.success(), "{}", both(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let frames = TraceReader::open(&t).unwrap().info().frames;
     assert!(frames > 6, "the demo ends frames at its waits: {frames}");
 
     let res = tmp.join("range.qres");
-    let out = quarry(&[
+    let out = run_quarry(&[
         "replay",
         t.to_str().unwrap(),
         "--gpu",
@@ -71,7 +43,7 @@ fn frame_range_replays_and_reports_only_those_frames() {
         "--results",
         res.to_str().unwrap(),
     ]);
-    let text = both(&out);
+    let text = output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("frames 3-5: capture"), "{text}");
     let table: Vec<u64> = text
@@ -95,8 +67,12 @@ fn frame_range_replays_and_reports_only_those_frames() {
     }
     assert!(reads > 0);
 
-    let out = quarry(&["replay", t.to_str().unwrap(), "--frames", "2-999"]);
-    assert_eq!(out.status.code(), Some(2), "{}", both(&out));
-    assert!(both(&out).contains("holds frames 0 to"), "{}", both(&out));
+    let out = run_quarry(&["replay", t.to_str().unwrap(), "--frames", "2-999"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("holds frames 0 to"),
+        "{}",
+        output_text(&out)
+    );
     let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -4,44 +4,23 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use format::record::{QueryOpKind, Record};
 use format::TraceReader;
+use quarry_tests::*;
 
 const OCCLUSION: i32 = 0;
 const PRECISE: u32 = 1;
-
-fn quarry(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quarry"))
-        .args(args)
-        .env(
-            "XDG_RUNTIME_DIR",
-            std::env::var_os("XDG_RUNTIME_DIR").unwrap_or("/tmp".into()),
-        )
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn scratch(tag: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("quarry-main-job-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    p
-}
 
 /// One `quarry demo` run shared by the tests (it also builds quarry-demo and the layer next to
 /// the quarry binary when they are missing).
 fn demo() -> &'static (Output, PathBuf) {
     static DEMO: OnceLock<(Output, PathBuf)> = OnceLock::new();
     DEMO.get_or_init(|| {
-        let dir = scratch("demo");
-        let out = quarry(&["demo", "--no-view", "--out", dir.to_str().unwrap()]);
+        let dir = scratch_dir("demo");
+        let out = run_quarry(&["demo", "--no-view", "--out", dir.to_str().unwrap()]);
         (out, dir)
     })
 }
@@ -67,7 +46,7 @@ fn demo_captures_replays_and_matches() {
     let results = files_with_ext(dir, "qres");
     assert!(!results.is_empty(), "no results file in {}", dir.display());
 
-    let info = quarry(&["info", "--json", trace.to_str().unwrap()]);
+    let info = run_quarry(&["info", "--json", trace.to_str().unwrap()]);
     assert_eq!(info.status.code(), Some(0), "{}", text(&info.stderr));
     let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
     assert!(v["frames"].as_u64().unwrap() >= 3, "{v}");
@@ -132,16 +111,15 @@ fn capture_runs_a_program_under_the_layer() {
         "{}",
         text(&demo_out.stderr)
     );
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_quarry"));
-    let demo_bin = exe.with_file_name("quarry-demo");
+    let demo_bin = target_dir().join(QUARRY_DEMO);
     assert!(
         demo_bin.is_file(),
         "quarry demo builds {}",
         demo_bin.display()
     );
-    let dir = scratch("capture");
+    let dir = scratch_dir("capture");
     let trace = dir.join("t.qtrace");
-    let out = quarry(&[
+    let out = run_quarry(&[
         "capture",
         "-o",
         trace.to_str().unwrap(),
@@ -160,10 +138,10 @@ fn capture_runs_a_program_under_the_layer() {
     assert!(info.frames >= 2, "{}", info.frames);
 
     // A bad frame range is a usage error, before anything runs.
-    let bad = quarry(&["capture", "--frames", "9-2", "--", "true"]);
+    let bad = run_quarry(&["capture", "--frames", "9-2", "--", "true"]);
     assert_eq!(bad.status.code(), Some(2));
     // A program that does not exist: exit 2, one line.
-    let missing = quarry(&[
+    let missing = run_quarry(&[
         "capture",
         "-o",
         trace.to_str().unwrap(),
@@ -182,7 +160,7 @@ fn capture_runs_a_program_under_the_layer() {
 
 #[test]
 fn replay_of_damaged_trace_is_bad_input() {
-    let dir = scratch("damaged");
+    let dir = scratch_dir("damaged");
     let garbage = dir.join("garbage.qtrace");
     std::fs::write(&garbage, b"this is not a quarry trace at all, just text").unwrap();
     let missing = dir.join("missing.qtrace");
@@ -201,7 +179,7 @@ fn replay_of_damaged_trace_is_bad_input() {
     let flipped = dir.join("flipped.qtrace");
     std::fs::write(&flipped, bytes).unwrap();
     for p in [&garbage, &missing, &flipped] {
-        let out = quarry(&["replay", p.to_str().unwrap()]);
+        let out = run_quarry(&["replay", p.to_str().unwrap()]);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -212,7 +190,7 @@ fn replay_of_damaged_trace_is_bad_input() {
 
 #[test]
 fn devices_json_lists_lavapipe() {
-    let out = quarry(&["devices", "--json"]);
+    let out = run_quarry(&["devices", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let gpus = v.as_array().expect("a JSON array");
@@ -237,7 +215,7 @@ fn export_perfetto_writes_valid_json() {
     );
     let trace = dir.join("quarry-demo.qtrace");
     let results = files_with_ext(dir, "qres");
-    let out_file = scratch("export").join("q.perfetto.json");
+    let out_file = scratch_dir("export").join("q.perfetto.json");
     let mut args = vec![
         "export",
         "--format",
@@ -247,7 +225,7 @@ fn export_perfetto_writes_valid_json() {
     ];
     args.push(trace.to_str().unwrap());
     args.push(results[0].to_str().unwrap());
-    let out = quarry(&args);
+    let out = run_quarry(&args);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&out_file).unwrap()).expect("valid JSON");
@@ -258,7 +236,7 @@ fn export_perfetto_writes_valid_json() {
         .expect("trace events array");
     assert!(!events.is_empty());
 
-    let bad = quarry(&[
+    let bad = run_quarry(&[
         "export",
         "--format",
         "svg",

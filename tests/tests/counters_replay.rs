@@ -6,44 +6,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use format::record::Record;
 use format::TraceReader;
-
-fn bin_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_quarry"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use quarry_tests::*;
 
 fn quarry(args: &[&str], per_pass: &str, hide: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quarry"))
+    quarry_command()
         .args(args)
-        .env("XDG_RUNTIME_DIR", "/tmp")
         .env("QUARRY_COUNTERS_PER_PASS", per_pass)
         .env("QUARRY_COUNTERS_HIDE", hide)
-        .env_remove("VK_INSTANCE_LAYERS")
-        .env_remove("VK_LOADER_LAYERS_ENABLE")
         .output()
         .unwrap()
-}
-
-fn both(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn scratch() -> PathBuf {
-    let p = std::env::temp_dir().join(format!("quarry-counters-replay-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    p
 }
 
 /// The demo captured once under both layers; `None` (and a SKIP line) when the pieces are not
@@ -51,24 +27,14 @@ fn scratch() -> PathBuf {
 fn trace() -> Option<&'static Path> {
     static T: OnceLock<Option<PathBuf>> = OnceLock::new();
     T.get_or_init(|| {
-        let dir = bin_dir();
-        for f in [
-            "quarry-demo",
-            "libVkLayer_quarry_capture.so",
-            "libVkLayer_quarry_counters.so",
-        ] {
-            if !dir.join(f).is_file() {
-                eprintln!("SKIP: {f} is not built next to quarry (cargo build --workspace)");
-                return None;
-            }
+        for f in [QUARRY_DEMO, CAPTURE_LAYER_LIBRARY, COUNTERS_LAYER_LIBRARY] {
+            built_or_skip(f)?;
         }
-        let devices = quarry(&["devices"], "2", "");
-        if !both(&devices).contains("llvmpipe") {
-            eprintln!("SKIP: no lavapipe");
+        if !quarry_sees_lavapipe() {
             return None;
         }
-        let t = scratch().join("demo.qtrace");
-        let demo = dir.join("quarry-demo");
+        let t = scratch_dir("counters-replay").join("demo.qtrace");
+        let demo = require_built(QUARRY_DEMO);
         let out = quarry(
             &[
                 "capture",
@@ -87,7 +53,11 @@ fn trace() -> Option<&'static Path> {
             "2",
             "",
         );
-        assert!(out.status.success(), "capture failed:\n{}", both(&out));
+        assert!(
+            out.status.success(),
+            "capture failed:\n{}",
+            output_text(&out)
+        );
         Some(t)
     })
     .as_deref()
@@ -132,7 +102,7 @@ fn three_pass_replay_merges_to_the_known_answers() {
         "3",
         "",
     );
-    let text = both(&out);
+    let text = output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("counter passes 3"), "{text}");
     assert!(text.contains("PERFORMANCE_QUERY"), "{text}");
@@ -179,7 +149,7 @@ fn three_pass_replay_merges_to_the_known_answers() {
         "3",
         "",
     );
-    assert!(out.status.success(), "{}", both(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let (v8, p8) = counter_values(&res8);
     assert_eq!(p8, 8);
     for ((read, name), (got, _, _)) in &v8 {
@@ -203,9 +173,9 @@ fn three_pass_replay_merges_to_the_known_answers() {
     );
     assert!(!out.status.success());
     assert!(
-        both(&out).contains("need at least 3 passes"),
+        output_text(&out).contains("need at least 3 passes"),
         "{}",
-        both(&out)
+        output_text(&out)
     );
 }
 
@@ -226,7 +196,7 @@ fn missing_counters_are_reported_and_none_is_an_error() {
         "4",
         "Samples passed,Clipping primitives",
     );
-    let text = both(&out);
+    let text = output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(
         text.contains("\"Samples passed\"") && text.contains("is not on the replay GPU"),
@@ -251,7 +221,7 @@ fn missing_counters_are_reported_and_none_is_an_error() {
         "4",
         all,
     );
-    let text = both(&out);
+    let text = output_text(&out);
     assert!(!out.status.success(), "{text}");
     assert!(
         text.contains("none of this pool's 8 performance counters"),
@@ -265,7 +235,7 @@ fn missing_counters_are_reported_and_none_is_an_error() {
         "4",
         "",
     );
-    let text = both(&out);
+    let text = output_text(&out);
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("VK_KHR_performance_query"), "{text}");
     assert!(text.contains("--emulate-counters"), "{text}");
@@ -275,7 +245,7 @@ fn missing_counters_are_reported_and_none_is_an_error() {
 fn plain_trace() -> Option<PathBuf> {
     let t = trace()?;
     let plain = t.with_file_name("plain.qtrace");
-    let demo = bin_dir().join("quarry-demo");
+    let demo = require_built(QUARRY_DEMO);
     let out = quarry(
         &[
             "capture",
@@ -292,7 +262,11 @@ fn plain_trace() -> Option<PathBuf> {
         "2",
         "",
     );
-    assert!(out.status.success(), "capture failed:\n{}", both(&out));
+    assert!(
+        out.status.success(),
+        "capture failed:\n{}",
+        output_text(&out)
+    );
     Some(plain)
 }
 
@@ -305,8 +279,7 @@ fn injected_counters_per_command_buffer_and_render_pass() {
     let t = t.to_str().unwrap();
     let mut per_scope = Vec::new();
     for scope in ["command-buffer", "render-pass"] {
-        let res =
-            std::env::temp_dir().join(format!("quarry-inject-{scope}-{}.qres", std::process::id()));
+        let res = scratch(&format!("inject-{scope}.qres"));
         let out = quarry(
             &[
                 "replay",
@@ -323,7 +296,7 @@ fn injected_counters_per_command_buffer_and_render_pass() {
             "4",
             "",
         );
-        let text = both(&out);
+        let text = output_text(&out);
         assert!(out.status.success(), "{scope}: {text}");
         assert!(text.contains("through VK_LAYER_QUARRY_counters"), "{text}");
         let r = TraceReader::open(&res).unwrap();
@@ -377,8 +350,8 @@ fn injected_counters_per_command_buffer_and_render_pass() {
     );
     assert!(!out.status.success());
     assert!(
-        both(&out).contains("no counter named \"Bogus\""),
+        output_text(&out).contains("no counter named \"Bogus\""),
         "{}",
-        both(&out)
+        output_text(&out)
     );
 }

@@ -3,45 +3,11 @@
 //! app had (objects, memory, fence states, image layouts) well enough that the queries of the
 //! captured frames give the captured answers and validation has nothing to say.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use format::record::Record;
 use format::TraceReader;
-
-fn quarry(args: &[&str], display: Option<&str>) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_quarry"));
-    c.args(args)
-        .env("XDG_RUNTIME_DIR", "/tmp")
-        .env_remove("VK_INSTANCE_LAYERS")
-        .env_remove("VK_LOADER_LAYERS_ENABLE");
-    match display {
-        Some(d) => c.env("DISPLAY", d),
-        None => c.env_remove("DISPLAY"),
-    };
-    c.output().unwrap()
-}
-
-fn both(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn bin_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_quarry"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("quarry-trim-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use quarry_tests::*;
 
 /// Frame indices, calls, and where the snapshot sits among the records.
 struct Shape {
@@ -87,7 +53,7 @@ fn shape(path: &Path) -> Shape {
 }
 
 fn replay_checked(trace: &Path, upload: Option<&str>) -> String {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_quarry"));
+    let mut c = quarry_command();
     c.args([
         "replay",
         trace.to_str().unwrap(),
@@ -96,15 +62,12 @@ fn replay_checked(trace: &Path, upload: Option<&str>) -> String {
         "--compare",
         "--validate",
     ])
-    .env("XDG_RUNTIME_DIR", "/tmp")
-    .env_remove("DISPLAY")
-    .env_remove("VK_INSTANCE_LAYERS")
-    .env_remove("VK_LOADER_LAYERS_ENABLE");
+    .env_remove("DISPLAY");
     if let Some(u) = upload {
         c.env("QUARRY_REPLAY_UPLOAD", u);
     }
     let out = c.output().unwrap();
-    let text = both(&out);
+    let text = output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("validation: 0 messages"), "{text}");
     assert!(
@@ -116,16 +79,13 @@ fn replay_checked(trace: &Path, upload: Option<&str>) -> String {
 
 #[test]
 fn trimmed_demo_starts_with_a_snapshot_and_its_queries_replay_exactly() {
-    let demo = bin_dir().join("quarry-demo");
-    if !demo.is_file() || !bin_dir().join("libVkLayer_quarry_capture.so").is_file() {
-        eprintln!("SKIP: quarry-demo or the capture layer is not built next to quarry");
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+        return;
+    };
+    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
         return;
     }
-    if !both(&quarry(&["devices"], None)).contains("llvmpipe") {
-        eprintln!("SKIP: no lavapipe");
-        return;
-    }
-    let dir = tmp("demo");
+    let dir = scratch_dir("trim-demo");
     let capture_with = |out: &Path, frames: Option<&str>, readback: Option<&str>| {
         let mut args = vec!["capture", "-o", out.to_str().unwrap()];
         if let Some(f) = frames {
@@ -142,18 +102,14 @@ fn trimmed_demo_starts_with_a_snapshot_and_its_queries_replay_exactly() {
             "--check",
             "--validate",
         ]);
-        let mut c = Command::new(env!("CARGO_BIN_EXE_quarry"));
-        c.args(&args)
-            .env("XDG_RUNTIME_DIR", "/tmp")
-            .env_remove("DISPLAY")
-            .env_remove("VK_INSTANCE_LAYERS")
-            .env_remove("VK_LOADER_LAYERS_ENABLE");
+        let mut c = quarry_command();
+        c.args(&args).env_remove("DISPLAY");
         if let Some(r) = readback {
             c.env("QUARRY_CAPTURE_READBACK", r);
         }
         let o = c.output().unwrap();
-        assert!(o.status.success(), "{}", both(&o));
-        both(&o)
+        assert!(o.status.success(), "{}", output_text(&o));
+        output_text(&o)
     };
     let capture = |out: &Path, frames: Option<&str>| capture_with(out, frames, None);
     let full = dir.join("full.qtrace");
@@ -185,7 +141,7 @@ fn trimmed_demo_starts_with_a_snapshot_and_its_queries_replay_exactly() {
 
     // A range that starts after the program's last frame: no trace, and the message says why.
     let late = dir.join("late.qtrace");
-    let o = quarry(
+    let o = run_quarry_on(
         &[
             "capture",
             "-o",
@@ -202,15 +158,16 @@ fn trimmed_demo_starts_with_a_snapshot_and_its_queries_replay_exactly() {
         ],
         None,
     );
-    assert_eq!(o.status.code(), Some(1), "{}", both(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     assert!(
-        both(&o).contains("a trimmed capture starts at frame 100, and the program ended before it"),
+        output_text(&o)
+            .contains("a trimmed capture starts at frame 100, and the program ended before it"),
         "{}",
-        both(&o)
+        output_text(&o)
     );
     assert!(!late.exists());
 
-    let info = both(&quarry(&["info", trimmed.to_str().unwrap()], None));
+    let info = output_text(&run_quarry_on(&["info", trimmed.to_str().unwrap()], None));
     assert!(
         info.contains("trimmed:      starts at frame 8 with a state snapshot"),
         "{info}"
@@ -266,17 +223,15 @@ fn trimmed_demo_starts_with_a_snapshot_and_its_queries_replay_exactly() {
 
 #[test]
 fn trimmed_vkcube_restores_image_layouts_and_fences() {
-    let Some(display) = std::env::var("DISPLAY").ok().filter(|d| !d.is_empty()) else {
-        eprintln!("SKIP: no DISPLAY (scripts/test.sh starts Xvfb)");
+    let Some(display) = display_or_skip() else {
         return;
     };
-    if Command::new("vkcube").arg("--help").output().is_err() {
-        eprintln!("SKIP: no vkcube");
+    if !have_all(&["vkcube"]) {
         return;
     }
-    let dir = tmp("vkcube");
+    let dir = scratch_dir("trim-vkcube");
     let trace = dir.join("cube.qtrace");
-    let out = quarry(
+    let out = run_quarry_on(
         &[
             "capture",
             "-o",
@@ -290,13 +245,13 @@ fn trimmed_vkcube_restores_image_layouts_and_fences() {
         ],
         Some(&display),
     );
-    assert!(out.status.success(), "{}", both(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let t = shape(&trace);
     assert_eq!(t.frames, (20..=29).collect::<Vec<u64>>());
     // vkcube moves its texture out of PREINITIALIZED once, at start-up: without the snapshot's
     // layout barrier every draw of the replay is a validation error.
-    let dump = quarry(&["dump", trace.to_str().unwrap()], None);
-    let dump = both(&dump);
+    let dump = run_quarry_on(&["dump", trace.to_str().unwrap()], None);
+    let dump = output_text(&dump);
     assert!(
         dump.lines()
             .any(|l| l.contains("thread=0") && l.contains("vkCmdPipelineBarrier")),
