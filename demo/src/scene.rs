@@ -100,7 +100,7 @@ pub struct Scene {
     /// 4x multisampled colour, depth, pipeline and a 2-query occlusion pool.
     msaa: Option<(Image, Image, vk::Pipeline, vk::QueryPool)>,
     layout: vk::PipelineLayout,
-    quad: vk::Pipeline,
+    pub(crate) quad: vk::Pipeline,
     quad_discard: Option<vk::Pipeline>,
     stats_pipe: Option<vk::Pipeline>,
     mesh_pipe: Option<vk::Pipeline>,
@@ -742,7 +742,6 @@ impl Scene {
         begin_rendering(d, cb, &self.color, &self.depth, clear, 0, flags);
     }
 
-    /// Binds `pipeline`, the scene's vertex buffer and the fragment colour push constant.
     pub(crate) fn draw_setup(
         &self,
         d: &ash::Device,
@@ -1851,11 +1850,6 @@ impl Scene {
 
     pub fn color_image(&self) -> vk::Image {
         self.color.image
-    }
-
-    /// The plain depth-tested triangle pipeline (COLOR + DEPTH, LESS_OR_EQUAL, 64x64 viewport).
-    pub(crate) fn quad_pipeline(&self) -> vk::Pipeline {
-        self.quad
     }
 }
 

@@ -321,7 +321,7 @@ impl Timeline {
             0,
             vk::RenderingFlags::empty(),
         );
-        scene.draw_setup(d, cb, scene.quad_pipeline());
+        scene.draw_setup(d, cb, scene.quad);
         unsafe { d.cmd_bind_vertex_buffers(cb, 0, &[self.vbuf.buffer], &[0]) };
     }
 
