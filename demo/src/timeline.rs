@@ -254,22 +254,22 @@ impl Timeline {
 
     /// Both submissions of one round, each read back after its own host wait.
     fn round(&mut self, gpu: &Gpu, scene: &Scene, report: &mut Report) -> Result<()> {
-        let f = self.round;
+        let i = self.round;
         let base = self.value;
-        self.record_first(gpu, scene, f)?;
+        self.record_first(gpu, scene, i)?;
         self.submit_first(gpu, base)?;
         self.host_wait(gpu, base + 1)?;
-        self.check_first(f, report);
+        self.check_first(i, report);
 
-        self.record_second(gpu, scene, f)?;
+        self.record_second(gpu, scene, i)?;
         self.submit_second(gpu, base + 1)?;
         let reached = self.poll(gpu, base + 2)?;
-        self.check_second(f, report);
+        self.check_second(i, report);
         report.holds_exact(
             "timeline: semaphore value polled after the round",
             "2*(i+1)",
             reached.to_string(),
-            reached == 2 * (f + 1),
+            reached == 2 * (i + 1),
             "two signals per round; vkGetSemaphoreCounterValue polled until it reached the second",
         );
         self.value = base + 2;
@@ -325,7 +325,7 @@ impl Timeline {
         unsafe { d.cmd_bind_vertex_buffers(cb, 0, &[self.vbuf.buffer], &[0]) };
     }
 
-    fn occlusion_draw(&self, d: &ash::Device, cb: vk::CommandBuffer, f: u64, k: u32) {
+    fn occlusion_draw(&self, d: &ash::Device, cb: vk::CommandBuffer, i: u64, k: u32) {
         let flags = if self.precise {
             vk::QueryControlFlags::PRECISE
         } else {
@@ -333,13 +333,13 @@ impl Timeline {
         };
         unsafe {
             d.cmd_begin_query(cb, self.occ, k, flags);
-            d.cmd_draw(cb, 6, 1, (rows(f, k) as u32 - 1) * 6, 0);
+            d.cmd_draw(cb, 6, 1, (rows(i, k) as u32 - 1) * 6, 0);
             d.cmd_end_query(cb, self.occ, k);
         }
     }
 
     /// Occlusion 0..4, a timestamp pair and the statistics query, copied into the mapped buffer.
-    fn record_first(&self, gpu: &Gpu, scene: &Scene, f: u64) -> Result<()> {
+    fn record_first(&self, gpu: &Gpu, scene: &Scene, i: u64) -> Result<()> {
         let d = &gpu.device;
         let cb = self.cbs[0];
         let wait64 = vk::QueryResultFlags::TYPE_64
@@ -357,11 +357,11 @@ impl Timeline {
             }
             self.begin_pass(d, cb, scene);
             for k in 0..4 {
-                self.occlusion_draw(d, cb, f, k);
+                self.occlusion_draw(d, cb, i, k);
             }
             if let Some(p) = self.stats {
                 d.cmd_begin_query(cb, p, 0, vk::QueryControlFlags::empty());
-                for _ in 0..stat_quads(f) {
+                for _ in 0..stat_quads(i) {
                     d.cmd_draw(cb, 6, 1, 0, 0);
                 }
                 d.cmd_end_query(cb, p, 0);
@@ -387,7 +387,7 @@ impl Timeline {
 
     /// Occlusion 4 copied 32-bit into the mapped buffer; occlusion 5 copied into device-local
     /// memory and from there by vkCmdCopyBuffer into the staging buffer.
-    fn record_second(&self, gpu: &Gpu, scene: &Scene, f: u64) -> Result<()> {
+    fn record_second(&self, gpu: &Gpu, scene: &Scene, i: u64) -> Result<()> {
         let d = &gpu.device;
         let cb = self.cbs[1];
         let wait = vk::QueryResultFlags::WAIT | vk::QueryResultFlags::WITH_AVAILABILITY;
@@ -395,8 +395,8 @@ impl Timeline {
         unsafe {
             d.cmd_reset_query_pool(cb, self.occ, 4, 2);
             self.begin_pass(d, cb, scene);
-            self.occlusion_draw(d, cb, f, 4);
-            self.occlusion_draw(d, cb, f, 5);
+            self.occlusion_draw(d, cb, i, 4);
+            self.occlusion_draw(d, cb, i, 5);
             d.cmd_end_rendering(cb);
             d.cmd_copy_query_pool_results(cb, self.occ, 4, 1, self.copies.buffer, AT_OCC2, 8, wait);
             let dl = self.dl.0;
@@ -496,9 +496,9 @@ impl Timeline {
     }
 
     /// An occlusion count read from a copy: exact per round where PRECISE is supported.
-    fn occlusion(&self, report: &mut Report, name: &str, f: u64, k: u32, got: u64) {
+    fn occlusion(&self, report: &mut Report, name: &str, i: u64, k: u32, got: u64) {
         if self.precise {
-            let want = 64 * rows(f, k);
+            let want = 64 * rows(i, k);
             report.holds_exact(
                 name,
                 &format!("64*(1+(i+{})%64)", shift(k)),
@@ -516,7 +516,7 @@ impl Timeline {
         }
     }
 
-    fn check_first(&mut self, f: u64, report: &mut Report) {
+    fn check_first(&mut self, i: u64, report: &mut Report) {
         let bytes = self.copies.bytes();
         let at = |off: u64, len: usize| u64s(&bytes[off as usize..off as usize + len]);
         let occ = at(AT_OCC, 64);
@@ -525,7 +525,7 @@ impl Timeline {
                 "timeline: occlusion q{k} copied @{} (submit, wait)",
                 AT_OCC + 16 * u64::from(k)
             );
-            self.occlusion(report, &name, f, k, occ[2 * k as usize]);
+            self.occlusion(report, &name, i, k, occ[2 * k as usize]);
         }
         let mut avail: Vec<u64> = occ.chunks(2).map(|p| p[1]).collect();
         if self.ts.is_some() {
@@ -557,12 +557,12 @@ impl Timeline {
             let n = STATS.len();
             let v = at(AT_STATS, 8 * (n + 1));
             avail.push(v[n]);
-            for (i, (_, name, per_quad)) in STATS.iter().enumerate() {
+            for (j, (_, name, per_quad)) in STATS.iter().enumerate() {
                 report.holds_exact(
                     &format!("timeline: statistics {name} copied @{AT_STATS}"),
                     &format!("{per_quad}*(1+i%4)"),
-                    v[i].to_string(),
-                    v[i] == per_quad * stat_quads(f),
+                    v[j].to_string(),
+                    v[j] == per_quad * stat_quads(i),
                     "round i draws 1+i%4 non-indexed quads of 6 vertices, 2 triangles",
                 );
             }
@@ -576,12 +576,12 @@ impl Timeline {
         );
     }
 
-    fn check_second(&self, f: u64, report: &mut Report) {
+    fn check_second(&self, i: u64, report: &mut Report) {
         let host = u32s(&self.copies.bytes()[AT_OCC2 as usize..AT_OCC2 as usize + 8]);
         self.occlusion(
             report,
             &format!("timeline: occlusion q4 copied 32-bit @{AT_OCC2} (submit2, poll)"),
-            f,
+            i,
             4,
             u64::from(host[0]),
         );
@@ -591,14 +591,14 @@ impl Timeline {
         self.occlusion(
             report,
             "timeline: occlusion q5 via device-local + vkCmdCopyBuffer, 64-bit",
-            f,
+            i,
             5,
             v64[0],
         );
         self.occlusion(
             report,
             "timeline: occlusion q5 via device-local + vkCmdCopyBuffer, 32-bit",
-            f,
+            i,
             5,
             u64::from(v32[0]),
         );
@@ -688,17 +688,17 @@ mod tests {
 
     #[test]
     fn answers_differ_between_rounds_and_queries() {
-        for f in 0..200 {
-            let now: Vec<u64> = (0..OCC_QUERIES).map(|k| rows(f, k)).collect();
+        for i in 0..200 {
+            let now: Vec<u64> = (0..OCC_QUERIES).map(|k| rows(i, k)).collect();
             let mut sorted = now.clone();
             sorted.sort_unstable();
             sorted.dedup();
-            assert_eq!(sorted.len(), now.len(), "round {f}: {now:?}");
+            assert_eq!(sorted.len(), now.len(), "round {i}: {now:?}");
             assert!(now.iter().all(|r| (1..=64).contains(r)));
             for k in 0..OCC_QUERIES {
-                assert_ne!(rows(f, k), rows(f + 1, k));
+                assert_ne!(rows(i, k), rows(i + 1, k));
             }
-            assert_ne!(stat_quads(f), stat_quads(f + 1));
+            assert_ne!(stat_quads(i), stat_quads(i + 1));
         }
     }
 
