@@ -6,6 +6,7 @@ mod gpu;
 mod perf;
 mod report;
 mod scene;
+mod timeline;
 mod video;
 mod window;
 
@@ -50,6 +51,10 @@ struct Args {
     /// the device (benchmarks, as --no-video: the capture layer hides that extension).
     #[arg(long)]
     no_accel: bool,
+    /// Leave out the timeline-semaphore path (queries read only through vkCmdCopyQueryPoolResults
+    /// after vkWaitSemaphores / vkGetSemaphoreCounterValue, no fences).
+    #[arg(long)]
+    no_timeline: bool,
     /// Print on stderr how long set-up, the frames and teardown took (benchmarks: splits a
     /// layer's cost over start-up, steady state and exit).
     #[arg(long)]
@@ -119,6 +124,15 @@ fn run(args: &Args) -> Result<ExitCode> {
     } else {
         video::Video::new(&gpu, &mut report)?
     };
+    let mut timeline = if args.no_timeline {
+        report.skip(
+            "timeline-semaphore query copies",
+            "the timeline workload (left out by --no-timeline)",
+        );
+        None
+    } else {
+        Some(timeline::Timeline::new(&gpu, &mut report)?)
+    };
     let presenter = match &xwin {
         Some(w) => Some(window::Presenter::new(&gpu, w)?),
         None => None,
@@ -138,8 +152,14 @@ fn run(args: &Args) -> Result<ExitCode> {
         if let Some(v) = &video {
             v.frame(&gpu, &mut report)?;
         }
+        if let Some(t) = timeline.as_mut() {
+            t.frame(&gpu, &scene, &mut report)?;
+        }
     }
     let t_teardown = Instant::now();
+    if let Some(t) = timeline {
+        t.destroy(&gpu);
+    }
     if let Some(v) = video {
         v.destroy(&gpu);
     }

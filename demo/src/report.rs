@@ -187,8 +187,8 @@ impl Report {
     }
 }
 
-/// Shows one value when every frame agreed, else all of them while that
-/// stays readable (`--json` always has every frame's value).
+/// Shows one value when every observation agreed, else all of them while that stays readable
+/// (`--json` always has every value; rows get one per frame, or per round of the timeline path).
 fn compact(got: &[String]) -> String {
     match got.first() {
         Some(first) if got.iter().all(|g| g == first) => first.clone(),
@@ -197,7 +197,7 @@ fn compact(got: &[String]) -> String {
             if all.chars().count() <= 48 {
                 all
             } else {
-                format!("{first} (frame 1 of {})", got.len())
+                format!("{first} (first of {} values)", got.len())
             }
         }
         None => String::new(),

@@ -100,7 +100,7 @@ pub struct Scene {
     /// 4x multisampled colour, depth, pipeline and a 2-query occlusion pool.
     msaa: Option<(Image, Image, vk::Pipeline, vk::QueryPool)>,
     layout: vk::PipelineLayout,
-    quad: vk::Pipeline,
+    pub(crate) quad: vk::Pipeline,
     quad_discard: Option<vk::Pipeline>,
     stats_pipe: Option<vk::Pipeline>,
     mesh_pipe: Option<vk::Pipeline>,
@@ -742,7 +742,12 @@ impl Scene {
         begin_rendering(d, cb, &self.color, &self.depth, clear, 0, flags);
     }
 
-    fn draw_setup(&self, d: &ash::Device, cb: vk::CommandBuffer, pipeline: vk::Pipeline) {
+    pub(crate) fn draw_setup(
+        &self,
+        d: &ash::Device,
+        cb: vk::CommandBuffer,
+        pipeline: vk::Pipeline,
+    ) {
         unsafe {
             d.cmd_bind_pipeline(cb, vk::PipelineBindPoint::GRAPHICS, pipeline);
             d.cmd_bind_vertex_buffers(cb, 0, &[self.vbuf.buffer], &[0]);
@@ -1888,7 +1893,7 @@ fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), std::mem::size_of_val(v)) }
 }
 
-fn begin_rendering(
+pub(crate) fn begin_rendering(
     d: &ash::Device,
     cb: vk::CommandBuffer,
     color: &Image,
@@ -1965,7 +1970,7 @@ fn attachment_barrier(d: &ash::Device, cb: vk::CommandBuffer) {
 }
 
 /// Makes transfer and shader writes visible to host reads after the fence.
-fn host_barrier(d: &ash::Device, cb: vk::CommandBuffer) {
+pub(crate) fn host_barrier(d: &ash::Device, cb: vk::CommandBuffer) {
     let mb = [vk::MemoryBarrier2::default()
         .src_stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
         .src_access_mask(vk::AccessFlags2::MEMORY_WRITE)

@@ -134,6 +134,97 @@ fn benchmark_flags_leave_workloads_out() {
     assert!(out.contains("occlusion PRECISE, half-hidden quad"), "{out}");
 }
 
+/// The timeline-semaphore path: every value read through vkCmdCopyQueryPoolResults after a
+/// semaphore wait is the one its own round drew (2 rounds per frame, a different answer each), and
+/// `--no-timeline` leaves it out with a skip line.
+#[test]
+fn timeline_copies_hold_each_rounds_answer() {
+    let o = demo(
+        &[
+            "--headless",
+            "--frames",
+            "3",
+            "--check",
+            "--json",
+            "--gpu",
+            "llvmpipe",
+        ],
+        false,
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("--json prints JSON");
+    let checks = v["checks"].as_array().expect("checks array");
+    let row = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c["query"] == name)
+            .unwrap_or_else(|| panic!("row {name:?} missing from {out}"))
+            .clone()
+    };
+    let got = |name: &str| row(name)["got"].clone();
+    use serde_json::json;
+    // 64 px per row, 1 + (round + 13k) % 64 rows for query k.
+    assert_eq!(
+        got("timeline: occlusion q0 copied @0 (submit, wait)"),
+        json!(["64", "128", "192", "256", "320", "384"])
+    );
+    assert_eq!(
+        got("timeline: occlusion q3 copied @48 (submit, wait)"),
+        json!(["2560", "2624", "2688", "2752", "2816", "2880"])
+    );
+    assert_eq!(
+        got("timeline: occlusion q4 copied 32-bit @128 (submit2, poll)"),
+        json!(["3392", "3456", "3520", "3584", "3648", "3712"])
+    );
+    for bits in ["64", "32"] {
+        let name = format!("timeline: occlusion q5 via device-local + vkCmdCopyBuffer, {bits}-bit");
+        assert_eq!(
+            got(&name),
+            json!(["128", "192", "256", "320", "384", "448"]),
+            "{name}"
+        );
+        assert_eq!(row(&name)["rule"], "exact");
+    }
+    assert_eq!(
+        got("timeline: statistics input assembly vertices copied @96"),
+        json!(["6", "12", "18", "24", "6", "12"])
+    );
+    assert_eq!(
+        got("timeline: semaphore value polled after the round"),
+        json!(["2", "4", "6", "8", "10", "12"])
+    );
+    let ts = row("timeline: timestamp pair after the previous round's");
+    assert_eq!(ts["rule"], "spec bound");
+    assert_eq!(ts["got"].as_array().map(Vec::len), Some(5));
+    assert!(checks
+        .iter()
+        .filter(|c| c["query"]
+            .as_str()
+            .is_some_and(|q| q.starts_with("timeline")))
+        .all(|c| c["pass"] == true));
+
+    let o = demo(
+        &[
+            "--headless",
+            "--frames",
+            "1",
+            "--check",
+            "--no-timeline",
+            "--gpu",
+            "llvmpipe",
+        ],
+        false,
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("skipped: timeline-semaphore query copies needs the timeline workload (left out by --no-timeline)"),
+        "{out}"
+    );
+    assert!(!out.contains("timeline: occlusion"), "{out}");
+}
+
 #[test]
 fn bad_arguments_give_clear_errors() {
     let o = demo(&["--headless", "--gpu", "99"], false);
