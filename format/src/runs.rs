@@ -238,17 +238,18 @@ fn timestamp_scale(dev: Option<&DeviceSummary>) -> (u64, f64) {
 /// GPU ns from tick `a` to tick `b`, wrapping within `mask`; `None` when `b` is before `a`.
 pub fn ticks_to_ns(a: u64, b: u64, mask: u64, period_ns: f64) -> Option<f64> {
     let d = b.wrapping_sub(a) & mask;
-    (d <= mask / 2).then(|| d as f64 * period_ns)
+    (d <= mask / 2).then_some(d as f64 * period_ns)
 }
 
 type LoopEntries = HashMap<QueryKey, (QueryResult, Option<(u32, f64)>)>;
+/// Available timestamps of one pool and frame: (query, key, ticks).
+type Stamps = Vec<(u32, QueryKey, u64)>;
 
 /// One loop's reads keyed, with timestamp intervals computed inside the loop.
 fn keyed_loop(qs: Vec<QueryResult>, mask: u64, period: f64) -> LoopEntries {
     let mut seen: HashMap<(Handle, u32, u64), u32> = HashMap::new();
     let mut out: LoopEntries = HashMap::with_capacity(qs.len());
-    // (pool, frame) -> (query, key, ticks) of available timestamps.
-    let mut stamps: BTreeMap<(Handle, u64), Vec<(u32, QueryKey, u64)>> = BTreeMap::new();
+    let mut stamps: BTreeMap<(Handle, u64), Stamps> = BTreeMap::new();
     for q in qs {
         let n = seen.entry((q.pool, q.query, q.seq)).or_default();
         let key = QueryKey {
