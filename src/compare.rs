@@ -156,10 +156,10 @@ impl Report<'_> {
         self.rows.iter().filter(|r| self.over(r)).count()
     }
 
+    /// Failing, changed, or a value only some runs have (rows no run has a value for are not).
     fn changed(row: &Row) -> bool {
-        row.fails()
-            || row.largest_change() > 0.0
-            || row.change_pct.iter().skip(1).any(Option::is_none)
+        let present = row.values.iter().filter(|v| v.is_some()).count();
+        row.fails() || row.largest_change() > 0.0 || (present > 0 && present < row.values.len())
     }
 
     fn text(&self, out: &mut impl Write, by: ByArg, all: bool) -> anyhow::Result<()> {

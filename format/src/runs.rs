@@ -380,6 +380,10 @@ fn merge_counter_loops(
     out
 }
 
+fn captured(q: &QueryEntry) -> Option<&[u64]> {
+    q.result.captured.as_ref().map(|c| &c.values[..])
+}
+
 /// Whether two runs replayed the same trace; `Err` says how they differ.
 ///
 /// Until results files carry a hash of the trace's content, this compares what they do carry:
@@ -423,8 +427,7 @@ pub fn same_trace(a: &Run, b: &Run) -> Result<(), String> {
             continue;
         };
         common += 1;
-        let vals = |q: &QueryEntry| q.result.captured.as_ref().map(|c| c.values.clone());
-        if qa.result.query_type != qb.result.query_type || vals(qa) != vals(qb) {
+        if qa.result.query_type != qb.result.query_type || captured(qa) != captured(qb) {
             return Err(format!(
                 "pool {:#x} query {} read at seq {} was captured differently",
                 key.pool, key.query, key.seq
