@@ -2,8 +2,10 @@
 //! `run` function; adding one is a variant of `Command` and an arm in `main`.
 //!
 //! Exit codes: 0 success, 1 failure or mismatch, 2 bad input (unreadable or damaged file, usage).
+//! Every error, clap's usage errors included, is one `quarry: ...` line on stderr.
 
 mod capture;
+mod compare;
 mod demo;
 mod dump;
 mod info;
@@ -13,7 +15,7 @@ mod view;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -44,10 +46,16 @@ enum Command {
     Info(info::Args),
     /// Every record of a trace or results file, one per line, call parameters decoded.
     Dump(dump::Args),
+    /// Compare results files of one trace: matched queries and counters, largest change first;
+    /// exit 1 when a deterministic result differs or a change passes --threshold.
+    Compare(compare::Args),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Capture(a) => capture::run(a),
@@ -57,9 +65,80 @@ fn main() -> ExitCode {
         Command::Export(a) => view::run_export(a),
         Command::Info(a) => info::run(a).map(|()| 0),
         Command::Dump(a) => dump::run(a).map(|()| 0),
+        Command::Compare(a) => compare::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => output::report(&e),
     }
+}
+
+/// Parses the command line. Help and version print as clap prints them (exit 0); usage errors
+/// and input files that are directories become one `quarry:` line and exit 2.
+fn parse() -> Result<Cli, ExitCode> {
+    let usage = |line: String| {
+        eprintln!("quarry: {line}");
+        ExitCode::from(2)
+    };
+    let matches = Cli::command().try_get_matches().map_err(clap_error)?;
+    if let Some(dir) = directory_input(&matches) {
+        return Err(usage(format!("{}: is a directory", dir.display())));
+    }
+    Cli::from_arg_matches(&matches).map_err(clap_error)
+}
+
+/// Input file arguments, by subcommand and argument id: checked here once, before any
+/// subcommand opens them, so a directory is reported as one rather than as a failed map.
+const INPUT_FILES: [(&str, &str); 6] = [
+    ("info", "file"),
+    ("dump", "file"),
+    ("replay", "trace"),
+    ("view", "files"),
+    ("export", "files"),
+    ("compare", "runs"),
+];
+
+fn directory_input(matches: &clap::ArgMatches) -> Option<std::path::PathBuf> {
+    let (name, sub) = matches.subcommand()?;
+    INPUT_FILES
+        .iter()
+        .filter(|(n, _)| *n == name)
+        .filter_map(|(_, id)| sub.try_get_raw(id).ok().flatten())
+        .flatten()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.is_dir())
+}
+
+/// A clap error as one line: its message, clap's tip when it has one, and the usage.
+fn clap_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.render().to_string();
+    // clap's layout: the message (maybe wrapped over lines), a blank line, tips, the usage.
+    let message = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut line = match e.kind() {
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            "a command is required".to_owned()
+        }
+        _ => message
+            .strip_prefix("error: ")
+            .unwrap_or(&message)
+            .to_owned(),
+    };
+    for tip in text.lines().filter_map(|l| l.trim().strip_prefix("tip: ")) {
+        line.push_str(&format!("; {tip}"));
+    }
+    match text.lines().find_map(|l| l.trim().strip_prefix("Usage: ")) {
+        Some(usage) => eprintln!("quarry: {line} (usage: {usage}; see --help)"),
+        None => eprintln!("quarry: {line} (see --help)"),
+    }
+    ExitCode::from(2)
 }

@@ -12,6 +12,7 @@ pub mod frames;
 mod index;
 pub mod layout;
 mod reader;
+pub mod runs;
 mod writer;
 
 pub use error::{FormatError, Problem};
