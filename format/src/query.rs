@@ -16,7 +16,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::record::{QueryValues, QueueFamilySummary};
+use crate::record::{DeviceSummary, QueryValues, QueueFamilySummary};
 
 /// `VK_QUERY_RESULT_64_BIT`.
 pub const RESULT_64: u32 = 0x1;
@@ -84,7 +84,7 @@ pub const KNOWN_KINDS: [QueryKind; 17] = [
 ];
 
 impl QueryKind {
-    pub fn from_raw(raw: i32) -> QueryKind {
+    pub const fn from_raw(raw: i32) -> QueryKind {
         use QueryKind::*;
         match raw {
             0 => Occlusion,
@@ -108,7 +108,7 @@ impl QueryKind {
         }
     }
 
-    pub fn raw(self) -> i32 {
+    pub const fn raw(self) -> i32 {
         use QueryKind::*;
         match self {
             Occlusion => 0,
@@ -188,6 +188,31 @@ impl QueryKind {
         s.to_owned()
     }
 
+    /// What each query of this kind writes before its availability/status word.
+    pub fn slots(self) -> ValueSlots {
+        use QueryKind::*;
+        match self {
+            PipelineStatistics => ValueSlots::Statistics,
+            TransformFeedbackStream => ValueSlots::WrittenAndNeeded,
+            PerformanceQuery => ValueSlots::Counters,
+            ResultStatusOnly => ValueSlots::StatusOnly,
+            Occlusion
+            | Timestamp
+            | AccelerationStructureCompactedSize
+            | AccelerationStructureSerializationSize
+            | AccelerationStructureCompactedSizeNv
+            | PerformanceQueryIntel
+            | VideoEncodeFeedback
+            | MeshPrimitivesGenerated
+            | PrimitivesGenerated
+            | AccelerationStructureSerializationBottomLevelPointers
+            | AccelerationStructureSize
+            | MicromapSerializationSize
+            | MicromapCompactedSize
+            | Unknown(_) => ValueSlots::One,
+        }
+    }
+
     /// How a replayed value of this kind compares with the captured one.
     pub fn rule(self) -> Rule {
         use QueryKind::*;
@@ -221,6 +246,20 @@ impl QueryKind {
     }
 }
 
+/// The values one query writes, in the order the driver writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueSlots {
+    /// Nothing but the status word.
+    StatusOnly,
+    One,
+    /// One per bit of the pool's `VkQueryPipelineStatisticFlags`, in bit order.
+    Statistics,
+    /// Primitives written, primitives needed.
+    WrittenAndNeeded,
+    /// One per counter of the pool.
+    Counters,
+}
+
 /// What a pool's queries hold, as far as their results' layout goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolShape {
@@ -238,27 +277,14 @@ impl PoolShape {
     }
 
     /// Result values per query, before the availability/status word.
+    #[inline]
     pub fn values_per_query(&self) -> u32 {
-        use QueryKind::*;
-        match self.kind() {
-            PipelineStatistics => self.pipeline_statistics.count_ones(),
-            TransformFeedbackStream => 2,
-            PerformanceQuery => self.perf_counters,
-            ResultStatusOnly => 0,
-            Occlusion
-            | Timestamp
-            | AccelerationStructureCompactedSize
-            | AccelerationStructureSerializationSize
-            | AccelerationStructureCompactedSizeNv
-            | PerformanceQueryIntel
-            | VideoEncodeFeedback
-            | MeshPrimitivesGenerated
-            | PrimitivesGenerated
-            | AccelerationStructureSerializationBottomLevelPointers
-            | AccelerationStructureSize
-            | MicromapSerializationSize
-            | MicromapCompactedSize
-            | Unknown(_) => 1,
+        match self.kind().slots() {
+            ValueSlots::StatusOnly => 0,
+            ValueSlots::One => 1,
+            ValueSlots::Statistics => self.pipeline_statistics.count_ones(),
+            ValueSlots::WrittenAndNeeded => 2,
+            ValueSlots::Counters => self.perf_counters,
         }
     }
 
@@ -278,6 +304,7 @@ impl PoolShape {
     }
 
     /// Bytes one query's results occupy with these flags.
+    #[inline]
     pub fn bytes_per_query(&self, flags: u32) -> u64 {
         let words = u64::from(self.values_per_query()) + u64::from(self.has_word(flags));
         words * self.element_bytes(flags)
@@ -481,6 +508,29 @@ pub fn device_valid_bits(families: &[QueueFamilySummary]) -> u32 {
         .max()
         .filter(|b| *b > 0)
         .unwrap_or(64)
+}
+
+/// How one queue's timestamps read: valid bits and the device's period.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimestampClock {
+    pub valid_bits: u32,
+    pub period_ns: f64,
+}
+
+impl TimestampClock {
+    /// A device's clock when the queue family is not known (see [`device_valid_bits`]).
+    pub fn of_device(d: &DeviceSummary) -> TimestampClock {
+        TimestampClock {
+            valid_bits: device_valid_bits(&d.queue_families),
+            period_ns: f64::from(d.timestamp_period_ns),
+        }
+    }
+
+    /// ns from `start` to `end`: subtracted in masked integer ticks (the shorter way round a
+    /// wrap, so an end written before its start reads negative), then scaled.
+    pub fn delta_ns(&self, start: u64, end: u64) -> Option<f64> {
+        Some(timestamp_offset_ticks(start, end, self.valid_bits)? as f64 * self.period_ns)
+    }
 }
 
 /// A `VkPerformanceCounterResultKHR` (8 raw bytes as a little-endian u64) as f64, read

@@ -64,6 +64,14 @@ fn names_values_and_rules_per_kind() {
         let s = shape(kind, stats, counters);
         assert_eq!(kind.name(), name);
         assert_eq!(s.values_per_query(), values, "{name}");
+        let slots = match kind.slots() {
+            ValueSlots::StatusOnly => 0,
+            ValueSlots::One => 1,
+            ValueSlots::Statistics => stats.count_ones(),
+            ValueSlots::WrittenAndNeeded => 2,
+            ValueSlots::Counters => counters,
+        };
+        assert_eq!(slots, values, "{name}");
         assert_eq!(kind.rule(), rule, "{name}");
     }
 }
@@ -389,6 +397,24 @@ fn timestamps_subtract_in_masked_integer_ticks() {
     };
     assert_eq!(device_valid_bits(&[fam(0), fam(36)]), 36);
     assert_eq!(device_valid_bits(&[]), 64);
+    let clock = TimestampClock {
+        valid_bits: 8,
+        period_ns: 2.0,
+    };
+    assert_eq!(clock.delta_ns(250, 4), Some(20.0));
+    assert_eq!(clock.delta_ns(4, 250), Some(-20.0));
+    let dev = format::record::DeviceSummary {
+        timestamp_period_ns: 2.0,
+        queue_families: vec![fam(36)],
+        ..Default::default()
+    };
+    assert_eq!(
+        TimestampClock::of_device(&dev),
+        TimestampClock {
+            valid_bits: 36,
+            period_ns: 2.0
+        }
+    );
 }
 
 #[test]
