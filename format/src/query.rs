@@ -411,7 +411,9 @@ pub fn decode(
     };
     let n_values = u64::from(shape.values_per_query());
     let word = shape.has_word(flags);
-    let mut out = Vec::with_capacity(count as usize);
+    // The count comes from the file: reserve no more than the bytes can hold.
+    let fits = data.len() as u64 / per_query.max(1) + 1;
+    let mut out = Vec::with_capacity(u64::from(count).min(fits) as usize);
     for q in 0..count {
         let base = u64::from(q).saturating_mul(stride);
         let needed = base.saturating_add(per_query);

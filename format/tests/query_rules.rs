@@ -251,6 +251,11 @@ fn short_data_and_bad_strides_are_errors() {
         decode(occ, &[0u8; 32], 2, 6, 0, 0),
         Err(DecodeError::BadStride { element: 4, .. })
     ));
+    // A count from a damaged file fails at the first query the bytes do not hold.
+    assert!(matches!(
+        decode(occ, &[0u8; 8], u32::MAX, 4, 0, 0),
+        Err(DecodeError::Truncated { query: 2, .. })
+    ));
     // One query with stride 0 is what apps pass for a single result.
     assert_eq!(
         decode(occ, &[1, 0, 0, 0], 1, 0, 0, 0).unwrap()[0].values,

@@ -304,7 +304,11 @@ fn missing_or_short_captured_data_is_not_compared() {
     let text = s.comparison.to_text();
     let ts = &s.comparison.by_type["TIMESTAMP"];
     // 4 unavailable to the app, 4 with no bytes, 3 in 8 bytes.
-    assert_eq!((ts.queries, ts.not_compared, ts.matches), (11, 11, 0), "{text}");
+    assert_eq!(
+        (ts.queries, ts.not_compared, ts.matches),
+        (11, 11, 0),
+        "{text}"
+    );
     assert!(!s.comparison.failed(), "{text}");
     assert_eq!(s.comparison.not_compared.len(), 2, "{text}");
     assert!(
