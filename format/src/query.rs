@@ -501,14 +501,15 @@ fn mask_of(valid_bits: u32) -> u64 {
     }
 }
 
-/// The valid bits of a device's timestamps when the queue family is not known: the widest of
-/// its families (64 when it lists none).
+/// The valid bits of a device's timestamps when the queue family is not known: the fewest of
+/// its families that write timestamps (64 when none says). Masking to fewer bits than a family
+/// has still gives right differences (they wrap), where more bits would keep undefined ones.
 pub fn device_valid_bits(families: &[QueueFamilySummary]) -> u32 {
     families
         .iter()
         .map(|f| f.timestamp_valid_bits)
-        .max()
         .filter(|b| *b > 0)
+        .min()
         .unwrap_or(64)
 }
 

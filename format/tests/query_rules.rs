@@ -402,6 +402,7 @@ fn timestamps_subtract_in_masked_integer_ticks() {
     };
     assert_eq!(device_valid_bits(&[fam(0), fam(36)]), 36);
     assert_eq!(device_valid_bits(&[]), 64);
+    assert_eq!(device_valid_bits(&[fam(64), fam(36), fam(0)]), 36);
     let clock = TimestampClock {
         valid_bits: 8,
         period_ns: 2.0,
