@@ -107,19 +107,18 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// What the pool's queries hold, for the result layout rules of [`format::query`].
+    pub fn shape(&self) -> format::query::PoolShape {
+        format::query::PoolShape {
+            query_type: self.query_type,
+            pipeline_statistics: self.pipeline_statistics,
+            perf_counters: self.counters,
+        }
+    }
+
     /// Result values per query (excluding availability/status words), as vkGetQueryPoolResults lays them out.
     pub fn values_per_query(&self) -> u32 {
-        match self.query_type {
-            // VK_QUERY_TYPE_PIPELINE_STATISTICS
-            1 => self.pipeline_statistics.count_ones(),
-            // VK_QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT: primitives written, primitives needed
-            1000028004 => 2,
-            // VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR: one VkPerformanceCounterResultKHR (8 bytes) per counter
-            1000116000 => self.counters,
-            // VK_QUERY_TYPE_RESULT_STATUS_ONLY_KHR: only the status word
-            1000023000 => 0,
-            _ => 1,
-        }
+        self.shape().values_per_query()
     }
 
     pub fn reset(&mut self, first: u32, count: u32) {
@@ -333,6 +332,13 @@ mod tests {
         assert_eq!(p.seen_available, vec![true, false, false, false]);
         p.query_type = 0;
         assert_eq!(p.values_per_query(), 1);
+        // VK_QUERY_TYPE_RESULT_STATUS_ONLY_KHR: only the status word.
+        p.query_type = 1_000_023_000;
+        assert_eq!(p.values_per_query(), 0);
+        // VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR: one result per counter.
+        p.query_type = 1_000_116_000;
+        p.counters = 5;
+        assert_eq!(p.values_per_query(), 5);
     }
 
     #[test]

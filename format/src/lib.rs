@@ -11,6 +11,7 @@ mod error;
 pub mod frames;
 mod index;
 pub mod layout;
+pub mod query;
 mod reader;
 pub mod runs;
 mod writer;

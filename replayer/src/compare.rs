@@ -1,14 +1,14 @@
 //! Captured-vs-replayed query comparison (`quarry replay --compare`).
 //!
-//! # Classification rule
-//!
-//! Each query read is compared value by value once both sides have data (the capture saw it
-//! available and the replay read it available). The outcome is one of:
+//! The rule itself lives in [`format::query`] (one table for the replayer, the viewer and the
+//! exports). Each query read is compared once both sides have data; the outcome is one of:
 //!
 //! * **match**: every value equal.
 //! * **mismatch**: a *deterministic* result differs. This makes `--compare` exit non-zero.
-//! * **variation**: values differ in a way the Vulkan spec allows, or the result is timing.
-//! * **not compared**: the capture had no data for the query (it was not available to the app).
+//! * **variation**: values differ in a way the Vulkan spec allows, or a measurement changed.
+//! * **clock**: a timestamp: a clock value is never a match, on the same device too.
+//! * **not compared**: the capture had no data for the query (it was not available to the app, or
+//!   the trace holds no or too few captured bytes for the read: the reason is listed).
 //! * **unavailable**: the capture had data but the replay never got the query available within the
 //!   timeout; counted as a mismatch.
 //!
@@ -16,12 +16,13 @@
 //!
 //! | query type | same device and driver | another device or driver |
 //! |---|---|---|
-//! | `TIMESTAMP`, `PERFORMANCE_QUERY` | variation (timing) | variation (timing) |
+//! | `TIMESTAMP` | clock | clock |
+//! | `PERFORMANCE_QUERY` (KHR, INTEL) | variation (measurement) | variation (measurement) |
 //! | `OCCLUSION` with `PRECISE` | exact | zero vs non-zero exact; counts vary (rasterization precision and sample placement are implementation-defined) |
 //! | `OCCLUSION` without `PRECISE` | zero vs non-zero exact; any non-zero value allowed | same |
 //! | `PIPELINE_STATISTICS` | exact | variation (the spec lets invocation counts vary, e.g. vertex reuse, early fragment tests, clipping) |
 //! | `PRIMITIVES_GENERATED`, `TRANSFORM_FEEDBACK_STREAM`, `MESH_PRIMITIVES_GENERATED`, `RESULT_STATUS_ONLY` | exact | exact (they count what the draws specify) |
-//! | acceleration-structure sizes and other types | exact | variation |
+//! | acceleration-structure and micromap sizes, video encode feedback, other types | exact | variation |
 //!
 //! "Same device and driver" means equal vendor id, device id, driver id, driver version and device
 //! name in the two `DeviceSummary`s.
@@ -29,21 +30,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use ash::vk;
+use format::query::{self, Context, QueryKind};
 use format::record::{DeviceSummary, QueryResult};
 use serde::Serialize;
 
-use crate::queries::type_name;
+pub use format::query::{NotCompared, Outcome};
 
-/// The outcome of comparing one query read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Outcome {
-    Match,
-    Mismatch,
-    Variation,
-    NotCompared,
-    Unavailable,
-}
+use crate::queries::type_name;
 
 /// Whether two device summaries describe the same device running the same driver.
 pub fn same_device(a: &DeviceSummary, b: &DeviceSummary) -> bool {
@@ -57,39 +50,19 @@ pub fn same_device(a: &DeviceSummary, b: &DeviceSummary) -> bool {
 /// Classifies one query (see the module documentation for the rule).
 /// `precise` is whether an occlusion query was begun with `VK_QUERY_CONTROL_PRECISE_BIT`.
 pub fn classify(q: &QueryResult, precise: bool, same_device: bool) -> Outcome {
-    let Some(c) = q.captured.as_ref().filter(|c| c.available) else {
-        return Outcome::NotCompared;
-    };
-    let Some(r) = q.replayed.as_ref().filter(|r| r.available) else {
-        return Outcome::Unavailable;
-    };
-    if c.values == r.values {
-        return Outcome::Match;
-    }
-    let zero_ness = |v: &[u64]| v.iter().map(|x| *x == 0).collect::<Vec<_>>();
-    let exact_or_variation = |exact: bool| {
-        if exact {
-            Outcome::Mismatch
-        } else {
-            Outcome::Variation
-        }
-    };
-    match vk::QueryType::from_raw(q.query_type) {
-        vk::QueryType::TIMESTAMP | vk::QueryType::PERFORMANCE_QUERY_KHR => Outcome::Variation,
-        vk::QueryType::OCCLUSION => {
-            if zero_ness(&c.values) != zero_ness(&r.values) {
-                Outcome::Mismatch
-            } else {
-                exact_or_variation(precise && same_device)
-            }
-        }
-        vk::QueryType::PRIMITIVES_GENERATED_EXT
-        | vk::QueryType::TRANSFORM_FEEDBACK_STREAM_EXT
-        | vk::QueryType::MESH_PRIMITIVES_GENERATED_EXT
-        | vk::QueryType::RESULT_STATUS_ONLY_KHR => Outcome::Mismatch,
-        _ => exact_or_variation(same_device),
-    }
+    query::classify(
+        q.query_type,
+        q.captured.as_ref(),
+        q.replayed.as_ref(),
+        Context {
+            precise,
+            same_device,
+        },
+    )
 }
+
+/// Lines listed in the text summary for reads that were not compared (the count is always whole).
+const LISTED_NOT_COMPARED: usize = 20;
 
 /// Per-type counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -98,6 +71,8 @@ pub struct TypeSummary {
     pub matches: u64,
     pub mismatches: u64,
     pub variations: u64,
+    /// Clock values (timestamps): never a match.
+    pub clock: u64,
     pub not_compared: u64,
     pub unavailable: u64,
 }
@@ -109,6 +84,8 @@ pub struct Comparison {
     pub by_type: BTreeMap<String, TypeSummary>,
     /// Human-readable lines, one per mismatch or unavailable query.
     pub mismatches: Vec<String>,
+    /// Human-readable lines, one per read not compared for missing or short captured data.
+    pub not_compared: Vec<String>,
 }
 
 impl Comparison {
@@ -120,7 +97,8 @@ impl Comparison {
             Outcome::Match => t.matches += 1,
             Outcome::Mismatch => t.mismatches += 1,
             Outcome::Variation => t.variations += 1,
-            Outcome::NotCompared => t.not_compared += 1,
+            Outcome::Clock => t.clock += 1,
+            Outcome::NotCompared(_) => t.not_compared += 1,
             Outcome::Unavailable => t.unavailable += 1,
         }
         if matches!(outcome, Outcome::Mismatch | Outcome::Unavailable) {
@@ -139,9 +117,22 @@ impl Comparison {
                 q.seq,
                 vals(&q.captured),
                 vals(&q.replayed),
-                if q.query_type == vk::QueryType::OCCLUSION.as_raw() && precise { " (precise)" } else { "" },
+                if QueryKind::from_raw(q.query_type) == QueryKind::Occlusion && precise { " (precise)" } else { "" },
             ));
         }
+    }
+
+    /// A read of `count` queries whose captured bytes cannot be compared (none, or fewer than the
+    /// read covers): counted as not compared with `reason`, and the replay goes on.
+    pub fn add_not_compared(&mut self, query_type: i32, count: u32, reason: String) {
+        let t = self.by_type.entry(type_name(query_type)).or_default();
+        t.queries += u64::from(count);
+        t.not_compared += u64::from(count);
+        self.not_compared.push(format!(
+            "NOT COMPARED {count} {} queries: {reason} ({})",
+            type_name(query_type),
+            NotCompared::CapturedMissing.reason()
+        ));
     }
 
     /// Whether a deterministic result differed (the `--compare` exit status).
@@ -164,30 +155,42 @@ impl Comparison {
         );
         let _ = writeln!(
             s,
-            "  {:<28} {:>8} {:>8} {:>10} {:>10} {:>12} {:>12}",
+            "  {:<28} {:>8} {:>8} {:>10} {:>10} {:>8} {:>13} {:>12}",
             "query type",
             "queries",
             "match",
             "mismatch",
             "variation",
+            "clock",
             "not compared",
             "unavailable"
         );
         for (name, t) in &self.by_type {
             let _ = writeln!(
                 s,
-                "  {:<28} {:>8} {:>8} {:>10} {:>10} {:>12} {:>12}",
+                "  {:<28} {:>8} {:>8} {:>10} {:>10} {:>8} {:>13} {:>12}",
                 name,
                 t.queries,
                 t.matches,
                 t.mismatches,
                 t.variations,
+                t.clock,
                 t.not_compared,
                 t.unavailable
             );
         }
         for m in &self.mismatches {
             let _ = writeln!(s, "  {m}");
+        }
+        for m in self.not_compared.iter().take(LISTED_NOT_COMPARED) {
+            let _ = writeln!(s, "  {m}");
+        }
+        if self.not_compared.len() > LISTED_NOT_COMPARED {
+            let _ = writeln!(
+                s,
+                "  ... and {} more reads not compared",
+                self.not_compared.len() - LISTED_NOT_COMPARED
+            );
         }
         let _ = writeln!(
             s,
@@ -205,6 +208,7 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ash::vk;
     use format::record::QueryValues;
 
     fn q(ty: i32, captured: Option<Vec<u64>>, replayed: Option<Vec<u64>>) -> QueryResult {
@@ -271,8 +275,19 @@ mod tests {
             classify(&q(stats, Some(vec![1, 2]), Some(vec![1, 3])), false, false),
             Outcome::Variation
         );
+        // Timestamps are clock values: never a match, equal or not, on the same device too.
         assert_eq!(
             classify(&q(ts, Some(vec![1]), Some(vec![2])), false, true),
+            Outcome::Clock
+        );
+        assert_eq!(
+            classify(&q(ts, Some(vec![1]), Some(vec![1])), true, true),
+            Outcome::Clock
+        );
+        // A changed performance counter is a variation (the viewer says the same).
+        let perf = vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw();
+        assert_eq!(
+            classify(&q(perf, Some(vec![1, 2]), Some(vec![1, 3])), true, true),
             Outcome::Variation
         );
         assert_eq!(
@@ -281,7 +296,7 @@ mod tests {
         );
         assert_eq!(
             classify(&q(prims, None, Some(vec![4])), false, false),
-            Outcome::NotCompared
+            Outcome::NotCompared(NotCompared::CapturedUnavailable)
         );
         assert_eq!(
             classify(&q(prims, Some(vec![4]), None), false, false),
@@ -317,6 +332,38 @@ mod tests {
         let text = c.to_text();
         assert!(
             text.contains("PRIMITIVES_GENERATED") && text.contains("captured [3] replayed [4]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn missing_captured_data_is_counted_not_compared_with_its_reason() {
+        let mut c = Comparison {
+            same_device: true,
+            ..Default::default()
+        };
+        c.add(
+            &q(
+                vk::QueryType::TIMESTAMP.as_raw(),
+                Some(vec![7]),
+                Some(vec![7]),
+            ),
+            false,
+        );
+        c.add_not_compared(
+            vk::QueryType::OCCLUSION.as_raw(),
+            3,
+            "seq 9 pool 0x1: captured query copy: 0 bytes hold fewer than 3 queries".into(),
+        );
+        assert!(!c.failed());
+        let ts = &c.by_type["TIMESTAMP"];
+        assert_eq!((ts.queries, ts.matches, ts.clock), (1, 0, 1));
+        let occ = &c.by_type["OCCLUSION"];
+        assert_eq!((occ.queries, occ.not_compared), (3, 3));
+        let text = c.to_text();
+        assert!(
+            text.contains("NOT COMPARED 3 OCCLUSION queries")
+                && text.contains("0 bytes hold fewer than 3 queries"),
             "{text}"
         );
     }

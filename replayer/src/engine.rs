@@ -889,6 +889,16 @@ impl Run<'_, '_> {
         Ok(())
     }
 
+    /// A read whose captured bytes do not hold its queries (none, short, bad layout): they are
+    /// counted as not compared with the reason, and the replay goes on.
+    fn not_compared(&mut self, seq: u64, pool: u64, shape: PoolShape, count: u32, why: String) {
+        if self.session.frame >= self.first_frame && self.pass == 0 {
+            let why = format!("seq {seq} pool 0x{pool:x}: {why}");
+            self.comparison
+                .add_not_compared(shape.query_type, count, why);
+        }
+    }
+
     /// How the replay lays out the results of `pool`: performance pools measure only this pass's
     /// counters, so their shape and (for reads the replay makes itself) stride shrink to that.
     fn replay_shape(&self, pool: u64, shape: PoolShape) -> PoolShape {
@@ -1008,8 +1018,14 @@ impl Run<'_, '_> {
 
     fn reread(&mut self, r: &record::QueryResults) -> Result<(), ReplayError> {
         let shape = self.pool(r.pool)?;
-        let captured = queries::decode(&r.data, r.count, r.stride, r.flags, shape, r.result)
-            .map_err(|e| ReplayError::Trace(format!("captured query results: {e}")))?;
+        let captured = match queries::decode(&r.data, r.count, r.stride, r.flags, shape, r.result) {
+            Ok(c) => c,
+            Err(e) => {
+                let why = format!("captured query results: {e}");
+                self.not_compared(r.seq, r.pool, shape, r.count, why);
+                return Ok(());
+            }
+        };
         let pool = self.session.lookup(vk::ObjectType::QUERY_POOL, r.pool)?;
         let device = &self.session.device(r.device)?.device;
         // Poll without WAIT so a replay that diverged cannot hang; keep polling only for queries
@@ -1020,7 +1036,7 @@ impl Run<'_, '_> {
             (r.stride, r.data.len())
         } else {
             let per = rshape.bytes_per_query(flags);
-            (per as u64, per * r.count as usize)
+            (per, per as usize * r.count as usize)
         };
         let mut buf = vec![0u8; rlen];
         let mut available_ns = vec![0u64; r.count as usize];
@@ -1077,7 +1093,7 @@ impl Run<'_, '_> {
     fn read_copy(&mut self, c: &record::QueryCopy) -> Result<(), ReplayError> {
         let shape = self.pool(c.pool)?;
         let rshape = self.replay_shape(c.pool, shape);
-        let per = rshape.bytes_per_query(c.flags) as u64;
+        let per = rshape.bytes_per_query(c.flags);
         let len = if c.count == 0 {
             0
         } else {
@@ -1087,8 +1103,14 @@ impl Run<'_, '_> {
         };
         // With no availability word a copied query is taken as written.
         let ok = vk::Result::SUCCESS.as_raw();
-        let captured = queries::decode(&c.data, c.count, c.stride, c.flags, shape, ok)
-            .map_err(|e| ReplayError::Trace(format!("captured query copy: {e}")))?;
+        let captured = match queries::decode(&c.data, c.count, c.stride, c.flags, shape, ok) {
+            Ok(d) => d,
+            Err(e) => {
+                let why = format!("captured query copy: {e}");
+                self.not_compared(c.seq, c.pool, shape, c.count, why);
+                return Ok(());
+            }
+        };
         match self.session.cmdbuf_submit.get(&c.command_buffer) {
             Some(s) => self.session.wait_device_of_queue(s.queue)?,
             None => self.session.wait_all_devices()?,

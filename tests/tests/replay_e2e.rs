@@ -76,6 +76,8 @@ fn demo_capture_replay_compare() {
     }
     let ts = &s.comparison.by_type["TIMESTAMP"];
     assert_eq!(ts.mismatches, 0, "timestamps are never deterministic");
+    // Clock values: never "match", on the same device too.
+    assert!(ts.matches == 0 && ts.clock > 0, "{text}");
     assert!(s.queries > 0 && s.frames > 0);
 
     let r = TraceReader::open(&results).unwrap();

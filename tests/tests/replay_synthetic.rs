@@ -249,6 +249,75 @@ fn host_reset_pool_is_read_again_and_written_to_results() {
     assert_eq!((info.loops, info.frames), (1, 1));
 }
 
+/// A results read with no captured bytes and a copy whose captured bytes hold fewer queries than
+/// it covers are "not compared" with their reason; the replay goes on and does not fail.
+#[test]
+fn missing_or_short_captured_data_is_not_compared() {
+    if !have_vulkan() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.qtrace");
+    let mut t = timestamp_pool_trace();
+    let at = t
+        .records
+        .iter()
+        .position(|r| matches!(r, Record::Frame(_)))
+        .unwrap();
+    let flags = (vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY).as_raw();
+    t.records.insert(
+        at,
+        Record::QueryResults(record::QueryResults {
+            seq: t.seq + 2,
+            thread: 1,
+            device: DEVICE,
+            pool: POOL,
+            first: 0,
+            count: 4,
+            stride: 16,
+            flags,
+            result: vk::Result::SUCCESS.as_raw(),
+            host_ns: 6,
+            data: vec![],
+        }),
+    );
+    t.records.insert(
+        at + 1,
+        Record::QueryCopy(record::QueryCopy {
+            seq: t.seq + 3,
+            command_buffer: 0,
+            pool: POOL,
+            first: 0,
+            count: 3,
+            dst_buffer: 0x9000,
+            dst_offset: 0,
+            stride: 16,
+            flags,
+            host_ns: 7,
+            data: vec![0; 8],
+        }),
+    );
+    t.write(&trace);
+    let mut opts = ReplayOptions::new(&trace);
+    opts.compare = true;
+    let s = replayer::replay(&opts).expect("the replay goes on past reads it cannot compare");
+    let text = s.comparison.to_text();
+    let ts = &s.comparison.by_type["TIMESTAMP"];
+    // 4 unavailable to the app, 4 with no bytes, 3 in 8 bytes.
+    assert_eq!(
+        (ts.queries, ts.not_compared, ts.matches),
+        (11, 11, 0),
+        "{text}"
+    );
+    assert!(!s.comparison.failed(), "{text}");
+    assert_eq!(s.comparison.not_compared.len(), 2, "{text}");
+    assert!(
+        text.contains("captured query results: 0 bytes hold fewer than 4 queries")
+            && text.contains("captured query copy: 8 bytes hold fewer than 3 queries"),
+        "{text}"
+    );
+}
+
 #[test]
 fn replay_under_validation_adds_no_messages() {
     if !have_vulkan() {

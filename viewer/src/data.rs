@@ -11,7 +11,9 @@ use format::record::{
     ReplayInfo,
 };
 
-use crate::model::{self, ResultLayout};
+use format::query::{self, Context, Outcome, PoolShape, QueryKind, TimestampClock, ValueSlots};
+
+use crate::model;
 
 /// One opened file, as the header panel shows it.
 #[derive(Debug, Clone)]
@@ -81,6 +83,8 @@ pub struct Row {
     pub captured: Option<QueryValues>,
     /// Timestamps: GPU time in ns (masked, period applied).
     pub captured_gpu_ns: Option<f64>,
+    /// Timestamps: how the captured ticks read (valid bits, period), for differences in ticks.
+    pub captured_clock: Option<TimestampClock>,
     pub times: Times,
 }
 
@@ -89,6 +93,8 @@ pub struct Row {
 pub struct Replayed {
     pub values: QueryValues,
     pub gpu_ns: Option<f64>,
+    /// Timestamps: how the replayed ticks read (the replay device's valid bits and period).
+    pub clock: Option<TimestampClock>,
     pub submit_ns: u64,
     pub available_ns: u64,
 }
@@ -119,22 +125,29 @@ impl ValueColumn {
 
     /// The slot of `values` this column shows for a query of `pool`, if any.
     pub fn slot(&self, pool: &Pool) -> Option<usize> {
-        use model::*;
-        match (self, pool.query_type) {
-            (ValueColumn::Stat(b), QUERY_TYPE_PIPELINE_STATISTICS) => {
-                statistic_slot(pool.pipeline_statistics, *b)
+        let slots = QueryKind::from_raw(pool.query_type).slots();
+        match (self, slots) {
+            (ValueColumn::Stat(b), ValueSlots::Statistics) => {
+                model::statistic_slot(pool.pipeline_statistics, *b)
             }
-            (ValueColumn::XfbWritten, QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT) => Some(0),
-            (ValueColumn::XfbNeeded, QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT) => Some(1),
-            (ValueColumn::Perf(i), QUERY_TYPE_PERFORMANCE_QUERY_KHR) => Some(*i),
+            (ValueColumn::XfbWritten, ValueSlots::WrittenAndNeeded) => Some(0),
+            (ValueColumn::XfbNeeded, ValueSlots::WrittenAndNeeded) => Some(1),
+            (ValueColumn::Perf(i), ValueSlots::Counters) => Some(*i),
+            (ValueColumn::Single, ValueSlots::One) => Some(0),
             (
                 ValueColumn::Single,
-                QUERY_TYPE_PIPELINE_STATISTICS
-                | QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT
-                | QUERY_TYPE_PERFORMANCE_QUERY_KHR,
+                ValueSlots::StatusOnly
+                | ValueSlots::Statistics
+                | ValueSlots::WrittenAndNeeded
+                | ValueSlots::Counters,
+            )
+            | (
+                ValueColumn::Stat(_)
+                | ValueColumn::XfbWritten
+                | ValueColumn::XfbNeeded
+                | ValueColumn::Perf(_),
+                _,
             ) => None,
-            (ValueColumn::Single, _) => Some(0),
-            _ => None,
         }
     }
 }
@@ -174,23 +187,41 @@ pub struct Dataset {
     pub frames: (u64, u64),
 }
 
-/// Does `replayed` disagree with `captured`? `None` when there is nothing to compare.
+/// How `replayed` compares with `captured` under the shared rule of [`format::query`]; `None`
+/// when either side is missing.
 ///
-/// Timestamps are absolute clock values that never match between runs, so only their
-/// availability counts.
-pub fn compare(
+/// Results files do not say whether an occlusion query was precise, and the viewer flags what a
+/// replay on the capture device would fail on: it reads with [`Context::STRICT`]. Timestamps are
+/// clock values, a changed performance counter a variation.
+pub fn outcome(
     query_type: i32,
     captured: Option<&QueryValues>,
     replayed: Option<&Replayed>,
-) -> Option<bool> {
+) -> Option<Outcome> {
     let (c, r) = (captured?, replayed?);
-    if c.available != r.values.available {
-        return Some(true);
+    Some(query::classify(
+        query_type,
+        Some(c),
+        Some(&r.values),
+        Context::STRICT,
+    ))
+}
+
+/// ns between two timestamps, subtracted in masked integer ticks when their clock is known
+/// (GPU times near 2^60 ticks lose whole microseconds in f64), else from the converted times.
+pub fn timestamp_span_ns(
+    start: (Option<&QueryValues>, Option<f64>),
+    end: (Option<&QueryValues>, Option<f64>),
+    clock: Option<TimestampClock>,
+) -> Option<f64> {
+    let (Some(a), Some(b)) = (start.1, end.1) else {
+        return None;
+    };
+    let ticks = |v: Option<&QueryValues>| v.and_then(|v| v.values.first().copied());
+    match (clock, ticks(start.0), ticks(end.0)) {
+        (Some(c), Some(s), Some(e)) => c.delta_ns(s, e),
+        _ => Some(b - a),
     }
-    if query_type == model::QUERY_TYPE_TIMESTAMP || !c.available {
-        return Some(false);
-    }
-    Some(c.values != r.values.values)
 }
 
 impl Dataset {
@@ -602,15 +633,12 @@ impl DatasetBuilder {
             return;
         };
         let p = self.ds.pools[pi as usize].clone();
-        let layout = ResultLayout {
+        let shape = PoolShape {
             query_type: p.query_type,
             pipeline_statistics: p.pipeline_statistics,
-            perf_counters: p.perf_counters,
-            flags,
-            count,
-            stride,
+            perf_counters: u32::try_from(p.perf_counters).unwrap_or(u32::MAX),
         };
-        let decoded = match model::decode_query_results(&layout, data) {
+        let decoded = match query::decode(shape, data, count, stride, flags, result) {
             Ok(d) => d,
             Err(e) => {
                 self.note(format!("seq {seq}: pool {pool:#x}: {e}"));
@@ -628,8 +656,7 @@ impl DatasetBuilder {
         for (i, d) in decoded.into_iter().enumerate() {
             let q = first + i as u32;
             let st = self.trace.states.entry((pool, q)).or_default();
-            // Without an availability word, VK_SUCCESS means every query was available.
-            let available = d.available().unwrap_or(result == 0);
+            let available = d.available;
             let mut values = QueryValues {
                 values: d.values,
                 available,
@@ -641,6 +668,7 @@ impl DatasetBuilder {
                 times.available = host_ns;
             }
             let mut gpu_ns = None;
+            let mut clock = None;
             if p.query_type == model::QUERY_TYPE_TIMESTAMP && available {
                 let bits = device
                     .as_ref()
@@ -650,13 +678,18 @@ impl DatasetBuilder {
                 if let Some(ticks) = values
                     .values
                     .first()
-                    .and_then(|v| model::mask_timestamp(*v, bits))
+                    .and_then(|v| query::mask_timestamp(*v, bits))
                 {
                     values.values[0] = ticks;
                     gpu_ns = Some(ticks as f64 * period);
+                    clock = Some(TimestampClock {
+                        valid_bits: bits,
+                        period_ns: period,
+                    });
                     if let Some((cal_host, cal_ticks)) = self.trace.calibration {
-                        let delta = (ticks as f64
-                            - model::mask_timestamp(cal_ticks, bits).unwrap_or(0) as f64)
+                        // In ticks from the calibration sample (either side of it), then ns.
+                        let delta = query::timestamp_offset_ticks(cal_ticks, ticks, bits)
+                            .unwrap_or(0) as f64
                             * period;
                         times.gpu = (cal_host as f64 + delta).max(0.0) as u64;
                     }
@@ -671,6 +704,7 @@ impl DatasetBuilder {
                     if !old_avail {
                         row.captured = Some(values);
                         row.captured_gpu_ns = gpu_ns;
+                        row.captured_clock = clock;
                         row.times = times;
                         row.flags = flags;
                     }
@@ -690,6 +724,7 @@ impl DatasetBuilder {
                         flags,
                         captured: Some(values),
                         captured_gpu_ns: gpu_ns,
+                        captured_clock: clock,
                         times,
                     });
                     st.row = Some((r, st.generation));
@@ -718,7 +753,7 @@ impl DatasetBuilder {
             q.pool,
             q.query_type,
             q.pipeline_statistics,
-            if q.query_type == model::QUERY_TYPE_PERFORMANCE_QUERY_KHR {
+            if QueryKind::from_raw(q.query_type).slots() == ValueSlots::Counters {
                 perf
             } else {
                 0
@@ -728,6 +763,7 @@ impl DatasetBuilder {
         let replayed = q.replayed.map(|values| Replayed {
             values,
             gpu_ns: q.replayed_gpu_ns,
+            clock: None,
             submit_ns: q.submit_ns,
             available_ns: q.available_ns,
         });
@@ -782,6 +818,7 @@ impl DatasetBuilder {
                     flags: q.flags,
                     captured: q.captured,
                     captured_gpu_ns: q.captured_gpu_ns,
+                    captured_clock: None,
                     times: Times {
                         available: host,
                         ..Times::default()
@@ -873,6 +910,10 @@ impl DatasetBuilder {
                             row.captured = tr.captured.clone();
                             row.captured_gpu_ns = tr.captured_gpu_ns;
                         }
+                        // The trace knows the queue family's valid bits.
+                        if tr.captured_clock.is_some() {
+                            row.captured_clock = tr.captured_clock;
+                        }
                     }
                 }
             }
@@ -884,24 +925,50 @@ impl DatasetBuilder {
         for c in &mut ds.counters {
             c.values.resize(n_files, None);
         }
+        // Timestamps of results rows read with their device's clock: the capture device from
+        // the replay info (unless the trace gave the row its family's), the replay device per file.
+        let capture_clock = ds
+            .results
+            .iter()
+            .find_map(|f| f.replay.as_ref()?.capture_device.as_ref())
+            .map(TimestampClock::of_device);
+        let replay_clocks: Vec<Option<TimestampClock>> = ds
+            .results
+            .iter()
+            .map(|f| f.device.as_ref().map(TimestampClock::of_device))
+            .collect();
+        for (i, row) in ds.rows.iter_mut().enumerate() {
+            if ds.pools[row.pool as usize].query_type != model::QUERY_TYPE_TIMESTAMP {
+                continue;
+            }
+            if row.captured_clock.is_none() && row.captured_gpu_ns.is_some() {
+                row.captured_clock = capture_clock;
+            }
+            for (f, col) in ds.replayed.iter_mut().enumerate() {
+                if let Some(r) = col[i].as_mut().filter(|r| r.gpu_ns.is_some()) {
+                    r.clock = replay_clocks[f];
+                }
+            }
+        }
         ds.mismatch = (0..n)
             .map(|i| {
                 let row = &ds.rows[i];
                 let ty = ds.pools[row.pool as usize].query_type;
-                ds.replayed
-                    .iter()
-                    .any(|f| compare(ty, row.captured.as_ref(), f[i].as_ref()) == Some(true))
+                ds.replayed.iter().any(|f| {
+                    outcome(ty, row.captured.as_ref(), f[i].as_ref()).is_some_and(Outcome::fails)
+                })
             })
             .collect();
         // Columns: one per value kind actually present, statistics in bit order.
         let mut stats = 0u32;
         let (mut single, mut xfb, mut perf) = (false, false, 0usize);
         for p in &ds.pools {
-            match p.query_type {
-                model::QUERY_TYPE_PIPELINE_STATISTICS => stats |= p.pipeline_statistics,
-                model::QUERY_TYPE_TRANSFORM_FEEDBACK_STREAM_EXT => xfb = true,
-                model::QUERY_TYPE_PERFORMANCE_QUERY_KHR => perf = perf.max(p.perf_counters),
-                _ => single = true,
+            match QueryKind::from_raw(p.query_type).slots() {
+                ValueSlots::Statistics => stats |= p.pipeline_statistics,
+                ValueSlots::WrittenAndNeeded => xfb = true,
+                ValueSlots::Counters => perf = perf.max(p.perf_counters),
+                ValueSlots::One => single = true,
+                ValueSlots::StatusOnly => {}
             }
         }
         let mut cols = Vec::new();

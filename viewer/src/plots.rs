@@ -6,7 +6,7 @@ use egui::{Color32, RichText};
 use egui_extras::{Column, TableBuilder};
 use egui_plot::{Bar, BarChart, GridInput, GridMark, Legend, Line, Plot, PlotPoints};
 
-use crate::data::Dataset;
+use crate::data::{timestamp_span_ns, Dataset};
 use crate::model;
 
 /// GPU durations of timestamp pairs: per frame, per pair, for the capture (source 0) and each
@@ -44,16 +44,19 @@ impl TimestampPairs {
                 let (a, b) = (pair[0].1, pair[1].1);
                 out.pairs.push((frame, pool, pair[0].0));
                 let (ra, rb) = (&ds.rows[a], &ds.rows[b]);
-                out.durations[0].push(match (ra.captured_gpu_ns, rb.captured_gpu_ns) {
-                    (Some(x), Some(y)) => Some(y - x),
-                    _ => None,
-                });
+                // In integer ticks with each side's clock (valid bits, wrap), then ns.
+                out.durations[0].push(timestamp_span_ns(
+                    (ra.captured.as_ref(), ra.captured_gpu_ns),
+                    (rb.captured.as_ref(), rb.captured_gpu_ns),
+                    ra.captured_clock.or(rb.captured_clock),
+                ));
                 for f in 0..ds.results.len() {
-                    let g = |i: usize| ds.replayed[f][i].as_ref().and_then(|r| r.gpu_ns);
-                    out.durations[f + 1].push(match (g(a), g(b)) {
-                        (Some(x), Some(y)) => Some(y - x),
-                        _ => None,
-                    });
+                    let (xa, xb) = (ds.replayed[f][a].as_ref(), ds.replayed[f][b].as_ref());
+                    out.durations[f + 1].push(timestamp_span_ns(
+                        (xa.map(|r| &r.values), xa.and_then(|r| r.gpu_ns)),
+                        (xb.map(|r| &r.values), xb.and_then(|r| r.gpu_ns)),
+                        xa.and_then(|r| r.clock).or(xb.and_then(|r| r.clock)),
+                    ));
                 }
             }
             if out.frames.last() != Some(&frame) {

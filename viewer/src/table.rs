@@ -4,8 +4,9 @@
 use egui::{Color32, RichText};
 use egui_extras::{Column, TableBuilder};
 
-use crate::data::{compare, Dataset, ValueColumn};
+use crate::data::{outcome, Dataset, ValueColumn};
 use crate::model;
+use format::query::Outcome;
 
 /// One table column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,18 +77,17 @@ pub fn diff_text(ds: &Dataset, row: usize, f: usize) -> String {
     let r = &ds.rows[row];
     let ty = ds.pool_of(r).query_type;
     let rep = ds.replayed[f][row].as_ref();
-    match compare(ty, r.captured.as_ref(), rep) {
+    match outcome(ty, r.captured.as_ref(), rep) {
         None => String::new(),
-        Some(false) if ty == model::QUERY_TYPE_TIMESTAMP => "(clock)".into(),
-        Some(false) => "=".into(),
-        Some(true) => {
+        Some(Outcome::Clock) => "(clock)".into(),
+        Some(Outcome::Match) => "=".into(),
+        Some(Outcome::NotCompared(_)) => "not compared".into(),
+        Some(Outcome::Unavailable) => "availability".into(),
+        Some(Outcome::Mismatch | Outcome::Variation) => {
             let (c, rep) = (
                 r.captured.as_ref().expect("compared"),
                 rep.expect("compared"),
             );
-            if c.available != rep.values.available {
-                return "availability".into();
-            }
             let diffs: Vec<i128> = c
                 .values
                 .iter()
@@ -213,8 +213,12 @@ fn sort_key(ds: &Dataset, row: usize, col: Col, pool_rank: &[u32]) -> (i128, u32
             .unwrap_or(none),
         Col::Diff(f) => {
             let rep = ds.replayed[f][row].as_ref();
+            let differs = |o: Outcome| match o {
+                Outcome::Mismatch | Outcome::Variation | Outcome::Unavailable => Some(true),
+                Outcome::Match | Outcome::Clock | Outcome::NotCompared(_) => Some(false),
+            };
             match (
-                compare(pool.query_type, r.captured.as_ref(), rep),
+                outcome(pool.query_type, r.captured.as_ref(), rep).and_then(differs),
                 &r.captured,
                 rep,
             ) {
@@ -418,11 +422,12 @@ pub fn show(
                         let bad = match c {
                             Col::Replayed(f) | Col::Diff(f) => {
                                 let ty = ds.pool_of(&ds.rows[i]).query_type;
-                                compare(
+                                outcome(
                                     ty,
                                     ds.rows[i].captured.as_ref(),
                                     ds.replayed[*f][i].as_ref(),
-                                ) == Some(true)
+                                )
+                                .is_some_and(Outcome::fails)
                             }
                             _ => false,
                         };
