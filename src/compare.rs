@@ -75,13 +75,18 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
 /// Cross-run comparisons do not know whether an occlusion query was begun `PRECISE` (that is
 /// in the trace), so occlusion counts compare as non-precise: zero vs non-zero is exact.
 fn classify(q: &QueryResult, a: Option<&DeviceSummary>, b: Option<&DeviceSummary>) -> Verdict {
-    use replayer::compare::{classify, same_device, Outcome};
-    let same = a.zip(b).is_some_and(|(a, b)| same_device(a, b));
-    match classify(q, false, same) {
+    use format::query::{classify, Context, Outcome};
+    let same = a.zip(b).is_some_and(|(a, b)| replayer::compare::same_device(a, b));
+    let ctx = Context {
+        precise: false,
+        same_device: same,
+    };
+    match classify(q.query_type, q.captured.as_ref(), q.replayed.as_ref(), ctx) {
         Outcome::Match => Verdict::Same,
         Outcome::Mismatch => Verdict::Differs,
-        Outcome::Variation => Verdict::Varies,
-        Outcome::NotCompared => Verdict::NotCompared,
+        // Runs compare timestamp intervals, not the clock values themselves.
+        Outcome::Variation | Outcome::Clock => Verdict::Varies,
+        Outcome::NotCompared(_) => Verdict::NotCompared,
         Outcome::Unavailable => Verdict::Unavailable,
     }
 }
