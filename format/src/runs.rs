@@ -25,14 +25,13 @@ use crate::record::{
     CounterValue, DeviceSummary, FileKind, Handle, Header, PerfCounterDesc, QueryResult,
     QueryValues, Record, ReplayInfo,
 };
+use crate::query::{self, QueryKind};
 use crate::{FormatError, TraceReader};
 
-/// `VK_QUERY_TYPE_TIMESTAMP`.
-pub const QUERY_TYPE_TIMESTAMP: i32 = 2;
-/// `VK_QUERY_TYPE_PIPELINE_STATISTICS`.
-pub const QUERY_TYPE_PIPELINE_STATISTICS: i32 = 1;
-/// `VK_QUERY_TYPE_PERFORMANCE_QUERY_KHR`.
-pub const QUERY_TYPE_PERFORMANCE_QUERY_KHR: i32 = 1_000_116_000;
+// Query types by the one home of the query rules.
+const QUERY_TYPE_TIMESTAMP: i32 = QueryKind::Timestamp.raw();
+const QUERY_TYPE_PIPELINE_STATISTICS: i32 = QueryKind::PipelineStatistics.raw();
+const QUERY_TYPE_PERFORMANCE_QUERY_KHR: i32 = QueryKind::PerformanceQuery.raw();
 
 /// `VkPerformanceCounterUnitKHR` values that add up over scopes (generic, ns, bytes, cycles).
 const ADDITIVE_UNITS: [u32; 4] = [0, 2, 3, 10];
@@ -214,15 +213,7 @@ impl Run {
 /// The mask of the smallest non-zero timestamp valid-bit count of the device's queue families
 /// (results do not say which family a query ran on) and its period in ns.
 fn timestamp_scale(dev: Option<&DeviceSummary>) -> (u64, f64) {
-    let bits = dev
-        .and_then(|d| {
-            d.queue_families
-                .iter()
-                .map(|f| f.timestamp_valid_bits)
-                .filter(|b| *b > 0)
-                .min()
-        })
-        .unwrap_or(64);
+    let bits = dev.map_or(64, |d| query::device_valid_bits(&d.queue_families));
     let mask = if bits >= 64 {
         u64::MAX
     } else {
