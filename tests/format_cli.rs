@@ -175,7 +175,7 @@ fn damaged_files_give_one_line_errors_and_exit_2() {
                 b[8] = 9;
                 b
             },
-            "offset 8: format version 9.1 is newer than this reader",
+            "offset 8: format version 9.0 is newer than this reader",
         ),
     ];
     for (name, content, expect) in cases {

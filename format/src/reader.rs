@@ -55,6 +55,12 @@ pub struct Info {
 }
 
 impl Info {
+    /// No footer, but nothing lost either: a writer that stopped between two blocks (killed,
+    /// crashed). Every block it wrote is here and intact; blocks it never wrote cannot be told.
+    pub fn recovered(&self) -> bool {
+        !self.from_footer && self.damage.is_empty()
+    }
+
     /// The first problem, as `(offset, text)`, when the file is not complete.
     pub fn first_problem(&self) -> Option<(u64, String)> {
         if let Some(d) = self.damage.first() {
@@ -81,7 +87,8 @@ pub struct TraceReader {
     footer: Option<FooterIndex>,
     damage: Vec<BlockDamage>,
     lost_bytes: u64,
-    blob_blocks: HashMap<u64, usize>,
+    /// The blocks of each blob (its pieces, in order).
+    blob_blocks: HashMap<u64, Vec<usize>>,
     dict_blocks: HashMap<u64, usize>,
     /// Decompressed dictionaries, by id: each is read once per reader.
     dict_cache: Mutex<HashMap<u16, Arc<Vec<u8>>>>,
@@ -155,7 +162,7 @@ impl TraceReader {
                 },
             ));
         }
-        if major == 0 {
+        if major < OLDEST_MAJOR {
             return Err(err(8, Problem::BadVersion { major, minor }));
         }
         if bytes.len() < PREFIX_LEN {
@@ -236,16 +243,23 @@ impl TraceReader {
             spare: Mutex::new(None),
         };
         match reader.read_footer() {
-            Some(mut footer) => {
+            Ok(mut footer) => {
                 reader.blocks = std::mem::take(&mut footer.blocks);
                 reader.footer = Some(footer);
             }
-            None => reader.scan(),
+            Err(disagreement) => {
+                reader.scan();
+                // Block headers are checksummed, index entries only as a whole: the walk
+                // is the truth, and the index that said otherwise is damage.
+                if let Some(d) = disagreement {
+                    reader.damage.insert(0, d);
+                }
+            }
         }
         for (i, b) in reader.blocks.iter().enumerate() {
             match b.kind() {
                 BlockKind::Blob => {
-                    reader.blob_blocks.entry(b.aux).or_insert(i);
+                    reader.blob_blocks.entry(b.aux).or_default().push(i);
                 }
                 BlockKind::Dict => {
                     reader.dict_blocks.entry(b.aux).or_insert(i);
@@ -256,42 +270,90 @@ impl TraceReader {
         Ok(reader)
     }
 
-    /// The footer index if the trailer, the index block and the block list all check out.
-    fn read_footer(&self) -> Option<FooterIndex> {
+    /// The block header at `offset`, parsed for this file's version.
+    fn header_at(&self, offset: u64) -> Result<BlockHeader, &'static str> {
+        let bytes: &[u8] = &self.map;
+        match bytes.get(offset as usize..) {
+            Some(b) => BlockHeader::parse_version(b, self.version.0),
+            None => Err("truncated block header"),
+        }
+    }
+
+    /// The footer index if the trailer, the index block and the block list all check out, and
+    /// every entry agrees with its block's header. `Err(None)`: no usable footer (a writer that
+    /// did not finish, damage to the footer itself); `Err(Some(d))`: an intact index that
+    /// disagrees with the blocks.
+    fn read_footer(&self) -> Result<FooterIndex, Option<BlockDamage>> {
         let bytes: &[u8] = &self.map;
         let len = bytes.len() as u64;
         if len < self.body_start + TRAILER_LEN as u64 {
-            return None;
+            return Err(None);
         }
         let tpos = len - TRAILER_LEN as u64;
-        let (ioff, ilen) = parse_trailer(&bytes[tpos as usize..])?;
+        let (ioff, ilen) = parse_trailer(&bytes[tpos as usize..]).ok_or(None)?;
         if ioff < self.body_start
-            || ioff.checked_add(ilen)? != tpos
+            || ioff.checked_add(ilen) != Some(tpos)
             || ilen < BLOCK_HEADER_LEN as u64
         {
-            return None;
+            return Err(None);
         }
-        let h = BlockHeader::parse(&bytes[ioff as usize..]).ok()?;
+        let h = self.header_at(ioff).map_err(|_| None)?;
         if h.kind != BlockKind::Index || h.total_len() != ilen {
-            return None;
+            return Err(None);
         }
         let entry = BlockEntry::from_header(ioff, &h);
-        let raw = self.block_bytes(&entry, &mut Dctx::default()).ok()?;
-        let (footer, _): (FooterIndex, usize) =
-            bincode::serde::decode_from_slice(&raw, bincode_config()).ok()?;
+        let raw = self
+            .block_bytes(&entry, &mut Dctx::default())
+            .map_err(|_| None)?;
+        let (mut footer, _): (FooterIndex, usize) =
+            bincode::serde::decode_from_slice(&raw, bincode_config()).map_err(|_| None)?;
+        let numbered = self.version.0 >= 2;
+        let disagree = |offset: u64, what: String| {
+            Err(Some(BlockDamage {
+                offset,
+                len: 0,
+                problem: format!("the footer index disagrees with the file ({what}); blocks found by walking the file instead"),
+            }))
+        };
+        if numbered && h.seq as usize != footer.blocks.len() {
+            return disagree(
+                ioff,
+                format!(
+                    "index block number {} after {} blocks",
+                    h.seq,
+                    footer.blocks.len()
+                ),
+            );
+        }
         // The writer lays blocks end to end from the header to the index; anything else means
         // the index does not describe this file.
         let mut pos = self.body_start;
-        for b in &footer.blocks {
-            if b.offset != pos || b.stored_len > len {
-                return None;
+        for (i, b) in footer.blocks.iter_mut().enumerate() {
+            if numbered {
+                b.seq = i as u32;
             }
-            pos = pos.checked_add(b.total_len())?;
+            if b.offset != pos || b.stored_len > len {
+                return disagree(pos, format!("entry {i} is not where the blocks lie"));
+            }
+            // Each entry against the header it names: a forged entry (another kind, frame or
+            // length) would otherwise hide or misplace a block without any checksum failing.
+            match self.header_at(pos) {
+                Ok(bh) if BlockEntry::from_header(pos, &bh) == *b => {}
+                Ok(bh) if numbered && bh.seq != b.seq => {
+                    return disagree(pos, format!("entry {i} names block number {}", bh.seq))
+                }
+                Ok(_) => return disagree(pos, format!("entry {i} differs from its block header")),
+                Err(p) => return disagree(pos, format!("entry {i}: {p}")),
+            }
+            if let Some(p) = size_problem(b) {
+                return disagree(pos, format!("entry {i}: {p}"));
+            }
+            pos = pos.checked_add(b.total_len()).ok_or(None)?;
         }
         if pos != ioff {
-            return None;
+            return disagree(pos, "the index block does not follow the last block".into());
         }
-        Some(footer)
+        Ok(footer)
     }
 
     /// Rebuilds the block list by walking block headers; records damage and lost bytes.
@@ -301,6 +363,7 @@ impl TraceReader {
         let mut pos = self.body_start;
         let mut blocks = Vec::new();
         let mut damage = Vec::new();
+        let mut numbers = crate::index::Numbers::default();
         while pos < len {
             let rest = len - pos;
             if rest == TRAILER_LEN as u64 && parse_trailer(&bytes[pos as usize..]).is_some() {
@@ -316,7 +379,7 @@ impl TraceReader {
                 });
                 break;
             }
-            let h = match BlockHeader::parse(&bytes[pos as usize..]) {
+            let h = match BlockHeader::parse_version(&bytes[pos as usize..], self.version.0) {
                 Ok(h) => h,
                 Err(problem) => {
                     let next = self.resync(pos + 1);
@@ -342,17 +405,32 @@ impl TraceReader {
                 break;
             }
             let payload = &bytes[(pos + BLOCK_HEADER_LEN as u64) as usize..(pos + total) as usize];
+            let entry = BlockEntry::from_header(pos, &h);
             if payload_checksum(payload) != h.payload_checksum {
                 damage.push(BlockDamage {
                     offset: pos,
                     len: total,
                     problem: "block payload checksum mismatch".into(),
                 });
-            } else if h.kind != BlockKind::Index {
-                blocks.push(BlockEntry::from_header(pos, &h));
+                numbers.damaged(h.seq, pos);
+            } else if let Some(p) = size_problem(&entry) {
+                damage.push(BlockDamage {
+                    offset: pos,
+                    len: total,
+                    problem: p,
+                });
+                numbers.damaged(h.seq, pos);
+            } else if h.kind == BlockKind::Index {
+                numbers.damaged(h.seq, pos);
+            } else {
+                blocks.push(entry);
             }
             pos += total;
         }
+        if self.version.0 >= 2 {
+            numbers.check(&mut blocks, &mut damage);
+        }
+        damage.sort_by_key(|d| d.offset);
         self.lost_bytes = damage.iter().map(|d| d.len).sum();
         self.blocks = blocks;
         self.damage = damage;
@@ -365,7 +443,7 @@ impl TraceReader {
         let mut i = from as usize;
         while i + BLOCK_HEADER_LEN <= len {
             if bytes[i..i + 4] == BLOCK_MAGIC {
-                if let Ok(h) = BlockHeader::parse(&bytes[i..]) {
+                if let Ok(h) = BlockHeader::parse_version(&bytes[i..], self.version.0) {
                     if (i as u64)
                         .checked_add(h.total_len())
                         .is_some_and(|end| end <= len as u64)
@@ -418,6 +496,14 @@ impl TraceReader {
 
     pub fn file_len(&self) -> u64 {
         self.map.len() as u64
+    }
+
+    pub(crate) fn raw(&self) -> &[u8] {
+        &self.map
+    }
+
+    pub(crate) fn body_start(&self) -> u64 {
+        self.body_start
     }
 
     /// Every record in file order, one block decoded at a time.
@@ -609,7 +695,7 @@ impl TraceReader {
 
     /// The contents of a blob.
     pub fn blob(&self, id: BlobId) -> Result<Vec<u8>, FormatError> {
-        let Some(&i) = self.blob_blocks.get(&id.0) else {
+        let Some(ids) = self.blob_blocks.get(&id.0).filter(|v| !v.is_empty()) else {
             return Err(FormatError::new(
                 &self.path,
                 self.file_len(),
@@ -622,7 +708,30 @@ impl TraceReader {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .unwrap_or_default();
-        let r = self.block_bytes(&self.blocks[i], &mut dctx);
+        let r = match ids[..] {
+            [i] => self.block_bytes(&self.blocks[i], &mut dctx),
+            // A large blob in pieces (FORMAT.md): their data in block order.
+            _ => ids.iter().try_fold(Vec::new(), |mut out, &i| {
+                let b = &self.blocks[i];
+                let part = self.block_bytes(b, &mut dctx)?;
+                let total = out.len() as u64 + part.len() as u64;
+                if total > MAX_BLOB_LEN {
+                    return Err(FormatError::new(
+                        &self.path,
+                        b.offset,
+                        Problem::TooLarge {
+                            what: "blob",
+                            len: total,
+                            max: MAX_BLOB_LEN,
+                        },
+                    ));
+                }
+                out.try_reserve(part.len())
+                    .map_err(|_| FormatError::new(&self.path, b.offset, Problem::Alloc(total)))?;
+                out.extend_from_slice(&part);
+                Ok(out)
+            }),
+        };
         *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = Some(dctx);
         r
     }
@@ -637,6 +746,7 @@ impl TraceReader {
                     let off = self
                         .blob_blocks
                         .get(&id.0)
+                        .and_then(|v| v.first())
                         .map(|&i| self.blocks[i].offset)
                         .unwrap_or(0);
                     return Err(FormatError::corrupt(
@@ -689,7 +799,8 @@ impl TraceReader {
                     },
                 )
             })?;
-        let h = BlockHeader::parse(&bytes[b.offset as usize..])
+        let h = self
+            .header_at(b.offset)
             .map_err(|p| FormatError::corrupt(&self.path, b.offset, p))?;
         if BlockEntry::from_header(b.offset, &h) != *b {
             return Err(FormatError::corrupt(
@@ -903,6 +1014,28 @@ impl TraceReader {
             damage,
         }
     }
+}
+
+/// Why a block's declared uncompressed length cannot be true, checked before any allocation:
+/// more than the format allows (FORMAT.md: no writer makes such a block), or more than zstd can
+/// expand its stored bytes to.
+fn size_problem(b: &BlockEntry) -> Option<String> {
+    let ulen = b.uncompressed_len;
+    if ulen > MAX_BLOCK_LEN {
+        return Some(format!(
+            "{} block declares {ulen} bytes uncompressed, more than the format's limit of {MAX_BLOCK_LEN}",
+            b.kind().name()
+        ));
+    }
+    let compressed = matches!(b.codec, CODEC_ZSTD | CODEC_ZSTD_DICT);
+    if compressed && ulen > b.stored_len.saturating_mul(MAX_RATIO) {
+        return Some(format!(
+            "{} block declares {ulen} bytes uncompressed from {} stored, more than zstd can expand",
+            b.kind().name(),
+            b.stored_len
+        ));
+    }
+    None
 }
 
 /// Counts records of a decompressed record block by their variant byte.
