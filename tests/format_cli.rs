@@ -98,7 +98,7 @@ fn info_json_has_the_promised_keys() {
     assert_eq!(out.lines().count(), 1, "one JSON object on one line");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["kind"], "trace");
-    assert_eq!(v["format_version"], "1.1");
+    assert_eq!(v["format_version"], "2.0");
     assert_eq!(v["device"]["name"], "llvmpipe");
     assert_eq!(v["frames"], 3);
     assert_eq!(v["records"], 154);

@@ -250,10 +250,9 @@ impl TraceReader {
             Err(disagreement) => {
                 reader.scan();
                 // Block headers are checksummed, index entries only as a whole: the walk
-                // is the truth, and the index that said otherwise is damage.
-                if let Some(d) = disagreement {
-                    reader.damage.insert(0, d);
-                }
+                // is the truth, and the index that said otherwise is damage (after what the
+                // walk found, which says more about what was lost).
+                reader.damage.extend(disagreement);
             }
         }
         for (i, b) in reader.blocks.iter().enumerate() {

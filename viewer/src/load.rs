@@ -30,8 +30,35 @@ pub fn load_paths_with(paths: &[PathBuf], threads: usize) -> Dataset {
         FileKind::Trace => 0,
         FileKind::Results => 1,
     });
+    let traces = readers
+        .iter()
+        .filter(|r| r.kind() == FileKind::Trace)
+        .count();
     for r in &readers {
-        stream(&mut b, r, threads);
+        // Results rows of another trace would show under this trace's calls: left out.
+        let checks = (r.kind() == FileKind::Results).then(|| {
+            readers[..traces]
+                .iter()
+                .map(|t| format::check_results(r, t))
+                .collect::<Vec<_>>()
+        });
+        let note = match checks {
+            Some(c) if !c.is_empty() && !c.contains(&format::ResultsCheck::Same) => {
+                if c.contains(&format::ResultsCheck::Other) {
+                    b.failed(
+                        r.path(),
+                        format!(
+                            "{}: results of another trace; not shown",
+                            r.path().display()
+                        ),
+                    );
+                    continue;
+                }
+                Some("names no trace (written before format 2.0, or its first block is lost): cannot check that it belongs to this trace".to_string())
+            }
+            _ => None,
+        };
+        stream(&mut b, r, threads, note);
     }
     b.finish()
 }
@@ -61,8 +88,11 @@ pub fn decode_threads() -> usize {
     }
 }
 
-fn stream(b: &mut DatasetBuilder, r: &TraceReader, threads: usize) {
+fn stream(b: &mut DatasetBuilder, r: &TraceReader, threads: usize, note: Option<String>) {
     b.begin_file(r.path(), r.header().clone());
+    if let Some(n) = note {
+        b.note_current(n);
+    }
     if let Some(counts) = r.footer_record_counts() {
         let n = |name: &str| {
             counts
