@@ -488,6 +488,27 @@ impl TraceReader {
         &self.damage
     }
 
+    /// One line on what opening found, for a warning (`None`: footer present, no damage): the
+    /// first damage (where, what) and how much was lost, or, for a file whose writer stopped
+    /// between blocks, that every block it wrote is intact. Checks no payload: `info()` does.
+    pub fn open_problems(&self) -> Option<String> {
+        let path = self.path.display();
+        match self.damage.first() {
+            Some(d) => Some(format!(
+                "{path}: offset {}: {} ({} damaged region(s), {} bytes lost)",
+                d.offset,
+                d.problem,
+                self.damage.len(),
+                self.lost_bytes
+            )),
+            None if self.footer.is_none() => Some(format!(
+                "{path}: the writer did not finish (no footer index); all {} blocks it wrote are intact",
+                self.blocks.len()
+            )),
+            None => None,
+        }
+    }
+
     /// All data blocks (records, blobs, unknown kinds) in file order.
     pub fn blocks(&self) -> &[BlockEntry] {
         &self.blocks

@@ -125,7 +125,12 @@ fn a_writer_killed_between_blocks_is_recovered_without_damage() {
     assert!(info.damage.is_empty());
     assert!(!info.complete);
     assert!(info.recovered());
+    assert!(r
+        .open_problems()
+        .unwrap()
+        .contains("blocks it wrote are intact"));
     assert_eq!(records(&r), c.records);
+    assert_eq!(TraceReader::open(&c.path).unwrap().open_problems(), None);
 }
 
 #[test]
@@ -142,6 +147,7 @@ fn duplicated_blocks_are_reported_and_read_once() {
         assert!(!r.has_footer(), "{name}");
         let p = problems(&r);
         assert!(p.contains("repeats the block at offset"), "{name}: {p}");
+        assert!(r.open_problems().unwrap().contains("repeats the block"));
         assert!(!r.info().complete && !r.info().recovered());
         assert!(r.info().lost_bytes > 0);
         assert_eq!(records(&r), c.records, "{name}");
