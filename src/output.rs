@@ -61,8 +61,8 @@ pub struct Salvage {
     pub salvage: bool,
 }
 
-/// What a command met in one file, beyond what the reader found on opening it: problems while
-/// decoding its records (`(offset, problem)` of the first, and how many).
+/// What a command met in one file beyond what `TraceReader::info` finds: records that fail to
+/// decode in blocks whose checksums hold (forged, or a writer bug).
 #[derive(Debug, Default)]
 pub struct Met {
     /// `(block offset, offset, problem)` of each.
