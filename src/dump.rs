@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use format::record::{Call, Payload, Record};
-use format::{FormatError, TraceReader};
+use format::TraceReader;
 use serde_json::{json, Map, Value};
 
 use crate::output::{self, hex};
@@ -19,6 +19,8 @@ pub struct Args {
     /// Only the records of this frame (0-based).
     #[arg(long, value_name = "N")]
     frame: Option<u64>,
+    #[command(flatten)]
+    salvage: output::Salvage,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -32,12 +34,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => reader.records(),
     };
     let mut out = output::stdout();
-    let mut first_error: Option<FormatError> = None;
+    let mut met = output::Met::default();
     while let Some(rec) = records.next() {
         let rec = match rec {
             Ok(r) => r,
             Err(e) => {
-                first_error.get_or_insert(e);
+                met.error(records.block_offset(), &e);
                 continue;
             }
         };
@@ -52,10 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     output::flush(&mut out)?;
-    if let Some(e) = first_error.or_else(|| output::open_damage(&reader)) {
-        return Err(e.into());
-    }
-    Ok(())
+    output::judge(&reader.info(), reader.path(), &met, args.salvage)
 }
 
 /// A `Call` as JSON fields, its parameters decoded by the generated `vkstream` decoder. The trace's
@@ -94,13 +93,14 @@ fn opaque(m: &mut Map<String, Value>, c: &Call, why: &str) {
 }
 
 /// Field names whose byte arrays print as hex.
-const BYTE_FIELDS: [&str; 6] = [
+const BYTE_FIELDS: [&str; 7] = [
     "data",
     "uuid",
     "device_uuid",
     "pipeline_cache_uuid",
     "Inline",
     "params",
+    "trace_id",
 ];
 
 /// Replaces byte arrays under known field names by hex strings, recursively.

@@ -16,6 +16,8 @@ pub struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    salvage: output::Salvage,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -74,16 +76,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     output::flush(&mut out)?;
-    // What could be read is printed; a damaged or unfinished file still exits with 2.
-    match info.first_problem() {
-        Some((offset, problem)) => {
-            Err(
-                format::FormatError::new(reader.path(), offset, format::Problem::Corrupt(problem))
-                    .into(),
-            )
-        }
-        None => Ok(()),
-    }
+    // What could be read is printed; a damaged file still exits with 2 (unless --salvage).
+    output::judge(&info, reader.path(), &output::Met::default(), args.salvage)
 }
 
 /// A results file's summary of the replay that wrote it (its last record), if readable.
@@ -155,6 +149,7 @@ pub fn to_json(info: &Info) -> Value {
         "file_bytes": info.file_bytes,
         "lost_bytes": info.lost_bytes,
         "complete": info.complete,
+        "recovered": info.recovered(),
         "damage": info.damage.iter().map(|d| json!({"offset": d.offset, "len": d.len, "problem": d.problem})).collect::<Vec<_>>(),
     })
 }
@@ -274,11 +269,21 @@ fn write_text(out: &mut impl Write, reader: &TraceReader, info: &Info) -> std::i
         ratio(info)
     )?;
     writeln!(out, "lost bytes:   {}", info.lost_bytes)?;
-    writeln!(
-        out,
-        "complete:     {}",
-        if info.complete { "yes" } else { "no" }
-    )?;
+    let complete = if info.complete {
+        "yes"
+    } else if info.recovered() {
+        "no footer (the writer did not finish); every block written is intact"
+    } else {
+        "no (damaged)"
+    };
+    writeln!(out, "complete:     {complete}")?;
+    for d in &info.damage {
+        writeln!(
+            out,
+            "damage:       offset {}, {} bytes lost: {}",
+            d.offset, d.len, d.problem
+        )?;
+    }
     writeln!(out, "record counts:")?;
     for (name, n) in &info.record_counts {
         writeln!(out, "  {name:<16} {n}")?;

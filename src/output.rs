@@ -2,9 +2,10 @@
 //! and plain-text rendering helpers.
 
 use std::io::{self, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
-use format::{FormatError, Problem, TraceReader};
+use format::{FormatError, Info, Problem};
 
 /// Prints `quarry: <error>` as one line; bad input (a `FormatError`) exits with 2.
 pub fn report(e: &anyhow::Error) -> ExitCode {
@@ -51,25 +52,90 @@ macro_rules! say {
     }};
 }
 
-/// The first problem a reader found while opening (damage or a missing footer), as an error.
-pub fn open_damage(r: &TraceReader) -> Option<FormatError> {
-    if let Some(d) = r.damage().first() {
-        return Some(FormatError::new(
-            r.path(),
-            d.offset,
-            Problem::Corrupt(d.problem.clone()),
-        ));
+/// `--salvage`, shared by every command that reads files.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct Salvage {
+    /// Use what is intact in a damaged file: the damage is reported as a warning and the
+    /// command exits 0 (without it, a damaged file exits 2 after showing what was read).
+    #[arg(long)]
+    pub salvage: bool,
+}
+
+/// What a command met in one file beyond what `TraceReader::info` finds: records that fail to
+/// decode in blocks whose checksums hold (forged, or a writer bug).
+#[derive(Debug, Default)]
+pub struct Met {
+    /// `(block offset, offset, problem)` of each.
+    found: Vec<(u64, u64, String)>,
+}
+
+impl Met {
+    /// A problem in the block at `block`; `e` names the offset.
+    pub fn error(&mut self, block: u64, e: &FormatError) {
+        self.found.push((block, e.offset, e.problem.to_string()));
     }
-    if !r.has_footer() {
-        return Some(FormatError::new(
-            r.path(),
-            r.file_len(),
-            Problem::Corrupt(
-                "no valid footer index (writer did not finish); complete blocks recovered".into(),
-            ),
-        ));
+
+    /// A problem reported as text, `[FILE: ]offset N: problem` (the viewer's).
+    pub fn text(&mut self, path: &Path, text: &str) {
+        let t = text
+            .strip_prefix(&format!("{}: ", path.display()))
+            .unwrap_or(text);
+        let parsed = t.strip_prefix("offset ").and_then(|r| {
+            let (n, rest) = r.split_once(": ")?;
+            Some((n.parse().ok()?, rest.to_string()))
+        });
+        let (offset, problem) = parsed.unwrap_or((0, t.to_string()));
+        self.found.push((offset, offset, problem));
     }
-    None
+
+    /// Those not already among the reader's damage (the same block, found twice).
+    fn new_to(&self, info: &Info) -> Vec<&(u64, u64, String)> {
+        self.found
+            .iter()
+            .filter(|(b, o, _)| !info.damage.iter().any(|d| d.offset == *b || d.offset == *o))
+            .collect()
+    }
+}
+
+/// The damage policy every command shares (`info`, `dump`, `export`, `view`): damage is one
+/// `quarry:` line naming the file, where the first damage is, what it is, and what was lost in
+/// all; it is an error (exit 2) unless `--salvage`, then a warning. A file whose writer stopped
+/// between two blocks (no footer, nothing lost) is no error: a note says so.
+pub fn judge(info: &Info, path: &Path, met: &Met, salvage: Salvage) -> anyhow::Result<()> {
+    let met = met.new_to(info);
+    let first = info
+        .damage
+        .first()
+        .map(|d| (d.offset, d.problem.clone()))
+        .or_else(|| met.first().map(|(_, o, p)| (*o, p.clone())));
+    let Some((offset, problem)) = first else {
+        if info.recovered() {
+            eprintln!(
+                "quarry: note: {}: the writer did not finish (no footer index); all {} blocks it wrote are intact and were read",
+                path.display(),
+                info.blocks
+            );
+        }
+        return Ok(());
+    };
+    let regions = info.damage.len() + met.len();
+    let mut lost = format!("{} bytes lost", info.lost_bytes);
+    if regions > 1 {
+        lost = format!("{regions} damaged regions, {lost}");
+    }
+    if salvage.salvage {
+        eprintln!(
+            "quarry: warning: {}: offset {offset}: {problem} ({lost}; salvaged what is intact)",
+            path.display()
+        );
+        return Ok(());
+    }
+    Err(FormatError::new(
+        path,
+        offset,
+        Problem::Corrupt(format!("{problem} ({lost}; --salvage uses what is intact)")),
+    )
+    .into())
 }
 
 /// Buffered stdout.

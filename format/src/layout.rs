@@ -6,10 +6,12 @@ use xxhash_rust::xxh3::xxh3_64;
 
 /// First 8 bytes of every quarry file. The high bit and CR/LF/^Z catch text-mode transfers.
 pub const MAGIC: [u8; 8] = *b"\x89QRY\r\n\x1a\n";
-/// Major version: readers refuse a newer major.
-pub const VERSION_MAJOR: u16 = 1;
+/// Major version: readers refuse a newer major. 2: block numbers and the block size bound.
+pub const VERSION_MAJOR: u16 = 2;
 /// Minor version: additions an older reader of the same major can skip.
-pub const VERSION_MINOR: u16 = 1;
+pub const VERSION_MINOR: u16 = 0;
+/// Oldest major this reader still reads (1.x: no block numbers, 8-byte uncompressed lengths).
+pub const OLDEST_MAJOR: u16 = 1;
 
 /// Length of the fixed file prefix that precedes the bincode `Header`.
 pub const PREFIX_LEN: usize = 32;
@@ -22,11 +24,19 @@ pub const BLOCK_HEADER_LEN: usize = 48;
 pub const TRAILER_MAGIC: [u8; 8] = *b"QRYTAIL\n";
 pub const TRAILER_LEN: usize = 32;
 
-/// Largest uncompressed block a reader accepts (and a writer produces).
-pub const MAX_BLOCK_LEN: u64 = 4 << 30;
 /// Largest single encoded record; also the bincode decode limit, so a crafted length inside a
 /// record can never make the decoder allocate more than this.
 pub const MAX_RECORD_LEN: usize = 256 << 20;
+/// Largest block size a writer takes (`WriterOptions::block_size` is clamped to it).
+pub const MAX_BLOCK_SIZE: usize = 64 << 20;
+/// Blobs larger than this are stored as several blob blocks of at most this many bytes.
+pub const BLOB_PIECE: usize = 64 << 20;
+/// Largest uncompressed block a reader accepts, and the most a writer produces: a records block
+/// is sealed once it reaches the block size, so it holds less than `MAX_BLOCK_SIZE` plus one
+/// record with its length prefix; blob pieces, dictionaries and indexes are smaller.
+pub const MAX_BLOCK_LEN: u64 = (MAX_BLOCK_SIZE + MAX_RECORD_LEN + 8) as u64;
+/// Largest blob a writer stores (in pieces of `BLOB_PIECE`).
+pub const MAX_BLOB_LEN: u64 = 4 << 30;
 
 /// Block kinds. Readers skip kinds they do not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +153,8 @@ pub struct BlockHeader {
     pub uncompressed_len: u64,
     pub stored_len: u64,
     pub payload_checksum: u64,
+    /// Block number: the block's position among the file's blocks (format 2; 0 in 1.x files).
+    pub seq: u32,
 }
 
 impl BlockHeader {
@@ -154,7 +166,9 @@ impl BlockHeader {
         b[6..8].copy_from_slice(&self.dict.to_le_bytes());
         b[8..12].copy_from_slice(&self.records.to_le_bytes());
         b[16..24].copy_from_slice(&self.aux.to_le_bytes());
-        b[24..32].copy_from_slice(&self.uncompressed_len.to_le_bytes());
+        // Writers never exceed MAX_BLOCK_LEN, which fits in 32 bits.
+        b[24..28].copy_from_slice(&(self.uncompressed_len as u32).to_le_bytes());
+        b[28..32].copy_from_slice(&self.seq.to_le_bytes());
         b[32..40].copy_from_slice(&self.stored_len.to_le_bytes());
         b[40..48].copy_from_slice(&self.payload_checksum.to_le_bytes());
         let sum = block_header_checksum(&b);
@@ -162,8 +176,14 @@ impl BlockHeader {
         b
     }
 
-    /// Parses and checks magic and header checksum; `Err` names the problem.
+    /// Parses and checks magic and header checksum of a format-2 header; `Err` names the problem.
     pub fn parse(b: &[u8]) -> Result<BlockHeader, &'static str> {
+        Self::parse_version(b, VERSION_MAJOR)
+    }
+
+    /// As [`parse`](Self::parse), for a file of format `major` (1: an 8-byte uncompressed length
+    /// at 24 and no block number).
+    pub fn parse_version(b: &[u8], major: u16) -> Result<BlockHeader, &'static str> {
         if b.len() < BLOCK_HEADER_LEN {
             return Err("truncated block header");
         }
@@ -179,9 +199,14 @@ impl BlockHeader {
             dict: u16_at(b, 6),
             records: u32_at(b, 8),
             aux: u64_at(b, 16),
-            uncompressed_len: u64_at(b, 24),
+            uncompressed_len: if major < 2 {
+                u64_at(b, 24)
+            } else {
+                u64::from(u32_at(b, 24))
+            },
             stored_len: u64_at(b, 32),
             payload_checksum: u64_at(b, 40),
+            seq: if major < 2 { 0 } else { u32_at(b, 28) },
         })
     }
 
@@ -277,6 +302,7 @@ mod tests {
             uncompressed_len: 1000,
             stored_len: 100,
             payload_checksum: 42,
+            seq: 9,
         };
         let mut b = h.encode();
         assert_eq!(BlockHeader::parse(&b), Ok(h));

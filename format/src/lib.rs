@@ -9,6 +9,7 @@ pub mod record;
 
 mod error;
 pub mod frames;
+mod identity;
 mod index;
 pub mod layout;
 pub mod query;
@@ -17,6 +18,7 @@ pub mod runs;
 mod writer;
 
 pub use error::{FormatError, Problem};
+pub use identity::{check_results, ResultsCheck};
 pub use index::{BlockEntry, FooterIndex};
 pub use reader::{BlockDamage, BlockRecords, Info, Records, TraceReader};
 pub use writer::{is_writer_thread, QueryResultsRef, TraceWriter, WriteSummary, WriterOptions};
@@ -26,7 +28,7 @@ use record::FileKind;
 /// Number of `Record` variants this build knows. Records whose variant index is at or above this
 /// come from a newer writer and are skipped. A unit test fails when a variant is appended without
 /// bumping it.
-pub const KNOWN_RECORD_VARIANTS: u8 = 20;
+pub const KNOWN_RECORD_VARIANTS: u8 = 21;
 
 /// The bincode configuration of every encoded structure in the file. The limit only affects
 /// decoding: it bounds what a crafted length can make the decoder allocate.
@@ -60,6 +62,7 @@ pub const RECORD_NAMES: [&str; KNOWN_RECORD_VARIANTS as usize] = [
     "RegionCounters",
     "StateBegin",
     "StateEnd",
+    "TraceIdentity",
 ];
 
 pub(crate) fn file_kind_byte(kind: FileKind) -> u8 {
@@ -88,14 +91,7 @@ mod tests {
 
     #[test]
     fn variant_byte_is_first_and_known_count_matches_the_enum() {
-        let last = Record::StateEnd(StateEnd {
-            first_frame: 0,
-            host_ns: 0,
-            calls: 0,
-            objects: 0,
-            memory_bytes: 0,
-            gaps: vec![],
-        });
+        let last = Record::TraceIdentity(TraceIdentity { trace_id: [0; 16] });
         assert_eq!(encode(&last)[0], KNOWN_RECORD_VARIANTS - 1);
         assert_eq!(encode(&Record::CommandTable(vec![]))[0], 0);
         // The first unknown index must not decode: if it does, a variant was appended and

@@ -55,6 +55,12 @@ pub struct Info {
 }
 
 impl Info {
+    /// No footer, but nothing lost either: a writer that stopped between two blocks (killed,
+    /// crashed). Every block it wrote is here and intact; blocks it never wrote cannot be told.
+    pub fn recovered(&self) -> bool {
+        !self.from_footer && self.damage.is_empty()
+    }
+
     /// The first problem, as `(offset, text)`, when the file is not complete.
     pub fn first_problem(&self) -> Option<(u64, String)> {
         if let Some(d) = self.damage.first() {
@@ -81,7 +87,8 @@ pub struct TraceReader {
     footer: Option<FooterIndex>,
     damage: Vec<BlockDamage>,
     lost_bytes: u64,
-    blob_blocks: HashMap<u64, usize>,
+    /// The blocks of each blob (its pieces, in order).
+    blob_blocks: HashMap<u64, Vec<usize>>,
     dict_blocks: HashMap<u64, usize>,
     /// Decompressed dictionaries, by id: each is read once per reader.
     dict_cache: Mutex<HashMap<u16, Arc<Vec<u8>>>>,
@@ -155,7 +162,7 @@ impl TraceReader {
                 },
             ));
         }
-        if major == 0 {
+        if major < OLDEST_MAJOR {
             return Err(err(8, Problem::BadVersion { major, minor }));
         }
         if bytes.len() < PREFIX_LEN {
@@ -236,16 +243,22 @@ impl TraceReader {
             spare: Mutex::new(None),
         };
         match reader.read_footer() {
-            Some(mut footer) => {
+            Ok(mut footer) => {
                 reader.blocks = std::mem::take(&mut footer.blocks);
                 reader.footer = Some(footer);
             }
-            None => reader.scan(),
+            Err(disagreement) => {
+                reader.scan();
+                // Block headers are checksummed, index entries only as a whole: the walk
+                // is the truth, and the index that said otherwise is damage (after what the
+                // walk found, which says more about what was lost).
+                reader.damage.extend(disagreement);
+            }
         }
         for (i, b) in reader.blocks.iter().enumerate() {
             match b.kind() {
                 BlockKind::Blob => {
-                    reader.blob_blocks.entry(b.aux).or_insert(i);
+                    reader.blob_blocks.entry(b.aux).or_default().push(i);
                 }
                 BlockKind::Dict => {
                     reader.dict_blocks.entry(b.aux).or_insert(i);
@@ -256,42 +269,90 @@ impl TraceReader {
         Ok(reader)
     }
 
-    /// The footer index if the trailer, the index block and the block list all check out.
-    fn read_footer(&self) -> Option<FooterIndex> {
+    /// The block header at `offset`, parsed for this file's version.
+    fn header_at(&self, offset: u64) -> Result<BlockHeader, &'static str> {
+        let bytes: &[u8] = &self.map;
+        match bytes.get(offset as usize..) {
+            Some(b) => BlockHeader::parse_version(b, self.version.0),
+            None => Err("truncated block header"),
+        }
+    }
+
+    /// The footer index if the trailer, the index block and the block list all check out, and
+    /// every entry agrees with its block's header. `Err(None)`: no usable footer (a writer that
+    /// did not finish, damage to the footer itself); `Err(Some(d))`: an intact index that
+    /// disagrees with the blocks.
+    fn read_footer(&self) -> Result<FooterIndex, Option<BlockDamage>> {
         let bytes: &[u8] = &self.map;
         let len = bytes.len() as u64;
         if len < self.body_start + TRAILER_LEN as u64 {
-            return None;
+            return Err(None);
         }
         let tpos = len - TRAILER_LEN as u64;
-        let (ioff, ilen) = parse_trailer(&bytes[tpos as usize..])?;
+        let (ioff, ilen) = parse_trailer(&bytes[tpos as usize..]).ok_or(None)?;
         if ioff < self.body_start
-            || ioff.checked_add(ilen)? != tpos
+            || ioff.checked_add(ilen) != Some(tpos)
             || ilen < BLOCK_HEADER_LEN as u64
         {
-            return None;
+            return Err(None);
         }
-        let h = BlockHeader::parse(&bytes[ioff as usize..]).ok()?;
+        let h = self.header_at(ioff).map_err(|_| None)?;
         if h.kind != BlockKind::Index || h.total_len() != ilen {
-            return None;
+            return Err(None);
         }
         let entry = BlockEntry::from_header(ioff, &h);
-        let raw = self.block_bytes(&entry, &mut Dctx::default()).ok()?;
-        let (footer, _): (FooterIndex, usize) =
-            bincode::serde::decode_from_slice(&raw, bincode_config()).ok()?;
+        let raw = self
+            .block_bytes(&entry, &mut Dctx::default())
+            .map_err(|_| None)?;
+        let (mut footer, _): (FooterIndex, usize) =
+            bincode::serde::decode_from_slice(&raw, bincode_config()).map_err(|_| None)?;
+        let numbered = self.version.0 >= 2;
+        let disagree = |offset: u64, what: String| {
+            Err(Some(BlockDamage {
+                offset,
+                len: 0,
+                problem: format!("the footer index disagrees with the file ({what}); blocks found by walking the file instead"),
+            }))
+        };
+        if numbered && h.seq as usize != footer.blocks.len() {
+            return disagree(
+                ioff,
+                format!(
+                    "index block number {} after {} blocks",
+                    h.seq,
+                    footer.blocks.len()
+                ),
+            );
+        }
         // The writer lays blocks end to end from the header to the index; anything else means
         // the index does not describe this file.
         let mut pos = self.body_start;
-        for b in &footer.blocks {
-            if b.offset != pos || b.stored_len > len {
-                return None;
+        for (i, b) in footer.blocks.iter_mut().enumerate() {
+            if numbered {
+                b.seq = i as u32;
             }
-            pos = pos.checked_add(b.total_len())?;
+            if b.offset != pos || b.stored_len > len {
+                return disagree(pos, format!("entry {i} is not where the blocks lie"));
+            }
+            // Each entry against the header it names: a forged entry (another kind, frame or
+            // length) would otherwise hide or misplace a block without any checksum failing.
+            match self.header_at(pos) {
+                Ok(bh) if BlockEntry::from_header(pos, &bh) == *b => {}
+                Ok(bh) if numbered && bh.seq != b.seq => {
+                    return disagree(pos, format!("entry {i} names block number {}", bh.seq))
+                }
+                Ok(_) => return disagree(pos, format!("entry {i} differs from its block header")),
+                Err(p) => return disagree(pos, format!("entry {i}: {p}")),
+            }
+            if let Some(p) = size_problem(b) {
+                return disagree(pos, format!("entry {i}: {p}"));
+            }
+            pos = pos.checked_add(b.total_len()).ok_or(None)?;
         }
         if pos != ioff {
-            return None;
+            return disagree(pos, "the index block does not follow the last block".into());
         }
-        Some(footer)
+        Ok(footer)
     }
 
     /// Rebuilds the block list by walking block headers; records damage and lost bytes.
@@ -301,6 +362,7 @@ impl TraceReader {
         let mut pos = self.body_start;
         let mut blocks = Vec::new();
         let mut damage = Vec::new();
+        let mut numbers = crate::index::Numbers::default();
         while pos < len {
             let rest = len - pos;
             if rest == TRAILER_LEN as u64 && parse_trailer(&bytes[pos as usize..]).is_some() {
@@ -316,7 +378,7 @@ impl TraceReader {
                 });
                 break;
             }
-            let h = match BlockHeader::parse(&bytes[pos as usize..]) {
+            let h = match BlockHeader::parse_version(&bytes[pos as usize..], self.version.0) {
                 Ok(h) => h,
                 Err(problem) => {
                     let next = self.resync(pos + 1);
@@ -342,17 +404,32 @@ impl TraceReader {
                 break;
             }
             let payload = &bytes[(pos + BLOCK_HEADER_LEN as u64) as usize..(pos + total) as usize];
+            let entry = BlockEntry::from_header(pos, &h);
             if payload_checksum(payload) != h.payload_checksum {
                 damage.push(BlockDamage {
                     offset: pos,
                     len: total,
                     problem: "block payload checksum mismatch".into(),
                 });
-            } else if h.kind != BlockKind::Index {
-                blocks.push(BlockEntry::from_header(pos, &h));
+                numbers.damaged(h.seq, pos);
+            } else if let Some(p) = size_problem(&entry) {
+                damage.push(BlockDamage {
+                    offset: pos,
+                    len: total,
+                    problem: p,
+                });
+                numbers.damaged(h.seq, pos);
+            } else if h.kind == BlockKind::Index {
+                numbers.damaged(h.seq, pos);
+            } else {
+                blocks.push(entry);
             }
             pos += total;
         }
+        if self.version.0 >= 2 {
+            numbers.check(&mut blocks, &mut damage);
+        }
+        damage.sort_by_key(|d| d.offset);
         self.lost_bytes = damage.iter().map(|d| d.len).sum();
         self.blocks = blocks;
         self.damage = damage;
@@ -365,7 +442,7 @@ impl TraceReader {
         let mut i = from as usize;
         while i + BLOCK_HEADER_LEN <= len {
             if bytes[i..i + 4] == BLOCK_MAGIC {
-                if let Ok(h) = BlockHeader::parse(&bytes[i..]) {
+                if let Ok(h) = BlockHeader::parse_version(&bytes[i..], self.version.0) {
                     if (i as u64)
                         .checked_add(h.total_len())
                         .is_some_and(|end| end <= len as u64)
@@ -411,6 +488,27 @@ impl TraceReader {
         &self.damage
     }
 
+    /// One line on what opening found, for a warning (`None`: footer present, no damage): the
+    /// first damage (where, what) and how much was lost, or, for a file whose writer stopped
+    /// between blocks, that every block it wrote is intact. Checks no payload: `info()` does.
+    pub fn open_problems(&self) -> Option<String> {
+        let path = self.path.display();
+        match self.damage.first() {
+            Some(d) => Some(format!(
+                "{path}: offset {}: {} ({} damaged region(s), {} bytes lost)",
+                d.offset,
+                d.problem,
+                self.damage.len(),
+                self.lost_bytes
+            )),
+            None if self.footer.is_none() => Some(format!(
+                "{path}: the writer did not finish (no footer index); all {} blocks it wrote are intact",
+                self.blocks.len()
+            )),
+            None => None,
+        }
+    }
+
     /// All data blocks (records, blobs, unknown kinds) in file order.
     pub fn blocks(&self) -> &[BlockEntry] {
         &self.blocks
@@ -418,6 +516,14 @@ impl TraceReader {
 
     pub fn file_len(&self) -> u64 {
         self.map.len() as u64
+    }
+
+    pub(crate) fn raw(&self) -> &[u8] {
+        &self.map
+    }
+
+    pub(crate) fn body_start(&self) -> u64 {
+        self.body_start
     }
 
     /// Every record in file order, one block decoded at a time.
@@ -609,7 +715,7 @@ impl TraceReader {
 
     /// The contents of a blob.
     pub fn blob(&self, id: BlobId) -> Result<Vec<u8>, FormatError> {
-        let Some(&i) = self.blob_blocks.get(&id.0) else {
+        let Some(ids) = self.blob_blocks.get(&id.0).filter(|v| !v.is_empty()) else {
             return Err(FormatError::new(
                 &self.path,
                 self.file_len(),
@@ -622,7 +728,30 @@ impl TraceReader {
             .unwrap_or_else(|e| e.into_inner())
             .take()
             .unwrap_or_default();
-        let r = self.block_bytes(&self.blocks[i], &mut dctx);
+        let r = match ids[..] {
+            [i] => self.block_bytes(&self.blocks[i], &mut dctx),
+            // A large blob in pieces (FORMAT.md): their data in block order.
+            _ => ids.iter().try_fold(Vec::new(), |mut out, &i| {
+                let b = &self.blocks[i];
+                let part = self.block_bytes(b, &mut dctx)?;
+                let total = out.len() as u64 + part.len() as u64;
+                if total > MAX_BLOB_LEN {
+                    return Err(FormatError::new(
+                        &self.path,
+                        b.offset,
+                        Problem::TooLarge {
+                            what: "blob",
+                            len: total,
+                            max: MAX_BLOB_LEN,
+                        },
+                    ));
+                }
+                out.try_reserve(part.len())
+                    .map_err(|_| FormatError::new(&self.path, b.offset, Problem::Alloc(total)))?;
+                out.extend_from_slice(&part);
+                Ok(out)
+            }),
+        };
         *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = Some(dctx);
         r
     }
@@ -637,6 +766,7 @@ impl TraceReader {
                     let off = self
                         .blob_blocks
                         .get(&id.0)
+                        .and_then(|v| v.first())
                         .map(|&i| self.blocks[i].offset)
                         .unwrap_or(0);
                     return Err(FormatError::corrupt(
@@ -689,7 +819,8 @@ impl TraceReader {
                     },
                 )
             })?;
-        let h = BlockHeader::parse(&bytes[b.offset as usize..])
+        let h = self
+            .header_at(b.offset)
             .map_err(|p| FormatError::corrupt(&self.path, b.offset, p))?;
         if BlockEntry::from_header(b.offset, &h) != *b {
             return Err(FormatError::corrupt(
@@ -905,6 +1036,28 @@ impl TraceReader {
     }
 }
 
+/// Why a block's declared uncompressed length cannot be true, checked before any allocation:
+/// more than the format allows (FORMAT.md: no writer makes such a block), or more than zstd can
+/// expand its stored bytes to.
+fn size_problem(b: &BlockEntry) -> Option<String> {
+    let ulen = b.uncompressed_len;
+    if ulen > MAX_BLOCK_LEN {
+        return Some(format!(
+            "{} block declares {ulen} bytes uncompressed, more than the format's limit of {MAX_BLOCK_LEN}",
+            b.kind().name()
+        ));
+    }
+    let compressed = matches!(b.codec, CODEC_ZSTD | CODEC_ZSTD_DICT);
+    if compressed && ulen > b.stored_len.saturating_mul(MAX_RATIO) {
+        return Some(format!(
+            "{} block declares {ulen} bytes uncompressed from {} stored, more than zstd can expand",
+            b.kind().name(),
+            b.stored_len
+        ));
+    }
+    None
+}
+
 /// Counts records of a decompressed record block by their variant byte.
 fn count_records(buf: &[u8], counts: &mut BTreeMap<String, u64>) -> Result<(), String> {
     let mut pos = 0usize;
@@ -1075,253 +1228,5 @@ impl Iterator for Records<'_> {
     }
 }
 
-/// A hand-written decoder for `Record::QueryResult`, the record a results file holds one of per
-/// query (a million in a large file), where bincode's serde path spends most of the reading time.
-///
-/// It reads the bytes exactly as bincode 2's standard configuration lays them out (varint
-/// integers, zigzag `i32`, one-byte `bool` and `Option` tags, fixed 8-byte `f64`, fields in
-/// declaration order) and returns `None` at anything unusual; the caller then decodes with serde,
-/// which gives the same value or the same error as before. A test checks it against serde on
-/// random records and on damaged bytes.
-mod fast {
-    use crate::record::{QueryResult, QueryValues};
-
-    /// Variant index of `Record::QueryResult`.
-    pub(super) const QUERY_RESULT_VARIANT: u8 = 15;
-
-    struct Cur<'a>(&'a [u8]);
-
-    impl Cur<'_> {
-        #[inline]
-        fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-            let (a, rest) = self.0.split_first_chunk::<N>()?;
-            self.0 = rest;
-            Some(*a)
-        }
-        #[inline]
-        fn byte(&mut self) -> Option<u8> {
-            self.take::<1>().map(|b| b[0])
-        }
-        #[inline]
-        fn u64(&mut self) -> Option<u64> {
-            match self.byte()? {
-                b @ 0..=250 => Some(u64::from(b)),
-                251 => self.take().map(|b| u64::from(u16::from_le_bytes(b))),
-                252 => self.take().map(|b| u64::from(u32::from_le_bytes(b))),
-                253 => self.take().map(u64::from_le_bytes),
-                _ => None,
-            }
-        }
-        #[inline]
-        fn u32(&mut self) -> Option<u32> {
-            match self.byte()? {
-                b @ 0..=250 => Some(u32::from(b)),
-                251 => self.take().map(|b| u32::from(u16::from_le_bytes(b))),
-                252 => self.take().map(u32::from_le_bytes),
-                _ => None,
-            }
-        }
-        #[inline]
-        fn i32(&mut self) -> Option<i32> {
-            let n = self.u32()?;
-            Some(if n % 2 == 0 {
-                (n / 2) as i32
-            } else {
-                !(n / 2) as i32
-            })
-        }
-        #[inline]
-        fn bool(&mut self) -> Option<bool> {
-            match self.byte()? {
-                0 => Some(false),
-                1 => Some(true),
-                _ => None,
-            }
-        }
-        #[inline]
-        fn f64(&mut self) -> Option<f64> {
-            self.take().map(f64::from_le_bytes)
-        }
-        #[inline]
-        fn option<T>(&mut self, f: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
-            match self.byte()? {
-                0 => Some(None),
-                1 => f(self).map(Some),
-                _ => None,
-            }
-        }
-        fn values(&mut self) -> Option<QueryValues> {
-            let n = self.u64()?;
-            // Every value takes at least one byte: a longer list is damage (serde reports it).
-            if n > self.0.len() as u64 {
-                return None;
-            }
-            let mut values = Vec::with_capacity(n as usize);
-            for _ in 0..n {
-                values.push(self.u64()?);
-            }
-            Some(QueryValues {
-                values,
-                available: self.bool()?,
-                result: self.i32()?,
-                host_ns: self.u64()?,
-            })
-        }
-    }
-
-    /// Decodes the fields of a `QueryResult` (the bytes after the variant index). Bytes after
-    /// the last field are ignored, as the serde path ignores them (fields of a newer minor).
-    pub(super) fn query_result(bytes: &[u8]) -> Option<QueryResult> {
-        let mut c = Cur(bytes);
-        Some(QueryResult {
-            pool: c.u64()?,
-            query: c.u32()?,
-            query_type: c.i32()?,
-            pipeline_statistics: c.u32()?,
-            frame: c.u64()?,
-            queue: c.u64()?,
-            command_buffer: c.u64()?,
-            loop_index: c.u32()?,
-            pass: c.u32()?,
-            seq: c.u64()?,
-            flags: c.u32()?,
-            captured: c.option(Cur::values)?,
-            replayed: c.option(Cur::values)?,
-            submit_ns: c.u64()?,
-            available_ns: c.u64()?,
-            captured_gpu_ns: c.option(Cur::f64)?,
-            replayed_gpu_ns: c.option(Cur::f64)?,
-        })
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-        use crate::bincode_config;
-        use crate::record::Record;
-        use proptest::prelude::*;
-
-        fn values() -> impl Strategy<Value = Option<QueryValues>> {
-            proptest::option::of(
-                (
-                    proptest::collection::vec(
-                        prop_oneof![0u64..300, 0u64..70_000, any::<u64>()],
-                        0..12,
-                    ),
-                    any::<bool>(),
-                    any::<i32>(),
-                    any::<u64>(),
-                )
-                    .prop_map(|(values, available, result, host_ns)| QueryValues {
-                        values,
-                        available,
-                        result,
-                        host_ns,
-                    }),
-            )
-        }
-
-        fn small_or_any_u64() -> impl Strategy<Value = u64> {
-            prop_oneof![0u64..300, 0u64..70_000, 0u64..(1 << 33), any::<u64>()]
-        }
-
-        fn small_or_any_u32() -> impl Strategy<Value = u32> {
-            prop_oneof![0u32..300, 0u32..70_000, any::<u32>()]
-        }
-
-        prop_compose! {
-            fn any_query_result()(
-                ints in proptest::collection::vec(small_or_any_u64(), 7),
-                smalls in proptest::collection::vec(small_or_any_u32(), 5),
-                signed in any::<i32>(),
-                captured in values(),
-                replayed in values(),
-                cg in proptest::option::of(any::<f64>()),
-                rg in proptest::option::of(any::<f64>()),
-            ) -> QueryResult {
-                QueryResult {
-                    pool: ints[0],
-                    query: smalls[0],
-                    query_type: signed,
-                    pipeline_statistics: smalls[1],
-                    frame: ints[1],
-                    queue: ints[2],
-                    command_buffer: ints[3],
-                    loop_index: smalls[2],
-                    pass: smalls[3],
-                    seq: ints[4],
-                    flags: smalls[4],
-                    captured,
-                    replayed,
-                    submit_ns: ints[5],
-                    available_ns: ints[6],
-                    captured_gpu_ns: cg,
-                    replayed_gpu_ns: rg,
-                }
-            }
-        }
-
-        fn serde(bytes: &[u8]) -> Option<Record> {
-            bincode::serde::decode_from_slice::<Record, _>(bytes, bincode_config())
-                .ok()
-                .map(|(r, _)| r)
-        }
-
-        /// `Debug` compares NaN payload-insensitively but still distinguishes NaN from numbers.
-        fn same(a: &Record, b: &Record) -> bool {
-            format!("{a:?}") == format!("{b:?}")
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(2000))]
-
-            #[test]
-            fn decodes_what_bincode_encodes(q in any_query_result(), extra in proptest::collection::vec(any::<u8>(), 0..4)) {
-                let rec = Record::QueryResult(q);
-                let mut bytes = bincode::serde::encode_to_vec(&rec, bincode_config()).unwrap();
-                prop_assert_eq!(bytes[0], QUERY_RESULT_VARIANT);
-                // Appended bytes stand for fields of a newer minor version.
-                bytes.extend(extra);
-                let fast = Record::QueryResult(query_result(&bytes[1..]).expect("fast decode"));
-                prop_assert!(same(&fast, &serde(&bytes).unwrap()));
-            }
-
-            #[test]
-            fn damaged_bytes_decode_as_serde_does_or_fall_back(
-                q in any_query_result(),
-                flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
-                cut in any::<prop::sample::Index>(),
-            ) {
-                let rec = Record::QueryResult(q);
-                let mut bytes = bincode::serde::encode_to_vec(&rec, bincode_config()).unwrap();
-                for (i, b) in flips {
-                    let i = i.index(bytes.len() - 1) + 1;
-                    bytes[i] = b;
-                }
-                let bytes = &bytes[..1 + cut.index(bytes.len())];
-                if let Some(f) = query_result(&bytes[1..]) {
-                    let s = serde(bytes);
-                    prop_assert!(s.is_some(), "fast decoded what serde refuses");
-                    prop_assert!(same(&Record::QueryResult(f), &s.unwrap()));
-                }
-            }
-        }
-
-        #[test]
-        fn non_canonical_and_bad_tags() {
-            // 5 as a u16 varint is accepted by bincode, and so here.
-            let mut b = vec![251, 5, 0];
-            b.extend([0; 10]);
-            b.extend([0, 0, 0, 0, 0, 0]);
-            let q = query_result(&b).unwrap();
-            assert_eq!(q.pool, 5);
-            // An Option tag of 2 and a bool of 2 are refused (serde refuses them too).
-            let mut bad = b.clone();
-            bad[13] = 2;
-            assert!(query_result(&bad).is_none());
-            assert!(serde(&[&[QUERY_RESULT_VARIANT][..], &bad].concat()).is_none());
-            // A u128 marker in a u64 field.
-            assert!(query_result(&[254, 0]).is_none());
-        }
-    }
-}
+/// A hand-written decoder for `Record::QueryResult`, the record results files hold most of.
+mod fast;

@@ -153,6 +153,10 @@ pub enum Record {
     StateBegin(StateBegin),
     /// End of the state snapshot; frame `first_frame` of the capture follows.
     StateEnd(StateEnd),
+
+    // ---- results records (appended later) -------------------------------------------------
+    /// The trace a results file was replayed from (its first record; format 2.0).
+    TraceIdentity(TraceIdentity),
 }
 
 impl Record {
@@ -179,6 +183,7 @@ impl Record {
             Record::RegionCounters(_) => "RegionCounters",
             Record::StateBegin(_) => "StateBegin",
             Record::StateEnd(_) => "StateEnd",
+            Record::TraceIdentity(_) => "TraceIdentity",
         }
     }
 }
@@ -376,6 +381,13 @@ pub struct DebugName {
 pub struct Note {
     pub host_ns: u64,
     pub message: String,
+}
+
+/// Identity of a trace: xxh3-128 of its header and block headers (`TraceReader::identity`,
+/// FORMAT.md "Trace identity"), little-endian.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TraceIdentity {
+    pub trace_id: [u8; 16],
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

@@ -755,7 +755,9 @@ impl TraceWriter {
 
         let mut opts = opts;
         opts.workers = opts.workers.max(1);
-        opts.block_size = opts.block_size.max(1);
+        // Keeps every records block under MAX_BLOCK_LEN (a block holds less than the block size
+        // plus one record).
+        opts.block_size = opts.block_size.clamp(1, MAX_BLOCK_SIZE);
         let shared = Arc::new(Shared {
             path: path.clone(),
             open: parking_lot::Mutex::new(OpenBlock {
@@ -1001,14 +1003,14 @@ impl TraceWriter {
     pub fn blob(&self, bytes: &[u8]) -> Result<BlobId, FormatError> {
         self.shared.check()?;
         let sh = &*self.shared;
-        if bytes.len() as u64 > MAX_BLOCK_LEN {
+        if bytes.len() as u64 > MAX_BLOB_LEN {
             return Err(FormatError::new(
                 &sh.path,
                 0,
                 Problem::TooLarge {
                     what: "blob",
                     len: bytes.len() as u64,
-                    max: MAX_BLOCK_LEN,
+                    max: MAX_BLOB_LEN,
                 },
             ));
         }
@@ -1021,7 +1023,13 @@ impl TraceWriter {
             return Ok(id);
         }
         let id = BlobId(blobs.next);
-        sh.submit(BlockKind::Blob, 0, id.0, bytes.to_vec(), None)?;
+        // Pieces keep every block under MAX_BLOCK_LEN; an empty blob is one empty block.
+        for piece in bytes
+            .chunks(BLOB_PIECE)
+            .chain(bytes.is_empty().then_some(&[][..]))
+        {
+            sh.submit(BlockKind::Blob, 0, id.0, piece.to_vec(), None)?;
+        }
         blobs.next += 1;
         blobs.by_hash.insert(hash, id);
         Ok(id)
@@ -1248,6 +1256,8 @@ fn compress_block(
         uncompressed_len: input_len as u64,
         stored_len: stored.len() as u64,
         payload_checksum: payload_checksum(&stored),
+        // Numbered by the output thread, in file order.
+        seq: 0,
     };
     Ok(DoneBlock { header, stored })
 }
@@ -1279,8 +1289,10 @@ impl Output {
         if self.broken {
             return;
         }
-        self.stage.extend_from_slice(&b.header.encode());
-        self.staged.push(b.header);
+        let mut header = b.header;
+        header.seq = (self.index.blocks.len() + self.staged.len()) as u32;
+        self.stage.extend_from_slice(&header.encode());
+        self.staged.push(header);
         if big {
             self.write(sh, &b.stored);
         } else {
@@ -1417,27 +1429,15 @@ fn output_loop(
     summary.blobs = index.blobs;
     summary.blob_dedup_hits = index.blob_dedup_hits;
 
-    let raw = bincode::serde::encode_to_vec(&index, bincode_config())
-        .map_err(|e| FormatError::new(&sh.path, offset, Problem::Encode(e.to_string())))?;
-    let stored = zstd::bulk::compress(&raw, sh.opts.level)
-        .map_err(|e| FormatError::io(&sh.path, offset, "zstd compression failed", e))?;
-    let header = BlockHeader {
-        kind: BlockKind::Index,
-        codec: CODEC_ZSTD,
-        dict: 0,
-        records: 0,
-        aux: 0,
-        uncompressed_len: raw.len() as u64,
-        stored_len: stored.len() as u64,
-        payload_checksum: payload_checksum(&stored),
-    };
-    let trailer = encode_trailer(offset, header.total_len());
-    file.write_all(&header.encode())
-        .and_then(|_| file.write_all(&stored))
+    let block = index
+        .encode_block(index.blocks.len() as u32)
+        .map_err(|e| FormatError::new(&sh.path, offset, Problem::Encode(e)))?;
+    let trailer = encode_trailer(offset, block.len() as u64);
+    file.write_all(&block)
         .and_then(|_| file.write_all(&trailer))
         .and_then(|_| file.flush())
         .map_err(|e| FormatError::io(&sh.path, offset, "cannot write footer", e))?;
-    summary.file_bytes = offset + header.total_len() + TRAILER_LEN as u64;
+    summary.file_bytes = offset + block.len() as u64 + TRAILER_LEN as u64;
     Ok(summary)
 }
 

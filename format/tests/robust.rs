@@ -232,11 +232,13 @@ fn newer_major_is_refused_and_newer_minor_is_read() {
     let s = sample();
     let dir = tempfile::tempdir().unwrap();
     let mut b = s.bytes.clone();
-    b[8..10].copy_from_slice(&2u16.to_le_bytes());
-    let e = TraceReader::open(write_tmp(dir.path(), "v2", &b)).unwrap_err();
+    b[8..10].copy_from_slice(&(VERSION_MAJOR + 1).to_le_bytes());
+    let e = TraceReader::open(write_tmp(dir.path(), "v3", &b)).unwrap_err();
     assert!(
-        e.to_string()
-            .contains("offset 8: format version 2.1 is newer than this reader"),
+        e.to_string().contains(&format!(
+            "offset 8: format version {}.{VERSION_MINOR} is newer than this reader",
+            VERSION_MAJOR + 1
+        )),
         "{e}"
     );
     // A newer minor with a correct checksum reads normally.
@@ -245,8 +247,8 @@ fn newer_major_is_refused_and_newer_minor_is_read() {
     let hlen = u32::from_le_bytes(b[16..20].try_into().unwrap()) as usize;
     let sum = prefix_checksum(&b[..24], &b[PREFIX_LEN..PREFIX_LEN + hlen]);
     b[24..32].copy_from_slice(&sum.to_le_bytes());
-    let r = TraceReader::open(write_tmp(dir.path(), "v1.7", &b)).unwrap();
-    assert_eq!(r.format_version(), (1, 7));
+    let r = TraceReader::open(write_tmp(dir.path(), "v2.7", &b)).unwrap();
+    assert_eq!(r.format_version(), (VERSION_MAJOR, 7));
     assert_eq!(r.records().count(), s.records.len());
 }
 

@@ -224,7 +224,7 @@ fn unknown_block_kinds_are_skipped() {
     w.flush().unwrap();
     w.finish().unwrap();
     // Rewrite the file without its footer and with a block of kind 99 in the middle, as a newer
-    // minor version might write.
+    // minor version might write, then the first block again, numbered after it (block 2).
     let bytes = std::fs::read(&path).unwrap();
     let r = TraceReader::open(&path).unwrap();
     let first = r.blocks()[0];
@@ -239,11 +239,15 @@ fn unknown_block_kinds_are_skipped() {
         uncompressed_len: payload.len() as u64,
         stored_len: payload.len() as u64,
         payload_checksum: payload_checksum(payload),
+        seq: 1,
     };
     let mut out = bytes[..end].to_vec();
     out.extend_from_slice(&h.encode());
     out.extend_from_slice(payload);
-    out.extend_from_slice(&bytes[first.offset as usize..end]);
+    let mut again = BlockHeader::parse(&bytes[first.offset as usize..]).unwrap();
+    again.seq = 2;
+    out.extend_from_slice(&again.encode());
+    out.extend_from_slice(&bytes[first.offset as usize + BLOCK_HEADER_LEN..end]);
     std::fs::write(&path, &out).unwrap();
     let r = TraceReader::open(&path).unwrap();
     let recs: Vec<Record> = r.records().collect::<Result<_, _>>().unwrap();

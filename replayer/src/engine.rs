@@ -329,6 +329,11 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         ),
         None => None,
     };
+    // First record: which trace these results belong to (FORMAT.md "Trace identity").
+    if let Some(w) = &writer {
+        w.write(&reader.identity_record())
+            .map_err(|e| ReplayError::Results(e.to_string()))?;
+    }
 
     let same = scan
         .capture_device

@@ -75,7 +75,7 @@ fn info_json_has_the_promised_keys() {
     assert_eq!(out.lines().count(), 1, "one JSON object on one line");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["kind"], "trace");
-    assert_eq!(v["format_version"], "1.1");
+    assert_eq!(v["format_version"], "2.0");
     assert_eq!(v["device"]["name"], "llvmpipe");
     assert_eq!(v["frames"], 3);
     assert_eq!(v["records"], 154);
@@ -152,7 +152,7 @@ fn damaged_files_give_one_line_errors_and_exit_2() {
                 b[8] = 9;
                 b
             },
-            "offset 8: format version 9.1 is newer than this reader",
+            "offset 8: format version 9.0 is newer than this reader",
         ),
     ];
     for (name, content, expect) in cases {

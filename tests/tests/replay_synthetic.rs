@@ -225,6 +225,10 @@ fn host_reset_pool_is_read_again_and_written_to_results() {
         match rec.unwrap() {
             Record::QueryResult(q) => got.push(q),
             Record::ReplayInfo(i) => info = Some(i),
+            // The results name their trace (format 2.0).
+            Record::TraceIdentity(t) => {
+                assert_eq!(t.trace_id, TraceReader::open(&trace).unwrap().identity())
+            }
             other => panic!("unexpected record {other:?}"),
         }
     }

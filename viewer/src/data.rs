@@ -539,7 +539,8 @@ impl DatasetBuilder {
             | Record::MemoryWrite(_)
             | Record::RegionCounters(_)
             | Record::StateBegin(_)
-            | Record::StateEnd(_) => {}
+            | Record::StateEnd(_)
+            | Record::TraceIdentity(_) => {}
         }
     }
 

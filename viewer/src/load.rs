@@ -30,8 +30,35 @@ pub fn load_paths_with(paths: &[PathBuf], threads: usize) -> Dataset {
         FileKind::Trace => 0,
         FileKind::Results => 1,
     });
+    let traces = readers
+        .iter()
+        .filter(|r| r.kind() == FileKind::Trace)
+        .count();
     for r in &readers {
-        stream(&mut b, r, threads);
+        // Results rows of another trace would show under this trace's calls: left out.
+        let checks = (r.kind() == FileKind::Results).then(|| {
+            readers[..traces]
+                .iter()
+                .map(|t| format::check_results(r, t))
+                .collect::<Vec<_>>()
+        });
+        let note = match checks {
+            Some(c) if !c.is_empty() && !c.contains(&format::ResultsCheck::Same) => {
+                if c.contains(&format::ResultsCheck::Other) {
+                    b.failed(
+                        r.path(),
+                        format!(
+                            "{}: results of another trace; not shown",
+                            r.path().display()
+                        ),
+                    );
+                    continue;
+                }
+                Some("names no trace (written before format 2.0, or its first block is lost): cannot check that it belongs to this trace".to_string())
+            }
+            _ => None,
+        };
+        stream(&mut b, r, threads, note);
     }
     b.finish()
 }
@@ -61,8 +88,11 @@ pub fn decode_threads() -> usize {
     }
 }
 
-fn stream(b: &mut DatasetBuilder, r: &TraceReader, threads: usize) {
+fn stream(b: &mut DatasetBuilder, r: &TraceReader, threads: usize, note: Option<String>) {
     b.begin_file(r.path(), r.header().clone());
+    if let Some(n) = note {
+        b.note_current(n);
+    }
     if let Some(counts) = r.footer_record_counts() {
         let n = |name: &str| {
             counts
@@ -119,6 +149,63 @@ pub fn load_one(path: &Path) -> anyhow::Result<Dataset> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Results rows of another trace are not shown under this one; results naming no trace
+    /// are shown with a note.
+    #[test]
+    fn results_of_another_trace_are_left_out() {
+        use format::record::{FileKind, Header, Record};
+        let dir = tempfile::tempdir().unwrap();
+        let trace = |name: &str, seq: u64| {
+            let p = dir.path().join(name);
+            let h = Header {
+                kind: FileKind::Trace,
+                writer: "t".into(),
+                created_unix_ns: 0,
+                device: None,
+                application: "a".into(),
+            };
+            let w = format::TraceWriter::create(&p, h).unwrap();
+            w.write(&Record::Frame(format::record::Frame {
+                index: 0,
+                last_seq: seq,
+                host_ns: 0,
+                boundary: format::record::FrameBoundary::Present,
+            }))
+            .unwrap();
+            w.finish().unwrap();
+            p
+        };
+        let (mine, other) = (trace("mine.qtrace", 1), trace("other.qtrace", 2));
+        let results = |name: &str, of: Option<&Path>| {
+            let (h, recs) = crate::synth::results(10, 1, "gpu", 0);
+            let p = dir.path().join(name);
+            let w = format::TraceWriter::create(&p, h).unwrap();
+            if let Some(t) = of {
+                w.write(&TraceReader::open(t).unwrap().identity_record())
+                    .unwrap();
+            }
+            for r in &recs {
+                w.write(r).unwrap();
+            }
+            w.finish().unwrap();
+            p
+        };
+        let res = results("r.qres", Some(&mine));
+        let ds = load_paths_with(&[mine.clone(), res.clone()], 0);
+        assert!(ds.failed.is_empty(), "{:?}", ds.failed);
+        assert_eq!(ds.results.len(), 1);
+        let ds = load_paths_with(&[other.clone(), res.clone()], 0);
+        assert_eq!(ds.results.len(), 0);
+        assert!(ds.failed[0].1.contains("results of another trace"));
+        let old = results("old.qres", None);
+        let ds = load_paths_with(&[mine, old], 0);
+        assert_eq!(ds.results.len(), 1);
+        assert!(ds.results[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("names no trace")));
+    }
 
     #[test]
     fn worker_threads_build_the_same_dataset() {

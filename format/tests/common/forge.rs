@@ -1,0 +1,145 @@
+//! Forges damage that checksums cannot see: whole blocks duplicated, deleted, reordered or
+//! re-sealed with other fields, and index entries that lie, every checksum valid. Uses only the
+//! format crate's public API, so the CLI tests include it too (`#[path]`).
+#![allow(dead_code)]
+
+use format::layout::*;
+use format::{BlockEntry, FooterIndex};
+
+#[derive(Clone, Debug)]
+pub struct Block {
+    pub header: BlockHeader,
+    pub payload: Vec<u8>,
+}
+
+/// A file taken apart into its head (prefix and header) and its blocks.
+#[derive(Clone, Debug)]
+pub struct Forge {
+    pub head: Vec<u8>,
+    /// Every block but the index, in file order.
+    pub blocks: Vec<Block>,
+    /// The writer's index (counts and totals), reused by [`Forge::bytes_with_index`].
+    pub index: FooterIndex,
+    /// The index block's number.
+    pub index_seq: u32,
+}
+
+impl Forge {
+    /// Takes apart a file written by `TraceWriter` (intact: every block header must parse).
+    pub fn parse(bytes: &[u8]) -> Forge {
+        let hlen = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
+        let mut pos = PREFIX_LEN + hlen;
+        let head = bytes[..pos].to_vec();
+        let mut blocks = Vec::new();
+        let mut index = FooterIndex::default();
+        let mut index_seq = 0;
+        while pos + BLOCK_HEADER_LEN <= bytes.len() {
+            let Ok(h) = BlockHeader::parse(&bytes[pos..]) else {
+                break;
+            };
+            let end = pos + h.total_len() as usize;
+            let payload = bytes[pos + BLOCK_HEADER_LEN..end].to_vec();
+            if h.kind == BlockKind::Index {
+                index = FooterIndex::decode_block(&h, &payload).expect("index block");
+                index_seq = h.seq;
+            } else {
+                index_seq = h.seq + 1;
+                blocks.push(Block { header: h, payload });
+            }
+            pos = end;
+        }
+        index.blocks.clear();
+        Forge {
+            head,
+            blocks,
+            index,
+            index_seq,
+        }
+    }
+
+    /// Positions of the blocks of `kind`.
+    pub fn of_kind(&self, kind: BlockKind) -> Vec<usize> {
+        (0..self.blocks.len())
+            .filter(|&i| self.blocks[i].header.kind == kind)
+            .collect()
+    }
+
+    /// Block `i` appears twice in a row.
+    pub fn duplicate(&mut self, i: usize) -> &mut Self {
+        let b = self.blocks[i].clone();
+        self.blocks.insert(i + 1, b);
+        self
+    }
+
+    pub fn delete(&mut self, i: usize) -> &mut Self {
+        self.blocks.remove(i);
+        self
+    }
+
+    pub fn swap(&mut self, i: usize, j: usize) -> &mut Self {
+        self.blocks.swap(i, j);
+        self
+    }
+
+    /// Changes header fields of block `i`; its header checksum is recomputed on output.
+    pub fn edit(&mut self, i: usize, f: impl FnOnce(&mut BlockHeader)) -> &mut Self {
+        f(&mut self.blocks[i].header);
+        self
+    }
+
+    /// Replaces block `i`'s payload by `data` stored uncompressed (codec 0), `records` records,
+    /// with a valid payload checksum: forged records.
+    pub fn set_payload(&mut self, i: usize, data: Vec<u8>, records: u32) -> &mut Self {
+        let h = &mut self.blocks[i].header;
+        h.codec = CODEC_STORED;
+        h.dict = 0;
+        h.records = records;
+        h.uncompressed_len = data.len() as u64;
+        h.stored_len = data.len() as u64;
+        h.payload_checksum = payload_checksum(&data);
+        self.blocks[i].payload = data;
+        self
+    }
+
+    /// Numbers the blocks by their position, as a writer would have: the result is a
+    /// consistent file (what a forger who knows the format makes).
+    pub fn renumber(&mut self) -> &mut Self {
+        for (i, b) in self.blocks.iter_mut().enumerate() {
+            b.header.seq = i as u32;
+        }
+        self.index_seq = self.blocks.len() as u32;
+        self
+    }
+
+    /// The file without footer (as a killed writer leaves it).
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut out = self.head.clone();
+        for b in &self.blocks {
+            out.extend_from_slice(&b.header.encode());
+            out.extend_from_slice(&b.payload);
+        }
+        out
+    }
+
+    /// The file with an index of its blocks as laid out, changed by `edit` (a forged index
+    /// entry), and the trailer.
+    pub fn bytes_with_index(&self, edit: impl FnOnce(&mut FooterIndex)) -> Vec<u8> {
+        let mut out = self.bytes();
+        let mut index = self.index.clone();
+        let mut off = self.head.len() as u64;
+        index.blocks = self
+            .blocks
+            .iter()
+            .map(|b| {
+                let e = BlockEntry::from_header(off, &b.header);
+                off += b.header.total_len();
+                e
+            })
+            .collect();
+        edit(&mut index);
+        let block = index.encode_block(self.index_seq).unwrap();
+        out.extend_from_slice(&block);
+        out.extend_from_slice(&encode_trailer(off, block.len() as u64));
+        out
+    }
+}
