@@ -76,7 +76,9 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
 /// in the trace), so occlusion counts compare as non-precise: zero vs non-zero is exact.
 fn classify(q: &QueryResult, a: Option<&DeviceSummary>, b: Option<&DeviceSummary>) -> Verdict {
     use format::query::{classify, Context, Outcome};
-    let same = a.zip(b).is_some_and(|(a, b)| replayer::compare::same_device(a, b));
+    let same = a
+        .zip(b)
+        .is_some_and(|(a, b)| replayer::compare::same_device(a, b));
     let ctx = Context {
         precise: false,
         same_device: same,

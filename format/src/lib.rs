@@ -8,6 +8,7 @@
 pub mod record;
 
 mod error;
+pub mod forge;
 pub mod frames;
 mod identity;
 mod index;

@@ -21,11 +21,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use crate::query::{self, QueryKind};
 use crate::record::{
     CounterValue, DeviceSummary, FileKind, Handle, Header, PerfCounterDesc, QueryResult,
     QueryValues, Record, ReplayInfo,
 };
-use crate::query::{self, QueryKind};
 use crate::{FormatError, TraceReader};
 
 // Query types by the one home of the query rules.

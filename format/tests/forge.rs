@@ -5,8 +5,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::forge::Forge;
 use common::*;
+use format::forge::Forge;
 use format::layout::*;
 use format::record::*;
 use format::{check_results, ResultsCheck, TraceReader, TraceWriter, WriterOptions};

@@ -47,4 +47,3 @@ pub fn frame(index: u64, last_seq: u64) -> Record {
 pub fn command_table() -> Record {
     Record::CommandTable((0..7).map(|i| format!("vkCmd{i}")).collect())
 }
-pub mod forge;

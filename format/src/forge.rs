@@ -1,10 +1,9 @@
-//! Forges damage that checksums cannot see: whole blocks duplicated, deleted, reordered or
-//! re-sealed with other fields, and index entries that lie, every checksum valid. Uses only the
-//! format crate's public API, so the CLI tests include it too (`#[path]`).
-#![allow(dead_code)]
+//! Test support: forges damage that checksums cannot see: whole blocks duplicated, deleted,
+//! reordered or re-sealed with other fields, and index entries that lie, every checksum valid.
+//! Used by the format tests and the CLI damage tests; uses only the crate's public API.
 
-use format::layout::*;
-use format::{BlockEntry, FooterIndex};
+use crate::layout::*;
+use crate::{BlockEntry, FooterIndex};
 
 #[derive(Clone, Debug)]
 pub struct Block {

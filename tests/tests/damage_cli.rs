@@ -3,19 +3,16 @@
 //! between blocks is exit 0 with a note; results of another trace are refused. The damaged
 //! files are forged with valid checksums by the format tests' helper.
 
-#[path = "../format/tests/common/forge.rs"]
-mod forge;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use forge::Forge;
+use format::forge::Forge;
 use format::layout::BlockKind;
 use format::record::*;
 use format::{TraceReader, TraceWriter, WriterOptions};
 
 fn quarry(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quarry"))
+    Command::new(quarry_tests::quarry_exe())
         .args(args)
         .output()
         .unwrap()
@@ -115,40 +112,15 @@ fn write_results(path: &Path, trace: Option<&Path>) {
     w.finish().unwrap();
 }
 
-/// A fresh directory, removed on drop (the root package has no `tempfile`).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("quarry-damage-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 struct Files {
-    dir: TempDir,
+    dir: tempfile::TempDir,
     trace: PathBuf,
     results: PathBuf,
 }
 
 impl Files {
     fn new() -> Files {
-        let dir = TempDir::new();
+        let dir = tempfile::tempdir().unwrap();
         let trace = dir.path().join("t.qtrace");
         let results = dir.path().join("t.qres");
         write_trace(&trace, 0);
