@@ -131,7 +131,9 @@ pub struct CounterEntry {
 
 /// What a results file says about the trace it replayed. `same_trace` compares these.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TraceIdentity {
+pub struct ReplayedTrace {
+    /// The trace's content hash (format 2.0 results: the `TraceIdentity` record).
+    pub id: Option<[u8; 16]>,
     /// The trace path as given to `quarry replay`.
     pub trace: String,
     pub application: String,
@@ -146,7 +148,7 @@ pub struct Run {
     /// The replay device (results header).
     pub device: Option<DeviceSummary>,
     pub info: ReplayInfo,
-    pub trace: TraceIdentity,
+    pub trace: ReplayedTrace,
     pub queries: BTreeMap<QueryKey, QueryEntry>,
     pub counters: BTreeMap<CounterKey, CounterEntry>,
 }
@@ -179,8 +181,10 @@ impl Run {
         let mut info = None;
         let mut by_loop: BTreeMap<u32, Vec<QueryResult>> = BTreeMap::new();
         let mut counters: Vec<CounterValue> = Vec::new();
+        let mut id = None;
         for r in records {
             match r {
+                Record::TraceIdentity(t) => id = Some(t.trace_id),
                 Record::ReplayInfo(i) => info = Some(i),
                 Record::QueryResult(q) if q.query_type != QUERY_TYPE_PERFORMANCE_QUERY_KHR => {
                     by_loop.entry(q.loop_index).or_default().push(q)
@@ -198,7 +202,8 @@ impl Run {
         Ok(Run {
             label: label.to_owned(),
             device: header.device.clone(),
-            trace: TraceIdentity {
+            trace: ReplayedTrace {
+                id,
                 trace: info.trace.clone(),
                 application: header.application.clone(),
                 capture_device: info.capture_device.clone(),
@@ -384,6 +389,15 @@ fn captured(q: &QueryEntry) -> Option<&[u64]> {
 /// renamed.
 pub fn same_trace(a: &Run, b: &Run) -> Result<(), String> {
     let (ta, tb) = (&a.trace, &b.trace);
+    // The content hash settles it where both files carry one; older results fall back on what
+    // they say about the trace.
+    if let (Some(x), Some(y)) = (ta.id, tb.id) {
+        return if x == y {
+            Ok(())
+        } else {
+            Err("they were replayed from traces with different contents".into())
+        };
+    }
     if ta.application != tb.application {
         return Err(format!(
             "application \"{}\" vs \"{}\"",

@@ -359,3 +359,38 @@ fn read_checks_kind_and_replay_info() {
         Err(RunError::NoReplayInfo(_))
     ));
 }
+
+#[test]
+fn same_trace_trusts_the_content_hash_where_both_carry_one() {
+    let id = |b: u8| Record::TraceIdentity(format::record::TraceIdentity { trace_id: [b; 16] });
+    let ty = 0; // occlusion
+    let a = run(
+        "a",
+        dev("x", 64, 1.0),
+        vec![id(1), info(1), q(ty, 1, 0, 5, 0, 9, 9)],
+    );
+    // Same contents: equal whatever else differs (here the captured value, which a forged or
+    // edited file could change; the hash covers the trace, not the results).
+    let b = run(
+        "b",
+        dev("y", 64, 1.0),
+        vec![id(1), info(1), q(ty, 1, 0, 5, 0, 7, 7)],
+    );
+    assert_eq!(same_trace(&a, &b), Ok(()));
+    // Other contents: refused even where every query agrees.
+    let c = run(
+        "c",
+        dev("x", 64, 1.0),
+        vec![id(2), info(1), q(ty, 1, 0, 5, 0, 9, 9)],
+    );
+    assert!(same_trace(&a, &c)
+        .unwrap_err()
+        .contains("different contents"));
+    // Only one side carries a hash: the older checks decide.
+    let d = run(
+        "d",
+        dev("x", 64, 1.0),
+        vec![info(1), q(ty, 1, 0, 5, 0, 7, 7)],
+    );
+    assert!(same_trace(&a, &d).is_err());
+}
