@@ -2,8 +2,8 @@
 //! hand out the hand-written intercepts (`lookup`), else the generated ones, else hide a command the
 //! layer cannot record; `instance` and `device` hold creation, destruction and enumeration.
 //!
-//! Depends on: every intercept folder (the lookup names them all), `runtime`, `hooks`. Nothing but
-//! the exported entry points (lib.rs) depends on `chain`.
+//! Depends on: every intercept folder (the lookup names them all), `generated`, `region`, `runtime`,
+//! `hooks`. Nothing but the exported entry points (lib.rs) depends on `chain`.
 
 #![allow(non_snake_case)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]

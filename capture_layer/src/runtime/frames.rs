@@ -2,8 +2,9 @@
 //! apps without a swapchain) write `Frame` records and end the frame range, and the trace is
 //! finalized at the last vkDestroyInstance, at process exit or after the range.
 //!
-//! Depends on: `statics`, `clock`, `prof`, `writer`. A trimmed capture's snapshot is not written
-//! here: `frame_boundary` says when it is due and `trim::snapshot` writes it.
+//! Depends on: `statics`, `clock`, `prof`, `writer`, `readback` (its count for the closing note).
+//! A trimmed capture's snapshot is not written here: `frame_boundary` says when it is due and
+//! `trim::snapshot` writes it.
 
 use super::clock::{anchor_now, now_ns};
 use super::prof;
