@@ -10,7 +10,9 @@
 
 use ash::vk;
 use ash::vk::Handle;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, CStr};
+
+pub use layer_support::entry::find_in_chain;
 
 /// Records the generic `Call` of `$name` with the generated encoder; evaluates to the call's seq.
 macro_rules! rec {
@@ -86,18 +88,6 @@ pub unsafe fn cstr_list(p: *const *const c_char, n: u32) -> Vec<String> {
         .filter(|s| !s.is_null())
         .map(|&s| CStr::from_ptr(s).to_string_lossy().into_owned())
         .collect()
-}
-
-/// Walks a pNext chain for the first element with `s_type`.
-pub unsafe fn find_in_chain(mut p: *const c_void, s_type: vk::StructureType) -> *const c_void {
-    while !p.is_null() {
-        let base = &*(p as *const vk::BaseInStructure<'_>);
-        if base.s_type == s_type {
-            return p;
-        }
-        p = base.p_next as *const c_void;
-    }
-    std::ptr::null()
 }
 
 /// A fixed-size C string field (device and counter names).
