@@ -12,12 +12,14 @@
 //! - `trim::tracker`: a trimmed capture's bookkeeping before its first frame (no Vulkan calls);
 //! - `runtime`: dispatch maps, the call path, the trace writer, frames, finalization;
 //! - `trim::snapshot`: the trimmed capture's snapshot writer (its Vulkan calls);
-//! - `generated`: one intercept per remaining command, written by `codegen`;
 //! - `hooks`: what hand-written intercepts share (`rec!`, `next!`, pointer helpers);
-//! - hand-written intercepts by topic: `memory`, `queries`, `query_copies`, `templates`, then
-//!   `submit` and `wsi` (which use memory scans, query copies and calibration);
-//! - `chain`: instance and device creation, enumeration, and the proc-address lookup that hands out
-//!   every intercept;
+//! - hand-written hooks by topic: `memory`, `queries`, `query_copies`, `templates`, then `submit`
+//!   and `wsi` (which use memory scans, query copies and calibration), and `chain::instance` /
+//!   `chain::device`; each is listed in codegen's `config::LAYER_HOOKS` (unlisted: dead code,
+//!   denied);
+//! - `generated`: one intercept per remaining command and the table of the listed hooks
+//!   (`hook_proc_addr`), written by `codegen`;
+//! - `chain`: the proc-address lookup that hands out every hook and intercept;
 //! - `launch`: running a program with the layer enabled (used by `quarry capture`).
 
 // The crate (and so the library file) is named after the layer, as loaders expect.

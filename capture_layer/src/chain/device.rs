@@ -6,6 +6,8 @@
 //! `hooks`.
 
 #![allow(non_snake_case)]
+// A hook missing from codegen's `config::LAYER_HOOKS` is never handed out: an error, not a warning.
+#![deny(dead_code)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::hooks::{cstr_field, cstr_list, next, raw, rec, NOT_PRESENT};

@@ -1,31 +1,20 @@
 //! The chain: how the loader reaches the layer. `get_instance_proc_addr`/`get_device_proc_addr`
-//! hand out the hand-written intercepts (`lookup`), else the generated ones, else hide a command the
+//! hand out the hand-written hooks (the generated `hook_proc_addr`, from codegen's
+//! `config::LAYER_HOOKS`), else the generated ones, else hide a command the
 //! layer cannot record; `instance` and `device` hold creation, destruction and enumeration.
 //!
-//! Depends on: every intercept folder (the lookup names them all), `generated`, `region`, `runtime`,
+//! Depends on: `generated` (whose hook table names every hand-written hook), `region`, `runtime`,
 //! `hooks`. Nothing but the exported entry points (lib.rs) depends on `chain`.
 
 #![allow(non_snake_case)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::hooks::raw;
-use crate::runtime::{self};
+use crate::runtime;
 use ash::vk;
 use std::ffi::{c_char, CStr};
 pub mod device;
 pub mod instance;
-
-use self::device::*;
-use self::instance::*;
-use crate::memory::*;
-use crate::queries::calibration::*;
-use crate::queries::commands::*;
-use crate::queries::pools::*;
-use crate::queries::regions::*;
-use crate::query_copies::*;
-use crate::submit::*;
-use crate::templates::*;
-use crate::wsi::*;
 
 // ==== proc-addr lookup ===============================================================================
 
@@ -37,82 +26,18 @@ macro_rules! entry {
     };
 }
 
-/// Hand-written intercepts by name (they take precedence over generated ones).
-pub unsafe fn lookup(name: &[u8]) -> Void {
-    match name {
-        b"vkGetInstanceProcAddr" => entry!(get_instance_proc_addr),
-        b"vkGetDeviceProcAddr" => entry!(get_device_proc_addr),
-        b"vkCreateInstance" => entry!(vkCreateInstance),
-        b"vkDestroyInstance" => entry!(vkDestroyInstance),
-        b"vkEnumeratePhysicalDevices" => entry!(vkEnumeratePhysicalDevices),
-        b"vkEnumerateDeviceExtensionProperties" => entry!(vkEnumerateDeviceExtensionProperties),
-        b"vkEnumerateDeviceLayerProperties" => entry!(vkEnumerateDeviceLayerProperties),
-        b"vkCreateDevice" => entry!(vkCreateDevice),
-        b"vkDestroyDevice" => entry!(vkDestroyDevice),
-        b"vkGetDeviceQueue" => entry!(vkGetDeviceQueue),
-        b"vkGetDeviceQueue2" => entry!(vkGetDeviceQueue2),
-        b"vkAllocateMemory" => entry!(vkAllocateMemory),
-        b"vkFreeMemory" => entry!(vkFreeMemory),
-        b"vkMapMemory" => entry!(vkMapMemory),
-        b"vkUnmapMemory" => entry!(vkUnmapMemory),
-        b"vkFlushMappedMemoryRanges" => entry!(vkFlushMappedMemoryRanges),
-        b"vkBindBufferMemory" => entry!(vkBindBufferMemory),
-        b"vkBindBufferMemory2" => entry!(vkBindBufferMemory2),
-        b"vkBindBufferMemory2KHR" => entry!(vkBindBufferMemory2KHR),
-        b"vkBeginCommandBuffer" => entry!(vkBeginCommandBuffer),
-        b"vkResetCommandBuffer" => entry!(vkResetCommandBuffer),
-        b"vkQueueSubmit" => entry!(vkQueueSubmit),
-        b"vkQueueSubmit2" => entry!(vkQueueSubmit2),
-        b"vkQueueSubmit2KHR" => entry!(vkQueueSubmit2KHR),
-        b"vkQueuePresentKHR" => entry!(vkQueuePresentKHR),
-        b"vkQueueWaitIdle" => entry!(vkQueueWaitIdle),
-        b"vkDeviceWaitIdle" => entry!(vkDeviceWaitIdle),
-        b"vkWaitForFences" => entry!(vkWaitForFences),
-        b"vkGetFenceStatus" => entry!(vkGetFenceStatus),
-        b"vkCreateQueryPool" => entry!(vkCreateQueryPool),
-        b"vkDestroyQueryPool" => entry!(vkDestroyQueryPool),
-        b"vkGetQueryPoolResults" => entry!(vkGetQueryPoolResults),
-        b"vkCmdCopyQueryPoolResults" => entry!(vkCmdCopyQueryPoolResults),
-        b"vkCmdBeginQuery" => entry!(vkCmdBeginQuery),
-        b"vkCmdEndQuery" => entry!(vkCmdEndQuery),
-        b"vkCmdBeginQueryIndexedEXT" => entry!(vkCmdBeginQueryIndexedEXT),
-        b"vkCmdEndQueryIndexedEXT" => entry!(vkCmdEndQueryIndexedEXT),
-        b"vkCmdWriteTimestamp" => entry!(vkCmdWriteTimestamp),
-        b"vkCmdWriteTimestamp2" => entry!(vkCmdWriteTimestamp2),
-        b"vkCmdWriteTimestamp2KHR" => entry!(vkCmdWriteTimestamp2KHR),
-        b"vkCmdResetQueryPool" => entry!(vkCmdResetQueryPool),
-        b"vkResetQueryPool" => entry!(vkResetQueryPool),
-        b"vkResetQueryPoolEXT" => entry!(vkResetQueryPoolEXT),
-        b"vkAcquireProfilingLockKHR" => entry!(vkAcquireProfilingLockKHR),
-        b"vkReleaseProfilingLockKHR" => entry!(vkReleaseProfilingLockKHR),
-        b"vkGetCalibratedTimestampsEXT" => entry!(vkGetCalibratedTimestampsEXT),
-        b"vkSetDebugUtilsObjectNameEXT" => entry!(vkSetDebugUtilsObjectNameEXT),
-        b"vkCreateSwapchainKHR" => entry!(vkCreateSwapchainKHR),
-        b"vkGetSwapchainImagesKHR" => entry!(vkGetSwapchainImagesKHR),
-        b"vkAcquireNextImageKHR" => entry!(vkAcquireNextImageKHR),
-        b"vkCmdWriteAccelerationStructuresPropertiesKHR" => {
-            entry!(vkCmdWriteAccelerationStructuresPropertiesKHR)
-        }
-        b"vkCreateDescriptorUpdateTemplate" => entry!(vkCreateDescriptorUpdateTemplate),
-        b"vkCreateDescriptorUpdateTemplateKHR" => entry!(vkCreateDescriptorUpdateTemplateKHR),
-        b"vkUpdateDescriptorSetWithTemplate" => entry!(vkUpdateDescriptorSetWithTemplate),
-        b"vkUpdateDescriptorSetWithTemplateKHR" => entry!(vkUpdateDescriptorSetWithTemplateKHR),
-        b"vkCmdPushDescriptorSetWithTemplateKHR" => entry!(vkCmdPushDescriptorSetWithTemplateKHR),
-        b"vkCmdBeginRenderPass" => entry!(vkCmdBeginRenderPass),
-        b"vkCmdBeginRenderPass2" => entry!(vkCmdBeginRenderPass2),
-        b"vkCmdBeginRenderPass2KHR" => entry!(vkCmdBeginRenderPass2KHR),
-        b"vkCmdBeginRendering" => entry!(vkCmdBeginRendering),
-        b"vkCmdBeginRenderingKHR" => entry!(vkCmdBeginRenderingKHR),
-        _ => None,
-    }
-}
+/// The proc-address hooks under their command names, as the generated hook table
+/// (`generated::intercept::hook_proc_addr`) names every hook.
+pub(crate) use self::{
+    get_device_proc_addr as vkGetDeviceProcAddr, get_instance_proc_addr as vkGetInstanceProcAddr,
+};
 
 /// Our entry for `name` given that the chain below provides it (`next` non-null), or NULL for commands the
 /// layer cannot capture (logged once per name).
 unsafe fn intercept_for(name: &CStr, next: Void) -> Void {
     next?;
-    if let Some(f) = lookup(name.to_bytes()) {
-        return Some(f);
+    if let Some(f) = crate::generated::intercept::hook_proc_addr(name.to_bytes()) {
+        return f;
     }
     if name.to_bytes() == crate::region::ENUMERATE {
         return next;
@@ -140,7 +65,7 @@ pub unsafe extern "system" fn get_instance_proc_addr(
     let name = CStr::from_ptr(p_name);
     match name.to_bytes() {
         b"vkGetInstanceProcAddr" => return entry!(get_instance_proc_addr),
-        b"vkCreateInstance" => return entry!(vkCreateInstance),
+        b"vkCreateInstance" => return entry!(instance::vkCreateInstance),
         _ => {}
     }
     if instance == vk::Instance::null() {

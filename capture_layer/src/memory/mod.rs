@@ -4,6 +4,8 @@
 //! Depends on: `runtime`, `state`, `hooks`.
 
 #![allow(non_snake_case)]
+// A hook missing from codegen's `config::LAYER_HOOKS` is never handed out: an error, not a warning.
+#![deny(dead_code)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::hooks::{next, raw, rec, slice, NOT_PRESENT};
