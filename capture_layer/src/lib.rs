@@ -1,78 +1,53 @@
 //! quarry's capture layer, `VK_LAYER_QUARRY_capture`.
 //!
 //! Loaded by the Vulkan loader (interface version 2) between the app and the driver, it records every
-//! call into a trace file (see `runtime`), plus what queries returned to the app. Code map:
-//! - `loader`: the loader's chain structs and dispatch keys;
-//! - `runtime`: dispatch lookup, the trace writer, sequencing, frames, finalization;
-//! - `special`: hand-written intercepts (chain plumbing, memory, submits, waits, queries);
-//! - `generated`: one intercept per remaining command, written by `codegen`;
-//! - `state`: per-device tracking (mapped memory shadows, buffer bindings, query pools);
+//! call into a trace file, plus what queries returned to the app. Code map, bottom up (each module
+//! depends only on those above it in this list, and says so in its header):
+//! - `loader`, `keymap`, `settings`, `compat`, `region`: leaves (loader structs, the dispatch-key map,
+//!   settings, hidden extensions and template encoding, the ARM per-region struct);
+//! - `tables`: what the chain gave per instance and device (dispatch tables, properties);
+//! - `readback`: reading device memory through the GPU;
+//! - `state`: per-device bookkeeping (mapped memory shadows, buffer bindings, query pools, pending
+//!   query copies);
+//! - `trim::tracker`: a trimmed capture's bookkeeping before its first frame (no Vulkan calls);
+//! - `runtime`: dispatch maps, the call path, the trace writer, frames, finalization;
+//! - `trim::snapshot`: the trimmed capture's snapshot writer (its Vulkan calls);
+//! - `hooks`: what hand-written intercepts share (`rec!`, `next!`, pointer helpers);
+//! - hand-written hooks by topic: `memory`, `queries`, `query_copies`, `templates`, then `submit`
+//!   and `wsi` (which use memory scans, query copies and calibration), and `chain::instance` /
+//!   `chain::device`; each is listed in codegen's `config::LAYER_HOOKS` (unlisted: dead code,
+//!   denied);
+//! - `generated`: one intercept per remaining command and the table of the listed hooks
+//!   (`hook_proc_addr`), written by `codegen`;
+//! - `chain`: the proc-address lookup that hands out every hook and intercept;
 //! - `launch`: running a program with the layer enabled (used by `quarry capture`).
 
 // The crate (and so the library file) is named after the layer, as loaders expect.
 #![allow(non_snake_case)]
 
+mod chain;
 mod compat;
 pub mod generated;
+mod hooks;
 mod keymap;
 pub mod launch;
 mod loader;
+mod memory;
+mod queries;
+mod query_copies;
 mod readback;
 mod region;
 pub mod runtime;
 pub mod settings;
-mod special;
 pub mod state;
-mod tracker;
+mod submit;
+mod tables;
+mod templates;
+mod trim;
+mod wsi;
 
-use ash::vk;
-
-/// Exported for loaders that look the symbol up instead of negotiating.
-///
-/// # Safety
-/// Vulkan entry point: valid handle (or null) and NUL-terminated name.
-#[no_mangle]
-pub unsafe extern "system" fn vkGetInstanceProcAddr(
-    instance: vk::Instance,
-    p_name: *const std::ffi::c_char,
-) -> vk::PFN_vkVoidFunction {
-    special::get_instance_proc_addr(instance, p_name)
-}
-
-/// Exported for loaders that look the symbol up instead of negotiating.
-///
-/// # Safety
-/// Vulkan entry point: valid handle and NUL-terminated name.
-#[no_mangle]
-pub unsafe extern "system" fn vkGetDeviceProcAddr(
-    device: vk::Device,
-    p_name: *const std::ffi::c_char,
-) -> vk::PFN_vkVoidFunction {
-    special::get_device_proc_addr(device, p_name)
-}
+// vkNegotiateLoaderLayerInterfaceVersion, vkGetInstanceProcAddr and vkGetDeviceProcAddr.
+layer_support::export_entry_points!(chain::get_instance_proc_addr, chain::get_device_proc_addr);
 
 /// Layer name as in the manifest.
 pub const LAYER_NAME: &str = "VK_LAYER_QUARRY_capture";
-
-/// Loader/layer interface negotiation: this layer speaks version 2.
-///
-/// # Safety
-/// Called by the loader with a valid struct.
-#[no_mangle]
-pub unsafe extern "system" fn vkNegotiateLoaderLayerInterfaceVersion(
-    p: *mut loader::NegotiateLayerInterface,
-) -> vk::Result {
-    let Some(s) = p.as_mut() else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    if s.s_type != loader::LAYER_NEGOTIATE_INTERFACE_STRUCT || s.loader_layer_interface_version < 2
-    {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    }
-    s.loader_layer_interface_version = 2;
-    // The internal functions, not the exported symbols: those may resolve to libvulkan's exports.
-    s.pfn_get_instance_proc_addr = Some(special::get_instance_proc_addr);
-    s.pfn_get_device_proc_addr = Some(special::get_device_proc_addr);
-    s.pfn_get_physical_device_proc_addr = None;
-    vk::Result::SUCCESS
-}

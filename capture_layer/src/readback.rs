@@ -6,8 +6,11 @@
 //! The calls go straight down the chain (never through the layer's intercepts), so they are not
 //! in the trace. The command buffer gets the loader's dispatch pointer through the loader's
 //! `vkSetDeviceLoaderData`, so layers below this one (validation) can look it up.
+//!
+//! Depends on: `tables` only (`state` keeps a `Reader` for query copies, so nothing here may
+//! reach the layer's bookkeeping).
 
-use crate::runtime::DeviceData;
+use crate::tables::DeviceInfo;
 use ash::vk;
 use ash::vk::Handle;
 
@@ -41,7 +44,7 @@ fn check(what: &str, r: vk::Result) -> Result<(), String> {
 
 /// A command pool and buffer, a fence and a mapped staging buffer; destroyed on drop.
 pub struct Reader<'a> {
-    d: &'a DeviceData,
+    d: &'a DeviceInfo,
     queue: vk::Queue,
     pool: vk::CommandPool,
     cb: vk::CommandBuffer,
@@ -90,7 +93,7 @@ impl<'a> Reader<'a> {
     /// `d` must be a live device and the queues its own; nothing else may use the chosen queue
     /// while the reader copies.
     pub unsafe fn new(
-        d: &'a DeviceData,
+        d: &'a DeviceInfo,
         queues: &[(u64, u32)],
         largest: u64,
     ) -> Result<Self, String> {

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `QUARRY_CAPTURE_FILE` | `file` (string) | trace path (default `quarry_<app>_<pid>.qtrace` in the working directory) |
 //! | `QUARRY_CAPTURE_DISABLE=1` | `disable` (bool32, integer or string) | the layer passes every call through and records nothing |
-//! | `QUARRY_CAPTURE_FRAMES=A-B`, `A-`, `A` | `frames` (string, or an integer for one frame) | the trace is finalized when frame B (0-based) ends; with A > 0 nothing is written before frame A, which starts with a state snapshot (see `tracker`), and a `Note` names the range |
+//! | `QUARRY_CAPTURE_FRAMES=A-B`, `A-`, `A` | `frames` (string, or an integer for one frame) | the trace is finalized when frame B (0-based) ends; with A > 0 nothing is written before frame A, which starts with a state snapshot (see `trim`), and a `Note` names the range |
 //!
 //! Layer settings come from `VkLayerSettingsCreateInfoEXT` structs in the app's `VkInstanceCreateInfo`
 //! chain, entries with `pLayerName` = `VK_LAYER_QUARRY_capture`. They are read at each `vkCreateInstance`
@@ -33,12 +33,9 @@ pub struct Settings {
     pub frames_from: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FrameRange {
-    pub first: u64,
-    /// Inclusive; `None` = until exit.
-    pub last: Option<u64>,
-}
+/// `A-B`, `A-` or `A` (0-based, inclusive; no end: until exit), parsed as the replayer's
+/// `--frames` is.
+pub use format::frames::FrameRange;
 
 /// Setting values as one source gave them, unparsed.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -202,9 +199,9 @@ impl Settings {
         };
         let (frames, frames_from) = match frames {
             None => (None, String::new()),
-            Some((label, s)) => match parse_range(&s) {
-                Some(r) => (Some(r), label),
-                None => {
+            Some((label, s)) => match FrameRange::parse(&s) {
+                Ok(r) => (Some(r), label),
+                Err(_) => {
                     return Err(format!(
                         "{label}={s:?}: expected A-B, A- or A (0-based frame numbers)"
                     ))
@@ -217,31 +214,6 @@ impl Settings {
             frames,
             frames_from,
         })
-    }
-}
-
-fn parse_range(s: &str) -> Option<FrameRange> {
-    let s = s.trim();
-    let num = |t: &str| t.trim().parse::<u64>().ok();
-    match s.split_once('-') {
-        None => {
-            let n = num(s)?;
-            Some(FrameRange {
-                first: n,
-                last: Some(n),
-            })
-        }
-        Some((a, "")) => Some(FrameRange {
-            first: num(a)?,
-            last: None,
-        }),
-        Some((a, b)) => {
-            let (a, b) = (num(a)?, num(b)?);
-            (a <= b).then_some(FrameRange {
-                first: a,
-                last: Some(b),
-            })
-        }
     }
 }
 
@@ -314,21 +286,21 @@ mod tests {
             })
         );
         assert_eq!(
-            parse_range("3-"),
+            FrameRange::parse("3-").ok(),
             Some(FrameRange {
                 first: 3,
                 last: None
             })
         );
         assert_eq!(
-            parse_range("4"),
+            FrameRange::parse("4").ok(),
             Some(FrameRange {
                 first: 4,
                 last: Some(4)
             })
         );
-        assert_eq!(parse_range("9-5"), None);
-        assert_eq!(parse_range("x"), None);
+        assert_eq!(FrameRange::parse("9-5").ok(), None);
+        assert_eq!(FrameRange::parse("x").ok(), None);
         assert!(Settings::parse(None, Some("maybe".into()), None).is_err());
         assert!(Settings::parse(None, None, Some("a-b".into())).is_err());
         assert!(

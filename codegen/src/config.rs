@@ -4,61 +4,156 @@
 /// Platforms (vk.xml `platform=`) whose extensions we generate; every other platform is skipped.
 pub const ALLOWED_PLATFORMS: &[&str] = &["xlib", "xcb", "wayland"];
 
-/// Commands the capture layer writes by hand (it still uses the generated `encode::*` to write
-/// their `Call`); no intercept is generated for them.
-pub const SPECIAL: &[&str] = &[
-    "vkCreateInstance",
-    "vkDestroyInstance",
-    "vkEnumeratePhysicalDevices",
-    "vkCreateDevice",
-    "vkDestroyDevice",
-    "vkGetInstanceProcAddr",
-    "vkGetDeviceProcAddr",
+/// What a hand-written capture-layer hook does with its command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookKind {
+    /// Calls down, returns what the driver returned, then records the call and keeps books
+    /// (mapped memory, queues, pools, ...).
+    PostCall,
+    /// As `PostCall`, and also writes the command's `QueryOp` records under the same lock.
+    Ops,
+    /// The layer's own implementation: chain plumbing (proc addresses, instance and device
+    /// creation) or a result the layer changes (hidden extensions).
+    Replace,
+}
+
+/// A command the capture layer hooks by hand: `crate::<module>::<command>` in the layer, handed
+/// out by the generated proc-address table (`hook_proc_addr`), typed against ash's `PFN_vk*`.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerHook {
+    pub command: &'static str,
+    pub module: &'static str,
+    pub kind: HookKind,
+}
+
+const fn hook(command: &'static str, module: &'static str, kind: HookKind) -> LayerHook {
+    LayerHook {
+        command,
+        module,
+        kind,
+    }
+}
+
+use HookKind::{Ops, PostCall, Replace};
+
+/// Every hand-written hook of the capture layer, the one list: a listed hook without its function
+/// does not compile, and a hook function not listed is dead code (denied in the hook modules).
+pub const LAYER_HOOKS: &[LayerHook] = &[
+    hook("vkGetInstanceProcAddr", "chain", Replace),
+    hook("vkGetDeviceProcAddr", "chain", Replace),
+    hook("vkCreateInstance", "chain::instance", Replace),
+    hook("vkDestroyInstance", "chain::instance", Replace),
+    hook("vkEnumeratePhysicalDevices", "chain::instance", PostCall),
+    hook(
+        "vkEnumerateDeviceExtensionProperties",
+        "chain::instance",
+        Replace,
+    ),
+    hook(
+        "vkEnumerateDeviceLayerProperties",
+        "chain::instance",
+        PostCall,
+    ),
+    hook("vkCreateDevice", "chain::device", Replace),
+    hook("vkDestroyDevice", "chain::device", Replace),
+    hook("vkGetDeviceQueue", "chain::device", PostCall),
+    hook("vkGetDeviceQueue2", "chain::device", PostCall),
+    hook("vkSetDebugUtilsObjectNameEXT", "chain::device", PostCall),
+    hook("vkAllocateMemory", "memory", PostCall),
+    hook("vkFreeMemory", "memory", PostCall),
+    hook("vkMapMemory", "memory", PostCall),
+    hook("vkUnmapMemory", "memory", PostCall),
+    hook("vkFlushMappedMemoryRanges", "memory", PostCall),
+    hook("vkBindBufferMemory", "memory", PostCall),
+    hook("vkBindBufferMemory2", "memory", PostCall),
+    hook("vkBindBufferMemory2KHR", "memory", PostCall),
+    hook("vkBeginCommandBuffer", "submit", PostCall),
+    hook("vkResetCommandBuffer", "submit", PostCall),
+    hook("vkQueueSubmit", "submit", PostCall),
+    hook("vkQueueSubmit2", "submit", PostCall),
+    hook("vkQueueSubmit2KHR", "submit", PostCall),
+    hook("vkQueueWaitIdle", "submit", PostCall),
+    hook("vkDeviceWaitIdle", "submit", PostCall),
+    hook("vkWaitForFences", "submit", PostCall),
+    hook("vkGetFenceStatus", "submit", PostCall),
+    hook("vkCreateSwapchainKHR", "wsi", PostCall),
+    hook("vkGetSwapchainImagesKHR", "wsi", PostCall),
+    hook("vkAcquireNextImageKHR", "wsi", PostCall),
+    hook("vkQueuePresentKHR", "wsi", PostCall),
+    hook("vkCmdCopyQueryPoolResults", "query_copies", Ops),
+    hook("vkCreateQueryPool", "queries::pools", PostCall),
+    hook("vkDestroyQueryPool", "queries::pools", PostCall),
+    hook("vkGetQueryPoolResults", "queries::pools", PostCall),
+    hook("vkAcquireProfilingLockKHR", "queries::pools", PostCall),
+    hook("vkReleaseProfilingLockKHR", "queries::pools", PostCall),
+    hook("vkCmdBeginQuery", "queries::commands", Ops),
+    hook("vkCmdEndQuery", "queries::commands", Ops),
+    hook("vkCmdBeginQueryIndexedEXT", "queries::commands", Ops),
+    hook("vkCmdEndQueryIndexedEXT", "queries::commands", Ops),
+    hook("vkCmdWriteTimestamp", "queries::commands", Ops),
+    hook("vkCmdWriteTimestamp2", "queries::commands", Ops),
+    hook("vkCmdWriteTimestamp2KHR", "queries::commands", Ops),
+    hook("vkCmdResetQueryPool", "queries::commands", Ops),
+    hook("vkResetQueryPool", "queries::commands", Ops),
+    hook("vkResetQueryPoolEXT", "queries::commands", Ops),
+    hook(
+        "vkCmdWriteAccelerationStructuresPropertiesKHR",
+        "queries::commands",
+        Ops,
+    ),
+    hook(
+        "vkGetCalibratedTimestampsEXT",
+        "queries::calibration",
+        PostCall,
+    ),
+    hook("vkCmdBeginRenderPass", "queries::regions", PostCall),
+    hook("vkCmdBeginRenderPass2", "queries::regions", PostCall),
+    hook("vkCmdBeginRenderPass2KHR", "queries::regions", PostCall),
+    hook("vkCmdBeginRendering", "queries::regions", PostCall),
+    hook("vkCmdBeginRenderingKHR", "queries::regions", PostCall),
+    hook("vkCreateDescriptorUpdateTemplate", "templates", PostCall),
+    hook("vkCreateDescriptorUpdateTemplateKHR", "templates", PostCall),
+    hook("vkUpdateDescriptorSetWithTemplate", "templates", PostCall),
+    hook(
+        "vkUpdateDescriptorSetWithTemplateKHR",
+        "templates",
+        PostCall,
+    ),
+    hook(
+        "vkCmdPushDescriptorSetWithTemplateKHR",
+        "templates",
+        PostCall,
+    ),
+];
+
+/// Commands the layer neither hooks nor intercepts with generated code: global commands (no
+/// dispatchable handle: answered below the layer, unrecorded) and commands it hides until it
+/// hooks them (vkMapMemory2KHR/vkUnmapMemory2KHR: their host writes would go unseen).
+pub const LAYER_UNHOOKED: &[&str] = &[
     "vkEnumerateInstanceExtensionProperties",
     "vkEnumerateInstanceLayerProperties",
-    "vkEnumerateDeviceExtensionProperties",
-    "vkEnumerateDeviceLayerProperties",
-    "vkAllocateMemory",
-    "vkFreeMemory",
-    "vkMapMemory",
     "vkMapMemory2KHR",
-    "vkUnmapMemory",
     "vkUnmapMemory2KHR",
-    "vkFlushMappedMemoryRanges",
-    "vkQueueSubmit",
-    "vkQueueSubmit2",
-    "vkQueueSubmit2KHR",
-    "vkQueuePresentKHR",
-    "vkQueueWaitIdle",
-    "vkDeviceWaitIdle",
-    "vkWaitForFences",
-    "vkGetFenceStatus",
-    "vkCreateQueryPool",
-    "vkDestroyQueryPool",
-    "vkGetQueryPoolResults",
-    "vkCmdCopyQueryPoolResults",
-    "vkCmdBeginQuery",
-    "vkCmdEndQuery",
-    "vkCmdBeginQueryIndexedEXT",
-    "vkCmdEndQueryIndexedEXT",
-    "vkCmdWriteTimestamp",
-    "vkCmdWriteTimestamp2",
-    "vkCmdWriteTimestamp2KHR",
-    "vkCmdResetQueryPool",
-    "vkResetQueryPool",
-    "vkResetQueryPoolEXT",
-    "vkAcquireProfilingLockKHR",
-    "vkReleaseProfilingLockKHR",
-    "vkGetCalibratedTimestampsEXT",
-    "vkSetDebugUtilsObjectNameEXT",
-    "vkCreateSwapchainKHR",
-    "vkGetSwapchainImagesKHR",
-    "vkAcquireNextImageKHR",
-    "vkUpdateDescriptorSetWithTemplate",
-    "vkUpdateDescriptorSetWithTemplateKHR",
-    "vkCmdPushDescriptorSetWithTemplateKHR",
-    "vkCmdWriteAccelerationStructuresPropertiesKHR",
 ];
+
+const fn special_names<const N: usize>() -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < LAYER_HOOKS.len() {
+        out[i] = LAYER_HOOKS[i].command;
+        i += 1;
+    }
+    while i < N {
+        out[i] = LAYER_UNHOOKED[i - LAYER_HOOKS.len()];
+        i += 1;
+    }
+    out
+}
+
+/// Commands the capture layer writes by hand or leaves alone (`LAYER_HOOKS`, then
+/// `LAYER_UNHOOKED`; it still uses the generated `encode::*` to write their `Call`); no intercept
+/// is generated for them.
+pub const SPECIAL: &[&str] = &special_names::<{ LAYER_HOOKS.len() + LAYER_UNHOOKED.len() }>();
 
 /// Commands whose `pData` layout depends on a descriptor update template: the registry gives no
 /// size, so their encoders take an extra trailing `data_size: usize` that the layer computes from

@@ -9,7 +9,7 @@ use std::fmt::Write;
 
 pub fn mod_rs() -> String {
     format!(
-        "{HEADER}//! Generated from vk.xml by `codegen`: one intercept per command outside the special list.\npub mod intercept;\n"
+        "{HEADER}//! Generated from vk.xml by `codegen`: one intercept per command outside the special list, and the table of the hand-written hooks.\npub mod intercept;\n"
     )
 }
 
@@ -94,6 +94,7 @@ pub fn intercept_rs(reg: &Registry, an: &Analysis) -> String {
         );
     }
     o.push_str("_ => return None,\n}))}\n}\n\n");
+    o.push_str(&hook_table(an));
     o.push_str("/// Whether a generated intercept is device-level (reachable through `vkGetDeviceProcAddr`).\npub fn intercept_is_device_level(name: &CStr) -> bool {\nmatches!(name.to_bytes(), ");
     let dev: Vec<String> = generated
         .iter()
@@ -102,5 +103,34 @@ pub fn intercept_rs(reg: &Registry, an: &Analysis) -> String {
         .collect();
     o.push_str(&dev.join(" | "));
     o.push_str(")\n}\n");
+    o
+}
+
+/// `hook_proc_addr`: the hand-written hooks of `config::LAYER_HOOKS` by name, each bound to its
+/// ash `PFN_vk*` type, so a listed hook whose function is missing, misplaced or mistyped does not
+/// compile.
+fn hook_table(an: &Analysis) -> String {
+    let mut o = String::from(
+        "/// The hand-written hook for `name` (`config::LAYER_HOOKS` in codegen), `None` when the\n\
+         /// layer has none. They take precedence over the generated intercepts.\n\
+         pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {\n\
+         unsafe { Some(Some(match name {\n",
+    );
+    for h in config::LAYER_HOOKS {
+        let canonical = an
+            .cmds
+            .iter()
+            .find(|c| c.def.name == h.command)
+            .map(|c| c.def.canonical.as_str())
+            .unwrap_or_else(|| panic!("layer hook {} is not a command of vk.xml", h.command));
+        let _ = writeln!(
+            o,
+            "b\"{0}\" => {{ let f: {1} = crate::{2}::{0}; std::mem::transmute::<{1}, unsafe extern \"system\" fn()>(f) }}",
+            h.command,
+            config::ash_pfn(canonical),
+            h.module
+        );
+    }
+    o.push_str("_ => return None,\n}))}\n}\n\n");
     o
 }

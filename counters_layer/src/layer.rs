@@ -18,6 +18,7 @@ use crate::counters::{self, Capabilities, PassPlan, Source, CATALOG};
 use crate::loader;
 use ash::vk;
 use ash::vk::Handle;
+use layer_support::entry::find_in_chain_mut;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -609,20 +610,8 @@ unsafe extern "system" fn enumerate_device_extension_properties(
     })
 }
 
-/// Finds the first element of a pNext chain with `s_type`.
-unsafe fn find_in_chain(mut p: *mut c_void, s_type: vk::StructureType) -> *mut c_void {
-    while !p.is_null() {
-        let base = &*(p as *const vk::BaseOutStructure<'_>);
-        if base.s_type == s_type {
-            return p;
-        }
-        p = base.p_next as *mut c_void;
-    }
-    std::ptr::null_mut()
-}
-
 unsafe fn fill_features(p: *mut vk::PhysicalDeviceFeatures2<'_>) {
-    let f = find_in_chain(
+    let f = find_in_chain_mut(
         (*p).p_next,
         vk::StructureType::PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR,
     ) as *mut vk::PhysicalDevicePerformanceQueryFeaturesKHR<'_>;
@@ -658,7 +647,7 @@ unsafe extern "system" fn get_features2_khr(
 }
 
 unsafe fn fill_properties(p: *mut vk::PhysicalDeviceProperties2<'_>) {
-    let q = find_in_chain(
+    let q = find_in_chain_mut(
         (*p).p_next,
         vk::StructureType::PHYSICAL_DEVICE_PERFORMANCE_QUERY_PROPERTIES_KHR,
     ) as *mut vk::PhysicalDevicePerformanceQueryPropertiesKHR<'_>;
@@ -1061,7 +1050,7 @@ unsafe extern "system" fn create_query_pool(
         if !dev.emulate || info.query_type != vk::QueryType::PERFORMANCE_QUERY_KHR {
             return create(device, p_info, p_allocator, p_pool);
         }
-        let perf = find_in_chain(
+        let perf = find_in_chain_mut(
             info.p_next as *mut c_void,
             vk::StructureType::QUERY_POOL_PERFORMANCE_CREATE_INFO_KHR,
         ) as *const vk::QueryPoolPerformanceCreateInfoKHR<'_>;
@@ -1907,7 +1896,7 @@ render_pass_hook!(cmd_end_rendering_khr, cmd_end_rendering_khr, end, ());
 // ---- submission -----------------------------------------------------------------------------------
 
 unsafe fn pass_index(p_next: *const c_void) -> u32 {
-    let p = find_in_chain(
+    let p = find_in_chain_mut(
         p_next as *mut c_void,
         vk::StructureType::PERFORMANCE_QUERY_SUBMIT_INFO_KHR,
     ) as *const vk::PerformanceQuerySubmitInfoKHR<'_>;

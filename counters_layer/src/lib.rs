@@ -20,8 +20,6 @@ pub mod launch;
 mod layer;
 mod loader;
 
-use ash::vk;
-
 /// Layer name as in the manifest.
 pub const LAYER_NAME: &str = layer_support::counters::LAYER_NAME;
 
@@ -36,49 +34,5 @@ pub fn write_manifest(dir: &std::path::Path) -> Result<std::path::PathBuf, launc
     launch::write_manifest(dir, &launch::find_layer_library()?)
 }
 
-/// Exported for loaders that look the symbol up instead of negotiating.
-///
-/// # Safety
-/// Vulkan entry point: valid handle (or null) and NUL-terminated name.
-#[no_mangle]
-pub unsafe extern "system" fn vkGetInstanceProcAddr(
-    instance: vk::Instance,
-    p_name: *const std::ffi::c_char,
-) -> vk::PFN_vkVoidFunction {
-    layer::get_instance_proc_addr(instance, p_name)
-}
-
-/// Exported for loaders that look the symbol up instead of negotiating.
-///
-/// # Safety
-/// Vulkan entry point: valid handle and NUL-terminated name.
-#[no_mangle]
-pub unsafe extern "system" fn vkGetDeviceProcAddr(
-    device: vk::Device,
-    p_name: *const std::ffi::c_char,
-) -> vk::PFN_vkVoidFunction {
-    layer::get_device_proc_addr(device, p_name)
-}
-
-/// Loader/layer interface negotiation: this layer speaks version 2.
-///
-/// # Safety
-/// Called by the loader with a valid struct.
-#[no_mangle]
-pub unsafe extern "system" fn vkNegotiateLoaderLayerInterfaceVersion(
-    p: *mut loader::NegotiateLayerInterface,
-) -> vk::Result {
-    let Some(s) = p.as_mut() else {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    };
-    if s.s_type != loader::LAYER_NEGOTIATE_INTERFACE_STRUCT || s.loader_layer_interface_version < 2
-    {
-        return vk::Result::ERROR_INITIALIZATION_FAILED;
-    }
-    s.loader_layer_interface_version = 2;
-    // The internal functions, not the exported symbols: those may resolve to libvulkan's exports.
-    s.pfn_get_instance_proc_addr = Some(layer::get_instance_proc_addr);
-    s.pfn_get_device_proc_addr = Some(layer::get_device_proc_addr);
-    s.pfn_get_physical_device_proc_addr = None;
-    vk::Result::SUCCESS
-}
+// vkNegotiateLoaderLayerInterfaceVersion, vkGetInstanceProcAddr and vkGetDeviceProcAddr.
+layer_support::export_entry_points!(layer::get_instance_proc_addr, layer::get_device_proc_addr);

@@ -150,23 +150,6 @@ pub unsafe extern "system" fn vkGetPhysicalDeviceMemoryProperties(
     r
 }
 
-pub unsafe extern "system" fn vkGetDeviceQueue(
-    device: vk::Device,
-    queue_family_index: u32,
-    queue_index: u32,
-    p_queue: *mut vk::Queue,
-) -> () {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkGetDeviceQueue else {
-        return ();
-    };
-    let r = next(device, queue_family_index, queue_index, p_queue);
-    crate::runtime::record(vkstream::ids::vkGetDeviceQueue, 0, |e| {
-        vkstream::encode::vkGetDeviceQueue(e, device, queue_family_index, queue_index, p_queue)
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkInvalidateMappedMemoryRanges(
     device: vk::Device,
     memory_range_count: u32,
@@ -209,23 +192,6 @@ pub unsafe extern "system" fn vkGetDeviceMemoryCommitment(
             memory,
             p_committed_memory_in_bytes,
         )
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkBindBufferMemory(
-    device: vk::Device,
-    buffer: vk::Buffer,
-    memory: vk::DeviceMemory,
-    memory_offset: vk::DeviceSize,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkBindBufferMemory else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, buffer, memory, memory_offset);
-    crate::runtime::record(vkstream::ids::vkBindBufferMemory, r.as_raw(), |e| {
-        vkstream::encode::vkBindBufferMemory(e, device, buffer, memory, memory_offset)
     });
     r
 }
@@ -1289,21 +1255,6 @@ pub unsafe extern "system" fn vkFreeCommandBuffers(
     r
 }
 
-pub unsafe extern "system" fn vkBeginCommandBuffer(
-    command_buffer: vk::CommandBuffer,
-    p_begin_info: *const vk::CommandBufferBeginInfo<'_>,
-) -> vk::Result {
-    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
-    let Some(next) = t.vkBeginCommandBuffer else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(command_buffer, p_begin_info);
-    crate::runtime::record(vkstream::ids::vkBeginCommandBuffer, r.as_raw(), |e| {
-        vkstream::encode::vkBeginCommandBuffer(e, command_buffer, p_begin_info)
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkEndCommandBuffer(command_buffer: vk::CommandBuffer) -> vk::Result {
     let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
     let Some(next) = t.vkEndCommandBuffer else {
@@ -1312,21 +1263,6 @@ pub unsafe extern "system" fn vkEndCommandBuffer(command_buffer: vk::CommandBuff
     let r = next(command_buffer);
     crate::runtime::record(vkstream::ids::vkEndCommandBuffer, r.as_raw(), |e| {
         vkstream::encode::vkEndCommandBuffer(e, command_buffer)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkResetCommandBuffer(
-    command_buffer: vk::CommandBuffer,
-    flags: vk::CommandBufferResetFlags,
-) -> vk::Result {
-    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
-    let Some(next) = t.vkResetCommandBuffer else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(command_buffer, flags);
-    crate::runtime::record(vkstream::ids::vkResetCommandBuffer, r.as_raw(), |e| {
-        vkstream::encode::vkResetCommandBuffer(e, command_buffer, flags)
     });
     r
 }
@@ -2259,22 +2195,6 @@ pub unsafe extern "system" fn vkCmdPushConstants(
     r
 }
 
-pub unsafe extern "system" fn vkCmdBeginRenderPass(
-    command_buffer: vk::CommandBuffer,
-    p_render_pass_begin: *const vk::RenderPassBeginInfo<'_>,
-    contents: vk::SubpassContents,
-) -> () {
-    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
-    let Some(next) = t.vkCmdBeginRenderPass else {
-        return ();
-    };
-    let r = next(command_buffer, p_render_pass_begin, contents);
-    crate::runtime::record(vkstream::ids::vkCmdBeginRenderPass, 0, |e| {
-        vkstream::encode::vkCmdBeginRenderPass(e, command_buffer, p_render_pass_begin, contents)
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkCmdNextSubpass(
     command_buffer: vk::CommandBuffer,
     contents: vk::SubpassContents,
@@ -2319,22 +2239,6 @@ pub unsafe extern "system" fn vkCmdExecuteCommands(
             command_buffer_count,
             p_command_buffers,
         )
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkBindBufferMemory2(
-    device: vk::Device,
-    bind_info_count: u32,
-    p_bind_infos: *const vk::BindBufferMemoryInfo<'_>,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkBindBufferMemory2 else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, bind_info_count, p_bind_infos);
-    crate::runtime::record(vkstream::ids::vkBindBufferMemory2, r.as_raw(), |e| {
-        vkstream::encode::vkBindBufferMemory2(e, device, bind_info_count, p_bind_infos)
     });
     r
 }
@@ -2711,22 +2615,6 @@ pub unsafe extern "system" fn vkTrimCommandPool(
     r
 }
 
-pub unsafe extern "system" fn vkGetDeviceQueue2(
-    device: vk::Device,
-    p_queue_info: *const vk::DeviceQueueInfo2<'_>,
-    p_queue: *mut vk::Queue,
-) -> () {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkGetDeviceQueue2 else {
-        return ();
-    };
-    let r = next(device, p_queue_info, p_queue);
-    crate::runtime::record(vkstream::ids::vkGetDeviceQueue2, 0, |e| {
-        vkstream::encode::vkGetDeviceQueue2(e, device, p_queue_info, p_queue)
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkCreateSamplerYcbcrConversion(
     device: vk::Device,
     p_create_info: *const vk::SamplerYcbcrConversionCreateInfo<'_>,
@@ -2767,38 +2655,6 @@ pub unsafe extern "system" fn vkDestroySamplerYcbcrConversion(
     crate::runtime::record(vkstream::ids::vkDestroySamplerYcbcrConversion, 0, |e| {
         vkstream::encode::vkDestroySamplerYcbcrConversion(e, device, ycbcr_conversion, p_allocator)
     });
-    r
-}
-
-pub unsafe extern "system" fn vkCreateDescriptorUpdateTemplate(
-    device: vk::Device,
-    p_create_info: *const vk::DescriptorUpdateTemplateCreateInfo<'_>,
-    p_allocator: *const vk::AllocationCallbacks<'_>,
-    p_descriptor_update_template: *mut vk::DescriptorUpdateTemplate,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkCreateDescriptorUpdateTemplate else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(
-        device,
-        p_create_info,
-        p_allocator,
-        p_descriptor_update_template,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkCreateDescriptorUpdateTemplate,
-        r.as_raw(),
-        |e| {
-            vkstream::encode::vkCreateDescriptorUpdateTemplate(
-                e,
-                device,
-                p_create_info,
-                p_allocator,
-                p_descriptor_update_template,
-            )
-        },
-    );
     r
 }
 
@@ -3013,27 +2869,6 @@ pub unsafe extern "system" fn vkCreateRenderPass2(
     let r = next(device, p_create_info, p_allocator, p_render_pass);
     crate::runtime::record(vkstream::ids::vkCreateRenderPass2, r.as_raw(), |e| {
         vkstream::encode::vkCreateRenderPass2(e, device, p_create_info, p_allocator, p_render_pass)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkCmdBeginRenderPass2(
-    command_buffer: vk::CommandBuffer,
-    p_render_pass_begin: *const vk::RenderPassBeginInfo<'_>,
-    p_subpass_begin_info: *const vk::SubpassBeginInfo<'_>,
-) -> () {
-    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
-    let Some(next) = t.vkCmdBeginRenderPass2 else {
-        return ();
-    };
-    let r = next(command_buffer, p_render_pass_begin, p_subpass_begin_info);
-    crate::runtime::record(vkstream::ids::vkCmdBeginRenderPass2, 0, |e| {
-        vkstream::encode::vkCmdBeginRenderPass2(
-            e,
-            command_buffer,
-            p_render_pass_begin,
-            p_subpass_begin_info,
-        )
     });
     r
 }
@@ -3444,21 +3279,6 @@ pub unsafe extern "system" fn vkCmdResolveImage2(
     let r = next(command_buffer, p_resolve_image_info);
     crate::runtime::record(vkstream::ids::vkCmdResolveImage2, 0, |e| {
         vkstream::encode::vkCmdResolveImage2(e, command_buffer, p_resolve_image_info)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkCmdBeginRendering(
-    command_buffer: vk::CommandBuffer,
-    p_rendering_info: *const vk::RenderingInfo<'_>,
-) -> () {
-    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
-    let Some(next) = t.vkCmdBeginRendering else {
-        return ();
-    };
-    let r = next(command_buffer, p_rendering_info);
-    crate::runtime::record(vkstream::ids::vkCmdBeginRendering, 0, |e| {
-        vkstream::encode::vkCmdBeginRendering(e, command_buffer, p_rendering_info)
     });
     r
 }
@@ -5213,21 +5033,6 @@ pub unsafe extern "system" fn vkGetShaderInfoAMD(
     r
 }
 
-pub unsafe extern "system" fn vkCmdBeginRenderingKHR(
-    command_buffer: vk::CommandBuffer,
-    p_rendering_info: *const vk::RenderingInfo<'_>,
-) -> () {
-    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
-    let Some(next) = t.vkCmdBeginRenderingKHR else {
-        return ();
-    };
-    let r = next(command_buffer, p_rendering_info);
-    crate::runtime::record(vkstream::ids::vkCmdBeginRenderingKHR, 0, |e| {
-        vkstream::encode::vkCmdBeginRenderingKHR(e, command_buffer, p_rendering_info)
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkCmdEndRenderingKHR(command_buffer: vk::CommandBuffer) -> () {
     let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
     let Some(next) = t.vkCmdEndRenderingKHR else {
@@ -5779,38 +5584,6 @@ pub unsafe extern "system" fn vkCmdEndConditionalRenderingEXT(
     r
 }
 
-pub unsafe extern "system" fn vkCreateDescriptorUpdateTemplateKHR(
-    device: vk::Device,
-    p_create_info: *const vk::DescriptorUpdateTemplateCreateInfo<'_>,
-    p_allocator: *const vk::AllocationCallbacks<'_>,
-    p_descriptor_update_template: *mut vk::DescriptorUpdateTemplate,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkCreateDescriptorUpdateTemplateKHR else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(
-        device,
-        p_create_info,
-        p_allocator,
-        p_descriptor_update_template,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkCreateDescriptorUpdateTemplateKHR,
-        r.as_raw(),
-        |e| {
-            vkstream::encode::vkCreateDescriptorUpdateTemplateKHR(
-                e,
-                device,
-                p_create_info,
-                p_allocator,
-                p_descriptor_update_template,
-            )
-        },
-    );
-    r
-}
-
 pub unsafe extern "system" fn vkDestroyDescriptorUpdateTemplateKHR(
     device: vk::Device,
     descriptor_update_template: vk::DescriptorUpdateTemplate,
@@ -6105,27 +5878,6 @@ pub unsafe extern "system" fn vkCreateRenderPass2KHR(
             p_create_info,
             p_allocator,
             p_render_pass,
-        )
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkCmdBeginRenderPass2KHR(
-    command_buffer: vk::CommandBuffer,
-    p_render_pass_begin: *const vk::RenderPassBeginInfo<'_>,
-    p_subpass_begin_info: *const vk::SubpassBeginInfo<'_>,
-) -> () {
-    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
-    let Some(next) = t.vkCmdBeginRenderPass2KHR else {
-        return ();
-    };
-    let r = next(command_buffer, p_render_pass_begin, p_subpass_begin_info);
-    crate::runtime::record(vkstream::ids::vkCmdBeginRenderPass2KHR, 0, |e| {
-        vkstream::encode::vkCmdBeginRenderPass2KHR(
-            e,
-            command_buffer,
-            p_render_pass_begin,
-            p_subpass_begin_info,
         )
     });
     r
@@ -7310,22 +7062,6 @@ pub unsafe extern "system" fn vkDestroySamplerYcbcrConversionKHR(
             ycbcr_conversion,
             p_allocator,
         )
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkBindBufferMemory2KHR(
-    device: vk::Device,
-    bind_info_count: u32,
-    p_bind_infos: *const vk::BindBufferMemoryInfo<'_>,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkBindBufferMemory2KHR else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, bind_info_count, p_bind_infos);
-    crate::runtime::record(vkstream::ids::vkBindBufferMemory2KHR, r.as_raw(), |e| {
-        vkstream::encode::vkBindBufferMemory2KHR(e, device, bind_info_count, p_bind_infos)
     });
     r
 }
@@ -11660,10 +11396,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     unsafe extern "system" fn(),
                 >(f)
             }
-            b"vkGetDeviceQueue" => {
-                let f: vk::PFN_vkGetDeviceQueue = vkGetDeviceQueue;
-                std::mem::transmute::<vk::PFN_vkGetDeviceQueue, unsafe extern "system" fn()>(f)
-            }
             b"vkInvalidateMappedMemoryRanges" => {
                 let f: vk::PFN_vkInvalidateMappedMemoryRanges = vkInvalidateMappedMemoryRanges;
                 std::mem::transmute::<
@@ -11677,10 +11409,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     vk::PFN_vkGetDeviceMemoryCommitment,
                     unsafe extern "system" fn(),
                 >(f)
-            }
-            b"vkBindBufferMemory" => {
-                let f: vk::PFN_vkBindBufferMemory = vkBindBufferMemory;
-                std::mem::transmute::<vk::PFN_vkBindBufferMemory, unsafe extern "system" fn()>(f)
             }
             b"vkBindImageMemory" => {
                 let f: vk::PFN_vkBindImageMemory = vkBindImageMemory;
@@ -11953,17 +11681,9 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                 let f: vk::PFN_vkFreeCommandBuffers = vkFreeCommandBuffers;
                 std::mem::transmute::<vk::PFN_vkFreeCommandBuffers, unsafe extern "system" fn()>(f)
             }
-            b"vkBeginCommandBuffer" => {
-                let f: vk::PFN_vkBeginCommandBuffer = vkBeginCommandBuffer;
-                std::mem::transmute::<vk::PFN_vkBeginCommandBuffer, unsafe extern "system" fn()>(f)
-            }
             b"vkEndCommandBuffer" => {
                 let f: vk::PFN_vkEndCommandBuffer = vkEndCommandBuffer;
                 std::mem::transmute::<vk::PFN_vkEndCommandBuffer, unsafe extern "system" fn()>(f)
-            }
-            b"vkResetCommandBuffer" => {
-                let f: vk::PFN_vkResetCommandBuffer = vkResetCommandBuffer;
-                std::mem::transmute::<vk::PFN_vkResetCommandBuffer, unsafe extern "system" fn()>(f)
             }
             b"vkCmdBindPipeline" => {
                 let f: vk::PFN_vkCmdBindPipeline = vkCmdBindPipeline;
@@ -12126,10 +11846,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                 let f: vk::PFN_vkCmdPushConstants = vkCmdPushConstants;
                 std::mem::transmute::<vk::PFN_vkCmdPushConstants, unsafe extern "system" fn()>(f)
             }
-            b"vkCmdBeginRenderPass" => {
-                let f: vk::PFN_vkCmdBeginRenderPass = vkCmdBeginRenderPass;
-                std::mem::transmute::<vk::PFN_vkCmdBeginRenderPass, unsafe extern "system" fn()>(f)
-            }
             b"vkCmdNextSubpass" => {
                 let f: vk::PFN_vkCmdNextSubpass = vkCmdNextSubpass;
                 std::mem::transmute::<vk::PFN_vkCmdNextSubpass, unsafe extern "system" fn()>(f)
@@ -12141,10 +11857,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
             b"vkCmdExecuteCommands" => {
                 let f: vk::PFN_vkCmdExecuteCommands = vkCmdExecuteCommands;
                 std::mem::transmute::<vk::PFN_vkCmdExecuteCommands, unsafe extern "system" fn()>(f)
-            }
-            b"vkBindBufferMemory2" => {
-                let f: vk::PFN_vkBindBufferMemory2 = vkBindBufferMemory2;
-                std::mem::transmute::<vk::PFN_vkBindBufferMemory2, unsafe extern "system" fn()>(f)
             }
             b"vkBindImageMemory2" => {
                 let f: vk::PFN_vkBindImageMemory2 = vkBindImageMemory2;
@@ -12253,10 +11965,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                 let f: vk::PFN_vkTrimCommandPool = vkTrimCommandPool;
                 std::mem::transmute::<vk::PFN_vkTrimCommandPool, unsafe extern "system" fn()>(f)
             }
-            b"vkGetDeviceQueue2" => {
-                let f: vk::PFN_vkGetDeviceQueue2 = vkGetDeviceQueue2;
-                std::mem::transmute::<vk::PFN_vkGetDeviceQueue2, unsafe extern "system" fn()>(f)
-            }
             b"vkCreateSamplerYcbcrConversion" => {
                 let f: vk::PFN_vkCreateSamplerYcbcrConversion = vkCreateSamplerYcbcrConversion;
                 std::mem::transmute::<
@@ -12268,13 +11976,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                 let f: vk::PFN_vkDestroySamplerYcbcrConversion = vkDestroySamplerYcbcrConversion;
                 std::mem::transmute::<
                     vk::PFN_vkDestroySamplerYcbcrConversion,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkCreateDescriptorUpdateTemplate" => {
-                let f: vk::PFN_vkCreateDescriptorUpdateTemplate = vkCreateDescriptorUpdateTemplate;
-                std::mem::transmute::<
-                    vk::PFN_vkCreateDescriptorUpdateTemplate,
                     unsafe extern "system" fn(),
                 >(f)
             }
@@ -12333,10 +12034,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
             b"vkCreateRenderPass2" => {
                 let f: vk::PFN_vkCreateRenderPass2 = vkCreateRenderPass2;
                 std::mem::transmute::<vk::PFN_vkCreateRenderPass2, unsafe extern "system" fn()>(f)
-            }
-            b"vkCmdBeginRenderPass2" => {
-                let f: vk::PFN_vkCmdBeginRenderPass2 = vkCmdBeginRenderPass2;
-                std::mem::transmute::<vk::PFN_vkCmdBeginRenderPass2, unsafe extern "system" fn()>(f)
             }
             b"vkCmdNextSubpass2" => {
                 let f: vk::PFN_vkCmdNextSubpass2 = vkCmdNextSubpass2;
@@ -12452,10 +12149,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
             b"vkCmdResolveImage2" => {
                 let f: vk::PFN_vkCmdResolveImage2 = vkCmdResolveImage2;
                 std::mem::transmute::<vk::PFN_vkCmdResolveImage2, unsafe extern "system" fn()>(f)
-            }
-            b"vkCmdBeginRendering" => {
-                let f: vk::PFN_vkCmdBeginRendering = vkCmdBeginRendering;
-                std::mem::transmute::<vk::PFN_vkCmdBeginRendering, unsafe extern "system" fn()>(f)
             }
             b"vkCmdEndRendering" => {
                 let f: vk::PFN_vkCmdEndRendering = vkCmdEndRendering;
@@ -12957,10 +12650,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                 let f: vk::PFN_vkGetShaderInfoAMD = vkGetShaderInfoAMD;
                 std::mem::transmute::<vk::PFN_vkGetShaderInfoAMD, unsafe extern "system" fn()>(f)
             }
-            b"vkCmdBeginRenderingKHR" => {
-                let f: vk::PFN_vkCmdBeginRendering = vkCmdBeginRenderingKHR;
-                std::mem::transmute::<vk::PFN_vkCmdBeginRendering, unsafe extern "system" fn()>(f)
-            }
             b"vkCmdEndRenderingKHR" => {
                 let f: vk::PFN_vkCmdEndRendering = vkCmdEndRenderingKHR;
                 std::mem::transmute::<vk::PFN_vkCmdEndRendering, unsafe extern "system" fn()>(f)
@@ -13111,14 +12800,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     unsafe extern "system" fn(),
                 >(f)
             }
-            b"vkCreateDescriptorUpdateTemplateKHR" => {
-                let f: vk::PFN_vkCreateDescriptorUpdateTemplate =
-                    vkCreateDescriptorUpdateTemplateKHR;
-                std::mem::transmute::<
-                    vk::PFN_vkCreateDescriptorUpdateTemplate,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
             b"vkDestroyDescriptorUpdateTemplateKHR" => {
                 let f: vk::PFN_vkDestroyDescriptorUpdateTemplate =
                     vkDestroyDescriptorUpdateTemplateKHR;
@@ -13198,10 +12879,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
             b"vkCreateRenderPass2KHR" => {
                 let f: vk::PFN_vkCreateRenderPass2 = vkCreateRenderPass2KHR;
                 std::mem::transmute::<vk::PFN_vkCreateRenderPass2, unsafe extern "system" fn()>(f)
-            }
-            b"vkCmdBeginRenderPass2KHR" => {
-                let f: vk::PFN_vkCmdBeginRenderPass2 = vkCmdBeginRenderPass2KHR;
-                std::mem::transmute::<vk::PFN_vkCmdBeginRenderPass2, unsafe extern "system" fn()>(f)
             }
             b"vkCmdNextSubpass2KHR" => {
                 let f: vk::PFN_vkCmdNextSubpass2 = vkCmdNextSubpass2KHR;
@@ -13557,10 +13234,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     vk::PFN_vkDestroySamplerYcbcrConversion,
                     unsafe extern "system" fn(),
                 >(f)
-            }
-            b"vkBindBufferMemory2KHR" => {
-                let f: vk::PFN_vkBindBufferMemory2 = vkBindBufferMemory2KHR;
-                std::mem::transmute::<vk::PFN_vkBindBufferMemory2, unsafe extern "system" fn()>(f)
             }
             b"vkBindImageMemory2KHR" => {
                 let f: vk::PFN_vkBindImageMemory2 = vkBindImageMemory2KHR;
@@ -14870,14 +14543,333 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
     }
 }
 
+/// The hand-written hook for `name` (`config::LAYER_HOOKS` in codegen), `None` when the
+/// layer has none. They take precedence over the generated intercepts.
+pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
+    unsafe {
+        Some(Some(match name {
+            b"vkGetInstanceProcAddr" => {
+                let f: vk::PFN_vkGetInstanceProcAddr = crate::chain::vkGetInstanceProcAddr;
+                std::mem::transmute::<vk::PFN_vkGetInstanceProcAddr, unsafe extern "system" fn()>(f)
+            }
+            b"vkGetDeviceProcAddr" => {
+                let f: vk::PFN_vkGetDeviceProcAddr = crate::chain::vkGetDeviceProcAddr;
+                std::mem::transmute::<vk::PFN_vkGetDeviceProcAddr, unsafe extern "system" fn()>(f)
+            }
+            b"vkCreateInstance" => {
+                let f: vk::PFN_vkCreateInstance = crate::chain::instance::vkCreateInstance;
+                std::mem::transmute::<vk::PFN_vkCreateInstance, unsafe extern "system" fn()>(f)
+            }
+            b"vkDestroyInstance" => {
+                let f: vk::PFN_vkDestroyInstance = crate::chain::instance::vkDestroyInstance;
+                std::mem::transmute::<vk::PFN_vkDestroyInstance, unsafe extern "system" fn()>(f)
+            }
+            b"vkEnumeratePhysicalDevices" => {
+                let f: vk::PFN_vkEnumeratePhysicalDevices =
+                    crate::chain::instance::vkEnumeratePhysicalDevices;
+                std::mem::transmute::<vk::PFN_vkEnumeratePhysicalDevices, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
+            b"vkEnumerateDeviceExtensionProperties" => {
+                let f: vk::PFN_vkEnumerateDeviceExtensionProperties =
+                    crate::chain::instance::vkEnumerateDeviceExtensionProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkEnumerateDeviceExtensionProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkEnumerateDeviceLayerProperties" => {
+                let f: vk::PFN_vkEnumerateDeviceLayerProperties =
+                    crate::chain::instance::vkEnumerateDeviceLayerProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkEnumerateDeviceLayerProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkCreateDevice" => {
+                let f: vk::PFN_vkCreateDevice = crate::chain::device::vkCreateDevice;
+                std::mem::transmute::<vk::PFN_vkCreateDevice, unsafe extern "system" fn()>(f)
+            }
+            b"vkDestroyDevice" => {
+                let f: vk::PFN_vkDestroyDevice = crate::chain::device::vkDestroyDevice;
+                std::mem::transmute::<vk::PFN_vkDestroyDevice, unsafe extern "system" fn()>(f)
+            }
+            b"vkGetDeviceQueue" => {
+                let f: vk::PFN_vkGetDeviceQueue = crate::chain::device::vkGetDeviceQueue;
+                std::mem::transmute::<vk::PFN_vkGetDeviceQueue, unsafe extern "system" fn()>(f)
+            }
+            b"vkGetDeviceQueue2" => {
+                let f: vk::PFN_vkGetDeviceQueue2 = crate::chain::device::vkGetDeviceQueue2;
+                std::mem::transmute::<vk::PFN_vkGetDeviceQueue2, unsafe extern "system" fn()>(f)
+            }
+            b"vkSetDebugUtilsObjectNameEXT" => {
+                let f: vk::PFN_vkSetDebugUtilsObjectNameEXT =
+                    crate::chain::device::vkSetDebugUtilsObjectNameEXT;
+                std::mem::transmute::<
+                    vk::PFN_vkSetDebugUtilsObjectNameEXT,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkAllocateMemory" => {
+                let f: vk::PFN_vkAllocateMemory = crate::memory::vkAllocateMemory;
+                std::mem::transmute::<vk::PFN_vkAllocateMemory, unsafe extern "system" fn()>(f)
+            }
+            b"vkFreeMemory" => {
+                let f: vk::PFN_vkFreeMemory = crate::memory::vkFreeMemory;
+                std::mem::transmute::<vk::PFN_vkFreeMemory, unsafe extern "system" fn()>(f)
+            }
+            b"vkMapMemory" => {
+                let f: vk::PFN_vkMapMemory = crate::memory::vkMapMemory;
+                std::mem::transmute::<vk::PFN_vkMapMemory, unsafe extern "system" fn()>(f)
+            }
+            b"vkUnmapMemory" => {
+                let f: vk::PFN_vkUnmapMemory = crate::memory::vkUnmapMemory;
+                std::mem::transmute::<vk::PFN_vkUnmapMemory, unsafe extern "system" fn()>(f)
+            }
+            b"vkFlushMappedMemoryRanges" => {
+                let f: vk::PFN_vkFlushMappedMemoryRanges = crate::memory::vkFlushMappedMemoryRanges;
+                std::mem::transmute::<vk::PFN_vkFlushMappedMemoryRanges, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
+            b"vkBindBufferMemory" => {
+                let f: vk::PFN_vkBindBufferMemory = crate::memory::vkBindBufferMemory;
+                std::mem::transmute::<vk::PFN_vkBindBufferMemory, unsafe extern "system" fn()>(f)
+            }
+            b"vkBindBufferMemory2" => {
+                let f: vk::PFN_vkBindBufferMemory2 = crate::memory::vkBindBufferMemory2;
+                std::mem::transmute::<vk::PFN_vkBindBufferMemory2, unsafe extern "system" fn()>(f)
+            }
+            b"vkBindBufferMemory2KHR" => {
+                let f: vk::PFN_vkBindBufferMemory2 = crate::memory::vkBindBufferMemory2KHR;
+                std::mem::transmute::<vk::PFN_vkBindBufferMemory2, unsafe extern "system" fn()>(f)
+            }
+            b"vkBeginCommandBuffer" => {
+                let f: vk::PFN_vkBeginCommandBuffer = crate::submit::vkBeginCommandBuffer;
+                std::mem::transmute::<vk::PFN_vkBeginCommandBuffer, unsafe extern "system" fn()>(f)
+            }
+            b"vkResetCommandBuffer" => {
+                let f: vk::PFN_vkResetCommandBuffer = crate::submit::vkResetCommandBuffer;
+                std::mem::transmute::<vk::PFN_vkResetCommandBuffer, unsafe extern "system" fn()>(f)
+            }
+            b"vkQueueSubmit" => {
+                let f: vk::PFN_vkQueueSubmit = crate::submit::vkQueueSubmit;
+                std::mem::transmute::<vk::PFN_vkQueueSubmit, unsafe extern "system" fn()>(f)
+            }
+            b"vkQueueSubmit2" => {
+                let f: vk::PFN_vkQueueSubmit2 = crate::submit::vkQueueSubmit2;
+                std::mem::transmute::<vk::PFN_vkQueueSubmit2, unsafe extern "system" fn()>(f)
+            }
+            b"vkQueueSubmit2KHR" => {
+                let f: vk::PFN_vkQueueSubmit2 = crate::submit::vkQueueSubmit2KHR;
+                std::mem::transmute::<vk::PFN_vkQueueSubmit2, unsafe extern "system" fn()>(f)
+            }
+            b"vkQueueWaitIdle" => {
+                let f: vk::PFN_vkQueueWaitIdle = crate::submit::vkQueueWaitIdle;
+                std::mem::transmute::<vk::PFN_vkQueueWaitIdle, unsafe extern "system" fn()>(f)
+            }
+            b"vkDeviceWaitIdle" => {
+                let f: vk::PFN_vkDeviceWaitIdle = crate::submit::vkDeviceWaitIdle;
+                std::mem::transmute::<vk::PFN_vkDeviceWaitIdle, unsafe extern "system" fn()>(f)
+            }
+            b"vkWaitForFences" => {
+                let f: vk::PFN_vkWaitForFences = crate::submit::vkWaitForFences;
+                std::mem::transmute::<vk::PFN_vkWaitForFences, unsafe extern "system" fn()>(f)
+            }
+            b"vkGetFenceStatus" => {
+                let f: vk::PFN_vkGetFenceStatus = crate::submit::vkGetFenceStatus;
+                std::mem::transmute::<vk::PFN_vkGetFenceStatus, unsafe extern "system" fn()>(f)
+            }
+            b"vkCreateSwapchainKHR" => {
+                let f: vk::PFN_vkCreateSwapchainKHR = crate::wsi::vkCreateSwapchainKHR;
+                std::mem::transmute::<vk::PFN_vkCreateSwapchainKHR, unsafe extern "system" fn()>(f)
+            }
+            b"vkGetSwapchainImagesKHR" => {
+                let f: vk::PFN_vkGetSwapchainImagesKHR = crate::wsi::vkGetSwapchainImagesKHR;
+                std::mem::transmute::<vk::PFN_vkGetSwapchainImagesKHR, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
+            b"vkAcquireNextImageKHR" => {
+                let f: vk::PFN_vkAcquireNextImageKHR = crate::wsi::vkAcquireNextImageKHR;
+                std::mem::transmute::<vk::PFN_vkAcquireNextImageKHR, unsafe extern "system" fn()>(f)
+            }
+            b"vkQueuePresentKHR" => {
+                let f: vk::PFN_vkQueuePresentKHR = crate::wsi::vkQueuePresentKHR;
+                std::mem::transmute::<vk::PFN_vkQueuePresentKHR, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdCopyQueryPoolResults" => {
+                let f: vk::PFN_vkCmdCopyQueryPoolResults =
+                    crate::query_copies::vkCmdCopyQueryPoolResults;
+                std::mem::transmute::<vk::PFN_vkCmdCopyQueryPoolResults, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
+            b"vkCreateQueryPool" => {
+                let f: vk::PFN_vkCreateQueryPool = crate::queries::pools::vkCreateQueryPool;
+                std::mem::transmute::<vk::PFN_vkCreateQueryPool, unsafe extern "system" fn()>(f)
+            }
+            b"vkDestroyQueryPool" => {
+                let f: vk::PFN_vkDestroyQueryPool = crate::queries::pools::vkDestroyQueryPool;
+                std::mem::transmute::<vk::PFN_vkDestroyQueryPool, unsafe extern "system" fn()>(f)
+            }
+            b"vkGetQueryPoolResults" => {
+                let f: vk::PFN_vkGetQueryPoolResults = crate::queries::pools::vkGetQueryPoolResults;
+                std::mem::transmute::<vk::PFN_vkGetQueryPoolResults, unsafe extern "system" fn()>(f)
+            }
+            b"vkAcquireProfilingLockKHR" => {
+                let f: vk::PFN_vkAcquireProfilingLockKHR =
+                    crate::queries::pools::vkAcquireProfilingLockKHR;
+                std::mem::transmute::<vk::PFN_vkAcquireProfilingLockKHR, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
+            b"vkReleaseProfilingLockKHR" => {
+                let f: vk::PFN_vkReleaseProfilingLockKHR =
+                    crate::queries::pools::vkReleaseProfilingLockKHR;
+                std::mem::transmute::<vk::PFN_vkReleaseProfilingLockKHR, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
+            b"vkCmdBeginQuery" => {
+                let f: vk::PFN_vkCmdBeginQuery = crate::queries::commands::vkCmdBeginQuery;
+                std::mem::transmute::<vk::PFN_vkCmdBeginQuery, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdEndQuery" => {
+                let f: vk::PFN_vkCmdEndQuery = crate::queries::commands::vkCmdEndQuery;
+                std::mem::transmute::<vk::PFN_vkCmdEndQuery, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdBeginQueryIndexedEXT" => {
+                let f: vk::PFN_vkCmdBeginQueryIndexedEXT =
+                    crate::queries::commands::vkCmdBeginQueryIndexedEXT;
+                std::mem::transmute::<vk::PFN_vkCmdBeginQueryIndexedEXT, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
+            b"vkCmdEndQueryIndexedEXT" => {
+                let f: vk::PFN_vkCmdEndQueryIndexedEXT =
+                    crate::queries::commands::vkCmdEndQueryIndexedEXT;
+                std::mem::transmute::<vk::PFN_vkCmdEndQueryIndexedEXT, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
+            b"vkCmdWriteTimestamp" => {
+                let f: vk::PFN_vkCmdWriteTimestamp = crate::queries::commands::vkCmdWriteTimestamp;
+                std::mem::transmute::<vk::PFN_vkCmdWriteTimestamp, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdWriteTimestamp2" => {
+                let f: vk::PFN_vkCmdWriteTimestamp2 =
+                    crate::queries::commands::vkCmdWriteTimestamp2;
+                std::mem::transmute::<vk::PFN_vkCmdWriteTimestamp2, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdWriteTimestamp2KHR" => {
+                let f: vk::PFN_vkCmdWriteTimestamp2 =
+                    crate::queries::commands::vkCmdWriteTimestamp2KHR;
+                std::mem::transmute::<vk::PFN_vkCmdWriteTimestamp2, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdResetQueryPool" => {
+                let f: vk::PFN_vkCmdResetQueryPool = crate::queries::commands::vkCmdResetQueryPool;
+                std::mem::transmute::<vk::PFN_vkCmdResetQueryPool, unsafe extern "system" fn()>(f)
+            }
+            b"vkResetQueryPool" => {
+                let f: vk::PFN_vkResetQueryPool = crate::queries::commands::vkResetQueryPool;
+                std::mem::transmute::<vk::PFN_vkResetQueryPool, unsafe extern "system" fn()>(f)
+            }
+            b"vkResetQueryPoolEXT" => {
+                let f: vk::PFN_vkResetQueryPool = crate::queries::commands::vkResetQueryPoolEXT;
+                std::mem::transmute::<vk::PFN_vkResetQueryPool, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdWriteAccelerationStructuresPropertiesKHR" => {
+                let f: vk::PFN_vkCmdWriteAccelerationStructuresPropertiesKHR =
+                    crate::queries::commands::vkCmdWriteAccelerationStructuresPropertiesKHR;
+                std::mem::transmute::<
+                    vk::PFN_vkCmdWriteAccelerationStructuresPropertiesKHR,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetCalibratedTimestampsEXT" => {
+                let f: vk::PFN_vkGetCalibratedTimestampsKHR =
+                    crate::queries::calibration::vkGetCalibratedTimestampsEXT;
+                std::mem::transmute::<
+                    vk::PFN_vkGetCalibratedTimestampsKHR,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkCmdBeginRenderPass" => {
+                let f: vk::PFN_vkCmdBeginRenderPass = crate::queries::regions::vkCmdBeginRenderPass;
+                std::mem::transmute::<vk::PFN_vkCmdBeginRenderPass, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdBeginRenderPass2" => {
+                let f: vk::PFN_vkCmdBeginRenderPass2 =
+                    crate::queries::regions::vkCmdBeginRenderPass2;
+                std::mem::transmute::<vk::PFN_vkCmdBeginRenderPass2, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdBeginRenderPass2KHR" => {
+                let f: vk::PFN_vkCmdBeginRenderPass2 =
+                    crate::queries::regions::vkCmdBeginRenderPass2KHR;
+                std::mem::transmute::<vk::PFN_vkCmdBeginRenderPass2, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdBeginRendering" => {
+                let f: vk::PFN_vkCmdBeginRendering = crate::queries::regions::vkCmdBeginRendering;
+                std::mem::transmute::<vk::PFN_vkCmdBeginRendering, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdBeginRenderingKHR" => {
+                let f: vk::PFN_vkCmdBeginRendering =
+                    crate::queries::regions::vkCmdBeginRenderingKHR;
+                std::mem::transmute::<vk::PFN_vkCmdBeginRendering, unsafe extern "system" fn()>(f)
+            }
+            b"vkCreateDescriptorUpdateTemplate" => {
+                let f: vk::PFN_vkCreateDescriptorUpdateTemplate =
+                    crate::templates::vkCreateDescriptorUpdateTemplate;
+                std::mem::transmute::<
+                    vk::PFN_vkCreateDescriptorUpdateTemplate,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkCreateDescriptorUpdateTemplateKHR" => {
+                let f: vk::PFN_vkCreateDescriptorUpdateTemplate =
+                    crate::templates::vkCreateDescriptorUpdateTemplateKHR;
+                std::mem::transmute::<
+                    vk::PFN_vkCreateDescriptorUpdateTemplate,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkUpdateDescriptorSetWithTemplate" => {
+                let f: vk::PFN_vkUpdateDescriptorSetWithTemplate =
+                    crate::templates::vkUpdateDescriptorSetWithTemplate;
+                std::mem::transmute::<
+                    vk::PFN_vkUpdateDescriptorSetWithTemplate,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkUpdateDescriptorSetWithTemplateKHR" => {
+                let f: vk::PFN_vkUpdateDescriptorSetWithTemplate =
+                    crate::templates::vkUpdateDescriptorSetWithTemplateKHR;
+                std::mem::transmute::<
+                    vk::PFN_vkUpdateDescriptorSetWithTemplate,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkCmdPushDescriptorSetWithTemplateKHR" => {
+                let f: vk::PFN_vkCmdPushDescriptorSetWithTemplateKHR =
+                    crate::templates::vkCmdPushDescriptorSetWithTemplateKHR;
+                std::mem::transmute::<
+                    vk::PFN_vkCmdPushDescriptorSetWithTemplateKHR,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            _ => return None,
+        }))
+    }
+}
+
 /// Whether a generated intercept is device-level (reachable through `vkGetDeviceProcAddr`).
 pub fn intercept_is_device_level(name: &CStr) -> bool {
     matches!(
         name.to_bytes(),
-        b"vkGetDeviceQueue"
-            | b"vkInvalidateMappedMemoryRanges"
+        b"vkInvalidateMappedMemoryRanges"
             | b"vkGetDeviceMemoryCommitment"
-            | b"vkBindBufferMemory"
             | b"vkBindImageMemory"
             | b"vkGetBufferMemoryRequirements"
             | b"vkGetImageMemoryRequirements"
@@ -14933,9 +14925,7 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkResetCommandPool"
             | b"vkAllocateCommandBuffers"
             | b"vkFreeCommandBuffers"
-            | b"vkBeginCommandBuffer"
             | b"vkEndCommandBuffer"
-            | b"vkResetCommandBuffer"
             | b"vkCmdBindPipeline"
             | b"vkCmdSetViewport"
             | b"vkCmdSetScissor"
@@ -14971,11 +14961,9 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdWaitEvents"
             | b"vkCmdPipelineBarrier"
             | b"vkCmdPushConstants"
-            | b"vkCmdBeginRenderPass"
             | b"vkCmdNextSubpass"
             | b"vkCmdEndRenderPass"
             | b"vkCmdExecuteCommands"
-            | b"vkBindBufferMemory2"
             | b"vkBindImageMemory2"
             | b"vkGetDeviceGroupPeerMemoryFeatures"
             | b"vkCmdSetDeviceMask"
@@ -14984,16 +14972,13 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkGetBufferMemoryRequirements2"
             | b"vkGetImageSparseMemoryRequirements2"
             | b"vkTrimCommandPool"
-            | b"vkGetDeviceQueue2"
             | b"vkCreateSamplerYcbcrConversion"
             | b"vkDestroySamplerYcbcrConversion"
-            | b"vkCreateDescriptorUpdateTemplate"
             | b"vkDestroyDescriptorUpdateTemplate"
             | b"vkGetDescriptorSetLayoutSupport"
             | b"vkCmdDrawIndirectCount"
             | b"vkCmdDrawIndexedIndirectCount"
             | b"vkCreateRenderPass2"
-            | b"vkCmdBeginRenderPass2"
             | b"vkCmdNextSubpass2"
             | b"vkCmdEndRenderPass2"
             | b"vkGetSemaphoreCounterValue"
@@ -15016,7 +15001,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdCopyImageToBuffer2"
             | b"vkCmdBlitImage2"
             | b"vkCmdResolveImage2"
-            | b"vkCmdBeginRendering"
             | b"vkCmdEndRendering"
             | b"vkCmdSetCullMode"
             | b"vkCmdSetFrontFace"
@@ -15070,7 +15054,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdDrawIndirectCountAMD"
             | b"vkCmdDrawIndexedIndirectCountAMD"
             | b"vkGetShaderInfoAMD"
-            | b"vkCmdBeginRenderingKHR"
             | b"vkCmdEndRenderingKHR"
             | b"vkGetDeviceGroupPeerMemoryFeaturesKHR"
             | b"vkCmdSetDeviceMaskKHR"
@@ -15083,7 +15066,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdPushDescriptorSetKHR"
             | b"vkCmdBeginConditionalRenderingEXT"
             | b"vkCmdEndConditionalRenderingEXT"
-            | b"vkCreateDescriptorUpdateTemplateKHR"
             | b"vkDestroyDescriptorUpdateTemplateKHR"
             | b"vkCmdSetViewportWScalingNV"
             | b"vkDisplayPowerControlEXT"
@@ -15095,7 +15077,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdSetDiscardRectangleEXT"
             | b"vkSetHdrMetadataEXT"
             | b"vkCreateRenderPass2KHR"
-            | b"vkCmdBeginRenderPass2KHR"
             | b"vkCmdNextSubpass2KHR"
             | b"vkCmdEndRenderPass2KHR"
             | b"vkGetSwapchainStatusKHR"
@@ -15133,7 +15114,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdSetRayTracingPipelineStackSizeKHR"
             | b"vkCreateSamplerYcbcrConversionKHR"
             | b"vkDestroySamplerYcbcrConversionKHR"
-            | b"vkBindBufferMemory2KHR"
             | b"vkBindImageMemory2KHR"
             | b"vkGetImageDrmFormatModifierPropertiesEXT"
             | b"vkCreateValidationCacheEXT"

@@ -1,0 +1,287 @@
+//! Host memory: allocations, mappings with their shadow copies (what the app wrote reaches the trace
+//! as `MemoryWrite`s at unmap, flush and submit), and buffer bindings (for query-copy destinations).
+//!
+//! Depends on: `runtime`, `state`, `hooks`.
+
+#![allow(non_snake_case)]
+// A hook missing from codegen's `config::LAYER_HOOKS` is never handed out: an error, not a warning.
+#![deny(dead_code)]
+#![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
+
+use crate::hooks::{next, raw, rec, slice, NOT_PRESENT};
+use crate::runtime::{self, capturing, guard};
+use crate::state::{diff_pages, Mapping, Memory};
+use ash::vk;
+use std::ffi::c_void;
+
+// ==== host memory ===================================================================================
+
+pub unsafe extern "system" fn vkAllocateMemory(
+    device: vk::Device,
+    p_info: *const vk::MemoryAllocateInfo<'_>,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+    p_memory: *mut vk::DeviceMemory,
+) -> vk::Result {
+    let Some(d) = runtime::device_data(raw(device)) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let f = next!(d.table.vkAllocateMemory, NOT_PRESENT);
+    let r = f(device, p_info, p_allocator, p_memory);
+    guard("vkAllocateMemory", || {
+        if r == vk::Result::SUCCESS && !p_info.is_null() {
+            let info = &*p_info;
+            let host_visible = d
+                .memory
+                .memory_types
+                .get(info.memory_type_index as usize)
+                .is_some_and(|t| {
+                    t.property_flags
+                        .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
+                });
+            d.lock().memories.insert(
+                raw(*p_memory),
+                Memory {
+                    size: info.allocation_size,
+                    type_index: info.memory_type_index,
+                    host_visible,
+                    mapped: None,
+                },
+            );
+        }
+        rec!(vkAllocateMemory, r.as_raw(), |e| {
+            vkstream::encode::vkAllocateMemory(e, device, p_info, p_allocator, p_memory)
+        });
+    });
+    r
+}
+
+pub unsafe extern "system" fn vkFreeMemory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    p_allocator: *const vk::AllocationCallbacks<'_>,
+) {
+    let Some(d) = runtime::device_data(raw(device)) else {
+        return;
+    };
+    let f = next!(d.table.vkFreeMemory);
+    {
+        let mut st = d.lock();
+        st.remove_memory(raw(memory));
+        f(device, memory, p_allocator);
+    }
+    guard("vkFreeMemory", || {
+        rec!(vkFreeMemory, 0, |e| vkstream::encode::vkFreeMemory(
+            e,
+            device,
+            memory,
+            p_allocator
+        ));
+    });
+}
+
+/// Writes `MemoryWrite`s for what changed in mapped memory since the last scan (`only`: these allocations).
+/// The caller holds the device state lock, so no mapping changes meanwhile.
+pub fn scan_memory(st: &mut crate::state::DeviceState, only: Option<&[u64]>) {
+    if !capturing() {
+        return;
+    }
+    // The TSC clock: clock_gettime would fence this scan's loads behind the driver's.
+    let t0 = runtime::call_ns();
+    let mut writes = Vec::new();
+    let mut bytes = 0u64;
+    let crate::state::DeviceState {
+        memories, mapped, ..
+    } = st;
+    for &handle in mapped.iter() {
+        if only.is_some_and(|o| !o.contains(&handle)) {
+            continue;
+        }
+        let Some(map) = memories.get_mut(&handle).and_then(|m| m.mapped.as_mut()) else {
+            continue;
+        };
+        if map.ptr.is_null() || map.size == 0 {
+            continue;
+        }
+        // SAFETY: the mapping stays valid while the state lock is held (unmap/free take it).
+        let live = unsafe { std::slice::from_raw_parts(map.ptr as *const u8, map.size as usize) };
+        bytes += map.size;
+        if map.shadow.len() != live.len() {
+            // Mapped before capture started: the whole range is new to the trace.
+            map.shadow = live.to_vec();
+            writes.push((handle, map.offset, map.shadow.clone()));
+            continue;
+        }
+        for (off, data) in diff_pages(live, &mut map.shadow) {
+            writes.push((handle, map.offset + off as u64, data));
+        }
+    }
+    runtime::emit_memory(writes, Some((bytes, runtime::call_ns().saturating_sub(t0))));
+}
+
+pub unsafe extern "system" fn vkMapMemory(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    offset: vk::DeviceSize,
+    size: vk::DeviceSize,
+    flags: vk::MemoryMapFlags,
+    pp_data: *mut *mut c_void,
+) -> vk::Result {
+    let Some(d) = runtime::device_data(raw(device)) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let f = next!(d.table.vkMapMemory, NOT_PRESENT);
+    // Held across the call: the layer's own read-back mapping never overlaps the app's.
+    let mut st = d.lock();
+    let r = f(device, memory, offset, size, flags, pp_data);
+    guard("vkMapMemory", || {
+        rec!(vkMapMemory, r.as_raw(), |e| vkstream::encode::vkMapMemory(
+            e, device, memory, offset, size, flags, pp_data
+        ));
+        if r != vk::Result::SUCCESS || pp_data.is_null() {
+            return;
+        }
+        let Some(m) = st.memories.get_mut(&raw(memory)) else {
+            return;
+        };
+        let len = if size == vk::WHOLE_SIZE {
+            m.size.saturating_sub(offset)
+        } else {
+            size
+        };
+        let ptr = *pp_data as *mut u8;
+        let mut mapping = Mapping {
+            ptr,
+            offset,
+            size: len,
+            shadow: Vec::new(),
+        };
+        if capturing() && !ptr.is_null() {
+            // The initial content the app sees, once; later scans send only changed pages.
+            mapping.shadow = std::slice::from_raw_parts(ptr as *const u8, len as usize).to_vec();
+            runtime::emit_memory(vec![(raw(memory), offset, mapping.shadow.clone())], None);
+        }
+        st.set_mapping(raw(memory), Some(mapping));
+    });
+    r
+}
+
+pub unsafe extern "system" fn vkUnmapMemory(device: vk::Device, memory: vk::DeviceMemory) {
+    let Some(d) = runtime::device_data(raw(device)) else {
+        return;
+    };
+    let f = next!(d.table.vkUnmapMemory);
+    let mut st = d.lock();
+    guard("vkUnmapMemory", || {
+        scan_memory(&mut st, Some(&[raw(memory)]))
+    });
+    f(device, memory);
+    st.set_mapping(raw(memory), None);
+    drop(st);
+    guard("vkUnmapMemory", || {
+        rec!(vkUnmapMemory, 0, |e| vkstream::encode::vkUnmapMemory(
+            e, device, memory
+        ));
+    });
+}
+
+pub unsafe extern "system" fn vkFlushMappedMemoryRanges(
+    device: vk::Device,
+    count: u32,
+    p_ranges: *const vk::MappedMemoryRange<'_>,
+) -> vk::Result {
+    let Some(d) = runtime::device_data(raw(device)) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let f = next!(d.table.vkFlushMappedMemoryRanges, NOT_PRESENT);
+    guard("vkFlushMappedMemoryRanges", || {
+        let handles: Vec<u64> = slice(p_ranges, count)
+            .iter()
+            .map(|r| raw(r.memory))
+            .collect();
+        scan_memory(&mut d.lock(), Some(&handles));
+    });
+    let r = f(device, count, p_ranges);
+    guard("vkFlushMappedMemoryRanges", || {
+        rec!(vkFlushMappedMemoryRanges, r.as_raw(), |e| {
+            vkstream::encode::vkFlushMappedMemoryRanges(e, device, count, p_ranges)
+        });
+    });
+    r
+}
+
+pub unsafe extern "system" fn vkBindBufferMemory(
+    device: vk::Device,
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    offset: vk::DeviceSize,
+) -> vk::Result {
+    let Some(d) = runtime::device_data(raw(device)) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let f = next!(d.table.vkBindBufferMemory, NOT_PRESENT);
+    let r = f(device, buffer, memory, offset);
+    guard("vkBindBufferMemory", || {
+        if r == vk::Result::SUCCESS {
+            d.lock().buffers.insert(raw(buffer), (raw(memory), offset));
+        }
+        rec!(vkBindBufferMemory, r.as_raw(), |e| {
+            vkstream::encode::vkBindBufferMemory(e, device, buffer, memory, offset)
+        });
+    });
+    r
+}
+
+unsafe fn bind_buffer_memory2(
+    khr: bool,
+    device: vk::Device,
+    count: u32,
+    p_infos: *const vk::BindBufferMemoryInfo<'_>,
+) -> vk::Result {
+    let Some(d) = runtime::device_data(raw(device)) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let f = next!(
+        if khr {
+            d.table.vkBindBufferMemory2KHR
+        } else {
+            d.table.vkBindBufferMemory2
+        },
+        NOT_PRESENT
+    );
+    let r = f(device, count, p_infos);
+    guard("vkBindBufferMemory2", || {
+        if r == vk::Result::SUCCESS {
+            let mut st = d.lock();
+            for i in slice(p_infos, count) {
+                st.buffers
+                    .insert(raw(i.buffer), (raw(i.memory), i.memory_offset));
+            }
+        }
+        if khr {
+            rec!(vkBindBufferMemory2KHR, r.as_raw(), |e| {
+                vkstream::encode::vkBindBufferMemory2KHR(e, device, count, p_infos)
+            });
+        } else {
+            rec!(vkBindBufferMemory2, r.as_raw(), |e| {
+                vkstream::encode::vkBindBufferMemory2(e, device, count, p_infos)
+            });
+        }
+    });
+    r
+}
+
+pub unsafe extern "system" fn vkBindBufferMemory2(
+    device: vk::Device,
+    count: u32,
+    p_infos: *const vk::BindBufferMemoryInfo<'_>,
+) -> vk::Result {
+    bind_buffer_memory2(false, device, count, p_infos)
+}
+
+pub unsafe extern "system" fn vkBindBufferMemory2KHR(
+    device: vk::Device,
+    count: u32,
+    p_infos: *const vk::BindBufferMemoryInfo<'_>,
+) -> vk::Result {
+    bind_buffer_memory2(true, device, count, p_infos)
+}

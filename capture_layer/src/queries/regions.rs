@@ -1,0 +1,141 @@
+//! Render pass begins, for per-region counters (VK_ARM_performance_counters_by_region): a begin
+//! whose chain asks for them gets a `RegionCounters` record (the struct is read by `region`).
+//!
+//! Depends on: `runtime`, `region`, `hooks`.
+
+#![allow(non_snake_case)]
+// A hook missing from codegen's `config::LAYER_HOOKS` is never handed out: an error, not a warning.
+#![deny(dead_code)]
+#![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
+
+use crate::hooks::{next, raw, rec};
+use crate::runtime::{self, guard};
+use ash::vk;
+use format::record::{self, Record};
+use std::ffi::c_void;
+
+// ---- render pass begins: per-region counters (VK_ARM_performance_counters_by_region) ---------
+
+/// Writes a `RegionCounters` record for the begin call `seq` when `chain` asks for per-region
+/// counters.
+unsafe fn region_counters(seq: Option<u64>, cb: vk::CommandBuffer, chain: *const c_void) {
+    let (Some(seq), Some((counter_addresses, serialize_regions, counter_indices))) =
+        (seq, crate::region::find(chain))
+    else {
+        return;
+    };
+    runtime::emit_plain(Record::RegionCounters(record::RegionCounters {
+        seq,
+        command_buffer: raw(cb),
+        counter_addresses,
+        serialize_regions,
+        counter_indices,
+    }));
+}
+
+pub unsafe extern "system" fn vkCmdBeginRenderPass(
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    contents: vk::SubpassContents,
+) {
+    let Some(d) = runtime::device_data(raw(cb)) else {
+        return;
+    };
+    let f = next!(d.table.vkCmdBeginRenderPass);
+    f(cb, p_begin, contents);
+    guard("vkCmdBeginRenderPass", || {
+        let seq = rec!(vkCmdBeginRenderPass, 0, |e| {
+            vkstream::encode::vkCmdBeginRenderPass(e, cb, p_begin, contents)
+        });
+        if let Some(b) = p_begin.as_ref() {
+            region_counters(seq, cb, b.p_next);
+        }
+    });
+}
+
+unsafe fn begin_render_pass2(
+    khr: bool,
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    p_subpass: *const vk::SubpassBeginInfo<'_>,
+) {
+    let Some(d) = runtime::device_data(raw(cb)) else {
+        return;
+    };
+    let f = next!(if khr {
+        d.table.vkCmdBeginRenderPass2KHR
+    } else {
+        d.table.vkCmdBeginRenderPass2
+    });
+    f(cb, p_begin, p_subpass);
+    guard("vkCmdBeginRenderPass2", || {
+        let seq = if khr {
+            rec!(vkCmdBeginRenderPass2KHR, 0, |e| {
+                vkstream::encode::vkCmdBeginRenderPass2KHR(e, cb, p_begin, p_subpass)
+            })
+        } else {
+            rec!(vkCmdBeginRenderPass2, 0, |e| {
+                vkstream::encode::vkCmdBeginRenderPass2(e, cb, p_begin, p_subpass)
+            })
+        };
+        if let Some(b) = p_begin.as_ref() {
+            region_counters(seq, cb, b.p_next);
+        }
+    });
+}
+
+pub unsafe extern "system" fn vkCmdBeginRenderPass2(
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    p_subpass: *const vk::SubpassBeginInfo<'_>,
+) {
+    begin_render_pass2(false, cb, p_begin, p_subpass)
+}
+
+pub unsafe extern "system" fn vkCmdBeginRenderPass2KHR(
+    cb: vk::CommandBuffer,
+    p_begin: *const vk::RenderPassBeginInfo<'_>,
+    p_subpass: *const vk::SubpassBeginInfo<'_>,
+) {
+    begin_render_pass2(true, cb, p_begin, p_subpass)
+}
+
+unsafe fn begin_rendering(khr: bool, cb: vk::CommandBuffer, p_info: *const vk::RenderingInfo<'_>) {
+    let Some(d) = runtime::device_data(raw(cb)) else {
+        return;
+    };
+    let f = next!(if khr {
+        d.table.vkCmdBeginRenderingKHR
+    } else {
+        d.table.vkCmdBeginRendering
+    });
+    f(cb, p_info);
+    guard("vkCmdBeginRendering", || {
+        let seq = if khr {
+            rec!(vkCmdBeginRenderingKHR, 0, |e| {
+                vkstream::encode::vkCmdBeginRenderingKHR(e, cb, p_info)
+            })
+        } else {
+            rec!(vkCmdBeginRendering, 0, |e| {
+                vkstream::encode::vkCmdBeginRendering(e, cb, p_info)
+            })
+        };
+        if let Some(i) = p_info.as_ref() {
+            region_counters(seq, cb, i.p_next);
+        }
+    });
+}
+
+pub unsafe extern "system" fn vkCmdBeginRendering(
+    cb: vk::CommandBuffer,
+    p_info: *const vk::RenderingInfo<'_>,
+) {
+    begin_rendering(false, cb, p_info)
+}
+
+pub unsafe extern "system" fn vkCmdBeginRenderingKHR(
+    cb: vk::CommandBuffer,
+    p_info: *const vk::RenderingInfo<'_>,
+) {
+    begin_rendering(true, cb, p_info)
+}

@@ -1,0 +1,171 @@
+//! Frames and finalization: submits mark a frame as submitted, boundaries (present, or waits in
+//! apps without a swapchain) write `Frame` records and end the frame range, and the trace is
+//! finalized at the last vkDestroyInstance, at process exit or after the range.
+//!
+//! Depends on: `statics`, `clock`, `prof`, `writer`, `readback` (its count for the closing note).
+//! A trimmed capture's snapshot is not written here: `frame_boundary` says when it is due and
+//! `trim::snapshot` writes it.
+
+use super::clock::{anchor_now, now_ns};
+use super::prof;
+use super::statics::{lock_capture, log_once, recording, CaptureGuard, HOT};
+use super::writer::{
+    emit_plain_all, fail_locked, lock_pending, lock_tracker, write_all, ENDED, SWAPCHAIN_SEEN,
+};
+use format::record::{self, FrameBoundary, Record};
+use std::sync::atomic::Ordering;
+
+/// A submit went through: the frame counts as submitted and `records` (given the frame in
+/// progress) are written, under one lock.
+pub fn submitted<I: IntoIterator<Item = Record>>(records: impl FnOnce(u64) -> I) {
+    if HOT.tracking.load(Ordering::Relaxed) {
+        if let Some(p) = lock_pending().as_mut() {
+            p.submitted = true;
+        }
+        emit_plain_all(records(0));
+        return;
+    }
+    let mut guard = lock_capture();
+    let Some(cap) = guard.as_mut() else { return };
+    cap.submitted = true;
+    let recs = records(cap.frame).into_iter();
+    write_all(&mut guard, recs);
+}
+
+pub fn note_swapchain() {
+    SWAPCHAIN_SEEN.store(true, Ordering::Relaxed);
+}
+
+/// A call that may end a frame returned. Frames end at vkQueuePresentKHR. Apps that never created a
+/// swapchain get boundaries at vkQueueWaitIdle / vkDeviceWaitIdle / a successful vkWaitForFences, but only
+/// when a submit happened since the previous boundary (so idle waits do not make empty frames).
+/// True when a trimmed capture's first frame begins now: its snapshot is due
+/// (`trim::snapshot::frame_boundary` writes it).
+pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
+    if !recording() {
+        return false;
+    }
+    if boundary != FrameBoundary::Present && SWAPCHAIN_SEEN.load(Ordering::Relaxed) {
+        return false;
+    }
+    if HOT.tracking.load(Ordering::Relaxed) {
+        let due = {
+            let mut p = lock_pending();
+            let Some(p) = p.as_mut() else { return false };
+            if boundary != FrameBoundary::Present && !p.submitted {
+                return false;
+            }
+            p.frame += 1;
+            p.submitted = false;
+            p.frame == p.first
+        };
+        return due;
+    }
+    let t0 = prof::start();
+    let mut guard = lock_capture();
+    let Some(cap) = guard.as_mut() else {
+        return false;
+    };
+    if boundary != FrameBoundary::Present && !cap.submitted {
+        return false;
+    }
+    let index = cap.frame;
+    let last_seq = last_seq.unwrap_or_else(|| HOT.seq.load(Ordering::Relaxed).saturating_sub(1));
+    let rec = Record::Frame(record::Frame {
+        index,
+        last_seq,
+        host_ns: anchor_now(),
+        boundary,
+    });
+    if let Err(e) = cap.writer.write(&rec) {
+        fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+        return false;
+    }
+    if let Err(e) = cap.writer.end_frame(index) {
+        fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+        return false;
+    }
+    cap.frame += 1;
+    cap.submitted = false;
+    prof::end(prof::FRAME, t0);
+    if let Some(last) = cap.last_frame {
+        if index >= last {
+            ENDED.store(true, Ordering::Relaxed);
+            finish_locked(&mut guard, "requested frame range done");
+        }
+    }
+    false
+}
+
+// ---- finalization ---------------------------------------------------------------------------------
+
+/// Finalizes the trace (at the last vkDestroyInstance, at process exit, or after the frame range).
+pub fn finish(reason: &str) {
+    let mut guard = lock_capture();
+    finish_locked(&mut guard, reason);
+}
+
+fn finish_locked(guard: &mut CaptureGuard, reason: &str) {
+    HOT.active.store(false, Ordering::Release);
+    if HOT.tracking.swap(false, Ordering::AcqRel) {
+        *lock_tracker() = None;
+        if let Some(p) = lock_pending().take() {
+            log_once(
+                "never-reached",
+                &format!(
+                    "{} ended after {} frames, before frame {} where the trimmed capture starts: no trace \
+                     written",
+                    p.application, p.frame, p.first
+                ),
+            );
+            if HOT.profile.load(Ordering::Relaxed) {
+                // No trace to hold it: the tracker's cost goes to stderr only.
+                log_once(
+                    "profile",
+                    &format!("tracked {} frames{}", p.frame, prof::summary()),
+                );
+            }
+        }
+    }
+    let Some(mut cap) = guard.take() else { return };
+    let now = now_ns();
+    if cap.submitted {
+        let last_seq = HOT.seq.load(Ordering::Relaxed).saturating_sub(1);
+        let rec = Record::Frame(record::Frame {
+            index: cap.frame,
+            last_seq,
+            host_ns: now,
+            boundary: FrameBoundary::End,
+        });
+        let _ = cap.writer.write(&rec);
+        cap.frame += 1;
+    }
+    let s = &cap.stats;
+    let per_scan = s.scan_ns.checked_div(s.scans).unwrap_or(0);
+    let msg = format!(
+        "capture finished ({reason}): {} frames, {} calls/records; host-memory shadow compare: {} scans, {} bytes \
+         compared, {} ns total ({per_scan} ns/scan), {} bytes written; {} ranges read back through the GPU{}",
+        cap.frame - cap.first_frame,
+        HOT.seq.load(Ordering::Relaxed),
+        s.scans,
+        s.scanned_bytes,
+        s.scan_ns,
+        s.written_bytes,
+        crate::readback::READS.load(Ordering::Relaxed),
+        prof::summary()
+    );
+    if HOT.profile.load(Ordering::Relaxed) {
+        // Whoever asked for the profile reads it on stderr as well as in the trace.
+        log_once("profile", &msg);
+    }
+    let _ = cap.writer.write(&Record::Note(record::Note {
+        host_ns: now,
+        message: msg,
+    }));
+    if let Err(e) = cap.writer.finish() {
+        log_once(
+            "finish",
+            &format!("finalizing trace {} failed: {e}", cap.path.display()),
+        );
+    }
+}

@@ -1,0 +1,408 @@
+//! The call path: what every intercept runs to record a call, from the flag test in the generic
+//! `record_call` to the shared, non-generic `record_dyn`, with the capture lock, seq and the
+//! writer's append inlined into it, and the tracker's path before a trimmed capture's first frame.
+//! Tuned with measurements: see `runtime`'s header before changing the shape of anything here.
+//!
+//! Depends on: `statics`, `clock`, `prof`, `writer`, `trim::tracker`, `region` (one sType).
+
+use super::clock::{call_ns, now_ns, thread_id};
+use super::prof;
+use super::statics::{capturing, lock_capture, recording, CaptureGuard, HOT};
+use super::writer::{abandon_tracking, emit_plain_all, fail, fail_locked, lock_tracker, note};
+use crate::trim::tracker::{self, CallRef};
+use format::record::{self, Record};
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+thread_local! {
+    /// Reused from call to call while a trimmed capture tracks state (taken while a call is
+    /// encoded).
+    static ENCODER: Cell<Option<vkstream::Encoder>> = const { Cell::new(None) };
+}
+
+/// Records one API call (after it returned): a no-op unless capturing. Returns the call's seq.
+///
+/// Generic over the encoder, so instantiated once per command: kept to one flag test and a call
+/// into the shared, non-generic rest (one copy of the hot path for every command keeps it in
+/// cache between calls, which the driver's own work evicts).
+#[inline]
+pub fn record_call(
+    cmd: u32,
+    result: i32,
+    encode: impl FnOnce(&mut vkstream::Encoder),
+) -> Option<u64> {
+    if !recording() {
+        return None;
+    }
+    let mut encode = Some(encode);
+    record_dyn(cmd, result, &erase(&mut encode))
+}
+
+/// Erases a command's encoder for the shared, non-generic path.
+fn erase<F: FnOnce(&mut vkstream::Encoder)>(slot: &mut Option<F>) -> Encode {
+    /// Runs the encoder `data` points at (an `Option<F>`, taken).
+    ///
+    /// # Safety
+    /// `data` must point to a live `Option<F>`.
+    unsafe fn run<F: FnOnce(&mut vkstream::Encoder)>(data: *mut (), e: &mut vkstream::Encoder) {
+        if let Some(f) = (*(data as *mut Option<F>)).take() {
+            f(e)
+        }
+    }
+    Encode {
+        data: slot as *mut Option<F> as *mut (),
+        run: run::<F>,
+    }
+}
+
+/// Records a results call (`vkGetQueryPoolResults`) and the results the app received: the
+/// `Call` and its `QueryResults` (seq and thread filled in here) and `QueryAvailable` records
+/// under one lock, without copying the data. Only while capturing: a trimmed capture's tracker
+/// wants no results calls (the trace's snapshot is written before capturing starts).
+pub fn record_query_results(
+    cmd: u32,
+    result: i32,
+    encode: impl FnOnce(&mut vkstream::Encoder),
+    results: &mut format::QueryResultsRef<'_>,
+    available: &[u32],
+) {
+    if !capturing() {
+        return;
+    }
+    let mut encode = Some(encode);
+    record_then(cmd, result, &erase(&mut encode), |guard, seq, thread, _| {
+        let Some(cap) = guard.as_mut() else { return };
+        (results.seq, results.thread) = (seq, thread);
+        if let Err(e) = cap.writer.write_query_results(results, available) {
+            fail_locked(guard, &format!("writing the trace failed: {e}"));
+        }
+    });
+}
+
+/// Records a query command's `Call` and its `QueryOp` records (one per kind, on `pool`, with the
+/// call's seq and host time) under one capture lock; evaluates to the call's seq.
+pub fn record_call_ops(
+    cmd: u32,
+    result: i32,
+    encode: impl FnOnce(&mut vkstream::Encoder),
+    command_buffer: u64,
+    pool: u64,
+    kinds: &[record::QueryOpKind],
+) -> Option<u64> {
+    if !recording() {
+        return None;
+    }
+    let mut encode = Some(encode);
+    record_ops_dyn(
+        cmd,
+        result,
+        &erase(&mut encode),
+        command_buffer,
+        pool,
+        kinds,
+    )
+}
+
+fn record_ops_dyn(
+    cmd: u32,
+    result: i32,
+    encode: &Encode,
+    command_buffer: u64,
+    pool: u64,
+    kinds: &[record::QueryOpKind],
+) -> Option<u64> {
+    let op = |seq: u64, host_ns: u64, kind: &record::QueryOpKind| record::QueryOp {
+        seq,
+        command_buffer,
+        pool,
+        kind: kind.clone(),
+        host_ns,
+    };
+    if HOT.tracking.load(Ordering::Acquire) {
+        // Before a trimmed capture's first frame the ops go to the tracker, one by one.
+        let seq = record_dyn(cmd, result, encode)?;
+        let host_ns = now_ns();
+        emit_plain_all(kinds.iter().map(|k| Record::QueryOp(op(seq, host_ns, k))));
+        return Some(seq);
+    }
+    record_then(cmd, result, encode, |guard, seq, _, host_ns| {
+        let Some(cap) = guard.as_mut() else { return };
+        for kind in kinds {
+            // Hand-encoded, not through serde: several follow a query command's call.
+            if let Err(e) = cap.writer.write_query_op(&op(seq, host_ns, kind)) {
+                fail_locked(guard, &format!("writing the trace failed: {e}"));
+                return;
+            }
+        }
+    })
+}
+
+/// A command's encoder, type-erased as a data pointer and a function (not a `dyn` closure,
+/// whose vtable, one per command, is one more cache line to load at every call).
+struct Encode {
+    data: *mut (),
+    run: unsafe fn(*mut (), &mut vkstream::Encoder),
+}
+
+impl Encode {
+    fn call(&self, e: &mut vkstream::Encoder) {
+        // SAFETY: built by `record_call` from an `Option<F>` that outlives this `Encode`.
+        unsafe { (self.run)(self.data, e) }
+    }
+}
+
+#[inline(never)]
+fn record_dyn(cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
+    record_then(cmd, result, encode, |_, _, _, _| {})
+}
+
+/// Records a call, to the trace or (before a trimmed capture's first frame) to the tracker. When
+/// it goes to the trace, `then` writes what goes with it under the same capture lock, given the
+/// call's seq, thread and host time. Inlined, down to the writer's append, into `record_dyn`: the
+/// shared part of a recorded call is one function, on one or two pages of code instead of one
+/// page per step.
+#[inline(always)]
+fn record_then(
+    cmd: u32,
+    result: i32,
+    encode: &Encode,
+    then: impl FnOnce(&mut CaptureGuard, u64, u32, u64),
+) -> Option<u64> {
+    let tracking = HOT.tracking.load(Ordering::Acquire);
+    if tracking && !capturing() && !tracker::wanted(cmd) {
+        // Tracking a command that defines no state (gets, waits, presents): nothing to encode.
+        return None;
+    }
+    let t0 = prof::start();
+    let (thread, host_ns) = (thread_id(), call_ns());
+    let seq = if tracking {
+        track_call(thread, host_ns, cmd, result, encode)
+    } else {
+        write_call_then(thread, host_ns, cmd, result, encode, |guard, seq| {
+            then(guard, seq, thread, host_ns)
+        })
+    };
+    prof::end_call(cmd, t0);
+    seq
+}
+
+/// The hot path: writes a call straight into the trace's open block and then, under the same
+/// capture lock, what `then` writes for its seq; a chained struct the encoder could not serialize
+/// is reported once the lock is released.
+#[inline(always)]
+fn write_call_then(
+    thread: u32,
+    host_ns: u64,
+    cmd: u32,
+    result: i32,
+    encode: &Encode,
+    then: impl FnOnce(&mut CaptureGuard, u64),
+) -> Option<u64> {
+    let mut guard = lock_capture();
+    let (seq, unknown) = write_call_locked(&mut guard, thread, host_ns, cmd, result, encode);
+    if let Some(seq) = seq {
+        then(&mut guard, seq);
+    }
+    drop(guard);
+    if let Some(s_type) = unknown {
+        unknown_struct(cmd, s_type);
+    }
+    seq
+}
+
+/// `write_call_then`'s write, under the capture lock; returns the seq and the sType of a chained
+/// struct the encoder could not serialize (reported by the caller once the lock is released).
+#[inline(always)]
+fn write_call_locked(
+    guard: &mut CaptureGuard,
+    thread: u32,
+    host_ns: u64,
+    cmd: u32,
+    result: i32,
+    encode: &Encode,
+) -> (Option<u64>, Option<i32>) {
+    let mut unknown = None;
+    let Some(cap) = guard.as_mut() else {
+        return (None, None);
+    };
+    // Numbered under the lock, so records reach the file in seq order.
+    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
+    let written = cap
+        .writer
+        .write_call_with(seq, thread, cmd, host_ns, result, |buf| {
+            // The encoder borrows the block and gives it back even when it panics.
+            let mut e = vkstream::Encoder::from_vec(std::mem::take(buf));
+            let ok = catch_unwind(AssertUnwindSafe(|| encode.call(&mut e))).is_ok();
+            unknown = e.unknown_stype();
+            *buf = e.into_bytes();
+            ok.then_some(()).ok_or_else(|| "panicked".to_string())
+        });
+    if let Err(err) = written {
+        let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
+        let message = match &err.problem {
+            format::Problem::Encode(_) => format!("internal error while encoding {name}"),
+            _ => format!("writing the trace failed: {err}"),
+        };
+        fail_locked(guard, &message);
+        return (None, None);
+    }
+    (Some(seq), unknown)
+}
+
+/// Before a trimmed capture's first frame: the call is encoded and offered to the tracker.
+fn track_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
+    let mut e = ENCODER
+        .try_with(|c| c.take())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    e.clear();
+    if catch_unwind(AssertUnwindSafe(|| encode.call(&mut e))).is_err() {
+        let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
+        fail(&format!("internal error while encoding {name}"));
+        return None;
+    }
+    if let Some(s_type) = e.unknown_stype() {
+        unknown_struct(cmd, s_type);
+    }
+    // The tracker orders by seq itself, so no lock is needed around numbering.
+    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
+    let call = CallRef {
+        seq,
+        thread,
+        cmd,
+        host_ns,
+        result,
+        params: e.as_bytes(),
+    };
+    let out = if offer_call(call) {
+        Some(seq)
+    } else {
+        // The snapshot was written meanwhile: the call goes to the trace.
+        let mut guard = lock_capture();
+        let written = guard
+            .as_mut()
+            .map(|cap| cap.writer.write(&Record::Call(call.to_owned())));
+        match written {
+            Some(Ok(())) => Some(seq),
+            Some(Err(err)) => {
+                fail_locked(&mut guard, &format!("writing the trace failed: {err}"));
+                None
+            }
+            None => None,
+        }
+    };
+    let _ = ENCODER.try_with(|c| c.set(Some(e)));
+    out
+}
+
+/// `writer::offer` for a call, without wrapping it in a `Record` (256 bytes, moved at every step) or
+/// copying its parameters out of the encoder unless the tracker keeps them; false when the
+/// tracker is gone (the snapshot was written meanwhile).
+fn offer_call(call: CallRef<'_>) -> bool {
+    let mut t = lock_tracker();
+    let Some(tracker) = t.as_mut() else {
+        return false;
+    };
+    if catch_unwind(AssertUnwindSafe(|| tracker.offer_call(call))).is_err() {
+        *t = None;
+        drop(t);
+        abandon_tracking("internal error in the state tracker");
+    }
+    true
+}
+
+/// Structs the layer itself understands although the encoder does not: the loader's chain links,
+/// `VkLayerSettingsCreateInfoEXT` (read in `settings`) and the ARM per-region counters begin info
+/// (see `region`). They are recorded as sType only, silently.
+const LAYER_STRUCTS: [i32; 4] = [
+    47,                              // VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO
+    48,                              // VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO
+    1000496000,                      // VK_STRUCTURE_TYPE_LAYER_SETTINGS_CREATE_INFO_EXT
+    crate::region::BEGIN_INFO_STYPE, // recorded as a RegionCounters record
+];
+
+/// The message for a chained struct the encoder could not serialize, or `None` for the layer's own
+/// structs.
+fn unknown_struct_message(cmd: u32, s_type: i32) -> Option<String> {
+    if LAYER_STRUCTS.contains(&s_type) {
+        return None;
+    }
+    let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
+    Some(format!(
+        "{name}: a pNext struct with sType {s_type} is unknown to this build's vk.xml; recorded as its \
+         sType only (a replay skips it)"
+    ))
+}
+
+/// A call's pNext chain held a struct the encoder wrote as sType only: logged to stderr and noted in
+/// the trace, once per (command, sType). Capture goes on: the rest of the call is recorded.
+fn unknown_struct(cmd: u32, s_type: i32) {
+    static SEEN: Mutex<Vec<(u32, i32)>> = Mutex::new(Vec::new());
+    let Some(message) = unknown_struct_message(cmd, s_type) else {
+        return;
+    };
+    {
+        let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.contains(&(cmd, s_type)) {
+            return;
+        }
+        seen.push((cmd, s_type));
+    }
+    eprintln!("quarry: {message}");
+    note(message);
+}
+
+/// The generated intercepts' entry: records one call; a no-op unless capturing.
+pub fn record(cmd: u32, result: i32, encode: impl FnOnce(&mut vkstream::Encoder)) {
+    record_call(cmd, result, encode);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ash::vk;
+
+    #[test]
+    fn unknown_structs_are_named_with_command_and_stype() {
+        let cmd = vkstream::command_id("vkCreateImage").unwrap();
+        let m = unknown_struct_message(cmd, 1_000_999_000).unwrap();
+        assert!(
+            m.contains("vkCreateImage") && m.contains("1000999000"),
+            "{m}"
+        );
+        // The layer's own structs are not news.
+        let ci = vkstream::command_id("vkCreateInstance").unwrap();
+        assert_eq!(unknown_struct_message(ci, 1_000_496_000), None);
+        assert_eq!(unknown_struct_message(ci, 47), None);
+    }
+
+    /// The generated encoder reports the first struct it could only write as an sType, per thread,
+    /// and forgets it once asked.
+    #[test]
+    fn encoder_reports_unknown_chained_structs() {
+        let tail = vk::BaseInStructure {
+            s_type: vk::StructureType::from_raw(1_000_999_001),
+            ..Default::default()
+        };
+        let unknown = vk::BaseInStructure {
+            s_type: vk::StructureType::from_raw(1_000_999_000),
+            p_next: &tail,
+            ..Default::default()
+        };
+        let chain = &unknown as *const _ as *const std::ffi::c_void;
+        let mut e = vkstream::Encoder::new();
+        assert_eq!(e.unknown_stype(), None);
+        // SAFETY: a valid chain of two base structs.
+        unsafe { vkstream::encode::pnext(&mut e, chain) };
+        assert_eq!(e.unknown_stype(), Some(1_000_999_000));
+        e.clear();
+        assert_eq!(e.unknown_stype(), None);
+        // Known structs leave nothing behind.
+        let usage = vk::ImageViewUsageCreateInfo::default();
+        unsafe { vkstream::encode::pnext(&mut e, &usage as *const _ as *const std::ffi::c_void) };
+        assert_eq!(e.unknown_stype(), None);
+    }
+}
