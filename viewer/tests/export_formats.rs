@@ -561,6 +561,22 @@ fn perfetto_tracks_per_run_and_queue_match_golden() {
 }
 
 #[test]
+fn perfetto_of_a_trace_alone_has_the_capture_run() {
+    let (h, recs) = trace();
+    let names = Names::from_records(&recs);
+    let ds = Dataset::from_records(vec![(PathBuf::from("t.qtrace"), h, recs)]);
+    let mut buf = Vec::new();
+    viewer::export::perfetto::write(&ds, &names, &mut buf).unwrap();
+    let v: Value = serde_json::from_slice(&buf).unwrap();
+    let layout = check_trace_events(&v, &["t.qtrace"]);
+    assert!(layout.contains("· GPU timestamps (16 events)"), "{layout}");
+    assert!(
+        layout.contains("· begin→end (recorded) (24 events)"),
+        "{layout}"
+    );
+}
+
+#[test]
 fn perfetto_of_results_alone_keeps_runs_apart() {
     let (h, r) = synth::results(40, 3, "gpu-x", 5);
     let (h2, r2) = synth::results(40, 3, "gpu-y", 0);

@@ -67,6 +67,13 @@ impl Names {
         let Ok(reader) = format::TraceReader::open(&trace.path) else {
             return n;
         };
+        // A finished trace counts its records: skip reading one that holds no names.
+        let names = reader
+            .footer_record_counts()
+            .map(|c| c.iter().any(|(k, v)| k == "DebugName" && *v > 0));
+        if names == Some(false) {
+            return n;
+        }
         for r in reader.records().flatten() {
             if let Record::DebugName(d) = r {
                 n.insert(d.handle, &d.name);

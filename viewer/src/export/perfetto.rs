@@ -14,7 +14,8 @@
 //! start together and compare side by side. Counter samples are counter tracks (`C`) per run, at
 //! the time their frame's first submit (or, where no query gives one, the average frame length).
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::io::{self, Write};
 
 use format::query::QueryKind;
@@ -88,6 +89,7 @@ fn nz(v: u64) -> Option<u64> {
 /// Writes the trace-event JSON of `ds`.
 pub fn write(ds: &Dataset, names: &Names, out: &mut dyn Write) -> io::Result<()> {
     let runs = build_runs(ds);
+    let cap = has_capture(ds);
     out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
     let mut first = true;
     let mut emit = |out: &mut dyn Write, v: &Value| -> io::Result<()> {
@@ -113,22 +115,30 @@ pub fn write(ds: &Dataset, names: &Names, out: &mut dyn Write) -> io::Result<()>
         for (&(queue, kind), spans) in &run.spans {
             let mut spans = spans.clone();
             spans.sort_by_key(|s| (s.start, s.end));
-            // Greedy lanes: a slice goes to the first lane free at its start.
-            let mut lanes: Vec<u64> = Vec::new();
+            // Lanes: a slice goes to the lane that freed up first, if free at its start (as
+            // few lanes as the overlap needs, O(n log lanes)).
+            let mut free: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+            let mut n_lanes = 1;
             let mut lane_of = Vec::with_capacity(spans.len());
             for s in &spans {
                 let lane = if kind == Kind::GpuTimestamps {
                     0
-                } else if let Some(l) = lanes.iter().position(|&end| end <= s.start) {
-                    lanes[l] = s.end;
-                    l
                 } else {
-                    lanes.push(s.end);
-                    lanes.len() - 1
+                    let l = match free.peek() {
+                        Some(&Reverse((end, l))) if end <= s.start => {
+                            free.pop();
+                            l
+                        }
+                        _ => {
+                            n_lanes = n_lanes.max(free.len() + 1);
+                            free.len()
+                        }
+                    };
+                    free.push(Reverse((s.end, l)));
+                    l
                 };
                 lane_of.push(lane);
             }
-            let n_lanes = lanes.len().max(1);
             let base = tid + 1;
             tid += n_lanes as u32;
             let what = match kind {
@@ -164,11 +174,11 @@ pub fn write(ds: &Dataset, names: &Names, out: &mut dyn Write) -> io::Result<()>
                 let i = s.row as usize;
                 let r = &ds.rows[i];
                 let pool = ds.pool_of(r);
-                let rep = if k == 0 && has_capture(ds) {
+                let rep = if k == 0 && cap {
                     None
                 } else {
                     ds.replayed
-                        .get(k - usize::from(has_capture(ds)))
+                        .get(k - usize::from(cap))
                         .and_then(|f| f[i].as_ref())
                 };
                 let values = match rep {
@@ -216,7 +226,6 @@ pub fn write(ds: &Dataset, names: &Names, out: &mut dyn Write) -> io::Result<()>
         }
         // Counters: one counter track per counter, one series per command buffer / render pass.
         let mut samples: BTreeMap<(String, u64), Map<String, Value>> = BTreeMap::new();
-        let cap = has_capture(ds);
         for c in &ds.counters {
             let value = if cap && k == 0 {
                 c.captured
