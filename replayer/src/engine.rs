@@ -2,11 +2,13 @@
 //! re-reads every query the capture read, and writes the results file.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ash::vk;
 use ash::vk::Handle as _;
+use format::frames::FrameRange;
 use format::record::{
     self, CounterValue, DeviceSummary, FileKind, Header, QueryOpKind, QueryResult, QueryValues,
     Record, ReplayInfo,
@@ -48,8 +50,37 @@ pub struct ReplayOptions {
     pub drop_unsupported: bool,
     /// `--frames A-B`: replay from the trace's start through frame B (inclusive, 0-based) and
     /// report only frames A..=B (timings, query results); `None` is the whole trace.
-    pub frames: Option<(u64, Option<u64>)>,
+    pub frames: Option<FrameRange>,
 }
+
+/// Which pass of which loop a replay is in (see [`Progress`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassInfo {
+    /// 0-based loop and pass; `loops` and `passes` are the totals known so far (the passes a
+    /// trace's performance counters need are known after the first pass).
+    pub loop_index: u32,
+    pub loops: u32,
+    pub pass: u32,
+    pub passes: u32,
+    /// Calls in the trace.
+    pub calls: u64,
+}
+
+/// Where a replay reports how far it got while it runs (the `quarry` CLI draws a bar); every
+/// method does nothing by default.
+pub trait Progress {
+    /// A pass over the trace begins.
+    fn pass_begun(&mut self, _pass: &PassInfo) {}
+    /// `calls` calls of the current pass replayed so far (reported every 1024 calls).
+    fn calls_replayed(&mut self, _calls: u64) {}
+    /// The current pass ended, successfully or not.
+    fn pass_ended(&mut self) {}
+}
+
+/// Reports nothing.
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
 
 impl ReplayOptions {
     pub fn new(trace: impl Into<PathBuf>) -> Self {
@@ -254,6 +285,14 @@ fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
 
 /// Replays `opts.trace` (see the crate documentation for what each step does).
 pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
+    replay_with_progress(opts, &mut NoProgress)
+}
+
+/// [`replay`], reporting each pass's progress to `progress`.
+pub fn replay_with_progress(
+    opts: &ReplayOptions,
+    progress: &mut dyn Progress,
+) -> Result<ReplaySummary, ReplayError> {
     let reader = TraceReader::open(&opts.trace).map_err(trace_err)?;
     if reader.kind() != FileKind::Trace {
         return Err(ReplayError::Trace(format!(
@@ -276,7 +315,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             opts.trace.display()
         )));
     }
-    if let Some((a, b)) = opts.frames {
+    if let Some(FrameRange { first: a, last: b }) = opts.frames {
         // A trimmed trace numbers its frames from where the capture started.
         let lo = scan.frames.first().map_or(0, |f| f.0);
         let hi = scan.frames.last().map_or(0, |f| f.0);
@@ -379,9 +418,9 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                 comparison: &mut comparison,
                 loop_index: l,
                 pass,
-                first_frame: opts.frames.map_or(0, |f| f.0),
-                last_frame: opts.frames.and_then(|f| f.1),
-                bar: progress_bar(opts, scan.calls, l, loops, pass, passes),
+                first_frame: opts.frames.map_or(0, |f| f.first),
+                last_frame: opts.frames.and_then(|f| f.last),
+                progress: &mut *progress,
                 merge: &mut merge,
                 command_map: Vec::new(),
                 command_names: Vec::new(),
@@ -394,10 +433,17 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
                 trimmed: false,
                 skipped_before_trim: 0,
             };
+            run.progress.pass_begun(&PassInfo {
+                loop_index: l,
+                loops,
+                pass,
+                passes,
+                calls: scan.calls,
+            });
             let start = Instant::now();
             run.frame_start = now_ns();
             let outcome = run.run();
-            run.bar.finish_and_clear();
+            run.progress.pass_ended();
             let elapsed = start.elapsed().as_nanos() as u64;
             let messages = run.session.validation_messages();
             let msgs = run
@@ -488,11 +534,7 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
     };
     let mut frame_times = Vec::new();
     let mut prev = scan.first_call_ns.unwrap_or(0);
-    let in_range = |f: u64| match opts.frames {
-        None => true,
-        Some((a, None)) => f >= a,
-        Some((a, Some(b))) => f >= a && f <= b,
-    };
+    let in_range = |f: u64| opts.frames.is_none_or(|r| r.contains(f));
     for (index, end) in &scan.frames {
         if !in_range(*index) {
             prev = *end;
@@ -553,35 +595,6 @@ pub fn replay(opts: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
     })
 }
 
-/// A bar over the calls of one pass of one loop, drawn only when stderr is a terminal.
-fn progress_bar(
-    opts: &ReplayOptions,
-    calls: u64,
-    l: u32,
-    loops: u32,
-    pass: u32,
-    passes: u32,
-) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(calls),
-        indicatif::ProgressDrawTarget::stderr_with_hz(10),
-    );
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{prefix} [{bar:40}] {pos}/{len} calls {elapsed_precise}",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    let mut prefix = String::from("replay");
-    if loops > 1 || opts.progress {
-        prefix.push_str(&format!(" loop {}/{loops}", l + 1));
-    }
-    if passes > 1 || opts.passes.is_some() {
-        prefix.push_str(&format!(" pass {}/{passes}", pass + 1));
-    }
-    bar.set_prefix(prefix);
-    bar
-}
-
 /// Writes one loop's merged performance-query results: a `CounterValue` per measured counter
 /// (with the pass that measured it) and the query itself; returns how many queries it wrote.
 fn write_merged(
@@ -632,8 +645,7 @@ struct Run<'r, 's> {
     /// First frame reported and last frame replayed (`--frames`).
     first_frame: u64,
     last_frame: Option<u64>,
-    /// A progress bar on a terminal (hidden otherwise).
-    bar: indicatif::ProgressBar,
+    progress: &'r mut dyn Progress,
     merge: &'r mut Merge,
     /// Trace command id -> vkstream command id.
     command_map: Vec<Option<u32>>,
@@ -674,7 +686,7 @@ impl Run<'_, '_> {
                     self.call(&c, &name)?;
                     last = Some((c.seq, name));
                     if self.calls.is_multiple_of(1024) {
-                        self.bar.set_position(self.calls);
+                        self.progress.calls_replayed(self.calls);
                     }
                 }
                 Record::MemoryWrite(w) => {
@@ -1126,5 +1138,133 @@ impl Run<'_, '_> {
             (ok, now),
             &avail,
         )
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+impl ReplaySummary {
+    /// The text `quarry replay` prints; `compare` adds the comparison of every query type.
+    pub fn to_text(&self, compare: bool) -> String {
+        let s = self;
+        let mut o = String::new();
+        for w in &s.warnings {
+            let _ = writeln!(o, "warning: {w}");
+        }
+        let _ = writeln!(
+            o,
+            "replayed on GPU {}: {} ({})",
+            s.gpu.index, s.gpu.name, s.gpu.driver_info
+        );
+        if let Some(c) = &s.capture_device {
+            let _ = writeln!(o, "captured on: {} ({})", c.name, c.driver_info);
+        }
+        let _ = writeln!(
+            o,
+            "calls {}  frames {}  loops {}  query reads {}",
+            s.calls, s.frames, s.loops, s.queries
+        );
+        if s.presented > 0 {
+            let _ = writeln!(o, "presented {} frames in a window", s.presented);
+        }
+        if s.injected > 0 {
+            let _ = writeln!(
+                o,
+                "counters measured around {} command buffers / render passes",
+                s.injected
+            );
+        }
+        if s.passes > 1 {
+            let _ = writeln!(
+                o,
+                "counter passes {} ({} ms each)",
+                s.passes,
+                s.pass_ns
+                    .iter()
+                    .map(|p| format!("{:.1}", ms(*p)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let _ = writeln!(
+            o,
+            "cpu per call: decode {:.0} ns, decode+replay (incl. driver) {:.0} ns",
+            s.decode_ns_per_call, s.cpu_ns_per_call
+        );
+        if !s.frame_times.is_empty() {
+            let _ = writeln!(
+                o,
+                "{:>6} {:>12} {:>12} {:>7}",
+                "frame", "capture ms", "replay ms", "ratio"
+            );
+            for f in &s.frame_times {
+                let replay = if f.replay_ns.is_empty() {
+                    0
+                } else {
+                    f.replay_ns.iter().sum::<u64>() / f.replay_ns.len() as u64
+                };
+                let ratio = if f.capture_ns > 0 {
+                    replay as f64 / f.capture_ns as f64
+                } else {
+                    0.0
+                };
+                let _ = writeln!(
+                    o,
+                    "{:>6} {:>12.3} {:>12.3} {:>7.2}",
+                    f.frame,
+                    ms(f.capture_ns),
+                    ms(replay),
+                    ratio
+                );
+            }
+        }
+        if s.frame_range {
+            let replay: u64 = s
+                .frame_times
+                .iter()
+                .map(|f| f.replay_ns.iter().sum::<u64>() / f.replay_ns.len().max(1) as u64)
+                .sum();
+            let capture: u64 = s.frame_times.iter().map(|f| f.capture_ns).sum();
+            let _ = writeln!(
+                o,
+                "frames {}-{}: capture {:.3} ms, replay {:.3} ms per loop",
+                s.frame_times.first().map_or(0, |f| f.frame),
+                s.frame_times.last().map_or(0, |f| f.frame),
+                ms(capture),
+                ms(replay)
+            );
+        }
+        let total: u64 = s.loop_ns.iter().sum();
+        let mean = if s.loop_ns.is_empty() {
+            0
+        } else {
+            total / s.loop_ns.len() as u64
+        };
+        let _ = writeln!(
+            o,
+            "total: capture {:.3} ms, replay {:.3} ms per loop ({})",
+            ms(s.capture_ns),
+            ms(mean),
+            s.loop_ns
+                .iter()
+                .map(|l| format!("{:.3}", ms(*l)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if s.validated || s.validation_messages > 0 {
+            let _ = writeln!(o, "validation: {} messages", s.validation_messages);
+            for m in &s.first_messages {
+                let _ = writeln!(o, "  {m}");
+            }
+        }
+        if let Some(r) = &s.results {
+            let _ = writeln!(o, "results: {}", r.display());
+        }
+        if compare {
+            o.push_str(&s.comparison.to_text());
+        }
+        o
     }
 }

@@ -6,7 +6,6 @@
 //! into the replay's allocations, and every query read the capture made is made again and written,
 //! with the captured values, to a results file (see [`compare`] for how they are compared).
 mod calls;
-pub mod cli;
 pub mod clock;
 pub mod compare;
 pub mod devices;
@@ -30,5 +29,7 @@ pub mod templates;
 pub mod window;
 
 pub use devices::{devices, GpuInfo};
-pub use engine::{replay, ReplayOptions, ReplaySummary};
+pub use engine::{
+    replay, replay_with_progress, NoProgress, PassInfo, Progress, ReplayOptions, ReplaySummary,
+};
 pub use error::ReplayError;
