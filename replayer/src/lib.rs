@@ -24,6 +24,7 @@ pub mod mapping;
 pub mod nulldrv;
 pub mod perf;
 pub mod queries;
+pub mod results;
 pub mod session;
 pub mod templates;
 pub mod window;
