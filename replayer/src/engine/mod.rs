@@ -23,6 +23,7 @@ use crate::clock::{now_ns, unix_ns};
 use crate::compare::Comparison;
 use crate::devices;
 use crate::error::ReplayError;
+use crate::inject::InjectState;
 use crate::perf::Merge;
 use crate::results::reread::{write_merged, QueryReads};
 pub use crate::results::summary::{FrameTime, ReplaySummary};
@@ -154,13 +155,14 @@ pub fn replay_with_progress(
             session.drop_unsupported = opts.drop_unsupported;
             session.perf.forced = opts.passes;
             session.perf.pool_counters = pool_counters.clone();
-            session.inject = opts
-                .inject
-                .clone()
-                .map(|spec| crate::inject::InjectState::new(spec, pass, opts.passes));
+            session.counters_injected = opts.inject.is_some();
             let mut run = Run {
                 reader: &reader,
                 session,
+                inject: opts
+                    .inject
+                    .clone()
+                    .map(|spec| InjectState::new(spec, pass, opts.passes)),
                 reads: QueryReads {
                     writer: writer.as_ref(),
                     comparison: &mut comparison,
@@ -210,7 +212,6 @@ pub fn replay_with_progress(
             }
             outcome?;
             let inject_warnings = run
-                .session
                 .inject
                 .as_mut()
                 .map(|i| std::mem::take(&mut i.warnings))
@@ -248,10 +249,10 @@ pub fn replay_with_progress(
                 }
                 passes = passes
                     .max(run.session.perf.passes_needed)
-                    .max(run.session.inject.as_ref().map_or(1, |i| i.passes_needed));
+                    .max(run.inject.as_ref().map_or(1, |i| i.passes_needed));
             }
             queries += run.reads.queries;
-            injected += run.session.inject.as_ref().map_or(0, |i| i.measured);
+            injected += run.inject.as_ref().map_or(0, |i| i.measured);
             presented += run.session.presented;
             if pass == 0 {
                 for (f, ns) in &run.frame_ns {

@@ -10,6 +10,7 @@ use format::TraceReader;
 use super::Progress;
 use crate::clock::now_ns;
 use crate::error::ReplayError;
+use crate::inject::InjectState;
 use crate::queries::PoolShape;
 use crate::results::reread::{ran_in_replay, QueryReads};
 use crate::session::{PoolState, Session, SubmitInfo};
@@ -18,6 +19,8 @@ use crate::session::{PoolState, Session, SubmitInfo};
 pub(super) struct Run<'r, 's> {
     pub(super) reader: &'r TraceReader,
     pub(super) session: Session<'s>,
+    /// `--counters`: performance queries injected around command buffers or render passes.
+    pub(super) inject: Option<InjectState>,
     /// Where the re-read queries go.
     pub(super) reads: QueryReads<'r>,
     /// Last frame replayed (`--frames`).
@@ -182,19 +185,19 @@ impl Run<'_, '_> {
         let call = vkstream::decode_call(id, &c.params)
             .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
         self.decode_ns += t0.elapsed().as_nanos() as u64;
-        let session = &mut self.session;
+        let (session, inject) = (&mut self.session, &mut self.inject);
         // A panic below (e.g. a function pointer the driver does not provide) becomes an error
         // naming the call rather than unwinding out of the replay.
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: the call's handles are translated through the session; everything the
             // driver reads is materialised for the duration of the call.
             unsafe {
-                if session.inject.is_none() {
+                let Some(inject) = inject.as_mut() else {
                     return crate::calls::replay_call(session, &call, c);
-                }
-                crate::inject::before(session, &call)?;
+                };
+                crate::inject::before(session, inject, &call)?;
                 crate::calls::replay_call(session, &call, c)?;
-                crate::inject::after(session, &call)
+                crate::inject::after(session, inject, &call)
             }
         }))
         .unwrap_or_else(|p| {
@@ -209,7 +212,7 @@ impl Run<'_, '_> {
         });
         self.dispatch_ns += t0.elapsed().as_nanos() as u64;
         self.calls += 1;
-        if let Some(i) = self.session.inject.as_mut() {
+        if let Some(i) = self.inject.as_mut() {
             if !i.records.is_empty() {
                 let records = std::mem::take(&mut i.records);
                 if let Some(w) = self.reads.writer {
