@@ -548,7 +548,8 @@ unsafe fn setup_device(
         )
         .map_err(|e| ReplayError::vk("vkCreateQueryPool (injected counters)", e))?;
     // Destroyed with the device (teardown destroys live pools first).
-    s.live_pools
+    s.tracked
+        .live_pools
         .insert(0x5157_1000_0000_0000 | device & 0xffff_ffff, (device, pool));
     st.passes_needed = st.passes_needed.max(plan.groups.len() as u32);
     if measures {

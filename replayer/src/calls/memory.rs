@@ -137,7 +137,7 @@ unsafe fn bind_buffer(
     let b = vk::Buffer::from_raw(s.lookup(vk::ObjectType::BUFFER, buffer)?);
     let req = s.device(device)?.device.get_buffer_memory_requirements(b);
     s.prepare_bind(memory, req, offset)?;
-    s.buffer_memory.insert(buffer, (memory, offset));
+    s.memory.buffer_memory.insert(buffer, (memory, offset));
     Ok(())
 }
 

@@ -50,8 +50,8 @@ pub(crate) unsafe fn generic(
     }
     let r = match crate::glue::dispatch(s, call) {
         // A command of an extension --drop-unsupported left out.
-        Err(ReplayError::Unavailable(_)) if !s.dropped.is_empty() => {
-            s.skipped_calls += 1;
+        Err(ReplayError::Unavailable(_)) if !s.drop.dropped.is_empty() => {
+            s.drop.skipped_calls += 1;
             return Ok(());
         }
         r => r?,

@@ -66,7 +66,7 @@ pub(crate) unsafe fn vkCreateQueryPool(
         .map_err(|e| ReplayError::vk("vkCreateQueryPool", e))?;
     let captured = p.p_query_pool.unwrap_or(0);
     s.bind(vk::ObjectType::QUERY_POOL, captured, pool.as_raw());
-    s.live_pools.insert(captured, (p.device, pool));
+    s.tracked.live_pools.insert(captured, (p.device, pool));
     Ok(())
 }
 
@@ -79,7 +79,7 @@ pub(crate) unsafe fn vkDestroyQueryPool(
     let pool = pool(s, p.query_pool)?;
     s.device(p.device)?.device.destroy_query_pool(pool, None);
     s.unbind(vk::ObjectType::QUERY_POOL, p.query_pool);
-    s.live_pools.remove(&p.query_pool);
+    s.tracked.live_pools.remove(&p.query_pool);
     Ok(())
 }
 

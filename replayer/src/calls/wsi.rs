@@ -209,7 +209,7 @@ pub(crate) unsafe fn vkQueuePresentKHR(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let q = s.lookup(vk::ObjectType::QUEUE, p.queue)?;
-    if s.window {
+    if s.wsi.window {
         let swapchains = info.p_swapchains.as_deref().unwrap_or(&[]);
         let indices = info.p_image_indices.as_deref().unwrap_or(&[]);
         for (i, (sc, index)) in swapchains.iter().zip(indices).enumerate() {
@@ -251,7 +251,7 @@ unsafe fn acquire(
     let sem = vk::Semaphore::from_raw(s.lookup(vk::ObjectType::SEMAPHORE, semaphore)?);
     let fen = vk::Fence::from_raw(s.lookup(vk::ObjectType::FENCE, fence)?);
     // The app then uses the captured image handle of that index, already bound to ours.
-    if let Some(sc) = s.swapchains.get_mut(&swapchain) {
+    if let Some(sc) = s.wsi.swapchains.get_mut(&swapchain) {
         let n = sc.images.len().max(1) as u32;
         sc.next = index.unwrap_or(sc.next + 1) % n;
     }

@@ -151,8 +151,8 @@ pub fn replay_with_progress(
                 opts.validate,
             );
             session.perf.pass = pass;
-            session.window = opts.window;
-            session.drop_unsupported = opts.drop_unsupported;
+            session.wsi.window = opts.window;
+            session.drop.enabled = opts.drop_unsupported;
             session.perf.forced = opts.passes;
             session.perf.pool_counters = pool_counters.clone();
             session.counters_injected = opts.inject.is_some();
@@ -222,11 +222,11 @@ pub fn replay_with_progress(
                     run.skipped_before_trim
                 )
             });
-            let dropped = (!run.session.dropped.is_empty()).then(|| {
+            let dropped = (!run.session.drop.dropped.is_empty()).then(|| {
                 format!(
                     "dropped device extension(s) the replay GPU lacks: {} ({} of their calls skipped)",
-                    run.session.dropped.join(", "),
-                    run.session.skipped_calls
+                    run.session.drop.dropped.join(", "),
+                    run.session.drop.skipped_calls
                 )
             });
             for w in run
@@ -253,7 +253,7 @@ pub fn replay_with_progress(
             }
             queries += run.reads.queries;
             injected += run.inject.as_ref().map_or(0, |i| i.measured);
-            presented += run.session.presented;
+            presented += run.session.wsi.presented;
             if pass == 0 {
                 for (f, ns) in &run.frame_ns {
                     per_frame.entry(*f).or_default().push(*ns);

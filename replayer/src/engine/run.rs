@@ -93,7 +93,7 @@ impl Run<'_, '_> {
                     }
                 }
                 Record::QueryPool(p) => {
-                    self.session.pools.insert(
+                    self.session.tracked.pools.insert(
                         p.pool,
                         PoolState {
                             shape: PoolShape {
@@ -109,11 +109,13 @@ impl Run<'_, '_> {
                     QueryOpKind::Begin { query, flags, .. } => {
                         let precise = flags & vk::QueryControlFlags::PRECISE.as_raw() != 0;
                         self.session
+                            .tracked
                             .query_owner
                             .insert((op.pool, query), (op.command_buffer, precise));
                     }
                     QueryOpKind::Timestamp { query, .. } | QueryOpKind::Write { query } => {
                         self.session
+                            .tracked
                             .query_owner
                             .insert((op.pool, query), (op.command_buffer, false));
                     }
@@ -122,7 +124,7 @@ impl Run<'_, '_> {
                 Record::Submit(s) => {
                     let now = now_ns();
                     for cb in &s.command_buffers {
-                        self.session.cmdbuf_submit.insert(
+                        self.session.tracked.cmdbuf_submit.insert(
                             *cb,
                             SubmitInfo {
                                 queue: s.queue,
@@ -146,7 +148,11 @@ impl Run<'_, '_> {
                 }
                 Record::QueryCopy(c)
                     if self.trimmed
-                        && !self.session.cmdbuf_submit.contains_key(&c.command_buffer) =>
+                        && !self
+                            .session
+                            .tracked
+                            .cmdbuf_submit
+                            .contains_key(&c.command_buffer) =>
                 {
                     self.skipped_before_trim += 1;
                 }

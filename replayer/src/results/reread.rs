@@ -33,7 +33,7 @@ pub(crate) struct QueryReads<'r> {
 
 impl QueryReads<'_> {
     fn pool(s: &Session<'_>, pool: u64) -> Result<PoolShape, ReplayError> {
-        s.pools.get(&pool).map(|p| p.shape).ok_or_else(|| {
+        s.tracked.pools.get(&pool).map(|p| p.shape).ok_or_else(|| {
             ReplayError::Other(format!(
                 "query pool 0x{pool:x} has no QueryPool record in the trace"
             ))
@@ -55,6 +55,7 @@ impl QueryReads<'_> {
                 return Ok(());
             }
             let counters = s
+                .tracked
                 .pools
                 .get(&q.pool)
                 .map(|p| p.counters.clone())
@@ -68,7 +69,11 @@ impl QueryReads<'_> {
         if self.pass > 0 {
             return Ok(());
         }
-        let precise = s.query_owner.get(&(q.pool, q.query)).is_some_and(|o| o.1);
+        let precise = s
+            .tracked
+            .query_owner
+            .get(&(q.pool, q.query))
+            .is_some_and(|o| o.1);
         self.comparison.add(&q, precise);
         self.queries += 1;
         if let Some(w) = self.writer {
@@ -111,8 +116,8 @@ impl QueryReads<'_> {
         let cap_dev = s.capture_device.cloned();
         for (i, (c, r)) in captured.iter().zip(replayed).enumerate() {
             let query = first + i as u32;
-            let owner = s.query_owner.get(&(pool, query)).copied();
-            let submit = owner.and_then(|(cb, _)| s.cmdbuf_submit.get(&cb).copied());
+            let owner = s.tracked.query_owner.get(&(pool, query)).copied();
+            let submit = owner.and_then(|(cb, _)| s.tracked.cmdbuf_submit.get(&cb).copied());
             let is_ts = shape.query_type == vk::QueryType::TIMESTAMP.as_raw();
             let (cap_ts, rep_ts) = if is_ts {
                 let fam = submit.map_or(0, |s| s.family);
@@ -278,16 +283,17 @@ impl QueryReads<'_> {
         let ok = vk::Result::SUCCESS.as_raw();
         let captured = queries::decode(&c.data, c.count, c.stride, c.flags, shape, ok)
             .map_err(|e| ReplayError::Trace(format!("captured query copy: {e}")))?;
-        match s.cmdbuf_submit.get(&c.command_buffer) {
+        match s.tracked.cmdbuf_submit.get(&c.command_buffer) {
             Some(sub) => s.wait_device_of_queue(sub.queue)?,
             None => s.wait_all_devices()?,
         }
-        let (memory, bind_offset) = *s.buffer_memory.get(&c.dst_buffer).ok_or_else(|| {
-            ReplayError::Other(format!(
-                "query copy destination buffer 0x{:x} is not bound to memory",
-                c.dst_buffer
-            ))
-        })?;
+        let (memory, bind_offset) =
+            *s.memory.buffer_memory.get(&c.dst_buffer).ok_or_else(|| {
+                ReplayError::Other(format!(
+                    "query copy destination buffer 0x{:x} is not bound to memory",
+                    c.dst_buffer
+                ))
+            })?;
         let bytes = s.read_memory(memory, bind_offset.saturating_add(c.dst_offset), len)?;
         let now = now_ns();
         let replayed = queries::decode(&bytes, c.count, c.stride, c.flags, rshape, ok)
@@ -354,8 +360,9 @@ pub(crate) fn write_merged(
 /// (in a trimmed trace, work submitted before the trim point never runs).
 pub(crate) fn ran_in_replay(s: &Session<'_>, pool: u64, first: u32, count: u32) -> bool {
     (first..first.saturating_add(count)).all(|q| {
-        s.query_owner
+        s.tracked
+            .query_owner
             .get(&(pool, q))
-            .is_some_and(|(cb, _)| s.cmdbuf_submit.contains_key(cb))
+            .is_some_and(|(cb, _)| s.tracked.cmdbuf_submit.contains_key(cb))
     })
 }

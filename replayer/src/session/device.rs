@@ -144,7 +144,7 @@ impl Session<'_> {
             .filter(|e| e.as_str() != "VK_KHR_swapchain" || available.contains(e))
             .cloned()
             .collect();
-        if self.window && !ext.iter().any(|e| e == "VK_KHR_swapchain") {
+        if self.wsi.window && !ext.iter().any(|e| e == "VK_KHR_swapchain") {
             ext.push("VK_KHR_swapchain".into());
         }
         // Counter injection measures with performance queries even when the app made none.
@@ -157,9 +157,9 @@ impl Session<'_> {
             .filter(|e| !available.contains(e) && SAFE_TO_DROP.contains(&e.as_str()))
             .cloned()
             .collect();
-        if self.drop_unsupported {
+        if self.drop.enabled {
             ext.retain(|e| !droppable.contains(e));
-            self.dropped.extend(droppable.iter().cloned());
+            self.drop.dropped.extend(droppable.iter().cloned());
         }
         let mut missing: Vec<String> = ext
             .iter()
@@ -194,7 +194,7 @@ impl Session<'_> {
                 }
             };
         if !missing.is_empty() {
-            let hint = if droppable.is_empty() || self.drop_unsupported {
+            let hint = if droppable.is_empty() || self.drop.enabled {
                 String::new()
             } else {
                 format!(
@@ -339,6 +339,7 @@ impl Session<'_> {
     pub fn destroy_device(&mut self, captured: u64) -> Result<(), ReplayError> {
         // Emulated swapchains and our own objects first.
         let chains: Vec<u64> = self
+            .wsi
             .swapchains
             .iter()
             .filter(|(_, s)| s.device == captured)
@@ -348,12 +349,14 @@ impl Session<'_> {
             self.destroy_swapchain(c);
         }
         let mems: Vec<u64> = self
+            .memory
             .memories
             .iter()
             .filter(|(_, m)| m.device == captured)
             .map(|(k, _)| *k)
             .collect();
         let pools: Vec<(u64, vk::QueryPool)> = self
+            .tracked
             .live_pools
             .iter()
             .filter(|(_, (dev, _))| *dev == captured)
@@ -371,10 +374,10 @@ impl Session<'_> {
                 // Pools the trace never destroyed (the app exited with them alive).
                 for (c, p) in pools {
                     d.device.destroy_query_pool(p, None);
-                    self.live_pools.remove(&c);
+                    self.tracked.live_pools.remove(&c);
                 }
                 for m in &mems {
-                    if let Some(ms) = self.memories.remove(m) {
+                    if let Some(ms) = self.memory.memories.remove(m) {
                         if ms.replayed != vk::DeviceMemory::null() {
                             d.device.free_memory(ms.replayed, None);
                         }

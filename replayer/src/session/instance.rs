@@ -96,7 +96,7 @@ impl Session<'_> {
         }
         // Below validation, so validation checks the replay's calls, not the emulation's.
         lay.extend(crate::devices::extra_layers());
-        if self.window {
+        if self.wsi.window {
             ext.extend(crate::window::INSTANCE_EXTENSIONS.map(String::from));
         }
         if available_ext

@@ -57,7 +57,7 @@ impl Session<'_> {
                 .get(captured_type as usize)
                 .map_or(0, |t| t.property_flags),
         };
-        self.memories.insert(
+        self.memory.memories.insert(
             captured,
             MemState {
                 device,
@@ -83,8 +83,9 @@ impl Session<'_> {
         type_bits: u32,
         min_size: u64,
     ) -> Result<vk::DeviceMemory, ReplayError> {
-        let host = self.host_memories.contains(&captured);
+        let host = self.memory.host_memories.contains(&captured);
         let m = self
+            .memory
             .memories
             .get(&captured)
             .ok_or(ReplayError::UnknownHandle {
@@ -143,7 +144,11 @@ impl Session<'_> {
         let coherent = d.memory_types.get(ti as usize).is_some_and(|t| {
             t.property_flags & vk::MemoryPropertyFlags::HOST_COHERENT.as_raw() != 0
         });
-        let m = self.memories.get_mut(&captured).expect("checked above");
+        let m = self
+            .memory
+            .memories
+            .get_mut(&captured)
+            .expect("checked above");
         m.replayed = mem;
         m.type_index = ti;
         m.size = size;
@@ -156,7 +161,7 @@ impl Session<'_> {
     }
 
     pub fn free_memory(&mut self, captured: u64) -> Result<(), ReplayError> {
-        if let Some(m) = self.memories.remove(&captured) {
+        if let Some(m) = self.memory.memories.remove(&captured) {
             if m.replayed != vk::DeviceMemory::null() {
                 let d = self.device(m.device)?;
                 // SAFETY: the memory belongs to this device and the trace frees it here.
@@ -170,7 +175,7 @@ impl Session<'_> {
     /// Host pointer to the start of the replayed allocation (mapped on demand).
     fn map_whole(&mut self, captured: u64) -> Result<*mut u8, ReplayError> {
         self.ensure_memory(captured, u32::MAX, 0)?;
-        let m = &self.memories[&captured];
+        let m = &self.memory.memories[&captured];
         if !m.mapped.is_null() {
             return Ok(m.mapped);
         }
@@ -186,13 +191,13 @@ impl Session<'_> {
                 e,
             )
         })?;
-        let m = self.memories.get_mut(&captured).expect("exists");
+        let m = self.memory.memories.get_mut(&captured).expect("exists");
         m.mapped = p as *mut u8;
         Ok(m.mapped)
     }
 
     fn unmap_if_transient(&mut self, captured: u64) -> Result<(), ReplayError> {
-        let Some(m) = self.memories.get(&captured) else {
+        let Some(m) = self.memory.memories.get(&captured) else {
             return Ok(());
         };
         if m.persistent || m.mapped.is_null() {
@@ -202,19 +207,27 @@ impl Session<'_> {
         let d = self.device(dev)?;
         // SAFETY: mapped above by us.
         unsafe { d.device.unmap_memory(mem) };
-        self.memories.get_mut(&captured).expect("exists").mapped = std::ptr::null_mut();
+        self.memory
+            .memories
+            .get_mut(&captured)
+            .expect("exists")
+            .mapped = std::ptr::null_mut();
         Ok(())
     }
 
     /// The capture mapped this memory: keep a replay mapping for as long.
     pub fn map_memory(&mut self, captured: u64) -> Result<(), ReplayError> {
         self.map_whole(captured)?;
-        self.memories.get_mut(&captured).expect("mapped").persistent = true;
+        self.memory
+            .memories
+            .get_mut(&captured)
+            .expect("mapped")
+            .persistent = true;
         Ok(())
     }
 
     pub fn unmap_memory(&mut self, captured: u64) -> Result<(), ReplayError> {
-        if let Some(m) = self.memories.get_mut(&captured) {
+        if let Some(m) = self.memory.memories.get_mut(&captured) {
             m.persistent = false;
         }
         self.unmap_if_transient(captured)
@@ -231,6 +244,7 @@ impl Session<'_> {
             .checked_add(data.len() as u64)
             .ok_or_else(|| ReplayError::Other("memory write range overflows".into()))?;
         let size = self
+            .memory
             .memories
             .get(&captured)
             .ok_or(ReplayError::UnknownHandle {
@@ -245,7 +259,7 @@ impl Session<'_> {
             )));
         }
         self.ensure_memory(captured, u32::MAX, 0)?;
-        let m = &self.memories[&captured];
+        let m = &self.memory.memories[&captured];
         let host_visible = self
             .device(m.device)?
             .memory_types
@@ -263,7 +277,7 @@ impl Session<'_> {
         let p = self.map_whole(captured)?;
         // SAFETY: [offset, end) lies inside the mapped allocation (checked above).
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p.add(offset as usize), data.len()) };
-        let m = &self.memories[&captured];
+        let m = &self.memory.memories[&captured];
         if !m.coherent {
             let d = self.device(m.device)?;
             let atom = d.non_coherent_atom;
@@ -288,7 +302,7 @@ impl Session<'_> {
     /// Writes `data` at `offset` of a replay allocation the host cannot map: a host-visible staging
     /// buffer copied on the GPU into a transfer buffer bound over the whole allocation, waited on.
     fn upload(&mut self, captured: u64, offset: u64, data: &[u8]) -> Result<(), ReplayError> {
-        let m = &self.memories[&captured];
+        let m = &self.memory.memories[&captured];
         let (mem, size, type_index) = (m.replayed, m.size, m.type_index);
         let d = self.device(m.device)?;
         let Some((queue, family)) = d
@@ -450,6 +464,7 @@ impl Session<'_> {
         len: u64,
     ) -> Result<Vec<u8>, ReplayError> {
         let size = self
+            .memory
             .memories
             .get(&captured)
             .ok_or(ReplayError::UnknownHandle {
@@ -464,7 +479,7 @@ impl Session<'_> {
             )));
         }
         let p = self.map_whole(captured)?;
-        let m = &self.memories[&captured];
+        let m = &self.memory.memories[&captured];
         if !m.coherent {
             let d = self.device(m.device)?;
             let range = vk::MappedMemoryRange::default()

@@ -65,18 +65,12 @@ pub struct Session<'a> {
     pub devices: HandleMap<u64, DeviceState>,
     /// Loader dispatch key of a replayed dispatchable handle -> captured device.
     pub dispatch_keys: HandleMap<usize, u64>,
-    pub memories: HandleMap<u64, MemState>,
-    /// Captured memory the trace maps or writes (from a scan before the replay).
-    pub host_memories: &'a HashSet<u64>,
-    pub pools: HashMap<u64, PoolState>,
-    /// Replayed query pools alive: captured pool -> (captured device, replayed pool).
-    pub live_pools: HashMap<u64, (u64, vk::QueryPool)>,
-    pub swapchains: HashMap<u64, Swapchain>,
-    /// Captured buffer -> (captured memory, offset).
-    pub buffer_memory: HashMap<u64, (u64, u64)>,
-    pub cmdbuf_submit: HashMap<u64, SubmitInfo>,
-    /// (captured pool, query) -> (captured command buffer, begun with PRECISE).
-    pub query_owner: HashMap<(u64, u32), (u64, bool)>,
+    /// Captured allocations and what is bound to them.
+    pub memory: MemoryState<'a>,
+    /// What query reads need: pools, which command buffer wrote which query, submissions.
+    pub tracked: QueryTracking,
+    /// Emulated swapchains and `--window`.
+    pub wsi: WsiState,
     /// Fake handles for emulated objects (surfaces, swapchains).
     pub next_fake: u64,
     pub frame: u64,
@@ -85,19 +79,51 @@ pub struct Session<'a> {
     /// `--counters`: the engine injects performance queries around command buffers or render
     /// passes (devices get VK_KHR_performance_query and its feature).
     pub counters_injected: bool,
+    /// `--drop-unsupported`.
+    pub drop: DropState,
+    /// Captured descriptor update template -> its entries (to translate handles in update data).
+    pub templates: HashMap<u64, Vec<crate::templates::Entry>>,
+}
+
+/// Captured allocations (see `memory.rs`).
+pub struct MemoryState<'a> {
+    pub memories: HandleMap<u64, MemState>,
+    /// Captured memory the trace maps or writes (from a scan before the replay).
+    pub host_memories: &'a HashSet<u64>,
+    /// Captured buffer -> (captured memory, offset).
+    pub buffer_memory: HashMap<u64, (u64, u64)>,
+}
+
+/// The state query reads need, kept as the trace goes.
+#[derive(Default)]
+pub struct QueryTracking {
+    pub pools: HashMap<u64, PoolState>,
+    /// Replayed query pools alive: captured pool -> (captured device, replayed pool).
+    pub live_pools: HashMap<u64, (u64, vk::QueryPool)>,
+    pub cmdbuf_submit: HashMap<u64, SubmitInfo>,
+    /// (captured pool, query) -> (captured command buffer, begun with PRECISE).
+    pub query_owner: HashMap<(u64, u32), (u64, bool)>,
+}
+
+/// Emulated swapchains (see `wsi.rs`).
+#[derive(Default)]
+pub struct WsiState {
+    pub swapchains: HashMap<u64, Swapchain>,
     /// `--window`: presents are shown in X11 windows (see `crate::window`).
     pub window: bool,
-    /// `--drop-unsupported`: device extensions in [`SAFE_TO_DROP`] the replay GPU lacks are left
-    /// out, and their commands skipped.
-    pub drop_unsupported: bool,
+    /// Frames shown in windows.
+    pub presented: u64,
+}
+
+/// `--drop-unsupported`: device extensions in [`SAFE_TO_DROP`] the replay GPU lacks are left out,
+/// and their commands skipped.
+#[derive(Default)]
+pub struct DropState {
+    pub enabled: bool,
     /// Extensions left out that way.
     pub dropped: Vec<String>,
     /// Calls skipped because their extension was dropped.
     pub skipped_calls: u64,
-    /// Captured descriptor update template -> its entries (to translate handles in update data).
-    pub templates: HashMap<u64, Vec<crate::templates::Entry>>,
-    /// Frames shown in windows.
-    pub presented: u64,
 }
 
 /// Multi-pass state of one replay pass (see `crate::perf`).
@@ -162,23 +188,18 @@ impl<'a> Session<'a> {
             handles: HandleMap::default(),
             devices: HandleMap::default(),
             dispatch_keys: HandleMap::default(),
-            memories: HandleMap::default(),
-            host_memories,
-            pools: HashMap::new(),
-            live_pools: HashMap::new(),
-            swapchains: HashMap::new(),
-            buffer_memory: HashMap::new(),
-            cmdbuf_submit: HashMap::new(),
-            query_owner: HashMap::new(),
+            memory: MemoryState {
+                memories: HandleMap::default(),
+                host_memories,
+                buffer_memory: HashMap::new(),
+            },
+            tracked: QueryTracking::default(),
+            wsi: WsiState::default(),
             next_fake: 0x5157_0000_0000_0001,
             frame: 0,
             perf: PerfState::default(),
             counters_injected: false,
-            window: false,
-            presented: 0,
-            drop_unsupported: false,
-            dropped: Vec::new(),
-            skipped_calls: 0,
+            drop: DropState::default(),
             templates: HashMap::new(),
         }
     }

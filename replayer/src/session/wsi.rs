@@ -33,11 +33,11 @@ impl Session<'_> {
         self.device(device)?;
         let fake = self.fake_handle();
         let mut sc = sc;
-        if self.window {
+        if self.wsi.window {
             // Blitted into the window's swapchain at each present.
             sc.usage |= vk::ImageUsageFlags::TRANSFER_SRC;
         }
-        self.swapchains.insert(captured, sc);
+        self.wsi.swapchains.insert(captured, sc);
         self.bind(vk::ObjectType::SWAPCHAIN_KHR, captured, fake);
         Ok(())
     }
@@ -45,6 +45,7 @@ impl Session<'_> {
     /// `vkGetSwapchainImagesKHR` with the image array: make as many offscreen images.
     pub fn swapchain_images(&mut self, captured: u64, images: &[u64]) -> Result<(), ReplayError> {
         let sc = self
+            .wsi
             .swapchains
             .get(&captured)
             .ok_or(ReplayError::UnknownHandle {
@@ -103,13 +104,14 @@ impl Session<'_> {
                     made.push((img, mem));
                 }
             }
-            self.swapchains
+            self.wsi
+                .swapchains
                 .get_mut(&captured)
                 .expect("exists")
                 .images
                 .extend(made);
         }
-        let bound: Vec<u64> = self.swapchains[&captured]
+        let bound: Vec<u64> = self.wsi.swapchains[&captured]
             .images
             .iter()
             .map(|(i, _)| i.as_raw())
@@ -121,7 +123,7 @@ impl Session<'_> {
     }
 
     pub fn destroy_swapchain(&mut self, captured: u64) {
-        if let Some(mut sc) = self.swapchains.remove(&captured) {
+        if let Some(mut sc) = self.wsi.swapchains.remove(&captured) {
             if let Some(d) = self.devices.get(&sc.device) {
                 unsafe {
                     let _ = d.device.device_wait_idle();
@@ -150,6 +152,7 @@ impl Session<'_> {
         let instance = self.instance()?.clone();
         let (entry, pd) = (self.entry, self.pd);
         let sc = self
+            .wsi
             .swapchains
             .get_mut(&captured)
             .ok_or(ReplayError::UnknownHandle {
@@ -182,7 +185,7 @@ impl Session<'_> {
             let w = sc.window.as_mut().expect("opened above");
             w.present(&d.device, queue, image, sc.extent, waits)?;
         }
-        self.presented += 1;
+        self.wsi.presented += 1;
         Ok(())
     }
 
