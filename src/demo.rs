@@ -127,9 +127,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             window: false,
             drop_unsupported: false,
         };
-        match replayer::replay(&opts) {
+        match replayer::replay_with_progress(&opts, &mut crate::replay::Bar::new(&opts)) {
             Ok(s) => {
-                for line in replayer::cli::report(&s, true).lines() {
+                for line in s.to_text(true).lines() {
                     crate::say!("  {line}");
                 }
                 if s.comparison.same_device && s.comparison.failed() {

@@ -252,3 +252,227 @@ pub const UNREPLAYABLE_EXTENSIONS: &[&str] = &[
     "VK_KHR_video_decode_h264",
     "VK_KHR_video_decode_h265",
 ];
+
+/// How the replayer handles a command of [`REPLAY_OVERRIDES`].
+pub enum Replay {
+    /// By hand: `replayer::calls::<module>::<command>(session, call, params, record)`, where
+    /// `<command>` is the canonical name (a KHR/EXT alias shares its core command's function, which
+    /// tells them apart by the `call` variant where the entry point differs).
+    By(&'static str),
+    /// Not re-executed, for the reason given: nothing replayed depends on it, or the engine re-does
+    /// it elsewhere.
+    Skip(&'static str),
+}
+
+const LOADER_QUERY: &str = "a query of the loader or driver the replay does not need";
+const SURFACE_QUERY: &str =
+    "a surface or presentation query: its answer is in the capture and nothing replayed depends on it";
+const APP_CALLBACK: &str =
+    "the app's debug callbacks point into the captured process and are never installed";
+
+/// The replay overrides: every command the replayer does not send through the generated dispatch.
+/// `emit_replay` writes the replayer's `replay_call` from this list, one arm per command (everything
+/// else goes to `calls::generic`), so a listed command without its function does not compile, and
+/// a hand-written function not listed is dead code, which `replayer::calls` denies.
+pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
+    // instance
+    ("vkCreateInstance", Replay::By("instance")),
+    ("vkDestroyInstance", Replay::By("instance")),
+    ("vkEnumeratePhysicalDevices", Replay::By("instance")),
+    ("vkCreateDebugUtilsMessengerEXT", Replay::By("instance")),
+    ("vkCreateDebugReportCallbackEXT", Replay::By("instance")),
+    (
+        "vkDestroyDebugUtilsMessengerEXT",
+        Replay::Skip(APP_CALLBACK),
+    ),
+    (
+        "vkDestroyDebugReportCallbackEXT",
+        Replay::Skip(APP_CALLBACK),
+    ),
+    ("vkSubmitDebugUtilsMessageEXT", Replay::Skip(APP_CALLBACK)),
+    ("vkDebugReportMessageEXT", Replay::Skip(APP_CALLBACK)),
+    (
+        "vkEnumerateInstanceExtensionProperties",
+        Replay::Skip(LOADER_QUERY),
+    ),
+    (
+        "vkEnumerateInstanceLayerProperties",
+        Replay::Skip(LOADER_QUERY),
+    ),
+    (
+        "vkEnumerateDeviceExtensionProperties",
+        Replay::Skip(LOADER_QUERY),
+    ),
+    (
+        "vkEnumerateDeviceLayerProperties",
+        Replay::Skip(LOADER_QUERY),
+    ),
+    ("vkGetInstanceProcAddr", Replay::Skip(LOADER_QUERY)),
+    ("vkGetDeviceProcAddr", Replay::Skip(LOADER_QUERY)),
+    // devices, queues, waits
+    ("vkCreateDevice", Replay::By("device")),
+    ("vkDestroyDevice", Replay::By("device")),
+    ("vkGetDeviceQueue", Replay::By("device")),
+    ("vkGetDeviceQueue2", Replay::By("device")),
+    ("vkCreateCommandPool", Replay::By("device")),
+    ("vkWaitForFences", Replay::By("device")),
+    ("vkGetFenceStatus", Replay::By("device")),
+    ("vkQueueWaitIdle", Replay::By("device")),
+    ("vkDeviceWaitIdle", Replay::By("device")),
+    // memory
+    ("vkAllocateMemory", Replay::By("memory")),
+    ("vkFreeMemory", Replay::By("memory")),
+    ("vkMapMemory", Replay::By("memory")),
+    ("vkUnmapMemory", Replay::By("memory")),
+    ("vkBindBufferMemory", Replay::By("memory")),
+    ("vkBindImageMemory", Replay::By("memory")),
+    ("vkBindBufferMemory2", Replay::By("memory")),
+    ("vkBindBufferMemory2KHR", Replay::By("memory")),
+    ("vkBindImageMemory2", Replay::By("memory")),
+    ("vkBindImageMemory2KHR", Replay::By("memory")),
+    (
+        "vkFlushMappedMemoryRanges",
+        Replay::Skip("memory writes are flushed as they are applied"),
+    ),
+    (
+        "vkInvalidateMappedMemoryRanges",
+        Replay::Skip("invalidation only matters to the host"),
+    ),
+    // queries
+    ("vkCreateQueryPool", Replay::By("queries")),
+    ("vkDestroyQueryPool", Replay::By("queries")),
+    ("vkResetQueryPool", Replay::By("queries")),
+    ("vkResetQueryPoolEXT", Replay::By("queries")),
+    ("vkCmdResetQueryPool", Replay::By("queries")),
+    ("vkCmdBeginQuery", Replay::By("queries")),
+    ("vkCmdEndQuery", Replay::By("queries")),
+    ("vkCmdBeginQueryIndexedEXT", Replay::By("queries")),
+    ("vkCmdEndQueryIndexedEXT", Replay::By("queries")),
+    ("vkCmdWriteTimestamp", Replay::By("queries")),
+    ("vkCmdWriteTimestamp2", Replay::By("queries")),
+    ("vkCmdWriteTimestamp2KHR", Replay::By("queries")),
+    ("vkCmdCopyQueryPoolResults", Replay::By("queries")),
+    (
+        "vkGetQueryPoolResults",
+        Replay::Skip("re-done at the trace's QueryResults record, with the bytes the app got"),
+    ),
+    (
+        "vkAcquireProfilingLockKHR",
+        Replay::Skip(
+            "the replayer holds the profiling lock itself from the first performance pool",
+        ),
+    ),
+    (
+        "vkReleaseProfilingLockKHR",
+        Replay::Skip("the replayer holds the profiling lock until the device is destroyed"),
+    ),
+    (
+        "vkGetCalibratedTimestampsEXT",
+        Replay::Skip("clock samples have no effect the replay needs"),
+    ),
+    (
+        "vkSetDebugUtilsObjectNameEXT",
+        Replay::Skip("names only help tools, and need VK_EXT_debug_utils on the replay"),
+    ),
+    // submissions
+    ("vkQueueSubmit", Replay::By("submit")),
+    ("vkQueueSubmit2", Replay::By("submit")),
+    ("vkQueueSubmit2KHR", Replay::By("submit")),
+    // descriptor update templates
+    (
+        "vkCreateDescriptorUpdateTemplate",
+        Replay::By("descriptors"),
+    ),
+    (
+        "vkCreateDescriptorUpdateTemplateKHR",
+        Replay::By("descriptors"),
+    ),
+    (
+        "vkDestroyDescriptorUpdateTemplate",
+        Replay::By("descriptors"),
+    ),
+    (
+        "vkDestroyDescriptorUpdateTemplateKHR",
+        Replay::By("descriptors"),
+    ),
+    (
+        "vkUpdateDescriptorSetWithTemplate",
+        Replay::By("descriptors"),
+    ),
+    (
+        "vkUpdateDescriptorSetWithTemplateKHR",
+        Replay::By("descriptors"),
+    ),
+    (
+        "vkCmdPushDescriptorSetWithTemplateKHR",
+        Replay::By("descriptors"),
+    ),
+    // the window system, emulated
+    ("vkCreateXlibSurfaceKHR", Replay::By("wsi")),
+    ("vkCreateXcbSurfaceKHR", Replay::By("wsi")),
+    ("vkCreateWaylandSurfaceKHR", Replay::By("wsi")),
+    ("vkCreateHeadlessSurfaceEXT", Replay::By("wsi")),
+    ("vkCreateDisplayPlaneSurfaceKHR", Replay::By("wsi")),
+    ("vkDestroySurfaceKHR", Replay::By("wsi")),
+    ("vkCreateSwapchainKHR", Replay::By("wsi")),
+    ("vkGetSwapchainImagesKHR", Replay::By("wsi")),
+    ("vkDestroySwapchainKHR", Replay::By("wsi")),
+    ("vkAcquireNextImageKHR", Replay::By("wsi")),
+    ("vkAcquireNextImage2KHR", Replay::By("wsi")),
+    ("vkQueuePresentKHR", Replay::By("wsi")),
+    (
+        "vkGetPhysicalDeviceSurfaceSupportKHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetPhysicalDeviceSurfaceCapabilitiesKHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetPhysicalDeviceSurfaceFormatsKHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetPhysicalDeviceSurfacePresentModesKHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetPhysicalDeviceSurfaceCapabilities2KHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetPhysicalDeviceSurfaceCapabilities2EXT",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetPhysicalDeviceSurfaceFormats2KHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetPhysicalDeviceXlibPresentationSupportKHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetPhysicalDeviceXcbPresentationSupportKHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetPhysicalDeviceWaylandPresentationSupportKHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetPhysicalDevicePresentRectanglesKHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetDeviceGroupSurfacePresentModesKHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    (
+        "vkGetDeviceGroupPresentCapabilitiesKHR",
+        Replay::Skip(SURFACE_QUERY),
+    ),
+    ("vkGetSwapchainStatusKHR", Replay::Skip(SURFACE_QUERY)),
+    ("vkWaitForPresentKHR", Replay::Skip(SURFACE_QUERY)),
+    ("vkReleaseSwapchainImagesEXT", Replay::Skip(SURFACE_QUERY)),
+];

@@ -34,8 +34,9 @@ const PRELUDE: &str = r#"//! Generic replay of a decoded call.
 //! callbacks (`PFN_*` members), `pAllocator` and opaque host pointers (`pUserData`, `pHostPointer`, platform
 //! display pointers) are passed as NULL; pNext elements that were not captured (unknown sType)
 //! are left out of the chain. `m_VkXxx` materialise one owned struct (with its pNext chain) for
-//! hand-written replay code; [`m_chain`] builds a chain alone. The replayer handles the commands in `vkstream::SPECIAL` (memory
-//! mapping, submission, queries, swapchains, ...) before calling [`replay`].
+//! hand-written replay code; [`m_chain`] builds a chain alone. [`replay_call`] sends the commands
+//! codegen's `REPLAY_OVERRIDES` lists (memory, submission, queries, swapchains, ...) to the
+//! replayer's hand-written functions and every other one through [`replay`].
 #![allow(non_snake_case, unused_variables, unused_mut, unused_parens, unused_unsafe, deprecated, clippy::all)]
 use crate::error::ReplayError;
 use ash::vk;
@@ -459,6 +460,37 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
         }
     }
     o.push_str("}\n}\n");
-    let _ = config::SPECIAL;
+    o.push_str(&overrides(an));
+    o
+}
+
+/// The replayer's per-call entry point: one arm per command of [`config::REPLAY_OVERRIDES`]
+/// (a call of its hand-written function, or nothing for a skipped command), the generic path for
+/// the rest.
+fn overrides(an: &Analysis) -> String {
+    let mut o = String::from(
+        "\n/// Replays one decoded call: the commands codegen's `REPLAY_OVERRIDES` lists go to their\n/// hand-written function in `crate::calls` (or are skipped), every other one to\n/// `crate::calls::generic`. `rec` carries the capture's result code.\n///\n/// # Safety\n/// The session's handles must be those the trace created so far (the engine keeps the order).\npub(crate) unsafe fn replay_call(s: &mut crate::session::Session<'_>, call: &vkstream::Call, rec: &format::record::Call) -> Result<(), ReplayError> {\nmatch call {\n",
+    );
+    for (i, (name, how)) in config::REPLAY_OVERRIDES.iter().enumerate() {
+        if config::REPLAY_OVERRIDES[..i].iter().any(|(n, _)| n == name) {
+            panic!("config::REPLAY_OVERRIDES lists {name} twice");
+        }
+        let Some(c) = an.cmds.iter().find(|c| c.def.name == *name) else {
+            panic!("config::REPLAY_OVERRIDES lists {name}, which this registry does not generate");
+        };
+        match how {
+            config::Replay::By(module) => {
+                let _ = writeln!(
+                    o,
+                    "vkstream::Call::{name}(p) => crate::calls::{module}::{}(s, call, p, rec),",
+                    c.def.canonical
+                );
+            }
+            config::Replay::Skip(why) => {
+                let _ = writeln!(o, "// {why}\nvkstream::Call::{name}(_) => Ok(()),");
+            }
+        }
+    }
+    o.push_str("_ => crate::calls::generic(s, call, rec),\n}\n}\n");
     o
 }

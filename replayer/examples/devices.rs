@@ -1,16 +1,18 @@
-//! `cargo run -p replayer --example devices -- [--json]`: the `quarry devices` output without the root CLI.
+//! `cargo run -p replayer --example devices -- [--json]`: the `quarry devices` listing without the root CLI.
 fn main() {
     let json = std::env::args().any(|a| a == "--json");
-    let emulate_counters = std::env::args().any(|a| a == "--emulate-counters");
-    match (replayer::cli::DevicesArgs {
-        json,
-        emulate_counters,
-    })
-    .run()
-    {
-        Ok(code) => std::process::exit(code),
+    match replayer::devices() {
+        Ok(gpus) if json => match serde_json::to_string_pretty(&gpus) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("quarry: {e}");
+                std::process::exit(1);
+            }
+        },
+        Ok(gpus) if gpus.is_empty() => println!("no GPU found"),
+        Ok(gpus) => print!("{}", replayer::devices::to_text(&gpus)),
         Err(e) => {
-            eprintln!("quarry: {e:#}");
+            eprintln!("quarry: {e}");
             std::process::exit(1);
         }
     }

@@ -23,3 +23,6 @@ pub fn unix_ns() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
 }
+
+/// How long a query read or fence wait may take before the replay reports it never completed.
+pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

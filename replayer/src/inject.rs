@@ -146,26 +146,25 @@ pub fn choose(
 
 /// After a replayed call: tracks command pools and buffers, sets up a new device, begins the
 /// command-buffer query, ends render-pass queries, and reads back after submissions.
-pub(crate) unsafe fn after(s: &mut Session<'_>, call: &Call) -> Result<(), ReplayError> {
+pub(crate) unsafe fn after(
+    s: &mut Session<'_>,
+    st: &mut InjectState,
+    call: &Call,
+) -> Result<(), ReplayError> {
     match call {
         Call::vkCreateDevice(p) => {
             if let Some(d) = p.p_device {
-                setup_device(s, d)?;
+                setup_device(s, st, d)?;
             }
         }
         Call::vkCreateCommandPool(p) => {
             if let (Some(pool), Some(ci)) = (p.p_command_pool, p.p_create_info.as_deref()) {
                 let family = s.map_family(p.device, ci.queue_family_index);
-                if let Some(st) = s.inject.as_mut() {
-                    st.pool_family.insert(pool, family);
-                }
+                st.pool_family.insert(pool, family);
             }
         }
         Call::vkAllocateCommandBuffers(p) => {
             let Some(ai) = p.p_allocate_info.as_deref() else {
-                return Ok(());
-            };
-            let Some(st) = s.inject.as_mut() else {
                 return Ok(());
             };
             let family = st.pool_family.get(&ai.command_pool).copied();
@@ -186,27 +185,25 @@ pub(crate) unsafe fn after(s: &mut Session<'_>, call: &Call) -> Result<(), Repla
             }
         }
         Call::vkFreeCommandBuffers(p) => {
-            let st = s.inject.as_mut().expect("checked by the caller");
             for cb in p.p_command_buffers.as_deref().unwrap_or(&[]) {
                 release(st, *cb);
                 st.cbs.remove(cb);
             }
         }
         Call::vkBeginCommandBuffer(p) => {
-            let st = s.inject.as_mut().expect("checked by the caller");
             if !st.cbs.contains_key(&p.command_buffer) {
                 return Ok(());
             }
             release(st, p.command_buffer);
             if st.spec.scope == Scope::CommandBuffer {
-                begin(s, p.command_buffer, None)?;
+                begin(s, st, p.command_buffer, None)?;
             }
         }
         _ => {
             if let Some(cb) = ends_render_pass(call) {
-                end(s, cb)?;
+                end(s, st, cb)?;
             } else if let Some((queue, cbs)) = submitted(call) {
-                read_back(s, queue, &cbs)?;
+                read_back(s, st, queue, &cbs)?;
             }
         }
     }
@@ -215,27 +212,26 @@ pub(crate) unsafe fn after(s: &mut Session<'_>, call: &Call) -> Result<(), Repla
 
 /// Before a replayed call: begins render-pass queries, ends the command-buffer query before
 /// vkEndCommandBuffer, and resets the slots a submission is about to use.
-pub(crate) unsafe fn before(s: &mut Session<'_>, call: &Call) -> Result<(), ReplayError> {
-    let scope = match s.inject.as_ref() {
-        Some(st) => st.spec.scope,
-        None => return Ok(()),
-    };
+pub(crate) unsafe fn before(
+    s: &mut Session<'_>,
+    st: &mut InjectState,
+    call: &Call,
+) -> Result<(), ReplayError> {
+    let scope = st.spec.scope;
     if let Some(cb) = begins_render_pass(call) {
         if scope == Scope::RenderPass {
-            let index = s.inject.as_mut().and_then(|st| {
-                st.cbs.get_mut(&cb).map(|c| {
-                    c.render_passes += 1;
-                    c.render_passes - 1
-                })
+            let index = st.cbs.get_mut(&cb).map(|c| {
+                c.render_passes += 1;
+                c.render_passes - 1
             });
             if let Some(i) = index {
-                begin(s, cb, Some(i))?;
+                begin(s, st, cb, Some(i))?;
             }
         }
     } else if let Call::vkEndCommandBuffer(p) = call {
-        end(s, p.command_buffer)?;
+        end(s, st, p.command_buffer)?;
     } else if let Some((queue, cbs)) = submitted(call) {
-        reset_slots(s, queue, &cbs)?;
+        reset_slots(s, st, queue, &cbs)?;
     }
     Ok(())
 }
@@ -304,8 +300,12 @@ fn release(st: &mut InjectState, cb: u64) {
     }
 }
 
-unsafe fn begin(s: &mut Session<'_>, cb: u64, render_pass: Option<u32>) -> Result<(), ReplayError> {
-    let st = s.inject.as_mut().expect("checked by the caller");
+unsafe fn begin(
+    s: &mut Session<'_>,
+    st: &mut InjectState,
+    cb: u64,
+    render_pass: Option<u32>,
+) -> Result<(), ReplayError> {
     let Some(c) = st.cbs.get_mut(&cb) else {
         return Ok(());
     };
@@ -342,10 +342,7 @@ unsafe fn begin(s: &mut Session<'_>, cb: u64, render_pass: Option<u32>) -> Resul
     Ok(())
 }
 
-unsafe fn end(s: &mut Session<'_>, cb: u64) -> Result<(), ReplayError> {
-    let Some(st) = s.inject.as_mut() else {
-        return Ok(());
-    };
+unsafe fn end(s: &mut Session<'_>, st: &mut InjectState, cb: u64) -> Result<(), ReplayError> {
     let Some(c) = st.cbs.get_mut(&cb) else {
         return Ok(());
     };
@@ -369,10 +366,12 @@ fn slots_of(st: &InjectState, cbs: &[u64]) -> Vec<(u64, u64, u32, Option<u32>)> 
         .collect()
 }
 
-unsafe fn reset_slots(s: &mut Session<'_>, queue: u64, cbs: &[u64]) -> Result<(), ReplayError> {
-    let Some(st) = s.inject.as_ref() else {
-        return Ok(());
-    };
+unsafe fn reset_slots(
+    s: &mut Session<'_>,
+    st: &InjectState,
+    queue: u64,
+    cbs: &[u64],
+) -> Result<(), ReplayError> {
     let slots = slots_of(st, cbs);
     if slots.is_empty() {
         return Ok(());
@@ -441,10 +440,12 @@ unsafe fn own_pool(
     Ok(p)
 }
 
-unsafe fn read_back(s: &mut Session<'_>, queue: u64, cbs: &[u64]) -> Result<(), ReplayError> {
-    let Some(st) = s.inject.as_ref() else {
-        return Ok(());
-    };
+unsafe fn read_back(
+    s: &mut Session<'_>,
+    st: &mut InjectState,
+    queue: u64,
+    cbs: &[u64],
+) -> Result<(), ReplayError> {
     let slots = slots_of(st, cbs);
     if slots.is_empty() {
         return Ok(());
@@ -491,7 +492,6 @@ unsafe fn read_back(s: &mut Session<'_>, queue: u64, cbs: &[u64]) -> Result<(), 
             });
         }
     }
-    let st = s.inject.as_mut().expect("checked above");
     st.measured += (out.len() / n.max(1)) as u64;
     for mut v in out {
         v.pass = st.pass;
@@ -502,7 +502,11 @@ unsafe fn read_back(s: &mut Session<'_>, queue: u64, cbs: &[u64]) -> Result<(), 
 
 /// Creates the injected pool of a new device: the chosen counters of this pass on the device's
 /// first graphics (else first) queue family, and takes the profiling lock.
-unsafe fn setup_device(s: &mut Session<'_>, device: u64) -> Result<(), ReplayError> {
+unsafe fn setup_device(
+    s: &mut Session<'_>,
+    st: &mut InjectState,
+    device: u64,
+) -> Result<(), ReplayError> {
     let families = &s.gpu.summary.queue_families;
     let family = families
         .iter()
@@ -511,7 +515,6 @@ unsafe fn setup_device(s: &mut Session<'_>, device: u64) -> Result<(), ReplayErr
     let descs = s.device_counter_descs(family)?;
     let listed: Vec<(crate::perf::DeviceCounter, u32)> =
         descs.iter().map(|d| (d.into(), d.scope)).collect();
-    let st = s.inject.as_ref().expect("checked by the caller");
     let chosen = choose(&st.spec, &listed).map_err(other)?;
     if chosen.is_empty() {
         return Err(other(
@@ -545,9 +548,9 @@ unsafe fn setup_device(s: &mut Session<'_>, device: u64) -> Result<(), ReplayErr
         )
         .map_err(|e| ReplayError::vk("vkCreateQueryPool (injected counters)", e))?;
     // Destroyed with the device (teardown destroys live pools first).
-    s.live_pools
+    s.tracked
+        .live_pools
         .insert(0x5157_1000_0000_0000 | device & 0xffff_ffff, (device, pool));
-    let st = s.inject.as_mut().expect("checked by the caller");
     st.passes_needed = st.passes_needed.max(plan.groups.len() as u32);
     if measures {
         st.devices.insert(
@@ -564,21 +567,8 @@ unsafe fn setup_device(s: &mut Session<'_>, device: u64) -> Result<(), ReplayErr
     Ok(())
 }
 
-/// The device extension and feature struct a device needs for injection, if its create info
-/// lacks them (the caller chains the returned struct).
-pub fn needs_perf_feature(chain: *const std::ffi::c_void) -> bool {
-    let mut node = chain as *const vk::BaseInStructure<'_>;
-    // SAFETY: a valid pNext chain of Vulkan structs materialised by the replayer.
-    unsafe {
-        while let Some(n) = node.as_ref() {
-            if n.s_type == vk::StructureType::PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR {
-                return false;
-            }
-            node = n.p_next;
-        }
-    }
-    true
-}
+/// Kept here for callers of the old path; it lives with device creation.
+pub use crate::session::needs_perf_feature;
 
 #[cfg(test)]
 mod tests {

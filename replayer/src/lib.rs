@@ -6,7 +6,6 @@
 //! into the replay's allocations, and every query read the capture made is made again and written,
 //! with the captured values, to a results file (see [`compare`] for how they are compared).
 mod calls;
-pub mod cli;
 pub mod clock;
 pub mod compare;
 pub mod devices;
@@ -25,10 +24,13 @@ pub mod mapping;
 pub mod nulldrv;
 pub mod perf;
 pub mod queries;
+pub mod results;
 pub mod session;
 pub mod templates;
 pub mod window;
 
 pub use devices::{devices, GpuInfo};
-pub use engine::{replay, ReplayOptions, ReplaySummary};
+pub use engine::{
+    replay, replay_with_progress, NoProgress, PassInfo, Progress, ReplayOptions, ReplaySummary,
+};
 pub use error::ReplayError;

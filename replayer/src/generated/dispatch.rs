@@ -19,8 +19,9 @@
 //! callbacks (`PFN_*` members), `pAllocator` and opaque host pointers (`pUserData`, `pHostPointer`, platform
 //! display pointers) are passed as NULL; pNext elements that were not captured (unknown sType)
 //! are left out of the chain. `m_VkXxx` materialise one owned struct (with its pNext chain) for
-//! hand-written replay code; [`m_chain`] builds a chain alone. The replayer handles the commands in `vkstream::SPECIAL` (memory
-//! mapping, submission, queries, swapchains, ...) before calling [`replay`].
+//! hand-written replay code; [`m_chain`] builds a chain alone. [`replay_call`] sends the commands
+//! codegen's `REPLAY_OVERRIDES` lists (memory, submission, queries, swapchains, ...) to the
+//! replayer's hand-written functions and every other one through [`replay`].
 #![allow(
     non_snake_case,
     unused_variables,
@@ -31778,5 +31779,250 @@ unsafe fn replay_in(
             let ret = f(a0, a1, a2);
             Ok(ret)
         }
+    }
+}
+
+/// Replays one decoded call: the commands codegen's `REPLAY_OVERRIDES` lists go to their
+/// hand-written function in `crate::calls` (or are skipped), every other one to
+/// `crate::calls::generic`. `rec` carries the capture's result code.
+///
+/// # Safety
+/// The session's handles must be those the trace created so far (the engine keeps the order).
+pub(crate) unsafe fn replay_call(
+    s: &mut crate::session::Session<'_>,
+    call: &vkstream::Call,
+    rec: &format::record::Call,
+) -> Result<(), ReplayError> {
+    match call {
+        vkstream::Call::vkCreateInstance(p) => {
+            crate::calls::instance::vkCreateInstance(s, call, p, rec)
+        }
+        vkstream::Call::vkDestroyInstance(p) => {
+            crate::calls::instance::vkDestroyInstance(s, call, p, rec)
+        }
+        vkstream::Call::vkEnumeratePhysicalDevices(p) => {
+            crate::calls::instance::vkEnumeratePhysicalDevices(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateDebugUtilsMessengerEXT(p) => {
+            crate::calls::instance::vkCreateDebugUtilsMessengerEXT(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateDebugReportCallbackEXT(p) => {
+            crate::calls::instance::vkCreateDebugReportCallbackEXT(s, call, p, rec)
+        }
+        // the app's debug callbacks point into the captured process and are never installed
+        vkstream::Call::vkDestroyDebugUtilsMessengerEXT(_) => Ok(()),
+        // the app's debug callbacks point into the captured process and are never installed
+        vkstream::Call::vkDestroyDebugReportCallbackEXT(_) => Ok(()),
+        // the app's debug callbacks point into the captured process and are never installed
+        vkstream::Call::vkSubmitDebugUtilsMessageEXT(_) => Ok(()),
+        // the app's debug callbacks point into the captured process and are never installed
+        vkstream::Call::vkDebugReportMessageEXT(_) => Ok(()),
+        // a query of the loader or driver the replay does not need
+        vkstream::Call::vkEnumerateInstanceExtensionProperties(_) => Ok(()),
+        // a query of the loader or driver the replay does not need
+        vkstream::Call::vkEnumerateInstanceLayerProperties(_) => Ok(()),
+        // a query of the loader or driver the replay does not need
+        vkstream::Call::vkEnumerateDeviceExtensionProperties(_) => Ok(()),
+        // a query of the loader or driver the replay does not need
+        vkstream::Call::vkEnumerateDeviceLayerProperties(_) => Ok(()),
+        // a query of the loader or driver the replay does not need
+        vkstream::Call::vkGetInstanceProcAddr(_) => Ok(()),
+        // a query of the loader or driver the replay does not need
+        vkstream::Call::vkGetDeviceProcAddr(_) => Ok(()),
+        vkstream::Call::vkCreateDevice(p) => crate::calls::device::vkCreateDevice(s, call, p, rec),
+        vkstream::Call::vkDestroyDevice(p) => {
+            crate::calls::device::vkDestroyDevice(s, call, p, rec)
+        }
+        vkstream::Call::vkGetDeviceQueue(p) => {
+            crate::calls::device::vkGetDeviceQueue(s, call, p, rec)
+        }
+        vkstream::Call::vkGetDeviceQueue2(p) => {
+            crate::calls::device::vkGetDeviceQueue2(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateCommandPool(p) => {
+            crate::calls::device::vkCreateCommandPool(s, call, p, rec)
+        }
+        vkstream::Call::vkWaitForFences(p) => {
+            crate::calls::device::vkWaitForFences(s, call, p, rec)
+        }
+        vkstream::Call::vkGetFenceStatus(p) => {
+            crate::calls::device::vkGetFenceStatus(s, call, p, rec)
+        }
+        vkstream::Call::vkQueueWaitIdle(p) => {
+            crate::calls::device::vkQueueWaitIdle(s, call, p, rec)
+        }
+        vkstream::Call::vkDeviceWaitIdle(p) => {
+            crate::calls::device::vkDeviceWaitIdle(s, call, p, rec)
+        }
+        vkstream::Call::vkAllocateMemory(p) => {
+            crate::calls::memory::vkAllocateMemory(s, call, p, rec)
+        }
+        vkstream::Call::vkFreeMemory(p) => crate::calls::memory::vkFreeMemory(s, call, p, rec),
+        vkstream::Call::vkMapMemory(p) => crate::calls::memory::vkMapMemory(s, call, p, rec),
+        vkstream::Call::vkUnmapMemory(p) => crate::calls::memory::vkUnmapMemory(s, call, p, rec),
+        vkstream::Call::vkBindBufferMemory(p) => {
+            crate::calls::memory::vkBindBufferMemory(s, call, p, rec)
+        }
+        vkstream::Call::vkBindImageMemory(p) => {
+            crate::calls::memory::vkBindImageMemory(s, call, p, rec)
+        }
+        vkstream::Call::vkBindBufferMemory2(p) => {
+            crate::calls::memory::vkBindBufferMemory2(s, call, p, rec)
+        }
+        vkstream::Call::vkBindBufferMemory2KHR(p) => {
+            crate::calls::memory::vkBindBufferMemory2(s, call, p, rec)
+        }
+        vkstream::Call::vkBindImageMemory2(p) => {
+            crate::calls::memory::vkBindImageMemory2(s, call, p, rec)
+        }
+        vkstream::Call::vkBindImageMemory2KHR(p) => {
+            crate::calls::memory::vkBindImageMemory2(s, call, p, rec)
+        }
+        // memory writes are flushed as they are applied
+        vkstream::Call::vkFlushMappedMemoryRanges(_) => Ok(()),
+        // invalidation only matters to the host
+        vkstream::Call::vkInvalidateMappedMemoryRanges(_) => Ok(()),
+        vkstream::Call::vkCreateQueryPool(p) => {
+            crate::calls::queries::vkCreateQueryPool(s, call, p, rec)
+        }
+        vkstream::Call::vkDestroyQueryPool(p) => {
+            crate::calls::queries::vkDestroyQueryPool(s, call, p, rec)
+        }
+        vkstream::Call::vkResetQueryPool(p) => {
+            crate::calls::queries::vkResetQueryPool(s, call, p, rec)
+        }
+        vkstream::Call::vkResetQueryPoolEXT(p) => {
+            crate::calls::queries::vkResetQueryPool(s, call, p, rec)
+        }
+        vkstream::Call::vkCmdResetQueryPool(p) => {
+            crate::calls::queries::vkCmdResetQueryPool(s, call, p, rec)
+        }
+        vkstream::Call::vkCmdBeginQuery(p) => {
+            crate::calls::queries::vkCmdBeginQuery(s, call, p, rec)
+        }
+        vkstream::Call::vkCmdEndQuery(p) => crate::calls::queries::vkCmdEndQuery(s, call, p, rec),
+        vkstream::Call::vkCmdBeginQueryIndexedEXT(p) => {
+            crate::calls::queries::vkCmdBeginQueryIndexedEXT(s, call, p, rec)
+        }
+        vkstream::Call::vkCmdEndQueryIndexedEXT(p) => {
+            crate::calls::queries::vkCmdEndQueryIndexedEXT(s, call, p, rec)
+        }
+        vkstream::Call::vkCmdWriteTimestamp(p) => {
+            crate::calls::queries::vkCmdWriteTimestamp(s, call, p, rec)
+        }
+        vkstream::Call::vkCmdWriteTimestamp2(p) => {
+            crate::calls::queries::vkCmdWriteTimestamp2(s, call, p, rec)
+        }
+        vkstream::Call::vkCmdWriteTimestamp2KHR(p) => {
+            crate::calls::queries::vkCmdWriteTimestamp2(s, call, p, rec)
+        }
+        vkstream::Call::vkCmdCopyQueryPoolResults(p) => {
+            crate::calls::queries::vkCmdCopyQueryPoolResults(s, call, p, rec)
+        }
+        // re-done at the trace's QueryResults record, with the bytes the app got
+        vkstream::Call::vkGetQueryPoolResults(_) => Ok(()),
+        // the replayer holds the profiling lock itself from the first performance pool
+        vkstream::Call::vkAcquireProfilingLockKHR(_) => Ok(()),
+        // the replayer holds the profiling lock until the device is destroyed
+        vkstream::Call::vkReleaseProfilingLockKHR(_) => Ok(()),
+        // clock samples have no effect the replay needs
+        vkstream::Call::vkGetCalibratedTimestampsEXT(_) => Ok(()),
+        // names only help tools, and need VK_EXT_debug_utils on the replay
+        vkstream::Call::vkSetDebugUtilsObjectNameEXT(_) => Ok(()),
+        vkstream::Call::vkQueueSubmit(p) => crate::calls::submit::vkQueueSubmit(s, call, p, rec),
+        vkstream::Call::vkQueueSubmit2(p) => crate::calls::submit::vkQueueSubmit2(s, call, p, rec),
+        vkstream::Call::vkQueueSubmit2KHR(p) => {
+            crate::calls::submit::vkQueueSubmit2(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateDescriptorUpdateTemplate(p) => {
+            crate::calls::descriptors::vkCreateDescriptorUpdateTemplate(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateDescriptorUpdateTemplateKHR(p) => {
+            crate::calls::descriptors::vkCreateDescriptorUpdateTemplate(s, call, p, rec)
+        }
+        vkstream::Call::vkDestroyDescriptorUpdateTemplate(p) => {
+            crate::calls::descriptors::vkDestroyDescriptorUpdateTemplate(s, call, p, rec)
+        }
+        vkstream::Call::vkDestroyDescriptorUpdateTemplateKHR(p) => {
+            crate::calls::descriptors::vkDestroyDescriptorUpdateTemplate(s, call, p, rec)
+        }
+        vkstream::Call::vkUpdateDescriptorSetWithTemplate(p) => {
+            crate::calls::descriptors::vkUpdateDescriptorSetWithTemplate(s, call, p, rec)
+        }
+        vkstream::Call::vkUpdateDescriptorSetWithTemplateKHR(p) => {
+            crate::calls::descriptors::vkUpdateDescriptorSetWithTemplate(s, call, p, rec)
+        }
+        vkstream::Call::vkCmdPushDescriptorSetWithTemplateKHR(p) => {
+            crate::calls::descriptors::vkCmdPushDescriptorSetWithTemplateKHR(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateXlibSurfaceKHR(p) => {
+            crate::calls::wsi::vkCreateXlibSurfaceKHR(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateXcbSurfaceKHR(p) => {
+            crate::calls::wsi::vkCreateXcbSurfaceKHR(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateWaylandSurfaceKHR(p) => {
+            crate::calls::wsi::vkCreateWaylandSurfaceKHR(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateHeadlessSurfaceEXT(p) => {
+            crate::calls::wsi::vkCreateHeadlessSurfaceEXT(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateDisplayPlaneSurfaceKHR(p) => {
+            crate::calls::wsi::vkCreateDisplayPlaneSurfaceKHR(s, call, p, rec)
+        }
+        vkstream::Call::vkDestroySurfaceKHR(p) => {
+            crate::calls::wsi::vkDestroySurfaceKHR(s, call, p, rec)
+        }
+        vkstream::Call::vkCreateSwapchainKHR(p) => {
+            crate::calls::wsi::vkCreateSwapchainKHR(s, call, p, rec)
+        }
+        vkstream::Call::vkGetSwapchainImagesKHR(p) => {
+            crate::calls::wsi::vkGetSwapchainImagesKHR(s, call, p, rec)
+        }
+        vkstream::Call::vkDestroySwapchainKHR(p) => {
+            crate::calls::wsi::vkDestroySwapchainKHR(s, call, p, rec)
+        }
+        vkstream::Call::vkAcquireNextImageKHR(p) => {
+            crate::calls::wsi::vkAcquireNextImageKHR(s, call, p, rec)
+        }
+        vkstream::Call::vkAcquireNextImage2KHR(p) => {
+            crate::calls::wsi::vkAcquireNextImage2KHR(s, call, p, rec)
+        }
+        vkstream::Call::vkQueuePresentKHR(p) => {
+            crate::calls::wsi::vkQueuePresentKHR(s, call, p, rec)
+        }
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDeviceSurfaceSupportKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDeviceSurfaceCapabilitiesKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDeviceSurfaceFormatsKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDeviceSurfacePresentModesKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDeviceSurfaceCapabilities2KHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDeviceSurfaceCapabilities2EXT(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDeviceSurfaceFormats2KHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDeviceXlibPresentationSupportKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDeviceXcbPresentationSupportKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDeviceWaylandPresentationSupportKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetPhysicalDevicePresentRectanglesKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetDeviceGroupSurfacePresentModesKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetDeviceGroupPresentCapabilitiesKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkGetSwapchainStatusKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkWaitForPresentKHR(_) => Ok(()),
+        // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
+        vkstream::Call::vkReleaseSwapchainImagesEXT(_) => Ok(()),
+        _ => crate::calls::generic(s, call, rec),
     }
 }

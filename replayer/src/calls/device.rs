@@ -1,0 +1,202 @@
+//! Devices, queues and command pools (queue families remapped to the replay GPU's), and the waits:
+//! a wait the capture saw complete is waited for for real, bounded by `WAIT_TIMEOUT`.
+
+use ash::vk;
+use ash::vk::Handle as _;
+use format::record;
+use vkstream::{params, Call};
+
+use super::{generic, other};
+use crate::clock::WAIT_TIMEOUT;
+use crate::error::ReplayError;
+use crate::session::Session;
+
+pub(crate) unsafe fn vkCreateDevice(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkCreateDevice,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    if rec.result < 0 {
+        return Ok(());
+    }
+    let ci = p
+        .p_create_info
+        .as_deref()
+        .ok_or_else(|| other("no create info"))?;
+    let queues: Vec<(u32, Vec<f32>, vk::DeviceQueueCreateFlags)> = ci
+        .p_queue_create_infos
+        .as_deref()
+        .unwrap_or(&[])
+        .iter()
+        .map(|q| {
+            let mut prios = q.p_queue_priorities.clone().unwrap_or_default();
+            prios.resize(q.queue_count.max(1) as usize, 1.0);
+            (
+                q.queue_family_index,
+                prios,
+                vk::DeviceQueueCreateFlags::from_raw(q.flags),
+            )
+        })
+        .collect();
+    let exts = ci.pp_enabled_extension_names.clone().unwrap_or_default();
+    let device = p
+        .p_device
+        .ok_or_else(|| other("the capture recorded no device handle"))?;
+    crate::glue::create_device(s, device, ci, &queues, &exts)
+}
+
+pub(crate) unsafe fn vkDestroyDevice(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkDestroyDevice,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    s.destroy_device(p.device)
+}
+
+pub(crate) unsafe fn vkGetDeviceQueue(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkGetDeviceQueue,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    match p.p_queue {
+        Some(q) => s.get_queue(
+            p.device,
+            p.queue_family_index,
+            p.queue_index,
+            vk::DeviceQueueCreateFlags::empty(),
+            q,
+        ),
+        None => Ok(()),
+    }
+}
+
+pub(crate) unsafe fn vkGetDeviceQueue2(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkGetDeviceQueue2,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    match (p.p_queue, p.p_queue_info.as_deref()) {
+        (Some(q), Some(info)) => s.get_queue(
+            p.device,
+            info.queue_family_index,
+            info.queue_index,
+            vk::DeviceQueueCreateFlags::from_raw(info.flags),
+            q,
+        ),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) unsafe fn vkCreateCommandPool(
+    s: &mut Session<'_>,
+    call: &Call,
+    p: &params::vkCreateCommandPool,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    let ci = p
+        .p_create_info
+        .as_deref()
+        .ok_or_else(|| other("no create info"))?;
+    let fam = s.map_family(p.device, ci.queue_family_index);
+    if fam == ci.queue_family_index || rec.result < 0 {
+        return generic(s, call, rec);
+    }
+    let d = s.device(p.device)?;
+    let info = vk::CommandPoolCreateInfo::default()
+        .flags(vk::CommandPoolCreateFlags::from_raw(ci.flags))
+        .queue_family_index(fam);
+    let pool = d
+        .device
+        .create_command_pool(&info, None)
+        .map_err(|e| ReplayError::vk("vkCreateCommandPool", e))?;
+    s.bind(
+        vk::ObjectType::COMMAND_POOL,
+        p.p_command_pool.unwrap_or(0),
+        pool.as_raw(),
+    );
+    Ok(())
+}
+
+pub(crate) unsafe fn vkWaitForFences(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkWaitForFences,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    if rec.result != vk::Result::SUCCESS.as_raw() {
+        return Ok(());
+    }
+    let fences = p
+        .p_fences
+        .as_deref()
+        .unwrap_or(&[])
+        .iter()
+        .map(|f| s.lookup(vk::ObjectType::FENCE, *f).map(vk::Fence::from_raw))
+        .collect::<Result<Vec<_>, _>>()?;
+    wait_fences(s, p.device, &fences, p.wait_all != 0)
+}
+
+pub(crate) unsafe fn vkGetFenceStatus(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkGetFenceStatus,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    if rec.result != vk::Result::SUCCESS.as_raw() {
+        return Ok(());
+    }
+    let f = vk::Fence::from_raw(s.lookup(vk::ObjectType::FENCE, p.fence)?);
+    wait_fences(s, p.device, &[f], true)
+}
+
+pub(crate) unsafe fn vkQueueWaitIdle(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkQueueWaitIdle,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    let q = s.lookup(vk::ObjectType::QUEUE, p.queue)?;
+    let d = s.device_for(q)?;
+    d.device
+        .queue_wait_idle(vk::Queue::from_raw(q))
+        .map_err(|e| ReplayError::vk("vkQueueWaitIdle", e))
+}
+
+pub(crate) unsafe fn vkDeviceWaitIdle(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkDeviceWaitIdle,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    s.device(p.device)?
+        .device
+        .device_wait_idle()
+        .map_err(|e| ReplayError::vk("vkDeviceWaitIdle", e))
+}
+
+unsafe fn wait_fences(
+    s: &Session<'_>,
+    device: u64,
+    fences: &[vk::Fence],
+    all: bool,
+) -> Result<(), ReplayError> {
+    if fences.is_empty() {
+        return Ok(());
+    }
+    let d = s.device(device)?;
+    match d
+        .device
+        .wait_for_fences(fences, all, WAIT_TIMEOUT.as_nanos() as u64)
+    {
+        Ok(()) => Ok(()),
+        Err(vk::Result::TIMEOUT) => Err(other(format!(
+            "the capture saw the fences signaled but the replay's did not signal within {} s",
+            WAIT_TIMEOUT.as_secs()
+        ))),
+        Err(e) => Err(ReplayError::vk("vkWaitForFences", e)),
+    }
+}

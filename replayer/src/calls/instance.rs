@@ -1,0 +1,88 @@
+//! The instance: created by the replay's own rules (`Session::create_instance`), physical devices
+//! bound to the replay GPU, and the app's debug callbacks never installed (they point into the
+//! captured process).
+
+use ash::vk;
+use format::record;
+use vkstream::{params, Call};
+
+use super::other;
+use crate::error::ReplayError;
+use crate::session::Session;
+
+pub(crate) unsafe fn vkCreateInstance(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkCreateInstance,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    if rec.result < 0 {
+        return Ok(());
+    }
+    let ci = p
+        .p_create_info
+        .as_deref()
+        .ok_or_else(|| other("no create info"))?;
+    let app = ci.p_application_info.as_deref().map(|a| {
+        (
+            a.p_application_name.as_deref().unwrap_or(""),
+            a.application_version,
+            a.p_engine_name.as_deref().unwrap_or(""),
+            a.engine_version,
+            a.api_version,
+        )
+    });
+    let layers = ci.pp_enabled_layer_names.clone().unwrap_or_default();
+    let exts = ci.pp_enabled_extension_names.clone().unwrap_or_default();
+    s.create_instance(p.p_instance.unwrap_or(0), app, &layers, &exts)
+}
+
+pub(crate) unsafe fn vkDestroyInstance(
+    s: &mut Session<'_>,
+    _call: &Call,
+    _p: &params::vkDestroyInstance,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    s.teardown();
+    Ok(())
+}
+
+pub(crate) unsafe fn vkEnumeratePhysicalDevices(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkEnumeratePhysicalDevices,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    s.bind_physical_devices(p.p_physical_devices.as_deref().unwrap_or(&[]));
+    Ok(())
+}
+
+pub(crate) unsafe fn vkCreateDebugUtilsMessengerEXT(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkCreateDebugUtilsMessengerEXT,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    let fake = s.fake_handle();
+    s.bind(
+        vk::ObjectType::DEBUG_UTILS_MESSENGER_EXT,
+        p.p_messenger.unwrap_or(0),
+        fake,
+    );
+    Ok(())
+}
+
+pub(crate) unsafe fn vkCreateDebugReportCallbackEXT(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkCreateDebugReportCallbackEXT,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    let fake = s.fake_handle();
+    s.bind(
+        vk::ObjectType::DEBUG_REPORT_CALLBACK_EXT,
+        p.p_callback.unwrap_or(0),
+        fake,
+    );
+    Ok(())
+}

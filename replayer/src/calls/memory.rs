@@ -1,0 +1,154 @@
+//! Memory: allocations are deferred until first use (`Session::ensure_memory`) so their type and
+//! size follow the replay device's requirements; binds record which memory backs each buffer.
+//! What the app wrote through its mappings arrives as `MemoryWrite` records, not as calls.
+
+use ash::vk;
+use ash::vk::Handle as _;
+use format::record;
+use vkstream::{params, Call, PNext};
+
+use super::{generic, other};
+use crate::error::ReplayError;
+use crate::session::Session;
+
+pub(crate) unsafe fn vkAllocateMemory(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkAllocateMemory,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    if rec.result < 0 {
+        return Ok(());
+    }
+    let info = p
+        .p_allocate_info
+        .as_deref()
+        .ok_or_else(|| other("no allocate info"))?;
+    let mut flags = None;
+    let mut dedicated = None;
+    for n in &info.p_next {
+        match n {
+            PNext::VkMemoryAllocateFlagsInfo(f) => {
+                flags = Some((vk::MemoryAllocateFlags::from_raw(f.flags), f.device_mask))
+            }
+            PNext::VkMemoryDedicatedAllocateInfo(d) => dedicated = Some((d.buffer, d.image)),
+            _ => {}
+        }
+    }
+    let mem = p
+        .p_memory
+        .ok_or_else(|| other("the capture recorded no memory handle"))?;
+    s.allocate_memory(
+        p.device,
+        mem,
+        info.allocation_size,
+        info.memory_type_index,
+        flags,
+        dedicated,
+    )
+}
+
+pub(crate) unsafe fn vkFreeMemory(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkFreeMemory,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    s.free_memory(p.memory)
+}
+
+pub(crate) unsafe fn vkMapMemory(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkMapMemory,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    if rec.result >= 0 {
+        s.map_memory(p.memory)?;
+    }
+    Ok(())
+}
+
+pub(crate) unsafe fn vkUnmapMemory(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkUnmapMemory,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    s.unmap_memory(p.memory)
+}
+
+pub(crate) unsafe fn vkBindBufferMemory(
+    s: &mut Session<'_>,
+    call: &Call,
+    p: &params::vkBindBufferMemory,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    bind_buffer(s, p.device, p.buffer, p.memory, p.memory_offset)?;
+    generic(s, call, rec)
+}
+
+pub(crate) unsafe fn vkBindImageMemory(
+    s: &mut Session<'_>,
+    call: &Call,
+    p: &params::vkBindImageMemory,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    bind_image(s, p.device, p.image, p.memory, p.memory_offset)?;
+    generic(s, call, rec)
+}
+
+/// Also `vkBindBufferMemory2KHR`.
+pub(crate) unsafe fn vkBindBufferMemory2(
+    s: &mut Session<'_>,
+    call: &Call,
+    p: &params::vkBindBufferMemory2,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    for b in p.p_bind_infos.as_deref().unwrap_or(&[]) {
+        bind_buffer(s, p.device, b.buffer, b.memory, b.memory_offset)?;
+    }
+    generic(s, call, rec)
+}
+
+/// Also `vkBindImageMemory2KHR`.
+pub(crate) unsafe fn vkBindImageMemory2(
+    s: &mut Session<'_>,
+    call: &Call,
+    p: &params::vkBindImageMemory2,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    for b in p.p_bind_infos.as_deref().unwrap_or(&[]) {
+        // Binding to swapchain memory (memory 0) comes with a chained swapchain info.
+        if b.memory != 0 {
+            bind_image(s, p.device, b.image, b.memory, b.memory_offset)?;
+        }
+    }
+    generic(s, call, rec)
+}
+
+unsafe fn bind_buffer(
+    s: &mut Session<'_>,
+    device: u64,
+    buffer: u64,
+    memory: u64,
+    offset: u64,
+) -> Result<(), ReplayError> {
+    let b = vk::Buffer::from_raw(s.lookup(vk::ObjectType::BUFFER, buffer)?);
+    let req = s.device(device)?.device.get_buffer_memory_requirements(b);
+    s.prepare_bind(memory, req, offset)?;
+    s.memory.buffer_memory.insert(buffer, (memory, offset));
+    Ok(())
+}
+
+unsafe fn bind_image(
+    s: &mut Session<'_>,
+    device: u64,
+    image: u64,
+    memory: u64,
+    offset: u64,
+) -> Result<(), ReplayError> {
+    let i = vk::Image::from_raw(s.lookup(vk::ObjectType::IMAGE, image)?);
+    let req = s.device(device)?.device.get_image_memory_requirements(i);
+    s.prepare_bind(memory, req, offset)
+}

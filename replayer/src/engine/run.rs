@@ -1,0 +1,234 @@
+//! One pass over the trace's records: calls replayed, memory writes applied, the state query
+//! reads need (pools, query owners, submissions) tracked, and every query read re-done.
+
+use std::time::Instant;
+
+use ash::vk;
+use format::record::{self, QueryOpKind, Record};
+use format::TraceReader;
+
+use super::Progress;
+use crate::clock::now_ns;
+use crate::error::ReplayError;
+use crate::inject::InjectState;
+use crate::queries::PoolShape;
+use crate::results::reread::{ran_in_replay, QueryReads};
+use crate::session::{PoolState, Session, SubmitInfo};
+
+/// One loop over the trace.
+pub(super) struct Run<'r, 's> {
+    pub(super) reader: &'r TraceReader,
+    pub(super) session: Session<'s>,
+    /// `--counters`: performance queries injected around command buffers or render passes.
+    pub(super) inject: Option<InjectState>,
+    /// Where the re-read queries go.
+    pub(super) reads: QueryReads<'r>,
+    /// Last frame replayed (`--frames`).
+    pub(super) last_frame: Option<u64>,
+    pub(super) progress: &'r mut dyn Progress,
+    /// Trace command id -> vkstream command id.
+    pub(super) command_map: Vec<Option<u32>>,
+    pub(super) command_names: Vec<String>,
+    pub(super) frame_start: u64,
+    pub(super) frame_ns: Vec<(u64, u64)>,
+    pub(super) dispatch_ns: u64,
+    pub(super) decode_ns: u64,
+    pub(super) calls: u64,
+    /// The trace starts with a state snapshot (trimmed capture).
+    pub(super) trimmed: bool,
+    /// Query reads left out because their queries ran before the trim point.
+    pub(super) skipped_before_trim: u64,
+}
+
+impl Run<'_, '_> {
+    pub(super) fn run(&mut self) -> Result<(), ReplayError> {
+        let mut last: Option<(u64, String)> = None;
+        for rec in self.reader.records() {
+            let rec = rec.map_err(|e| {
+                ReplayError::Trace(match &last {
+                    Some((seq, name)) => format!("{e} (the last call replayed was {seq} {name})"),
+                    None => e.to_string(),
+                })
+            })?;
+            match rec {
+                Record::CommandTable(names) => {
+                    self.command_map = names.iter().map(|n| vkstream::command_id(n)).collect();
+                    self.command_names = names;
+                }
+                Record::Call(c) => {
+                    let name = self
+                        .command_names
+                        .get(c.cmd as usize)
+                        .cloned()
+                        .unwrap_or_else(|| format!("command #{}", c.cmd));
+                    self.call(&c, &name)?;
+                    last = Some((c.seq, name));
+                    if self.calls.is_multiple_of(1024) {
+                        self.progress.calls_replayed(self.calls);
+                    }
+                }
+                Record::MemoryWrite(w) => {
+                    let bytes =
+                        self.reader
+                            .payload_bytes(&w.data)
+                            .map_err(|e| ReplayError::Call {
+                                seq: w.seq,
+                                command: "memory write".into(),
+                                message: format!("memory contents missing from the trace: {e}"),
+                            })?;
+                    self.session
+                        .write_memory(w.memory, w.offset, &bytes)
+                        .map_err(|e| e.at(w.seq, "memory write"))?;
+                }
+                Record::Frame(f) => {
+                    let now = now_ns();
+                    if f.index >= self.reads.first_frame {
+                        self.frame_ns
+                            .push((f.index, now.saturating_sub(self.frame_start)));
+                    }
+                    self.frame_start = now;
+                    self.session.frame = f.index + 1;
+                    if self.last_frame.is_some_and(|l| f.index >= l) {
+                        break;
+                    }
+                }
+                Record::QueryPool(p) => {
+                    self.session.tracked.pools.insert(
+                        p.pool,
+                        PoolState {
+                            shape: PoolShape {
+                                query_type: p.query_type,
+                                pipeline_statistics: p.pipeline_statistics,
+                                perf_counters: p.perf_counters.len() as u32,
+                            },
+                            counters: p.perf_counters.clone(),
+                        },
+                    );
+                }
+                Record::QueryOp(op) => match op.kind {
+                    QueryOpKind::Begin { query, flags, .. } => {
+                        let precise = flags & vk::QueryControlFlags::PRECISE.as_raw() != 0;
+                        self.session
+                            .tracked
+                            .query_owner
+                            .insert((op.pool, query), (op.command_buffer, precise));
+                    }
+                    QueryOpKind::Timestamp { query, .. } | QueryOpKind::Write { query } => {
+                        self.session
+                            .tracked
+                            .query_owner
+                            .insert((op.pool, query), (op.command_buffer, false));
+                    }
+                    _ => {}
+                },
+                Record::Submit(s) => {
+                    let now = now_ns();
+                    for cb in &s.command_buffers {
+                        self.session.tracked.cmdbuf_submit.insert(
+                            *cb,
+                            SubmitInfo {
+                                queue: s.queue,
+                                family: s.queue_family,
+                                submit_ns: now,
+                                frame: s.frame,
+                            },
+                        );
+                    }
+                }
+                Record::StateBegin(b) => {
+                    self.trimmed = true;
+                    self.session.frame = b.first_frame;
+                }
+                // The first frame's time excludes rebuilding the state.
+                Record::StateEnd(_) => self.frame_start = now_ns(),
+                Record::QueryResults(r)
+                    if self.trimmed && !ran_in_replay(&self.session, r.pool, r.first, r.count) =>
+                {
+                    self.skipped_before_trim += 1;
+                }
+                Record::QueryCopy(c)
+                    if self.trimmed
+                        && !self
+                            .session
+                            .tracked
+                            .cmdbuf_submit
+                            .contains_key(&c.command_buffer) =>
+                {
+                    self.skipped_before_trim += 1;
+                }
+                Record::QueryResults(r) => self
+                    .reads
+                    .reread(&mut self.session, &r)
+                    .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?,
+                Record::QueryCopy(c) => self
+                    .reads
+                    .read_copy(&mut self.session, &c)
+                    .map_err(|e| e.at(c.seq, "vkCmdCopyQueryPoolResults"))?,
+                _ => {}
+            }
+        }
+        self.session.wait_all_devices()
+    }
+
+    fn call(&mut self, c: &record::Call, name: &str) -> Result<(), ReplayError> {
+        let err = |message: String| ReplayError::Call {
+            seq: c.seq,
+            command: name.to_string(),
+            message,
+        };
+        let Some(&id) = self.command_map.get(c.cmd as usize) else {
+            return Err(err(format!(
+                "command id {} is not in the trace's command table",
+                c.cmd
+            )));
+        };
+        let Some(id) = id else {
+            return Err(err(
+                "this command is unknown to this replayer (trace from a newer quarry?)".into(),
+            ));
+        };
+        let t0 = Instant::now();
+        let call = vkstream::decode_call(id, &c.params)
+            .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
+        self.decode_ns += t0.elapsed().as_nanos() as u64;
+        let (session, inject) = (&mut self.session, &mut self.inject);
+        // A panic below (e.g. a function pointer the driver does not provide) becomes an error
+        // naming the call rather than unwinding out of the replay.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: the call's handles are translated through the session; everything the
+            // driver reads is materialised for the duration of the call.
+            unsafe {
+                let Some(inject) = inject.as_mut() else {
+                    return crate::calls::replay_call(session, &call, c);
+                };
+                crate::inject::before(session, inject, &call)?;
+                crate::calls::replay_call(session, &call, c)?;
+                crate::inject::after(session, inject, &call)
+            }
+        }))
+        .unwrap_or_else(|p| {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(ReplayError::Other(format!(
+                "internal error while replaying: {what}"
+            )))
+        });
+        self.dispatch_ns += t0.elapsed().as_nanos() as u64;
+        self.calls += 1;
+        if let Some(i) = self.inject.as_mut() {
+            if !i.records.is_empty() {
+                let records = std::mem::take(&mut i.records);
+                if let Some(w) = self.reads.writer {
+                    for v in records {
+                        w.write(&Record::CounterValue(v))
+                            .map_err(|e| ReplayError::Results(e.to_string()))?;
+                    }
+                }
+            }
+        }
+        r.map_err(|e| e.at(c.seq, name))
+    }
+}

@@ -1,0 +1,398 @@
+//! Re-reading every query the capture read: `vkGetQueryPoolResults` again with the captured
+//! flags, copy destinations read back, each query's captured and replayed values paired into a
+//! `QueryResult` (performance queries merged across passes, see `crate::perf`), compared and
+//! written to the results file.
+
+use std::time::{Duration, Instant};
+
+use ash::vk;
+use ash::vk::Handle as _;
+use format::record::{self, CounterValue, QueryResult, QueryValues, Record};
+use format::TraceWriter;
+
+use crate::clock::{now_ns, WAIT_TIMEOUT};
+use crate::compare::Comparison;
+use crate::error::ReplayError;
+use crate::perf::{self, Merge};
+use crate::queries::{self, Decoded, PoolShape, RESULT_WAIT};
+use crate::session::Session;
+
+/// Where one pass's query results go.
+pub(crate) struct QueryReads<'r> {
+    pub writer: Option<&'r TraceWriter>,
+    pub comparison: &'r mut Comparison,
+    pub merge: &'r mut Merge,
+    pub loop_index: u32,
+    /// Counter pass (see `crate::perf`); only pass 0 writes results other than performance queries.
+    pub pass: u32,
+    /// First frame reported (`--frames`).
+    pub first_frame: u64,
+    /// Query reads re-done.
+    pub queries: u64,
+}
+
+impl QueryReads<'_> {
+    fn pool(s: &Session<'_>, pool: u64) -> Result<PoolShape, ReplayError> {
+        s.tracked.pools.get(&pool).map(|p| p.shape).ok_or_else(|| {
+            ReplayError::Other(format!(
+                "query pool 0x{pool:x} has no QueryPool record in the trace"
+            ))
+        })
+    }
+
+    fn emit(&mut self, s: &Session<'_>, q: QueryResult) -> Result<(), ReplayError> {
+        if s.frame < self.first_frame {
+            return Ok(());
+        }
+        if q.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw() {
+            let Some(plan) = s.perf.plans.get(&q.pool) else {
+                return Err(ReplayError::Other(format!(
+                    "performance query pool 0x{:x} was read before it was created",
+                    q.pool
+                )));
+            };
+            if !plan.measures_in(self.pass) {
+                return Ok(());
+            }
+            let counters = s
+                .tracked
+                .pools
+                .get(&q.pool)
+                .map(|p| p.counters.clone())
+                .unwrap_or_default();
+            let mut full = vec![None; counters.len()];
+            let raw = q.replayed.as_ref().map_or(&[][..], |v| &v.values[..]);
+            perf::scatter(plan, self.pass, raw, &mut full);
+            self.merge.add(q, full, &counters);
+            return Ok(());
+        }
+        if self.pass > 0 {
+            return Ok(());
+        }
+        let precise = s
+            .tracked
+            .query_owner
+            .get(&(q.pool, q.query))
+            .is_some_and(|o| o.1);
+        self.comparison.add(&q, precise);
+        self.queries += 1;
+        if let Some(w) = self.writer {
+            w.write(&Record::QueryResult(q))
+                .map_err(|e| ReplayError::Results(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// A read whose captured bytes do not hold its queries (none, short, bad layout): they are
+    /// counted as not compared with the reason, and the replay goes on.
+    fn not_compared(
+        &mut self,
+        s: &Session<'_>,
+        seq: u64,
+        pool: u64,
+        shape: PoolShape,
+        count: u32,
+        why: String,
+    ) {
+        if s.frame >= self.first_frame && self.pass == 0 {
+            let why = format!("seq {seq} pool 0x{pool:x}: {why}");
+            self.comparison
+                .add_not_compared(shape.query_type, count, why);
+        }
+    }
+
+    /// How the replay lays out the results of `pool`: performance pools measure only this pass's
+    /// counters, so their shape and (for reads the replay makes itself) stride shrink to that.
+    fn replay_shape(&self, s: &Session<'_>, pool: u64, shape: PoolShape) -> PoolShape {
+        match s.perf.plans.get(&pool) {
+            Some(plan) if shape.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw() => {
+                PoolShape {
+                    perf_counters: plan.indices_for(self.pass).len() as u32,
+                    ..shape
+                }
+            }
+            _ => shape,
+        }
+    }
+
+    /// Builds the results of queries `first..first+count` of `pool` read at capture seq `seq`.
+    #[allow(clippy::too_many_arguments)]
+    fn results(
+        &mut self,
+        s: &Session<'_>,
+        seq: u64,
+        pool: u64,
+        first: u32,
+        flags: u32,
+        shape: PoolShape,
+        captured: &[Decoded],
+        captured_meta: (i32, u64),
+        replayed: &[Decoded],
+        replayed_meta: (i32, u64),
+        available_ns: &[u64],
+    ) -> Result<(), ReplayError> {
+        let cap_dev = s.capture_device.cloned();
+        for (i, (c, r)) in captured.iter().zip(replayed).enumerate() {
+            let query = first + i as u32;
+            let owner = s.tracked.query_owner.get(&(pool, query)).copied();
+            let submit = owner.and_then(|(cb, _)| s.tracked.cmdbuf_submit.get(&cb).copied());
+            let is_ts = shape.query_type == vk::QueryType::TIMESTAMP.as_raw();
+            let (cap_ts, rep_ts) = if is_ts {
+                let fam = submit.map_or(0, |s| s.family);
+                let cap_bits = cap_dev
+                    .as_ref()
+                    .and_then(|d| {
+                        d.queue_families
+                            .get(fam as usize)
+                            .map(|f| f.timestamp_valid_bits)
+                    })
+                    .unwrap_or(64);
+                let cap_period = cap_dev.as_ref().map_or(1.0, |d| d.timestamp_period_ns);
+                let rep_fam = submit
+                    .and_then(|sub| s.lookup(vk::ObjectType::QUEUE, sub.queue).ok())
+                    .and_then(|q| {
+                        s.device_for(q)
+                            .ok()
+                            .and_then(|d| d.queue_family_of.get(&q).copied())
+                    })
+                    .unwrap_or(0);
+                let rep_bits = s
+                    .gpu
+                    .summary
+                    .queue_families
+                    .get(rep_fam as usize)
+                    .map_or(64, |f| f.timestamp_valid_bits);
+                let rep_period = s.gpu.summary.timestamp_period_ns;
+                (
+                    (c.available && !c.values.is_empty())
+                        .then(|| queries::timestamp_ns(c.values[0], cap_bits, cap_period)),
+                    (r.available && !r.values.is_empty())
+                        .then(|| queries::timestamp_ns(r.values[0], rep_bits, rep_period)),
+                )
+            } else {
+                (None, None)
+            };
+            self.emit(
+                s,
+                QueryResult {
+                    pool,
+                    query,
+                    query_type: shape.query_type,
+                    pipeline_statistics: shape.pipeline_statistics,
+                    frame: submit.map_or(s.frame, |s| s.frame),
+                    queue: submit.map_or(0, |s| s.queue),
+                    command_buffer: owner.map_or(0, |o| o.0),
+                    loop_index: self.loop_index,
+                    pass: self.pass,
+                    seq,
+                    flags,
+                    captured: Some(QueryValues {
+                        values: c.values.clone(),
+                        available: c.available,
+                        result: captured_meta.0,
+                        host_ns: captured_meta.1,
+                    }),
+                    replayed: Some(QueryValues {
+                        values: r.values.clone(),
+                        available: r.available,
+                        result: replayed_meta.0,
+                        host_ns: replayed_meta.1,
+                    }),
+                    submit_ns: submit.map_or(0, |s| s.submit_ns),
+                    available_ns: available_ns.get(i).copied().unwrap_or(0),
+                    captured_gpu_ns: cap_ts,
+                    replayed_gpu_ns: rep_ts,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Re-does a captured `vkGetQueryPoolResults` with the captured flags, stride and count.
+    pub fn reread(
+        &mut self,
+        s: &mut Session<'_>,
+        r: &record::QueryResults,
+    ) -> Result<(), ReplayError> {
+        let shape = Self::pool(s, r.pool)?;
+        let captured = match queries::decode(&r.data, r.count, r.stride, r.flags, shape, r.result) {
+            Ok(c) => c,
+            Err(e) => {
+                let why = format!("captured query results: {e}");
+                self.not_compared(s, r.seq, r.pool, shape, r.count, why);
+                return Ok(());
+            }
+        };
+        let pool = s.lookup(vk::ObjectType::QUERY_POOL, r.pool)?;
+        let device = &s.device(r.device)?.device;
+        // Poll without WAIT so a replay that diverged cannot hang; keep polling only for queries
+        // the capture saw available.
+        let flags = r.flags & !RESULT_WAIT;
+        let rshape = self.replay_shape(s, r.pool, shape);
+        let (rstride, rlen) = if rshape == shape {
+            (r.stride, r.data.len())
+        } else {
+            let per = rshape.bytes_per_query(flags);
+            (per, per as usize * r.count as usize)
+        };
+        let mut buf = vec![0u8; rlen];
+        let mut available_ns = vec![0u64; r.count as usize];
+        let start = Instant::now();
+        let (replayed, result, host_ns) = loop {
+            // SAFETY: buf holds data.len() bytes, the size the capture passed with the same stride/count.
+            let res = unsafe {
+                (device.fp_v1_0().get_query_pool_results)(
+                    device.handle(),
+                    vk::QueryPool::from_raw(pool),
+                    r.first,
+                    r.count,
+                    buf.len(),
+                    buf.as_mut_ptr().cast(),
+                    rstride,
+                    vk::QueryResultFlags::from_raw(flags),
+                )
+            };
+            let now = now_ns();
+            if res != vk::Result::SUCCESS && res != vk::Result::NOT_READY {
+                return Err(ReplayError::vk("vkGetQueryPoolResults", res));
+            }
+            let d = queries::decode(&buf, r.count, rstride, flags, rshape, res.as_raw())
+                .map_err(ReplayError::Other)?;
+            for (i, q) in d.iter().enumerate() {
+                if q.available && available_ns[i] == 0 {
+                    available_ns[i] = now;
+                }
+            }
+            let done = captured
+                .iter()
+                .zip(&d)
+                .all(|(c, q)| !c.available || q.available);
+            if done || start.elapsed() > WAIT_TIMEOUT {
+                break (d, res.as_raw(), now);
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        };
+        self.results(
+            s,
+            r.seq,
+            r.pool,
+            r.first,
+            r.flags,
+            shape,
+            &captured,
+            (r.result, r.host_ns),
+            &replayed,
+            (result, host_ns),
+            &available_ns,
+        )
+    }
+
+    /// Reads back a `vkCmdCopyQueryPoolResults` destination once its submission completed.
+    pub fn read_copy(
+        &mut self,
+        s: &mut Session<'_>,
+        c: &record::QueryCopy,
+    ) -> Result<(), ReplayError> {
+        let shape = Self::pool(s, c.pool)?;
+        let rshape = self.replay_shape(s, c.pool, shape);
+        let per = rshape.bytes_per_query(c.flags);
+        let len = if c.count == 0 {
+            0
+        } else {
+            c.stride
+                .saturating_mul(c.count as u64 - 1)
+                .saturating_add(per)
+        };
+        // With no availability word a copied query is taken as written.
+        let ok = vk::Result::SUCCESS.as_raw();
+        let captured = match queries::decode(&c.data, c.count, c.stride, c.flags, shape, ok) {
+            Ok(d) => d,
+            Err(e) => {
+                let why = format!("captured query copy: {e}");
+                self.not_compared(s, c.seq, c.pool, shape, c.count, why);
+                return Ok(());
+            }
+        };
+        match s.tracked.cmdbuf_submit.get(&c.command_buffer) {
+            Some(sub) => s.wait_device_of_queue(sub.queue)?,
+            None => s.wait_all_devices()?,
+        }
+        let (memory, bind_offset) =
+            *s.memory.buffer_memory.get(&c.dst_buffer).ok_or_else(|| {
+                ReplayError::Other(format!(
+                    "query copy destination buffer 0x{:x} is not bound to memory",
+                    c.dst_buffer
+                ))
+            })?;
+        let bytes = s.read_memory(memory, bind_offset.saturating_add(c.dst_offset), len)?;
+        let now = now_ns();
+        let replayed = queries::decode(&bytes, c.count, c.stride, c.flags, rshape, ok)
+            .map_err(ReplayError::Other)?;
+        let avail: Vec<u64> = replayed
+            .iter()
+            .map(|q| if q.available { now } else { 0 })
+            .collect();
+        self.results(
+            s,
+            c.seq,
+            c.pool,
+            c.first,
+            c.flags,
+            shape,
+            &captured,
+            (ok, c.host_ns),
+            &replayed,
+            (ok, now),
+            &avail,
+        )
+    }
+}
+
+/// Writes one loop's merged performance-query results: a `CounterValue` per measured counter
+/// (with the pass that measured it) and the query itself; returns how many queries it wrote.
+pub(crate) fn write_merged(
+    merge: Merge,
+    writer: Option<&TraceWriter>,
+    comparison: &mut Comparison,
+) -> Result<u64, ReplayError> {
+    let mut n = 0;
+    for m in merge.finish() {
+        let q = m.result;
+        let captured = q.captured.as_ref().filter(|v| v.available);
+        if let Some(w) = writer {
+            for (i, (counter, v)) in m.counters.iter().zip(&m.values).enumerate() {
+                let Some((raw, pass)) = v else { continue };
+                w.write(&Record::CounterValue(CounterValue {
+                    counter: counter.clone(),
+                    pass: *pass,
+                    frame: q.frame,
+                    command_buffer: q.command_buffer,
+                    render_pass: None,
+                    value: queries::counter_value(*raw, counter.storage),
+                    captured: captured
+                        .and_then(|c| c.values.get(i))
+                        .map(|c| queries::counter_value(*c, counter.storage)),
+                }))
+                .map_err(|e| ReplayError::Results(e.to_string()))?;
+            }
+        }
+        comparison.add(&q, false);
+        n += 1;
+        if let Some(w) = writer {
+            w.write(&Record::QueryResult(q))
+                .map_err(|e| ReplayError::Results(e.to_string()))?;
+        }
+    }
+    Ok(n)
+}
+
+/// Whether every query of the range was written by a command buffer this replay submitted
+/// (in a trimmed trace, work submitted before the trim point never runs).
+pub(crate) fn ran_in_replay(s: &Session<'_>, pool: u64, first: u32, count: u32) -> bool {
+    (first..first.saturating_add(count)).all(|q| {
+        s.tracked
+            .query_owner
+            .get(&(pool, q))
+            .is_some_and(|(cb, _)| s.tracked.cmdbuf_submit.contains_key(cb))
+    })
+}

@@ -1,0 +1,449 @@
+//! Replay devices: created on the chosen GPU with queue families mapped by capability and
+//! extensions checked first; queues; the replay GPU's performance counters and profiling lock.
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+
+use ash::vk;
+use ash::vk::Handle as _;
+use format::record::MemoryTypeSummary;
+
+use super::{read_dispatch_key, Session};
+use crate::error::ReplayError;
+use crate::mapping;
+
+/// A replayed device and what the translation of its commands needs.
+pub struct DeviceState {
+    pub captured: u64,
+    pub device: ash::Device,
+    /// Function pointers the generated dispatch calls through.
+    pub table: vkstream::DeviceTable,
+    /// Captured queue family -> replay queue family.
+    pub families: HashMap<u32, u32>,
+    /// Queues created per replay family (captured queue indices beyond it fold onto the last one).
+    pub queue_counts: HashMap<u32, u32>,
+    pub memory_types: Vec<MemoryTypeSummary>,
+    pub non_coherent_atom: u64,
+    /// Replayed queues retrieved so far, for emulated acquire and for waits.
+    pub queues: Vec<vk::Queue>,
+    /// Command pool per replay family for the replayer's own transfers.
+    pub own_pools: HashMap<u32, vk::CommandPool>,
+    pub queue_family_of: HashMap<u64, u32>,
+}
+
+impl Session<'_> {
+    /// The replay GPU's performance counters on queue family `family` (`VK_KHR_performance_query`),
+    /// described as a trace records them.
+    pub fn device_counter_descs(
+        &self,
+        family: u32,
+    ) -> Result<Vec<format::record::PerfCounterDesc>, ReplayError> {
+        let perf = ash::khr::performance_query::Instance::new(self.entry, self.instance()?);
+        let err = |e| {
+            ReplayError::vk(
+                "vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR",
+                e,
+            )
+        };
+        // SAFETY: valid instance and physical device; the output slices have the reported length.
+        unsafe {
+            let n = perf
+                .enumerate_physical_device_queue_family_performance_query_counters_len(
+                    self.pd, family,
+                )
+                .map_err(err)?;
+            let mut counters = vec![vk::PerformanceCounterKHR::default(); n];
+            let mut descs = vec![vk::PerformanceCounterDescriptionKHR::default(); n];
+            perf.enumerate_physical_device_queue_family_performance_query_counters(
+                self.pd,
+                family,
+                &mut counters,
+                &mut descs,
+            )
+            .map_err(err)?;
+            Ok(counters
+                .iter()
+                .zip(&descs)
+                .map(|(c, d)| format::record::PerfCounterDesc {
+                    uuid: c.uuid,
+                    name: crate::devices::c_array_str(&d.name),
+                    category: crate::devices::c_array_str(&d.category),
+                    description: crate::devices::c_array_str(&d.description),
+                    unit: c.unit.as_raw() as u32,
+                    storage: c.storage.as_raw() as u32,
+                    scope: c.scope.as_raw() as u32,
+                })
+                .collect())
+        }
+    }
+
+    /// The replay GPU's counters on `family` as the matcher sees them.
+    pub fn device_counters(
+        &self,
+        family: u32,
+    ) -> Result<Vec<crate::perf::DeviceCounter>, ReplayError> {
+        Ok(self
+            .device_counter_descs(family)?
+            .iter()
+            .map(crate::perf::DeviceCounter::from)
+            .collect())
+    }
+
+    /// Takes the profiling lock of captured device `device` unless the replay already holds it; it
+    /// is released when the device is destroyed. `what` names the replay's need in the error.
+    pub fn hold_profiling_lock(&mut self, device: u64, what: &str) -> Result<(), ReplayError> {
+        if self.perf.locked.contains(&device) {
+            return Ok(());
+        }
+        let d = self.device(device)?;
+        let perf = ash::khr::performance_query::Device::new(self.instance()?, &d.device);
+        let info = vk::AcquireProfilingLockInfoKHR::default().timeout(10_000_000_000);
+        // SAFETY: valid device with VK_KHR_performance_query enabled (the caller's pools need it).
+        unsafe { perf.acquire_profiling_lock(&info) }.map_err(|e| {
+            ReplayError::Other(format!(
+                "cannot acquire the profiling lock ({e}), which {what} need; is another process profiling this GPU?"
+            ))
+        })?;
+        self.perf.locked.insert(device);
+        Ok(())
+    }
+
+    /// Passes the replay GPU needs to measure `indices` on queue family `family`.
+    pub fn perf_passes(&self, family: u32, indices: &[u32]) -> u32 {
+        let Ok(instance) = self.instance() else {
+            return u32::MAX;
+        };
+        let perf = ash::khr::performance_query::Instance::new(self.entry, instance);
+        let ci = vk::QueryPoolPerformanceCreateInfoKHR::default()
+            .queue_family_index(family)
+            .counter_indices(indices);
+        // SAFETY: valid instance and physical device; ci lives across the call.
+        unsafe { perf.get_physical_device_queue_family_performance_query_passes(self.pd, &ci) }
+    }
+
+    /// Creates the replay device from a create info already translated except for queue families
+    /// (`queue_infos` holds captured family indices). Checks extensions and features first so
+    /// everything missing is listed in one error.
+    ///
+    /// # Safety
+    /// `create_info.p_next` must be a valid chain.
+    pub unsafe fn create_device(
+        &mut self,
+        captured: u64,
+        create_info: &vk::DeviceCreateInfo<'_>,
+        queue_infos: &[(u32, Vec<f32>, vk::DeviceQueueCreateFlags)],
+        extensions: &[String],
+    ) -> Result<(), ReplayError> {
+        let instance = self.instance()?.clone();
+        let pd = self.pd;
+        // Swapchain support is kept when available (PRESENT_SRC layouts in the app's barriers
+        // need it); the emulation never calls it.
+        let available = crate::devices::device_extensions(&instance, pd);
+        let mut ext: Vec<String> = extensions
+            .iter()
+            .filter(|e| e.as_str() != "VK_KHR_swapchain" || available.contains(e))
+            .cloned()
+            .collect();
+        if self.wsi.window && !ext.iter().any(|e| e == "VK_KHR_swapchain") {
+            ext.push("VK_KHR_swapchain".into());
+        }
+        // Counter injection measures with performance queries even when the app made none.
+        if self.counters_injected && !ext.iter().any(|e| e == "VK_KHR_performance_query") {
+            ext.push("VK_KHR_performance_query".into());
+        }
+        // Extensions the replay can do without: dropped with --drop-unsupported, else named.
+        let droppable: Vec<String> = ext
+            .iter()
+            .filter(|e| !available.contains(e) && SAFE_TO_DROP.contains(&e.as_str()))
+            .cloned()
+            .collect();
+        if self.drop.enabled {
+            ext.retain(|e| !droppable.contains(e));
+            self.drop.dropped.extend(droppable.iter().cloned());
+        }
+        let mut missing: Vec<String> = ext
+            .iter()
+            .filter(|e| !available.contains(e))
+            .map(|e| {
+                if e == "VK_KHR_performance_query" {
+                    format!("device extension {e} (replay with --emulate-counters to measure the counters with VK_LAYER_QUARRY_counters)")
+                } else {
+                    format!("device extension {e}")
+                }
+            })
+            .collect();
+        missing.extend(crate::features::missing_features(
+            &instance,
+            pd,
+            create_info,
+        ));
+
+        // Queue families by capability.
+        let replay_families: Vec<_> = self.gpu.summary.queue_families.clone();
+        let requested: Vec<u32> = queue_infos.iter().map(|q| q.0).collect();
+        let captured_families = self
+            .capture_device
+            .map(|d| d.queue_families.clone())
+            .unwrap_or_default();
+        let families =
+            match mapping::map_queue_families(&captured_families, &replay_families, &requested) {
+                Ok(m) => m,
+                Err(e) => {
+                    missing.push(e);
+                    HashMap::new()
+                }
+            };
+        if !missing.is_empty() {
+            let hint = if droppable.is_empty() || self.drop.enabled {
+                String::new()
+            } else {
+                format!(
+                    "\n  ({} can be dropped safely with --drop-unsupported: the replay skips {} commands)",
+                    droppable.join(", "),
+                    if droppable.len() == 1 { "its" } else { "their" }
+                )
+            };
+            return Err(ReplayError::NoGpu(format!(
+                "GPU {} ({}) lacks what the trace's device needs:\n  {}{hint}",
+                self.gpu.index,
+                self.gpu.name,
+                missing.join("\n  ")
+            )));
+        }
+        // Merge captured families that landed on one replay family.
+        let mut merged: Vec<(u32, Vec<f32>, vk::DeviceQueueCreateFlags)> = Vec::new();
+        for (fam, prios, flags) in queue_infos {
+            let rf = families[fam];
+            let max = replay_families
+                .get(rf as usize)
+                .map_or(1, |f| f.queue_count.max(1)) as usize;
+            match merged.iter_mut().find(|m| m.0 == rf && m.2 == *flags) {
+                Some(m) => {
+                    for p in prios {
+                        if m.1.len() < max {
+                            m.1.push(*p);
+                        }
+                    }
+                }
+                None => merged.push((rf, prios.iter().copied().take(max).collect(), *flags)),
+            }
+        }
+        let qcis: Vec<vk::DeviceQueueCreateInfo<'_>> = merged
+            .iter()
+            .map(|(f, p, flags)| {
+                vk::DeviceQueueCreateInfo::default()
+                    .queue_family_index(*f)
+                    .queue_priorities(p)
+                    .flags(*flags)
+            })
+            .collect();
+        let ext_c: Vec<CString> = ext
+            .iter()
+            .map(|s| CString::new(s.as_str()).unwrap_or_default())
+            .collect();
+        let ext_p: Vec<*const i8> = ext_c.iter().map(|c| c.as_ptr()).collect();
+        let mut ci = *create_info;
+        let mut perf_features = vk::PhysicalDevicePerformanceQueryFeaturesKHR::default()
+            .performance_counter_query_pools(true);
+        if self.counters_injected && needs_perf_feature(ci.p_next) {
+            perf_features.p_next = ci.p_next as *mut c_void;
+            ci.p_next = &perf_features as *const _ as *const c_void;
+        }
+        ci.queue_create_info_count = qcis.len() as u32;
+        ci.p_queue_create_infos = qcis.as_ptr();
+        ci.enabled_extension_count = ext_p.len() as u32;
+        ci.pp_enabled_extension_names = ext_p.as_ptr();
+        // Device layers are deprecated and ignored.
+        #[allow(deprecated)]
+        {
+            ci.enabled_layer_count = 0;
+            ci.pp_enabled_layer_names = std::ptr::null();
+        }
+        // The queue families were read through another instance (`devices`); read them through
+        // this one too, as the spec expects before queues of a family are asked for (validation
+        // reports VUID-VkDeviceQueueCreateInfo-queueFamilyIndex-00381 otherwise).
+        let _ = instance.get_physical_device_queue_family_properties(pd);
+        let device = instance
+            .create_device(pd, &ci, None)
+            .map_err(|e| ReplayError::vk("vkCreateDevice", e))?;
+        let props = instance.get_physical_device_properties(pd);
+        let table =
+            vkstream::DeviceTable::load(instance.fp_v1_0().get_device_proc_addr, device.handle());
+        let state = DeviceState {
+            captured,
+            table,
+            families,
+            queue_counts: merged.iter().map(|m| (m.0, m.1.len() as u32)).collect(),
+            memory_types: self.gpu.summary.memory_types.clone(),
+            non_coherent_atom: props.limits.non_coherent_atom_size.max(1),
+            queues: Vec::new(),
+            own_pools: HashMap::new(),
+            queue_family_of: HashMap::new(),
+            device,
+        };
+        let raw = state.device.handle().as_raw();
+        if let Some(key) = read_dispatch_key(raw) {
+            self.dispatch_keys.insert(key, captured);
+        }
+        self.devices.insert(captured, state);
+        self.bind(vk::ObjectType::DEVICE, captured, raw);
+        Ok(())
+    }
+
+    /// `vkGetDeviceQueue[2]` with the family translated.
+    pub fn get_queue(
+        &mut self,
+        device: u64,
+        family: u32,
+        index: u32,
+        flags: vk::DeviceQueueCreateFlags,
+        captured_queue: u64,
+    ) -> Result<(), ReplayError> {
+        let d = self.device(device)?;
+        let rf = d.families.get(&family).copied().unwrap_or(family);
+        let count = d.queue_counts.get(&rf).copied().unwrap_or(1).max(1);
+        let info = vk::DeviceQueueInfo2::default()
+            .queue_family_index(rf)
+            .queue_index(index.min(count - 1))
+            .flags(flags);
+        // SAFETY: valid device; the family and index were created with it.
+        let q = unsafe { d.device.get_device_queue2(&info) };
+        if q == vk::Queue::null() {
+            return Err(ReplayError::Other(format!(
+                "vkGetDeviceQueue2 returned no queue for family {rf}"
+            )));
+        }
+        let d = self.devices.get_mut(&device).expect("checked above");
+        if !d.queues.contains(&q) {
+            d.queues.push(q);
+        }
+        d.queue_family_of.insert(q.as_raw(), rf);
+        self.bind(vk::ObjectType::QUEUE, captured_queue, q.as_raw());
+        Ok(())
+    }
+
+    /// Captured queue family index -> replay family for a device.
+    pub fn map_family(&self, device: u64, family: u32) -> u32 {
+        if family == vk::QUEUE_FAMILY_IGNORED
+            || family == vk::QUEUE_FAMILY_EXTERNAL
+            || family == vk::QUEUE_FAMILY_FOREIGN_EXT
+        {
+            return family;
+        }
+        self.devices
+            .get(&device)
+            .and_then(|d| d.families.get(&family).copied())
+            .unwrap_or(family)
+    }
+
+    pub fn destroy_device(&mut self, captured: u64) -> Result<(), ReplayError> {
+        // Emulated swapchains and our own objects first.
+        let chains: Vec<u64> = self
+            .wsi
+            .swapchains
+            .iter()
+            .filter(|(_, s)| s.device == captured)
+            .map(|(k, _)| *k)
+            .collect();
+        for c in chains {
+            self.destroy_swapchain(c);
+        }
+        let mems: Vec<u64> = self
+            .memory
+            .memories
+            .iter()
+            .filter(|(_, m)| m.device == captured)
+            .map(|(k, _)| *k)
+            .collect();
+        let pools: Vec<(u64, vk::QueryPool)> = self
+            .tracked
+            .live_pools
+            .iter()
+            .filter(|(_, (dev, _))| *dev == captured)
+            .map(|(k, (_, p))| (*k, *p))
+            .collect();
+        if let Some(d) = self.devices.remove(&captured) {
+            unsafe {
+                let _ = d.device.device_wait_idle();
+                if self.perf.locked.remove(&captured) {
+                    if let Some(i) = &self.instance {
+                        ash::khr::performance_query::Device::new(i, &d.device)
+                            .release_profiling_lock();
+                    }
+                }
+                // Pools the trace never destroyed (the app exited with them alive).
+                for (c, p) in pools {
+                    d.device.destroy_query_pool(p, None);
+                    self.tracked.live_pools.remove(&c);
+                }
+                for m in &mems {
+                    if let Some(ms) = self.memory.memories.remove(m) {
+                        if ms.replayed != vk::DeviceMemory::null() {
+                            d.device.free_memory(ms.replayed, None);
+                        }
+                    }
+                }
+                for p in d.own_pools.values() {
+                    d.device.destroy_command_pool(*p, None);
+                }
+                d.device.destroy_device(None);
+            }
+            self.dispatch_keys.retain(|_, v| *v != captured);
+        }
+        self.unbind(vk::ObjectType::DEVICE, captured);
+        Ok(())
+    }
+
+    /// Destroys everything still alive (the trace may end without cleaning up).
+    pub fn teardown(&mut self) {
+        let devices: Vec<u64> = self.devices.keys().copied().collect();
+        for d in devices {
+            let _ = self.destroy_device(d);
+        }
+        if let Some(instance) = self.instance.take() {
+            unsafe {
+                if let Some((du, m)) = self.debug_utils.take() {
+                    du.destroy_debug_utils_messenger(m, None);
+                }
+                instance.destroy_instance(None);
+            }
+        }
+        self.handles.clear();
+    }
+}
+
+/// Device extensions a replay can do without: their commands only annotate, describe or tune
+/// (markers, checkpoints, HDR metadata, budgets, present timing, pipeline statistics for tools),
+/// so skipping them changes no query result and no rendered image.
+pub const SAFE_TO_DROP: &[&str] = &[
+    "VK_EXT_debug_marker",
+    "VK_NV_device_diagnostic_checkpoints",
+    "VK_NV_device_diagnostics_config",
+    "VK_AMD_shader_info",
+    "VK_KHR_pipeline_executable_properties",
+    "VK_EXT_tooling_info",
+    "VK_EXT_device_fault",
+    "VK_EXT_calibrated_timestamps",
+    "VK_KHR_calibrated_timestamps",
+    "VK_EXT_hdr_metadata",
+    "VK_KHR_present_id",
+    "VK_KHR_present_wait",
+    "VK_GOOGLE_display_timing",
+    "VK_KHR_incremental_present",
+];
+
+/// Whether a device create info's chain lacks the performance-query features struct, which
+/// counter injection needs (the caller then chains one).
+pub fn needs_perf_feature(chain: *const std::ffi::c_void) -> bool {
+    let mut node = chain as *const vk::BaseInStructure<'_>;
+    // SAFETY: a valid pNext chain of Vulkan structs materialised by the replayer.
+    unsafe {
+        while let Some(n) = node.as_ref() {
+            if n.s_type == vk::StructureType::PHYSICAL_DEVICE_PERFORMANCE_QUERY_FEATURES_KHR {
+                return false;
+            }
+            node = n.p_next;
+        }
+    }
+    true
+}
