@@ -9,6 +9,7 @@ mod compare;
 mod demo;
 mod dump;
 mod info;
+mod layer;
 mod output;
 mod replay;
 mod view;
@@ -49,6 +50,8 @@ enum Command {
     /// Compare results files of one trace: matched queries and counters, largest change first;
     /// exit 1 when a deterministic result differs or a change passes --threshold.
     Compare(compare::Args),
+    /// Install the capture layer's manifest where the Vulkan loader finds it (or remove it).
+    Layer(layer::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Info(a) => info::run(a).map(|()| 0),
         Command::Dump(a) => dump::run(a).map(|()| 0),
         Command::Compare(a) => compare::run(a),
+        Command::Layer(a) => layer::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
