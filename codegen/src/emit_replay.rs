@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 pub fn mod_rs() -> String {
     format!(
-        "{HEADER}//! Generated from vk.xml by `codegen`: the generic replay dispatch (see `dispatch`).\npub mod dispatch;\n"
+        "{HEADER}//! Generated from vk.xml by `codegen`: the generic replay dispatch (see `dispatch`) and the\n//! per-call entry point that routes codegen's `REPLAY_OVERRIDES` (see `overrides`).\npub mod dispatch;\npub mod overrides;\n"
     )
 }
 
@@ -34,7 +34,7 @@ const PRELUDE: &str = r#"//! Generic replay of a decoded call.
 //! callbacks (`PFN_*` members), `pAllocator` and opaque host pointers (`pUserData`, `pHostPointer`, platform
 //! display pointers) are passed as NULL; pNext elements that were not captured (unknown sType)
 //! are left out of the chain. `m_VkXxx` materialise one owned struct (with its pNext chain) for
-//! hand-written replay code; [`m_chain`] builds a chain alone. [`replay_call`] sends the commands
+//! hand-written replay code; [`m_chain`] builds a chain alone. `overrides::replay_call` sends the commands
 //! codegen's `REPLAY_OVERRIDES` lists (memory, submission, queries, swapchains, ...) to the
 //! replayer's hand-written functions and every other one through [`replay`].
 #![allow(non_snake_case, unused_variables, unused_mut, unused_parens, unused_unsafe, deprecated, clippy::all)]
@@ -460,16 +460,20 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
         }
     }
     o.push_str("}\n}\n");
-    o.push_str(&overrides(an));
     o
 }
 
 /// The replayer's per-call entry point: one arm per command of [`config::REPLAY_OVERRIDES`]
 /// (a call of its hand-written function, or nothing for a skipped command), the generic path for
 /// the rest.
-fn overrides(an: &Analysis) -> String {
-    let mut o = String::from(
-        "\n/// Replays one decoded call: the commands codegen's `REPLAY_OVERRIDES` lists go to their\n/// hand-written function in `crate::calls` (or are skipped), every other one to\n/// `crate::calls::generic`. `rec` carries the capture's result code.\n///\n/// # Safety\n/// The session's handles must be those the trace created so far (the engine keeps the order).\npub(crate) unsafe fn replay_call(s: &mut crate::session::Session<'_>, call: &vkstream::Call, rec: &format::record::Call) -> Result<(), ReplayError> {\nmatch call {\n",
+pub fn overrides_rs(an: &Analysis) -> String {
+    let mut o = String::from(HEADER);
+    o.push_str(
+        "//! The replayer's per-call entry point, apart from `dispatch` so that file stays usable\n\
+         //! without the replayer (vkstream's dispatch test includes it).\n\
+         #![allow(non_snake_case)]\n\
+         use crate::error::ReplayError;\n\
+         \n/// Replays one decoded call: the commands codegen's `REPLAY_OVERRIDES` lists go to their\n/// hand-written function in `crate::calls` (or are skipped), every other one to\n/// `crate::calls::generic`. `rec` carries the capture's result code.\n///\n/// # Safety\n/// The session's handles must be those the trace created so far (the engine keeps the order).\npub(crate) unsafe fn replay_call(s: &mut crate::session::Session<'_>, call: &vkstream::Call, rec: &format::record::Call) -> Result<(), ReplayError> {\nmatch call {\n",
     );
     for (i, (name, how)) in config::REPLAY_OVERRIDES.iter().enumerate() {
         if config::REPLAY_OVERRIDES[..i].iter().any(|(n, _)| n == name) {

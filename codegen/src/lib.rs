@@ -108,6 +108,10 @@ fn render_files(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
             "replayer/src/generated/dispatch.rs".into(),
             emit_replay::dispatch_rs(&reg, &an),
         ),
+        (
+            "replayer/src/generated/overrides.rs".into(),
+            emit_replay::overrides_rs(&an),
+        ),
     ])
 }
 

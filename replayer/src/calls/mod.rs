@@ -29,7 +29,7 @@ pub(crate) mod wsi;
 
 /// The per-call entry point, generated from codegen's `REPLAY_OVERRIDES`: each listed command's
 /// arm calls its function here (`<module>::<command>`), the rest go to [`generic`].
-pub(crate) use crate::generated::dispatch::replay_call;
+pub(crate) use crate::generated::overrides::replay_call;
 
 pub(crate) fn other(msg: impl Into<String>) -> ReplayError {
     ReplayError::Other(msg.into())
