@@ -35,6 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let mut out = output::stdout();
     let mut met = output::Met::default();
+    let mut printed = 0u64;
     while let Some(rec) = records.next() {
         let rec = match rec {
             Ok(r) => r,
@@ -52,8 +53,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         } else {
             writeln!(out, "{}", text_line(&v))?;
         }
+        printed += 1;
     }
     output::flush(&mut out)?;
+    if let (Some(n), 0) = (args.frame, printed) {
+        let frames = reader.info().frames;
+        crate::bad_input!(
+            "{}: has no frame {n} (it has {frames} frame{})",
+            args.file.display(),
+            if frames == 1 { "" } else { "s" }
+        )
+    }
     output::judge(&reader.info(), reader.path(), &met, args.salvage)
 }
 

@@ -16,7 +16,14 @@ pub fn report(e: &anyhow::Error) -> ExitCode {
     }
     let line = e.to_string().replace('\n', " ");
     eprintln!("quarry: {line}");
-    if e.downcast_ref::<FormatError>().is_some() || e.downcast_ref::<BadInput>().is_some() {
+    let bad_option = matches!(
+        e.downcast_ref::<replayer::ReplayError>(),
+        Some(replayer::ReplayError::BadOption(_))
+    );
+    if e.downcast_ref::<FormatError>().is_some()
+        || e.downcast_ref::<BadInput>().is_some()
+        || bad_option
+    {
         ExitCode::from(2)
     } else {
         ExitCode::from(1)

@@ -56,7 +56,8 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub gpu: Option<String>,
     /// Replay the whole trace N times, each from the trace's start state.
-    #[arg(long = "loop", value_name = "N", default_value_t = 1)]
+    #[arg(long = "loop", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub loops: u32,
     /// Write captured and replayed query values to this results file (`.qres`).
     #[arg(long, value_name = "OUT")]
@@ -130,14 +131,39 @@ impl ReplayArgs {
         }
     }
 
+    /// Every name `--counters` lists is a counter of the GPU `--gpu` picks (as the replay will
+    /// see it, emulated or not): a misspelt name is bad input before the trace is touched.
+    fn check_counter_names(&self) -> anyhow::Result<()> {
+        let Some(list) = self.counters.as_deref().filter(|c| c.trim() != "all") else {
+            return Ok(());
+        };
+        let gpus = replayer::devices()?;
+        let gpu = replayer::devices::select(&gpus, self.gpu.as_deref())?;
+        let known: Vec<&str> = gpu
+            .queue_families
+            .iter()
+            .flat_map(|f| f.counters.iter().map(|c| c.name.as_str()))
+            .collect();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if !known.iter().any(|k| k.eq_ignore_ascii_case(name)) {
+                crate::bad_input!(
+                    "--counters: GPU {} has no counter named \"{name}\" (`quarry devices` lists them)",
+                    gpu.index
+                )
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the GPU `--gpu` picks has VK_KHR_performance_query of its own (else `--counters`
     /// measures through the emulation layer).
     fn gpu_counts(&self) -> anyhow::Result<bool> {
         let gpus = replayer::devices()?;
         let gpu = replayer::devices::select(&gpus, self.gpu.as_deref())?;
         if !gpu.queries.performance_query {
-            eprintln!(
-                "quarry: GPU {} has no VK_KHR_performance_query; --counters measures through VK_LAYER_QUARRY_counters (timestamps, pipeline statistics, occlusion)",
+            // A note, not an error: stderr keeps its one `quarry:` line for errors.
+            println!(
+                "note: GPU {} has no VK_KHR_performance_query; --counters measures through VK_LAYER_QUARRY_counters (timestamps, pipeline statistics, occlusion)",
                 gpu.index
             );
         }
@@ -212,6 +238,7 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<u8> {
     } else {
         None
     };
+    args.check_counter_names()?;
     let opts = args.options();
     match replayer::replay_with_progress(&opts, &mut Bar::new(&opts)) {
         Ok(summary) => {
@@ -222,8 +249,8 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<u8> {
                 0
             }))
         }
-        Err(e @ ReplayError::Trace(_)) => {
-            eprintln!("quarry: {e}");
+        Err(e @ (ReplayError::Trace(_) | ReplayError::BadOption(_))) => {
+            eprintln!("quarry: {}", e.to_string().replace('\n', " "));
             Ok(2)
         }
         Err(e) => Err(e.into()),
@@ -233,7 +260,25 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<u8> {
 /// Runs `quarry devices`; returns the process exit code.
 pub fn run_devices(args: DevicesArgs) -> anyhow::Result<u8> {
     let _layer = args.emulate_counters.then(emulate_counters).transpose()?;
-    let gpus = replayer::devices()?;
+    let mut gpus = replayer::devices()?;
+    // A GPU without counters of its own lists those --counters would measure through
+    // VK_LAYER_QUARRY_counters (marked emulated), when that layer is built.
+    let _emulation = if !args.emulate_counters && gpus.iter().any(|g| !g.queries.performance_query)
+    {
+        emulate_counters().ok()
+    } else {
+        None
+    };
+    if _emulation.is_some() {
+        let emulated = replayer::devices()?;
+        for g in gpus.iter_mut().filter(|g| !g.queries.performance_query) {
+            if let Some(e) = emulated.iter().find(|e| e.uuid == g.uuid) {
+                for (f, ef) in g.queue_families.iter_mut().zip(&e.queue_families) {
+                    f.counters = ef.counters.clone();
+                }
+            }
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&gpus)?);
     } else if gpus.is_empty() {

@@ -536,6 +536,34 @@ impl TimestampClock {
     }
 }
 
+/// A `VkPerformanceCounterUnitKHR` as its symbol (`ns`, `bytes`, ...; empty for generic).
+pub fn counter_unit_name(unit: u32) -> &'static str {
+    match unit {
+        0 => "",
+        1 => "%",
+        2 => "ns",
+        3 => "bytes",
+        4 => "bytes/s",
+        5 => "K",
+        6 => "W",
+        7 => "V",
+        8 => "A",
+        9 => "Hz",
+        10 => "cycles",
+        _ => "?",
+    }
+}
+
+/// A `VkPerformanceCounterScopeKHR` by name.
+pub fn counter_scope_name(scope: u32) -> &'static str {
+    match scope {
+        0 => "command-buffer",
+        1 => "render-pass",
+        2 => "command",
+        _ => "?",
+    }
+}
+
 /// A `VkPerformanceCounterResultKHR` (8 raw bytes as a little-endian u64) as f64, read
 /// according to the counter's `VkPerformanceCounterStorageKHR`.
 pub fn counter_value(raw: u64, storage: u32) -> f64 {

@@ -27,6 +27,20 @@ pub struct QueueFamilyInfo {
     pub timestamp_period_ns: f32,
     /// `VK_KHR_performance_query` counters this family exposes (0 without the extension).
     pub performance_counters: u32,
+    /// Those counters (what `--counters` names).
+    pub counters: Vec<CounterInfo>,
+}
+
+/// One performance counter of a queue family.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct CounterInfo {
+    pub name: String,
+    /// `ns`, `bytes`, ... (empty for a plain number).
+    pub unit: String,
+    /// `command-buffer`, `render-pass` or `command`.
+    pub scope: String,
+    /// Provided by VK_LAYER_QUARRY_counters, not by the driver.
+    pub emulated: bool,
 }
 
 /// Query-related capabilities of a GPU.
@@ -80,6 +94,14 @@ pub struct GpuInfo {
 /// counters emulation layer under `--emulate-counters`. Process-wide because the loader's layer
 /// search path (`VK_ADD_LAYER_PATH`) is too.
 static EXTRA_LAYERS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether instances now load the counters emulation layer: the counters they list are its own.
+fn emulated_counters() -> bool {
+    EXTRA_LAYERS
+        .lock()
+        .map(|l| l.iter().any(|n| n == layer_support::counters::LAYER_NAME))
+        .unwrap_or(false)
+}
 
 /// Enables layer `name` on every instance created from now on (found through `VK_ADD_LAYER_PATH`).
 pub fn add_layer(name: &str) {
@@ -257,11 +279,13 @@ pub(crate) unsafe fn describe(
         .enumerate()
         .map(|(i, f)| {
             let mut counters = 0u32;
+            let mut listed = Vec::new();
             if let Some(perf) = &perf_fp {
-                // Count only; the fp is called directly so a misbehaving driver cannot trip ash's asserts.
-                let r = (perf
+                // The fp is called directly so a misbehaving driver cannot trip ash's asserts.
+                let f = perf
                     .fp()
-                    .enumerate_physical_device_queue_family_performance_query_counters_khr)(
+                    .enumerate_physical_device_queue_family_performance_query_counters_khr;
+                let r = f(
                     pd,
                     i as u32,
                     &mut counters,
@@ -270,6 +294,25 @@ pub(crate) unsafe fn describe(
                 );
                 if r != vk::Result::SUCCESS {
                     counters = 0;
+                }
+                let mut cs = vec![vk::PerformanceCounterKHR::default(); counters as usize];
+                let mut ds =
+                    vec![vk::PerformanceCounterDescriptionKHR::default(); counters as usize];
+                let mut n = counters;
+                let r = f(pd, i as u32, &mut n, cs.as_mut_ptr(), ds.as_mut_ptr());
+                if r == vk::Result::SUCCESS || r == vk::Result::INCOMPLETE {
+                    let n = (n as usize).min(cs.len());
+                    listed = cs[..n]
+                        .iter()
+                        .zip(&ds[..n])
+                        .map(|(c, d)| CounterInfo {
+                            name: c_array_str(&d.name),
+                            unit: format::query::counter_unit_name(c.unit.as_raw() as u32).into(),
+                            scope: format::query::counter_scope_name(c.scope.as_raw() as u32)
+                                .into(),
+                            emulated: emulated_counters(),
+                        })
+                        .collect();
                 }
             }
             QueueFamilyInfo {
@@ -280,6 +323,7 @@ pub(crate) unsafe fn describe(
                 timestamp_valid_bits: f.timestamp_valid_bits,
                 timestamp_period_ns: props.limits.timestamp_period,
                 performance_counters: counters,
+                counters: listed,
             }
         })
         .collect();
@@ -480,7 +524,10 @@ pub fn select<'a>(gpus: &'a [GpuInfo], selector: Option<&str>) -> Result<&'a Gpu
     };
     if let Ok(i) = sel.parse::<u32>() {
         return gpus.iter().find(|g| g.index == i).ok_or_else(|| {
-            ReplayError::NoGpu(format!("no GPU with index {i}; available:\n{}", listing()))
+            ReplayError::BadOption(format!(
+                "--gpu {i}: no GPU with that index; available:\n{}",
+                listing()
+            ))
         });
     }
     let uuid: String = sel
@@ -500,8 +547,8 @@ pub fn select<'a>(gpus: &'a [GpuInfo], selector: Option<&str>) -> Result<&'a Gpu
         .collect();
     match matches.as_slice() {
         [one] => Ok(one),
-        [] => Err(ReplayError::NoGpu(format!(
-            "no GPU matches '{sel}' (index, UUID or name); available:\n{}",
+        [] => Err(ReplayError::BadOption(format!(
+            "--gpu {sel}: no GPU matches (index, UUID or name); available:\n{}",
             listing()
         ))),
         [first, ..] => Ok(first),
@@ -552,6 +599,20 @@ pub fn to_text(gpus: &[GpuInfo]) -> String {
                     String::new()
                 }
             );
+            for c in &f.counters {
+                let unit = if c.unit.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", c.unit)
+                };
+                let _ = writeln!(
+                    s,
+                    "    counter \"{}\"{unit}  {} scope{}",
+                    c.name,
+                    c.scope,
+                    if c.emulated { "  (emulated)" } else { "" }
+                );
+            }
         }
     }
     s

@@ -15,6 +15,10 @@ pub enum ReplayError {
     /// No GPU matches the selector, or none can run the trace.
     #[error("no suitable GPU: {0}")]
     NoGpu(String),
+    /// An option the user gave names something that does not exist (a GPU index, a counter):
+    /// bad input, not a failure of the replay.
+    #[error("{0}")]
+    BadOption(String),
     /// The trace file cannot be read (damaged, truncated, wrong kind).
     #[error("{0}")]
     Trace(String),
@@ -43,7 +47,8 @@ impl ReplayError {
     /// Attaches the call position to an error raised while replaying it (kept as-is when it already has one).
     pub fn at(self, seq: u64, command: &str) -> ReplayError {
         match self {
-            e @ ReplayError::Call { .. } => e,
+            // Bad options stay what they are wherever they are found.
+            e @ (ReplayError::Call { .. } | ReplayError::BadOption(_)) => e,
             e => ReplayError::Call {
                 seq,
                 command: command.to_string(),

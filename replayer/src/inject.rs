@@ -515,10 +515,10 @@ unsafe fn setup_device(
     let descs = s.device_counter_descs(family)?;
     let listed: Vec<(crate::perf::DeviceCounter, u32)> =
         descs.iter().map(|d| (d.into(), d.scope)).collect();
-    let chosen = choose(&st.spec, &listed).map_err(other)?;
+    let chosen = choose(&st.spec, &listed).map_err(ReplayError::BadOption)?;
     if chosen.is_empty() {
-        return Err(other(
-            "--counters: no counter of the replay GPU can be measured with this scope",
+        return Err(ReplayError::BadOption(
+            "--counters: no counter of the replay GPU can be measured with this scope".into(),
         ));
     }
     let plan = crate::perf::plan(

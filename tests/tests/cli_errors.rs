@@ -2,7 +2,7 @@
 //! line on stderr with the documented exit code (0 ok, 1 failure or mismatch, 2 bad input).
 //!
 //! One test per case of issue 24's list (and the usual usage errors). Cases whose fix lives in a
-//! subcommand's own module are `#[ignore]`d with the reason until that fix lands.
+//! subcommand's own module are `#[ignore]`d with the reason until that fix lands (none is ignored now).
 //! The `quarry` binary must be built in the same target directory (`cargo build -p quarry`).
 
 use std::path::{Path, PathBuf};
@@ -166,15 +166,10 @@ cases! {
     info_missing_file: ["info", "nope.qtrace"] => 2, "nope.qtrace";
     info_not_quarry: ["info", "demo.csv"] => 2, "not a quarry file";
     compare_trace: ["compare", "r.qres", "t.qtrace"] => 2, "is a trace";
-    #[ignore = "replayer/src/cli.rs: an unknown --gpu is bad input (exit 2), today 1"]
     replay_unknown_gpu: ["replay", "t.qtrace", "--gpu", "99"] => 2, "99";
-    #[ignore = "replayer: an unknown --counters name is bad input (exit 2), today 1"]
     replay_unknown_counter: ["replay", "t.qtrace", "--counters", "foo"] => 2, "foo";
-    #[ignore = "replayer/src/cli.rs: --loop 0 must be refused (exit 2), today it runs once"]
     replay_zero_loops: ["replay", "t.qtrace", "--loop", "0"] => 2, "loop";
-    #[ignore = "src/dump.rs: a frame the file lacks is bad input (exit 2), today prints nothing, exit 0"]
     dump_missing_frame: ["dump", "t.qtrace", "--frame", "999"] => 2, "999";
-    #[ignore = "src/view.rs: a file that is not a quarry file is bad input (exit 2) before any window opens; today exit 0 (with a display)"]
     view_screenshot_of_csv: ["view", "--screenshot", "x.png", "demo.csv"] => 2, "demo.csv";
 }
 

@@ -176,20 +176,7 @@ pub fn timestamps_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut TimestampsState) 
 
 /// `VkPerformanceCounterUnitKHR` names.
 pub fn counter_unit(unit: u32) -> &'static str {
-    match unit {
-        0 => "",
-        1 => "%",
-        2 => "ns",
-        3 => "bytes",
-        4 => "bytes/s",
-        5 => "K",
-        6 => "W",
-        7 => "V",
-        8 => "A",
-        9 => "Hz",
-        10 => "cycles",
-        _ => "?",
-    }
+    format::query::counter_unit_name(unit)
 }
 
 /// How the counters view groups samples of one counter.
