@@ -435,22 +435,7 @@ fn item_json(i: Item) -> Value {
 
 /// `VkPerformanceCounterUnitKHR` by name.
 fn unit_name(unit: u32) -> String {
-    const NAMES: [&str; 11] = [
-        "generic",
-        "percentage",
-        "nanoseconds",
-        "bytes",
-        "bytes_per_second",
-        "kelvin",
-        "watts",
-        "volts",
-        "amps",
-        "hertz",
-        "cycles",
-    ];
-    NAMES
-        .get(unit as usize)
-        .map_or_else(|| format!("unit_{unit}"), |s| (*s).to_owned())
+    format::query::counter_unit_word(unit)
 }
 
 /// What a row measures: the metric, and for `--by query` which query or sample.

@@ -554,6 +554,27 @@ pub fn counter_unit_name(unit: u32) -> &'static str {
     }
 }
 
+/// A `VkPerformanceCounterUnitKHR` as a word for exports and tables (`nanoseconds`, ...; values
+/// past the known ones as `unit_N`).
+pub fn counter_unit_word(unit: u32) -> String {
+    const NAMES: [&str; 11] = [
+        "generic",
+        "percentage",
+        "nanoseconds",
+        "bytes",
+        "bytes_per_second",
+        "kelvin",
+        "watts",
+        "volts",
+        "amps",
+        "hertz",
+        "cycles",
+    ];
+    NAMES
+        .get(unit as usize)
+        .map_or_else(|| format!("unit_{unit}"), |s| (*s).to_owned())
+}
+
 /// A `VkPerformanceCounterScopeKHR` by name.
 pub fn counter_scope_name(scope: u32) -> &'static str {
     match scope {

@@ -5,28 +5,13 @@
 //! subcommand's own module are `#[ignore]`d with the reason until that fix lands (none is ignored now).
 //! The `quarry` binary must be built in the same target directory (`cargo build -p quarry`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use ash::vk;
 use ash::vk::Handle as _;
 use format::record::*;
 use format::TraceWriter;
-
-fn quarry_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap();
-    for d in [dir, dir.parent().unwrap()] {
-        let p = d.join("quarry");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!(
-        "the quarry binary is not built next to {}: run `cargo build -p quarry` with the same target dir",
-        exe.display()
-    );
-}
 
 /// `vkCreateInstance` then `vkDestroyInstance`: enough for the replayer to get to its options.
 fn instance_calls() -> Vec<Record> {
@@ -111,7 +96,7 @@ fn fixtures() -> tempfile::TempDir {
 }
 
 fn quarry(dir: &Path, args: &[&str]) -> Output {
-    Command::new(quarry_bin())
+    Command::new(quarry_tests::quarry_exe())
         .args(args)
         .current_dir(dir)
         .env("XDG_RUNTIME_DIR", std::env::temp_dir())

@@ -11,21 +11,6 @@ use std::process::Command;
 use format::record::*;
 use format::TraceWriter;
 
-fn quarry_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap();
-    for d in [dir, dir.parent().unwrap()] {
-        let p = d.join("quarry");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!(
-        "the quarry binary is not built next to {}: run `cargo build -p quarry` with the same target dir",
-        exe.display()
-    );
-}
-
 const OCCLUSION: i32 = 0;
 const STATISTICS: i32 = 1;
 const TIMESTAMP: i32 = 2;
@@ -274,7 +259,7 @@ fn fixtures() -> tempfile::TempDir {
 
 /// Runs `quarry <args>` in `dir` and checks the transcript against the golden file `case`.
 fn golden(dir: &Path, case: &str, args: &[&str], expect_code: i32) {
-    let out = Command::new(quarry_bin())
+    let out = Command::new(quarry_tests::quarry_exe())
         .args(args)
         .current_dir(dir)
         .output()

@@ -159,22 +159,7 @@ pub fn query_unit(query_type: i32) -> &'static str {
 
 /// `VkPerformanceCounterUnitKHR` by name.
 pub fn counter_unit_name(unit: u32) -> String {
-    const NAMES: [&str; 11] = [
-        "generic",
-        "percentage",
-        "nanoseconds",
-        "bytes",
-        "bytes_per_second",
-        "kelvin",
-        "watts",
-        "volts",
-        "amps",
-        "hertz",
-        "cycles",
-    ];
-    NAMES
-        .get(unit as usize)
-        .map_or_else(|| format!("unit_{unit}"), |s| (*s).to_owned())
+    format::query::counter_unit_word(unit)
 }
 
 /// Calls `emit` with every row of the export, in order: the query rows `rows` (indices into
