@@ -5,7 +5,7 @@
 //! `tests/golden/compare/<case>.txt`. `UPDATE_GOLDEN=1` rewrites the golden files.
 //! The `quarry` binary must be built in the same target directory (`cargo build -p quarry`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use format::record::*;
