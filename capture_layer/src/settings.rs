@@ -3,7 +3,7 @@
 //! | environment | layer setting | meaning |
 //! |---|---|---|
 //! | `QUARRY_CAPTURE_FILE` | `file` (string) | trace path (default `quarry_<app>_<pid>.qtrace` in the working directory) |
-//! | `QUARRY_CAPTURE_DISABLE=1` | `disable` (bool32, integer or string) | the layer passes every call through and records nothing |
+//! | `QUARRY_CAPTURE_DISABLE=1` | `disable` (bool32, integer or string) | the layer is transparent: the next layer's own pointers, nothing hidden, nothing recorded (see `chain`) |
 //! | `QUARRY_CAPTURE_FRAMES=A-B`, `A-`, `A` | `frames` (string, or an integer for one frame) | the trace is finalized when frame B (0-based) ends; with A > 0 nothing is written before frame A, which starts with a state snapshot (see `trim`), and a `Note` names the range |
 //!
 //! Layer settings come from `VkLayerSettingsCreateInfoEXT` structs in the app's `VkInstanceCreateInfo`

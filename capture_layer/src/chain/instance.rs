@@ -1,6 +1,6 @@
 //! Instances: vkCreateInstance (which opens the trace, or a trimmed capture's tracking, and
 //! flushes it at process exit), vkDestroyInstance (the last one finalizes the trace), and the
-//! enumerations (device extensions the layer cannot record are hidden).
+//! enumerations (device extensions the layer cannot record are hidden while recording).
 //!
 //! Depends on: `runtime`, `settings`, `loader`, `compat`, `query_copies` (flushed at exit), `hooks`.
 
@@ -77,13 +77,13 @@ pub unsafe extern "system" fn vkCreateInstance(
             api_version,
             extensions,
         };
-        if runtime::register_instance(data).is_none() {
+        let Some(data) = runtime::register_instance(data) else {
             runtime::log_once(
                 "instances",
                 "too many live instances; this one is not captured",
             );
             return;
-        }
+        };
         // The app's layer settings (VK_EXT_layer_settings) for this layer; the environment wins.
         let (layer_settings, warnings) = crate::settings::Given::from_chain(ci.p_next);
         for w in warnings {
@@ -95,6 +95,8 @@ pub unsafe extern "system" fn vkCreateInstance(
         ) {
             register_atexit();
         }
+        // Nothing records now: nothing ever will for this instance (see `chain`'s header).
+        super::set_transparent(data, !runtime::recording());
         // The loader's own chain elements are process-local pointers: keep them out of the trace.
         let mut copy = *ci;
         copy.p_next = loader::skip_loader_structs(ci.p_next);
@@ -135,6 +137,7 @@ pub unsafe extern "system" fn vkDestroyInstance(
     let Some(data) = runtime::unregister_instance(raw(instance)) else {
         return;
     };
+    super::set_transparent(data, false);
     if let Some(f) = data.table.vkDestroyInstance {
         f(instance, p_allocator);
     }
@@ -192,7 +195,8 @@ pub unsafe extern "system" fn vkEnumerateDeviceExtensionProperties(
         }
         return f(physical, p_layer_name, p_count, p_props);
     }
-    if p_count.is_null() {
+    // Hidden only while recording: once the process stops, nothing is recorded again.
+    if p_count.is_null() || !runtime::recording() {
         return f(physical, p_layer_name, p_count, p_props);
     }
     // Full list from below, filtered, then the usual count/array protocol towards the app.

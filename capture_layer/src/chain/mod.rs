@@ -3,6 +3,13 @@
 //! `config::LAYER_HOOKS`), else the generated ones, else hide a command the
 //! layer cannot record; `instance` and `device` hold creation, destruction and enumeration.
 //!
+//! Transparency: an instance created while the process records nothing (disabled by
+//! `QUARRY_CAPTURE_DISABLE` or the `disable` layer setting, or no trace could be opened) never
+//! records, since a trace only opens at a vkCreateInstance. Its instance and its devices get the next
+//! layer's own pointers for everything but the few hooks that keep the chain and the dispatch maps
+//! (`KEPT`): no cost per call, nothing hidden. Instances created while recording get the intercepts,
+//! and hide what cannot be recorded only while the process records (`runtime::recording`).
+//!
 //! Depends on: `generated` (whose hook table names every hand-written hook), `region`, `runtime`,
 //! `hooks`. Nothing but the exported entry points (lib.rs) depends on `chain`.
 
@@ -13,6 +20,7 @@ use crate::hooks::raw;
 use crate::runtime;
 use ash::vk;
 use std::ffi::{c_char, CStr};
+use std::sync::Mutex;
 pub mod device;
 pub mod instance;
 
@@ -31,6 +39,47 @@ macro_rules! entry {
 pub(crate) use self::{
     get_device_proc_addr as vkGetDeviceProcAddr, get_instance_proc_addr as vkGetInstanceProcAddr,
 };
+
+// ==== transparency ===================================================================================
+
+/// The transparent instances, by the address of their (leaked, never reused) `InstanceData`. Read at
+/// proc-address lookups only, never per call.
+static TRANSPARENT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn key(data: &crate::tables::InstanceData) -> usize {
+    data as *const _ as usize
+}
+
+/// Marks `data` transparent (or forgets it, at destruction).
+pub(crate) fn set_transparent(data: &crate::tables::InstanceData, on: bool) {
+    let mut t = TRANSPARENT.lock().unwrap_or_else(|e| e.into_inner());
+    t.retain(|&k| k != key(data));
+    if on {
+        t.push(key(data));
+    }
+}
+
+/// Whether lookups for `data`'s instance (and its devices) get the next layer's pointers: it was
+/// created while nothing recorded, or the process stopped recording for good (a trace ends at the
+/// frame range, a write error, or once every instance is gone; none reopens while one lives).
+fn pass_through(data: &crate::tables::InstanceData) -> bool {
+    !runtime::recording()
+        || TRANSPARENT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key(data))
+}
+
+/// What a transparent instance or device still gets from the layer: the chain's own entry points and
+/// the hooks that register and unregister handles in the dispatch maps.
+const KEPT: &[&[u8]] = &[
+    b"vkGetInstanceProcAddr",
+    b"vkGetDeviceProcAddr",
+    b"vkCreateInstance",
+    b"vkDestroyInstance",
+    b"vkCreateDevice",
+    b"vkDestroyDevice",
+];
 
 /// Our entry for `name` given that the chain below provides it (`next` non-null), or NULL for commands the
 /// layer cannot capture (logged once per name).
@@ -82,6 +131,9 @@ pub unsafe extern "system" fn get_instance_proc_addr(
     ) {
         return next;
     }
+    if pass_through(data) && !KEPT.contains(&name.to_bytes()) {
+        return next;
+    }
     intercept_for(name, next)
 }
 
@@ -98,5 +150,9 @@ pub unsafe extern "system" fn get_device_proc_addr(
         return entry!(get_device_proc_addr);
     }
     let data = runtime::device_data(raw(device))?;
-    intercept_for(name, (data.gdpa)(device, p_name))
+    let next = (data.gdpa)(device, p_name);
+    if pass_through(data.instance) && !KEPT.contains(&name.to_bytes()) {
+        return next;
+    }
+    intercept_for(name, next)
 }
