@@ -136,7 +136,7 @@ fn frame_boundaries(reader: &TraceReader, info: &Info) -> Vec<(&'static str, u64
             None => counts.push((name, 1)),
         }
     }
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     counts
 }
 

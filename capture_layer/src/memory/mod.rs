@@ -179,30 +179,6 @@ fn carve(off: usize, data: Vec<u8>, holes: &[(usize, usize)]) -> Vec<(usize, Vec
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::carve;
-
-    #[test]
-    fn carving_drops_copy_ranges_and_keeps_the_rest() {
-        let data: Vec<u8> = (0..100).collect();
-        assert_eq!(
-            carve(1000, data.clone(), &[(0, 10)]),
-            vec![(1000, data.clone())]
-        );
-        let runs = carve(
-            1000,
-            data.clone(),
-            &[(1010, 1020), (1015, 1030), (1090, 2000)],
-        );
-        assert_eq!(
-            runs,
-            vec![(1000, data[..10].to_vec()), (1030, data[30..90].to_vec())]
-        );
-        assert!(carve(1000, data, &[(900, 1100)]).is_empty());
-    }
-}
-
 pub unsafe extern "system" fn vkMapMemory(
     device: vk::Device,
     memory: vk::DeviceMemory,
@@ -369,4 +345,28 @@ pub unsafe extern "system" fn vkBindBufferMemory2KHR(
     p_infos: *const vk::BindBufferMemoryInfo<'_>,
 ) -> vk::Result {
     bind_buffer_memory2(true, device, count, p_infos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::carve;
+
+    #[test]
+    fn carving_drops_copy_ranges_and_keeps_the_rest() {
+        let data: Vec<u8> = (0..100).collect();
+        assert_eq!(
+            carve(1000, data.clone(), &[(0, 10)]),
+            vec![(1000, data.clone())]
+        );
+        let runs = carve(
+            1000,
+            data.clone(),
+            &[(1010, 1020), (1015, 1030), (1090, 2000)],
+        );
+        assert_eq!(
+            runs,
+            vec![(1000, data[..10].to_vec()), (1030, data[30..90].to_vec())]
+        );
+        assert!(carve(1000, data, &[(900, 1100)]).is_empty());
+    }
 }
