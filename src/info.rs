@@ -39,6 +39,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .flatten();
     if args.json {
         let mut v = to_json(&info);
+        if let Some(o) = v.as_object_mut() {
+            let kinds: serde_json::Map<String, Value> = frame_boundaries(&reader, &info)
+                .into_iter()
+                .map(|(k, n)| (k.to_string(), json!(n)))
+                .collect();
+            o.insert("frame_boundaries".into(), Value::Object(kinds));
+        }
         if let (Some(r), Some(o)) = (&replay, v.as_object_mut()) {
             o.insert(
                 "replay".into(),
@@ -103,6 +110,52 @@ fn state_snapshot(reader: &TraceReader) -> Option<format::record::StateEnd> {
         }
     }
     None
+}
+
+/// How many frames each boundary rule ended (`FrameBoundary` names), most first.
+fn frame_boundaries(reader: &TraceReader, info: &Info) -> Vec<(&'static str, u64)> {
+    use format::record::FrameBoundary as B;
+    let mut counts: Vec<(&'static str, u64)> = Vec::new();
+    if info.frames == 0 {
+        return counts;
+    }
+    for rec in reader.records() {
+        let Ok(format::record::Record::Frame(f)) = rec else {
+            continue;
+        };
+        let name = match f.boundary {
+            B::Present => "present",
+            B::QueueWaitIdle => "queue_wait_idle",
+            B::DeviceWaitIdle => "device_wait_idle",
+            B::FenceWait => "fence_wait",
+            B::End => "end",
+            B::SemaphoreWait => "semaphore_wait",
+        };
+        match counts.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    counts
+}
+
+/// A boundary rule's name in the text summary.
+fn boundary_words(kind: &str, n: u64) -> &'static str {
+    let one = n == 1;
+    match (kind, one) {
+        ("present", true) => "present",
+        ("present", false) => "presents",
+        ("queue_wait_idle", true) => "queue wait idle",
+        ("queue_wait_idle", false) => "queue wait idles",
+        ("device_wait_idle", true) => "device wait idle",
+        ("device_wait_idle", false) => "device wait idles",
+        ("fence_wait", true) => "fence wait",
+        ("fence_wait", false) => "fence waits",
+        ("semaphore_wait", true) => "semaphore wait",
+        ("semaphore_wait", false) => "semaphore waits",
+        _ => "end",
+    }
 }
 
 fn kind_name(k: FileKind) -> &'static str {
@@ -254,7 +307,16 @@ fn write_text(out: &mut impl Write, reader: &TraceReader, info: &Info) -> std::i
         }
     }
     writeln!(out, "records:      {}", info.records)?;
-    writeln!(out, "frames:       {}", info.frames)?;
+    let kinds = frame_boundaries(reader, info);
+    if kinds.is_empty() {
+        writeln!(out, "frames:       {}", info.frames)?;
+    } else {
+        let why: Vec<String> = kinds
+            .iter()
+            .map(|(k, n)| format!("{n} {}", boundary_words(k, *n)))
+            .collect();
+        writeln!(out, "frames:       {} ({})", info.frames, why.join(", "))?;
+    }
     writeln!(
         out,
         "blocks:       {} ({} record, {} blob)",

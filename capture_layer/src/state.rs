@@ -52,6 +52,9 @@ pub struct DeviceState {
     /// fence -> (queue, submit order) of the last submit that signals it
     pub fences: HandleMap<(u64, u64)>,
     pub submit_order: u64,
+    /// Submits (batches) whose semaphore signals or waits may still prove a pending copy's submit
+    /// done, in submit order; emptied whenever nothing is pending.
+    pub nodes: Vec<SubmitNode>,
     /// Reads `vkCmdCopyQueryPoolResults` destinations the host cannot map; kept from read to
     /// read (it owns a command pool, a fence and staging memory), dropped before the device is.
     pub copy_reader: Option<crate::readback::Reader<'static>>,
@@ -83,6 +86,66 @@ pub struct Memory {
     pub type_index: u32,
     pub host_visible: bool,
     pub mapped: Option<Mapping>,
+    /// Ranges query copies write (the GPU's bytes, not the host's): kept out of `MemoryWrite`s.
+    pub gpu_ranges: Vec<GpuRange>,
+}
+
+/// A query copy destination in a host-visible memory (offsets in the memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuRange {
+    pub start: u64,
+    pub len: u64,
+    /// Submitted copies into it not yet completed: the GPU may write it any time.
+    pub pending: u32,
+}
+
+/// Most copy destinations remembered per memory (Zink and wgpu reuse a few offsets).
+const GPU_RANGES_MAX: usize = 256;
+
+impl Memory {
+    /// A copy into `start..start + len` was submitted.
+    pub fn gpu_range_submitted(&mut self, start: u64, len: u64) {
+        if let Some(r) = self
+            .gpu_ranges
+            .iter_mut()
+            .find(|r| r.start == start && r.len == len)
+        {
+            r.pending += 1;
+            return;
+        }
+        if self.gpu_ranges.len() >= GPU_RANGES_MAX {
+            if let Some(i) = self.gpu_ranges.iter().position(|r| r.pending == 0) {
+                self.gpu_ranges.remove(i);
+            }
+        }
+        self.gpu_ranges.push(GpuRange {
+            start,
+            len,
+            pending: 1,
+        });
+    }
+
+    /// A copy into `start..start + len` completed and was read back as `data`: the diff baseline
+    /// takes the GPU's bytes.
+    pub fn gpu_range_completed(&mut self, start: u64, len: u64, data: &[u8]) {
+        if let Some(r) = self
+            .gpu_ranges
+            .iter_mut()
+            .find(|r| r.start == start && r.len == len)
+        {
+            r.pending = r.pending.saturating_sub(1);
+        }
+        let Some(map) = self.mapped.as_mut() else {
+            return;
+        };
+        if data.len() as u64 != len || start < map.offset || start + len > map.offset + map.size {
+            return;
+        }
+        let at = (start - map.offset) as usize;
+        if let Some(s) = map.shadow.get_mut(at..at + data.len()) {
+            s.copy_from_slice(data);
+        }
+    }
 }
 
 pub struct Mapping {
@@ -164,6 +227,63 @@ pub struct PendingCopy {
     pub fence: u64,
     /// Submission order on the device (a fence covers every earlier submit on its queue).
     pub order: u64,
+    /// (memory, offset in memory, length) of a host-visible destination.
+    pub host_range: Option<(u64, u64, u64)>,
+}
+
+/// One submitted batch's semaphore signals and the batches its waits depend on.
+pub struct SubmitNode {
+    pub queue: u64,
+    pub order: u64,
+    /// (semaphore, value); a binary semaphore's value is whatever the app passed (ignored).
+    pub signals: smallvec::SmallVec<[(u64, u64); 2]>,
+    /// (queue, order) of the batches whose signals this one waited for.
+    pub deps: smallvec::SmallVec<[(u64, u64); 2]>,
+}
+
+impl DeviceState {
+    /// The latest batch signaling `sem` with a value up to `value` (a timeline wait), else its
+    /// latest signal of any value (a binary wait, whose value means nothing).
+    pub fn signaler(&self, sem: u64, value: u64) -> Option<(u64, u64)> {
+        let mut any = None;
+        for n in self.nodes.iter().rev() {
+            for &(s, v) in &n.signals {
+                if s == sem {
+                    if v <= value {
+                        return Some((n.queue, n.order));
+                    }
+                    any.get_or_insert((n.queue, n.order));
+                }
+            }
+        }
+        any
+    }
+
+    /// Batches proven complete by `seeds` ((queue, order): that batch and, by queue order, every
+    /// earlier one on its queue), closed over semaphore waits: returns, per queue, the latest
+    /// order proven done. Nodes proven done are dropped.
+    pub fn prove_done(
+        &mut self,
+        seeds: impl IntoIterator<Item = (u64, u64)>,
+    ) -> smallvec::SmallVec<[(u64, u64); 4]> {
+        let mut done: smallvec::SmallVec<[(u64, u64); 4]> = smallvec::SmallVec::new();
+        let mut work: smallvec::SmallVec<[(u64, u64); 8]> = seeds.into_iter().collect();
+        while let Some((queue, order)) = work.pop() {
+            match done.iter_mut().find(|(q, _)| *q == queue) {
+                Some((_, o)) if *o >= order => continue,
+                Some((_, o)) => *o = order,
+                None => done.push((queue, order)),
+            }
+            for n in &self.nodes {
+                if n.queue == queue && n.order <= order {
+                    work.extend(n.deps.iter().copied());
+                }
+            }
+        }
+        self.nodes
+            .retain(|n| !done.iter().any(|&(q, o)| n.queue == q && n.order <= o));
+        done
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,6 +370,7 @@ mod tests {
                     type_index: 0,
                     host_visible: true,
                     mapped: None,
+                    gpu_ranges: Vec::new(),
                 },
             );
         }

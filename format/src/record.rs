@@ -100,6 +100,9 @@ pub enum FrameBoundary {
     FenceWait,
     /// The process exited (or the device was destroyed) with commands after the last boundary.
     End,
+    /// A successful vkWaitSemaphores (a host wait on timeline semaphores), in an app without a
+    /// swapchain, after a submit since the previous boundary.
+    SemaphoreWait,
 }
 
 /// One record. New variants are appended at the end only.

@@ -2909,38 +2909,6 @@ pub unsafe extern "system" fn vkCmdEndRenderPass2(
     r
 }
 
-pub unsafe extern "system" fn vkGetSemaphoreCounterValue(
-    device: vk::Device,
-    semaphore: vk::Semaphore,
-    p_value: *mut u64,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkGetSemaphoreCounterValue else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, semaphore, p_value);
-    crate::runtime::record(vkstream::ids::vkGetSemaphoreCounterValue, r.as_raw(), |e| {
-        vkstream::encode::vkGetSemaphoreCounterValue(e, device, semaphore, p_value)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkWaitSemaphores(
-    device: vk::Device,
-    p_wait_info: *const vk::SemaphoreWaitInfo<'_>,
-    timeout: u64,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkWaitSemaphores else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, p_wait_info, timeout);
-    crate::runtime::record(vkstream::ids::vkWaitSemaphores, r.as_raw(), |e| {
-        vkstream::encode::vkWaitSemaphores(e, device, p_wait_info, timeout)
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkSignalSemaphore(
     device: vk::Device,
     p_signal_info: *const vk::SemaphoreSignalInfo<'_>,
@@ -7968,40 +7936,6 @@ pub unsafe extern "system" fn vkGetQueueCheckpointDataNV(
     r
 }
 
-pub unsafe extern "system" fn vkGetSemaphoreCounterValueKHR(
-    device: vk::Device,
-    semaphore: vk::Semaphore,
-    p_value: *mut u64,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkGetSemaphoreCounterValueKHR else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, semaphore, p_value);
-    crate::runtime::record(
-        vkstream::ids::vkGetSemaphoreCounterValueKHR,
-        r.as_raw(),
-        |e| vkstream::encode::vkGetSemaphoreCounterValueKHR(e, device, semaphore, p_value),
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkWaitSemaphoresKHR(
-    device: vk::Device,
-    p_wait_info: *const vk::SemaphoreWaitInfo<'_>,
-    timeout: u64,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkWaitSemaphoresKHR else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, p_wait_info, timeout);
-    crate::runtime::record(vkstream::ids::vkWaitSemaphoresKHR, r.as_raw(), |e| {
-        vkstream::encode::vkWaitSemaphoresKHR(e, device, p_wait_info, timeout)
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkSignalSemaphoreKHR(
     device: vk::Device,
     p_signal_info: *const vk::SemaphoreSignalInfo<'_>,
@@ -12043,16 +11977,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                 let f: vk::PFN_vkCmdEndRenderPass2 = vkCmdEndRenderPass2;
                 std::mem::transmute::<vk::PFN_vkCmdEndRenderPass2, unsafe extern "system" fn()>(f)
             }
-            b"vkGetSemaphoreCounterValue" => {
-                let f: vk::PFN_vkGetSemaphoreCounterValue = vkGetSemaphoreCounterValue;
-                std::mem::transmute::<vk::PFN_vkGetSemaphoreCounterValue, unsafe extern "system" fn()>(
-                    f,
-                )
-            }
-            b"vkWaitSemaphores" => {
-                let f: vk::PFN_vkWaitSemaphores = vkWaitSemaphores;
-                std::mem::transmute::<vk::PFN_vkWaitSemaphores, unsafe extern "system" fn()>(f)
-            }
             b"vkSignalSemaphore" => {
                 let f: vk::PFN_vkSignalSemaphore = vkSignalSemaphore;
                 std::mem::transmute::<vk::PFN_vkSignalSemaphore, unsafe extern "system" fn()>(f)
@@ -13456,16 +13380,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     f,
                 )
             }
-            b"vkGetSemaphoreCounterValueKHR" => {
-                let f: vk::PFN_vkGetSemaphoreCounterValue = vkGetSemaphoreCounterValueKHR;
-                std::mem::transmute::<vk::PFN_vkGetSemaphoreCounterValue, unsafe extern "system" fn()>(
-                    f,
-                )
-            }
-            b"vkWaitSemaphoresKHR" => {
-                let f: vk::PFN_vkWaitSemaphores = vkWaitSemaphoresKHR;
-                std::mem::transmute::<vk::PFN_vkWaitSemaphores, unsafe extern "system" fn()>(f)
-            }
             b"vkSignalSemaphoreKHR" => {
                 let f: vk::PFN_vkSignalSemaphore = vkSignalSemaphoreKHR;
                 std::mem::transmute::<vk::PFN_vkSignalSemaphore, unsafe extern "system" fn()>(f)
@@ -14681,6 +14595,28 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                 let f: vk::PFN_vkGetFenceStatus = crate::submit::vkGetFenceStatus;
                 std::mem::transmute::<vk::PFN_vkGetFenceStatus, unsafe extern "system" fn()>(f)
             }
+            b"vkWaitSemaphores" => {
+                let f: vk::PFN_vkWaitSemaphores = crate::submit::vkWaitSemaphores;
+                std::mem::transmute::<vk::PFN_vkWaitSemaphores, unsafe extern "system" fn()>(f)
+            }
+            b"vkWaitSemaphoresKHR" => {
+                let f: vk::PFN_vkWaitSemaphores = crate::submit::vkWaitSemaphoresKHR;
+                std::mem::transmute::<vk::PFN_vkWaitSemaphores, unsafe extern "system" fn()>(f)
+            }
+            b"vkGetSemaphoreCounterValue" => {
+                let f: vk::PFN_vkGetSemaphoreCounterValue =
+                    crate::submit::vkGetSemaphoreCounterValue;
+                std::mem::transmute::<vk::PFN_vkGetSemaphoreCounterValue, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
+            b"vkGetSemaphoreCounterValueKHR" => {
+                let f: vk::PFN_vkGetSemaphoreCounterValue =
+                    crate::submit::vkGetSemaphoreCounterValueKHR;
+                std::mem::transmute::<vk::PFN_vkGetSemaphoreCounterValue, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
             b"vkCreateSwapchainKHR" => {
                 let f: vk::PFN_vkCreateSwapchainKHR = crate::wsi::vkCreateSwapchainKHR;
                 std::mem::transmute::<vk::PFN_vkCreateSwapchainKHR, unsafe extern "system" fn()>(f)
@@ -14981,8 +14917,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCreateRenderPass2"
             | b"vkCmdNextSubpass2"
             | b"vkCmdEndRenderPass2"
-            | b"vkGetSemaphoreCounterValue"
-            | b"vkWaitSemaphores"
             | b"vkSignalSemaphore"
             | b"vkGetBufferDeviceAddress"
             | b"vkGetBufferOpaqueCaptureAddress"
@@ -15146,8 +15080,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdSetExclusiveScissorNV"
             | b"vkCmdSetCheckpointNV"
             | b"vkGetQueueCheckpointDataNV"
-            | b"vkGetSemaphoreCounterValueKHR"
-            | b"vkWaitSemaphoresKHR"
             | b"vkSignalSemaphoreKHR"
             | b"vkInitializePerformanceApiINTEL"
             | b"vkUninitializePerformanceApiINTEL"

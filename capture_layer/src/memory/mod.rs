@@ -45,6 +45,7 @@ pub unsafe extern "system" fn vkAllocateMemory(
                     type_index: info.memory_type_index,
                     host_visible,
                     mapped: None,
+                    gpu_ranges: Vec::new(),
                 },
             );
         }
@@ -96,7 +97,10 @@ pub fn scan_memory(st: &mut crate::state::DeviceState, only: Option<&[u64]>) {
         if only.is_some_and(|o| !o.contains(&handle)) {
             continue;
         }
-        let Some(map) = memories.get_mut(&handle).and_then(|m| m.mapped.as_mut()) else {
+        let Some(m) = memories.get_mut(&handle) else {
+            continue;
+        };
+        let Some(map) = m.mapped.as_mut() else {
             continue;
         };
         if map.ptr.is_null() || map.size == 0 {
@@ -111,11 +115,68 @@ pub fn scan_memory(st: &mut crate::state::DeviceState, only: Option<&[u64]>) {
             writes.push((handle, map.offset, map.shadow.clone()));
             continue;
         }
+        let holes = gpu_holes(&m.gpu_ranges, map.offset, live, &mut map.shadow);
         for (off, data) in diff_pages(live, &mut map.shadow) {
-            writes.push((handle, map.offset + off as u64, data));
+            for (off, data) in carve(off, data, &holes) {
+                writes.push((handle, map.offset + off as u64, data));
+            }
         }
     }
     runtime::emit_memory(writes, Some((bytes, runtime::call_ns().saturating_sub(t0))));
+}
+
+/// The query-copy destinations (mapping offsets) a scan must not report as host writes: those a
+/// submitted copy may be writing (their baseline takes the live bytes first) and those the host
+/// has not changed since their copy was read back. A host write into a pending copy's range is
+/// therefore not recorded (the GPU owns it until the copy completes).
+fn gpu_holes(
+    ranges: &[crate::state::GpuRange],
+    map_offset: u64,
+    live: &[u8],
+    shadow: &mut [u8],
+) -> smallvec::SmallVec<[(usize, usize); 4]> {
+    let mut holes = smallvec::SmallVec::new();
+    for r in ranges {
+        let start = r.start.max(map_offset);
+        let end = (r.start + r.len).min(map_offset + live.len() as u64);
+        if start >= end {
+            continue;
+        }
+        let (a, b) = ((start - map_offset) as usize, (end - map_offset) as usize);
+        if r.pending > 0 {
+            shadow[a..b].copy_from_slice(&live[a..b]);
+        } else if live[a..b] != shadow[a..b] {
+            continue;
+        }
+        holes.push((a, b));
+    }
+    holes
+}
+
+/// `data` (at `off`) without the bytes inside `holes`, as the runs left.
+fn carve(off: usize, data: Vec<u8>, holes: &[(usize, usize)]) -> Vec<(usize, Vec<u8>)> {
+    let end = off + data.len();
+    if !holes.iter().any(|&(a, b)| a < end && b > off) {
+        return vec![(off, data)];
+    }
+    let mut cuts: smallvec::SmallVec<[(usize, usize); 4]> = holes
+        .iter()
+        .filter(|&&(a, b)| a < end && b > off)
+        .map(|&(a, b)| (a.max(off), b.min(end)))
+        .collect();
+    cuts.sort_unstable();
+    let mut out = Vec::new();
+    let mut at = off;
+    for (a, b) in cuts {
+        if a > at {
+            out.push((at, data[at - off..a - off].to_vec()));
+        }
+        at = at.max(b);
+    }
+    if at < end {
+        out.push((at, data[at - off..].to_vec()));
+    }
+    out
 }
 
 pub unsafe extern "system" fn vkMapMemory(
@@ -284,4 +345,28 @@ pub unsafe extern "system" fn vkBindBufferMemory2KHR(
     p_infos: *const vk::BindBufferMemoryInfo<'_>,
 ) -> vk::Result {
     bind_buffer_memory2(true, device, count, p_infos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::carve;
+
+    #[test]
+    fn carving_drops_copy_ranges_and_keeps_the_rest() {
+        let data: Vec<u8> = (0..100).collect();
+        assert_eq!(
+            carve(1000, data.clone(), &[(0, 10)]),
+            vec![(1000, data.clone())]
+        );
+        let runs = carve(
+            1000,
+            data.clone(),
+            &[(1010, 1020), (1015, 1030), (1090, 2000)],
+        );
+        assert_eq!(
+            runs,
+            vec![(1000, data[..10].to_vec()), (1030, data[30..90].to_vec())]
+        );
+        assert!(carve(1000, data, &[(900, 1100)]).is_empty());
+    }
 }

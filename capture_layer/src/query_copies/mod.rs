@@ -12,7 +12,7 @@
 
 use crate::hooks::{next, raw, rec_ops};
 use crate::runtime::{self, capturing, guard, DeviceData};
-use crate::state::{CopyOp, PendingCopy, Pool};
+use crate::state::{CopyOp, DeviceState, PendingCopy, Pool};
 use ash::vk;
 use ash::vk::Handle;
 use format::record::{self, QueryOpKind, Record};
@@ -68,35 +68,77 @@ pub unsafe extern "system" fn vkCmdCopyQueryPoolResults(
     });
 }
 
-/// Reads back every pending copy for which `done` holds, writes its `QueryCopy`, drops it.
-pub fn complete(d: &'static DeviceData, done: impl Fn(&PendingCopy) -> bool) {
+/// Completes the batches `seeds` (given the device state) prove done: `(queue, order)` proves
+/// that batch, every earlier one on its queue and, through semaphore waits, the batches it waited
+/// for. Their pending copies are read back now, each into a `QueryCopy` right after the call that
+/// proved it done, with `QueryAvailable` for the queries it shows available.
+pub fn complete_proven<I: IntoIterator<Item = (u64, u64)>>(
+    d: &'static DeviceData,
+    seeds: impl FnOnce(&DeviceState) -> I,
+) {
     let t0 = runtime::prof::start();
-    complete_inner(d, done);
+    complete_inner(d, seeds);
     runtime::prof::end(runtime::prof::WAIT, t0);
 }
 
-fn complete_inner(d: &'static DeviceData, done: impl Fn(&PendingCopy) -> bool) {
+/// Completes every pending copy for which `done` holds (and what its submit proves done).
+pub fn complete(d: &'static DeviceData, done: impl Fn(&PendingCopy) -> bool) {
+    complete_proven(d, |st| {
+        st.pending
+            .iter()
+            .filter(|p| done(p))
+            .map(|p| (p.queue, p.order))
+            .collect::<Vec<_>>()
+    });
+}
+
+fn complete_inner<I: IntoIterator<Item = (u64, u64)>>(
+    d: &'static DeviceData,
+    seeds: impl FnOnce(&DeviceState) -> I,
+) {
     let mut st = d.lock();
     if st.pending.is_empty() {
+        st.nodes.clear();
         return;
     }
+    let seeds = seeds(&st);
+    let done = st.prove_done(seeds);
+    if done.is_empty() {
+        return;
+    }
+    let is_done = |p: &PendingCopy| done.iter().any(|&(q, o)| p.queue == q && p.order <= o);
     // Taken out in order, without new vectors: this runs at every wait.
     let mut ready = smallvec::SmallVec::<[PendingCopy; 4]>::new();
     let mut i = 0;
     while i < st.pending.len() {
-        if done(&st.pending[i]) {
+        if is_done(&st.pending[i]) {
             ready.push(st.pending.remove(i));
         } else {
             i += 1;
         }
     }
-    if !capturing() {
-        return;
+    if st.pending.is_empty() {
+        st.nodes.clear();
     }
+    let live = capturing();
     for p in ready {
-        let data = read_back(d, &mut st, &p.op);
+        let data = if live {
+            read_back(d, &mut st, &p.op)
+        } else {
+            host_bytes(&st, p.host_range)
+        };
+        if let Some((memory, start, len)) = p.host_range {
+            if let Some(m) = st.memories.get_mut(&memory) {
+                m.gpu_range_completed(start, len, &data);
+            }
+        }
+        if !live {
+            continue;
+        }
+        let host_ns = runtime::call_ns();
+        let available = availability(&mut st, &p.op, &data, host_ns);
         let op = p.op;
-        runtime::emit_plain(Record::QueryCopy(record::QueryCopy {
+        let copy = Record::QueryCopy(record::QueryCopy {
             seq: op.seq,
             command_buffer: op.command_buffer,
             pool: op.pool,
@@ -106,10 +148,98 @@ fn complete_inner(d: &'static DeviceData, done: impl Fn(&PendingCopy) -> bool) {
             dst_offset: op.dst_offset,
             stride: op.stride,
             flags: op.flags,
-            host_ns: runtime::call_ns(),
+            host_ns,
             data,
+        });
+        runtime::emit_plain_all(std::iter::once(copy).chain(available));
+    }
+}
+
+/// The current bytes of a mapped host-visible range (to refresh the diff baseline while a trimmed
+/// capture is only tracking); empty when not mapped.
+fn host_bytes(st: &DeviceState, range: Option<(u64, u64, u64)>) -> Vec<u8> {
+    let Some((memory, start, len)) = range else {
+        return Vec::new();
+    };
+    let Some(map) = st.memories.get(&memory).and_then(|m| m.mapped.as_ref()) else {
+        return Vec::new();
+    };
+    if start < map.offset || start + len > map.offset + map.size || map.ptr.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: inside the live mapping (state lock held).
+    unsafe {
+        std::slice::from_raw_parts(map.ptr.add((start - map.offset) as usize), len as usize)
+            .to_vec()
+    }
+}
+
+/// `QueryAvailable` records for the copied queries first seen available at this completion point:
+/// each one the copy shows available (its availability word, when copied, is nonzero).
+fn availability(st: &mut DeviceState, op: &CopyOp, data: &[u8], host_ns: u64) -> Vec<Record> {
+    let Some(pool) = st.pools.get(&op.pool) else {
+        return Vec::new();
+    };
+    let elem = result_size(Some(pool), op.flags);
+    let width = if op.flags & vk::QueryResultFlags::TYPE_64.as_raw() != 0 {
+        8
+    } else {
+        4
+    };
+    let with_avail = op.flags & vk::QueryResultFlags::WITH_AVAILABILITY.as_raw() != 0;
+    let avail_at = width * u64::from(pool.values_per_query());
+    let mut out = Vec::new();
+    let Some(pool) = st.pools.get_mut(&op.pool) else {
+        return out;
+    };
+    for k in 0..op.count {
+        let query = op.first + k;
+        if pool
+            .seen_available
+            .get(query as usize)
+            .is_none_or(|&seen| seen)
+        {
+            continue;
+        }
+        if with_avail {
+            let at = (op.stride * u64::from(k) + avail_at) as usize;
+            let Some(word) = data.get(at..at + width as usize) else {
+                continue;
+            };
+            if word.iter().all(|&b| b == 0) {
+                continue;
+            }
+        } else if data.len() < (op.stride * u64::from(k) + elem) as usize {
+            // Not read back: nothing says the results were there.
+            continue;
+        }
+        pool.seen_available[query as usize] = true;
+        out.push(Record::QueryAvailable(record::QueryAvailable {
+            pool: op.pool,
+            query,
+            host_ns,
         }));
     }
+    out
+}
+
+/// (memory, offset in memory, length) of a copy's destination in host-visible memory.
+pub fn host_range(st: &DeviceState, op: &CopyOp) -> Option<(u64, u64, u64)> {
+    if op.count == 0 {
+        return None;
+    }
+    let len = copy_len(st, op);
+    let &(memory, buffer_offset) = st.buffers.get(&op.dst_buffer)?;
+    let m = st.memories.get(&memory)?;
+    let start = buffer_offset + op.dst_offset;
+    (m.host_visible && start.saturating_add(len) <= m.size).then_some((memory, start, len))
+}
+
+fn copy_len(st: &DeviceState, op: &CopyOp) -> u64 {
+    let elem = result_size(st.pools.get(&op.pool), op.flags);
+    op.stride
+        .saturating_mul(op.count.saturating_sub(1) as u64)
+        .saturating_add(elem)
 }
 
 /// Bytes one query's results occupy in a vkGetQueryPoolResults / copy layout.
@@ -135,12 +265,8 @@ const COPY_STAGING: u64 = 64 << 10;
 /// The destination range of a query copy, read from the app's mapping or through a short-lived mapping of
 /// our own (the state lock keeps the app from mapping it meanwhile). Empty when the memory is not host
 /// visible.
-fn read_back(d: &'static DeviceData, st: &mut crate::state::DeviceState, op: &CopyOp) -> Vec<u8> {
-    let elem = result_size(st.pools.get(&op.pool), op.flags);
-    let len = op
-        .stride
-        .saturating_mul(op.count.saturating_sub(1) as u64)
-        .saturating_add(elem);
+fn read_back(d: &'static DeviceData, st: &mut DeviceState, op: &CopyOp) -> Vec<u8> {
+    let len = copy_len(st, op);
     if op.count == 0 {
         return Vec::new();
     }

@@ -12,9 +12,9 @@
 
 use crate::hooks::{find_in_chain, next, raw, rec, slice, NOT_PRESENT};
 use crate::memory::scan_memory;
-use crate::query_copies::complete;
+use crate::query_copies::complete_proven as complete;
 use crate::runtime::{self, guard, DeviceData};
-use crate::state::PendingCopy;
+use crate::state::{PendingCopy, SubmitNode};
 use ash::vk;
 use format::record::{self, FrameBoundary, Record};
 
@@ -59,57 +59,89 @@ pub unsafe extern "system" fn vkResetCommandBuffer(
 
 // ==== submits, present, waits =======================================================================
 
-/// Bookkeeping after a successful submit of `batches` (command buffers, counter pass) on `queue`.
-fn after_submit(
-    d: &DeviceData,
-    seq: Option<u64>,
-    queue: u64,
-    fence: u64,
-    batches: Vec<(Vec<u64>, Option<u32>)>,
-) {
+/// One submitted batch: its command buffers, counter pass and semaphores.
+struct Batch {
+    cbs: Vec<u64>,
+    counter_pass: Option<u32>,
+    /// (semaphore, value) waited for and signaled (binary semaphores: the value is meaningless).
+    waits: smallvec::SmallVec<[(u64, u64); 2]>,
+    signals: smallvec::SmallVec<[(u64, u64); 2]>,
+}
+
+/// Bookkeeping after a successful submit of `batches` on `queue`.
+fn after_submit(d: &DeviceData, seq: Option<u64>, queue: u64, fence: u64, batches: Vec<Batch>) {
     let t0 = runtime::prof::start();
     let host_ns = runtime::call_ns();
     let mut guard = d.lock();
     let st = &mut *guard;
     let family = st.queues.get(&queue).copied().unwrap_or(u32::MAX);
-    st.submit_order += 1;
-    let order = st.submit_order;
-    if fence != 0 {
-        st.fences.insert(fence, (queue, order));
-    }
-    for cb in batches.iter().flat_map(|(cbs, _)| cbs) {
-        let Some(q) = st.cmdbufs.get(cb) else {
-            continue;
-        };
-        // Resets recorded in the buffer take effect now (near enough for availability tracking).
-        for &(pool, first, count) in &q.resets {
-            if let Some(p) = st.pools.get_mut(&pool) {
-                p.reset(first, count);
+    for b in &batches {
+        st.submit_order += 1;
+        let order = st.submit_order;
+        let before = st.pending.len();
+        for cb in &b.cbs {
+            let Some(q) = st.cmdbufs.get(cb) else {
+                continue;
+            };
+            // Resets recorded in the buffer take effect now (near enough for availability tracking).
+            for &(pool, first, count) in &q.resets {
+                if let Some(p) = st.pools.get_mut(&pool) {
+                    p.reset(first, count);
+                }
+            }
+            for op in &q.copies {
+                let host_range = crate::query_copies::host_range(st, op);
+                st.pending.push(PendingCopy {
+                    op: op.clone(),
+                    queue,
+                    fence,
+                    order,
+                    host_range,
+                });
             }
         }
-        st.pending.extend(q.copies.iter().map(|op| PendingCopy {
-            op: op.clone(),
-            queue,
-            fence,
-            order,
-        }));
+        for p in &st.pending[before..] {
+            if let Some((memory, start, len)) = p.host_range {
+                if let Some(m) = st.memories.get_mut(&memory) {
+                    m.gpu_range_submitted(start, len);
+                }
+            }
+        }
+        // Semaphores matter only while a copy waits for a proof that its submit is done.
+        if !st.pending.is_empty() && (!b.signals.is_empty() || !b.waits.is_empty()) {
+            let deps = b
+                .waits
+                .iter()
+                .filter_map(|&(s, v)| st.signaler(s, v))
+                .collect();
+            st.nodes.push(SubmitNode {
+                queue,
+                order,
+                signals: b.signals.clone(),
+                deps,
+            });
+        }
+    }
+    if st.pending.is_empty() {
+        st.nodes.clear();
+    }
+    if fence != 0 {
+        st.fences.insert(fence, (queue, st.submit_order));
     }
     if let Some(seq) = seq {
         // The device state lock is taken before the capture's, as everywhere.
         runtime::submitted(|frame| {
-            batches
-                .into_iter()
-                .map(move |(command_buffers, counter_pass)| {
-                    Record::Submit(record::Submit {
-                        seq,
-                        queue,
-                        queue_family: family,
-                        command_buffers,
-                        host_ns,
-                        frame,
-                        counter_pass,
-                    })
+            batches.into_iter().map(move |b| {
+                Record::Submit(record::Submit {
+                    seq,
+                    queue,
+                    queue_family: family,
+                    command_buffers: b.cbs,
+                    host_ns,
+                    frame,
+                    counter_pass: b.counter_pass,
                 })
+            })
         });
     }
     drop(guard);
@@ -147,7 +179,31 @@ pub unsafe extern "system" fn vkQueueSubmit(
                     s.p_next,
                     vk::StructureType::PERFORMANCE_QUERY_SUBMIT_INFO_KHR,
                 ) as *const vk::PerformanceQuerySubmitInfoKHR<'_>;
-                (cbs, perf.as_ref().map(|p| p.counter_pass_index))
+                let tl = find_in_chain(s.p_next, vk::StructureType::TIMELINE_SEMAPHORE_SUBMIT_INFO)
+                    as *const vk::TimelineSemaphoreSubmitInfo<'_>;
+                let (wv, sv) = tl.as_ref().map_or((&[][..], &[][..]), |t| {
+                    (
+                        slice(t.p_wait_semaphore_values, t.wait_semaphore_value_count),
+                        slice(t.p_signal_semaphore_values, t.signal_semaphore_value_count),
+                    )
+                });
+                let pair = |vals: &[u64], i: usize, sem: vk::Semaphore| {
+                    (raw(sem), vals.get(i).copied().unwrap_or(0))
+                };
+                Batch {
+                    cbs,
+                    counter_pass: perf.as_ref().map(|p| p.counter_pass_index),
+                    waits: slice(s.p_wait_semaphores, s.wait_semaphore_count)
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &sem)| pair(wv, i, sem))
+                        .collect(),
+                    signals: slice(s.p_signal_semaphores, s.signal_semaphore_count)
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &sem)| pair(sv, i, sem))
+                        .collect(),
+                }
             })
             .collect();
         after_submit(d, seq, raw(queue), raw(fence), batches);
@@ -199,7 +255,18 @@ unsafe fn queue_submit2(
                     s.p_next,
                     vk::StructureType::PERFORMANCE_QUERY_SUBMIT_INFO_KHR,
                 ) as *const vk::PerformanceQuerySubmitInfoKHR<'_>;
-                (cbs, perf.as_ref().map(|p| p.counter_pass_index))
+                let pairs = |infos: &[vk::SemaphoreSubmitInfo<'_>]| {
+                    infos.iter().map(|i| (raw(i.semaphore), i.value)).collect()
+                };
+                Batch {
+                    cbs,
+                    counter_pass: perf.as_ref().map(|p| p.counter_pass_index),
+                    waits: pairs(slice(s.p_wait_semaphore_infos, s.wait_semaphore_info_count)),
+                    signals: pairs(slice(
+                        s.p_signal_semaphore_infos,
+                        s.signal_semaphore_info_count,
+                    )),
+                }
             })
             .collect();
         after_submit(d, seq, raw(queue), raw(fence), batches);
@@ -236,7 +303,7 @@ pub unsafe extern "system" fn vkQueueWaitIdle(queue: vk::Queue) -> vk::Result {
             vkstream::encode::vkQueueWaitIdle(e, queue)
         });
         if r == vk::Result::SUCCESS {
-            complete(d, |p| p.queue == raw(queue));
+            complete(d, |st| [(raw(queue), st.submit_order)]);
             crate::trim::snapshot::frame_boundary(FrameBoundary::QueueWaitIdle, seq);
         }
     });
@@ -254,7 +321,17 @@ pub unsafe extern "system" fn vkDeviceWaitIdle(device: vk::Device) -> vk::Result
             vkstream::encode::vkDeviceWaitIdle(e, device)
         });
         if r == vk::Result::SUCCESS {
-            complete(d, |_| true);
+            complete(d, |st| {
+                let last = st.submit_order;
+                let queues = st
+                    .pending
+                    .iter()
+                    .map(|p| p.queue)
+                    .chain(st.nodes.iter().map(|n| n.queue));
+                queues
+                    .map(move |q| (q, last))
+                    .collect::<smallvec::SmallVec<[(u64, u64); 4]>>()
+            });
             crate::trim::snapshot::frame_boundary(FrameBoundary::DeviceWaitIdle, seq);
         }
     });
@@ -263,21 +340,158 @@ pub unsafe extern "system" fn vkDeviceWaitIdle(device: vk::Device) -> vk::Result
 
 /// Fences now known signaled: their submits and every earlier submit on the same queue completed.
 fn fences_signaled(d: &'static DeviceData, fences: &[u64]) {
-    let marks: smallvec::SmallVec<[(u64, u64); 8]> = {
-        let st = d.lock();
+    complete(d, |st| {
         fences
             .iter()
             .filter_map(|f| st.fences.get(f).copied())
-            .collect()
-    };
-    if marks.is_empty() {
-        return;
-    }
-    complete(d, |p| {
-        marks
-            .iter()
-            .any(|&(q, order)| p.queue == q && p.order <= order)
+            .collect::<smallvec::SmallVec<[(u64, u64); 4]>>()
     });
+}
+
+/// Timeline semaphores the host saw reach (semaphore, value): every batch that signals one of
+/// them with a value up to that is done.
+fn semaphores_reached(d: &'static DeviceData, reached: &[(u64, u64)]) {
+    complete(d, |st| {
+        let mut seeds = smallvec::SmallVec::<[(u64, u64); 4]>::new();
+        for n in &st.nodes {
+            if n.signals
+                .iter()
+                .any(|&(s, v)| reached.iter().any(|&(rs, rv)| rs == s && v <= rv))
+            {
+                seeds.push((n.queue, n.order));
+            }
+        }
+        seeds
+    });
+}
+
+unsafe fn wait_semaphores(
+    khr: bool,
+    device: vk::Device,
+    p_info: *const vk::SemaphoreWaitInfo<'_>,
+    timeout: u64,
+) -> vk::Result {
+    let Some(d) = runtime::device_data(raw(device)) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let f = next!(
+        if khr {
+            d.table.vkWaitSemaphoresKHR
+        } else {
+            d.table.vkWaitSemaphores
+        },
+        NOT_PRESENT
+    );
+    let r = f(device, p_info, timeout);
+    guard("vkWaitSemaphores", || {
+        let seq = if khr {
+            rec!(vkWaitSemaphoresKHR, r.as_raw(), |e| {
+                vkstream::encode::vkWaitSemaphoresKHR(e, device, p_info, timeout)
+            })
+        } else {
+            rec!(vkWaitSemaphores, r.as_raw(), |e| {
+                vkstream::encode::vkWaitSemaphores(e, device, p_info, timeout)
+            })
+        };
+        if r != vk::Result::SUCCESS || p_info.is_null() {
+            return;
+        }
+        let info = &*p_info;
+        let sems = slice(info.p_semaphores, info.semaphore_count);
+        let values = slice(info.p_values, info.semaphore_count);
+        let any = info.flags.contains(vk::SemaphoreWaitFlags::ANY) && sems.len() > 1;
+        // Nothing pending (the common case): no read of counters, no allocation.
+        if !d.lock().pending.is_empty() {
+            let counter = if khr {
+                d.table.vkGetSemaphoreCounterValueKHR
+            } else {
+                d.table.vkGetSemaphoreCounterValue
+            };
+            let reached: smallvec::SmallVec<[(u64, u64); 4]> = sems
+                .iter()
+                .zip(values)
+                .filter_map(|(&s, &v)| {
+                    if !any {
+                        return Some((raw(s), v));
+                    }
+                    // Wait-any: which were reached is the counter's say.
+                    let mut now = 0u64;
+                    let get = counter?;
+                    (get(device, s, &mut now) == vk::Result::SUCCESS).then_some((raw(s), now))
+                })
+                .collect();
+            semaphores_reached(d, &reached);
+        }
+        crate::trim::snapshot::frame_boundary(FrameBoundary::SemaphoreWait, seq);
+    });
+    r
+}
+
+pub unsafe extern "system" fn vkWaitSemaphores(
+    device: vk::Device,
+    p_info: *const vk::SemaphoreWaitInfo<'_>,
+    timeout: u64,
+) -> vk::Result {
+    wait_semaphores(false, device, p_info, timeout)
+}
+
+pub unsafe extern "system" fn vkWaitSemaphoresKHR(
+    device: vk::Device,
+    p_info: *const vk::SemaphoreWaitInfo<'_>,
+    timeout: u64,
+) -> vk::Result {
+    wait_semaphores(true, device, p_info, timeout)
+}
+
+unsafe fn semaphore_counter_value(
+    khr: bool,
+    device: vk::Device,
+    semaphore: vk::Semaphore,
+    p_value: *mut u64,
+) -> vk::Result {
+    let Some(d) = runtime::device_data(raw(device)) else {
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
+    };
+    let f = next!(
+        if khr {
+            d.table.vkGetSemaphoreCounterValueKHR
+        } else {
+            d.table.vkGetSemaphoreCounterValue
+        },
+        NOT_PRESENT
+    );
+    let r = f(device, semaphore, p_value);
+    guard("vkGetSemaphoreCounterValue", || {
+        if khr {
+            rec!(vkGetSemaphoreCounterValueKHR, r.as_raw(), |e| {
+                vkstream::encode::vkGetSemaphoreCounterValueKHR(e, device, semaphore, p_value)
+            });
+        } else {
+            rec!(vkGetSemaphoreCounterValue, r.as_raw(), |e| {
+                vkstream::encode::vkGetSemaphoreCounterValue(e, device, semaphore, p_value)
+            });
+        }
+        if r == vk::Result::SUCCESS && !p_value.is_null() {
+            semaphores_reached(d, &[(raw(semaphore), *p_value)]);
+        }
+    });
+    r
+}
+
+pub unsafe extern "system" fn vkGetSemaphoreCounterValue(
+    device: vk::Device,
+    semaphore: vk::Semaphore,
+    p_value: *mut u64,
+) -> vk::Result {
+    semaphore_counter_value(false, device, semaphore, p_value)
+}
+
+pub unsafe extern "system" fn vkGetSemaphoreCounterValueKHR(
+    device: vk::Device,
+    semaphore: vk::Semaphore,
+    p_value: *mut u64,
+) -> vk::Result {
+    semaphore_counter_value(true, device, semaphore, p_value)
 }
 
 pub unsafe extern "system" fn vkWaitForFences(
