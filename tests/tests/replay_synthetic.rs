@@ -960,3 +960,48 @@ fn query_copy_values_come_from_the_replay_gpu_not_the_trace() {
         "each submit's own timestamp, in order: {got:?}"
     );
 }
+
+/// A `QueryCopy` whose copy the replay never ran (no recorded, submitted copy matches it) is not
+/// compared, with the reason; the replay goes on.
+#[test]
+fn copy_the_replay_never_ran_is_not_compared() {
+    if !have_vulkan() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.qtrace");
+    let mut t = timestamp_pool_trace();
+    let at = t
+        .records
+        .iter()
+        .position(|r| matches!(r, Record::Frame(_)))
+        .unwrap();
+    t.records.insert(
+        at,
+        Record::QueryCopy(record::QueryCopy {
+            seq: t.seq + 2,
+            command_buffer: 0x9000,
+            pool: POOL,
+            first: 0,
+            count: 2,
+            dst_buffer: 0x6000,
+            dst_offset: 0,
+            stride: 8,
+            flags: vk::QueryResultFlags::TYPE_64.as_raw(),
+            host_ns: 7,
+            data: vec![1; 16],
+        }),
+    );
+    t.write(&trace);
+    let mut opts = ReplayOptions::new(&trace);
+    opts.compare = true;
+    let s = replayer::replay(&opts).expect("the replay goes on");
+    let text = s.comparison.to_text();
+    let ts = &s.comparison.by_type["TIMESTAMP"];
+    assert_eq!((ts.queries, ts.not_compared, ts.clock), (6, 6, 0), "{text}");
+    assert!(!s.comparison.failed(), "{text}");
+    assert!(
+        text.contains("replayed query copy: no replayed run of this copy is left to read"),
+        "{text}"
+    );
+}

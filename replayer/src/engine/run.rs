@@ -196,9 +196,8 @@ impl Run<'_, '_> {
             Some((queue, cbs)) if c.result >= 0 => {
                 let copies = self.session.tracked.copies.copies_of(&cbs);
                 for d in &copies {
-                    self.session
-                        .save_copies_over(d.memory, d.start, d.start.saturating_add(d.len))
-                        .map_err(|e| e.at(c.seq, name))?;
+                    let end = d.start.saturating_add(d.len);
+                    self.session.save_copies_over(d.memory, d.start, end);
                 }
                 Some((queue, copies))
             }
@@ -252,15 +251,22 @@ impl Run<'_, '_> {
     }
 }
 
-/// The captured queue and command buffers of a submit call.
+/// The captured queue and the command buffers a submit call runs in the replay (the app's
+/// performance-query passes above 0 keep only their synchronisation, see `calls::submit`).
 fn submitted_command_buffers(call: &vkstream::Call) -> Option<(u64, Vec<u64>)> {
-    use vkstream::Call;
+    use vkstream::{Call, PNext};
+    let runs = |p_next: &[PNext]| {
+        !p_next.iter().any(
+            |n| matches!(n, PNext::VkPerformanceQuerySubmitInfoKHR(x) if x.counter_pass_index > 0),
+        )
+    };
     match call {
         Call::vkQueueSubmit(p) => Some((
             p.queue,
             p.p_submits
                 .iter()
                 .flatten()
+                .filter(|si| runs(&si.p_next))
                 .flat_map(|si| si.p_command_buffers.iter().flatten().copied())
                 .collect(),
         )),
@@ -269,6 +275,7 @@ fn submitted_command_buffers(call: &vkstream::Call) -> Option<(u64, Vec<u64>)> {
             p.p_submits
                 .iter()
                 .flatten()
+                .filter(|si| runs(&si.p_next))
                 .flat_map(|si| si.p_command_buffer_infos.iter().flatten())
                 .map(|c| c.command_buffer)
                 .collect(),

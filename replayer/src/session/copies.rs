@@ -12,7 +12,6 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::Session;
-use crate::error::ReplayError;
 
 /// What identifies a trace's `QueryCopy` record: the copy call and where it wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -172,25 +171,25 @@ impl CopyTracker {
 impl Session<'_> {
     /// Saves what the replay GPU wrote to every pending copy destination overlapping
     /// `[start, end)` of captured `memory`, before something else writes there.
-    pub fn save_copies_over(
-        &mut self,
-        memory: u64,
-        start: u64,
-        end: u64,
-    ) -> Result<(), ReplayError> {
+    pub fn save_copies_over(&mut self, memory: u64, start: u64, end: u64) {
         let hit = self.tracked.copies.take_overlapping(memory, start, end);
-        let mut waited = Vec::new();
+        let mut waited: Vec<(u64, Result<(), String>)> = Vec::new();
         for (dst, queue) in hit {
-            if !waited.contains(&queue) {
-                self.wait_device_of_queue(queue)?;
-                waited.push(queue);
-            }
-            let bytes = self
-                .read_memory(dst.memory, dst.start, dst.len)
-                .map_err(|e| e.to_string());
+            // A failed wait or read leaves that copy not compared, with the reason.
+            let done = match waited.iter().find(|w| w.0 == queue) {
+                Some(w) => w.1.clone(),
+                None => {
+                    let r = self.wait_device_of_queue(queue).map_err(|e| e.to_string());
+                    waited.push((queue, r.clone()));
+                    r
+                }
+            };
+            let bytes = done.and_then(|()| {
+                self.read_memory(dst.memory, dst.start, dst.len)
+                    .map_err(|e| e.to_string())
+            });
             self.tracked.copies.save(dst.key, bytes);
         }
-        Ok(())
     }
 }
 
