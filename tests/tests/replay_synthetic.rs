@@ -790,3 +790,218 @@ fn safe_extensions_can_be_dropped() {
     );
     assert_eq!(s.validation_messages, 0, "{:?}", s.first_messages);
 }
+
+/// The Zink case (issue 20) by hand: a command buffer writes a timestamp and copies it into mapped
+/// memory; it is submitted twice, and after each submit a `MemoryWrite` puts the captured copy
+/// bytes on the destination; both `QueryCopy` records come last. Each replayed value must be the
+/// one the replay GPU wrote for that submit, never the bytes the trace wrote back.
+#[test]
+fn query_copy_values_come_from_the_replay_gpu_not_the_trace() {
+    if !have_vulkan() {
+        return;
+    }
+    let gpu = replayer::devices().unwrap()[0].clone();
+    let host =
+        (vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT).as_raw();
+    let Some(mem_type) = gpu
+        .summary
+        .memory_types
+        .iter()
+        .position(|t| t.property_flags & host == host)
+    else {
+        eprintln!("SKIP: no host-visible coherent memory");
+        return;
+    };
+    let mut t = timestamp_pool_trace();
+    // Drop the teardown and the frame; the copies go before them.
+    let tail: Vec<Record> = t.records.split_off(
+        t.records
+            .iter()
+            .position(|r| matches!(r, Record::Frame(_)))
+            .unwrap(),
+    );
+    let dev = vk::Device::from_raw(DEVICE);
+    let qpool = vk::QueryPool::from_raw(POOL);
+    let bci = vk::BufferCreateInfo::default()
+        .size(256)
+        .usage(vk::BufferUsageFlags::TRANSFER_DST);
+    let mut buf = vk::Buffer::from_raw(0x6000);
+    t.call("vkCreateBuffer", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCreateBuffer(e, dev, &bci, std::ptr::null(), &mut buf)
+    });
+    let mai = vk::MemoryAllocateInfo::default()
+        .allocation_size(4096)
+        .memory_type_index(mem_type as u32);
+    let mut mem = vk::DeviceMemory::from_raw(0x7000);
+    t.call("vkAllocateMemory", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkAllocateMemory(e, dev, &mai, std::ptr::null(), &mut mem)
+    });
+    t.call("vkBindBufferMemory", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkBindBufferMemory(e, dev, buf, mem, 64)
+    });
+    let cpci = vk::CommandPoolCreateInfo::default().queue_family_index(0);
+    let mut cpool = vk::CommandPool::from_raw(0x8000);
+    t.call("vkCreateCommandPool", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCreateCommandPool(e, dev, &cpci, std::ptr::null(), &mut cpool)
+    });
+    let cbai = vk::CommandBufferAllocateInfo::default()
+        .command_pool(cpool)
+        .level(vk::CommandBufferLevel::PRIMARY)
+        .command_buffer_count(1);
+    let mut cb = vk::CommandBuffer::from_raw(0x9000);
+    t.call(
+        "vkAllocateCommandBuffers",
+        vk::Result::SUCCESS,
+        |e| unsafe { vkstream::encode::vkAllocateCommandBuffers(e, dev, &cbai, &mut cb) },
+    );
+    let begin = vk::CommandBufferBeginInfo::default();
+    t.call("vkBeginCommandBuffer", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkBeginCommandBuffer(e, cb, &begin)
+    });
+    t.call("vkCmdResetQueryPool", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCmdResetQueryPool(e, cb, qpool, 0, 1)
+    });
+    t.call("vkCmdWriteTimestamp", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkCmdWriteTimestamp(
+            e,
+            cb,
+            vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+            qpool,
+            0,
+        )
+    });
+    let (dst_offset, flags) = (
+        16u64,
+        vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+    );
+    let copy_seq = t.call(
+        "vkCmdCopyQueryPoolResults",
+        vk::Result::SUCCESS,
+        |e| unsafe {
+            vkstream::encode::vkCmdCopyQueryPoolResults(
+                e, cb, qpool, 0, 1, buf, dst_offset, 8, flags,
+            )
+        },
+    );
+    t.call("vkEndCommandBuffer", vk::Result::SUCCESS, |e| unsafe {
+        vkstream::encode::vkEndCommandBuffer(e, cb)
+    });
+    let cbs = [cb];
+    let submit = [vk::SubmitInfo::default().command_buffers(&cbs)];
+    let queue = vk::Queue::from_raw(QUEUE);
+    // What the trace "captured": values no real clock of the replay can give back.
+    let captured = [42u64, 43];
+    for v in captured {
+        t.call("vkQueueSubmit", vk::Result::SUCCESS, |e| unsafe {
+            vkstream::encode::vkQueueSubmit(e, queue, 1, submit.as_ptr(), vk::Fence::null())
+        });
+        // The app waits, then reads: the GPU's write is done before the MemoryWrite lands.
+        t.call("vkQueueWaitIdle", vk::Result::SUCCESS, |e| unsafe {
+            vkstream::encode::vkQueueWaitIdle(e, queue)
+        });
+        // The page diff takes the GPU's copy for a host write (64 = the buffer's bind offset).
+        t.records.push(Record::MemoryWrite(record::MemoryWrite {
+            seq: t.seq,
+            memory: mem.as_raw(),
+            offset: 64 + dst_offset,
+            data: record::Payload::Inline(v.to_le_bytes().to_vec()),
+        }));
+    }
+    for v in captured {
+        t.records.push(Record::QueryCopy(record::QueryCopy {
+            seq: copy_seq,
+            command_buffer: cb.as_raw(),
+            pool: POOL,
+            first: 0,
+            count: 1,
+            dst_buffer: buf.as_raw(),
+            dst_offset,
+            stride: 8,
+            flags: flags.as_raw(),
+            host_ns: 9,
+            data: v.to_le_bytes().to_vec(),
+        }));
+    }
+    t.records.extend(tail);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("copies.qtrace");
+    t.write(&trace);
+    let results = dir.path().join("copies.qres");
+    let mut opts = ReplayOptions::new(&trace);
+    opts.results = Some(results.clone());
+    opts.compare = true;
+    let s = replayer::replay(&opts).expect("replay");
+    let text = s.comparison.to_text();
+    let ts = &s.comparison.by_type["TIMESTAMP"];
+    // 4 unavailable (the pool's host read) + the 2 copies, read as clock values.
+    assert_eq!((ts.queries, ts.matches, ts.clock), (6, 0, 2), "{text}");
+    let copies: Vec<_> = TraceReader::open(&results)
+        .unwrap()
+        .records()
+        .filter_map(|r| match r.unwrap() {
+            Record::QueryResult(q) if q.seq == copy_seq => Some(q),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(copies.len(), 2);
+    let got: Vec<u64> = copies
+        .iter()
+        .map(|q| q.replayed.as_ref().unwrap().values[0])
+        .collect();
+    for (q, v) in copies.iter().zip(captured) {
+        assert_eq!(q.captured.as_ref().unwrap().values, vec![v]);
+    }
+    assert!(
+        got.iter().all(|v| !captured.contains(v) && *v != 0),
+        "replayed copy values {got:?} must be the replay GPU's timestamps, not the trace's {captured:?}"
+    );
+    assert!(
+        got[0] <= got[1],
+        "each submit's own timestamp, in order: {got:?}"
+    );
+}
+
+/// A `QueryCopy` whose copy the replay never ran (no recorded, submitted copy matches it) is not
+/// compared, with the reason; the replay goes on.
+#[test]
+fn copy_the_replay_never_ran_is_not_compared() {
+    if !have_vulkan() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.qtrace");
+    let mut t = timestamp_pool_trace();
+    let at = t
+        .records
+        .iter()
+        .position(|r| matches!(r, Record::Frame(_)))
+        .unwrap();
+    t.records.insert(
+        at,
+        Record::QueryCopy(record::QueryCopy {
+            seq: t.seq + 2,
+            command_buffer: 0x9000,
+            pool: POOL,
+            first: 0,
+            count: 2,
+            dst_buffer: 0x6000,
+            dst_offset: 0,
+            stride: 8,
+            flags: vk::QueryResultFlags::TYPE_64.as_raw(),
+            host_ns: 7,
+            data: vec![1; 16],
+        }),
+    );
+    t.write(&trace);
+    let mut opts = ReplayOptions::new(&trace);
+    opts.compare = true;
+    let s = replayer::replay(&opts).expect("the replay goes on");
+    let text = s.comparison.to_text();
+    let ts = &s.comparison.by_type["TIMESTAMP"];
+    assert_eq!((ts.queries, ts.not_compared, ts.clock), (6, 6, 0), "{text}");
+    assert!(!s.comparison.failed(), "{text}");
+    assert!(
+        text.contains("replayed query copy: no replayed run of this copy is left to read"),
+        "{text}"
+    );
+}

@@ -13,7 +13,7 @@ use crate::error::ReplayError;
 use crate::inject::InjectState;
 use crate::queries::PoolShape;
 use crate::results::reread::{ran_in_replay, QueryReads};
-use crate::session::{PoolState, Session, SubmitInfo};
+use crate::session::{CopyDst, CopyKey, PoolState, Session, SubmitInfo};
 
 /// One loop over the trace.
 pub(super) struct Run<'r, 's> {
@@ -191,6 +191,18 @@ impl Run<'_, '_> {
         let call = vkstream::decode_call(id, &c.params)
             .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
         self.decode_ns += t0.elapsed().as_nanos() as u64;
+        // A submit's query copies: what they will write over is saved first (see `session::copies`).
+        let copies = match submitted_command_buffers(&call) {
+            Some((queue, cbs)) if c.result >= 0 => {
+                let copies = self.session.tracked.copies.copies_of(&cbs);
+                for d in &copies {
+                    let end = d.start.saturating_add(d.len);
+                    self.session.save_copies_over(d.memory, d.start, end);
+                }
+                Some((queue, copies))
+            }
+            _ => None,
+        };
         let (session, inject) = (&mut self.session, &mut self.inject);
         // A panic below (e.g. a function pointer the driver does not provide) becomes an error
         // naming the call rather than unwinding out of the replay.
@@ -218,6 +230,12 @@ impl Run<'_, '_> {
         });
         self.dispatch_ns += t0.elapsed().as_nanos() as u64;
         self.calls += 1;
+        if r.is_ok() {
+            if let Some((queue, copies)) = copies {
+                self.session.tracked.copies.submitted(queue, copies);
+            }
+            track_copies(&mut self.session, &call, c.seq);
+        }
         if let Some(i) = self.inject.as_mut() {
             if !i.records.is_empty() {
                 let records = std::mem::take(&mut i.records);
@@ -230,5 +248,81 @@ impl Run<'_, '_> {
             }
         }
         r.map_err(|e| e.at(c.seq, name))
+    }
+}
+
+/// The captured queue and the command buffers a submit call runs in the replay (the app's
+/// performance-query passes above 0 keep only their synchronisation, see `calls::submit`).
+fn submitted_command_buffers(call: &vkstream::Call) -> Option<(u64, Vec<u64>)> {
+    use vkstream::{Call, PNext};
+    let runs = |p_next: &[PNext]| {
+        !p_next.iter().any(
+            |n| matches!(n, PNext::VkPerformanceQuerySubmitInfoKHR(x) if x.counter_pass_index > 0),
+        )
+    };
+    match call {
+        Call::vkQueueSubmit(p) => Some((
+            p.queue,
+            p.p_submits
+                .iter()
+                .flatten()
+                .filter(|si| runs(&si.p_next))
+                .flat_map(|si| si.p_command_buffers.iter().flatten().copied())
+                .collect(),
+        )),
+        Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) => Some((
+            p.queue,
+            p.p_submits
+                .iter()
+                .flatten()
+                .filter(|si| runs(&si.p_next))
+                .flat_map(|si| si.p_command_buffer_infos.iter().flatten())
+                .map(|c| c.command_buffer)
+                .collect(),
+        )),
+        _ => None,
+    }
+}
+
+/// Notes the query copies recorded into command buffers (see `session::copies`).
+fn track_copies(s: &mut Session<'_>, call: &vkstream::Call, seq: u64) {
+    use vkstream::Call;
+    match call {
+        Call::vkBeginCommandBuffer(p) => s.tracked.copies.begin(p.command_buffer),
+        Call::vkCmdExecuteCommands(p) => s.tracked.copies.execute(
+            p.command_buffer,
+            p.p_command_buffers.as_deref().unwrap_or(&[]),
+        ),
+        Call::vkCmdCopyQueryPoolResults(p) => {
+            // A destination the replay cannot place is not tracked: its QueryCopy is not compared.
+            let Some(&(memory, bind)) = s.memory.buffer_memory.get(&p.dst_buffer) else {
+                return;
+            };
+            let per = s
+                .tracked
+                .pools
+                .get(&p.query_pool)
+                .map_or(8, |pool| pool.shape.bytes_per_query(p.flags));
+            let len = if p.query_count == 0 {
+                0
+            } else {
+                p.stride
+                    .saturating_mul(u64::from(p.query_count) - 1)
+                    .saturating_add(per)
+            };
+            let dst = CopyDst {
+                key: CopyKey {
+                    seq,
+                    command_buffer: p.command_buffer,
+                    dst_buffer: p.dst_buffer,
+                    dst_offset: p.dst_offset,
+                },
+                memory,
+                start: bind.saturating_add(p.dst_offset),
+                len,
+            };
+            s.tracked.copies.record(p.command_buffer, dst);
+        }
+        _ => {}
     }
 }

@@ -15,7 +15,7 @@ use crate::compare::Comparison;
 use crate::error::ReplayError;
 use crate::perf::{self, Merge};
 use crate::queries::{self, Decoded, PoolShape, RESULT_WAIT};
-use crate::session::Session;
+use crate::session::{CopyKey, CopySource, Session};
 
 /// Where one pass's query results go.
 pub(crate) struct QueryReads<'r> {
@@ -40,16 +40,43 @@ impl QueryReads<'_> {
         })
     }
 
+    /// The pool's shape, or `None` after counting the read as not compared.
+    fn known_pool(
+        &mut self,
+        s: &Session<'_>,
+        seq: u64,
+        pool: u64,
+        count: u32,
+    ) -> Option<PoolShape> {
+        match Self::pool(s, pool) {
+            Ok(shape) => Some(shape),
+            Err(e) => {
+                // The type is unknown too: the summary names it by an invalid raw value.
+                let shape = PoolShape {
+                    query_type: -1,
+                    pipeline_statistics: 0,
+                    perf_counters: 0,
+                };
+                self.not_compared(s, seq, pool, shape, count, e.to_string());
+                None
+            }
+        }
+    }
+
     fn emit(&mut self, s: &Session<'_>, q: QueryResult) -> Result<(), ReplayError> {
         if s.frame < self.first_frame {
             return Ok(());
         }
         if q.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw() {
             let Some(plan) = s.perf.plans.get(&q.pool) else {
-                return Err(ReplayError::Other(format!(
-                    "performance query pool 0x{:x} was read before it was created",
-                    q.pool
-                )));
+                let shape = PoolShape {
+                    query_type: q.query_type,
+                    pipeline_statistics: 0,
+                    perf_counters: 0,
+                };
+                let why = "the performance query pool was read before the replay created it";
+                self.not_compared(s, q.seq, q.pool, shape, 1, why.into());
+                return Ok(());
             };
             if !plan.measures_in(self.pass) {
                 return Ok(());
@@ -214,7 +241,9 @@ impl QueryReads<'_> {
         s: &mut Session<'_>,
         r: &record::QueryResults,
     ) -> Result<(), ReplayError> {
-        let shape = Self::pool(s, r.pool)?;
+        let Some(shape) = self.known_pool(s, r.seq, r.pool, r.count) else {
+            return Ok(());
+        };
         let captured = match queries::decode(&r.data, r.count, r.stride, r.flags, shape, r.result) {
             Ok(c) => c,
             Err(e) => {
@@ -223,6 +252,40 @@ impl QueryReads<'_> {
                 return Ok(());
             }
         };
+        let (replayed, result, host_ns, available_ns) = match self.poll(s, r, shape, &captured) {
+            Ok(x) => x,
+            Err(e) => {
+                let why = format!("replayed vkGetQueryPoolResults: {e}");
+                self.not_compared(s, r.seq, r.pool, shape, r.count, why);
+                return Ok(());
+            }
+        };
+        self.results(
+            s,
+            r.seq,
+            r.pool,
+            r.first,
+            r.flags,
+            shape,
+            &captured,
+            (r.result, r.host_ns),
+            &replayed,
+            (result, host_ns),
+            &available_ns,
+        )
+    }
+
+    /// Polls the replay's results of a captured `vkGetQueryPoolResults` until the queries the
+    /// capture saw available are, or the wait times out: (values, result, host time, each query's
+    /// availability time).
+    #[allow(clippy::type_complexity)]
+    fn poll(
+        &self,
+        s: &Session<'_>,
+        r: &record::QueryResults,
+        shape: PoolShape,
+        captured: &[Decoded],
+    ) -> Result<(Vec<Decoded>, i32, u64, Vec<u64>), ReplayError> {
         let pool = s.lookup(vk::ObjectType::QUERY_POOL, r.pool)?;
         let device = &s.device(r.device)?.device;
         // Poll without WAIT so a replay that diverged cannot hang; keep polling only for queries
@@ -238,7 +301,7 @@ impl QueryReads<'_> {
         let mut buf = vec![0u8; rlen];
         let mut available_ns = vec![0u64; r.count as usize];
         let start = Instant::now();
-        let (replayed, result, host_ns) = loop {
+        loop {
             // SAFETY: buf holds data.len() bytes, the size the capture passed with the same stride/count.
             let res = unsafe {
                 (device.fp_v1_0().get_query_pool_results)(
@@ -268,23 +331,10 @@ impl QueryReads<'_> {
                 .zip(&d)
                 .all(|(c, q)| !c.available || q.available);
             if done || start.elapsed() > WAIT_TIMEOUT {
-                break (d, res.as_raw(), now);
+                break Ok((d, res.as_raw(), now, available_ns));
             }
             std::thread::sleep(Duration::from_micros(100));
-        };
-        self.results(
-            s,
-            r.seq,
-            r.pool,
-            r.first,
-            r.flags,
-            shape,
-            &captured,
-            (r.result, r.host_ns),
-            &replayed,
-            (result, host_ns),
-            &available_ns,
-        )
+        }
     }
 
     /// Reads back a `vkCmdCopyQueryPoolResults` destination once its submission completed.
@@ -293,7 +343,18 @@ impl QueryReads<'_> {
         s: &mut Session<'_>,
         c: &record::QueryCopy,
     ) -> Result<(), ReplayError> {
-        let shape = Self::pool(s, c.pool)?;
+        // Only bytes the replay GPU wrote for this copy are compared: saved before a host write
+        // reached them, or read live when nothing did (see `session::copies`).
+        let key = CopyKey {
+            seq: c.seq,
+            command_buffer: c.command_buffer,
+            dst_buffer: c.dst_buffer,
+            dst_offset: c.dst_offset,
+        };
+        let source = s.tracked.copies.take(key);
+        let Some(shape) = self.known_pool(s, c.seq, c.pool, c.count) else {
+            return Ok(());
+        };
         let rshape = self.replay_shape(s, c.pool, shape);
         let per = rshape.bytes_per_query(c.flags);
         let len = if c.count == 0 {
@@ -313,21 +374,39 @@ impl QueryReads<'_> {
                 return Ok(());
             }
         };
-        match s.tracked.cmdbuf_submit.get(&c.command_buffer) {
-            Some(sub) => s.wait_device_of_queue(sub.queue)?,
-            None => s.wait_all_devices()?,
-        }
-        let (memory, bind_offset) =
-            *s.memory.buffer_memory.get(&c.dst_buffer).ok_or_else(|| {
-                ReplayError::Other(format!(
-                    "query copy destination buffer 0x{:x} is not bound to memory",
-                    c.dst_buffer
-                ))
-            })?;
-        let bytes = s.read_memory(memory, bind_offset.saturating_add(c.dst_offset), len)?;
+        let read = match source {
+            None => Err(
+                "no replayed run of this copy is left to read (its command buffer was \
+                 not submitted since it was recorded, or its destination buffer was not bound)"
+                    .to_string(),
+            ),
+            Some(CopySource::Saved(bytes)) => bytes,
+            Some(CopySource::Live { dst, queue }) => s
+                .wait_device_of_queue(queue)
+                .and_then(|()| s.read_memory(dst.memory, dst.start, len.min(dst.len)))
+                .map_err(|e| e.to_string()),
+        };
+        let read = read.and_then(|mut b| {
+            if (b.len() as u64) < len {
+                return Err(format!(
+                    "{} replayed bytes hold fewer than the {len} the copy wrote",
+                    b.len()
+                ));
+            }
+            b.truncate(len as usize);
+            Ok(b)
+        });
+        let replayed =
+            read.and_then(|b| queries::decode(&b, c.count, c.stride, c.flags, rshape, ok));
+        let replayed = match replayed {
+            Ok(r) => r,
+            Err(why) => {
+                let why = format!("replayed query copy: {why}");
+                self.not_compared(s, c.seq, c.pool, shape, c.count, why);
+                return Ok(());
+            }
+        };
         let now = now_ns();
-        let replayed = queries::decode(&bytes, c.count, c.stride, c.flags, rshape, ok)
-            .map_err(ReplayError::Other)?;
         let avail: Vec<u64> = replayed
             .iter()
             .map(|q| if q.available { now } else { 0 })

@@ -161,6 +161,10 @@ impl Session<'_> {
     }
 
     pub fn free_memory(&mut self, captured: u64) -> Result<(), ReplayError> {
+        // A query copy into this memory not read yet keeps what the replay GPU wrote.
+        if self.tracked.copies.any_live() {
+            self.save_copies_over(captured, 0, u64::MAX);
+        }
         if let Some(m) = self.memory.memories.remove(&captured) {
             if m.replayed != vk::DeviceMemory::null() {
                 let d = self.device(m.device)?;
@@ -257,6 +261,10 @@ impl Session<'_> {
                 "memory write of {} bytes at offset {offset} is outside memory 0x{captured:x} of {size} bytes",
                 data.len()
             )));
+        }
+        // Never write over a query copy's replayed result before it was compared.
+        if self.tracked.copies.any_live() {
+            self.save_copies_over(captured, offset, end);
         }
         self.ensure_memory(captured, u32::MAX, 0)?;
         let m = &self.memory.memories[&captured];

@@ -8,6 +8,7 @@
 //! `--window`). This module holds the handle maps every part uses. Dependencies point one way:
 //! the session uses the mapping, perf and window helpers, never the calls, engine or injection.
 
+mod copies;
 mod device;
 mod instance;
 mod memory;
@@ -21,6 +22,7 @@ use ash::vk;
 use ash::vk::Handle as _;
 use format::record::DeviceSummary;
 
+pub use self::copies::{CopyDst, CopyKey, CopySource, CopyTracker};
 pub use self::device::{needs_perf_feature, DeviceState, SAFE_TO_DROP};
 pub use self::instance::{is_window_system_extension, Messages};
 pub use self::memory::MemState;
@@ -103,6 +105,8 @@ pub struct QueryTracking {
     pub cmdbuf_submit: HashMap<u64, SubmitInfo>,
     /// (captured pool, query) -> (captured command buffer, begun with PRECISE).
     pub query_owner: HashMap<(u64, u32), (u64, bool)>,
+    /// Query-copy destinations the replay GPU wrote, kept from host writes (see `copies.rs`).
+    pub copies: CopyTracker,
 }
 
 /// Emulated swapchains (see `wsi.rs`).
