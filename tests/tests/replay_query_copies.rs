@@ -26,7 +26,6 @@ fn demo_copied_timestamps_are_the_replay_gpus() {
 /// completed it (the capture side of issue 20); traces from before that read every round's copy
 /// at the next fence, with the later round's values.
 #[test]
-#[ignore = "needs the capture side of issue 20 (copies read back at their completion point)"]
 fn demo_copied_occlusion_results_match() {
     check_demo_copies(true);
 }
