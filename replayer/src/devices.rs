@@ -525,7 +525,7 @@ pub fn select<'a>(gpus: &'a [GpuInfo], selector: Option<&str>) -> Result<&'a Gpu
     if let Ok(i) = sel.parse::<u32>() {
         return gpus.iter().find(|g| g.index == i).ok_or_else(|| {
             ReplayError::BadOption(format!(
-                "--gpu {i}: no GPU with that index; available:\n{}",
+                "--gpu: no GPU with index {i}; available:\n{}",
                 listing()
             ))
         });
@@ -548,7 +548,7 @@ pub fn select<'a>(gpus: &'a [GpuInfo], selector: Option<&str>) -> Result<&'a Gpu
     match matches.as_slice() {
         [one] => Ok(one),
         [] => Err(ReplayError::BadOption(format!(
-            "--gpu {sel}: no GPU matches (index, UUID or name); available:\n{}",
+            "--gpu: no GPU matches '{sel}' (index, UUID or name); available:\n{}",
             listing()
         ))),
         [first, ..] => Ok(first),
