@@ -559,7 +559,12 @@ impl Tracker {
         match class {
             Class::Create => self.create(c, &call, &hs),
             Class::Destroy => {
-                if let Some(&(ty, h, _)) = hs.last() {
+                // Destroying VK_NULL_HANDLE is a legal no-op (Zink does it): the walker lists no
+                // handle for it, and the last one left is the device or instance the call goes
+                // through, which must not die with it.
+                let whole = c.cmd == vkstream::ids::vkDestroyDevice
+                    || c.cmd == vkstream::ids::vkDestroyInstance;
+                if let Some(&(ty, h, _)) = hs.last().filter(|_| whole || hs.len() > 1) {
                     self.destroy(c, ty, h);
                 }
             }

@@ -93,6 +93,38 @@ fn create_buffer(f: &mut Feed, h: u64) -> u64 {
 }
 
 #[test]
+fn destroying_a_null_handle_leaves_the_device_and_its_objects() {
+    let mut f = Feed::new();
+    let ci = vk::DeviceCreateInfo::default();
+    let mut d = dev();
+    let device = f.call("vkCreateDevice", |e| unsafe {
+        vkstream::encode::vkCreateDevice(
+            e,
+            vk::PhysicalDevice::from_raw(0x10),
+            &ci,
+            std::ptr::null(),
+            &mut d,
+        )
+    });
+    let buf = create_buffer(&mut f, 0xB2);
+    f.call("vkDestroyBuffer", |e| unsafe {
+        vkstream::encode::vkDestroyBuffer(e, dev(), vk::Buffer::null(), std::ptr::null())
+    });
+    f.call("vkDestroySampler", |e| unsafe {
+        vkstream::encode::vkDestroySampler(e, dev(), vk::Sampler::null(), std::ptr::null())
+    });
+    assert_eq!(f.kept(), vec![device, buf], "no-op destroys kill nothing");
+    assert!(!f.t.dead.contains(&DEV));
+    f.call("vkDestroyDevice", |e| unsafe {
+        vkstream::encode::vkDestroyDevice(e, dev(), std::ptr::null())
+    });
+    assert!(
+        f.kept().is_empty(),
+        "the device's own destroy still takes it"
+    );
+}
+
+#[test]
 fn destroyed_objects_take_their_creation_and_state_with_them() {
     let mut f = Feed::new();
     let buf = create_buffer(&mut f, 0xB1);
