@@ -84,7 +84,8 @@ pub struct Comparison {
     pub by_type: BTreeMap<String, TypeSummary>,
     /// Human-readable lines, one per mismatch or unavailable query.
     pub mismatches: Vec<String>,
-    /// Human-readable lines, one per read not compared for missing or short captured data.
+    /// Human-readable lines, one per read not compared (captured data missing or short, or a read
+    /// the replay could not make).
     pub not_compared: Vec<String>,
 }
 
@@ -128,10 +129,10 @@ impl Comparison {
         let t = self.by_type.entry(type_name(query_type)).or_default();
         t.queries += u64::from(count);
         t.not_compared += u64::from(count);
+        // The reason names its side itself (`captured query copy: ...`, `replayed ...`).
         self.not_compared.push(format!(
-            "NOT COMPARED {count} {} queries: {reason} ({})",
-            type_name(query_type),
-            NotCompared::CapturedMissing.reason()
+            "NOT COMPARED {count} {} queries: {reason}",
+            type_name(query_type)
         ));
     }
 
