@@ -95,6 +95,12 @@ pub struct ReplayArgs {
     /// What --counters measures around: `command-buffer` or `render-pass`.
     #[arg(long, value_name = "SCOPE", default_value = "command-buffer", value_parser = parse_scope)]
     pub scope: Scope,
+    /// Print the per-frame table (capture and replay time and their ratio for every frame).
+    #[arg(long = "frames-table", short = 'v')]
+    pub frames_table: bool,
+    /// Print one JSON object (device, loops, frame times, comparison, result) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn parse_scope(s: &str) -> Result<Scope, String> {
@@ -160,8 +166,9 @@ impl ReplayArgs {
     fn gpu_counts(&self) -> anyhow::Result<bool> {
         let gpus = replayer::devices()?;
         let gpu = replayer::devices::select(&gpus, self.gpu.as_deref())?;
-        if !gpu.queries.performance_query {
-            // A note, not an error: stderr keeps its one `quarry:` line for errors.
+        // A note, not an error: stderr keeps its one `quarry:` line for errors; --json keeps
+        // stdout to its one object.
+        if !gpu.queries.performance_query && !self.json {
             println!(
                 "note: GPU {} has no VK_KHR_performance_query; --counters measures through VK_LAYER_QUARRY_counters (timestamps, pipeline statistics, occlusion)",
                 gpu.index
@@ -242,7 +249,14 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<u8> {
     let opts = args.options();
     match replayer::replay_with_progress(&opts, &mut Bar::new(&opts)) {
         Ok(summary) => {
-            print!("{}", summary.to_text(args.compare));
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&summary.to_json(&args.trace, args.compare))?
+                );
+            } else {
+                print!("{}", summary.to_text_with(args.compare, args.frames_table));
+            }
             Ok(code(if args.compare && summary.comparison.failed() {
                 1
             } else {

@@ -40,6 +40,7 @@ fn frame_range_replays_and_reports_only_those_frames() {
         "--frames",
         "3-5",
         "--compare",
+        "--frames-table",
         "--results",
         res.to_str().unwrap(),
     ]);
