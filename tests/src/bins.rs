@@ -102,3 +102,28 @@ pub fn text(bytes: &[u8]) -> String {
 pub fn output_text(o: &Output) -> String {
     format!("{}{}", text(&o.stdout), text(&o.stderr))
 }
+
+/// Captures `quarry-demo --headless --frames FRAMES` on lavapipe into `<scratch tag>/demo.qtrace`
+/// through `quarry capture`; `None` (after a `SKIP:` line) when the demo, the layer or lavapipe is
+/// missing.
+pub fn capture_demo_on_lavapipe(tag: &str, frames: &str) -> Option<PathBuf> {
+    let demo = built_or_skip(QUARRY_DEMO)?;
+    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
+        return None;
+    }
+    let t = crate::scratch_dir(tag).join("demo.qtrace");
+    let out = run_quarry(&[
+        "capture",
+        "-o",
+        t.to_str()?,
+        "--",
+        demo.to_str()?,
+        "--headless",
+        "--frames",
+        frames,
+        "--gpu",
+        "llvmpipe",
+    ]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    Some(t)
+}

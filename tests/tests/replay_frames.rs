@@ -7,27 +7,10 @@ use quarry_tests::*;
 
 #[test]
 fn frame_range_replays_and_reports_only_those_frames() {
-    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+    let Some(t) = capture_demo_on_lavapipe("frames", "2") else {
         return;
     };
-    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
-        return;
-    }
-    let tmp = scratch_dir("frames");
-    let t = tmp.join("demo.qtrace");
-    let out = run_quarry(&[
-        "capture",
-        "-o",
-        t.to_str().unwrap(),
-        "--",
-        demo.to_str().unwrap(),
-        "--headless",
-        "--frames",
-        "2",
-        "--gpu",
-        "llvmpipe",
-    ]);
-    assert!(out.status.success(), "{}", output_text(&out));
+    let tmp = t.parent().unwrap().to_path_buf();
     let frames = TraceReader::open(&t).unwrap().info().frames;
     assert!(frames > 6, "the demo ends frames at its waits: {frames}");
 

@@ -34,27 +34,9 @@ fn table_frames(text: &str) -> Vec<u64> {
 
 #[test]
 fn replay_json_and_frames_table_agree_with_the_text() {
-    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+    let Some(t) = capture_demo_on_lavapipe("replay-json", "2") else {
         return;
     };
-    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
-        return;
-    }
-    let tmp = scratch_dir("replay-json");
-    let t = tmp.join("demo.qtrace");
-    let out = run_quarry(&[
-        "capture",
-        "-o",
-        t.to_str().unwrap(),
-        "--",
-        demo.to_str().unwrap(),
-        "--headless",
-        "--frames",
-        "2",
-        "--gpu",
-        "llvmpipe",
-    ]);
-    assert!(out.status.success(), "{}", output_text(&out));
     let frames = TraceReader::open(&t).unwrap().info().frames;
     let ts = t.to_str().unwrap();
     let base = [
