@@ -55,6 +55,12 @@ struct CbInject {
     slots: Vec<(u32, Option<u32>)>,
     open: Option<u32>,
     render_passes: u32,
+    /// The app's own performance query is active in this command buffer: VK_KHR_performance_query
+    /// allows one at a time, so nothing is injected until it ends.
+    app_query: bool,
+    /// Slots ended early because the app began its own performance query inside them: they are
+    /// reset and reused like the others but never reported (they measured part of the scope).
+    cut: Vec<u32>,
 }
 
 /// Injection state of one replay pass.
@@ -69,6 +75,8 @@ pub struct InjectState {
     /// Command buffers (or render passes) measured.
     pub measured: u64,
     pub warnings: Vec<String>,
+    /// Scopes left unmeasured because the app's own performance query was active there.
+    pub beside_app_queries: u64,
     devices: HashMap<u64, DeviceInject>,
     /// Captured command pool -> replay queue family.
     pool_family: HashMap<u64, u32>,
@@ -87,6 +95,7 @@ impl InjectState {
             records: Vec::new(),
             measured: 0,
             warnings: Vec::new(),
+            beside_app_queries: 0,
             devices: HashMap::new(),
             pool_family: HashMap::new(),
             cbs: HashMap::new(),
@@ -200,7 +209,11 @@ pub(crate) unsafe fn after(
             }
         }
         _ => {
-            if let Some(cb) = ends_render_pass(call) {
+            if let Some(cb) = app_performance_query(s, call, false) {
+                if let Some(c) = st.cbs.get_mut(&cb) {
+                    c.app_query = false;
+                }
+            } else if let Some(cb) = ends_render_pass(call) {
                 end(s, st, cb)?;
             } else if let Some((queue, cbs)) = submitted(call) {
                 read_back(s, st, queue, &cbs)?;
@@ -218,7 +231,20 @@ pub(crate) unsafe fn before(
     call: &Call,
 ) -> Result<(), ReplayError> {
     let scope = st.spec.scope;
-    if let Some(cb) = begins_render_pass(call) {
+    if let Some(cb) = app_performance_query(s, call, true) {
+        // Ours would be a second active performance query: end it here and never report it.
+        let open = st.cbs.get(&cb).and_then(|c| c.open);
+        if let Some(slot) = open {
+            end(s, st, cb)?;
+            st.beside_app_queries += 1;
+            if let Some(c) = st.cbs.get_mut(&cb) {
+                c.cut.push(slot);
+            }
+        }
+        if let Some(c) = st.cbs.get_mut(&cb) {
+            c.app_query = true;
+        }
+    } else if let Some(cb) = begins_render_pass(call) {
         if scope == Scope::RenderPass {
             let index = st.cbs.get_mut(&cb).map(|c| {
                 c.render_passes += 1;
@@ -234,6 +260,23 @@ pub(crate) unsafe fn before(
         reset_slots(s, st, queue, &cbs)?;
     }
     Ok(())
+}
+
+/// The command buffer in which the app begins (`begin`) or ends its own performance query.
+fn app_performance_query(s: &Session<'_>, call: &Call, begin: bool) -> Option<u64> {
+    let (cb, pool) = match (call, begin) {
+        (Call::vkCmdBeginQuery(p), true) => (p.command_buffer, p.query_pool),
+        (Call::vkCmdBeginQueryIndexedEXT(p), true) => (p.command_buffer, p.query_pool),
+        (Call::vkCmdEndQuery(p), false) => (p.command_buffer, p.query_pool),
+        (Call::vkCmdEndQueryIndexedEXT(p), false) => (p.command_buffer, p.query_pool),
+        _ => return None,
+    };
+    let perf = s
+        .tracked
+        .pools
+        .get(&pool)
+        .is_some_and(|p| p.shape.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw());
+    perf.then_some(cb)
 }
 
 fn begins_render_pass(call: &Call) -> Option<u64> {
@@ -294,6 +337,8 @@ fn release(st: &mut InjectState, cb: u64) {
     let slots: Vec<u32> = c.slots.drain(..).map(|s| s.0).collect();
     c.open = None;
     c.render_passes = 0;
+    c.app_query = false;
+    c.cut.clear();
     let device = c.device;
     if let Some(d) = st.devices.get_mut(&device) {
         d.free.extend(slots);
@@ -309,6 +354,10 @@ unsafe fn begin(
     let Some(c) = st.cbs.get_mut(&cb) else {
         return Ok(());
     };
+    if c.app_query {
+        st.beside_app_queries += 1;
+        return Ok(());
+    }
     let Some(d) = st.devices.get_mut(&c.device) else {
         return Ok(());
     };
@@ -462,6 +511,9 @@ unsafe fn read_back(
     let n = counters.len();
     let mut out = Vec::new();
     for (_, cb, slot, rp) in slots {
+        if st.cbs.get(&cb).is_some_and(|c| c.cut.contains(&slot)) {
+            continue;
+        }
         let mut buf = vec![0u8; 8 * n];
         let r = (dev.fp_v1_0().get_query_pool_results)(
             dev.handle(),

@@ -355,3 +355,55 @@ fn injected_counters_per_command_buffer_and_render_pass() {
         output_text(&out)
     );
 }
+
+/// `--counters all` beside the app's own performance queries: one performance query may be active
+/// in a command buffer at a time, so the injection leaves the scopes the app measures alone and
+/// says so, and both the app's values and the injected ones come out (it used to stop with a
+/// query that never completed, after the counters layer reported VUID-vkCmdEndQuery-None-01923).
+#[test]
+fn injection_beside_the_apps_own_performance_queries() {
+    let Some(t) = trace() else {
+        return;
+    };
+    let res = t.with_file_name("beside.qres");
+    let out = quarry(
+        &[
+            "replay",
+            t.to_str().unwrap(),
+            "--counters",
+            "all",
+            "--compare",
+            "--gpu",
+            "llvmpipe",
+            "--results",
+            res.to_str().unwrap(),
+        ],
+        "2",
+        "",
+    );
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("VUID"), "{text}");
+    assert!(
+        text.contains("the app's own performance query was active there"),
+        "{text}"
+    );
+    let (mut app_reads, mut app_values, mut injected) = (0, 0, 0);
+    for rec in TraceReader::open(&res).unwrap().records() {
+        match rec.unwrap() {
+            Record::QueryResult(q) if q.query_type == 1_000_116_000 => {
+                app_reads += 1;
+                assert!(
+                    q.replayed.as_ref().is_some_and(|v| v.available),
+                    "the app's query read at seq {} was not replayed",
+                    q.seq
+                );
+            }
+            Record::CounterValue(c) if c.captured.is_some() => app_values += 1,
+            Record::CounterValue(_) => injected += 1,
+            _ => {}
+        }
+    }
+    assert!(app_reads > 0 && app_values > 0, "{app_reads} {app_values}");
+    assert!(injected > 0, "no injected counter values");
+}

@@ -219,7 +219,16 @@ pub fn replay_with_progress(
             let inject_warnings = run
                 .inject
                 .as_mut()
-                .map(|i| std::mem::take(&mut i.warnings))
+                .map(|i| {
+                    let mut w = std::mem::take(&mut i.warnings);
+                    if i.beside_app_queries > 0 {
+                        w.push(format!(
+                            "counter injection: {} command buffer(s) or render pass(es) not measured: the app's own performance query was active there (one at a time is allowed)",
+                            i.beside_app_queries
+                        ));
+                    }
+                    w
+                })
                 .unwrap_or_default();
             let trim_skips = (run.skipped_before_trim > 0).then(|| {
                 format!(
