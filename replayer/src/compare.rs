@@ -87,6 +87,10 @@ pub struct Comparison {
     /// Human-readable lines, one per read not compared (captured data missing or short, or a read
     /// the replay could not make).
     pub not_compared: Vec<String>,
+    /// Timestamps are never compared by value; what is checked is their masked order within one
+    /// read: one line per pair that ran in the other order in the replay (a note, not a failure:
+    /// queues and stages may legitimately overlap differently on another run or GPU).
+    pub clock_order: Vec<String>,
 }
 
 impl Comparison {
@@ -134,6 +138,30 @@ impl Comparison {
             "NOT COMPARED {count} {} queries: {reason}",
             type_name(query_type)
         ));
+    }
+
+    /// Checks the order of the timestamps one read returned: `stamps` holds (query, captured
+    /// ticks, captured valid bits, replayed ticks, replayed valid bits) of the queries both runs saw
+    /// available, in query order. Consecutive pairs are compared by the sign of their masked
+    /// difference (the shorter way round a wrap).
+    pub fn check_clock_order(&mut self, seq: u64, pool: u64, stamps: &[(u32, u64, u32, u64, u32)]) {
+        use format::query::timestamp_offset_ticks;
+        for w in stamps.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let cap = timestamp_offset_ticks(a.1, b.1, a.2.min(b.2));
+            let rep = timestamp_offset_ticks(a.3, b.3, a.4.min(b.4));
+            if let (Some(c), Some(r)) = (cap, rep) {
+                if c.signum() * r.signum() < 0 {
+                    self.clock_order.push(format!(
+                        "CLOCK ORDER seq {seq} pool 0x{pool:x}: queries {} and {} were written {} in the capture, {} in the replay",
+                        a.0,
+                        b.0,
+                        if c > 0 { "in query order" } else { "in reverse order" },
+                        if r > 0 { "in query order" } else { "in reverse order" },
+                    ));
+                }
+            }
+        }
     }
 
     /// Whether a deterministic result differed (the `--compare` exit status).
@@ -192,6 +220,16 @@ impl Comparison {
                 "  ... and {} more reads not compared",
                 self.not_compared.len() - LISTED_NOT_COMPARED
             );
+        }
+        if !self.clock_order.is_empty() {
+            let _ = writeln!(
+                s,
+                "  note: {} pair(s) of timestamps read together ran in the other order in the replay",
+                self.clock_order.len()
+            );
+            for m in self.clock_order.iter().take(LISTED_NOT_COMPARED) {
+                let _ = writeln!(s, "  {m}");
+            }
         }
         let _ = writeln!(
             s,
@@ -367,5 +405,26 @@ mod tests {
                 && text.contains("0 bytes hold fewer than 3 queries"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn clock_order_notes_pairs_that_ran_the_other_way() {
+        let mut c = Comparison::default();
+        // Query order kept (values differ, as clocks do): nothing to say.
+        c.check_clock_order(1, 0xa, &[(0, 100, 64, 5_000, 64), (1, 150, 64, 9_000, 64)]);
+        assert!(c.clock_order.is_empty());
+        // Across a 32-bit wrap the masked difference is still forward.
+        c.check_clock_order(
+            2,
+            0xa,
+            &[(0, 0xffff_fff0, 32, 10, 32), (1, 0x10, 32, 20, 32)],
+        );
+        assert!(c.clock_order.is_empty(), "{:?}", c.clock_order);
+        // The second query written first in the replay: one note, and no failure.
+        c.check_clock_order(3, 0xa, &[(0, 100, 64, 9_000, 64), (1, 150, 64, 5_000, 64)]);
+        assert_eq!(c.clock_order.len(), 1);
+        assert!(c.clock_order[0].contains("seq 3") && c.clock_order[0].contains("queries 0 and 1"));
+        assert!(!c.failed());
+        assert!(c.to_text().contains("ran in the other order"));
     }
 }

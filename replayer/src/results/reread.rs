@@ -159,6 +159,7 @@ impl QueryReads<'_> {
         available_ns: &[u64],
     ) -> Result<(), ReplayError> {
         let cap_dev = s.capture_device.cloned();
+        let mut stamps: Vec<(u32, u64, u32, u64, u32)> = Vec::new();
         for (i, (c, r)) in captured.iter().zip(replayed).enumerate() {
             let query = first + i as u32;
             let owner = s.tracked.query_owner.get(&(pool, query)).copied();
@@ -190,6 +191,11 @@ impl QueryReads<'_> {
                     .get(rep_fam as usize)
                     .map_or(64, |f| f.timestamp_valid_bits);
                 let rep_period = s.gpu.summary.timestamp_period_ns;
+                if let (true, true, Some(&cv), Some(&rv)) =
+                    (c.available, r.available, c.values.first(), r.values.first())
+                {
+                    stamps.push((query, cv, cap_bits, rv, rep_bits));
+                }
                 (
                     (c.available && !c.values.is_empty())
                         .then(|| queries::timestamp_ns(c.values[0], cap_bits, cap_period)),
@@ -231,6 +237,10 @@ impl QueryReads<'_> {
                     replayed_gpu_ns: rep_ts,
                 },
             )?;
+        }
+        // Counted where `emit` counts the reads themselves.
+        if stamps.len() >= 2 && s.frame >= self.first_frame && self.pass == 0 {
+            self.comparison.check_clock_order(seq, pool, &stamps);
         }
         Ok(())
     }

@@ -154,6 +154,7 @@ struct JsonComparison<'a> {
     by_type: &'a std::collections::BTreeMap<String, crate::compare::TypeSummary>,
     mismatches: &'a [String],
     not_compared: &'a [String],
+    clock_order: &'a [String],
 }
 
 impl ReplaySummary {
@@ -329,6 +330,7 @@ impl ReplaySummary {
                 by_type: &c.by_type,
                 mismatches: &c.mismatches,
                 not_compared: &c.not_compared,
+                clock_order: &c.clock_order,
             }),
             result: if compare && c.failed() {
                 "mismatch"
