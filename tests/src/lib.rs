@@ -17,6 +17,7 @@ pub mod gpu;
 pub mod scratch;
 pub mod trace;
 pub mod vulkan;
+pub mod zink;
 
 pub use bins::*;
 pub use display::*;
@@ -24,3 +25,4 @@ pub use gpu::*;
 pub use scratch::*;
 pub use trace::*;
 pub use vulkan::*;
+pub use zink::*;

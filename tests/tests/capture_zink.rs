@@ -10,28 +10,6 @@ use quarry_tests::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Short benchmarks: two scenes of half a second each keep a run near 1.5 s on lavapipe.
-const GLMARK_ARGS: &[&str] = &[
-    "-b",
-    "build:duration=0.5",
-    "-b",
-    "shading:duration=0.5",
-    "--off-screen",
-    "-s",
-    "64x64",
-];
-
-/// glmark2 on Zink over lavapipe, no Vulkan layer enabled, on `display`.
-fn glmark2(program: &Path, display: &str) -> Command {
-    let mut c = vulkan_command(program);
-    c.env("DISPLAY", display)
-        .env("LIBGL_ALWAYS_SOFTWARE", "1")
-        .env("GALLIUM_DRIVER", "zink")
-        .env_remove("VK_ADD_LAYER_PATH")
-        .env_remove("QUARRY_CAPTURE_FILE");
-    c
-}
-
 /// What must be the same with and without the layer: the renderer glmark2 got, the benchmarks it ran (in
 /// order, with their options), and that each printed an FPS figure and a final score.
 #[derive(Debug, PartialEq)]
@@ -92,7 +70,7 @@ fn glmark2_on_zink_runs_unchanged_under_the_layer() {
         find_layer_library().expect("build the layer first: cargo build -p capture_layer");
 
     // Without the layer: the reference run, and a check that Zink really runs on lavapipe.
-    let plain = glmark2(&glmark, &x.display)
+    let plain = on_zink(&glmark, &x.display)
         .args(GLMARK_ARGS)
         .output()
         .unwrap();
@@ -112,7 +90,7 @@ fn glmark2_on_zink_runs_unchanged_under_the_layer() {
 
     // Under the layer, through `quarry capture`.
     let trace = scratch("glmark2.qtrace");
-    let mut cmd = glmark2(&quarry, &x.display);
+    let mut cmd = on_zink(&quarry, &x.display);
     cmd.env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
         .arg("capture")
         .arg("-o")
@@ -173,7 +151,7 @@ fn glmark2_on_zink_runs_unchanged_under_the_layer() {
 
     // Validation: the layer adds no message (Zink itself may cause some; they must be the same).
     let validate = |with_layer: bool| -> usize {
-        let mut c = glmark2(&glmark, &x.display);
+        let mut c = on_zink(&glmark, &x.display);
         c.args(GLMARK_ARGS);
         if with_layer {
             let layer = LayerDir::new(&library).unwrap();
@@ -211,21 +189,9 @@ fn glmark2_trace_replays() {
     }
     let x = Xvfb::start();
     let quarry = quarry_exe();
-    let library = find_layer_library().unwrap();
     // `quarry capture [capture_args] -o TRACE -- glmark2 ...` through the built layer.
     let capture = |trace: &Path, capture_args: &[&str]| {
-        let out = glmark2(&quarry, &x.display)
-            .env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
-            .arg("capture")
-            .args(capture_args)
-            .arg("-o")
-            .arg(trace)
-            .arg("--")
-            .arg("glmark2")
-            .args(GLMARK_ARGS)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", output_text(&out));
+        capture_glmark2(&x.display, trace, capture_args);
     };
     let trace = scratch("glmark2-replay.qtrace");
     capture(&trace, &[]);

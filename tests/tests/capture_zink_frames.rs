@@ -10,16 +10,6 @@
 use quarry_tests::*;
 use std::path::Path;
 
-const GLMARK_ARGS: &[&str] = &[
-    "-b",
-    "build:duration=0.5",
-    "-b",
-    "shading:duration=0.5",
-    "--off-screen",
-    "-s",
-    "64x64",
-];
-
 /// Frames glmark2 says it rendered: the sum over benchmarks of FPS × duration (0.5 s each).
 fn rendered_frames(out: &str) -> f64 {
     out.lines()
@@ -38,27 +28,7 @@ fn rendered_frames(out: &str) -> f64 {
 
 /// `quarry capture [capture_args] -o TRACE -- glmark2 ...` on Zink through the built layer; its output.
 fn capture(x: &Xvfb, trace: &Path, capture_args: &[&str]) -> String {
-    let library =
-        find_layer_library().expect("build the layer first: cargo build -p capture_layer");
-    let out = vulkan_command(quarry_exe())
-        .env("DISPLAY", &x.display)
-        .env("LIBGL_ALWAYS_SOFTWARE", "1")
-        .env("GALLIUM_DRIVER", "zink")
-        .env_remove("VK_ADD_LAYER_PATH")
-        .env_remove("QUARRY_CAPTURE_FILE")
-        .env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
-        .arg("capture")
-        .args(capture_args)
-        .arg("-o")
-        .arg(trace)
-        .arg("--")
-        .arg("glmark2")
-        .args(GLMARK_ARGS)
-        .output()
-        .unwrap();
-    let text = output_text(&out);
-    assert!(out.status.success(), "{text}");
-    text
+    output_text(&capture_glmark2(&x.display, trace, capture_args))
 }
 
 /// Frames and the boundary rules that made them, from `quarry info --json`.
