@@ -4,6 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+# A wgpu app we did not write (wgpu-native ships in the wheel): tests/tests/capture_wgpu.rs.
+python3 -c 'import wgpu' 2>/dev/null ||
+  python3 -m pip install -q --disable-pip-version-check wgpu==0.32.0 ||
+  echo "pip could not install wgpu: tests/tests/capture_wgpu.rs will skip" >&2
 if [ -z "${DISPLAY:-}" ]; then
   # A free display number, and wait until the server accepts connections: under load Xvfb can take
   # seconds to start, and a test that opens the display first would fail.

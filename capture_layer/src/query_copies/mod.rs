@@ -107,22 +107,26 @@ fn complete_inner<I: IntoIterator<Item = (u64, u64)>>(
         return;
     }
     let is_done = |p: &PendingCopy| done.iter().any(|&(q, o)| p.queue == q && p.order <= o);
+    let clobbered = overwritten(&st);
     // Taken out in order, without new vectors: this runs at every wait.
-    let mut ready = smallvec::SmallVec::<[PendingCopy; 4]>::new();
-    let mut i = 0;
+    let mut ready = smallvec::SmallVec::<[(PendingCopy, Option<u64>); 4]>::new();
+    let (mut i, mut at) = (0, 0);
     while i < st.pending.len() {
         if is_done(&st.pending[i]) {
-            ready.push(st.pending.remove(i));
+            let by = clobbered.iter().find(|c| c.0 == at).map(|c| c.1);
+            ready.push((st.pending.remove(i), by));
         } else {
             i += 1;
         }
+        at += 1;
     }
     if st.pending.is_empty() {
         st.nodes.clear();
     }
     let live = capturing();
-    for p in ready {
-        let data = if live {
+    let mut clobbered_notes = Vec::new();
+    for (p, clobbered_by) in ready {
+        let mut data = if live {
             read_back(d, &mut st, &p.op)
         } else {
             host_bytes(&st, p.host_range)
@@ -134,6 +138,12 @@ fn complete_inner<I: IntoIterator<Item = (u64, u64)>>(
         }
         if !live {
             continue;
+        }
+        if let Some(by) = clobbered_by {
+            // What the range holds now may be the later copy's: recorded as no data (not
+            // compared), never as this copy's values.
+            data.clear();
+            clobbered_notes.push((p.op.seq, by));
         }
         let host_ns = runtime::call_ns();
         let available = availability(&mut st, &p.op, &data, host_ns);
@@ -153,6 +163,58 @@ fn complete_inner<I: IntoIterator<Item = (u64, u64)>>(
         });
         runtime::emit_plain_all(std::iter::once(copy).chain(available));
     }
+    if let Some(&(seq, by)) = clobbered_notes.first() {
+        runtime::note(format!(
+            "{} query copies not recorded (first: seq {seq}, overwritten by the copy at seq {by}): a copy \
+             submitted later writes the same range and may have run before this completion point",
+            clobbered_notes.len()
+        ));
+    }
+}
+
+/// Pending copies whose destination a copy submitted after them also writes, as (index in
+/// `pending`, seq of the later copy): once the later one may have run, the range no longer says what
+/// the earlier copy wrote (wgpu resolves several query sets through one buffer; Zink reuses its
+/// result slots frame after frame). Overlaps are found per memory object by a sweep over start
+/// offsets, so a wait with hundreds of pending copies stays near-linear.
+fn overwritten(st: &DeviceState) -> Vec<(usize, u64)> {
+    let mut spans: Vec<(u64, u64, u64, usize)> = st
+        .pending
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let (memory, start, len) = dst_range(st, &p.op)?;
+            Some((memory, start, start.saturating_add(len), i))
+        })
+        .collect();
+    if spans.len() < 2 {
+        return Vec::new();
+    }
+    spans.sort_unstable();
+    let mut out: Vec<(usize, u64)> = Vec::new();
+    let mut active: Vec<(u64, u64, usize)> = Vec::new(); // (memory, end, index)
+    for &(memory, start, end, i) in &spans {
+        active.retain(|&(m, e, _)| m == memory && e > start);
+        for &(_, _, j) in &active {
+            let (first, later) = if j < i { (j, i) } else { (i, j) };
+            let seq = st.pending[later].op.seq;
+            match out.iter_mut().find(|o| o.0 == first) {
+                Some(o) => o.1 = o.1.max(seq),
+                None => out.push((first, seq)),
+            }
+        }
+        active.push((memory, end, i));
+    }
+    out
+}
+
+/// (memory, offset in memory, length) of a copy's destination, in any memory.
+fn dst_range(st: &DeviceState, op: &CopyOp) -> Option<(u64, u64, u64)> {
+    if op.count == 0 {
+        return None;
+    }
+    let &(memory, buffer_offset) = st.buffers.get(&op.dst_buffer)?;
+    Some((memory, buffer_offset + op.dst_offset, copy_len(st, op)))
 }
 
 /// The current bytes of a mapped host-visible range (to refresh the diff baseline while a trimmed
@@ -225,13 +287,8 @@ fn availability(st: &mut DeviceState, op: &CopyOp, data: &[u8], host_ns: u64) ->
 
 /// (memory, offset in memory, length) of a copy's destination in host-visible memory.
 pub fn host_range(st: &DeviceState, op: &CopyOp) -> Option<(u64, u64, u64)> {
-    if op.count == 0 {
-        return None;
-    }
-    let len = copy_len(st, op);
-    let &(memory, buffer_offset) = st.buffers.get(&op.dst_buffer)?;
+    let (memory, start, len) = dst_range(st, op)?;
     let m = st.memories.get(&memory)?;
-    let start = buffer_offset + op.dst_offset;
     (m.host_visible && start.saturating_add(len) <= m.size).then_some((memory, start, len))
 }
 

@@ -1,0 +1,228 @@
+//! A wgpu program (wgpu-native, through Python's `wgpu` package) that we did not write: it never
+//! presents, sub-allocates its memory, waits on timeline semaphores by polling, and reads its
+//! occlusion and timestamp queries through `vkCmdCopyQueryPoolResults` into a resolve buffer that it
+//! copies on into a mapped one (`tests/apps/wgpu_queries.py`).
+//!
+//! Captured through `quarry capture`, the trace's occlusion copies hold exactly the counts the app
+//! printed, the replay matches them, and every replayed timestamp differs from its captured one (the
+//! replay GPU produced it). With `--shared-resolve` the app resolves its timestamps over the bytes of
+//! its occlusion results within the same submission: the layer must not record those bytes as the
+//! occlusion copy's values (they would be timestamps); they are left out with a note, and the replay
+//! reports them as not compared instead of comparing timestamps with timestamps.
+//!
+//! Skips (prints `SKIP`) when Python's `wgpu` package or lavapipe is missing; scripts/test.sh installs
+//! the package with pip.
+
+use format::record::Record;
+use quarry_tests::*;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn app() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("apps/wgpu_queries.py")
+}
+
+fn have_wgpu() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import wgpu"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIP: Python's wgpu package is not installed (pip install wgpu)");
+    }
+    ok && lavapipe()
+}
+
+/// `(samples of draw 0, samples of draw 1)` per frame, as the app printed them.
+fn printed_samples(out: &str) -> Vec<(u64, u64)> {
+    out.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w.as_slice() {
+                ["frame", _, "samples", a, b, "timestamps_ok", "1"] => {
+                    Some((a.parse().ok()?, b.parse().ok()?))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn wgpu_app(args: &[&str]) -> Command {
+    let mut c = vulkan_command("python3");
+    c.arg(app()).args(args);
+    c
+}
+
+/// Captures the app through `quarry capture` (the layer built with this test) and returns the trace
+/// and what the app printed.
+fn capture(tag: &str, args: &[&str]) -> (PathBuf, String) {
+    let trace = scratch(&format!("wgpu-{tag}.qtrace"));
+    let library =
+        find_layer_library().expect("build the layer first: cargo build -p capture_layer");
+    let out = quarry_command()
+        .env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
+        .env("VK_DRIVER_FILES", LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
+        .args(["capture", "--force", "-o"])
+        .arg(&trace)
+        .args(["--", "python3"])
+        .arg(app())
+        .args(args)
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "capture failed: {text}");
+    assert!(text.contains("trace complete"), "{text}");
+    (trace, text)
+}
+
+/// The occlusion pools of a trace, and each occlusion copy's 64-bit values (empty when the layer
+/// recorded no bytes for it).
+fn occlusion_copies(trace: &Path) -> (Vec<Vec<u64>>, Vec<String>) {
+    let t = read_trace(trace);
+    t.check_structure();
+    let kinds: HashMap<u64, i32> = t
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            Record::QueryPool(p) => Some((p.pool, p.query_type)),
+            _ => None,
+        })
+        .collect();
+    let occlusion = ash::vk::QueryType::OCCLUSION.as_raw();
+    let copies = t
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            Record::QueryCopy(c) if kinds.get(&c.pool) == Some(&occlusion) => Some(
+                (0..c.count as usize)
+                    .filter_map(|k| {
+                        let at = k * c.stride as usize;
+                        let b = c.data.get(at..at + 8)?;
+                        Some(u64::from_le_bytes(b.try_into().unwrap()))
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect();
+    let notes = t
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Note(n) => Some(n.message.clone()),
+            _ => None,
+        })
+        .collect();
+    (copies, notes)
+}
+
+/// `quarry replay --compare --json`, and the results file it wrote.
+fn replay(trace: &Path) -> (serde_json::Value, Vec<format::record::QueryResult>) {
+    let results = trace.with_extension("qres");
+    let out = quarry_command()
+        .env("VK_DRIVER_FILES", LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
+        .args(["replay", "--compare", "--json", "--results"])
+        .arg(&results)
+        .arg(trace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "replay --compare: {}",
+        output_text(&out)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = read_trace(&results)
+        .records
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::QueryResult(q) => Some(q),
+            _ => None,
+        })
+        .collect();
+    (json, rows)
+}
+
+const FRAMES: &str = "4";
+
+#[test]
+fn wgpu_queries_read_through_copies_are_captured_and_replayed_honestly() {
+    if !have_wgpu() {
+        return;
+    }
+    // Without the layer: what the app sees.
+    let plain = wgpu_app(&[FRAMES]).output().unwrap();
+    let plain_text = output_text(&plain);
+    assert!(plain.status.success(), "the wgpu app failed: {plain_text}");
+    let reference = printed_samples(&plain_text);
+    assert_eq!(reference.len(), 4, "{plain_text}");
+    assert!(
+        reference.iter().all(|&(a, b)| a > b && b > 0),
+        "{reference:?}"
+    );
+
+    // Under the layer: the app sees the same, and the trace's copies hold what it saw.
+    let (trace, text) = capture("separate", &[FRAMES]);
+    assert_eq!(printed_samples(&text), reference, "{text}");
+    let (copies, _) = occlusion_copies(&trace);
+    assert_eq!(
+        copies.len(),
+        reference.len(),
+        "one occlusion copy per frame"
+    );
+    for (copy, &(a, b)) in copies.iter().zip(&reference) {
+        assert_eq!(copy, &vec![a, b], "the copy recorded what the app read");
+    }
+
+    let (json, rows) = replay(&trace);
+    let by_type = &json["comparison"]["by_type"];
+    assert_eq!(by_type["OCCLUSION"]["matches"], 8, "{json}");
+    assert_eq!(by_type["OCCLUSION"]["not_compared"], 0, "{json}");
+    assert_eq!(by_type["TIMESTAMP"]["clock"], 8, "{json}");
+    // The replay GPU produced the timestamps: none equals the one copied out at capture.
+    let stamps: Vec<_> = rows
+        .iter()
+        .filter(|q| q.query_type == ash::vk::QueryType::TIMESTAMP.as_raw())
+        .collect();
+    assert_eq!(stamps.len(), 8);
+    for q in stamps {
+        let (c, r) = (q.captured.as_ref().unwrap(), q.replayed.as_ref().unwrap());
+        assert_ne!(
+            c.values, r.values,
+            "a replayed timestamp equals the captured one"
+        );
+    }
+}
+
+#[test]
+fn a_copy_overwritten_before_its_completion_point_is_not_recorded_as_its_values() {
+    if !have_wgpu() {
+        return;
+    }
+    let (trace, text) = capture("shared", &[FRAMES, "--shared-resolve"]);
+    let printed = printed_samples(&text);
+    assert_eq!(printed.len(), 4, "{text}");
+    let (copies, notes) = occlusion_copies(&trace);
+    assert_eq!(copies.len(), 4);
+    // Before the fix these held the timestamps resolved over them (values near the host clock).
+    assert!(
+        copies.iter().all(|c| c.is_empty()),
+        "occlusion copies recorded bytes a later copy wrote: {copies:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("query copies not recorded")),
+        "no note says why: {notes:?}"
+    );
+
+    let (json, _) = replay(&trace);
+    let occlusion = &json["comparison"]["by_type"]["OCCLUSION"];
+    assert_eq!(occlusion["not_compared"], 8, "{json}");
+    assert_eq!(occlusion["matches"], 0, "{json}");
+    assert_eq!(occlusion["mismatches"], 0, "{json}");
+}
