@@ -221,6 +221,8 @@ fn a_copy_overwritten_before_its_completion_point_is_not_recorded_as_its_values(
     );
 
     let (json, _) = replay(&trace);
+    let why = json["comparison"]["not_compared"].to_string();
+    assert!(why.contains("recorded no bytes"), "{why}");
     let occlusion = &json["comparison"]["by_type"]["OCCLUSION"];
     assert_eq!(occlusion["not_compared"], 8, "{json}");
     assert_eq!(occlusion["matches"], 0, "{json}");
