@@ -321,6 +321,8 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     ("vkCreateCommandPool", Replay::By("device")),
     ("vkWaitForFences", Replay::By("device")),
     ("vkGetFenceStatus", Replay::By("device")),
+    ("vkGetSemaphoreCounterValue", Replay::By("device")),
+    ("vkGetSemaphoreCounterValueKHR", Replay::By("device")),
     ("vkQueueWaitIdle", Replay::By("device")),
     ("vkDeviceWaitIdle", Replay::By("device")),
     // memory

@@ -153,6 +153,43 @@ pub(crate) unsafe fn vkGetFenceStatus(
     wait_fences(s, p.device, &[f], true)
 }
 
+/// The value the capture read is one the app waited for (wgpu polls this until its submission's
+/// value comes up, then resets that submission's command pool): the replay waits until its own
+/// semaphore gets there, or it would run ahead of its GPU.
+pub(crate) unsafe fn vkGetSemaphoreCounterValue(
+    s: &mut Session<'_>,
+    call: &Call,
+    p: &params::vkGetSemaphoreCounterValue,
+    rec: &record::Call,
+) -> Result<(), ReplayError> {
+    let (true, Some(value)) = (rec.result == vk::Result::SUCCESS.as_raw(), p.p_value) else {
+        return Ok(());
+    };
+    let semaphore = vk::Semaphore::from_raw(s.lookup(vk::ObjectType::SEMAPHORE, p.semaphore)?);
+    let d = s.device(p.device)?;
+    let (core, khr) = (d.table.vkWaitSemaphores, d.table.vkWaitSemaphoresKHR);
+    let wait = match call {
+        Call::vkGetSemaphoreCounterValueKHR(_) => khr.or(core),
+        _ => core.or(khr),
+    }
+    .ok_or_else(|| {
+        other("the replay device has neither vkWaitSemaphores nor vkWaitSemaphoresKHR")
+    })?;
+    let (semaphores, values) = ([semaphore], [value]);
+    let info = vk::SemaphoreWaitInfo::default()
+        .semaphores(&semaphores)
+        .values(&values);
+    match wait(d.device.handle(), &info, WAIT_TIMEOUT.as_nanos() as u64) {
+        vk::Result::SUCCESS => Ok(()),
+        vk::Result::TIMEOUT => Err(other(format!(
+            "the capture read value {value} from the semaphore but the replay's did not reach it \
+             within {} s",
+            WAIT_TIMEOUT.as_secs()
+        ))),
+        e => Err(ReplayError::vk("vkWaitSemaphores", e)),
+    }
+}
+
 pub(crate) unsafe fn vkQueueWaitIdle(
     s: &mut Session<'_>,
     _call: &Call,

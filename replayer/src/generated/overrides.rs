@@ -70,6 +70,12 @@ pub(crate) unsafe fn replay_call(
         vkstream::Call::vkGetFenceStatus(p) => {
             crate::calls::device::vkGetFenceStatus(s, call, p, rec)
         }
+        vkstream::Call::vkGetSemaphoreCounterValue(p) => {
+            crate::calls::device::vkGetSemaphoreCounterValue(s, call, p, rec)
+        }
+        vkstream::Call::vkGetSemaphoreCounterValueKHR(p) => {
+            crate::calls::device::vkGetSemaphoreCounterValue(s, call, p, rec)
+        }
         vkstream::Call::vkQueueWaitIdle(p) => {
             crate::calls::device::vkQueueWaitIdle(s, call, p, rec)
         }

@@ -254,6 +254,10 @@ pub fn is_window_system_extension(name: &str) -> bool {
             | "VK_MVK_macos_surface"
             | "VK_MVK_ios_surface"
             | "VK_KHR_display"
+            // These two require VK_KHR_display: kept alone they fail vkCreateInstance's validation
+            // (wgpu enables them wherever they exist).
+            | "VK_KHR_get_display_properties2"
+            | "VK_EXT_display_surface_counter"
             | "VK_EXT_direct_mode_display"
             | "VK_EXT_acquire_xlib_display"
             | "VK_EXT_acquire_drm_display"
