@@ -8,6 +8,7 @@ pub mod bench;
 pub mod browse;
 pub mod data;
 pub mod export;
+pub mod labels;
 pub mod load;
 pub mod model;
 pub mod plots;

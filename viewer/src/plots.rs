@@ -1,6 +1,6 @@
 //! Timestamps view (GPU time between timestamp pairs) and counters view.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use egui::{Color32, RichText};
 use egui_extras::{Column, TableBuilder};
@@ -8,6 +8,7 @@ use egui_plot::{Bar, BarChart, GridInput, GridMark, Legend, Line, Plot, PlotPoin
 
 use crate::data::{timestamp_span_ns, Dataset};
 use crate::model;
+use crate::table::named;
 
 /// GPU durations of timestamp pairs: per frame, per pair, for the capture (source 0) and each
 /// replay (1..). Pairs are consecutive timestamp queries of one pool in one frame, by index.
@@ -308,18 +309,28 @@ pub fn group_counters(
         }
     }
     let mean = counter_is_rate(unit);
+    // Render passes by their debug-utils name or label (from the trace), first seen wins.
+    let mut render_pass_titles: HashMap<(u64, u32), &str> = HashMap::new();
+    for c in ds.counters.iter().filter(|c| c.name == name) {
+        if let (Some(rp), Some(t)) = (c.render_pass, c.render_pass_title()) {
+            render_pass_titles
+                .entry((c.command_buffer, rp))
+                .or_insert(t);
+        }
+    }
     groups
         .into_iter()
         .map(|(key, (samples, mut passes, cap, vals))| {
             passes.sort_unstable();
             let label = match key {
                 GroupKey::Frame(f) => format!("frame {f}"),
-                GroupKey::CommandBuffer(cb) => format!("cb {}", model::handle_string(cb)),
-                GroupKey::RenderPass(cb, Some(rp)) => {
-                    format!("cb {} · render pass {rp}", model::handle_string(cb))
-                }
+                GroupKey::CommandBuffer(cb) => format!("cb {}", named(ds, cb)),
+                GroupKey::RenderPass(cb, Some(rp)) => match render_pass_titles.get(&(cb, rp)) {
+                    Some(t) => format!("cb {} · render pass {rp}: {t}", named(ds, cb)),
+                    None => format!("cb {} · render pass {rp}", named(ds, cb)),
+                },
                 GroupKey::RenderPass(cb, None) => {
-                    format!("cb {} · whole command buffer", model::handle_string(cb))
+                    format!("cb {} · whole command buffer", named(ds, cb))
                 }
                 GroupKey::Pass(p) => format!("pass {p}"),
                 GroupKey::Sample(i) => {
@@ -328,10 +339,14 @@ pub fn group_counters(
                         .render_pass
                         .map(|r| format!(" · rp {r}"))
                         .unwrap_or_default();
+                    let title = c
+                        .render_pass_title()
+                        .map(|t| format!(": {t}"))
+                        .unwrap_or_default();
                     format!(
-                        "frame {} · cb {}{rp}",
+                        "frame {} · cb {}{rp}{title}",
                         c.frame,
-                        model::handle_string(c.command_buffer)
+                        named(ds, c.command_buffer)
                     )
                 }
             };
