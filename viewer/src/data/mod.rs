@@ -309,8 +309,9 @@ struct TracePass {
     by_seq: HashMap<(Handle, u32, u64), u32>,
 }
 
-/// A counter sample's identity: counter uuid, pass, frame, command buffer, render pass.
-type CounterKey = ([u8; 16], u32, u64, Handle, Option<u32>);
+/// A counter sample's identity: counter name (an index into `counter_names`) and unit, frame,
+/// command buffer, render pass.
+type CounterKey = (u32, u32, u64, Handle, Option<u32>);
 
 /// Kind of the file currently being read.
 enum Current {
@@ -334,6 +335,7 @@ pub struct DatasetBuilder {
     result_types: Vec<i32>,
     result_key: HashMap<(u64, Handle, u32, u32, u32), u32>,
     counter_key: HashMap<CounterKey, usize>,
+    counter_names: HashMap<String, u32>,
     /// How many rows the current results file has produced (for the same-order fast path).
     file_row_cursor: usize,
     /// The pool `pool_for` returned last.
@@ -353,6 +355,7 @@ impl Default for DatasetBuilder {
             result_types: Vec::new(),
             result_key: HashMap::new(),
             counter_key: HashMap::new(),
+            counter_names: HashMap::new(),
             file_row_cursor: 0,
             last_pool: None,
         }

@@ -120,9 +120,19 @@ impl DatasetBuilder {
             self.note("CounterValue record in a trace file (ignored)".to_owned());
             return;
         };
+        // Matched as `quarry compare` matches samples (format::runs::CounterKey): by name and
+        // unit, not UUID or pass, which differ between drivers.
+        let name = match self.counter_names.get(c.counter.name.as_str()) {
+            Some(&id) => id,
+            None => {
+                let id = self.counter_names.len() as u32;
+                self.counter_names.insert(c.counter.name.clone(), id);
+                id
+            }
+        };
         let key = (
-            c.counter.uuid,
-            c.pass,
+            name,
+            c.counter.unit,
             c.frame,
             c.command_buffer,
             c.render_pass,
