@@ -53,9 +53,26 @@ struct Scope {
     open: Vec<String>,
     /// Label inserted since the last begin/end.
     marker: Option<String>,
+    /// The path, once asked for since the last change (every query begin asks).
+    cached: Option<Option<Arc<str>>>,
 }
 
 impl Scope {
+    fn push(&mut self, label: String) {
+        self.open.push(label);
+        self.marker = None;
+        self.cached = None;
+    }
+    fn pop(&mut self) {
+        self.open.pop();
+        self.marker = None;
+        self.cached = None;
+    }
+    fn insert(&mut self, label: String) {
+        self.marker = Some(label);
+        self.cached = None;
+    }
+
     fn path(&self) -> Vec<&str> {
         let mut p: Vec<&str> = self.open.iter().map(String::as_str).collect();
         p.extend(self.marker.as_deref());
@@ -87,6 +104,8 @@ pub struct LabelTracker {
     last: HashMap<Handle, Vec<RenderPass>>,
     /// Distinct paths share one allocation.
     interned: HashMap<String, Arc<str>>,
+    /// Joined paths by the addresses of their two parts.
+    joined: HashMap<(usize, usize), Option<Arc<str>>>,
     /// Calls whose parameters did not decode.
     pub undecoded: u64,
 }
@@ -139,32 +158,26 @@ impl LabelTracker {
                 self.recording.remove(&p.command_buffer);
             }
             (Cmd::BeginCbLabel, Decoded::vkCmdBeginDebugUtilsLabelEXT(p)) => {
-                let s = self.cbs.entry(p.command_buffer).or_default();
-                s.open.push(label_text(p.p_label_info.as_deref()));
-                s.marker = None;
+                let l = label_text(p.p_label_info.as_deref());
+                self.cbs.entry(p.command_buffer).or_default().push(l);
             }
             (Cmd::EndCbLabel, Decoded::vkCmdEndDebugUtilsLabelEXT(p)) => {
-                let s = self.cbs.entry(p.command_buffer).or_default();
-                s.open.pop();
-                s.marker = None;
+                self.cbs.entry(p.command_buffer).or_default().pop();
             }
             (Cmd::InsertCbLabel, Decoded::vkCmdInsertDebugUtilsLabelEXT(p)) => {
-                self.cbs.entry(p.command_buffer).or_default().marker =
-                    Some(label_text(p.p_label_info.as_deref()));
+                let l = label_text(p.p_label_info.as_deref());
+                self.cbs.entry(p.command_buffer).or_default().insert(l);
             }
             (Cmd::BeginQueueLabel, Decoded::vkQueueBeginDebugUtilsLabelEXT(p)) => {
-                let s = self.queues.entry(p.queue).or_default();
-                s.open.push(label_text(p.p_label_info.as_deref()));
-                s.marker = None;
+                let l = label_text(p.p_label_info.as_deref());
+                self.queues.entry(p.queue).or_default().push(l);
             }
             (Cmd::EndQueueLabel, Decoded::vkQueueEndDebugUtilsLabelEXT(p)) => {
-                let s = self.queues.entry(p.queue).or_default();
-                s.open.pop();
-                s.marker = None;
+                self.queues.entry(p.queue).or_default().pop();
             }
             (Cmd::InsertQueueLabel, Decoded::vkQueueInsertDebugUtilsLabelEXT(p)) => {
-                self.queues.entry(p.queue).or_default().marker =
-                    Some(label_text(p.p_label_info.as_deref()));
+                let l = label_text(p.p_label_info.as_deref());
+                self.queues.entry(p.queue).or_default().insert(l);
             }
             (Cmd::BeginRenderPass, d) => {
                 let (cb, handle) = match d {
@@ -191,30 +204,52 @@ impl LabelTracker {
         }
     }
 
+    /// The label path of `scope` now, interned and cached in the scope.
+    fn scope_label(
+        interned: &mut HashMap<String, Arc<str>>,
+        scope: Option<&mut Scope>,
+    ) -> Option<Arc<str>> {
+        let s = scope?;
+        if let Some(c) = &s.cached {
+            return c.clone();
+        }
+        let path = s.path();
+        let label = if path.is_empty() {
+            None
+        } else {
+            let text = path.join("/");
+            Some(
+                interned
+                    .entry(text)
+                    .or_insert_with_key(|t| Arc::from(t.as_str()))
+                    .clone(),
+            )
+        };
+        s.cached = Some(label.clone());
+        label
+    }
+
     /// The command buffer's label path now (at a query's begin, say).
     pub fn cb_label(&mut self, cb: Handle) -> Option<Arc<str>> {
-        let parts: Vec<String> = match self.cbs.get(&cb) {
-            Some(s) => s.path().into_iter().map(str::to_owned).collect(),
-            None => return None,
-        };
-        let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-        self.intern(&parts)
+        Self::scope_label(&mut self.interned, self.cbs.get_mut(&cb))
     }
 
     /// The queue's label path now.
     pub fn queue_label(&mut self, queue: Handle) -> Option<Arc<str>> {
-        let parts: Vec<String> = match self.queues.get(&queue) {
-            Some(s) => s.path().into_iter().map(str::to_owned).collect(),
-            None => return None,
-        };
-        let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-        self.intern(&parts)
+        Self::scope_label(&mut self.interned, self.queues.get_mut(&queue))
     }
 
-    /// `outer/inner`, either side optional.
-    pub fn join(&mut self, outer: Option<&str>, inner: Option<&str>) -> Option<Arc<str>> {
-        let parts: Vec<&str> = outer.into_iter().chain(inner).collect();
-        self.intern(&parts)
+    /// `outer/inner`, either side optional (every query row asks: cached by the parts).
+    pub fn join(&mut self, outer: Option<&Arc<str>>, inner: Option<&Arc<str>>) -> Option<Arc<str>> {
+        let addr = |a: Option<&Arc<str>>| a.map_or(0, |a| Arc::as_ptr(a) as *const u8 as usize);
+        let key = (addr(outer), addr(inner));
+        if let Some(j) = self.joined.get(&key) {
+            return j.clone();
+        }
+        let parts: Vec<&str> = outer.into_iter().chain(inner).map(|a| a.as_ref()).collect();
+        let j = self.intern(&parts);
+        self.joined.insert(key, j.clone());
+        j
     }
 
     /// A submit: its command buffers' render passes now belong to its frame.
@@ -283,7 +318,7 @@ mod tests {
         let q = t.queue_label(0x9);
         let cbl = t.cb_label(0xcb);
         assert_eq!(
-            t.join(q.as_deref(), cbl.as_deref()).as_deref(),
+            t.join(q.as_ref(), cbl.as_ref()).as_deref(),
             Some("Frame 3/Shadow pass/draw trees")
         );
         t.submit(&submit(0xcb, 0x9, 3));

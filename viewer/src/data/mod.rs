@@ -705,7 +705,7 @@ impl DatasetBuilder {
             let label = match (&st.queue_label, &st.cb_label) {
                 (None, None) => None,
                 (None, Some(c)) => Some(c.clone()),
-                (q, c) => self.trace.labels.join(q.as_deref(), c.as_deref()),
+                (q, c) => self.trace.labels.join(q.as_ref(), c.as_ref()),
             };
             let available = d.available;
             let mut values = QueryValues {
