@@ -382,6 +382,7 @@ fn col_width(col: Col) -> Column {
     match col {
         Col::Frame | Col::Index | Col::Available => Column::initial(56.0).at_least(40.0),
         Col::Pool => Column::initial(170.0).at_least(60.0),
+        Col::Label => Column::initial(210.0).at_least(60.0),
         Col::Type => Column::initial(130.0).at_least(60.0),
         Col::Replayed(_) => Column::initial(150.0).at_least(60.0),
         Col::Diff(_) => Column::initial(110.0).at_least(50.0),
