@@ -102,6 +102,8 @@ pub struct LabelTracker {
     submitted: HashMap<(u64, Handle), Vec<RenderPass>>,
     /// The last recording submitted of each command buffer (counters of frames not in the map).
     last: HashMap<Handle, Vec<RenderPass>>,
+    /// Queue label path at the submit of (frame, command buffer).
+    submit_labels: HashMap<(u64, Handle), Arc<str>>,
     /// Distinct paths share one allocation.
     interned: HashMap<String, Arc<str>>,
     /// Joined paths by the addresses of their two parts.
@@ -125,7 +127,10 @@ impl LabelTracker {
 
     /// Whether anything was labelled or a render pass begun (else the tracker adds nothing).
     pub fn is_empty(&self) -> bool {
-        self.interned.is_empty() && self.submitted.is_empty() && self.last.is_empty()
+        self.interned.is_empty()
+            && self.submitted.is_empty()
+            && self.last.is_empty()
+            && self.submit_labels.is_empty()
     }
 
     fn intern(&mut self, parts: &[&str]) -> Option<Arc<str>> {
@@ -254,6 +259,11 @@ impl LabelTracker {
 
     /// A submit: its command buffers' render passes now belong to its frame.
     pub fn submit(&mut self, sub: &Submit) {
+        if let Some(q) = self.queue_label(sub.queue) {
+            for cb in &sub.command_buffers {
+                self.submit_labels.insert((sub.frame, *cb), q.clone());
+            }
+        }
         for cb in &sub.command_buffers {
             let Some(rps) = self.recording.get(cb) else {
                 continue;
@@ -261,6 +271,11 @@ impl LabelTracker {
             self.submitted.insert((sub.frame, *cb), rps.clone());
             self.last.insert(*cb, rps.clone());
         }
+    }
+
+    /// The queue's label path when `cb` was submitted in `frame`.
+    pub fn submit_label(&self, frame: u64, cb: Handle) -> Option<&Arc<str>> {
+        self.submit_labels.get(&(frame, cb))
     }
 
     /// Render pass `index` of `cb` as submitted in `frame` (else in its last submitted recording).
@@ -322,6 +337,7 @@ mod tests {
             Some("Frame 3/Shadow pass/draw trees")
         );
         t.submit(&submit(0xcb, 0x9, 3));
+        assert_eq!(t.submit_label(3, 0xcb).map(|l| l.as_ref()), Some("Frame 3"));
         let rp = t.render_pass(3, 0xcb, 0).unwrap();
         assert_eq!(
             (rp.handle, rp.label.as_deref()),
@@ -362,7 +378,18 @@ mod dataset_tests {
     fn rows_and_render_pass_counters_carry_the_trace_labels() {
         let (th, trecs) = synth::trace(2);
         let trecs = synth::with_labels(trecs);
-        let (rh, rrecs) = synth::render_pass_results(2, "gpu-a", 2.0);
+        let (rh, mut rrecs) = synth::render_pass_results(2, "gpu-a", 2.0);
+        // One sample of a whole command buffer.
+        let mut whole = rrecs
+            .iter()
+            .find_map(|r| match r {
+                format::record::Record::CounterValue(c) => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap();
+        whole.render_pass = None;
+        whole.counter.name = "Command buffer time".into();
+        rrecs.push(format::record::Record::CounterValue(whole));
         let trace_only =
             Dataset::from_records(vec![(PathBuf::from("t.qtrace"), th.clone(), trecs.clone())]);
         let ds = Dataset::from_records(vec![
@@ -394,5 +421,12 @@ mod dataset_tests {
         // 0xc1 was only recorded in frame 1: its frame-0 samples take that recording's passes.
         assert_eq!(rp(0xc1, 1).render_pass_title(), Some("main rp"));
         assert_eq!(ds.names.get(0x5a0), Some("shadow rp"));
+        // A command buffer's sample: the queue's labels at its submit.
+        let cb = ds
+            .counters
+            .iter()
+            .find(|c| c.render_pass.is_none())
+            .unwrap();
+        assert_eq!((cb.frame, cb.label.as_deref()), (0, Some("Frame 0")));
     }
 }

@@ -801,12 +801,15 @@ impl DatasetBuilder {
         let labels = &self.trace.labels;
         if !labels.is_empty() {
             for c in &mut ds.counters {
-                if let Some(rp) = c
-                    .render_pass
-                    .and_then(|i| labels.render_pass(c.frame, c.command_buffer, i))
-                {
-                    c.render_pass_name = self.names.get(rp.handle).map(str::to_owned);
-                    c.label = rp.label.clone();
+                match c.render_pass {
+                    Some(i) => {
+                        if let Some(rp) = labels.render_pass(c.frame, c.command_buffer, i) {
+                            c.render_pass_name = self.names.get(rp.handle).map(str::to_owned);
+                            c.label = rp.label.clone();
+                        }
+                    }
+                    // A whole command buffer: the queue's labels at its submit.
+                    None => c.label = labels.submit_label(c.frame, c.command_buffer).cloned(),
                 }
             }
         }
