@@ -1,5 +1,6 @@
 //! `quarry dump FILE [--json] [--frame N]`: one record per line.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -77,13 +78,22 @@ pub fn call_json(c: &Call, table: Option<&[String]>) -> Map<String, Value> {
     m.insert("thread".into(), c.thread.into());
     m.insert("cmd".into(), c.cmd.into());
     let name = table.and_then(|t| t.get(c.cmd as usize)).cloned();
-    m.insert("result".into(), c.result.into());
+    m.insert(
+        "result".into(),
+        viewer::model::vk_result_name(c.result).into(),
+    );
     m.insert("host_ns".into(), c.host_ns.into());
     m.insert("params_len".into(), c.params.len().into());
     match name.as_deref().map(|n| (n, vkstream::command_id(n))) {
         Some((_, Some(id))) => match vkstream::decode_call(id, &c.params) {
             Ok(call) => match serde_json::from_str::<Value>(&call.to_json()) {
-                Ok(v) => {
+                Ok(mut v) => {
+                    // The handles the call names, in hex like everywhere else.
+                    let mut handles = HashSet::new();
+                    vkstream::handles::call_handles(&call, &mut |_, h, _| {
+                        handles.insert(h);
+                    });
+                    hex_handle_values(&mut v, &handles);
                     m.insert("params".into(), v);
                 }
                 Err(e) => opaque(&mut m, c, &format!("decoder wrote invalid JSON: {e}")),
@@ -141,6 +151,145 @@ fn hexify(v: &mut Value, key: Option<&str>) {
     }
 }
 
+/// Replaces numbers that are one of `handles` by hex strings, recursively.
+fn hex_handle_values(v: &mut Value, handles: &HashSet<u64>) {
+    match v {
+        Value::Number(n) => {
+            if let Some(h) = n.as_u64().filter(|h| handles.contains(h)) {
+                *v = Value::String(format!("{h:#x}"));
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| hex_handle_values(x, handles)),
+        Value::Object(m) => m.values_mut().for_each(|x| hex_handle_values(x, handles)),
+        _ => {}
+    }
+}
+
+/// Record fields that hold handles (`format::record::Handle`), written as hex.
+const HANDLE_FIELDS: [&str; 8] = [
+    "device",
+    "pool",
+    "queue",
+    "command_buffer",
+    "command_buffers",
+    "handle",
+    "memory",
+    "dst_buffer",
+];
+
+/// `VkObjectType` by name (the core types and the extension types traces name).
+fn object_type_name(t: i64) -> String {
+    const CORE: [&str; 26] = [
+        "UNKNOWN",
+        "INSTANCE",
+        "PHYSICAL_DEVICE",
+        "DEVICE",
+        "QUEUE",
+        "SEMAPHORE",
+        "COMMAND_BUFFER",
+        "FENCE",
+        "DEVICE_MEMORY",
+        "BUFFER",
+        "IMAGE",
+        "EVENT",
+        "QUERY_POOL",
+        "BUFFER_VIEW",
+        "IMAGE_VIEW",
+        "SHADER_MODULE",
+        "PIPELINE_CACHE",
+        "PIPELINE_LAYOUT",
+        "RENDER_PASS",
+        "PIPELINE",
+        "DESCRIPTOR_SET_LAYOUT",
+        "SAMPLER",
+        "DESCRIPTOR_POOL",
+        "DESCRIPTOR_SET",
+        "FRAMEBUFFER",
+        "COMMAND_POOL",
+    ];
+    let name = match t {
+        0..=25 => CORE[t as usize],
+        1_000_156_000 => "SAMPLER_YCBCR_CONVERSION",
+        1_000_085_000 => "DESCRIPTOR_UPDATE_TEMPLATE",
+        1_000_295_000 => "PRIVATE_DATA_SLOT",
+        1_000_000_000 => "SURFACE_KHR",
+        1_000_001_000 => "SWAPCHAIN_KHR",
+        1_000_128_000 => "DEBUG_UTILS_MESSENGER_EXT",
+        1_000_150_000 => "ACCELERATION_STRUCTURE_KHR",
+        1_000_023_000 => "VIDEO_SESSION_KHR",
+        1_000_023_001 => "VIDEO_SESSION_PARAMETERS_KHR",
+        1_000_268_000 => "DEFERRED_OPERATION_KHR",
+        _ => return format!("VkObjectType({t})"),
+    };
+    name.to_owned()
+}
+
+/// Handles as hex and enums and flags by name in a record's serde fields. `query` is whether
+/// `flags` there are `VkQueryResultFlags` (query reads and copies).
+fn name_fields(m: &mut Map<String, Value>, query: bool) {
+    for (k, v) in m.iter_mut() {
+        let as_int = v.as_i64();
+        match (k.as_str(), as_int) {
+            (k, _) if HANDLE_FIELDS.contains(&k) => hex_all(v),
+            ("object_type", Some(t)) => *v = object_type_name(t).into(),
+            ("query_type", Some(t)) => {
+                *v = format::query::QueryKind::from_raw(t as i32).name().into()
+            }
+            ("result", Some(r)) => *v = viewer::model::vk_result_name(r as i32).into(),
+            ("flags", Some(f)) if query => *v = viewer::model::result_flags_string(f as u32).into(),
+            ("unit", Some(u)) => *v = format::query::counter_unit_word(u as u32).into(),
+            ("scope", Some(s)) => *v = format::query::counter_scope_name(s as u32).into(),
+            ("counter", _) | ("perf_counters", _) | ("captured", _) | ("replayed", _) => {
+                for inner in objects(v) {
+                    name_fields(inner, false);
+                }
+            }
+            ("storage", Some(s)) => {
+                *v = match s {
+                    0 => "int32",
+                    1 => "int64",
+                    2 => "uint32",
+                    3 => "uint64",
+                    4 => "float32",
+                    5 => "float64",
+                    _ => "?",
+                }
+                .into()
+            }
+            ("kind", _) => {
+                // QueryOp kinds, externally tagged: only a copy's flags are result flags.
+                for (variant, inner) in objects(v).into_iter().flat_map(|o| o.iter_mut()) {
+                    if let Value::Object(f) = inner {
+                        name_fields(f, variant == "Copy");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The objects in `v` (itself, or the elements of an array).
+fn objects(v: &mut Value) -> Vec<&mut Map<String, Value>> {
+    match v {
+        Value::Object(m) => vec![m],
+        Value::Array(items) => items.iter_mut().filter_map(Value::as_object_mut).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn hex_all(v: &mut Value) {
+    match v {
+        Value::Number(n) => {
+            if let Some(h) = n.as_u64() {
+                *v = Value::String(format!("{h:#x}"));
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(hex_all),
+        _ => {}
+    }
+}
+
 /// One record as a flat JSON object: `type`, `frame`, then the record's fields.
 pub fn record_json(rec: &Record, table: Option<&[String]>, frame: u64) -> Value {
     let mut m = Map::new();
@@ -157,7 +306,7 @@ pub fn record_json(rec: &Record, table: Option<&[String]>, frame: u64) -> Value 
         Record::MemoryWrite(w) => {
             let mut f = Map::new();
             f.insert("seq".into(), w.seq.into());
-            f.insert("memory".into(), w.memory.into());
+            f.insert("memory".into(), format!("{:#x}", w.memory).into());
             f.insert("offset".into(), w.offset.into());
             match &w.data {
                 Payload::Inline(d) => {
@@ -193,6 +342,17 @@ pub fn record_json(rec: &Record, table: Option<&[String]>, frame: u64) -> Value 
             }
         }
     };
+    let mut fields = fields;
+    if !matches!(
+        rec,
+        Record::Call(_) | Record::CommandTable(_) | Record::MemoryWrite(_)
+    ) {
+        let query = matches!(
+            rec,
+            Record::QueryResults(_) | Record::QueryCopy(_) | Record::QueryResult(_)
+        );
+        name_fields(&mut fields, query);
+    }
     m.extend(fields);
     Value::Object(m)
 }
@@ -256,8 +416,9 @@ mod tests {
         // Three bytes are too short for vkCmdDraw: opaque, with the reason.
         assert_eq!(v["params_hex"], "010203");
         assert!(v["opaque"].is_string());
-        assert!(text_line(&v)
-            .starts_with("[2] Call seq=4 thread=1 name=vkCmdDraw cmd=1 result=0 host_ns=9"));
+        assert!(text_line(&v).starts_with(
+            "[2] Call seq=4 thread=1 name=vkCmdDraw cmd=1 result=VK_SUCCESS host_ns=9"
+        ));
         let v = record_json(&c, None, 0);
         assert_eq!(v["name"], Value::Null);
         assert_eq!(v["opaque"], "no command table entry");
@@ -288,6 +449,7 @@ mod tests {
         let v = record_json(&call(7), Some(&table), 0);
         assert!(v.get("opaque").is_none(), "{v}");
         assert_eq!(v["params"]["vertex_count"], 3, "{v}");
+        assert_eq!(v["params"]["command_buffer"], "0x55", "{v}");
         assert_eq!(v["params"]["instance_count"], 1, "{v}");
         let u = record_json(&call(0), Some(&table), 0);
         assert_eq!(u["opaque"], "command unknown to this build");
@@ -311,7 +473,11 @@ mod tests {
         });
         let v = record_json(&r, None, 0);
         assert_eq!(v["data"], "dead000000000000");
-        assert_eq!(v["pool"], 3);
+        // Handles in hex, enums and flags by name.
+        assert_eq!(v["pool"], "0x3");
+        assert_eq!(v["device"], "0x2");
+        assert_eq!(v["flags"], "64");
+        assert_eq!(v["result"], "VK_SUCCESS");
         let n = record_json(
             &Record::Note(Note {
                 host_ns: 1,
@@ -321,5 +487,92 @@ mod tests {
             0,
         );
         assert_eq!(text_line(&n), "[0] Note host_ns=1 message=\"two words\"");
+    }
+
+    #[test]
+    fn record_enums_flags_and_handles_read_by_name() {
+        let d = record_json(
+            &Record::DebugName(DebugName {
+                handle: 0xabc,
+                object_type: 18,
+                name: "shadow".into(),
+            }),
+            None,
+            0,
+        );
+        assert_eq!(d["handle"], "0xabc");
+        assert_eq!(d["object_type"], "RENDER_PASS");
+        let op = |kind| {
+            record_json(
+                &Record::QueryOp(QueryOp {
+                    seq: 1,
+                    command_buffer: 0xc0,
+                    pool: 0x10,
+                    kind,
+                    host_ns: 0,
+                }),
+                None,
+                0,
+            )
+        };
+        // A begin's flags are VkQueryControlFlags (PRECISE), left as they are; a copy's are
+        // result flags.
+        let b = op(QueryOpKind::Begin {
+            query: 0,
+            flags: 1,
+            index: 0,
+        });
+        assert_eq!(b["kind"]["Begin"]["flags"], 1);
+        assert_eq!(b["command_buffer"], "0xc0");
+        let c = op(QueryOpKind::Copy {
+            first: 0,
+            count: 1,
+            dst_buffer: 0xb0,
+            dst_offset: 0,
+            stride: 16,
+            flags: 3,
+        });
+        assert_eq!(c["kind"]["Copy"]["flags"], "64|WAIT");
+        assert_eq!(c["kind"]["Copy"]["dst_buffer"], "0xb0");
+        let s = record_json(
+            &Record::Submit(Submit {
+                seq: 2,
+                queue: 0xa0,
+                queue_family: 0,
+                command_buffers: vec![0xc0, 0xc1],
+                host_ns: 0,
+                frame: 0,
+                counter_pass: None,
+            }),
+            None,
+            0,
+        );
+        assert_eq!(s["command_buffers"], json!(["0xc0", "0xc1"]));
+        assert!(text_line(&s).contains("queue=0xa0"), "{}", text_line(&s));
+        let v = record_json(
+            &Record::CounterValue(CounterValue {
+                counter: PerfCounterDesc {
+                    uuid: [1; 16],
+                    name: "time".into(),
+                    category: String::new(),
+                    description: String::new(),
+                    unit: 2,
+                    storage: 5,
+                    scope: 1,
+                },
+                pass: 0,
+                frame: 0,
+                command_buffer: 0xc0,
+                render_pass: Some(0),
+                value: 1.0,
+                captured: None,
+            }),
+            None,
+            0,
+        );
+        assert_eq!(v["counter"]["unit"], "nanoseconds");
+        assert_eq!(v["counter"]["storage"], "float64");
+        assert_eq!(v["counter"]["scope"], "render-pass");
+        assert_eq!(v["command_buffer"], "0xc0");
     }
 }

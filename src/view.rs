@@ -16,7 +16,7 @@ pub struct Args {
     /// Render the window once into this PNG and exit (works under Xvfb).
     #[arg(long, value_name = "OUT.png")]
     screenshot: Option<PathBuf>,
-    /// Tab shown first: queries, timestamps, counters or files.
+    /// Tab shown first: queries, timestamps, counters, compare or files.
     #[arg(long, value_parser = parse_tab)]
     tab: Option<Tab>,
     #[command(flatten)]
@@ -24,7 +24,8 @@ pub struct Args {
 }
 
 fn parse_tab(s: &str) -> Result<Tab, String> {
-    Tab::parse(s).ok_or_else(|| format!("unknown tab '{s}' (queries, timestamps, counters, files)"))
+    Tab::parse(s)
+        .ok_or_else(|| format!("unknown tab '{s}' (queries, timestamps, counters, compare, files)"))
 }
 
 #[derive(clap::Args)]

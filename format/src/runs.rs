@@ -469,7 +469,8 @@ pub enum Measure {
 }
 
 impl Measure {
-    fn of_counter(unit: u32) -> Measure {
+    /// What a performance counter of `VkPerformanceCounterUnitKHR` `unit` measures.
+    pub fn of_counter(unit: u32) -> Measure {
         if unit == UNIT_NANOSECONDS {
             Measure::Time
         } else if ADDITIVE_UNITS.contains(&unit) {
@@ -490,6 +491,56 @@ impl Measure {
             (Measure::Level, Some(std::cmp::Ordering::Greater)) => "higher",
             (Measure::Level, _) => "lower",
         }
+    }
+
+    /// Whether a change of sign `delta` is an improvement: `Some(true)` for less GPU time,
+    /// `Some(false)` for more; `None` where more is neither better nor worse (counts, levels)
+    /// or nothing changed.
+    pub fn better(self, delta: f64) -> Option<bool> {
+        match self {
+            Measure::Time if delta < 0.0 => Some(true),
+            Measure::Time if delta > 0.0 => Some(false),
+            Measure::Time | Measure::Count | Measure::Level => None,
+        }
+    }
+}
+
+/// Whether a change of `change_pct` percent crosses a threshold of `threshold_pct` percent
+/// (`compare --threshold`; the viewer highlights with it).
+pub fn over_threshold(change_pct: f64, threshold_pct: f64) -> bool {
+    change_pct.abs() > threshold_pct
+}
+
+/// Whether two device summaries describe the same device running the same driver (the rule
+/// `replay --compare` uses to decide whether deterministic results must match exactly).
+pub fn same_device(a: &DeviceSummary, b: &DeviceSummary) -> bool {
+    a.vendor_id == b.vendor_id
+        && a.device_id == b.device_id
+        && a.driver_id == b.driver_id
+        && a.driver_version == b.driver_version
+        && a.name == b.name
+}
+
+/// The deterministic/variation rule for runs, for [`match_runs`]: [`query::classify`] with
+/// "same device" from the runs' replay devices. Results files do not record whether an occlusion
+/// query was `PRECISE`, so occlusion counts compare as non-precise (zero vs non-zero is exact).
+/// Timestamps compare through their intervals, so a clock difference only varies.
+pub fn classify_runs(
+    q: &QueryResult,
+    a: Option<&DeviceSummary>,
+    b: Option<&DeviceSummary>,
+) -> Verdict {
+    use query::{Context, Outcome};
+    let ctx = Context {
+        precise: false,
+        same_device: a.zip(b).is_some_and(|(a, b)| same_device(a, b)),
+    };
+    match query::classify(q.query_type, q.captured.as_ref(), q.replayed.as_ref(), ctx) {
+        Outcome::Match => Verdict::Same,
+        Outcome::Mismatch => Verdict::Differs,
+        Outcome::Variation | Outcome::Clock => Verdict::Varies,
+        Outcome::NotCompared(_) => Verdict::NotCompared,
+        Outcome::Unavailable => Verdict::Unavailable,
     }
 }
 
@@ -766,6 +817,25 @@ impl Row {
 
     pub fn fails(&self) -> bool {
         self.verdicts.iter().any(|v| v.fails())
+    }
+
+    /// Run `i`'s change against the baseline in words (`faster`, `more`, ...), when both have
+    /// a value.
+    pub fn direction(&self, i: usize) -> Option<&'static str> {
+        let (a, b) = (
+            self.values.first().copied().flatten()?,
+            self.values.get(i).copied().flatten()?,
+        );
+        Some(self.measure.direction(b - a))
+    }
+
+    /// Whether run `i`'s change is an improvement ([`Measure::better`]).
+    pub fn better(&self, i: usize) -> Option<bool> {
+        let (a, b) = (
+            self.values.first().copied().flatten()?,
+            self.values.get(i).copied().flatten()?,
+        );
+        self.measure.better(b - a)
     }
 }
 

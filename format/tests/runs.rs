@@ -394,3 +394,46 @@ fn same_trace_trusts_the_content_hash_where_both_carry_one() {
     );
     assert!(same_trace(&a, &d).is_err());
 }
+
+#[test]
+fn rows_say_direction_and_goodness_and_the_threshold_rule_is_shared() {
+    let a = run(
+        "A",
+        dev("gpu", 64, 1.0),
+        vec![c("time", 2, 0, 1000.0), c("busy", 1, 0, 40.0), info(1)],
+    );
+    let b = run(
+        "B",
+        dev("gpu", 64, 1.0),
+        vec![c("time", 2, 0, 850.0), c("busy", 1, 0, 52.8), info(1)],
+    );
+    let rows = rows(&match_runs(&[a, b], &classify_runs), By::Counter);
+    // Sorted by largest change: busy +32 % first, then time -15 %.
+    assert_eq!(rows.len(), 2);
+    assert!((rows[0].change_pct[1].unwrap() - 32.0).abs() < 1e-9);
+    assert_eq!(rows[0].direction(1), Some("higher"));
+    assert_eq!(rows[0].better(1), None);
+    assert_eq!(rows[1].change_pct[1], Some(-15.0));
+    assert_eq!(rows[1].direction(1), Some("faster"));
+    assert_eq!(rows[1].better(1), Some(true));
+    assert_eq!(rows[1].direction(0), Some("same"));
+    assert_eq!(Measure::of_counter(2), Measure::Time);
+    assert_eq!(Measure::Time.better(5.0), Some(false));
+    assert_eq!(Measure::Time.better(0.0), None);
+    assert!(over_threshold(-15.0, 5.0) && !over_threshold(5.0, 5.0));
+    // The shared rule: same device and driver decide whether sizes must match exactly;
+    // occlusion counts compare as non-precise (only zero vs non-zero is exact).
+    let (x, y) = (dev("gpu", 64, 1.0), dev("other", 64, 1.0));
+    assert!(same_device(&x, &x) && !same_device(&x, &y));
+    let Record::QueryResult(size) = q(1_000_150_000, 0x10, 0, 5, 0, 100, 90) else {
+        unreachable!()
+    };
+    assert_eq!(classify_runs(&size, Some(&x), Some(&x)), Verdict::Differs);
+    assert_eq!(classify_runs(&size, Some(&x), Some(&y)), Verdict::Varies);
+    let Record::QueryResult(mut occ) = q(0, 0x10, 0, 5, 0, 100, 90) else {
+        unreachable!()
+    };
+    assert_eq!(classify_runs(&occ, Some(&x), Some(&x)), Verdict::Varies);
+    occ.replayed.as_mut().unwrap().values[0] = 0;
+    assert_eq!(classify_runs(&occ, Some(&x), Some(&y)), Verdict::Differs);
+}

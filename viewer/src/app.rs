@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use egui::{Color32, RichText};
 
 use crate::browse::{self, FileBrowser, NativeDialog, NativeOutcome};
+use crate::compare::CompareState;
 use crate::data::{Dataset, FileSummary};
 use crate::model;
 use crate::plots::{self, CountersState, TimestampsState};
@@ -17,6 +18,8 @@ pub enum Tab {
     Queries,
     Timestamps,
     Counters,
+    /// Results files matched as `quarry compare` matches them.
+    Compare,
     Files,
 }
 
@@ -26,6 +29,7 @@ impl Tab {
             "queries" | "table" | "timeline" => Some(Tab::Queries),
             "timestamps" => Some(Tab::Timestamps),
             "counters" => Some(Tab::Counters),
+            "compare" => Some(Tab::Compare),
             "files" => Some(Tab::Files),
             _ => None,
         }
@@ -98,6 +102,7 @@ pub struct ViewerApp {
     pub timeline: TimelineState,
     pub timestamps: TimestampsState,
     pub counters: CountersState,
+    pub compare: CompareState,
     pub tab: Tab,
     /// Index into `ds.rows`.
     pub selected: Option<usize>,
@@ -124,6 +129,7 @@ impl ViewerApp {
             timeline: TimelineState::default(),
             timestamps: TimestampsState::default(),
             counters: CountersState::default(),
+            compare: CompareState::default(),
             tab: Tab::Queries,
             selected: None,
             open_text: String::new(),
@@ -154,6 +160,7 @@ impl ViewerApp {
         self.timeline.reset();
         self.timestamps = TimestampsState::default();
         self.counters = CountersState::default();
+        self.compare = CompareState::default();
         self.selected = None;
         self.message = match self.ds.failed.len() {
             0 => None,
@@ -285,6 +292,7 @@ impl ViewerApp {
             Tab::Queries => self.queries_tab(ui),
             Tab::Timestamps => plots::timestamps_ui(ui, &self.ds, &mut self.timestamps),
             Tab::Counters => plots::counters_ui(ui, &self.ds, &mut self.counters),
+            Tab::Compare => crate::compare::compare_ui(ui, &self.ds, &mut self.compare),
             Tab::Files => self.files_tab(ui),
         });
         self.poll_dialogs(&ui.ctx().clone());
@@ -347,6 +355,7 @@ impl ViewerApp {
                 (Tab::Queries, "Queries"),
                 (Tab::Timestamps, "Timestamps"),
                 (Tab::Counters, "Counters"),
+                (Tab::Compare, "Compare"),
                 (Tab::Files, "Files"),
             ] {
                 ui.selectable_value(&mut self.tab, tab, name);

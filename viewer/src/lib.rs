@@ -6,8 +6,10 @@
 pub mod app;
 pub mod bench;
 pub mod browse;
+pub mod compare;
 pub mod data;
 pub mod export;
+pub mod labels;
 pub mod load;
 pub mod model;
 pub mod plots;
@@ -30,7 +32,7 @@ pub struct ViewArgs {
     pub files: Vec<PathBuf>,
     /// Render once to this PNG and exit.
     pub screenshot: Option<PathBuf>,
-    /// Tab shown first (`queries`, `timestamps`, `counters`, `files`); Queries when `None`.
+    /// Tab shown first (`queries`, `timestamps`, `counters`, `compare`, `files`); Queries when `None`.
     pub tab: Option<Tab>,
     /// Start with the built-in file browser open in this directory.
     pub browse: Option<PathBuf>,

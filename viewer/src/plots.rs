@@ -1,6 +1,6 @@
 //! Timestamps view (GPU time between timestamp pairs) and counters view.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use egui::{Color32, RichText};
 use egui_extras::{Column, TableBuilder};
@@ -8,6 +8,7 @@ use egui_plot::{Bar, BarChart, GridInput, GridMark, Legend, Line, Plot, PlotPoin
 
 use crate::data::{timestamp_span_ns, Dataset};
 use crate::model;
+use crate::table::named;
 
 /// GPU durations of timestamp pairs: per frame, per pair, for the capture (source 0) and each
 /// replay (1..). Pairs are consecutive timestamp queries of one pool in one frame, by index.
@@ -308,18 +309,28 @@ pub fn group_counters(
         }
     }
     let mean = counter_is_rate(unit);
+    // Render passes by their debug-utils name or label (from the trace), first seen wins.
+    let mut render_pass_titles: HashMap<(u64, u32), &str> = HashMap::new();
+    for c in ds.counters.iter().filter(|c| c.name == name) {
+        if let (Some(rp), Some(t)) = (c.render_pass, c.render_pass_title()) {
+            render_pass_titles
+                .entry((c.command_buffer, rp))
+                .or_insert(t);
+        }
+    }
     groups
         .into_iter()
         .map(|(key, (samples, mut passes, cap, vals))| {
             passes.sort_unstable();
             let label = match key {
                 GroupKey::Frame(f) => format!("frame {f}"),
-                GroupKey::CommandBuffer(cb) => format!("cb {}", model::handle_string(cb)),
-                GroupKey::RenderPass(cb, Some(rp)) => {
-                    format!("cb {} · render pass {rp}", model::handle_string(cb))
-                }
+                GroupKey::CommandBuffer(cb) => format!("cb {}", named(ds, cb)),
+                GroupKey::RenderPass(cb, Some(rp)) => match render_pass_titles.get(&(cb, rp)) {
+                    Some(t) => format!("cb {} · render pass {rp}: {t}", named(ds, cb)),
+                    None => format!("cb {} · render pass {rp}", named(ds, cb)),
+                },
                 GroupKey::RenderPass(cb, None) => {
-                    format!("cb {} · whole command buffer", model::handle_string(cb))
+                    format!("cb {} · whole command buffer", named(ds, cb))
                 }
                 GroupKey::Pass(p) => format!("pass {p}"),
                 GroupKey::Sample(i) => {
@@ -328,10 +339,14 @@ pub fn group_counters(
                         .render_pass
                         .map(|r| format!(" · rp {r}"))
                         .unwrap_or_default();
+                    let title = c
+                        .render_pass_title()
+                        .map(|t| format!(": {t}"))
+                        .unwrap_or_default();
                     format!(
-                        "frame {} · cb {}{rp}",
+                        "frame {} · cb {}{rp}{title}",
                         c.frame,
-                        model::handle_string(c.command_buffer)
+                        named(ds, c.command_buffer)
                     )
                 }
             };
@@ -438,6 +453,10 @@ pub struct CountersState {
     pub frame: Option<u64>,
     /// The rows on screen, for the current selection.
     pub groups: Vec<CounterGroup>,
+    /// List the table in group order instead of by largest change.
+    pub group_order: bool,
+    /// Δ over this many percent is coloured (`None`: [`crate::compare::DEFAULT_THRESHOLD_PCT`]).
+    pub threshold_pct: Option<f64>,
     cache_key: Option<(String, CounterGrouping, Option<u64>)>,
 }
 
@@ -632,8 +651,50 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
         });
     ui.add_space(4.0);
     // Δ compares with the captured value, or with the first results file when nothing was
-    // captured (comparing GPUs with each other).
+    // captured (comparing GPUs with each other), in `quarry compare`'s words and colours.
     let has_captured = groups.iter().any(|g| g.captured.is_some());
+    let measure = format::runs::Measure::of_counter(unit);
+    let threshold = *st
+        .threshold_pct
+        .get_or_insert(crate::compare::DEFAULT_THRESHOLD_PCT);
+    let reference_of = |g: &CounterGroup| {
+        if has_captured {
+            g.captured
+        } else {
+            g.values.first().copied().flatten()
+        }
+    };
+    let change = |g: &CounterGroup, v: Option<f64>| {
+        let (v, r) = (v?, reference_of(g)?);
+        Some((format::runs::change_pct(r, v), v - r))
+    };
+    ui.horizontal(|ui| {
+        ui.checkbox(&mut st.group_order, "Group order")
+            .on_hover_text("list the table in group order instead of by largest change");
+        let l = ui.label("Threshold %");
+        ui.add(
+            egui::DragValue::new(st.threshold_pct.get_or_insert(threshold))
+                .range(0.0..=1000.0)
+                .speed(0.5),
+        )
+        .labelled_by(l.id)
+        .on_hover_text("changes over this are coloured: green better, red worse, amber neither");
+    });
+    let groups = &st.groups;
+    // Largest change first (over every results file), as `quarry compare` sorts.
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    if !st.group_order {
+        let largest = |g: &CounterGroup| {
+            g.values
+                .iter()
+                .filter_map(|v| change(g, *v))
+                .map(|(p, _)| p.abs())
+                .filter(|p| !p.is_nan())
+                .fold(0.0, f64::max)
+        };
+        let keys: Vec<f64> = groups.iter().map(largest).collect();
+        order.sort_by(|a, b| keys[*b].total_cmp(&keys[*a]));
+    }
     let mut tb = TableBuilder::new(ui)
         .id_salt("counters_table")
         .striped(true)
@@ -645,7 +706,7 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
     for _ in &ds.results {
         tb = tb
             .column(Column::initial(120.0).resizable(true))
-            .column(Column::initial(70.0).resizable(true));
+            .column(Column::initial(110.0).resizable(true));
     }
     tb.header(22.0, |mut h| {
         for t in [grouping.name(), "Samples", "Pass", "Captured"] {
@@ -678,7 +739,7 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
     })
     .body(|body| {
         body.rows(20.0, groups.len(), |mut row| {
-            let g = &groups[row.index()];
+            let g = &groups[order[row.index()]];
             row.col(|ui| {
                 ui.label(&g.label);
             });
@@ -692,11 +753,6 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
             row.col(|ui| {
                 ui.monospace(g.captured.map(format_counter).unwrap_or_default());
             });
-            let reference = if has_captured {
-                g.captured
-            } else {
-                g.values.first().copied().flatten()
-            };
             for (i, v) in g.values.iter().enumerate() {
                 row.col(|ui| {
                     ui.monospace(v.map(format_counter).unwrap_or_default());
@@ -705,16 +761,13 @@ pub fn counters_ui(ui: &mut egui::Ui, ds: &Dataset, st: &mut CountersState) {
                     if !has_captured && i == 0 {
                         return;
                     }
-                    if let (Some(v), Some(r)) = (v, reference) {
-                        if r != 0.0 {
-                            let pct = (v - r) / r * 100.0;
-                            let col = if pct.abs() > 5.0 {
-                                Color32::from_rgb(255, 150, 150)
-                            } else {
-                                ui.visuals().text_color()
-                            };
+                    if let Some((pct, delta)) = change(g, *v).filter(|(p, _)| p.is_finite()) {
+                        let col = crate::compare::tone(measure, delta, pct, threshold)
+                            .colour(ui.visuals().text_color());
+                        ui.horizontal(|ui| {
                             ui.label(RichText::new(format!("{pct:+.1}")).color(col).monospace());
-                        }
+                            ui.label(RichText::new(measure.direction(delta)).color(col));
+                        });
                     }
                 });
             }

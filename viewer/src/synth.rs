@@ -1,6 +1,10 @@
 //! Deterministic synthetic traces and results files for tests, benches and screenshots.
 
+use std::ffi::CString;
+
+use ash::vk::{self, Handle as _};
 use format::record::*;
+use vkstream::Encoder;
 
 use crate::model::{self, RESULT_64_BIT, RESULT_WITH_AVAILABILITY};
 
@@ -419,6 +423,172 @@ pub fn trace(frames: u64) -> (Header, Vec<Record>) {
         }));
     }
     (header(FileKind::Trace, dev), out)
+}
+
+/// Builds `Call` records of debug-utils label and render-pass commands, with the command table
+/// they index (`table`, to write as the trace's `CommandTable`).
+pub struct LabelCalls {
+    pub table: Vec<String>,
+    pub seq: u64,
+}
+
+impl Default for LabelCalls {
+    fn default() -> Self {
+        LabelCalls::new()
+    }
+}
+
+impl LabelCalls {
+    pub fn new() -> LabelCalls {
+        LabelCalls {
+            table: Vec::new(),
+            seq: 100,
+        }
+    }
+
+    fn call(&mut self, name: &str, f: impl FnOnce(&mut Encoder)) -> Call {
+        let cmd = match self.table.iter().position(|n| n == name) {
+            Some(i) => i,
+            None => {
+                self.table.push(name.to_owned());
+                self.table.len() - 1
+            }
+        } as u32;
+        let mut e = Encoder::new();
+        f(&mut e);
+        self.seq += 1;
+        Call {
+            seq: self.seq,
+            thread: 1,
+            cmd,
+            host_ns: self.seq,
+            result: 0,
+            params: e.into_bytes(),
+        }
+    }
+
+    pub fn begin_cb(&mut self, cb: u64) -> Call {
+        let info = vk::CommandBufferBeginInfo::default();
+        self.call("vkBeginCommandBuffer", |e| unsafe {
+            vkstream::encode::vkBeginCommandBuffer(e, vk::CommandBuffer::from_raw(cb), &info)
+        })
+    }
+
+    pub fn cmd_label(&mut self, cb: u64, name: Option<&str>, insert: bool) -> Call {
+        let cbh = vk::CommandBuffer::from_raw(cb);
+        match name {
+            Some(n) => {
+                let n = CString::new(n).unwrap_or_default();
+                let l = vk::DebugUtilsLabelEXT::default().label_name(&n);
+                if insert {
+                    self.call("vkCmdInsertDebugUtilsLabelEXT", |e| unsafe {
+                        vkstream::encode::vkCmdInsertDebugUtilsLabelEXT(e, cbh, &l)
+                    })
+                } else {
+                    self.call("vkCmdBeginDebugUtilsLabelEXT", |e| unsafe {
+                        vkstream::encode::vkCmdBeginDebugUtilsLabelEXT(e, cbh, &l)
+                    })
+                }
+            }
+            None => self.call("vkCmdEndDebugUtilsLabelEXT", |e| unsafe {
+                vkstream::encode::vkCmdEndDebugUtilsLabelEXT(e, cbh)
+            }),
+        }
+    }
+
+    pub fn queue_label(&mut self, queue: u64, name: Option<&str>) -> Call {
+        let q = vk::Queue::from_raw(queue);
+        match name {
+            Some(n) => {
+                let n = CString::new(n).unwrap_or_default();
+                let l = vk::DebugUtilsLabelEXT::default().label_name(&n);
+                self.call("vkQueueBeginDebugUtilsLabelEXT", |e| unsafe {
+                    vkstream::encode::vkQueueBeginDebugUtilsLabelEXT(e, q, &l)
+                })
+            }
+            None => self.call("vkQueueEndDebugUtilsLabelEXT", |e| unsafe {
+                vkstream::encode::vkQueueEndDebugUtilsLabelEXT(e, q)
+            }),
+        }
+    }
+
+    pub fn begin_render_pass(&mut self, cb: u64, render_pass: u64) -> Call {
+        let info = vk::RenderPassBeginInfo::default()
+            .render_pass(vk::RenderPass::from_raw(render_pass))
+            .framebuffer(vk::Framebuffer::from_raw(0xf0));
+        self.call("vkCmdBeginRenderPass", |e| unsafe {
+            vkstream::encode::vkCmdBeginRenderPass(
+                e,
+                vk::CommandBuffer::from_raw(cb),
+                &info,
+                vk::SubpassContents::INLINE,
+            )
+        })
+    }
+}
+
+/// Labels of the render passes [`with_labels`] adds, one per pool of [`POOLS`].
+pub const RP_LABELS: [&str; 3] = ["Shadow pass", "Main pass", "Post"];
+/// `VkRenderPass` handles of those render passes; the first two are named (`DebugName`).
+pub const RP_HANDLES: [u64; 3] = [0x5a0, 0x5a1, 0x5a2];
+
+/// [`trace`]'s records with debug-utils labels and render passes: each submit inside a queue
+/// label `Frame N`; each command buffer recording inside `Scene`, with one label
+/// ([`RP_LABELS`]) and one render pass ([`RP_HANDLES`]) around each pool's queries, and an
+/// inserted label `late` before the last pool's.
+pub fn with_labels(records: Vec<Record>) -> Vec<Record> {
+    let mut c = LabelCalls::new();
+    let mut out = Vec::with_capacity(records.len() * 2);
+    // Index of the render pass open in the command buffer being recorded.
+    let mut open: Option<usize> = None;
+    for r in records {
+        match &r {
+            Record::QueryOp(op) if matches!(op.kind, QueryOpKind::Reset { .. }) => {
+                let cb = op.command_buffer;
+                let i = match open {
+                    None => {
+                        out.push(Record::Call(c.begin_cb(cb)));
+                        out.push(Record::Call(c.cmd_label(cb, Some("Scene"), false)));
+                        0
+                    }
+                    Some(i) => {
+                        out.push(Record::Call(c.cmd_label(cb, None, false)));
+                        i + 1
+                    }
+                };
+                out.push(Record::Call(c.cmd_label(cb, Some(RP_LABELS[i % 3]), false)));
+                out.push(Record::Call(c.begin_render_pass(cb, RP_HANDLES[i % 3])));
+                if i == 2 {
+                    out.push(Record::Call(c.cmd_label(cb, Some("late"), true)));
+                }
+                open = Some(i);
+            }
+            Record::Submit(sub) => {
+                let cb = sub.command_buffers[0];
+                if open.take().is_some() {
+                    out.push(Record::Call(c.cmd_label(cb, None, false)));
+                    out.push(Record::Call(c.cmd_label(cb, None, false)));
+                }
+                let label = format!("Frame {}", sub.frame);
+                out.push(Record::Call(c.queue_label(sub.queue, Some(&label))));
+                let queue = sub.queue;
+                out.push(r);
+                out.push(Record::Call(c.queue_label(queue, None)));
+                continue;
+            }
+            _ => {}
+        }
+        out.push(r);
+    }
+    out.insert(0, Record::CommandTable(c.table.clone()));
+    for (handle, name) in RP_HANDLES.iter().zip(["shadow rp", "main rp"]) {
+        out.push(Record::DebugName(DebugName {
+            handle: *handle,
+            object_type: 18,
+            name: name.to_owned(),
+        }));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The query table: columns, cell text (shared with CSV/JSON export), filtering, sorting and the
 //! virtualized egui table.
 
+use std::collections::HashMap;
+
 use egui::{Color32, RichText};
 use egui_extras::{Column, TableBuilder};
 
@@ -14,6 +16,8 @@ pub enum Col {
     Frame,
     Queue,
     CommandBuffer,
+    /// Debug-utils label path (only when the trace has labels).
+    Label,
     Pool,
     Index,
     Type,
@@ -35,6 +39,9 @@ pub fn columns(ds: &Dataset) -> Vec<Col> {
         Col::Type,
         Col::Flags,
     ];
+    if ds.rows.iter().any(|r| r.label.is_some()) {
+        cols.insert(3, Col::Label);
+    }
     cols.extend(ds.value_columns.iter().copied().map(Col::Value));
     cols.push(Col::Available);
     for f in 0..ds.results.len() {
@@ -49,6 +56,7 @@ pub fn title(ds: &Dataset, col: Col) -> String {
         Col::Frame => "Frame".into(),
         Col::Queue => "Queue".into(),
         Col::CommandBuffer => "Cmd buffer".into(),
+        Col::Label => "Label".into(),
         Col::Pool => "Pool".into(),
         Col::Index => "Index".into(),
         Col::Type => "Type".into(),
@@ -108,14 +116,24 @@ pub fn diff_text(ds: &Dataset, row: usize, f: usize) -> String {
     }
 }
 
+/// A handle with its debug-utils name: `name (0x…)`, `0x…`, or `-` for none.
+pub fn named(ds: &Dataset, h: u64) -> String {
+    if h == 0 {
+        model::handle_string(h)
+    } else {
+        ds.names.label(h)
+    }
+}
+
 /// Text of one cell, as shown and exported.
 pub fn cell_text(ds: &Dataset, row: usize, col: Col) -> String {
     let r = &ds.rows[row];
     let pool = ds.pool_of(r);
     match col {
         Col::Frame => r.frame.to_string(),
-        Col::Queue => model::handle_string(r.queue),
-        Col::CommandBuffer => model::handle_string(r.command_buffer),
+        Col::Queue => named(ds, r.queue),
+        Col::CommandBuffer => named(ds, r.command_buffer),
+        Col::Label => r.label.as_deref().unwrap_or_default().to_owned(),
         Col::Pool => pool.label(),
         Col::Index => r.query.to_string(),
         Col::Type => model::query_type_name(pool.query_type),
@@ -183,7 +201,13 @@ impl Default for TableState {
 }
 
 /// Sort key of a cell: numbers compare as numbers, names by their rank.
-fn sort_key(ds: &Dataset, row: usize, col: Col, pool_rank: &[u32]) -> (i128, u32) {
+fn sort_key(
+    ds: &Dataset,
+    row: usize,
+    col: Col,
+    pool_rank: &[u32],
+    label_rank: &HashMap<&str, u32>,
+) -> (i128, u32) {
     let r = &ds.rows[row];
     let pool = ds.pool_of(r);
     let none = (i128::MIN, 0);
@@ -191,6 +215,11 @@ fn sort_key(ds: &Dataset, row: usize, col: Col, pool_rank: &[u32]) -> (i128, u32
         Col::Frame => (r.frame.into(), 0),
         Col::Queue => (r.queue.into(), 0),
         Col::CommandBuffer => (r.command_buffer.into(), 0),
+        Col::Label => r
+            .label
+            .as_deref()
+            .and_then(|l| label_rank.get(l))
+            .map_or(none, |&k| (k.into(), 0)),
         Col::Pool => (pool_rank[r.pool as usize].into(), r.query),
         Col::Index => (r.query.into(), 0),
         Col::Type => (pool.query_type.into(), 0),
@@ -285,6 +314,14 @@ impl TableState {
             if needle.is_empty() || pool_text[r.pool as usize] {
                 return true;
             }
+            // Labels and the names of queues and command buffers.
+            let text = |s: Option<&str>| s.is_some_and(|s| s.to_lowercase().contains(&needle));
+            if text(r.label.as_deref())
+                || text(ds.names.get(r.command_buffer))
+                || text(ds.names.get(r.queue))
+            {
+                return true;
+            }
             match number {
                 Some(n) => {
                     r.frame == n
@@ -308,10 +345,18 @@ impl TableState {
             for (r, (_, i)) in rank.iter().enumerate() {
                 pool_rank[*i] = r as u32;
             }
+            let mut labels: Vec<&str> = if col == Col::Label {
+                ds.rows.iter().filter_map(|r| r.label.as_deref()).collect()
+            } else {
+                Vec::new()
+            };
+            labels.sort_unstable();
+            labels.dedup();
+            let label_rank: HashMap<&str, u32> = labels.into_iter().zip(0..).collect();
             // Precompute keys: a million comparisons through `sort_key` would redo the lookups.
             let mut keyed: Vec<((i128, u32), u32)> = view
                 .iter()
-                .map(|&i| (sort_key(ds, i as usize, col, &pool_rank), i))
+                .map(|&i| (sort_key(ds, i as usize, col, &pool_rank, &label_rank), i))
                 .collect();
             if asc {
                 keyed.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -337,6 +382,7 @@ fn col_width(col: Col) -> Column {
     match col {
         Col::Frame | Col::Index | Col::Available => Column::initial(56.0).at_least(40.0),
         Col::Pool => Column::initial(170.0).at_least(60.0),
+        Col::Label => Column::initial(210.0).at_least(60.0),
         Col::Type => Column::initial(130.0).at_least(60.0),
         Col::Replayed(_) => Column::initial(150.0).at_least(60.0),
         Col::Diff(_) => Column::initial(110.0).at_least(50.0),

@@ -602,14 +602,18 @@ fn tooltip(ds: &Dataset, lanes: &Lanes, row: usize, sub: usize) -> String {
     let r = &ds.rows[row];
     let pool = ds.pool_of(r);
     let mut s = format!(
-        "{} #{} — {}\nframe {}  cmd buffer {}  seq {}\n",
+        "{} #{} — {}\nframe {}  queue {}  cmd buffer {}  seq {}\n",
         pool.label(),
         r.query,
         model::query_type_name(pool.query_type),
         r.frame,
-        model::handle_string(r.command_buffer),
+        crate::table::named(ds, r.queue),
+        crate::table::named(ds, r.command_buffer),
         r.seq
     );
+    if let Some(l) = &r.label {
+        s += &format!("label {l}\n");
+    }
     if sub == 0 {
         let o = lanes.origins[0];
         let t = r.times;

@@ -49,9 +49,11 @@ fn write_file(path: &Path, header: Header, records: &[Record]) {
     w.finish().unwrap();
 }
 
-/// The synthetic trace plus names for its queue and command buffers.
+/// The synthetic trace with debug-utils labels and render passes, plus names for its queue and
+/// command buffers.
 fn trace() -> (Header, Vec<Record>) {
-    let (h, mut recs) = synth::trace(2);
+    let (h, recs) = synth::trace(2);
+    let mut recs = synth::with_labels(recs);
     for (handle, object_type, name) in [
         (QUEUE, 4, "graphics queue"),
         (0xc0, 6, "main cb"),
@@ -287,6 +289,15 @@ fn csv_schema_reads_back_typed_and_matches_golden() {
     );
     assert!(text.contains("\"shadow, \"\"cb\"\"\""));
     assert!(text.contains(",0x1000,occlusion pool,"));
+    // Label paths of each query's begin: queue labels at the submit, then the command buffer's.
+    assert!(
+        text.contains(",main cb,,,Frame 0/Scene/Shadow pass,0x1000,occlusion pool,"),
+        "{text}"
+    );
+    assert!(text.contains(",Frame 1/Scene/Post/late,0x3000,"));
+    // Render-pass counters: the render pass's name, or only the label around its begin.
+    assert!(text.contains(",main cb,0,shadow rp,Scene/Shadow pass,,,"));
+    assert!(text.contains(",main cb,2,,Scene/Post,,,"));
     // Enums by name.
     assert!(text.contains(",PIPELINE_STATISTICS,64|AVAIL,"));
     assert!(text.contains(",nanoseconds,"));
@@ -553,10 +564,30 @@ fn perfetto_tracks_per_run_and_queue_match_golden() {
             "{inst}"
         );
     }
-    // Counter series by debug name of the command buffer and render pass index.
+    // Counter series by debug name of the command buffer and render pass index, with the render
+    // pass's name (else its innermost label).
     assert!(events.iter().any(|e| e["ph"] == "C"
         && e["pid"] == 3
-        && e["args"]["cb main cb (0xc0) · render pass 2"].is_number()));
+        && e["args"]["cb main cb (0xc0) · render pass 2: Post"].is_number()));
+    assert!(events.iter().any(|e| e["ph"] == "C"
+        && e["pid"] == 3
+        && e["args"]["cb main cb (0xc0) · render pass 0: shadow rp"].is_number()));
+    // Query slices are named after their innermost label, with the whole path in the args.
+    let occlusion = events
+        .iter()
+        .find(|e| e["ph"] == "X" && e["pid"] == 2 && e["args"]["pool"] == "0x1000")
+        .unwrap();
+    assert!(
+        occlusion["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("Shadow pass · occlusion pool #"),
+        "{occlusion}"
+    );
+    assert!(occlusion["args"]["label"]
+        .as_str()
+        .unwrap()
+        .ends_with("/Scene/Shadow pass"));
     assert!(layout.contains("counter: Render pass time (nanoseconds)"));
 }
 

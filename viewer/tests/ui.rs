@@ -356,3 +356,106 @@ fn counters_grouped_by_render_pass_show_one_row_per_render_pass() {
     assert_eq!(h.query_all_by_label("+100.0").count(), rows);
     assert_eq!(h.query_all_by_label("-50.0").count(), rows);
 }
+
+#[test]
+fn compare_tab_and_counters_colour_changes_by_direction_of_goodness() {
+    use format::record::*;
+    use format::runs::{By, Run};
+    use viewer::compare::{row_change, CompareState, Tone};
+    use viewer::Tab;
+    let sample = |name: &str, unit: u32, rp: u32, value: f64| {
+        Record::CounterValue(CounterValue {
+            counter: PerfCounterDesc {
+                uuid: [unit as u8; 16],
+                name: name.to_owned(),
+                category: "Render pass".to_owned(),
+                description: String::new(),
+                unit,
+                storage: 5,
+                scope: 1,
+            },
+            pass: 0,
+            frame: 0,
+            command_buffer: 0xc0,
+            render_pass: Some(rp),
+            value,
+            captured: None,
+        })
+    };
+    let file = |dev: &str, rp0: f64, rp1: f64, frags: f64| {
+        let (h, mut recs) = synth::render_pass_results(0, dev, 1.0);
+        recs.extend([
+            sample("Render pass time", 2, 0, rp0),
+            sample("Render pass time", 2, 1, rp1),
+            sample("Fragments shaded", 0, 0, frags),
+        ]);
+        (h, recs)
+    };
+    // The second GPU: render pass 0 15 % faster, render pass 1 32 % slower, 50 % more fragments.
+    let (ha, a) = file("gpu-a", 1000.0, 1000.0, 100.0);
+    let (hb, b) = file("gpu-b", 850.0, 1320.0, 150.0);
+    let runs = vec![
+        Run::from_records("a.qres", &ha, a.clone()).unwrap(),
+        Run::from_records("b.qres", &hb, b.clone()).unwrap(),
+    ];
+    let ds = Dataset::from_records(vec![
+        (PathBuf::from("a.qres"), ha, a),
+        (PathBuf::from("b.qres"), hb, b),
+    ]);
+    let mut app = ViewerApp::with_dataset(ds);
+    app.compare = CompareState::with_runs(runs);
+    app.compare.by = By::RenderPass;
+    app.tab = Tab::Compare;
+    let h = harness(app);
+    for text in ["-15.0 % faster", "+32.0 % slower", "+50.0 % more"] {
+        assert_eq!(h.query_all_by_label(text).count(), 1, "{text} on screen");
+    }
+    // Sorted by largest change, coloured by whether the change is better or worse.
+    let st = &h.state().compare;
+    let changes: Vec<(String, Tone)> = st
+        .rows
+        .iter()
+        .map(|r| row_change(r, 1, st.threshold_pct).unwrap())
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("+50.0 % more".to_owned(), Tone::Changed),
+            ("+32.0 % slower".to_owned(), Tone::Worse),
+            ("-15.0 % faster".to_owned(), Tone::Better),
+        ]
+    );
+    let text = egui::Color32::GRAY;
+    let (green, red) = (Tone::Better.colour(text), Tone::Worse.colour(text));
+    assert!(
+        green.g() > green.r() && red.r() > red.g(),
+        "{green:?} {red:?}"
+    );
+    assert_eq!(Tone::Unchanged.colour(text), text);
+    // Under a 40 % threshold nothing is highlighted.
+    assert_eq!(row_change(&st.rows[1], 1, 40.0).unwrap().1, Tone::Unchanged);
+
+    // The counters tab says the same, against the first results file.
+    let mut h = h;
+    h.get_by_label("Counters").click();
+    h.run();
+    let st = h.state();
+    assert_eq!(st.counters.selected.as_deref(), Some("Fragments shaded"));
+    h.get_all_by_label("Counter")
+        .find(|n| n.accesskit_node().role() == Role::ComboBox)
+        .expect("counter combo")
+        .click();
+    h.run();
+    h.get_all_by_label("Render pass time")
+        .find(|n| n.accesskit_node().role() != Role::Label)
+        .expect("counter option")
+        .click();
+    h.run();
+    assert_eq!(
+        h.state().counters.selected.as_deref(),
+        Some("Render pass time")
+    );
+    for text in ["-15.0", "faster", "+32.0", "slower"] {
+        assert_eq!(h.query_all_by_label(text).count(), 1, "{text} on screen");
+    }
+}

@@ -54,29 +54,13 @@ impl Names {
         n
     }
 
-    /// The pool names the dataset has, plus every `DebugName` of its trace when that file can
-    /// still be read (results files carry no names: they come from the trace).
+    /// The names the dataset's trace gave (`DebugName` records streamed with it), plus pool
+    /// names (results files carry none: names come from the trace).
     pub fn of_dataset(ds: &Dataset) -> Names {
-        let mut n = Names::default();
+        let mut n = ds.names.clone();
         for p in &ds.pools {
-            if let Some(name) = &p.name {
+            if let (None, Some(name)) = (n.get(p.handle), &p.name) {
                 n.insert(p.handle, name);
-            }
-        }
-        let Some(trace) = &ds.trace else { return n };
-        let Ok(reader) = format::TraceReader::open(&trace.path) else {
-            return n;
-        };
-        // A finished trace counts its records: skip reading one that holds no names.
-        let names = reader
-            .footer_record_counts()
-            .map(|c| c.iter().any(|(k, v)| k == "DebugName" && *v > 0));
-        if names == Some(false) {
-            return n;
-        }
-        for r in reader.records().flatten() {
-            if let Record::DebugName(d) = r {
-                n.insert(d.handle, &d.name);
             }
         }
         n

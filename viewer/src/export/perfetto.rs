@@ -197,6 +197,9 @@ pub fn write(ds: &Dataset, names: &Names, out: &mut dyn Write) -> io::Result<()>
                     "command_buffer".into(),
                     names.label(r.command_buffer).into(),
                 );
+                if let Some(l) = &r.label {
+                    args.insert("label".into(), l.as_ref().into());
+                }
                 args.insert(
                     "values".into(),
                     values.map_or(Value::Null, |v| json!(v.values)),
@@ -206,8 +209,17 @@ pub fn write(ds: &Dataset, names: &Names, out: &mut dyn Write) -> io::Result<()>
                 {
                     args.insert("outcome".into(), outcome_name(o).into());
                 }
+                let query_name = format!(
+                    "{} #{}",
+                    pool_name(names, pool.handle, pool.name.as_deref()),
+                    r.query
+                );
                 let mut ev = json!({
-                    "name": format!("{} #{}", pool_name(names, pool.handle, pool.name.as_deref()), r.query),
+                    // The innermost debug-utils label first: what the app called this work.
+                    "name": match r.label.as_deref().and_then(|l| l.rsplit('/').next()) {
+                        Some(inner) => format!("{inner} · {query_name}"),
+                        None => query_name,
+                    },
                     "cat": "query",
                     "pid": pid,
                     "tid": base + lane as u32,
@@ -239,7 +251,10 @@ pub fn write(ds: &Dataset, names: &Names, out: &mut dyn Write) -> io::Result<()>
             let series = match (c.command_buffer, c.render_pass) {
                 (0, None) => "value".to_owned(),
                 (cb, None) => format!("cb {}", names.label(cb)),
-                (cb, Some(rp)) => format!("cb {} · render pass {rp}", names.label(cb)),
+                (cb, Some(rp)) => match c.render_pass_title() {
+                    Some(t) => format!("cb {} · render pass {rp}: {t}", names.label(cb)),
+                    None => format!("cb {} · render pass {rp}", names.label(cb)),
+                },
             };
             samples
                 .entry((track, c.frame))

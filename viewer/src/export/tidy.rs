@@ -13,7 +13,7 @@ use crate::data::{outcome, Dataset};
 use crate::model;
 
 /// The columns, in order. docs/USAGE.md describes each; `tests/export_tidy.rs` holds them fixed.
-pub const COLUMNS: [&str; 30] = [
+pub const COLUMNS: [&str; 32] = [
     "file",
     "device",
     "record",
@@ -25,6 +25,8 @@ pub const COLUMNS: [&str; 30] = [
     "command_buffer",
     "command_buffer_name",
     "render_pass",
+    "render_pass_name",
+    "label",
     "pool",
     "pool_name",
     "query",
@@ -233,6 +235,8 @@ pub fn for_each_row(
                     Cell::handle(r.command_buffer),
                     Cell::opt_text(names.get(r.command_buffer)),
                     Cell::Empty,
+                    Cell::Empty,
+                    Cell::opt_text(r.label.as_deref()),
                     Cell::handle(pool.handle),
                     Cell::opt_text(names.get(pool.handle).or(pool.name.as_deref())),
                     Cell::Int(u64::from(r.query)),
@@ -290,6 +294,8 @@ pub fn for_each_row(
                 Cell::opt_text(names.get(c.command_buffer)),
                 c.render_pass
                     .map_or(Cell::Empty, |p| Cell::Int(u64::from(p))),
+                Cell::opt_text(c.render_pass_name.as_deref()),
+                Cell::opt_text(c.label.as_deref()),
                 Cell::Empty,
                 Cell::Empty,
                 Cell::Empty,

@@ -5,15 +5,17 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use format::record::{
-    CounterValue, DeviceSummary, FileKind, Handle, Header, QueryResult, QueryValues, Record,
-    ReplayInfo,
-};
+use format::record::{DeviceSummary, FileKind, Handle, Header, QueryValues, Record, ReplayInfo};
 
 use format::query::{self, Context, Outcome, PoolShape, QueryKind, TimestampClock, ValueSlots};
 
+use crate::export::Names;
+use crate::labels::LabelTracker;
 use crate::model;
+
+mod results;
 
 /// One opened file, as the header panel shows it.
 #[derive(Debug, Clone)]
@@ -86,6 +88,9 @@ pub struct Row {
     /// Timestamps: how the captured ticks read (valid bits, period), for differences in ticks.
     pub captured_clock: Option<TimestampClock>,
     pub times: Times,
+    /// Debug-utils label path around the query's begin (queue labels at the submit, then the
+    /// command buffer's), from the trace.
+    pub label: Option<Arc<str>>,
 }
 
 /// What one results file replayed for one row.
@@ -166,6 +171,19 @@ pub struct CounterRow {
     pub captured: Option<f64>,
     /// Indexed like [`Dataset::results`].
     pub values: Vec<Option<f64>>,
+    /// Debug-utils name of the `VkRenderPass` (from the trace), render-pass samples only.
+    pub render_pass_name: Option<String>,
+    /// Command-buffer label path at the render pass's begin (from the trace).
+    pub label: Option<Arc<str>>,
+}
+
+impl CounterRow {
+    /// The render pass's debug-utils name, else the innermost label around its begin.
+    pub fn render_pass_title(&self) -> Option<&str> {
+        self.render_pass_name
+            .as_deref()
+            .or_else(|| self.label.as_deref().and_then(|l| l.rsplit('/').next()))
+    }
 }
 
 /// Everything the viewer shows.
@@ -185,6 +203,8 @@ pub struct Dataset {
     pub counters: Vec<CounterRow>,
     /// (lowest, highest) frame of the rows.
     pub frames: (u64, u64),
+    /// Debug-utils object names of the trace (queues, command buffers, pools, render passes).
+    pub names: Names,
 }
 
 /// How `replayed` compares with `captured` under the shared rule of [`format::query`]; `None`
@@ -266,6 +286,9 @@ struct QueryState {
     queue: Handle,
     queue_family: u32,
     command_buffer: Handle,
+    /// Label paths: the command buffer's at the begin, the queue's at the submit.
+    cb_label: Option<Arc<str>>,
+    queue_label: Option<Arc<str>>,
     /// Row made for the current generation, so repeated polling updates one row.
     row: Option<(u32, u32)>,
 }
@@ -281,12 +304,14 @@ struct TracePass {
     states: HashMap<(Handle, u32), QueryState>,
     cbs: HashMap<Handle, CbState>,
     calibration: Option<(u64, u64)>,
+    labels: LabelTracker,
     rows: Vec<Row>,
     by_seq: HashMap<(Handle, u32, u64), u32>,
 }
 
-/// A counter sample's identity: counter uuid, pass, frame, command buffer, render pass.
-type CounterKey = ([u8; 16], u32, u64, Handle, Option<u32>);
+/// A counter sample's identity: counter name (an index into `counter_names`) and unit, frame,
+/// command buffer, render pass.
+type CounterKey = (u32, u32, u64, Handle, Option<u32>);
 
 /// Kind of the file currently being read.
 enum Current {
@@ -303,13 +328,14 @@ pub struct DatasetBuilder {
     current: Current,
     summary: Option<FileSummary>,
     pool_index: HashMap<Handle, u32>,
-    names: HashMap<Handle, String>,
+    names: Names,
     trace: TracePass,
     /// Rows from results files, keyed to match the same query across files.
     result_rows: Vec<Row>,
     result_types: Vec<i32>,
     result_key: HashMap<(u64, Handle, u32, u32, u32), u32>,
     counter_key: HashMap<CounterKey, usize>,
+    counter_names: HashMap<String, u32>,
     /// How many rows the current results file has produced (for the same-order fast path).
     file_row_cursor: usize,
     /// The pool `pool_for` returned last.
@@ -323,12 +349,13 @@ impl Default for DatasetBuilder {
             current: Current::None,
             summary: None,
             pool_index: HashMap::new(),
-            names: HashMap::new(),
+            names: Names::default(),
             trace: TracePass::default(),
             result_rows: Vec::new(),
             result_types: Vec::new(),
             result_key: HashMap::new(),
             counter_key: HashMap::new(),
+            counter_names: HashMap::new(),
             file_row_cursor: 0,
             last_pool: None,
         }
@@ -474,7 +501,13 @@ impl DatasetBuilder {
             Record::Frame(_) => s.frames += 1,
             Record::Note(n) => self.note(n.message),
             Record::DebugName(d) => {
-                self.names.insert(d.handle, d.name);
+                self.names.insert(d.handle, &d.name);
+            }
+            Record::CommandTable(t) if matches!(self.current, Current::Trace) => {
+                self.trace.labels.command_table(&t);
+            }
+            Record::Call(c) if matches!(self.current, Current::Trace) => {
+                self.trace.labels.call(&c);
             }
             Record::ReplayInfo(r) => {
                 s.frames = s.frames.max(r.frames);
@@ -567,6 +600,13 @@ impl DatasetBuilder {
             }
         };
         let t = op.host_ns;
+        // The command buffer's labels where the query begins (or is written).
+        let label = match op.kind {
+            K::Begin { .. } | K::Timestamp { .. } | K::Write { .. } if cb != 0 => {
+                self.trace.labels.cb_label(cb)
+            }
+            _ => None,
+        };
         match op.kind {
             K::Reset { first, count } => {
                 for q in first..first.saturating_add(count.min(MAX_RESET_SPAN)) {
@@ -588,17 +628,21 @@ impl DatasetBuilder {
                     };
                 }
                 st.times.begin = t;
+                st.cb_label = label.clone();
             }),
             K::End { query, .. } => touch(self, query, &|st| st.times.end = t),
             K::Timestamp { query, .. } | K::Write { query } => touch(self, query, &|st| {
                 st.times.begin = t;
                 st.times.end = t;
+                st.cb_label = label.clone();
             }),
             K::Copy { .. } => {}
         }
     }
 
     fn trace_submit(&mut self, sub: format::record::Submit) {
+        self.trace.labels.submit(&sub);
+        let queue_label = self.trace.labels.queue_label(sub.queue);
         for cb in &sub.command_buffers {
             let Some(c) = self.trace.cbs.get_mut(cb) else {
                 continue;
@@ -611,6 +655,7 @@ impl DatasetBuilder {
                     st.queue = sub.queue;
                     st.queue_family = sub.queue_family;
                     st.command_buffer = *cb;
+                    st.queue_label = queue_label.clone();
                 }
             }
         }
@@ -657,6 +702,11 @@ impl DatasetBuilder {
         for (i, d) in decoded.into_iter().enumerate() {
             let q = first + i as u32;
             let st = self.trace.states.entry((pool, q)).or_default();
+            let label = match (&st.queue_label, &st.cb_label) {
+                (None, None) => None,
+                (None, Some(c)) => Some(c.clone()),
+                (q, c) => self.trace.labels.join(q.as_ref(), c.as_ref()),
+            };
             let available = d.available;
             let mut values = QueryValues {
                 values: d.values,
@@ -708,6 +758,7 @@ impl DatasetBuilder {
                         row.captured_clock = clock;
                         row.times = times;
                         row.flags = flags;
+                        row.label = label;
                     }
                     r
                 }
@@ -727,158 +778,13 @@ impl DatasetBuilder {
                         captured_gpu_ns: gpu_ns,
                         captured_clock: clock,
                         times,
+                        label,
                     });
                     st.row = Some((r, st.generation));
                     r
                 }
             };
             self.trace.by_seq.insert((pool, q, seq), row_idx);
-        }
-    }
-
-    fn result_query(&mut self, q: QueryResult) {
-        let Current::Results(fi) = self.current else {
-            self.note("QueryResult record in a trace file (ignored)".to_owned());
-            return;
-        };
-        if let Some(s) = self.summary.as_mut() {
-            s.queries += 1;
-        }
-        let perf = q
-            .captured
-            .as_ref()
-            .or(q.replayed.as_ref())
-            .map(|v| v.values.len())
-            .unwrap_or(0);
-        let pi = self.pool_for(
-            q.pool,
-            q.query_type,
-            q.pipeline_statistics,
-            if QueryKind::from_raw(q.query_type).slots() == ValueSlots::Counters {
-                perf
-            } else {
-                0
-            },
-        );
-        let key = (q.seq, q.pool, q.query, q.loop_index, q.pass);
-        let replayed = q.replayed.map(|values| Replayed {
-            values,
-            gpu_ns: q.replayed_gpu_ns,
-            clock: None,
-            submit_ns: q.submit_ns,
-            available_ns: q.available_ns,
-        });
-        // Files replayed from one trace list queries in the same order: try that before hashing.
-        let cursor = self.file_row_cursor;
-        self.file_row_cursor += 1;
-        let same_pos = self.result_rows.get(cursor).filter(|r| {
-            (
-                r.seq,
-                self.ds.pools[r.pool as usize].handle,
-                r.query,
-                r.loop_index,
-                r.pass,
-            ) == key
-        });
-        let existing = if same_pos.is_some() {
-            Some(cursor as u32)
-        } else if fi > 0 {
-            if self.result_key.is_empty() {
-                // First miss: index every row so far.
-                for (i, r) in self.result_rows.iter().enumerate() {
-                    let h = self.ds.pools[r.pool as usize].handle;
-                    self.result_key
-                        .insert((r.seq, h, r.query, r.loop_index, r.pass), i as u32);
-                }
-            }
-            self.result_key.get(&key).copied()
-        } else {
-            None
-        };
-        let row_idx = match existing {
-            Some(r) => {
-                let row = &mut self.result_rows[r as usize];
-                if row.captured.is_none() {
-                    row.captured = q.captured;
-                    row.captured_gpu_ns = q.captured_gpu_ns;
-                }
-                r as usize
-            }
-            None => {
-                let r = self.result_rows.len();
-                let host = q.captured.as_ref().map(|c| c.host_ns).unwrap_or(0);
-                self.result_rows.push(Row {
-                    frame: q.frame,
-                    queue: q.queue,
-                    command_buffer: q.command_buffer,
-                    pool: pi,
-                    query: q.query,
-                    seq: q.seq,
-                    loop_index: q.loop_index,
-                    pass: q.pass,
-                    flags: q.flags,
-                    captured: q.captured,
-                    captured_gpu_ns: q.captured_gpu_ns,
-                    captured_clock: None,
-                    times: Times {
-                        available: host,
-                        ..Times::default()
-                    },
-                });
-                self.result_types.push(q.query_type);
-                if !self.result_key.is_empty() {
-                    self.result_key.insert(key, r as u32);
-                }
-                r
-            }
-        };
-        let col = &mut self.ds.replayed[fi];
-        if col.len() == row_idx {
-            // The usual case: rows arrive in order.
-            col.push(replayed);
-        } else {
-            if col.len() < row_idx {
-                col.resize(row_idx + 1, None);
-            }
-            col[row_idx] = replayed;
-        }
-    }
-
-    fn result_counter(&mut self, c: CounterValue) {
-        let Current::Results(fi) = self.current else {
-            self.note("CounterValue record in a trace file (ignored)".to_owned());
-            return;
-        };
-        let key = (
-            c.counter.uuid,
-            c.pass,
-            c.frame,
-            c.command_buffer,
-            c.render_pass,
-        );
-        let n_files = self.ds.replayed.len();
-        let idx = *self.counter_key.entry(key).or_insert_with(|| {
-            self.ds.counters.push(CounterRow {
-                name: c.counter.name.clone(),
-                category: c.counter.category.clone(),
-                description: c.counter.description.clone(),
-                unit: c.counter.unit,
-                pass: c.pass,
-                frame: c.frame,
-                command_buffer: c.command_buffer,
-                render_pass: c.render_pass,
-                captured: None,
-                values: Vec::new(),
-            });
-            self.ds.counters.len() - 1
-        });
-        let row = &mut self.ds.counters[idx];
-        if row.values.len() < n_files {
-            row.values.resize(n_files, None);
-        }
-        row.values[fi] = Some(c.value);
-        if row.captured.is_none() {
-            row.captured = c.captured;
         }
     }
 
@@ -889,8 +795,25 @@ impl DatasetBuilder {
         }
         let mut ds = self.ds;
         for p in &mut ds.pools {
-            p.name = self.names.get(&p.handle).cloned();
+            p.name = self.names.get(p.handle).map(str::to_owned);
         }
+        // Counter samples of render passes: the pass's name and labels from the trace.
+        let labels = &self.trace.labels;
+        if !labels.is_empty() {
+            for c in &mut ds.counters {
+                match c.render_pass {
+                    Some(i) => {
+                        if let Some(rp) = labels.render_pass(c.frame, c.command_buffer, i) {
+                            c.render_pass_name = self.names.get(rp.handle).map(str::to_owned);
+                            c.label = rp.label.clone();
+                        }
+                    }
+                    // A whole command buffer: the queue's labels at its submit.
+                    None => c.label = labels.submit_label(c.frame, c.command_buffer).cloned(),
+                }
+            }
+        }
+        ds.names = self.names;
         let n_files = ds.replayed.len();
         if n_files == 0 {
             ds.rows = self.trace.rows;
@@ -911,6 +834,7 @@ impl DatasetBuilder {
                             row.captured = tr.captured.clone();
                             row.captured_gpu_ns = tr.captured_gpu_ns;
                         }
+                        row.label = tr.label.clone();
                         // The trace knows the queue family's valid bits.
                         if tr.captured_clock.is_some() {
                             row.captured_clock = tr.captured_clock;
