@@ -19,6 +19,9 @@ pub enum HookKind {
 
 /// A command the capture layer hooks by hand: `crate::<module>::<command>` in the layer, handed
 /// out by the generated proc-address table (`hook_proc_addr`), typed against ash's `PFN_vk*`.
+/// `command` is the canonical name; when vk.xml gives it aliases (core/KHR/EXT), the hook is
+/// generic over `hooks::Entry` and codegen emits a thunk per name that passes its own entry (the
+/// next layer's function and the command id of that name).
 #[derive(Debug, Clone, Copy)]
 pub struct LayerHook {
     pub command: &'static str,
@@ -36,8 +39,9 @@ const fn hook(command: &'static str, module: &'static str, kind: HookKind) -> La
 
 use HookKind::{Ops, PostCall, Replace};
 
-/// Every hand-written hook of the capture layer, the one list: a listed hook without its function
-/// does not compile, and a hook function not listed is dead code (denied in the hook modules).
+/// Every hand-written hook of the capture layer, the one list, each under its canonical name only
+/// (aliases follow from vk.xml): a listed hook without its function does not compile, and a hook
+/// function not listed is dead code (denied in the hook modules).
 pub const LAYER_HOOKS: &[LayerHook] = &[
     hook("vkGetInstanceProcAddr", "chain", Replace),
     hook("vkGetDeviceProcAddr", "chain", Replace),
@@ -66,20 +70,16 @@ pub const LAYER_HOOKS: &[LayerHook] = &[
     hook("vkFlushMappedMemoryRanges", "memory", PostCall),
     hook("vkBindBufferMemory", "memory", PostCall),
     hook("vkBindBufferMemory2", "memory", PostCall),
-    hook("vkBindBufferMemory2KHR", "memory", PostCall),
     hook("vkBeginCommandBuffer", "submit", PostCall),
     hook("vkResetCommandBuffer", "submit", PostCall),
     hook("vkQueueSubmit", "submit", PostCall),
     hook("vkQueueSubmit2", "submit", PostCall),
-    hook("vkQueueSubmit2KHR", "submit", PostCall),
     hook("vkQueueWaitIdle", "submit", PostCall),
     hook("vkDeviceWaitIdle", "submit", PostCall),
     hook("vkWaitForFences", "submit", PostCall),
     hook("vkGetFenceStatus", "submit", PostCall),
     hook("vkWaitSemaphores", "submit", PostCall),
-    hook("vkWaitSemaphoresKHR", "submit", PostCall),
     hook("vkGetSemaphoreCounterValue", "submit", PostCall),
-    hook("vkGetSemaphoreCounterValueKHR", "submit", PostCall),
     hook("vkCreateSwapchainKHR", "wsi", PostCall),
     hook("vkGetSwapchainImagesKHR", "wsi", PostCall),
     hook("vkAcquireNextImageKHR", "wsi", PostCall),
@@ -96,10 +96,8 @@ pub const LAYER_HOOKS: &[LayerHook] = &[
     hook("vkCmdEndQueryIndexedEXT", "queries::commands", Ops),
     hook("vkCmdWriteTimestamp", "queries::commands", Ops),
     hook("vkCmdWriteTimestamp2", "queries::commands", Ops),
-    hook("vkCmdWriteTimestamp2KHR", "queries::commands", Ops),
     hook("vkCmdResetQueryPool", "queries::commands", Ops),
     hook("vkResetQueryPool", "queries::commands", Ops),
-    hook("vkResetQueryPoolEXT", "queries::commands", Ops),
     hook(
         "vkCmdWriteAccelerationStructuresPropertiesKHR",
         "queries::commands",
@@ -112,17 +110,9 @@ pub const LAYER_HOOKS: &[LayerHook] = &[
     ),
     hook("vkCmdBeginRenderPass", "queries::regions", PostCall),
     hook("vkCmdBeginRenderPass2", "queries::regions", PostCall),
-    hook("vkCmdBeginRenderPass2KHR", "queries::regions", PostCall),
     hook("vkCmdBeginRendering", "queries::regions", PostCall),
-    hook("vkCmdBeginRenderingKHR", "queries::regions", PostCall),
     hook("vkCreateDescriptorUpdateTemplate", "templates", PostCall),
-    hook("vkCreateDescriptorUpdateTemplateKHR", "templates", PostCall),
     hook("vkUpdateDescriptorSetWithTemplate", "templates", PostCall),
-    hook(
-        "vkUpdateDescriptorSetWithTemplateKHR",
-        "templates",
-        PostCall,
-    ),
     hook(
         "vkCmdPushDescriptorSetWithTemplateKHR",
         "templates",
@@ -139,25 +129,6 @@ pub const LAYER_UNHOOKED: &[&str] = &[
     "vkMapMemory2KHR",
     "vkUnmapMemory2KHR",
 ];
-
-const fn special_names<const N: usize>() -> [&'static str; N] {
-    let mut out = [""; N];
-    let mut i = 0;
-    while i < LAYER_HOOKS.len() {
-        out[i] = LAYER_HOOKS[i].command;
-        i += 1;
-    }
-    while i < N {
-        out[i] = LAYER_UNHOOKED[i - LAYER_HOOKS.len()];
-        i += 1;
-    }
-    out
-}
-
-/// Commands the capture layer writes by hand or leaves alone (`LAYER_HOOKS`, then
-/// `LAYER_UNHOOKED`; it still uses the generated `encode::*` to write their `Call`); no intercept
-/// is generated for them.
-pub const SPECIAL: &[&str] = &special_names::<{ LAYER_HOOKS.len() + LAYER_UNHOOKED.len() }>();
 
 /// Commands whose `pData` layout depends on a descriptor update template: the registry gives no
 /// size, so their encoders take an extra trailing `data_size: usize` that the layer computes from
