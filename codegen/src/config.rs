@@ -230,9 +230,10 @@ pub const UNREPLAYABLE_EXTENSIONS: &[&str] = &[
 
 /// How the replayer handles a command of [`REPLAY_OVERRIDES`].
 pub enum Replay {
-    /// By hand: `replayer::calls::<module>::<command>(session, call, params, record)`, where
-    /// `<command>` is the canonical name (a KHR/EXT alias shares its core command's function, which
-    /// tells them apart by the `call` variant where the entry point differs).
+    /// By hand: `replayer::calls::<module>::<command>(session, call, params, record)`. Listed under
+    /// the canonical name only: every vk.xml alias (KHR/EXT) gets an arm too, and the function is
+    /// then generic over `calls::Entry`, which each arm sets to its own name (the replay device's
+    /// function of the name the capture recorded).
     By(&'static str),
     /// Not re-executed, for the reason given: nothing replayed depends on it, or the engine re-does
     /// it elsewhere.
@@ -245,8 +246,9 @@ const SURFACE_QUERY: &str =
 const APP_CALLBACK: &str =
     "the app's debug callbacks point into the captured process and are never installed";
 
-/// The replay overrides: every command the replayer does not send through the generated dispatch.
-/// `emit_replay` writes the replayer's `replay_call` from this list, one arm per command (everything
+/// The replay overrides: every command the replayer does not send through the generated dispatch,
+/// each under its canonical name (aliases follow from vk.xml, with the same handling).
+/// `emit_replay` writes the replayer's `replay_call` from this list, one arm per name (everything
 /// else goes to `calls::generic`), so a listed command without its function does not compile, and
 /// a hand-written function not listed is dead code, which `replayer::calls` denies.
 pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
@@ -302,9 +304,7 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     ("vkBindBufferMemory", Replay::By("memory")),
     ("vkBindImageMemory", Replay::By("memory")),
     ("vkBindBufferMemory2", Replay::By("memory")),
-    ("vkBindBufferMemory2KHR", Replay::By("memory")),
     ("vkBindImageMemory2", Replay::By("memory")),
-    ("vkBindImageMemory2KHR", Replay::By("memory")),
     (
         "vkFlushMappedMemoryRanges",
         Replay::Skip("memory writes are flushed as they are applied"),
@@ -317,7 +317,6 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     ("vkCreateQueryPool", Replay::By("queries")),
     ("vkDestroyQueryPool", Replay::By("queries")),
     ("vkResetQueryPool", Replay::By("queries")),
-    ("vkResetQueryPoolEXT", Replay::By("queries")),
     ("vkCmdResetQueryPool", Replay::By("queries")),
     ("vkCmdBeginQuery", Replay::By("queries")),
     ("vkCmdEndQuery", Replay::By("queries")),
@@ -325,7 +324,6 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     ("vkCmdEndQueryIndexedEXT", Replay::By("queries")),
     ("vkCmdWriteTimestamp", Replay::By("queries")),
     ("vkCmdWriteTimestamp2", Replay::By("queries")),
-    ("vkCmdWriteTimestamp2KHR", Replay::By("queries")),
     ("vkCmdCopyQueryPoolResults", Replay::By("queries")),
     (
         "vkGetQueryPoolResults",
@@ -352,14 +350,9 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     // submissions
     ("vkQueueSubmit", Replay::By("submit")),
     ("vkQueueSubmit2", Replay::By("submit")),
-    ("vkQueueSubmit2KHR", Replay::By("submit")),
     // descriptor update templates
     (
         "vkCreateDescriptorUpdateTemplate",
-        Replay::By("descriptors"),
-    ),
-    (
-        "vkCreateDescriptorUpdateTemplateKHR",
         Replay::By("descriptors"),
     ),
     (
@@ -367,15 +360,7 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
         Replay::By("descriptors"),
     ),
     (
-        "vkDestroyDescriptorUpdateTemplateKHR",
-        Replay::By("descriptors"),
-    ),
-    (
         "vkUpdateDescriptorSetWithTemplate",
-        Replay::By("descriptors"),
-    ),
-    (
-        "vkUpdateDescriptorSetWithTemplateKHR",
         Replay::By("descriptors"),
     ),
     (
