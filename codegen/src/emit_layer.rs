@@ -46,7 +46,7 @@ pub fn special(an: &Analysis) -> Vec<String> {
 
 pub fn mod_rs() -> String {
     format!(
-        "{HEADER}//! Generated from vk.xml by `codegen`: one intercept per command outside the special list, and the table of the hand-written hooks.\npub mod intercept;\n"
+        "{HEADER}//! Generated from vk.xml by `codegen`: one intercept per command outside the special list, the table of the hand-written hooks, and the thunks of hooks serving several names (core/KHR/EXT aliases).\npub mod intercept;\n"
     )
 }
 
