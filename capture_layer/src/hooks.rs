@@ -15,11 +15,15 @@ use std::ffi::{c_char, CStr};
 pub use layer_support::entry::find_in_chain;
 
 /// Records the generic `Call` of `$name` with the generated encoder; evaluates to the call's seq.
+/// `$name` is a command name, or an id expression (`E::ID` of a hook shared by aliases).
 macro_rules! rec {
-    ($name:ident, $result:expr, |$e:ident| $body:expr) => {{
+    ($name:ident, $result:expr, |$e:ident| $body:expr) => {
+        $crate::hooks::rec!(vkstream::ids::$name, $result, |$e| $body)
+    };
+    ($id:expr, $result:expr, |$e:ident| $body:expr) => {{
         // The generated constant, not a lookup by name cached in a static: one cache line
         // fewer for every call recorded here.
-        $crate::runtime::record_call(vkstream::ids::$name, $result, |$e| {
+        $crate::runtime::record_call($id, $result, |$e| {
             #[allow(unused_unsafe)]
             unsafe {
                 $body
@@ -31,9 +35,19 @@ macro_rules! rec {
 /// Records the `Call` of `$name` and its `QueryOp`s (`$kinds` on `$pool`, recorded in `$cb`, 0
 /// for a host command) under one lock; evaluates to the call's seq.
 macro_rules! rec_ops {
-    ($name:ident, $result:expr, |$e:ident| $body:expr, $cb:expr, $pool:expr, $kinds:expr) => {{
-        $crate::runtime::record_call_ops(
+    ($name:ident, $result:expr, |$e:ident| $body:expr, $cb:expr, $pool:expr, $kinds:expr) => {
+        $crate::hooks::rec_ops!(
             vkstream::ids::$name,
+            $result,
+            |$e| $body,
+            $cb,
+            $pool,
+            $kinds
+        )
+    };
+    ($id:expr, $result:expr, |$e:ident| $body:expr, $cb:expr, $pool:expr, $kinds:expr) => {{
+        $crate::runtime::record_call_ops(
+            $id,
             $result,
             |$e| {
                 #[allow(unused_unsafe)]
@@ -67,6 +81,18 @@ macro_rules! next {
 }
 
 pub(crate) use next;
+
+/// One name of a command that vk.xml names more than once (core, KHR, EXT). A hook serving
+/// several names is generic over it, and codegen's thunk of each name passes that name's entry,
+/// so the hook calls down the function of the name the app called (on a device older than the
+/// core version the extension's may be the only one loaded) and records the call under it (the
+/// replay calls the same name). `T` is the dispatch table the function comes from.
+pub trait Entry<F, T = vkstream::DeviceTable> {
+    /// `vkstream::ids::<name>`.
+    const ID: u32;
+    /// The next layer's function of this name.
+    fn next(t: &T) -> Option<F>;
+}
 
 pub const NOT_PRESENT: vk::Result = vk::Result::ERROR_EXTENSION_NOT_PRESENT;
 

@@ -19,6 +19,9 @@ pub enum HookKind {
 
 /// A command the capture layer hooks by hand: `crate::<module>::<command>` in the layer, handed
 /// out by the generated proc-address table (`hook_proc_addr`), typed against ash's `PFN_vk*`.
+/// `command` is the canonical name; when vk.xml gives it aliases (core/KHR/EXT), the hook is
+/// generic over `hooks::Entry` and codegen emits a thunk per name that passes its own entry (the
+/// next layer's function and the command id of that name).
 #[derive(Debug, Clone, Copy)]
 pub struct LayerHook {
     pub command: &'static str,
@@ -36,8 +39,9 @@ const fn hook(command: &'static str, module: &'static str, kind: HookKind) -> La
 
 use HookKind::{Ops, PostCall, Replace};
 
-/// Every hand-written hook of the capture layer, the one list: a listed hook without its function
-/// does not compile, and a hook function not listed is dead code (denied in the hook modules).
+/// Every hand-written hook of the capture layer, the one list, each under its canonical name only
+/// (aliases follow from vk.xml): a listed hook without its function does not compile, and a hook
+/// function not listed is dead code (denied in the hook modules).
 pub const LAYER_HOOKS: &[LayerHook] = &[
     hook("vkGetInstanceProcAddr", "chain", Replace),
     hook("vkGetDeviceProcAddr", "chain", Replace),
@@ -66,20 +70,16 @@ pub const LAYER_HOOKS: &[LayerHook] = &[
     hook("vkFlushMappedMemoryRanges", "memory", PostCall),
     hook("vkBindBufferMemory", "memory", PostCall),
     hook("vkBindBufferMemory2", "memory", PostCall),
-    hook("vkBindBufferMemory2KHR", "memory", PostCall),
     hook("vkBeginCommandBuffer", "submit", PostCall),
     hook("vkResetCommandBuffer", "submit", PostCall),
     hook("vkQueueSubmit", "submit", PostCall),
     hook("vkQueueSubmit2", "submit", PostCall),
-    hook("vkQueueSubmit2KHR", "submit", PostCall),
     hook("vkQueueWaitIdle", "submit", PostCall),
     hook("vkDeviceWaitIdle", "submit", PostCall),
     hook("vkWaitForFences", "submit", PostCall),
     hook("vkGetFenceStatus", "submit", PostCall),
     hook("vkWaitSemaphores", "submit", PostCall),
-    hook("vkWaitSemaphoresKHR", "submit", PostCall),
     hook("vkGetSemaphoreCounterValue", "submit", PostCall),
-    hook("vkGetSemaphoreCounterValueKHR", "submit", PostCall),
     hook("vkCreateSwapchainKHR", "wsi", PostCall),
     hook("vkGetSwapchainImagesKHR", "wsi", PostCall),
     hook("vkAcquireNextImageKHR", "wsi", PostCall),
@@ -96,10 +96,8 @@ pub const LAYER_HOOKS: &[LayerHook] = &[
     hook("vkCmdEndQueryIndexedEXT", "queries::commands", Ops),
     hook("vkCmdWriteTimestamp", "queries::commands", Ops),
     hook("vkCmdWriteTimestamp2", "queries::commands", Ops),
-    hook("vkCmdWriteTimestamp2KHR", "queries::commands", Ops),
     hook("vkCmdResetQueryPool", "queries::commands", Ops),
     hook("vkResetQueryPool", "queries::commands", Ops),
-    hook("vkResetQueryPoolEXT", "queries::commands", Ops),
     hook(
         "vkCmdWriteAccelerationStructuresPropertiesKHR",
         "queries::commands",
@@ -112,17 +110,9 @@ pub const LAYER_HOOKS: &[LayerHook] = &[
     ),
     hook("vkCmdBeginRenderPass", "queries::regions", PostCall),
     hook("vkCmdBeginRenderPass2", "queries::regions", PostCall),
-    hook("vkCmdBeginRenderPass2KHR", "queries::regions", PostCall),
     hook("vkCmdBeginRendering", "queries::regions", PostCall),
-    hook("vkCmdBeginRenderingKHR", "queries::regions", PostCall),
     hook("vkCreateDescriptorUpdateTemplate", "templates", PostCall),
-    hook("vkCreateDescriptorUpdateTemplateKHR", "templates", PostCall),
     hook("vkUpdateDescriptorSetWithTemplate", "templates", PostCall),
-    hook(
-        "vkUpdateDescriptorSetWithTemplateKHR",
-        "templates",
-        PostCall,
-    ),
     hook(
         "vkCmdPushDescriptorSetWithTemplateKHR",
         "templates",
@@ -139,25 +129,6 @@ pub const LAYER_UNHOOKED: &[&str] = &[
     "vkMapMemory2KHR",
     "vkUnmapMemory2KHR",
 ];
-
-const fn special_names<const N: usize>() -> [&'static str; N] {
-    let mut out = [""; N];
-    let mut i = 0;
-    while i < LAYER_HOOKS.len() {
-        out[i] = LAYER_HOOKS[i].command;
-        i += 1;
-    }
-    while i < N {
-        out[i] = LAYER_UNHOOKED[i - LAYER_HOOKS.len()];
-        i += 1;
-    }
-    out
-}
-
-/// Commands the capture layer writes by hand or leaves alone (`LAYER_HOOKS`, then
-/// `LAYER_UNHOOKED`; it still uses the generated `encode::*` to write their `Call`); no intercept
-/// is generated for them.
-pub const SPECIAL: &[&str] = &special_names::<{ LAYER_HOOKS.len() + LAYER_UNHOOKED.len() }>();
 
 /// Commands whose `pData` layout depends on a descriptor update template: the registry gives no
 /// size, so their encoders take an extra trailing `data_size: usize` that the layer computes from
@@ -259,9 +230,10 @@ pub const UNREPLAYABLE_EXTENSIONS: &[&str] = &[
 
 /// How the replayer handles a command of [`REPLAY_OVERRIDES`].
 pub enum Replay {
-    /// By hand: `replayer::calls::<module>::<command>(session, call, params, record)`, where
-    /// `<command>` is the canonical name (a KHR/EXT alias shares its core command's function, which
-    /// tells them apart by the `call` variant where the entry point differs).
+    /// By hand: `replayer::calls::<module>::<command>(session, call, params, record)`. Listed under
+    /// the canonical name only: every vk.xml alias (KHR/EXT) gets an arm too, and the function is
+    /// then generic over `calls::Entry`, which each arm sets to its own name (the replay device's
+    /// function of the name the capture recorded).
     By(&'static str),
     /// Not re-executed, for the reason given: nothing replayed depends on it, or the engine re-does
     /// it elsewhere.
@@ -274,8 +246,9 @@ const SURFACE_QUERY: &str =
 const APP_CALLBACK: &str =
     "the app's debug callbacks point into the captured process and are never installed";
 
-/// The replay overrides: every command the replayer does not send through the generated dispatch.
-/// `emit_replay` writes the replayer's `replay_call` from this list, one arm per command (everything
+/// The replay overrides: every command the replayer does not send through the generated dispatch,
+/// each under its canonical name (aliases follow from vk.xml, with the same handling).
+/// `emit_replay` writes the replayer's `replay_call` from this list, one arm per name (everything
 /// else goes to `calls::generic`), so a listed command without its function does not compile, and
 /// a hand-written function not listed is dead code, which `replayer::calls` denies.
 pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
@@ -333,9 +306,7 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     ("vkBindBufferMemory", Replay::By("memory")),
     ("vkBindImageMemory", Replay::By("memory")),
     ("vkBindBufferMemory2", Replay::By("memory")),
-    ("vkBindBufferMemory2KHR", Replay::By("memory")),
     ("vkBindImageMemory2", Replay::By("memory")),
-    ("vkBindImageMemory2KHR", Replay::By("memory")),
     (
         "vkFlushMappedMemoryRanges",
         Replay::Skip("memory writes are flushed as they are applied"),
@@ -348,7 +319,6 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     ("vkCreateQueryPool", Replay::By("queries")),
     ("vkDestroyQueryPool", Replay::By("queries")),
     ("vkResetQueryPool", Replay::By("queries")),
-    ("vkResetQueryPoolEXT", Replay::By("queries")),
     ("vkCmdResetQueryPool", Replay::By("queries")),
     ("vkCmdBeginQuery", Replay::By("queries")),
     ("vkCmdEndQuery", Replay::By("queries")),
@@ -356,7 +326,6 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     ("vkCmdEndQueryIndexedEXT", Replay::By("queries")),
     ("vkCmdWriteTimestamp", Replay::By("queries")),
     ("vkCmdWriteTimestamp2", Replay::By("queries")),
-    ("vkCmdWriteTimestamp2KHR", Replay::By("queries")),
     ("vkCmdCopyQueryPoolResults", Replay::By("queries")),
     (
         "vkGetQueryPoolResults",
@@ -383,14 +352,9 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     // submissions
     ("vkQueueSubmit", Replay::By("submit")),
     ("vkQueueSubmit2", Replay::By("submit")),
-    ("vkQueueSubmit2KHR", Replay::By("submit")),
     // descriptor update templates
     (
         "vkCreateDescriptorUpdateTemplate",
-        Replay::By("descriptors"),
-    ),
-    (
-        "vkCreateDescriptorUpdateTemplateKHR",
         Replay::By("descriptors"),
     ),
     (
@@ -398,15 +362,7 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
         Replay::By("descriptors"),
     ),
     (
-        "vkDestroyDescriptorUpdateTemplateKHR",
-        Replay::By("descriptors"),
-    ),
-    (
         "vkUpdateDescriptorSetWithTemplate",
-        Replay::By("descriptors"),
-    ),
-    (
-        "vkUpdateDescriptorSetWithTemplateKHR",
         Replay::By("descriptors"),
     ),
     (

@@ -2,7 +2,7 @@
 //! (every handle translated through `Remap`), a call through the dispatch table, then the
 //! created handles bound captured -> replayed.
 
-use crate::analyze::{ash_name, Analysis, Elem, Field, Kind, Len, Level, PElem};
+use crate::analyze::{ash_name, Analysis, Cmd, Elem, Field, Kind, Len, Level, PElem};
 use crate::config;
 use crate::emit_stream::{base_ty, sig_ty, HEADER};
 use crate::model::{Registry, TypeCat};
@@ -475,6 +475,7 @@ pub fn overrides_rs(an: &Analysis) -> String {
          use crate::error::ReplayError;\n\
          \n/// Replays one decoded call: the commands codegen's `REPLAY_OVERRIDES` lists go to their\n/// hand-written function in `crate::calls` (or are skipped), every other one to\n/// `crate::calls::generic`. `rec` carries the capture's result code.\n///\n/// # Safety\n/// The session's handles must be those the trace created so far (the engine keeps the order).\npub(crate) unsafe fn replay_call(s: &mut crate::session::Session<'_>, call: &vkstream::Call, rec: &format::record::Call) -> Result<(), ReplayError> {\nmatch call {\n",
     );
+    let mut entries = String::new();
     for (i, (name, how)) in config::REPLAY_OVERRIDES.iter().enumerate() {
         if config::REPLAY_OVERRIDES[..i].iter().any(|(n, _)| n == name) {
             panic!("config::REPLAY_OVERRIDES lists {name} twice");
@@ -482,19 +483,65 @@ pub fn overrides_rs(an: &Analysis) -> String {
         let Some(c) = an.cmds.iter().find(|c| c.def.name == *name) else {
             panic!("config::REPLAY_OVERRIDES lists {name}, which this registry does not generate");
         };
-        match how {
-            config::Replay::By(module) => {
-                let _ = writeln!(
-                    o,
-                    "vkstream::Call::{name}(p) => crate::calls::{module}::{}(s, call, p, rec),",
-                    c.def.canonical
-                );
-            }
-            config::Replay::Skip(why) => {
-                let _ = writeln!(o, "// {why}\nvkstream::Call::{name}(_) => Ok(()),");
+        if c.def.canonical != c.def.name {
+            panic!(
+                "config::REPLAY_OVERRIDES lists the alias {name}: list {} (aliases are generated)",
+                c.def.canonical
+            );
+        }
+        // The command, then its aliases: one arm each.
+        let group: Vec<&Cmd> = std::iter::once(c)
+            .chain(
+                an.cmds
+                    .iter()
+                    .filter(|a| a.def.canonical == *name && a.def.name != *name),
+            )
+            .collect();
+        for a in &group {
+            let n = &a.def.name;
+            match how {
+                config::Replay::By(module) if group.len() == 1 => {
+                    let _ = writeln!(
+                        o,
+                        "vkstream::Call::{n}(p) => crate::calls::{module}::{name}(s, call, p, rec),"
+                    );
+                }
+                config::Replay::By(module) => {
+                    let _ = writeln!(
+                        o,
+                        "vkstream::Call::{n}(p) => crate::calls::{module}::{name}::<entry::{n}>(s, call, p, rec),"
+                    );
+                    let (table, pfn) = (
+                        match a.level {
+                            Level::Device => "vkstream::DeviceTable",
+                            Level::Instance => "vkstream::InstanceTable",
+                        },
+                        config::ash_pfn(name),
+                    );
+                    let _ = writeln!(
+                        entries,
+                        "pub enum {n} {{}}\n\
+                         impl crate::calls::Entry<{pfn}, {table}> for {n} {{\n\
+                         const NAME: &'static str = \"{n}\";\n\
+                         #[inline(always)]\n\
+                         fn next(t: &{table}) -> Option<{pfn}> {{ t.{n} }}\n}}"
+                    );
+                }
+                config::Replay::Skip(why) => {
+                    let _ = writeln!(o, "// {why}\nvkstream::Call::{n}(_) => Ok(()),");
+                }
             }
         }
     }
     o.push_str("_ => crate::calls::generic(s, call, rec),\n}\n}\n");
+    o.push_str(
+        "\n/// Each name of an override shared by aliases (core/KHR/EXT): its `calls::Entry`, the replay\n\
+         /// device's function of that name.\n\
+         #[allow(non_camel_case_types)]\n\
+         pub(crate) mod entry {\n\
+         use ash::vk;\n",
+    );
+    o.push_str(&entries);
+    o.push_str("}\n");
     o
 }

@@ -704,7 +704,7 @@ pub fn commands_rs(reg: &Registry, an: &Analysis) -> String {
     }
     o.push_str("_ => return None,\n}).ok()\n}\n\n");
     o.push_str("/// Commands the capture layer implements by hand (it still writes their `Call` with the generated\n/// encoders); no intercept is generated for them.\npub const SPECIAL: &[&str] = &[\n");
-    for s in config::SPECIAL {
+    for s in crate::emit_layer::special(an) {
         let _ = writeln!(o, "\"{s}\",");
     }
     o.push_str("];\n\n/// Commands of the supported API that have no encoder: the layer must hide them\n/// (`vkGet*ProcAddr` returns NULL). Why each one is skipped:\n///\n");

@@ -14552,11 +14552,11 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                 std::mem::transmute::<vk::PFN_vkBindBufferMemory, unsafe extern "system" fn()>(f)
             }
             b"vkBindBufferMemory2" => {
-                let f: vk::PFN_vkBindBufferMemory2 = crate::memory::vkBindBufferMemory2;
+                let f: vk::PFN_vkBindBufferMemory2 = alias::vkBindBufferMemory2;
                 std::mem::transmute::<vk::PFN_vkBindBufferMemory2, unsafe extern "system" fn()>(f)
             }
             b"vkBindBufferMemory2KHR" => {
-                let f: vk::PFN_vkBindBufferMemory2 = crate::memory::vkBindBufferMemory2KHR;
+                let f: vk::PFN_vkBindBufferMemory2 = alias::vkBindBufferMemory2KHR;
                 std::mem::transmute::<vk::PFN_vkBindBufferMemory2, unsafe extern "system" fn()>(f)
             }
             b"vkBeginCommandBuffer" => {
@@ -14572,11 +14572,11 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                 std::mem::transmute::<vk::PFN_vkQueueSubmit, unsafe extern "system" fn()>(f)
             }
             b"vkQueueSubmit2" => {
-                let f: vk::PFN_vkQueueSubmit2 = crate::submit::vkQueueSubmit2;
+                let f: vk::PFN_vkQueueSubmit2 = alias::vkQueueSubmit2;
                 std::mem::transmute::<vk::PFN_vkQueueSubmit2, unsafe extern "system" fn()>(f)
             }
             b"vkQueueSubmit2KHR" => {
-                let f: vk::PFN_vkQueueSubmit2 = crate::submit::vkQueueSubmit2KHR;
+                let f: vk::PFN_vkQueueSubmit2 = alias::vkQueueSubmit2KHR;
                 std::mem::transmute::<vk::PFN_vkQueueSubmit2, unsafe extern "system" fn()>(f)
             }
             b"vkQueueWaitIdle" => {
@@ -14596,23 +14596,21 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                 std::mem::transmute::<vk::PFN_vkGetFenceStatus, unsafe extern "system" fn()>(f)
             }
             b"vkWaitSemaphores" => {
-                let f: vk::PFN_vkWaitSemaphores = crate::submit::vkWaitSemaphores;
+                let f: vk::PFN_vkWaitSemaphores = alias::vkWaitSemaphores;
                 std::mem::transmute::<vk::PFN_vkWaitSemaphores, unsafe extern "system" fn()>(f)
             }
             b"vkWaitSemaphoresKHR" => {
-                let f: vk::PFN_vkWaitSemaphores = crate::submit::vkWaitSemaphoresKHR;
+                let f: vk::PFN_vkWaitSemaphores = alias::vkWaitSemaphoresKHR;
                 std::mem::transmute::<vk::PFN_vkWaitSemaphores, unsafe extern "system" fn()>(f)
             }
             b"vkGetSemaphoreCounterValue" => {
-                let f: vk::PFN_vkGetSemaphoreCounterValue =
-                    crate::submit::vkGetSemaphoreCounterValue;
+                let f: vk::PFN_vkGetSemaphoreCounterValue = alias::vkGetSemaphoreCounterValue;
                 std::mem::transmute::<vk::PFN_vkGetSemaphoreCounterValue, unsafe extern "system" fn()>(
                     f,
                 )
             }
             b"vkGetSemaphoreCounterValueKHR" => {
-                let f: vk::PFN_vkGetSemaphoreCounterValue =
-                    crate::submit::vkGetSemaphoreCounterValueKHR;
+                let f: vk::PFN_vkGetSemaphoreCounterValue = alias::vkGetSemaphoreCounterValueKHR;
                 std::mem::transmute::<vk::PFN_vkGetSemaphoreCounterValue, unsafe extern "system" fn()>(
                     f,
                 )
@@ -14695,13 +14693,11 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                 std::mem::transmute::<vk::PFN_vkCmdWriteTimestamp, unsafe extern "system" fn()>(f)
             }
             b"vkCmdWriteTimestamp2" => {
-                let f: vk::PFN_vkCmdWriteTimestamp2 =
-                    crate::queries::commands::vkCmdWriteTimestamp2;
+                let f: vk::PFN_vkCmdWriteTimestamp2 = alias::vkCmdWriteTimestamp2;
                 std::mem::transmute::<vk::PFN_vkCmdWriteTimestamp2, unsafe extern "system" fn()>(f)
             }
             b"vkCmdWriteTimestamp2KHR" => {
-                let f: vk::PFN_vkCmdWriteTimestamp2 =
-                    crate::queries::commands::vkCmdWriteTimestamp2KHR;
+                let f: vk::PFN_vkCmdWriteTimestamp2 = alias::vkCmdWriteTimestamp2KHR;
                 std::mem::transmute::<vk::PFN_vkCmdWriteTimestamp2, unsafe extern "system" fn()>(f)
             }
             b"vkCmdResetQueryPool" => {
@@ -14709,11 +14705,11 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                 std::mem::transmute::<vk::PFN_vkCmdResetQueryPool, unsafe extern "system" fn()>(f)
             }
             b"vkResetQueryPool" => {
-                let f: vk::PFN_vkResetQueryPool = crate::queries::commands::vkResetQueryPool;
+                let f: vk::PFN_vkResetQueryPool = alias::vkResetQueryPool;
                 std::mem::transmute::<vk::PFN_vkResetQueryPool, unsafe extern "system" fn()>(f)
             }
             b"vkResetQueryPoolEXT" => {
-                let f: vk::PFN_vkResetQueryPool = crate::queries::commands::vkResetQueryPoolEXT;
+                let f: vk::PFN_vkResetQueryPool = alias::vkResetQueryPoolEXT;
                 std::mem::transmute::<vk::PFN_vkResetQueryPool, unsafe extern "system" fn()>(f)
             }
             b"vkCmdWriteAccelerationStructuresPropertiesKHR" => {
@@ -14737,27 +14733,24 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                 std::mem::transmute::<vk::PFN_vkCmdBeginRenderPass, unsafe extern "system" fn()>(f)
             }
             b"vkCmdBeginRenderPass2" => {
-                let f: vk::PFN_vkCmdBeginRenderPass2 =
-                    crate::queries::regions::vkCmdBeginRenderPass2;
+                let f: vk::PFN_vkCmdBeginRenderPass2 = alias::vkCmdBeginRenderPass2;
                 std::mem::transmute::<vk::PFN_vkCmdBeginRenderPass2, unsafe extern "system" fn()>(f)
             }
             b"vkCmdBeginRenderPass2KHR" => {
-                let f: vk::PFN_vkCmdBeginRenderPass2 =
-                    crate::queries::regions::vkCmdBeginRenderPass2KHR;
+                let f: vk::PFN_vkCmdBeginRenderPass2 = alias::vkCmdBeginRenderPass2KHR;
                 std::mem::transmute::<vk::PFN_vkCmdBeginRenderPass2, unsafe extern "system" fn()>(f)
             }
             b"vkCmdBeginRendering" => {
-                let f: vk::PFN_vkCmdBeginRendering = crate::queries::regions::vkCmdBeginRendering;
+                let f: vk::PFN_vkCmdBeginRendering = alias::vkCmdBeginRendering;
                 std::mem::transmute::<vk::PFN_vkCmdBeginRendering, unsafe extern "system" fn()>(f)
             }
             b"vkCmdBeginRenderingKHR" => {
-                let f: vk::PFN_vkCmdBeginRendering =
-                    crate::queries::regions::vkCmdBeginRenderingKHR;
+                let f: vk::PFN_vkCmdBeginRendering = alias::vkCmdBeginRenderingKHR;
                 std::mem::transmute::<vk::PFN_vkCmdBeginRendering, unsafe extern "system" fn()>(f)
             }
             b"vkCreateDescriptorUpdateTemplate" => {
                 let f: vk::PFN_vkCreateDescriptorUpdateTemplate =
-                    crate::templates::vkCreateDescriptorUpdateTemplate;
+                    alias::vkCreateDescriptorUpdateTemplate;
                 std::mem::transmute::<
                     vk::PFN_vkCreateDescriptorUpdateTemplate,
                     unsafe extern "system" fn(),
@@ -14765,7 +14758,7 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
             }
             b"vkCreateDescriptorUpdateTemplateKHR" => {
                 let f: vk::PFN_vkCreateDescriptorUpdateTemplate =
-                    crate::templates::vkCreateDescriptorUpdateTemplateKHR;
+                    alias::vkCreateDescriptorUpdateTemplateKHR;
                 std::mem::transmute::<
                     vk::PFN_vkCreateDescriptorUpdateTemplate,
                     unsafe extern "system" fn(),
@@ -14773,7 +14766,7 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
             }
             b"vkUpdateDescriptorSetWithTemplate" => {
                 let f: vk::PFN_vkUpdateDescriptorSetWithTemplate =
-                    crate::templates::vkUpdateDescriptorSetWithTemplate;
+                    alias::vkUpdateDescriptorSetWithTemplate;
                 std::mem::transmute::<
                     vk::PFN_vkUpdateDescriptorSetWithTemplate,
                     unsafe extern "system" fn(),
@@ -14781,7 +14774,7 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
             }
             b"vkUpdateDescriptorSetWithTemplateKHR" => {
                 let f: vk::PFN_vkUpdateDescriptorSetWithTemplate =
-                    crate::templates::vkUpdateDescriptorSetWithTemplateKHR;
+                    alias::vkUpdateDescriptorSetWithTemplateKHR;
                 std::mem::transmute::<
                     vk::PFN_vkUpdateDescriptorSetWithTemplate,
                     unsafe extern "system" fn(),
@@ -14800,6 +14793,431 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
     }
 }
 
+/// The names of the hooks that serve several (core/KHR/EXT): a thunk per name, and in `entry`
+/// each name's `hooks::Entry` (next layer's function, command id).
+pub mod alias {
+    use ash::vk;
+    #[allow(unused_imports)]
+    use std::ffi::{c_char, c_int, c_void};
+
+    #[allow(non_camel_case_types)]
+    pub mod entry {
+        use ash::vk;
+        pub enum vkBindBufferMemory2 {}
+        impl crate::hooks::Entry<vk::PFN_vkBindBufferMemory2, vkstream::DeviceTable>
+            for vkBindBufferMemory2
+        {
+            const ID: u32 = vkstream::ids::vkBindBufferMemory2;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkBindBufferMemory2> {
+                t.vkBindBufferMemory2
+            }
+        }
+        pub enum vkBindBufferMemory2KHR {}
+        impl crate::hooks::Entry<vk::PFN_vkBindBufferMemory2, vkstream::DeviceTable>
+            for vkBindBufferMemory2KHR
+        {
+            const ID: u32 = vkstream::ids::vkBindBufferMemory2KHR;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkBindBufferMemory2> {
+                t.vkBindBufferMemory2KHR
+            }
+        }
+        pub enum vkQueueSubmit2 {}
+        impl crate::hooks::Entry<vk::PFN_vkQueueSubmit2, vkstream::DeviceTable> for vkQueueSubmit2 {
+            const ID: u32 = vkstream::ids::vkQueueSubmit2;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkQueueSubmit2> {
+                t.vkQueueSubmit2
+            }
+        }
+        pub enum vkQueueSubmit2KHR {}
+        impl crate::hooks::Entry<vk::PFN_vkQueueSubmit2, vkstream::DeviceTable> for vkQueueSubmit2KHR {
+            const ID: u32 = vkstream::ids::vkQueueSubmit2KHR;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkQueueSubmit2> {
+                t.vkQueueSubmit2KHR
+            }
+        }
+        pub enum vkWaitSemaphores {}
+        impl crate::hooks::Entry<vk::PFN_vkWaitSemaphores, vkstream::DeviceTable> for vkWaitSemaphores {
+            const ID: u32 = vkstream::ids::vkWaitSemaphores;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkWaitSemaphores> {
+                t.vkWaitSemaphores
+            }
+        }
+        pub enum vkWaitSemaphoresKHR {}
+        impl crate::hooks::Entry<vk::PFN_vkWaitSemaphores, vkstream::DeviceTable> for vkWaitSemaphoresKHR {
+            const ID: u32 = vkstream::ids::vkWaitSemaphoresKHR;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkWaitSemaphores> {
+                t.vkWaitSemaphoresKHR
+            }
+        }
+        pub enum vkGetSemaphoreCounterValue {}
+        impl crate::hooks::Entry<vk::PFN_vkGetSemaphoreCounterValue, vkstream::DeviceTable>
+            for vkGetSemaphoreCounterValue
+        {
+            const ID: u32 = vkstream::ids::vkGetSemaphoreCounterValue;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkGetSemaphoreCounterValue> {
+                t.vkGetSemaphoreCounterValue
+            }
+        }
+        pub enum vkGetSemaphoreCounterValueKHR {}
+        impl crate::hooks::Entry<vk::PFN_vkGetSemaphoreCounterValue, vkstream::DeviceTable>
+            for vkGetSemaphoreCounterValueKHR
+        {
+            const ID: u32 = vkstream::ids::vkGetSemaphoreCounterValueKHR;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkGetSemaphoreCounterValue> {
+                t.vkGetSemaphoreCounterValueKHR
+            }
+        }
+        pub enum vkCmdWriteTimestamp2 {}
+        impl crate::hooks::Entry<vk::PFN_vkCmdWriteTimestamp2, vkstream::DeviceTable>
+            for vkCmdWriteTimestamp2
+        {
+            const ID: u32 = vkstream::ids::vkCmdWriteTimestamp2;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCmdWriteTimestamp2> {
+                t.vkCmdWriteTimestamp2
+            }
+        }
+        pub enum vkCmdWriteTimestamp2KHR {}
+        impl crate::hooks::Entry<vk::PFN_vkCmdWriteTimestamp2, vkstream::DeviceTable>
+            for vkCmdWriteTimestamp2KHR
+        {
+            const ID: u32 = vkstream::ids::vkCmdWriteTimestamp2KHR;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCmdWriteTimestamp2> {
+                t.vkCmdWriteTimestamp2KHR
+            }
+        }
+        pub enum vkResetQueryPool {}
+        impl crate::hooks::Entry<vk::PFN_vkResetQueryPool, vkstream::DeviceTable> for vkResetQueryPool {
+            const ID: u32 = vkstream::ids::vkResetQueryPool;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkResetQueryPool> {
+                t.vkResetQueryPool
+            }
+        }
+        pub enum vkResetQueryPoolEXT {}
+        impl crate::hooks::Entry<vk::PFN_vkResetQueryPool, vkstream::DeviceTable> for vkResetQueryPoolEXT {
+            const ID: u32 = vkstream::ids::vkResetQueryPoolEXT;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkResetQueryPool> {
+                t.vkResetQueryPoolEXT
+            }
+        }
+        pub enum vkCmdBeginRenderPass2 {}
+        impl crate::hooks::Entry<vk::PFN_vkCmdBeginRenderPass2, vkstream::DeviceTable>
+            for vkCmdBeginRenderPass2
+        {
+            const ID: u32 = vkstream::ids::vkCmdBeginRenderPass2;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCmdBeginRenderPass2> {
+                t.vkCmdBeginRenderPass2
+            }
+        }
+        pub enum vkCmdBeginRenderPass2KHR {}
+        impl crate::hooks::Entry<vk::PFN_vkCmdBeginRenderPass2, vkstream::DeviceTable>
+            for vkCmdBeginRenderPass2KHR
+        {
+            const ID: u32 = vkstream::ids::vkCmdBeginRenderPass2KHR;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCmdBeginRenderPass2> {
+                t.vkCmdBeginRenderPass2KHR
+            }
+        }
+        pub enum vkCmdBeginRendering {}
+        impl crate::hooks::Entry<vk::PFN_vkCmdBeginRendering, vkstream::DeviceTable>
+            for vkCmdBeginRendering
+        {
+            const ID: u32 = vkstream::ids::vkCmdBeginRendering;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCmdBeginRendering> {
+                t.vkCmdBeginRendering
+            }
+        }
+        pub enum vkCmdBeginRenderingKHR {}
+        impl crate::hooks::Entry<vk::PFN_vkCmdBeginRendering, vkstream::DeviceTable>
+            for vkCmdBeginRenderingKHR
+        {
+            const ID: u32 = vkstream::ids::vkCmdBeginRenderingKHR;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCmdBeginRendering> {
+                t.vkCmdBeginRenderingKHR
+            }
+        }
+        pub enum vkCreateDescriptorUpdateTemplate {}
+        impl crate::hooks::Entry<vk::PFN_vkCreateDescriptorUpdateTemplate, vkstream::DeviceTable>
+            for vkCreateDescriptorUpdateTemplate
+        {
+            const ID: u32 = vkstream::ids::vkCreateDescriptorUpdateTemplate;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCreateDescriptorUpdateTemplate> {
+                t.vkCreateDescriptorUpdateTemplate
+            }
+        }
+        pub enum vkCreateDescriptorUpdateTemplateKHR {}
+        impl crate::hooks::Entry<vk::PFN_vkCreateDescriptorUpdateTemplate, vkstream::DeviceTable>
+            for vkCreateDescriptorUpdateTemplateKHR
+        {
+            const ID: u32 = vkstream::ids::vkCreateDescriptorUpdateTemplateKHR;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCreateDescriptorUpdateTemplate> {
+                t.vkCreateDescriptorUpdateTemplateKHR
+            }
+        }
+        pub enum vkUpdateDescriptorSetWithTemplate {}
+        impl crate::hooks::Entry<vk::PFN_vkUpdateDescriptorSetWithTemplate, vkstream::DeviceTable>
+            for vkUpdateDescriptorSetWithTemplate
+        {
+            const ID: u32 = vkstream::ids::vkUpdateDescriptorSetWithTemplate;
+            #[inline(always)]
+            fn next(
+                t: &vkstream::DeviceTable,
+            ) -> Option<vk::PFN_vkUpdateDescriptorSetWithTemplate> {
+                t.vkUpdateDescriptorSetWithTemplate
+            }
+        }
+        pub enum vkUpdateDescriptorSetWithTemplateKHR {}
+        impl crate::hooks::Entry<vk::PFN_vkUpdateDescriptorSetWithTemplate, vkstream::DeviceTable>
+            for vkUpdateDescriptorSetWithTemplateKHR
+        {
+            const ID: u32 = vkstream::ids::vkUpdateDescriptorSetWithTemplateKHR;
+            #[inline(always)]
+            fn next(
+                t: &vkstream::DeviceTable,
+            ) -> Option<vk::PFN_vkUpdateDescriptorSetWithTemplate> {
+                t.vkUpdateDescriptorSetWithTemplateKHR
+            }
+        }
+    }
+
+    pub unsafe extern "system" fn vkBindBufferMemory2(
+        device: vk::Device,
+        bind_info_count: u32,
+        p_bind_infos: *const vk::BindBufferMemoryInfo<'_>,
+    ) -> vk::Result {
+        crate::memory::vkBindBufferMemory2::<entry::vkBindBufferMemory2>(
+            device,
+            bind_info_count,
+            p_bind_infos,
+        )
+    }
+    pub unsafe extern "system" fn vkBindBufferMemory2KHR(
+        device: vk::Device,
+        bind_info_count: u32,
+        p_bind_infos: *const vk::BindBufferMemoryInfo<'_>,
+    ) -> vk::Result {
+        crate::memory::vkBindBufferMemory2::<entry::vkBindBufferMemory2KHR>(
+            device,
+            bind_info_count,
+            p_bind_infos,
+        )
+    }
+    pub unsafe extern "system" fn vkQueueSubmit2(
+        queue: vk::Queue,
+        submit_count: u32,
+        p_submits: *const vk::SubmitInfo2<'_>,
+        fence: vk::Fence,
+    ) -> vk::Result {
+        crate::submit::vkQueueSubmit2::<entry::vkQueueSubmit2>(
+            queue,
+            submit_count,
+            p_submits,
+            fence,
+        )
+    }
+    pub unsafe extern "system" fn vkQueueSubmit2KHR(
+        queue: vk::Queue,
+        submit_count: u32,
+        p_submits: *const vk::SubmitInfo2<'_>,
+        fence: vk::Fence,
+    ) -> vk::Result {
+        crate::submit::vkQueueSubmit2::<entry::vkQueueSubmit2KHR>(
+            queue,
+            submit_count,
+            p_submits,
+            fence,
+        )
+    }
+    pub unsafe extern "system" fn vkWaitSemaphores(
+        device: vk::Device,
+        p_wait_info: *const vk::SemaphoreWaitInfo<'_>,
+        timeout: u64,
+    ) -> vk::Result {
+        crate::submit::vkWaitSemaphores::<entry::vkWaitSemaphores>(device, p_wait_info, timeout)
+    }
+    pub unsafe extern "system" fn vkWaitSemaphoresKHR(
+        device: vk::Device,
+        p_wait_info: *const vk::SemaphoreWaitInfo<'_>,
+        timeout: u64,
+    ) -> vk::Result {
+        crate::submit::vkWaitSemaphores::<entry::vkWaitSemaphoresKHR>(device, p_wait_info, timeout)
+    }
+    pub unsafe extern "system" fn vkGetSemaphoreCounterValue(
+        device: vk::Device,
+        semaphore: vk::Semaphore,
+        p_value: *mut u64,
+    ) -> vk::Result {
+        crate::submit::vkGetSemaphoreCounterValue::<entry::vkGetSemaphoreCounterValue>(
+            device, semaphore, p_value,
+        )
+    }
+    pub unsafe extern "system" fn vkGetSemaphoreCounterValueKHR(
+        device: vk::Device,
+        semaphore: vk::Semaphore,
+        p_value: *mut u64,
+    ) -> vk::Result {
+        crate::submit::vkGetSemaphoreCounterValue::<entry::vkGetSemaphoreCounterValueKHR>(
+            device, semaphore, p_value,
+        )
+    }
+    pub unsafe extern "system" fn vkCmdWriteTimestamp2(
+        command_buffer: vk::CommandBuffer,
+        stage: vk::PipelineStageFlags2,
+        query_pool: vk::QueryPool,
+        query: u32,
+    ) -> () {
+        crate::queries::commands::vkCmdWriteTimestamp2::<entry::vkCmdWriteTimestamp2>(
+            command_buffer,
+            stage,
+            query_pool,
+            query,
+        )
+    }
+    pub unsafe extern "system" fn vkCmdWriteTimestamp2KHR(
+        command_buffer: vk::CommandBuffer,
+        stage: vk::PipelineStageFlags2,
+        query_pool: vk::QueryPool,
+        query: u32,
+    ) -> () {
+        crate::queries::commands::vkCmdWriteTimestamp2::<entry::vkCmdWriteTimestamp2KHR>(
+            command_buffer,
+            stage,
+            query_pool,
+            query,
+        )
+    }
+    pub unsafe extern "system" fn vkResetQueryPool(
+        device: vk::Device,
+        query_pool: vk::QueryPool,
+        first_query: u32,
+        query_count: u32,
+    ) -> () {
+        crate::queries::commands::vkResetQueryPool::<entry::vkResetQueryPool>(
+            device,
+            query_pool,
+            first_query,
+            query_count,
+        )
+    }
+    pub unsafe extern "system" fn vkResetQueryPoolEXT(
+        device: vk::Device,
+        query_pool: vk::QueryPool,
+        first_query: u32,
+        query_count: u32,
+    ) -> () {
+        crate::queries::commands::vkResetQueryPool::<entry::vkResetQueryPoolEXT>(
+            device,
+            query_pool,
+            first_query,
+            query_count,
+        )
+    }
+    pub unsafe extern "system" fn vkCmdBeginRenderPass2(
+        command_buffer: vk::CommandBuffer,
+        p_render_pass_begin: *const vk::RenderPassBeginInfo<'_>,
+        p_subpass_begin_info: *const vk::SubpassBeginInfo<'_>,
+    ) -> () {
+        crate::queries::regions::vkCmdBeginRenderPass2::<entry::vkCmdBeginRenderPass2>(
+            command_buffer,
+            p_render_pass_begin,
+            p_subpass_begin_info,
+        )
+    }
+    pub unsafe extern "system" fn vkCmdBeginRenderPass2KHR(
+        command_buffer: vk::CommandBuffer,
+        p_render_pass_begin: *const vk::RenderPassBeginInfo<'_>,
+        p_subpass_begin_info: *const vk::SubpassBeginInfo<'_>,
+    ) -> () {
+        crate::queries::regions::vkCmdBeginRenderPass2::<entry::vkCmdBeginRenderPass2KHR>(
+            command_buffer,
+            p_render_pass_begin,
+            p_subpass_begin_info,
+        )
+    }
+    pub unsafe extern "system" fn vkCmdBeginRendering(
+        command_buffer: vk::CommandBuffer,
+        p_rendering_info: *const vk::RenderingInfo<'_>,
+    ) -> () {
+        crate::queries::regions::vkCmdBeginRendering::<entry::vkCmdBeginRendering>(
+            command_buffer,
+            p_rendering_info,
+        )
+    }
+    pub unsafe extern "system" fn vkCmdBeginRenderingKHR(
+        command_buffer: vk::CommandBuffer,
+        p_rendering_info: *const vk::RenderingInfo<'_>,
+    ) -> () {
+        crate::queries::regions::vkCmdBeginRendering::<entry::vkCmdBeginRenderingKHR>(
+            command_buffer,
+            p_rendering_info,
+        )
+    }
+    pub unsafe extern "system" fn vkCreateDescriptorUpdateTemplate(
+        device: vk::Device,
+        p_create_info: *const vk::DescriptorUpdateTemplateCreateInfo<'_>,
+        p_allocator: *const vk::AllocationCallbacks<'_>,
+        p_descriptor_update_template: *mut vk::DescriptorUpdateTemplate,
+    ) -> vk::Result {
+        crate::templates::vkCreateDescriptorUpdateTemplate::<entry::vkCreateDescriptorUpdateTemplate>(
+            device,
+            p_create_info,
+            p_allocator,
+            p_descriptor_update_template,
+        )
+    }
+    pub unsafe extern "system" fn vkCreateDescriptorUpdateTemplateKHR(
+        device: vk::Device,
+        p_create_info: *const vk::DescriptorUpdateTemplateCreateInfo<'_>,
+        p_allocator: *const vk::AllocationCallbacks<'_>,
+        p_descriptor_update_template: *mut vk::DescriptorUpdateTemplate,
+    ) -> vk::Result {
+        crate::templates::vkCreateDescriptorUpdateTemplate::<
+            entry::vkCreateDescriptorUpdateTemplateKHR,
+        >(
+            device,
+            p_create_info,
+            p_allocator,
+            p_descriptor_update_template,
+        )
+    }
+    pub unsafe extern "system" fn vkUpdateDescriptorSetWithTemplate(
+        device: vk::Device,
+        descriptor_set: vk::DescriptorSet,
+        descriptor_update_template: vk::DescriptorUpdateTemplate,
+        p_data: *const c_void,
+    ) -> () {
+        crate::templates::vkUpdateDescriptorSetWithTemplate::<
+            entry::vkUpdateDescriptorSetWithTemplate,
+        >(device, descriptor_set, descriptor_update_template, p_data)
+    }
+    pub unsafe extern "system" fn vkUpdateDescriptorSetWithTemplateKHR(
+        device: vk::Device,
+        descriptor_set: vk::DescriptorSet,
+        descriptor_update_template: vk::DescriptorUpdateTemplate,
+        p_data: *const c_void,
+    ) -> () {
+        crate::templates::vkUpdateDescriptorSetWithTemplate::<
+            entry::vkUpdateDescriptorSetWithTemplateKHR,
+        >(device, descriptor_set, descriptor_update_template, p_data)
+    }
+}
 /// Whether a generated intercept is device-level (reachable through `vkGetDeviceProcAddr`).
 pub fn intercept_is_device_level(name: &CStr) -> bool {
     matches!(

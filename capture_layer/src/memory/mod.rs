@@ -8,7 +8,7 @@
 #![deny(dead_code)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
-use crate::hooks::{next, raw, rec, slice, NOT_PRESENT};
+use crate::hooks::{next, raw, rec, slice, Entry, NOT_PRESENT};
 use crate::runtime::{self, capturing, guard};
 use crate::state::{diff_pages, Mapping, Memory};
 use ash::vk;
@@ -292,8 +292,8 @@ pub unsafe extern "system" fn vkBindBufferMemory(
     r
 }
 
-unsafe fn bind_buffer_memory2(
-    khr: bool,
+/// Also `vkBindBufferMemory2KHR` (`E` says which name the app called).
+pub unsafe fn vkBindBufferMemory2<E: Entry<vk::PFN_vkBindBufferMemory2>>(
     device: vk::Device,
     count: u32,
     p_infos: *const vk::BindBufferMemoryInfo<'_>,
@@ -301,14 +301,7 @@ unsafe fn bind_buffer_memory2(
     let Some(d) = runtime::device_data(raw(device)) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let f = next!(
-        if khr {
-            d.table.vkBindBufferMemory2KHR
-        } else {
-            d.table.vkBindBufferMemory2
-        },
-        NOT_PRESENT
-    );
+    let f = next!(E::next(&d.table), NOT_PRESENT);
     let r = f(device, count, p_infos);
     guard("vkBindBufferMemory2", || {
         if r == vk::Result::SUCCESS {
@@ -318,33 +311,11 @@ unsafe fn bind_buffer_memory2(
                     .insert(raw(i.buffer), (raw(i.memory), i.memory_offset));
             }
         }
-        if khr {
-            rec!(vkBindBufferMemory2KHR, r.as_raw(), |e| {
-                vkstream::encode::vkBindBufferMemory2KHR(e, device, count, p_infos)
-            });
-        } else {
-            rec!(vkBindBufferMemory2, r.as_raw(), |e| {
-                vkstream::encode::vkBindBufferMemory2(e, device, count, p_infos)
-            });
-        }
+        rec!(E::ID, r.as_raw(), |e| {
+            vkstream::encode::vkBindBufferMemory2(e, device, count, p_infos)
+        });
     });
     r
-}
-
-pub unsafe extern "system" fn vkBindBufferMemory2(
-    device: vk::Device,
-    count: u32,
-    p_infos: *const vk::BindBufferMemoryInfo<'_>,
-) -> vk::Result {
-    bind_buffer_memory2(false, device, count, p_infos)
-}
-
-pub unsafe extern "system" fn vkBindBufferMemory2KHR(
-    device: vk::Device,
-    count: u32,
-    p_infos: *const vk::BindBufferMemoryInfo<'_>,
-) -> vk::Result {
-    bind_buffer_memory2(true, device, count, p_infos)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 #![deny(dead_code)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
-use crate::hooks::{next, raw, rec_ops};
+use crate::hooks::{next, raw, rec_ops, Entry};
 use crate::runtime::{self, guard};
 use ash::vk;
 use format::record::QueryOpKind;
@@ -125,19 +125,14 @@ pub unsafe extern "system" fn vkCmdWriteTimestamp(
     });
 }
 
-unsafe fn write_timestamp2(
-    khr: bool,
+/// Also `vkCmdWriteTimestamp2KHR` (`E` says which name the app called).
+pub unsafe fn vkCmdWriteTimestamp2<E: Entry<vk::PFN_vkCmdWriteTimestamp2>>(
     cb: vk::CommandBuffer,
     stage: vk::PipelineStageFlags2,
     pool: vk::QueryPool,
     query: u32,
 ) {
-    let t = runtime::device_table(raw(cb));
-    let f = next!(if khr {
-        t.vkCmdWriteTimestamp2KHR
-    } else {
-        t.vkCmdWriteTimestamp2
-    });
+    let f = next!(E::next(runtime::device_table(raw(cb))));
     f(cb, stage, pool, query);
     guard("vkCmdWriteTimestamp2", || {
         let kinds = [QueryOpKind::Timestamp {
@@ -145,44 +140,15 @@ unsafe fn write_timestamp2(
             stage: stage.as_raw(),
             sync2: true,
         }];
-        if khr {
-            rec_ops!(
-                vkCmdWriteTimestamp2KHR,
-                0,
-                |e| vkstream::encode::vkCmdWriteTimestamp2KHR(e, cb, stage, pool, query),
-                raw(cb),
-                raw(pool),
-                &kinds
-            );
-        } else {
-            rec_ops!(
-                vkCmdWriteTimestamp2,
-                0,
-                |e| vkstream::encode::vkCmdWriteTimestamp2(e, cb, stage, pool, query),
-                raw(cb),
-                raw(pool),
-                &kinds
-            );
-        }
+        rec_ops!(
+            E::ID,
+            0,
+            |e| vkstream::encode::vkCmdWriteTimestamp2(e, cb, stage, pool, query),
+            raw(cb),
+            raw(pool),
+            &kinds
+        );
     });
-}
-
-pub unsafe extern "system" fn vkCmdWriteTimestamp2(
-    cb: vk::CommandBuffer,
-    stage: vk::PipelineStageFlags2,
-    pool: vk::QueryPool,
-    query: u32,
-) {
-    write_timestamp2(false, cb, stage, pool, query)
-}
-
-pub unsafe extern "system" fn vkCmdWriteTimestamp2KHR(
-    cb: vk::CommandBuffer,
-    stage: vk::PipelineStageFlags2,
-    pool: vk::QueryPool,
-    query: u32,
-) {
-    write_timestamp2(true, cb, stage, pool, query)
 }
 
 pub unsafe extern "system" fn vkCmdResetQueryPool(
@@ -214,8 +180,8 @@ pub unsafe extern "system" fn vkCmdResetQueryPool(
     });
 }
 
-unsafe fn reset_query_pool(
-    ext: bool,
+/// Also `vkResetQueryPoolEXT` (`E` says which name the app called).
+pub unsafe fn vkResetQueryPool<E: Entry<vk::PFN_vkResetQueryPool>>(
     device: vk::Device,
     pool: vk::QueryPool,
     first: u32,
@@ -224,55 +190,22 @@ unsafe fn reset_query_pool(
     let Some(d) = runtime::device_data(raw(device)) else {
         return;
     };
-    let f = next!(if ext {
-        d.table.vkResetQueryPoolEXT
-    } else {
-        d.table.vkResetQueryPool
-    });
+    let f = next!(E::next(&d.table));
     f(device, pool, first, count);
     guard("vkResetQueryPool", || {
         if let Some(p) = d.lock().pools.get_mut(&raw(pool)) {
             p.reset(first, count);
         }
         let kinds = [QueryOpKind::Reset { first, count }];
-        if ext {
-            rec_ops!(
-                vkResetQueryPoolEXT,
-                0,
-                |e| vkstream::encode::vkResetQueryPoolEXT(e, device, pool, first, count),
-                0,
-                raw(pool),
-                &kinds
-            );
-        } else {
-            rec_ops!(
-                vkResetQueryPool,
-                0,
-                |e| vkstream::encode::vkResetQueryPool(e, device, pool, first, count),
-                0,
-                raw(pool),
-                &kinds
-            );
-        }
+        rec_ops!(
+            E::ID,
+            0,
+            |e| vkstream::encode::vkResetQueryPool(e, device, pool, first, count),
+            0,
+            raw(pool),
+            &kinds
+        );
     });
-}
-
-pub unsafe extern "system" fn vkResetQueryPool(
-    device: vk::Device,
-    pool: vk::QueryPool,
-    first: u32,
-    count: u32,
-) {
-    reset_query_pool(false, device, pool, first, count)
-}
-
-pub unsafe extern "system" fn vkResetQueryPoolEXT(
-    device: vk::Device,
-    pool: vk::QueryPool,
-    first: u32,
-    count: u32,
-) {
-    reset_query_pool(true, device, pool, first, count)
 }
 
 pub unsafe extern "system" fn vkCmdWriteAccelerationStructuresPropertiesKHR(

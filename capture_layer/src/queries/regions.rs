@@ -8,7 +8,7 @@
 #![deny(dead_code)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
-use crate::hooks::{next, raw, rec};
+use crate::hooks::{next, raw, rec, Entry};
 use crate::runtime::{self, guard};
 use ash::vk;
 use format::record::{self, Record};
@@ -53,8 +53,8 @@ pub unsafe extern "system" fn vkCmdBeginRenderPass(
     });
 }
 
-unsafe fn begin_render_pass2(
-    khr: bool,
+/// Also `vkCmdBeginRenderPass2KHR` (`E` says which name the app called).
+pub unsafe fn vkCmdBeginRenderPass2<E: Entry<vk::PFN_vkCmdBeginRenderPass2>>(
     cb: vk::CommandBuffer,
     p_begin: *const vk::RenderPassBeginInfo<'_>,
     p_subpass: *const vk::SubpassBeginInfo<'_>,
@@ -62,80 +62,34 @@ unsafe fn begin_render_pass2(
     let Some(d) = runtime::device_data(raw(cb)) else {
         return;
     };
-    let f = next!(if khr {
-        d.table.vkCmdBeginRenderPass2KHR
-    } else {
-        d.table.vkCmdBeginRenderPass2
-    });
+    let f = next!(E::next(&d.table));
     f(cb, p_begin, p_subpass);
     guard("vkCmdBeginRenderPass2", || {
-        let seq = if khr {
-            rec!(vkCmdBeginRenderPass2KHR, 0, |e| {
-                vkstream::encode::vkCmdBeginRenderPass2KHR(e, cb, p_begin, p_subpass)
-            })
-        } else {
-            rec!(vkCmdBeginRenderPass2, 0, |e| {
-                vkstream::encode::vkCmdBeginRenderPass2(e, cb, p_begin, p_subpass)
-            })
-        };
+        let seq = rec!(E::ID, 0, |e| {
+            vkstream::encode::vkCmdBeginRenderPass2(e, cb, p_begin, p_subpass)
+        });
         if let Some(b) = p_begin.as_ref() {
             region_counters(seq, cb, b.p_next);
         }
     });
 }
 
-pub unsafe extern "system" fn vkCmdBeginRenderPass2(
+/// Also `vkCmdBeginRenderingKHR` (`E` says which name the app called).
+pub unsafe fn vkCmdBeginRendering<E: Entry<vk::PFN_vkCmdBeginRendering>>(
     cb: vk::CommandBuffer,
-    p_begin: *const vk::RenderPassBeginInfo<'_>,
-    p_subpass: *const vk::SubpassBeginInfo<'_>,
+    p_info: *const vk::RenderingInfo<'_>,
 ) {
-    begin_render_pass2(false, cb, p_begin, p_subpass)
-}
-
-pub unsafe extern "system" fn vkCmdBeginRenderPass2KHR(
-    cb: vk::CommandBuffer,
-    p_begin: *const vk::RenderPassBeginInfo<'_>,
-    p_subpass: *const vk::SubpassBeginInfo<'_>,
-) {
-    begin_render_pass2(true, cb, p_begin, p_subpass)
-}
-
-unsafe fn begin_rendering(khr: bool, cb: vk::CommandBuffer, p_info: *const vk::RenderingInfo<'_>) {
     let Some(d) = runtime::device_data(raw(cb)) else {
         return;
     };
-    let f = next!(if khr {
-        d.table.vkCmdBeginRenderingKHR
-    } else {
-        d.table.vkCmdBeginRendering
-    });
+    let f = next!(E::next(&d.table));
     f(cb, p_info);
     guard("vkCmdBeginRendering", || {
-        let seq = if khr {
-            rec!(vkCmdBeginRenderingKHR, 0, |e| {
-                vkstream::encode::vkCmdBeginRenderingKHR(e, cb, p_info)
-            })
-        } else {
-            rec!(vkCmdBeginRendering, 0, |e| {
-                vkstream::encode::vkCmdBeginRendering(e, cb, p_info)
-            })
-        };
+        let seq = rec!(E::ID, 0, |e| {
+            vkstream::encode::vkCmdBeginRendering(e, cb, p_info)
+        });
         if let Some(i) = p_info.as_ref() {
             region_counters(seq, cb, i.p_next);
         }
     });
-}
-
-pub unsafe extern "system" fn vkCmdBeginRendering(
-    cb: vk::CommandBuffer,
-    p_info: *const vk::RenderingInfo<'_>,
-) {
-    begin_rendering(false, cb, p_info)
-}
-
-pub unsafe extern "system" fn vkCmdBeginRenderingKHR(
-    cb: vk::CommandBuffer,
-    p_info: *const vk::RenderingInfo<'_>,
-) {
-    begin_rendering(true, cb, p_info)
 }

@@ -10,7 +10,7 @@
 #![deny(dead_code)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
-use crate::hooks::{find_in_chain, next, raw, rec, slice, NOT_PRESENT};
+use crate::hooks::{find_in_chain, next, raw, rec, slice, Entry, NOT_PRESENT};
 use crate::memory::scan_memory;
 use crate::query_copies::complete_proven as complete;
 use crate::runtime::{self, guard, DeviceData};
@@ -211,8 +211,8 @@ pub unsafe extern "system" fn vkQueueSubmit(
     r
 }
 
-unsafe fn queue_submit2(
-    khr: bool,
+/// Also `vkQueueSubmit2KHR` (`E` says which name the app called).
+pub unsafe fn vkQueueSubmit2<E: Entry<vk::PFN_vkQueueSubmit2>>(
     queue: vk::Queue,
     count: u32,
     p_submits: *const vk::SubmitInfo2<'_>,
@@ -221,26 +221,13 @@ unsafe fn queue_submit2(
     let Some(d) = runtime::device_data(raw(queue)) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let f = next!(
-        if khr {
-            d.table.vkQueueSubmit2KHR
-        } else {
-            d.table.vkQueueSubmit2
-        },
-        NOT_PRESENT
-    );
+    let f = next!(E::next(&d.table), NOT_PRESENT);
     guard("vkQueueSubmit2", || scan_memory(&mut d.lock(), None));
     let r = f(queue, count, p_submits, fence);
     guard("vkQueueSubmit2", || {
-        let seq = if khr {
-            rec!(vkQueueSubmit2KHR, r.as_raw(), |e| {
-                vkstream::encode::vkQueueSubmit2KHR(e, queue, count, p_submits, fence)
-            })
-        } else {
-            rec!(vkQueueSubmit2, r.as_raw(), |e| {
-                vkstream::encode::vkQueueSubmit2(e, queue, count, p_submits, fence)
-            })
-        };
+        let seq = rec!(E::ID, r.as_raw(), |e| {
+            vkstream::encode::vkQueueSubmit2(e, queue, count, p_submits, fence)
+        });
         if r != vk::Result::SUCCESS {
             return;
         }
@@ -272,24 +259,6 @@ unsafe fn queue_submit2(
         after_submit(d, seq, raw(queue), raw(fence), batches);
     });
     r
-}
-
-pub unsafe extern "system" fn vkQueueSubmit2(
-    queue: vk::Queue,
-    count: u32,
-    p_submits: *const vk::SubmitInfo2<'_>,
-    fence: vk::Fence,
-) -> vk::Result {
-    queue_submit2(false, queue, count, p_submits, fence)
-}
-
-pub unsafe extern "system" fn vkQueueSubmit2KHR(
-    queue: vk::Queue,
-    count: u32,
-    p_submits: *const vk::SubmitInfo2<'_>,
-    fence: vk::Fence,
-) -> vk::Result {
-    queue_submit2(true, queue, count, p_submits, fence)
 }
 
 pub unsafe extern "system" fn vkQueueWaitIdle(queue: vk::Queue) -> vk::Result {
@@ -365,8 +334,8 @@ fn semaphores_reached(d: &'static DeviceData, reached: &[(u64, u64)]) {
     });
 }
 
-unsafe fn wait_semaphores(
-    khr: bool,
+/// Also `vkWaitSemaphoresKHR` (`E` says which name the app called).
+pub unsafe fn vkWaitSemaphores<E: Entry<vk::PFN_vkWaitSemaphores>>(
     device: vk::Device,
     p_info: *const vk::SemaphoreWaitInfo<'_>,
     timeout: u64,
@@ -374,25 +343,12 @@ unsafe fn wait_semaphores(
     let Some(d) = runtime::device_data(raw(device)) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let f = next!(
-        if khr {
-            d.table.vkWaitSemaphoresKHR
-        } else {
-            d.table.vkWaitSemaphores
-        },
-        NOT_PRESENT
-    );
+    let f = next!(E::next(&d.table), NOT_PRESENT);
     let r = f(device, p_info, timeout);
     guard("vkWaitSemaphores", || {
-        let seq = if khr {
-            rec!(vkWaitSemaphoresKHR, r.as_raw(), |e| {
-                vkstream::encode::vkWaitSemaphoresKHR(e, device, p_info, timeout)
-            })
-        } else {
-            rec!(vkWaitSemaphores, r.as_raw(), |e| {
-                vkstream::encode::vkWaitSemaphores(e, device, p_info, timeout)
-            })
-        };
+        let seq = rec!(E::ID, r.as_raw(), |e| {
+            vkstream::encode::vkWaitSemaphores(e, device, p_info, timeout)
+        });
         if r != vk::Result::SUCCESS || p_info.is_null() {
             return;
         }
@@ -402,11 +358,11 @@ unsafe fn wait_semaphores(
         let any = info.flags.contains(vk::SemaphoreWaitFlags::ANY) && sems.len() > 1;
         // Nothing pending (the common case): no read of counters, no allocation.
         if !d.lock().pending.is_empty() {
-            let counter = if khr {
-                d.table.vkGetSemaphoreCounterValueKHR
-            } else {
-                d.table.vkGetSemaphoreCounterValue
-            };
+            // Either name: the wait just succeeded through one of them, so the device has it.
+            let counter = d
+                .table
+                .vkGetSemaphoreCounterValue
+                .or(d.table.vkGetSemaphoreCounterValueKHR);
             let reached: smallvec::SmallVec<[(u64, u64); 4]> = sems
                 .iter()
                 .zip(values)
@@ -427,24 +383,8 @@ unsafe fn wait_semaphores(
     r
 }
 
-pub unsafe extern "system" fn vkWaitSemaphores(
-    device: vk::Device,
-    p_info: *const vk::SemaphoreWaitInfo<'_>,
-    timeout: u64,
-) -> vk::Result {
-    wait_semaphores(false, device, p_info, timeout)
-}
-
-pub unsafe extern "system" fn vkWaitSemaphoresKHR(
-    device: vk::Device,
-    p_info: *const vk::SemaphoreWaitInfo<'_>,
-    timeout: u64,
-) -> vk::Result {
-    wait_semaphores(true, device, p_info, timeout)
-}
-
-unsafe fn semaphore_counter_value(
-    khr: bool,
+/// Also `vkGetSemaphoreCounterValueKHR` (`E` says which name the app called).
+pub unsafe fn vkGetSemaphoreCounterValue<E: Entry<vk::PFN_vkGetSemaphoreCounterValue>>(
     device: vk::Device,
     semaphore: vk::Semaphore,
     p_value: *mut u64,
@@ -452,46 +392,17 @@ unsafe fn semaphore_counter_value(
     let Some(d) = runtime::device_data(raw(device)) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let f = next!(
-        if khr {
-            d.table.vkGetSemaphoreCounterValueKHR
-        } else {
-            d.table.vkGetSemaphoreCounterValue
-        },
-        NOT_PRESENT
-    );
+    let f = next!(E::next(&d.table), NOT_PRESENT);
     let r = f(device, semaphore, p_value);
     guard("vkGetSemaphoreCounterValue", || {
-        if khr {
-            rec!(vkGetSemaphoreCounterValueKHR, r.as_raw(), |e| {
-                vkstream::encode::vkGetSemaphoreCounterValueKHR(e, device, semaphore, p_value)
-            });
-        } else {
-            rec!(vkGetSemaphoreCounterValue, r.as_raw(), |e| {
-                vkstream::encode::vkGetSemaphoreCounterValue(e, device, semaphore, p_value)
-            });
-        }
+        rec!(E::ID, r.as_raw(), |e| {
+            vkstream::encode::vkGetSemaphoreCounterValue(e, device, semaphore, p_value)
+        });
         if r == vk::Result::SUCCESS && !p_value.is_null() {
             semaphores_reached(d, &[(raw(semaphore), *p_value)]);
         }
     });
     r
-}
-
-pub unsafe extern "system" fn vkGetSemaphoreCounterValue(
-    device: vk::Device,
-    semaphore: vk::Semaphore,
-    p_value: *mut u64,
-) -> vk::Result {
-    semaphore_counter_value(false, device, semaphore, p_value)
-}
-
-pub unsafe extern "system" fn vkGetSemaphoreCounterValueKHR(
-    device: vk::Device,
-    semaphore: vk::Semaphore,
-    p_value: *mut u64,
-) -> vk::Result {
-    semaphore_counter_value(true, device, semaphore, p_value)
 }
 
 pub unsafe extern "system" fn vkWaitForFences(

@@ -8,7 +8,7 @@
 #![deny(dead_code)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
-use crate::hooks::{next, raw, rec, slice, NOT_PRESENT};
+use crate::hooks::{next, raw, rec, slice, Entry, NOT_PRESENT};
 use crate::runtime::{self, guard, DeviceData};
 use crate::state::TemplateEntry;
 use ash::vk;
@@ -16,8 +16,10 @@ use std::ffi::c_void;
 
 // ==== descriptor update templates ===================================================================
 
-unsafe fn create_template(
-    khr: bool,
+/// Also `vkCreateDescriptorUpdateTemplateKHR` (`E` says which name the app called).
+pub unsafe fn vkCreateDescriptorUpdateTemplate<
+    E: Entry<vk::PFN_vkCreateDescriptorUpdateTemplate>,
+>(
     device: vk::Device,
     p_info: *const vk::DescriptorUpdateTemplateCreateInfo<'_>,
     p_allocator: *const vk::AllocationCallbacks<'_>,
@@ -26,14 +28,7 @@ unsafe fn create_template(
     let Some(d) = runtime::device_data(raw(device)) else {
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
-    let f = next!(
-        if khr {
-            d.table.vkCreateDescriptorUpdateTemplateKHR
-        } else {
-            d.table.vkCreateDescriptorUpdateTemplate
-        },
-        NOT_PRESENT
-    );
+    let f = next!(E::next(&d.table), NOT_PRESENT);
     let r = f(device, p_info, p_allocator, p_template);
     guard("vkCreateDescriptorUpdateTemplate", || {
         if r == vk::Result::SUCCESS && !p_info.is_null() {
@@ -54,47 +49,17 @@ unsafe fn create_template(
             .collect();
             d.lock().templates.insert(raw(*p_template), entries);
         }
-        if khr {
-            rec!(vkCreateDescriptorUpdateTemplateKHR, r.as_raw(), |e| {
-                vkstream::encode::vkCreateDescriptorUpdateTemplateKHR(
-                    e,
-                    device,
-                    p_info,
-                    p_allocator,
-                    p_template,
-                )
-            });
-        } else {
-            rec!(vkCreateDescriptorUpdateTemplate, r.as_raw(), |e| {
-                vkstream::encode::vkCreateDescriptorUpdateTemplate(
-                    e,
-                    device,
-                    p_info,
-                    p_allocator,
-                    p_template,
-                )
-            });
-        }
+        rec!(E::ID, r.as_raw(), |e| {
+            vkstream::encode::vkCreateDescriptorUpdateTemplate(
+                e,
+                device,
+                p_info,
+                p_allocator,
+                p_template,
+            )
+        });
     });
     r
-}
-
-pub unsafe extern "system" fn vkCreateDescriptorUpdateTemplate(
-    device: vk::Device,
-    p_info: *const vk::DescriptorUpdateTemplateCreateInfo<'_>,
-    p_allocator: *const vk::AllocationCallbacks<'_>,
-    p_template: *mut vk::DescriptorUpdateTemplate,
-) -> vk::Result {
-    create_template(false, device, p_info, p_allocator, p_template)
-}
-
-pub unsafe extern "system" fn vkCreateDescriptorUpdateTemplateKHR(
-    device: vk::Device,
-    p_info: *const vk::DescriptorUpdateTemplateCreateInfo<'_>,
-    p_allocator: *const vk::AllocationCallbacks<'_>,
-    p_template: *mut vk::DescriptorUpdateTemplate,
-) -> vk::Result {
-    create_template(true, device, p_info, p_allocator, p_template)
 }
 
 /// The bytes a template update reads from `p_data`, per the template's recorded entries.
@@ -110,8 +75,10 @@ unsafe fn template_bytes(
     Some(std::slice::from_raw_parts(p_data as *const u8, size).to_vec())
 }
 
-unsafe fn update_with_template(
-    khr: bool,
+/// Also `vkUpdateDescriptorSetWithTemplateKHR` (`E` says which name the app called).
+pub unsafe fn vkUpdateDescriptorSetWithTemplate<
+    E: Entry<vk::PFN_vkUpdateDescriptorSetWithTemplate>,
+>(
     device: vk::Device,
     set: vk::DescriptorSet,
     template: vk::DescriptorUpdateTemplate,
@@ -120,11 +87,7 @@ unsafe fn update_with_template(
     let Some(d) = runtime::device_data(raw(device)) else {
         return;
     };
-    let f = next!(if khr {
-        d.table.vkUpdateDescriptorSetWithTemplateKHR
-    } else {
-        d.table.vkUpdateDescriptorSetWithTemplate
-    });
+    let f = next!(E::next(&d.table));
     f(device, set, template, p_data);
     guard("vkUpdateDescriptorSetWithTemplate", || {
         let Some(bytes) = template_bytes(d, template, p_data) else {
@@ -134,34 +97,10 @@ unsafe fn update_with_template(
             return;
         };
         let handles = [raw(device), raw(set), raw(template)];
-        if khr {
-            rec!(vkUpdateDescriptorSetWithTemplateKHR, 0, |e| {
-                crate::compat::encode_template_call(e, &handles, None, &bytes)
-            });
-        } else {
-            rec!(vkUpdateDescriptorSetWithTemplate, 0, |e| {
-                crate::compat::encode_template_call(e, &handles, None, &bytes)
-            });
-        }
+        rec!(E::ID, 0, |e| {
+            crate::compat::encode_template_call(e, &handles, None, &bytes)
+        });
     });
-}
-
-pub unsafe extern "system" fn vkUpdateDescriptorSetWithTemplate(
-    device: vk::Device,
-    set: vk::DescriptorSet,
-    template: vk::DescriptorUpdateTemplate,
-    p_data: *const c_void,
-) {
-    update_with_template(false, device, set, template, p_data)
-}
-
-pub unsafe extern "system" fn vkUpdateDescriptorSetWithTemplateKHR(
-    device: vk::Device,
-    set: vk::DescriptorSet,
-    template: vk::DescriptorUpdateTemplate,
-    p_data: *const c_void,
-) {
-    update_with_template(true, device, set, template, p_data)
 }
 
 pub unsafe extern "system" fn vkCmdPushDescriptorSetWithTemplateKHR(

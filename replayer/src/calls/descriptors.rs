@@ -6,12 +6,16 @@ use ash::vk::Handle as _;
 use format::record;
 use vkstream::{params, Call};
 
-use super::{generic, loaded, other};
+use super::{generic, loaded, other, Entry};
 use crate::error::ReplayError;
 use crate::session::Session;
 
 /// Also `vkCreateDescriptorUpdateTemplateKHR`.
-pub(crate) unsafe fn vkCreateDescriptorUpdateTemplate(
+/// `E` names the entry point recorded; unused here, as [`generic`] replays the call under its own
+/// name.
+pub(crate) unsafe fn vkCreateDescriptorUpdateTemplate<
+    E: Entry<vk::PFN_vkCreateDescriptorUpdateTemplate>,
+>(
     s: &mut Session<'_>,
     call: &Call,
     p: &params::vkCreateDescriptorUpdateTemplate,
@@ -38,7 +42,11 @@ pub(crate) unsafe fn vkCreateDescriptorUpdateTemplate(
 }
 
 /// Also `vkDestroyDescriptorUpdateTemplateKHR`.
-pub(crate) unsafe fn vkDestroyDescriptorUpdateTemplate(
+/// `E` names the entry point recorded; unused here, as [`generic`] replays the call under its own
+/// name.
+pub(crate) unsafe fn vkDestroyDescriptorUpdateTemplate<
+    E: Entry<vk::PFN_vkDestroyDescriptorUpdateTemplate>,
+>(
     s: &mut Session<'_>,
     call: &Call,
     p: &params::vkDestroyDescriptorUpdateTemplate,
@@ -48,8 +56,10 @@ pub(crate) unsafe fn vkDestroyDescriptorUpdateTemplate(
     generic(s, call, rec)
 }
 
-/// Also `vkUpdateDescriptorSetWithTemplateKHR`.
-pub(crate) unsafe fn vkUpdateDescriptorSetWithTemplate(
+/// Also `vkUpdateDescriptorSetWithTemplateKHR`, through the core function where the replay device has it (`E` unused).
+pub(crate) unsafe fn vkUpdateDescriptorSetWithTemplate<
+    E: Entry<vk::PFN_vkUpdateDescriptorSetWithTemplate>,
+>(
     s: &mut Session<'_>,
     _call: &Call,
     p: &params::vkUpdateDescriptorSetWithTemplate,

@@ -7,7 +7,7 @@ use ash::vk::Handle as _;
 use format::record;
 use vkstream::{params, Call, PNext};
 
-use super::{generic, other};
+use super::{generic, other, Entry};
 use crate::error::ReplayError;
 use crate::session::Session;
 
@@ -99,7 +99,9 @@ pub(crate) unsafe fn vkBindImageMemory(
 }
 
 /// Also `vkBindBufferMemory2KHR`.
-pub(crate) unsafe fn vkBindBufferMemory2(
+/// `E` names the entry point recorded; unused here, as [`generic`] replays the call under its own
+/// name.
+pub(crate) unsafe fn vkBindBufferMemory2<E: Entry<vk::PFN_vkBindBufferMemory2>>(
     s: &mut Session<'_>,
     call: &Call,
     p: &params::vkBindBufferMemory2,
@@ -112,7 +114,9 @@ pub(crate) unsafe fn vkBindBufferMemory2(
 }
 
 /// Also `vkBindImageMemory2KHR`.
-pub(crate) unsafe fn vkBindImageMemory2(
+/// `E` names the entry point recorded; unused here, as [`generic`] replays the call under its own
+/// name.
+pub(crate) unsafe fn vkBindImageMemory2<E: Entry<vk::PFN_vkBindImageMemory2>>(
     s: &mut Session<'_>,
     call: &Call,
     p: &params::vkBindImageMemory2,

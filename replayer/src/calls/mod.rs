@@ -4,7 +4,8 @@
 //! Adding a hand-written command: list it in `codegen/src/config.rs` (`REPLAY_OVERRIDES`, with its
 //! module), write `<module>::<command>(session, call, params, record)` here and run
 //! `cargo run -p codegen`; the generated [`replay_call`] calls it. A listed command without its
-//! function does not compile, and an unlisted function is dead code, denied below.
+//! function does not compile, and an unlisted function is dead code, denied below. A command with
+//! aliases in vk.xml is listed once; its function is generic over [`Entry`] and serves every name.
 //!
 //! Dependencies point one way: the engine calls [`replay_call`]; these modules use the session
 //! and the generated dispatch, never the engine.
@@ -30,6 +31,17 @@ pub(crate) mod wsi;
 /// The per-call entry point, generated from codegen's `REPLAY_OVERRIDES`: each listed command's
 /// arm calls its function here (`<module>::<command>`), the rest go to [`generic`].
 pub(crate) use crate::generated::overrides::replay_call;
+
+/// One name of a command vk.xml names more than once (core, KHR, EXT). A function here serving
+/// several names (listed once in `REPLAY_OVERRIDES`) is generic over it, and the generated arm of
+/// each name passes that name's entry: the replay device's function of the name the capture
+/// recorded. `T` is the dispatch table it comes from.
+pub(crate) trait Entry<F, T = vkstream::DeviceTable> {
+    /// The command's name, for errors.
+    const NAME: &'static str;
+    /// The replay device's function of this name.
+    fn next(t: &T) -> Option<F>;
+}
 
 pub(crate) fn other(msg: impl Into<String>) -> ReplayError {
     ReplayError::Other(msg.into())

@@ -7,7 +7,7 @@ use ash::vk::Handle as _;
 use format::record;
 use vkstream::{params, Call, PNext};
 
-use super::{cmd, loaded, other};
+use super::{cmd, loaded, other, Entry};
 use crate::error::ReplayError;
 use crate::session::Session;
 
@@ -83,22 +83,17 @@ pub(crate) unsafe fn vkDestroyQueryPool(
     Ok(())
 }
 
-/// Also `vkResetQueryPoolEXT`, called through the extension's entry point.
-pub(crate) unsafe fn vkResetQueryPool(
+/// Also `vkResetQueryPoolEXT`, called through the entry point of the name recorded (`E`).
+pub(crate) unsafe fn vkResetQueryPool<E: Entry<vk::PFN_vkResetQueryPool>>(
     s: &mut Session<'_>,
-    call: &Call,
+    _call: &Call,
     p: &params::vkResetQueryPool,
     _rec: &record::Call,
 ) -> Result<(), ReplayError> {
     let pool = pool(s, p.query_pool)?;
     let d = s.device(p.device)?;
-    if let Call::vkResetQueryPoolEXT(_) = call {
-        let f = loaded(d.table.vkResetQueryPoolEXT, "vkResetQueryPoolEXT")?;
-        f(d.device.handle(), pool, p.first_query, p.query_count);
-    } else {
-        d.device
-            .reset_query_pool(pool, p.first_query, p.query_count);
-    }
+    let f = loaded(E::next(&d.table), E::NAME)?;
+    f(d.device.handle(), pool, p.first_query, p.query_count);
     Ok(())
 }
 
@@ -189,28 +184,22 @@ pub(crate) unsafe fn vkCmdWriteTimestamp(
     Ok(())
 }
 
-/// Also `vkCmdWriteTimestamp2KHR`, called through the extension's entry point.
-pub(crate) unsafe fn vkCmdWriteTimestamp2(
+/// Also `vkCmdWriteTimestamp2KHR`, called through the entry point of the name recorded (`E`).
+pub(crate) unsafe fn vkCmdWriteTimestamp2<E: Entry<vk::PFN_vkCmdWriteTimestamp2>>(
     s: &mut Session<'_>,
-    call: &Call,
+    _call: &Call,
     p: &params::vkCmdWriteTimestamp2,
     _rec: &record::Call,
 ) -> Result<(), ReplayError> {
     let stage = vk::PipelineStageFlags2::from_raw(p.stage);
-    if let Call::vkCmdWriteTimestamp2KHR(_) = call {
-        let cb = s.lookup(vk::ObjectType::COMMAND_BUFFER, p.command_buffer)?;
-        let f = s.device_for(cb)?.table.vkCmdWriteTimestamp2KHR;
-        let f = loaded(f, "vkCmdWriteTimestamp2KHR")?;
-        f(
-            vk::CommandBuffer::from_raw(cb),
-            stage,
-            pool(s, p.query_pool)?,
-            p.query,
-        );
-    } else {
-        let (d, cb) = cmd(s, p.command_buffer)?;
-        d.cmd_write_timestamp2(cb, stage, pool(s, p.query_pool)?, p.query);
-    }
+    let cb = s.lookup(vk::ObjectType::COMMAND_BUFFER, p.command_buffer)?;
+    let f = loaded(E::next(&s.device_for(cb)?.table), E::NAME)?;
+    f(
+        vk::CommandBuffer::from_raw(cb),
+        stage,
+        pool(s, p.query_pool)?,
+        p.query,
+    );
     Ok(())
 }
 

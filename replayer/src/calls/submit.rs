@@ -7,7 +7,7 @@ use ash::vk::Handle as _;
 use format::record;
 use vkstream::{params, types, Call, PNext};
 
-use super::{lookup_all, other};
+use super::{loaded, lookup_all, other, Entry};
 use crate::error::ReplayError;
 use crate::session::Session;
 
@@ -111,10 +111,10 @@ pub(crate) unsafe fn vkQueueSubmit(
         .map_err(|e| ReplayError::vk("vkQueueSubmit", e))
 }
 
-/// Also `vkQueueSubmit2KHR`, called through the extension's entry point.
-pub(crate) unsafe fn vkQueueSubmit2(
+/// Also `vkQueueSubmit2KHR`, called through the entry point of the name recorded (`E`).
+pub(crate) unsafe fn vkQueueSubmit2<E: Entry<vk::PFN_vkQueueSubmit2>>(
     s: &mut Session<'_>,
-    call: &Call,
+    _call: &Call,
     p: &params::vkQueueSubmit2,
     rec: &record::Call,
 ) -> Result<(), ReplayError> {
@@ -200,16 +200,13 @@ pub(crate) unsafe fn vkQueueSubmit2(
             i
         })
         .collect();
-    let d = s.device_for(q)?;
-    let r = if let Call::vkQueueSubmit2KHR(_) = call {
-        ash::khr::synchronization2::Device::new(s.instance()?, &d.device).queue_submit2(
-            vk::Queue::from_raw(q),
-            &infos,
-            fence,
-        )
-    } else {
-        d.device
-            .queue_submit2(vk::Queue::from_raw(q), &infos, fence)
-    };
-    r.map_err(|e| ReplayError::vk("vkQueueSubmit2", e))
+    let f = loaded(E::next(&s.device_for(q)?.table), E::NAME)?;
+    f(
+        vk::Queue::from_raw(q),
+        infos.len() as u32,
+        infos.as_ptr(),
+        fence,
+    )
+    .result()
+    .map_err(|e| ReplayError::vk("vkQueueSubmit2", e))
 }

@@ -95,17 +95,17 @@ pub(crate) unsafe fn replay_call(
             crate::calls::memory::vkBindImageMemory(s, call, p, rec)
         }
         vkstream::Call::vkBindBufferMemory2(p) => {
-            crate::calls::memory::vkBindBufferMemory2(s, call, p, rec)
+            crate::calls::memory::vkBindBufferMemory2::<entry::vkBindBufferMemory2>(s, call, p, rec)
         }
-        vkstream::Call::vkBindBufferMemory2KHR(p) => {
-            crate::calls::memory::vkBindBufferMemory2(s, call, p, rec)
-        }
+        vkstream::Call::vkBindBufferMemory2KHR(p) => crate::calls::memory::vkBindBufferMemory2::<
+            entry::vkBindBufferMemory2KHR,
+        >(s, call, p, rec),
         vkstream::Call::vkBindImageMemory2(p) => {
-            crate::calls::memory::vkBindImageMemory2(s, call, p, rec)
+            crate::calls::memory::vkBindImageMemory2::<entry::vkBindImageMemory2>(s, call, p, rec)
         }
-        vkstream::Call::vkBindImageMemory2KHR(p) => {
-            crate::calls::memory::vkBindImageMemory2(s, call, p, rec)
-        }
+        vkstream::Call::vkBindImageMemory2KHR(p) => crate::calls::memory::vkBindImageMemory2::<
+            entry::vkBindImageMemory2KHR,
+        >(s, call, p, rec),
         // memory writes are flushed as they are applied
         vkstream::Call::vkFlushMappedMemoryRanges(_) => Ok(()),
         // invalidation only matters to the host
@@ -117,10 +117,10 @@ pub(crate) unsafe fn replay_call(
             crate::calls::queries::vkDestroyQueryPool(s, call, p, rec)
         }
         vkstream::Call::vkResetQueryPool(p) => {
-            crate::calls::queries::vkResetQueryPool(s, call, p, rec)
+            crate::calls::queries::vkResetQueryPool::<entry::vkResetQueryPool>(s, call, p, rec)
         }
         vkstream::Call::vkResetQueryPoolEXT(p) => {
-            crate::calls::queries::vkResetQueryPool(s, call, p, rec)
+            crate::calls::queries::vkResetQueryPool::<entry::vkResetQueryPoolEXT>(s, call, p, rec)
         }
         vkstream::Call::vkCmdResetQueryPool(p) => {
             crate::calls::queries::vkCmdResetQueryPool(s, call, p, rec)
@@ -138,11 +138,13 @@ pub(crate) unsafe fn replay_call(
         vkstream::Call::vkCmdWriteTimestamp(p) => {
             crate::calls::queries::vkCmdWriteTimestamp(s, call, p, rec)
         }
-        vkstream::Call::vkCmdWriteTimestamp2(p) => {
-            crate::calls::queries::vkCmdWriteTimestamp2(s, call, p, rec)
-        }
+        vkstream::Call::vkCmdWriteTimestamp2(p) => crate::calls::queries::vkCmdWriteTimestamp2::<
+            entry::vkCmdWriteTimestamp2,
+        >(s, call, p, rec),
         vkstream::Call::vkCmdWriteTimestamp2KHR(p) => {
-            crate::calls::queries::vkCmdWriteTimestamp2(s, call, p, rec)
+            crate::calls::queries::vkCmdWriteTimestamp2::<entry::vkCmdWriteTimestamp2KHR>(
+                s, call, p, rec,
+            )
         }
         vkstream::Call::vkCmdCopyQueryPoolResults(p) => {
             crate::calls::queries::vkCmdCopyQueryPoolResults(s, call, p, rec)
@@ -158,27 +160,41 @@ pub(crate) unsafe fn replay_call(
         // names only help tools, and need VK_EXT_debug_utils on the replay
         vkstream::Call::vkSetDebugUtilsObjectNameEXT(_) => Ok(()),
         vkstream::Call::vkQueueSubmit(p) => crate::calls::submit::vkQueueSubmit(s, call, p, rec),
-        vkstream::Call::vkQueueSubmit2(p) => crate::calls::submit::vkQueueSubmit2(s, call, p, rec),
+        vkstream::Call::vkQueueSubmit2(p) => {
+            crate::calls::submit::vkQueueSubmit2::<entry::vkQueueSubmit2>(s, call, p, rec)
+        }
         vkstream::Call::vkQueueSubmit2KHR(p) => {
-            crate::calls::submit::vkQueueSubmit2(s, call, p, rec)
+            crate::calls::submit::vkQueueSubmit2::<entry::vkQueueSubmit2KHR>(s, call, p, rec)
         }
         vkstream::Call::vkCreateDescriptorUpdateTemplate(p) => {
-            crate::calls::descriptors::vkCreateDescriptorUpdateTemplate(s, call, p, rec)
+            crate::calls::descriptors::vkCreateDescriptorUpdateTemplate::<
+                entry::vkCreateDescriptorUpdateTemplate,
+            >(s, call, p, rec)
         }
         vkstream::Call::vkCreateDescriptorUpdateTemplateKHR(p) => {
-            crate::calls::descriptors::vkCreateDescriptorUpdateTemplate(s, call, p, rec)
+            crate::calls::descriptors::vkCreateDescriptorUpdateTemplate::<
+                entry::vkCreateDescriptorUpdateTemplateKHR,
+            >(s, call, p, rec)
         }
         vkstream::Call::vkDestroyDescriptorUpdateTemplate(p) => {
-            crate::calls::descriptors::vkDestroyDescriptorUpdateTemplate(s, call, p, rec)
+            crate::calls::descriptors::vkDestroyDescriptorUpdateTemplate::<
+                entry::vkDestroyDescriptorUpdateTemplate,
+            >(s, call, p, rec)
         }
         vkstream::Call::vkDestroyDescriptorUpdateTemplateKHR(p) => {
-            crate::calls::descriptors::vkDestroyDescriptorUpdateTemplate(s, call, p, rec)
+            crate::calls::descriptors::vkDestroyDescriptorUpdateTemplate::<
+                entry::vkDestroyDescriptorUpdateTemplateKHR,
+            >(s, call, p, rec)
         }
         vkstream::Call::vkUpdateDescriptorSetWithTemplate(p) => {
-            crate::calls::descriptors::vkUpdateDescriptorSetWithTemplate(s, call, p, rec)
+            crate::calls::descriptors::vkUpdateDescriptorSetWithTemplate::<
+                entry::vkUpdateDescriptorSetWithTemplate,
+            >(s, call, p, rec)
         }
         vkstream::Call::vkUpdateDescriptorSetWithTemplateKHR(p) => {
-            crate::calls::descriptors::vkUpdateDescriptorSetWithTemplate(s, call, p, rec)
+            crate::calls::descriptors::vkUpdateDescriptorSetWithTemplate::<
+                entry::vkUpdateDescriptorSetWithTemplateKHR,
+            >(s, call, p, rec)
         }
         vkstream::Call::vkCmdPushDescriptorSetWithTemplateKHR(p) => {
             crate::calls::descriptors::vkCmdPushDescriptorSetWithTemplateKHR(s, call, p, rec)
@@ -252,5 +268,162 @@ pub(crate) unsafe fn replay_call(
         // a surface or presentation query: its answer is in the capture and nothing replayed depends on it
         vkstream::Call::vkReleaseSwapchainImagesEXT(_) => Ok(()),
         _ => crate::calls::generic(s, call, rec),
+    }
+}
+
+/// Each name of an override shared by aliases (core/KHR/EXT): its `calls::Entry`, the replay
+/// device's function of that name.
+#[allow(non_camel_case_types)]
+pub(crate) mod entry {
+    use ash::vk;
+    pub enum vkBindBufferMemory2 {}
+    impl crate::calls::Entry<vk::PFN_vkBindBufferMemory2, vkstream::DeviceTable>
+        for vkBindBufferMemory2
+    {
+        const NAME: &'static str = "vkBindBufferMemory2";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkBindBufferMemory2> {
+            t.vkBindBufferMemory2
+        }
+    }
+    pub enum vkBindBufferMemory2KHR {}
+    impl crate::calls::Entry<vk::PFN_vkBindBufferMemory2, vkstream::DeviceTable>
+        for vkBindBufferMemory2KHR
+    {
+        const NAME: &'static str = "vkBindBufferMemory2KHR";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkBindBufferMemory2> {
+            t.vkBindBufferMemory2KHR
+        }
+    }
+    pub enum vkBindImageMemory2 {}
+    impl crate::calls::Entry<vk::PFN_vkBindImageMemory2, vkstream::DeviceTable> for vkBindImageMemory2 {
+        const NAME: &'static str = "vkBindImageMemory2";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkBindImageMemory2> {
+            t.vkBindImageMemory2
+        }
+    }
+    pub enum vkBindImageMemory2KHR {}
+    impl crate::calls::Entry<vk::PFN_vkBindImageMemory2, vkstream::DeviceTable>
+        for vkBindImageMemory2KHR
+    {
+        const NAME: &'static str = "vkBindImageMemory2KHR";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkBindImageMemory2> {
+            t.vkBindImageMemory2KHR
+        }
+    }
+    pub enum vkResetQueryPool {}
+    impl crate::calls::Entry<vk::PFN_vkResetQueryPool, vkstream::DeviceTable> for vkResetQueryPool {
+        const NAME: &'static str = "vkResetQueryPool";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkResetQueryPool> {
+            t.vkResetQueryPool
+        }
+    }
+    pub enum vkResetQueryPoolEXT {}
+    impl crate::calls::Entry<vk::PFN_vkResetQueryPool, vkstream::DeviceTable> for vkResetQueryPoolEXT {
+        const NAME: &'static str = "vkResetQueryPoolEXT";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkResetQueryPool> {
+            t.vkResetQueryPoolEXT
+        }
+    }
+    pub enum vkCmdWriteTimestamp2 {}
+    impl crate::calls::Entry<vk::PFN_vkCmdWriteTimestamp2, vkstream::DeviceTable>
+        for vkCmdWriteTimestamp2
+    {
+        const NAME: &'static str = "vkCmdWriteTimestamp2";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCmdWriteTimestamp2> {
+            t.vkCmdWriteTimestamp2
+        }
+    }
+    pub enum vkCmdWriteTimestamp2KHR {}
+    impl crate::calls::Entry<vk::PFN_vkCmdWriteTimestamp2, vkstream::DeviceTable>
+        for vkCmdWriteTimestamp2KHR
+    {
+        const NAME: &'static str = "vkCmdWriteTimestamp2KHR";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCmdWriteTimestamp2> {
+            t.vkCmdWriteTimestamp2KHR
+        }
+    }
+    pub enum vkQueueSubmit2 {}
+    impl crate::calls::Entry<vk::PFN_vkQueueSubmit2, vkstream::DeviceTable> for vkQueueSubmit2 {
+        const NAME: &'static str = "vkQueueSubmit2";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkQueueSubmit2> {
+            t.vkQueueSubmit2
+        }
+    }
+    pub enum vkQueueSubmit2KHR {}
+    impl crate::calls::Entry<vk::PFN_vkQueueSubmit2, vkstream::DeviceTable> for vkQueueSubmit2KHR {
+        const NAME: &'static str = "vkQueueSubmit2KHR";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkQueueSubmit2> {
+            t.vkQueueSubmit2KHR
+        }
+    }
+    pub enum vkCreateDescriptorUpdateTemplate {}
+    impl crate::calls::Entry<vk::PFN_vkCreateDescriptorUpdateTemplate, vkstream::DeviceTable>
+        for vkCreateDescriptorUpdateTemplate
+    {
+        const NAME: &'static str = "vkCreateDescriptorUpdateTemplate";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCreateDescriptorUpdateTemplate> {
+            t.vkCreateDescriptorUpdateTemplate
+        }
+    }
+    pub enum vkCreateDescriptorUpdateTemplateKHR {}
+    impl crate::calls::Entry<vk::PFN_vkCreateDescriptorUpdateTemplate, vkstream::DeviceTable>
+        for vkCreateDescriptorUpdateTemplateKHR
+    {
+        const NAME: &'static str = "vkCreateDescriptorUpdateTemplateKHR";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkCreateDescriptorUpdateTemplate> {
+            t.vkCreateDescriptorUpdateTemplateKHR
+        }
+    }
+    pub enum vkDestroyDescriptorUpdateTemplate {}
+    impl crate::calls::Entry<vk::PFN_vkDestroyDescriptorUpdateTemplate, vkstream::DeviceTable>
+        for vkDestroyDescriptorUpdateTemplate
+    {
+        const NAME: &'static str = "vkDestroyDescriptorUpdateTemplate";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkDestroyDescriptorUpdateTemplate> {
+            t.vkDestroyDescriptorUpdateTemplate
+        }
+    }
+    pub enum vkDestroyDescriptorUpdateTemplateKHR {}
+    impl crate::calls::Entry<vk::PFN_vkDestroyDescriptorUpdateTemplate, vkstream::DeviceTable>
+        for vkDestroyDescriptorUpdateTemplateKHR
+    {
+        const NAME: &'static str = "vkDestroyDescriptorUpdateTemplateKHR";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkDestroyDescriptorUpdateTemplate> {
+            t.vkDestroyDescriptorUpdateTemplateKHR
+        }
+    }
+    pub enum vkUpdateDescriptorSetWithTemplate {}
+    impl crate::calls::Entry<vk::PFN_vkUpdateDescriptorSetWithTemplate, vkstream::DeviceTable>
+        for vkUpdateDescriptorSetWithTemplate
+    {
+        const NAME: &'static str = "vkUpdateDescriptorSetWithTemplate";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkUpdateDescriptorSetWithTemplate> {
+            t.vkUpdateDescriptorSetWithTemplate
+        }
+    }
+    pub enum vkUpdateDescriptorSetWithTemplateKHR {}
+    impl crate::calls::Entry<vk::PFN_vkUpdateDescriptorSetWithTemplate, vkstream::DeviceTable>
+        for vkUpdateDescriptorSetWithTemplateKHR
+    {
+        const NAME: &'static str = "vkUpdateDescriptorSetWithTemplateKHR";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkUpdateDescriptorSetWithTemplate> {
+            t.vkUpdateDescriptorSetWithTemplateKHR
+        }
     }
 }
