@@ -295,7 +295,6 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     ("vkWaitForFences", Replay::By("device")),
     ("vkGetFenceStatus", Replay::By("device")),
     ("vkGetSemaphoreCounterValue", Replay::By("device")),
-    ("vkGetSemaphoreCounterValueKHR", Replay::By("device")),
     ("vkQueueWaitIdle", Replay::By("device")),
     ("vkDeviceWaitIdle", Replay::By("device")),
     // memory

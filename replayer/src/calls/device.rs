@@ -6,7 +6,7 @@ use ash::vk::Handle as _;
 use format::record;
 use vkstream::{params, Call};
 
-use super::{generic, other};
+use super::{generic, other, Entry};
 use crate::clock::WAIT_TIMEOUT;
 use crate::error::ReplayError;
 use crate::session::Session;
@@ -156,9 +156,9 @@ pub(crate) unsafe fn vkGetFenceStatus(
 /// The value the capture read is one the app waited for (wgpu polls this until its submission's
 /// value comes up, then resets that submission's command pool): the replay waits until its own
 /// semaphore gets there, or it would run ahead of its GPU.
-pub(crate) unsafe fn vkGetSemaphoreCounterValue(
+pub(crate) unsafe fn vkGetSemaphoreCounterValue<E: Entry<vk::PFN_vkGetSemaphoreCounterValue>>(
     s: &mut Session<'_>,
-    call: &Call,
+    _call: &Call,
     p: &params::vkGetSemaphoreCounterValue,
     rec: &record::Call,
 ) -> Result<(), ReplayError> {
@@ -168,9 +168,11 @@ pub(crate) unsafe fn vkGetSemaphoreCounterValue(
     let semaphore = vk::Semaphore::from_raw(s.lookup(vk::ObjectType::SEMAPHORE, p.semaphore)?);
     let d = s.device(p.device)?;
     let (core, khr) = (d.table.vkWaitSemaphores, d.table.vkWaitSemaphoresKHR);
-    let wait = match call {
-        Call::vkGetSemaphoreCounterValueKHR(_) => khr.or(core),
-        _ => core.or(khr),
+    // The app's device has the wait of the same origin as the read (core, or the KHR extension).
+    let wait = if E::NAME.ends_with("KHR") {
+        khr.or(core)
+    } else {
+        core.or(khr)
     }
     .ok_or_else(|| {
         other("the replay device has neither vkWaitSemaphores nor vkWaitSemaphoresKHR")

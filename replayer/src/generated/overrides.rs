@@ -71,10 +71,14 @@ pub(crate) unsafe fn replay_call(
             crate::calls::device::vkGetFenceStatus(s, call, p, rec)
         }
         vkstream::Call::vkGetSemaphoreCounterValue(p) => {
-            crate::calls::device::vkGetSemaphoreCounterValue(s, call, p, rec)
+            crate::calls::device::vkGetSemaphoreCounterValue::<entry::vkGetSemaphoreCounterValue>(
+                s, call, p, rec,
+            )
         }
         vkstream::Call::vkGetSemaphoreCounterValueKHR(p) => {
-            crate::calls::device::vkGetSemaphoreCounterValue(s, call, p, rec)
+            crate::calls::device::vkGetSemaphoreCounterValue::<entry::vkGetSemaphoreCounterValueKHR>(
+                s, call, p, rec,
+            )
         }
         vkstream::Call::vkQueueWaitIdle(p) => {
             crate::calls::device::vkQueueWaitIdle(s, call, p, rec)
@@ -276,6 +280,26 @@ pub(crate) unsafe fn replay_call(
 #[allow(non_camel_case_types)]
 pub(crate) mod entry {
     use ash::vk;
+    pub enum vkGetSemaphoreCounterValue {}
+    impl crate::calls::Entry<vk::PFN_vkGetSemaphoreCounterValue, vkstream::DeviceTable>
+        for vkGetSemaphoreCounterValue
+    {
+        const NAME: &'static str = "vkGetSemaphoreCounterValue";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkGetSemaphoreCounterValue> {
+            t.vkGetSemaphoreCounterValue
+        }
+    }
+    pub enum vkGetSemaphoreCounterValueKHR {}
+    impl crate::calls::Entry<vk::PFN_vkGetSemaphoreCounterValue, vkstream::DeviceTable>
+        for vkGetSemaphoreCounterValueKHR
+    {
+        const NAME: &'static str = "vkGetSemaphoreCounterValueKHR";
+        #[inline(always)]
+        fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkGetSemaphoreCounterValue> {
+            t.vkGetSemaphoreCounterValueKHR
+        }
+    }
     pub enum vkBindBufferMemory2 {}
     impl crate::calls::Entry<vk::PFN_vkBindBufferMemory2, vkstream::DeviceTable>
         for vkBindBufferMemory2
