@@ -5,7 +5,6 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use format::record::{DeviceSummary, QueryResult};
 use format::runs::{self, By, Item, Matching, Measure, Metric, Row, Run, RunError, Verdict};
 use serde_json::{json, Value};
 
@@ -70,29 +69,6 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
     }
 }
 
-/// The deterministic/variation rule, through the replayer's `classify` until it moves to
-/// `format::query`: switching is this function's two `replayer::compare::` paths.
-/// Cross-run comparisons do not know whether an occlusion query was begun `PRECISE` (that is
-/// in the trace), so occlusion counts compare as non-precise: zero vs non-zero is exact.
-fn classify(q: &QueryResult, a: Option<&DeviceSummary>, b: Option<&DeviceSummary>) -> Verdict {
-    use format::query::{classify, Context, Outcome};
-    let same = a
-        .zip(b)
-        .is_some_and(|(a, b)| replayer::compare::same_device(a, b));
-    let ctx = Context {
-        precise: false,
-        same_device: same,
-    };
-    match classify(q.query_type, q.captured.as_ref(), q.replayed.as_ref(), ctx) {
-        Outcome::Match => Verdict::Same,
-        Outcome::Mismatch => Verdict::Differs,
-        // Runs compare timestamp intervals, not the clock values themselves.
-        Outcome::Variation | Outcome::Clock => Verdict::Varies,
-        Outcome::NotCompared(_) => Verdict::NotCompared,
-        Outcome::Unavailable => Verdict::Unavailable,
-    }
-}
-
 fn read(path: &std::path::Path) -> anyhow::Result<Run> {
     Run::read(path).map_err(|e| match e {
         RunError::Format(f) => f.into(),
@@ -116,7 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             return Err(BadInput(e.to_string()).into());
         }
     }
-    let matching = runs::match_runs(&runs, &classify);
+    let matching = runs::match_runs(&runs, &runs::classify_runs);
     let rows = runs::rows(&matching, args.by.by());
     let report = Report {
         runs: &runs,
@@ -155,8 +131,12 @@ impl Report<'_> {
     }
 
     fn over(&self, row: &Row) -> bool {
-        self.threshold
-            .is_some_and(|t| row.change_pct.iter().flatten().any(|c| c.abs() > t))
+        self.threshold.is_some_and(|t| {
+            row.change_pct
+                .iter()
+                .flatten()
+                .any(|&c| runs::over_threshold(c, t))
+        })
     }
 
     fn over_threshold(&self) -> usize {

@@ -31,21 +31,16 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use format::query::{self, Context, QueryKind};
-use format::record::{DeviceSummary, QueryResult};
+use format::record::QueryResult;
 use serde::Serialize;
 
 pub use format::query::{NotCompared, Outcome};
 
 use crate::queries::type_name;
 
-/// Whether two device summaries describe the same device running the same driver.
-pub fn same_device(a: &DeviceSummary, b: &DeviceSummary) -> bool {
-    a.vendor_id == b.vendor_id
-        && a.device_id == b.device_id
-        && a.driver_id == b.driver_id
-        && a.driver_version == b.driver_version
-        && a.name == b.name
-}
+/// Whether two device summaries describe the same device running the same driver (one rule for
+/// `replay --compare`, `quarry compare` and the viewer).
+pub use format::runs::same_device;
 
 /// Classifies one query (see the module documentation for the rule).
 /// `precise` is whether an occlusion query was begun with `VK_QUERY_CONTROL_PRECISE_BIT`.
