@@ -328,6 +328,18 @@ fn read(vk_xml: &Path, reg: &Registry) -> Result<Facts> {
         c.0 = numbers[&c.1];
     }
     f.spirv_caps.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    // Aliases (`...EXT`/`...NV` of one number) become one entry with every enable.
+    let mut merged: Vec<(u32, String, Vec<Enable>)> = Vec::new();
+    for c in f.spirv_caps.drain(..) {
+        match merged.last_mut() {
+            Some(last) if last.0 == c.0 => {
+                last.1 = format!("{}/{}", last.1, c.1);
+                last.2.extend(c.2);
+            }
+            _ => merged.push(c),
+        }
+    }
+    f.spirv_caps = merged;
     f.spirv_exts.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(f)
 }

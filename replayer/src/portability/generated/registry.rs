@@ -10547,13 +10547,11 @@ pub static SPIRV_CAPABILITIES: &[(u32, &str, &[Enable])] = &[
     ),
     (
         5254,
-        "ShaderViewportIndexLayerEXT",
-        &[Enable::Extension("VK_EXT_shader_viewport_index_layer")],
-    ),
-    (
-        5254,
-        "ShaderViewportIndexLayerNV",
-        &[Enable::Extension("VK_NV_viewport_array2")],
+        "ShaderViewportIndexLayerEXT/ShaderViewportIndexLayerNV",
+        &[
+            Enable::Extension("VK_EXT_shader_viewport_index_layer"),
+            Enable::Extension("VK_NV_viewport_array2"),
+        ],
     ),
     (
         5255,
@@ -10591,21 +10589,19 @@ pub static SPIRV_CAPABILITIES: &[(u32, &str, &[Enable])] = &[
     ),
     (
         5284,
-        "FragmentBarycentricKHR",
-        &[Enable::Feature {
-            structure: "VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR",
-            feature: "fragmentShaderBarycentric",
-            requires: &["VK_KHR_fragment_shader_barycentric"],
-        }],
-    ),
-    (
-        5284,
-        "FragmentBarycentricNV",
-        &[Enable::Feature {
-            structure: "VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR",
-            feature: "fragmentShaderBarycentric",
-            requires: &["VK_NV_fragment_shader_barycentric"],
-        }],
+        "FragmentBarycentricKHR/FragmentBarycentricNV",
+        &[
+            Enable::Feature {
+                structure: "VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR",
+                feature: "fragmentShaderBarycentric",
+                requires: &["VK_KHR_fragment_shader_barycentric"],
+            },
+            Enable::Feature {
+                structure: "VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR",
+                feature: "fragmentShaderBarycentric",
+                requires: &["VK_NV_fragment_shader_barycentric"],
+            },
+        ],
     ),
     (
         5288,
@@ -10618,21 +10614,19 @@ pub static SPIRV_CAPABILITIES: &[(u32, &str, &[Enable])] = &[
     ),
     (
         5291,
-        "FragmentDensityEXT",
-        &[Enable::Feature {
-            structure: "VkPhysicalDeviceFragmentDensityMapFeaturesEXT",
-            feature: "fragmentDensityMap",
-            requires: &["VK_EXT_fragment_density_map"],
-        }],
-    ),
-    (
-        5291,
-        "ShadingRateNV",
-        &[Enable::Feature {
-            structure: "VkPhysicalDeviceShadingRateImageFeaturesNV",
-            feature: "shadingRateImage",
-            requires: &["VK_NV_shading_rate_image"],
-        }],
+        "FragmentDensityEXT/ShadingRateNV",
+        &[
+            Enable::Feature {
+                structure: "VkPhysicalDeviceFragmentDensityMapFeaturesEXT",
+                feature: "fragmentDensityMap",
+                requires: &["VK_EXT_fragment_density_map"],
+            },
+            Enable::Feature {
+                structure: "VkPhysicalDeviceShadingRateImageFeaturesNV",
+                feature: "shadingRateImage",
+                requires: &["VK_NV_shading_rate_image"],
+            },
+        ],
     ),
     (
         5297,
