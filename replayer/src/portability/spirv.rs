@@ -69,7 +69,7 @@ pub(crate) mod tests {
     fn string_words(s: &str) -> Vec<u32> {
         let mut b = s.as_bytes().to_vec();
         b.push(0);
-        while b.len() % 4 != 0 {
+        while !b.len().is_multiple_of(4) {
             b.push(0);
         }
         b.chunks(4)
@@ -96,7 +96,10 @@ pub(crate) mod tests {
 
     #[test]
     fn reads_capabilities_and_extensions_up_to_the_memory_model() {
-        let m = module(&[1, 2, 5013], &["SPV_EXT_shader_stencil_export", "SPV_KHR_x"]);
+        let m = module(
+            &[1, 2, 5013],
+            &["SPV_EXT_shader_stencil_export", "SPV_KHR_x"],
+        );
         let d = declared(&m);
         assert_eq!(d.capabilities, vec![1, 2, 5013]);
         assert_eq!(

@@ -65,11 +65,21 @@ pub struct DeviceUsage {
 }
 
 impl DeviceUsage {
-    /// Enabled extensions the trace never uses, in enabled order.
+    /// Enabled extensions the trace never uses, in enabled order. Extensions the registry does
+    /// not know are never in it: what they add is not known (see [`Self::unknown_extensions`]).
     pub fn unused_extensions(&self) -> Vec<&str> {
         self.extensions
             .iter()
-            .filter(|e| !self.used_extensions.contains_key(*e))
+            .filter(|e| !self.used_extensions.contains_key(*e) && extension(e).is_some())
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Enabled extensions this build's registry (vk.xml) does not know.
+    pub fn unknown_extensions(&self) -> Vec<&str> {
+        self.extensions
+            .iter()
+            .filter(|e| extension(e).is_none())
             .map(String::as_str)
             .collect()
     }
@@ -119,6 +129,11 @@ pub fn feature_struct_by_stype(s_type: i32) -> Option<&'static registry::Feature
         .map(|i| &registry::FEATURE_STRUCTS[i])
 }
 
+/// The extensions and core versions (1.1 and later) that add a struct, by its sType.
+pub fn stype_providers(s_type: i32) -> &'static [&'static str] {
+    lookup_value("VkStructureType", s_type as i64).map_or(&[], |v| v.1)
+}
+
 fn lookup_command(name: &str) -> &'static [&'static str] {
     registry::COMMANDS
         .binary_search_by(|(c, _)| (*c).cmp(name))
@@ -139,7 +154,8 @@ fn lookup_bit(ty: &str, bit: u64) -> Option<(&'static str, &'static [&'static st
         .map(|i| (registry::FLAG_BITS[i].2, registry::FLAG_BITS[i].3))
 }
 
-fn extension(name: &str) -> Option<&'static registry::Extension> {
+/// What the registry says of an extension.
+pub fn extension(name: &str) -> Option<&'static registry::Extension> {
     registry::EXTENSIONS
         .binary_search_by(|e| e.name.cmp(name))
         .ok()
@@ -412,9 +428,11 @@ pub fn scan(reader: &TraceReader) -> Result<TraceUsage, String> {
             continue;
         }
         // The first parameter of a device-level command is its dispatchable handle.
-        let Some(first) = c.params.get(..8).map(|b| {
-            u64::from_le_bytes(b.try_into().expect("8 bytes"))
-        }) else {
+        let Some(first) = c
+            .params
+            .get(..8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        else {
             continue;
         };
         let Some(&ti) = owner.get(&first).or_else(|| {
@@ -521,7 +539,9 @@ mod tests {
         );
         let u = t.finish();
         assert_eq!(
-            u.extension_use("VK_EXT_shader_stencil_export").unwrap().what,
+            u.extension_use("VK_EXT_shader_stencil_export")
+                .unwrap()
+                .what,
             "SPIR-V extension SPV_EXT_shader_stencil_export"
         );
     }
@@ -531,7 +551,10 @@ mod tests {
         // Int8 (39) is enabled by shaderInt8, named in VkPhysicalDeviceVulkan12Features by vk.xml;
         // here the device enabled it through the extension's own struct.
         let mut t = tracker(
-            &["VK_KHR_shader_float16_int8", "VK_KHR_get_physical_device_properties2"],
+            &[
+                "VK_KHR_shader_float16_int8",
+                "VK_KHR_get_physical_device_properties2",
+            ],
             &[
                 ("VkPhysicalDeviceShaderFloat16Int8Features", "shaderInt8"),
                 ("VkPhysicalDeviceShaderFloat16Int8Features", "shaderFloat16"),
@@ -620,7 +643,9 @@ mod tests {
     #[test]
     fn tables_are_sorted_for_binary_search() {
         assert!(registry::COMMANDS.windows(2).all(|w| w[0].0 < w[1].0));
-        assert!(registry::EXTENSIONS.windows(2).all(|w| w[0].name < w[1].name));
+        assert!(registry::EXTENSIONS
+            .windows(2)
+            .all(|w| w[0].name < w[1].name));
         assert!(registry::ENUM_VALUES
             .windows(2)
             .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)));
@@ -636,6 +661,9 @@ mod tests {
         assert!(registry::SPIRV_EXTENSIONS
             .windows(2)
             .all(|w| w[0].0 < w[1].0));
-        assert_eq!(lookup_command("vkCmdBeginTransformFeedbackEXT"), &["VK_EXT_transform_feedback"]);
+        assert_eq!(
+            lookup_command("vkCmdBeginTransformFeedbackEXT"),
+            &["VK_EXT_transform_feedback"]
+        );
     }
 }
