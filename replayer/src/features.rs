@@ -42,7 +42,7 @@ impl Missing {
 
 /// What the GPU supports of features struct `s` (a zeroed struct of its size, filled by the driver;
 /// a driver that does not know the struct leaves it zeroed).
-unsafe fn supported(
+pub(crate) unsafe fn supported_words(
     instance: &ash::Instance,
     pd: vk::PhysicalDevice,
     s: &FeatureStruct,
@@ -98,7 +98,7 @@ pub unsafe fn missing(
             let f2 = p as *mut vk::PhysicalDeviceFeatures2<'_>;
             check_core(&have, &mut (*f2).features as *mut _ as *mut u32, &mut out);
         } else if let Some(s) = feature_struct_by_stype(s_type.as_raw()) {
-            let have = supported(instance, pd, s);
+            let have = supported_words(instance, pd, s);
             let want = p as *mut u32;
             for (k, member) in s.members.iter().enumerate() {
                 let i = HEADER_WORDS + k;

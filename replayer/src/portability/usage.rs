@@ -62,6 +62,10 @@ pub struct DeviceUsage {
     pub used_extensions: BTreeMap<String, Use>,
     /// Features a shader needs (by SPIR-V capability) or whose extension is used.
     pub used_features: BTreeMap<Feature, Use>,
+    /// Captured queue families it creates queues of.
+    pub queue_families: Vec<u32>,
+    /// Captured memory types it allocates from.
+    pub memory_types: BTreeSet<u32>,
 }
 
 impl DeviceUsage {
@@ -110,6 +114,8 @@ impl DeviceUsage {
 #[derive(Debug, Clone, Default)]
 pub struct TraceUsage {
     pub devices: Vec<DeviceUsage>,
+    /// The capture device (from the header or the first `Device` record).
+    pub capture_device: Option<format::record::DeviceSummary>,
 }
 
 impl TraceUsage {
@@ -385,9 +391,14 @@ pub fn scan(reader: &TraceReader) -> Result<TraceUsage, String> {
     let mut trackers: Vec<Tracker> = Vec::new();
     // Captured queue / command buffer / device -> index into `trackers`.
     let mut owner: HashMap<u64, usize> = HashMap::new();
+    let mut capture_device = reader.header().device.clone();
     for rec in reader.records() {
         let rec = rec.map_err(|e| e.to_string())?;
         let c = match rec {
+            Record::Device(d) => {
+                capture_device.get_or_insert(d);
+                continue;
+            }
             Record::CommandTable(names) => {
                 table = names
                     .iter()
@@ -415,7 +426,16 @@ pub fn scan(reader: &TraceReader) -> Result<TraceUsage, String> {
                 let (exts, features) = enabled(&p);
                 if let Some(d) = p.p_device {
                     owner.insert(d, trackers.len());
-                    trackers.push(Tracker::new(d, c.seq, exts, features));
+                    let mut t = Tracker::new(d, c.seq, exts, features);
+                    t.usage.queue_families = p
+                        .p_create_info
+                        .as_deref()
+                        .and_then(|ci| ci.p_queue_create_infos.as_deref())
+                        .unwrap_or(&[])
+                        .iter()
+                        .map(|q| q.queue_family_index)
+                        .collect();
+                    trackers.push(t);
                 }
             }
             continue;
@@ -461,6 +481,11 @@ pub fn scan(reader: &TraceReader) -> Result<TraceUsage, String> {
         for h in created_dispatchable(&call) {
             owner.insert(h, ti);
         }
+        if let Call::vkAllocateMemory(p) = &call {
+            if let Some(ai) = &p.p_allocate_info {
+                t.usage.memory_types.insert(ai.memory_type_index);
+            }
+        }
         walk::walk_call(
             &call,
             &mut Visitor {
@@ -472,13 +497,15 @@ pub fn scan(reader: &TraceReader) -> Result<TraceUsage, String> {
     }
     Ok(TraceUsage {
         devices: trackers.into_iter().map(Tracker::finish).collect(),
+        capture_device,
     })
 }
 
+/// Commands decoded for bookkeeping even when the walker finds nothing in them.
 fn creates_dispatchable(name: &str) -> bool {
     matches!(
         name,
-        "vkGetDeviceQueue" | "vkGetDeviceQueue2" | "vkAllocateCommandBuffers"
+        "vkGetDeviceQueue" | "vkGetDeviceQueue2" | "vkAllocateCommandBuffers" | "vkAllocateMemory"
     )
 }
 
