@@ -183,6 +183,11 @@ impl Session<'_> {
         // not enabled is invalid), unless a kept extension or a core version also adds them.
         let mut ci = *create_info;
         unlink_structs_of(&mut ci, &pruned, &forced, &ext);
+        // Our own copy of the core features, so switching one off writes to memory we own.
+        let mut core_features = ci.p_enabled_features.as_ref().copied();
+        if let Some(f) = core_features.as_mut() {
+            ci.p_enabled_features = f;
+        }
         let mut pruned_features: Vec<String> = Vec::new();
         for f in crate::features::missing(&instance, pd, &ci) {
             let name = f.name();
