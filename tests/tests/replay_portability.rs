@@ -2,7 +2,8 @@
 //! quarry-demo on lavapipe, edited so its device also enables an extension lavapipe lacks
 //! (VK_EXT_conservative_rasterization), replays with the extension left out when the trace never
 //! uses it, and is refused, naming the call, when a shader module declares a SPIR-V capability
-//! the extension enables. `quarry replay --check-only` and `quarry info --json` say the same.
+//! the extension enables. `quarry replay --check-only` and `quarry info --json` say the same;
+//! `--check-only` also names an image format the GPU lacks.
 
 use std::path::{Path, PathBuf};
 
@@ -210,6 +211,49 @@ fn unused_extension_the_gpu_lacks_is_left_out_and_a_used_one_is_refused_naming_t
     assert!(
         text.lines()
             .any(|l| l.starts_with("device ") && l.contains(&format!("unused: {EXT}"))),
+        "{text}"
+    );
+}
+
+/// The first vkCreateImage's format set to `format` (the `flags, imageType, format` words of its
+/// create info found by their decoded values).
+fn set_image_format(params: &mut [u8], format: i32) {
+    let call = vkstream::decode_call(vkstream::command_id("vkCreateImage").unwrap(), params)
+        .expect("decodable vkCreateImage");
+    let vkstream::Call::vkCreateImage(p) = call else {
+        unreachable!()
+    };
+    let ci = p.p_create_info.unwrap();
+    let mut words = ci.flags.to_le_bytes().to_vec();
+    words.extend(ci.image_type.to_le_bytes());
+    words.extend(ci.format.to_le_bytes());
+    let at = find(params, &words).expect("flags, imageType, format") + 8;
+    params[at..at + 4].copy_from_slice(&format.to_le_bytes());
+}
+
+#[test]
+fn check_only_names_an_image_format_the_gpu_lacks() {
+    let Some(demo) = capture_demo_on_lavapipe("portability-format", "1") else {
+        return;
+    };
+    let astc = demo.with_file_name("astc.qtrace");
+    let mut image_seq = None;
+    rewrite_calls(&demo, &astc, |name, c: &mut Call| {
+        if name == "vkCreateImage" && image_seq.is_none() {
+            // VK_FORMAT_ASTC_4x4_UNORM_BLOCK: lavapipe has no ASTC.
+            set_image_format(&mut c.params, 157);
+            image_seq = Some(c.seq);
+        }
+        Vec::new()
+    })
+    .unwrap();
+    let seq = image_seq.expect("the demo creates images");
+    let (code, text) = check_only(&astc, &[]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("image format ASTC_4X4_UNORM_BLOCK")
+            && text.contains(&format!("first used by vkCreateImage call {seq}"))
+            && !text.contains("--drop-unsupported"),
         "{text}"
     );
 }

@@ -1,7 +1,7 @@
 //! `quarry replay --check-only`: whether a GPU can replay a trace, without replaying it: the
-//! extensions and features the trace's devices use that the GPU lacks, its queue families and
-//! memory types, with the same rules device creation applies (unused extensions and features
-//! are left out), and which options would help.
+//! extensions and features the trace's devices use that the GPU lacks, its queue families,
+//! memory types and image formats, with the rules device creation applies (unused extensions and
+//! features are left out), and which options would help.
 
 use ash::vk;
 use format::record::FileKind;
@@ -22,7 +22,8 @@ pub struct GpuCheck {
     pub missing: Vec<String>,
     /// Enabled but unused extensions and features it lacks: the replay leaves them out.
     pub left_out: Vec<String>,
-    /// Every missing item is an extension or feature that `--drop-unsupported` would drop.
+    /// Every missing item is an extension or feature that `--drop-unsupported` would drop (not
+    /// a queue family, memory type or image format).
     pub droppable: bool,
     /// VK_KHR_performance_query is missing (`--emulate-counters` provides it).
     pub needs_counters: bool,
@@ -162,6 +163,7 @@ unsafe fn check_gpu(
         let dropped = check_extensions(d, g, dropping, &mut c);
         if let Some(pd) = pd {
             check_features(d, instance, pd, &dropped, dropping, &mut c);
+            check_images(d, instance, pd, &mut c);
         }
         let captured = usage
             .capture_device
@@ -290,6 +292,45 @@ unsafe fn check_features(
                 .missing
                 .push(format!("feature {name} (first used by {u})")),
             FeatureUse::Unknown => c.missing.push(format!("feature {name}")),
+        }
+    }
+}
+
+/// Image formats (with the type, tiling, usage and flags the trace creates them with) `pd` does
+/// not support, once per format. Images with DRM format modifiers are not checked (their
+/// support depends on the modifier, in the create info's chain).
+///
+/// # Safety
+/// `pd` must be a physical device of `instance`.
+unsafe fn check_images(
+    d: &DeviceUsage,
+    instance: &ash::Instance,
+    pd: vk::PhysicalDevice,
+    c: &mut GpuCheck,
+) {
+    let mut reported = std::collections::HashSet::new();
+    for (&(format, ty, tiling, usage, flags), &seq) in &d.images {
+        if tiling == vk::ImageTiling::DRM_FORMAT_MODIFIER_EXT.as_raw() || reported.contains(&format)
+        {
+            continue;
+        }
+        let r = instance.get_physical_device_image_format_properties(
+            pd,
+            vk::Format::from_raw(format),
+            vk::ImageType::from_raw(ty),
+            vk::ImageTiling::from_raw(tiling),
+            vk::ImageUsageFlags::from_raw(usage),
+            vk::ImageCreateFlags::from_raw(flags),
+        );
+        if matches!(r, Err(vk::Result::ERROR_FORMAT_NOT_SUPPORTED)) {
+            reported.insert(format);
+            c.missing.push(format!(
+                "image format {:?} ({:?} tiling, usage {:?}; first used by vkCreateImage call {seq})",
+                vk::Format::from_raw(format),
+                vk::ImageTiling::from_raw(tiling),
+                vk::ImageUsageFlags::from_raw(usage)
+            ));
+            c.droppable = false;
         }
     }
 }

@@ -66,6 +66,9 @@ pub struct DeviceUsage {
     pub queue_families: Vec<u32>,
     /// Captured memory types it allocates from.
     pub memory_types: BTreeSet<u32>,
+    /// Images it creates, by what a GPU must support of them: (format, image type, tiling,
+    /// usage, flags) -> seq of the first vkCreateImage.
+    pub images: BTreeMap<(i32, i32, i32, u32, u32), u64>,
 }
 
 impl DeviceUsage {
@@ -481,10 +484,19 @@ pub fn scan(reader: &TraceReader) -> Result<TraceUsage, String> {
         for h in created_dispatchable(&call) {
             owner.insert(h, ti);
         }
-        if let Call::vkAllocateMemory(p) = &call {
-            if let Some(ai) = &p.p_allocate_info {
-                t.usage.memory_types.insert(ai.memory_type_index);
+        match &call {
+            Call::vkAllocateMemory(p) => {
+                if let Some(ai) = &p.p_allocate_info {
+                    t.usage.memory_types.insert(ai.memory_type_index);
+                }
             }
+            Call::vkCreateImage(p) if c.result >= 0 => {
+                if let Some(ci) = &p.p_create_info {
+                    let key = (ci.format, ci.image_type, ci.tiling, ci.usage, ci.flags);
+                    t.usage.images.entry(key).or_insert(c.seq);
+                }
+            }
+            _ => {}
         }
         walk::walk_call(
             &call,
@@ -505,7 +517,11 @@ pub fn scan(reader: &TraceReader) -> Result<TraceUsage, String> {
 fn creates_dispatchable(name: &str) -> bool {
     matches!(
         name,
-        "vkGetDeviceQueue" | "vkGetDeviceQueue2" | "vkAllocateCommandBuffers" | "vkAllocateMemory"
+        "vkGetDeviceQueue"
+            | "vkGetDeviceQueue2"
+            | "vkAllocateCommandBuffers"
+            | "vkAllocateMemory"
+            | "vkCreateImage"
     )
 }
 
