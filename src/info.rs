@@ -37,6 +37,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .contains_key("StateBegin")
         .then(|| state_snapshot(&reader))
         .flatten();
+    // What the trace's devices use of what they enable (a damaged trace: what could be read).
+    let usage = (info.kind == FileKind::Trace)
+        .then(|| replayer::portability::scan(&reader).ok())
+        .flatten();
     if args.json {
         let mut v = to_json(&info);
         if let Some(o) = v.as_object_mut() {
@@ -58,9 +62,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 serde_json::to_value(sn).unwrap_or(Value::Null),
             );
         }
+        if let (Some(u), Some(o)) = (&usage, v.as_object_mut()) {
+            o.insert("device_use".into(), usage_json(u));
+        }
         writeln!(out, "{v}")?;
     } else {
         write_text(&mut out, &reader, &info)?;
+        if let Some(u) = &usage {
+            write_usage(&mut out, u)?;
+        }
         if let Some(sn) = &snapshot {
             writeln!(
                 out,
@@ -85,6 +95,74 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     output::flush(&mut out)?;
     // What could be read is printed; a damaged file still exits with 2 (unless --salvage).
     output::judge(&info, reader.path(), &output::Met::default(), args.salvage)
+}
+
+/// Per device the trace creates: enabled extensions it never uses (`enabled_unused`), the ones it
+/// uses with the first call that uses each (`used`), and the same for features.
+fn usage_json(u: &replayer::portability::TraceUsage) -> Value {
+    use replayer::portability::FeatureUse;
+    let use_json = |name: String, at: &replayer::portability::Use| json!({"name": name, "seq": at.seq, "call": at.call, "what": at.what});
+    let devices: Vec<Value> = u
+        .devices
+        .iter()
+        .map(|d| {
+            let mut features_unused = Vec::new();
+            let mut features_used = Vec::new();
+            let mut features_unknown = Vec::new();
+            for (s, m) in &d.features {
+                let name = format!("{s}.{m}");
+                match d.feature_use(s, m) {
+                    FeatureUse::Used(at) => features_used.push(use_json(name, at)),
+                    FeatureUse::Unused => features_unused.push(json!(name)),
+                    FeatureUse::Unknown => features_unknown.push(json!(name)),
+                }
+            }
+            json!({
+                "device": format!("{:#x}", d.device),
+                "created_at": d.created_at,
+                "enabled_unused": d.unused_extensions(),
+                "enabled_unknown": d.unknown_extensions(),
+                "used": d.used_extensions.iter().map(|(e, at)| use_json(e.clone(), at)).collect::<Vec<_>>(),
+                "features_enabled_unused": features_unused,
+                "features_used": features_used,
+                "features_use_unknown": features_unknown,
+            })
+        })
+        .collect();
+    Value::Array(devices)
+}
+
+/// One line of unused and one of used extensions per device.
+fn write_usage(out: &mut impl Write, u: &replayer::portability::TraceUsage) -> std::io::Result<()> {
+    for d in &u.devices {
+        let unused = d.unused_extensions();
+        writeln!(
+            out,
+            "device {:#x}:  enables {} extension(s); unused: {}",
+            d.device,
+            d.extensions.len(),
+            if unused.is_empty() {
+                "none".to_string()
+            } else {
+                unused.join(", ")
+            }
+        )?;
+        let used: Vec<String> = d
+            .used_extensions
+            .iter()
+            .map(|(e, at)| format!("{e} ({} call {})", at.call, at.seq))
+            .collect();
+        writeln!(
+            out,
+            "  used: {}",
+            if used.is_empty() {
+                "none".to_string()
+            } else {
+                used.join(", ")
+            }
+        )?;
+    }
+    Ok(())
 }
 
 /// A results file's summary of the replay that wrote it (its last record), if readable.

@@ -81,10 +81,14 @@ pub struct ReplayArgs {
     /// A GPU without VK_KHR_performance_query measures through VK_LAYER_QUARRY_counters.
     #[arg(long, value_name = "LIST|all")]
     pub counters: Option<String>,
-    /// Leave out device extensions the replay GPU lacks when they are safe to drop (debug
-    /// markers, checkpoints, HDR metadata, present timing, ...) and skip their commands.
+    /// Leave out device extensions and features the replay GPU lacks even when the trace uses
+    /// them, and skip the calls that need them (unused ones are always left out).
     #[arg(long)]
     pub drop_unsupported: bool,
+    /// Only say, in one line, whether this GPU can replay the trace and, if not, what it lacks
+    /// and which options would help: exit 0 it can, 1 it cannot, 2 bad input.
+    #[arg(long)]
+    pub check_only: bool,
     /// Show the presented frames in an X11 window (on $DISPLAY); headless without it.
     #[arg(long)]
     pub window: bool,
@@ -240,6 +244,9 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<u8> {
     if !args.trace.is_file() {
         crate::bad_input!("{}: no such file", args.trace.display())
     }
+    if args.check_only {
+        return check_only(&args);
+    }
     let _layer = if args.emulate_counters || args.counters.is_some() && !args.gpu_counts()? {
         Some(emulate_counters()?)
     } else {
@@ -262,6 +269,22 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<u8> {
             } else {
                 0
             }))
+        }
+        Err(e @ (ReplayError::Trace(_) | ReplayError::BadOption(_))) => {
+            eprintln!("quarry: {}", e.to_string().replace('\n', " "));
+            Ok(2)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `quarry replay --check-only`: one line; 0 the GPU can replay the trace, 1 it cannot, 2 bad input.
+fn check_only(args: &ReplayArgs) -> anyhow::Result<u8> {
+    let _layer = args.emulate_counters.then(emulate_counters).transpose()?;
+    match replayer::portability::check(&args.trace, args.gpu.as_deref(), args.drop_unsupported) {
+        Ok(c) => {
+            println!("{}", c.line());
+            Ok(if c.gpu.can_replay() { 0 } else { 1 })
         }
         Err(e @ (ReplayError::Trace(_) | ReplayError::BadOption(_))) => {
             eprintln!("quarry: {}", e.to_string().replace('\n', " "));

@@ -4,6 +4,7 @@
 
 pub mod analyze;
 pub mod config;
+pub mod emit_extensions;
 pub mod emit_layer;
 pub mod emit_replay;
 pub mod emit_stream;
@@ -70,6 +71,7 @@ fn render_files(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
         "{}//! Generated from vk.xml by `codegen`.\npub mod commands;\npub mod decode;\npub mod encode;\npub mod handles;\npub mod tables;\n",
         emit_stream::HEADER
     );
+    let extension_files = emit_extensions::files(vk_xml, &reg, &an)?;
     Ok(vec![
         ("vkstream/src/generated/mod.rs".into(), gen_mod),
         (
@@ -112,7 +114,10 @@ fn render_files(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
             "replayer/src/generated/overrides.rs".into(),
             emit_replay::overrides_rs(&an),
         ),
-    ])
+    ]
+    .into_iter()
+    .chain(extension_files)
+    .collect())
 }
 
 /// Formats Rust source with rustfmt (edition 2021, default style) so output is stable.

@@ -142,3 +142,43 @@ impl Forge {
         out
     }
 }
+
+/// Copies trace `src` to `dst` record by record (blobs stored again), letting `edit` change each
+/// call, given its command name, and return calls to write right after it (tests make traces
+/// of real captures with, say, one more device extension enabled this way).
+pub fn rewrite_calls(
+    src: &std::path::Path,
+    dst: &std::path::Path,
+    mut edit: impl FnMut(&str, &mut crate::record::Call) -> Vec<crate::record::Call>,
+) -> Result<(), crate::FormatError> {
+    use crate::record::{Payload, Record};
+    let reader = crate::TraceReader::open(src)?;
+    let writer = crate::TraceWriter::create(dst, reader.header().clone())?;
+    let mut names: Vec<String> = Vec::new();
+    for rec in reader.records() {
+        match rec? {
+            Record::CommandTable(t) => {
+                names = t.clone();
+                writer.write(&Record::CommandTable(t))?;
+            }
+            Record::Call(mut c) => {
+                let name = names.get(c.cmd as usize).cloned().unwrap_or_default();
+                let more = edit(&name, &mut c);
+                writer.write(&Record::Call(c))?;
+                for m in more {
+                    writer.write(&Record::Call(m))?;
+                }
+            }
+            Record::MemoryWrite(mut w) => {
+                if let Payload::Blob { .. } = w.data {
+                    let bytes = reader.payload_bytes(&w.data)?;
+                    w.data = writer.payload(&bytes)?;
+                }
+                writer.write(&Record::MemoryWrite(w))?;
+            }
+            r => writer.write(&r)?,
+        }
+    }
+    writer.finish()?;
+    Ok(())
+}

@@ -1,167 +1,115 @@
-//! Which device features a captured `VkDeviceCreateInfo` enables that the replay GPU lacks, by name,
-//! so a failed device creation lists all of them at once.
+//! Which device features a captured `VkDeviceCreateInfo` enables that the replay GPU lacks, by
+//! vk.xml name, so a failed device creation lists all of them at once, and so the ones the trace
+//! does not use can be switched off. Every features struct vk.xml knows is checked (the table is
+//! generated: `portability::generated::registry::FEATURE_STRUCTS`).
 
 use std::ffi::c_void;
 
-use ash::vk::{self, TaggedStructure};
+use ash::vk;
 
-/// Field names of a features struct, read from ash's `Debug` output of a default value (every
-/// member after `s_type`/`p_next` is a `VkBool32`, so member i is 32-bit word i after the header).
-fn field_names<T: Default + std::fmt::Debug>() -> Vec<String> {
-    let text = format!("{:?}", T::default());
-    let Some(open) = text.find('{') else {
-        return Vec::new();
-    };
-    text[open + 1..]
-        .split(',')
-        .filter_map(|f| f.split(':').next())
-        .map(|n| n.trim().trim_end_matches('}').trim().to_string())
-        .filter(|n| !n.is_empty() && n != "s_type" && n != "p_next" && n != "_marker")
-        .collect()
-}
+use crate::portability::generated::registry::{FeatureStruct, CORE_FEATURES};
+use crate::portability::usage::feature_struct_by_stype;
 
-/// Word offset of the first member after `sType`/`pNext`.
+/// Word offset of the first member after `sType`/`pNext` (4-byte sType, padding, 8-byte pNext).
 const HEADER_WORDS: usize = 4;
 
-/// Compares the enabled words of `enabled` (a captured struct of type `T`) with what the GPU reports.
-///
-/// # Safety
-/// `enabled` must point to a valid `T`.
-unsafe fn check<T: Default + std::fmt::Debug + TaggedStructure>(
+/// One enabled feature the replay GPU lacks, and where its `VkBool32` is, to switch it off.
+pub struct Missing {
+    /// `VkPhysicalDeviceFeatures` for core 1.0 features, else the features struct's vk.xml name.
+    pub structure: &'static str,
+    pub member: &'static str,
+    word: *mut u32,
+}
+
+impl Missing {
+    /// `VkPhysicalDeviceVulkan12Features.samplerMirrorClampToEdge`, `pipelineStatisticsQuery`.
+    pub fn name(&self) -> String {
+        if self.structure == "VkPhysicalDeviceFeatures" {
+            self.member.to_string()
+        } else {
+            format!("{}.{}", self.structure, self.member)
+        }
+    }
+
+    /// Switches the feature off in the create info.
+    ///
+    /// # Safety
+    /// The create info [`missing`] read must still be alive and its structs writable.
+    pub unsafe fn disable(&self) {
+        *self.word = 0;
+    }
+}
+
+/// What the GPU supports of features struct `s` (a zeroed struct of its size, filled by the driver;
+/// a driver that does not know the struct leaves it zeroed).
+pub(crate) unsafe fn supported_words(
     instance: &ash::Instance,
     pd: vk::PhysicalDevice,
-    enabled: *const c_void,
-    out: &mut Vec<String>,
-) {
-    let mut supported = T::default();
+    s: &FeatureStruct,
+) -> Vec<u32> {
+    let words = HEADER_WORDS + s.members.len();
+    // u64 storage keeps the pNext member aligned.
+    let mut buf = vec![0u64; words.div_ceil(2)];
+    let p = buf.as_mut_ptr() as *mut vk::BaseOutStructure<'_>;
+    (*p).s_type = vk::StructureType::from_raw(s.s_type);
     let mut f2 = vk::PhysicalDeviceFeatures2 {
-        p_next: &mut supported as *mut T as *mut c_void,
+        p_next: p as *mut c_void,
         ..Default::default()
     };
     instance.get_physical_device_features2(pd, &mut f2);
-    let words = std::mem::size_of::<T>() / 4;
-    let want = std::slice::from_raw_parts(enabled as *const u32, words);
-    let have = std::slice::from_raw_parts(&supported as *const T as *const u32, words);
-    let names = field_names::<T>();
-    let struct_name = std::any::type_name::<T>()
-        .rsplit("::")
-        .next()
-        .unwrap_or("")
-        .trim_end_matches("<'_>")
-        .to_string();
-    // Only the named members: the struct may end in alignment padding.
-    for (k, field) in names.iter().enumerate() {
-        let i = HEADER_WORDS + k;
-        if i < words && want[i] != 0 && have[i] == 0 {
-            out.push(format!("feature {struct_name}.{field}"));
+    std::slice::from_raw_parts(buf.as_ptr() as *const u32, words).to_vec()
+}
+
+/// Enabled words of a core `VkPhysicalDeviceFeatures` at `want` that `have` lacks.
+unsafe fn check_core(have: &vk::PhysicalDeviceFeatures, want: *mut u32, out: &mut Vec<Missing>) {
+    let h = have as *const vk::PhysicalDeviceFeatures as *const u32;
+    for (i, member) in CORE_FEATURES.iter().enumerate() {
+        if *want.add(i) != 0 && *h.add(i) == 0 {
+            out.push(Missing {
+                structure: "VkPhysicalDeviceFeatures",
+                member,
+                word: want.add(i),
+            });
         }
     }
 }
 
-fn check_core(
-    have: &vk::PhysicalDeviceFeatures,
-    want: &vk::PhysicalDeviceFeatures,
-    out: &mut Vec<String>,
-) {
-    let words = std::mem::size_of::<vk::PhysicalDeviceFeatures>() / 4;
-    // SAFETY: PhysicalDeviceFeatures is a plain array of VkBool32.
-    let (w, h) = unsafe {
-        (
-            std::slice::from_raw_parts(want as *const _ as *const u32, words),
-            std::slice::from_raw_parts(have as *const _ as *const u32, words),
-        )
-    };
-    let names = {
-        let text = format!("{:?}", vk::PhysicalDeviceFeatures::default());
-        let open = text.find('{').map_or(0, |o| o + 1);
-        text[open..]
-            .split(',')
-            .filter_map(|f| f.split(':').next())
-            .map(|n| n.trim().trim_end_matches('}').trim().to_string())
-            .filter(|n| !n.is_empty())
-            .collect::<Vec<_>>()
-    };
-    for i in 0..words {
-        if w[i] != 0 && h[i] == 0 {
-            out.push(format!(
-                "feature {}",
-                names.get(i).cloned().unwrap_or_else(|| format!("#{i}"))
-            ));
-        }
-    }
-}
-
-macro_rules! known_feature_structs {
-    ($($t:ident),* $(,)?) => {
-        /// Checks one chained struct when it is a features struct this build knows.
-        unsafe fn check_chained(instance: &ash::Instance, pd: vk::PhysicalDevice, s_type: vk::StructureType, p: *const c_void, out: &mut Vec<String>) {
-            $(
-                if s_type == vk::$t::STRUCTURE_TYPE {
-                    check::<vk::$t>(instance, pd, p, out);
-                    return;
-                }
-            )*
-        }
-    };
-}
-
-known_feature_structs!(
-    PhysicalDeviceVulkan11Features,
-    PhysicalDeviceVulkan12Features,
-    PhysicalDeviceVulkan13Features,
-    PhysicalDeviceTransformFeedbackFeaturesEXT,
-    PhysicalDeviceMeshShaderFeaturesEXT,
-    PhysicalDevicePerformanceQueryFeaturesKHR,
-    PhysicalDevicePrimitivesGeneratedQueryFeaturesEXT,
-    PhysicalDeviceHostQueryResetFeatures,
-    PhysicalDeviceTimelineSemaphoreFeatures,
-    PhysicalDeviceBufferDeviceAddressFeatures,
-    PhysicalDeviceDescriptorIndexingFeatures,
-    PhysicalDeviceDynamicRenderingFeatures,
-    PhysicalDeviceSynchronization2Features,
-    PhysicalDeviceShaderDrawParametersFeatures,
-    PhysicalDevice16BitStorageFeatures,
-    PhysicalDevice8BitStorageFeatures,
-    PhysicalDeviceMultiviewFeatures,
-    PhysicalDeviceSamplerYcbcrConversionFeatures,
-    PhysicalDeviceScalarBlockLayoutFeatures,
-    PhysicalDeviceShaderFloat16Int8Features,
-    PhysicalDeviceExtendedDynamicStateFeaturesEXT,
-    PhysicalDeviceExtendedDynamicState2FeaturesEXT,
-    PhysicalDeviceAccelerationStructureFeaturesKHR,
-    PhysicalDeviceRayTracingPipelineFeaturesKHR,
-    PhysicalDeviceRayQueryFeaturesKHR,
-    PhysicalDeviceRobustness2FeaturesEXT,
-    PhysicalDeviceDepthClipEnableFeaturesEXT,
-    PhysicalDeviceCustomBorderColorFeaturesEXT,
-    PhysicalDeviceVertexAttributeDivisorFeaturesEXT,
-    PhysicalDeviceConditionalRenderingFeaturesEXT,
-);
-
-/// Every feature `ci` enables (core `pEnabledFeatures`, a chained `VkPhysicalDeviceFeatures2`, and the
-/// known feature structs of the chain) that `pd` does not support.
+/// Every feature `ci` enables (core `pEnabledFeatures`, a chained `VkPhysicalDeviceFeatures2`, and
+/// every features struct of the chain) that `pd` does not support.
 ///
 /// # Safety
-/// `ci` must be a valid create info with a valid `pNext` chain.
-pub unsafe fn missing_features(
+/// `ci` must be a valid create info with a valid `pNext` chain; `pEnabledFeatures` and the chained
+/// structs must stay alive and writable while the result is used.
+pub unsafe fn missing(
     instance: &ash::Instance,
     pd: vk::PhysicalDevice,
     ci: &vk::DeviceCreateInfo<'_>,
-) -> Vec<String> {
+) -> Vec<Missing> {
     let mut out = Vec::new();
     let have = instance.get_physical_device_features(pd);
     if !ci.p_enabled_features.is_null() {
-        check_core(&have, &*ci.p_enabled_features, &mut out);
+        check_core(&have, ci.p_enabled_features as *mut u32, &mut out);
     }
-    let mut p = ci.p_next as *const vk::BaseInStructure<'_>;
+    let mut p = ci.p_next as *mut vk::BaseOutStructure<'_>;
     let mut guard = 0;
-    while !p.is_null() && guard < 256 {
+    while !p.is_null() && guard < vkstream::MAX_CHAIN {
         let s_type = (*p).s_type;
         if s_type == vk::StructureType::PHYSICAL_DEVICE_FEATURES_2 {
-            let f2 = &*(p as *const vk::PhysicalDeviceFeatures2<'_>);
-            check_core(&have, &f2.features, &mut out);
-        } else {
-            check_chained(instance, pd, s_type, p as *const c_void, &mut out);
+            let f2 = p as *mut vk::PhysicalDeviceFeatures2<'_>;
+            check_core(&have, &mut (*f2).features as *mut _ as *mut u32, &mut out);
+        } else if let Some(s) = feature_struct_by_stype(s_type.as_raw()) {
+            let have = supported_words(instance, pd, s);
+            let want = p as *mut u32;
+            for (k, member) in s.members.iter().enumerate() {
+                let i = HEADER_WORDS + k;
+                if *want.add(i) != 0 && have[i] == 0 {
+                    out.push(Missing {
+                        structure: s.name,
+                        member,
+                        word: want.add(i),
+                    });
+                }
+            }
         }
         p = (*p).p_next;
         guard += 1;
@@ -174,31 +122,50 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_follow_member_order() {
-        let n = field_names::<vk::PhysicalDeviceHostQueryResetFeatures>();
-        assert_eq!(n, vec!["host_query_reset".to_string()]);
-        let n = field_names::<vk::PhysicalDeviceVulkan12Features>();
+    fn members_follow_struct_order() {
+        let s = crate::portability::usage::feature_struct("VkPhysicalDeviceHostQueryResetFeatures")
+            .unwrap();
+        assert_eq!(s.members, ["hostQueryReset"]);
+        let s =
+            crate::portability::usage::feature_struct("VkPhysicalDeviceVulkan12Features").unwrap();
+        assert_eq!(s.members.first(), Some(&"samplerMirrorClampToEdge"));
+        // 47 members, each a word after the header: the last one is word 50 of ash's struct.
+        assert_eq!(s.members.len(), 47);
+        assert_eq!(s.members.last(), Some(&"subgroupBroadcastDynamicId"));
+        let v = vk::PhysicalDeviceVulkan12Features {
+            subgroup_broadcast_dynamic_id: 1,
+            ..Default::default()
+        };
+        let w = &v as *const _ as *const u32;
+        // SAFETY: the struct is at least HEADER_WORDS + 47 words long.
+        assert_eq!(unsafe { *w.add(HEADER_WORDS + 46) }, 1);
         assert_eq!(
-            n.first().map(String::as_str),
-            Some("sampler_mirror_clamp_to_edge")
+            s.s_type,
+            vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES.as_raw()
         );
-        // 47 members; the struct ends in 4 bytes of alignment padding.
-        assert_eq!(n.len(), 47);
-        assert_eq!(
-            n.last().map(String::as_str),
-            Some("subgroup_broadcast_dynamic_id")
-        );
+        assert!(crate::portability::generated::registry::FEATURE_STRUCTS.len() > 100);
     }
 
     #[test]
     fn core_feature_names() {
         let have = vk::PhysicalDeviceFeatures::default();
-        let want = vk::PhysicalDeviceFeatures {
+        let mut want = vk::PhysicalDeviceFeatures {
             pipeline_statistics_query: 1,
             ..Default::default()
         };
         let mut out = Vec::new();
-        check_core(&have, &want, &mut out);
-        assert_eq!(out, vec!["feature pipeline_statistics_query".to_string()]);
+        // SAFETY: both are plain arrays of VkBool32, one word per CORE_FEATURES entry.
+        unsafe { check_core(&have, &mut want as *mut _ as *mut u32, &mut out) };
+        assert_eq!(
+            out.iter().map(Missing::name).collect::<Vec<_>>(),
+            ["pipelineStatisticsQuery"]
+        );
+        // SAFETY: `want` is alive.
+        unsafe { out[0].disable() };
+        assert_eq!(want.pipeline_statistics_query, 0);
+        assert_eq!(
+            CORE_FEATURES.len() * 4,
+            std::mem::size_of::<vk::PhysicalDeviceFeatures>()
+        );
     }
 }

@@ -23,6 +23,7 @@ pub mod mapping;
 #[doc(hidden)]
 pub mod nulldrv;
 pub mod perf;
+pub mod portability;
 pub mod queries;
 pub mod results;
 pub mod session;

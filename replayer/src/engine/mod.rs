@@ -57,6 +57,7 @@ pub fn replay_with_progress(
         ));
     }
     let scan = scan(&reader)?;
+    let usage = std::sync::Arc::new(crate::portability::scan(&reader).map_err(trace_err)?);
     if scan.calls == 0 {
         return Err(ReplayError::Trace(format!(
             "{}: the trace holds no calls",
@@ -158,6 +159,7 @@ pub fn replay_with_progress(
             session.perf.pass = pass;
             session.wsi.window = opts.window;
             session.drop.enabled = opts.drop_unsupported;
+            session.drop.usage = Some(usage.clone());
             session.perf.forced = opts.passes;
             session.perf.pool_counters = pool_counters.clone();
             session.counters_injected = opts.inject.is_some();

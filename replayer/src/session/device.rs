@@ -11,6 +11,7 @@ use format::record::MemoryTypeSummary;
 use super::{read_dispatch_key, Session};
 use crate::error::ReplayError;
 use crate::mapping;
+use crate::portability::{DeviceUsage, FeatureUse, Use};
 
 /// A replayed device and what the translation of its commands needs.
 pub struct DeviceState {
@@ -151,32 +152,73 @@ impl Session<'_> {
         if self.counters_injected && !ext.iter().any(|e| e == "VK_KHR_performance_query") {
             ext.push("VK_KHR_performance_query".into());
         }
-        // Extensions the replay can do without: dropped with --drop-unsupported, else named.
-        let droppable: Vec<String> = ext
-            .iter()
-            .filter(|e| !available.contains(e) && SAFE_TO_DROP.contains(&e.as_str()))
-            .cloned()
-            .collect();
-        if self.drop.enabled {
-            ext.retain(|e| !droppable.contains(e));
-            self.drop.dropped.extend(droppable.iter().cloned());
-        }
-        let mut missing: Vec<String> = ext
-            .iter()
-            .filter(|e| !available.contains(e))
-            .map(|e| {
-                if e == "VK_KHR_performance_query" {
+        // What the trace uses of what it enables (`crate::portability`): enabled extensions and
+        // features the GPU lacks are left out when the trace never uses them; used ones are an
+        // error naming the first call that uses each, unless --drop-unsupported drops them anyway.
+        let usage = self
+            .drop
+            .usage
+            .as_ref()
+            .and_then(|u| u.device(captured))
+            .cloned();
+        let mut pruned: Vec<String> = Vec::new();
+        let mut forced: Vec<String> = Vec::new();
+        let mut missing: Vec<String> = Vec::new();
+        for e in ext.iter().filter(|e| !available.contains(e)) {
+            match extension_state(usage.as_ref(), e) {
+                ExtensionState::Unused => pruned.push(e.clone()),
+                _ if self.drop.enabled => forced.push(e.clone()),
+                state => missing.push(if e == "VK_KHR_performance_query" {
                     format!("device extension {e} (replay with --emulate-counters to measure the counters with VK_LAYER_QUARRY_counters)")
+                } else if let ExtensionState::Used(u) = state {
+                    format!("device extension {e}, first used by {u}")
                 } else {
                     format!("device extension {e}")
+                }),
+            }
+        }
+        ext.retain(|e| !pruned.contains(e) && !forced.contains(e));
+        self.drop.dropped.extend(forced.iter().cloned());
+        // Structs of the left-out extensions leave the chain too (a struct of an extension that is
+        // not enabled is invalid), unless a kept extension or a core version also adds them.
+        let mut ci = *create_info;
+        unlink_structs_of(&mut ci, &pruned, &forced, &ext);
+        // Our own copy of the core features, so switching one off writes to memory we own.
+        let mut core_features = ci.p_enabled_features.as_ref().copied();
+        if let Some(f) = core_features.as_mut() {
+            ci.p_enabled_features = f;
+        }
+        let mut pruned_features: Vec<String> = Vec::new();
+        for f in crate::features::missing(&instance, pd, &ci) {
+            let name = f.name();
+            match usage.as_ref().map(|u| u.feature_use(f.structure, f.member)) {
+                Some(FeatureUse::Unused) => {
+                    f.disable();
+                    pruned_features.push(name);
                 }
-            })
-            .collect();
-        missing.extend(crate::features::missing_features(
-            &instance,
-            pd,
-            create_info,
-        ));
+                _ if self.drop.enabled => {
+                    f.disable();
+                    self.drop.dropped.push(format!("feature {name}"));
+                }
+                Some(FeatureUse::Used(u)) => {
+                    missing.push(format!("feature {name}, first used by {u}"))
+                }
+                _ => missing.push(format!("feature {name}")),
+            }
+        }
+        if !pruned.is_empty() || !pruned_features.is_empty() {
+            let what: Vec<String> = pruned
+                .iter()
+                .cloned()
+                .chain(pruned_features.iter().map(|f| format!("feature {f}")))
+                .collect();
+            // The engine reports these warnings in the summary.
+            self.perf.warnings.push(format!(
+                "left out what the trace enables but never uses and GPU {} lacks: {}",
+                self.gpu.index,
+                what.join(", ")
+            ));
+        }
 
         // Queue families by capability.
         let replay_families: Vec<_> = self.gpu.summary.queue_families.clone();
@@ -194,14 +236,12 @@ impl Session<'_> {
                 }
             };
         if !missing.is_empty() {
-            let hint = if droppable.is_empty() || self.drop.enabled {
+            let hint = if self.drop.enabled {
                 String::new()
             } else {
-                format!(
-                    "\n  ({} can be dropped safely with --drop-unsupported: the replay skips {} commands)",
-                    droppable.join(", "),
-                    if droppable.len() == 1 { "its" } else { "their" }
-                )
+                "\n  (--drop-unsupported leaves out what the GPU lacks even when the trace uses it, and skips \
+                 the calls that need it: the replay may then differ from the capture)"
+                    .to_string()
             };
             return Err(ReplayError::NoGpu(format!(
                 "GPU {} ({}) lacks what the trace's device needs:\n  {}{hint}",
@@ -242,7 +282,6 @@ impl Session<'_> {
             .map(|s| CString::new(s.as_str()).unwrap_or_default())
             .collect();
         let ext_p: Vec<*const i8> = ext_c.iter().map(|c| c.as_ptr()).collect();
-        let mut ci = *create_info;
         let mut perf_features = vk::PhysicalDevicePerformanceQueryFeaturesKHR::default()
             .performance_counter_query_pools(true);
         if self.counters_injected && needs_perf_feature(ci.p_next) {
@@ -412,25 +451,75 @@ impl Session<'_> {
     }
 }
 
-/// Device extensions a replay can do without: their commands only annotate, describe or tune
-/// (markers, checkpoints, HDR metadata, budgets, present timing, pipeline statistics for tools),
-/// so skipping them changes no query result and no rendered image.
-pub const SAFE_TO_DROP: &[&str] = &[
-    "VK_EXT_debug_marker",
-    "VK_NV_device_diagnostic_checkpoints",
-    "VK_NV_device_diagnostics_config",
-    "VK_AMD_shader_info",
-    "VK_KHR_pipeline_executable_properties",
-    "VK_EXT_tooling_info",
-    "VK_EXT_device_fault",
-    "VK_EXT_calibrated_timestamps",
-    "VK_KHR_calibrated_timestamps",
-    "VK_EXT_hdr_metadata",
-    "VK_KHR_present_id",
-    "VK_KHR_present_wait",
-    "VK_GOOGLE_display_timing",
-    "VK_KHR_incremental_present",
-];
+/// What the trace does with an extension its device enables.
+pub enum ExtensionState<'a> {
+    /// Enabled, never used: the replay can leave it out.
+    Unused,
+    Used(&'a Use),
+    /// Not enabled by the trace (the replay's own), or nothing is known of the trace's use.
+    Unknown,
+}
+
+pub fn extension_state<'a>(usage: Option<&'a DeviceUsage>, ext: &str) -> ExtensionState<'a> {
+    match usage {
+        // What an extension unknown to the registry adds is not known: never "unused".
+        Some(u)
+            if u.extensions.iter().any(|e| e == ext)
+                && crate::portability::usage::extension(ext).is_some() =>
+        {
+            match u.extension_use(ext) {
+                Some(at) => ExtensionState::Used(at),
+                None => ExtensionState::Unused,
+            }
+        }
+        _ => ExtensionState::Unknown,
+    }
+}
+
+/// Takes out of `ci`'s chain every struct that only the left-out extensions add (`pruned`,
+/// `forced`); a struct that a kept extension (`kept`) or a core version adds stays.
+///
+/// # Safety
+/// `ci.p_next` must be a valid chain of writable structs (the replayer's own copies).
+unsafe fn unlink_structs_of(
+    ci: &mut vk::DeviceCreateInfo<'_>,
+    pruned: &[String],
+    forced: &[String],
+    kept: &[String],
+) {
+    if pruned.is_empty() && forced.is_empty() {
+        return;
+    }
+    let left_out = |s_type: vk::StructureType| {
+        let providers = crate::portability::usage::stype_providers(s_type.as_raw());
+        providers
+            .iter()
+            .any(|p| pruned.iter().chain(forced).any(|x| x == p))
+            && !providers
+                .iter()
+                .any(|p| p.starts_with("VK_VERSION_") || kept.iter().any(|k| k == p))
+    };
+    // Rebuild the chain from the structs that stay.
+    let mut stay: Vec<*mut vk::BaseOutStructure<'_>> = Vec::new();
+    let mut p = ci.p_next as *mut vk::BaseOutStructure<'_>;
+    let mut guard = 0;
+    while !p.is_null() && guard < vkstream::MAX_CHAIN {
+        if !left_out((*p).s_type) {
+            stay.push(p);
+        }
+        p = (*p).p_next;
+        guard += 1;
+    }
+    for w in stay.windows(2) {
+        (*w[0]).p_next = w[1];
+    }
+    if let Some(last) = stay.last() {
+        (**last).p_next = std::ptr::null_mut();
+    }
+    ci.p_next = stay
+        .first()
+        .map_or(std::ptr::null(), |p| *p as *const c_void);
+}
 
 /// Whether a device create info's chain lacks the performance-query features struct, which
 /// counter injection needs (the caller then chains one).

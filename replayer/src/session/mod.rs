@@ -23,7 +23,7 @@ use ash::vk::Handle as _;
 use format::record::DeviceSummary;
 
 pub use self::copies::{CopyDst, CopyKey, CopySource, CopyTracker};
-pub use self::device::{needs_perf_feature, DeviceState, SAFE_TO_DROP};
+pub use self::device::{extension_state, needs_perf_feature, DeviceState, ExtensionState};
 pub use self::instance::{is_window_system_extension, Messages};
 pub use self::memory::MemState;
 pub use self::wsi::Swapchain;
@@ -119,12 +119,14 @@ pub struct WsiState {
     pub presented: u64,
 }
 
-/// `--drop-unsupported`: device extensions in [`SAFE_TO_DROP`] the replay GPU lacks are left out,
-/// and their commands skipped.
+/// What the replay GPU lacks: extensions and features the trace never uses are left out (see
+/// `crate::portability`); with `--drop-unsupported` used ones too, and their commands skipped.
 #[derive(Default)]
 pub struct DropState {
     pub enabled: bool,
-    /// Extensions left out that way.
+    /// What the trace's devices use of what they enable (from a pass before the replay).
+    pub usage: Option<Arc<crate::portability::TraceUsage>>,
+    /// Extensions (and `feature X`) left out by --drop-unsupported.
     pub dropped: Vec<String>,
     /// Calls skipped because their extension was dropped.
     pub skipped_calls: u64,
