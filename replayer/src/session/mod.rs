@@ -94,6 +94,10 @@ pub struct MemoryState<'a> {
     pub host_memories: &'a HashSet<u64>,
     /// Captured buffer -> (captured memory, offset).
     pub buffer_memory: HashMap<u64, (u64, u64)>,
+    /// `--memory`: the trace's binds, and the decision taken at its first bind (`crate::rebind`).
+    pub plan: Arc<crate::rebind::Plan>,
+    /// Whether this replay rebinds resources, once decided.
+    pub rebinding: Option<bool>,
 }
 
 /// The state query reads need, kept as the trace goes.
@@ -196,6 +200,8 @@ impl<'a> Session<'a> {
                 memories: HandleMap::default(),
                 host_memories,
                 buffer_memory: HashMap::new(),
+                plan: crate::rebind::Plan::fixed(crate::engine::MemoryMode::Remap),
+                rebinding: None,
             },
             tracked: QueryTracking::default(),
             wsi: WsiState::default(),
