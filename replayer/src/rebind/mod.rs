@@ -387,6 +387,8 @@ impl Session<'_> {
                 // The allocation lives as long as the last resource in it.
                 p.dies = p.dies.zip(dies).map(|(a, b)| a.max(b));
                 p.sharers += 1;
+                self.memory.rebound.1 += 1;
+                plan.count(self.memory.rebound.0, self.memory.rebound.1);
                 return Ok(());
             }
             let why = match plan.decided().and_then(|d| d.reason) {
@@ -409,7 +411,12 @@ impl Session<'_> {
         let host = self.memory.host_memories.contains(&memory);
         let (flags, alloc_flags, dedicated) = (m.captured_flags, m.alloc_flags, m.dedicated);
         let d = self.device(device)?;
+        // Host-visible where the trace touches this memory from the host, when this resource can
+        // have it (an optimal image on a discrete GPU cannot: its bytes are then uploaded).
         let ti = mapping::pick_memory_type(flags, &d.memory_types, req.memory_type_bits, host)
+            .or_else(|| {
+                mapping::pick_memory_type(flags, &d.memory_types, req.memory_type_bits, false)
+            })
             .ok_or_else(|| {
                 ReplayError::NoGpu(format!(
                     "no memory type of the replay GPU can hold {} 0x{captured:x} of capture memory \
@@ -479,6 +486,8 @@ impl Session<'_> {
             coherent,
             mapped,
         };
+        self.memory.rebound.0 += 1;
+        plan.count(self.memory.rebound.0, self.memory.rebound.1);
         let m = self.memory.memories.get_mut(&memory).expect("checked");
         let at = m.pieces.partition_point(|p| p.offset <= offset);
         m.pieces.insert(at, piece);
@@ -584,7 +593,8 @@ impl Session<'_> {
         // The capture GPU may have reported more bytes than this GPU needs: clip to the piece.
         let len = bytes.len().min(p.size.saturating_sub(at) as usize);
         if !p.host_visible || forced {
-            return self.upload_to(
+            let (kind, resource) = (p.kind, p.resource);
+            let r = self.upload_to(
                 m.device,
                 p.memory,
                 p.size,
@@ -593,6 +603,19 @@ impl Session<'_> {
                 &bytes[..len],
                 memory,
             );
+            // An image's bytes are the capture driver's layout anyway: where this GPU cannot take
+            // them through a transfer buffer, they are left out with a warning, not an error.
+            if let (Err(e), Kind::Image) = (&r, kind) {
+                let w = format!(
+                    "--memory rebind: host bytes written over image 0x{resource:x} of memory \
+                     0x{memory:x} were left out ({e})"
+                );
+                if !self.perf.warnings.contains(&w) {
+                    self.perf.warnings.push(w);
+                }
+                return Ok(());
+            }
+            return r;
         }
         let d = self.device(m.device)?;
         // SAFETY: [at, at + len) lies inside the piece's allocation.

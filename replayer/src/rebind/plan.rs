@@ -74,6 +74,9 @@ pub struct Plan {
     by_bind: HashMap<(u64, u64), usize>,
     /// Set at the first bind of the first replay pass, read by later passes and the summary.
     pub decision: Mutex<Option<Decision>>,
+    /// Under rebind, the most of one replay pass: (own allocations made, resources bound into
+    /// another's allocation).
+    pub counts: Mutex<(u64, u64)>,
 }
 
 /// What the replay does with memory, and why.
@@ -119,9 +122,25 @@ impl Plan {
         self.decision.lock().ok().and_then(|d| d.clone())
     }
 
+    /// A rebind pass made `own` allocations and bound `shared` resources into others'.
+    pub fn count(&self, own: u64, shared: u64) {
+        if let Ok(mut c) = self.counts.lock() {
+            *c = (c.0.max(own), c.1.max(shared));
+        }
+    }
+
     /// What the summary reports.
     pub fn describe(&self) -> String {
+        let (own, shared) = self.counts.lock().map_or((0, 0), |c| *c);
         match (self.decided(), self.asked) {
+            (Some(d), asked) if d.rebind => {
+                let d = d.describe(asked);
+                let counts = format!("{own} own allocations, {shared} shared");
+                match d.strip_suffix(')') {
+                    Some(open) => format!("{open}; {counts})"),
+                    None => format!("{d} ({counts})"),
+                }
+            }
             (Some(d), asked) => d.describe(asked),
             (None, MemoryMode::Rebind) => "rebind".into(),
             (None, MemoryMode::Auto) => "remap (auto: the trace binds no memory)".into(),

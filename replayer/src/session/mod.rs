@@ -98,6 +98,8 @@ pub struct MemoryState<'a> {
     pub plan: Arc<crate::rebind::Plan>,
     /// Whether this replay rebinds resources, once decided.
     pub rebinding: Option<bool>,
+    /// Under rebind: own allocations made, and resources bound into another's.
+    pub rebound: (u64, u64),
 }
 
 /// The state query reads need, kept as the trace goes.
@@ -202,6 +204,7 @@ impl<'a> Session<'a> {
                 buffer_memory: HashMap::new(),
                 plan: crate::rebind::Plan::fixed(crate::engine::MemoryMode::Remap),
                 rebinding: None,
+                rebound: (0, 0),
             },
             tracked: QueryTracking::default(),
             wsi: WsiState::default(),
