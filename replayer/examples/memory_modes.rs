@@ -35,9 +35,10 @@ fn main() {
     ];
     let mut run_ratios = Vec::new();
     let mut device = String::new();
+    let mut layouts = [String::new(), String::new()];
     for _ in 0..runs {
         let mut medians = Vec::new();
-        for (mode, times) in per_mode.iter_mut() {
+        for (k, (mode, times)) in per_mode.iter_mut().enumerate() {
             let mut o = ReplayOptions::new(&trace);
             o.gpu = gpu.clone();
             o.loops = loops;
@@ -47,6 +48,7 @@ fn main() {
                 std::process::exit(1);
             });
             device = format!("{} ({})", s.gpu.name, s.gpu.driver_info);
+            layouts[k] = s.memory.clone();
             let mut these: Vec<f64> = s.loop_ns[1..].iter().map(|n| *n as f64 / 1e6).collect();
             times.extend(&these);
             medians.push(median(&mut these));
@@ -58,9 +60,9 @@ fn main() {
         loops - 1
     );
     let mut m = Vec::new();
-    for (mode, times) in per_mode.iter_mut() {
+    for (k, (mode, times)) in per_mode.iter_mut().enumerate() {
         let list: Vec<String> = times.iter().map(|t| format!("{t:.2}")).collect();
-        println!("{}: {}", mode.name(), list.join(" "));
+        println!("{} [{}]: {}", mode.name(), layouts[k], list.join(" "));
         m.push(median(times));
     }
     let lo = run_ratios.iter().copied().fold(f64::INFINITY, f64::min);

@@ -698,3 +698,52 @@ fn zink_glmark2_replays_with_rebind_forced() {
         rebind.comparison.to_text()
     );
 }
+
+/// A trimmed capture of quarry-demo (frames 8-14): its state snapshot's memory contents reach the
+/// resources through rebind, written through mappings and, with `QUARRY_REPLAY_UPLOAD=gpu`,
+/// uploaded through the GPU into each resource's own allocation; the queries still match and the
+/// `--json` summary names the mode.
+#[test]
+fn trimmed_demo_snapshot_uploads_reach_rebound_resources() {
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+        return;
+    };
+    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
+        return;
+    }
+    let trace = scratch_dir("replay_rebind_trim").join("trim.qtrace");
+    let out = run_quarry(&[
+        "capture",
+        "--frames",
+        "8-14",
+        "-o",
+        trace.to_str().unwrap(),
+        "--",
+        demo.to_str().unwrap(),
+        "--headless",
+        "--frames",
+        "20",
+        "--gpu",
+        "llvmpipe",
+    ]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    for upload in ["map", "gpu"] {
+        let out = quarry_command()
+            .env("QUARRY_REPLAY_UPLOAD", upload)
+            .args(["replay", trace.to_str().unwrap(), "--gpu", "llvmpipe"])
+            .args(["--memory", "rebind", "--compare", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{upload}: {}", output_text(&out));
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            j["memory"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("rebind (")),
+            "{j}"
+        );
+        assert_eq!(j["result"], "ok", "{j}");
+        let occ = &j["comparison"]["by_type"]["OCCLUSION"];
+        assert!(occ["matches"].as_u64() > Some(0), "{upload}: {j}");
+    }
+}

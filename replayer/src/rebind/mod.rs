@@ -569,6 +569,8 @@ impl Session<'_> {
         }
         let m = self.memory.memories.get_mut(&memory).expect("exists");
         for (x, y) in gaps {
+            // Later bytes replace earlier ones: what is kept never exceeds the allocation.
+            m.early = take_range(std::mem::take(&mut m.early), x, y).1;
             m.early.push((
                 x,
                 data[(x - offset) as usize..(y - offset) as usize].to_vec(),
