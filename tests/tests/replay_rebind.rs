@@ -60,7 +60,17 @@ impl Trace {
         self.seq
     }
 
+    /// Writes the trace; with `QUARRY_KEEP_TRACES=DIR` a copy goes there too, to replay on
+    /// another GPU (`quarry replay DIR/misaligned.qtrace --compare`).
     fn write(&self, path: &Path) {
+        self.write_only(path);
+        if let Some(dir) = std::env::var_os("QUARRY_KEEP_TRACES") {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::copy(path, Path::new(&dir).join(path.file_name().unwrap())).unwrap();
+        }
+    }
+
+    fn write_only(&self, path: &Path) {
         let w = TraceWriter::create(
             path,
             Header {
