@@ -126,6 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             frames: None,
             window: false,
             drop_unsupported: false,
+            memory: Default::default(),
         };
         match replayer::replay_with_progress(&opts, &mut crate::replay::Bar::new(&opts)) {
             Ok(s) => {

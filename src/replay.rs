@@ -102,6 +102,11 @@ pub struct ReplayArgs {
     /// Print the per-frame table (capture and replay time and their ratio for every frame).
     #[arg(long = "frames-table", short = 'v')]
     pub frames_table: bool,
+    /// Memory layout on the replay GPU: `remap` (the captured allocations as they are),
+    /// `rebind` (each buffer and image in its own allocation, sized and aligned for this GPU) or
+    /// `auto` (rebind only when some captured placement does not fit this GPU).
+    #[arg(long, value_name = "remap|rebind|auto", default_value = "auto")]
+    pub memory: replayer::MemoryMode,
     /// Print one JSON object (device, loops, frame times, comparison, result) instead of text.
     #[arg(long)]
     pub json: bool,
@@ -129,6 +134,7 @@ impl ReplayArgs {
             frames: self.frames,
             window: self.window,
             drop_unsupported: self.drop_unsupported,
+            memory: self.memory,
             inject: self.counters.as_deref().map(|c| InjectSpec {
                 counters: (c.trim() != "all").then(|| {
                     c.split(',')

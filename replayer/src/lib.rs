@@ -25,6 +25,7 @@ pub mod nulldrv;
 pub mod perf;
 pub mod portability;
 pub mod queries;
+pub mod rebind;
 pub mod results;
 pub mod session;
 pub mod templates;
@@ -32,6 +33,7 @@ pub mod window;
 
 pub use devices::{devices, GpuInfo};
 pub use engine::{
-    replay, replay_with_progress, NoProgress, PassInfo, Progress, ReplayOptions, ReplaySummary,
+    replay, replay_with_progress, MemoryMode, NoProgress, PassInfo, Progress, ReplayOptions,
+    ReplaySummary,
 };
 pub use error::ReplayError;

@@ -16,7 +16,7 @@ use format::frames::FrameRange;
 use format::record::{FileKind, Header, Record, ReplayInfo};
 use format::{TraceReader, TraceWriter};
 
-pub use self::options::{NoProgress, PassInfo, Progress, ReplayOptions};
+pub use self::options::{MemoryMode, NoProgress, PassInfo, Progress, ReplayOptions};
 /// How long a query read or fence wait may take before the replay reports it never completed.
 pub use crate::clock::WAIT_TIMEOUT;
 use crate::clock::{now_ns, unix_ns};
@@ -58,6 +58,7 @@ pub fn replay_with_progress(
     }
     let scan = scan(&reader)?;
     let usage = std::sync::Arc::new(crate::portability::scan(&reader).map_err(trace_err)?);
+    let memory_plan = crate::rebind::scan(&reader, opts.memory)?;
     if scan.calls == 0 {
         return Err(ReplayError::Trace(format!(
             "{}: the trace holds no calls",
@@ -156,6 +157,7 @@ pub fn replay_with_progress(
                 &scan.host_memories,
                 opts.validate,
             );
+            session.memory.plan = memory_plan.clone();
             session.perf.pass = pass;
             session.wsi.window = opts.window;
             session.drop.enabled = opts.drop_unsupported;
@@ -358,5 +360,6 @@ pub fn replay_with_progress(
         injected,
         frame_range: opts.frames.is_some(),
         presented,
+        memory: memory_plan.describe(),
     })
 }

@@ -29,6 +29,44 @@ pub struct ReplayOptions {
     /// `--frames A-B`: replay from the trace's start through frame B (inclusive, 0-based) and
     /// report only frames A..=B (timings, query results); `None` is the whole trace.
     pub frames: Option<FrameRange>,
+    /// `--memory`: how captured memory is laid out on the replay GPU (see [`MemoryMode`]).
+    pub memory: MemoryMode,
+}
+
+/// `--memory remap|rebind|auto`: how captured allocations are laid out on the replay GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryMode {
+    /// Rebind only when some resource's replay requirements (alignment, size, memory type bits)
+    /// do not fit where the capture placed it; decided once per trace at its first bind.
+    #[default]
+    Auto,
+    /// The captured allocations as they are (memory types remapped): same offsets, same sizes.
+    Remap,
+    /// Every buffer and image gets its own allocation sized and aligned for the replay GPU;
+    /// captured memory contents are translated to the resources they cover.
+    Rebind,
+}
+
+impl MemoryMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryMode::Auto => "auto",
+            MemoryMode::Remap => "remap",
+            MemoryMode::Rebind => "rebind",
+        }
+    }
+}
+
+impl std::str::FromStr for MemoryMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(MemoryMode::Auto),
+            "remap" => Ok(MemoryMode::Remap),
+            "rebind" => Ok(MemoryMode::Rebind),
+            _ => Err(format!("`{s}` is not `remap`, `rebind` or `auto`")),
+        }
+    }
 }
 
 /// Which pass of which loop a replay is in (see [`Progress`]).
@@ -75,6 +113,7 @@ impl ReplayOptions {
             frames: None,
             window: false,
             drop_unsupported: false,
+            memory: MemoryMode::Auto,
         }
     }
 }

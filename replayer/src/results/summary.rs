@@ -55,6 +55,8 @@ pub struct ReplaySummary {
     pub frame_range: bool,
     /// `--window`: frames shown in a window (all loops and passes).
     pub presented: u64,
+    /// `--memory`: `remap` or `rebind`, with `auto`'s reason.
+    pub memory: String,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -115,6 +117,8 @@ struct JsonSummary<'a> {
     passes: u32,
     presented: u64,
     injected: u64,
+    /// `remap` or `rebind` (`--memory`), with `auto`'s reason.
+    memory: &'a str,
     validation_messages: Option<u64>,
     results: Option<&'a Path>,
     warnings: &'a [String],
@@ -184,6 +188,7 @@ impl ReplaySummary {
             "calls {}  frames {}  loops {}  query reads {}",
             s.calls, s.frames, s.loops, s.queries
         );
+        let _ = writeln!(o, "memory: {}", s.memory);
         if s.presented > 0 {
             let _ = writeln!(o, "presented {} frames in a window", s.presented);
         }
@@ -321,6 +326,7 @@ impl ReplaySummary {
             passes: s.passes,
             presented: s.presented,
             injected: s.injected,
+            memory: &s.memory,
             validation_messages: (s.validated || s.validation_messages > 0)
                 .then_some(s.validation_messages),
             results: s.results.as_deref(),

@@ -417,9 +417,7 @@ impl Session<'_> {
                 }
                 for m in &mems {
                     if let Some(ms) = self.memory.memories.remove(m) {
-                        if ms.replayed != vk::DeviceMemory::null() {
-                            d.device.free_memory(ms.replayed, None);
-                        }
+                        ms.free_all(&d.device);
                     }
                 }
                 for p in d.own_pools.values() {

@@ -8,6 +8,7 @@ use ash::vk::Handle as _;
 use super::Session;
 use crate::error::ReplayError;
 use crate::mapping;
+use crate::rebind::Piece;
 
 /// A captured allocation. The replay allocation is made when the memory is first needed (bound,
 /// mapped or written), so its type and size can follow the replay device's requirements of the
@@ -26,6 +27,25 @@ pub struct MemState {
     pub alloc_flags: Option<(vk::MemoryAllocateFlags, u32)>,
     /// Captured dedicated buffer / image, when chained.
     pub dedicated: Option<(u64, u64)>,
+    /// `--memory rebind`: the resources bound to it, each in its own replay allocation, by offset.
+    pub pieces: Vec<Piece>,
+    /// `--memory rebind`: host bytes written where no resource was bound yet (offset, bytes).
+    pub early: crate::rebind::Runs,
+}
+
+impl MemState {
+    /// Frees every replay allocation made for this captured one (with its device).
+    ///
+    /// # Safety
+    /// `device` is the replay device of this memory, and the GPU is done with it.
+    pub unsafe fn free_all(&self, device: &ash::Device) {
+        if self.replayed != vk::DeviceMemory::null() {
+            device.free_memory(self.replayed, None);
+        }
+        for p in &self.pieces {
+            device.free_memory(p.memory, None);
+        }
+    }
 }
 
 impl Session<'_> {
@@ -70,6 +90,8 @@ impl Session<'_> {
                 persistent: false,
                 alloc_flags,
                 dedicated,
+                pieces: Vec::new(),
+                early: Vec::new(),
             },
         );
         Ok(())
@@ -84,6 +106,12 @@ impl Session<'_> {
         min_size: u64,
     ) -> Result<vk::DeviceMemory, ReplayError> {
         let host = self.memory.host_memories.contains(&captured);
+        if self.memory.rebinding == Some(true) {
+            return Err(ReplayError::Other(format!(
+                "memory 0x{captured:x}: --memory rebind gave the resources bound to it their own \
+                 allocations, and this command needs the captured allocation itself (try --memory remap)"
+            )));
+        }
         let m = self
             .memory
             .memories
@@ -166,11 +194,9 @@ impl Session<'_> {
             self.save_copies_over(captured, 0, u64::MAX);
         }
         if let Some(m) = self.memory.memories.remove(&captured) {
-            if m.replayed != vk::DeviceMemory::null() {
-                let d = self.device(m.device)?;
-                // SAFETY: the memory belongs to this device and the trace frees it here.
-                unsafe { d.device.free_memory(m.replayed, None) };
-            }
+            let d = self.device(m.device)?;
+            // SAFETY: the memory belongs to this device and the trace frees it here.
+            unsafe { m.free_all(&d.device) };
         }
         self.unbind(vk::ObjectType::DEVICE_MEMORY, captured);
         Ok(())
@@ -221,6 +247,10 @@ impl Session<'_> {
 
     /// The capture mapped this memory: keep a replay mapping for as long.
     pub fn map_memory(&mut self, captured: u64) -> Result<(), ReplayError> {
+        if self.rebinding_for(captured)? {
+            // Pieces the host touches stay mapped from their bind.
+            return Ok(());
+        }
         self.map_whole(captured)?;
         self.memory
             .memories
@@ -228,6 +258,23 @@ impl Session<'_> {
             .expect("mapped")
             .persistent = true;
         Ok(())
+    }
+
+    /// Whether captured memory `captured` is rebound (deciding it now when not yet decided).
+    fn rebinding_for(&mut self, captured: u64) -> Result<bool, ReplayError> {
+        if let Some(r) = self.memory.rebinding {
+            return Ok(r);
+        }
+        let device = self
+            .memory
+            .memories
+            .get(&captured)
+            .ok_or(ReplayError::UnknownHandle {
+                ty: vk::ObjectType::DEVICE_MEMORY,
+                handle: captured,
+            })?
+            .device;
+        self.rebinding(device)
     }
 
     pub fn unmap_memory(&mut self, captured: u64) -> Result<(), ReplayError> {
@@ -266,6 +313,9 @@ impl Session<'_> {
         if self.tracked.copies.any_live() {
             self.save_copies_over(captured, offset, end);
         }
+        if self.rebinding_for(captured)? {
+            return self.write_pieces(captured, offset, data);
+        }
         self.ensure_memory(captured, u32::MAX, 0)?;
         let m = &self.memory.memories[&captured];
         let host_visible = self
@@ -280,7 +330,8 @@ impl Session<'_> {
         let forced = std::env::var("QUARRY_REPLAY_UPLOAD").is_ok_and(|v| v == "gpu");
         if !host_visible || forced {
             // Contents a trimmed capture's snapshot read back from memory the host could not map.
-            return self.upload(captured, offset, data);
+            let (device, mem, size, ti) = (m.device, m.replayed, m.size, m.type_index);
+            return self.upload_to(device, mem, size, ti, offset, data, captured);
         }
         let p = self.map_whole(captured)?;
         // SAFETY: [offset, end) lies inside the mapped allocation (checked above).
@@ -307,12 +358,21 @@ impl Session<'_> {
         self.unmap_if_transient(captured)
     }
 
-    /// Writes `data` at `offset` of a replay allocation the host cannot map: a host-visible staging
-    /// buffer copied on the GPU into a transfer buffer bound over the whole allocation, waited on.
-    fn upload(&mut self, captured: u64, offset: u64, data: &[u8]) -> Result<(), ReplayError> {
-        let m = &self.memory.memories[&captured];
-        let (mem, size, type_index) = (m.replayed, m.size, m.type_index);
-        let d = self.device(m.device)?;
+    /// Writes `data` at `offset` of replay allocation `mem` (of `size` bytes, type `type_index`,
+    /// holding capture memory `captured`) that the host cannot map: a host-visible staging buffer
+    /// copied on the GPU into a transfer buffer bound over the whole allocation, waited on.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn upload_to(
+        &self,
+        device: u64,
+        mem: vk::DeviceMemory,
+        size: u64,
+        type_index: u32,
+        offset: u64,
+        data: &[u8],
+        captured: u64,
+    ) -> Result<(), ReplayError> {
+        let d = self.device(device)?;
         let Some((queue, family)) = d
             .queues
             .iter()
@@ -485,6 +545,9 @@ impl Session<'_> {
             return Err(ReplayError::Other(format!(
                 "read of {len} bytes at {offset} is outside memory 0x{captured:x} of {size} bytes"
             )));
+        }
+        if self.rebinding_for(captured)? {
+            return self.read_pieces(captured, offset, len);
         }
         let p = self.map_whole(captured)?;
         let m = &self.memory.memories[&captured];

@@ -94,6 +94,12 @@ pub struct MemoryState<'a> {
     pub host_memories: &'a HashSet<u64>,
     /// Captured buffer -> (captured memory, offset).
     pub buffer_memory: HashMap<u64, (u64, u64)>,
+    /// `--memory`: the trace's binds, and the decision taken at its first bind (`crate::rebind`).
+    pub plan: Arc<crate::rebind::Plan>,
+    /// Whether this replay rebinds resources, once decided.
+    pub rebinding: Option<bool>,
+    /// Under rebind: own allocations made, and resources bound into another's.
+    pub rebound: (u64, u64),
 }
 
 /// The state query reads need, kept as the trace goes.
@@ -198,6 +204,9 @@ impl<'a> Session<'a> {
                 memories: HandleMap::default(),
                 host_memories,
                 buffer_memory: HashMap::new(),
+                plan: crate::rebind::Plan::fixed(crate::engine::MemoryMode::Remap),
+                rebinding: None,
+                rebound: (0, 0),
             },
             tracked: QueryTracking::default(),
             wsi: WsiState::default(),
