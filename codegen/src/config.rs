@@ -36,6 +36,9 @@ const fn hook(command: &'static str, module: &'static str, kind: HookKind) -> La
 
 use HookKind::{Ops, PostCall, Replace};
 
+/// The physical-device query hooks of capture for a target device.
+const PHYSICAL: &str = "chain::physical";
+
 /// Every hand-written hook of the capture layer, the one list: a listed hook without its function
 /// does not compile, and a hook function not listed is dead code (denied in the hook modules).
 pub const LAYER_HOOKS: &[LayerHook] = &[
@@ -59,6 +62,34 @@ pub const LAYER_HOOKS: &[LayerHook] = &[
     hook("vkGetDeviceQueue", "chain::device", PostCall),
     hook("vkGetDeviceQueue2", "chain::device", PostCall),
     hook("vkSetDebugUtilsObjectNameEXT", "chain::device", PostCall),
+    // Capture for a target device: results reduced to what the target offers too.
+    hook("vkGetPhysicalDeviceFeatures", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceFeatures2", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceFeatures2KHR", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceProperties", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceProperties2", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceProperties2KHR", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceFormatProperties", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceFormatProperties2", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceFormatProperties2KHR", PHYSICAL, Replace),
+    hook(
+        "vkGetPhysicalDeviceQueueFamilyProperties",
+        PHYSICAL,
+        Replace,
+    ),
+    hook(
+        "vkGetPhysicalDeviceQueueFamilyProperties2",
+        PHYSICAL,
+        Replace,
+    ),
+    hook(
+        "vkGetPhysicalDeviceQueueFamilyProperties2KHR",
+        PHYSICAL,
+        Replace,
+    ),
+    hook("vkGetPhysicalDeviceMemoryProperties", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceMemoryProperties2", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceMemoryProperties2KHR", PHYSICAL, Replace),
     hook("vkAllocateMemory", "memory", PostCall),
     hook("vkFreeMemory", "memory", PostCall),
     hook("vkMapMemory", "memory", PostCall),

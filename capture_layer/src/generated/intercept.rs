@@ -10,42 +10,6 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 pub use vkstream::{SPECIAL, UNSUPPORTED, UNSUPPORTED_EXTENSIONS};
 
-pub unsafe extern "system" fn vkGetPhysicalDeviceFeatures(
-    physical_device: vk::PhysicalDevice,
-    p_features: *mut vk::PhysicalDeviceFeatures,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFeatures else {
-        return ();
-    };
-    let r = next(physical_device, p_features);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceFeatures, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceFeatures(e, physical_device, p_features)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceFormatProperties(
-    physical_device: vk::PhysicalDevice,
-    format: vk::Format,
-    p_format_properties: *mut vk::FormatProperties,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFormatProperties else {
-        return ();
-    };
-    let r = next(physical_device, format, p_format_properties);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceFormatProperties, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceFormatProperties(
-            e,
-            physical_device,
-            format,
-            p_format_properties,
-        )
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties(
     physical_device: vk::PhysicalDevice,
     format: vk::Format,
@@ -84,69 +48,6 @@ pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties(
             )
         },
     );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceProperties(
-    physical_device: vk::PhysicalDevice,
-    p_properties: *mut vk::PhysicalDeviceProperties,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceProperties else {
-        return ();
-    };
-    let r = next(physical_device, p_properties);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceProperties, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceProperties(e, physical_device, p_properties)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceQueueFamilyProperties(
-    physical_device: vk::PhysicalDevice,
-    p_queue_family_property_count: *mut u32,
-    p_queue_family_properties: *mut vk::QueueFamilyProperties,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceQueueFamilyProperties else {
-        return ();
-    };
-    let r = next(
-        physical_device,
-        p_queue_family_property_count,
-        p_queue_family_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceQueueFamilyProperties,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceQueueFamilyProperties(
-                e,
-                physical_device,
-                p_queue_family_property_count,
-                p_queue_family_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceMemoryProperties(
-    physical_device: vk::PhysicalDevice,
-    p_memory_properties: *mut vk::PhysicalDeviceMemoryProperties,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceMemoryProperties else {
-        return ();
-    };
-    let r = next(physical_device, p_memory_properties);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceMemoryProperties, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceMemoryProperties(
-            e,
-            physical_device,
-            p_memory_properties,
-        )
-    });
     r
 }
 
@@ -2431,61 +2332,6 @@ pub unsafe extern "system" fn vkGetImageSparseMemoryRequirements2(
     r
 }
 
-pub unsafe extern "system" fn vkGetPhysicalDeviceFeatures2(
-    physical_device: vk::PhysicalDevice,
-    p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFeatures2 else {
-        return ();
-    };
-    let r = next(physical_device, p_features);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceFeatures2, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceFeatures2(e, physical_device, p_features)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceProperties2(
-    physical_device: vk::PhysicalDevice,
-    p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceProperties2 else {
-        return ();
-    };
-    let r = next(physical_device, p_properties);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceProperties2, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceProperties2(e, physical_device, p_properties)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceFormatProperties2(
-    physical_device: vk::PhysicalDevice,
-    format: vk::Format,
-    p_format_properties: *mut vk::FormatProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFormatProperties2 else {
-        return ();
-    };
-    let r = next(physical_device, format, p_format_properties);
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceFormatProperties2,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceFormatProperties2(
-                e,
-                physical_device,
-                format,
-                p_format_properties,
-            )
-        },
-    );
-    r
-}
-
 pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties2(
     physical_device: vk::PhysicalDevice,
     p_image_format_info: *const vk::PhysicalDeviceImageFormatInfo2<'_>,
@@ -2509,58 +2355,6 @@ pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties2(
                 physical_device,
                 p_image_format_info,
                 p_image_format_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceQueueFamilyProperties2(
-    physical_device: vk::PhysicalDevice,
-    p_queue_family_property_count: *mut u32,
-    p_queue_family_properties: *mut vk::QueueFamilyProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceQueueFamilyProperties2 else {
-        return ();
-    };
-    let r = next(
-        physical_device,
-        p_queue_family_property_count,
-        p_queue_family_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceQueueFamilyProperties2,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceQueueFamilyProperties2(
-                e,
-                physical_device,
-                p_queue_family_property_count,
-                p_queue_family_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceMemoryProperties2(
-    physical_device: vk::PhysicalDevice,
-    p_memory_properties: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceMemoryProperties2 else {
-        return ();
-    };
-    let r = next(physical_device, p_memory_properties);
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceMemoryProperties2,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceMemoryProperties2(
-                e,
-                physical_device,
-                p_memory_properties,
             )
         },
     );
@@ -5057,61 +4851,6 @@ pub unsafe extern "system" fn vkGetPhysicalDeviceExternalImageFormatPropertiesNV
     r
 }
 
-pub unsafe extern "system" fn vkGetPhysicalDeviceFeatures2KHR(
-    physical_device: vk::PhysicalDevice,
-    p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFeatures2KHR else {
-        return ();
-    };
-    let r = next(physical_device, p_features);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceFeatures2KHR, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceFeatures2KHR(e, physical_device, p_features)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceProperties2KHR(
-    physical_device: vk::PhysicalDevice,
-    p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceProperties2KHR else {
-        return ();
-    };
-    let r = next(physical_device, p_properties);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceProperties2KHR, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceProperties2KHR(e, physical_device, p_properties)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceFormatProperties2KHR(
-    physical_device: vk::PhysicalDevice,
-    format: vk::Format,
-    p_format_properties: *mut vk::FormatProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFormatProperties2KHR else {
-        return ();
-    };
-    let r = next(physical_device, format, p_format_properties);
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceFormatProperties2KHR,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceFormatProperties2KHR(
-                e,
-                physical_device,
-                format,
-                p_format_properties,
-            )
-        },
-    );
-    r
-}
-
 pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties2KHR(
     physical_device: vk::PhysicalDevice,
     p_image_format_info: *const vk::PhysicalDeviceImageFormatInfo2<'_>,
@@ -5135,58 +4874,6 @@ pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties2KHR(
                 physical_device,
                 p_image_format_info,
                 p_image_format_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceQueueFamilyProperties2KHR(
-    physical_device: vk::PhysicalDevice,
-    p_queue_family_property_count: *mut u32,
-    p_queue_family_properties: *mut vk::QueueFamilyProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceQueueFamilyProperties2KHR else {
-        return ();
-    };
-    let r = next(
-        physical_device,
-        p_queue_family_property_count,
-        p_queue_family_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceQueueFamilyProperties2KHR,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceQueueFamilyProperties2KHR(
-                e,
-                physical_device,
-                p_queue_family_property_count,
-                p_queue_family_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceMemoryProperties2KHR(
-    physical_device: vk::PhysicalDevice,
-    p_memory_properties: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceMemoryProperties2KHR else {
-        return ();
-    };
-    let r = next(physical_device, p_memory_properties);
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceMemoryProperties2KHR,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceMemoryProperties2KHR(
-                e,
-                physical_device,
-                p_memory_properties,
             )
         },
     );
@@ -11284,49 +10971,11 @@ pub unsafe extern "system" fn vkGetDynamicRenderingTilePropertiesQCOM(
 pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
     unsafe {
         Some(Some(match name.to_bytes() {
-            b"vkGetPhysicalDeviceFeatures" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFeatures = vkGetPhysicalDeviceFeatures;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFeatures,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceFormatProperties" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties =
-                    vkGetPhysicalDeviceFormatProperties;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFormatProperties,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
             b"vkGetPhysicalDeviceImageFormatProperties" => {
                 let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties =
                     vkGetPhysicalDeviceImageFormatProperties;
                 std::mem::transmute::<
                     vk::PFN_vkGetPhysicalDeviceImageFormatProperties,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceProperties" => {
-                let f: vk::PFN_vkGetPhysicalDeviceProperties = vkGetPhysicalDeviceProperties;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceProperties,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceQueueFamilyProperties" => {
-                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties =
-                    vkGetPhysicalDeviceQueueFamilyProperties;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceMemoryProperties" => {
-                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties =
-                    vkGetPhysicalDeviceMemoryProperties;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceMemoryProperties,
                     unsafe extern "system" fn(),
                 >(f)
             }
@@ -11841,49 +11490,11 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     unsafe extern "system" fn(),
                 >(f)
             }
-            b"vkGetPhysicalDeviceFeatures2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFeatures2 = vkGetPhysicalDeviceFeatures2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFeatures2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceProperties2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceProperties2 = vkGetPhysicalDeviceProperties2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceFormatProperties2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties2 =
-                    vkGetPhysicalDeviceFormatProperties2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFormatProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
             b"vkGetPhysicalDeviceImageFormatProperties2" => {
                 let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties2 =
                     vkGetPhysicalDeviceImageFormatProperties2;
                 std::mem::transmute::<
                     vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceQueueFamilyProperties2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2 =
-                    vkGetPhysicalDeviceQueueFamilyProperties2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceMemoryProperties2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties2 =
-                    vkGetPhysicalDeviceMemoryProperties2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceMemoryProperties2,
                     unsafe extern "system" fn(),
                 >(f)
             }
@@ -12586,49 +12197,11 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     unsafe extern "system" fn(),
                 >(f)
             }
-            b"vkGetPhysicalDeviceFeatures2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFeatures2 = vkGetPhysicalDeviceFeatures2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFeatures2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceProperties2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceProperties2 = vkGetPhysicalDeviceProperties2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceFormatProperties2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties2 =
-                    vkGetPhysicalDeviceFormatProperties2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFormatProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
             b"vkGetPhysicalDeviceImageFormatProperties2KHR" => {
                 let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties2 =
                     vkGetPhysicalDeviceImageFormatProperties2KHR;
                 std::mem::transmute::<
                     vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceQueueFamilyProperties2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2 =
-                    vkGetPhysicalDeviceQueueFamilyProperties2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceMemoryProperties2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties2 =
-                    vkGetPhysicalDeviceMemoryProperties2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceMemoryProperties2,
                     unsafe extern "system" fn(),
                 >(f)
             }
@@ -14522,6 +14095,126 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                     crate::chain::device::vkSetDebugUtilsObjectNameEXT;
                 std::mem::transmute::<
                     vk::PFN_vkSetDebugUtilsObjectNameEXT,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFeatures" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFeatures =
+                    crate::chain::physical::vkGetPhysicalDeviceFeatures;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFeatures,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFeatures2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFeatures2 =
+                    crate::chain::physical::vkGetPhysicalDeviceFeatures2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFeatures2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFeatures2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFeatures2 =
+                    crate::chain::physical::vkGetPhysicalDeviceFeatures2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFeatures2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceProperties" => {
+                let f: vk::PFN_vkGetPhysicalDeviceProperties =
+                    crate::chain::physical::vkGetPhysicalDeviceProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceProperties2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceProperties2 =
+                    crate::chain::physical::vkGetPhysicalDeviceProperties2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceProperties2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceProperties2 =
+                    crate::chain::physical::vkGetPhysicalDeviceProperties2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFormatProperties" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties =
+                    crate::chain::physical::vkGetPhysicalDeviceFormatProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFormatProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFormatProperties2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties2 =
+                    crate::chain::physical::vkGetPhysicalDeviceFormatProperties2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFormatProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFormatProperties2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties2 =
+                    crate::chain::physical::vkGetPhysicalDeviceFormatProperties2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFormatProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceQueueFamilyProperties" => {
+                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties =
+                    crate::chain::physical::vkGetPhysicalDeviceQueueFamilyProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceQueueFamilyProperties2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2 =
+                    crate::chain::physical::vkGetPhysicalDeviceQueueFamilyProperties2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceQueueFamilyProperties2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2 =
+                    crate::chain::physical::vkGetPhysicalDeviceQueueFamilyProperties2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceMemoryProperties" => {
+                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties =
+                    crate::chain::physical::vkGetPhysicalDeviceMemoryProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceMemoryProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceMemoryProperties2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties2 =
+                    crate::chain::physical::vkGetPhysicalDeviceMemoryProperties2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceMemoryProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceMemoryProperties2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties2 =
+                    crate::chain::physical::vkGetPhysicalDeviceMemoryProperties2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceMemoryProperties2,
                     unsafe extern "system" fn(),
                 >(f)
             }

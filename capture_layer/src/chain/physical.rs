@@ -1,0 +1,136 @@
+//! Physical-device queries under a target device (`crate::target`): features, properties, format
+//! properties, queue families and memory, each called down, reduced to what the target offers too
+//! while recording with one, then recorded as the app received it. Without a target they only
+//! record, as the generated intercepts did.
+//!
+//! Depends on: `runtime`, `target`, `hooks`.
+
+#![allow(non_snake_case)]
+// A hook missing from codegen's `config::LAYER_HOOKS` is never handed out: an error, not a warning.
+#![deny(dead_code)]
+#![allow(clippy::missing_safety_doc)]
+
+use crate::hooks::{next, raw, rec};
+use crate::runtime::{self, guard};
+use crate::target;
+use ash::vk;
+use layer_support::profile::{rules, DeviceProfile};
+use std::ffi::c_void;
+
+/// One hook: call down, apply `$apply` to the outputs when a target is active, record.
+macro_rules! physical_hook {
+    ($name:ident, ($($p:ident : $t:ty),*), |$target:ident| $apply:block) => {
+        pub unsafe extern "system" fn $name(physical: vk::PhysicalDevice, $($p: $t),*) {
+            let f = next!(runtime::instance_table(raw(physical)).$name);
+            f(physical, $($p),*);
+            guard(stringify!($name), || {
+                if let Some($target) = target::active() {
+                    let $target: &DeviceProfile = $target;
+                    $apply
+                }
+                rec!($name, 0, |e| vkstream::encode::$name(e, physical, $($p),*));
+            });
+        }
+    };
+}
+
+physical_hook!(vkGetPhysicalDeviceFeatures, (p_features: *mut vk::PhysicalDeviceFeatures), |t| {
+    if let Some(f) = p_features.as_mut() {
+        target::log_hidden("features", &rules::and_core_features(f, t));
+    }
+});
+
+macro_rules! features2 {
+    ($($name:ident),*) => {$(
+        physical_hook!($name, (p_features: *mut vk::PhysicalDeviceFeatures2<'_>), |t| {
+            target::log_hidden("features", &rules::and_features_chain(p_features as *mut c_void, t));
+        });
+    )*};
+}
+features2!(
+    vkGetPhysicalDeviceFeatures2,
+    vkGetPhysicalDeviceFeatures2KHR
+);
+
+physical_hook!(vkGetPhysicalDeviceProperties, (p_properties: *mut vk::PhysicalDeviceProperties), |t| {
+    if let Some(p) = p_properties.as_mut() {
+        rules::clamp_properties(p, t);
+    }
+});
+
+macro_rules! properties2 {
+    ($($name:ident),*) => {$(
+        physical_hook!($name, (p_properties: *mut vk::PhysicalDeviceProperties2<'_>), |t| {
+            rules::clamp_properties_chain(p_properties as *mut c_void, t);
+        });
+    )*};
+}
+properties2!(
+    vkGetPhysicalDeviceProperties2,
+    vkGetPhysicalDeviceProperties2KHR
+);
+
+physical_hook!(vkGetPhysicalDeviceFormatProperties,
+    (format: vk::Format, p_props: *mut vk::FormatProperties), |t| {
+    if let Some(p) = p_props.as_mut() {
+        rules::and_format(format, p, t);
+    }
+});
+
+macro_rules! format2 {
+    ($($name:ident),*) => {$(
+        physical_hook!($name, (format: vk::Format, p_props: *mut vk::FormatProperties2<'_>), |t| {
+            rules::and_format_chain(format, p_props as *mut c_void, t);
+        });
+    )*};
+}
+format2!(
+    vkGetPhysicalDeviceFormatProperties2,
+    vkGetPhysicalDeviceFormatProperties2KHR
+);
+
+physical_hook!(vkGetPhysicalDeviceQueueFamilyProperties,
+    (p_count: *mut u32, p_props: *mut vk::QueueFamilyProperties), |t| {
+    if !p_count.is_null() && !p_props.is_null() {
+        for q in std::slice::from_raw_parts_mut(p_props, *p_count as usize) {
+            rules::reduce_queue_family(q, t);
+        }
+    }
+});
+
+macro_rules! queues2 {
+    ($($name:ident),*) => {$(
+        physical_hook!($name, (p_count: *mut u32, p_props: *mut vk::QueueFamilyProperties2<'_>), |t| {
+            if !p_count.is_null() && !p_props.is_null() {
+                for q in std::slice::from_raw_parts_mut(p_props, *p_count as usize) {
+                    rules::reduce_queue_family(&mut q.queue_family_properties, t);
+                }
+            }
+        });
+    )*};
+}
+queues2!(
+    vkGetPhysicalDeviceQueueFamilyProperties2,
+    vkGetPhysicalDeviceQueueFamilyProperties2KHR
+);
+
+physical_hook!(vkGetPhysicalDeviceMemoryProperties,
+    (p_props: *mut vk::PhysicalDeviceMemoryProperties), |t| {
+    if let Some(m) = p_props.as_mut() {
+        rules::reduce_memory(m, t);
+    }
+});
+
+macro_rules! memory2 {
+    ($($name:ident),*) => {$(
+        physical_hook!($name, (p_props: *mut vk::PhysicalDeviceMemoryProperties2<'_>), |t| {
+            if let Some(m) = p_props.as_mut() {
+                rules::reduce_memory(&mut m.memory_properties, t);
+            }
+        });
+    )*};
+}
+memory2!(
+    vkGetPhysicalDeviceMemoryProperties2,
+    vkGetPhysicalDeviceMemoryProperties2KHR
+);
