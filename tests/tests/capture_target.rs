@@ -65,14 +65,21 @@ fn reduced_profile(dir: &Path) -> Option<String> {
     Some(format!("{}#{i}", file.display()))
 }
 
-fn capture_demo(dir: &Path, target: &str, frames: &str, check: bool) -> (PathBuf, String) {
+/// `quarry capture [--frames CAPTURED] --target TARGET -- quarry-demo --frames FRAMES ...`.
+fn capture_demo(
+    dir: &Path,
+    target: &str,
+    frames: &str,
+    captured: Option<&str>,
+    check: bool,
+) -> (PathBuf, String) {
     let demo = require_built(QUARRY_DEMO);
     let trace = dir.join("demo.qtrace");
-    let mut args = vec![
-        "capture",
-        "--force",
-        "-o",
-        trace.to_str().unwrap(),
+    let mut args = vec!["capture", "--force", "-o", trace.to_str().unwrap()];
+    if let Some(c) = captured {
+        args.extend(["--frames", c]);
+    }
+    args.extend([
         "--target",
         target,
         "--",
@@ -82,7 +89,7 @@ fn capture_demo(dir: &Path, target: &str, frames: &str, check: bool) -> (PathBuf
         frames,
         "--gpu",
         "llvmpipe",
-    ];
+    ]);
     if check {
         args.push("--check");
     }
@@ -101,9 +108,10 @@ fn demo_captured_for_a_smaller_target_skips_what_it_lacks_and_replays() {
     let Some(target) = reduced_profile(&dir) else {
         return;
     };
-    let (trace, text) = capture_demo(&dir, &target, "3", true);
+    let (trace, text) = capture_demo(&dir, &target, "3", None, true);
     for line in [
-        "quarry: hiding device extension VK_EXT_transform_feedback: the target device lacks it",
+        "quarry: target device lacks device extensions, hidden from the app: ",
+        "VK_EXT_transform_feedback",
         "VkPhysicalDeviceFeatures.pipelineStatisticsQuery",
         "skipped: transform feedback stream queries needs VK_EXT_transform_feedback",
         "skipped: pipeline statistics needs VkPhysicalDeviceFeatures::pipelineStatisticsQuery",
@@ -147,6 +155,28 @@ fn demo_captured_for_a_smaller_target_skips_what_it_lacks_and_replays() {
 }
 
 #[test]
+fn a_trimmed_capture_keeps_the_target_in_its_snapshot() {
+    let dir = scratch_dir("capture-target-trimmed");
+    if built_or_skip(QUARRY_DEMO).is_none() || built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() {
+        return;
+    }
+    let Some(target) = reduced_profile(&dir) else {
+        return;
+    };
+    let (trace, text) = capture_demo(&dir, &target, "3", Some("1-2"), false);
+    assert!(
+        text.contains("VkPhysicalDeviceFeatures.pipelineStatisticsQuery"),
+        "{text}"
+    );
+    let t = read_trace(&trace);
+    assert_eq!(t.count("StateBegin"), 1);
+    assert_eq!(t.count("TargetProfile"), 1);
+    let out = run_quarry(&["replay", trace.to_str().unwrap(), "--gpu", "llvmpipe"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(!output_text(&out).contains("captured for target"));
+}
+
+#[test]
 fn replay_warns_when_the_gpu_lacks_what_the_target_offers() {
     let dir = scratch_dir("capture-target-bigger");
     if built_or_skip(QUARRY_DEMO).is_none() || built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() {
@@ -160,7 +190,7 @@ fn replay_warns_when_the_gpu_lacks_what_the_target_offers() {
     p["properties"]["VkPhysicalDeviceLimits"]["maxImageDimension2D"] = 1_000_000.into();
     let file = dir.join("bigger.json");
     std::fs::write(&file, serde_json::to_vec(&p).unwrap()).unwrap();
-    let (trace, _) = capture_demo(&dir, file.to_str().unwrap(), "1", false);
+    let (trace, _) = capture_demo(&dir, file.to_str().unwrap(), "1", None, false);
     let out = run_quarry(&["replay", trace.to_str().unwrap(), "--gpu", "llvmpipe"]);
     let text = output_text(&out);
     assert!(out.status.success(), "{text}");

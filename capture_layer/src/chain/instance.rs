@@ -220,6 +220,7 @@ pub unsafe extern "system" fn vkEnumerateDeviceExtensionProperties(
         all.truncate(n as usize);
         break;
     }
+    let mut for_target = Vec::new();
     let kept: Vec<vk::ExtensionProperties> = all
         .into_iter()
         .filter(|p| {
@@ -234,15 +235,13 @@ pub unsafe extern "system" fn vkEnumerateDeviceExtensionProperties(
                     &format!("hiding device extension {name}: not capturable"),
                 );
             } else if crate::target::hides_extension(&name) {
-                runtime::log_once(
-                    &format!("hide-ext:{name}"),
-                    &format!("hiding device extension {name}: the target device lacks it"),
-                );
+                for_target.push(name);
                 return false;
             }
             !hide
         })
         .collect();
+    crate::target::log_hidden("device extensions", &for_target);
     let r = if p_props.is_null() {
         *p_count = kept.len() as u32;
         vk::Result::SUCCESS
