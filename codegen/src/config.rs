@@ -73,6 +73,21 @@ pub const LAYER_HOOKS: &[LayerHook] = &[
     hook("vkGetPhysicalDeviceFormatProperties2", PHYSICAL, Replace),
     hook("vkGetPhysicalDeviceFormatProperties2KHR", PHYSICAL, Replace),
     hook(
+        "vkGetPhysicalDeviceImageFormatProperties",
+        PHYSICAL,
+        Replace,
+    ),
+    hook(
+        "vkGetPhysicalDeviceImageFormatProperties2",
+        PHYSICAL,
+        Replace,
+    ),
+    hook(
+        "vkGetPhysicalDeviceImageFormatProperties2KHR",
+        PHYSICAL,
+        Replace,
+    ),
+    hook(
         "vkGetPhysicalDeviceQueueFamilyProperties",
         PHYSICAL,
         Replace,

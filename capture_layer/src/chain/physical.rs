@@ -1,7 +1,7 @@
 //! Physical-device queries under a target device (`crate::target`): features, properties, format
-//! properties, queue families and memory, each called down, reduced to what the target offers too
-//! while recording with one, then recorded as the app received it. Without a target they only
-//! record, as the generated intercepts did.
+//! and image format properties, queue families and memory, each called down, reduced to what the
+//! target offers too while recording with one, then recorded as the app received it. Without a
+//! target they only record, as the generated intercepts did.
 //!
 //! Depends on: `runtime`, `target`, `hooks`.
 
@@ -133,4 +133,96 @@ macro_rules! memory2 {
 memory2!(
     vkGetPhysicalDeviceMemoryProperties2,
     vkGetPhysicalDeviceMemoryProperties2KHR
+);
+
+/// Image format support: a format the target lacks for the usage is `VK_ERROR_FORMAT_NOT_SUPPORTED`,
+/// a supported one is clamped to the target's limits.
+unsafe fn image_format(
+    r: vk::Result,
+    format: vk::Format,
+    ty: vk::ImageType,
+    tiling: vk::ImageTiling,
+    usage: vk::ImageUsageFlags,
+    props: *mut vk::ImageFormatProperties,
+) -> vk::Result {
+    let Some(t) = target::active() else { return r };
+    if r != vk::Result::SUCCESS || props.is_null() {
+        return r;
+    }
+    if !rules::image_format_ok(format, tiling, usage, t) {
+        *props = vk::ImageFormatProperties::default();
+        target::log_hidden(
+            "image support",
+            &[format!(
+                "format {} for usage {:#x}",
+                format.as_raw(),
+                usage.as_raw()
+            )],
+        );
+        return vk::Result::ERROR_FORMAT_NOT_SUPPORTED;
+    }
+    rules::clamp_image_format(&mut *props, ty, t);
+    r
+}
+
+pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties(
+    physical: vk::PhysicalDevice,
+    format: vk::Format,
+    ty: vk::ImageType,
+    tiling: vk::ImageTiling,
+    usage: vk::ImageUsageFlags,
+    flags: vk::ImageCreateFlags,
+    p_props: *mut vk::ImageFormatProperties,
+) -> vk::Result {
+    let f = next!(
+        runtime::instance_table(raw(physical)).vkGetPhysicalDeviceImageFormatProperties,
+        vk::Result::ERROR_EXTENSION_NOT_PRESENT
+    );
+    let r = f(physical, format, ty, tiling, usage, flags, p_props);
+    guard("vkGetPhysicalDeviceImageFormatProperties", || {
+        let r = image_format(r, format, ty, tiling, usage, p_props);
+        rec!(vkGetPhysicalDeviceImageFormatProperties, r.as_raw(), |e| {
+            vkstream::encode::vkGetPhysicalDeviceImageFormatProperties(
+                e, physical, format, ty, tiling, usage, flags, p_props,
+            )
+        });
+        r
+    })
+    .unwrap_or(r)
+}
+
+macro_rules! image_format2 {
+    ($($name:ident),*) => {$(
+        pub unsafe extern "system" fn $name(
+            physical: vk::PhysicalDevice,
+            p_info: *const vk::PhysicalDeviceImageFormatInfo2<'_>,
+            p_props: *mut vk::ImageFormatProperties2<'_>,
+        ) -> vk::Result {
+            let f = next!(
+                runtime::instance_table(raw(physical)).$name,
+                vk::Result::ERROR_EXTENSION_NOT_PRESENT
+            );
+            let r = f(physical, p_info, p_props);
+            guard(stringify!($name), || {
+                let r = match (p_info.as_ref(), p_props.as_mut()) {
+                    (Some(i), Some(p)) => image_format(
+                        r,
+                        i.format,
+                        i.ty,
+                        i.tiling,
+                        i.usage,
+                        &mut p.image_format_properties,
+                    ),
+                    _ => r,
+                };
+                rec!($name, r.as_raw(), |e| vkstream::encode::$name(e, physical, p_info, p_props));
+                r
+            })
+            .unwrap_or(r)
+        }
+    )*};
+}
+image_format2!(
+    vkGetPhysicalDeviceImageFormatProperties2,
+    vkGetPhysicalDeviceImageFormatProperties2KHR
 );

@@ -10,47 +10,6 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 pub use vkstream::{SPECIAL, UNSUPPORTED, UNSUPPORTED_EXTENSIONS};
 
-pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties(
-    physical_device: vk::PhysicalDevice,
-    format: vk::Format,
-    ty: vk::ImageType,
-    tiling: vk::ImageTiling,
-    usage: vk::ImageUsageFlags,
-    flags: vk::ImageCreateFlags,
-    p_image_format_properties: *mut vk::ImageFormatProperties,
-) -> vk::Result {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceImageFormatProperties else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(
-        physical_device,
-        format,
-        ty,
-        tiling,
-        usage,
-        flags,
-        p_image_format_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceImageFormatProperties,
-        r.as_raw(),
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceImageFormatProperties(
-                e,
-                physical_device,
-                format,
-                ty,
-                tiling,
-                usage,
-                flags,
-                p_image_format_properties,
-            )
-        },
-    );
-    r
-}
-
 pub unsafe extern "system" fn vkInvalidateMappedMemoryRanges(
     device: vk::Device,
     memory_range_count: u32,
@@ -2329,35 +2288,6 @@ pub unsafe extern "system" fn vkGetImageSparseMemoryRequirements2(
             p_sparse_memory_requirements,
         )
     });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties2(
-    physical_device: vk::PhysicalDevice,
-    p_image_format_info: *const vk::PhysicalDeviceImageFormatInfo2<'_>,
-    p_image_format_properties: *mut vk::ImageFormatProperties2<'_>,
-) -> vk::Result {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceImageFormatProperties2 else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(
-        physical_device,
-        p_image_format_info,
-        p_image_format_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceImageFormatProperties2,
-        r.as_raw(),
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceImageFormatProperties2(
-                e,
-                physical_device,
-                p_image_format_info,
-                p_image_format_properties,
-            )
-        },
-    );
     r
 }
 
@@ -4845,35 +4775,6 @@ pub unsafe extern "system" fn vkGetPhysicalDeviceExternalImageFormatPropertiesNV
                 flags,
                 external_handle_type,
                 p_external_image_format_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties2KHR(
-    physical_device: vk::PhysicalDevice,
-    p_image_format_info: *const vk::PhysicalDeviceImageFormatInfo2<'_>,
-    p_image_format_properties: *mut vk::ImageFormatProperties2<'_>,
-) -> vk::Result {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceImageFormatProperties2KHR else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(
-        physical_device,
-        p_image_format_info,
-        p_image_format_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceImageFormatProperties2KHR,
-        r.as_raw(),
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceImageFormatProperties2KHR(
-                e,
-                physical_device,
-                p_image_format_info,
-                p_image_format_properties,
             )
         },
     );
@@ -10971,14 +10872,6 @@ pub unsafe extern "system" fn vkGetDynamicRenderingTilePropertiesQCOM(
 pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
     unsafe {
         Some(Some(match name.to_bytes() {
-            b"vkGetPhysicalDeviceImageFormatProperties" => {
-                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties =
-                    vkGetPhysicalDeviceImageFormatProperties;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
             b"vkInvalidateMappedMemoryRanges" => {
                 let f: vk::PFN_vkInvalidateMappedMemoryRanges = vkInvalidateMappedMemoryRanges;
                 std::mem::transmute::<
@@ -11487,14 +11380,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     vkGetImageSparseMemoryRequirements2;
                 std::mem::transmute::<
                     vk::PFN_vkGetImageSparseMemoryRequirements2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceImageFormatProperties2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties2 =
-                    vkGetPhysicalDeviceImageFormatProperties2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
                     unsafe extern "system" fn(),
                 >(f)
             }
@@ -12194,14 +12079,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     vkGetPhysicalDeviceExternalImageFormatPropertiesNV;
                 std::mem::transmute::<
                     vk::PFN_vkGetPhysicalDeviceExternalImageFormatPropertiesNV,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceImageFormatProperties2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties2 =
-                    vkGetPhysicalDeviceImageFormatProperties2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
                     unsafe extern "system" fn(),
                 >(f)
             }
@@ -14167,6 +14044,30 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                     crate::chain::physical::vkGetPhysicalDeviceFormatProperties2KHR;
                 std::mem::transmute::<
                     vk::PFN_vkGetPhysicalDeviceFormatProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceImageFormatProperties" => {
+                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties =
+                    crate::chain::physical::vkGetPhysicalDeviceImageFormatProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceImageFormatProperties2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties2 =
+                    crate::chain::physical::vkGetPhysicalDeviceImageFormatProperties2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceImageFormatProperties2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties2 =
+                    crate::chain::physical::vkGetPhysicalDeviceImageFormatProperties2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
                     unsafe extern "system" fn(),
                 >(f)
             }

@@ -552,6 +552,70 @@ pub unsafe fn and_format_chain(format: vk::Format, mut chain: *mut c_void, targe
     }
 }
 
+/// Whether the target offers images of `format` with `tiling` for `usage`: its format feature
+/// flags for that tiling hold what each usage bit needs (formats the profile does not list, and
+/// tilings other than linear and optimal, pass).
+pub fn image_format_ok(
+    format: vk::Format,
+    tiling: vk::ImageTiling,
+    usage: vk::ImageUsageFlags,
+    target: &DeviceProfile,
+) -> bool {
+    use vk::{FormatFeatureFlags as F, ImageUsageFlags as U};
+    let Some(t) = target.formats.iter().find(|e| e.format == format.as_raw()) else {
+        return true;
+    };
+    let have = F::from_raw(match tiling {
+        vk::ImageTiling::LINEAR => t.linear,
+        vk::ImageTiling::OPTIMAL => t.optimal,
+        _ => return true,
+    });
+    let needs: [(U, F); 7] = [
+        (U::TRANSFER_SRC, F::TRANSFER_SRC),
+        (U::TRANSFER_DST, F::TRANSFER_DST),
+        (U::SAMPLED, F::SAMPLED_IMAGE),
+        (U::STORAGE, F::STORAGE_IMAGE),
+        (U::COLOR_ATTACHMENT, F::COLOR_ATTACHMENT),
+        (U::DEPTH_STENCIL_ATTACHMENT, F::DEPTH_STENCIL_ATTACHMENT),
+        (
+            U::INPUT_ATTACHMENT,
+            F::from_raw(F::COLOR_ATTACHMENT.as_raw() | F::DEPTH_STENCIL_ATTACHMENT.as_raw()),
+        ),
+    ];
+    needs
+        .iter()
+        .all(|(u, f)| !usage.contains(*u) || have.intersects(*f))
+}
+
+/// Image format properties within the target's limits: extent by `maxImageDimension*` of the
+/// image type, array layers by `maxImageArrayLayers`, mip levels by what that extent allows.
+pub fn clamp_image_format(
+    p: &mut vk::ImageFormatProperties,
+    ty: vk::ImageType,
+    target: &DeviceProfile,
+) {
+    let Some(l) = target.properties.get("VkPhysicalDeviceLimits") else {
+        return;
+    };
+    let get = |k: &str| l.get(k).and_then(Json::as_u64).map(|v| v as u32);
+    let dim = match ty {
+        vk::ImageType::TYPE_1D => get("maxImageDimension1D"),
+        vk::ImageType::TYPE_3D => get("maxImageDimension3D"),
+        _ => get("maxImageDimension2D"),
+    };
+    if let Some(d) = dim {
+        let e = &mut p.max_extent;
+        e.width = e.width.min(d);
+        e.height = e.height.min(d);
+        e.depth = e.depth.min(d);
+        let largest = e.width.max(e.height).max(e.depth).max(1);
+        p.max_mip_levels = p.max_mip_levels.min(32 - largest.leading_zeros());
+    }
+    if let Some(n) = get("maxImageArrayLayers") {
+        p.max_array_layers = p.max_array_layers.min(n);
+    }
+}
+
 /// Queue families as an app choosing by them should see them: each family keeps only the flags
 /// some target family has, and its queue count and timestampValidBits are at most the best a
 /// target family with those flags offers (family indices stay the capture GPU's: the replayer maps
@@ -852,6 +916,43 @@ mod tests {
         reduce_memory(&mut m, &t);
         assert_eq!(m.memory_types[0].property_flags.as_raw(), 1);
         assert_eq!(m.memory_heaps[0].size, 1 << 30);
+    }
+
+    #[test]
+    fn image_formats_follow_the_format_flags_and_limits() {
+        let t = profile();
+        let f = vk::Format::R8G8B8A8_UNORM;
+        // optimal: SAMPLED_IMAGE | STORAGE_IMAGE (3); linear: SAMPLED_IMAGE (1).
+        let (lin, opt) = (vk::ImageTiling::LINEAR, vk::ImageTiling::OPTIMAL);
+        assert!(image_format_ok(f, opt, vk::ImageUsageFlags::STORAGE, &t));
+        assert!(!image_format_ok(f, lin, vk::ImageUsageFlags::STORAGE, &t));
+        assert!(!image_format_ok(
+            f,
+            opt,
+            vk::ImageUsageFlags::COLOR_ATTACHMENT,
+            &t
+        ));
+        assert!(image_format_ok(
+            vk::Format::R8_UNORM,
+            lin,
+            vk::ImageUsageFlags::STORAGE,
+            &t
+        ));
+        let mut p = vk::ImageFormatProperties {
+            max_extent: vk::Extent3D {
+                width: 16384,
+                height: 16384,
+                depth: 1,
+            },
+            max_mip_levels: 15,
+            max_array_layers: 2048,
+            ..Default::default()
+        };
+        clamp_image_format(&mut p, vk::ImageType::TYPE_2D, &t);
+        assert_eq!(
+            (p.max_extent.width, p.max_mip_levels, p.max_array_layers),
+            (4096, 13, 2048)
+        );
     }
 
     #[test]
