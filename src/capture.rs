@@ -160,7 +160,8 @@ fn set_target(target: Option<&str>) -> anyhow::Result<()> {
         std::env::remove_var("QUARRY_CAPTURE_TARGET");
         return Ok(());
     };
-    let p = layer_support::profile::load(spec)
+    // The layer reads it again in the app and says which target it captures for.
+    layer_support::profile::load(spec)
         .map_err(|e| crate::output::BadInput(format!("--target {e}")))?;
     let (path, index) = match spec.rsplit_once('#') {
         Some((f, i)) if i.bytes().all(|b| b.is_ascii_digit()) && !i.is_empty() => (f, Some(i)),
@@ -170,11 +171,6 @@ fn set_target(target: Option<&str>) -> anyhow::Result<()> {
     if let Some(i) = index {
         abs.push(format!("#{i}"));
     }
-    eprintln!(
-        "quarry: capturing for target device {} (profile {})",
-        p.name,
-        p.hash()
-    );
     std::env::set_var("QUARRY_CAPTURE_TARGET", abs);
     Ok(())
 }
