@@ -41,6 +41,11 @@ pub struct Args {
     /// VK_KHR_performance_query (emulated from core queries) on GPUs without it.
     #[arg(long)]
     emulate_counters: bool,
+    /// Capture for another GPU: a profile from `quarry devices --json` on the target machine
+    /// (`FILE`, or `FILE#INDEX` when it lists several GPUs); the program sees only what both GPUs
+    /// offer, and the trace records the profile.
+    #[arg(long, value_name = "FILE")]
+    target: Option<String>,
     /// The program and its arguments (after `--`).
     #[arg(
         required = true,
@@ -148,6 +153,28 @@ pub fn capture(
     ))
 }
 
+/// Hands `--target` to the layer (`QUARRY_CAPTURE_TARGET`, inherited by the program) after
+/// checking that the profile reads; without it no target reaches the program.
+fn set_target(target: Option<&str>) -> anyhow::Result<()> {
+    let Some(spec) = target else {
+        std::env::remove_var("QUARRY_CAPTURE_TARGET");
+        return Ok(());
+    };
+    // The layer reads it again in the app and says which target it captures for.
+    layer_support::profile::load(spec)
+        .map_err(|e| crate::output::BadInput(format!("--target {e}")))?;
+    let (path, index) = match spec.rsplit_once('#') {
+        Some((f, i)) if i.bytes().all(|b| b.is_ascii_digit()) && !i.is_empty() => (f, Some(i)),
+        _ => (spec, None),
+    };
+    let mut abs = absolute(Path::new(path))?.into_os_string();
+    if let Some(i) = index {
+        abs.push(format!("#{i}"));
+    }
+    std::env::set_var("QUARRY_CAPTURE_TARGET", abs);
+    Ok(())
+}
+
 fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
     Ok(if p.is_absolute() {
         p.to_path_buf()
@@ -186,6 +213,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         None => default_output(program),
     };
     check_output(&output, args.force)?;
+    set_target(args.target.as_deref())?;
     let (c, _) = capture(
         program,
         rest,

@@ -41,6 +41,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let usage = (info.kind == FileKind::Trace)
         .then(|| replayer::portability::scan(&reader).ok())
         .flatten();
+    let target = info
+        .record_counts
+        .contains_key("TargetProfile")
+        .then(|| target_profile(&reader))
+        .flatten();
     if args.json {
         let mut v = to_json(&info);
         if let Some(o) = v.as_object_mut() {
@@ -65,6 +70,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let (Some(u), Some(o)) = (&usage, v.as_object_mut()) {
             o.insert("device_use".into(), usage_json(u));
         }
+        if let (Some(t), Some(o)) = (&target, v.as_object_mut()) {
+            o.insert("target".into(), json!({"name": t.name, "hash": t.hash}));
+        }
         writeln!(out, "{v}")?;
     } else {
         write_text(&mut out, &reader, &info)?;
@@ -83,6 +91,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             for g in &sn.gaps {
                 writeln!(out, "  snapshot gap: {g}")?;
             }
+        }
+        if let Some(t) = &target {
+            writeln!(
+                out,
+                "target:       {} (profile {}): captured showing the app what both GPUs offer",
+                t.name, t.hash
+            )?;
         }
         if let Some(r) = &replay {
             writeln!(
@@ -176,6 +191,14 @@ fn replay_info(reader: &TraceReader) -> Option<format::record::ReplayInfo> {
         }
     }
     found
+}
+
+/// The device profile a trace was captured for (`quarry capture --target`).
+fn target_profile(reader: &TraceReader) -> Option<format::record::TargetProfile> {
+    reader.records().find_map(|r| match r {
+        Ok(format::record::Record::TargetProfile(t)) => Some(t),
+        _ => None,
+    })
 }
 
 /// The `StateEnd` of a trimmed trace (near the start of the file).

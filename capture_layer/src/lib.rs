@@ -42,6 +42,7 @@ pub mod settings;
 pub mod state;
 mod submit;
 mod tables;
+mod target;
 mod templates;
 mod trim;
 mod wsi;

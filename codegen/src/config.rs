@@ -39,6 +39,9 @@ const fn hook(command: &'static str, module: &'static str, kind: HookKind) -> La
 
 use HookKind::{Ops, PostCall, Replace};
 
+/// The physical-device query hooks of capture for a target device.
+const PHYSICAL: &str = "chain::physical";
+
 /// Every hand-written hook of the capture layer, the one list, each under its canonical name only
 /// (aliases follow from vk.xml): a listed hook without its function does not compile, and a hook
 /// function not listed is dead code (denied in the hook modules).
@@ -63,6 +66,35 @@ pub const LAYER_HOOKS: &[LayerHook] = &[
     hook("vkGetDeviceQueue", "chain::device", PostCall),
     hook("vkGetDeviceQueue2", "chain::device", PostCall),
     hook("vkSetDebugUtilsObjectNameEXT", "chain::device", PostCall),
+    // Capture for a target device: results reduced to what the target offers too.
+    hook("vkGetPhysicalDeviceFeatures", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceFeatures2", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceProperties", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceProperties2", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceFormatProperties", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceFormatProperties2", PHYSICAL, Replace),
+    hook(
+        "vkGetPhysicalDeviceImageFormatProperties",
+        PHYSICAL,
+        Replace,
+    ),
+    hook(
+        "vkGetPhysicalDeviceImageFormatProperties2",
+        PHYSICAL,
+        Replace,
+    ),
+    hook(
+        "vkGetPhysicalDeviceQueueFamilyProperties",
+        PHYSICAL,
+        Replace,
+    ),
+    hook(
+        "vkGetPhysicalDeviceQueueFamilyProperties2",
+        PHYSICAL,
+        Replace,
+    ),
+    hook("vkGetPhysicalDeviceMemoryProperties", PHYSICAL, Replace),
+    hook("vkGetPhysicalDeviceMemoryProperties2", PHYSICAL, Replace),
     hook("vkAllocateMemory", "memory", PostCall),
     hook("vkFreeMemory", "memory", PostCall),
     hook("vkMapMemory", "memory", PostCall),

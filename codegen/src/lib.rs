@@ -6,6 +6,7 @@ pub mod analyze;
 pub mod config;
 pub mod emit_extensions;
 pub mod emit_layer;
+pub mod emit_profile;
 pub mod emit_replay;
 pub mod emit_stream;
 pub mod model;
@@ -101,6 +102,17 @@ fn render_files(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
         (
             "capture_layer/src/generated/intercept.rs".into(),
             emit_layer::intercept_rs(&reg, &an),
+        ),
+        (
+            "layer_support/src/generated/mod.rs".into(),
+            format!(
+                "{}//! Generated from vk.xml by `codegen`.\npub mod features;\n",
+                emit_stream::HEADER
+            ),
+        ),
+        (
+            "layer_support/src/generated/features.rs".into(),
+            emit_profile::features_rs(&reg, vk_xml)?,
         ),
         (
             "replayer/src/generated/mod.rs".into(),

@@ -29,7 +29,7 @@ use record::FileKind;
 /// Number of `Record` variants this build knows. Records whose variant index is at or above this
 /// come from a newer writer and are skipped. A unit test fails when a variant is appended without
 /// bumping it.
-pub const KNOWN_RECORD_VARIANTS: u8 = 21;
+pub const KNOWN_RECORD_VARIANTS: u8 = 22;
 
 /// The bincode configuration of every encoded structure in the file. The limit only affects
 /// decoding: it bounds what a crafted length can make the decoder allocate.
@@ -64,6 +64,7 @@ pub const RECORD_NAMES: [&str; KNOWN_RECORD_VARIANTS as usize] = [
     "StateBegin",
     "StateEnd",
     "TraceIdentity",
+    "TargetProfile",
 ];
 
 pub(crate) fn file_kind_byte(kind: FileKind) -> u8 {
@@ -92,7 +93,11 @@ mod tests {
 
     #[test]
     fn variant_byte_is_first_and_known_count_matches_the_enum() {
-        let last = Record::TraceIdentity(TraceIdentity { trace_id: [0; 16] });
+        let last = Record::TargetProfile(TargetProfile {
+            name: String::new(),
+            hash: String::new(),
+            profile: String::new(),
+        });
         assert_eq!(encode(&last)[0], KNOWN_RECORD_VARIANTS - 1);
         assert_eq!(encode(&Record::CommandTable(vec![]))[0], 0);
         // The first unknown index must not decode: if it does, a variant was appended and

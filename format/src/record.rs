@@ -160,6 +160,11 @@ pub enum Record {
     // ---- results records (appended later) -------------------------------------------------
     /// The trace a results file was replayed from (its first record; format 2.0).
     TraceIdentity(TraceIdentity),
+
+    // ---- trace records (appended later) ---------------------------------------------------
+    /// The capture showed the app only what both its GPU and this target device offer
+    /// (`quarry capture --target`); written once, before the first `Device`.
+    TargetProfile(TargetProfile),
 }
 
 impl Record {
@@ -187,6 +192,7 @@ impl Record {
             Record::StateBegin(_) => "StateBegin",
             Record::StateEnd(_) => "StateEnd",
             Record::TraceIdentity(_) => "TraceIdentity",
+            Record::TargetProfile(_) => "TargetProfile",
         }
     }
 }
@@ -391,6 +397,17 @@ pub struct Note {
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TraceIdentity {
     pub trace_id: [u8; 16],
+}
+
+/// The device profile a capture was made for (`quarry capture --target`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct TargetProfile {
+    /// The target device's name, from the profile.
+    pub name: String,
+    /// FNV-1a 64 of `profile` as 16 hex digits (`layer_support::profile::DeviceProfile::hash`).
+    pub hash: String,
+    /// The profile, JSON of schema `quarry-device-profile` (FORMAT.md "Target profile").
+    pub profile: String,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

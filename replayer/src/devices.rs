@@ -11,6 +11,7 @@ use format::record::{DeviceSummary, MemoryHeapSummary, MemoryTypeSummary, QueueF
 use serde::Serialize;
 
 use crate::error::ReplayError;
+use layer_support::profile::DeviceProfile;
 
 /// One queue family of a GPU, with what matters for queries.
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -85,6 +86,9 @@ pub struct GpuInfo {
     pub queue_families: Vec<QueueFamilyInfo>,
     pub queries: QueryCaps,
     pub extensions: Vec<String>,
+    /// Everything `quarry capture --target` needs (schema `quarry-device-profile`): extensions,
+    /// features, limits, formats, queue families, memory.
+    pub profile: DeviceProfile,
     /// The same facts in the record schema's form (results file headers, comparisons).
     #[serde(skip)]
     pub summary: DeviceSummary,
@@ -438,6 +442,7 @@ pub(crate) unsafe fn describe(
         queue_families,
         queries: q,
         extensions,
+        profile: layer_support::profile::collect::collect(instance, pd),
         summary,
     }
 }
@@ -555,6 +560,53 @@ pub fn select<'a>(gpus: &'a [GpuInfo], selector: Option<&str>) -> Result<&'a Gpu
     }
 }
 
+/// The replay-time check of a trace captured for a target device (`quarry capture --target`): a
+/// warning when `gpu` lacks something the recorded profile offers (the app may have used it),
+/// none when the trace has no target or `gpu` offers all of it. The record comes before the
+/// first call, so only the trace's start is read.
+pub fn target_warnings(reader: &format::TraceReader, gpu: &GpuInfo) -> Vec<String> {
+    use format::record::Record;
+    let target = reader
+        .records()
+        .take_while(|r| !matches!(r, Ok(Record::Call(_)) | Err(_)))
+        .find_map(|r| match r {
+            Ok(Record::TargetProfile(t)) => Some(t),
+            _ => None,
+        });
+    let Some(t) = target else { return Vec::new() };
+    match target_shortfalls(&t.profile, gpu) {
+        Ok(s) if s.is_empty() => Vec::new(),
+        Ok(s) => {
+            const SHOWN: usize = 8;
+            let more = s.len().saturating_sub(SHOWN);
+            let mut list = s[..s.len().min(SHOWN)].join(", ");
+            if more > 0 {
+                list.push_str(&format!(" and {more} more"));
+            }
+            vec![format!(
+                "the trace was captured for target device {} (profile {}); {} lacks what that \
+                 target offers, which the app may have used: {list}",
+                t.name, t.hash, gpu.name
+            )]
+        }
+        Err(e) => vec![format!(
+            "the trace was captured for target device {} but its profile does not read: {e}",
+            t.name
+        )],
+    }
+}
+
+/// What a trace captured for a target profile (`profile_json`, its `TargetProfile` record) may use
+/// that `gpu` lacks; empty when the GPU offers all the profile does. Err: the recorded profile
+/// cannot be read.
+pub fn target_shortfalls(profile_json: &str, gpu: &GpuInfo) -> Result<Vec<String>, String> {
+    let target = layer_support::profile::parse(profile_json, None)?;
+    Ok(layer_support::profile::rules::shortfalls(
+        &target,
+        &gpu.profile,
+    ))
+}
+
 /// Human-readable listing for `quarry devices`.
 pub fn to_text(gpus: &[GpuInfo]) -> String {
     let mut s = String::new();
@@ -646,6 +698,7 @@ mod tests {
             queue_families: vec![],
             queries: QueryCaps::default(),
             extensions: vec![],
+            profile: DeviceProfile::default(),
             summary: DeviceSummary::default(),
         }
     }

@@ -85,6 +85,7 @@ pub unsafe extern "system" fn vkCreateDevice(
             return;
         }
         runtime::emit_device(device_summary(inst, physical, &d.queue_families, &d.memory));
+        crate::target::check_device(ci);
         let mut copy = *ci;
         copy.p_next = loader::skip_loader_structs(ci.p_next);
         rec!(vkCreateDevice, r.as_raw(), |e| {

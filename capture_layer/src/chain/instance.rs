@@ -1,6 +1,7 @@
 //! Instances: vkCreateInstance (which opens the trace, or a trimmed capture's tracking, and
 //! flushes it at process exit), vkDestroyInstance (the last one finalizes the trace), and the
-//! enumerations (device extensions the layer cannot record are hidden while recording).
+//! enumerations (device extensions the layer cannot record, or the target device lacks, are
+//! hidden while recording).
 //!
 //! Depends on: `runtime`, `settings`, `loader`, `compat`, `query_copies` (flushed at exit), `hooks`.
 
@@ -94,6 +95,7 @@ pub unsafe extern "system" fn vkCreateInstance(
             &layer_settings,
         ) {
             register_atexit();
+            crate::target::record();
         }
         // Nothing records now: nothing ever will for this instance (see `chain`'s header).
         super::set_transparent(data, !runtime::recording());
@@ -218,6 +220,7 @@ pub unsafe extern "system" fn vkEnumerateDeviceExtensionProperties(
         all.truncate(n as usize);
         break;
     }
+    let mut for_target = Vec::new();
     let kept: Vec<vk::ExtensionProperties> = all
         .into_iter()
         .filter(|p| {
@@ -231,10 +234,14 @@ pub unsafe extern "system" fn vkEnumerateDeviceExtensionProperties(
                     &format!("hide-ext:{name}"),
                     &format!("hiding device extension {name}: not capturable"),
                 );
+            } else if crate::target::hides_extension(&name) {
+                for_target.push(name);
+                return false;
             }
             !hide
         })
         .collect();
+    crate::target::log_hidden("device extensions", &for_target);
     let r = if p_props.is_null() {
         *p_count = kept.len() as u32;
         vk::Result::SUCCESS

@@ -23,6 +23,7 @@ use std::ffi::{c_char, CStr};
 use std::sync::Mutex;
 pub mod device;
 pub mod instance;
+pub mod physical;
 
 // ==== proc-addr lookup ===============================================================================
 

@@ -10,146 +10,6 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 pub use vkstream::{SPECIAL, UNSUPPORTED, UNSUPPORTED_EXTENSIONS};
 
-pub unsafe extern "system" fn vkGetPhysicalDeviceFeatures(
-    physical_device: vk::PhysicalDevice,
-    p_features: *mut vk::PhysicalDeviceFeatures,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFeatures else {
-        return ();
-    };
-    let r = next(physical_device, p_features);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceFeatures, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceFeatures(e, physical_device, p_features)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceFormatProperties(
-    physical_device: vk::PhysicalDevice,
-    format: vk::Format,
-    p_format_properties: *mut vk::FormatProperties,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFormatProperties else {
-        return ();
-    };
-    let r = next(physical_device, format, p_format_properties);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceFormatProperties, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceFormatProperties(
-            e,
-            physical_device,
-            format,
-            p_format_properties,
-        )
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties(
-    physical_device: vk::PhysicalDevice,
-    format: vk::Format,
-    ty: vk::ImageType,
-    tiling: vk::ImageTiling,
-    usage: vk::ImageUsageFlags,
-    flags: vk::ImageCreateFlags,
-    p_image_format_properties: *mut vk::ImageFormatProperties,
-) -> vk::Result {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceImageFormatProperties else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(
-        physical_device,
-        format,
-        ty,
-        tiling,
-        usage,
-        flags,
-        p_image_format_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceImageFormatProperties,
-        r.as_raw(),
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceImageFormatProperties(
-                e,
-                physical_device,
-                format,
-                ty,
-                tiling,
-                usage,
-                flags,
-                p_image_format_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceProperties(
-    physical_device: vk::PhysicalDevice,
-    p_properties: *mut vk::PhysicalDeviceProperties,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceProperties else {
-        return ();
-    };
-    let r = next(physical_device, p_properties);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceProperties, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceProperties(e, physical_device, p_properties)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceQueueFamilyProperties(
-    physical_device: vk::PhysicalDevice,
-    p_queue_family_property_count: *mut u32,
-    p_queue_family_properties: *mut vk::QueueFamilyProperties,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceQueueFamilyProperties else {
-        return ();
-    };
-    let r = next(
-        physical_device,
-        p_queue_family_property_count,
-        p_queue_family_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceQueueFamilyProperties,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceQueueFamilyProperties(
-                e,
-                physical_device,
-                p_queue_family_property_count,
-                p_queue_family_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceMemoryProperties(
-    physical_device: vk::PhysicalDevice,
-    p_memory_properties: *mut vk::PhysicalDeviceMemoryProperties,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceMemoryProperties else {
-        return ();
-    };
-    let r = next(physical_device, p_memory_properties);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceMemoryProperties, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceMemoryProperties(
-            e,
-            physical_device,
-            p_memory_properties,
-        )
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkInvalidateMappedMemoryRanges(
     device: vk::Device,
     memory_range_count: u32,
@@ -2428,142 +2288,6 @@ pub unsafe extern "system" fn vkGetImageSparseMemoryRequirements2(
             p_sparse_memory_requirements,
         )
     });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceFeatures2(
-    physical_device: vk::PhysicalDevice,
-    p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFeatures2 else {
-        return ();
-    };
-    let r = next(physical_device, p_features);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceFeatures2, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceFeatures2(e, physical_device, p_features)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceProperties2(
-    physical_device: vk::PhysicalDevice,
-    p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceProperties2 else {
-        return ();
-    };
-    let r = next(physical_device, p_properties);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceProperties2, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceProperties2(e, physical_device, p_properties)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceFormatProperties2(
-    physical_device: vk::PhysicalDevice,
-    format: vk::Format,
-    p_format_properties: *mut vk::FormatProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFormatProperties2 else {
-        return ();
-    };
-    let r = next(physical_device, format, p_format_properties);
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceFormatProperties2,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceFormatProperties2(
-                e,
-                physical_device,
-                format,
-                p_format_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties2(
-    physical_device: vk::PhysicalDevice,
-    p_image_format_info: *const vk::PhysicalDeviceImageFormatInfo2<'_>,
-    p_image_format_properties: *mut vk::ImageFormatProperties2<'_>,
-) -> vk::Result {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceImageFormatProperties2 else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(
-        physical_device,
-        p_image_format_info,
-        p_image_format_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceImageFormatProperties2,
-        r.as_raw(),
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceImageFormatProperties2(
-                e,
-                physical_device,
-                p_image_format_info,
-                p_image_format_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceQueueFamilyProperties2(
-    physical_device: vk::PhysicalDevice,
-    p_queue_family_property_count: *mut u32,
-    p_queue_family_properties: *mut vk::QueueFamilyProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceQueueFamilyProperties2 else {
-        return ();
-    };
-    let r = next(
-        physical_device,
-        p_queue_family_property_count,
-        p_queue_family_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceQueueFamilyProperties2,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceQueueFamilyProperties2(
-                e,
-                physical_device,
-                p_queue_family_property_count,
-                p_queue_family_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceMemoryProperties2(
-    physical_device: vk::PhysicalDevice,
-    p_memory_properties: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceMemoryProperties2 else {
-        return ();
-    };
-    let r = next(physical_device, p_memory_properties);
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceMemoryProperties2,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceMemoryProperties2(
-                e,
-                physical_device,
-                p_memory_properties,
-            )
-        },
-    );
     r
 }
 
@@ -5051,142 +4775,6 @@ pub unsafe extern "system" fn vkGetPhysicalDeviceExternalImageFormatPropertiesNV
                 flags,
                 external_handle_type,
                 p_external_image_format_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceFeatures2KHR(
-    physical_device: vk::PhysicalDevice,
-    p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFeatures2KHR else {
-        return ();
-    };
-    let r = next(physical_device, p_features);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceFeatures2KHR, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceFeatures2KHR(e, physical_device, p_features)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceProperties2KHR(
-    physical_device: vk::PhysicalDevice,
-    p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceProperties2KHR else {
-        return ();
-    };
-    let r = next(physical_device, p_properties);
-    crate::runtime::record(vkstream::ids::vkGetPhysicalDeviceProperties2KHR, 0, |e| {
-        vkstream::encode::vkGetPhysicalDeviceProperties2KHR(e, physical_device, p_properties)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceFormatProperties2KHR(
-    physical_device: vk::PhysicalDevice,
-    format: vk::Format,
-    p_format_properties: *mut vk::FormatProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceFormatProperties2KHR else {
-        return ();
-    };
-    let r = next(physical_device, format, p_format_properties);
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceFormatProperties2KHR,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceFormatProperties2KHR(
-                e,
-                physical_device,
-                format,
-                p_format_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties2KHR(
-    physical_device: vk::PhysicalDevice,
-    p_image_format_info: *const vk::PhysicalDeviceImageFormatInfo2<'_>,
-    p_image_format_properties: *mut vk::ImageFormatProperties2<'_>,
-) -> vk::Result {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceImageFormatProperties2KHR else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(
-        physical_device,
-        p_image_format_info,
-        p_image_format_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceImageFormatProperties2KHR,
-        r.as_raw(),
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceImageFormatProperties2KHR(
-                e,
-                physical_device,
-                p_image_format_info,
-                p_image_format_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceQueueFamilyProperties2KHR(
-    physical_device: vk::PhysicalDevice,
-    p_queue_family_property_count: *mut u32,
-    p_queue_family_properties: *mut vk::QueueFamilyProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceQueueFamilyProperties2KHR else {
-        return ();
-    };
-    let r = next(
-        physical_device,
-        p_queue_family_property_count,
-        p_queue_family_properties,
-    );
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceQueueFamilyProperties2KHR,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceQueueFamilyProperties2KHR(
-                e,
-                physical_device,
-                p_queue_family_property_count,
-                p_queue_family_properties,
-            )
-        },
-    );
-    r
-}
-
-pub unsafe extern "system" fn vkGetPhysicalDeviceMemoryProperties2KHR(
-    physical_device: vk::PhysicalDevice,
-    p_memory_properties: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
-) -> () {
-    let t = crate::runtime::instance_table(physical_device.as_raw() as u64);
-    let Some(next) = t.vkGetPhysicalDeviceMemoryProperties2KHR else {
-        return ();
-    };
-    let r = next(physical_device, p_memory_properties);
-    crate::runtime::record(
-        vkstream::ids::vkGetPhysicalDeviceMemoryProperties2KHR,
-        0,
-        |e| {
-            vkstream::encode::vkGetPhysicalDeviceMemoryProperties2KHR(
-                e,
-                physical_device,
-                p_memory_properties,
             )
         },
     );
@@ -11284,52 +10872,6 @@ pub unsafe extern "system" fn vkGetDynamicRenderingTilePropertiesQCOM(
 pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
     unsafe {
         Some(Some(match name.to_bytes() {
-            b"vkGetPhysicalDeviceFeatures" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFeatures = vkGetPhysicalDeviceFeatures;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFeatures,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceFormatProperties" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties =
-                    vkGetPhysicalDeviceFormatProperties;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFormatProperties,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceImageFormatProperties" => {
-                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties =
-                    vkGetPhysicalDeviceImageFormatProperties;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceProperties" => {
-                let f: vk::PFN_vkGetPhysicalDeviceProperties = vkGetPhysicalDeviceProperties;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceProperties,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceQueueFamilyProperties" => {
-                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties =
-                    vkGetPhysicalDeviceQueueFamilyProperties;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceMemoryProperties" => {
-                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties =
-                    vkGetPhysicalDeviceMemoryProperties;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceMemoryProperties,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
             b"vkInvalidateMappedMemoryRanges" => {
                 let f: vk::PFN_vkInvalidateMappedMemoryRanges = vkInvalidateMappedMemoryRanges;
                 std::mem::transmute::<
@@ -11838,52 +11380,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     vkGetImageSparseMemoryRequirements2;
                 std::mem::transmute::<
                     vk::PFN_vkGetImageSparseMemoryRequirements2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceFeatures2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFeatures2 = vkGetPhysicalDeviceFeatures2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFeatures2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceProperties2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceProperties2 = vkGetPhysicalDeviceProperties2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceFormatProperties2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties2 =
-                    vkGetPhysicalDeviceFormatProperties2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFormatProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceImageFormatProperties2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties2 =
-                    vkGetPhysicalDeviceImageFormatProperties2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceQueueFamilyProperties2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2 =
-                    vkGetPhysicalDeviceQueueFamilyProperties2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceMemoryProperties2" => {
-                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties2 =
-                    vkGetPhysicalDeviceMemoryProperties2;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceMemoryProperties2,
                     unsafe extern "system" fn(),
                 >(f)
             }
@@ -12583,52 +12079,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     vkGetPhysicalDeviceExternalImageFormatPropertiesNV;
                 std::mem::transmute::<
                     vk::PFN_vkGetPhysicalDeviceExternalImageFormatPropertiesNV,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceFeatures2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFeatures2 = vkGetPhysicalDeviceFeatures2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFeatures2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceProperties2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceProperties2 = vkGetPhysicalDeviceProperties2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceFormatProperties2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties2 =
-                    vkGetPhysicalDeviceFormatProperties2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceFormatProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceImageFormatProperties2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties2 =
-                    vkGetPhysicalDeviceImageFormatProperties2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceQueueFamilyProperties2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2 =
-                    vkGetPhysicalDeviceQueueFamilyProperties2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2,
-                    unsafe extern "system" fn(),
-                >(f)
-            }
-            b"vkGetPhysicalDeviceMemoryProperties2KHR" => {
-                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties2 =
-                    vkGetPhysicalDeviceMemoryProperties2KHR;
-                std::mem::transmute::<
-                    vk::PFN_vkGetPhysicalDeviceMemoryProperties2,
                     unsafe extern "system" fn(),
                 >(f)
             }
@@ -14525,6 +13975,149 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                     unsafe extern "system" fn(),
                 >(f)
             }
+            b"vkGetPhysicalDeviceFeatures" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFeatures =
+                    crate::chain::physical::vkGetPhysicalDeviceFeatures;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFeatures,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFeatures2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFeatures2 = alias::vkGetPhysicalDeviceFeatures2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFeatures2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFeatures2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFeatures2 =
+                    alias::vkGetPhysicalDeviceFeatures2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFeatures2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceProperties" => {
+                let f: vk::PFN_vkGetPhysicalDeviceProperties =
+                    crate::chain::physical::vkGetPhysicalDeviceProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceProperties2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceProperties2 =
+                    alias::vkGetPhysicalDeviceProperties2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceProperties2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceProperties2 =
+                    alias::vkGetPhysicalDeviceProperties2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFormatProperties" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties =
+                    crate::chain::physical::vkGetPhysicalDeviceFormatProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFormatProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFormatProperties2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties2 =
+                    alias::vkGetPhysicalDeviceFormatProperties2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFormatProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceFormatProperties2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceFormatProperties2 =
+                    alias::vkGetPhysicalDeviceFormatProperties2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceFormatProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceImageFormatProperties" => {
+                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties =
+                    crate::chain::physical::vkGetPhysicalDeviceImageFormatProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceImageFormatProperties2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties2 =
+                    alias::vkGetPhysicalDeviceImageFormatProperties2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceImageFormatProperties2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceImageFormatProperties2 =
+                    alias::vkGetPhysicalDeviceImageFormatProperties2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceQueueFamilyProperties" => {
+                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties =
+                    crate::chain::physical::vkGetPhysicalDeviceQueueFamilyProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceQueueFamilyProperties2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2 =
+                    alias::vkGetPhysicalDeviceQueueFamilyProperties2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceQueueFamilyProperties2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2 =
+                    alias::vkGetPhysicalDeviceQueueFamilyProperties2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceMemoryProperties" => {
+                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties =
+                    crate::chain::physical::vkGetPhysicalDeviceMemoryProperties;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceMemoryProperties,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceMemoryProperties2" => {
+                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties2 =
+                    alias::vkGetPhysicalDeviceMemoryProperties2;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceMemoryProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkGetPhysicalDeviceMemoryProperties2KHR" => {
+                let f: vk::PFN_vkGetPhysicalDeviceMemoryProperties2 =
+                    alias::vkGetPhysicalDeviceMemoryProperties2KHR;
+                std::mem::transmute::<
+                    vk::PFN_vkGetPhysicalDeviceMemoryProperties2,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
             b"vkAllocateMemory" => {
                 let f: vk::PFN_vkAllocateMemory = crate::memory::vkAllocateMemory;
                 std::mem::transmute::<vk::PFN_vkAllocateMemory, unsafe extern "system" fn()>(f)
@@ -14803,6 +14396,166 @@ pub mod alias {
     #[allow(non_camel_case_types)]
     pub mod entry {
         use ash::vk;
+        pub enum vkGetPhysicalDeviceFeatures2 {}
+        impl crate::hooks::Entry<vk::PFN_vkGetPhysicalDeviceFeatures2, vkstream::InstanceTable>
+            for vkGetPhysicalDeviceFeatures2
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceFeatures2;
+            #[inline(always)]
+            fn next(t: &vkstream::InstanceTable) -> Option<vk::PFN_vkGetPhysicalDeviceFeatures2> {
+                t.vkGetPhysicalDeviceFeatures2
+            }
+        }
+        pub enum vkGetPhysicalDeviceFeatures2KHR {}
+        impl crate::hooks::Entry<vk::PFN_vkGetPhysicalDeviceFeatures2, vkstream::InstanceTable>
+            for vkGetPhysicalDeviceFeatures2KHR
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceFeatures2KHR;
+            #[inline(always)]
+            fn next(t: &vkstream::InstanceTable) -> Option<vk::PFN_vkGetPhysicalDeviceFeatures2> {
+                t.vkGetPhysicalDeviceFeatures2KHR
+            }
+        }
+        pub enum vkGetPhysicalDeviceProperties2 {}
+        impl crate::hooks::Entry<vk::PFN_vkGetPhysicalDeviceProperties2, vkstream::InstanceTable>
+            for vkGetPhysicalDeviceProperties2
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceProperties2;
+            #[inline(always)]
+            fn next(t: &vkstream::InstanceTable) -> Option<vk::PFN_vkGetPhysicalDeviceProperties2> {
+                t.vkGetPhysicalDeviceProperties2
+            }
+        }
+        pub enum vkGetPhysicalDeviceProperties2KHR {}
+        impl crate::hooks::Entry<vk::PFN_vkGetPhysicalDeviceProperties2, vkstream::InstanceTable>
+            for vkGetPhysicalDeviceProperties2KHR
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceProperties2KHR;
+            #[inline(always)]
+            fn next(t: &vkstream::InstanceTable) -> Option<vk::PFN_vkGetPhysicalDeviceProperties2> {
+                t.vkGetPhysicalDeviceProperties2KHR
+            }
+        }
+        pub enum vkGetPhysicalDeviceFormatProperties2 {}
+        impl
+            crate::hooks::Entry<
+                vk::PFN_vkGetPhysicalDeviceFormatProperties2,
+                vkstream::InstanceTable,
+            > for vkGetPhysicalDeviceFormatProperties2
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceFormatProperties2;
+            #[inline(always)]
+            fn next(
+                t: &vkstream::InstanceTable,
+            ) -> Option<vk::PFN_vkGetPhysicalDeviceFormatProperties2> {
+                t.vkGetPhysicalDeviceFormatProperties2
+            }
+        }
+        pub enum vkGetPhysicalDeviceFormatProperties2KHR {}
+        impl
+            crate::hooks::Entry<
+                vk::PFN_vkGetPhysicalDeviceFormatProperties2,
+                vkstream::InstanceTable,
+            > for vkGetPhysicalDeviceFormatProperties2KHR
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceFormatProperties2KHR;
+            #[inline(always)]
+            fn next(
+                t: &vkstream::InstanceTable,
+            ) -> Option<vk::PFN_vkGetPhysicalDeviceFormatProperties2> {
+                t.vkGetPhysicalDeviceFormatProperties2KHR
+            }
+        }
+        pub enum vkGetPhysicalDeviceImageFormatProperties2 {}
+        impl
+            crate::hooks::Entry<
+                vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
+                vkstream::InstanceTable,
+            > for vkGetPhysicalDeviceImageFormatProperties2
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceImageFormatProperties2;
+            #[inline(always)]
+            fn next(
+                t: &vkstream::InstanceTable,
+            ) -> Option<vk::PFN_vkGetPhysicalDeviceImageFormatProperties2> {
+                t.vkGetPhysicalDeviceImageFormatProperties2
+            }
+        }
+        pub enum vkGetPhysicalDeviceImageFormatProperties2KHR {}
+        impl
+            crate::hooks::Entry<
+                vk::PFN_vkGetPhysicalDeviceImageFormatProperties2,
+                vkstream::InstanceTable,
+            > for vkGetPhysicalDeviceImageFormatProperties2KHR
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceImageFormatProperties2KHR;
+            #[inline(always)]
+            fn next(
+                t: &vkstream::InstanceTable,
+            ) -> Option<vk::PFN_vkGetPhysicalDeviceImageFormatProperties2> {
+                t.vkGetPhysicalDeviceImageFormatProperties2KHR
+            }
+        }
+        pub enum vkGetPhysicalDeviceQueueFamilyProperties2 {}
+        impl
+            crate::hooks::Entry<
+                vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2,
+                vkstream::InstanceTable,
+            > for vkGetPhysicalDeviceQueueFamilyProperties2
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceQueueFamilyProperties2;
+            #[inline(always)]
+            fn next(
+                t: &vkstream::InstanceTable,
+            ) -> Option<vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2> {
+                t.vkGetPhysicalDeviceQueueFamilyProperties2
+            }
+        }
+        pub enum vkGetPhysicalDeviceQueueFamilyProperties2KHR {}
+        impl
+            crate::hooks::Entry<
+                vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2,
+                vkstream::InstanceTable,
+            > for vkGetPhysicalDeviceQueueFamilyProperties2KHR
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceQueueFamilyProperties2KHR;
+            #[inline(always)]
+            fn next(
+                t: &vkstream::InstanceTable,
+            ) -> Option<vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties2> {
+                t.vkGetPhysicalDeviceQueueFamilyProperties2KHR
+            }
+        }
+        pub enum vkGetPhysicalDeviceMemoryProperties2 {}
+        impl
+            crate::hooks::Entry<
+                vk::PFN_vkGetPhysicalDeviceMemoryProperties2,
+                vkstream::InstanceTable,
+            > for vkGetPhysicalDeviceMemoryProperties2
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceMemoryProperties2;
+            #[inline(always)]
+            fn next(
+                t: &vkstream::InstanceTable,
+            ) -> Option<vk::PFN_vkGetPhysicalDeviceMemoryProperties2> {
+                t.vkGetPhysicalDeviceMemoryProperties2
+            }
+        }
+        pub enum vkGetPhysicalDeviceMemoryProperties2KHR {}
+        impl
+            crate::hooks::Entry<
+                vk::PFN_vkGetPhysicalDeviceMemoryProperties2,
+                vkstream::InstanceTable,
+            > for vkGetPhysicalDeviceMemoryProperties2KHR
+        {
+            const ID: u32 = vkstream::ids::vkGetPhysicalDeviceMemoryProperties2KHR;
+            #[inline(always)]
+            fn next(
+                t: &vkstream::InstanceTable,
+            ) -> Option<vk::PFN_vkGetPhysicalDeviceMemoryProperties2> {
+                t.vkGetPhysicalDeviceMemoryProperties2KHR
+            }
+        }
         pub enum vkBindBufferMemory2 {}
         impl crate::hooks::Entry<vk::PFN_vkBindBufferMemory2, vkstream::DeviceTable>
             for vkBindBufferMemory2
@@ -14997,6 +14750,126 @@ pub mod alias {
         }
     }
 
+    pub unsafe extern "system" fn vkGetPhysicalDeviceFeatures2(
+        physical_device: vk::PhysicalDevice,
+        p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
+    ) -> () {
+        crate::chain::physical::vkGetPhysicalDeviceFeatures2::<entry::vkGetPhysicalDeviceFeatures2>(
+            physical_device,
+            p_features,
+        )
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceFeatures2KHR(
+        physical_device: vk::PhysicalDevice,
+        p_features: *mut vk::PhysicalDeviceFeatures2<'_>,
+    ) -> () {
+        crate::chain::physical::vkGetPhysicalDeviceFeatures2::<entry::vkGetPhysicalDeviceFeatures2KHR>(
+            physical_device,
+            p_features,
+        )
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceProperties2(
+        physical_device: vk::PhysicalDevice,
+        p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
+    ) -> () {
+        crate::chain::physical::vkGetPhysicalDeviceProperties2::<
+            entry::vkGetPhysicalDeviceProperties2,
+        >(physical_device, p_properties)
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceProperties2KHR(
+        physical_device: vk::PhysicalDevice,
+        p_properties: *mut vk::PhysicalDeviceProperties2<'_>,
+    ) -> () {
+        crate::chain::physical::vkGetPhysicalDeviceProperties2::<
+            entry::vkGetPhysicalDeviceProperties2KHR,
+        >(physical_device, p_properties)
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceFormatProperties2(
+        physical_device: vk::PhysicalDevice,
+        format: vk::Format,
+        p_format_properties: *mut vk::FormatProperties2<'_>,
+    ) -> () {
+        crate::chain::physical::vkGetPhysicalDeviceFormatProperties2::<
+            entry::vkGetPhysicalDeviceFormatProperties2,
+        >(physical_device, format, p_format_properties)
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceFormatProperties2KHR(
+        physical_device: vk::PhysicalDevice,
+        format: vk::Format,
+        p_format_properties: *mut vk::FormatProperties2<'_>,
+    ) -> () {
+        crate::chain::physical::vkGetPhysicalDeviceFormatProperties2::<
+            entry::vkGetPhysicalDeviceFormatProperties2KHR,
+        >(physical_device, format, p_format_properties)
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties2(
+        physical_device: vk::PhysicalDevice,
+        p_image_format_info: *const vk::PhysicalDeviceImageFormatInfo2<'_>,
+        p_image_format_properties: *mut vk::ImageFormatProperties2<'_>,
+    ) -> vk::Result {
+        crate::chain::physical::vkGetPhysicalDeviceImageFormatProperties2::<
+            entry::vkGetPhysicalDeviceImageFormatProperties2,
+        >(
+            physical_device,
+            p_image_format_info,
+            p_image_format_properties,
+        )
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceImageFormatProperties2KHR(
+        physical_device: vk::PhysicalDevice,
+        p_image_format_info: *const vk::PhysicalDeviceImageFormatInfo2<'_>,
+        p_image_format_properties: *mut vk::ImageFormatProperties2<'_>,
+    ) -> vk::Result {
+        crate::chain::physical::vkGetPhysicalDeviceImageFormatProperties2::<
+            entry::vkGetPhysicalDeviceImageFormatProperties2KHR,
+        >(
+            physical_device,
+            p_image_format_info,
+            p_image_format_properties,
+        )
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceQueueFamilyProperties2(
+        physical_device: vk::PhysicalDevice,
+        p_queue_family_property_count: *mut u32,
+        p_queue_family_properties: *mut vk::QueueFamilyProperties2<'_>,
+    ) -> () {
+        crate::chain::physical::vkGetPhysicalDeviceQueueFamilyProperties2::<
+            entry::vkGetPhysicalDeviceQueueFamilyProperties2,
+        >(
+            physical_device,
+            p_queue_family_property_count,
+            p_queue_family_properties,
+        )
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceQueueFamilyProperties2KHR(
+        physical_device: vk::PhysicalDevice,
+        p_queue_family_property_count: *mut u32,
+        p_queue_family_properties: *mut vk::QueueFamilyProperties2<'_>,
+    ) -> () {
+        crate::chain::physical::vkGetPhysicalDeviceQueueFamilyProperties2::<
+            entry::vkGetPhysicalDeviceQueueFamilyProperties2KHR,
+        >(
+            physical_device,
+            p_queue_family_property_count,
+            p_queue_family_properties,
+        )
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceMemoryProperties2(
+        physical_device: vk::PhysicalDevice,
+        p_memory_properties: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
+    ) -> () {
+        crate::chain::physical::vkGetPhysicalDeviceMemoryProperties2::<
+            entry::vkGetPhysicalDeviceMemoryProperties2,
+        >(physical_device, p_memory_properties)
+    }
+    pub unsafe extern "system" fn vkGetPhysicalDeviceMemoryProperties2KHR(
+        physical_device: vk::PhysicalDevice,
+        p_memory_properties: *mut vk::PhysicalDeviceMemoryProperties2<'_>,
+    ) -> () {
+        crate::chain::physical::vkGetPhysicalDeviceMemoryProperties2::<
+            entry::vkGetPhysicalDeviceMemoryProperties2KHR,
+        >(physical_device, p_memory_properties)
+    }
     pub unsafe extern "system" fn vkBindBufferMemory2(
         device: vk::Device,
         bind_info_count: u32,

@@ -89,6 +89,7 @@ pub fn replay_with_progress(
     let entry = devices::load_entry()?;
     let gpus = devices::devices()?;
     let gpu = devices::select(&gpus, opts.gpu.as_deref())?.clone();
+    warnings.extend(devices::target_warnings(&reader, &gpu));
     if scan.region_counters > 0 {
         const ARM: &str = "VK_ARM_performance_counters_by_region";
         let why = if gpu.extensions.iter().any(|e| e == ARM) {

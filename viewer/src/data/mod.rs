@@ -573,7 +573,8 @@ impl DatasetBuilder {
             | Record::RegionCounters(_)
             | Record::StateBegin(_)
             | Record::StateEnd(_)
-            | Record::TraceIdentity(_) => {}
+            | Record::TraceIdentity(_)
+            | Record::TargetProfile(_) => {}
         }
     }
 

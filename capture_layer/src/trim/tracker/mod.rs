@@ -469,7 +469,7 @@ impl Tracker {
                     o.recording.push(key, Recorded::Other(Box::new(rec)));
                 }
             }
-            Record::Device(_) | Record::Note(_) => {
+            Record::Device(_) | Record::Note(_) | Record::TargetProfile(_) => {
                 let key = self.plain_key();
                 self.kept.insert(
                     key,
