@@ -31,6 +31,7 @@
 
 mod clock;
 mod frames;
+mod on_demand;
 pub mod prof;
 mod record;
 mod statics;
