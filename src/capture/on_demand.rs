@@ -145,6 +145,10 @@ pub fn run(
         return Ok(if status == 0 { 1 } else { status });
     }
     let names: Vec<String> = traces.iter().map(|p| p.display().to_string()).collect();
-    crate::say!("{} traces complete: {}", traces.len(), names.join(", "));
+    let n = match traces.len() {
+        1 => "1 trace".to_string(),
+        n => format!("{n} traces"),
+    };
+    crate::say!("{n} complete: {}", names.join(", "));
     Ok(status)
 }
