@@ -21,7 +21,7 @@ use crate::settings::Trigger;
 use std::os::fd::AsRawFd as _;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,8 @@ pub const ENV_MANIFEST_DIRS: &str = "QUARRY_CAPTURE_MANIFEST_DIRS";
 
 /// Frames the latest trigger asked for; 0: none pending.
 static REQUEST: AtomicU32 = AtomicU32::new(0);
+/// When the pending trigger came (`monotonic_ns`).
+static REQUEST_AT: AtomicU64 = AtomicU64::new(0);
 /// What sent the pending trigger (for the trace's note).
 static REQUEST_FROM: Mutex<String> = Mutex::new(String::new());
 /// The status channel's descriptor, -1 when there is none.
@@ -49,9 +51,21 @@ pub fn take_request() -> u32 {
     REQUEST.swap(0, Ordering::AcqRel)
 }
 
-/// What sent the trigger just taken.
-pub fn request_source() -> String {
-    REQUEST_FROM.lock().map(|s| s.clone()).unwrap_or_default()
+/// What sent the trigger just taken, and when (`monotonic_ns`).
+pub fn request_source() -> (String, u64) {
+    let from = REQUEST_FROM.lock().map(|s| s.clone()).unwrap_or_default();
+    (from, REQUEST_AT.load(Ordering::Relaxed))
+}
+
+/// CLOCK_MONOTONIC in ns (the runtime's `now_ns` clock): trigger-to-capture latencies.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Asks for a capture of `frames` frames at the next frame boundary (a pending one is replaced).
@@ -59,6 +73,7 @@ pub fn request(frames: u32, from: &str) {
     if let Ok(mut s) = REQUEST_FROM.lock() {
         *s = from.to_string();
     }
+    REQUEST_AT.store(monotonic_ns(), Ordering::Relaxed);
     REQUEST.store(frames.max(1), Ordering::Release);
 }
 
@@ -366,7 +381,7 @@ mod tests {
         assert_eq!(take_request(), 0);
         request(2, "test");
         assert_eq!(take_request(), 2);
-        assert_eq!(request_source(), "test");
+        assert_eq!(request_source().0, "test");
         assert_eq!(take_request(), 0);
     }
 }

@@ -61,6 +61,8 @@ pub(super) struct TriggerPlan {
     /// Frames the trigger being served asked for, and what sent it.
     pub(super) frames: u32,
     pub(super) from: String,
+    /// When that trigger came (`control::monotonic_ns`).
+    pub(super) asked_at: u64,
 }
 
 impl TriggerPlan {
@@ -70,11 +72,14 @@ impl TriggerPlan {
     pub(super) fn due(&mut self, frame: u64) -> bool {
         let asked = crate::control::take_request();
         if asked > 0 {
-            (self.frames, self.from) = (asked, crate::control::request_source());
+            let (from, at) = crate::control::request_source();
+            (self.frames, self.from, self.asked_at) = (asked, from, at);
             return true;
         }
         if self.at_frame == Some(frame) {
-            (self.frames, self.from) = (self.default_frames, format!("trigger-frame {frame}"));
+            self.frames = self.default_frames;
+            self.from = format!("trigger-frame {frame}");
+            self.asked_at = crate::control::monotonic_ns();
             return true;
         }
         false
@@ -175,6 +180,7 @@ pub fn open_capture(application: &str, layer: &Given) -> bool {
         at_frame: t.at_frame,
         frames: t.frames,
         from: String::new(),
+        asked_at: 0,
     });
     let first = match &trigger {
         // Never reached by counting: triggers start the traces.
@@ -619,6 +625,27 @@ pub fn write_snapshot(t0: u64, build: impl FnOnce(&Tracker) -> Snapshot) {
             &format!("writing the state snapshot failed: {e}"),
         );
         return;
+    }
+    if let Some(t) = &trigger {
+        // Trigger to first captured frame: the wait for a frame boundary, then the snapshot.
+        let now = crate::control::monotonic_ns();
+        let waited = (now.saturating_sub(t.asked_at)).saturating_sub(now_ns().saturating_sub(t0));
+        let message = format!(
+            "capture on demand: {:.2} ms from the trigger to the first captured frame ({:.2} ms to \
+             the next frame boundary, {:.2} ms for the snapshot)",
+            now.saturating_sub(t.asked_at) as f64 / 1e6,
+            waited as f64 / 1e6,
+            now_ns().saturating_sub(t0) as f64 / 1e6
+        );
+        let cap = guard.as_mut().expect("set above");
+        if let Err(e) = cap.writer.write(&Record::Note(record::Note {
+            host_ns: now_ns(),
+            message,
+        })) {
+            drop(tracker_guard);
+            fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+            return;
+        }
     }
     // Records offered from here on find no tracker and go to the trace.
     HOT.tracking.store(false, Ordering::Release);
