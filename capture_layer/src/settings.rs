@@ -320,12 +320,17 @@ fn parse_trigger(given: &[Option<(String, String)>; 6]) -> Result<Option<Trigger
             Some(k.to_string())
         }
     };
+    let at: Option<u64> = number(at_frame, "a frame number")?;
+    if at == Some(0) {
+        // Frame 0 begins before any boundary: that is a plain capture (`frames` 0-N).
+        return Err("trigger frame must be 1 or more".into());
+    }
     Ok(Some(Trigger {
         frames: n,
         file: file.as_ref().map(|(_, v)| PathBuf::from(v)),
         hotkey,
         after: after.map(std::time::Duration::from_secs_f64),
-        at_frame: number(at_frame, "a frame number")?,
+        at_frame: at,
     }))
 }
 
@@ -638,6 +643,9 @@ mod tests {
         bad.trigger[1] = Some("0".into());
         assert!(Settings::resolve(&bad, &Given::default()).is_err());
         bad.trigger[1] = None;
+        bad.trigger[5] = Some("0".into());
+        assert!(Settings::resolve(&bad, &Given::default()).is_err());
+        bad.trigger[5] = None;
         bad.trigger[3] = Some("F99".into());
         let e = Settings::resolve(&bad, &Given::default()).unwrap_err();
         assert!(e.starts_with("QUARRY_CAPTURE_HOTKEY="), "{e}");

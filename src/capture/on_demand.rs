@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::status::Status;
-use super::{capture_with, exit_code, exit_text, Extra, TraceState};
+use super::{capture_with, exit_code, exit_text, Captured, Extra, TraceState};
 use crate::bad_input;
 
 #[derive(clap::Args, Default)]
@@ -63,6 +63,9 @@ pub fn run(
         ("QUARRY_CAPTURE_TRIGGER", "1".to_string()),
         ("QUARRY_CAPTURE_TRIGGER_FRAMES", frames.to_string()),
     ];
+    if t.trigger_frame == Some(0) {
+        bad_input!("--trigger-frame must be 1 or more (frame 0 is a plain capture: --frames 0-N)")
+    }
     if let Some(n) = t.trigger_frame {
         env.push(("QUARRY_CAPTURE_TRIGGER_FRAME", n.to_string()));
     }
@@ -87,6 +90,7 @@ pub fn run(
             first + frames.saturating_sub(1)
         ),
         Status::Error(m) => eprintln!("quarry: the layer stopped capturing: {m}"),
+        Status::Open(_) => {}
     });
     let extra = Extra {
         env,
@@ -104,9 +108,14 @@ pub fn run(
         .iter()
         .filter_map(|s| match s {
             Status::Trace { path, .. } => Some(path),
-            Status::Error(_) => None,
+            _ => None,
         })
         .collect();
+    // A trace the program's end interrupted (killed while capturing) was opened, never finished.
+    let unfinished = c.statuses.iter().find_map(|s| match s {
+        Status::Open(p) if !traces.contains(&p) => Some(p.clone()),
+        _ => None,
+    });
     let mut bad = Vec::new();
     for path in &traces {
         match TraceState::read(path)? {
@@ -123,9 +132,15 @@ pub fn run(
         .iter()
         .filter_map(|s| match s {
             Status::Error(m) => Some(m),
-            Status::Trace { .. } => None,
+            _ => None,
         })
         .collect();
+    if let Some(path) = &unfinished {
+        if let Some(state) = TraceState::read(path)? {
+            eprintln!("quarry: {}", state.last_line(&c_for(path, &c)));
+            return Ok(if status == 0 { 1 } else { status });
+        }
+    }
     if traces.is_empty() && errors.is_empty() {
         eprintln!(
             "quarry: no trigger came: {prog} wrote no trace ({})",
@@ -151,4 +166,14 @@ pub fn run(
     };
     crate::say!("{n} complete: {}", names.join(", "));
     Ok(status)
+}
+
+/// `c` as if its trace were `path` (for the trace-state line of an interrupted trigger trace).
+fn c_for(path: &Path, c: &Captured) -> Captured {
+    Captured {
+        status: c.status,
+        trace: path.to_path_buf(),
+        signal: c.signal,
+        statuses: Vec::new(),
+    }
 }

@@ -1,6 +1,7 @@
 //! The launcher's end of the layer's status channel: a socket pair whose other end the program
 //! inherits (named by `QUARRY_CAPTURE_STATUS_FD`). The layer writes one line per finished trace
-//! (`trace FIRST FRAMES PATH`) or write error (`error MESSAGE`), and takes quarry's death (EOF on
+//! (`trace FIRST FRAMES PATH`), trigger trace opened (`open PATH`) or write error
+//! (`error MESSAGE`), and takes quarry's death (EOF on
 //! its end) as the sign to finish the trace; quarry can send `trigger N` lines the other way.
 
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -23,10 +24,15 @@ pub enum Status {
     },
     /// The layer stopped writing, and why.
     Error(String),
+    /// A trigger's trace was opened (it is finished unless the program ends first).
+    Open(PathBuf),
 }
 
 impl Status {
     fn parse(line: &str) -> Option<Status> {
+        if let Some(p) = line.strip_prefix("open ") {
+            return Some(Status::Open(PathBuf::from(p)));
+        }
         if let Some(m) = line.strip_prefix("error ") {
             return Some(Status::Error(m.to_string()));
         }

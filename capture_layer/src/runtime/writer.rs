@@ -285,6 +285,9 @@ fn new_capture(
             return None;
         }
     };
+    if trigger.is_some() {
+        crate::control::status(&format!("open {}", path.display()));
+    }
     let last_frame = match trigger {
         Some(t) => Some(first + u64::from(t.frames.max(1)) - 1),
         None => s.frames.and_then(|r| r.last),
