@@ -123,5 +123,6 @@ for i in $(seq "$LAT_RUNS"); do
   for _ in $(seq 300); do [ -e "$work/lat${i}_1.qtrace" ] && grep -q "trace complete\|^trace: " "$work/lat-out" && break; sleep 0.1; done
   kill -TERM "$qpid" 2>/dev/null || true
   wait "$qpid" 2>/dev/null || true
-  "$quarry_bin" dump "$work/lat${i}_1.qtrace" 2>/dev/null | grep -o "capture on demand: [0-9.]* ms from the trigger.*)" | sed 's/^/  /' || echo "  run $i: no trace"
+  "$quarry_bin" dump --json "$work/lat${i}_1.qtrace" 2>/dev/null | grep -o 'capture on demand: [0-9.]* ms from the trigger[^"]*' |
+    sed 's/^capture on demand: /  /' || echo "  run $i: no trace"
 done
