@@ -30,6 +30,7 @@ pub(super) fn back_to_tracking(guard: &mut CaptureGuard, next_frame: u64) {
     HOT.tracking.store(true, Ordering::Release);
     HOT.active.store(false, Ordering::Release);
     let path = cap.path.clone();
+    let t0 = super::clock::now_ns();
     close_trace(cap, "capture on demand: the triggered frames are done");
     let fed = match tracker.as_mut() {
         Some(t) => catch_unwind(AssertUnwindSafe(|| read_back(t, &path)))
@@ -48,9 +49,14 @@ pub(super) fn back_to_tracking(guard: &mut CaptureGuard, next_frame: u64) {
         ));
         return;
     }
+    let ms = super::clock::now_ns().saturating_sub(t0) as f64 / 1e6;
     log_once(
         "back-to-tracking",
-        "capture on demand: trace written, tracking until the next trigger",
+        &format!(
+            "capture on demand: trace written, tracking until the next trigger (finishing it and \
+             reading {} records back into the tracker took {ms:.1} ms)",
+            fed.unwrap_or(0)
+        ),
     );
 }
 
