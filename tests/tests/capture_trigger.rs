@@ -300,3 +300,78 @@ fn headless_demo_triggered_by_a_file() {
         .unwrap_or(0);
     assert!(compared > 0, "{replay}");
 }
+
+/// `--trigger-frame`, a run no trigger reaches, and options quarry refuses before the program runs.
+#[test]
+fn trigger_frame_no_trigger_and_bad_options() {
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+        return;
+    };
+    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
+        return;
+    }
+    let dir = scratch_dir("trigger-frame");
+    let demo_args = [
+        demo.to_str().unwrap(),
+        "--headless",
+        "--frames",
+        "3",
+        "--gpu",
+        "llvmpipe",
+    ];
+    let capture = |args: &[&str]| {
+        let mut all = vec!["capture", "--trigger"];
+        all.extend_from_slice(args);
+        all.push("--");
+        all.extend_from_slice(&demo_args);
+        run_quarry_on(&all, None)
+    };
+    let out = dir.join("at.qtrace");
+    let o = capture(&[
+        "--trigger-frame",
+        "6",
+        "--trigger-frames",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let t1 = dir.join("at_1.qtrace");
+    assert!(text(&o.stdout).contains(&format!("trace: {} (frames 6-7)", t1.display())));
+    assert_eq!(frames(&t1), 2);
+    // The same name again: the first trace is kept, the new one numbered after it.
+    let o = capture(&["--trigger-frame", "6", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert_eq!(frames(&t1), 2);
+    assert_eq!(frames(&dir.join("at_2.qtrace")), 1);
+
+    let never = dir.join("never.qtrace");
+    let o = capture(&["-o", never.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert!(
+        text(&o.stderr).contains("quarry: no trigger came"),
+        "{}",
+        output_text(&o)
+    );
+    assert!(!dir.join("never_1.qtrace").exists());
+
+    let marker = dir.join("ran");
+    for bad in [
+        &["capture", "--trigger", "--trigger-frames", "0"][..],
+        &["capture", "--trigger", "--frames", "1-2"],
+        &["capture", "--trigger", "--hotkey", "F99"],
+        &["capture", "--trigger", "--trigger-frame", "0"],
+        &["capture", "--trigger-after", "1"],
+    ] {
+        let mut args = bad.to_vec();
+        args.extend(["--", "touch", marker.to_str().unwrap()]);
+        let o = run_quarry_on(&args, None);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", output_text(&o));
+        let err = text(&o.stderr);
+        assert!(
+            err.starts_with("quarry: ") && err.lines().count() == 1,
+            "{err}"
+        );
+        assert!(!marker.exists(), "{bad:?} ran the program");
+    }
+}
