@@ -214,7 +214,10 @@ impl Watch {
         let default_frames = self.trigger.as_ref().map_or(1, |t| t.frames);
         let mut line = Vec::new();
         loop {
-            let periodic = self.trigger.is_some();
+            // Woken only when something must be looked at: sockets alone wait in poll.
+            let periodic = self.trigger.as_ref().is_some_and(|t| t.file.is_some())
+                || after.is_some()
+                || hotkey.key.is_some();
             let mut fds = Vec::with_capacity(2);
             if let Some(fd) = self.status_fd {
                 fds.push(libc::pollfd {
