@@ -10,6 +10,8 @@
 //! the trace is missing or unfinished.
 
 mod forward;
+mod on_demand;
+mod status;
 
 use std::ffi::OsString;
 use std::io::Read as _;
@@ -46,6 +48,8 @@ pub struct Args {
     /// offer, and the trace records the profile.
     #[arg(long, value_name = "FILE")]
     target: Option<String>,
+    #[command(flatten)]
+    trigger: on_demand::TriggerArgs,
     /// The program and its arguments (after `--`).
     #[arg(
         required = true,
@@ -62,6 +66,8 @@ pub struct Captured {
     pub trace: PathBuf,
     /// A signal quarry received (and passed on) while the program ran.
     pub signal: Option<i32>,
+    /// What the layer reported on its status channel.
+    pub statuses: Vec<status::Status>,
 }
 
 /// Runs `program args` under the layer writing `output` (an existing file there is replaced), with
@@ -74,6 +80,42 @@ pub fn capture(
     frames: Option<&str>,
     capture_stdout: bool,
     emulate_counters: bool,
+) -> anyhow::Result<(Captured, Vec<u8>)> {
+    capture_with(
+        program,
+        args,
+        output,
+        frames,
+        capture_stdout,
+        emulate_counters,
+        Extra::default(),
+    )
+}
+
+/// Called for each line the layer sends.
+pub type OnStatus = Box<dyn FnMut(&status::Status) + Send>;
+
+/// What a capture on demand adds to [`capture`].
+#[derive(Default)]
+pub struct Extra {
+    /// Layer environment (trigger settings).
+    pub env: Vec<(&'static str, String)>,
+    /// Called on a thread for each line the layer sends (a finished trace, a write error).
+    pub on_status: Option<OnStatus>,
+    /// Seconds after which quarry sends a trigger itself.
+    pub trigger_after: Option<(std::time::Duration, u32)>,
+}
+
+/// [`capture`], plus the status channel's lines (every trace the layer finished).
+#[allow(clippy::too_many_arguments)]
+fn capture_with(
+    program: &OsString,
+    args: &[OsString],
+    output: &Path,
+    frames: Option<&str>,
+    capture_stdout: bool,
+    emulate_counters: bool,
+    mut extra: Extra,
 ) -> anyhow::Result<(Captured, Vec<u8>)> {
     if let Some(f) = frames {
         // The layer would only log a bad range inside the app; check it here so the user sees it.
@@ -115,6 +157,17 @@ pub fn capture(
         cmd.env_remove("QUARRY_CAPTURE_FRAMES");
     }
     cmd.env_remove("QUARRY_CAPTURE_DISABLE");
+    for (env, _) in capture_layer::settings::TRIGGER_KEYS {
+        cmd.env_remove(env);
+    }
+    for (k, v) in &extra.env {
+        cmd.env(k, v);
+    }
+    // The layer reports finished traces here, and finishes its trace if quarry dies.
+    let mut channel = status::Channel::new().context("cannot create the layer's status channel")?;
+    let mut dirs = vec![layer.dir.as_path()];
+    dirs.extend(counters.as_ref().map(|c| c.dir.as_path()));
+    channel.apply(&mut cmd, &dirs);
     let trace = absolute(output)?;
     // A stale trace from an earlier run would be mistaken for this run's output.
     let _ = std::fs::remove_file(&trace);
@@ -130,6 +183,21 @@ pub fn capture(
         Err(e) => return Err(e).with_context(|| format!("cannot run {prog}")),
     };
     forwarding.started(child.id());
+    let child_pid = child.id();
+    let mut each = extra.on_status.take();
+    channel.started(move |s| {
+        if let Some(f) = each.as_mut() {
+            f(s)
+        }
+    });
+    if let Some((after, n)) = extra.trigger_after {
+        // Sent on the channel: the layer's control thread takes it like `quarry trigger`.
+        let ch = channel.sender();
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            ch.trigger(n);
+        });
+    }
     let mut stdout = Vec::new();
     if let Some(mut out) = child.stdout.take() {
         let _ = out.read_to_end(&mut stdout);
@@ -139,6 +207,9 @@ pub fn capture(
         .with_context(|| format!("waiting for {prog}"))?;
     forwarding.stopped();
     let signal = forwarding.received();
+    let statuses = channel.finish();
+    // A program killed by a signal leaves its trigger socket behind.
+    let _ = std::fs::remove_file(capture_layer::control::sockets_dir().join(child_pid.to_string()));
     // The manifests go before the handlers: a signal now ends quarry with nothing left behind.
     drop(layer);
     drop(counters);
@@ -148,6 +219,7 @@ pub fn capture(
             status,
             trace,
             signal,
+            statuses,
         },
         stdout,
     ))
@@ -214,6 +286,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     };
     check_output(&output, args.force)?;
     set_target(args.target.as_deref())?;
+    if args.trigger.trigger {
+        return on_demand::run(program, rest, &output, args.emulate_counters, &args.trigger);
+    }
     let (c, _) = capture(
         program,
         rest,

@@ -12,6 +12,7 @@ mod info;
 mod layer;
 mod output;
 mod replay;
+mod trigger;
 mod view;
 
 use std::process::ExitCode;
@@ -52,6 +53,8 @@ enum Command {
     Compare(compare::Args),
     /// Install the capture layer's manifest where the Vulkan loader finds it (or remove it).
     Layer(layer::Args),
+    /// Ask a running `quarry capture --trigger` to capture its next frames.
+    Trigger(trigger::Args),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Dump(a) => dump::run(a).map(|()| 0),
         Command::Compare(a) => compare::run(a),
         Command::Layer(a) => layer::run(a),
+        Command::Trigger(a) => trigger::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

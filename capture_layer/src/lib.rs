@@ -3,7 +3,8 @@
 //! Loaded by the Vulkan loader (interface version 2) between the app and the driver, it records every
 //! call into a trace file, plus what queries returned to the app. Code map, bottom up (each module
 //! depends only on those above it in this list, and says so in its header):
-//! - `loader`, `keymap`, `settings`, `compat`, `region`: leaves (loader structs, the dispatch-key map,
+//! - `loader`, `keymap`, `settings`, `compat`, `region`, `control` (triggers, the launcher's
+//!   status channel): leaves (loader structs, the dispatch-key map,
 //!   settings, hidden extensions and template encoding, the ARM per-region struct);
 //! - `tables`: what the chain gave per instance and device (dispatch tables, properties);
 //! - `readback`: reading device memory through the GPU;
@@ -27,6 +28,7 @@
 
 mod chain;
 mod compat;
+pub mod control;
 pub mod generated;
 mod hooks;
 mod keymap;

@@ -5,6 +5,15 @@
 //! | `QUARRY_CAPTURE_FILE` | `file` (string) | trace path (default `quarry_<app>_<pid>.qtrace` in the working directory) |
 //! | `QUARRY_CAPTURE_DISABLE=1` | `disable` (bool32, integer or string) | the layer is transparent: the next layer's own pointers, nothing hidden, nothing recorded (see `chain`) |
 //! | `QUARRY_CAPTURE_FRAMES=A-B`, `A-`, `A` | `frames` (string, or an integer for one frame) | the trace is finalized when frame B (0-based) ends; with A > 0 nothing is written before frame A, which starts with a state snapshot (see `trim`), and a `Note` names the range |
+//! | `QUARRY_CAPTURE_TRIGGER=1` | `trigger` | capture on demand: track state, write nothing until a trigger, then a trimmed trace of the next frames, `FILE_1`, `FILE_2`, ... (see `control`) |
+//! | `QUARRY_CAPTURE_TRIGGER_FRAMES=N` | `trigger_frames` | frames per trigger (default 1) |
+//! | `QUARRY_CAPTURE_TRIGGER_FILE=PATH` | `trigger_file` | a trigger whenever PATH appears (the layer removes it) |
+//! | `QUARRY_CAPTURE_HOTKEY=KEY` | `hotkey` | X11 key that triggers (default `F12`; `none`: no hotkey) |
+//! | `QUARRY_CAPTURE_TRIGGER_AFTER=S` | `trigger_after` | a trigger S seconds after the instance was created |
+//! | `QUARRY_CAPTURE_TRIGGER_FRAME=N` | `trigger_frame` | a trigger when frame N (0-based) begins |
+//!
+//! Any `trigger_*` or `hotkey` setting implies trigger mode; trigger mode and `frames` exclude each
+//! other.
 //!
 //! Layer settings come from `VkLayerSettingsCreateInfoEXT` structs in the app's `VkInstanceCreateInfo`
 //! chain, entries with `pLayerName` = `VK_LAYER_QUARRY_capture`. They are read at each `vkCreateInstance`
@@ -23,6 +32,29 @@ pub const ENV_FRAMES: &str = "QUARRY_CAPTURE_FRAMES";
 pub const SETTING_FILE: &str = "file";
 pub const SETTING_DISABLE: &str = "disable";
 pub const SETTING_FRAMES: &str = "frames";
+/// Trigger mode's (environment, layer setting) names, in `Given::trigger`'s order.
+pub const TRIGGER_KEYS: [(&str, &str); 6] = [
+    ("QUARRY_CAPTURE_TRIGGER", "trigger"),
+    ("QUARRY_CAPTURE_TRIGGER_FRAMES", "trigger_frames"),
+    ("QUARRY_CAPTURE_TRIGGER_FILE", "trigger_file"),
+    ("QUARRY_CAPTURE_HOTKEY", "hotkey"),
+    ("QUARRY_CAPTURE_TRIGGER_AFTER", "trigger_after"),
+    ("QUARRY_CAPTURE_TRIGGER_FRAME", "trigger_frame"),
+];
+/// The hotkey when none is given.
+pub const DEFAULT_HOTKEY: &str = "F12";
+
+/// Capture on demand: what triggers, and how many frames each trigger captures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trigger {
+    /// Frames per trigger (at least 1).
+    pub frames: u32,
+    pub file: Option<PathBuf>,
+    /// X11 key name; `None`: no hotkey.
+    pub hotkey: Option<String>,
+    pub after: Option<std::time::Duration>,
+    pub at_frame: Option<u64>,
+}
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Settings {
@@ -31,6 +63,8 @@ pub struct Settings {
     pub frames: Option<FrameRange>,
     /// Where `frames` came from, as `QUARRY_CAPTURE_FRAMES` or `layer setting frames` (for the note).
     pub frames_from: String,
+    /// Capture on demand (`None`: a plain or trimmed capture).
+    pub trigger: Option<Trigger>,
 }
 
 /// `A-B`, `A-` or `A` (0-based, inclusive; no end: until exit), parsed as the replayer's
@@ -43,6 +77,8 @@ pub struct Given {
     pub file: Option<String>,
     pub disable: Option<String>,
     pub frames: Option<String>,
+    /// Trigger mode's values, in `TRIGGER_KEYS` order.
+    pub trigger: [Option<String>; 6],
 }
 
 impl Given {
@@ -53,6 +89,7 @@ impl Given {
             file: get(ENV_FILE),
             disable: get(ENV_DISABLE),
             frames: get(ENV_FRAMES),
+            trigger: TRIGGER_KEYS.map(|(env, _)| get(env)),
         }
     }
 
@@ -92,16 +129,22 @@ impl Given {
             return Ok(());
         }
         let name = cstr(s.p_setting_name).unwrap_or_default();
+        let trigger = TRIGGER_KEYS.iter().position(|(_, s)| *s == name);
         let slot = match name.as_str() {
             SETTING_FILE => &mut self.file,
             SETTING_DISABLE => &mut self.disable,
             SETTING_FRAMES => &mut self.frames,
+            _ if trigger.is_some() => &mut self.trigger[trigger.unwrap_or_default()],
             _ => {
+                let known: Vec<&str> = [SETTING_FILE, SETTING_DISABLE, SETTING_FRAMES]
+                    .into_iter()
+                    .chain(TRIGGER_KEYS.iter().map(|(_, s)| *s))
+                    .collect();
                 return Err(format!(
-                "unknown layer setting {name:?} for {} (known: {SETTING_FILE}, {SETTING_DISABLE}, \
-                     {SETTING_FRAMES}); ignored",
-                crate::LAYER_NAME
-            ))
+                    "unknown layer setting {name:?} for {} (known: {}); ignored",
+                    crate::LAYER_NAME,
+                    known.join(", ")
+                ));
             }
         };
         match setting_value(s) {
@@ -163,11 +206,23 @@ impl Settings {
                 (None, None) => None,
             }
         }
-        Settings::parse_labeled(
+        let mut s = Settings::parse_labeled(
             pick(&env.file, &layer.file, ENV_FILE, SETTING_FILE).map(|(_, v)| v),
             pick(&env.disable, &layer.disable, ENV_DISABLE, SETTING_DISABLE),
             pick(&env.frames, &layer.frames, ENV_FRAMES, SETTING_FRAMES),
-        )
+        )?;
+        let mut trigger: [Option<(String, String)>; 6] = Default::default();
+        for (i, (env_name, setting)) in TRIGGER_KEYS.iter().enumerate() {
+            trigger[i] = pick(&env.trigger[i], &layer.trigger[i], env_name, setting);
+        }
+        s.trigger = parse_trigger(&trigger)?;
+        if s.trigger.is_some() && s.frames.is_some() {
+            return Err(format!(
+                "{} and trigger mode exclude each other (a trigger captures the frames after it)",
+                s.frames_from
+            ));
+        }
+        Ok(s)
     }
 
     /// Values as the environment variables would give them.
@@ -213,8 +268,70 @@ impl Settings {
             disabled,
             frames,
             frames_from,
+            trigger: None,
         })
     }
+}
+
+/// Trigger mode from its (source, value) pairs in `TRIGGER_KEYS` order; `None` when off. Any value
+/// but `trigger=0` turns it on.
+fn parse_trigger(given: &[Option<(String, String)>; 6]) -> Result<Option<Trigger>, String> {
+    if given.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let [on, frames, file, hotkey, after, at_frame] = given;
+    if let Some((label, v)) = on {
+        match v.trim() {
+            "0" | "false" | "no" => return Ok(None),
+            "1" | "true" | "yes" => {}
+            other => return Err(format!("{label}={other:?}: expected 0 or 1")),
+        }
+    }
+    fn number<T: std::str::FromStr>(
+        v: &Option<(String, String)>,
+        what: &str,
+    ) -> Result<Option<T>, String> {
+        v.as_ref()
+            .map(|(label, v)| {
+                v.trim()
+                    .parse()
+                    .map_err(|_| format!("{label}={v:?}: expected {what}"))
+            })
+            .transpose()
+    }
+    let n: u32 = number(frames, "a number of frames (1 or more)")?.unwrap_or(1);
+    if n == 0 {
+        return Err("trigger frames must be 1 or more".into());
+    }
+    let after: Option<f64> = number(after, "seconds")?;
+    if after.is_some_and(|a| !(0.0..1e9).contains(&a)) {
+        return Err("trigger-after seconds must be 0 or more".into());
+    }
+    let hotkey = match hotkey.as_ref().map(|(l, v)| (l, v.trim())) {
+        None => Some(DEFAULT_HOTKEY.to_string()),
+        Some((_, "none" | "off" | "0")) => None,
+        Some((label, k)) => {
+            if crate::control::hotkey::parse(k).is_none() {
+                return Err(format!(
+                    "{label}={k:?}: unknown key (F1-F12, Print, Pause, Scroll_Lock, Insert, Home, \
+                     End, a letter or a digit, with optional ctrl+, shift+, alt+; none for no hotkey)"
+                ));
+            }
+            Some(k.to_string())
+        }
+    };
+    let at: Option<u64> = number(at_frame, "a frame number")?;
+    if at == Some(0) {
+        // Frame 0 begins before any boundary: that is a plain capture (`frames` 0-N).
+        return Err("trigger frame must be 1 or more".into());
+    }
+    Ok(Some(Trigger {
+        frames: n,
+        file: file.as_ref().map(|(_, v)| PathBuf::from(v)),
+        hotkey,
+        after: after.map(std::time::Duration::from_secs_f64),
+        at_frame: at,
+    }))
 }
 
 /// Default trace name: `quarry_<app>_<pid>.qtrace`, `app` reduced to a file-name-safe form.
@@ -242,6 +359,19 @@ pub fn exe_name() -> String {
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "app".to_string())
+}
+
+/// The K-th trace of a trigger-mode capture (K from 1): `_K` before the extension.
+pub fn triggered(path: &std::path::Path, k: u32) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}_{k}.{}", ext.to_string_lossy()),
+        None => format!("{stem}_{k}"),
+    };
+    path.with_file_name(name)
 }
 
 /// The N-th trace of one process (a new instance after every instance was destroyed) gets `.N` before
@@ -440,11 +570,13 @@ mod tests {
             file: Some("/a.qtrace".into()),
             disable: Some("1".into()),
             frames: Some("3-5".into()),
+            ..Given::default()
         };
         let env = Given {
             file: Some("/b.qtrace".into()),
             disable: Some("0".into()),
             frames: None,
+            ..Given::default()
         };
         let s = Settings::resolve(&env, &layer).unwrap();
         assert_eq!(s.file, Some(PathBuf::from("/b.qtrace")));
@@ -468,6 +600,65 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.starts_with("QUARRY_CAPTURE_FRAMES="), "{e}");
+    }
+
+    /// Trigger mode: any trigger key turns it on, `trigger=0` off; values checked; no `frames`.
+    #[test]
+    fn trigger_settings() {
+        let mut env = Given::default();
+        assert_eq!(
+            Settings::resolve(&env, &Given::default()).unwrap().trigger,
+            None
+        );
+        env.trigger[0] = Some("1".into());
+        let t = Settings::resolve(&env, &Given::default())
+            .unwrap()
+            .trigger
+            .unwrap();
+        assert_eq!(t.frames, 1);
+        assert_eq!(t.hotkey.as_deref(), Some(DEFAULT_HOTKEY));
+        let mut layer = Given::default();
+        layer.trigger[1] = Some("3".into());
+        layer.trigger[2] = Some("/tmp/go".into());
+        layer.trigger[3] = Some("none".into());
+        layer.trigger[4] = Some("2.5".into());
+        layer.trigger[5] = Some("40".into());
+        let t = Settings::resolve(&Given::default(), &layer)
+            .unwrap()
+            .trigger
+            .unwrap();
+        assert_eq!(
+            t,
+            Trigger {
+                frames: 3,
+                file: Some(PathBuf::from("/tmp/go")),
+                hotkey: None,
+                after: Some(std::time::Duration::from_millis(2500)),
+                at_frame: Some(40),
+            }
+        );
+        env.trigger[0] = Some("0".into());
+        assert_eq!(Settings::resolve(&env, &layer).unwrap().trigger, None);
+        let mut bad = Given::default();
+        bad.trigger[1] = Some("0".into());
+        assert!(Settings::resolve(&bad, &Given::default()).is_err());
+        bad.trigger[1] = None;
+        bad.trigger[5] = Some("0".into());
+        assert!(Settings::resolve(&bad, &Given::default()).is_err());
+        bad.trigger[5] = None;
+        bad.trigger[3] = Some("F99".into());
+        let e = Settings::resolve(&bad, &Given::default()).unwrap_err();
+        assert!(e.starts_with("QUARRY_CAPTURE_HOTKEY="), "{e}");
+        let both = Given {
+            frames: Some("3-5".into()),
+            trigger: [Some("1".into()), None, None, None, None, None],
+            ..Given::default()
+        };
+        assert!(Settings::resolve(&both, &Given::default()).is_err());
+        assert_eq!(
+            triggered(std::path::Path::new("/t/a.qtrace"), 2),
+            std::path::Path::new("/t/a_2.qtrace")
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 pub mod bins;
 pub mod display;
 pub mod gpu;
+pub mod process;
 pub mod scratch;
 pub mod trace;
 pub mod vulkan;
@@ -22,6 +23,7 @@ pub mod zink;
 pub use bins::*;
 pub use display::*;
 pub use gpu::*;
+pub use process::*;
 pub use scratch::*;
 pub use trace::*;
 pub use vulkan::*;

@@ -409,3 +409,51 @@ fn failed_write_is_not_success() {
     assert!(!last.contains("did not destroy"), "{last}");
     assert!(entries(&tmp).is_empty());
 }
+
+/// The launcher killed with SIGKILL (#22): the layer sees its status channel close, finishes the
+/// trace (complete, readable) and removes the temporary manifests; the program runs on uncaptured.
+#[test]
+fn launcher_death_finishes_the_trace() {
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+        return;
+    };
+    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
+        return;
+    }
+    let dir = scratch_dir("launcher-death");
+    let tmp = scratch_dir("launcher-death-tmp");
+    let trace = dir.join("orphan.qtrace");
+    let mut quarry = capture_command(&tmp)
+        .env_remove("DISPLAY")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&demo)
+        .args(["--headless", "--frames", "1000000", "--gpu", "llvmpipe"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = wait_until(Duration::from_secs(60), || {
+        trace.metadata().is_ok_and(|m| m.len() > 0)
+    });
+    let program = children_of(quarry.id());
+    assert!(started && program.len() == 1, "{program:?}");
+    let program = program[0];
+    std::thread::sleep(Duration::from_millis(500));
+    quarry.kill().unwrap();
+    quarry.wait().unwrap();
+    let finished = wait_until(Duration::from_secs(20), || {
+        TraceReader::open(&trace).is_ok_and(|r| r.info().complete)
+    });
+    let running = alive(program);
+    signal(program, libc::SIGKILL);
+    assert!(
+        finished,
+        "the layer finished the trace after the launcher died"
+    );
+    assert!(running, "the program runs on");
+    let r = TraceReader::open(&trace).unwrap();
+    assert!(r.info().frames > 0);
+    assert!(wait_until(Duration::from_secs(5), || entries(&tmp).is_empty()));
+}

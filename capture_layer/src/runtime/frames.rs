@@ -8,7 +8,7 @@
 
 use super::clock::{anchor_now, now_ns};
 use super::prof;
-use super::statics::{lock_capture, log_once, recording, CaptureGuard, HOT};
+use super::statics::{lock_capture, log_once, recording, Capture, CaptureGuard, HOT};
 use super::writer::{
     emit_plain_all, fail_locked, lock_pending, lock_tracker, write_all, ENDED, SWAPCHAIN_SEEN,
 };
@@ -34,6 +34,8 @@ pub fn submitted<I: IntoIterator<Item = Record>>(records: impl FnOnce(u64) -> I)
 
 pub fn note_swapchain() {
     SWAPCHAIN_SEEN.store(true, Ordering::Relaxed);
+    // The app presents: the trigger hotkey is watched from now on.
+    crate::control::WINDOWED.store(true, Ordering::Relaxed);
 }
 
 /// A call that may end a frame returned. Frames end at vkQueuePresentKHR. Apps that never created a
@@ -57,7 +59,11 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
             }
             p.frame += 1;
             p.submitted = false;
-            p.frame == p.first
+            let frame = p.frame;
+            match p.trigger.as_mut() {
+                Some(t) => t.due(frame),
+                None => frame == p.first,
+            }
         };
         return due;
     }
@@ -89,7 +95,9 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
     cap.submitted = false;
     prof::end(prof::FRAME, t0);
     if let Some(last) = cap.last_frame {
-        if index >= last {
+        if index >= last && cap.triggered.is_some() {
+            super::on_demand::back_to_tracking(&mut guard, index + 1);
+        } else if index >= last {
             ENDED.store(true, Ordering::Relaxed);
             finish_locked(&mut guard, "requested frame range done");
         }
@@ -109,7 +117,7 @@ fn finish_locked(guard: &mut CaptureGuard, reason: &str) {
     HOT.active.store(false, Ordering::Release);
     if HOT.tracking.swap(false, Ordering::AcqRel) {
         *lock_tracker() = None;
-        if let Some(p) = lock_pending().take() {
+        if let Some(p) = lock_pending().take().filter(|p| p.trigger.is_none()) {
             log_once(
                 "never-reached",
                 &format!(
@@ -127,7 +135,13 @@ fn finish_locked(guard: &mut CaptureGuard, reason: &str) {
             }
         }
     }
-    let Some(mut cap) = guard.take() else { return };
+    let Some(cap) = guard.take() else { return };
+    close_trace(cap, reason);
+}
+
+/// Writes the closing frame and note and finishes the file; a trigger's trace is reported to the
+/// launcher.
+pub(super) fn close_trace(mut cap: Capture, reason: &str) {
     let now = now_ns();
     if cap.submitted {
         let last_seq = HOT.seq.load(Ordering::Relaxed).saturating_sub(1);
@@ -162,10 +176,17 @@ fn finish_locked(guard: &mut CaptureGuard, reason: &str) {
         host_ns: now,
         message: msg,
     }));
-    if let Err(e) = cap.writer.finish() {
-        log_once(
-            "finish",
-            &format!("finalizing trace {} failed: {e}", cap.path.display()),
-        );
+    match cap.writer.finish() {
+        Err(e) => {
+            let m = format!("finalizing trace {} failed: {e}", cap.path.display());
+            log_once("finish", &m);
+            crate::control::status(&format!("error {m}"));
+        }
+        Ok(_) => crate::control::status(&format!(
+            "trace {} {} {}",
+            cap.first_frame,
+            cap.frame - cap.first_frame,
+            cap.path.display()
+        )),
     }
 }

@@ -7,9 +7,11 @@
 //!
 //! Parts, each depending only on those before it: `statics` (the statics block and dispatch maps)
 //! ← `clock` ← `prof` ← `writer` (trace and tracker, failures, the snapshot's records) ← `frames`
-//! and `record` (the call path). Outside the runtime it depends on `tables`, `state`, `settings`,
-//! `keymap`, `loader`, `region` and `trim::tracker` (bookkeeping, no Vulkan calls); the intercepts
-//! and `trim::snapshot` sit above it.
+//! and `record` (the call path), with `on_demand` beside `frames` (capture on demand's return to
+//! tracking after a trigger's frames: `frames` calls it at the last one, it closes the trace
+//! through `frames`). Outside the runtime it depends on `tables`, `state`, `settings`, `keymap`,
+//! `loader`, `region`, `control` (triggers, the launcher's status channel) and `trim::tracker`
+//! (bookkeeping, no Vulkan calls); the intercepts and `trim::snapshot` sit above it.
 //!
 //! ## The hot path's layout
 //!
@@ -31,6 +33,7 @@
 
 mod clock;
 mod frames;
+mod on_demand;
 pub mod prof;
 mod record;
 mod statics;

@@ -204,6 +204,10 @@ fn write_call_then(
     let (seq, unknown) = write_call_locked(&mut guard, thread, host_ns, cmd, result, encode);
     if let Some(seq) = seq {
         then(&mut guard, seq);
+    } else if guard.is_none() && HOT.tracking.load(Ordering::Acquire) {
+        // A trigger's trace ended while this call waited for the lock: back to the tracker.
+        drop(guard);
+        return track_call(thread, host_ns, cmd, result, encode);
     }
     drop(guard);
     if let Some(s_type) = unknown {
@@ -303,7 +307,8 @@ fn track_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode)
 /// tracker is gone (the snapshot was written meanwhile).
 fn offer_call(call: CallRef<'_>) -> bool {
     let mut t = lock_tracker();
-    let Some(tracker) = t.as_mut() else {
+    // Checked again under the lock: capture on demand keeps its tracker while it captures.
+    let Some(tracker) = t.as_mut().filter(|_| HOT.tracking.load(Ordering::Acquire)) else {
         return false;
     };
     if catch_unwind(AssertUnwindSafe(|| tracker.offer_call(call))).is_err() {

@@ -139,6 +139,9 @@ pub(super) struct Capture {
     /// The trace is finalized when this frame ends (the frame range's end).
     pub(super) last_frame: Option<u64>,
     pub(super) stats: Stats,
+    /// Capture on demand: this trace's number (`FILE_K`); at its last frame the layer goes back
+    /// to tracking.
+    pub(super) triggered: Option<u32>,
 }
 
 /// Measured costs, written as a `Note` when the trace is finalized.

@@ -50,6 +50,65 @@ pub(super) struct Pending {
     pub(super) first: u64,
     pub(super) frame: u64,
     pub(super) submitted: bool,
+    /// Capture on demand: the pending capture survives each trace (`first` is unused).
+    pub(super) trigger: Option<TriggerPlan>,
+}
+
+/// Capture on demand's state between traces.
+pub(super) struct TriggerPlan {
+    pub(super) default_frames: u32,
+    pub(super) at_frame: Option<u64>,
+    /// Frames the trigger being served asked for, and what sent it.
+    pub(super) frames: u32,
+    pub(super) from: String,
+    /// When that trigger came (`control::monotonic_ns`).
+    pub(super) asked_at: u64,
+}
+
+impl TriggerPlan {
+    /// At a frame boundary while tracking, `frame` now beginning: whether a trigger asks for a
+    /// capture from here. One relaxed load unless a trigger came.
+    #[inline]
+    pub(super) fn due(&mut self, frame: u64) -> bool {
+        let asked = crate::control::take_request();
+        if asked > 0 {
+            let (from, at) = crate::control::request_source();
+            (self.frames, self.from, self.asked_at) = (asked, from, at);
+            return true;
+        }
+        if self.at_frame == Some(frame) {
+            self.frames = self.default_frames;
+            self.from = format!("trigger-frame {frame}");
+            self.asked_at = crate::control::monotonic_ns();
+            return true;
+        }
+        false
+    }
+}
+
+/// Traces capture on demand has written in this process (they are numbered from 1).
+static TRIGGERED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The next trigger trace's path: `FILE_K`, skipping names that exist (never overwritten).
+fn next_triggered_path(base: &std::path::Path) -> (u32, PathBuf) {
+    loop {
+        let k = TRIGGERED.fetch_add(1, Ordering::Relaxed) + 1;
+        let path = crate::settings::triggered(base, k);
+        if path.symlink_metadata().is_err() || k > 100_000 {
+            return (k, path);
+        }
+    }
+}
+
+/// The launcher went away (its status channel closed): the trace in progress is finished and
+/// capture ends for good; the app goes on, passed through.
+fn launcher_gone() {
+    ENDED.store(true, Ordering::Relaxed);
+    log_once(
+        "launcher-gone",
+        "the quarry launcher is gone: finishing the trace; the application continues uncaptured",
+    );
+    super::frames::finish("the quarry launcher died");
 }
 
 pub(super) fn lock_tracker() -> MutexGuard<'static, Option<Tracker>> {
@@ -66,7 +125,8 @@ pub(super) fn offer(rec: Record) -> Option<Record> {
         return Some(rec);
     }
     let mut t = lock_tracker();
-    let Some(tracker) = t.as_mut() else {
+    // Checked again under the lock: capture on demand keeps its tracker while it captures.
+    let Some(tracker) = t.as_mut().filter(|_| HOT.tracking.load(Ordering::Acquire)) else {
         // The snapshot was written meanwhile: the record goes to the trace.
         return Some(rec);
     };
@@ -108,7 +168,26 @@ pub fn open_capture(application: &str, layer: &Given) -> bool {
         std::env::var_os("QUARRY_CAPTURE_PROFILE").is_some_and(|v| v == "1"),
         Ordering::Relaxed,
     );
-    if let Some(first) = s.frames.map(|r| r.first).filter(|&f| f > 0) {
+    crate::control::start(
+        s.trigger.as_ref(),
+        crate::control::Hooks {
+            on_parent_death: launcher_gone,
+        },
+        |m| log_once(m, m),
+    );
+    let trigger = s.trigger.as_ref().map(|t| TriggerPlan {
+        default_frames: t.frames,
+        at_frame: t.at_frame,
+        frames: t.frames,
+        from: String::new(),
+        asked_at: 0,
+    });
+    let first = match &trigger {
+        // Never reached by counting: triggers start the traces.
+        Some(_) => Some(u64::MAX),
+        None => s.frames.map(|r| r.first).filter(|&f| f > 0),
+    };
+    if let Some(first) = first {
         // Trimmed: nothing is written before frame `first`; the tracker keeps the state.
         let mut p = lock_pending();
         if p.is_some() || lock_capture().is_some() {
@@ -120,6 +199,7 @@ pub fn open_capture(application: &str, layer: &Given) -> bool {
             first,
             frame: 0,
             submitted: false,
+            trigger,
         });
         *lock_tracker() = Some(Tracker::default());
         HOT.tracking.store(true, Ordering::Release);
@@ -130,7 +210,7 @@ pub fn open_capture(application: &str, layer: &Given) -> bool {
     if guard.is_some() {
         return false;
     }
-    let Some(cap) = new_capture(application, &s, 0) else {
+    let Some(cap) = new_capture(application, &s, 0, None) else {
         return false;
     };
     register_atfork();
@@ -152,21 +232,34 @@ fn register_atfork() {
 }
 
 /// Creates the trace file with its command table (and a note naming the frame range); trimmed
-/// captures start at frame `first`.
-fn new_capture(application: &str, s: &Settings, first: u64) -> Option<Capture> {
+/// captures start at frame `first`. `trigger`: capture on demand's plan, for a trace of its own.
+fn new_capture(
+    application: &str,
+    s: &Settings,
+    first: u64,
+    trigger: Option<&TriggerPlan>,
+) -> Option<Capture> {
     let base = s.file.clone().unwrap_or_else(|| {
         PathBuf::from(crate::settings::default_file_name(
             &crate::settings::exe_name(),
             std::process::id(),
         ))
     });
-    let n = {
-        let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
-        let n = opened.iter().filter(|p| **p == base).count() as u32;
-        opened.push(base.clone());
-        n
+    let (number, path) = match trigger {
+        Some(_) => {
+            let (k, p) = next_triggered_path(&base);
+            (Some(k), p)
+        }
+        None => {
+            let n = {
+                let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+                let n = opened.iter().filter(|p| **p == base).count() as u32;
+                opened.push(base.clone());
+                n
+            };
+            (None, crate::settings::numbered(&base, n))
+        }
     };
-    let path = crate::settings::numbered(&base, n);
     let header = record::Header {
         kind: record::FileKind::Trace,
         writer: format!("quarry-capture {}", env!("CARGO_PKG_VERSION")),
@@ -184,9 +277,20 @@ fn new_capture(application: &str, s: &Settings, first: u64) -> Option<Capture> {
                     path.display()
                 ),
             );
+            crate::control::status(&format!(
+                "error cannot create trace {}: {e}",
+                path.display()
+            ));
             ENDED.store(true, Ordering::Relaxed);
             return None;
         }
+    };
+    if trigger.is_some() {
+        crate::control::status(&format!("open {}", path.display()));
+    }
+    let last_frame = match trigger {
+        Some(t) => Some(first + u64::from(t.frames.max(1)) - 1),
+        None => s.frames.and_then(|r| r.last),
     };
     let cap = Capture {
         writer,
@@ -194,8 +298,9 @@ fn new_capture(application: &str, s: &Settings, first: u64) -> Option<Capture> {
         frame: first,
         first_frame: first,
         submitted: false,
-        last_frame: s.frames.and_then(|r| r.last),
+        last_frame,
         stats: Stats::default(),
+        triggered: number,
     };
     let commands: Vec<String> = vkstream::COMMANDS.iter().map(|c| c.to_string()).collect();
     if let Err(e) = cap.writer.write(&Record::CommandTable(commands)) {
@@ -209,7 +314,16 @@ fn new_capture(application: &str, s: &Settings, first: u64) -> Option<Capture> {
         ENDED.store(true, Ordering::Relaxed);
         return None;
     }
-    if let Some(range) = s.frames {
+    if let (Some(t), Some(k), Some(last)) = (trigger, number, last_frame) {
+        let _ = cap.writer.write(&Record::Note(record::Note {
+            host_ns: now_ns(),
+            message: format!(
+                "capture on demand, trace {k}: {} asked for {} frames; the trace starts with a \
+                 state snapshot taken when frame {first} began and ends after frame {last}",
+                t.from, t.frames
+            ),
+        }));
+    } else if let Some(range) = s.frames {
         let last = range
             .last
             .map(|l| l.to_string())
@@ -331,6 +445,7 @@ pub(super) fn fail_locked(guard: &mut CaptureGuard, message: &str) {
         "fail",
         &format!("{message}; capture stopped, the application continues unchanged"),
     );
+    crate::control::status(&format!("error {message}"));
     if let Some(cap) = guard.take() {
         let note = record::Note {
             host_ns: now_ns(),
@@ -398,23 +513,40 @@ pub fn emit_device(summary: record::DeviceSummary) {
 /// tracker (called with the capture and tracker locks held), then capture goes on as usual. `t0`:
 /// when the snapshot began (the snapshot writer waited for the GPU and read memory since).
 pub fn write_snapshot(t0: u64, build: impl FnOnce(&Tracker) -> Snapshot) {
-    let Some(pending) = lock_pending().take() else {
-        return;
+    // Capture on demand keeps its pending state (and tracker) for the next trigger.
+    let (application, settings, first, trigger) = {
+        let mut p = lock_pending();
+        match p.as_mut() {
+            None => return,
+            Some(t) if t.trigger.is_some() => (
+                t.application.clone(),
+                t.settings.clone(),
+                t.frame,
+                t.trigger.as_ref().map(|t| TriggerPlan {
+                    from: t.from.clone(),
+                    ..*t
+                }),
+            ),
+            Some(_) => {
+                let t = p.take().expect("matched above");
+                (t.application, t.settings, t.first, None)
+            }
+        }
     };
-    let first = pending.first;
     let mut guard = lock_capture();
-    let Some(cap) = new_capture(&pending.application, &pending.settings, first) else {
-        HOT.tracking.store(false, Ordering::Release);
-        *lock_tracker() = None;
+    let Some(cap) = new_capture(&application, &settings, first, trigger.as_ref()) else {
+        abandon_tracking("no trace could be opened");
         return;
     };
     let mut tracker_guard = lock_tracker();
-    let Some(tracker) = tracker_guard.take() else {
+    let Some(tracker) = tracker_guard.as_ref() else {
         return;
     };
-    let snap = build(&tracker);
+    let snap = build(tracker);
     let undecodable = tracker.undecodable;
-    drop(tracker);
+    if trigger.is_none() {
+        *tracker_guard = None;
+    }
     let write = |cap: &mut Capture| -> Result<(u64, u64), format::FormatError> {
         cap.writer.set_frame(first)?;
         cap.writer.write(&Record::StateBegin(record::StateBegin {
@@ -496,6 +628,27 @@ pub fn write_snapshot(t0: u64, build: impl FnOnce(&Tracker) -> Snapshot) {
             &format!("writing the state snapshot failed: {e}"),
         );
         return;
+    }
+    if let Some(t) = &trigger {
+        // Trigger to first captured frame: the wait for a frame boundary, then the snapshot.
+        let now = crate::control::monotonic_ns();
+        let waited = (now.saturating_sub(t.asked_at)).saturating_sub(now_ns().saturating_sub(t0));
+        let message = format!(
+            "capture on demand: {:.2} ms from the trigger to the first captured frame ({:.2} ms to \
+             the next frame boundary, {:.2} ms for the snapshot)",
+            now.saturating_sub(t.asked_at) as f64 / 1e6,
+            waited as f64 / 1e6,
+            now_ns().saturating_sub(t0) as f64 / 1e6
+        );
+        let cap = guard.as_mut().expect("set above");
+        if let Err(e) = cap.writer.write(&Record::Note(record::Note {
+            host_ns: now_ns(),
+            message,
+        })) {
+            drop(tracker_guard);
+            fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+            return;
+        }
     }
     // Records offered from here on find no tracker and go to the trace.
     HOT.tracking.store(false, Ordering::Release);
