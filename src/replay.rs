@@ -263,7 +263,9 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<u8> {
                 0
             }))
         }
-        Err(e @ (ReplayError::Trace(_) | ReplayError::BadOption(_))) => {
+        Err(
+            e @ (ReplayError::Trace(_) | ReplayError::BadOption(_) | ReplayError::Invalid { .. }),
+        ) => {
             eprintln!("quarry: {}", e.to_string().replace('\n', " "));
             Ok(2)
         }

@@ -27,6 +27,7 @@ pub mod queries;
 pub mod results;
 pub mod session;
 pub mod templates;
+pub mod validate;
 pub mod window;
 
 pub use devices::{devices, GpuInfo};

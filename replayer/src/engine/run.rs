@@ -14,6 +14,7 @@ use crate::inject::InjectState;
 use crate::queries::PoolShape;
 use crate::results::reread::{ran_in_replay, QueryReads};
 use crate::session::{CopyDst, CopyKey, PoolState, Session, SubmitInfo};
+use crate::validate::{Action, Validator};
 
 /// One loop over the trace.
 pub(super) struct Run<'r, 's> {
@@ -38,6 +39,9 @@ pub(super) struct Run<'r, 's> {
     pub(super) trimmed: bool,
     /// Query reads left out because their queries ran before the trim point.
     pub(super) skipped_before_trim: u64,
+    /// The checks every call passes before the driver sees it.
+    pub(super) validator: Validator,
+    pub(super) validate_ns: u64,
 }
 
 impl Run<'_, '_> {
@@ -170,6 +174,25 @@ impl Run<'_, '_> {
         self.session.wait_all_devices()
     }
 
+    /// A wait the checks asked for before a call (see `validate::Action`).
+    fn idle(&mut self, action: Action) -> Result<(), ReplayError> {
+        match action {
+            Action::None => {}
+            Action::Queue(q) => self.session.wait_device_of_queue(q)?,
+            Action::Device(d) => {
+                // SAFETY: a live replayed device.
+                unsafe { self.session.device(d)?.device.device_wait_idle() }.map_err(|e| {
+                    ReplayError::Vk {
+                        what: "vkDeviceWaitIdle".into(),
+                        result: e,
+                    }
+                })?
+            }
+        }
+        self.validator.waited(action);
+        Ok(())
+    }
+
     fn call(&mut self, c: &record::Call, name: &str) -> Result<(), ReplayError> {
         let err = |message: String| ReplayError::Call {
             seq: c.seq,
@@ -191,6 +214,19 @@ impl Run<'_, '_> {
         let call = vkstream::decode_call(id, &c.params)
             .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
         self.decode_ns += t0.elapsed().as_nanos() as u64;
+        let t1 = Instant::now();
+        let action =
+            self.validator
+                .before(&call, c.result)
+                .map_err(|message| ReplayError::Invalid {
+                    seq: c.seq,
+                    command: name.to_string(),
+                    message,
+                })?;
+        self.validate_ns += t1.elapsed().as_nanos() as u64;
+        if action != Action::None {
+            self.idle(action).map_err(|e| e.at(c.seq, name))?;
+        }
         // A submit's query copies: what they will write over is saved first (see `session::copies`).
         let copies = match submitted_command_buffers(&call) {
             Some((queue, cbs)) if c.result >= 0 => {
@@ -231,6 +267,9 @@ impl Run<'_, '_> {
         self.dispatch_ns += t0.elapsed().as_nanos() as u64;
         self.calls += 1;
         if r.is_ok() {
+            let t2 = Instant::now();
+            self.validator.after(&call, c.result, c.seq);
+            self.validate_ns += t2.elapsed().as_nanos() as u64;
             if let Some((queue, copies)) = copies {
                 self.session.tracked.copies.submitted(queue, copies);
             }
