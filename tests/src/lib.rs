@@ -14,6 +14,7 @@
 pub mod bins;
 pub mod display;
 pub mod gpu;
+pub mod hostile;
 pub mod scratch;
 pub mod trace;
 pub mod vulkan;

@@ -160,10 +160,12 @@ impl Run<'_, '_> {
                 {
                     self.skipped_before_trim += 1;
                 }
-                Record::QueryResults(r) => self
-                    .reads
-                    .reread(&mut self.session, &r)
-                    .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?,
+                Record::QueryResults(r) => {
+                    self.reachable(&r)?;
+                    self.reads
+                        .reread(&mut self.session, &r)
+                        .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?
+                }
                 Record::QueryCopy(c) => self
                     .reads
                     .read_copy(&mut self.session, &c)
@@ -172,6 +174,37 @@ impl Run<'_, '_> {
             }
         }
         self.session.wait_all_devices()
+    }
+
+    /// A query read waits until the queries the capture saw available are available in the
+    /// replay too: one written by a command buffer no replayed submission ran never will be (a
+    /// trace with its submission missing), and is an error rather than a wait that times out.
+    fn reachable(&self, r: &record::QueryResults) -> Result<(), ReplayError> {
+        let Some(pool) = self.session.tracked.pools.get(&r.pool) else {
+            return Ok(());
+        };
+        let Ok(captured) =
+            crate::queries::decode(&r.data, r.count, r.stride, r.flags, pool.shape, r.result)
+        else {
+            return Ok(());
+        };
+        for (i, q) in captured.iter().enumerate() {
+            let query = r.first.saturating_add(i as u32);
+            let owner = self.session.tracked.query_owner.get(&(r.pool, query));
+            if let Some(&(cb, _)) = owner.filter(|_| q.available) {
+                if !self.validator.ever_submitted(cb) {
+                    return Err(ReplayError::Invalid {
+                        seq: r.seq,
+                        command: "vkGetQueryPoolResults".into(),
+                        message: format!(
+                            "query {query} of pool 0x{:x} was available in the capture, but command buffer 0x{cb:x} that writes it was never submitted in the replay",
+                            r.pool
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A wait the checks asked for before a call (see `validate::Action`).

@@ -37,8 +37,6 @@ struct Cb {
     secondaries: Vec<u64>,
     /// Queue of its last submission.
     queue: u64,
-    /// A replayed submission ran it.
-    ever: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +74,9 @@ pub(super) struct Sync {
     fences: HandleMap<u64, FenceState>,
     sems: HandleMap<u64, Sem>,
     outstanding: Vec<Submit>,
+    /// Command buffers a replayed submission ran (kept after they are freed: their queries are
+    /// read later).
+    ran: crate::fasthash::HandleSet<u64>,
 }
 
 const SIMULTANEOUS_USE: u32 = 0x4;
@@ -399,7 +400,6 @@ impl Sync {
                         simultaneous: false,
                         secondaries: Vec::new(),
                         queue: 0,
-                        ever: false,
                     },
                 );
             }
@@ -639,15 +639,10 @@ impl Sync {
             if let Some(c) = self.cbs.get_mut(cb) {
                 c.state = CbState::Pending;
                 c.queue = s.queue;
-                c.ever = true;
                 all.extend(c.secondaries.iter().copied());
             }
         }
-        for cb in &all {
-            if let Some(c) = self.cbs.get_mut(cb) {
-                c.ever = true;
-            }
-        }
+        self.ran.extend(s.cbs.iter().chain(&all).copied());
         if s.fence != 0 {
             self.fences.insert(s.fence, FenceState::Pending);
         }
@@ -750,7 +745,7 @@ impl Sync {
     }
 
     pub(super) fn ever_submitted(&self, cb: u64) -> bool {
-        self.cbs.get(&cb).is_some_and(|c| c.ever)
+        self.ran.contains(&cb)
     }
 }
 
