@@ -576,6 +576,15 @@ fn check_fields(
             Kind::PNext if chain => {
                 let _ = writeln!(o, "c_chain(&{src})?;");
             }
+            // A required handle parameter left null reaches the driver as a null object.
+            Kind::Val(Elem::Scalar(TypeCat::Handle { .. }, _))
+                if base == "p." && !f.decl.optional =>
+            {
+                let _ = writeln!(
+                    o,
+                    "if {src} == 0 {{ return Err(\"{name} is VK_NULL_HANDLE\".into()); }}"
+                );
+            }
             Kind::Val(Elem::Struct(st)) if needs.contains(st) => {
                 let _ = writeln!(o, "c_{st}(&{src})?;");
             }

@@ -329,3 +329,90 @@ fn replay_shares_the_damage_policy() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("quarry: note:"), "{err}");
 }
+
+/// Removes the `nth` call named `name`.
+fn drop_call(name: &'static str, nth: usize) -> impl FnOnce(&mut Vec<Record>, &[String]) {
+    move |recs, t| {
+        let i = find(recs, t, name, nth);
+        recs.remove(i);
+    }
+}
+
+/// Crashes of lavapipe the fuzzer (`fuzz_replay`) found behind traces the checks accepted, each
+/// made again by the smallest edit that shows it; all are clean errors now.
+#[test]
+fn fuzz_crashers_are_clean_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    type Edit = Box<dyn FnOnce(&mut Vec<Record>, &[String])>;
+    let cases: Vec<(&str, Edit, &str, &str)> = vec![
+        (
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdCopyBuffer", 0);
+                // srcBuffer follows the command buffer.
+                call_mut(&mut recs[i]).params[8..16].fill(0);
+            }),
+            "vkCmdCopyBuffer",
+            "srcBuffer is VK_NULL_HANDLE",
+        ),
+        (
+            "demo.qtrace",
+            // The binding of the first vertex buffer's memory gone.
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdBindVertexBuffers", 0);
+                // command buffer, firstBinding, bindingCount, array flag and length, buffer.
+                let buffer = call_mut(&mut recs[i]).params[25..33].to_vec();
+                let b = recs
+                    .iter()
+                    .position(|r| {
+                        matches!(r, Record::Call(c) if call_name(t, c) == "vkBindBufferMemory"
+                            && c.params[8..16] == buffer[..])
+                    })
+                    .unwrap();
+                recs.remove(b);
+            }),
+            "vkCmdBindVertexBuffers",
+            "has no memory bound",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(drop_call("vkBindImageMemory", 0)),
+            "vkCmd",
+            "has no memory bound",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(drop_call("vkCmdBindPipeline", 0)),
+            "vkCmd",
+            "without a graphics pipeline bound",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(drop_call("vkCmdEndQuery", 0)),
+            "vkEndCommandBuffer",
+            "is still active",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(drop_call("vkCmdBeginQuery", 0)),
+            "vkCmdEndQuery",
+            "was not begun",
+        ),
+        (
+            "vkcube.qtrace",
+            Box::new(drop_call("vkCmdBeginRenderPass", 0)),
+            "vkCmd",
+            "outside a render pass instance",
+        ),
+    ];
+    for (k, (trace, edit, call, why)) in cases.into_iter().enumerate() {
+        let p = forged(dir.path(), trace, edit);
+        let p2 = dir.path().join(format!("case-{k}.qtrace"));
+        std::fs::rename(&p, &p2).unwrap();
+        eprintln!("case {k}: {trace} {call}");
+        let Some((out, took)) = run(&p2, &[]) else {
+            return;
+        };
+        refused(&out, took, call, why);
+    }
+}

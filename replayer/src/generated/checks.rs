@@ -6077,6 +6077,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkEnumeratePhysicalDevices(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_physical_devices.as_ref().map(|x| x.len()),
                 p.p_physical_device_count.map_or(0u64, |n| n as u64),
@@ -6085,7 +6088,30 @@ pub fn counts(call: &Call) -> R {
                 false,
             )?;
         }
+        Call::vkGetPhysicalDeviceFeatures(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetPhysicalDeviceFormatProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetPhysicalDeviceImageFormatProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetPhysicalDeviceProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDeviceQueueFamilyProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_queue_family_properties.as_ref().map(|x| x.len()),
                 p.p_queue_family_property_count.map_or(0u64, |n| n as u64),
@@ -6094,7 +6120,20 @@ pub fn counts(call: &Call) -> R {
                 false,
             )?;
         }
+        Call::vkGetPhysicalDeviceMemoryProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetDeviceProcAddr(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateDevice(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDeviceCreateInfo(x)?;
             }
@@ -6109,6 +6148,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkEnumerateDeviceExtensionProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_property_count.map_or(0u64, |n| n as u64),
@@ -6127,6 +6169,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkEnumerateDeviceLayerProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_property_count.map_or(0u64, |n| n as u64),
@@ -6135,7 +6180,15 @@ pub fn counts(call: &Call) -> R {
                 false,
             )?;
         }
+        Call::vkGetDeviceQueue(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkQueueSubmit(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_submits.as_ref().map(|x| x.len()),
                 (p.submit_count as u64),
@@ -6149,12 +6202,49 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkQueueWaitIdle(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkDeviceWaitIdle(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkAllocateMemory(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_allocate_info {
                 c_VkMemoryAllocateInfo(x)?;
             }
         }
+        Call::vkFreeMemory(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkMapMemory(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.memory == 0 {
+                return Err("memory is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkUnmapMemory(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.memory == 0 {
+                return Err("memory is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkFlushMappedMemoryRanges(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_memory_ranges.as_ref().map(|x| x.len()),
                 (p.memory_range_count as u64),
@@ -6169,6 +6259,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkInvalidateMappedMemoryRanges(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_memory_ranges.as_ref().map(|x| x.len()),
                 (p.memory_range_count as u64),
@@ -6182,7 +6275,59 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkGetDeviceMemoryCommitment(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.memory == 0 {
+                return Err("memory is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkBindBufferMemory(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+            if p.memory == 0 {
+                return Err("memory is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkBindImageMemory(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.image == 0 {
+                return Err("image is VK_NULL_HANDLE".into());
+            }
+            if p.memory == 0 {
+                return Err("memory is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetBufferMemoryRequirements(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetImageMemoryRequirements(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.image == 0 {
+                return Err("image is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetImageSparseMemoryRequirements(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.image == 0 {
+                return Err("image is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_sparse_memory_requirements.as_ref().map(|x| x.len()),
                 p.p_sparse_memory_requirement_count
@@ -6193,6 +6338,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetPhysicalDeviceSparseImageFormatProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_property_count.map_or(0u64, |n| n as u64),
@@ -6202,6 +6350,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkQueueBindSparse(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_bind_info.as_ref().map(|x| x.len()),
                 (p.bind_info_count as u64),
@@ -6216,11 +6367,22 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCreateFence(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkFenceCreateInfo(x)?;
             }
         }
+        Call::vkDestroyFence(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkResetFences(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_fences.as_ref().map(|x| x.len()),
                 (p.fence_count as u64),
@@ -6229,7 +6391,18 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkGetFenceStatus(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.fence == 0 {
+                return Err("fence is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkWaitForFences(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_fences.as_ref().map(|x| x.len()),
                 (p.fence_count as u64),
@@ -6239,21 +6412,75 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCreateSemaphore(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkSemaphoreCreateInfo(x)?;
             }
         }
+        Call::vkDestroySemaphore(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateEvent(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkEventCreateInfo(x)?;
             }
         }
+        Call::vkDestroyEvent(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetEventStatus(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.event == 0 {
+                return Err("event is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkSetEvent(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.event == 0 {
+                return Err("event is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkResetEvent(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.event == 0 {
+                return Err("event is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateQueryPool(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkQueryPoolCreateInfo(x)?;
             }
         }
+        Call::vkDestroyQueryPool(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetQueryPoolResults(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_data.as_ref().map(|x| x.len()),
                 (p.data_size as u64),
@@ -6263,36 +6490,98 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCreateBuffer(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkBufferCreateInfo(x)?;
             }
         }
+        Call::vkDestroyBuffer(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateBufferView(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkBufferViewCreateInfo(x)?;
             }
         }
+        Call::vkDestroyBufferView(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateImage(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkImageCreateInfo(x)?;
             }
         }
+        Call::vkDestroyImage(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetImageSubresourceLayout(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.image == 0 {
+                return Err("image is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateImageView(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkImageViewCreateInfo(x)?;
             }
         }
+        Call::vkDestroyImageView(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateShaderModule(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkShaderModuleCreateInfo(x)?;
             }
         }
+        Call::vkDestroyShaderModule(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreatePipelineCache(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkPipelineCacheCreateInfo(x)?;
             }
         }
+        Call::vkDestroyPipelineCache(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPipelineCacheData(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.pipeline_cache == 0 {
+                return Err("pipelineCache is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_data.as_ref().map(|x| x.len()),
                 p.p_data_size.map_or(0u64, |n| n as u64),
@@ -6302,6 +6591,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkMergePipelineCaches(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.dst_cache == 0 {
+                return Err("dstCache is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_src_caches.as_ref().map(|x| x.len()),
                 (p.src_cache_count as u64),
@@ -6311,6 +6606,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCreateGraphicsPipelines(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_create_infos.as_ref().map(|x| x.len()),
                 (p.create_info_count as u64),
@@ -6332,6 +6630,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCreateComputePipelines(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_create_infos.as_ref().map(|x| x.len()),
                 (p.create_info_count as u64),
@@ -6352,27 +6653,75 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkDestroyPipeline(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreatePipelineLayout(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkPipelineLayoutCreateInfo(x)?;
             }
         }
+        Call::vkDestroyPipelineLayout(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateSampler(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkSamplerCreateInfo(x)?;
             }
         }
+        Call::vkDestroySampler(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateDescriptorSetLayout(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDescriptorSetLayoutCreateInfo(x)?;
             }
         }
+        Call::vkDestroyDescriptorSetLayout(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateDescriptorPool(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDescriptorPoolCreateInfo(x)?;
             }
         }
+        Call::vkDestroyDescriptorPool(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkResetDescriptorPool(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.descriptor_pool == 0 {
+                return Err("descriptorPool is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkAllocateDescriptorSets(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_allocate_info {
                 c_VkDescriptorSetAllocateInfo(x)?;
             }
@@ -6387,6 +6736,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkFreeDescriptorSets(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.descriptor_pool == 0 {
+                return Err("descriptorPool is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_descriptor_sets.as_ref().map(|x| x.len()),
                 (p.descriptor_set_count as u64),
@@ -6396,6 +6751,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkUpdateDescriptorSets(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_descriptor_writes.as_ref().map(|x| x.len()),
                 (p.descriptor_write_count as u64),
@@ -6422,21 +6780,64 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCreateFramebuffer(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkFramebufferCreateInfo(x)?;
             }
         }
+        Call::vkDestroyFramebuffer(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateRenderPass(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkRenderPassCreateInfo(x)?;
             }
         }
+        Call::vkDestroyRenderPass(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetRenderAreaGranularity(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.render_pass == 0 {
+                return Err("renderPass is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateCommandPool(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkCommandPoolCreateInfo(x)?;
             }
         }
+        Call::vkDestroyCommandPool(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkResetCommandPool(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.command_pool == 0 {
+                return Err("commandPool is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkAllocateCommandBuffers(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_allocate_info {
                 c_VkCommandBufferAllocateInfo(x)?;
             }
@@ -6451,6 +6852,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkFreeCommandBuffers(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.command_pool == 0 {
+                return Err("commandPool is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_command_buffers.as_ref().map(|x| x.len()),
                 (p.command_buffer_count as u64),
@@ -6460,11 +6867,35 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkBeginCommandBuffer(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_begin_info {
                 c_VkCommandBufferBeginInfo(x)?;
             }
         }
+        Call::vkEndCommandBuffer(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkResetCommandBuffer(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdBindPipeline(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.pipeline == 0 {
+                return Err("pipeline is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetViewport(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_viewports.as_ref().map(|x| x.len()),
                 (p.viewport_count as u64),
@@ -6474,6 +6905,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdSetScissor(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_scissors.as_ref().map(|x| x.len()),
                 (p.scissor_count as u64),
@@ -6482,7 +6916,48 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdSetLineWidth(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthBias(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetBlendConstants(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthBounds(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetStencilCompareMask(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetStencilWriteMask(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetStencilReference(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdBindDescriptorSets(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.layout == 0 {
+                return Err("layout is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_descriptor_sets.as_ref().map(|x| x.len()),
                 (p.descriptor_set_count as u64),
@@ -6498,7 +6973,18 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdBindIndexBuffer(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdBindVertexBuffers(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_buffers.as_ref().map(|x| x.len()),
                 (p.binding_count as u64),
@@ -6514,7 +7000,55 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdDraw(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawIndexed(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawIndirect(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawIndexedIndirect(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDispatch(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDispatchIndirect(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdCopyBuffer(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.src_buffer == 0 {
+                return Err("srcBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.dst_buffer == 0 {
+                return Err("dstBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_regions.as_ref().map(|x| x.len()),
                 (p.region_count as u64),
@@ -6524,6 +7058,15 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdCopyImage(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.src_image == 0 {
+                return Err("srcImage is VK_NULL_HANDLE".into());
+            }
+            if p.dst_image == 0 {
+                return Err("dstImage is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_regions.as_ref().map(|x| x.len()),
                 (p.region_count as u64),
@@ -6533,6 +7076,15 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdBlitImage(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.src_image == 0 {
+                return Err("srcImage is VK_NULL_HANDLE".into());
+            }
+            if p.dst_image == 0 {
+                return Err("dstImage is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_regions.as_ref().map(|x| x.len()),
                 (p.region_count as u64),
@@ -6542,6 +7094,15 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdCopyBufferToImage(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.src_buffer == 0 {
+                return Err("srcBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.dst_image == 0 {
+                return Err("dstImage is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_regions.as_ref().map(|x| x.len()),
                 (p.region_count as u64),
@@ -6551,6 +7112,15 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdCopyImageToBuffer(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.src_image == 0 {
+                return Err("srcImage is VK_NULL_HANDLE".into());
+            }
+            if p.dst_buffer == 0 {
+                return Err("dstBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_regions.as_ref().map(|x| x.len()),
                 (p.region_count as u64),
@@ -6560,6 +7130,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdUpdateBuffer(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.dst_buffer == 0 {
+                return Err("dstBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_data.as_ref().map(|x| x.len()),
                 (p.data_size as u64),
@@ -6568,7 +7144,21 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdFillBuffer(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.dst_buffer == 0 {
+                return Err("dstBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdClearColorImage(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.image == 0 {
+                return Err("image is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_ranges.as_ref().map(|x| x.len()),
                 (p.range_count as u64),
@@ -6578,6 +7168,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdClearDepthStencilImage(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.image == 0 {
+                return Err("image is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_ranges.as_ref().map(|x| x.len()),
                 (p.range_count as u64),
@@ -6587,6 +7183,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdClearAttachments(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_attachments.as_ref().map(|x| x.len()),
                 (p.attachment_count as u64),
@@ -6603,6 +7202,15 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdResolveImage(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.src_image == 0 {
+                return Err("srcImage is VK_NULL_HANDLE".into());
+            }
+            if p.dst_image == 0 {
+                return Err("dstImage is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_regions.as_ref().map(|x| x.len()),
                 (p.region_count as u64),
@@ -6611,7 +7219,26 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdSetEvent(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.event == 0 {
+                return Err("event is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdResetEvent(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.event == 0 {
+                return Err("event is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdWaitEvents(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_events.as_ref().map(|x| x.len()),
                 (p.event_count as u64),
@@ -6657,6 +7284,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdPipelineBarrier(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_memory_barriers.as_ref().map(|x| x.len()),
                 (p.memory_barrier_count as u64),
@@ -6694,7 +7324,56 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkCmdBeginQuery(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdEndQuery(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdResetQueryPool(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdWriteTimestamp(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdCopyQueryPoolResults(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+            if p.dst_buffer == 0 {
+                return Err("dstBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdPushConstants(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.layout == 0 {
+                return Err("layout is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_values.as_ref().map(|x| x.len()),
                 (p.size as u64),
@@ -6704,11 +7383,27 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdBeginRenderPass(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_render_pass_begin {
                 c_VkRenderPassBeginInfo(x)?;
             }
         }
+        Call::vkCmdNextSubpass(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdEndRenderPass(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdExecuteCommands(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_command_buffers.as_ref().map(|x| x.len()),
                 (p.command_buffer_count as u64),
@@ -6718,6 +7413,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkBindBufferMemory2(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_bind_infos.as_ref().map(|x| x.len()),
                 (p.bind_info_count as u64),
@@ -6732,6 +7430,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkBindImageMemory2(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_bind_infos.as_ref().map(|x| x.len()),
                 (p.bind_info_count as u64),
@@ -6745,7 +7446,25 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkGetDeviceGroupPeerMemoryFeatures(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDeviceMask(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDispatchBase(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkEnumeratePhysicalDeviceGroups(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_physical_device_group_properties
                     .as_ref()
@@ -6762,6 +7481,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetImageMemoryRequirements2(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkImageMemoryRequirementsInfo2(x)?;
             }
@@ -6770,6 +7492,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetBufferMemoryRequirements2(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkBufferMemoryRequirementsInfo2(x)?;
             }
@@ -6778,6 +7503,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetImageSparseMemoryRequirements2(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkImageSparseMemoryRequirementsInfo2(x)?;
             }
@@ -6796,21 +7524,33 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceFeatures2(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_features {
                 c_VkPhysicalDeviceFeatures2(x)?;
             }
         }
         Call::vkGetPhysicalDeviceProperties2(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_properties {
                 c_VkPhysicalDeviceProperties2(x)?;
             }
         }
         Call::vkGetPhysicalDeviceFormatProperties2(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_format_properties {
                 c_VkFormatProperties2(x)?;
             }
         }
         Call::vkGetPhysicalDeviceImageFormatProperties2(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_image_format_info {
                 c_VkPhysicalDeviceImageFormatInfo2(x)?;
             }
@@ -6819,6 +7559,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceQueueFamilyProperties2(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_queue_family_properties.as_ref().map(|x| x.len()),
                 p.p_queue_family_property_count.map_or(0u64, |n| n as u64),
@@ -6833,11 +7576,17 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceMemoryProperties2(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_memory_properties {
                 c_VkPhysicalDeviceMemoryProperties2(x)?;
             }
         }
         Call::vkGetPhysicalDeviceSparseImageFormatProperties2(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_format_info {
                 c_VkPhysicalDeviceSparseImageFormatInfo2(x)?;
             }
@@ -6854,22 +7603,63 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkTrimCommandPool(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.command_pool == 0 {
+                return Err("commandPool is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetDeviceQueue2(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_queue_info {
                 c_VkDeviceQueueInfo2(x)?;
             }
         }
         Call::vkCreateSamplerYcbcrConversion(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkSamplerYcbcrConversionCreateInfo(x)?;
             }
         }
+        Call::vkDestroySamplerYcbcrConversion(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateDescriptorUpdateTemplate(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDescriptorUpdateTemplateCreateInfo(x)?;
             }
         }
+        Call::vkDestroyDescriptorUpdateTemplate(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkUpdateDescriptorSetWithTemplate(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.descriptor_set == 0 {
+                return Err("descriptorSet is VK_NULL_HANDLE".into());
+            }
+            if p.descriptor_update_template == 0 {
+                return Err("descriptorUpdateTemplate is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDeviceExternalBufferProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_external_buffer_info {
                 c_VkPhysicalDeviceExternalBufferInfo(x)?;
             }
@@ -6878,6 +7668,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceExternalFenceProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_external_fence_info {
                 c_VkPhysicalDeviceExternalFenceInfo(x)?;
             }
@@ -6886,6 +7679,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceExternalSemaphoreProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_external_semaphore_info {
                 c_VkPhysicalDeviceExternalSemaphoreInfo(x)?;
             }
@@ -6894,6 +7690,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetDescriptorSetLayoutSupport(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDescriptorSetLayoutCreateInfo(x)?;
             }
@@ -6901,12 +7700,40 @@ pub fn counts(call: &Call) -> R {
                 c_VkDescriptorSetLayoutSupport(x)?;
             }
         }
+        Call::vkCmdDrawIndirectCount(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+            if p.count_buffer == 0 {
+                return Err("countBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawIndexedIndirectCount(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+            if p.count_buffer == 0 {
+                return Err("countBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateRenderPass2(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkRenderPassCreateInfo2(x)?;
             }
         }
         Call::vkCmdBeginRenderPass2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_render_pass_begin {
                 c_VkRenderPassBeginInfo(x)?;
             }
@@ -6915,6 +7742,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdNextSubpass2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_subpass_begin_info {
                 c_VkSubpassBeginInfo(x)?;
             }
@@ -6923,36 +7753,73 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdEndRenderPass2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_subpass_end_info {
                 c_VkSubpassEndInfo(x)?;
             }
         }
+        Call::vkResetQueryPool(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetSemaphoreCounterValue(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.semaphore == 0 {
+                return Err("semaphore is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkWaitSemaphores(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_wait_info {
                 c_VkSemaphoreWaitInfo(x)?;
             }
         }
         Call::vkSignalSemaphore(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_signal_info {
                 c_VkSemaphoreSignalInfo(x)?;
             }
         }
         Call::vkGetBufferDeviceAddress(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkBufferDeviceAddressInfo(x)?;
             }
         }
         Call::vkGetBufferOpaqueCaptureAddress(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkBufferDeviceAddressInfo(x)?;
             }
         }
         Call::vkGetDeviceMemoryOpaqueCaptureAddress(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkDeviceMemoryOpaqueCaptureAddressInfo(x)?;
             }
         }
         Call::vkGetPhysicalDeviceToolProperties(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_tool_properties.as_ref().map(|x| x.len()),
                 p.p_tool_count.map_or(0u64, |n| n as u64),
@@ -6967,16 +7834,57 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCreatePrivateDataSlot(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkPrivateDataSlotCreateInfo(x)?;
             }
         }
+        Call::vkDestroyPrivateDataSlot(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkSetPrivateData(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.private_data_slot == 0 {
+                return Err("privateDataSlot is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetPrivateData(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.private_data_slot == 0 {
+                return Err("privateDataSlot is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetEvent2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.event == 0 {
+                return Err("event is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_dependency_info {
                 c_VkDependencyInfo(x)?;
             }
         }
+        Call::vkCmdResetEvent2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.event == 0 {
+                return Err("event is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdWaitEvents2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_events.as_ref().map(|x| x.len()),
                 (p.event_count as u64),
@@ -6998,11 +7906,25 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdPipelineBarrier2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_dependency_info {
                 c_VkDependencyInfo(x)?;
             }
         }
+        Call::vkCmdWriteTimestamp2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkQueueSubmit2(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_submits.as_ref().map(|x| x.len()),
                 (p.submit_count as u64),
@@ -7017,41 +7939,85 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdCopyBuffer2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_copy_buffer_info {
                 c_VkCopyBufferInfo2(x)?;
             }
         }
         Call::vkCmdCopyImage2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_copy_image_info {
                 c_VkCopyImageInfo2(x)?;
             }
         }
         Call::vkCmdCopyBufferToImage2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_copy_buffer_to_image_info {
                 c_VkCopyBufferToImageInfo2(x)?;
             }
         }
         Call::vkCmdCopyImageToBuffer2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_copy_image_to_buffer_info {
                 c_VkCopyImageToBufferInfo2(x)?;
             }
         }
         Call::vkCmdBlitImage2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_blit_image_info {
                 c_VkBlitImageInfo2(x)?;
             }
         }
         Call::vkCmdResolveImage2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_resolve_image_info {
                 c_VkResolveImageInfo2(x)?;
             }
         }
         Call::vkCmdBeginRendering(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_rendering_info {
                 c_VkRenderingInfo(x)?;
             }
         }
+        Call::vkCmdEndRendering(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetCullMode(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetFrontFace(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetPrimitiveTopology(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetViewportWithCount(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_viewports.as_ref().map(|x| x.len()),
                 (p.viewport_count as u64),
@@ -7061,6 +8027,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdSetScissorWithCount(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_scissors.as_ref().map(|x| x.len()),
                 (p.scissor_count as u64),
@@ -7070,6 +8039,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdBindVertexBuffers2(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_buffers.as_ref().map(|x| x.len()),
                 (p.binding_count as u64),
@@ -7099,7 +8071,55 @@ pub fn counts(call: &Call) -> R {
                 false,
             )?;
         }
+        Call::vkCmdSetDepthTestEnable(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthWriteEnable(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthCompareOp(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthBoundsTestEnable(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetStencilTestEnable(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetStencilOp(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetRasterizerDiscardEnable(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthBiasEnable(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetPrimitiveRestartEnable(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetDeviceBufferMemoryRequirements(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkDeviceBufferMemoryRequirements(x)?;
             }
@@ -7108,6 +8128,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetDeviceImageMemoryRequirements(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkDeviceImageMemoryRequirements(x)?;
             }
@@ -7116,6 +8139,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetDeviceImageSparseMemoryRequirements(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkDeviceImageMemoryRequirements(x)?;
             }
@@ -7133,7 +8159,31 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkDestroySurfaceKHR(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetPhysicalDeviceSurfaceSupportKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if p.surface == 0 {
+                return Err("surface is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetPhysicalDeviceSurfaceCapabilitiesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if p.surface == 0 {
+                return Err("surface is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDeviceSurfaceFormatsKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_surface_formats.as_ref().map(|x| x.len()),
                 p.p_surface_format_count.map_or(0u64, |n| n as u64),
@@ -7143,6 +8193,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetPhysicalDeviceSurfacePresentModesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_present_modes.as_ref().map(|x| x.len()),
                 p.p_present_mode_count.map_or(0u64, |n| n as u64),
@@ -7152,11 +8205,25 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCreateSwapchainKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkSwapchainCreateInfoKHR(x)?;
             }
         }
+        Call::vkDestroySwapchainKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetSwapchainImagesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.swapchain == 0 {
+                return Err("swapchain is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_swapchain_images.as_ref().map(|x| x.len()),
                 p.p_swapchain_image_count.map_or(0u64, |n| n as u64),
@@ -7165,17 +8232,45 @@ pub fn counts(call: &Call) -> R {
                 false,
             )?;
         }
+        Call::vkAcquireNextImageKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.swapchain == 0 {
+                return Err("swapchain is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkQueuePresentKHR(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_present_info {
                 c_VkPresentInfoKHR(x)?;
             }
         }
         Call::vkGetDeviceGroupPresentCapabilitiesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_device_group_present_capabilities {
                 c_VkDeviceGroupPresentCapabilitiesKHR(x)?;
             }
         }
+        Call::vkGetDeviceGroupSurfacePresentModesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.surface == 0 {
+                return Err("surface is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDevicePresentRectanglesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if p.surface == 0 {
+                return Err("surface is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_rects.as_ref().map(|x| x.len()),
                 p.p_rect_count.map_or(0u64, |n| n as u64),
@@ -7185,11 +8280,17 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkAcquireNextImage2KHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_acquire_info {
                 c_VkAcquireNextImageInfoKHR(x)?;
             }
         }
         Call::vkGetPhysicalDeviceDisplayPropertiesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_property_count.map_or(0u64, |n| n as u64),
@@ -7199,6 +8300,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetPhysicalDeviceDisplayPlanePropertiesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_property_count.map_or(0u64, |n| n as u64),
@@ -7208,6 +8312,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetDisplayPlaneSupportedDisplaysKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_displays.as_ref().map(|x| x.len()),
                 p.p_display_count.map_or(0u64, |n| n as u64),
@@ -7217,6 +8324,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetDisplayModePropertiesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if p.display == 0 {
+                return Err("display is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_property_count.map_or(0u64, |n| n as u64),
@@ -7226,16 +8339,36 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCreateDisplayModeKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if p.display == 0 {
+                return Err("display is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDisplayModeCreateInfoKHR(x)?;
             }
         }
+        Call::vkGetDisplayPlaneCapabilitiesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if p.mode == 0 {
+                return Err("mode is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateDisplayPlaneSurfaceKHR(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDisplaySurfaceCreateInfoKHR(x)?;
             }
         }
         Call::vkCreateSharedSwapchainsKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_create_infos.as_ref().map(|x| x.len()),
                 (p.swapchain_count as u64),
@@ -7257,46 +8390,103 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCreateXlibSurfaceKHR(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkXlibSurfaceCreateInfoKHR(x)?;
             }
         }
+        Call::vkGetPhysicalDeviceXlibPresentationSupportKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateXcbSurfaceKHR(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkXcbSurfaceCreateInfoKHR(x)?;
             }
         }
+        Call::vkGetPhysicalDeviceXcbPresentationSupportKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateWaylandSurfaceKHR(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkWaylandSurfaceCreateInfoKHR(x)?;
             }
         }
+        Call::vkGetPhysicalDeviceWaylandPresentationSupportKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateDebugReportCallbackEXT(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDebugReportCallbackCreateInfoEXT(x)?;
             }
         }
+        Call::vkDestroyDebugReportCallbackEXT(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkDebugReportMessageEXT(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkDebugMarkerSetObjectTagEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_tag_info {
                 c_VkDebugMarkerObjectTagInfoEXT(x)?;
             }
         }
         Call::vkDebugMarkerSetObjectNameEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_name_info {
                 c_VkDebugMarkerObjectNameInfoEXT(x)?;
             }
         }
         Call::vkCmdDebugMarkerBeginEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_marker_info {
                 c_VkDebugMarkerMarkerInfoEXT(x)?;
             }
         }
+        Call::vkCmdDebugMarkerEndEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdDebugMarkerInsertEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_marker_info {
                 c_VkDebugMarkerMarkerInfoEXT(x)?;
             }
         }
         Call::vkGetPhysicalDeviceVideoCapabilitiesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_video_profile {
                 c_VkVideoProfileInfoKHR(x)?;
             }
@@ -7305,6 +8495,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceVideoFormatPropertiesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_video_format_info {
                 c_VkPhysicalDeviceVideoFormatInfoKHR(x)?;
             }
@@ -7322,11 +8515,25 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCreateVideoSessionKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkVideoSessionCreateInfoKHR(x)?;
             }
         }
+        Call::vkDestroyVideoSessionKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetVideoSessionMemoryRequirementsKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.video_session == 0 {
+                return Err("videoSession is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_memory_requirements.as_ref().map(|x| x.len()),
                 p.p_memory_requirements_count.map_or(0u64, |n| n as u64),
@@ -7341,6 +8548,12 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkBindVideoSessionMemoryKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.video_session == 0 {
+                return Err("videoSession is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_bind_session_memory_infos.as_ref().map(|x| x.len()),
                 (p.bind_session_memory_info_count as u64),
@@ -7355,36 +8568,65 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCreateVideoSessionParametersKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkVideoSessionParametersCreateInfoKHR(x)?;
             }
         }
         Call::vkUpdateVideoSessionParametersKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.video_session_parameters == 0 {
+                return Err("videoSessionParameters is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_update_info {
                 c_VkVideoSessionParametersUpdateInfoKHR(x)?;
             }
         }
+        Call::vkDestroyVideoSessionParametersKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdBeginVideoCodingKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_begin_info {
                 c_VkVideoBeginCodingInfoKHR(x)?;
             }
         }
         Call::vkCmdEndVideoCodingKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_end_coding_info {
                 c_VkVideoEndCodingInfoKHR(x)?;
             }
         }
         Call::vkCmdControlVideoCodingKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_coding_control_info {
                 c_VkVideoCodingControlInfoKHR(x)?;
             }
         }
         Call::vkCmdDecodeVideoKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_decode_info {
                 c_VkVideoDecodeInfoKHR(x)?;
             }
         }
         Call::vkCmdBindTransformFeedbackBuffersEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_buffers.as_ref().map(|x| x.len()),
                 (p.binding_count as u64),
@@ -7408,6 +8650,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdBeginTransformFeedbackEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_counter_buffers.as_ref().map(|x| x.len()),
                 (p.counter_buffer_count as u64),
@@ -7424,6 +8669,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdEndTransformFeedbackEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_counter_buffers.as_ref().map(|x| x.len()),
                 (p.counter_buffer_count as u64),
@@ -7439,27 +8687,110 @@ pub fn counts(call: &Call) -> R {
                 false,
             )?;
         }
+        Call::vkCmdBeginQueryIndexedEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdEndQueryIndexedEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawIndirectByteCountEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.counter_buffer == 0 {
+                return Err("counterBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateCuModuleNVX(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkCuModuleCreateInfoNVX(x)?;
             }
         }
         Call::vkCreateCuFunctionNVX(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkCuFunctionCreateInfoNVX(x)?;
             }
         }
+        Call::vkDestroyCuModuleNVX(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.module == 0 {
+                return Err("module is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkDestroyCuFunctionNVX(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.function == 0 {
+                return Err("function is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetImageViewHandleNVX(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkImageViewHandleInfoNVX(x)?;
             }
         }
         Call::vkGetImageViewAddressNVX(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.image_view == 0 {
+                return Err("imageView is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_properties {
                 c_VkImageViewAddressPropertiesNVX(x)?;
             }
         }
+        Call::vkCmdDrawIndirectCountAMD(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+            if p.count_buffer == 0 {
+                return Err("countBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawIndexedIndirectCountAMD(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+            if p.count_buffer == 0 {
+                return Err("countBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetShaderInfoAMD(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.pipeline == 0 {
+                return Err("pipeline is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_info.as_ref().map(|x| x.len()),
                 p.p_info_size.map_or(0u64, |n| n as u64),
@@ -7469,26 +8800,51 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdBeginRenderingKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_rendering_info {
                 c_VkRenderingInfo(x)?;
             }
         }
+        Call::vkCmdEndRenderingKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetPhysicalDeviceExternalImageFormatPropertiesNV(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDeviceFeatures2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_features {
                 c_VkPhysicalDeviceFeatures2(x)?;
             }
         }
         Call::vkGetPhysicalDeviceProperties2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_properties {
                 c_VkPhysicalDeviceProperties2(x)?;
             }
         }
         Call::vkGetPhysicalDeviceFormatProperties2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_format_properties {
                 c_VkFormatProperties2(x)?;
             }
         }
         Call::vkGetPhysicalDeviceImageFormatProperties2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_image_format_info {
                 c_VkPhysicalDeviceImageFormatInfo2(x)?;
             }
@@ -7497,6 +8853,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceQueueFamilyProperties2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_queue_family_properties.as_ref().map(|x| x.len()),
                 p.p_queue_family_property_count.map_or(0u64, |n| n as u64),
@@ -7511,11 +8870,17 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceMemoryProperties2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_memory_properties {
                 c_VkPhysicalDeviceMemoryProperties2(x)?;
             }
         }
         Call::vkGetPhysicalDeviceSparseImageFormatProperties2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_format_info {
                 c_VkPhysicalDeviceSparseImageFormatInfo2(x)?;
             }
@@ -7532,7 +8897,33 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkGetDeviceGroupPeerMemoryFeaturesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDeviceMaskKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDispatchBaseKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkTrimCommandPoolKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.command_pool == 0 {
+                return Err("commandPool is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkEnumeratePhysicalDeviceGroupsKHR(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_physical_device_group_properties
                     .as_ref()
@@ -7549,6 +8940,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceExternalBufferPropertiesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_external_buffer_info {
                 c_VkPhysicalDeviceExternalBufferInfo(x)?;
             }
@@ -7557,16 +8951,25 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetMemoryFdKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_get_fd_info {
                 c_VkMemoryGetFdInfoKHR(x)?;
             }
         }
         Call::vkGetMemoryFdPropertiesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_memory_fd_properties {
                 c_VkMemoryFdPropertiesKHR(x)?;
             }
         }
         Call::vkGetPhysicalDeviceExternalSemaphorePropertiesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_external_semaphore_info {
                 c_VkPhysicalDeviceExternalSemaphoreInfo(x)?;
             }
@@ -7575,16 +8978,28 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkImportSemaphoreFdKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_import_semaphore_fd_info {
                 c_VkImportSemaphoreFdInfoKHR(x)?;
             }
         }
         Call::vkGetSemaphoreFdKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_get_fd_info {
                 c_VkSemaphoreGetFdInfoKHR(x)?;
             }
         }
         Call::vkCmdPushDescriptorSetKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.layout == 0 {
+                return Err("layout is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_descriptor_writes.as_ref().map(|x| x.len()),
                 (p.descriptor_write_count as u64),
@@ -7598,17 +9013,58 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkCmdPushDescriptorSetWithTemplateKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.descriptor_update_template == 0 {
+                return Err("descriptorUpdateTemplate is VK_NULL_HANDLE".into());
+            }
+            if p.layout == 0 {
+                return Err("layout is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdBeginConditionalRenderingEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_conditional_rendering_begin {
                 c_VkConditionalRenderingBeginInfoEXT(x)?;
             }
         }
+        Call::vkCmdEndConditionalRenderingEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateDescriptorUpdateTemplateKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDescriptorUpdateTemplateCreateInfo(x)?;
             }
         }
+        Call::vkDestroyDescriptorUpdateTemplateKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkUpdateDescriptorSetWithTemplateKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.descriptor_set == 0 {
+                return Err("descriptorSet is VK_NULL_HANDLE".into());
+            }
+            if p.descriptor_update_template == 0 {
+                return Err("descriptorUpdateTemplate is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetViewportWScalingNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_viewport_w_scalings.as_ref().map(|x| x.len()),
                 (p.viewport_count as u64),
@@ -7617,27 +9073,78 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkReleaseDisplayEXT(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if p.display == 0 {
+                return Err("display is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDeviceSurfaceCapabilities2EXT(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if p.surface == 0 {
+                return Err("surface is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_surface_capabilities {
                 c_VkSurfaceCapabilities2EXT(x)?;
             }
         }
         Call::vkDisplayPowerControlEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.display == 0 {
+                return Err("display is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_display_power_info {
                 c_VkDisplayPowerInfoEXT(x)?;
             }
         }
         Call::vkRegisterDeviceEventEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_device_event_info {
                 c_VkDeviceEventInfoEXT(x)?;
             }
         }
         Call::vkRegisterDisplayEventEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.display == 0 {
+                return Err("display is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_display_event_info {
                 c_VkDisplayEventInfoEXT(x)?;
             }
         }
+        Call::vkGetSwapchainCounterEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.swapchain == 0 {
+                return Err("swapchain is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetRefreshCycleDurationGOOGLE(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.swapchain == 0 {
+                return Err("swapchain is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPastPresentationTimingGOOGLE(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.swapchain == 0 {
+                return Err("swapchain is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_presentation_timings.as_ref().map(|x| x.len()),
                 p.p_presentation_timing_count.map_or(0u64, |n| n as u64),
@@ -7647,6 +9154,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdSetDiscardRectangleEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_discard_rectangles.as_ref().map(|x| x.len()),
                 (p.discard_rectangle_count as u64),
@@ -7656,6 +9166,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkSetHdrMetadataEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_swapchains.as_ref().map(|x| x.len()),
                 (p.swapchain_count as u64),
@@ -7677,11 +9190,17 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCreateRenderPass2KHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkRenderPassCreateInfo2(x)?;
             }
         }
         Call::vkCmdBeginRenderPass2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_render_pass_begin {
                 c_VkRenderPassBeginInfo(x)?;
             }
@@ -7690,6 +9209,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdNextSubpass2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_subpass_begin_info {
                 c_VkSubpassBeginInfo(x)?;
             }
@@ -7698,11 +9220,25 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdEndRenderPass2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_subpass_end_info {
                 c_VkSubpassEndInfo(x)?;
             }
         }
+        Call::vkGetSwapchainStatusKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.swapchain == 0 {
+                return Err("swapchain is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDeviceExternalFencePropertiesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_external_fence_info {
                 c_VkPhysicalDeviceExternalFenceInfo(x)?;
             }
@@ -7711,16 +9247,25 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkImportFenceFdKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_import_fence_fd_info {
                 c_VkImportFenceFdInfoKHR(x)?;
             }
         }
         Call::vkGetFenceFdKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_get_fd_info {
                 c_VkFenceGetFdInfoKHR(x)?;
             }
         }
         Call::vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_counters.as_ref().map(|x| x.len()),
                 p.p_counter_count.map_or(0u64, |n| n as u64),
@@ -7747,16 +9292,30 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceQueueFamilyPerformanceQueryPassesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_performance_query_create_info {
                 c_VkQueryPoolPerformanceCreateInfoKHR(x)?;
             }
         }
         Call::vkAcquireProfilingLockKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkAcquireProfilingLockInfoKHR(x)?;
             }
         }
+        Call::vkReleaseProfilingLockKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDeviceSurfaceCapabilities2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_surface_info {
                 c_VkPhysicalDeviceSurfaceInfo2KHR(x)?;
             }
@@ -7765,6 +9324,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceSurfaceFormats2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_surface_info {
                 c_VkPhysicalDeviceSurfaceInfo2KHR(x)?;
             }
@@ -7782,6 +9344,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceDisplayProperties2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_property_count.map_or(0u64, |n| n as u64),
@@ -7796,6 +9361,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceDisplayPlaneProperties2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_property_count.map_or(0u64, |n| n as u64),
@@ -7810,6 +9378,12 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetDisplayModeProperties2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if p.display == 0 {
+                return Err("display is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_property_count.map_or(0u64, |n| n as u64),
@@ -7824,6 +9398,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetDisplayPlaneCapabilities2KHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_display_plane_info {
                 c_VkDisplayPlaneInfo2KHR(x)?;
             }
@@ -7832,56 +9409,104 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkSetDebugUtilsObjectNameEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_name_info {
                 c_VkDebugUtilsObjectNameInfoEXT(x)?;
             }
         }
         Call::vkSetDebugUtilsObjectTagEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_tag_info {
                 c_VkDebugUtilsObjectTagInfoEXT(x)?;
             }
         }
         Call::vkQueueBeginDebugUtilsLabelEXT(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_label_info {
                 c_VkDebugUtilsLabelEXT(x)?;
             }
         }
+        Call::vkQueueEndDebugUtilsLabelEXT(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkQueueInsertDebugUtilsLabelEXT(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_label_info {
                 c_VkDebugUtilsLabelEXT(x)?;
             }
         }
         Call::vkCmdBeginDebugUtilsLabelEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_label_info {
                 c_VkDebugUtilsLabelEXT(x)?;
             }
         }
+        Call::vkCmdEndDebugUtilsLabelEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdInsertDebugUtilsLabelEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_label_info {
                 c_VkDebugUtilsLabelEXT(x)?;
             }
         }
         Call::vkCreateDebugUtilsMessengerEXT(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDebugUtilsMessengerCreateInfoEXT(x)?;
             }
         }
+        Call::vkDestroyDebugUtilsMessengerEXT(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkSubmitDebugUtilsMessageEXT(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_callback_data {
                 c_VkDebugUtilsMessengerCallbackDataEXT(x)?;
             }
         }
         Call::vkCmdSetSampleLocationsEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_sample_locations_info {
                 c_VkSampleLocationsInfoEXT(x)?;
             }
         }
         Call::vkGetPhysicalDeviceMultisamplePropertiesEXT(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_multisample_properties {
                 c_VkMultisamplePropertiesEXT(x)?;
             }
         }
         Call::vkGetImageMemoryRequirements2KHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkImageMemoryRequirementsInfo2(x)?;
             }
@@ -7890,6 +9515,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetBufferMemoryRequirements2KHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkBufferMemoryRequirementsInfo2(x)?;
             }
@@ -7898,6 +9526,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetImageSparseMemoryRequirements2KHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkImageSparseMemoryRequirementsInfo2(x)?;
             }
@@ -7916,26 +9547,46 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCreateAccelerationStructureKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkAccelerationStructureCreateInfoKHR(x)?;
             }
         }
+        Call::vkDestroyAccelerationStructureKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCopyAccelerationStructureKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyAccelerationStructureInfoKHR(x)?;
             }
         }
         Call::vkCopyAccelerationStructureToMemoryKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyAccelerationStructureToMemoryInfoKHR(x)?;
             }
         }
         Call::vkCopyMemoryToAccelerationStructureKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyMemoryToAccelerationStructureInfoKHR(x)?;
             }
         }
         Call::vkWriteAccelerationStructuresPropertiesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_acceleration_structures.as_ref().map(|x| x.len()),
                 (p.acceleration_structure_count as u64),
@@ -7952,26 +9603,41 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdCopyAccelerationStructureKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyAccelerationStructureInfoKHR(x)?;
             }
         }
         Call::vkCmdCopyAccelerationStructureToMemoryKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyAccelerationStructureToMemoryInfoKHR(x)?;
             }
         }
         Call::vkCmdCopyMemoryToAccelerationStructureKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyMemoryToAccelerationStructureInfoKHR(x)?;
             }
         }
         Call::vkGetAccelerationStructureDeviceAddressKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkAccelerationStructureDeviceAddressInfoKHR(x)?;
             }
         }
         Call::vkCmdWriteAccelerationStructuresPropertiesKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_acceleration_structures.as_ref().map(|x| x.len()),
                 (p.acceleration_structure_count as u64),
@@ -7979,13 +9645,22 @@ pub fn counts(call: &Call) -> R {
                 "pAccelerationStructures",
                 true,
             )?;
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
         }
         Call::vkGetDeviceAccelerationStructureCompatibilityKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_version_info {
                 c_VkAccelerationStructureVersionInfoKHR(x)?;
             }
         }
         Call::vkGetAccelerationStructureBuildSizesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_build_info {
                 c_VkAccelerationStructureBuildGeometryInfoKHR(x)?;
             }
@@ -8002,7 +9677,15 @@ pub fn counts(call: &Call) -> R {
                 c_VkAccelerationStructureBuildSizesInfoKHR(x)?;
             }
         }
+        Call::vkCmdTraceRaysKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateRayTracingPipelinesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_create_infos.as_ref().map(|x| x.len()),
                 (p.create_info_count as u64),
@@ -8024,6 +9707,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetRayTracingShaderGroupHandlesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.pipeline == 0 {
+                return Err("pipeline is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_data.as_ref().map(|x| x.len()),
                 (p.data_size as u64),
@@ -8033,6 +9722,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetRayTracingCaptureReplayShaderGroupHandlesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.pipeline == 0 {
+                return Err("pipeline is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_data.as_ref().map(|x| x.len()),
                 (p.data_size as u64),
@@ -8041,12 +9736,41 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdTraceRaysIndirectKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetRayTracingShaderGroupStackSizeKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.pipeline == 0 {
+                return Err("pipeline is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetRayTracingPipelineStackSizeKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateSamplerYcbcrConversionKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkSamplerYcbcrConversionCreateInfo(x)?;
             }
         }
+        Call::vkDestroySamplerYcbcrConversionKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkBindBufferMemory2KHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_bind_infos.as_ref().map(|x| x.len()),
                 (p.bind_info_count as u64),
@@ -8061,6 +9785,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkBindImageMemory2KHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_bind_infos.as_ref().map(|x| x.len()),
                 (p.bind_info_count as u64),
@@ -8075,16 +9802,36 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetImageDrmFormatModifierPropertiesEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.image == 0 {
+                return Err("image is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_properties {
                 c_VkImageDrmFormatModifierPropertiesEXT(x)?;
             }
         }
         Call::vkCreateValidationCacheEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkValidationCacheCreateInfoEXT(x)?;
             }
         }
+        Call::vkDestroyValidationCacheEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkMergeValidationCachesEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.dst_cache == 0 {
+                return Err("dstCache is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_src_caches.as_ref().map(|x| x.len()),
                 (p.src_cache_count as u64),
@@ -8094,6 +9841,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetValidationCacheDataEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.validation_cache == 0 {
+                return Err("validationCache is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_data.as_ref().map(|x| x.len()),
                 p.p_data_size.map_or(0u64, |n| n as u64),
@@ -8102,7 +9855,15 @@ pub fn counts(call: &Call) -> R {
                 false,
             )?;
         }
+        Call::vkCmdBindShadingRateImageNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetViewportShadingRatePaletteNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_shading_rate_palettes.as_ref().map(|x| x.len()),
                 (p.viewport_count as u64),
@@ -8117,6 +9878,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdSetCoarseSampleOrderNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_custom_sample_orders.as_ref().map(|x| x.len()),
                 (p.custom_sample_order_count as u64),
@@ -8131,11 +9895,22 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCreateAccelerationStructureNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkAccelerationStructureCreateInfoNV(x)?;
             }
         }
+        Call::vkDestroyAccelerationStructureNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetAccelerationStructureMemoryRequirementsNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkAccelerationStructureMemoryRequirementsInfoNV(x)?;
             }
@@ -8144,6 +9919,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkBindAccelerationStructureMemoryNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_bind_infos.as_ref().map(|x| x.len()),
                 (p.bind_info_count as u64),
@@ -8158,11 +9936,42 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdBuildAccelerationStructureNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkAccelerationStructureInfoNV(x)?;
             }
+            if p.dst == 0 {
+                return Err("dst is VK_NULL_HANDLE".into());
+            }
+            if p.scratch == 0 {
+                return Err("scratch is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdCopyAccelerationStructureNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.dst == 0 {
+                return Err("dst is VK_NULL_HANDLE".into());
+            }
+            if p.src == 0 {
+                return Err("src is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdTraceRaysNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.raygen_shader_binding_table_buffer == 0 {
+                return Err("raygenShaderBindingTableBuffer is VK_NULL_HANDLE".into());
+            }
         }
         Call::vkCreateRayTracingPipelinesNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_create_infos.as_ref().map(|x| x.len()),
                 (p.create_info_count as u64),
@@ -8184,6 +9993,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetRayTracingShaderGroupHandlesNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.pipeline == 0 {
+                return Err("pipeline is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_data.as_ref().map(|x| x.len()),
                 (p.data_size as u64),
@@ -8193,6 +10008,12 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetAccelerationStructureHandleNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.acceleration_structure == 0 {
+                return Err("accelerationStructure is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_data.as_ref().map(|x| x.len()),
                 (p.data_size as u64),
@@ -8202,6 +10023,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdWriteAccelerationStructuresPropertiesNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_acceleration_structures.as_ref().map(|x| x.len()),
                 (p.acceleration_structure_count as u64),
@@ -8209,8 +10033,22 @@ pub fn counts(call: &Call) -> R {
                 "pAccelerationStructures",
                 true,
             )?;
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCompileDeferredNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.pipeline == 0 {
+                return Err("pipeline is VK_NULL_HANDLE".into());
+            }
         }
         Call::vkGetDescriptorSetLayoutSupportKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkDescriptorSetLayoutCreateInfo(x)?;
             }
@@ -8218,12 +10056,48 @@ pub fn counts(call: &Call) -> R {
                 c_VkDescriptorSetLayoutSupport(x)?;
             }
         }
+        Call::vkCmdDrawIndirectCountKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+            if p.count_buffer == 0 {
+                return Err("countBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawIndexedIndirectCountKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+            if p.count_buffer == 0 {
+                return Err("countBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetMemoryHostPointerPropertiesEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_memory_host_pointer_properties {
                 c_VkMemoryHostPointerPropertiesEXT(x)?;
             }
         }
+        Call::vkCmdWriteBufferMarkerAMD(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.dst_buffer == 0 {
+                return Err("dstBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_time_domains.as_ref().map(|x| x.len()),
                 p.p_time_domain_count.map_or(0u64, |n| n as u64),
@@ -8233,6 +10107,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkGetCalibratedTimestampsEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_timestamp_infos.as_ref().map(|x| x.len()),
                 (p.timestamp_count as u64),
@@ -8253,7 +10130,34 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdDrawMeshTasksNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawMeshTasksIndirectNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawMeshTasksIndirectCountNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+            if p.count_buffer == 0 {
+                return Err("countBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetExclusiveScissorNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_exclusive_scissors.as_ref().map(|x| x.len()),
                 (p.exclusive_scissor_count as u64),
@@ -8262,7 +10166,15 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdSetCheckpointNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetQueueCheckpointDataNV(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_checkpoint_data.as_ref().map(|x| x.len()),
                 p.p_checkpoint_data_count.map_or(0u64, |n| n as u64),
@@ -8276,42 +10188,105 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkGetSemaphoreCounterValueKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.semaphore == 0 {
+                return Err("semaphore is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkWaitSemaphoresKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_wait_info {
                 c_VkSemaphoreWaitInfo(x)?;
             }
         }
         Call::vkSignalSemaphoreKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_signal_info {
                 c_VkSemaphoreSignalInfo(x)?;
             }
         }
         Call::vkInitializePerformanceApiINTEL(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_initialize_info {
                 c_VkInitializePerformanceApiInfoINTEL(x)?;
             }
         }
+        Call::vkUninitializePerformanceApiINTEL(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetPerformanceMarkerINTEL(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_marker_info {
                 c_VkPerformanceMarkerInfoINTEL(x)?;
             }
         }
         Call::vkCmdSetPerformanceStreamMarkerINTEL(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_marker_info {
                 c_VkPerformanceStreamMarkerInfoINTEL(x)?;
             }
         }
         Call::vkCmdSetPerformanceOverrideINTEL(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_override_info {
                 c_VkPerformanceOverrideInfoINTEL(x)?;
             }
         }
         Call::vkAcquirePerformanceConfigurationINTEL(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_acquire_info {
                 c_VkPerformanceConfigurationAcquireInfoINTEL(x)?;
             }
         }
+        Call::vkReleasePerformanceConfigurationINTEL(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkQueueSetPerformanceConfigurationINTEL(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
+            if p.configuration == 0 {
+                return Err("configuration is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetPerformanceParameterINTEL(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkSetLocalDimmingAMD(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.swap_chain == 0 {
+                return Err("swapChain is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDeviceFragmentShadingRatesKHR(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_fragment_shading_rates.as_ref().map(|x| x.len()),
                 p.p_fragment_shading_rate_count.map_or(0u64, |n| n as u64),
@@ -8325,12 +10300,23 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkCmdSetFragmentShadingRateKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetBufferDeviceAddressEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkBufferDeviceAddressInfo(x)?;
             }
         }
         Call::vkGetPhysicalDeviceToolPropertiesEXT(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_tool_properties.as_ref().map(|x| x.len()),
                 p.p_tool_count.map_or(0u64, |n| n as u64),
@@ -8344,7 +10330,18 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkWaitForPresentKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.swapchain == 0 {
+                return Err("swapchain is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_property_count.map_or(0u64, |n| n as u64),
@@ -8359,6 +10356,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_combinations.as_ref().map(|x| x.len()),
                 p.p_combination_count.map_or(0u64, |n| n as u64),
@@ -8373,26 +10373,69 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCreateHeadlessSurfaceEXT(p) => {
+            if p.instance == 0 {
+                return Err("instance is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkHeadlessSurfaceCreateInfoEXT(x)?;
             }
         }
         Call::vkGetBufferDeviceAddressKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkBufferDeviceAddressInfo(x)?;
             }
         }
         Call::vkGetBufferOpaqueCaptureAddressKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkBufferDeviceAddressInfo(x)?;
             }
         }
         Call::vkGetDeviceMemoryOpaqueCaptureAddressKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkDeviceMemoryOpaqueCaptureAddressInfo(x)?;
             }
         }
+        Call::vkCmdSetLineStippleEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkResetQueryPoolEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetCullModeEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetFrontFaceEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetPrimitiveTopologyEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetViewportWithCountEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_viewports.as_ref().map(|x| x.len()),
                 (p.viewport_count as u64),
@@ -8402,6 +10445,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdSetScissorWithCountEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_scissors.as_ref().map(|x| x.len()),
                 (p.scissor_count as u64),
@@ -8411,6 +10457,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdBindVertexBuffers2EXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_buffers.as_ref().map(|x| x.len()),
                 (p.binding_count as u64),
@@ -8440,7 +10489,74 @@ pub fn counts(call: &Call) -> R {
                 false,
             )?;
         }
+        Call::vkCmdSetDepthTestEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthWriteEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthCompareOpEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthBoundsTestEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetStencilTestEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetStencilOpEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCreateDeferredOperationKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkDestroyDeferredOperationKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetDeferredOperationMaxConcurrencyKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.operation == 0 {
+                return Err("operation is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetDeferredOperationResultKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.operation == 0 {
+                return Err("operation is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkDeferredOperationJoinKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.operation == 0 {
+                return Err("operation is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetPipelineExecutablePropertiesKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_pipeline_info {
                 c_VkPipelineInfoKHR(x)?;
             }
@@ -8458,6 +10574,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPipelineExecutableStatisticsKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_executable_info {
                 c_VkPipelineExecutableInfoKHR(x)?;
             }
@@ -8475,6 +10594,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPipelineExecutableInternalRepresentationsKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_executable_info {
                 c_VkPipelineExecutableInfoKHR(x)?;
             }
@@ -8492,11 +10614,17 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkReleaseSwapchainImagesEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_release_info {
                 c_VkReleaseSwapchainImagesInfoEXT(x)?;
             }
         }
         Call::vkGetGeneratedCommandsMemoryRequirementsNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkGeneratedCommandsMemoryRequirementsInfoNV(x)?;
             }
@@ -8505,31 +10633,107 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdPreprocessGeneratedCommandsNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_generated_commands_info {
                 c_VkGeneratedCommandsInfoNV(x)?;
             }
         }
         Call::vkCmdExecuteGeneratedCommandsNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_generated_commands_info {
                 c_VkGeneratedCommandsInfoNV(x)?;
             }
         }
+        Call::vkCmdBindPipelineShaderGroupNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.pipeline == 0 {
+                return Err("pipeline is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateIndirectCommandsLayoutNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkIndirectCommandsLayoutCreateInfoNV(x)?;
             }
         }
+        Call::vkDestroyIndirectCommandsLayoutNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkAcquireDrmDisplayEXT(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if p.display == 0 {
+                return Err("display is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetDrmDisplayEXT(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreatePrivateDataSlotEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkPrivateDataSlotCreateInfo(x)?;
             }
         }
+        Call::vkDestroyPrivateDataSlotEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkSetPrivateDataEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.private_data_slot == 0 {
+                return Err("privateDataSlot is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetPrivateDataEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.private_data_slot == 0 {
+                return Err("privateDataSlot is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetEvent2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.event == 0 {
+                return Err("event is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_dependency_info {
                 c_VkDependencyInfo(x)?;
             }
         }
+        Call::vkCmdResetEvent2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.event == 0 {
+                return Err("event is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdWaitEvents2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_events.as_ref().map(|x| x.len()),
                 (p.event_count as u64),
@@ -8551,11 +10755,25 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdPipelineBarrier2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_dependency_info {
                 c_VkDependencyInfo(x)?;
             }
         }
+        Call::vkCmdWriteTimestamp2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkQueueSubmit2KHR(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_submits.as_ref().map(|x| x.len()),
                 (p.submit_count as u64),
@@ -8569,7 +10787,18 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkCmdWriteBufferMarker2AMD(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.dst_buffer == 0 {
+                return Err("dstBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetQueueCheckpointData2NV(p) => {
+            if p.queue == 0 {
+                return Err("queue is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_checkpoint_data.as_ref().map(|x| x.len()),
                 p.p_checkpoint_data_count.map_or(0u64, |n| n as u64),
@@ -8583,7 +10812,26 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkGetDescriptorSetLayoutSizeEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.layout == 0 {
+                return Err("layout is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkGetDescriptorSetLayoutBindingOffsetEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.layout == 0 {
+                return Err("layout is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetDescriptorEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_descriptor_info {
                 c_VkDescriptorGetInfoEXT(x)?;
             }
@@ -8596,6 +10844,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdBindDescriptorBuffersEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_binding_infos.as_ref().map(|x| x.len()),
                 (p.buffer_count as u64),
@@ -8610,6 +10861,12 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdSetDescriptorBufferOffsetsEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.layout == 0 {
+                return Err("layout is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_buffer_indices.as_ref().map(|x| x.len()),
                 (p.set_count as u64),
@@ -8625,62 +10882,138 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.layout == 0 {
+                return Err("layout is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetBufferOpaqueCaptureDescriptorDataEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkBufferCaptureDescriptorDataInfoEXT(x)?;
             }
         }
         Call::vkGetImageOpaqueCaptureDescriptorDataEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkImageCaptureDescriptorDataInfoEXT(x)?;
             }
         }
         Call::vkGetImageViewOpaqueCaptureDescriptorDataEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkImageViewCaptureDescriptorDataInfoEXT(x)?;
             }
         }
         Call::vkGetSamplerOpaqueCaptureDescriptorDataEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkSamplerCaptureDescriptorDataInfoEXT(x)?;
             }
         }
         Call::vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkAccelerationStructureCaptureDescriptorDataInfoEXT(x)?;
             }
         }
+        Call::vkCmdSetFragmentShadingRateEnumNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawMeshTasksEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawMeshTasksIndirectEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawMeshTasksIndirectCountEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+            if p.count_buffer == 0 {
+                return Err("countBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdCopyBuffer2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_copy_buffer_info {
                 c_VkCopyBufferInfo2(x)?;
             }
         }
         Call::vkCmdCopyImage2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_copy_image_info {
                 c_VkCopyImageInfo2(x)?;
             }
         }
         Call::vkCmdCopyBufferToImage2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_copy_buffer_to_image_info {
                 c_VkCopyBufferToImageInfo2(x)?;
             }
         }
         Call::vkCmdCopyImageToBuffer2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_copy_image_to_buffer_info {
                 c_VkCopyImageToBufferInfo2(x)?;
             }
         }
         Call::vkCmdBlitImage2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_blit_image_info {
                 c_VkBlitImageInfo2(x)?;
             }
         }
         Call::vkCmdResolveImage2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_resolve_image_info {
                 c_VkResolveImageInfo2(x)?;
             }
         }
         Call::vkGetImageSubresourceLayout2EXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.image == 0 {
+                return Err("image is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_subresource {
                 c_VkImageSubresource2EXT(x)?;
             }
@@ -8689,6 +11022,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetDeviceFaultInfoEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_fault_counts {
                 c_VkDeviceFaultCountsEXT(x)?;
             }
@@ -8697,6 +11033,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCmdSetVertexInputEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_vertex_binding_descriptions.as_ref().map(|x| x.len()),
                 (p.vertex_binding_description_count as u64),
@@ -8722,12 +11061,61 @@ pub fn counts(call: &Call) -> R {
                 }
             }
         }
+        Call::vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.renderpass == 0 {
+                return Err("renderpass is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSubpassShadingHUAWEI(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdBindInvocationMaskHUAWEI(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetMemoryRemoteAddressNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_memory_get_remote_address_info {
                 c_VkMemoryGetRemoteAddressInfoNV(x)?;
             }
         }
+        Call::vkCmdSetPatchControlPointsEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetRasterizerDiscardEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthBiasEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetLogicOpEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetPrimitiveRestartEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetColorWriteEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_color_write_enables.as_ref().map(|x| x.len()),
                 (p.attachment_count as u64),
@@ -8736,12 +11124,28 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdTraceRaysIndirect2KHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCreateMicromapEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkMicromapCreateInfoEXT(x)?;
             }
         }
+        Call::vkDestroyMicromapEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdBuildMicromapsEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_infos.as_ref().map(|x| x.len()),
                 (p.info_count as u64),
@@ -8756,6 +11160,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkBuildMicromapsEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_infos.as_ref().map(|x| x.len()),
                 (p.info_count as u64),
@@ -8770,21 +11177,33 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCopyMicromapEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyMicromapInfoEXT(x)?;
             }
         }
         Call::vkCopyMicromapToMemoryEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyMicromapToMemoryInfoEXT(x)?;
             }
         }
         Call::vkCopyMemoryToMicromapEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyMemoryToMicromapInfoEXT(x)?;
             }
         }
         Call::vkWriteMicromapsPropertiesEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_micromaps.as_ref().map(|x| x.len()),
                 (p.micromap_count as u64),
@@ -8801,21 +11220,33 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdCopyMicromapEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyMicromapInfoEXT(x)?;
             }
         }
         Call::vkCmdCopyMicromapToMemoryEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyMicromapToMemoryInfoEXT(x)?;
             }
         }
         Call::vkCmdCopyMemoryToMicromapEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkCopyMemoryToMicromapInfoEXT(x)?;
             }
         }
         Call::vkCmdWriteMicromapsPropertiesEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_micromaps.as_ref().map(|x| x.len()),
                 (p.micromap_count as u64),
@@ -8823,13 +11254,22 @@ pub fn counts(call: &Call) -> R {
                 "pMicromaps",
                 true,
             )?;
+            if p.query_pool == 0 {
+                return Err("queryPool is VK_NULL_HANDLE".into());
+            }
         }
         Call::vkGetDeviceMicromapCompatibilityEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_version_info {
                 c_VkMicromapVersionInfoEXT(x)?;
             }
         }
         Call::vkGetMicromapBuildSizesEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_build_info {
                 c_VkMicromapBuildInfoEXT(x)?;
             }
@@ -8837,7 +11277,31 @@ pub fn counts(call: &Call) -> R {
                 c_VkMicromapBuildSizesInfoEXT(x)?;
             }
         }
+        Call::vkCmdDrawClusterHUAWEI(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdDrawClusterIndirectHUAWEI(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.buffer == 0 {
+                return Err("buffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkSetDeviceMemoryPriorityEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.memory == 0 {
+                return Err("memory is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetDeviceBufferMemoryRequirementsKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkDeviceBufferMemoryRequirements(x)?;
             }
@@ -8846,6 +11310,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetDeviceImageMemoryRequirementsKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkDeviceImageMemoryRequirements(x)?;
             }
@@ -8854,6 +11321,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetDeviceImageSparseMemoryRequirementsKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_info {
                 c_VkDeviceImageMemoryRequirements(x)?;
             }
@@ -8872,6 +11342,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetDescriptorSetLayoutHostMappingInfoVALVE(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_binding_reference {
                 c_VkDescriptorSetBindingReferenceVALVE(x)?;
             }
@@ -8879,7 +11352,26 @@ pub fn counts(call: &Call) -> R {
                 c_VkDescriptorSetLayoutHostMappingInfoVALVE(x)?;
             }
         }
+        Call::vkGetDescriptorSetHostMappingVALVE(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.descriptor_set == 0 {
+                return Err("descriptorSet is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdCopyMemoryIndirectNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdCopyMemoryToImageIndirectNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.dst_image == 0 {
+                return Err("dstImage is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_image_subresources.as_ref().map(|x| x.len()),
                 (p.copy_count as u64),
@@ -8889,6 +11381,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdDecompressMemoryNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_decompress_memory_regions.as_ref().map(|x| x.len()),
                 (p.decompress_region_count as u64),
@@ -8897,7 +11392,35 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdDecompressMemoryIndirectCountNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetTessellationDomainOriginEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthClampEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetPolygonModeEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetRasterizationSamplesEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetSampleMaskEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_sample_mask.as_ref().map(|x| x.len()),
                 ((p.samples as u64) + 31u64) / 32u64,
@@ -8906,7 +11429,25 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdSetAlphaToCoverageEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetAlphaToOneEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetLogicOpEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetColorBlendEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_color_blend_enables.as_ref().map(|x| x.len()),
                 (p.attachment_count as u64),
@@ -8916,6 +11457,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdSetColorBlendEquationEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_color_blend_equations.as_ref().map(|x| x.len()),
                 (p.attachment_count as u64),
@@ -8925,6 +11469,9 @@ pub fn counts(call: &Call) -> R {
             )?;
         }
         Call::vkCmdSetColorWriteMaskEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_color_write_masks.as_ref().map(|x| x.len()),
                 (p.attachment_count as u64),
@@ -8933,7 +11480,35 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdSetRasterizationStreamEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetConservativeRasterizationModeEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetExtraPrimitiveOverestimationSizeEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthClipEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetSampleLocationsEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetColorBlendAdvancedEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_color_blend_advanced.as_ref().map(|x| x.len()),
                 (p.attachment_count as u64),
@@ -8942,7 +11517,35 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdSetProvokingVertexModeEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetLineRasterizationModeEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetLineStippleEnableEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetDepthClipNegativeOneToOneEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetViewportWScalingEnableNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetViewportSwizzleNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_viewport_swizzles.as_ref().map(|x| x.len()),
                 (p.viewport_count as u64),
@@ -8951,7 +11554,30 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdSetCoverageToColorEnableNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetCoverageToColorLocationNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetCoverageModulationModeNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetCoverageModulationTableEnableNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdSetCoverageModulationTableNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_coverage_modulation_table.as_ref().map(|x| x.len()),
                 (p.coverage_modulation_table_count as u64),
@@ -8960,12 +11586,36 @@ pub fn counts(call: &Call) -> R {
                 true,
             )?;
         }
+        Call::vkCmdSetShadingRateImageEnableNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetRepresentativeFragmentTestEnableNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkCmdSetCoverageReductionModeNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkGetShaderModuleIdentifierEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.shader_module == 0 {
+                return Err("shaderModule is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_identifier {
                 c_VkShaderModuleIdentifierEXT(x)?;
             }
         }
         Call::vkGetShaderModuleCreateInfoIdentifierEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkShaderModuleCreateInfo(x)?;
             }
@@ -8974,6 +11624,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetPhysicalDeviceOpticalFlowImageFormatsNV(p) => {
+            if p.physical_device == 0 {
+                return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_optical_flow_image_format_info {
                 c_VkOpticalFlowImageFormatInfoNV(x)?;
             }
@@ -8991,16 +11644,47 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkCreateOpticalFlowSessionNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_create_info {
                 c_VkOpticalFlowSessionCreateInfoNV(x)?;
             }
         }
+        Call::vkDestroyOpticalFlowSessionNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.session == 0 {
+                return Err("session is VK_NULL_HANDLE".into());
+            }
+        }
+        Call::vkBindOpticalFlowSessionImageNV(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.session == 0 {
+                return Err("session is VK_NULL_HANDLE".into());
+            }
+        }
         Call::vkCmdOpticalFlowExecuteNV(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if p.session == 0 {
+                return Err("session is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_execute_info {
                 c_VkOpticalFlowExecuteInfoNV(x)?;
             }
         }
         Call::vkGetFramebufferTilePropertiesQCOM(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if p.framebuffer == 0 {
+                return Err("framebuffer is VK_NULL_HANDLE".into());
+            }
             arr(
                 p.p_properties.as_ref().map(|x| x.len()),
                 p.p_properties_count.map_or(0u64, |n| n as u64),
@@ -9015,6 +11699,9 @@ pub fn counts(call: &Call) -> R {
             }
         }
         Call::vkGetDynamicRenderingTilePropertiesQCOM(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
             if let Some(x) = &p.p_rendering_info {
                 c_VkRenderingInfo(x)?;
             }

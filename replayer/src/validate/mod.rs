@@ -12,6 +12,7 @@
 //! recorded again, an object destroyed while submitted work may still use it) it asks the engine
 //! for a wait ([`Action`]). Failures are plain strings; the engine adds the call's seq and name.
 
+mod record;
 mod sync;
 
 use ash::vk;
@@ -41,6 +42,9 @@ pub struct Validator {
     /// Parent (pool, swapchain) -> objects allocated from it (some may be gone already).
     children: HandleMap<u64, Vec<(i32, u64)>>,
     sync: sync::Sync,
+    record: record::Recording,
+    /// The current call's first handle (the command buffer of a vkCmd*).
+    first: u64,
     /// Handles the current call creates (reused between calls).
     created: Vec<(vk::ObjectType, u64)>,
     /// The current call's device (0: instance-level or none).
@@ -66,8 +70,14 @@ impl Validator {
         self.device = 0;
         let mut err: Option<String> = None;
         let mut first = 0u64;
-        let (objs, dead, created, device) =
-            (&self.objs, &self.dead, &mut self.created, &mut self.device);
+        let record = checks::kind(call) == checks::RECORD;
+        let (objs, dead, created, device, rec) = (
+            &self.objs,
+            &self.dead,
+            &mut self.created,
+            &mut self.device,
+            &self.record,
+        );
         vkstream::handles::call_handles(call, &mut |ty, h, out| {
             if err.is_some() {
                 return;
@@ -83,6 +93,13 @@ impl Validator {
                 });
                 return;
             };
+            if record
+                && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE)
+                && !rec.has_memory(h)
+            {
+                err = Some(format!("{} 0x{h:x} has no memory bound", ty_name(ty)));
+                return;
+            }
             if first == 0 {
                 first = h;
                 *device = match ty {
@@ -102,7 +119,10 @@ impl Validator {
         if let Some(e) = err {
             return Err(e);
         }
-        self.sync.before(call, result, self.device, first)
+        self.first = first;
+        let action = self.sync.before(call, result, self.device, first)?;
+        self.record.before(call, first)?;
+        Ok(action)
     }
 
     /// Records what `call` did, once it was replayed without error.
@@ -154,6 +174,9 @@ impl Validator {
             }
         }
         self.sync.after(call, result, self.device);
+        if kind != checks::CREATE || result >= 0 {
+            self.record.after(call, self.first);
+        }
     }
 
     fn destroy(&mut self, ty: vk::ObjectType, h: u64, seq: u64) {
@@ -168,6 +191,7 @@ impl Validator {
         self.objs.remove(&key);
         self.dead.insert(key, seq);
         self.sync.destroyed(ty, h);
+        self.record.destroyed(h);
         match ty {
             vk::ObjectType::DEVICE => {
                 let gone: Vec<(i32, u64)> = self

@@ -1,0 +1,312 @@
+//! What a command buffer's recording must hold for its commands to be safe to hand to a driver
+//! (each rule here closed a crash the fuzzer found in lavapipe): queries within their pool and
+//! begun before they end, render pass instances opened before draws and closed before the end,
+//! a pipeline bound before a draw or dispatch with the vertex buffers and index buffer it reads,
+//! and buffers and images bound to memory before a command uses them.
+
+// One arm per command, its checks inside: match guards would split a command over several arms.
+#![allow(clippy::collapsible_match)]
+
+use vkstream::Call;
+
+use crate::fasthash::{HandleMap, HandleSet};
+
+/// A recording's state.
+#[derive(Default)]
+struct Rec {
+    /// (pool, query) begun and not ended.
+    active: Vec<(u64, u32)>,
+    in_pass: bool,
+    /// A secondary continuing a render pass (draws are inside one).
+    continues: bool,
+    /// Pipelines bound: graphics, compute.
+    pipeline: [u64; 2],
+    /// Vertex buffer bindings bound (bit per binding, bindings over 63 not tracked).
+    vertex: u64,
+    index: bool,
+}
+
+/// A pipeline's needs.
+#[derive(Clone, Copy)]
+struct Pipe {
+    /// Vertex buffer bindings it reads.
+    vertex: u64,
+}
+
+#[derive(Default)]
+pub(super) struct Recording {
+    recs: HandleMap<u64, Rec>,
+    /// Query pool -> its query count.
+    pools: HandleMap<u64, u32>,
+    pipelines: HandleMap<u64, Pipe>,
+    /// Buffers and images with memory (or that need none: sparse, swapchain images).
+    bound: HandleSet<u64>,
+}
+
+const RENDER_PASS_CONTINUE: u32 = 0x2;
+const DYNAMIC_VERTEX_INPUT: i32 = 1_000_352_000;
+
+fn range(pools: &HandleMap<u64, u32>, pool: u64, first: u32, count: u32) -> Result<(), String> {
+    match pools.get(&pool) {
+        Some(&n) if u64::from(first) + u64::from(count) > u64::from(n) => Err(format!(
+            "queries {first}..{} are outside query pool 0x{pool:x} of {n} queries",
+            u64::from(first) + u64::from(count)
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl Recording {
+    /// A buffer or image named by a command must have its memory.
+    pub(super) fn has_memory(&self, h: u64) -> bool {
+        self.bound.contains(&h)
+    }
+
+    /// Checks a call against the recording state of command buffer `cb` (0 for calls outside
+    /// command buffers).
+    pub(super) fn before(&mut self, call: &Call, cb: u64) -> Result<(), String> {
+        let pools = &self.pools;
+        match call {
+            Call::vkGetQueryPoolResults(p) => {
+                return range(pools, p.query_pool, p.first_query, p.query_count)
+            }
+            Call::vkResetQueryPool(p) | Call::vkResetQueryPoolEXT(p) => {
+                return range(pools, p.query_pool, p.first_query, p.query_count)
+            }
+            _ => {}
+        }
+        let Some(r) = self.recs.get(&cb) else {
+            return Ok(());
+        };
+        let name = call.name();
+        match call {
+            Call::vkCmdBeginQuery(p) => {
+                range(pools, p.query_pool, p.query, 1)?;
+                if r.active.contains(&(p.query_pool, p.query)) {
+                    return Err(format!(
+                        "query {} of pool 0x{:x} is already active",
+                        p.query, p.query_pool
+                    ));
+                }
+            }
+            Call::vkCmdBeginQueryIndexedEXT(p) => {
+                range(pools, p.query_pool, p.query, 1)?;
+                if r.active.contains(&(p.query_pool, p.query)) {
+                    return Err(format!(
+                        "query {} of pool 0x{:x} is already active",
+                        p.query, p.query_pool
+                    ));
+                }
+            }
+            Call::vkCmdEndQuery(p) => {
+                if !r.active.contains(&(p.query_pool, p.query)) {
+                    return Err(format!(
+                        "query {} of pool 0x{:x} was not begun",
+                        p.query, p.query_pool
+                    ));
+                }
+            }
+            Call::vkCmdEndQueryIndexedEXT(p) => {
+                if !r.active.contains(&(p.query_pool, p.query)) {
+                    return Err(format!(
+                        "query {} of pool 0x{:x} was not begun",
+                        p.query, p.query_pool
+                    ));
+                }
+            }
+            Call::vkCmdWriteTimestamp(p) => range(pools, p.query_pool, p.query, 1)?,
+            Call::vkCmdWriteTimestamp2(p) | Call::vkCmdWriteTimestamp2KHR(p) => {
+                range(pools, p.query_pool, p.query, 1)?
+            }
+            Call::vkCmdResetQueryPool(p) => {
+                range(pools, p.query_pool, p.first_query, p.query_count)?
+            }
+            Call::vkCmdCopyQueryPoolResults(p) => {
+                range(pools, p.query_pool, p.first_query, p.query_count)?
+            }
+            _ if name.starts_with("vkCmdBeginRenderPass")
+                || name.starts_with("vkCmdBeginRendering") =>
+            {
+                if r.in_pass {
+                    return Err("a render pass instance is already open".into());
+                }
+            }
+            _ if name.starts_with("vkCmdEndRenderPass")
+                || name.starts_with("vkCmdEndRendering")
+                || name.starts_with("vkCmdNextSubpass") =>
+            {
+                if !r.in_pass {
+                    return Err("no render pass instance is open".into());
+                }
+            }
+            _ if name.starts_with("vkCmdDraw") => {
+                if !r.in_pass && !r.continues {
+                    return Err("draw outside a render pass instance".into());
+                }
+                let Some(pipe) = self.pipelines.get(&r.pipeline[0]) else {
+                    return Err("draw without a graphics pipeline bound".into());
+                };
+                let missing = pipe.vertex & !r.vertex;
+                if missing != 0 {
+                    return Err(format!(
+                        "draw without a vertex buffer bound at binding {}",
+                        missing.trailing_zeros()
+                    ));
+                }
+                if name.contains("Indexed") && !r.index {
+                    return Err("indexed draw without an index buffer bound".into());
+                }
+            }
+            _ if name.starts_with("vkCmdDispatch") => {
+                if !self.pipelines.contains_key(&r.pipeline[1]) {
+                    return Err("dispatch without a compute pipeline bound".into());
+                }
+            }
+            Call::vkEndCommandBuffer(_) => {
+                if let Some((pool, q)) = r.active.first() {
+                    return Err(format!("query {q} of pool 0x{pool:x} is still active"));
+                }
+                if r.in_pass {
+                    return Err("a render pass instance is still open".into());
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Records a call replayed without error.
+    pub(super) fn after(&mut self, call: &Call, cb: u64) {
+        match call {
+            Call::vkCreateQueryPool(p) => {
+                if let (Some(i), Some(h)) = (&p.p_create_info, p.p_query_pool) {
+                    self.pools.insert(h, i.query_count);
+                }
+                return;
+            }
+            Call::vkCreateGraphicsPipelines(p) => {
+                for (i, h) in p
+                    .p_create_infos
+                    .iter()
+                    .flatten()
+                    .zip(p.p_pipelines.iter().flatten())
+                {
+                    let dynamic = i
+                        .p_dynamic_state
+                        .iter()
+                        .flat_map(|d| d.p_dynamic_states.iter().flatten())
+                        .any(|s| *s == DYNAMIC_VERTEX_INPUT);
+                    let vertex = if dynamic {
+                        0
+                    } else {
+                        i.p_vertex_input_state
+                            .iter()
+                            .flat_map(|v| v.p_vertex_binding_descriptions.iter().flatten())
+                            .filter(|b| b.binding < 64)
+                            .fold(0u64, |m, b| m | 1 << b.binding)
+                    };
+                    self.pipelines.insert(*h, Pipe { vertex });
+                }
+                return;
+            }
+            Call::vkCreateComputePipelines(p) => {
+                for h in p.p_pipelines.iter().flatten() {
+                    self.pipelines.insert(*h, Pipe { vertex: 0 });
+                }
+                return;
+            }
+            Call::vkCreateBuffer(p) => {
+                // Sparse buffers get memory another way.
+                if p.p_create_info.as_ref().is_some_and(|i| i.flags & 0x1 != 0) {
+                    self.bound.extend(p.p_buffer);
+                }
+                return;
+            }
+            Call::vkCreateImage(p) => {
+                if p.p_create_info.as_ref().is_some_and(|i| i.flags & 0x1 != 0) {
+                    self.bound.extend(p.p_image);
+                }
+                return;
+            }
+            Call::vkGetSwapchainImagesKHR(p) => {
+                self.bound.extend(p.p_swapchain_images.iter().flatten());
+                return;
+            }
+            Call::vkBindBufferMemory(p) => {
+                self.bound.insert(p.buffer);
+                return;
+            }
+            Call::vkBindImageMemory(p) => {
+                self.bound.insert(p.image);
+                return;
+            }
+            Call::vkBindBufferMemory2(p) | Call::vkBindBufferMemory2KHR(p) => {
+                self.bound
+                    .extend(p.p_bind_infos.iter().flatten().map(|b| b.buffer));
+                return;
+            }
+            Call::vkBindImageMemory2(p) | Call::vkBindImageMemory2KHR(p) => {
+                self.bound
+                    .extend(p.p_bind_infos.iter().flatten().map(|b| b.image));
+                return;
+            }
+            Call::vkBeginCommandBuffer(p) => {
+                let continues = p
+                    .p_begin_info
+                    .as_ref()
+                    .is_some_and(|i| i.flags & RENDER_PASS_CONTINUE != 0);
+                self.recs.insert(
+                    p.command_buffer,
+                    Rec {
+                        continues,
+                        ..Default::default()
+                    },
+                );
+                return;
+            }
+            _ => {}
+        }
+        let Some(r) = self.recs.get_mut(&cb) else {
+            return;
+        };
+        let name = call.name();
+        match call {
+            Call::vkCmdBeginQuery(p) => r.active.push((p.query_pool, p.query)),
+            Call::vkCmdBeginQueryIndexedEXT(p) => r.active.push((p.query_pool, p.query)),
+            Call::vkCmdEndQuery(p) => r.active.retain(|x| *x != (p.query_pool, p.query)),
+            Call::vkCmdEndQueryIndexedEXT(p) => r.active.retain(|x| *x != (p.query_pool, p.query)),
+            Call::vkCmdBindPipeline(p) => {
+                if let Some(slot) = r.pipeline.get_mut(p.pipeline_bind_point as usize) {
+                    *slot = p.pipeline;
+                }
+            }
+            Call::vkCmdBindVertexBuffers(p) => r.vertex |= mask(p.first_binding, p.binding_count),
+            Call::vkCmdBindVertexBuffers2(p) | Call::vkCmdBindVertexBuffers2EXT(p) => {
+                r.vertex |= mask(p.first_binding, p.binding_count)
+            }
+            Call::vkCmdBindIndexBuffer(_) => r.index = true,
+            _ if name.starts_with("vkCmdBeginRenderPass")
+                || name.starts_with("vkCmdBeginRendering") =>
+            {
+                r.in_pass = true
+            }
+            _ if name.starts_with("vkCmdEndRenderPass")
+                || name.starts_with("vkCmdEndRendering") =>
+            {
+                r.in_pass = false
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn destroyed(&mut self, h: u64) {
+        self.recs.remove(&h);
+        self.bound.remove(&h);
+        self.pools.remove(&h);
+        self.pipelines.remove(&h);
+    }
+}
+
+fn mask(first: u32, count: u32) -> u64 {
+    (first..first.saturating_add(count).min(64)).fold(0, |m, b| m | 1 << b)
+}
