@@ -53,6 +53,8 @@ pub struct Validator {
     pub waits: u64,
 }
 
+const MEMORY: i32 = vk::ObjectType::DEVICE_MEMORY.as_raw();
+
 fn ty_name(ty: vk::ObjectType) -> String {
     format!("{ty:?}").to_lowercase().replace('_', " ")
 }
@@ -93,12 +95,21 @@ impl Validator {
                 });
                 return;
             };
-            if record
-                && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE)
-                && !rec.has_memory(h)
-            {
-                err = Some(format!("{} 0x{h:x} has no memory bound", ty_name(ty)));
-                return;
+            if record && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE) {
+                match rec.memory_of(h) {
+                    None => {
+                        err = Some(format!("{} 0x{h:x} has no memory bound", ty_name(ty)));
+                        return;
+                    }
+                    Some(m) if m != 0 && !objs.contains_key(&(MEMORY, m)) => {
+                        err = Some(format!(
+                            "{} 0x{h:x} is bound to memory 0x{m:x}, which was freed",
+                            ty_name(ty)
+                        ));
+                        return;
+                    }
+                    _ => {}
+                }
             }
             if first == 0 {
                 first = h;

@@ -9,7 +9,7 @@
 
 use vkstream::Call;
 
-use crate::fasthash::{HandleMap, HandleSet};
+use crate::fasthash::HandleMap;
 
 /// A recording's state.
 #[derive(Default)]
@@ -39,8 +39,8 @@ pub(super) struct Recording {
     /// Query pool -> its query count.
     pools: HandleMap<u64, u32>,
     pipelines: HandleMap<u64, Pipe>,
-    /// Buffers and images with memory (or that need none: sparse, swapchain images).
-    bound: HandleSet<u64>,
+    /// Buffers and images with memory -> that memory (0: none needed: sparse, swapchain images).
+    bound: HandleMap<u64, u64>,
 }
 
 const RENDER_PASS_CONTINUE: u32 = 0x2;
@@ -57,9 +57,9 @@ fn range(pools: &HandleMap<u64, u32>, pool: u64, first: u32, count: u32) -> Resu
 }
 
 impl Recording {
-    /// A buffer or image named by a command must have its memory.
-    pub(super) fn has_memory(&self, h: u64) -> bool {
-        self.bound.contains(&h)
+    /// The memory a buffer or image named by a command is bound to (`Some(0)`: needs none).
+    pub(super) fn memory_of(&self, h: u64) -> Option<u64> {
+        self.bound.get(&h).copied()
     }
 
     /// Checks a call against the recording state of command buffer `cb` (0 for calls outside
@@ -218,36 +218,41 @@ impl Recording {
             Call::vkCreateBuffer(p) => {
                 // Sparse buffers get memory another way.
                 if p.p_create_info.as_ref().is_some_and(|i| i.flags & 0x1 != 0) {
-                    self.bound.extend(p.p_buffer);
+                    self.bound.extend(p.p_buffer.map(|b| (b, 0)));
                 }
                 return;
             }
             Call::vkCreateImage(p) => {
                 if p.p_create_info.as_ref().is_some_and(|i| i.flags & 0x1 != 0) {
-                    self.bound.extend(p.p_image);
+                    self.bound.extend(p.p_image.map(|i| (i, 0)));
                 }
                 return;
             }
             Call::vkGetSwapchainImagesKHR(p) => {
-                self.bound.extend(p.p_swapchain_images.iter().flatten());
+                self.bound
+                    .extend(p.p_swapchain_images.iter().flatten().map(|i| (*i, 0)));
                 return;
             }
             Call::vkBindBufferMemory(p) => {
-                self.bound.insert(p.buffer);
+                self.bound.insert(p.buffer, p.memory);
                 return;
             }
             Call::vkBindImageMemory(p) => {
-                self.bound.insert(p.image);
+                self.bound.insert(p.image, p.memory);
                 return;
             }
             Call::vkBindBufferMemory2(p) | Call::vkBindBufferMemory2KHR(p) => {
-                self.bound
-                    .extend(p.p_bind_infos.iter().flatten().map(|b| b.buffer));
+                self.bound.extend(
+                    p.p_bind_infos
+                        .iter()
+                        .flatten()
+                        .map(|b| (b.buffer, b.memory)),
+                );
                 return;
             }
             Call::vkBindImageMemory2(p) | Call::vkBindImageMemory2KHR(p) => {
                 self.bound
-                    .extend(p.p_bind_infos.iter().flatten().map(|b| b.image));
+                    .extend(p.p_bind_infos.iter().flatten().map(|b| (b.image, b.memory)));
                 return;
             }
             Call::vkBeginCommandBuffer(p) => {
