@@ -743,23 +743,48 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
     o.push_str("_ => {}\n}\n}\n\n");
 
     o.push_str(
-        "/// What a command does to objects, by its name: `CREATE` (vkCreate*/vkAllocate*), `DESTROY`\n\
-         /// (vkDestroy*/vkFree*), `RECORD` (vkCmd*), else `OTHER`.\n\
+        "/// What a command does, by its name: `CREATE` (vkCreate*/vkAllocate*), `DESTROY`\n\
+         /// (vkDestroy*/vkFree*), else `OTHER`; recorded commands (vkCmd*) are `RECORD` or above:\n\
+         /// draws (`DRAW`, `DRAW_INDEXED`: they read an index buffer; `DRAW_MESH`: no vertex input),\n\
+         /// dispatches, and the commands that open, advance and close a render pass instance.\n\
          pub const OTHER: u8 = 0;\npub const CREATE: u8 = 1;\npub const DESTROY: u8 = 2;\npub const RECORD: u8 = 3;\n\
+         pub const DRAW: u8 = 4;\npub const DRAW_INDEXED: u8 = 5;\npub const DRAW_MESH: u8 = 6;\npub const DISPATCH: u8 = 7;\n\
+         pub const PASS_BEGIN: u8 = 8;\npub const PASS_NEXT: u8 = 9;\npub const PASS_END: u8 = 10;\n\
          pub fn kind(call: &Call) -> u8 {\nmatch call {\n",
     );
-    for (k, pre) in [
-        ("CREATE", &["vkCreate", "vkAllocate"][..]),
-        ("DESTROY", &["vkDestroy", "vkFree"][..]),
-        ("RECORD", &["vkCmd"][..]),
-    ] {
-        let names: Vec<String> = an
-            .cmds
-            .iter()
-            .filter(|c| pre.iter().any(|p| c.def.name.starts_with(p)))
-            .map(|c| format!("Call::{}(_)", c.def.name))
-            .collect();
-        if !names.is_empty() {
+    let class = |n: &str| -> &'static str {
+        if n.starts_with("vkCreate") || n.starts_with("vkAllocate") {
+            "CREATE"
+        } else if n.starts_with("vkDestroy") || n.starts_with("vkFree") {
+            "DESTROY"
+        } else if n.starts_with("vkCmdDrawMeshTasks") || n.starts_with("vkCmdDrawCluster") {
+            "DRAW_MESH"
+        } else if n.starts_with("vkCmdDraw") && n.contains("Indexed") {
+            "DRAW_INDEXED"
+        } else if n.starts_with("vkCmdDraw") {
+            "DRAW"
+        } else if n.starts_with("vkCmdDispatch") {
+            "DISPATCH"
+        } else if n.starts_with("vkCmdBeginRenderPass") || n.starts_with("vkCmdBeginRendering") {
+            "PASS_BEGIN"
+        } else if n.starts_with("vkCmdNextSubpass") {
+            "PASS_NEXT"
+        } else if n.starts_with("vkCmdEndRenderPass") || n.starts_with("vkCmdEndRendering") {
+            "PASS_END"
+        } else if n.starts_with("vkCmd") {
+            "RECORD"
+        } else {
+            "OTHER"
+        }
+    };
+    let mut by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for c in &an.cmds {
+        by.entry(class(&c.def.name))
+            .or_default()
+            .push(format!("Call::{}(_)", c.def.name));
+    }
+    for (k, names) in by {
+        if k != "OTHER" {
             let _ = writeln!(o, "{} => {k},", names.join(" | "));
         }
     }

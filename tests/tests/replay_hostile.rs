@@ -399,6 +399,16 @@ fn fuzz_crashers_are_clean_errors() {
             "was not begun",
         ),
         (
+            // A hang: an acquire the capture saw time out signals nothing in the replay either.
+            "vkcube.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkAcquireNextImageKHR", 1);
+                call_mut(&mut recs[i]).result = 2;
+            }),
+            "vkQueueSubmit",
+            "nothing replayed has signaled",
+        ),
+        (
             "vkcube.qtrace",
             Box::new(drop_call("vkCmdBeginRenderPass", 0)),
             "vkCmd",

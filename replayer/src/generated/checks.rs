@@ -11966,12 +11966,21 @@ pub fn destroyed(call: &Call, f: &mut dyn FnMut(vk::ObjectType, u64)) {
     }
 }
 
-/// What a command does to objects, by its name: `CREATE` (vkCreate*/vkAllocate*), `DESTROY`
-/// (vkDestroy*/vkFree*), `RECORD` (vkCmd*), else `OTHER`.
+/// What a command does, by its name: `CREATE` (vkCreate*/vkAllocate*), `DESTROY`
+/// (vkDestroy*/vkFree*), else `OTHER`; recorded commands (vkCmd*) are `RECORD` or above:
+/// draws (`DRAW`, `DRAW_INDEXED`: they read an index buffer; `DRAW_MESH`: no vertex input),
+/// dispatches, and the commands that open, advance and close a render pass instance.
 pub const OTHER: u8 = 0;
 pub const CREATE: u8 = 1;
 pub const DESTROY: u8 = 2;
 pub const RECORD: u8 = 3;
+pub const DRAW: u8 = 4;
+pub const DRAW_INDEXED: u8 = 5;
+pub const DRAW_MESH: u8 = 6;
+pub const DISPATCH: u8 = 7;
+pub const PASS_BEGIN: u8 = 8;
+pub const PASS_NEXT: u8 = 9;
+pub const PASS_END: u8 = 10;
 pub fn kind(call: &Call) -> u8 {
     match call {
         Call::vkCreateInstance(_)
@@ -12073,6 +12082,42 @@ pub fn kind(call: &Call) -> u8 {
         | Call::vkDestroyPrivateDataSlotEXT(_)
         | Call::vkDestroyMicromapEXT(_)
         | Call::vkDestroyOpticalFlowSessionNV(_) => DESTROY,
+        Call::vkCmdDispatch(_)
+        | Call::vkCmdDispatchIndirect(_)
+        | Call::vkCmdDispatchBase(_)
+        | Call::vkCmdDispatchBaseKHR(_) => DISPATCH,
+        Call::vkCmdDraw(_)
+        | Call::vkCmdDrawIndirect(_)
+        | Call::vkCmdDrawIndirectCount(_)
+        | Call::vkCmdDrawIndirectByteCountEXT(_)
+        | Call::vkCmdDrawIndirectCountAMD(_)
+        | Call::vkCmdDrawIndirectCountKHR(_) => DRAW,
+        Call::vkCmdDrawIndexed(_)
+        | Call::vkCmdDrawIndexedIndirect(_)
+        | Call::vkCmdDrawIndexedIndirectCount(_)
+        | Call::vkCmdDrawIndexedIndirectCountAMD(_)
+        | Call::vkCmdDrawIndexedIndirectCountKHR(_) => DRAW_INDEXED,
+        Call::vkCmdDrawMeshTasksNV(_)
+        | Call::vkCmdDrawMeshTasksIndirectNV(_)
+        | Call::vkCmdDrawMeshTasksIndirectCountNV(_)
+        | Call::vkCmdDrawMeshTasksEXT(_)
+        | Call::vkCmdDrawMeshTasksIndirectEXT(_)
+        | Call::vkCmdDrawMeshTasksIndirectCountEXT(_)
+        | Call::vkCmdDrawClusterHUAWEI(_)
+        | Call::vkCmdDrawClusterIndirectHUAWEI(_) => DRAW_MESH,
+        Call::vkCmdBeginRenderPass(_)
+        | Call::vkCmdBeginRenderPass2(_)
+        | Call::vkCmdBeginRendering(_)
+        | Call::vkCmdBeginRenderingKHR(_)
+        | Call::vkCmdBeginRenderPass2KHR(_) => PASS_BEGIN,
+        Call::vkCmdEndRenderPass(_)
+        | Call::vkCmdEndRenderPass2(_)
+        | Call::vkCmdEndRendering(_)
+        | Call::vkCmdEndRenderingKHR(_)
+        | Call::vkCmdEndRenderPass2KHR(_) => PASS_END,
+        Call::vkCmdNextSubpass(_) | Call::vkCmdNextSubpass2(_) | Call::vkCmdNextSubpass2KHR(_) => {
+            PASS_NEXT
+        }
         Call::vkCmdBindPipeline(_)
         | Call::vkCmdSetViewport(_)
         | Call::vkCmdSetScissor(_)
@@ -12086,12 +12131,6 @@ pub fn kind(call: &Call) -> u8 {
         | Call::vkCmdBindDescriptorSets(_)
         | Call::vkCmdBindIndexBuffer(_)
         | Call::vkCmdBindVertexBuffers(_)
-        | Call::vkCmdDraw(_)
-        | Call::vkCmdDrawIndexed(_)
-        | Call::vkCmdDrawIndirect(_)
-        | Call::vkCmdDrawIndexedIndirect(_)
-        | Call::vkCmdDispatch(_)
-        | Call::vkCmdDispatchIndirect(_)
         | Call::vkCmdCopyBuffer(_)
         | Call::vkCmdCopyImage(_)
         | Call::vkCmdBlitImage(_)
@@ -12113,17 +12152,8 @@ pub fn kind(call: &Call) -> u8 {
         | Call::vkCmdWriteTimestamp(_)
         | Call::vkCmdCopyQueryPoolResults(_)
         | Call::vkCmdPushConstants(_)
-        | Call::vkCmdBeginRenderPass(_)
-        | Call::vkCmdNextSubpass(_)
-        | Call::vkCmdEndRenderPass(_)
         | Call::vkCmdExecuteCommands(_)
         | Call::vkCmdSetDeviceMask(_)
-        | Call::vkCmdDispatchBase(_)
-        | Call::vkCmdDrawIndirectCount(_)
-        | Call::vkCmdDrawIndexedIndirectCount(_)
-        | Call::vkCmdBeginRenderPass2(_)
-        | Call::vkCmdNextSubpass2(_)
-        | Call::vkCmdEndRenderPass2(_)
         | Call::vkCmdSetEvent2(_)
         | Call::vkCmdResetEvent2(_)
         | Call::vkCmdWaitEvents2(_)
@@ -12135,8 +12165,6 @@ pub fn kind(call: &Call) -> u8 {
         | Call::vkCmdCopyImageToBuffer2(_)
         | Call::vkCmdBlitImage2(_)
         | Call::vkCmdResolveImage2(_)
-        | Call::vkCmdBeginRendering(_)
-        | Call::vkCmdEndRendering(_)
         | Call::vkCmdSetCullMode(_)
         | Call::vkCmdSetFrontFace(_)
         | Call::vkCmdSetPrimitiveTopology(_)
@@ -12164,22 +12192,13 @@ pub fn kind(call: &Call) -> u8 {
         | Call::vkCmdEndTransformFeedbackEXT(_)
         | Call::vkCmdBeginQueryIndexedEXT(_)
         | Call::vkCmdEndQueryIndexedEXT(_)
-        | Call::vkCmdDrawIndirectByteCountEXT(_)
-        | Call::vkCmdDrawIndirectCountAMD(_)
-        | Call::vkCmdDrawIndexedIndirectCountAMD(_)
-        | Call::vkCmdBeginRenderingKHR(_)
-        | Call::vkCmdEndRenderingKHR(_)
         | Call::vkCmdSetDeviceMaskKHR(_)
-        | Call::vkCmdDispatchBaseKHR(_)
         | Call::vkCmdPushDescriptorSetKHR(_)
         | Call::vkCmdPushDescriptorSetWithTemplateKHR(_)
         | Call::vkCmdBeginConditionalRenderingEXT(_)
         | Call::vkCmdEndConditionalRenderingEXT(_)
         | Call::vkCmdSetViewportWScalingNV(_)
         | Call::vkCmdSetDiscardRectangleEXT(_)
-        | Call::vkCmdBeginRenderPass2KHR(_)
-        | Call::vkCmdNextSubpass2KHR(_)
-        | Call::vkCmdEndRenderPass2KHR(_)
         | Call::vkCmdBeginDebugUtilsLabelEXT(_)
         | Call::vkCmdEndDebugUtilsLabelEXT(_)
         | Call::vkCmdInsertDebugUtilsLabelEXT(_)
@@ -12198,12 +12217,7 @@ pub fn kind(call: &Call) -> u8 {
         | Call::vkCmdCopyAccelerationStructureNV(_)
         | Call::vkCmdTraceRaysNV(_)
         | Call::vkCmdWriteAccelerationStructuresPropertiesNV(_)
-        | Call::vkCmdDrawIndirectCountKHR(_)
-        | Call::vkCmdDrawIndexedIndirectCountKHR(_)
         | Call::vkCmdWriteBufferMarkerAMD(_)
-        | Call::vkCmdDrawMeshTasksNV(_)
-        | Call::vkCmdDrawMeshTasksIndirectNV(_)
-        | Call::vkCmdDrawMeshTasksIndirectCountNV(_)
         | Call::vkCmdSetExclusiveScissorNV(_)
         | Call::vkCmdSetCheckpointNV(_)
         | Call::vkCmdSetPerformanceMarkerINTEL(_)
@@ -12236,9 +12250,6 @@ pub fn kind(call: &Call) -> u8 {
         | Call::vkCmdSetDescriptorBufferOffsetsEXT(_)
         | Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT(_)
         | Call::vkCmdSetFragmentShadingRateEnumNV(_)
-        | Call::vkCmdDrawMeshTasksEXT(_)
-        | Call::vkCmdDrawMeshTasksIndirectEXT(_)
-        | Call::vkCmdDrawMeshTasksIndirectCountEXT(_)
         | Call::vkCmdCopyBuffer2KHR(_)
         | Call::vkCmdCopyImage2KHR(_)
         | Call::vkCmdCopyBufferToImage2KHR(_)
@@ -12260,8 +12271,6 @@ pub fn kind(call: &Call) -> u8 {
         | Call::vkCmdCopyMicromapToMemoryEXT(_)
         | Call::vkCmdCopyMemoryToMicromapEXT(_)
         | Call::vkCmdWriteMicromapsPropertiesEXT(_)
-        | Call::vkCmdDrawClusterHUAWEI(_)
-        | Call::vkCmdDrawClusterIndirectHUAWEI(_)
         | Call::vkCmdCopyMemoryIndirectNV(_)
         | Call::vkCmdCopyMemoryToImageIndirectNV(_)
         | Call::vkCmdDecompressMemoryNV(_)

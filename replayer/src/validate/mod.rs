@@ -43,8 +43,9 @@ pub struct Validator {
     children: HandleMap<u64, Vec<(i32, u64)>>,
     sync: sync::Sync,
     record: record::Recording,
-    /// The current call's first handle (the command buffer of a vkCmd*).
+    /// The current call's first handle (the command buffer of a vkCmd*), and its kind.
     first: u64,
+    kind: u8,
     /// Handles the current call creates (reused between calls).
     created: Vec<(vk::ObjectType, u64)>,
     /// The current call's device (0: instance-level or none).
@@ -72,7 +73,9 @@ impl Validator {
         self.device = 0;
         let mut err: Option<String> = None;
         let mut first = 0u64;
-        let record = checks::kind(call) == checks::RECORD;
+        let kind = checks::kind(call);
+        self.kind = kind;
+        let record = kind >= checks::RECORD;
         let (objs, dead, created, device, rec) = (
             &self.objs,
             &self.dead,
@@ -131,14 +134,14 @@ impl Validator {
             return Err(e);
         }
         self.first = first;
-        let action = self.sync.before(call, result, self.device, first)?;
-        self.record.before(call, first)?;
+        let action = self.sync.before(call, result, self.device, first, kind)?;
+        self.record.before(call, first, kind)?;
         Ok(action)
     }
 
     /// Records what `call` did, once it was replayed without error.
     pub fn after(&mut self, call: &Call, result: i32, seq: u64) {
-        let kind = checks::kind(call);
+        let kind = self.kind;
         if !self.created.is_empty() && (kind != checks::CREATE || result >= 0) {
             let parent = parent_of(call);
             let device = match call {
@@ -186,7 +189,7 @@ impl Validator {
         }
         self.sync.after(call, result, self.device);
         if kind != checks::CREATE || result >= 0 {
-            self.record.after(call, self.first);
+            self.record.after(call, self.first, kind);
         }
     }
 

@@ -10,6 +10,9 @@
 use vkstream::Call;
 
 use crate::fasthash::HandleMap;
+use crate::generated::checks::{
+    self, DISPATCH, DRAW, DRAW_INDEXED, DRAW_MESH, PASS_BEGIN, PASS_END, PASS_NEXT,
+};
 
 /// A recording's state.
 #[derive(Default)]
@@ -64,7 +67,7 @@ impl Recording {
 
     /// Checks a call against the recording state of command buffer `cb` (0 for calls outside
     /// command buffers).
-    pub(super) fn before(&mut self, call: &Call, cb: u64) -> Result<(), String> {
+    pub(super) fn before(&mut self, call: &Call, cb: u64, kind: u8) -> Result<(), String> {
         let pools = &self.pools;
         match call {
             Call::vkGetQueryPoolResults(p) => {
@@ -78,7 +81,35 @@ impl Recording {
         let Some(r) = self.recs.get(&cb) else {
             return Ok(());
         };
-        let name = call.name();
+        match kind {
+            PASS_BEGIN if r.in_pass => return Err("a render pass instance is already open".into()),
+            PASS_NEXT | PASS_END if !r.in_pass => {
+                return Err("no render pass instance is open".into())
+            }
+            DRAW | DRAW_INDEXED | DRAW_MESH => {
+                if !r.in_pass && !r.continues {
+                    return Err("draw outside a render pass instance".into());
+                }
+                let Some(pipe) = self.pipelines.get(&r.pipeline[0]) else {
+                    return Err("draw without a graphics pipeline bound".into());
+                };
+                let missing = pipe.vertex & !r.vertex;
+                if missing != 0 && kind != DRAW_MESH {
+                    return Err(format!(
+                        "draw without a vertex buffer bound at binding {}",
+                        missing.trailing_zeros()
+                    ));
+                }
+                if kind == DRAW_INDEXED && !r.index {
+                    return Err("indexed draw without an index buffer bound".into());
+                }
+                return Ok(());
+            }
+            DISPATCH if !self.pipelines.contains_key(&r.pipeline[1]) => {
+                return Err("dispatch without a compute pipeline bound".into());
+            }
+            _ => {}
+        }
         match call {
             Call::vkCmdBeginQuery(p) => {
                 range(pools, p.query_pool, p.query, 1)?;
@@ -124,44 +155,6 @@ impl Recording {
             Call::vkCmdCopyQueryPoolResults(p) => {
                 range(pools, p.query_pool, p.first_query, p.query_count)?
             }
-            _ if name.starts_with("vkCmdBeginRenderPass")
-                || name.starts_with("vkCmdBeginRendering") =>
-            {
-                if r.in_pass {
-                    return Err("a render pass instance is already open".into());
-                }
-            }
-            _ if name.starts_with("vkCmdEndRenderPass")
-                || name.starts_with("vkCmdEndRendering")
-                || name.starts_with("vkCmdNextSubpass") =>
-            {
-                if !r.in_pass {
-                    return Err("no render pass instance is open".into());
-                }
-            }
-            _ if name.starts_with("vkCmdDraw") => {
-                if !r.in_pass && !r.continues {
-                    return Err("draw outside a render pass instance".into());
-                }
-                let Some(pipe) = self.pipelines.get(&r.pipeline[0]) else {
-                    return Err("draw without a graphics pipeline bound".into());
-                };
-                let missing = pipe.vertex & !r.vertex;
-                if missing != 0 {
-                    return Err(format!(
-                        "draw without a vertex buffer bound at binding {}",
-                        missing.trailing_zeros()
-                    ));
-                }
-                if name.contains("Indexed") && !r.index {
-                    return Err("indexed draw without an index buffer bound".into());
-                }
-            }
-            _ if name.starts_with("vkCmdDispatch") => {
-                if !self.pipelines.contains_key(&r.pipeline[1]) {
-                    return Err("dispatch without a compute pipeline bound".into());
-                }
-            }
             Call::vkEndCommandBuffer(_) => {
                 if let Some((pool, q)) = r.active.first() {
                     return Err(format!("query {q} of pool 0x{pool:x} is still active"));
@@ -176,7 +169,7 @@ impl Recording {
     }
 
     /// Records a call replayed without error.
-    pub(super) fn after(&mut self, call: &Call, cb: u64) {
+    pub(super) fn after(&mut self, call: &Call, cb: u64, kind: u8) {
         match call {
             Call::vkCreateQueryPool(p) => {
                 if let (Some(i), Some(h)) = (&p.p_create_info, p.p_query_pool) {
@@ -271,10 +264,17 @@ impl Recording {
             }
             _ => {}
         }
+        if kind < checks::RECORD {
+            return;
+        }
         let Some(r) = self.recs.get_mut(&cb) else {
             return;
         };
-        let name = call.name();
+        match kind {
+            PASS_BEGIN => r.in_pass = true,
+            PASS_END => r.in_pass = false,
+            _ => {}
+        }
         match call {
             Call::vkCmdBeginQuery(p) => r.active.push((p.query_pool, p.query)),
             Call::vkCmdBeginQueryIndexedEXT(p) => r.active.push((p.query_pool, p.query)),
@@ -290,16 +290,6 @@ impl Recording {
                 r.vertex |= mask(p.first_binding, p.binding_count)
             }
             Call::vkCmdBindIndexBuffer(_) => r.index = true,
-            _ if name.starts_with("vkCmdBeginRenderPass")
-                || name.starts_with("vkCmdBeginRendering") =>
-            {
-                r.in_pass = true
-            }
-            _ if name.starts_with("vkCmdEndRenderPass")
-                || name.starts_with("vkCmdEndRendering") =>
-            {
-                r.in_pass = false
-            }
             _ => {}
         }
     }

@@ -77,9 +77,20 @@ pub(super) struct Sync {
     /// Command buffers a replayed submission ran (kept after they are freed: their queries are
     /// read later).
     ran: crate::fasthash::HandleSet<u64>,
+    /// Scratch kept between calls: one batch's waits and signals, submissions completed.
+    w: Sems,
+    sg: Sems,
+    finished: Vec<Submit>,
 }
 
 const SIMULTANEOUS_USE: u32 = 0x4;
+const SUBOPTIMAL: i32 = 1_000_001_003;
+
+/// Whether the capture's acquire got an image: only then does the replay's emulated acquire
+/// signal its semaphore and fence (`calls::wsi`).
+fn acquired(result: i32) -> bool {
+    result == 0 || result == SUBOPTIMAL
+}
 const FENCE_SIGNALED: u32 = 0x1;
 const TIMELINE: i32 = 1;
 const WAIT_ANY: u32 = 0x1;
@@ -96,43 +107,51 @@ fn state_name(s: CbState) -> &'static str {
 /// The semaphores and values of one batch (wait or signal side).
 type Sems = Vec<(u64, Option<u64>)>;
 
-/// Wait and signal semaphores of a vkQueueSubmit batch, with timeline values where given.
+/// Wait and signal semaphores of a vkQueueSubmit batch, with timeline values where given,
+/// into `w` and `sg` (cleared first; kept from call to call so that no call allocates).
 fn batch(
     waits: &Option<Vec<u64>>,
     signals: &Option<Vec<u64>>,
     p_next: &[PNext],
-) -> Result<(Sems, Sems), String> {
+    w: &mut Sems,
+    sg: &mut Sems,
+) -> Result<(), String> {
     let waits = waits.as_deref().unwrap_or(&[]);
     let signals = signals.as_deref().unwrap_or(&[]);
     let tl = p_next.iter().find_map(|n| match n {
         PNext::VkTimelineSemaphoreSubmitInfo(t) => Some(t),
         _ => None,
     });
-    let values = |v: Option<&Vec<u64>>, n: usize, what: &str| -> Result<Vec<Option<u64>>, String> {
+    let fill = |out: &mut Sems, sems: &[u64], v: Option<&Vec<u64>>, what: &str| {
+        out.clear();
         match (tl, v) {
-            (None, _) => Ok(vec![None; n]),
-            (Some(_), Some(v)) if v.len() >= n => Ok(v.iter().take(n).map(|x| Some(*x)).collect()),
-            (Some(_), v) if n > 0 => Err(format!(
-                "VkTimelineSemaphoreSubmitInfo has {} {what} semaphore values for {n} {what} semaphores",
-                v.map_or(0, |v| v.len())
-            )),
-            _ => Ok(Vec::new()),
+            (None, _) => out.extend(sems.iter().map(|s| (*s, None))),
+            (Some(_), Some(v)) if v.len() >= sems.len() => {
+                out.extend(sems.iter().zip(v).map(|(s, x)| (*s, Some(*x))))
+            }
+            (Some(_), v) if !sems.is_empty() => {
+                return Err(format!(
+                    "VkTimelineSemaphoreSubmitInfo has {} {what} semaphore values for {} {what} semaphores",
+                    v.map_or(0, |v| v.len()),
+                    sems.len()
+                ))
+            }
+            _ => {}
         }
+        Ok(())
     };
-    let wv = values(
+    fill(
+        w,
+        waits,
         tl.and_then(|t| t.p_wait_semaphore_values.as_ref()),
-        waits.len(),
         "wait",
     )?;
-    let sv = values(
+    fill(
+        sg,
+        signals,
         tl.and_then(|t| t.p_signal_semaphore_values.as_ref()),
-        signals.len(),
         "signal",
-    )?;
-    Ok((
-        waits.iter().copied().zip(wv).collect(),
-        signals.iter().copied().zip(sv).collect(),
-    ))
+    )
 }
 
 impl Sync {
@@ -143,9 +162,9 @@ impl Sync {
         result: i32,
         device: u64,
         first: u64,
+        kind: u8,
     ) -> Result<Action, String> {
-        let kind = checks::kind(call);
-        if kind == checks::RECORD {
+        if kind >= checks::RECORD {
             let cb = first;
             let state = self.cbs.get(&cb).map_or(CbState::Initial, |c| c.state);
             if state != CbState::Recording {
@@ -196,8 +215,18 @@ impl Sync {
             Call::vkQueueSubmit(p) if result >= 0 => {
                 for si in p.p_submits.iter().flatten() {
                     self.check_cbs(si.p_command_buffers.iter().flatten().copied())?;
-                    let (w, _) = batch(&si.p_wait_semaphores, &si.p_signal_semaphores, &si.p_next)?;
-                    self.check_waits(&w)?;
+                    let (mut w, mut sg) =
+                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
+                    batch(
+                        &si.p_wait_semaphores,
+                        &si.p_signal_semaphores,
+                        &si.p_next,
+                        &mut w,
+                        &mut sg,
+                    )?;
+                    let r = self.check_waits(&w);
+                    (self.w, self.sg) = (w, sg);
+                    r?;
                 }
                 self.check_fence(p.fence)?;
                 Ok(Action::None)
@@ -210,42 +239,53 @@ impl Sync {
                             .flatten()
                             .map(|c| c.command_buffer),
                     )?;
-                    let w: Sems = si
-                        .p_wait_semaphore_infos
-                        .iter()
-                        .flatten()
-                        .map(|x| (x.semaphore, Some(x.value)))
-                        .collect();
-                    self.check_waits(&w)?;
+                    for x in si.p_wait_semaphore_infos.iter().flatten() {
+                        self.check_waits(&[(x.semaphore, Some(x.value))])?;
+                    }
                 }
                 self.check_fence(p.fence)?;
                 Ok(Action::None)
             }
             Call::vkQueueBindSparse(p) if result >= 0 => {
                 for bi in p.p_bind_info.iter().flatten() {
-                    let (w, _) = batch(&bi.p_wait_semaphores, &bi.p_signal_semaphores, &bi.p_next)?;
-                    self.check_waits(&w)?;
+                    let (mut w, mut sg) =
+                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
+                    batch(
+                        &bi.p_wait_semaphores,
+                        &bi.p_signal_semaphores,
+                        &bi.p_next,
+                        &mut w,
+                        &mut sg,
+                    )?;
+                    let r = self.check_waits(&w);
+                    (self.w, self.sg) = (w, sg);
+                    r?;
                 }
                 self.check_fence(p.fence)?;
                 Ok(Action::None)
             }
             Call::vkQueuePresentKHR(p) => {
                 if let Some(info) = &p.p_present_info {
-                    let w: Sems = info
-                        .p_wait_semaphores
-                        .iter()
-                        .flatten()
-                        .map(|s| (*s, None))
-                        .collect();
-                    self.check_waits(&w)?;
+                    for s in info.p_wait_semaphores.iter().flatten() {
+                        self.check_waits(&[(*s, None)])?;
+                    }
                 }
                 Ok(Action::None)
             }
-            Call::vkAcquireNextImageKHR(p) if result >= 0 => {
+            // Resetting a fence a submission may still signal: the GPU finishes first.
+            Call::vkResetFences(p)
+                if p.p_fences
+                    .iter()
+                    .flatten()
+                    .any(|f| self.fences.get(f) == Some(&FenceState::Pending)) =>
+            {
+                Ok(self.idle_device(device))
+            }
+            Call::vkAcquireNextImageKHR(p) if acquired(result) => {
                 self.check_fence(p.fence)?;
                 Ok(Action::None)
             }
-            Call::vkAcquireNextImage2KHR(p) if result >= 0 => {
+            Call::vkAcquireNextImage2KHR(p) if acquired(result) => {
                 self.check_fence(p.p_acquire_info.as_ref().map_or(0, |i| i.fence))?;
                 Ok(Action::None)
             }
@@ -356,7 +396,10 @@ impl Sync {
         Ok(())
     }
 
-    fn check_waits(&self, waits: &Sems) -> Result<(), String> {
+    fn check_waits<'w>(
+        &self,
+        waits: impl IntoIterator<Item = &'w (u64, Option<u64>)>,
+    ) -> Result<(), String> {
         for (s, v) in waits {
             let sem = self.sems.get(s).copied().unwrap_or_default();
             if sem.timeline {
@@ -484,13 +527,21 @@ impl Sync {
                 let mut s = self.submit(p.queue, device, p.fence);
                 for si in p.p_submits.iter().flatten() {
                     // Checked before the call.
-                    let Ok((w, sg)) =
-                        batch(&si.p_wait_semaphores, &si.p_signal_semaphores, &si.p_next)
-                    else {
-                        continue;
-                    };
-                    self.consume(&w);
-                    self.signal(&sg, &mut s);
+                    let (mut w, mut sg) =
+                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
+                    if batch(
+                        &si.p_wait_semaphores,
+                        &si.p_signal_semaphores,
+                        &si.p_next,
+                        &mut w,
+                        &mut sg,
+                    )
+                    .is_ok()
+                    {
+                        self.consume(&w);
+                        self.signal(&sg, &mut s);
+                    }
+                    (self.w, self.sg) = (w, sg);
                     s.cbs.extend(si.p_command_buffers.iter().flatten());
                 }
                 self.push(s);
@@ -518,31 +569,39 @@ impl Sync {
             Call::vkQueueBindSparse(p) if result >= 0 => {
                 let mut s = self.submit(p.queue, device, p.fence);
                 for bi in p.p_bind_info.iter().flatten() {
-                    let Ok((w, sg)) =
-                        batch(&bi.p_wait_semaphores, &bi.p_signal_semaphores, &bi.p_next)
-                    else {
-                        continue;
-                    };
-                    self.consume(&w);
-                    self.signal(&sg, &mut s);
+                    let (mut w, mut sg) =
+                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
+                    if batch(
+                        &bi.p_wait_semaphores,
+                        &bi.p_signal_semaphores,
+                        &bi.p_next,
+                        &mut w,
+                        &mut sg,
+                    )
+                    .is_ok()
+                    {
+                        self.consume(&w);
+                        self.signal(&sg, &mut s);
+                    }
+                    (self.w, self.sg) = (w, sg);
                 }
                 self.push(s);
             }
             Call::vkQueuePresentKHR(p) => {
                 if let Some(info) = &p.p_present_info {
-                    let w: Sems = info
-                        .p_wait_semaphores
-                        .iter()
-                        .flatten()
-                        .map(|s| (*s, None))
-                        .collect();
-                    self.consume(&w);
+                    for s in info.p_wait_semaphores.iter().flatten() {
+                        if let Some(x) = self.sems.get_mut(s) {
+                            if !x.timeline {
+                                x.signaled = false;
+                            }
+                        }
+                    }
                 }
             }
-            Call::vkAcquireNextImageKHR(p) if result >= 0 => {
+            Call::vkAcquireNextImageKHR(p) if acquired(result) => {
                 self.acquire(device, p.semaphore, p.fence)
             }
-            Call::vkAcquireNextImage2KHR(p) if result >= 0 => {
+            Call::vkAcquireNextImage2KHR(p) if acquired(result) => {
                 if let Some(i) = &p.p_acquire_info {
                     self.acquire(device, i.semaphore, i.fence);
                 }
@@ -678,8 +737,11 @@ impl Sync {
         if let Some(x) = self.sems.get_mut(&semaphore) {
             x.signaled = true;
         }
-        let s = self.submit(0, device, fence);
-        self.push(s);
+        // Only a fence makes the emulated acquire's submission something to wait for.
+        if fence != 0 {
+            let s = self.submit(0, device, fence);
+            self.push(s);
+        }
     }
 
     /// A fence was waited for: its submission and every earlier one on its queue completed.
@@ -698,67 +760,55 @@ impl Sync {
     fn complete_upto(&mut self, i: usize) {
         let queue = self.outstanding[i].queue;
         let mut k = 0;
-        let done = extract(&mut self.outstanding, |s| {
+        self.complete(|s| {
             k += 1;
             k - 1 <= i && s.queue == queue
         });
-        self.done(done);
-    }
-
-    /// Command buffers whose submission completed become executable again (unless another
-    /// outstanding submission holds them).
-    fn finish(&mut self, cbs: Vec<u64>) {
-        for cb in cbs {
-            if self.outstanding.iter().any(|s| s.cbs.contains(&cb)) {
-                continue;
-            }
-            if let Some(c) = self.cbs.get_mut(&cb) {
-                if c.state == CbState::Pending {
-                    c.state = CbState::Executable;
-                }
-            }
-        }
     }
 
     /// The engine waited for a queue or a device to go idle.
     pub(super) fn waited(&mut self, action: Action) {
-        let done = match action {
-            Action::None => return,
-            Action::Queue(q) => extract(&mut self.outstanding, |s| s.queue == q),
-            Action::Device(d) => extract(&mut self.outstanding, |s| s.device == d),
-        };
-        self.done(done);
+        match action {
+            Action::None => {}
+            Action::Queue(q) => self.complete(|s| s.queue == q),
+            Action::Device(d) => self.complete(|s| s.device == d),
+        }
     }
 
-    /// Submissions that completed: their fences signaled, their command buffers executable.
-    fn done(&mut self, done: Vec<Submit>) {
-        let mut cbs = Vec::new();
-        for s in done {
+    /// The outstanding submissions `f` picks completed: their fences signaled, their command
+    /// buffers executable again (unless another outstanding submission holds them).
+    fn complete(&mut self, mut f: impl FnMut(&Submit) -> bool) {
+        let mut done = std::mem::take(&mut self.finished);
+        let mut k = 0;
+        while k < self.outstanding.len() {
+            if f(&self.outstanding[k]) {
+                done.push(self.outstanding.remove(k));
+            } else {
+                k += 1;
+            }
+        }
+        for s in &done {
             if s.fence != 0 {
                 if let Some(st) = self.fences.get_mut(&s.fence) {
                     *st = FenceState::Signaled;
                 }
             }
-            cbs.extend(s.cbs);
+            for cb in &s.cbs {
+                if self.outstanding.iter().any(|o| o.cbs.contains(cb)) {
+                    continue;
+                }
+                if let Some(c) = self.cbs.get_mut(cb) {
+                    if c.state == CbState::Pending {
+                        c.state = CbState::Executable;
+                    }
+                }
+            }
         }
-        self.finish(cbs);
+        done.clear();
+        self.finished = done;
     }
 
     pub(super) fn ever_submitted(&self, cb: u64) -> bool {
         self.ran.contains(&cb)
     }
-}
-
-fn extract(v: &mut Vec<Submit>, mut f: impl FnMut(&Submit) -> bool) -> Vec<Submit> {
-    let mut out = Vec::new();
-    let mut keep = Vec::with_capacity(v.len());
-    for s in v.drain(..) {
-        if f(&s) {
-            out.push(s);
-        } else {
-            keep.push(s);
-        }
-    }
-    *v = keep;
-    out
 }
