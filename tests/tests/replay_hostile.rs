@@ -399,6 +399,17 @@ fn fuzz_crashers_are_clean_errors() {
             "was not begun",
         ),
         (
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdCopyBuffer", 0);
+                // Command buffer, src, dst, regionCount, array flag and length, then the first
+                // region's srcOffset, dstOffset and size.
+                call_mut(&mut recs[i]).params[53..61].copy_from_slice(&(1u64 << 40).to_le_bytes());
+            }),
+            "vkCmdCopyBuffer",
+            "are outside buffer",
+        ),
+        (
             // A hang: an acquire the capture saw time out signals nothing in the replay either.
             "vkcube.qtrace",
             Box::new(|recs: &mut Vec<Record>, t: &[String]| {

@@ -42,12 +42,24 @@ pub(super) struct Recording {
     /// Query pool -> its query count.
     pools: HandleMap<u64, u32>,
     pipelines: HandleMap<u64, Pipe>,
+    /// Buffer -> its size.
+    sizes: HandleMap<u64, u64>,
     /// Buffers and images with memory -> that memory (0: none needed: sparse, swapchain images).
     bound: HandleMap<u64, u64>,
 }
 
 const RENDER_PASS_CONTINUE: u32 = 0x2;
 const DYNAMIC_VERTEX_INPUT: i32 = 1_000_352_000;
+
+/// `offset..offset + len` must lie within `buffer` (sizes unknown pass).
+fn within(sizes: &HandleMap<u64, u64>, buffer: u64, offset: u64, len: u64) -> Result<(), String> {
+    match sizes.get(&buffer) {
+        Some(&size) if offset.checked_add(len).is_none_or(|end| end > size) => Err(format!(
+            "bytes {offset}..+{len} are outside buffer 0x{buffer:x} of {size} bytes"
+        )),
+        _ => Ok(()),
+    }
+}
 
 fn range(pools: &HandleMap<u64, u32>, pool: u64, first: u32, count: u32) -> Result<(), String> {
     match pools.get(&pool) {
@@ -107,6 +119,42 @@ impl Recording {
             }
             DISPATCH if !self.pipelines.contains_key(&r.pipeline[1]) => {
                 return Err("dispatch without a compute pipeline bound".into());
+            }
+            _ => {}
+        }
+        let sizes = &self.sizes;
+        match call {
+            Call::vkCmdBindVertexBuffers(p) => {
+                for (b, o) in p
+                    .p_buffers
+                    .iter()
+                    .flatten()
+                    .zip(p.p_offsets.iter().flatten())
+                {
+                    if *b != 0 {
+                        within(sizes, *b, *o, 1)?;
+                    }
+                }
+            }
+            Call::vkCmdBindIndexBuffer(p) => within(sizes, p.buffer, p.offset, 1)?,
+            Call::vkCmdCopyBuffer(p) => {
+                for r in p.p_regions.iter().flatten() {
+                    within(sizes, p.src_buffer, r.src_offset, r.size)?;
+                    within(sizes, p.dst_buffer, r.dst_offset, r.size)?;
+                }
+            }
+            Call::vkCmdUpdateBuffer(p) => within(sizes, p.dst_buffer, p.dst_offset, p.data_size)?,
+            Call::vkCmdFillBuffer(p) if p.size != u64::MAX => {
+                within(sizes, p.dst_buffer, p.dst_offset, p.size)?
+            }
+            Call::vkCmdCopyQueryPoolResults(p) if p.query_count > 0 => {
+                let span = p.stride.checked_mul(u64::from(p.query_count - 1));
+                within(
+                    sizes,
+                    p.dst_buffer,
+                    p.dst_offset,
+                    span.map_or(u64::MAX, |x| x.saturating_add(4)),
+                )?;
             }
             _ => {}
         }
@@ -209,6 +257,9 @@ impl Recording {
                 return;
             }
             Call::vkCreateBuffer(p) => {
+                if let (Some(i), Some(b)) = (&p.p_create_info, p.p_buffer) {
+                    self.sizes.insert(b, i.size);
+                }
                 // Sparse buffers get memory another way.
                 if p.p_create_info.as_ref().is_some_and(|i| i.flags & 0x1 != 0) {
                     self.bound.extend(p.p_buffer.map(|b| (b, 0)));
@@ -296,6 +347,7 @@ impl Recording {
 
     pub(super) fn destroyed(&mut self, h: u64) {
         self.recs.remove(&h);
+        self.sizes.remove(&h);
         self.bound.remove(&h);
         self.pools.remove(&h);
         self.pipelines.remove(&h);
