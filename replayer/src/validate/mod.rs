@@ -14,6 +14,8 @@
 
 mod record;
 mod sync;
+#[cfg(test)]
+mod tests;
 
 use ash::vk;
 use vkstream::Call;
