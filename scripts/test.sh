@@ -28,3 +28,9 @@ fi
 # quarry-demo, and `quarry capture` loads the layer libraries from next to itself.
 cargo build --workspace
 cargo test --workspace --no-fail-fast "$@"
+# Structure-aware fuzzing of `quarry replay` on lavapipe (issue 22): a bounded run over the checked-in
+# corpus (tests/fixtures/corpus); it fails on a crash or a hang (crashers are saved under
+# target/fuzz-crashers). QUARRY_FUZZ_SECONDS=0 leaves it out.
+if [ "${QUARRY_FUZZ_SECONDS:-150}" != 0 ]; then
+  cargo run -p quarry-tests --bin fuzz_replay -- --seconds "${QUARRY_FUZZ_SECONDS:-150}"
+fi

@@ -47,7 +47,8 @@ fn parse_passes(s: &str) -> Result<Passes, String> {
 /// `quarry replay TRACE`: re-execute a trace headless on any GPU and re-read every query.
 ///
 /// Exit status: 0 replayed (and, with `--compare`, every deterministic query matched); 1 with
-/// `--compare` when a deterministic query differs; 2 when the trace cannot be read.
+/// `--compare` when a deterministic query differs; 2 when the trace cannot be read, is damaged
+/// (unless `--salvage`) or holds a call that cannot be replayed safely.
 #[derive(Args, Debug, Clone)]
 pub struct ReplayArgs {
     /// The trace (`.qtrace`) to replay.
@@ -110,6 +111,8 @@ pub struct ReplayArgs {
     /// Print one JSON object (device, loops, frame times, comparison, result) instead of text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub salvage: crate::output::Salvage,
 }
 
 fn parse_scope(s: &str) -> Result<Scope, String> {
@@ -259,6 +262,16 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<u8> {
         None
     };
     args.check_counter_names()?;
+    // The damage policy every command shares: a damaged trace is refused unless --salvage
+    // (what cannot be opened at all is left to the replayer's own message).
+    if let Ok(reader) = format::TraceReader::open(&args.trace) {
+        crate::output::judge(
+            &reader.info(),
+            reader.path(),
+            &crate::output::Met::default(),
+            args.salvage,
+        )?;
+    }
     let opts = args.options();
     match replayer::replay_with_progress(&opts, &mut Bar::new(&opts)) {
         Ok(summary) => {
@@ -276,7 +289,9 @@ pub fn run_replay(args: ReplayArgs) -> anyhow::Result<u8> {
                 0
             }))
         }
-        Err(e @ (ReplayError::Trace(_) | ReplayError::BadOption(_))) => {
+        Err(
+            e @ (ReplayError::Trace(_) | ReplayError::BadOption(_) | ReplayError::Invalid { .. }),
+        ) => {
             eprintln!("quarry: {}", e.to_string().replace('\n', " "));
             Ok(2)
         }

@@ -2,7 +2,7 @@
 //! (every handle translated through `Remap`), a call through the dispatch table, then the
 //! created handles bound captured -> replayed.
 
-use crate::analyze::{ash_name, Analysis, Cmd, Elem, Field, Kind, Len, Level, PElem};
+use crate::analyze::{ash_name, Analysis, Cmd, Elem, Field, Kind, Len, LenTok, Level, PElem};
 use crate::config;
 use crate::emit_stream::{base_ty, sig_ty, HEADER};
 use crate::model::{Registry, TypeCat};
@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 pub fn mod_rs() -> String {
     format!(
-        "{HEADER}//! Generated from vk.xml by `codegen`: the generic replay dispatch (see `dispatch`) and the\n//! per-call entry point that routes codegen's `REPLAY_OVERRIDES` (see `overrides`).\npub mod dispatch;\npub mod overrides;\n"
+        "{HEADER}//! Generated from vk.xml by `codegen`: the generic replay dispatch (see `dispatch`) and the\n//! per-call entry point that routes codegen's `REPLAY_OVERRIDES` (see `overrides`), and the\n//! stateless checks of a call before the driver sees it (see `checks`).\npub mod checks;\npub mod dispatch;\npub mod overrides;\n"
     )
 }
 
@@ -543,5 +543,298 @@ pub fn overrides_rs(an: &Analysis) -> String {
     );
     o.push_str(&entries);
     o.push_str("}\n");
+    o
+}
+
+/// The length of an array as a Rust `u64` expression over the owned decoded values (`base.`
+/// prefixes siblings: `v.` in structs, `p.` in commands), or `None` when it cannot be said
+/// (API constants, the template data size the registry cannot express).
+fn check_len(an: &Analysis, toks: &[LenTok], sib: &[Field], base: &str) -> Option<String> {
+    let mut s = String::new();
+    for t in toks {
+        match t {
+            LenTok::Ident(name) => {
+                let f = sib.iter().find(|f| &f.decl.name == name)?;
+                if f.decl.values.as_deref() == Some("synthetic") {
+                    return None;
+                }
+                match &f.kind {
+                    Kind::Val(Elem::Scalar(..)) => {
+                        let _ = write!(s, "({base}{} as u64)", f.snake);
+                    }
+                    Kind::Ptr {
+                        len: Len::One,
+                        elem: PElem::Elem(Elem::Scalar(..)),
+                    } => {
+                        let _ = write!(s, "{base}{}.map_or(0u64, |n| n as u64)", f.snake);
+                    }
+                    _ => return None,
+                }
+            }
+            LenTok::Deref(p, m) => {
+                let f = sib.iter().find(|f| &f.decl.name == p)?;
+                let Kind::Ptr {
+                    len: Len::One,
+                    elem: PElem::Elem(Elem::Struct(st)),
+                } = &f.kind
+                else {
+                    return None;
+                };
+                let mf = an
+                    .structs
+                    .get(st)?
+                    .fields
+                    .iter()
+                    .find(|x| &x.decl.name == m)?;
+                let _ = write!(
+                    s,
+                    "{base}{}.as_ref().map_or(0u64, |z| z.{} as u64)",
+                    f.snake, mf.snake
+                );
+            }
+            LenTok::Lit(l) => {
+                let _ = write!(s, "{l}u64");
+            }
+            LenTok::Op(o) => {
+                let _ = write!(s, " {o} ");
+            }
+            LenTok::Const(_) => return None,
+        }
+    }
+    Some(s)
+}
+
+/// Checks of one set of fields (a struct's members or a command's parameters): every array at
+/// least as long as its count says, a required array present when its count is not 0, and the
+/// same inside nested structs and pNext chains. `what` names the owner in messages.
+fn check_fields(
+    an: &Analysis,
+    fields: &[Field],
+    base: &str,
+    what: &str,
+    needs: &std::collections::BTreeSet<String>,
+    chain: bool,
+) -> String {
+    let mut o = String::new();
+    for f in fields {
+        let src = format!("{base}{}", f.snake);
+        let name = &f.decl.name;
+        match &f.kind {
+            Kind::PNext if chain => {
+                let _ = writeln!(o, "c_chain(&{src})?;");
+            }
+            // A required handle parameter left null reaches the driver as a null object.
+            Kind::Val(Elem::Scalar(TypeCat::Handle { .. }, _))
+                if base == "p." && !f.decl.optional =>
+            {
+                let _ = writeln!(
+                    o,
+                    "if {src} == 0 {{ return Err(\"{name} is VK_NULL_HANDLE\".into()); }}"
+                );
+            }
+            Kind::Val(Elem::Struct(st)) if needs.contains(st) => {
+                let _ = writeln!(o, "c_{st}(&{src})?;");
+            }
+            Kind::Fixed(Elem::Struct(st), _) if needs.contains(st) => {
+                let _ = writeln!(o, "for y in {src}.iter() {{ c_{st}(y)?; }}");
+            }
+            Kind::Ptr { len, elem } => {
+                if let Len::Count(toks) = len {
+                    if matches!(elem, PElem::FixedArr(..)) {
+                        continue;
+                    }
+                    if let Some(n) = check_len(an, toks, fields, base) {
+                        let expr = f
+                            .decl
+                            .altlen
+                            .clone()
+                            .or(f.decl.len.clone())
+                            .unwrap_or_default();
+                        let expr = expr.replace('"', "'");
+                        let required = !f.decl.optional && f.cond.is_none();
+                        let _ = writeln!(
+                            o,
+                            "arr({src}.as_ref().map(|x| x.len()), {n}, \"{what}{expr}\", \"{name}\", {required})?;"
+                        );
+                    }
+                }
+                let each = match elem {
+                    PElem::Elem(Elem::Struct(st)) if needs.contains(st) => match len {
+                        Len::One => format!("c_{st}(x)?;"),
+                        Len::Count(_) => format!("for y in x.iter() {{ c_{st}(y)?; }}"),
+                    },
+                    PElem::StructPtrArray(st) if needs.contains(st) => {
+                        format!("for y in x.iter().flatten() {{ c_{st}(y)?; }}")
+                    }
+                    _ => continue,
+                };
+                let _ = writeln!(o, "if let Some(x) = &{src} {{ {each} }}");
+            }
+            _ => {}
+        }
+    }
+    o
+}
+
+/// Whether a struct's checks are not empty (fixpoint over nesting and pNext chains).
+fn structs_needing_checks(an: &Analysis) -> (std::collections::BTreeSet<String>, bool) {
+    let mut needs = std::collections::BTreeSet::new();
+    let mut chain = false;
+    loop {
+        let before = (needs.len(), chain);
+        for name in &an.struct_order {
+            let s = &an.structs[name];
+            if s.def.is_union || needs.contains(name) {
+                continue;
+            }
+            let mut chain_fields = false;
+            let body = check_fields(an, &s.fields, "v.", "", &needs, chain);
+            if !body.is_empty() || (chain && has_pnext(&s.fields)) {
+                chain_fields = true;
+            }
+            if chain_fields {
+                needs.insert(name.clone());
+            }
+        }
+        chain = an
+            .struct_order
+            .iter()
+            .any(|n| an.structs[n].def.stype.is_some() && needs.contains(n));
+        if (needs.len(), chain) == before {
+            return (needs, chain);
+        }
+    }
+}
+
+/// The replayer's checks of a decoded call before the driver sees it (`replay::validate` holds
+/// the state machines): array counts against their arrays, the handles a call destroys, and
+/// what kind of command it is.
+pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
+    let _ = reg;
+    let (needs, chain) = structs_needing_checks(an);
+    let mut o = String::from(HEADER);
+    o.push_str(
+        "//! Checks of a decoded call that need no replay state, generated from vk.xml: [`counts`]\n\
+         //! (every array at least as long as the count the driver will read, a required array\n\
+         //! present when its count is not 0, nested structs and pNext chains included),\n\
+         //! [`destroyed`] (the handles a `vkDestroy*`/`vkFree*` call ends) and [`kind`].\n\
+         #![allow(non_snake_case, unused_variables, unused_parens, clippy::all)]\n\
+         use ash::vk;\nuse vkstream::types::*;\nuse vkstream::{Call, PNext};\n\n\
+         type R = Result<(), String>;\n\n\
+         /// An array of `len` elements (`None`: NULL) where the driver reads `n`.\n\
+         fn arr(len: Option<usize>, n: u64, count: &str, name: &str, required: bool) -> R {\n\
+         match len {\n\
+         Some(l) if (l as u64) < n => Err(format!(\"{count} is {n} but {name} holds {l}\")),\n\
+         None if required && n > 0 => Err(format!(\"{count} is {n} but {name} is NULL\")),\n\
+         _ => Ok(()),\n}\n}\n\n",
+    );
+    if chain {
+        o.push_str("fn c_chain(c: &[PNext]) -> R {\nfor e in c {\nmatch e {\n");
+        for name in &an.struct_order {
+            let s = &an.structs[name];
+            if s.def.stype.is_some() && has_pnext(&s.fields) && needs.contains(name) {
+                let _ = writeln!(o, "PNext::{name}(x) => c_{name}(x)?,");
+            }
+        }
+        o.push_str("_ => {}\n}\n}\nOk(())\n}\n\n");
+    }
+    for name in &an.struct_order {
+        if !needs.contains(name) {
+            continue;
+        }
+        let s = &an.structs[name];
+        let body = check_fields(an, &s.fields, "v.", &format!("{name}."), &needs, chain);
+        let _ = writeln!(o, "fn c_{name}(v: &{name}) -> R {{\n{body}Ok(())\n}}");
+    }
+    o.push_str(
+        "\n/// Array counts of `call` against its arrays; the message names the count and the array.\n\
+         pub fn counts(call: &Call) -> R {\nmatch call {\n",
+    );
+    for c in &an.cmds {
+        let body = check_fields(an, &c.params, "p.", "", &needs, chain);
+        if !body.is_empty() {
+            let _ = writeln!(o, "Call::{}(p) => {{\n{body}}}", c.def.name);
+        }
+    }
+    o.push_str("_ => {}\n}\nOk(())\n}\n\n");
+
+    o.push_str(
+        "/// Calls `f` for each handle a `vkDestroy*`/`vkFree*` call ends (its last handle parameter).\n\
+         pub fn destroyed(call: &Call, f: &mut dyn FnMut(vk::ObjectType, u64)) {\nmatch call {\n",
+    );
+    for c in &an.cmds {
+        let name = &c.def.name;
+        if !(name.starts_with("vkDestroy") || name.starts_with("vkFree")) {
+            continue;
+        }
+        let last = c.params.iter().rev().find_map(|p| match &p.kind {
+            Kind::Val(Elem::Scalar(cat @ TypeCat::Handle { .. }, _)) => Some(format!(
+                "if p.{0} != 0 {{ f({1}, p.{0}); }}",
+                p.snake,
+                objtype(cat)
+            )),
+            Kind::Ptr {
+                len: Len::Count(_),
+                elem: PElem::Elem(Elem::Scalar(cat @ TypeCat::Handle { .. }, _)),
+            } => Some(format!(
+                "for h in p.{}.iter().flatten() {{ if *h != 0 {{ f({}, *h); }} }}",
+                p.snake,
+                objtype(cat)
+            )),
+            _ => None,
+        });
+        if let Some(body) = last {
+            let _ = writeln!(o, "Call::{name}(p) => {{ {body} }}");
+        }
+    }
+    o.push_str("_ => {}\n}\n}\n\n");
+
+    o.push_str(
+        "/// What a command does, by its name: `CREATE` (vkCreate*/vkAllocate*), `DESTROY`\n\
+         /// (vkDestroy*/vkFree*), else `OTHER`; recorded commands (vkCmd*) are `RECORD` or above:\n\
+         /// draws (`DRAW`, `DRAW_INDEXED`: they read an index buffer; `DRAW_MESH`: no vertex input),\n\
+         /// dispatches, and the commands that open, advance and close a render pass instance.\n\
+         pub const OTHER: u8 = 0;\npub const CREATE: u8 = 1;\npub const DESTROY: u8 = 2;\npub const RECORD: u8 = 3;\n\
+         pub const DRAW: u8 = 4;\npub const DRAW_INDEXED: u8 = 5;\npub const DRAW_MESH: u8 = 6;\npub const DISPATCH: u8 = 7;\n\
+         pub const PASS_BEGIN: u8 = 8;\npub const PASS_NEXT: u8 = 9;\npub const PASS_END: u8 = 10;\n\
+         pub fn kind(call: &Call) -> u8 {\nmatch call {\n",
+    );
+    let class = |n: &str| -> &'static str {
+        if n.starts_with("vkCreate") || n.starts_with("vkAllocate") {
+            "CREATE"
+        } else if n.starts_with("vkDestroy") || n.starts_with("vkFree") {
+            "DESTROY"
+        } else if n.starts_with("vkCmdDrawMeshTasks") || n.starts_with("vkCmdDrawCluster") {
+            "DRAW_MESH"
+        } else if n.starts_with("vkCmdDraw") && n.contains("Indexed") {
+            "DRAW_INDEXED"
+        } else if n.starts_with("vkCmdDraw") {
+            "DRAW"
+        } else if n.starts_with("vkCmdDispatch") {
+            "DISPATCH"
+        } else if n.starts_with("vkCmdBeginRenderPass") || n.starts_with("vkCmdBeginRendering") {
+            "PASS_BEGIN"
+        } else if n.starts_with("vkCmdNextSubpass") {
+            "PASS_NEXT"
+        } else if n.starts_with("vkCmdEndRenderPass") || n.starts_with("vkCmdEndRendering") {
+            "PASS_END"
+        } else if n.starts_with("vkCmd") {
+            "RECORD"
+        } else {
+            "OTHER"
+        }
+    };
+    let mut by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for c in &an.cmds {
+        by.entry(class(&c.def.name))
+            .or_default()
+            .push(format!("Call::{}(_)", c.def.name));
+    }
+    for (k, names) in by {
+        if k != "OTHER" {
+            let _ = writeln!(o, "{} => {k},", names.join(" | "));
+        }
+    }
+    o.push_str("_ => OTHER,\n}\n}\n");
     o
 }

@@ -123,6 +123,10 @@ fn render_files(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
             emit_replay::dispatch_rs(&reg, &an),
         ),
         (
+            "replayer/src/generated/checks.rs".into(),
+            emit_replay::checks_rs(&reg, &an),
+        ),
+        (
             "replayer/src/generated/overrides.rs".into(),
             emit_replay::overrides_rs(&an),
         ),

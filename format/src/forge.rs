@@ -182,3 +182,62 @@ pub fn rewrite_calls(
     writer.finish()?;
     Ok(())
 }
+
+/// Record-level forgery: every record of an intact file, with memory contents resolved inline,
+/// so a test can delete, duplicate, reorder or edit records and write a file again whose every
+/// checksum is valid ([`write_records`]).
+pub fn read_records(
+    path: &std::path::Path,
+) -> Result<(crate::record::Header, Vec<crate::record::Record>), crate::FormatError> {
+    use crate::record::{Payload, Record};
+    let r = crate::TraceReader::open(path)?;
+    let mut out = Vec::new();
+    for rec in r.records() {
+        let mut rec = rec?;
+        if let Record::MemoryWrite(w) = &mut rec {
+            if matches!(w.data, Payload::Blob { .. }) {
+                w.data = Payload::Inline(r.payload_bytes(&w.data)?);
+            }
+        }
+        out.push(rec);
+    }
+    Ok((r.header().clone(), out))
+}
+
+/// Writes `records` as a new file: large inline memory contents become blobs again and each
+/// `Frame` record ends its frame, as the capture layer writes them. `block_size` small makes a
+/// file of many blocks (for deleting one).
+pub fn write_records(
+    path: &std::path::Path,
+    header: crate::record::Header,
+    records: &[crate::record::Record],
+    block_size: usize,
+) -> Result<(), crate::FormatError> {
+    use crate::record::{Payload, Record};
+    let w = crate::TraceWriter::create_with(
+        path,
+        header,
+        crate::WriterOptions {
+            block_size,
+            dictionary_bytes: 0,
+            ..Default::default()
+        },
+    )?;
+    for rec in records {
+        match rec {
+            Record::MemoryWrite(m) => {
+                let mut m = m.clone();
+                if let Payload::Inline(b) = &m.data {
+                    m.data = w.payload(b)?;
+                }
+                w.write(&Record::MemoryWrite(m))?;
+            }
+            Record::Frame(f) => {
+                w.write(rec)?;
+                w.end_frame(f.index)?;
+            }
+            _ => w.write(rec)?,
+        }
+    }
+    w.finish().map(|_| ())
+}

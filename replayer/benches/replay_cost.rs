@@ -8,6 +8,8 @@
 //! - `read`: the baseline, `format` reading the records (zstd + bincode) — what any replay pays
 //!   before it sees a call;
 //! - `decode`: `vkstream::decode_call` of every call's parameters;
+//! - `validate`: what `replayer::validate` adds to decoding (its checks and state tracking
+//!   before and after each call: decode+validate minus decode);
 //! - `decode+dispatch`: decode, handle translation through a real replay session, materialisation
 //!   and the call through the dispatch table, into a null driver (`replayer::nulldrv`): the
 //!   replayer's own cost, the figure the < 100 ns target is about;
@@ -67,6 +69,16 @@ fn bench(trace: &Path, min: Duration) -> Result<(), String> {
             let _ = black_box(vkstream::decode_call(*id, black_box(&c.params)));
         }
     });
+    let decode_validate = per_call(n, min, || {
+        let mut v = replayer::validate::Validator::new();
+        for (id, c) in &calls.calls {
+            if let Ok(call) = vkstream::decode_call(*id, black_box(&c.params)) {
+                let _ = black_box(v.before(&call, c.result));
+                v.after(&call, c.result, c.seq);
+            }
+        }
+    });
+    let validate = decode_validate - decode;
     if std::env::var_os("QUARRY_BENCH_PER_CMD").is_some() {
         // Decode cost per command, batch-measured per command: where the decode time goes.
         let mut by: std::collections::BTreeMap<u32, Vec<&[u8]>> = Default::default();
@@ -155,11 +167,12 @@ fn bench(trace: &Path, min: Duration) -> Result<(), String> {
     };
     let name = trace.file_name().unwrap_or_default().to_string_lossy();
     println!(
-        "{:<28} {:>6} {:>8.1} {:>8.1} {:>16.1} {:>16}   null-driver errors {}/{}; driver: {}",
+        "{:<28} {:>6} {:>8.1} {:>8.1} {:>9.1} {:>16.1} {:>16}   null-driver errors {}/{}; driver: {}",
         name,
         n,
         read,
         decode,
+        validate,
         null.ns_per_call(),
         real_ns,
         null.errors,
@@ -168,8 +181,8 @@ fn bench(trace: &Path, min: Duration) -> Result<(), String> {
     );
     if cmds >= 100 {
         println!(
-            "{:<28} {:>6} {:>8} {:>8.1} {:>16.1} {:>16}",
-            "  vkCmd* calls only", cmds, "", cmd_decode, cmd_ns, ""
+            "{:<28} {:>6} {:>8} {:>8.1} {:>9} {:>16.1} {:>16}",
+            "  vkCmd* calls only", cmds, "", cmd_decode, "", cmd_ns, ""
         );
     }
     Ok(())
@@ -198,8 +211,8 @@ fn main() {
         std::mem::size_of::<vkstream::Call>()
     );
     println!(
-        "{:<28} {:>6} {:>8} {:>8} {:>16} {:>16}   (ns per call)",
-        "trace", "calls", "read", "decode", "decode+dispatch", "replay (driver)"
+        "{:<28} {:>6} {:>8} {:>8} {:>9} {:>16} {:>16}   (ns per call)",
+        "trace", "calls", "read", "decode", "validate", "decode+dispatch", "replay (driver)"
     );
     for t in &traces {
         if !t.is_file() {

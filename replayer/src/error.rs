@@ -29,6 +29,15 @@ pub enum ReplayError {
         command: String,
         message: String,
     },
+    /// A call the trace cannot hold (a damaged or forged trace): found by the checks before the
+    /// driver saw it (`crate::validate`). Bad input, like an unreadable trace; worded like
+    /// [`ReplayError::Call`].
+    #[error("call {seq} ({command}): {message}")]
+    Invalid {
+        seq: u64,
+        command: String,
+        message: String,
+    },
     /// A handle the stream uses was never created in the replay.
     #[error("unknown {ty:?} handle 0x{handle:x} (never created in the trace)")]
     UnknownHandle { ty: vk::ObjectType, handle: u64 },
@@ -48,7 +57,9 @@ impl ReplayError {
     pub fn at(self, seq: u64, command: &str) -> ReplayError {
         match self {
             // Bad options stay what they are wherever they are found.
-            e @ (ReplayError::Call { .. } | ReplayError::BadOption(_)) => e,
+            e @ (ReplayError::Call { .. }
+            | ReplayError::Invalid { .. }
+            | ReplayError::BadOption(_)) => e,
             e => ReplayError::Call {
                 seq,
                 command: command.to_string(),

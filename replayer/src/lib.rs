@@ -29,6 +29,7 @@ pub mod rebind;
 pub mod results;
 pub mod session;
 pub mod templates;
+pub mod validate;
 pub mod window;
 
 pub use devices::{devices, GpuInfo};

@@ -14,6 +14,7 @@
 pub mod bins;
 pub mod display;
 pub mod gpu;
+pub mod hostile;
 pub mod process;
 pub mod scratch;
 pub mod trace;

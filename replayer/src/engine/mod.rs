@@ -193,6 +193,8 @@ pub fn replay_with_progress(
                 calls: 0,
                 trimmed: false,
                 skipped_before_trim: 0,
+                validator: crate::validate::Validator::new(),
+                validate_ns: 0,
             };
             run.progress.pass_begun(&PassInfo {
                 loop_index: l,

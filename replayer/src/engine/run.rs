@@ -14,6 +14,7 @@ use crate::inject::InjectState;
 use crate::queries::PoolShape;
 use crate::results::reread::{ran_in_replay, QueryReads};
 use crate::session::{CopyDst, CopyKey, PoolState, Session, SubmitInfo};
+use crate::validate::{Action, Validator};
 
 /// One loop over the trace.
 pub(super) struct Run<'r, 's> {
@@ -38,6 +39,9 @@ pub(super) struct Run<'r, 's> {
     pub(super) trimmed: bool,
     /// Query reads left out because their queries ran before the trim point.
     pub(super) skipped_before_trim: u64,
+    /// The checks every call passes before the driver sees it.
+    pub(super) validator: Validator,
+    pub(super) validate_ns: u64,
 }
 
 impl Run<'_, '_> {
@@ -156,10 +160,12 @@ impl Run<'_, '_> {
                 {
                     self.skipped_before_trim += 1;
                 }
-                Record::QueryResults(r) => self
-                    .reads
-                    .reread(&mut self.session, &r)
-                    .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?,
+                Record::QueryResults(r) => {
+                    self.reachable(&r)?;
+                    self.reads
+                        .reread(&mut self.session, &r)
+                        .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?
+                }
                 Record::QueryCopy(c) => self
                     .reads
                     .read_copy(&mut self.session, &c)
@@ -168,6 +174,56 @@ impl Run<'_, '_> {
             }
         }
         self.session.wait_all_devices()
+    }
+
+    /// A query read waits until the queries the capture saw available are available in the
+    /// replay too: one written by a command buffer no replayed submission ran never will be (a
+    /// trace with its submission missing), and is an error rather than a wait that times out.
+    fn reachable(&self, r: &record::QueryResults) -> Result<(), ReplayError> {
+        let Some(pool) = self.session.tracked.pools.get(&r.pool) else {
+            return Ok(());
+        };
+        let Ok(captured) =
+            crate::queries::decode(&r.data, r.count, r.stride, r.flags, pool.shape, r.result)
+        else {
+            return Ok(());
+        };
+        for (i, q) in captured.iter().enumerate() {
+            let query = r.first.saturating_add(i as u32);
+            let owner = self.session.tracked.query_owner.get(&(r.pool, query));
+            if let Some(&(cb, _)) = owner.filter(|_| q.available) {
+                if !self.validator.ever_submitted(cb) {
+                    return Err(ReplayError::Invalid {
+                        seq: r.seq,
+                        command: "vkGetQueryPoolResults".into(),
+                        message: format!(
+                            "query {query} of pool 0x{:x} was available in the capture, but command buffer 0x{cb:x} that writes it was never submitted in the replay",
+                            r.pool
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A wait the checks asked for before a call (see `validate::Action`).
+    fn idle(&mut self, action: Action) -> Result<(), ReplayError> {
+        match action {
+            Action::None => {}
+            Action::Queue(q) => self.session.wait_device_of_queue(q)?,
+            Action::Device(d) => {
+                // SAFETY: a live replayed device.
+                unsafe { self.session.device(d)?.device.device_wait_idle() }.map_err(|e| {
+                    ReplayError::Vk {
+                        what: "vkDeviceWaitIdle".into(),
+                        result: e,
+                    }
+                })?
+            }
+        }
+        self.validator.waited(action);
+        Ok(())
     }
 
     fn call(&mut self, c: &record::Call, name: &str) -> Result<(), ReplayError> {
@@ -191,6 +247,19 @@ impl Run<'_, '_> {
         let call = vkstream::decode_call(id, &c.params)
             .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
         self.decode_ns += t0.elapsed().as_nanos() as u64;
+        let t1 = Instant::now();
+        let action =
+            self.validator
+                .before(&call, c.result)
+                .map_err(|message| ReplayError::Invalid {
+                    seq: c.seq,
+                    command: name.to_string(),
+                    message,
+                })?;
+        self.validate_ns += t1.elapsed().as_nanos() as u64;
+        if action != Action::None {
+            self.idle(action).map_err(|e| e.at(c.seq, name))?;
+        }
         // A submit's query copies: what they will write over is saved first (see `session::copies`).
         let copies = match submitted_command_buffers(&call) {
             Some((queue, cbs)) if c.result >= 0 => {
@@ -231,6 +300,9 @@ impl Run<'_, '_> {
         self.dispatch_ns += t0.elapsed().as_nanos() as u64;
         self.calls += 1;
         if r.is_ok() {
+            let t2 = Instant::now();
+            self.validator.after(&call, c.result, c.seq);
+            self.validate_ns += t2.elapsed().as_nanos() as u64;
             if let Some((queue, copies)) = copies {
                 self.session.tracked.copies.submitted(queue, copies);
             }

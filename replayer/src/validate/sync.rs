@@ -1,0 +1,806 @@
+//! The state machines behind the checks: command buffer states (commands only while recording,
+//! submits only when executable), fence and semaphore signals (no wait on something no replayed
+//! submit signals), and the submissions not known to have completed (so that a command buffer
+//! recorded again, or an object destroyed, never races work still on the GPU).
+
+use ash::vk;
+use vkstream::{Call, PNext};
+
+use crate::fasthash::HandleMap;
+use crate::generated::checks;
+
+/// A wait the engine must do before the call can be replayed safely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    None,
+    /// vkQueueWaitIdle on the captured queue's replay counterpart.
+    Queue(u64),
+    /// vkDeviceWaitIdle on the captured device's.
+    Device(u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CbState {
+    Initial,
+    Recording,
+    Executable,
+    /// Submitted, completion not known.
+    Pending,
+}
+
+#[derive(Debug)]
+struct Cb {
+    state: CbState,
+    /// Begun with SIMULTANEOUS_USE (may be submitted while pending).
+    simultaneous: bool,
+    /// Secondaries it executes (they run when it runs).
+    secondaries: Vec<u64>,
+    /// Queue of its last submission.
+    queue: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FenceState {
+    Unsignaled,
+    Signaled,
+    /// A submission or acquire will signal it.
+    Pending,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Sem {
+    timeline: bool,
+    /// Binary: a signal is pending or done and not yet waited on.
+    signaled: bool,
+    /// Timeline: the highest value signaled or to be signaled by work already submitted.
+    value: u64,
+}
+
+/// One submission not known to have completed.
+#[derive(Debug)]
+struct Submit {
+    /// Captured queue (0: an emulated acquire).
+    queue: u64,
+    device: u64,
+    fence: u64,
+    cbs: Vec<u64>,
+    /// Timeline semaphores it signals, with their values.
+    signals: Vec<(u64, u64)>,
+}
+
+#[derive(Default)]
+pub(super) struct Sync {
+    cbs: HandleMap<u64, Cb>,
+    fences: HandleMap<u64, FenceState>,
+    sems: HandleMap<u64, Sem>,
+    outstanding: Vec<Submit>,
+    /// Command buffers a replayed submission ran (kept after they are freed: their queries are
+    /// read later).
+    ran: crate::fasthash::HandleSet<u64>,
+    /// Scratch kept between calls: one batch's waits and signals, submissions completed.
+    w: Sems,
+    sg: Sems,
+    finished: Vec<Submit>,
+}
+
+const SIMULTANEOUS_USE: u32 = 0x4;
+const SUBOPTIMAL: i32 = 1_000_001_003;
+
+/// Whether the capture's acquire got an image: only then does the replay's emulated acquire
+/// signal its semaphore and fence (`calls::wsi`).
+fn acquired(result: i32) -> bool {
+    result == 0 || result == SUBOPTIMAL
+}
+const FENCE_SIGNALED: u32 = 0x1;
+const TIMELINE: i32 = 1;
+const WAIT_ANY: u32 = 0x1;
+
+fn state_name(s: CbState) -> &'static str {
+    match s {
+        CbState::Initial => "initial (not recorded)",
+        CbState::Recording => "still recording",
+        CbState::Executable => "executable",
+        CbState::Pending => "pending",
+    }
+}
+
+/// The semaphores and values of one batch (wait or signal side).
+type Sems = Vec<(u64, Option<u64>)>;
+
+/// Wait and signal semaphores of a vkQueueSubmit batch, with timeline values where given,
+/// into `w` and `sg` (cleared first; kept from call to call so that no call allocates).
+fn batch(
+    waits: &Option<Vec<u64>>,
+    signals: &Option<Vec<u64>>,
+    p_next: &[PNext],
+    w: &mut Sems,
+    sg: &mut Sems,
+) -> Result<(), String> {
+    let waits = waits.as_deref().unwrap_or(&[]);
+    let signals = signals.as_deref().unwrap_or(&[]);
+    let tl = p_next.iter().find_map(|n| match n {
+        PNext::VkTimelineSemaphoreSubmitInfo(t) => Some(t),
+        _ => None,
+    });
+    // A value count of 0 is legal when those semaphores are all binary (wgpu waits on binary
+    // semaphores beside timeline signals): a semaphore without a value is binary here, and a
+    // timeline one without a value fails later, in `check_waits`, naming it.
+    let fill = |out: &mut Sems, sems: &[u64], v: Option<&Vec<u64>>| {
+        out.clear();
+        out.extend(
+            sems.iter()
+                .enumerate()
+                .map(|(i, s)| (*s, v.and_then(|v| v.get(i)).copied())),
+        );
+    };
+    fill(
+        w,
+        waits,
+        tl.and_then(|t| t.p_wait_semaphore_values.as_ref()),
+    );
+    fill(
+        sg,
+        signals,
+        tl.and_then(|t| t.p_signal_semaphore_values.as_ref()),
+    );
+    Ok(())
+}
+
+impl Sync {
+    /// Checks `call`'s states and waits; `device` is the call's captured device.
+    pub(super) fn before(
+        &mut self,
+        call: &Call,
+        result: i32,
+        device: u64,
+        first: u64,
+        kind: u8,
+    ) -> Result<Action, String> {
+        if kind >= checks::RECORD {
+            let cb = first;
+            let state = self.cbs.get(&cb).map_or(CbState::Initial, |c| c.state);
+            if state != CbState::Recording {
+                return Err(format!(
+                    "command buffer 0x{cb:x} is not recording (it is {})",
+                    state_name(state)
+                ));
+            }
+            if let Call::vkCmdExecuteCommands(p) = call {
+                for s in p.p_command_buffers.iter().flatten() {
+                    let st = self.cbs.get(s).map_or(CbState::Initial, |c| c.state);
+                    if !matches!(st, CbState::Executable | CbState::Pending) {
+                        return Err(format!(
+                            "secondary command buffer 0x{s:x} is {}, not executable",
+                            state_name(st)
+                        ));
+                    }
+                }
+            }
+            return Ok(Action::None);
+        }
+        if kind == checks::DESTROY
+            || matches!(
+                call,
+                Call::vkResetCommandPool(_) | Call::vkResetDescriptorPool(_)
+            )
+        {
+            // Whatever it ends may be in use by work still on the GPU.
+            return Ok(self.idle_device(device));
+        }
+        match call {
+            Call::vkBeginCommandBuffer(p) => self.rerecord(p.command_buffer, true),
+            Call::vkResetCommandBuffer(p) => self.rerecord(p.command_buffer, false),
+            Call::vkEndCommandBuffer(p) => {
+                let st = self
+                    .cbs
+                    .get(&p.command_buffer)
+                    .map_or(CbState::Initial, |c| c.state);
+                if st != CbState::Recording {
+                    return Err(format!(
+                        "command buffer 0x{:x} is not recording (it is {})",
+                        p.command_buffer,
+                        state_name(st)
+                    ));
+                }
+                Ok(Action::None)
+            }
+            Call::vkQueueSubmit(p) if result >= 0 => {
+                for si in p.p_submits.iter().flatten() {
+                    self.check_cbs(si.p_command_buffers.iter().flatten().copied())?;
+                    let (mut w, mut sg) =
+                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
+                    batch(
+                        &si.p_wait_semaphores,
+                        &si.p_signal_semaphores,
+                        &si.p_next,
+                        &mut w,
+                        &mut sg,
+                    )?;
+                    let r = self.check_waits(&w);
+                    (self.w, self.sg) = (w, sg);
+                    r?;
+                }
+                self.check_fence(p.fence)?;
+                Ok(Action::None)
+            }
+            Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) if result >= 0 => {
+                for si in p.p_submits.iter().flatten() {
+                    self.check_cbs(
+                        si.p_command_buffer_infos
+                            .iter()
+                            .flatten()
+                            .map(|c| c.command_buffer),
+                    )?;
+                    for x in si.p_wait_semaphore_infos.iter().flatten() {
+                        self.check_waits(&[(x.semaphore, Some(x.value))])?;
+                    }
+                }
+                self.check_fence(p.fence)?;
+                Ok(Action::None)
+            }
+            Call::vkQueueBindSparse(p) if result >= 0 => {
+                for bi in p.p_bind_info.iter().flatten() {
+                    let (mut w, mut sg) =
+                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
+                    batch(
+                        &bi.p_wait_semaphores,
+                        &bi.p_signal_semaphores,
+                        &bi.p_next,
+                        &mut w,
+                        &mut sg,
+                    )?;
+                    let r = self.check_waits(&w);
+                    (self.w, self.sg) = (w, sg);
+                    r?;
+                }
+                self.check_fence(p.fence)?;
+                Ok(Action::None)
+            }
+            Call::vkQueuePresentKHR(p) => {
+                if let Some(info) = &p.p_present_info {
+                    for s in info.p_wait_semaphores.iter().flatten() {
+                        self.check_waits(&[(*s, None)])?;
+                    }
+                }
+                Ok(Action::None)
+            }
+            // Resetting a fence a submission may still signal: the GPU finishes first.
+            Call::vkResetFences(p)
+                if p.p_fences
+                    .iter()
+                    .flatten()
+                    .any(|f| self.fences.get(f) == Some(&FenceState::Pending)) =>
+            {
+                Ok(self.idle_device(device))
+            }
+            Call::vkAcquireNextImageKHR(p) if acquired(result) => {
+                self.check_fence(p.fence)?;
+                Ok(Action::None)
+            }
+            Call::vkAcquireNextImage2KHR(p) if acquired(result) => {
+                self.check_fence(p.p_acquire_info.as_ref().map_or(0, |i| i.fence))?;
+                Ok(Action::None)
+            }
+            // Replayed waits only where the capture saw them succeed.
+            Call::vkWaitForFences(p) if result == 0 => {
+                let fences = p.p_fences.as_deref().unwrap_or(&[]);
+                let ok = |f: &u64| {
+                    self.fences
+                        .get(f)
+                        .is_some_and(|s| *s != FenceState::Unsignaled)
+                };
+                let bad = if p.wait_all != 0 {
+                    fences.iter().find(|f| !ok(f))
+                } else if fences.iter().any(ok) {
+                    None
+                } else {
+                    fences.first()
+                };
+                match bad {
+                    Some(f) => Err(format!(
+                        "waits for fence 0x{f:x}, which no replayed submission signals"
+                    )),
+                    None => Ok(Action::None),
+                }
+            }
+            Call::vkGetFenceStatus(p) if result == 0 => {
+                if self
+                    .fences
+                    .get(&p.fence)
+                    .is_some_and(|s| *s != FenceState::Unsignaled)
+                {
+                    Ok(Action::None)
+                } else {
+                    Err(format!(
+                        "waits for fence 0x{:x}, which no replayed submission signals",
+                        p.fence
+                    ))
+                }
+            }
+            Call::vkWaitSemaphores(p) | Call::vkWaitSemaphoresKHR(p) if result == 0 => {
+                let Some(info) = &p.p_wait_info else {
+                    return Ok(Action::None);
+                };
+                let sems = info.p_semaphores.as_deref().unwrap_or(&[]);
+                let values = info.p_values.as_deref().unwrap_or(&[]);
+                let reach = |(s, v): (&u64, &u64)| self.sems.get(s).is_some_and(|x| x.value >= *v);
+                let any = info.flags & WAIT_ANY != 0;
+                let bad = if any && sems.iter().zip(values).any(reach) {
+                    None
+                } else {
+                    sems.iter().zip(values).find(|x| !reach(*x))
+                };
+                match bad {
+                    Some((s, v)) => Err(format!(
+                        "waits for value {v} of timeline semaphore 0x{s:x}, which no replayed submission or signal reaches (highest: {})",
+                        self.sems.get(s).map_or(0, |x| x.value)
+                    )),
+                    None => Ok(Action::None),
+                }
+            }
+            _ => Ok(Action::None),
+        }
+    }
+
+    /// A device wait when submitted work may still run there.
+    fn idle_device(&self, device: u64) -> Action {
+        if device != 0 && self.outstanding.iter().any(|s| s.device == device) {
+            Action::Device(device)
+        } else {
+            Action::None
+        }
+    }
+
+    /// Begin or reset: never while recording (begin) or while the GPU may still run it.
+    fn rerecord(&self, cb: u64, begin: bool) -> Result<Action, String> {
+        let Some(c) = self.cbs.get(&cb) else {
+            return Ok(Action::None);
+        };
+        match c.state {
+            CbState::Recording if begin => {
+                Err(format!("command buffer 0x{cb:x} is already recording"))
+            }
+            CbState::Pending if self.outstanding.iter().any(|s| s.cbs.contains(&cb)) => {
+                Ok(Action::Queue(c.queue))
+            }
+            _ => Ok(Action::None),
+        }
+    }
+
+    fn check_cbs(&self, cbs: impl Iterator<Item = u64>) -> Result<(), String> {
+        for cb in cbs {
+            let c = self.cbs.get(&cb);
+            let st = c.map_or(CbState::Initial, |c| c.state);
+            let ok = match st {
+                CbState::Executable => true,
+                CbState::Pending => c.is_some_and(|c| c.simultaneous),
+                _ => false,
+            };
+            if !ok {
+                let why = if st == CbState::Pending {
+                    "pending (submitted, not known to have completed) and not begun for simultaneous use".to_string()
+                } else {
+                    format!("{}, not executable", state_name(st))
+                };
+                return Err(format!("command buffer 0x{cb:x} is {why}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_waits<'w>(
+        &self,
+        waits: impl IntoIterator<Item = &'w (u64, Option<u64>)>,
+    ) -> Result<(), String> {
+        for (s, v) in waits {
+            let sem = self.sems.get(s).copied().unwrap_or_default();
+            if sem.timeline {
+                let Some(v) = v else {
+                    return Err(format!(
+                        "waits on timeline semaphore 0x{s:x} without a value (no VkTimelineSemaphoreSubmitInfo)"
+                    ));
+                };
+                if sem.value < *v {
+                    return Err(format!(
+                        "waits for value {v} of timeline semaphore 0x{s:x}, which no replayed submission or signal reaches (highest: {})",
+                        sem.value
+                    ));
+                }
+            } else if !sem.signaled {
+                return Err(format!(
+                    "waits on semaphore 0x{s:x}, which nothing replayed has signaled"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_fence(&self, fence: u64) -> Result<(), String> {
+        match self.fences.get(&fence) {
+            Some(FenceState::Pending | FenceState::Signaled) if fence != 0 => Err(format!(
+                "fence 0x{fence:x} is signaled or already in use (not reset since)"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a handle `call` created.
+    pub(super) fn created(&mut self, call: &Call, ty: vk::ObjectType, h: u64) {
+        match (ty, call) {
+            (vk::ObjectType::COMMAND_BUFFER, _) => {
+                self.cbs.insert(
+                    h,
+                    Cb {
+                        state: CbState::Initial,
+                        simultaneous: false,
+                        secondaries: Vec::new(),
+                        queue: 0,
+                    },
+                );
+            }
+            (vk::ObjectType::FENCE, Call::vkCreateFence(p)) => {
+                let signaled = p
+                    .p_create_info
+                    .as_ref()
+                    .is_some_and(|i| i.flags & FENCE_SIGNALED != 0);
+                let st = if signaled {
+                    FenceState::Signaled
+                } else {
+                    FenceState::Unsignaled
+                };
+                self.fences.insert(h, st);
+            }
+            (vk::ObjectType::FENCE, _) => {
+                // Fences made otherwise (display events) are signaled by the driver.
+                self.fences.insert(h, FenceState::Pending);
+            }
+            (vk::ObjectType::SEMAPHORE, Call::vkCreateSemaphore(p)) => {
+                let tl = p
+                    .p_create_info
+                    .iter()
+                    .flat_map(|i| &i.p_next)
+                    .find_map(|n| match n {
+                        PNext::VkSemaphoreTypeCreateInfo(t) if t.semaphore_type == TIMELINE => {
+                            Some(t.initial_value)
+                        }
+                        _ => None,
+                    });
+                self.sems.insert(
+                    h,
+                    Sem {
+                        timeline: tl.is_some(),
+                        signaled: false,
+                        value: tl.unwrap_or(0),
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn destroyed(&mut self, ty: vk::ObjectType, h: u64) {
+        match ty {
+            vk::ObjectType::COMMAND_BUFFER => {
+                self.cbs.remove(&h);
+            }
+            vk::ObjectType::FENCE => {
+                self.fences.remove(&h);
+            }
+            vk::ObjectType::SEMAPHORE => {
+                self.sems.remove(&h);
+            }
+            vk::ObjectType::DEVICE => self.outstanding.retain(|s| s.device != h),
+            _ => {}
+        }
+    }
+
+    /// Records the state changes of a call replayed without error.
+    pub(super) fn after(&mut self, call: &Call, result: i32, device: u64) {
+        match call {
+            Call::vkBeginCommandBuffer(p) => {
+                if let Some(c) = self.cbs.get_mut(&p.command_buffer) {
+                    c.state = CbState::Recording;
+                    c.simultaneous = p
+                        .p_begin_info
+                        .as_ref()
+                        .is_some_and(|i| i.flags & SIMULTANEOUS_USE != 0);
+                    c.secondaries.clear();
+                }
+            }
+            Call::vkEndCommandBuffer(p) => self.set_cb(p.command_buffer, CbState::Executable),
+            Call::vkResetCommandBuffer(p) => self.set_cb(p.command_buffer, CbState::Initial),
+            Call::vkCmdExecuteCommands(p) => {
+                let list = p.p_command_buffers.clone().unwrap_or_default();
+                if let Some(c) = self.cbs.get_mut(&p.command_buffer) {
+                    c.secondaries.extend(list);
+                }
+            }
+            Call::vkQueueSubmit(p) if result >= 0 => {
+                let mut s = self.submit(p.queue, device, p.fence);
+                for si in p.p_submits.iter().flatten() {
+                    // Checked before the call.
+                    let (mut w, mut sg) =
+                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
+                    if batch(
+                        &si.p_wait_semaphores,
+                        &si.p_signal_semaphores,
+                        &si.p_next,
+                        &mut w,
+                        &mut sg,
+                    )
+                    .is_ok()
+                    {
+                        self.consume(&w);
+                        self.signal(&sg, &mut s);
+                    }
+                    (self.w, self.sg) = (w, sg);
+                    s.cbs.extend(si.p_command_buffers.iter().flatten());
+                }
+                self.push(s);
+            }
+            Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) if result >= 0 => {
+                let mut s = self.submit(p.queue, device, p.fence);
+                for si in p.p_submits.iter().flatten() {
+                    let one = |v: &Option<Vec<vkstream::types::VkSemaphoreSubmitInfo>>| -> Sems {
+                        v.iter()
+                            .flatten()
+                            .map(|x| (x.semaphore, Some(x.value)))
+                            .collect()
+                    };
+                    self.consume(&one(&si.p_wait_semaphore_infos));
+                    self.signal(&one(&si.p_signal_semaphore_infos), &mut s);
+                    s.cbs.extend(
+                        si.p_command_buffer_infos
+                            .iter()
+                            .flatten()
+                            .map(|c| c.command_buffer),
+                    );
+                }
+                self.push(s);
+            }
+            Call::vkQueueBindSparse(p) if result >= 0 => {
+                let mut s = self.submit(p.queue, device, p.fence);
+                for bi in p.p_bind_info.iter().flatten() {
+                    let (mut w, mut sg) =
+                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
+                    if batch(
+                        &bi.p_wait_semaphores,
+                        &bi.p_signal_semaphores,
+                        &bi.p_next,
+                        &mut w,
+                        &mut sg,
+                    )
+                    .is_ok()
+                    {
+                        self.consume(&w);
+                        self.signal(&sg, &mut s);
+                    }
+                    (self.w, self.sg) = (w, sg);
+                }
+                self.push(s);
+            }
+            Call::vkQueuePresentKHR(p) => {
+                if let Some(info) = &p.p_present_info {
+                    for s in info.p_wait_semaphores.iter().flatten() {
+                        if let Some(x) = self.sems.get_mut(s) {
+                            if !x.timeline {
+                                x.signaled = false;
+                            }
+                        }
+                    }
+                }
+            }
+            Call::vkAcquireNextImageKHR(p) if acquired(result) => {
+                self.acquire(device, p.semaphore, p.fence)
+            }
+            Call::vkAcquireNextImage2KHR(p) if acquired(result) => {
+                if let Some(i) = &p.p_acquire_info {
+                    self.acquire(device, i.semaphore, i.fence);
+                }
+            }
+            Call::vkWaitForFences(p) if result == 0 => {
+                let fences = p.p_fences.as_deref().unwrap_or(&[]);
+                // With wait-any, which fence signaled is not known: none is taken as done.
+                if p.wait_all != 0 || fences.len() == 1 {
+                    for f in fences {
+                        self.fence_done(*f);
+                    }
+                }
+            }
+            Call::vkGetFenceStatus(p) if result == 0 => self.fence_done(p.fence),
+            Call::vkResetFences(p) => {
+                for f in p.p_fences.iter().flatten() {
+                    if let Some(st) = self.fences.get_mut(f) {
+                        *st = FenceState::Unsignaled;
+                    }
+                    for s in &mut self.outstanding {
+                        if s.fence == *f {
+                            s.fence = 0;
+                        }
+                    }
+                }
+            }
+            Call::vkWaitSemaphores(p) | Call::vkWaitSemaphoresKHR(p) if result == 0 => {
+                if let Some(info) = &p.p_wait_info {
+                    if info.flags & WAIT_ANY == 0 || info.semaphore_count == 1 {
+                        let sems = info.p_semaphores.as_deref().unwrap_or(&[]);
+                        for (s, v) in sems.iter().zip(info.p_values.iter().flatten()) {
+                            let last = self
+                                .outstanding
+                                .iter()
+                                .rposition(|x| x.signals.iter().any(|(t, w)| t == s && w <= v));
+                            if let Some(i) = last {
+                                self.complete_upto(i);
+                            }
+                        }
+                    }
+                }
+            }
+            Call::vkSignalSemaphore(p) | Call::vkSignalSemaphoreKHR(p) if result >= 0 => {
+                if let Some(i) = &p.p_signal_info {
+                    if let Some(s) = self.sems.get_mut(&i.semaphore) {
+                        s.value = s.value.max(i.value);
+                    }
+                }
+            }
+            Call::vkImportSemaphoreFdKHR(p) if result >= 0 => {
+                // An imported payload is signaled by someone else: take it as signaled.
+                if let Some(i) = &p.p_import_semaphore_fd_info {
+                    if let Some(s) = self.sems.get_mut(&i.semaphore) {
+                        s.signaled = true;
+                        s.value = u64::MAX;
+                    }
+                }
+            }
+            Call::vkImportFenceFdKHR(p) if result >= 0 => {
+                if let Some(i) = &p.p_import_fence_fd_info {
+                    self.fences.insert(i.fence, FenceState::Pending);
+                }
+            }
+            Call::vkQueueWaitIdle(p) => self.waited(Action::Queue(p.queue)),
+            Call::vkDeviceWaitIdle(p) => self.waited(Action::Device(p.device)),
+            _ => {}
+        }
+    }
+
+    /// A command pool reset: its command buffer `cb` is initial again.
+    pub(super) fn reset_cb(&mut self, cb: u64) {
+        self.set_cb(cb, CbState::Initial);
+    }
+
+    fn set_cb(&mut self, cb: u64, state: CbState) {
+        if let Some(c) = self.cbs.get_mut(&cb) {
+            c.state = state;
+        }
+    }
+
+    fn submit(&self, queue: u64, device: u64, fence: u64) -> Submit {
+        Submit {
+            queue,
+            device,
+            fence,
+            cbs: Vec::new(),
+            signals: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, mut s: Submit) {
+        let mut all = Vec::new();
+        for cb in &s.cbs {
+            if let Some(c) = self.cbs.get_mut(cb) {
+                c.state = CbState::Pending;
+                c.queue = s.queue;
+                all.extend(c.secondaries.iter().copied());
+            }
+        }
+        self.ran.extend(s.cbs.iter().chain(&all).copied());
+        if s.fence != 0 {
+            self.fences.insert(s.fence, FenceState::Pending);
+        }
+        s.cbs.extend(all);
+        self.outstanding.push(s);
+    }
+
+    fn consume(&mut self, waits: &Sems) {
+        for (s, _) in waits {
+            if let Some(x) = self.sems.get_mut(s) {
+                if !x.timeline {
+                    x.signaled = false;
+                }
+            }
+        }
+    }
+
+    fn signal(&mut self, signals: &Sems, sub: &mut Submit) {
+        for (s, v) in signals {
+            if let Some(x) = self.sems.get_mut(s) {
+                if x.timeline {
+                    let v = v.unwrap_or(0);
+                    x.value = x.value.max(v);
+                    sub.signals.push((*s, v));
+                } else {
+                    x.signaled = true;
+                }
+            }
+        }
+    }
+
+    fn acquire(&mut self, device: u64, semaphore: u64, fence: u64) {
+        if let Some(x) = self.sems.get_mut(&semaphore) {
+            x.signaled = true;
+        }
+        // Only a fence makes the emulated acquire's submission something to wait for.
+        if fence != 0 {
+            let s = self.submit(0, device, fence);
+            self.push(s);
+        }
+    }
+
+    /// A fence was waited for: its submission and every earlier one on its queue completed.
+    fn fence_done(&mut self, fence: u64) {
+        if let Some(i) = self.outstanding.iter().rposition(|s| s.fence == fence) {
+            self.complete_upto(i);
+        }
+        if let Some(st) = self.fences.get_mut(&fence) {
+            if *st == FenceState::Pending {
+                *st = FenceState::Signaled;
+            }
+        }
+    }
+
+    /// Submission `i` completed, and with it every earlier one on the same queue.
+    fn complete_upto(&mut self, i: usize) {
+        let queue = self.outstanding[i].queue;
+        let mut k = 0;
+        self.complete(|s| {
+            k += 1;
+            k - 1 <= i && s.queue == queue
+        });
+    }
+
+    /// The engine waited for a queue or a device to go idle.
+    pub(super) fn waited(&mut self, action: Action) {
+        match action {
+            Action::None => {}
+            Action::Queue(q) => self.complete(|s| s.queue == q),
+            Action::Device(d) => self.complete(|s| s.device == d),
+        }
+    }
+
+    /// The outstanding submissions `f` picks completed: their fences signaled, their command
+    /// buffers executable again (unless another outstanding submission holds them).
+    fn complete(&mut self, mut f: impl FnMut(&Submit) -> bool) {
+        let mut done = std::mem::take(&mut self.finished);
+        let mut k = 0;
+        while k < self.outstanding.len() {
+            if f(&self.outstanding[k]) {
+                done.push(self.outstanding.remove(k));
+            } else {
+                k += 1;
+            }
+        }
+        for s in &done {
+            if s.fence != 0 {
+                if let Some(st) = self.fences.get_mut(&s.fence) {
+                    *st = FenceState::Signaled;
+                }
+            }
+            for cb in &s.cbs {
+                if self.outstanding.iter().any(|o| o.cbs.contains(cb)) {
+                    continue;
+                }
+                if let Some(c) = self.cbs.get_mut(cb) {
+                    if c.state == CbState::Pending {
+                        c.state = CbState::Executable;
+                    }
+                }
+            }
+        }
+        done.clear();
+        self.finished = done;
+    }
+
+    pub(super) fn ever_submitted(&self, cb: u64) -> bool {
+        self.ran.contains(&cb)
+    }
+}

@@ -1,0 +1,166 @@
+//! The checks on hand-made call sequences, without a driver.
+
+use vkstream::types::*;
+use vkstream::{params as p, Call};
+
+use super::{Action, Validator};
+
+const INSTANCE: u64 = 0x10;
+const GPU: u64 = 0x20;
+const DEVICE: u64 = 0x30;
+const QUEUE: u64 = 0x40;
+
+/// A validator that has seen an instance, a physical device, a device and its queue.
+fn setup() -> (Validator, u64) {
+    let mut v = Validator::new();
+    let mut seq = 0;
+    for c in [
+        Call::vkCreateInstance(p::vkCreateInstance {
+            p_create_info: Some(Box::default()),
+            p_allocator: None,
+            p_instance: Some(INSTANCE),
+        }),
+        Call::vkEnumeratePhysicalDevices(p::vkEnumeratePhysicalDevices {
+            instance: INSTANCE,
+            p_physical_device_count: Some(1),
+            p_physical_devices: Some(vec![GPU]),
+        }),
+        Call::vkCreateDevice(p::vkCreateDevice {
+            physical_device: GPU,
+            p_create_info: Some(Box::default()),
+            p_allocator: None,
+            p_device: Some(DEVICE),
+        }),
+        Call::vkGetDeviceQueue(p::vkGetDeviceQueue {
+            device: DEVICE,
+            queue_family_index: 0,
+            queue_index: 0,
+            p_queue: Some(QUEUE),
+        }),
+    ] {
+        ok(&mut v, &c, seq);
+        seq += 1;
+    }
+    (v, seq)
+}
+
+fn ok(v: &mut Validator, c: &Call, seq: u64) {
+    assert_eq!(v.before(c, 0), Ok(Action::None), "{c:?}");
+    v.after(c, 0, seq);
+}
+
+fn fence(h: u64, signaled: bool) -> Call {
+    Call::vkCreateFence(p::vkCreateFence {
+        device: DEVICE,
+        p_create_info: Some(Box::new(VkFenceCreateInfo {
+            flags: u32::from(signaled),
+            ..Default::default()
+        })),
+        p_allocator: None,
+        p_fence: Some(h),
+    })
+}
+
+fn wait(h: u64) -> Call {
+    Call::vkWaitForFences(p::vkWaitForFences {
+        device: DEVICE,
+        fence_count: 1,
+        p_fences: Some(vec![h]),
+        wait_all: 1,
+        timeout: u64::MAX,
+    })
+}
+
+#[test]
+fn handles_must_be_live_and_of_their_type() {
+    let (mut v, seq) = setup();
+    let e = v.before(&wait(0x99), 0).unwrap_err();
+    assert!(e.contains("fence 0x99 was never created"), "{e}");
+    ok(&mut v, &fence(0x99, true), seq);
+    ok(&mut v, &wait(0x99), seq + 1);
+    let destroy = Call::vkDestroyFence(p::vkDestroyFence {
+        device: DEVICE,
+        fence: 0x99,
+        p_allocator: None,
+    });
+    ok(&mut v, &destroy, seq + 2);
+    let e = v.before(&destroy, 0).unwrap_err();
+    assert!(
+        e.contains(&format!("was destroyed at call {}", seq + 2)),
+        "{e}"
+    );
+}
+
+#[test]
+fn counts_must_agree_with_arrays() {
+    let (mut v, _) = setup();
+    let mut w = wait(0x99);
+    if let Call::vkWaitForFences(p) = &mut w {
+        p.fence_count = 3;
+    }
+    let e = v.before(&w, 0).unwrap_err();
+    assert_eq!(e, "fenceCount is 3 but pFences holds 1");
+}
+
+#[test]
+fn waits_need_a_signal() {
+    let (mut v, seq) = setup();
+    ok(&mut v, &fence(0x99, false), seq);
+    let e = v.before(&wait(0x99), 0).unwrap_err();
+    assert!(e.contains("no replayed submission signals"), "{e}");
+    // A submission with the fence makes the wait possible, and completes with it.
+    let submit = Call::vkQueueSubmit(p::vkQueueSubmit {
+        queue: QUEUE,
+        submit_count: 0,
+        p_submits: Some(vec![]),
+        fence: 0x99,
+    });
+    ok(&mut v, &submit, seq + 1);
+    ok(&mut v, &wait(0x99), seq + 2);
+    // Submitting with it again before a reset is refused.
+    let e = v.before(&submit, 0).unwrap_err();
+    assert!(e.contains("not reset"), "{e}");
+}
+
+#[test]
+fn commands_need_a_recording_command_buffer() {
+    let (mut v, seq) = setup();
+    let pool = Call::vkCreateCommandPool(p::vkCreateCommandPool {
+        device: DEVICE,
+        p_create_info: Some(Box::default()),
+        p_allocator: None,
+        p_command_pool: Some(0x50),
+    });
+    ok(&mut v, &pool, seq);
+    let alloc = Call::vkAllocateCommandBuffers(p::vkAllocateCommandBuffers {
+        device: DEVICE,
+        p_allocate_info: Some(Box::new(VkCommandBufferAllocateInfo {
+            command_pool: 0x50,
+            command_buffer_count: 1,
+            ..Default::default()
+        })),
+        p_command_buffers: Some(vec![0x60]),
+    });
+    ok(&mut v, &alloc, seq + 1);
+    let draw = Call::vkCmdSetLineWidth(p::vkCmdSetLineWidth {
+        command_buffer: 0x60,
+        line_width: 1.0,
+    });
+    let e = v.before(&draw, 0).unwrap_err();
+    assert!(e.contains("is not recording (it is initial"), "{e}");
+    let begin = Call::vkBeginCommandBuffer(p::vkBeginCommandBuffer {
+        command_buffer: 0x60,
+        p_begin_info: Some(Box::default()),
+    });
+    ok(&mut v, &begin, seq + 2);
+    ok(&mut v, &draw, seq + 3);
+    // Destroying the pool ends its command buffers.
+    let destroy = Call::vkDestroyCommandPool(p::vkDestroyCommandPool {
+        device: DEVICE,
+        command_pool: 0x50,
+        p_allocator: None,
+    });
+    ok(&mut v, &destroy, seq + 4);
+    let e = v.before(&draw, 0).unwrap_err();
+    assert!(e.contains("command buffer 0x60 was destroyed"), "{e}");
+}

@@ -1,0 +1,116 @@
+//! Hostile traces: the checked-in fuzz corpus (real demo and vkcube traces), `quarry replay`
+//! run with a time limit, and the outcome classified (used by `tests/replay_hostile.rs` and the
+//! fuzz driver `src/bin/fuzz_replay.rs`).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use format::record::Call;
+
+/// A trace of the checked-in corpus (`tests/fixtures/corpus/`).
+pub fn corpus(name: &str) -> PathBuf {
+    corpus_dir().join(name)
+}
+
+pub fn corpus_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/corpus")
+}
+
+/// The command name of a call from the trace's command table.
+pub fn call_name<'t>(table: &'t [String], c: &Call) -> &'t str {
+    table.get(c.cmd as usize).map_or("?", |s| s.as_str())
+}
+
+/// How one run ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Exited with this code.
+    Exit(i32, Output),
+    /// Killed by a signal (a crash).
+    Signal(i32, Output),
+    /// Still running at the time limit (killed).
+    Hang(Output),
+}
+
+/// Runs `cmd` with piped output, killing it (and reporting a hang) after `limit`.
+pub fn run_limited(cmd: &mut Command, limit: Duration) -> Outcome {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child: Child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let ro = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let re = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let start = Instant::now();
+    let mut hung = false;
+    let status: ExitStatus = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            hung = true;
+            let _ = child.kill();
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let output = Output {
+        status,
+        stdout: ro.join().unwrap_or_default(),
+        stderr: re.join().unwrap_or_default(),
+    };
+    if hung {
+        Outcome::Hang(output)
+    } else if let Some(sig) = status.signal() {
+        Outcome::Signal(sig, output)
+    } else {
+        Outcome::Exit(status.code().unwrap_or(-1), output)
+    }
+}
+
+/// Whether lavapipe is there to replay on (asked once; prints `SKIP:` when not).
+pub fn lavapipe() -> bool {
+    static SEES: OnceLock<bool> = OnceLock::new();
+    *SEES.get_or_init(crate::quarry_sees_lavapipe)
+}
+
+/// `quarry replay TRACE --gpu llvmpipe EXTRA...`: `None` (skip) without lavapipe; panics on a
+/// crash or on a run still going after 60 s.
+pub fn replay_trace(trace: &Path, extra: &[&str]) -> Option<Output> {
+    if !lavapipe() {
+        return None;
+    }
+    let mut c = crate::quarry_command();
+    c.arg("replay")
+        .arg(trace)
+        .args(["--gpu", "llvmpipe"])
+        .args(extra);
+    match run_limited(&mut c, Duration::from_secs(60)) {
+        Outcome::Exit(_, o) => Some(o),
+        Outcome::Signal(s, o) => panic!(
+            "replay of {} died of signal {s}: {}",
+            trace.display(),
+            crate::output_text(&o)
+        ),
+        Outcome::Hang(o) => panic!(
+            "replay of {} still running after 60 s: {}",
+            trace.display(),
+            crate::output_text(&o)
+        ),
+    }
+}

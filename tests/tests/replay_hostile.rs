@@ -1,0 +1,439 @@
+//! Replay of traces forged from real ones (the checked-in demo and vkcube traces of the fuzz
+//! corpus), every checksum valid: records removed, duplicated, moved or edited. Each must end
+//! in one `quarry:` line naming the call's seq and name, exit 2, in well under a second of
+//! replay, never in a crash inside the driver or a wait that times out (issue 22).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use format::forge::{read_records, write_records};
+use format::record::{Call, Record};
+use quarry_tests::hostile::{call_name, corpus, replay_trace};
+
+/// Longest a rejected replay may take (the checks answer at once; a debug build under load
+/// replays the demo in about a second).
+const FAST: Duration = Duration::from_secs(8);
+
+/// The corpus trace `name` with `edit` applied to its records, written where `dir` says.
+fn forged(dir: &Path, name: &str, edit: impl FnOnce(&mut Vec<Record>, &[String])) -> PathBuf {
+    let (header, mut recs) = read_records(&corpus(name)).unwrap();
+    let table = commands(&recs);
+    edit(&mut recs, &table);
+    let out = dir.join(format!("forged-{name}"));
+    write_records(&out, header, &recs, 1 << 20).unwrap();
+    out
+}
+
+fn commands(recs: &[Record]) -> Vec<String> {
+    recs.iter()
+        .find_map(|r| match r {
+            Record::CommandTable(t) => Some(t.clone()),
+            _ => None,
+        })
+        .unwrap()
+}
+
+/// Index of the `nth` call named `name`.
+fn find(recs: &[Record], table: &[String], name: &str, nth: usize) -> usize {
+    recs.iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r, Record::Call(c) if call_name(table, c) == name))
+        .nth(nth)
+        .unwrap_or_else(|| panic!("no call {name} #{nth}"))
+        .0
+}
+
+fn call_mut(r: &mut Record) -> &mut Call {
+    match r {
+        Record::Call(c) => c,
+        _ => panic!("not a call"),
+    }
+}
+
+/// Asserts a replay refused the trace: exit 2, one `quarry:` line naming `call` and saying
+/// `why`, quickly.
+fn refused(out: &Output, took: Duration, call: &str, why: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.starts_with("quarry: warning"))
+        .collect();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    let l = lines[0];
+    assert!(
+        l.starts_with("quarry: call ") && l.contains(&format!("({call}")) && l.contains(why),
+        "{l}"
+    );
+    assert!(took < FAST, "took {took:?}: {l}");
+}
+
+fn run(p: &Path, extra: &[&str]) -> Option<(Output, Duration)> {
+    let t = Instant::now();
+    let out = replay_trace(p, extra)?;
+    Some((out, t.elapsed()))
+}
+
+#[test]
+fn the_corpus_replays_as_it_is_and_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["demo.qtrace", "vkcube.qtrace"] {
+        let Some((out, _)) = run(&corpus(name), &[]) else {
+            return;
+        };
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The record-level forger itself changes nothing.
+        let p = forged(dir.path(), name, |_, _| {});
+        let (out, _) = run(&p, &[]).unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn removed_fence_creation_is_named_not_a_double_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = forged(dir.path(), "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCreateFence", 0);
+        recs.remove(i);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(&out, took, "vkWaitForFences", "fence 0x");
+}
+
+#[test]
+fn destroyed_twice_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = forged(dir.path(), "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkDestroyFence", 0);
+        let dup = recs[i].clone();
+        recs.insert(i + 1, dup);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(&out, took, "vkDestroyFence", "was destroyed at call");
+}
+
+#[test]
+fn wait_on_a_semaphore_nothing_signals_is_named_not_a_deadlock() {
+    let dir = tempfile::tempdir().unwrap();
+    // The acquire signals the semaphore the frame's submit waits on.
+    let p = forged(dir.path(), "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkAcquireNextImageKHR", 1);
+        recs.remove(i);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(&out, took, "vkQueueSubmit", "nothing replayed has signaled");
+}
+
+#[test]
+fn wait_on_a_fence_no_submit_signals_is_named_not_a_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    // A frame's submit and present gone: the next wait for its fence can never end.
+    let p = forged(dir.path(), "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkQueueSubmit", 2);
+        recs.remove(i);
+        let i = find(recs, t, "vkQueuePresentKHR", 1);
+        recs.remove(i);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkWaitForFences",
+        "no replayed submission signals",
+    );
+}
+
+#[test]
+fn commands_outside_recording_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = forged(dir.path(), "demo.qtrace", |recs, t| {
+        let i = find(recs, t, "vkEndCommandBuffer", 0);
+        let cmd = recs[..i]
+            .iter()
+            .rposition(|r| matches!(r, Record::Call(c) if call_name(t, c).starts_with("vkCmd")))
+            .unwrap();
+        let r = recs.remove(cmd);
+        recs.insert(i, r);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not recording (it is executable)"), "{err}");
+    refused(&out, took, "vkCmd", "");
+}
+
+#[test]
+fn submit_of_a_command_buffer_never_ended_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = forged(dir.path(), "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkEndCommandBuffer", 0);
+        recs.remove(i);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(&out, took, "vkQueueSubmit", "still recording");
+}
+
+/// Offset of the first occurrence of `needle` in `hay`.
+fn at(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len())
+        .position(|w| w == needle)
+        .expect("pattern in the parameters")
+}
+
+#[test]
+fn forged_counts_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    // vkQueueSubmit: VkSubmitInfo.commandBufferCount 1 -> 3, its array still holding one.
+    let p = forged(dir.path(), "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkQueueSubmit", 0);
+        let c = call_mut(&mut recs[i]);
+        // commandBufferCount (u32 1), array present (1), its length (u64 1).
+        let mut pat = 1u32.to_le_bytes().to_vec();
+        pat.push(1);
+        pat.extend(1u64.to_le_bytes());
+        let o = at(&c.params, &pat);
+        c.params[o..o + 4].copy_from_slice(&3u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(&out, took, "vkQueueSubmit", "is 3 but");
+}
+
+#[test]
+fn forged_handles_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    // A submit naming the device where its queue should be: wrong type, never created as one.
+    let p = forged(dir.path(), "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkQueueSubmit", 1);
+        let c = call_mut(&mut recs[i]);
+        c.params[..8].copy_from_slice(&0x5151_5151u64.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(&out, took, "vkQueueSubmit", "0x51515151 was never created");
+}
+
+#[test]
+fn a_missing_block_ends_quickly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (header, recs) = read_records(&corpus("vkcube.qtrace")).unwrap();
+    let small = dir.path().join("small.qtrace");
+    write_records(&small, header, &recs, 2048).unwrap();
+    let bytes = std::fs::read(&small).unwrap();
+    let f = format::forge::Forge::parse(&bytes);
+    let blocks = f.of_kind(format::layout::BlockKind::Records);
+    assert!(blocks.len() > 6, "{} blocks", blocks.len());
+    let t = Instant::now();
+    // Every middle block in turn: the replay stops at the first call the loss makes impossible
+    // (or replays what is left), each at once: no 10 s wait per missing submit.
+    for &b in &blocks[1..blocks.len() - 1] {
+        let mut g = f.clone();
+        g.delete(b);
+        let p = dir.path().join(format!("missing-{b}.qtrace"));
+        std::fs::write(&p, g.bytes()).unwrap();
+        let Some((out, took)) = run(&p, &["--salvage"]) else {
+            return;
+        };
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(0 | 2)), "block {b}: {err}");
+        assert!(took < FAST, "block {b}: took {took:?}: {err}");
+    }
+    assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
+}
+
+#[test]
+fn query_read_of_work_never_submitted_is_named_not_a_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    // The submit of the demo's first query reads gone, with the fence wait after it.
+    let p = forged(dir.path(), "demo.qtrace", |recs, t| {
+        let read = find(recs, t, "vkGetQueryPoolResults", 0);
+        let is = |r: &Record, n: &str| matches!(r, Record::Call(c) if call_name(t, c) == n);
+        let s = recs[..read]
+            .iter()
+            .rposition(|r| is(r, "vkQueueSubmit"))
+            .unwrap();
+        let w = s + recs[s..]
+            .iter()
+            .position(|r| is(r, "vkWaitForFences"))
+            .unwrap();
+        recs.remove(w);
+        recs.remove(s);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkGetQueryPoolResults",
+        "never submitted in the replay",
+    );
+}
+
+/// `quarry replay` judges damage as `info`, `dump`, `export` and `view` do.
+#[test]
+fn replay_shares_the_damage_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (header, recs) = read_records(&corpus("vkcube.qtrace")).unwrap();
+    let small = dir.path().join("small.qtrace");
+    write_records(&small, header, &recs, 2048).unwrap();
+    let f = format::forge::Forge::parse(&std::fs::read(&small).unwrap());
+
+    // A block missing: refused without --salvage, before anything is replayed.
+    let mut g = f.clone();
+    g.delete(f.of_kind(format::layout::BlockKind::Records)[3]);
+    let p = dir.path().join("missing.qtrace");
+    std::fs::write(&p, g.bytes_with_index(|_| {})).unwrap();
+    let Some((out, _)) = run(&p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.trim().lines().count() == 1 && err.contains("--salvage"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // The writer killed between two blocks, nothing lost: replayed, exit 0, with a note.
+    let p = dir.path().join("nofooter.qtrace");
+    std::fs::write(&p, f.bytes()).unwrap();
+    let (out, _) = run(&p, &[]).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("quarry: note:"), "{err}");
+}
+
+/// Removes the `nth` call named `name`.
+fn drop_call(name: &'static str, nth: usize) -> impl FnOnce(&mut Vec<Record>, &[String]) {
+    move |recs, t| {
+        let i = find(recs, t, name, nth);
+        recs.remove(i);
+    }
+}
+
+/// Crashes of lavapipe the fuzzer (`fuzz_replay`) found behind traces the checks accepted, each
+/// made again by the smallest edit that shows it; all are clean errors now.
+#[test]
+fn fuzz_crashers_are_clean_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    type Edit = Box<dyn FnOnce(&mut Vec<Record>, &[String])>;
+    let cases: Vec<(&str, Edit, &str, &str)> = vec![
+        (
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdCopyBuffer", 0);
+                // srcBuffer follows the command buffer.
+                call_mut(&mut recs[i]).params[8..16].fill(0);
+            }),
+            "vkCmdCopyBuffer",
+            "srcBuffer is VK_NULL_HANDLE",
+        ),
+        (
+            "demo.qtrace",
+            // The binding of the first vertex buffer's memory gone.
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdBindVertexBuffers", 0);
+                // command buffer, firstBinding, bindingCount, array flag and length, buffer.
+                let buffer = call_mut(&mut recs[i]).params[25..33].to_vec();
+                let b = recs
+                    .iter()
+                    .position(|r| {
+                        matches!(r, Record::Call(c) if call_name(t, c) == "vkBindBufferMemory"
+                            && c.params[8..16] == buffer[..])
+                    })
+                    .unwrap();
+                recs.remove(b);
+            }),
+            "vkCmdBindVertexBuffers",
+            "has no memory bound",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(drop_call("vkBindImageMemory", 0)),
+            "vkCmd",
+            "has no memory bound",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(drop_call("vkCmdBindPipeline", 0)),
+            "vkCmd",
+            "without a graphics pipeline bound",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(drop_call("vkCmdEndQuery", 0)),
+            "vkEndCommandBuffer",
+            "is still active",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(drop_call("vkCmdBeginQuery", 0)),
+            "vkCmdEndQuery",
+            "was not begun",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdCopyBuffer", 0);
+                // Command buffer, src, dst, regionCount, array flag and length, then the first
+                // region's srcOffset, dstOffset and size.
+                call_mut(&mut recs[i]).params[53..61].copy_from_slice(&(1u64 << 40).to_le_bytes());
+            }),
+            "vkCmdCopyBuffer",
+            "are outside buffer",
+        ),
+        (
+            // A hang: an acquire the capture saw time out signals nothing in the replay either.
+            "vkcube.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkAcquireNextImageKHR", 1);
+                call_mut(&mut recs[i]).result = 2;
+            }),
+            "vkQueueSubmit",
+            "nothing replayed has signaled",
+        ),
+        (
+            "vkcube.qtrace",
+            Box::new(drop_call("vkCmdBeginRenderPass", 0)),
+            "vkCmd",
+            "outside a render pass instance",
+        ),
+    ];
+    for (k, (trace, edit, call, why)) in cases.into_iter().enumerate() {
+        let p = forged(dir.path(), trace, edit);
+        let p2 = dir.path().join(format!("case-{k}.qtrace"));
+        std::fs::rename(&p, &p2).unwrap();
+        eprintln!("case {k}: {trace} {call}");
+        let Some((out, took)) = run(&p2, &[]) else {
+            return;
+        };
+        refused(&out, took, call, why);
+    }
+}
