@@ -56,10 +56,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             o.insert("frame_boundaries".into(), Value::Object(kinds));
         }
         if let (Some(r), Some(o)) = (&replay, v.as_object_mut()) {
-            o.insert(
-                "replay".into(),
-                serde_json::to_value(r).unwrap_or(Value::Null),
-            );
+            let mut rv = serde_json::to_value(r).unwrap_or(Value::Null);
+            // The capture device in the notation of the trace's own `device`.
+            if let (Some(d), Some(m)) = (&r.capture_device, rv.as_object_mut()) {
+                m.insert("capture_device".into(), device_json(d));
+            }
+            o.insert("replay".into(), rv);
         }
         if let (Some(sn), Some(o)) = (&snapshot, v.as_object_mut()) {
             o.insert(

@@ -60,6 +60,16 @@ fn demo_captures_replays_and_matches() {
         "{v}"
     );
 
+    // A results file names its capture device in the trace's notation (UUIDs as hex strings).
+    let rinfo = run_quarry(&["info", "--json", results[0].to_str().unwrap()]);
+    assert_eq!(rinfo.status.code(), Some(0), "{}", text(&rinfo.stderr));
+    let rv: serde_json::Value = serde_json::from_slice(&rinfo.stdout).unwrap();
+    assert_eq!(
+        rv["replay"]["capture_device"]["device_uuid"], v["device"]["device_uuid"],
+        "{rv}"
+    );
+    assert!(v["device"]["device_uuid"].is_string(), "{v}");
+
     // Precise occlusion queries, by (pool, query), from the trace's begin operations.
     let mut precise = HashSet::new();
     let r = TraceReader::open(&trace).unwrap();
