@@ -661,6 +661,7 @@ fn demo_capture_replays_with_rebind_forced() {
     let s = replay(&trace, MemoryMode::Rebind).expect("rebind replay of the demo");
     let text = s.comparison.to_text();
     assert!(s.memory.starts_with("rebind ("), "{}", s.memory);
+    assert!(!s.memory.contains("destroyed one"), "{}", s.memory);
     assert!(!s.comparison.failed(), "{text}");
     let matched = |name: &str| s.comparison.by_type.get(name).map_or(0, |t| t.matches);
     for ty in ["OCCLUSION", "PIPELINE_STATISTICS", "PRIMITIVES_GENERATED"] {

@@ -77,6 +77,10 @@ pub struct Plan {
     /// Under rebind, the most of one replay pass: (own allocations made, resources bound into
     /// another's allocation).
     pub counts: Mutex<(u64, u64)>,
+    /// Binds over bytes that a resource destroyed before them was bound to: under rebind each gets
+    /// fresh memory, so what the GPU wrote through the old resource does not reach the new one
+    /// (Zink recycles its slab ranges this way).
+    pub reused: u64,
 }
 
 /// What the replay does with memory, and why.
@@ -135,7 +139,14 @@ impl Plan {
         match (self.decided(), self.asked) {
             (Some(d), asked) if d.rebind => {
                 let d = d.describe(asked);
-                let counts = format!("{own} own allocations, {shared} shared");
+                let mut counts = format!("{own} own allocations, {shared} shared");
+                if self.reused > 0 {
+                    counts.push_str(&format!(
+                        "; {} resources bound over bytes of a destroyed one: what the GPU wrote \
+                         through the old one is not carried over, results there may differ",
+                        self.reused
+                    ));
+                }
                 match d.strip_suffix(')') {
                     Some(open) => format!("{open}; {counts})"),
                     None => format!("{d} ({counts})"),
@@ -334,5 +345,83 @@ pub fn scan(reader: &TraceReader, asked: MemoryMode) -> Result<Arc<Plan>, Replay
             _ => {}
         }
     }
+    p.reused = reused_ranges(&p);
     Ok(Arc::new(p))
+}
+
+/// How many binds cover bytes that an earlier bind's resource, destroyed before them, covered in
+/// the same memory (sizes as the capture GPU reported them; binds of unknown size are left out).
+fn reused_ranges(p: &Plan) -> u64 {
+    // Per memory: (bind seq, start, end, destroyed at).
+    type Span = (u64, u64, u64, Option<u64>);
+    let mut by_memory: HashMap<u64, Vec<Span>> = HashMap::new();
+    for b in &p.binds {
+        let Some(c) = p.created_of(b) else { continue };
+        let Some(size) = c.captured_size else {
+            continue;
+        };
+        by_memory.entry(b.memory).or_default().push((
+            b.seq,
+            b.offset,
+            b.offset.saturating_add(size),
+            c.destroyed,
+        ));
+    }
+    let mut n = 0;
+    for binds in by_memory.values() {
+        for (i, &(seq, start, end, _)) in binds.iter().enumerate() {
+            let over_dead = binds[..i].iter().any(|&(_, s, e, destroyed)| {
+                destroyed.is_some_and(|d| d < seq) && s < end && start < e
+            });
+            n += u64::from(over_dead);
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Binds as (seq, memory, offset, size, destroyed at).
+    fn plan(binds: &[(u64, u64, u64, u64, Option<u64>)]) -> Plan {
+        let mut p = Plan::default();
+        for (i, &(seq, memory, offset, size, destroyed)) in binds.iter().enumerate() {
+            p.created.push(Created {
+                kind: Kind::Buffer,
+                handle: 100 + i as u64,
+                call: Call::vkCreateBuffer(Default::default()),
+                captured_size: Some(size),
+                destroyed,
+            });
+            p.binds.push(Bind {
+                seq,
+                device: 1,
+                kind: Kind::Buffer,
+                resource: 100 + i as u64,
+                memory,
+                offset,
+                created: Some(i),
+                allocation: None,
+            });
+        }
+        p
+    }
+
+    #[test]
+    fn binds_over_bytes_of_destroyed_resources_are_counted() {
+        // A is destroyed at 5; B over its bytes at 6 counts; C beside them, D in other memory and
+        // E over B (alive) do not.
+        let p = plan(&[
+            (1, 7, 0, 64, Some(5)),
+            (6, 7, 32, 64, None),
+            (7, 7, 128, 64, None),
+            (8, 9, 0, 64, None),
+            (9, 7, 64, 8, None),
+        ]);
+        assert_eq!(reused_ranges(&p), 1);
+        // Bound before the destroy: the two live side by side (an alias), not a reuse.
+        let alias = plan(&[(1, 7, 0, 64, Some(5)), (3, 7, 0, 64, None)]);
+        assert_eq!(reused_ranges(&alias), 0);
+    }
 }
