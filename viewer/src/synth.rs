@@ -80,9 +80,11 @@ pub fn results(
     let per_frame: u32 = POOLS.iter().map(|p| p.3).sum();
     let frames = (n as u64).div_ceil(u64::from(per_frame));
     let mut records = Vec::with_capacity(n + 64);
+    // Replayed on the capture device: deterministic values must match (tests of cross-GPU
+    // replays change `capture_device`).
     records.push(Record::ReplayInfo(ReplayInfo {
         trace: "synthetic.qtrace".to_owned(),
-        capture_device: Some(device("llvmpipe (LLVM 15.0.6, 256 bits)", "llvmpipe")),
+        capture_device: Some(device(replay_device, replay_device)),
         loops: 1,
         passes: 1,
         replay_ns: frames * 16_000_000,

@@ -102,6 +102,9 @@ pub struct Replayed {
     pub clock: Option<TimestampClock>,
     pub submit_ns: u64,
     pub available_ns: u64,
+    /// Whether the file's replay device is the capture device with the same driver
+    /// (`format::runs::same_device`); true until the file's replay info says otherwise.
+    pub same_device: bool,
 }
 
 /// One column of captured values.
@@ -210,21 +213,21 @@ pub struct Dataset {
 /// How `replayed` compares with `captured` under the shared rule of [`format::query`]; `None`
 /// when either side is missing.
 ///
-/// Results files do not say whether an occlusion query was precise, and the viewer flags what a
-/// replay on the capture device would fail on: it reads with [`Context::STRICT`]. Timestamps are
-/// clock values, a changed performance counter a variation.
+/// "Same device" comes from the results file, as `replay --compare` decides it. Results files do
+/// not say whether an occlusion query was precise, so occlusion counts are read as precise: on the
+/// capture device the viewer flags what the replay's `--compare` flags for precise queries.
+/// Timestamps are clock values, a changed performance counter a variation.
 pub fn outcome(
     query_type: i32,
     captured: Option<&QueryValues>,
     replayed: Option<&Replayed>,
 ) -> Option<Outcome> {
     let (c, r) = (captured?, replayed?);
-    Some(query::classify(
-        query_type,
-        Some(c),
-        Some(&r.values),
-        Context::STRICT,
-    ))
+    let ctx = Context {
+        precise: true,
+        same_device: r.same_device,
+    };
+    Some(query::classify(query_type, Some(c), Some(&r.values), ctx))
 }
 
 /// ns between two timestamps, subtracted in masked integer ticks when their clock is known
@@ -863,6 +866,22 @@ impl DatasetBuilder {
             .iter()
             .map(|f| f.device.as_ref().map(TimestampClock::of_device))
             .collect();
+        // Deterministic on the capture device only (pipeline statistics, ...): per file.
+        let same: Vec<bool> = ds
+            .results
+            .iter()
+            .map(|f| {
+                let capture = f.replay.as_ref().and_then(|r| r.capture_device.as_ref());
+                capture
+                    .zip(f.device.as_ref())
+                    .is_none_or(|(a, b)| format::runs::same_device(a, b))
+            })
+            .collect();
+        for (col, &same) in ds.replayed.iter_mut().zip(&same) {
+            for r in col.iter_mut().flatten() {
+                r.same_device = same;
+            }
+        }
         for (i, row) in ds.rows.iter_mut().enumerate() {
             if ds.pools[row.pool as usize].query_type != model::QUERY_TYPE_TIMESTAMP {
                 continue;

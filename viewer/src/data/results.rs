@@ -37,6 +37,7 @@ impl DatasetBuilder {
             clock: None,
             submit_ns: q.submit_ns,
             available_ns: q.available_ns,
+            same_device: true,
         });
         // Files replayed from one trace list queries in the same order: try that before hashing.
         let cursor = self.file_row_cursor;
@@ -163,5 +164,66 @@ impl DatasetBuilder {
         if row.captured.is_none() {
             row.captured = c.captured;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::data::{outcome, Dataset, Replayed};
+    use crate::synth;
+    use format::query::Outcome;
+    use format::record::QueryValues;
+    use std::path::PathBuf;
+
+    fn replayed(values: Vec<u64>, same_device: bool) -> Replayed {
+        Replayed {
+            values: QueryValues {
+                values,
+                available: true,
+                ..QueryValues::default()
+            },
+            gpu_ns: None,
+            clock: None,
+            submit_ns: 0,
+            available_ns: 0,
+            same_device,
+        }
+    }
+
+    /// The viewer and exports read a changed pipeline statistic as `replay --compare` does: a
+    /// mismatch on the capture device, a variation on another one (the file says which).
+    #[test]
+    fn same_device_comes_from_each_results_file() {
+        let stats = 1; // VK_QUERY_TYPE_PIPELINE_STATISTICS
+        let captured = QueryValues {
+            values: vec![1, 2],
+            available: true,
+            ..QueryValues::default()
+        };
+        let on = |same| outcome(stats, Some(&captured), Some(&replayed(vec![1, 3], same)));
+        assert_eq!(on(true), Some(Outcome::Mismatch));
+        assert_eq!(on(false), Some(Outcome::Variation));
+
+        // synth::results replays on its capture device; the second file says it captured elsewhere.
+        let (hs, s) = synth::results(40, 1, "llvmpipe (LLVM 15.0.6, 256 bits)", 0);
+        let (ho, mut o) = synth::results(40, 1, "NVIDIA H100 80GB HBM3", 0);
+        for r in &mut o {
+            if let format::record::Record::ReplayInfo(i) = r {
+                i.capture_device = Some(synth::device("llvmpipe", "llvmpipe"));
+            }
+        }
+        let ds = Dataset::from_records(vec![
+            (PathBuf::from("same.qres"), hs, s),
+            (PathBuf::from("other.qres"), ho, o),
+        ]);
+        let flags = |f: usize| {
+            ds.replayed[f]
+                .iter()
+                .flatten()
+                .map(|r| r.same_device)
+                .collect::<Vec<_>>()
+        };
+        assert!(!flags(0).is_empty() && flags(0).iter().all(|&s| s));
+        assert!(!flags(1).is_empty() && flags(1).iter().all(|&s| !s));
     }
 }
