@@ -323,17 +323,12 @@ const COPY_STAGING: u64 = 64 << 10;
 /// our own (the state lock keeps the app from mapping it meanwhile). Empty when the memory is not host
 /// visible.
 fn read_back(d: &'static DeviceData, st: &mut DeviceState, op: &CopyOp) -> Vec<u8> {
-    let len = copy_len(st, op);
-    if op.count == 0 {
-        return Vec::new();
-    }
-    let Some(&(memory, buffer_offset)) = st.buffers.get(&op.dst_buffer) else {
+    let Some((memory, start, len)) = dst_range(st, op) else {
         return Vec::new();
     };
     let Some(m) = st.memories.get(&memory) else {
         return Vec::new();
     };
-    let start = buffer_offset + op.dst_offset;
     if start.saturating_add(len) > m.size {
         return Vec::new();
     }
