@@ -10,7 +10,7 @@ use super::clock::{anchor_now, now_ns};
 use super::prof;
 use super::statics::{lock_capture, log_once, recording, Capture, CaptureGuard, HOT};
 use super::writer::{
-    emit_plain_all, fail_locked, lock_pending, lock_tracker, write_all, ENDED, SWAPCHAIN_SEEN,
+    emit_plain_all, fail_locked, lock_pending, write_all, ENDED, SWAPCHAIN_SEEN,
 };
 use format::record::{self, FrameBoundary, Record};
 use std::sync::atomic::Ordering;
@@ -116,7 +116,7 @@ pub fn finish(reason: &str) {
 fn finish_locked(guard: &mut CaptureGuard, reason: &str) {
     HOT.active.store(false, Ordering::Release);
     if HOT.tracking.swap(false, Ordering::AcqRel) {
-        *lock_tracker() = None;
+        *super::deferred::lock_tracker() = None;
         if let Some(p) = lock_pending().take().filter(|p| p.trigger.is_none()) {
             log_once(
                 "never-reached",

@@ -32,6 +32,7 @@
 //! `clock::thread_id`) are `#[inline]`, as they were inlined when they shared its file.
 
 mod clock;
+mod deferred;
 mod frames;
 mod on_demand;
 pub mod prof;

@@ -7,7 +7,8 @@
 
 use super::frames::close_trace;
 use super::statics::{log_once, CaptureGuard, HOT};
-use super::writer::{abandon_tracking, lock_pending, lock_tracker};
+use super::deferred::lock_tracker;
+use super::writer::{abandon_tracking, lock_pending};
 use crate::trim::tracker::Tracker;
 use format::record::Record;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -8,7 +8,7 @@
 use super::clock::{call_ns, now_ns, thread_id};
 use super::prof;
 use super::statics::{capturing, lock_capture, recording, CaptureGuard, HOT};
-use super::writer::{abandon_tracking, emit_plain_all, fail, fail_locked, lock_tracker, note};
+use super::writer::{emit_plain_all, fail, fail_locked, note};
 use crate::trim::tracker::{self, CallRef};
 use format::record::{self, Record};
 use std::cell::Cell;
@@ -302,21 +302,11 @@ fn track_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode)
     out
 }
 
-/// `writer::offer` for a call, without wrapping it in a `Record` (256 bytes, moved at every step) or
-/// copying its parameters out of the encoder unless the tracker keeps them; false when the
-/// tracker is gone (the snapshot was written meanwhile).
+/// `writer::offer` for a call, without wrapping it in a `Record` (256 bytes, moved at every step):
+/// its parameters are copied from the encoder into the tracking thread's queue. False when
+/// tracking has ended (the snapshot was written meanwhile).
 fn offer_call(call: CallRef<'_>) -> bool {
-    let mut t = lock_tracker();
-    // Checked again under the lock: capture on demand keeps its tracker while it captures.
-    let Some(tracker) = t.as_mut().filter(|_| HOT.tracking.load(Ordering::Acquire)) else {
-        return false;
-    };
-    if catch_unwind(AssertUnwindSafe(|| tracker.offer_call(call))).is_err() {
-        *t = None;
-        drop(t);
-        abandon_tracking("internal error in the state tracker");
-    }
-    true
+    super::deferred::push_call(call)
 }
 
 /// Structs the layer itself understands although the encoder does not: the loader's chain links,

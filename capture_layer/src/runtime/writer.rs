@@ -10,6 +10,7 @@ use super::statics::{
     capturing, lock_capture, log_once, recording, Capture, CaptureGuard, Stats, HOT,
 };
 use crate::settings::{Given, Settings};
+use super::deferred::{lock_tracker, push_record, set_tracker};
 use crate::trim::tracker::{SnapRecord, Snapshot, Tracker};
 use format::record::{self, Record};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -40,7 +41,6 @@ static OPENED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 pub(super) static ENDED: AtomicBool = AtomicBool::new(false);
 /// Apps with a swapchain get frame boundaries at present only.
 pub(super) static SWAPCHAIN_SEEN: AtomicBool = AtomicBool::new(false);
-static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
 /// What a trimmed capture opens its trace with at the snapshot, and the tracked frame counter.
 static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
 
@@ -111,32 +111,17 @@ fn launcher_gone() {
     super::frames::finish("the quarry launcher died");
 }
 
-pub(super) fn lock_tracker() -> MutexGuard<'static, Option<Tracker>> {
-    TRACKER.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 pub(super) fn lock_pending() -> MutexGuard<'static, Option<Pending>> {
     PENDING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Offers a record to the tracker; gives it back when tracking ended meanwhile.
+/// Offers a record to the tracker (through the tracking thread's queue); gives it back when
+/// tracking ended meanwhile.
 pub(super) fn offer(rec: Record) -> Option<Record> {
     if !HOT.tracking.load(Ordering::Acquire) {
         return Some(rec);
     }
-    let mut t = lock_tracker();
-    // Checked again under the lock: capture on demand keeps its tracker while it captures.
-    let Some(tracker) = t.as_mut().filter(|_| HOT.tracking.load(Ordering::Acquire)) else {
-        // The snapshot was written meanwhile: the record goes to the trace.
-        return Some(rec);
-    };
-    // The generated intercepts call in here without a guard of their own.
-    if catch_unwind(AssertUnwindSafe(|| tracker.offer(rec))).is_err() {
-        *t = None;
-        drop(t);
-        abandon_tracking("internal error in the state tracker");
-    }
-    None
+    push_record(rec)
 }
 
 /// Gives up a trimmed capture before its first frame: logged once, nothing written, calls pass.
@@ -201,7 +186,7 @@ pub fn open_capture(application: &str, layer: &Given) -> bool {
             submitted: false,
             trigger,
         });
-        *lock_tracker() = Some(Tracker::default());
+        set_tracker(Some(Tracker::default()));
         HOT.tracking.store(true, Ordering::Release);
         register_atfork();
         return true;

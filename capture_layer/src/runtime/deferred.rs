@@ -1,0 +1,250 @@
+//! Deferred tracking: before a trimmed capture's first frame (and between capture on demand's
+//! triggers) the app's threads only encode a call and append it to a queue; the layer's tracking
+//! thread (`quarry-track`) feeds the queue to the tracker. The tracker's decoding, maps and
+//! layout bookkeeping (1–3.5 µs for a submit, an allocation or a destruction) leave the app's
+//! thread, which pays the encoding and one uncontended lock per call.
+//!
+//! Whoever reads or ends the tracker (the snapshot writer, capture on demand's return to
+//! tracking, finalization) takes it with [`lock_tracker`], which feeds it everything queued and
+//! holds the queue until the guard is dropped: the app's threads wait there, as they used to wait
+//! at the tracker's own lock, so a call is either in the tracker or goes to the trace after the
+//! snapshot, never lost between them. Lock order: tracker, then queue; the call path takes only
+//! the queue.
+//!
+//! Depends on: `statics` (the tracking flag), `trim::tracker`.
+
+use super::statics::{log_once, HOT};
+use crate::trim::tracker::{CallRef, Tracker};
+use format::record::Record;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
+static QUEUE: parking_lot::Mutex<Queue> = parking_lot::Mutex::new(Queue::new());
+static WAKE: parking_lot::Condvar = parking_lot::Condvar::new();
+static THREAD: AtomicBool = AtomicBool::new(false);
+
+/// Queued items at which a push wakes the tracking thread (it also wakes every `PERIOD`).
+const WAKE_AT: usize = 512;
+/// Past this many items or parameter bytes the pushing thread feeds the tracker itself, so a
+/// stalled tracking thread cannot make the queue grow without bound.
+const FULL_ITEMS: usize = 1 << 16;
+const FULL_BYTES: usize = 64 << 20;
+const PERIOD: Duration = Duration::from_millis(4);
+
+// The queue's slots are reused between batches, so a record stored inline costs a move; a box
+// would cost an allocation per record (query ops: two per query command).
+#[allow(clippy::large_enum_variant)]
+enum Item {
+    /// A call whose parameters are `bytes[at..at + len]`.
+    Call {
+        seq: u64,
+        host_ns: u64,
+        thread: u32,
+        cmd: u32,
+        result: i32,
+        at: usize,
+        len: usize,
+    },
+    Rec(Record),
+}
+
+struct Queue {
+    items: Vec<Item>,
+    bytes: Vec<u8>,
+}
+
+impl Queue {
+    const fn new() -> Self {
+        Queue {
+            items: Vec::new(),
+            bytes: Vec::new(),
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.items.len() >= FULL_ITEMS || self.bytes.len() >= FULL_BYTES
+    }
+
+    /// Offers every item to `tracker` in order and empties the queue (keeping its allocations).
+    /// Err when the tracker panicked: it is dropped, and the caller abandons tracking.
+    fn feed(&mut self, tracker: &mut Option<Tracker>) -> Result<(), ()> {
+        let Queue { items, bytes } = self;
+        let result = match tracker.as_mut() {
+            None => Ok(()),
+            Some(t) => catch_unwind(AssertUnwindSafe(|| {
+                for item in items.drain(..) {
+                    match item {
+                        Item::Call {
+                            seq,
+                            host_ns,
+                            thread,
+                            cmd,
+                            result,
+                            at,
+                            len,
+                        } => t.offer_call(CallRef {
+                            seq,
+                            thread,
+                            cmd,
+                            host_ns,
+                            result,
+                            params: &bytes[at..at + len],
+                        }),
+                        Item::Rec(rec) => t.offer(rec),
+                    }
+                }
+            }))
+            .map_err(|_| ()),
+        };
+        items.clear();
+        bytes.clear();
+        if result.is_err() {
+            *tracker = None;
+        }
+        result
+    }
+}
+
+/// The tracker, fed with everything queued; the queue stays locked (calls wait) while it is held.
+pub(super) struct TrackerGuard {
+    tracker: MutexGuard<'static, Option<Tracker>>,
+    _queue: parking_lot::MutexGuard<'static, Queue>,
+}
+
+impl std::ops::Deref for TrackerGuard {
+    type Target = Option<Tracker>;
+    fn deref(&self) -> &Option<Tracker> {
+        &self.tracker
+    }
+}
+
+impl std::ops::DerefMut for TrackerGuard {
+    fn deref_mut(&mut self) -> &mut Option<Tracker> {
+        &mut self.tracker
+    }
+}
+
+fn tracker_mutex() -> MutexGuard<'static, Option<Tracker>> {
+    TRACKER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The tracker, up to date with every call made so far (see the module's comment).
+pub(super) fn lock_tracker() -> TrackerGuard {
+    let mut tracker = tracker_mutex();
+    let mut queue = QUEUE.lock();
+    if queue.feed(&mut tracker).is_err() {
+        // Abandoned here rather than through `writer::abandon_tracking`, which takes these locks.
+        HOT.tracking.store(false, Ordering::Release);
+        log_once(
+            "tracking-failed",
+            "internal error in the state tracker; the trimmed capture is abandoned, the \
+             application continues unchanged",
+        );
+    }
+    TrackerGuard {
+        tracker,
+        _queue: queue,
+    }
+}
+
+/// Sets the tracker that calls are fed to (None ends tracking's bookkeeping) and starts the
+/// tracking thread the first time.
+pub(super) fn set_tracker(t: Option<Tracker>) {
+    let starting = t.is_some();
+    *lock_tracker() = t;
+    if starting && !THREAD.swap(true, Ordering::AcqRel) {
+        let spawned = std::thread::Builder::new()
+            .name("quarry-track".into())
+            .spawn(run);
+        if spawned.is_err() {
+            // Without the thread, pushes feed the tracker themselves once the queue is full.
+            THREAD.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Queues a call for the tracker; false when tracking has ended (the call goes to the trace).
+pub(super) fn push_call(c: CallRef<'_>) -> bool {
+    let mut q = QUEUE.lock();
+    // Under the queue's lock: the snapshot clears the flag while it holds the queue.
+    if !HOT.tracking.load(Ordering::Acquire) {
+        return false;
+    }
+    let at = q.bytes.len();
+    q.bytes.extend_from_slice(c.params);
+    q.items.push(Item::Call {
+        seq: c.seq,
+        host_ns: c.host_ns,
+        thread: c.thread,
+        cmd: c.cmd,
+        result: c.result,
+        at,
+        len: c.params.len(),
+    });
+    after_push(q);
+    true
+}
+
+/// Queues a record for the tracker; gives it back when tracking has ended.
+pub(super) fn push_record(rec: Record) -> Option<Record> {
+    let mut q = QUEUE.lock();
+    if !HOT.tracking.load(Ordering::Acquire) {
+        return Some(rec);
+    }
+    q.items.push(Item::Rec(rec));
+    after_push(q);
+    None
+}
+
+#[inline]
+fn after_push(q: parking_lot::MutexGuard<'static, Queue>) {
+    let (n, full) = (q.items.len(), q.full());
+    drop(q);
+    if n == WAKE_AT {
+        WAKE.notify_one();
+    }
+    if full {
+        drain();
+    }
+}
+
+/// Feeds what is queued to the tracker on this thread (abandoning tracking if it panics).
+fn drain() {
+    let mut local = Queue::new();
+    drain_into(&mut local);
+}
+
+/// `drain` with the caller's spare queue: the two swap, so their allocations are reused.
+fn drain_into(local: &mut Queue) {
+    let mut tracker = tracker_mutex();
+    std::mem::swap(&mut *QUEUE.lock(), local);
+    if local.feed(&mut tracker).is_err() {
+        drop(tracker);
+        super::writer::abandon_tracking("internal error in the state tracker");
+    }
+}
+
+/// The tracking thread: feeds the queue every `PERIOD`, or sooner when it fills.
+fn run() {
+    let mut local = Queue::new();
+    loop {
+        {
+            let mut q = QUEUE.lock();
+            if q.items.len() < WAKE_AT {
+                let period = if HOT.tracking.load(Ordering::Relaxed) {
+                    PERIOD
+                } else {
+                    PERIOD * 25
+                };
+                WAKE.wait_for(&mut q, period);
+            }
+            if q.items.is_empty() {
+                continue;
+            }
+        }
+        drain_into(&mut local);
+    }
+}
