@@ -126,10 +126,12 @@ fn complete_inner<I: IntoIterator<Item = (u64, u64)>>(
     let live = capturing();
     let mut clobbered_notes = Vec::new();
     for (p, clobbered_by) in ready {
+        // While tracking the shadows are not kept (the snapshot takes them afresh): only the
+        // range's pending count changes, which empty data does.
         let mut data = if live {
             read_back(d, &mut st, &p.op)
         } else {
-            host_bytes(&st, p.host_range)
+            Vec::new()
         };
         if let Some((memory, start, len)) = p.host_range {
             if let Some(m) = st.memories.get_mut(&memory) {
@@ -215,25 +217,6 @@ fn dst_range(st: &DeviceState, op: &CopyOp) -> Option<(u64, u64, u64)> {
     }
     let &(memory, buffer_offset) = st.buffers.get(&op.dst_buffer)?;
     Some((memory, buffer_offset + op.dst_offset, copy_len(st, op)))
-}
-
-/// The current bytes of a mapped host-visible range (to refresh the diff baseline while a trimmed
-/// capture is only tracking); empty when not mapped.
-fn host_bytes(st: &DeviceState, range: Option<(u64, u64, u64)>) -> Vec<u8> {
-    let Some((memory, start, len)) = range else {
-        return Vec::new();
-    };
-    let Some(map) = st.memories.get(&memory).and_then(|m| m.mapped.as_ref()) else {
-        return Vec::new();
-    };
-    if start < map.offset || start + len > map.offset + map.size || map.ptr.is_null() {
-        return Vec::new();
-    }
-    // SAFETY: inside the live mapping (state lock held).
-    unsafe {
-        std::slice::from_raw_parts(map.ptr.add((start - map.offset) as usize), len as usize)
-            .to_vec()
-    }
 }
 
 /// `QueryAvailable` records for the copied queries first seen available at this completion point:

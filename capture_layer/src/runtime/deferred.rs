@@ -173,7 +173,7 @@ pub(super) fn push_call(c: CallRef<'_>) -> bool {
     if !HOT.tracking.load(Ordering::Acquire) {
         return false;
     }
-    let at = q.bytes.len();
+    let (before, at) = (q.items.len(), q.bytes.len());
     q.bytes.extend_from_slice(c.params);
     q.items.push(Item::Call {
         seq: c.seq,
@@ -184,7 +184,7 @@ pub(super) fn push_call(c: CallRef<'_>) -> bool {
         at,
         len: c.params.len(),
     });
-    after_push(q);
+    after_push(q, before);
     true
 }
 
@@ -194,16 +194,29 @@ pub(super) fn push_record(rec: Record) -> Option<Record> {
     if !HOT.tracking.load(Ordering::Acquire) {
         return Some(rec);
     }
+    let before = q.items.len();
     q.items.push(Item::Rec(rec));
-    after_push(q);
+    after_push(q, before);
     None
 }
 
+/// Queues records for the tracker under one lock; gives them all back when tracking has ended.
+pub(super) fn push_records(recs: impl Iterator<Item = Record>) -> Vec<Record> {
+    let mut q = QUEUE.lock();
+    if !HOT.tracking.load(Ordering::Acquire) {
+        return recs.collect();
+    }
+    let before = q.items.len();
+    q.items.extend(recs.map(Item::Rec));
+    after_push(q, before);
+    Vec::new()
+}
+
 #[inline]
-fn after_push(q: parking_lot::MutexGuard<'static, Queue>) {
+fn after_push(q: parking_lot::MutexGuard<'static, Queue>, before: usize) {
     let (n, full) = (q.items.len(), q.full());
     drop(q);
-    if n == WAKE_AT {
+    if before < WAKE_AT && n >= WAKE_AT {
         WAKE.notify_one();
     }
     if full {

@@ -10,7 +10,7 @@ use super::clock::{anchor_now, now_ns};
 use super::prof;
 use super::statics::{lock_capture, log_once, recording, Capture, CaptureGuard, HOT};
 use super::writer::{
-    emit_plain_all, fail_locked, lock_pending, write_all, ENDED, SWAPCHAIN_SEEN,
+    fail_locked, lock_pending, write_all, ENDED, SWAPCHAIN_SEEN,
 };
 use format::record::{self, FrameBoundary, Record};
 use std::sync::atomic::Ordering;
@@ -19,10 +19,10 @@ use std::sync::atomic::Ordering;
 /// progress) are written, under one lock.
 pub fn submitted<I: IntoIterator<Item = Record>>(records: impl FnOnce(u64) -> I) {
     if HOT.tracking.load(Ordering::Relaxed) {
+        // The tracker keeps no `Submit` records (submits change state through their calls).
         if let Some(p) = lock_pending().as_mut() {
             p.submitted = true;
         }
-        emit_plain_all(records(0));
         return;
     }
     let mut guard = lock_capture();

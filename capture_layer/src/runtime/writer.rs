@@ -10,7 +10,7 @@ use super::statics::{
     capturing, lock_capture, log_once, recording, Capture, CaptureGuard, Stats, HOT,
 };
 use crate::settings::{Given, Settings};
-use super::deferred::{lock_tracker, push_record, set_tracker};
+use super::deferred::{lock_tracker, push_record, push_records, set_tracker};
 use crate::trim::tracker::{SnapRecord, Snapshot, Tracker};
 use format::record::{self, Record};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -461,8 +461,15 @@ pub fn emit_plain_all(recs: impl IntoIterator<Item = Record>) {
     if !recording() {
         return;
     }
-    // Offered under the capture lock: the snapshot takes the tracker's inside it too.
-    let mut recs = recs.into_iter().filter_map(offer).peekable();
+    if HOT.tracking.load(Ordering::Acquire) {
+        // Given back when the snapshot was written meanwhile: they go to the trace.
+        let rest = push_records(recs.into_iter());
+        if !rest.is_empty() {
+            write_all(&mut lock_capture(), rest.into_iter());
+        }
+        return;
+    }
+    let mut recs = recs.into_iter().peekable();
     if recs.peek().is_some() {
         write_all(&mut lock_capture(), recs);
     }
