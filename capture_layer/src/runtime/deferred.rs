@@ -166,26 +166,53 @@ pub(super) fn set_tracker(t: Option<Tracker>) {
     }
 }
 
-/// Queues a call for the tracker; false when tracking has ended (the call goes to the trace).
-pub(super) fn push_call(c: CallRef<'_>) -> bool {
+/// What became of a call offered to the tracker.
+pub(super) enum Pushed {
+    /// Queued under `seq`; `unknown`: the sType of a chained struct the encoder could not
+    /// serialize.
+    Queued { seq: u64, unknown: Option<i32> },
+    /// Tracking has ended (the snapshot was written meanwhile): the call goes to the trace.
+    Closed,
+    /// The encoder panicked; nothing was queued.
+    Panicked,
+}
+
+/// Queues a call for the tracker, encoded by `encode` (false: it panicked) straight into the
+/// queue's parameter bytes, and numbers it.
+pub(super) fn push_encoded(
+    thread: u32,
+    host_ns: u64,
+    cmd: u32,
+    result: i32,
+    encode: impl FnOnce(&mut vkstream::Encoder) -> bool,
+) -> Pushed {
     let mut q = QUEUE.lock();
     // Under the queue's lock: the snapshot clears the flag while it holds the queue.
     if !HOT.tracking.load(Ordering::Acquire) {
-        return false;
+        return Pushed::Closed;
     }
     let (before, at) = (q.items.len(), q.bytes.len());
-    q.bytes.extend_from_slice(c.params);
+    let mut e = vkstream::Encoder::from_vec(std::mem::take(&mut q.bytes));
+    let ok = encode(&mut e);
+    let unknown = e.unknown_stype();
+    q.bytes = e.into_bytes();
+    if !ok {
+        q.bytes.truncate(at);
+        return Pushed::Panicked;
+    }
+    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
+    let len = q.bytes.len() - at;
     q.items.push(Item::Call {
-        seq: c.seq,
-        host_ns: c.host_ns,
-        thread: c.thread,
-        cmd: c.cmd,
-        result: c.result,
+        seq,
+        host_ns,
+        thread,
+        cmd,
+        result,
         at,
-        len: c.params.len(),
+        len,
     });
     after_push(q, before);
-    true
+    Pushed::Queued { seq, unknown }
 }
 
 /// Queues a record for the tracker; gives it back when tracking has ended.

@@ -9,9 +9,7 @@
 use super::clock::{anchor_now, now_ns};
 use super::prof;
 use super::statics::{lock_capture, log_once, recording, Capture, CaptureGuard, HOT};
-use super::writer::{
-    fail_locked, lock_pending, write_all, ENDED, SWAPCHAIN_SEEN,
-};
+use super::writer::{fail_locked, lock_pending, write_all, ENDED, SWAPCHAIN_SEEN};
 use format::record::{self, FrameBoundary, Record};
 use std::sync::atomic::Ordering;
 

@@ -5,9 +5,9 @@
 //! Depends on: `statics`, `writer` (the tracker and pending state), `frames` (closing a trace),
 //! `trim::tracker`.
 
+use super::deferred::lock_tracker;
 use super::frames::close_trace;
 use super::statics::{log_once, CaptureGuard, HOT};
-use super::deferred::lock_tracker;
 use super::writer::{abandon_tracking, lock_pending};
 use crate::trim::tracker::Tracker;
 use format::record::Record;

@@ -6,21 +6,15 @@
 //! Depends on: `statics`, `clock`, `prof`, `writer`, `trim::tracker`, `region` (one sType).
 
 use super::clock::{call_ns, now_ns, thread_id};
+use super::deferred::Pushed;
 use super::prof;
 use super::statics::{capturing, lock_capture, recording, CaptureGuard, HOT};
 use super::writer::{emit_plain_all, fail, fail_locked, note};
-use crate::trim::tracker::{self, CallRef};
+use crate::trim::tracker;
 use format::record::{self, Record};
-use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
-
-thread_local! {
-    /// Reused from call to call while a trimmed capture tracks state (taken while a call is
-    /// encoded).
-    static ENCODER: Cell<Option<vkstream::Encoder>> = const { Cell::new(None) };
-}
 
 /// Records one API call (after it returned): a no-op unless capturing. Returns the call's seq.
 ///
@@ -255,58 +249,26 @@ fn write_call_locked(
     (Some(seq), unknown)
 }
 
-/// Before a trimmed capture's first frame: the call is encoded and offered to the tracker.
+/// Before a trimmed capture's first frame: the call is encoded straight into the tracking
+/// thread's queue (see `deferred`), or, when the snapshot was written meanwhile, into the trace.
 fn track_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
-    let mut e = ENCODER
-        .try_with(|c| c.take())
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    e.clear();
-    if catch_unwind(AssertUnwindSafe(|| encode.call(&mut e))).is_err() {
-        let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
-        fail(&format!("internal error while encoding {name}"));
-        return None;
-    }
-    if let Some(s_type) = e.unknown_stype() {
-        unknown_struct(cmd, s_type);
-    }
-    // The tracker orders by seq itself, so no lock is needed around numbering.
-    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
-    let call = CallRef {
-        seq,
-        thread,
-        cmd,
-        host_ns,
-        result,
-        params: e.as_bytes(),
-    };
-    let out = if offer_call(call) {
-        Some(seq)
-    } else {
-        // The snapshot was written meanwhile: the call goes to the trace.
-        let mut guard = lock_capture();
-        let written = guard
-            .as_mut()
-            .map(|cap| cap.writer.write(&Record::Call(call.to_owned())));
-        match written {
-            Some(Ok(())) => Some(seq),
-            Some(Err(err)) => {
-                fail_locked(&mut guard, &format!("writing the trace failed: {err}"));
-                None
+    let pushed = super::deferred::push_encoded(thread, host_ns, cmd, result, |e| {
+        catch_unwind(AssertUnwindSafe(|| encode.call(e))).is_ok()
+    });
+    match pushed {
+        Pushed::Queued { seq, unknown } => {
+            if let Some(s_type) = unknown {
+                unknown_struct(cmd, s_type);
             }
-            None => None,
+            Some(seq)
         }
-    };
-    let _ = ENCODER.try_with(|c| c.set(Some(e)));
-    out
-}
-
-/// `writer::offer` for a call, without wrapping it in a `Record` (256 bytes, moved at every step):
-/// its parameters are copied from the encoder into the tracking thread's queue. False when
-/// tracking has ended (the snapshot was written meanwhile).
-fn offer_call(call: CallRef<'_>) -> bool {
-    super::deferred::push_call(call)
+        Pushed::Closed => write_call_then(thread, host_ns, cmd, result, encode, |_, _| {}),
+        Pushed::Panicked => {
+            let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
+            fail(&format!("internal error while encoding {name}"));
+            None
+        }
+    }
 }
 
 /// Structs the layer itself understands although the encoder does not: the loader's chain links,

@@ -6,11 +6,11 @@
 //! call path (`record`) and frames (`frames`) build on this.
 
 use super::clock::{now_ns, unix_ns};
+use super::deferred::{lock_tracker, push_record, push_records, set_tracker};
 use super::statics::{
     capturing, lock_capture, log_once, recording, Capture, CaptureGuard, Stats, HOT,
 };
 use crate::settings::{Given, Settings};
-use super::deferred::{lock_tracker, push_record, push_records, set_tracker};
 use crate::trim::tracker::{SnapRecord, Snapshot, Tracker};
 use format::record::{self, Record};
 use std::panic::{catch_unwind, AssertUnwindSafe};
