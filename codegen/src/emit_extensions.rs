@@ -1,13 +1,15 @@
 //! Emits what the replayer needs to tell which enabled extensions and features a trace uses
 //! (`replayer/src/portability/generated/`): per extension the commands, structs, enum values and
-//! flag bits it adds; SPIR-V extensions and capabilities with what enables them; the features
-//! structs with their members; and a walker that reports every sType, extension enum value,
-//! extension flag bit and shader module a decoded call carries.
+//! flag bits it adds; SPIR-V extensions and capabilities with what enables them; and a walker that
+//! reports every sType, extension enum value, extension flag bit and shader module a decoded call
+//! carries. Its reading of vk.xml ([`read`]) also gives `emit_features` the features structs, whose
+//! one table is `layer_support`'s.
 //!
 //! SPIR-V capability numbers are not in vk.xml: they are read back from `spirv-as` (SPIRV-Tools,
 //! installed by `scripts/deps.sh`), which assembles `OpCapability <name>` for each name vk.xml lists.
 
 use crate::analyze::{Analysis, Elem, Field, Kind, Len, PElem};
+use crate::emit_features::{self, Features};
 use crate::emit_stream::HEADER;
 use crate::model::{Registry, TypeCat};
 use anyhow::{anyhow, bail, Context, Result};
@@ -22,16 +24,15 @@ use vk_parse::{
 const DIR: &str = "replayer/src/portability/generated";
 
 /// The generated files: `mod.rs`, `registry.rs` (tables) and `walk.rs` (the call walker).
-pub fn files(vk_xml: &Path, reg: &Registry, an: &Analysis) -> Result<Vec<(PathBuf, String)>> {
-    let facts = read(vk_xml, reg)?;
+pub fn files(reg: &Registry, an: &Analysis, facts: &Facts) -> Vec<(PathBuf, String)> {
     let module = format!(
-        "{HEADER}//! Generated from vk.xml by `codegen` (`emit_extensions.rs`): what each extension adds, what\n//! SPIR-V needs, features structs (`registry`), and the walker over decoded calls (`walk`).\npub mod registry;\npub mod walk;\n"
+        "{HEADER}//! Generated from vk.xml by `codegen` (`emit_extensions.rs`): what each extension adds and\n//! what SPIR-V needs (`registry`), and the walker over decoded calls (`walk`).\npub mod registry;\npub mod walk;\n"
     );
-    Ok(vec![
+    vec![
         (format!("{DIR}/mod.rs").into(), module),
-        (format!("{DIR}/registry.rs").into(), registry_rs(&facts)),
-        (format!("{DIR}/walk.rs").into(), walk_rs(reg, an, &facts)),
-    ])
+        (format!("{DIR}/registry.rs").into(), registry_rs(facts)),
+        (format!("{DIR}/walk.rs").into(), walk_rs(reg, an, facts)),
+    ]
 }
 
 #[derive(Default)]
@@ -48,23 +49,17 @@ struct Ext {
     bits: BTreeSet<(String, u64, String)>,
 }
 
-struct FeatureStruct {
-    name: String,
-    s_type: i64,
-    members: Vec<String>,
-    providers: BTreeSet<String>,
-}
-
+/// What vk.xml says of extensions, enum values, SPIR-V and features structs.
 #[derive(Default)]
-struct Facts {
+pub struct Facts {
     exts: BTreeMap<String, Ext>,
     /// Command -> extensions and core versions (1.1 and later) that add it.
     commands: BTreeMap<String, BTreeSet<String>>,
     /// (enum type, value) -> (name, providers).
     enums: BTreeMap<(String, i64), (String, BTreeSet<String>)>,
     bits: BTreeMap<(String, u64), (String, BTreeSet<String>)>,
-    features: Vec<FeatureStruct>,
-    core_features: Vec<String>,
+    /// For `emit_features`.
+    pub features: Features,
     spirv_exts: Vec<(String, Vec<Enable>)>,
     /// (number, name, enables)
     spirv_caps: Vec<(u32, String, Vec<Enable>)>,
@@ -119,7 +114,7 @@ fn item(spec: &EnumSpec, own_number: Option<i64>) -> Option<Item> {
     }
 }
 
-fn read(vk_xml: &Path, reg: &Registry) -> Result<Facts> {
+pub fn read(vk_xml: &Path, reg: &Registry) -> Result<Facts> {
     let (raw, _) =
         vk_parse::parse_file(vk_xml).map_err(|e| anyhow!("parsing {}: {e:?}", vk_xml.display()))?;
     let mut f = Facts::default();
@@ -277,44 +272,7 @@ fn read(vk_xml: &Path, reg: &Registry) -> Result<Facts> {
             add_value(&mut f, &bitmask_enums, &provider, &ty, v, &name);
         }
     }
-    // Features structs: everything chained into VkDeviceCreateInfo whose members are all VkBool32.
-    for name in &reg.struct_order {
-        let s = &reg.structs[name];
-        if !s.extends.iter().any(|e| e == "VkPhysicalDeviceFeatures2") {
-            continue;
-        }
-        let members: Vec<&crate::model::Decl> = s
-            .members
-            .iter()
-            .filter(|m| m.name != "sType" && m.name != "pNext")
-            .collect();
-        if members.is_empty()
-            || members
-                .iter()
-                .any(|m| m.ty != "VkBool32" || !m.ptrs.is_empty() || !m.dims.is_empty())
-        {
-            continue;
-        }
-        let Some(st) = &s.stype else { continue };
-        let Some((_, v, _)) = named.get(st) else {
-            continue;
-        };
-        f.features.push(FeatureStruct {
-            name: name.clone(),
-            s_type: *v,
-            members: members.iter().map(|m| m.name.clone()).collect(),
-            providers: type_providers.get(name).cloned().unwrap_or_default(),
-        });
-    }
-    f.features.sort_by_key(|s| s.s_type);
-    f.core_features = reg
-        .structs
-        .get("VkPhysicalDeviceFeatures")
-        .context("no VkPhysicalDeviceFeatures")?
-        .members
-        .iter()
-        .map(|m| m.name.clone())
-        .collect();
+    f.features = emit_features::select(reg, |st| named.get(st).map(|v| v.1), &type_providers)?;
     // Struct names in SPIR-V enables may be aliases (`...FeaturesKHR`).
     for (_, enables) in f.spirv_exts.iter_mut() {
         canon_enables(reg, enables);
@@ -478,7 +436,8 @@ fn spirv_capability_numbers<'a>(
     bail!("spirv-as rejected too many SPIR-V capability names from vk.xml")
 }
 
-fn strs<'a>(v: impl IntoIterator<Item = &'a String>) -> String {
+/// `&["a", "b"]`: a Rust slice of string literals.
+pub(crate) fn strs<'a>(v: impl IntoIterator<Item = &'a String>) -> String {
     let items: Vec<String> = v.into_iter().map(|s| format!("{s:?}")).collect();
     format!("&[{}]", items.join(", "))
 }
@@ -516,8 +475,9 @@ fn registry_rs(f: &Facts) -> String {
     let mut o = String::from(HEADER);
     o.push_str(
         "//! What each Vulkan extension adds, read from vk.xml: commands, structs, enum values and flag\n\
-         //! bits (each with the extensions and core versions, 1.1 and later, that add it); the features\n\
-         //! structs and their members; SPIR-V extensions and capabilities with what enables them.\n\
+         //! bits (each with the extensions and core versions, 1.1 and later, that add it); SPIR-V\n\
+         //! extensions and capabilities with what enables them. The features structs are\n\
+         //! `layer_support::generated::features`.\n\
          //! Every table is sorted by its key for binary search.\n\
          #![allow(clippy::all)]\n\n\
          /// One extension and what it adds.\n\
@@ -528,9 +488,6 @@ fn registry_rs(f: &Facts) -> String {
          /// Structs with an sType.\npub structs: &'static [&'static str],\n\
          /// (enum type, value, name), sTypes included.\npub enums: &'static [(&'static str, i64, &'static str)],\n\
          /// (flag bits type, bit, name).\npub flag_bits: &'static [(&'static str, u64, &'static str)],\n}\n\n\
-         /// A features struct (all members after sType/pNext are VkBool32, in this order).\n\
-         pub struct FeatureStruct {\npub name: &'static str,\npub s_type: i32,\npub members: &'static [&'static str],\n\
-         /// Extensions and core versions that add the struct (empty: core 1.0).\npub providers: &'static [&'static str],\n}\n\n\
          /// What makes a SPIR-V extension or capability usable (any one of them).\n\
          #[derive(Debug)]\npub enum Enable {\nVersion(&'static str),\nExtension(&'static str),\n\
          Feature { structure: &'static str, feature: &'static str, requires: &'static [&'static str] },\n\
@@ -573,24 +530,7 @@ fn registry_rs(f: &Facts) -> String {
     for ((t, v), (n, p)) in &f.bits {
         let _ = writeln!(o, "({t:?}, {v:#x}, {n:?}, {}),", strs(p));
     }
-    o.push_str(
-        "];\n\n/// Features structs by sType.\npub static FEATURE_STRUCTS: &[FeatureStruct] = &[\n",
-    );
-    for s in &f.features {
-        let _ = writeln!(
-            o,
-            "FeatureStruct {{ name: {:?}, s_type: {}, members: {}, providers: {} }},",
-            s.name,
-            s.s_type,
-            strs(&s.members),
-            strs(&s.providers)
-        );
-    }
-    let _ = writeln!(
-        o,
-        "];\n\n/// Members of VkPhysicalDeviceFeatures, in order.\npub static CORE_FEATURES: &[&str] = {};\n",
-        strs(&f.core_features)
-    );
+    o.push_str("];\n\n");
     o.push_str("/// SPIR-V extension -> what enables it.\npub static SPIRV_EXTENSIONS: &[(&str, &[Enable])] = &[\n");
     for (n, e) in &f.spirv_exts {
         let _ = writeln!(o, "({n:?}, {}),", enables(e));
@@ -759,7 +699,8 @@ fn walk_rs(reg: &Registry, an: &Analysis, f: &Facts) -> String {
         "/// The features a chained features struct enables: (struct, enabled members), vk.xml names.\n\
          pub fn enabled_features(e: &PNext) -> Option<(&'static str, Vec<&'static str>)> {\nmatch e {\n",
     );
-    let feature_names: BTreeSet<&str> = f.features.iter().map(|s| s.name.as_str()).collect();
+    let feature_names: BTreeSet<&str> =
+        f.features.structs.iter().map(|s| s.name.as_str()).collect();
     for name in &an.struct_order {
         if !feature_names.contains(name.as_str()) {
             continue;

@@ -5,8 +5,8 @@
 pub mod analyze;
 pub mod config;
 pub mod emit_extensions;
+pub mod emit_features;
 pub mod emit_layer;
-pub mod emit_profile;
 pub mod emit_replay;
 pub mod emit_stream;
 pub mod model;
@@ -72,7 +72,8 @@ fn render_files(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
         "{}//! Generated from vk.xml by `codegen`.\npub mod commands;\npub mod decode;\npub mod encode;\npub mod handles;\npub mod tables;\n",
         emit_stream::HEADER
     );
-    let extension_files = emit_extensions::files(vk_xml, &reg, &an)?;
+    let facts = emit_extensions::read(vk_xml, &reg)?;
+    let extension_files = emit_extensions::files(&reg, &an, &facts);
     Ok(vec![
         ("vkstream/src/generated/mod.rs".into(), gen_mod),
         (
@@ -112,7 +113,7 @@ fn render_files(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
         ),
         (
             "layer_support/src/generated/features.rs".into(),
-            emit_profile::features_rs(&reg, vk_xml)?,
+            emit_features::features_rs(&facts.features),
         ),
         (
             "replayer/src/generated/mod.rs".into(),

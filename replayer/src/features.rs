@@ -1,14 +1,13 @@
 //! Which device features a captured `VkDeviceCreateInfo` enables that the replay GPU lacks, by
 //! vk.xml name, so a failed device creation lists all of them at once, and so the ones the trace
 //! does not use can be switched off. Every features struct vk.xml knows is checked (the table is
-//! generated: `portability::generated::registry::FEATURE_STRUCTS`).
+//! generated: `layer_support::generated::features`, which device profiles read too).
 
 use std::ffi::c_void;
 
 use ash::vk;
 
-use crate::portability::generated::registry::{FeatureStruct, CORE_FEATURES};
-use crate::portability::usage::feature_struct_by_stype;
+use layer_support::generated::features::{self, FeatureStruct, CORE_FEATURES};
 
 /// Word offset of the first member after `sType`/`pNext` (4-byte sType, padding, 8-byte pNext).
 const HEADER_WORDS: usize = 4;
@@ -51,7 +50,7 @@ pub(crate) unsafe fn supported_words(
     // u64 storage keeps the pNext member aligned.
     let mut buf = vec![0u64; words.div_ceil(2)];
     let p = buf.as_mut_ptr() as *mut vk::BaseOutStructure<'_>;
-    (*p).s_type = vk::StructureType::from_raw(s.s_type);
+    (*p).s_type = s.s_type;
     let mut f2 = vk::PhysicalDeviceFeatures2 {
         p_next: p as *mut c_void,
         ..Default::default()
@@ -97,7 +96,7 @@ pub unsafe fn missing(
         if s_type == vk::StructureType::PHYSICAL_DEVICE_FEATURES_2 {
             let f2 = p as *mut vk::PhysicalDeviceFeatures2<'_>;
             check_core(&have, &mut (*f2).features as *mut _ as *mut u32, &mut out);
-        } else if let Some(s) = feature_struct_by_stype(s_type.as_raw()) {
+        } else if let Some(s) = features::by_s_type(s_type) {
             let have = supported_words(instance, pd, s);
             let want = p as *mut u32;
             for (k, member) in s.members.iter().enumerate() {
@@ -123,11 +122,9 @@ mod tests {
 
     #[test]
     fn members_follow_struct_order() {
-        let s = crate::portability::usage::feature_struct("VkPhysicalDeviceHostQueryResetFeatures")
-            .unwrap();
+        let s = features::by_name("VkPhysicalDeviceHostQueryResetFeatures").unwrap();
         assert_eq!(s.members, ["hostQueryReset"]);
-        let s =
-            crate::portability::usage::feature_struct("VkPhysicalDeviceVulkan12Features").unwrap();
+        let s = features::by_name("VkPhysicalDeviceVulkan12Features").unwrap();
         assert_eq!(s.members.first(), Some(&"samplerMirrorClampToEdge"));
         // 47 members, each a word after the header: the last one is word 50 of ash's struct.
         assert_eq!(s.members.len(), 47);
@@ -141,9 +138,9 @@ mod tests {
         assert_eq!(unsafe { *w.add(HEADER_WORDS + 46) }, 1);
         assert_eq!(
             s.s_type,
-            vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES.as_raw()
+            vk::StructureType::PHYSICAL_DEVICE_VULKAN_1_2_FEATURES
         );
-        assert!(crate::portability::generated::registry::FEATURE_STRUCTS.len() > 100);
+        assert!(features::FEATURE_STRUCTS.len() > 100);
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Reading a GPU's profile through ash (`quarry devices`, the replayer's check).
 
 use super::rules::{property_structs, provided};
-use super::{DeviceProfile, FormatEntry, MemoryHeap, MemoryType, QueueFamily, SCHEMA, VERSION};
-use crate::generated::features::{CORE_FEATURES, FEATURE_STRUCTS};
+use super::{
+    profile_feature_structs, DeviceProfile, FormatEntry, MemoryHeap, MemoryType, QueueFamily,
+    SCHEMA, VERSION,
+};
+use crate::generated::features::CORE_FEATURES;
 use ash::vk;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -75,7 +78,7 @@ pub unsafe fn collect(instance: &ash::Instance, pd: vk::PhysicalDevice) -> Devic
         (table[1].read)(&props.sparse_properties as *const _ as *const c_void),
     );
     if v11 {
-        for s in FEATURE_STRUCTS {
+        for s in profile_feature_structs() {
             if !provided(s.origins, api, has) {
                 continue;
             }

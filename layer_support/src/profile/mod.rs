@@ -10,11 +10,15 @@
 //! minor additions (unknown fields are ignored) and refuse a newer `version`.
 //!
 //! `rules` holds the intersection rules (the one per-limit table); `collect` reads a GPU through ash.
+//! Features structs come from the registry's one table (`generated::features`, which the replayer
+//! reads too), less the provisional ones.
 //! Depends on: `generated::features` only.
 
 pub mod collect;
 pub mod rules;
 
+use crate::generated::features::{self, FeatureStruct, FEATURE_STRUCTS};
+use ash::vk;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -164,6 +168,23 @@ pub fn parse(text: &str, index: Option<usize>) -> Result<DeviceProfile, String> 
     serde_json::from_value(p.clone()).map_err(|e| format!("bad profile: {e}"))
 }
 
+/// The features structs profiles hold: the registry's, less those only provisional extensions add.
+pub(crate) fn profile_feature_structs() -> impl Iterator<Item = &'static FeatureStruct> {
+    FEATURE_STRUCTS.iter().filter(|s| !s.provisional)
+}
+
+/// A features struct profiles hold, by vk.xml name.
+pub(crate) fn feature_struct(name: &str) -> Option<&'static FeatureStruct> {
+    features::by_name(name).filter(|s| !s.provisional)
+}
+
+/// A features struct profiles hold, by sType.
+pub(crate) fn feature_struct_by_s_type(
+    s_type: vk::StructureType,
+) -> Option<&'static FeatureStruct> {
+    features::by_s_type(s_type).filter(|s| !s.provisional)
+}
+
 /// Reads `PATH` or `PATH#INDEX` (an index into a `quarry devices --json` list).
 pub fn load(spec: &str) -> Result<DeviceProfile, String> {
     let (path, index) = match spec.rsplit_once('#') {
@@ -211,6 +232,27 @@ mod tests {
         let newer = json.replace("\"version\":1", "\"version\":99");
         assert!(parse(&newer, None).unwrap_err().contains("newer"));
         assert!(parse(r#"{"name":"x"}"#, None).is_err());
+    }
+
+    #[test]
+    fn feature_structs_are_sorted_for_binary_search() {
+        assert!(FEATURE_STRUCTS
+            .windows(2)
+            .all(|w| w[0].s_type < w[1].s_type));
+        for s in FEATURE_STRUCTS {
+            assert!(features::by_s_type(s.s_type).is_some_and(|f| std::ptr::eq(f, s)));
+        }
+    }
+
+    #[test]
+    fn profiles_leave_out_provisional_feature_structs() {
+        let name = "VkPhysicalDevicePortabilitySubsetFeaturesKHR";
+        let s = features::by_name(name).unwrap();
+        assert!(s.provisional);
+        assert!(feature_struct(name).is_none());
+        assert!(feature_struct_by_s_type(s.s_type).is_none());
+        assert!(profile_feature_structs().all(|f| !f.provisional));
+        assert!(feature_struct("VkPhysicalDeviceVulkan12Features").is_some());
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //!
 //! The same tables say whether a replay GPU offers at least what a profile does (`shortfalls`).
 
-use super::{DeviceProfile, Members};
-use crate::generated::features::{CORE_FEATURES, FEATURE_STRUCTS};
+use super::{feature_struct, feature_struct_by_s_type, DeviceProfile, Members};
+use crate::generated::features::CORE_FEATURES;
 use ash::vk;
 use serde_json::Value as Json;
 use std::ffi::c_void;
@@ -411,10 +411,7 @@ unsafe fn and_words(
     target: &DeviceProfile,
     hidden: &mut Vec<String>,
 ) {
-    let known = FEATURE_STRUCTS
-        .iter()
-        .find(|s| s.name == structure)
-        .is_none_or(|s| in_profile(s.origins, target));
+    let known = feature_struct(structure).is_none_or(|s| in_profile(s.origins, target));
     for (i, m) in members.iter().enumerate() {
         let w = words.add(i);
         if *w != 0 && !(known && target.feature(structure, m)) {
@@ -455,7 +452,7 @@ pub unsafe fn and_features_chain(mut chain: *mut c_void, target: &DeviceProfile)
         if base.s_type == vk::StructureType::PHYSICAL_DEVICE_FEATURES_2 {
             let f2 = &mut *(chain as *mut vk::PhysicalDeviceFeatures2<'_>);
             hidden.extend(and_core_features(&mut f2.features, target));
-        } else if let Some(s) = FEATURE_STRUCTS.iter().find(|s| s.s_type == base.s_type) {
+        } else if let Some(s) = feature_struct_by_s_type(base.s_type) {
             let words = (chain as *mut u8).add(16) as *mut u32;
             and_words(words, s.name, s.members, target, &mut hidden);
         }
@@ -476,10 +473,7 @@ pub unsafe fn lacking_features(
 ) -> Vec<String> {
     let mut out = Vec::new();
     let mut check = |words: *const u32, structure: &str, members: &[&str]| {
-        let known = FEATURE_STRUCTS
-            .iter()
-            .find(|s| s.name == structure)
-            .is_none_or(|s| in_profile(s.origins, target));
+        let known = feature_struct(structure).is_none_or(|s| in_profile(s.origins, target));
         for (i, m) in members.iter().enumerate() {
             if *words.add(i) != 0 && !(known && target.feature(structure, m)) {
                 out.push(format!("{structure}.{m}"));
@@ -503,7 +497,7 @@ pub unsafe fn lacking_features(
                 "VkPhysicalDeviceFeatures",
                 CORE_FEATURES,
             );
-        } else if let Some(s) = FEATURE_STRUCTS.iter().find(|s| s.s_type == base.s_type) {
+        } else if let Some(s) = feature_struct_by_s_type(base.s_type) {
             check((p as *const u8).add(16) as *const u32, s.name, s.members);
         }
         p = base.p_next as *const c_void;
@@ -726,11 +720,7 @@ pub fn shortfalls(target: &DeviceProfile, actual: &DeviceProfile) -> Vec<String>
         }
     }
     for (s, members) in &target.features {
-        if FEATURE_STRUCTS
-            .iter()
-            .find(|f| f.name == s)
-            .is_some_and(|f| !in_profile(f.origins, target))
-        {
+        if feature_struct(s).is_some_and(|f| !in_profile(f.origins, target)) {
             continue;
         }
         for (m, on) in members {

@@ -6,9 +6,9 @@
 use ash::vk;
 use format::record::FileKind;
 use format::TraceReader;
+use layer_support::generated::features::{self, CORE_FEATURES};
 
-use super::generated::registry::CORE_FEATURES;
-use super::usage::{extension, feature_struct, scan, DeviceUsage, FeatureUse, TraceUsage};
+use super::usage::{extension, scan, DeviceUsage, FeatureUse, TraceUsage};
 use crate::devices::{self, GpuInfo};
 use crate::error::ReplayError;
 use crate::mapping;
@@ -253,17 +253,17 @@ unsafe fn check_features(
                 .position(|x| x == m)
                 .is_some_and(|i| core_words[i] != 0)
         } else {
-            let Some(fs) = feature_struct(s) else {
+            let Some(fs) = features::by_name(s) else {
                 continue;
             };
             // Its struct leaves the chain with the extensions that add it.
             let enabled_by: Vec<&str> = fs
-                .providers
+                .origins
                 .iter()
                 .copied()
                 .filter(|p| d.extensions.iter().any(|e| e == p))
                 .collect();
-            let only_dropped = !fs.providers.iter().any(|p| p.starts_with("VK_VERSION_"))
+            let only_dropped = !fs.origins.iter().any(|p| p.starts_with("VK_VERSION_"))
                 && !enabled_by.is_empty()
                 && enabled_by.iter().all(|p| dropped.iter().any(|x| x == p));
             if only_dropped {

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use format::record::Record;
 use format::TraceReader;
+use layer_support::generated::features;
 use vkstream::Call;
 
 use super::generated::registry::{self, Enable};
@@ -102,7 +103,7 @@ impl DeviceUsage {
         {
             return FeatureUse::Used(u);
         }
-        let providers = feature_struct(structure).map_or(&[][..], |s| s.providers);
+        let providers = features::by_name(structure).map_or(&[][..], |s| s.origins);
         let by_extensions_only =
             !providers.is_empty() && providers.iter().all(|p| !p.starts_with("VK_VERSION_"));
         if by_extensions_only {
@@ -125,17 +126,6 @@ impl TraceUsage {
     pub fn device(&self, captured: u64) -> Option<&DeviceUsage> {
         self.devices.iter().rev().find(|d| d.device == captured)
     }
-}
-
-pub fn feature_struct(name: &str) -> Option<&'static registry::FeatureStruct> {
-    registry::FEATURE_STRUCTS.iter().find(|s| s.name == name)
-}
-
-pub fn feature_struct_by_stype(s_type: i32) -> Option<&'static registry::FeatureStruct> {
-    registry::FEATURE_STRUCTS
-        .binary_search_by_key(&s_type, |s| s.s_type)
-        .ok()
-        .map(|i| &registry::FEATURE_STRUCTS[i])
 }
 
 /// The extensions and core versions (1.1 and later) that add a struct, by its sType.
@@ -260,10 +250,10 @@ impl Tracker {
     /// used extensions add; extensions whose structs hold used features.
     fn finish(mut self) -> DeviceUsage {
         for (f, at) in self.usage.used_features.clone() {
-            if let Some(s) = feature_struct(&f.0) {
+            if let Some(s) = features::by_name(&f.0) {
                 let what = format!("{} needs feature {}.{}", at.what, f.0, f.1);
                 let at = Use { what, ..at.clone() };
-                self.use_providers(s.providers, &at);
+                self.use_providers(s.origins, &at);
             }
         }
         loop {
@@ -292,11 +282,11 @@ impl Tracker {
             if self.usage.used_features.contains_key(&f) {
                 continue;
             }
-            let Some(s) = feature_struct(&f.0) else {
+            let Some(s) = features::by_name(&f.0) else {
                 continue;
             };
             if let Some((e, at)) = s
-                .providers
+                .origins
                 .iter()
                 .find_map(|p| self.usage.used_extensions.get_key_value(*p))
             {
@@ -695,9 +685,6 @@ mod tests {
         assert!(registry::FLAG_BITS
             .windows(2)
             .all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)));
-        assert!(registry::FEATURE_STRUCTS
-            .windows(2)
-            .all(|w| w[0].s_type < w[1].s_type));
         assert!(registry::SPIRV_CAPABILITIES
             .windows(2)
             .all(|w| w[0].0 < w[1].0));
