@@ -32,11 +32,11 @@ const WAKE_AT: usize = 512;
 /// stalled tracking thread cannot make the queue grow without bound.
 const FULL_ITEMS: usize = 1 << 16;
 const FULL_BYTES: usize = 64 << 20;
+const _: () = assert!(std::mem::size_of::<Item>() == 40);
 const PERIOD: Duration = Duration::from_millis(4);
 
-// The queue's slots are reused between batches, so a record stored inline costs a move; a box
-// would cost an allocation per record (query ops: two per query command).
-#[allow(clippy::large_enum_variant)]
+/// One queued item, 40 bytes: the producer writes the queue's memory after the tracking thread
+/// read it on another core, so each cache line an item takes costs the app's thread a transfer.
 enum Item {
     /// A call whose parameters are `bytes[at..at + len]`.
     Call {
@@ -45,15 +45,17 @@ enum Item {
         thread: u32,
         cmd: u32,
         result: i32,
-        at: usize,
-        len: usize,
+        at: u32,
+        len: u32,
     },
-    Rec(Record),
+    /// The next of `recs`.
+    Rec,
 }
 
 struct Queue {
     items: Vec<Item>,
     bytes: Vec<u8>,
+    recs: Vec<Record>,
 }
 
 impl Queue {
@@ -61,6 +63,7 @@ impl Queue {
         Queue {
             items: Vec::new(),
             bytes: Vec::new(),
+            recs: Vec::new(),
         }
     }
 
@@ -71,10 +74,11 @@ impl Queue {
     /// Offers every item to `tracker` in order and empties the queue (keeping its allocations).
     /// Err when the tracker panicked: it is dropped, and the caller abandons tracking.
     fn feed(&mut self, tracker: &mut Option<Tracker>) -> Result<(), ()> {
-        let Queue { items, bytes } = self;
+        let Queue { items, bytes, recs } = self;
         let result = match tracker.as_mut() {
             None => Ok(()),
             Some(t) => catch_unwind(AssertUnwindSafe(|| {
+                let mut recs = recs.drain(..);
                 for item in items.drain(..) {
                     match item {
                         Item::Call {
@@ -91,9 +95,13 @@ impl Queue {
                             cmd,
                             host_ns,
                             result,
-                            params: &bytes[at..at + len],
+                            params: &bytes[at as usize..(at + len) as usize],
                         }),
-                        Item::Rec(rec) => t.offer(rec),
+                        Item::Rec => {
+                            if let Some(rec) = recs.next() {
+                                t.offer(rec);
+                            }
+                        }
                     }
                 }
             }))
@@ -101,6 +109,7 @@ impl Queue {
         };
         items.clear();
         bytes.clear();
+        recs.clear();
         if result.is_err() {
             *tracker = None;
         }
@@ -173,7 +182,7 @@ pub(super) enum Pushed {
     Queued { seq: u64, unknown: Option<i32> },
     /// Tracking has ended (the snapshot was written meanwhile): the call goes to the trace.
     Closed,
-    /// The encoder panicked; nothing was queued.
+    /// The encoder panicked (or the call does not fit the queue); nothing was queued.
     Panicked,
 }
 
@@ -196,19 +205,20 @@ pub(super) fn push_encoded(
     let ok = encode(&mut e);
     let unknown = e.unknown_stype();
     q.bytes = e.into_bytes();
-    if !ok {
+    // Offsets are 32-bit: the queue is drained at `FULL_BYTES`, so only one call of 4 GiB fails.
+    if !ok || q.bytes.len() > u32::MAX as usize {
         q.bytes.truncate(at);
         return Pushed::Panicked;
     }
     let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
-    let len = q.bytes.len() - at;
+    let len = (q.bytes.len() - at) as u32;
     q.items.push(Item::Call {
         seq,
         host_ns,
         thread,
         cmd,
         result,
-        at,
+        at: at as u32,
         len,
     });
     after_push(q, before);
@@ -222,7 +232,8 @@ pub(super) fn push_record(rec: Record) -> Option<Record> {
         return Some(rec);
     }
     let before = q.items.len();
-    q.items.push(Item::Rec(rec));
+    q.items.push(Item::Rec);
+    q.recs.push(rec);
     after_push(q, before);
     None
 }
@@ -234,7 +245,10 @@ pub(super) fn push_records(recs: impl Iterator<Item = Record>) -> Vec<Record> {
         return recs.collect();
     }
     let before = q.items.len();
-    q.items.extend(recs.map(Item::Rec));
+    for rec in recs {
+        q.items.push(Item::Rec);
+        q.recs.push(rec);
+    }
     after_push(q, before);
     Vec::new()
 }
