@@ -6,8 +6,15 @@
 //! GPU's requirements, from a type that keeps the captured type's property flags; the resource's
 //! captured range (its offset in the captured allocation, and the size the capture GPU reported)
 //! is a [`Piece`] of that allocation. Every captured (memory, offset) a host write, a read-back or
-//! a snapshot upload names is translated to the pieces it covers; bytes written where no resource
+//! a snapshot upload names is translated to the pieces holding it; bytes written where no resource
 //! is bound yet are kept and applied when one is.
+//!
+//! Recycled ranges (a resource bound over bytes a destroyed one was bound to; Zink does this with
+//! its slab ranges and relies on what was written there): the destroyed resource's allocation is
+//! kept while it holds bytes no later piece covers, and a buffer bound over them gets them by a
+//! GPU copy at its bind, so it starts with what the GPU and the host wrote through the old one, as
+//! under remap (`contents`). Grouping such resources into one allocation laid out as captured
+//! would be remap again for Zink's slabs, and fail where remap fails.
 //!
 //! Aliasing (two live resources bound to overlapping captured ranges): a resource whose captured
 //! range lies inside one already placed is bound into that resource's allocation, at the same
@@ -16,8 +23,9 @@
 //! error naming both resources: separate allocations cannot share contents. `auto` keeps remap
 //! whenever every placement fits, so such traces still replay where the requirements agree.
 //!
-//! `plan` gathers the binds before the replay; this module decides at the first bind and keeps
-//! the pieces. Dependencies: session and mapping, never the calls or the engine.
+//! `plan` gathers the binds before the replay; this module decides at the first bind and places
+//! the pieces; `contents` says which piece holds which bytes and reads, writes and carries them.
+//! Dependencies: session and mapping, never the calls or the engine.
 
 mod contents;
 mod plan;
