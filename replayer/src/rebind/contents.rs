@@ -37,7 +37,7 @@ pub fn owners(
     let mut out: Vec<(Option<usize>, u64, u64)> = Vec::new();
     let (mut at, mut k) = (start, 0);
     while at < end {
-        while let Some(&(pos, starts, i)) = events.get(k).filter(|e| e.0 <= at) {
+        while let Some(&(_, starts, i)) = events.get(k).filter(|e| e.0 <= at) {
             let key = (pieces[i].bound, i);
             if starts {
                 open.insert(key);
@@ -45,7 +45,6 @@ pub fn owners(
                 open.remove(&key);
             }
             k += 1;
-            debug_assert!(pos <= at);
         }
         let next = events.get(k).map_or(end, |e| e.0.min(end));
         let owner = open.last().map(|&(_, i)| i);
