@@ -33,7 +33,6 @@ mod plan;
 use ash::vk;
 use ash::vk::Handle as _;
 
-pub use self::contents::owners;
 pub use self::plan::{scan, Allocation, Bind, Counts, Created, Decision, Kind, Plan};
 use crate::engine::MemoryMode;
 use crate::error::ReplayError;
