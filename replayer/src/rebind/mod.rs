@@ -6,8 +6,15 @@
 //! GPU's requirements, from a type that keeps the captured type's property flags; the resource's
 //! captured range (its offset in the captured allocation, and the size the capture GPU reported)
 //! is a [`Piece`] of that allocation. Every captured (memory, offset) a host write, a read-back or
-//! a snapshot upload names is translated to the pieces it covers; bytes written where no resource
+//! a snapshot upload names is translated to the pieces holding it; bytes written where no resource
 //! is bound yet are kept and applied when one is.
+//!
+//! Recycled ranges (a resource bound over bytes a destroyed one was bound to; Zink does this with
+//! its slab ranges and relies on what was written there): the destroyed resource's allocation is
+//! kept while it holds bytes no later piece covers, and a buffer bound over them gets them by a
+//! GPU copy at its bind, so it starts with what the GPU and the host wrote through the old one, as
+//! under remap (`contents`). Grouping such resources into one allocation laid out as captured
+//! would be remap again for Zink's slabs, and fail where remap fails.
 //!
 //! Aliasing (two live resources bound to overlapping captured ranges): a resource whose captured
 //! range lies inside one already placed is bound into that resource's allocation, at the same
@@ -16,15 +23,17 @@
 //! error naming both resources: separate allocations cannot share contents. `auto` keeps remap
 //! whenever every placement fits, so such traces still replay where the requirements agree.
 //!
-//! `plan` gathers the binds before the replay; this module decides at the first bind and keeps
-//! the pieces. Dependencies: session and mapping, never the calls or the engine.
+//! `plan` gathers the binds before the replay; this module decides at the first bind and places
+//! the pieces; `contents` says which piece holds which bytes and reads, writes and carries them.
+//! Dependencies: session and mapping, never the calls or the engine.
 
+mod contents;
 mod plan;
 
 use ash::vk;
 use ash::vk::Handle as _;
 
-pub use self::plan::{scan, Allocation, Bind, Created, Decision, Kind, Plan};
+pub use self::plan::{scan, Allocation, Bind, Counts, Created, Decision, Kind, Plan};
 use crate::engine::MemoryMode;
 use crate::error::ReplayError;
 use crate::mapping;
@@ -39,8 +48,12 @@ pub struct Piece {
     pub offset: u64,
     /// Captured bytes the resource covers.
     pub extent: u64,
-    /// `seq` of the resource's destroy (of the last one, with sharers): the piece is freed at a
-    /// later bind to the same memory.
+    /// `seq` of the bind that made the piece: where pieces overlap, the latest bound holds the
+    /// bytes (see `contents`).
+    pub bound: u64,
+    /// `seq` of the resource's destroy (of the last one, with sharers). A destroyed resource's
+    /// allocation is kept while it holds bytes no later piece covers: a resource bound over
+    /// them later starts with them.
     pub dies: Option<u64>,
     /// Other resources bound inside this piece's allocation (aliases that fit there).
     pub sharers: u32,
@@ -54,6 +67,11 @@ pub struct Piece {
 }
 
 impl Piece {
+    /// Whether the trace destroyed this piece's resources before call `seq`.
+    pub fn dead_at(&self, seq: u64) -> bool {
+        self.dies.is_some_and(|d| d < seq)
+    }
+
     fn end(&self) -> u64 {
         self.offset.saturating_add(self.extent)
     }
@@ -158,11 +176,12 @@ pub fn take_range(runs: Runs, start: u64, end: u64) -> (Runs, Runs) {
     (inside, outside)
 }
 
-/// Overlapping captured ranges of live resources: the piece `offset..offset+extent` collides with.
-pub fn aliased(pieces: &[Piece], offset: u64, extent: u64) -> Option<usize> {
+/// Overlapping captured ranges of live resources: the piece alive at call `seq` that
+/// `offset..offset+extent` collides with.
+pub fn aliased(pieces: &[Piece], offset: u64, extent: u64, seq: u64) -> Option<usize> {
     pieces
         .iter()
-        .position(|p| p.overlap(offset, offset.saturating_add(extent)).is_some())
+        .position(|p| !p.dead_at(seq) && p.overlap(offset, offset.saturating_add(extent)).is_some())
 }
 
 /// Where a resource aliasing `p` can be bound in `p`'s allocation: its captured range lies inside
@@ -338,7 +357,6 @@ impl Session<'_> {
         req: vk::MemoryRequirements,
         seq: u64,
     ) -> Result<(), ReplayError> {
-        self.sweep_dead(memory, seq)?;
         let plan = self.memory.plan.clone();
         let created = plan.bind(seq, captured).and_then(|b| plan.created_of(b));
         let m = self
@@ -360,7 +378,7 @@ impl Session<'_> {
             .unwrap_or(req.size)
             .min(m.size.saturating_sub(offset));
         let dies = created.and_then(|c| c.destroyed);
-        if let Some(i) = aliased(&m.pieces, offset, extent) {
+        if let Some(i) = aliased(&m.pieces, offset, extent, seq) {
             let other = &m.pieces[i];
             if let Some(at) = shared_offset(other, offset, extent, &req) {
                 // Inside a resource already placed, where this GPU accepts it: the two share
@@ -387,8 +405,8 @@ impl Session<'_> {
                 // The allocation lives as long as the last resource in it.
                 p.dies = p.dies.zip(dies).map(|(a, b)| a.max(b));
                 p.sharers += 1;
-                self.memory.rebound.1 += 1;
-                plan.count(self.memory.rebound.0, self.memory.rebound.1);
+                self.memory.rebound.shared += 1;
+                plan.count(&self.memory.rebound);
                 return Ok(());
             }
             let why = match plan.decided().and_then(|d| d.reason) {
@@ -477,6 +495,7 @@ impl Session<'_> {
             resource: captured,
             offset,
             extent,
+            bound: seq,
             dies,
             sharers: 0,
             memory: mem,
@@ -486,221 +505,26 @@ impl Session<'_> {
             coherent,
             mapped,
         };
-        self.memory.rebound.0 += 1;
-        plan.count(self.memory.rebound.0, self.memory.rebound.1);
+        self.memory.rebound.own += 1;
+        // A query copy's pending result in bytes this resource takes over is read first, from
+        // where it is now (as before a host write over it).
+        if self.tracked.copies.any_live() {
+            self.save_copies_over(memory, offset, offset + extent);
+        }
         let m = self.memory.memories.get_mut(&memory).expect("checked");
         let at = m.pieces.partition_point(|p| p.offset <= offset);
         m.pieces.insert(at, piece);
-        // Bytes the trace wrote here before the resource was bound go to it (and only to it).
+        // What destroyed resources' allocations hold of these bytes, and what the trace wrote
+        // here while no resource was bound, goes to it (and only to it).
+        let at = self.inherit(memory, at, seq)?;
+        plan.count(&self.memory.rebound);
+        let m = self.memory.memories.get_mut(&memory).expect("checked");
         let (mine, rest) = take_range(std::mem::take(&mut m.early), offset, offset + extent);
         m.early = rest;
         for (o, data) in mine {
             self.write_piece(memory, at, o, &data)?;
         }
         Ok(())
-    }
-
-    /// Frees the pieces of `memory` whose resources the trace destroyed before call `seq`.
-    fn sweep_dead(&mut self, memory: u64, seq: u64) -> Result<(), ReplayError> {
-        let Some(m) = self.memory.memories.get(&memory) else {
-            return Ok(());
-        };
-        let dead: Vec<(u64, u64)> = m
-            .pieces
-            .iter()
-            .filter(|p| p.dies.is_some_and(|d| d < seq))
-            .map(|p| (p.offset, p.end()))
-            .collect();
-        if dead.is_empty() {
-            return Ok(());
-        }
-        if self.tracked.copies.any_live() {
-            for (a, b) in &dead {
-                self.save_copies_over(memory, *a, *b);
-            }
-        }
-        let m = self.memory.memories.get_mut(&memory).expect("exists");
-        let (gone, keep): (Vec<Piece>, Vec<Piece>) = std::mem::take(&mut m.pieces)
-            .into_iter()
-            .partition(|p| p.dies.is_some_and(|d| d < seq));
-        m.pieces = keep;
-        let device = m.device;
-        let d = self.device(device)?;
-        for p in gone {
-            // SAFETY: the trace destroyed the resource, so the GPU is done with its memory.
-            unsafe { d.device.free_memory(p.memory, None) };
-        }
-        Ok(())
-    }
-
-    /// Rebind: applies host bytes written at captured `offset` of `memory` to the pieces they
-    /// cover; the bytes no piece covers are kept for resources bound there later.
-    pub(crate) fn write_pieces(
-        &mut self,
-        memory: u64,
-        offset: u64,
-        data: &[u8],
-    ) -> Result<(), ReplayError> {
-        let end = offset + data.len() as u64;
-        let m = &self.memory.memories[&memory];
-        // Pieces are disjoint and sorted (dead ones are freed before a bind, overlaps refused).
-        let first = m.pieces.partition_point(|p| p.end() <= offset);
-        let mut gaps = Vec::new();
-        let mut at = offset;
-        let mut i = first;
-        while let Some(p) = self.memory.memories[&memory].pieces.get(i) {
-            let Some((a, b)) = p.overlap(offset, end) else {
-                break;
-            };
-            if at < a {
-                gaps.push((at, a));
-            }
-            at = b;
-            self.write_piece(
-                memory,
-                i,
-                a,
-                &data[(a - offset) as usize..(b - offset) as usize],
-            )?;
-            i += 1;
-        }
-        if at < end {
-            gaps.push((at, end));
-        }
-        let m = self.memory.memories.get_mut(&memory).expect("exists");
-        for (x, y) in gaps {
-            // Later bytes replace earlier ones: what is kept never exceeds the allocation.
-            m.early = take_range(std::mem::take(&mut m.early), x, y).1;
-            m.early.push((
-                x,
-                data[(x - offset) as usize..(y - offset) as usize].to_vec(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Writes `bytes` at captured offset `a` into piece `i` of `memory` (mapped, or uploaded
-    /// through the GPU when the host cannot map its replay memory).
-    fn write_piece(
-        &mut self,
-        memory: u64,
-        i: usize,
-        a: u64,
-        bytes: &[u8],
-    ) -> Result<(), ReplayError> {
-        let m = &self.memory.memories[&memory];
-        let p = &m.pieces[i];
-        let at = a - p.offset;
-        let forced = std::env::var("QUARRY_REPLAY_UPLOAD").is_ok_and(|v| v == "gpu");
-        // The capture GPU may have reported more bytes than this GPU needs: clip to the piece.
-        let len = bytes.len().min(p.size.saturating_sub(at) as usize);
-        if !p.host_visible || forced {
-            let (kind, resource) = (p.kind, p.resource);
-            let r = self.upload_to(
-                m.device,
-                p.memory,
-                p.size,
-                p.type_index,
-                at,
-                &bytes[..len],
-                memory,
-            );
-            // An image's bytes are the capture driver's layout anyway: where this GPU cannot take
-            // them through a transfer buffer, they are left out with a warning, not an error.
-            if let (Err(e), Kind::Image) = (&r, kind) {
-                let w = format!(
-                    "--memory rebind: host bytes written over image 0x{resource:x} of memory \
-                     0x{memory:x} were left out ({e})"
-                );
-                if !self.perf.warnings.contains(&w) {
-                    self.perf.warnings.push(w);
-                }
-                return Ok(());
-            }
-            return r;
-        }
-        let d = self.device(m.device)?;
-        // SAFETY: [at, at + len) lies inside the piece's allocation.
-        unsafe {
-            let ptr = if p.mapped.is_null() {
-                d.device
-                    .map_memory(p.memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-                    .map_err(|e| ReplayError::vk("vkMapMemory", e))? as *mut u8
-            } else {
-                p.mapped
-            };
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.add(at as usize), len);
-            if !p.coherent {
-                let range = vk::MappedMemoryRange::default()
-                    .memory(p.memory)
-                    .offset(0)
-                    .size(vk::WHOLE_SIZE);
-                d.device
-                    .flush_mapped_memory_ranges(&[range])
-                    .map_err(|e| ReplayError::vk("vkFlushMappedMemoryRanges", e))?;
-            }
-            if p.mapped.is_null() {
-                d.device.unmap_memory(p.memory);
-            }
-        }
-        Ok(())
-    }
-
-    /// Rebind: `len` bytes at captured `offset` of `memory`, read from the pieces covering them
-    /// (zeros where none does; the latest bound piece wins where dead ones overlap).
-    pub(crate) fn read_pieces(
-        &mut self,
-        memory: u64,
-        offset: u64,
-        len: u64,
-    ) -> Result<Vec<u8>, ReplayError> {
-        let mut out = vec![0u8; len as usize];
-        let end = offset + len;
-        let m = &self.memory.memories[&memory];
-        let d = self.device(m.device)?;
-        for p in &m.pieces {
-            let Some((a, b)) = p.overlap(offset, end) else {
-                continue;
-            };
-            if !p.host_visible {
-                return Err(ReplayError::Other(format!(
-                    "{} 0x{:x} of memory 0x{memory:x}: its replay memory cannot be read by the host",
-                    p.kind.name(),
-                    p.resource
-                )));
-            }
-            let at = (a - p.offset) as usize;
-            let n = ((b - a) as usize).min(p.size.saturating_sub(at as u64) as usize);
-            // SAFETY: inside the piece's allocation; mapped here when not kept mapped.
-            unsafe {
-                let ptr = if p.mapped.is_null() {
-                    d.device
-                        .map_memory(p.memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
-                        .map_err(|e| ReplayError::vk("vkMapMemory", e))?
-                        as *mut u8
-                } else {
-                    p.mapped
-                };
-                if !p.coherent {
-                    let range = vk::MappedMemoryRange::default()
-                        .memory(p.memory)
-                        .offset(0)
-                        .size(vk::WHOLE_SIZE);
-                    d.device
-                        .invalidate_mapped_memory_ranges(&[range])
-                        .map_err(|e| ReplayError::vk("vkInvalidateMappedMemoryRanges", e))?;
-                }
-                std::ptr::copy_nonoverlapping(
-                    ptr.add(at),
-                    out.as_mut_ptr().add((a - offset) as usize),
-                    n,
-                );
-                if p.mapped.is_null() {
-                    d.device.unmap_memory(p.memory);
-                }
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -759,6 +583,7 @@ mod tests {
             resource,
             offset,
             extent,
+            bound: resource,
             dies: None,
             sharers: 0,
             memory: vk::DeviceMemory::null(),
@@ -778,8 +603,15 @@ mod tests {
         assert_eq!(p.overlap(140, 400), Some((140, 150)));
         assert_eq!(p.overlap(150, 400), None);
         let pieces = [piece(1, 0, 64), piece(2, 128, 64)];
-        assert!(aliased(&pieces, 64, 64).is_none(), "the gap between them");
-        assert_eq!(aliased(&pieces, 100, 64), Some(1));
+        assert!(
+            aliased(&pieces, 64, 64, 9).is_none(),
+            "the gap between them"
+        );
+        assert_eq!(aliased(&pieces, 100, 64, 9), Some(1));
+        // A destroyed resource's bytes are no alias.
+        let mut dead = piece(3, 100, 64);
+        dead.dies = Some(5);
+        assert_eq!(aliased(&[dead], 100, 64, 9), None);
     }
 
     #[test]

@@ -74,13 +74,20 @@ pub struct Plan {
     by_bind: HashMap<(u64, u64), usize>,
     /// Set at the first bind of the first replay pass, read by later passes and the summary.
     pub decision: Mutex<Option<Decision>>,
-    /// Under rebind, the most of one replay pass: (own allocations made, resources bound into
-    /// another's allocation).
-    pub counts: Mutex<(u64, u64)>,
-    /// Binds over bytes that a resource destroyed before them was bound to: under rebind each gets
-    /// fresh memory, so what the GPU wrote through the old resource does not reach the new one
-    /// (Zink recycles its slab ranges this way).
-    pub reused: u64,
+    /// Under rebind, the most of one replay pass.
+    pub counts: Mutex<Counts>,
+}
+
+/// What one rebind pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Own allocations made.
+    pub own: u64,
+    /// Resources bound into another's allocation.
+    pub shared: u64,
+    /// Resources bound over bytes destroyed resources held, given those bytes (Zink recycles its
+    /// slab ranges this way, and relies on what was written there).
+    pub inherited: u64,
 }
 
 /// What the replay does with memory, and why.
@@ -126,25 +133,28 @@ impl Plan {
         self.decision.lock().ok().and_then(|d| d.clone())
     }
 
-    /// A rebind pass made `own` allocations and bound `shared` resources into others'.
-    pub fn count(&self, own: u64, shared: u64) {
+    /// What a rebind pass did so far.
+    pub fn count(&self, n: &Counts) {
         if let Ok(mut c) = self.counts.lock() {
-            *c = (c.0.max(own), c.1.max(shared));
+            *c = Counts {
+                own: c.own.max(n.own),
+                shared: c.shared.max(n.shared),
+                inherited: c.inherited.max(n.inherited),
+            };
         }
     }
 
     /// What the summary reports.
     pub fn describe(&self) -> String {
-        let (own, shared) = self.counts.lock().map_or((0, 0), |c| *c);
+        let c = self.counts.lock().map_or(Counts::default(), |c| *c);
         match (self.decided(), self.asked) {
             (Some(d), asked) if d.rebind => {
                 let d = d.describe(asked);
-                let mut counts = format!("{own} own allocations, {shared} shared");
-                if self.reused > 0 {
+                let mut counts = format!("{} own allocations, {} shared", c.own, c.shared);
+                if c.inherited > 0 {
                     counts.push_str(&format!(
-                        "; {} resources bound over bytes of a destroyed one: what the GPU wrote \
-                         through the old one is not carried over, results there may differ",
-                        self.reused
+                        ", {} given the bytes of destroyed ones",
+                        c.inherited
                     ));
                 }
                 match d.strip_suffix(')') {
@@ -345,83 +355,5 @@ pub fn scan(reader: &TraceReader, asked: MemoryMode) -> Result<Arc<Plan>, Replay
             _ => {}
         }
     }
-    p.reused = reused_ranges(&p);
     Ok(Arc::new(p))
-}
-
-/// How many binds cover bytes that an earlier bind's resource, destroyed before them, covered in
-/// the same memory (sizes as the capture GPU reported them; binds of unknown size are left out).
-fn reused_ranges(p: &Plan) -> u64 {
-    // Per memory: (bind seq, start, end, destroyed at).
-    type Span = (u64, u64, u64, Option<u64>);
-    let mut by_memory: HashMap<u64, Vec<Span>> = HashMap::new();
-    for b in &p.binds {
-        let Some(c) = p.created_of(b) else { continue };
-        let Some(size) = c.captured_size else {
-            continue;
-        };
-        by_memory.entry(b.memory).or_default().push((
-            b.seq,
-            b.offset,
-            b.offset.saturating_add(size),
-            c.destroyed,
-        ));
-    }
-    let mut n = 0;
-    for binds in by_memory.values() {
-        for (i, &(seq, start, end, _)) in binds.iter().enumerate() {
-            let over_dead = binds[..i].iter().any(|&(_, s, e, destroyed)| {
-                destroyed.is_some_and(|d| d < seq) && s < end && start < e
-            });
-            n += u64::from(over_dead);
-        }
-    }
-    n
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Binds as (seq, memory, offset, size, destroyed at).
-    fn plan(binds: &[(u64, u64, u64, u64, Option<u64>)]) -> Plan {
-        let mut p = Plan::default();
-        for (i, &(seq, memory, offset, size, destroyed)) in binds.iter().enumerate() {
-            p.created.push(Created {
-                kind: Kind::Buffer,
-                handle: 100 + i as u64,
-                call: Call::vkCreateBuffer(Default::default()),
-                captured_size: Some(size),
-                destroyed,
-            });
-            p.binds.push(Bind {
-                seq,
-                device: 1,
-                kind: Kind::Buffer,
-                resource: 100 + i as u64,
-                memory,
-                offset,
-                created: Some(i),
-                allocation: None,
-            });
-        }
-        p
-    }
-
-    #[test]
-    fn binds_over_bytes_of_destroyed_resources_are_counted() {
-        // A is destroyed at 5; B over its bytes at 6 counts; C beside them, D in other memory and
-        // E over B (alive) do not.
-        let p = plan(&[
-            (1, 7, 0, 64, Some(5)),
-            (6, 7, 32, 64, None),
-            (7, 7, 128, 64, None),
-            (8, 9, 0, 64, None),
-            (9, 7, 64, 8, None),
-        ]);
-        assert_eq!(reused_ranges(&p), 1);
-        // Bound before the destroy: the two live side by side (an alias), not a reuse.
-        let alias = plan(&[(1, 7, 0, 64, Some(5)), (3, 7, 0, 64, None)]);
-        assert_eq!(reused_ranges(&alias), 0);
-    }
 }

@@ -98,8 +98,8 @@ pub struct MemoryState<'a> {
     pub plan: Arc<crate::rebind::Plan>,
     /// Whether this replay rebinds resources, once decided.
     pub rebinding: Option<bool>,
-    /// Under rebind: own allocations made, and resources bound into another's.
-    pub rebound: (u64, u64),
+    /// Under rebind: what this pass did (allocations made, shared, given destroyed bytes).
+    pub rebound: crate::rebind::Counts,
 }
 
 /// The state query reads need, kept as the trace goes.
@@ -206,7 +206,7 @@ impl<'a> Session<'a> {
                 buffer_memory: HashMap::new(),
                 plan: crate::rebind::Plan::fixed(crate::engine::MemoryMode::Remap),
                 rebinding: None,
-                rebound: (0, 0),
+                rebound: Default::default(),
             },
             tracked: QueryTracking::default(),
             wsi: WsiState::default(),
