@@ -163,6 +163,7 @@ feature_structs!(
 pub(crate) unsafe fn create_device(
     s: &mut Session<'_>,
     captured: u64,
+    physical: u64,
     ci: &types::VkDeviceCreateInfo,
     queues: &[(u32, Vec<f32>, vk::DeviceQueueCreateFlags)],
     extensions: &[String],
@@ -210,7 +211,7 @@ pub(crate) unsafe fn create_device(
     info.p_next = chain
         .first()
         .map_or(std::ptr::null(), |p| *p as *const c_void);
-    let r = s.create_device(captured, &info, queues, extensions);
+    let r = s.create_device(captured, physical, &info, queues, extensions);
     drop(keep);
     r
 }
@@ -249,9 +250,8 @@ impl ReplayContext for Session<'_> {
         if captured == 0 {
             return Ok(&self.gtable);
         }
-        self.itable
-            .as_ref()
-            .ok_or_else(|| ReplayError::Other("no instance was created before this call".into()))
+        // The table of the instance the captured instance or physical device belongs to.
+        Ok(&self.instance_of(captured)?.table)
     }
 
     fn device_table(&mut self, captured: u64) -> Result<&vkstream::DeviceTable, ReplayError> {

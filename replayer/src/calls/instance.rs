@@ -1,6 +1,6 @@
-//! The instance: created by the replay's own rules (`Session::create_instance`), physical devices
-//! bound to the replay GPU, and the app's debug callbacks never installed (they point into the
-//! captured process).
+//! Instances: each created by the replay's own rules (`Session::create_instance`), physical devices
+//! bound to their instance's replay GPU, destroyed one by one, and the app's debug callbacks never
+//! installed (they point into the captured process).
 
 use ash::vk;
 use format::record;
@@ -40,10 +40,10 @@ pub(crate) unsafe fn vkCreateInstance(
 pub(crate) unsafe fn vkDestroyInstance(
     s: &mut Session<'_>,
     _call: &Call,
-    _p: &params::vkDestroyInstance,
+    p: &params::vkDestroyInstance,
     _rec: &record::Call,
 ) -> Result<(), ReplayError> {
-    s.teardown();
+    s.destroy_instance(p.instance);
     Ok(())
 }
 
@@ -53,8 +53,7 @@ pub(crate) unsafe fn vkEnumeratePhysicalDevices(
     p: &params::vkEnumeratePhysicalDevices,
     _rec: &record::Call,
 ) -> Result<(), ReplayError> {
-    s.bind_physical_devices(p.p_physical_devices.as_deref().unwrap_or(&[]));
-    Ok(())
+    s.bind_physical_devices(p.instance, p.p_physical_devices.as_deref().unwrap_or(&[]))
 }
 
 pub(crate) unsafe fn vkCreateDebugUtilsMessengerEXT(
