@@ -6,7 +6,7 @@ use ash::vk;
 use format::record;
 use vkstream::{params, Call};
 
-use super::other;
+use super::{other, Entry};
 use crate::error::ReplayError;
 use crate::session::Session;
 
@@ -54,6 +54,29 @@ pub(crate) unsafe fn vkEnumeratePhysicalDevices(
     _rec: &record::Call,
 ) -> Result<(), ReplayError> {
     s.bind_physical_devices(p.instance, p.p_physical_devices.as_deref().unwrap_or(&[]))
+}
+
+/// Like `vkEnumeratePhysicalDevices`: every physical device of every group the capture saw is the
+/// instance's replay GPU (the driver is not asked; its groups are the replay GPU's own).
+pub(crate) unsafe fn vkEnumeratePhysicalDeviceGroups<
+    E: Entry<vk::PFN_vkEnumeratePhysicalDeviceGroups, vkstream::InstanceTable>,
+>(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkEnumeratePhysicalDeviceGroups,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    let pds: Vec<u64> = p
+        .p_physical_device_group_properties
+        .as_deref()
+        .unwrap_or(&[])
+        .iter()
+        .flat_map(|g| {
+            let n = (g.physical_device_count as usize).min(g.physical_devices.len());
+            g.physical_devices[..n].iter().copied()
+        })
+        .collect();
+    s.bind_physical_devices(p.instance, &pds)
 }
 
 pub(crate) unsafe fn vkCreateDebugUtilsMessengerEXT(
