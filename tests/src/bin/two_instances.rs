@@ -1,8 +1,8 @@
 //! A Vulkan program with two instances alive at once, as apps that keep a probe instance, or a GL
 //! driver on Zink beside the app's own Vulkan, have them: instance A with device A, instance B
-//! with devices B and C (two devices on one physical device). Each device draws one rectangle of
-//! known size into a 64x64 target inside an occlusion query, between two timestamps, and reads
-//! both pools back. Objects end interleaved: device A and instance A are destroyed while B and C
+//! with devices B and C (two devices on one physical device, which B finds through
+//! vkEnumeratePhysicalDeviceGroups). Each device draws one rectangle of known size into a 64x64
+//! target inside an occlusion query, between two timestamps, and reads both pools back. Objects end interleaved: device A and instance A are destroyed while B and C
 //! still work (B draws again after instance A is gone), then C, B and instance B.
 //!
 //! Prints one line per read: `device X round R samples N timestamps T0 T1`, so a test knows the
@@ -476,13 +476,27 @@ fn first_gpu(instance: &ash::Instance) -> vk::PhysicalDevice {
     unsafe { instance.enumerate_physical_devices() }.expect("vkEnumeratePhysicalDevices")[0]
 }
 
+/// The first GPU of the first device group (as apps that look for groups do).
+fn first_group_gpu(instance: &ash::Instance) -> vk::PhysicalDevice {
+    unsafe {
+        let n = instance
+            .enumerate_physical_device_groups_len()
+            .expect("vkEnumeratePhysicalDeviceGroups");
+        let mut groups = vec![vk::PhysicalDeviceGroupProperties::default(); n];
+        instance
+            .enumerate_physical_device_groups(&mut groups)
+            .expect("vkEnumeratePhysicalDeviceGroups");
+        groups[0].physical_devices[0]
+    }
+}
+
 fn main() {
     let entry = unsafe { ash::Entry::load() }.expect("the Vulkan loader");
     unsafe {
         let a = create_instance(&entry, c"two-instances-a");
         let b = create_instance(&entry, c"two-instances-b");
-        // Devices made after both instances exist, B's first.
-        let pd_b = first_gpu(&b);
+        // Devices made after both instances exist, B's first; B finds its GPU through groups.
+        let pd_b = first_group_gpu(&b);
         let pd_a = first_gpu(&a);
         let gpu_b = Gpu::new(&b, pd_b, "B", Rect { x1: 0.0, y1: 0.0 });
         let gpu_a = Gpu::new(&a, pd_a, "A", Rect { x1: 0.0, y1: 1.0 });
