@@ -8,7 +8,11 @@
 //! A copy of the trace whose device A says it was captured on another GPU replays too, with a
 //! warning that names both GPUs, and compares as across devices.
 //!
-//! Skips (prints `SKIP`) when lavapipe is missing.
+//! A program we did not write does the same: the wgpu app of `capture_wgpu.rs` with GL on Zink
+//! (wgpu-native opens its GL backend through EGL, and Zink makes a Vulkan instance and device of
+//! its own beside wgpu's); its trace replays with the app's occlusion answers.
+//!
+//! Skips (prints `SKIP`) when lavapipe (or, for the wgpu test, Python's `wgpu`) is missing.
 
 use format::record::{QueryResult, Record};
 use format::{TraceReader, TraceWriter};
@@ -221,5 +225,75 @@ fn instances_on_different_capture_gpus_are_named_and_compared_across_devices() {
             reads.iter().any(|x| r.values == vec![x.expected]),
             "{row:?}"
         );
+    }
+}
+
+/// The highest number of instances alive at once in a trace.
+fn most_live_instances(trace: &Path) -> usize {
+    let t = read_trace(trace);
+    let create = vkstream::command_id("vkCreateInstance").unwrap();
+    let destroy = vkstream::command_id("vkDestroyInstance").unwrap();
+    let (mut live, mut most) = (0usize, 0usize);
+    for r in &t.records {
+        if let Record::Call(c) = r {
+            if c.cmd == create && c.result >= 0 {
+                live += 1;
+                most = most.max(live);
+            } else if c.cmd == destroy {
+                live = live.saturating_sub(1);
+            }
+        }
+    }
+    most
+}
+
+#[test]
+fn wgpu_with_its_gl_backend_on_zink_keeps_two_instances_and_replays() {
+    let have_wgpu = std::process::Command::new("python3")
+        .args(["-c", "import wgpu"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_wgpu {
+        eprintln!("SKIP: Python's wgpu package is not installed (pip install wgpu)");
+        return;
+    }
+    if !lavapipe() {
+        return;
+    }
+    let trace = scratch("wgpu-zink.qtrace");
+    let library =
+        find_layer_library().expect("build the layer first: cargo build -p capture_layer");
+    let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("apps/wgpu_queries.py");
+    let out = quarry_command()
+        .env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
+        .env("VK_DRIVER_FILES", LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
+        .env("LIBGL_ALWAYS_SOFTWARE", "1")
+        .env("GALLIUM_DRIVER", "zink")
+        .env_remove("DISPLAY")
+        .args(["capture", "--force", "-o"])
+        .arg(&trace)
+        .args(["--", "python3"])
+        .arg(&app)
+        .arg("2")
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "capture failed: {text}");
+    let live = most_live_instances(&trace);
+    if live < 2 {
+        // wgpu found no GL adapter (no EGL, or Zink not picked): nothing here to test.
+        eprintln!("SKIP: wgpu made {live} instance(s) on this machine; no GL backend on Zink");
+        return;
+    }
+    let (json, rows) = replay(&trace);
+    assert_eq!(json["result"], "ok", "{json}");
+    let occlusion: Vec<&QueryResult> = rows.iter().filter(|r| r.query_type == OCCLUSION).collect();
+    assert!(!occlusion.is_empty(), "{json}");
+    for row in occlusion {
+        let c = row.captured.as_ref().expect("captured values");
+        let r = row.replayed.as_ref().expect("replayed values");
+        assert!(r.available, "{row:?}");
+        assert_eq!(r.values, c.values, "{row:?}");
     }
 }
