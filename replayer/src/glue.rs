@@ -232,12 +232,16 @@ impl Remap for Session<'_> {
         Session::bind(self, ty, captured, replayed)
     }
     fn queue_family(&mut self, captured: u32) -> u32 {
-        // Barriers carry no device; with several devices the first one's mapping is used
-        // (multi-device traces are rare and map families the same way).
-        match self.devices.values().next() {
-            Some(d) => self.map_family(d.captured, captured),
-            None => captured,
-        }
+        // Barriers carry no device: the mapping of the device of the call they are in (each
+        // device maps the families it asked for), else of the first device.
+        let device = match self.devices.contains_key(&self.current_device) {
+            true => self.current_device,
+            false => match self.devices.values().next() {
+                Some(d) => d.captured,
+                None => return captured,
+            },
+        };
+        self.map_family(device, captured)
     }
 }
 
@@ -257,14 +261,22 @@ impl ReplayContext for Session<'_> {
     fn device_table(&mut self, captured: u64) -> Result<&vkstream::DeviceTable, ReplayError> {
         // Most calls are recorded commands, whose first argument is a command buffer: its owner
         // first, so that they take two lookups rather than three.
-        match self.owner.get(&captured) {
-            Some(device) => Ok(&self.device(*device)?.table),
-            None => match self.devices.get(&captured) {
-                Some(d) => Ok(&d.table),
-                None => Err(ReplayError::Other(format!(
-                    "handle 0x{captured:x} belongs to no device the replay created"
-                ))),
-            },
+        let device = match self.owner.get(&captured) {
+            Some(device) => *device,
+            None => captured,
+        };
+        match self.devices.get(&device) {
+            Some(d) => {
+                self.current_device = device;
+                Ok(&d.table)
+            }
+            None if device != captured => Err(ReplayError::UnknownHandle {
+                ty: vk::ObjectType::DEVICE,
+                handle: device,
+            }),
+            None => Err(ReplayError::Other(format!(
+                "handle 0x{captured:x} belongs to no device the replay created"
+            ))),
         }
     }
 }

@@ -71,6 +71,9 @@ pub struct Session<'a> {
     pub devices: HandleMap<u64, DeviceState>,
     /// Loader dispatch key of a replayed dispatchable handle -> captured device.
     pub dispatch_keys: HandleMap<usize, u64>,
+    /// The captured device of the call the generated dispatch is replaying (its table was the
+    /// last one asked for), for what carries no device of its own (barriers' queue families).
+    pub current_device: u64,
     /// Captured allocations and what is bound to them.
     pub memory: MemoryState<'a>,
     /// What query reads need: pools, which command buffer wrote which query, submissions.
@@ -203,6 +206,7 @@ impl<'a> Session<'a> {
             handles: HandleMap::default(),
             devices: HandleMap::default(),
             dispatch_keys: HandleMap::default(),
+            current_device: 0,
             memory: MemoryState {
                 memories: HandleMap::default(),
                 host_memories,
