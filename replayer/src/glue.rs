@@ -181,6 +181,10 @@ pub(crate) unsafe fn create_device(
                     as *mut vk::BaseOutStructure<'static>,
             );
             keep.push(b);
+        } else if matches!(n, PNext::VkDeviceGroupDeviceCreateInfo(g) if g.physical_device_count <= 1)
+        {
+            // A group of one physical device is the device alone (vulkaninfo makes one); the
+            // captured physical device is not the replay's, so the struct is left out.
         } else if let Some((b, p)) = raw_feature(n) {
             chain.push(p);
             keep.push(b);

@@ -12,7 +12,11 @@
 //! (wgpu-native opens its GL backend through EGL, and Zink makes a Vulkan instance and device of
 //! its own beside wgpu's); its trace replays with the app's occlusion answers.
 //!
-//! Skips (prints `SKIP`) when lavapipe (or, for the wgpu test, Python's `wgpu`) is missing.
+//! vulkaninfo keeps two devices alive, one made with a device group of one physical device (found
+//! through vkEnumeratePhysicalDeviceGroups); its trace replays too.
+//!
+//! Skips (prints `SKIP`) when lavapipe (or, for the wgpu test, Python's `wgpu`; for the last,
+//! vulkaninfo) is missing.
 
 use format::record::{QueryResult, Record};
 use format::{TraceReader, TraceWriter};
@@ -296,4 +300,46 @@ fn wgpu_with_its_gl_backend_on_zink_keeps_two_instances_and_replays() {
         assert!(r.available, "{row:?}");
         assert_eq!(r.values, c.values, "{row:?}");
     }
+}
+
+#[test]
+fn vulkaninfo_with_two_devices_and_a_device_group_replays() {
+    if !require(&["vulkaninfo"]) {
+        return;
+    }
+    let trace = scratch("vulkaninfo-devices.qtrace");
+    let library =
+        find_layer_library().expect("build the layer first: cargo build -p capture_layer");
+    let out = quarry_command()
+        .env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
+        .env("VK_DRIVER_FILES", LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .args(["capture", "--force", "-o"])
+        .arg(&trace)
+        .args(["--", "vulkaninfo"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "capture: {}", output_text(&out));
+    let t = read_trace(&trace);
+    assert!(
+        t.calls_of("vkCreateDevice") >= 2,
+        "vulkaninfo made fewer devices"
+    );
+    assert!(
+        t.calls_of("vkEnumeratePhysicalDeviceGroups")
+            + t.calls_of("vkEnumeratePhysicalDeviceGroupsKHR")
+            > 0
+    );
+    let out = quarry_command()
+        .env("VK_DRIVER_FILES", LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
+        .args(["replay", "--validate", "--json"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "replay: {}", output_text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["validation_messages"], 0, "{json}");
 }
