@@ -288,6 +288,7 @@ pub const REPLAY_OVERRIDES: &[(&str, Replay)] = &[
     ("vkCreateInstance", Replay::By("instance")),
     ("vkDestroyInstance", Replay::By("instance")),
     ("vkEnumeratePhysicalDevices", Replay::By("instance")),
+    ("vkEnumeratePhysicalDeviceGroups", Replay::By("instance")),
     ("vkCreateDebugUtilsMessengerEXT", Replay::By("instance")),
     ("vkCreateDebugReportCallbackEXT", Replay::By("instance")),
     (

@@ -832,7 +832,7 @@ fn walk_elem(
     with: &std::collections::BTreeSet<String>,
 ) -> Option<String> {
     match el {
-        Elem::Struct(s) if with.contains(s) => Some(format!("h_{s}({x}, f);")),
+        Elem::Struct(s) if with.contains(s) => Some(format!("h_{s}({x}, f, {created});")),
         el => is_handle(el).map(|ot| format!("if *{x} != 0 {{ f({ot}, *{x}, {created}); }}")),
     }
 }
@@ -851,23 +851,25 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
          /// Receives (object type, captured handle, created by this call).\n\
          pub type Visit<'a> = dyn FnMut(vk::ObjectType, u64, bool) + 'a;\n\n",
     );
-    o.push_str("fn h_chain(c: &[PNext], f: &mut Visit) {\nfor e in c {\nmatch e {\n");
+    // `out`: the struct is (in) an output parameter, so the handles in it are ones the call
+    // returns (the physical devices of vkEnumeratePhysicalDeviceGroups).
+    o.push_str("fn h_chain(c: &[PNext], f: &mut Visit, out: bool) {\nfor e in c {\nmatch e {\n");
     for name in &an.struct_order {
         let s = &an.structs[name];
         if s.def.stype.is_some() && has_pnext(&s.fields) && with.contains(name) {
-            let _ = writeln!(o, "PNext::{name}(x) => h_{name}(x, f),");
+            let _ = writeln!(o, "PNext::{name}(x) => h_{name}(x, f, out),");
         }
     }
     o.push_str("_ => {}\n}\n}\n}\n\n");
     let field_walk = |f: &Field, src: &str, created: &str| -> Option<String> {
         match &f.kind {
-            Kind::PNext => Some(format!("h_chain(&{src}, f);")),
+            Kind::PNext => Some(format!("h_chain(&{src}, f, {created});")),
             Kind::Val(el) => walk_elem(el, &format!("&{src}"), created, &with),
             Kind::Fixed(el, _) => walk_elem(el, "y", created, &with)
                 .map(|w| format!("for y in {src}.iter() {{ {w} }}")),
             Kind::Ptr { len, elem } => match (len, elem) {
                 (Len::One, PElem::Elem(Elem::Struct(s))) if with.contains(s) => {
-                    Some(format!("if let Some(x) = &{src} {{ h_{s}(x, f); }}"))
+                    Some(format!("if let Some(x) = &{src} {{ h_{s}(x, f, {created}); }}"))
                 }
                 (Len::One, PElem::Elem(el)) => walk_elem(el, "x", created, &with)
                     .map(|w| format!("if let Some(x) = &{src} {{ {w} }}")),
@@ -877,7 +879,7 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
                     })
                 }
                 (_, PElem::StructPtrArray(s)) if with.contains(s) => Some(format!(
-                    "if let Some(x) = &{src} {{ for y in x.iter().flatten() {{ h_{s}(y, f); }} }}"
+                    "if let Some(x) = &{src} {{ for y in x.iter().flatten() {{ h_{s}(y, f, {created}); }} }}"
                 )),
                 _ => None,
             },
@@ -889,9 +891,9 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
             continue;
         }
         let s = &an.structs[name];
-        let _ = writeln!(o, "fn h_{name}(v: &{name}, f: &mut Visit) {{");
+        let _ = writeln!(o, "fn h_{name}(v: &{name}, f: &mut Visit, out: bool) {{");
         for fl in &s.fields {
-            if let Some(w) = field_walk(fl, &format!("v.{}", fl.snake), "false") {
+            if let Some(w) = field_walk(fl, &format!("v.{}", fl.snake), "out") {
                 o.push_str(&w);
                 o.push('\n');
             }

@@ -163,6 +163,7 @@ feature_structs!(
 pub(crate) unsafe fn create_device(
     s: &mut Session<'_>,
     captured: u64,
+    physical: u64,
     ci: &types::VkDeviceCreateInfo,
     queues: &[(u32, Vec<f32>, vk::DeviceQueueCreateFlags)],
     extensions: &[String],
@@ -180,6 +181,10 @@ pub(crate) unsafe fn create_device(
                     as *mut vk::BaseOutStructure<'static>,
             );
             keep.push(b);
+        } else if matches!(n, PNext::VkDeviceGroupDeviceCreateInfo(g) if g.physical_device_count <= 1)
+        {
+            // A group of one physical device is the device alone (vulkaninfo makes one); the
+            // captured physical device is not the replay's, so the struct is left out.
         } else if let Some((b, p)) = raw_feature(n) {
             chain.push(p);
             keep.push(b);
@@ -210,7 +215,7 @@ pub(crate) unsafe fn create_device(
     info.p_next = chain
         .first()
         .map_or(std::ptr::null(), |p| *p as *const c_void);
-    let r = s.create_device(captured, &info, queues, extensions);
+    let r = s.create_device(captured, physical, &info, queues, extensions);
     drop(keep);
     r
 }
@@ -231,12 +236,16 @@ impl Remap for Session<'_> {
         Session::bind(self, ty, captured, replayed)
     }
     fn queue_family(&mut self, captured: u32) -> u32 {
-        // Barriers carry no device; with several devices the first one's mapping is used
-        // (multi-device traces are rare and map families the same way).
-        match self.devices.values().next() {
-            Some(d) => self.map_family(d.captured, captured),
-            None => captured,
-        }
+        // Barriers carry no device: the mapping of the device of the call they are in (each
+        // device maps the families it asked for), else of the first device.
+        let device = match self.devices.contains_key(&self.current_device) {
+            true => self.current_device,
+            false => match self.devices.values().next() {
+                Some(d) => d.captured,
+                None => return captured,
+            },
+        };
+        self.map_family(device, captured)
     }
 }
 
@@ -249,22 +258,29 @@ impl ReplayContext for Session<'_> {
         if captured == 0 {
             return Ok(&self.gtable);
         }
-        self.itable
-            .as_ref()
-            .ok_or_else(|| ReplayError::Other("no instance was created before this call".into()))
+        // The table of the instance the captured instance or physical device belongs to.
+        Ok(&self.instance_of(captured)?.table)
     }
 
     fn device_table(&mut self, captured: u64) -> Result<&vkstream::DeviceTable, ReplayError> {
         // Most calls are recorded commands, whose first argument is a command buffer: its owner
         // first, so that they take two lookups rather than three.
-        match self.owner.get(&captured) {
-            Some(device) => Ok(&self.device(*device)?.table),
-            None => match self.devices.get(&captured) {
-                Some(d) => Ok(&d.table),
-                None => Err(ReplayError::Other(format!(
-                    "handle 0x{captured:x} belongs to no device the replay created"
-                ))),
-            },
+        let device = match self.owner.get(&captured) {
+            Some(device) => *device,
+            None => captured,
+        };
+        match self.devices.get(&device) {
+            Some(d) => {
+                self.current_device = device;
+                Ok(&d.table)
+            }
+            None if device != captured => Err(ReplayError::UnknownHandle {
+                ty: vk::ObjectType::DEVICE,
+                handle: device,
+            }),
+            None => Err(ReplayError::Other(format!(
+                "handle 0x{captured:x} belongs to no device the replay created"
+            ))),
         }
     }
 }

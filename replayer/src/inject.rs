@@ -564,7 +564,7 @@ unsafe fn setup_device(
         .iter()
         .position(|f| f.flags & vk::QueueFlags::GRAPHICS.as_raw() != 0)
         .unwrap_or(0) as u32;
-    let descs = s.device_counter_descs(family)?;
+    let descs = s.device_counter_descs(device, family)?;
     let listed: Vec<(crate::perf::DeviceCounter, u32)> =
         descs.iter().map(|d| (d.into(), d.scope)).collect();
     let chosen = choose(&st.spec, &listed).map_err(ReplayError::BadOption)?;
@@ -575,7 +575,7 @@ unsafe fn setup_device(
     }
     let plan = crate::perf::plan(
         chosen.iter().map(|&i| Some(i)).collect(),
-        |ix| s.perf_passes(family, ix),
+        |ix| s.perf_passes(device, family, ix),
         st.forced,
     )
     .map_err(other)?;

@@ -226,7 +226,28 @@ pub fn dispatch(calls: &Calls, loops: u32, cmd_extra: u32) -> Result<Measured, R
             ),
         )
     };
-    let tables = Tables { table, device };
+    let inst = vk::Instance::from_raw(fake_handle());
+    // SAFETY: the stub loaders hand out only the stubs above.
+    let instance = unsafe {
+        crate::session::InstanceState {
+            captured: 0,
+            instance: ash::Instance::load_with(
+                |n| match stub(n) {
+                    Some(f) => f as *const c_void,
+                    None => std::ptr::null(),
+                },
+                inst,
+            ),
+            table: vkstream::InstanceTable::load(gipa, inst),
+            pd: vk::PhysicalDevice::null(),
+            debug_utils: None,
+        }
+    };
+    let tables = Tables {
+        table,
+        device,
+        instance,
+    };
     let mut total = 0u64;
     let mut errors = 0u64;
     let mut first_errors = Vec::new();
@@ -235,10 +256,6 @@ pub fn dispatch(calls: &Calls, loops: u32, cmd_extra: u32) -> Result<Measured, R
         // SAFETY: the stub loaders hand out only the stubs above.
         unsafe {
             s.gtable = vkstream::InstanceTable::load(gipa, vk::Instance::null());
-            s.itable = Some(vkstream::InstanceTable::load(
-                gipa,
-                vk::Instance::from_raw(fake_handle()),
-            ));
         }
         errors = 0;
         first_errors.clear();
@@ -266,7 +283,7 @@ pub fn dispatch(calls: &Calls, loops: u32, cmd_extra: u32) -> Result<Measured, R
         total += thread_cpu_ns() - start;
         // The fake objects own nothing: nothing to destroy.
         s.devices.clear();
-        s.instance = None;
+        s.instances.clear();
     }
     Ok(Measured {
         calls: calls.calls.len() as u64,
@@ -280,6 +297,7 @@ pub fn dispatch(calls: &Calls, loops: u32, cmd_extra: u32) -> Result<Measured, R
 struct Tables {
     table: vkstream::DeviceTable,
     device: ash::Device,
+    instance: crate::session::InstanceState,
 }
 
 unsafe fn replay_one(
@@ -294,12 +312,26 @@ unsafe fn replay_one(
         return crate::calls::replay_call(s, call, rec);
     }
     let _ = crate::glue::dispatch(s, call)?;
+    if let vkstream::Call::vkCreateInstance(p) = call {
+        let captured = p.p_instance.unwrap_or(0);
+        s.instances.insert(
+            captured,
+            crate::session::InstanceState {
+                captured,
+                instance: tables.instance.instance.clone(),
+                table: tables.instance.table,
+                pd: vk::PhysicalDevice::null(),
+                debug_utils: None,
+            },
+        );
+    }
     if let vkstream::Call::vkCreateDevice(p) = call {
         let captured = p.p_device.unwrap_or(0);
         s.devices.insert(
             captured,
             DeviceState {
                 captured,
+                instance: s.instances.keys().next().copied().unwrap_or(0),
                 device: tables.device.clone(),
                 table: tables.table,
                 families: Default::default(),

@@ -43,7 +43,7 @@ pub(crate) unsafe fn vkCreateDevice(
     let device = p
         .p_device
         .ok_or_else(|| other("the capture recorded no device handle"))?;
-    crate::glue::create_device(s, device, ci, &queues, &exts)
+    crate::glue::create_device(s, device, p.physical_device, ci, &queues, &exts)
 }
 
 pub(crate) unsafe fn vkDestroyDevice(

@@ -1,12 +1,12 @@
-//! The instance: created by the replay's own rules (`Session::create_instance`), physical devices
-//! bound to the replay GPU, and the app's debug callbacks never installed (they point into the
-//! captured process).
+//! Instances: each created by the replay's own rules (`Session::create_instance`), physical devices
+//! bound to their instance's replay GPU, destroyed one by one, and the app's debug callbacks never
+//! installed (they point into the captured process).
 
 use ash::vk;
 use format::record;
 use vkstream::{params, Call};
 
-use super::other;
+use super::{other, Entry};
 use crate::error::ReplayError;
 use crate::session::Session;
 
@@ -40,10 +40,10 @@ pub(crate) unsafe fn vkCreateInstance(
 pub(crate) unsafe fn vkDestroyInstance(
     s: &mut Session<'_>,
     _call: &Call,
-    _p: &params::vkDestroyInstance,
+    p: &params::vkDestroyInstance,
     _rec: &record::Call,
 ) -> Result<(), ReplayError> {
-    s.teardown();
+    s.destroy_instance(p.instance);
     Ok(())
 }
 
@@ -53,8 +53,30 @@ pub(crate) unsafe fn vkEnumeratePhysicalDevices(
     p: &params::vkEnumeratePhysicalDevices,
     _rec: &record::Call,
 ) -> Result<(), ReplayError> {
-    s.bind_physical_devices(p.p_physical_devices.as_deref().unwrap_or(&[]));
-    Ok(())
+    s.bind_physical_devices(p.instance, p.p_physical_devices.as_deref().unwrap_or(&[]))
+}
+
+/// Like `vkEnumeratePhysicalDevices`: every physical device of every group the capture saw is the
+/// instance's replay GPU (the driver is not asked; its groups are the replay GPU's own).
+pub(crate) unsafe fn vkEnumeratePhysicalDeviceGroups<
+    E: Entry<vk::PFN_vkEnumeratePhysicalDeviceGroups, vkstream::InstanceTable>,
+>(
+    s: &mut Session<'_>,
+    _call: &Call,
+    p: &params::vkEnumeratePhysicalDeviceGroups,
+    _rec: &record::Call,
+) -> Result<(), ReplayError> {
+    let pds: Vec<u64> = p
+        .p_physical_device_group_properties
+        .as_deref()
+        .unwrap_or(&[])
+        .iter()
+        .flat_map(|g| {
+            let n = (g.physical_device_count as usize).min(g.physical_devices.len());
+            g.physical_devices[..n].iter().copied()
+        })
+        .collect();
+    s.bind_physical_devices(p.instance, &pds)
 }
 
 pub(crate) unsafe fn vkCreateDebugUtilsMessengerEXT(

@@ -240,7 +240,7 @@ fn plan_perf_pool(
             "the trace holds no counter descriptions for this performance query pool",
         ));
     }
-    let device = s.device_counters(family)?;
+    let device = s.device_counters(device_captured, family)?;
     let matched = crate::perf::match_counters(&descs, &device);
     for (d, m) in descs.iter().zip(&matched) {
         if m.is_none() {
@@ -268,8 +268,12 @@ fn plan_perf_pool(
                 .join(", ")
         )));
     }
-    let plan =
-        crate::perf::plan(matched, |ix| s.perf_passes(family, ix), s.perf.forced).map_err(other)?;
+    let plan = crate::perf::plan(
+        matched,
+        |ix| s.perf_passes(device_captured, family, ix),
+        s.perf.forced,
+    )
+    .map_err(other)?;
     s.hold_profiling_lock(device_captured, "performance query pools")?;
     let indices = plan.indices_for(s.perf.pass);
     s.perf.passes_needed = s.perf.passes_needed.max(plan.groups.len() as u32);

@@ -125,10 +125,28 @@ pub fn replay_with_progress(
             .map_err(|e| ReplayError::Results(e.to_string()))?;
     }
 
-    let same = scan
-        .capture_device
-        .as_ref()
-        .is_some_and(|c| crate::compare::same_device(c, &gpu.summary));
+    // Results name one capture device; a trace whose instances chose different GPUs compares
+    // as the same device only when every one of them is the replay GPU.
+    let same = scan.capture_device.is_some()
+        && scan
+            .distinct_devices
+            .iter()
+            .all(|c| crate::compare::same_device(c, &gpu.summary));
+    if scan.distinct_devices.len() > 1 {
+        warnings.push(format!(
+            "the capture's devices were created on {} different physical devices ({}); every one \
+             is replayed on GPU {} ({}), and the results name the first as the capture device",
+            scan.distinct_devices.len(),
+            scan.distinct_devices
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            gpu.index,
+            gpu.name
+        ));
+    }
+    let capture_devices = std::sync::Arc::new(scan.capture_devices.clone());
     let mut comparison = Comparison {
         same_device: same,
         ..Default::default()
@@ -159,6 +177,7 @@ pub fn replay_with_progress(
                 opts.validate,
             );
             session.memory.plan = memory_plan.clone();
+            session.capture_devices = capture_devices.clone();
             session.perf.pass = pass;
             session.wsi.window = opts.window;
             session.drop.enabled = opts.drop_unsupported;

@@ -12,6 +12,12 @@ use crate::error::ReplayError;
 /// Facts gathered by one pass over the trace before replaying it.
 pub(crate) struct Scan {
     pub capture_device: Option<DeviceSummary>,
+    /// Captured device -> the physical device it was created on (the `Device` record the layer
+    /// writes just before each vkCreateDevice).
+    pub capture_devices: HashMap<u64, DeviceSummary>,
+    /// The distinct physical devices of the capture, in order of first use (more than one when
+    /// the app's instances chose different GPUs).
+    pub distinct_devices: Vec<DeviceSummary>,
     pub host_memories: HashSet<u64>,
     /// (frame index, host_ns of its end).
     pub frames: Vec<(u64, u64)>,
@@ -34,6 +40,8 @@ pub(super) fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
     let header = reader.header();
     let mut s = Scan {
         capture_device: header.device.clone(),
+        capture_devices: HashMap::new(),
+        distinct_devices: header.device.iter().cloned().collect(),
         host_memories: HashSet::new(),
         frames: Vec::new(),
         first_call_ns: None,
@@ -51,6 +59,8 @@ pub(super) fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
     let mut seen_table = false;
     let mut last_seq = None;
     let mut in_snapshot = false;
+    // The last `Device` record, for the vkCreateDevice that follows it.
+    let mut pending_device: Option<DeviceSummary> = None;
     for rec in reader.records() {
         let rec = rec.map_err(|e| {
             ReplayError::Trace(match last_seq {
@@ -68,6 +78,7 @@ pub(super) fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                         matches!(
                             n.as_str(),
                             "vkMapMemory"
+                                | "vkCreateDevice"
                                 | "vkBindBufferMemory"
                                 | "vkBindBufferMemory2"
                                 | "vkBindBufferMemory2KHR"
@@ -94,6 +105,11 @@ pub(super) fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                 {
                     Some(Ok(vkstream::Call::vkMapMemory(p))) => {
                         s.host_memories.insert(p.memory);
+                    }
+                    Some(Ok(vkstream::Call::vkCreateDevice(p))) if c.result >= 0 => {
+                        if let (Some(d), Some(summary)) = (p.p_device, pending_device.take()) {
+                            s.capture_devices.insert(d, summary);
+                        }
                     }
                     Some(Ok(vkstream::Call::vkBindBufferMemory(p))) => {
                         buffer_memory.insert(p.buffer, p.memory);
@@ -137,9 +153,33 @@ pub(super) fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                 s.first_call_ns = Some(e.host_ns);
                 s.trimmed = Some((e.first_frame, e.gaps));
             }
-            Record::Device(d) if s.capture_device.is_none() => s.capture_device = Some(d),
+            Record::Device(d) => {
+                if s.capture_device.is_none() {
+                    s.capture_device = Some(d.clone());
+                }
+                if !s.distinct_devices.iter().any(|o| same_physical(o, &d)) {
+                    s.distinct_devices.push(d.clone());
+                }
+                pending_device = Some(d);
+            }
             _ => {}
         }
     }
     Ok(s)
+}
+
+fn same_physical(a: &DeviceSummary, b: &DeviceSummary) -> bool {
+    (
+        a.device_uuid,
+        &a.name,
+        a.vendor_id,
+        a.device_id,
+        a.driver_version,
+    ) == (
+        b.device_uuid,
+        &b.name,
+        b.vendor_id,
+        b.device_id,
+        b.driver_version,
+    )
 }

@@ -25,6 +25,16 @@ pub(crate) unsafe fn replay_call(
         vkstream::Call::vkEnumeratePhysicalDevices(p) => {
             crate::calls::instance::vkEnumeratePhysicalDevices(s, call, p, rec)
         }
+        vkstream::Call::vkEnumeratePhysicalDeviceGroups(p) => {
+            crate::calls::instance::vkEnumeratePhysicalDeviceGroups::<
+                entry::vkEnumeratePhysicalDeviceGroups,
+            >(s, call, p, rec)
+        }
+        vkstream::Call::vkEnumeratePhysicalDeviceGroupsKHR(p) => {
+            crate::calls::instance::vkEnumeratePhysicalDeviceGroups::<
+                entry::vkEnumeratePhysicalDeviceGroupsKHR,
+            >(s, call, p, rec)
+        }
         vkstream::Call::vkCreateDebugUtilsMessengerEXT(p) => {
             crate::calls::instance::vkCreateDebugUtilsMessengerEXT(s, call, p, rec)
         }
@@ -280,6 +290,26 @@ pub(crate) unsafe fn replay_call(
 #[allow(non_camel_case_types)]
 pub(crate) mod entry {
     use ash::vk;
+    pub enum vkEnumeratePhysicalDeviceGroups {}
+    impl crate::calls::Entry<vk::PFN_vkEnumeratePhysicalDeviceGroups, vkstream::InstanceTable>
+        for vkEnumeratePhysicalDeviceGroups
+    {
+        const NAME: &'static str = "vkEnumeratePhysicalDeviceGroups";
+        #[inline(always)]
+        fn next(t: &vkstream::InstanceTable) -> Option<vk::PFN_vkEnumeratePhysicalDeviceGroups> {
+            t.vkEnumeratePhysicalDeviceGroups
+        }
+    }
+    pub enum vkEnumeratePhysicalDeviceGroupsKHR {}
+    impl crate::calls::Entry<vk::PFN_vkEnumeratePhysicalDeviceGroups, vkstream::InstanceTable>
+        for vkEnumeratePhysicalDeviceGroupsKHR
+    {
+        const NAME: &'static str = "vkEnumeratePhysicalDeviceGroupsKHR";
+        #[inline(always)]
+        fn next(t: &vkstream::InstanceTable) -> Option<vk::PFN_vkEnumeratePhysicalDeviceGroups> {
+            t.vkEnumeratePhysicalDeviceGroupsKHR
+        }
+    }
     pub enum vkGetSemaphoreCounterValue {}
     impl crate::calls::Entry<vk::PFN_vkGetSemaphoreCounterValue, vkstream::DeviceTable>
         for vkGetSemaphoreCounterValue

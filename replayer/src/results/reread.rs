@@ -158,7 +158,11 @@ impl QueryReads<'_> {
         replayed_meta: (i32, u64),
         available_ns: &[u64],
     ) -> Result<(), ReplayError> {
-        let cap_dev = s.capture_device.cloned();
+        // The physical device the pool's own device was captured on.
+        let cap_dev = match s.tracked.live_pools.get(&pool) {
+            Some((device, _)) => s.capture_device_of(*device).cloned(),
+            None => s.capture_device.cloned(),
+        };
         let mut stamps: Vec<(u32, u64, u32, u64, u32)> = Vec::new();
         for (i, (c, r)) in captured.iter().zip(replayed).enumerate() {
             let query = first + i as u32;

@@ -16,6 +16,8 @@ use crate::portability::{DeviceUsage, FeatureUse, Use};
 /// A replayed device and what the translation of its commands needs.
 pub struct DeviceState {
     pub captured: u64,
+    /// The captured instance it was created in.
+    pub instance: u64,
     pub device: ash::Device,
     /// Function pointers the generated dispatch calls through.
     pub table: vkstream::DeviceTable,
@@ -34,12 +36,14 @@ pub struct DeviceState {
 
 impl Session<'_> {
     /// The replay GPU's performance counters on queue family `family` (`VK_KHR_performance_query`),
-    /// described as a trace records them.
+    /// described as a trace records them, read through captured device `device`'s instance.
     pub fn device_counter_descs(
         &self,
+        device: u64,
         family: u32,
     ) -> Result<Vec<format::record::PerfCounterDesc>, ReplayError> {
-        let perf = ash::khr::performance_query::Instance::new(self.entry, self.instance()?);
+        let inst = self.instance_of_device(device)?;
+        let perf = ash::khr::performance_query::Instance::new(self.entry, &inst.instance);
         let err = |e| {
             ReplayError::vk(
                 "vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR",
@@ -50,13 +54,13 @@ impl Session<'_> {
         unsafe {
             let n = perf
                 .enumerate_physical_device_queue_family_performance_query_counters_len(
-                    self.pd, family,
+                    inst.pd, family,
                 )
                 .map_err(err)?;
             let mut counters = vec![vk::PerformanceCounterKHR::default(); n];
             let mut descs = vec![vk::PerformanceCounterDescriptionKHR::default(); n];
             perf.enumerate_physical_device_queue_family_performance_query_counters(
-                self.pd,
+                inst.pd,
                 family,
                 &mut counters,
                 &mut descs,
@@ -81,10 +85,11 @@ impl Session<'_> {
     /// The replay GPU's counters on `family` as the matcher sees them.
     pub fn device_counters(
         &self,
+        device: u64,
         family: u32,
     ) -> Result<Vec<crate::perf::DeviceCounter>, ReplayError> {
         Ok(self
-            .device_counter_descs(family)?
+            .device_counter_descs(device, family)?
             .iter()
             .map(crate::perf::DeviceCounter::from)
             .collect())
@@ -97,7 +102,8 @@ impl Session<'_> {
             return Ok(());
         }
         let d = self.device(device)?;
-        let perf = ash::khr::performance_query::Device::new(self.instance()?, &d.device);
+        let inst = self.instance_state(d.instance)?;
+        let perf = ash::khr::performance_query::Device::new(&inst.instance, &d.device);
         let info = vk::AcquireProfilingLockInfoKHR::default().timeout(10_000_000_000);
         // SAFETY: valid device with VK_KHR_performance_query enabled (the caller's pools need it).
         unsafe { perf.acquire_profiling_lock(&info) }.map_err(|e| {
@@ -109,21 +115,23 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Passes the replay GPU needs to measure `indices` on queue family `family`.
-    pub fn perf_passes(&self, family: u32, indices: &[u32]) -> u32 {
-        let Ok(instance) = self.instance() else {
+    /// Passes the replay GPU needs to measure `indices` on queue family `family` (asked through
+    /// captured device `device`'s instance).
+    pub fn perf_passes(&self, device: u64, family: u32, indices: &[u32]) -> u32 {
+        let Ok(inst) = self.instance_of_device(device) else {
             return u32::MAX;
         };
-        let perf = ash::khr::performance_query::Instance::new(self.entry, instance);
+        let perf = ash::khr::performance_query::Instance::new(self.entry, &inst.instance);
         let ci = vk::QueryPoolPerformanceCreateInfoKHR::default()
             .queue_family_index(family)
             .counter_indices(indices);
         // SAFETY: valid instance and physical device; ci lives across the call.
-        unsafe { perf.get_physical_device_queue_family_performance_query_passes(self.pd, &ci) }
+        unsafe { perf.get_physical_device_queue_family_performance_query_passes(inst.pd, &ci) }
     }
 
     /// Creates the replay device from a create info already translated except for queue families
-    /// (`queue_infos` holds captured family indices). Checks extensions and features first so
+    /// (`queue_infos` holds captured family indices), on the replay GPU of the instance that
+    /// captured physical device `physical` belongs to. Checks extensions and features first so
     /// everything missing is listed in one error.
     ///
     /// # Safety
@@ -131,12 +139,13 @@ impl Session<'_> {
     pub unsafe fn create_device(
         &mut self,
         captured: u64,
+        physical: u64,
         create_info: &vk::DeviceCreateInfo<'_>,
         queue_infos: &[(u32, Vec<f32>, vk::DeviceQueueCreateFlags)],
         extensions: &[String],
     ) -> Result<(), ReplayError> {
-        let instance = self.instance()?.clone();
-        let pd = self.pd;
+        let inst = self.instance_of(physical)?;
+        let (instance, pd, instance_captured) = (inst.instance.clone(), inst.pd, inst.captured);
         // Swapchain support is kept when available (PRESENT_SRC layouts in the app's barriers
         // need it); the emulation never calls it.
         let available = crate::devices::device_extensions(&instance, pd);
@@ -224,7 +233,7 @@ impl Session<'_> {
         let replay_families: Vec<_> = self.gpu.summary.queue_families.clone();
         let requested: Vec<u32> = queue_infos.iter().map(|q| q.0).collect();
         let captured_families = self
-            .capture_device
+            .capture_device_of(captured)
             .map(|d| d.queue_families.clone())
             .unwrap_or_default();
         let families =
@@ -310,6 +319,7 @@ impl Session<'_> {
             vkstream::DeviceTable::load(instance.fp_v1_0().get_device_proc_addr, device.handle());
         let state = DeviceState {
             captured,
+            instance: instance_captured,
             table,
             families,
             queue_counts: merged.iter().map(|m| (m.0, m.1.len() as u32)).collect(),
@@ -405,8 +415,8 @@ impl Session<'_> {
             unsafe {
                 let _ = d.device.device_wait_idle();
                 if self.perf.locked.remove(&captured) {
-                    if let Some(i) = &self.instance {
-                        ash::khr::performance_query::Device::new(i, &d.device)
+                    if let Some(i) = self.instances.get(&d.instance) {
+                        ash::khr::performance_query::Device::new(&i.instance, &d.device)
                             .release_profiling_lock();
                     }
                 }
@@ -437,14 +447,10 @@ impl Session<'_> {
         for d in devices {
             let _ = self.destroy_device(d);
         }
-        if let Some(instance) = self.instance.take() {
-            unsafe {
-                if let Some((du, m)) = self.debug_utils.take() {
-                    du.destroy_debug_utils_messenger(m, None);
-                }
-                instance.destroy_instance(None);
-            }
+        for (_, i) in self.instances.drain() {
+            i.destroy();
         }
+        self.physical.clear();
         self.handles.clear();
     }
 }

@@ -1,5 +1,8 @@
-//! The replay instance: the captured layers and extensions minus the window system and the
-//! capture layer, plus validation when asked (its messages counted through a debug messenger).
+//! Replay instances, one per captured instance alive at once (apps keep a probe instance, Zink
+//! makes one per GL screen): the captured layers and extensions minus the window system and the
+//! capture layer, plus validation when asked (its messages counted through a debug messenger per
+//! instance). Each finds the replay GPU (`--gpu`) among its own physical devices; every physical
+//! device the capture enumerated through an instance is bound to that instance's replay GPU.
 
 use std::collections::HashSet;
 use std::ffi::{c_void, CStr, CString};
@@ -20,6 +23,17 @@ pub struct Messages {
 }
 
 const KEEP_MESSAGES: usize = 20;
+
+/// A replayed instance and what its instance-level commands go through.
+pub struct InstanceState {
+    pub captured: u64,
+    pub instance: ash::Instance,
+    /// Function pointers the generated dispatch calls through.
+    pub table: vkstream::InstanceTable,
+    /// The replay GPU as this instance enumerates it.
+    pub pd: vk::PhysicalDevice,
+    pub debug_utils: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+}
 
 unsafe extern "system" fn on_debug_message(
     severity: vk::DebugUtilsMessageSeverityFlagsEXT,
@@ -63,10 +77,10 @@ impl Session<'_> {
         layers: &[String],
         extensions: &[String],
     ) -> Result<(), ReplayError> {
-        if self.instance.is_some() {
-            return Err(ReplayError::Other(
-                "the trace creates a second instance; quarry replays one".into(),
-            ));
+        if self.instances.contains_key(&captured) {
+            return Err(ReplayError::Other(format!(
+                "the trace creates instance 0x{captured:x} while an instance of that handle is alive"
+            )));
         }
         let available_ext: Vec<String> =
             unsafe { self.entry.enumerate_instance_extension_properties(None) }
@@ -184,11 +198,12 @@ impl Session<'_> {
         // SAFETY: every pointer in ci lives until the call returns.
         let instance = unsafe { self.entry.create_instance(&ci, None) }
             .map_err(|e| ReplayError::vk("vkCreateInstance", e))?;
+        let mut debug_utils = None;
         if self.messages.is_some() {
             let du = ash::ext::debug_utils::Instance::new(self.entry, &instance);
             // SAFETY: valid instance and create info.
             match unsafe { du.create_debug_utils_messenger(&dbg, None) } {
-                Ok(m) => self.debug_utils = Some((du, m)),
+                Ok(m) => debug_utils = Some((du, m)),
                 Err(e) => {
                     unsafe { instance.destroy_instance(None) };
                     return Err(ReplayError::vk("vkCreateDebugUtilsMessengerEXT", e));
@@ -213,30 +228,136 @@ impl Session<'_> {
             })
             .map(|(_, pd)| pd);
         let Some(pd) = pd else {
-            unsafe { instance.destroy_instance(None) };
+            unsafe {
+                if let Some((du, m)) = debug_utils {
+                    du.destroy_debug_utils_messenger(m, None);
+                }
+                instance.destroy_instance(None);
+            }
             return Err(ReplayError::NoGpu(format!(
                 "GPU {} ({}) is not visible to the replay instance",
                 self.gpu.index, self.gpu.name
             )));
         };
-        self.pd = pd;
         let gipa = self.entry.static_fn().get_instance_proc_addr;
         // SAFETY: a valid instance and the loader's entry point.
-        self.itable = Some(unsafe { vkstream::InstanceTable::load(gipa, instance.handle()) });
+        let table = unsafe { vkstream::InstanceTable::load(gipa, instance.handle()) };
         self.bind(
             vk::ObjectType::INSTANCE,
             captured,
             instance.handle().as_raw(),
         );
-        self.instance = Some(instance);
+        self.instances.insert(
+            captured,
+            InstanceState {
+                captured,
+                instance,
+                table,
+                pd,
+                debug_utils,
+            },
+        );
         Ok(())
     }
 
-    /// Binds every physical device the capture enumerated to the replay GPU.
-    pub fn bind_physical_devices(&mut self, captured: &[u64]) {
-        let pd = self.pd.as_raw();
+    /// Binds every physical device the capture enumerated through captured instance `instance`
+    /// to that instance's replay GPU.
+    pub fn bind_physical_devices(
+        &mut self,
+        instance: u64,
+        captured: &[u64],
+    ) -> Result<(), ReplayError> {
+        let pd = self.instance_state(instance)?.pd.as_raw();
         for &c in captured {
             self.bind(vk::ObjectType::PHYSICAL_DEVICE, c, pd);
+            if c != 0 {
+                self.physical.insert(c, instance);
+            }
+        }
+        Ok(())
+    }
+
+    /// The replayed instance of a captured instance.
+    pub fn instance_state(&self, captured: u64) -> Result<&InstanceState, ReplayError> {
+        self.instances
+            .get(&captured)
+            .ok_or(ReplayError::UnknownHandle {
+                ty: vk::ObjectType::INSTANCE,
+                handle: captured,
+            })
+    }
+
+    /// The replayed instance a captured instance or physical device belongs to. A physical
+    /// device no enumeration named (a group enumeration's, a trimmed trace's) belongs to the one
+    /// live instance, when there is only one.
+    pub fn instance_of(&self, captured: u64) -> Result<&InstanceState, ReplayError> {
+        if let Some(i) = self.instances.get(&captured) {
+            return Ok(i);
+        }
+        match self.physical.get(&captured) {
+            Some(i) => self.instance_state(*i),
+            None if self.instances.len() == 1 => {
+                Ok(self.instances.values().next().expect("one instance"))
+            }
+            None if self.instances.is_empty() => Err(ReplayError::Other(
+                "no instance was created before this call".into(),
+            )),
+            None => Err(ReplayError::Other(format!(
+                "handle 0x{captured:x} belongs to none of the {} instances alive",
+                self.instances.len()
+            ))),
+        }
+    }
+
+    /// The replayed instance a captured device was created in.
+    pub fn instance_of_device(&self, device: u64) -> Result<&InstanceState, ReplayError> {
+        self.instance_state(self.device(device)?.instance)
+    }
+
+    /// `vkDestroyInstance`: the instance, its physical devices and what of it the trace left
+    /// alive (devices, the replay's messenger). The other instances go on; the last one ends the
+    /// session as before.
+    pub fn destroy_instance(&mut self, captured: u64) {
+        let others = self.instances.keys().any(|i| *i != captured);
+        if !others {
+            self.teardown();
+            return;
+        }
+        let devices: Vec<u64> = self
+            .devices
+            .values()
+            .filter(|d| d.instance == captured)
+            .map(|d| d.captured)
+            .collect();
+        for d in devices {
+            let _ = self.destroy_device(d);
+        }
+        if let Some(i) = self.instances.remove(&captured) {
+            i.destroy();
+        }
+        let gone: Vec<u64> = self
+            .physical
+            .iter()
+            .filter(|(_, i)| **i == captured)
+            .map(|(pd, _)| *pd)
+            .collect();
+        for pd in gone {
+            self.physical.remove(&pd);
+            self.unbind(vk::ObjectType::PHYSICAL_DEVICE, pd);
+        }
+        self.unbind(vk::ObjectType::INSTANCE, captured);
+    }
+}
+
+impl InstanceState {
+    /// Destroys the replay's messenger and the instance (its devices must be gone).
+    pub(super) fn destroy(self) {
+        // SAFETY: the session's own instance, with no device left.
+        unsafe {
+            if let Some((du, m)) = self.debug_utils {
+                du.destroy_debug_utils_messenger(m, None);
+            }
+            self.instance.destroy_instance(None);
         }
     }
 }

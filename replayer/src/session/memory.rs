@@ -59,7 +59,7 @@ impl Session<'_> {
         dedicated: Option<(u64, u64)>,
     ) -> Result<(), ReplayError> {
         self.device(device)?;
-        let captured_flags = match self.capture_device {
+        let captured_flags = match self.capture_device_of(device) {
             Some(c) => c
                 .memory_types
                 .get(captured_type as usize)

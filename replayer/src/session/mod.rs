@@ -24,7 +24,7 @@ use format::record::DeviceSummary;
 
 pub use self::copies::{CopyDst, CopyKey, CopySource, CopyTracker};
 pub use self::device::{extension_state, needs_perf_feature, DeviceState, ExtensionState};
-pub use self::instance::{is_window_system_extension, Messages};
+pub use self::instance::{is_window_system_extension, InstanceState, Messages};
 pub use self::memory::MemState;
 pub use self::wsi::Swapchain;
 use crate::devices::GpuInfo;
@@ -52,21 +52,28 @@ pub struct PoolState {
 pub struct Session<'a> {
     pub entry: &'a ash::Entry,
     pub gpu: &'a GpuInfo,
+    /// The capture device the results name (the trace's first).
     pub capture_device: Option<&'a DeviceSummary>,
+    /// Captured device -> the summary of the physical device it was created on, where the
+    /// capture's devices were not all on one.
+    pub capture_devices: Arc<HashMap<u64, DeviceSummary>>,
     pub messages: Option<Arc<Messages>>,
-    pub instance: Option<ash::Instance>,
-    pub itable: Option<vkstream::InstanceTable>,
+    /// Captured instance -> its replay instance (any number alive at once).
+    pub instances: HandleMap<u64, InstanceState>,
+    /// Captured physical device -> the captured instance that enumerated it.
+    pub physical: HandleMap<u64, u64>,
     /// Global commands (vkCreateInstance, ...) for the generated dispatch.
     pub gtable: vkstream::InstanceTable,
     /// Captured queue / command buffer -> captured device.
     pub owner: HandleMap<u64, u64>,
-    pub debug_utils: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
-    pub pd: vk::PhysicalDevice,
     /// (VkObjectType, captured) -> replayed.
     pub handles: HandleMap<(i32, u64), u64>,
     pub devices: HandleMap<u64, DeviceState>,
     /// Loader dispatch key of a replayed dispatchable handle -> captured device.
     pub dispatch_keys: HandleMap<usize, u64>,
+    /// The captured device of the call the generated dispatch is replaying (its table was the
+    /// last one asked for), for what carries no device of its own (barriers' queue families).
+    pub current_device: u64,
     /// Captured allocations and what is bound to them.
     pub memory: MemoryState<'a>,
     /// What query reads need: pools, which command buffer wrote which query, submissions.
@@ -184,9 +191,10 @@ impl<'a> Session<'a> {
             entry,
             gpu,
             capture_device,
+            capture_devices: Arc::default(),
             messages: validate.then(|| Arc::new(Messages::default())),
-            instance: None,
-            itable: None,
+            instances: HandleMap::default(),
+            physical: HandleMap::default(),
             // SAFETY: the loader's entry point with a null instance loads only global commands.
             gtable: unsafe {
                 vkstream::InstanceTable::load(
@@ -195,11 +203,10 @@ impl<'a> Session<'a> {
                 )
             },
             owner: HandleMap::default(),
-            debug_utils: None,
-            pd: vk::PhysicalDevice::null(),
             handles: HandleMap::default(),
             devices: HandleMap::default(),
             dispatch_keys: HandleMap::default(),
+            current_device: 0,
             memory: MemoryState {
                 memories: HandleMap::default(),
                 host_memories,
@@ -290,10 +297,9 @@ impl<'a> Session<'a> {
             })
     }
 
-    pub fn instance(&self) -> Result<&ash::Instance, ReplayError> {
-        self.instance
-            .as_ref()
-            .ok_or_else(|| ReplayError::Other("no instance was created before this call".into()))
+    /// The summary of the physical device captured device `device` was created on.
+    pub fn capture_device_of(&self, device: u64) -> Option<&DeviceSummary> {
+        self.capture_devices.get(&device).or(self.capture_device)
     }
 
     /// Waits until a captured queue's replay counterpart is idle.

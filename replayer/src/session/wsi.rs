@@ -149,8 +149,10 @@ impl Session<'_> {
         index: u32,
         waits: &[vk::Semaphore],
     ) -> Result<(), ReplayError> {
-        let instance = self.instance()?.clone();
-        let (entry, pd) = (self.entry, self.pd);
+        let device = self.wsi.swapchains.get(&captured).map_or(0, |sc| sc.device);
+        let inst = self.instance_of_device(device)?;
+        let (instance, pd) = (inst.instance.clone(), inst.pd);
+        let entry = self.entry;
         let sc = self
             .wsi
             .swapchains

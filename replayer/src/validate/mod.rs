@@ -43,6 +43,10 @@ pub struct Validator {
     dead: HandleMap<(i32, u64), u64>,
     /// Parent (pool, swapchain) -> objects allocated from it (some may be gone already).
     children: HandleMap<u64, Vec<(i32, u64)>>,
+    /// Instance-level objects and devices -> the instance they belong to (several may be alive).
+    instance_of: HandleMap<(i32, u64), u64>,
+    /// The current call's first handle's type.
+    first_ty: i32,
     sync: sync::Sync,
     record: record::Recording,
     /// The current call's first handle (the command buffer of a vkCmd*), and its kind.
@@ -75,6 +79,7 @@ impl Validator {
         self.device = 0;
         let mut err: Option<String> = None;
         let mut first = 0u64;
+        let mut first_ty = 0;
         let kind = checks::kind(call);
         self.kind = kind;
         let record = kind >= checks::RECORD;
@@ -118,6 +123,7 @@ impl Validator {
             }
             if first == 0 {
                 first = h;
+                first_ty = ty.as_raw();
                 *device = match ty {
                     vk::ObjectType::DEVICE => h,
                     vk::ObjectType::QUEUE | vk::ObjectType::COMMAND_BUFFER => o.device,
@@ -136,6 +142,7 @@ impl Validator {
             return Err(e);
         }
         self.first = first;
+        self.first_ty = first_ty;
         let action = self.sync.before(call, result, self.device, first, kind)?;
         self.record.before(call, first, kind)?;
         Ok(action)
@@ -170,6 +177,15 @@ impl Validator {
                 }
                 if parent != 0 {
                     self.children.entry(parent).or_default().push(key);
+                }
+                if dev == 0 || ty == vk::ObjectType::DEVICE {
+                    let inst = match ty {
+                        vk::ObjectType::INSTANCE => Some(h),
+                        _ => self.instance_of.get(&(self.first_ty, self.first)).copied(),
+                    };
+                    if let Some(i) = inst {
+                        self.instance_of.insert(key, i);
+                    }
                 }
                 self.sync.created(call, ty, h);
             }
@@ -223,10 +239,39 @@ impl Validator {
                 }
             }
             vk::ObjectType::INSTANCE => {
-                for (k, _) in self.objs.drain() {
-                    self.dead.insert(k, seq);
+                let others = self
+                    .objs
+                    .keys()
+                    .any(|k| k.0 == vk::ObjectType::INSTANCE.as_raw());
+                if !others {
+                    for (k, _) in self.objs.drain() {
+                        self.dead.insert(k, seq);
+                    }
+                    self.sync = sync::Sync::default();
+                    self.instance_of.clear();
+                    return;
                 }
-                self.sync = sync::Sync::default();
+                // Other instances go on: only this one's objects end (those of its devices too).
+                const DEVICE: i32 = vk::ObjectType::DEVICE.as_raw();
+                let gone: Vec<(i32, u64)> = self
+                    .objs
+                    .iter()
+                    .filter(|(k, o)| {
+                        let owner = if o.device != 0 {
+                            (DEVICE, o.device)
+                        } else {
+                            **k
+                        };
+                        self.instance_of.get(&owner) == Some(&h)
+                    })
+                    .map(|(k, _)| *k)
+                    .collect();
+                for k in gone {
+                    self.objs.remove(&k);
+                    self.dead.insert(k, seq);
+                    self.sync.destroyed(vk::ObjectType::from_raw(k.0), k.1);
+                }
+                self.instance_of.retain(|k, i| *i != h && *k != key);
             }
             _ => self.end_children(h, seq),
         }

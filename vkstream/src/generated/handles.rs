@@ -9,535 +9,567 @@ use ash::vk;
 /// Receives (object type, captured handle, created by this call).
 pub type Visit<'a> = dyn FnMut(vk::ObjectType, u64, bool) + 'a;
 
-fn h_chain(c: &[PNext], f: &mut Visit) {
+fn h_chain(c: &[PNext], f: &mut Visit, out: bool) {
     for e in c {
         match e {
-            PNext::VkMappedMemoryRange(x) => h_VkMappedMemoryRange(x, f),
-            PNext::VkWriteDescriptorSet(x) => h_VkWriteDescriptorSet(x, f),
-            PNext::VkCopyDescriptorSet(x) => h_VkCopyDescriptorSet(x, f),
-            PNext::VkBufferViewCreateInfo(x) => h_VkBufferViewCreateInfo(x, f),
-            PNext::VkBufferMemoryBarrier(x) => h_VkBufferMemoryBarrier(x, f),
-            PNext::VkImageMemoryBarrier(x) => h_VkImageMemoryBarrier(x, f),
-            PNext::VkImageViewCreateInfo(x) => h_VkImageViewCreateInfo(x, f),
-            PNext::VkBindSparseInfo(x) => h_VkBindSparseInfo(x, f),
-            PNext::VkDescriptorSetLayoutCreateInfo(x) => h_VkDescriptorSetLayoutCreateInfo(x, f),
-            PNext::VkDescriptorSetAllocateInfo(x) => h_VkDescriptorSetAllocateInfo(x, f),
-            PNext::VkPipelineShaderStageCreateInfo(x) => h_VkPipelineShaderStageCreateInfo(x, f),
-            PNext::VkComputePipelineCreateInfo(x) => h_VkComputePipelineCreateInfo(x, f),
-            PNext::VkGraphicsPipelineCreateInfo(x) => h_VkGraphicsPipelineCreateInfo(x, f),
-            PNext::VkPipelineLayoutCreateInfo(x) => h_VkPipelineLayoutCreateInfo(x, f),
-            PNext::VkCommandBufferAllocateInfo(x) => h_VkCommandBufferAllocateInfo(x, f),
-            PNext::VkCommandBufferInheritanceInfo(x) => h_VkCommandBufferInheritanceInfo(x, f),
-            PNext::VkCommandBufferBeginInfo(x) => h_VkCommandBufferBeginInfo(x, f),
-            PNext::VkRenderPassBeginInfo(x) => h_VkRenderPassBeginInfo(x, f),
-            PNext::VkFramebufferCreateInfo(x) => h_VkFramebufferCreateInfo(x, f),
-            PNext::VkSubmitInfo(x) => h_VkSubmitInfo(x, f),
-            PNext::VkDisplaySurfaceCreateInfoKHR(x) => h_VkDisplaySurfaceCreateInfoKHR(x, f),
-            PNext::VkSwapchainCreateInfoKHR(x) => h_VkSwapchainCreateInfoKHR(x, f),
-            PNext::VkPresentInfoKHR(x) => h_VkPresentInfoKHR(x, f),
+            PNext::VkMappedMemoryRange(x) => h_VkMappedMemoryRange(x, f, out),
+            PNext::VkWriteDescriptorSet(x) => h_VkWriteDescriptorSet(x, f, out),
+            PNext::VkCopyDescriptorSet(x) => h_VkCopyDescriptorSet(x, f, out),
+            PNext::VkBufferViewCreateInfo(x) => h_VkBufferViewCreateInfo(x, f, out),
+            PNext::VkBufferMemoryBarrier(x) => h_VkBufferMemoryBarrier(x, f, out),
+            PNext::VkImageMemoryBarrier(x) => h_VkImageMemoryBarrier(x, f, out),
+            PNext::VkImageViewCreateInfo(x) => h_VkImageViewCreateInfo(x, f, out),
+            PNext::VkBindSparseInfo(x) => h_VkBindSparseInfo(x, f, out),
+            PNext::VkDescriptorSetLayoutCreateInfo(x) => {
+                h_VkDescriptorSetLayoutCreateInfo(x, f, out)
+            }
+            PNext::VkDescriptorSetAllocateInfo(x) => h_VkDescriptorSetAllocateInfo(x, f, out),
+            PNext::VkPipelineShaderStageCreateInfo(x) => {
+                h_VkPipelineShaderStageCreateInfo(x, f, out)
+            }
+            PNext::VkComputePipelineCreateInfo(x) => h_VkComputePipelineCreateInfo(x, f, out),
+            PNext::VkGraphicsPipelineCreateInfo(x) => h_VkGraphicsPipelineCreateInfo(x, f, out),
+            PNext::VkPipelineLayoutCreateInfo(x) => h_VkPipelineLayoutCreateInfo(x, f, out),
+            PNext::VkCommandBufferAllocateInfo(x) => h_VkCommandBufferAllocateInfo(x, f, out),
+            PNext::VkCommandBufferInheritanceInfo(x) => h_VkCommandBufferInheritanceInfo(x, f, out),
+            PNext::VkCommandBufferBeginInfo(x) => h_VkCommandBufferBeginInfo(x, f, out),
+            PNext::VkRenderPassBeginInfo(x) => h_VkRenderPassBeginInfo(x, f, out),
+            PNext::VkFramebufferCreateInfo(x) => h_VkFramebufferCreateInfo(x, f, out),
+            PNext::VkSubmitInfo(x) => h_VkSubmitInfo(x, f, out),
+            PNext::VkDisplaySurfaceCreateInfoKHR(x) => h_VkDisplaySurfaceCreateInfoKHR(x, f, out),
+            PNext::VkSwapchainCreateInfoKHR(x) => h_VkSwapchainCreateInfoKHR(x, f, out),
+            PNext::VkPresentInfoKHR(x) => h_VkPresentInfoKHR(x, f, out),
             PNext::VkDedicatedAllocationMemoryAllocateInfoNV(x) => {
-                h_VkDedicatedAllocationMemoryAllocateInfoNV(x, f)
+                h_VkDedicatedAllocationMemoryAllocateInfoNV(x, f, out)
             }
             PNext::VkGraphicsShaderGroupCreateInfoNV(x) => {
-                h_VkGraphicsShaderGroupCreateInfoNV(x, f)
+                h_VkGraphicsShaderGroupCreateInfoNV(x, f, out)
             }
             PNext::VkGraphicsPipelineShaderGroupsCreateInfoNV(x) => {
-                h_VkGraphicsPipelineShaderGroupsCreateInfoNV(x, f)
+                h_VkGraphicsPipelineShaderGroupsCreateInfoNV(x, f, out)
             }
-            PNext::VkIndirectCommandsLayoutTokenNV(x) => h_VkIndirectCommandsLayoutTokenNV(x, f),
+            PNext::VkIndirectCommandsLayoutTokenNV(x) => {
+                h_VkIndirectCommandsLayoutTokenNV(x, f, out)
+            }
             PNext::VkIndirectCommandsLayoutCreateInfoNV(x) => {
-                h_VkIndirectCommandsLayoutCreateInfoNV(x, f)
+                h_VkIndirectCommandsLayoutCreateInfoNV(x, f, out)
             }
-            PNext::VkGeneratedCommandsInfoNV(x) => h_VkGeneratedCommandsInfoNV(x, f),
+            PNext::VkGeneratedCommandsInfoNV(x) => h_VkGeneratedCommandsInfoNV(x, f, out),
             PNext::VkGeneratedCommandsMemoryRequirementsInfoNV(x) => {
-                h_VkGeneratedCommandsMemoryRequirementsInfoNV(x, f)
+                h_VkGeneratedCommandsMemoryRequirementsInfoNV(x, f, out)
             }
-            PNext::VkMemoryGetFdInfoKHR(x) => h_VkMemoryGetFdInfoKHR(x, f),
-            PNext::VkImportSemaphoreFdInfoKHR(x) => h_VkImportSemaphoreFdInfoKHR(x, f),
-            PNext::VkSemaphoreGetFdInfoKHR(x) => h_VkSemaphoreGetFdInfoKHR(x, f),
-            PNext::VkImportFenceFdInfoKHR(x) => h_VkImportFenceFdInfoKHR(x, f),
-            PNext::VkFenceGetFdInfoKHR(x) => h_VkFenceGetFdInfoKHR(x, f),
-            PNext::VkPhysicalDeviceGroupProperties(x) => h_VkPhysicalDeviceGroupProperties(x, f),
-            PNext::VkBindBufferMemoryInfo(x) => h_VkBindBufferMemoryInfo(x, f),
-            PNext::VkBindImageMemoryInfo(x) => h_VkBindImageMemoryInfo(x, f),
-            PNext::VkImageSwapchainCreateInfoKHR(x) => h_VkImageSwapchainCreateInfoKHR(x, f),
+            PNext::VkMemoryGetFdInfoKHR(x) => h_VkMemoryGetFdInfoKHR(x, f, out),
+            PNext::VkImportSemaphoreFdInfoKHR(x) => h_VkImportSemaphoreFdInfoKHR(x, f, out),
+            PNext::VkSemaphoreGetFdInfoKHR(x) => h_VkSemaphoreGetFdInfoKHR(x, f, out),
+            PNext::VkImportFenceFdInfoKHR(x) => h_VkImportFenceFdInfoKHR(x, f, out),
+            PNext::VkFenceGetFdInfoKHR(x) => h_VkFenceGetFdInfoKHR(x, f, out),
+            PNext::VkPhysicalDeviceGroupProperties(x) => {
+                h_VkPhysicalDeviceGroupProperties(x, f, out)
+            }
+            PNext::VkBindBufferMemoryInfo(x) => h_VkBindBufferMemoryInfo(x, f, out),
+            PNext::VkBindImageMemoryInfo(x) => h_VkBindImageMemoryInfo(x, f, out),
+            PNext::VkImageSwapchainCreateInfoKHR(x) => h_VkImageSwapchainCreateInfoKHR(x, f, out),
             PNext::VkBindImageMemorySwapchainInfoKHR(x) => {
-                h_VkBindImageMemorySwapchainInfoKHR(x, f)
+                h_VkBindImageMemorySwapchainInfoKHR(x, f, out)
             }
-            PNext::VkAcquireNextImageInfoKHR(x) => h_VkAcquireNextImageInfoKHR(x, f),
-            PNext::VkDeviceGroupDeviceCreateInfo(x) => h_VkDeviceGroupDeviceCreateInfo(x, f),
+            PNext::VkAcquireNextImageInfoKHR(x) => h_VkAcquireNextImageInfoKHR(x, f, out),
+            PNext::VkDeviceGroupDeviceCreateInfo(x) => h_VkDeviceGroupDeviceCreateInfo(x, f, out),
             PNext::VkDescriptorUpdateTemplateCreateInfo(x) => {
-                h_VkDescriptorUpdateTemplateCreateInfo(x, f)
+                h_VkDescriptorUpdateTemplateCreateInfo(x, f, out)
             }
-            PNext::VkPhysicalDeviceSurfaceInfo2KHR(x) => h_VkPhysicalDeviceSurfaceInfo2KHR(x, f),
-            PNext::VkDisplayProperties2KHR(x) => h_VkDisplayProperties2KHR(x, f),
-            PNext::VkDisplayPlaneProperties2KHR(x) => h_VkDisplayPlaneProperties2KHR(x, f),
-            PNext::VkDisplayModeProperties2KHR(x) => h_VkDisplayModeProperties2KHR(x, f),
-            PNext::VkDisplayPlaneInfo2KHR(x) => h_VkDisplayPlaneInfo2KHR(x, f),
-            PNext::VkBufferMemoryRequirementsInfo2(x) => h_VkBufferMemoryRequirementsInfo2(x, f),
-            PNext::VkImageMemoryRequirementsInfo2(x) => h_VkImageMemoryRequirementsInfo2(x, f),
+            PNext::VkPhysicalDeviceSurfaceInfo2KHR(x) => {
+                h_VkPhysicalDeviceSurfaceInfo2KHR(x, f, out)
+            }
+            PNext::VkDisplayProperties2KHR(x) => h_VkDisplayProperties2KHR(x, f, out),
+            PNext::VkDisplayPlaneProperties2KHR(x) => h_VkDisplayPlaneProperties2KHR(x, f, out),
+            PNext::VkDisplayModeProperties2KHR(x) => h_VkDisplayModeProperties2KHR(x, f, out),
+            PNext::VkDisplayPlaneInfo2KHR(x) => h_VkDisplayPlaneInfo2KHR(x, f, out),
+            PNext::VkBufferMemoryRequirementsInfo2(x) => {
+                h_VkBufferMemoryRequirementsInfo2(x, f, out)
+            }
+            PNext::VkImageMemoryRequirementsInfo2(x) => h_VkImageMemoryRequirementsInfo2(x, f, out),
             PNext::VkImageSparseMemoryRequirementsInfo2(x) => {
-                h_VkImageSparseMemoryRequirementsInfo2(x, f)
+                h_VkImageSparseMemoryRequirementsInfo2(x, f, out)
             }
-            PNext::VkMemoryDedicatedAllocateInfo(x) => h_VkMemoryDedicatedAllocateInfo(x, f),
-            PNext::VkSamplerYcbcrConversionInfo(x) => h_VkSamplerYcbcrConversionInfo(x, f),
+            PNext::VkMemoryDedicatedAllocateInfo(x) => h_VkMemoryDedicatedAllocateInfo(x, f, out),
+            PNext::VkSamplerYcbcrConversionInfo(x) => h_VkSamplerYcbcrConversionInfo(x, f, out),
             PNext::VkConditionalRenderingBeginInfoEXT(x) => {
-                h_VkConditionalRenderingBeginInfoEXT(x, f)
+                h_VkConditionalRenderingBeginInfoEXT(x, f, out)
             }
             PNext::VkShaderModuleValidationCacheCreateInfoEXT(x) => {
-                h_VkShaderModuleValidationCacheCreateInfoEXT(x, f)
+                h_VkShaderModuleValidationCacheCreateInfoEXT(x, f, out)
             }
-            PNext::VkSemaphoreWaitInfo(x) => h_VkSemaphoreWaitInfo(x, f),
-            PNext::VkSemaphoreSignalInfo(x) => h_VkSemaphoreSignalInfo(x, f),
-            PNext::VkRayTracingPipelineCreateInfoNV(x) => h_VkRayTracingPipelineCreateInfoNV(x, f),
+            PNext::VkSemaphoreWaitInfo(x) => h_VkSemaphoreWaitInfo(x, f, out),
+            PNext::VkSemaphoreSignalInfo(x) => h_VkSemaphoreSignalInfo(x, f, out),
+            PNext::VkRayTracingPipelineCreateInfoNV(x) => {
+                h_VkRayTracingPipelineCreateInfoNV(x, f, out)
+            }
             PNext::VkRayTracingPipelineCreateInfoKHR(x) => {
-                h_VkRayTracingPipelineCreateInfoKHR(x, f)
+                h_VkRayTracingPipelineCreateInfoKHR(x, f, out)
             }
-            PNext::VkGeometryTrianglesNV(x) => h_VkGeometryTrianglesNV(x, f),
-            PNext::VkGeometryAABBNV(x) => h_VkGeometryAABBNV(x, f),
-            PNext::VkGeometryNV(x) => h_VkGeometryNV(x, f),
-            PNext::VkAccelerationStructureInfoNV(x) => h_VkAccelerationStructureInfoNV(x, f),
+            PNext::VkGeometryTrianglesNV(x) => h_VkGeometryTrianglesNV(x, f, out),
+            PNext::VkGeometryAABBNV(x) => h_VkGeometryAABBNV(x, f, out),
+            PNext::VkGeometryNV(x) => h_VkGeometryNV(x, f, out),
+            PNext::VkAccelerationStructureInfoNV(x) => h_VkAccelerationStructureInfoNV(x, f, out),
             PNext::VkAccelerationStructureCreateInfoNV(x) => {
-                h_VkAccelerationStructureCreateInfoNV(x, f)
+                h_VkAccelerationStructureCreateInfoNV(x, f, out)
             }
             PNext::VkBindAccelerationStructureMemoryInfoNV(x) => {
-                h_VkBindAccelerationStructureMemoryInfoNV(x, f)
+                h_VkBindAccelerationStructureMemoryInfoNV(x, f, out)
             }
             PNext::VkWriteDescriptorSetAccelerationStructureKHR(x) => {
-                h_VkWriteDescriptorSetAccelerationStructureKHR(x, f)
+                h_VkWriteDescriptorSetAccelerationStructureKHR(x, f, out)
             }
             PNext::VkWriteDescriptorSetAccelerationStructureNV(x) => {
-                h_VkWriteDescriptorSetAccelerationStructureNV(x, f)
+                h_VkWriteDescriptorSetAccelerationStructureNV(x, f, out)
             }
             PNext::VkAccelerationStructureMemoryRequirementsInfoNV(x) => {
-                h_VkAccelerationStructureMemoryRequirementsInfoNV(x, f)
+                h_VkAccelerationStructureMemoryRequirementsInfoNV(x, f, out)
             }
-            PNext::VkBufferDeviceAddressInfo(x) => h_VkBufferDeviceAddressInfo(x, f),
-            PNext::VkRenderPassAttachmentBeginInfo(x) => h_VkRenderPassAttachmentBeginInfo(x, f),
-            PNext::VkImageViewHandleInfoNVX(x) => h_VkImageViewHandleInfoNVX(x, f),
-            PNext::VkPipelineInfoKHR(x) => h_VkPipelineInfoKHR(x, f),
-            PNext::VkPipelineExecutableInfoKHR(x) => h_VkPipelineExecutableInfoKHR(x, f),
+            PNext::VkBufferDeviceAddressInfo(x) => h_VkBufferDeviceAddressInfo(x, f, out),
+            PNext::VkRenderPassAttachmentBeginInfo(x) => {
+                h_VkRenderPassAttachmentBeginInfo(x, f, out)
+            }
+            PNext::VkImageViewHandleInfoNVX(x) => h_VkImageViewHandleInfoNVX(x, f, out),
+            PNext::VkPipelineInfoKHR(x) => h_VkPipelineInfoKHR(x, f, out),
+            PNext::VkPipelineExecutableInfoKHR(x) => h_VkPipelineExecutableInfoKHR(x, f, out),
             PNext::VkSubpassShadingPipelineCreateInfoHUAWEI(x) => {
-                h_VkSubpassShadingPipelineCreateInfoHUAWEI(x, f)
+                h_VkSubpassShadingPipelineCreateInfoHUAWEI(x, f, out)
             }
             PNext::VkDeviceMemoryOpaqueCaptureAddressInfo(x) => {
-                h_VkDeviceMemoryOpaqueCaptureAddressInfo(x, f)
+                h_VkDeviceMemoryOpaqueCaptureAddressInfo(x, f, out)
             }
             PNext::VkAccelerationStructureBuildGeometryInfoKHR(x) => {
-                h_VkAccelerationStructureBuildGeometryInfoKHR(x, f)
+                h_VkAccelerationStructureBuildGeometryInfoKHR(x, f, out)
             }
             PNext::VkAccelerationStructureCreateInfoKHR(x) => {
-                h_VkAccelerationStructureCreateInfoKHR(x, f)
+                h_VkAccelerationStructureCreateInfoKHR(x, f, out)
             }
             PNext::VkAccelerationStructureDeviceAddressInfoKHR(x) => {
-                h_VkAccelerationStructureDeviceAddressInfoKHR(x, f)
+                h_VkAccelerationStructureDeviceAddressInfoKHR(x, f, out)
             }
             PNext::VkCopyAccelerationStructureInfoKHR(x) => {
-                h_VkCopyAccelerationStructureInfoKHR(x, f)
+                h_VkCopyAccelerationStructureInfoKHR(x, f, out)
             }
             PNext::VkCopyAccelerationStructureToMemoryInfoKHR(x) => {
-                h_VkCopyAccelerationStructureToMemoryInfoKHR(x, f)
+                h_VkCopyAccelerationStructureToMemoryInfoKHR(x, f, out)
             }
             PNext::VkCopyMemoryToAccelerationStructureInfoKHR(x) => {
-                h_VkCopyMemoryToAccelerationStructureInfoKHR(x, f)
+                h_VkCopyMemoryToAccelerationStructureInfoKHR(x, f, out)
             }
-            PNext::VkPipelineLibraryCreateInfoKHR(x) => h_VkPipelineLibraryCreateInfoKHR(x, f),
-            PNext::VkCopyBufferInfo2(x) => h_VkCopyBufferInfo2(x, f),
-            PNext::VkCopyImageInfo2(x) => h_VkCopyImageInfo2(x, f),
-            PNext::VkBlitImageInfo2(x) => h_VkBlitImageInfo2(x, f),
-            PNext::VkCopyBufferToImageInfo2(x) => h_VkCopyBufferToImageInfo2(x, f),
-            PNext::VkCopyImageToBufferInfo2(x) => h_VkCopyImageToBufferInfo2(x, f),
-            PNext::VkResolveImageInfo2(x) => h_VkResolveImageInfo2(x, f),
-            PNext::VkImageMemoryBarrier2(x) => h_VkImageMemoryBarrier2(x, f),
-            PNext::VkBufferMemoryBarrier2(x) => h_VkBufferMemoryBarrier2(x, f),
-            PNext::VkDependencyInfo(x) => h_VkDependencyInfo(x, f),
-            PNext::VkSemaphoreSubmitInfo(x) => h_VkSemaphoreSubmitInfo(x, f),
-            PNext::VkCommandBufferSubmitInfo(x) => h_VkCommandBufferSubmitInfo(x, f),
-            PNext::VkSubmitInfo2(x) => h_VkSubmitInfo2(x, f),
-            PNext::VkBindVideoSessionMemoryInfoKHR(x) => h_VkBindVideoSessionMemoryInfoKHR(x, f),
-            PNext::VkVideoPictureResourceInfoKHR(x) => h_VkVideoPictureResourceInfoKHR(x, f),
-            PNext::VkVideoReferenceSlotInfoKHR(x) => h_VkVideoReferenceSlotInfoKHR(x, f),
-            PNext::VkVideoDecodeInfoKHR(x) => h_VkVideoDecodeInfoKHR(x, f),
+            PNext::VkPipelineLibraryCreateInfoKHR(x) => h_VkPipelineLibraryCreateInfoKHR(x, f, out),
+            PNext::VkCopyBufferInfo2(x) => h_VkCopyBufferInfo2(x, f, out),
+            PNext::VkCopyImageInfo2(x) => h_VkCopyImageInfo2(x, f, out),
+            PNext::VkBlitImageInfo2(x) => h_VkBlitImageInfo2(x, f, out),
+            PNext::VkCopyBufferToImageInfo2(x) => h_VkCopyBufferToImageInfo2(x, f, out),
+            PNext::VkCopyImageToBufferInfo2(x) => h_VkCopyImageToBufferInfo2(x, f, out),
+            PNext::VkResolveImageInfo2(x) => h_VkResolveImageInfo2(x, f, out),
+            PNext::VkImageMemoryBarrier2(x) => h_VkImageMemoryBarrier2(x, f, out),
+            PNext::VkBufferMemoryBarrier2(x) => h_VkBufferMemoryBarrier2(x, f, out),
+            PNext::VkDependencyInfo(x) => h_VkDependencyInfo(x, f, out),
+            PNext::VkSemaphoreSubmitInfo(x) => h_VkSemaphoreSubmitInfo(x, f, out),
+            PNext::VkCommandBufferSubmitInfo(x) => h_VkCommandBufferSubmitInfo(x, f, out),
+            PNext::VkSubmitInfo2(x) => h_VkSubmitInfo2(x, f, out),
+            PNext::VkBindVideoSessionMemoryInfoKHR(x) => {
+                h_VkBindVideoSessionMemoryInfoKHR(x, f, out)
+            }
+            PNext::VkVideoPictureResourceInfoKHR(x) => h_VkVideoPictureResourceInfoKHR(x, f, out),
+            PNext::VkVideoReferenceSlotInfoKHR(x) => h_VkVideoReferenceSlotInfoKHR(x, f, out),
+            PNext::VkVideoDecodeInfoKHR(x) => h_VkVideoDecodeInfoKHR(x, f, out),
             PNext::VkVideoSessionParametersCreateInfoKHR(x) => {
-                h_VkVideoSessionParametersCreateInfoKHR(x, f)
+                h_VkVideoSessionParametersCreateInfoKHR(x, f, out)
             }
-            PNext::VkVideoBeginCodingInfoKHR(x) => h_VkVideoBeginCodingInfoKHR(x, f),
-            PNext::VkCuFunctionCreateInfoNVX(x) => h_VkCuFunctionCreateInfoNVX(x, f),
+            PNext::VkVideoBeginCodingInfoKHR(x) => h_VkVideoBeginCodingInfoKHR(x, f, out),
+            PNext::VkCuFunctionCreateInfoNVX(x) => h_VkCuFunctionCreateInfoNVX(x, f, out),
             PNext::VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(x) => {
-                h_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(x, f)
+                h_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(x, f, out)
             }
             PNext::VkBufferCaptureDescriptorDataInfoEXT(x) => {
-                h_VkBufferCaptureDescriptorDataInfoEXT(x, f)
+                h_VkBufferCaptureDescriptorDataInfoEXT(x, f, out)
             }
             PNext::VkImageCaptureDescriptorDataInfoEXT(x) => {
-                h_VkImageCaptureDescriptorDataInfoEXT(x, f)
+                h_VkImageCaptureDescriptorDataInfoEXT(x, f, out)
             }
             PNext::VkImageViewCaptureDescriptorDataInfoEXT(x) => {
-                h_VkImageViewCaptureDescriptorDataInfoEXT(x, f)
+                h_VkImageViewCaptureDescriptorDataInfoEXT(x, f, out)
             }
             PNext::VkSamplerCaptureDescriptorDataInfoEXT(x) => {
-                h_VkSamplerCaptureDescriptorDataInfoEXT(x, f)
+                h_VkSamplerCaptureDescriptorDataInfoEXT(x, f, out)
             }
             PNext::VkAccelerationStructureCaptureDescriptorDataInfoEXT(x) => {
-                h_VkAccelerationStructureCaptureDescriptorDataInfoEXT(x, f)
+                h_VkAccelerationStructureCaptureDescriptorDataInfoEXT(x, f, out)
             }
-            PNext::VkMemoryGetRemoteAddressInfoNV(x) => h_VkMemoryGetRemoteAddressInfoNV(x, f),
-            PNext::VkRenderingInfo(x) => h_VkRenderingInfo(x, f),
-            PNext::VkRenderingAttachmentInfo(x) => h_VkRenderingAttachmentInfo(x, f),
+            PNext::VkMemoryGetRemoteAddressInfoNV(x) => h_VkMemoryGetRemoteAddressInfoNV(x, f, out),
+            PNext::VkRenderingInfo(x) => h_VkRenderingInfo(x, f, out),
+            PNext::VkRenderingAttachmentInfo(x) => h_VkRenderingAttachmentInfo(x, f, out),
             PNext::VkRenderingFragmentShadingRateAttachmentInfoKHR(x) => {
-                h_VkRenderingFragmentShadingRateAttachmentInfoKHR(x, f)
+                h_VkRenderingFragmentShadingRateAttachmentInfoKHR(x, f, out)
             }
             PNext::VkRenderingFragmentDensityMapAttachmentInfoEXT(x) => {
-                h_VkRenderingFragmentDensityMapAttachmentInfoEXT(x, f)
+                h_VkRenderingFragmentDensityMapAttachmentInfoEXT(x, f, out)
             }
             PNext::VkDescriptorSetBindingReferenceVALVE(x) => {
-                h_VkDescriptorSetBindingReferenceVALVE(x, f)
+                h_VkDescriptorSetBindingReferenceVALVE(x, f, out)
             }
-            PNext::VkMicromapBuildInfoEXT(x) => h_VkMicromapBuildInfoEXT(x, f),
-            PNext::VkMicromapCreateInfoEXT(x) => h_VkMicromapCreateInfoEXT(x, f),
-            PNext::VkCopyMicromapInfoEXT(x) => h_VkCopyMicromapInfoEXT(x, f),
-            PNext::VkCopyMicromapToMemoryInfoEXT(x) => h_VkCopyMicromapToMemoryInfoEXT(x, f),
-            PNext::VkCopyMemoryToMicromapInfoEXT(x) => h_VkCopyMemoryToMicromapInfoEXT(x, f),
+            PNext::VkMicromapBuildInfoEXT(x) => h_VkMicromapBuildInfoEXT(x, f, out),
+            PNext::VkMicromapCreateInfoEXT(x) => h_VkMicromapCreateInfoEXT(x, f, out),
+            PNext::VkCopyMicromapInfoEXT(x) => h_VkCopyMicromapInfoEXT(x, f, out),
+            PNext::VkCopyMicromapToMemoryInfoEXT(x) => h_VkCopyMicromapToMemoryInfoEXT(x, f, out),
+            PNext::VkCopyMemoryToMicromapInfoEXT(x) => h_VkCopyMemoryToMicromapInfoEXT(x, f, out),
             PNext::VkAccelerationStructureTrianglesOpacityMicromapEXT(x) => {
-                h_VkAccelerationStructureTrianglesOpacityMicromapEXT(x, f)
+                h_VkAccelerationStructureTrianglesOpacityMicromapEXT(x, f, out)
             }
-            PNext::VkSwapchainPresentFenceInfoEXT(x) => h_VkSwapchainPresentFenceInfoEXT(x, f),
-            PNext::VkReleaseSwapchainImagesInfoEXT(x) => h_VkReleaseSwapchainImagesInfoEXT(x, f),
+            PNext::VkSwapchainPresentFenceInfoEXT(x) => h_VkSwapchainPresentFenceInfoEXT(x, f, out),
+            PNext::VkReleaseSwapchainImagesInfoEXT(x) => {
+                h_VkReleaseSwapchainImagesInfoEXT(x, f, out)
+            }
             _ => {}
         }
     }
 }
 
-fn h_VkMappedMemoryRange(v: &VkMappedMemoryRange, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkMappedMemoryRange(v: &VkMappedMemoryRange, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.memory != 0 {
-        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
+        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkDescriptorBufferInfo(v: &VkDescriptorBufferInfo, f: &mut Visit) {
+fn h_VkDescriptorBufferInfo(v: &VkDescriptorBufferInfo, f: &mut Visit, out: bool) {
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkDescriptorImageInfo(v: &VkDescriptorImageInfo, f: &mut Visit) {
+fn h_VkDescriptorImageInfo(v: &VkDescriptorImageInfo, f: &mut Visit, out: bool) {
     if *&v.sampler != 0 {
-        f(vk::ObjectType::SAMPLER, *&v.sampler, false);
+        f(vk::ObjectType::SAMPLER, *&v.sampler, out);
     }
     if *&v.image_view != 0 {
-        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
+        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
 }
-fn h_VkWriteDescriptorSet(v: &VkWriteDescriptorSet, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkWriteDescriptorSet(v: &VkWriteDescriptorSet, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.dst_set != 0 {
-        f(vk::ObjectType::DESCRIPTOR_SET, *&v.dst_set, false);
+        f(vk::ObjectType::DESCRIPTOR_SET, *&v.dst_set, out);
     }
     if let Some(x) = &v.p_image_info {
         for y in x.iter() {
-            h_VkDescriptorImageInfo(y, f);
+            h_VkDescriptorImageInfo(y, f, out);
         }
     }
     if let Some(x) = &v.p_buffer_info {
         for y in x.iter() {
-            h_VkDescriptorBufferInfo(y, f);
+            h_VkDescriptorBufferInfo(y, f, out);
         }
     }
     if let Some(x) = &v.p_texel_buffer_view {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::BUFFER_VIEW, *y, false);
+                f(vk::ObjectType::BUFFER_VIEW, *y, out);
             }
         }
     }
 }
-fn h_VkCopyDescriptorSet(v: &VkCopyDescriptorSet, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCopyDescriptorSet(v: &VkCopyDescriptorSet, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.src_set != 0 {
-        f(vk::ObjectType::DESCRIPTOR_SET, *&v.src_set, false);
+        f(vk::ObjectType::DESCRIPTOR_SET, *&v.src_set, out);
     }
     if *&v.dst_set != 0 {
-        f(vk::ObjectType::DESCRIPTOR_SET, *&v.dst_set, false);
+        f(vk::ObjectType::DESCRIPTOR_SET, *&v.dst_set, out);
     }
 }
-fn h_VkBufferViewCreateInfo(v: &VkBufferViewCreateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBufferViewCreateInfo(v: &VkBufferViewCreateInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkBufferMemoryBarrier(v: &VkBufferMemoryBarrier, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBufferMemoryBarrier(v: &VkBufferMemoryBarrier, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkImageMemoryBarrier(v: &VkImageMemoryBarrier, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkImageMemoryBarrier(v: &VkImageMemoryBarrier, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkImageViewCreateInfo(v: &VkImageViewCreateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkImageViewCreateInfo(v: &VkImageViewCreateInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkSparseMemoryBind(v: &VkSparseMemoryBind, f: &mut Visit) {
+fn h_VkSparseMemoryBind(v: &VkSparseMemoryBind, f: &mut Visit, out: bool) {
     if *&v.memory != 0 {
-        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
+        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkSparseImageMemoryBind(v: &VkSparseImageMemoryBind, f: &mut Visit) {
+fn h_VkSparseImageMemoryBind(v: &VkSparseImageMemoryBind, f: &mut Visit, out: bool) {
     if *&v.memory != 0 {
-        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
+        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkSparseBufferMemoryBindInfo(v: &VkSparseBufferMemoryBindInfo, f: &mut Visit) {
+fn h_VkSparseBufferMemoryBindInfo(v: &VkSparseBufferMemoryBindInfo, f: &mut Visit, out: bool) {
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
     if let Some(x) = &v.p_binds {
         for y in x.iter() {
-            h_VkSparseMemoryBind(y, f);
+            h_VkSparseMemoryBind(y, f, out);
         }
     }
 }
-fn h_VkSparseImageOpaqueMemoryBindInfo(v: &VkSparseImageOpaqueMemoryBindInfo, f: &mut Visit) {
+fn h_VkSparseImageOpaqueMemoryBindInfo(
+    v: &VkSparseImageOpaqueMemoryBindInfo,
+    f: &mut Visit,
+    out: bool,
+) {
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
     if let Some(x) = &v.p_binds {
         for y in x.iter() {
-            h_VkSparseMemoryBind(y, f);
+            h_VkSparseMemoryBind(y, f, out);
         }
     }
 }
-fn h_VkSparseImageMemoryBindInfo(v: &VkSparseImageMemoryBindInfo, f: &mut Visit) {
+fn h_VkSparseImageMemoryBindInfo(v: &VkSparseImageMemoryBindInfo, f: &mut Visit, out: bool) {
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
     if let Some(x) = &v.p_binds {
         for y in x.iter() {
-            h_VkSparseImageMemoryBind(y, f);
+            h_VkSparseImageMemoryBind(y, f, out);
         }
     }
 }
-fn h_VkBindSparseInfo(v: &VkBindSparseInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBindSparseInfo(v: &VkBindSparseInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::SEMAPHORE, *y, false);
+                f(vk::ObjectType::SEMAPHORE, *y, out);
             }
         }
     }
     if let Some(x) = &v.p_buffer_binds {
         for y in x.iter() {
-            h_VkSparseBufferMemoryBindInfo(y, f);
+            h_VkSparseBufferMemoryBindInfo(y, f, out);
         }
     }
     if let Some(x) = &v.p_image_opaque_binds {
         for y in x.iter() {
-            h_VkSparseImageOpaqueMemoryBindInfo(y, f);
+            h_VkSparseImageOpaqueMemoryBindInfo(y, f, out);
         }
     }
     if let Some(x) = &v.p_image_binds {
         for y in x.iter() {
-            h_VkSparseImageMemoryBindInfo(y, f);
+            h_VkSparseImageMemoryBindInfo(y, f, out);
         }
     }
     if let Some(x) = &v.p_signal_semaphores {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::SEMAPHORE, *y, false);
+                f(vk::ObjectType::SEMAPHORE, *y, out);
             }
         }
     }
 }
-fn h_VkDescriptorSetLayoutBinding(v: &VkDescriptorSetLayoutBinding, f: &mut Visit) {
+fn h_VkDescriptorSetLayoutBinding(v: &VkDescriptorSetLayoutBinding, f: &mut Visit, out: bool) {
     if let Some(x) = &v.p_immutable_samplers {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::SAMPLER, *y, false);
+                f(vk::ObjectType::SAMPLER, *y, out);
             }
         }
     }
 }
-fn h_VkDescriptorSetLayoutCreateInfo(v: &VkDescriptorSetLayoutCreateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkDescriptorSetLayoutCreateInfo(
+    v: &VkDescriptorSetLayoutCreateInfo,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_bindings {
         for y in x.iter() {
-            h_VkDescriptorSetLayoutBinding(y, f);
+            h_VkDescriptorSetLayoutBinding(y, f, out);
         }
     }
 }
-fn h_VkDescriptorSetAllocateInfo(v: &VkDescriptorSetAllocateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkDescriptorSetAllocateInfo(v: &VkDescriptorSetAllocateInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.descriptor_pool != 0 {
-        f(vk::ObjectType::DESCRIPTOR_POOL, *&v.descriptor_pool, false);
+        f(vk::ObjectType::DESCRIPTOR_POOL, *&v.descriptor_pool, out);
     }
     if let Some(x) = &v.p_set_layouts {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::DESCRIPTOR_SET_LAYOUT, *y, false);
+                f(vk::ObjectType::DESCRIPTOR_SET_LAYOUT, *y, out);
             }
         }
     }
 }
-fn h_VkPipelineShaderStageCreateInfo(v: &VkPipelineShaderStageCreateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkPipelineShaderStageCreateInfo(
+    v: &VkPipelineShaderStageCreateInfo,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.module != 0 {
-        f(vk::ObjectType::SHADER_MODULE, *&v.module, false);
+        f(vk::ObjectType::SHADER_MODULE, *&v.module, out);
     }
 }
-fn h_VkComputePipelineCreateInfo(v: &VkComputePipelineCreateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
-    h_VkPipelineShaderStageCreateInfo(&v.stage, f);
+fn h_VkComputePipelineCreateInfo(v: &VkComputePipelineCreateInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
+    h_VkPipelineShaderStageCreateInfo(&v.stage, f, out);
     if *&v.layout != 0 {
-        f(vk::ObjectType::PIPELINE_LAYOUT, *&v.layout, false);
+        f(vk::ObjectType::PIPELINE_LAYOUT, *&v.layout, out);
     }
     if *&v.base_pipeline_handle != 0 {
-        f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, false);
+        f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, out);
     }
 }
-fn h_VkGraphicsPipelineCreateInfo(v: &VkGraphicsPipelineCreateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkGraphicsPipelineCreateInfo(v: &VkGraphicsPipelineCreateInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
-            h_VkPipelineShaderStageCreateInfo(y, f);
+            h_VkPipelineShaderStageCreateInfo(y, f, out);
         }
     }
     if *&v.layout != 0 {
-        f(vk::ObjectType::PIPELINE_LAYOUT, *&v.layout, false);
+        f(vk::ObjectType::PIPELINE_LAYOUT, *&v.layout, out);
     }
     if *&v.render_pass != 0 {
-        f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
+        f(vk::ObjectType::RENDER_PASS, *&v.render_pass, out);
     }
     if *&v.base_pipeline_handle != 0 {
-        f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, false);
+        f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, out);
     }
 }
-fn h_VkPipelineLayoutCreateInfo(v: &VkPipelineLayoutCreateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkPipelineLayoutCreateInfo(v: &VkPipelineLayoutCreateInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_set_layouts {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::DESCRIPTOR_SET_LAYOUT, *y, false);
+                f(vk::ObjectType::DESCRIPTOR_SET_LAYOUT, *y, out);
             }
         }
     }
 }
-fn h_VkCommandBufferAllocateInfo(v: &VkCommandBufferAllocateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCommandBufferAllocateInfo(v: &VkCommandBufferAllocateInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.command_pool != 0 {
-        f(vk::ObjectType::COMMAND_POOL, *&v.command_pool, false);
+        f(vk::ObjectType::COMMAND_POOL, *&v.command_pool, out);
     }
 }
-fn h_VkCommandBufferInheritanceInfo(v: &VkCommandBufferInheritanceInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCommandBufferInheritanceInfo(v: &VkCommandBufferInheritanceInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.render_pass != 0 {
-        f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
+        f(vk::ObjectType::RENDER_PASS, *&v.render_pass, out);
     }
     if *&v.framebuffer != 0 {
-        f(vk::ObjectType::FRAMEBUFFER, *&v.framebuffer, false);
+        f(vk::ObjectType::FRAMEBUFFER, *&v.framebuffer, out);
     }
 }
-fn h_VkCommandBufferBeginInfo(v: &VkCommandBufferBeginInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCommandBufferBeginInfo(v: &VkCommandBufferBeginInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_inheritance_info {
-        h_VkCommandBufferInheritanceInfo(x, f);
+        h_VkCommandBufferInheritanceInfo(x, f, out);
     }
 }
-fn h_VkRenderPassBeginInfo(v: &VkRenderPassBeginInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkRenderPassBeginInfo(v: &VkRenderPassBeginInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.render_pass != 0 {
-        f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
+        f(vk::ObjectType::RENDER_PASS, *&v.render_pass, out);
     }
     if *&v.framebuffer != 0 {
-        f(vk::ObjectType::FRAMEBUFFER, *&v.framebuffer, false);
+        f(vk::ObjectType::FRAMEBUFFER, *&v.framebuffer, out);
     }
 }
-fn h_VkFramebufferCreateInfo(v: &VkFramebufferCreateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkFramebufferCreateInfo(v: &VkFramebufferCreateInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.render_pass != 0 {
-        f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
+        f(vk::ObjectType::RENDER_PASS, *&v.render_pass, out);
     }
     if let Some(x) = &v.p_attachments {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::IMAGE_VIEW, *y, false);
+                f(vk::ObjectType::IMAGE_VIEW, *y, out);
             }
         }
     }
 }
-fn h_VkSubmitInfo(v: &VkSubmitInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkSubmitInfo(v: &VkSubmitInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::SEMAPHORE, *y, false);
+                f(vk::ObjectType::SEMAPHORE, *y, out);
             }
         }
     }
     if let Some(x) = &v.p_command_buffers {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::COMMAND_BUFFER, *y, false);
+                f(vk::ObjectType::COMMAND_BUFFER, *y, out);
             }
         }
     }
     if let Some(x) = &v.p_signal_semaphores {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::SEMAPHORE, *y, false);
+                f(vk::ObjectType::SEMAPHORE, *y, out);
             }
         }
     }
 }
-fn h_VkDisplayPropertiesKHR(v: &VkDisplayPropertiesKHR, f: &mut Visit) {
+fn h_VkDisplayPropertiesKHR(v: &VkDisplayPropertiesKHR, f: &mut Visit, out: bool) {
     if *&v.display != 0 {
-        f(vk::ObjectType::DISPLAY_KHR, *&v.display, false);
+        f(vk::ObjectType::DISPLAY_KHR, *&v.display, out);
     }
 }
-fn h_VkDisplayPlanePropertiesKHR(v: &VkDisplayPlanePropertiesKHR, f: &mut Visit) {
+fn h_VkDisplayPlanePropertiesKHR(v: &VkDisplayPlanePropertiesKHR, f: &mut Visit, out: bool) {
     if *&v.current_display != 0 {
-        f(vk::ObjectType::DISPLAY_KHR, *&v.current_display, false);
+        f(vk::ObjectType::DISPLAY_KHR, *&v.current_display, out);
     }
 }
-fn h_VkDisplayModePropertiesKHR(v: &VkDisplayModePropertiesKHR, f: &mut Visit) {
+fn h_VkDisplayModePropertiesKHR(v: &VkDisplayModePropertiesKHR, f: &mut Visit, out: bool) {
     if *&v.display_mode != 0 {
-        f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.display_mode, false);
+        f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.display_mode, out);
     }
 }
-fn h_VkDisplaySurfaceCreateInfoKHR(v: &VkDisplaySurfaceCreateInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkDisplaySurfaceCreateInfoKHR(v: &VkDisplaySurfaceCreateInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.display_mode != 0 {
-        f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.display_mode, false);
+        f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.display_mode, out);
     }
 }
-fn h_VkSwapchainCreateInfoKHR(v: &VkSwapchainCreateInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkSwapchainCreateInfoKHR(v: &VkSwapchainCreateInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.surface != 0 {
-        f(vk::ObjectType::SURFACE_KHR, *&v.surface, false);
+        f(vk::ObjectType::SURFACE_KHR, *&v.surface, out);
     }
     if *&v.old_swapchain != 0 {
-        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.old_swapchain, false);
+        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.old_swapchain, out);
     }
 }
-fn h_VkPresentInfoKHR(v: &VkPresentInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkPresentInfoKHR(v: &VkPresentInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::SEMAPHORE, *y, false);
+                f(vk::ObjectType::SEMAPHORE, *y, out);
             }
         }
     }
     if let Some(x) = &v.p_swapchains {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::SWAPCHAIN_KHR, *y, false);
+                f(vk::ObjectType::SWAPCHAIN_KHR, *y, out);
             }
         }
     }
@@ -545,400 +577,458 @@ fn h_VkPresentInfoKHR(v: &VkPresentInfoKHR, f: &mut Visit) {
 fn h_VkDedicatedAllocationMemoryAllocateInfoNV(
     v: &VkDedicatedAllocationMemoryAllocateInfoNV,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkGraphicsShaderGroupCreateInfoNV(v: &VkGraphicsShaderGroupCreateInfoNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkGraphicsShaderGroupCreateInfoNV(
+    v: &VkGraphicsShaderGroupCreateInfoNV,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
-            h_VkPipelineShaderStageCreateInfo(y, f);
+            h_VkPipelineShaderStageCreateInfo(y, f, out);
         }
     }
 }
 fn h_VkGraphicsPipelineShaderGroupsCreateInfoNV(
     v: &VkGraphicsPipelineShaderGroupsCreateInfoNV,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_groups {
         for y in x.iter() {
-            h_VkGraphicsShaderGroupCreateInfoNV(y, f);
+            h_VkGraphicsShaderGroupCreateInfoNV(y, f, out);
         }
     }
     if let Some(x) = &v.p_pipelines {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::PIPELINE, *y, false);
+                f(vk::ObjectType::PIPELINE, *y, out);
             }
         }
     }
 }
-fn h_VkIndirectCommandsStreamNV(v: &VkIndirectCommandsStreamNV, f: &mut Visit) {
+fn h_VkIndirectCommandsStreamNV(v: &VkIndirectCommandsStreamNV, f: &mut Visit, out: bool) {
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkIndirectCommandsLayoutTokenNV(v: &VkIndirectCommandsLayoutTokenNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkIndirectCommandsLayoutTokenNV(
+    v: &VkIndirectCommandsLayoutTokenNV,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.pushconstant_pipeline_layout != 0 {
         f(
             vk::ObjectType::PIPELINE_LAYOUT,
             *&v.pushconstant_pipeline_layout,
-            false,
+            out,
         );
     }
 }
-fn h_VkIndirectCommandsLayoutCreateInfoNV(v: &VkIndirectCommandsLayoutCreateInfoNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkIndirectCommandsLayoutCreateInfoNV(
+    v: &VkIndirectCommandsLayoutCreateInfoNV,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_tokens {
         for y in x.iter() {
-            h_VkIndirectCommandsLayoutTokenNV(y, f);
+            h_VkIndirectCommandsLayoutTokenNV(y, f, out);
         }
     }
 }
-fn h_VkGeneratedCommandsInfoNV(v: &VkGeneratedCommandsInfoNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkGeneratedCommandsInfoNV(v: &VkGeneratedCommandsInfoNV, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.pipeline != 0 {
-        f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
+        f(vk::ObjectType::PIPELINE, *&v.pipeline, out);
     }
     if *&v.indirect_commands_layout != 0 {
         f(
             vk::ObjectType::INDIRECT_COMMANDS_LAYOUT_NV,
             *&v.indirect_commands_layout,
-            false,
+            out,
         );
     }
     if let Some(x) = &v.p_streams {
         for y in x.iter() {
-            h_VkIndirectCommandsStreamNV(y, f);
+            h_VkIndirectCommandsStreamNV(y, f, out);
         }
     }
     if *&v.preprocess_buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.preprocess_buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.preprocess_buffer, out);
     }
     if *&v.sequences_count_buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.sequences_count_buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.sequences_count_buffer, out);
     }
     if *&v.sequences_index_buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.sequences_index_buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.sequences_index_buffer, out);
     }
 }
 fn h_VkGeneratedCommandsMemoryRequirementsInfoNV(
     v: &VkGeneratedCommandsMemoryRequirementsInfoNV,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.pipeline != 0 {
-        f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
+        f(vk::ObjectType::PIPELINE, *&v.pipeline, out);
     }
     if *&v.indirect_commands_layout != 0 {
         f(
             vk::ObjectType::INDIRECT_COMMANDS_LAYOUT_NV,
             *&v.indirect_commands_layout,
-            false,
+            out,
         );
     }
 }
-fn h_VkMemoryGetFdInfoKHR(v: &VkMemoryGetFdInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkMemoryGetFdInfoKHR(v: &VkMemoryGetFdInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.memory != 0 {
-        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
+        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkImportSemaphoreFdInfoKHR(v: &VkImportSemaphoreFdInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkImportSemaphoreFdInfoKHR(v: &VkImportSemaphoreFdInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.semaphore != 0 {
-        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
+        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
     }
 }
-fn h_VkSemaphoreGetFdInfoKHR(v: &VkSemaphoreGetFdInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkSemaphoreGetFdInfoKHR(v: &VkSemaphoreGetFdInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.semaphore != 0 {
-        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
+        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
     }
 }
-fn h_VkImportFenceFdInfoKHR(v: &VkImportFenceFdInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkImportFenceFdInfoKHR(v: &VkImportFenceFdInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.fence != 0 {
-        f(vk::ObjectType::FENCE, *&v.fence, false);
+        f(vk::ObjectType::FENCE, *&v.fence, out);
     }
 }
-fn h_VkFenceGetFdInfoKHR(v: &VkFenceGetFdInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkFenceGetFdInfoKHR(v: &VkFenceGetFdInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.fence != 0 {
-        f(vk::ObjectType::FENCE, *&v.fence, false);
+        f(vk::ObjectType::FENCE, *&v.fence, out);
     }
 }
-fn h_VkPhysicalDeviceGroupProperties(v: &VkPhysicalDeviceGroupProperties, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkPhysicalDeviceGroupProperties(
+    v: &VkPhysicalDeviceGroupProperties,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     for y in v.physical_devices.iter() {
         if *y != 0 {
-            f(vk::ObjectType::PHYSICAL_DEVICE, *y, false);
+            f(vk::ObjectType::PHYSICAL_DEVICE, *y, out);
         }
     }
 }
-fn h_VkBindBufferMemoryInfo(v: &VkBindBufferMemoryInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBindBufferMemoryInfo(v: &VkBindBufferMemoryInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
     if *&v.memory != 0 {
-        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
+        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkBindImageMemoryInfo(v: &VkBindImageMemoryInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBindImageMemoryInfo(v: &VkBindImageMemoryInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
     if *&v.memory != 0 {
-        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
+        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkImageSwapchainCreateInfoKHR(v: &VkImageSwapchainCreateInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkImageSwapchainCreateInfoKHR(v: &VkImageSwapchainCreateInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.swapchain != 0 {
-        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
+        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, out);
     }
 }
-fn h_VkBindImageMemorySwapchainInfoKHR(v: &VkBindImageMemorySwapchainInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBindImageMemorySwapchainInfoKHR(
+    v: &VkBindImageMemorySwapchainInfoKHR,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.swapchain != 0 {
-        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
+        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, out);
     }
 }
-fn h_VkAcquireNextImageInfoKHR(v: &VkAcquireNextImageInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkAcquireNextImageInfoKHR(v: &VkAcquireNextImageInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.swapchain != 0 {
-        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
+        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, out);
     }
     if *&v.semaphore != 0 {
-        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
+        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
     }
     if *&v.fence != 0 {
-        f(vk::ObjectType::FENCE, *&v.fence, false);
+        f(vk::ObjectType::FENCE, *&v.fence, out);
     }
 }
-fn h_VkDeviceGroupDeviceCreateInfo(v: &VkDeviceGroupDeviceCreateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkDeviceGroupDeviceCreateInfo(v: &VkDeviceGroupDeviceCreateInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_physical_devices {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::PHYSICAL_DEVICE, *y, false);
+                f(vk::ObjectType::PHYSICAL_DEVICE, *y, out);
             }
         }
     }
 }
-fn h_VkDescriptorUpdateTemplateCreateInfo(v: &VkDescriptorUpdateTemplateCreateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkDescriptorUpdateTemplateCreateInfo(
+    v: &VkDescriptorUpdateTemplateCreateInfo,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.descriptor_set_layout != 0 {
         f(
             vk::ObjectType::DESCRIPTOR_SET_LAYOUT,
             *&v.descriptor_set_layout,
-            false,
+            out,
         );
     }
     if *&v.pipeline_layout != 0 {
-        f(vk::ObjectType::PIPELINE_LAYOUT, *&v.pipeline_layout, false);
+        f(vk::ObjectType::PIPELINE_LAYOUT, *&v.pipeline_layout, out);
     }
 }
-fn h_VkPhysicalDeviceSurfaceInfo2KHR(v: &VkPhysicalDeviceSurfaceInfo2KHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkPhysicalDeviceSurfaceInfo2KHR(
+    v: &VkPhysicalDeviceSurfaceInfo2KHR,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.surface != 0 {
-        f(vk::ObjectType::SURFACE_KHR, *&v.surface, false);
+        f(vk::ObjectType::SURFACE_KHR, *&v.surface, out);
     }
 }
-fn h_VkDisplayProperties2KHR(v: &VkDisplayProperties2KHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
-    h_VkDisplayPropertiesKHR(&v.display_properties, f);
+fn h_VkDisplayProperties2KHR(v: &VkDisplayProperties2KHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
+    h_VkDisplayPropertiesKHR(&v.display_properties, f, out);
 }
-fn h_VkDisplayPlaneProperties2KHR(v: &VkDisplayPlaneProperties2KHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
-    h_VkDisplayPlanePropertiesKHR(&v.display_plane_properties, f);
+fn h_VkDisplayPlaneProperties2KHR(v: &VkDisplayPlaneProperties2KHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
+    h_VkDisplayPlanePropertiesKHR(&v.display_plane_properties, f, out);
 }
-fn h_VkDisplayModeProperties2KHR(v: &VkDisplayModeProperties2KHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
-    h_VkDisplayModePropertiesKHR(&v.display_mode_properties, f);
+fn h_VkDisplayModeProperties2KHR(v: &VkDisplayModeProperties2KHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
+    h_VkDisplayModePropertiesKHR(&v.display_mode_properties, f, out);
 }
-fn h_VkDisplayPlaneInfo2KHR(v: &VkDisplayPlaneInfo2KHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkDisplayPlaneInfo2KHR(v: &VkDisplayPlaneInfo2KHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.mode != 0 {
-        f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.mode, false);
+        f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.mode, out);
     }
 }
-fn h_VkBufferMemoryRequirementsInfo2(v: &VkBufferMemoryRequirementsInfo2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBufferMemoryRequirementsInfo2(
+    v: &VkBufferMemoryRequirementsInfo2,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkImageMemoryRequirementsInfo2(v: &VkImageMemoryRequirementsInfo2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkImageMemoryRequirementsInfo2(v: &VkImageMemoryRequirementsInfo2, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkImageSparseMemoryRequirementsInfo2(v: &VkImageSparseMemoryRequirementsInfo2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkImageSparseMemoryRequirementsInfo2(
+    v: &VkImageSparseMemoryRequirementsInfo2,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkMemoryDedicatedAllocateInfo(v: &VkMemoryDedicatedAllocateInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkMemoryDedicatedAllocateInfo(v: &VkMemoryDedicatedAllocateInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkSamplerYcbcrConversionInfo(v: &VkSamplerYcbcrConversionInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkSamplerYcbcrConversionInfo(v: &VkSamplerYcbcrConversionInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.conversion != 0 {
         f(
             vk::ObjectType::SAMPLER_YCBCR_CONVERSION,
             *&v.conversion,
-            false,
+            out,
         );
     }
 }
-fn h_VkConditionalRenderingBeginInfoEXT(v: &VkConditionalRenderingBeginInfoEXT, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkConditionalRenderingBeginInfoEXT(
+    v: &VkConditionalRenderingBeginInfoEXT,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
 fn h_VkShaderModuleValidationCacheCreateInfoEXT(
     v: &VkShaderModuleValidationCacheCreateInfoEXT,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.validation_cache != 0 {
         f(
             vk::ObjectType::VALIDATION_CACHE_EXT,
             *&v.validation_cache,
-            false,
+            out,
         );
     }
 }
-fn h_VkSemaphoreWaitInfo(v: &VkSemaphoreWaitInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkSemaphoreWaitInfo(v: &VkSemaphoreWaitInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_semaphores {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::SEMAPHORE, *y, false);
+                f(vk::ObjectType::SEMAPHORE, *y, out);
             }
         }
     }
 }
-fn h_VkSemaphoreSignalInfo(v: &VkSemaphoreSignalInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkSemaphoreSignalInfo(v: &VkSemaphoreSignalInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.semaphore != 0 {
-        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
+        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
     }
 }
-fn h_VkRayTracingPipelineCreateInfoNV(v: &VkRayTracingPipelineCreateInfoNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkRayTracingPipelineCreateInfoNV(
+    v: &VkRayTracingPipelineCreateInfoNV,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
-            h_VkPipelineShaderStageCreateInfo(y, f);
+            h_VkPipelineShaderStageCreateInfo(y, f, out);
         }
     }
     if *&v.layout != 0 {
-        f(vk::ObjectType::PIPELINE_LAYOUT, *&v.layout, false);
+        f(vk::ObjectType::PIPELINE_LAYOUT, *&v.layout, out);
     }
     if *&v.base_pipeline_handle != 0 {
-        f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, false);
+        f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, out);
     }
 }
-fn h_VkRayTracingPipelineCreateInfoKHR(v: &VkRayTracingPipelineCreateInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkRayTracingPipelineCreateInfoKHR(
+    v: &VkRayTracingPipelineCreateInfoKHR,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
-            h_VkPipelineShaderStageCreateInfo(y, f);
+            h_VkPipelineShaderStageCreateInfo(y, f, out);
         }
     }
     if let Some(x) = &v.p_library_info {
-        h_VkPipelineLibraryCreateInfoKHR(x, f);
+        h_VkPipelineLibraryCreateInfoKHR(x, f, out);
     }
     if *&v.layout != 0 {
-        f(vk::ObjectType::PIPELINE_LAYOUT, *&v.layout, false);
+        f(vk::ObjectType::PIPELINE_LAYOUT, *&v.layout, out);
     }
     if *&v.base_pipeline_handle != 0 {
-        f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, false);
+        f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, out);
     }
 }
-fn h_VkGeometryTrianglesNV(v: &VkGeometryTrianglesNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkGeometryTrianglesNV(v: &VkGeometryTrianglesNV, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.vertex_data != 0 {
-        f(vk::ObjectType::BUFFER, *&v.vertex_data, false);
+        f(vk::ObjectType::BUFFER, *&v.vertex_data, out);
     }
     if *&v.index_data != 0 {
-        f(vk::ObjectType::BUFFER, *&v.index_data, false);
+        f(vk::ObjectType::BUFFER, *&v.index_data, out);
     }
     if *&v.transform_data != 0 {
-        f(vk::ObjectType::BUFFER, *&v.transform_data, false);
+        f(vk::ObjectType::BUFFER, *&v.transform_data, out);
     }
 }
-fn h_VkGeometryAABBNV(v: &VkGeometryAABBNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkGeometryAABBNV(v: &VkGeometryAABBNV, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.aabb_data != 0 {
-        f(vk::ObjectType::BUFFER, *&v.aabb_data, false);
+        f(vk::ObjectType::BUFFER, *&v.aabb_data, out);
     }
 }
-fn h_VkGeometryDataNV(v: &VkGeometryDataNV, f: &mut Visit) {
-    h_VkGeometryTrianglesNV(&v.triangles, f);
-    h_VkGeometryAABBNV(&v.aabbs, f);
+fn h_VkGeometryDataNV(v: &VkGeometryDataNV, f: &mut Visit, out: bool) {
+    h_VkGeometryTrianglesNV(&v.triangles, f, out);
+    h_VkGeometryAABBNV(&v.aabbs, f, out);
 }
-fn h_VkGeometryNV(v: &VkGeometryNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
-    h_VkGeometryDataNV(&v.geometry, f);
+fn h_VkGeometryNV(v: &VkGeometryNV, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
+    h_VkGeometryDataNV(&v.geometry, f, out);
 }
-fn h_VkAccelerationStructureInfoNV(v: &VkAccelerationStructureInfoNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkAccelerationStructureInfoNV(v: &VkAccelerationStructureInfoNV, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_geometries {
         for y in x.iter() {
-            h_VkGeometryNV(y, f);
+            h_VkGeometryNV(y, f, out);
         }
     }
 }
-fn h_VkAccelerationStructureCreateInfoNV(v: &VkAccelerationStructureCreateInfoNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
-    h_VkAccelerationStructureInfoNV(&v.info, f);
+fn h_VkAccelerationStructureCreateInfoNV(
+    v: &VkAccelerationStructureCreateInfoNV,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
+    h_VkAccelerationStructureInfoNV(&v.info, f, out);
 }
 fn h_VkBindAccelerationStructureMemoryInfoNV(
     v: &VkBindAccelerationStructureMemoryInfoNV,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_NV,
             *&v.acceleration_structure,
-            false,
+            out,
         );
     }
     if *&v.memory != 0 {
-        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
+        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
 fn h_VkWriteDescriptorSetAccelerationStructureKHR(
     v: &VkWriteDescriptorSetAccelerationStructureKHR,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_acceleration_structures {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *y, false);
+                f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *y, out);
             }
         }
     }
@@ -946,12 +1036,13 @@ fn h_VkWriteDescriptorSetAccelerationStructureKHR(
 fn h_VkWriteDescriptorSetAccelerationStructureNV(
     v: &VkWriteDescriptorSetAccelerationStructureNV,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_acceleration_structures {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::ACCELERATION_STRUCTURE_NV, *y, false);
+                f(vk::ObjectType::ACCELERATION_STRUCTURE_NV, *y, out);
             }
         }
     }
@@ -959,501 +1050,548 @@ fn h_VkWriteDescriptorSetAccelerationStructureNV(
 fn h_VkAccelerationStructureMemoryRequirementsInfoNV(
     v: &VkAccelerationStructureMemoryRequirementsInfoNV,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_NV,
             *&v.acceleration_structure,
-            false,
+            out,
         );
     }
 }
-fn h_VkBufferDeviceAddressInfo(v: &VkBufferDeviceAddressInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBufferDeviceAddressInfo(v: &VkBufferDeviceAddressInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkRenderPassAttachmentBeginInfo(v: &VkRenderPassAttachmentBeginInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkRenderPassAttachmentBeginInfo(
+    v: &VkRenderPassAttachmentBeginInfo,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_attachments {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::IMAGE_VIEW, *y, false);
+                f(vk::ObjectType::IMAGE_VIEW, *y, out);
             }
         }
     }
 }
-fn h_VkImageViewHandleInfoNVX(v: &VkImageViewHandleInfoNVX, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkImageViewHandleInfoNVX(v: &VkImageViewHandleInfoNVX, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.image_view != 0 {
-        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
+        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
     if *&v.sampler != 0 {
-        f(vk::ObjectType::SAMPLER, *&v.sampler, false);
+        f(vk::ObjectType::SAMPLER, *&v.sampler, out);
     }
 }
-fn h_VkPipelineInfoKHR(v: &VkPipelineInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkPipelineInfoKHR(v: &VkPipelineInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.pipeline != 0 {
-        f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
+        f(vk::ObjectType::PIPELINE, *&v.pipeline, out);
     }
 }
-fn h_VkPipelineExecutableInfoKHR(v: &VkPipelineExecutableInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkPipelineExecutableInfoKHR(v: &VkPipelineExecutableInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.pipeline != 0 {
-        f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
+        f(vk::ObjectType::PIPELINE, *&v.pipeline, out);
     }
 }
 fn h_VkSubpassShadingPipelineCreateInfoHUAWEI(
     v: &VkSubpassShadingPipelineCreateInfoHUAWEI,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.render_pass != 0 {
-        f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
+        f(vk::ObjectType::RENDER_PASS, *&v.render_pass, out);
     }
 }
 fn h_VkDeviceMemoryOpaqueCaptureAddressInfo(
     v: &VkDeviceMemoryOpaqueCaptureAddressInfo,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.memory != 0 {
-        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
+        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
 fn h_VkAccelerationStructureBuildGeometryInfoKHR(
     v: &VkAccelerationStructureBuildGeometryInfoKHR,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.src_acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
             *&v.src_acceleration_structure,
-            false,
+            out,
         );
     }
     if *&v.dst_acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
             *&v.dst_acceleration_structure,
-            false,
+            out,
         );
     }
 }
-fn h_VkAccelerationStructureCreateInfoKHR(v: &VkAccelerationStructureCreateInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkAccelerationStructureCreateInfoKHR(
+    v: &VkAccelerationStructureCreateInfoKHR,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
 fn h_VkAccelerationStructureDeviceAddressInfoKHR(
     v: &VkAccelerationStructureDeviceAddressInfoKHR,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
             *&v.acceleration_structure,
-            false,
+            out,
         );
     }
 }
-fn h_VkCopyAccelerationStructureInfoKHR(v: &VkCopyAccelerationStructureInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCopyAccelerationStructureInfoKHR(
+    v: &VkCopyAccelerationStructureInfoKHR,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.src != 0 {
-        f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.src, false);
+        f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.src, out);
     }
     if *&v.dst != 0 {
-        f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.dst, false);
+        f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.dst, out);
     }
 }
 fn h_VkCopyAccelerationStructureToMemoryInfoKHR(
     v: &VkCopyAccelerationStructureToMemoryInfoKHR,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.src != 0 {
-        f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.src, false);
+        f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.src, out);
     }
 }
 fn h_VkCopyMemoryToAccelerationStructureInfoKHR(
     v: &VkCopyMemoryToAccelerationStructureInfoKHR,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.dst != 0 {
-        f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.dst, false);
+        f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.dst, out);
     }
 }
-fn h_VkPipelineLibraryCreateInfoKHR(v: &VkPipelineLibraryCreateInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkPipelineLibraryCreateInfoKHR(v: &VkPipelineLibraryCreateInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_libraries {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::PIPELINE, *y, false);
+                f(vk::ObjectType::PIPELINE, *y, out);
             }
         }
     }
 }
-fn h_VkCopyBufferInfo2(v: &VkCopyBufferInfo2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCopyBufferInfo2(v: &VkCopyBufferInfo2, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.src_buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.src_buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.src_buffer, out);
     }
     if *&v.dst_buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.dst_buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.dst_buffer, out);
     }
 }
-fn h_VkCopyImageInfo2(v: &VkCopyImageInfo2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCopyImageInfo2(v: &VkCopyImageInfo2, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.src_image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.src_image, false);
+        f(vk::ObjectType::IMAGE, *&v.src_image, out);
     }
     if *&v.dst_image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.dst_image, false);
+        f(vk::ObjectType::IMAGE, *&v.dst_image, out);
     }
 }
-fn h_VkBlitImageInfo2(v: &VkBlitImageInfo2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBlitImageInfo2(v: &VkBlitImageInfo2, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.src_image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.src_image, false);
+        f(vk::ObjectType::IMAGE, *&v.src_image, out);
     }
     if *&v.dst_image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.dst_image, false);
+        f(vk::ObjectType::IMAGE, *&v.dst_image, out);
     }
 }
-fn h_VkCopyBufferToImageInfo2(v: &VkCopyBufferToImageInfo2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCopyBufferToImageInfo2(v: &VkCopyBufferToImageInfo2, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.src_buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.src_buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.src_buffer, out);
     }
     if *&v.dst_image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.dst_image, false);
+        f(vk::ObjectType::IMAGE, *&v.dst_image, out);
     }
 }
-fn h_VkCopyImageToBufferInfo2(v: &VkCopyImageToBufferInfo2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCopyImageToBufferInfo2(v: &VkCopyImageToBufferInfo2, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.src_image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.src_image, false);
+        f(vk::ObjectType::IMAGE, *&v.src_image, out);
     }
     if *&v.dst_buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.dst_buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.dst_buffer, out);
     }
 }
-fn h_VkResolveImageInfo2(v: &VkResolveImageInfo2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkResolveImageInfo2(v: &VkResolveImageInfo2, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.src_image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.src_image, false);
+        f(vk::ObjectType::IMAGE, *&v.src_image, out);
     }
     if *&v.dst_image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.dst_image, false);
+        f(vk::ObjectType::IMAGE, *&v.dst_image, out);
     }
 }
-fn h_VkImageMemoryBarrier2(v: &VkImageMemoryBarrier2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkImageMemoryBarrier2(v: &VkImageMemoryBarrier2, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkBufferMemoryBarrier2(v: &VkBufferMemoryBarrier2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBufferMemoryBarrier2(v: &VkBufferMemoryBarrier2, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkDependencyInfo(v: &VkDependencyInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkDependencyInfo(v: &VkDependencyInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_buffer_memory_barriers {
         for y in x.iter() {
-            h_VkBufferMemoryBarrier2(y, f);
+            h_VkBufferMemoryBarrier2(y, f, out);
         }
     }
     if let Some(x) = &v.p_image_memory_barriers {
         for y in x.iter() {
-            h_VkImageMemoryBarrier2(y, f);
+            h_VkImageMemoryBarrier2(y, f, out);
         }
     }
 }
-fn h_VkSemaphoreSubmitInfo(v: &VkSemaphoreSubmitInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkSemaphoreSubmitInfo(v: &VkSemaphoreSubmitInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.semaphore != 0 {
-        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
+        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
     }
 }
-fn h_VkCommandBufferSubmitInfo(v: &VkCommandBufferSubmitInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCommandBufferSubmitInfo(v: &VkCommandBufferSubmitInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.command_buffer != 0 {
-        f(vk::ObjectType::COMMAND_BUFFER, *&v.command_buffer, false);
+        f(vk::ObjectType::COMMAND_BUFFER, *&v.command_buffer, out);
     }
 }
-fn h_VkSubmitInfo2(v: &VkSubmitInfo2, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkSubmitInfo2(v: &VkSubmitInfo2, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_wait_semaphore_infos {
         for y in x.iter() {
-            h_VkSemaphoreSubmitInfo(y, f);
+            h_VkSemaphoreSubmitInfo(y, f, out);
         }
     }
     if let Some(x) = &v.p_command_buffer_infos {
         for y in x.iter() {
-            h_VkCommandBufferSubmitInfo(y, f);
+            h_VkCommandBufferSubmitInfo(y, f, out);
         }
     }
     if let Some(x) = &v.p_signal_semaphore_infos {
         for y in x.iter() {
-            h_VkSemaphoreSubmitInfo(y, f);
+            h_VkSemaphoreSubmitInfo(y, f, out);
         }
     }
 }
-fn h_VkBindVideoSessionMemoryInfoKHR(v: &VkBindVideoSessionMemoryInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBindVideoSessionMemoryInfoKHR(
+    v: &VkBindVideoSessionMemoryInfoKHR,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.memory != 0 {
-        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
+        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkVideoPictureResourceInfoKHR(v: &VkVideoPictureResourceInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkVideoPictureResourceInfoKHR(v: &VkVideoPictureResourceInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.image_view_binding != 0 {
-        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view_binding, false);
+        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view_binding, out);
     }
 }
-fn h_VkVideoReferenceSlotInfoKHR(v: &VkVideoReferenceSlotInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkVideoReferenceSlotInfoKHR(v: &VkVideoReferenceSlotInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_picture_resource {
-        h_VkVideoPictureResourceInfoKHR(x, f);
+        h_VkVideoPictureResourceInfoKHR(x, f, out);
     }
 }
-fn h_VkVideoDecodeInfoKHR(v: &VkVideoDecodeInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkVideoDecodeInfoKHR(v: &VkVideoDecodeInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.src_buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.src_buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.src_buffer, out);
     }
-    h_VkVideoPictureResourceInfoKHR(&v.dst_picture_resource, f);
+    h_VkVideoPictureResourceInfoKHR(&v.dst_picture_resource, f, out);
     if let Some(x) = &v.p_setup_reference_slot {
-        h_VkVideoReferenceSlotInfoKHR(x, f);
+        h_VkVideoReferenceSlotInfoKHR(x, f, out);
     }
     if let Some(x) = &v.p_reference_slots {
         for y in x.iter() {
-            h_VkVideoReferenceSlotInfoKHR(y, f);
+            h_VkVideoReferenceSlotInfoKHR(y, f, out);
         }
     }
 }
 fn h_VkVideoSessionParametersCreateInfoKHR(
     v: &VkVideoSessionParametersCreateInfoKHR,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.video_session_parameters_template != 0 {
         f(
             vk::ObjectType::VIDEO_SESSION_PARAMETERS_KHR,
             *&v.video_session_parameters_template,
-            false,
+            out,
         );
     }
     if *&v.video_session != 0 {
-        f(vk::ObjectType::VIDEO_SESSION_KHR, *&v.video_session, false);
+        f(vk::ObjectType::VIDEO_SESSION_KHR, *&v.video_session, out);
     }
 }
-fn h_VkVideoBeginCodingInfoKHR(v: &VkVideoBeginCodingInfoKHR, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkVideoBeginCodingInfoKHR(v: &VkVideoBeginCodingInfoKHR, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.video_session != 0 {
-        f(vk::ObjectType::VIDEO_SESSION_KHR, *&v.video_session, false);
+        f(vk::ObjectType::VIDEO_SESSION_KHR, *&v.video_session, out);
     }
     if *&v.video_session_parameters != 0 {
         f(
             vk::ObjectType::VIDEO_SESSION_PARAMETERS_KHR,
             *&v.video_session_parameters,
-            false,
+            out,
         );
     }
     if let Some(x) = &v.p_reference_slots {
         for y in x.iter() {
-            h_VkVideoReferenceSlotInfoKHR(y, f);
+            h_VkVideoReferenceSlotInfoKHR(y, f, out);
         }
     }
 }
-fn h_VkCuFunctionCreateInfoNVX(v: &VkCuFunctionCreateInfoNVX, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCuFunctionCreateInfoNVX(v: &VkCuFunctionCreateInfoNVX, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.module != 0 {
-        f(vk::ObjectType::CU_MODULE_NVX, *&v.module, false);
+        f(vk::ObjectType::CU_MODULE_NVX, *&v.module, out);
     }
 }
 fn h_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(
     v: &VkDescriptorBufferBindingPushDescriptorBufferHandleEXT,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkBufferCaptureDescriptorDataInfoEXT(v: &VkBufferCaptureDescriptorDataInfoEXT, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkBufferCaptureDescriptorDataInfoEXT(
+    v: &VkBufferCaptureDescriptorDataInfoEXT,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkImageCaptureDescriptorDataInfoEXT(v: &VkImageCaptureDescriptorDataInfoEXT, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkImageCaptureDescriptorDataInfoEXT(
+    v: &VkImageCaptureDescriptorDataInfoEXT,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.image != 0 {
-        f(vk::ObjectType::IMAGE, *&v.image, false);
+        f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
 fn h_VkImageViewCaptureDescriptorDataInfoEXT(
     v: &VkImageViewCaptureDescriptorDataInfoEXT,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.image_view != 0 {
-        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
+        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
 }
 fn h_VkSamplerCaptureDescriptorDataInfoEXT(
     v: &VkSamplerCaptureDescriptorDataInfoEXT,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.sampler != 0 {
-        f(vk::ObjectType::SAMPLER, *&v.sampler, false);
+        f(vk::ObjectType::SAMPLER, *&v.sampler, out);
     }
 }
 fn h_VkAccelerationStructureCaptureDescriptorDataInfoEXT(
     v: &VkAccelerationStructureCaptureDescriptorDataInfoEXT,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
             *&v.acceleration_structure,
-            false,
+            out,
         );
     }
     if *&v.acceleration_structure_nv != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_NV,
             *&v.acceleration_structure_nv,
-            false,
+            out,
         );
     }
 }
-fn h_VkMemoryGetRemoteAddressInfoNV(v: &VkMemoryGetRemoteAddressInfoNV, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkMemoryGetRemoteAddressInfoNV(v: &VkMemoryGetRemoteAddressInfoNV, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.memory != 0 {
-        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
+        f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkRenderingInfo(v: &VkRenderingInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkRenderingInfo(v: &VkRenderingInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_color_attachments {
         for y in x.iter() {
-            h_VkRenderingAttachmentInfo(y, f);
+            h_VkRenderingAttachmentInfo(y, f, out);
         }
     }
     if let Some(x) = &v.p_depth_attachment {
-        h_VkRenderingAttachmentInfo(x, f);
+        h_VkRenderingAttachmentInfo(x, f, out);
     }
     if let Some(x) = &v.p_stencil_attachment {
-        h_VkRenderingAttachmentInfo(x, f);
+        h_VkRenderingAttachmentInfo(x, f, out);
     }
 }
-fn h_VkRenderingAttachmentInfo(v: &VkRenderingAttachmentInfo, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkRenderingAttachmentInfo(v: &VkRenderingAttachmentInfo, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.image_view != 0 {
-        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
+        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
     if *&v.resolve_image_view != 0 {
-        f(vk::ObjectType::IMAGE_VIEW, *&v.resolve_image_view, false);
+        f(vk::ObjectType::IMAGE_VIEW, *&v.resolve_image_view, out);
     }
 }
 fn h_VkRenderingFragmentShadingRateAttachmentInfoKHR(
     v: &VkRenderingFragmentShadingRateAttachmentInfoKHR,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.image_view != 0 {
-        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
+        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
 }
 fn h_VkRenderingFragmentDensityMapAttachmentInfoEXT(
     v: &VkRenderingFragmentDensityMapAttachmentInfoEXT,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.image_view != 0 {
-        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
+        f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
 }
-fn h_VkDescriptorSetBindingReferenceVALVE(v: &VkDescriptorSetBindingReferenceVALVE, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkDescriptorSetBindingReferenceVALVE(
+    v: &VkDescriptorSetBindingReferenceVALVE,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.descriptor_set_layout != 0 {
         f(
             vk::ObjectType::DESCRIPTOR_SET_LAYOUT,
             *&v.descriptor_set_layout,
-            false,
+            out,
         );
     }
 }
-fn h_VkMicromapBuildInfoEXT(v: &VkMicromapBuildInfoEXT, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkMicromapBuildInfoEXT(v: &VkMicromapBuildInfoEXT, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.dst_micromap != 0 {
-        f(vk::ObjectType::MICROMAP_EXT, *&v.dst_micromap, false);
+        f(vk::ObjectType::MICROMAP_EXT, *&v.dst_micromap, out);
     }
 }
-fn h_VkMicromapCreateInfoEXT(v: &VkMicromapCreateInfoEXT, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkMicromapCreateInfoEXT(v: &VkMicromapCreateInfoEXT, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.buffer != 0 {
-        f(vk::ObjectType::BUFFER, *&v.buffer, false);
+        f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkCopyMicromapInfoEXT(v: &VkCopyMicromapInfoEXT, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCopyMicromapInfoEXT(v: &VkCopyMicromapInfoEXT, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.src != 0 {
-        f(vk::ObjectType::MICROMAP_EXT, *&v.src, false);
+        f(vk::ObjectType::MICROMAP_EXT, *&v.src, out);
     }
     if *&v.dst != 0 {
-        f(vk::ObjectType::MICROMAP_EXT, *&v.dst, false);
+        f(vk::ObjectType::MICROMAP_EXT, *&v.dst, out);
     }
 }
-fn h_VkCopyMicromapToMemoryInfoEXT(v: &VkCopyMicromapToMemoryInfoEXT, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCopyMicromapToMemoryInfoEXT(v: &VkCopyMicromapToMemoryInfoEXT, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.src != 0 {
-        f(vk::ObjectType::MICROMAP_EXT, *&v.src, false);
+        f(vk::ObjectType::MICROMAP_EXT, *&v.src, out);
     }
 }
-fn h_VkCopyMemoryToMicromapInfoEXT(v: &VkCopyMemoryToMicromapInfoEXT, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkCopyMemoryToMicromapInfoEXT(v: &VkCopyMemoryToMicromapInfoEXT, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if *&v.dst != 0 {
-        f(vk::ObjectType::MICROMAP_EXT, *&v.dst, false);
+        f(vk::ObjectType::MICROMAP_EXT, *&v.dst, out);
     }
 }
 fn h_VkAccelerationStructureTrianglesOpacityMicromapEXT(
     v: &VkAccelerationStructureTrianglesOpacityMicromapEXT,
     f: &mut Visit,
+    out: bool,
 ) {
-    h_chain(&v.p_next, f);
+    h_chain(&v.p_next, f, out);
     if *&v.micromap != 0 {
-        f(vk::ObjectType::MICROMAP_EXT, *&v.micromap, false);
+        f(vk::ObjectType::MICROMAP_EXT, *&v.micromap, out);
     }
 }
-fn h_VkSwapchainPresentFenceInfoEXT(v: &VkSwapchainPresentFenceInfoEXT, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkSwapchainPresentFenceInfoEXT(v: &VkSwapchainPresentFenceInfoEXT, f: &mut Visit, out: bool) {
+    h_chain(&v.p_next, f, out);
     if let Some(x) = &v.p_fences {
         for y in x.iter() {
             if *y != 0 {
-                f(vk::ObjectType::FENCE, *y, false);
+                f(vk::ObjectType::FENCE, *y, out);
             }
         }
     }
 }
-fn h_VkReleaseSwapchainImagesInfoEXT(v: &VkReleaseSwapchainImagesInfoEXT, f: &mut Visit) {
-    h_chain(&v.p_next, f);
+fn h_VkReleaseSwapchainImagesInfoEXT(
+    v: &VkReleaseSwapchainImagesInfoEXT,
+    f: &mut Visit,
+    out: bool,
+) {
+    h_chain(&v.p_next, f, out);
     if *&v.swapchain != 0 {
-        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
+        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, out);
     }
 }
 
@@ -1567,7 +1705,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_submits {
                 for y in x.iter() {
-                    h_VkSubmitInfo(y, f);
+                    h_VkSubmitInfo(y, f, false);
                 }
             }
             if *&p.fence != 0 {
@@ -1624,7 +1762,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_memory_ranges {
                 for y in x.iter() {
-                    h_VkMappedMemoryRange(y, f);
+                    h_VkMappedMemoryRange(y, f, false);
                 }
             }
         }
@@ -1634,7 +1772,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_memory_ranges {
                 for y in x.iter() {
-                    h_VkMappedMemoryRange(y, f);
+                    h_VkMappedMemoryRange(y, f, false);
                 }
             }
         }
@@ -1703,7 +1841,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_bind_info {
                 for y in x.iter() {
-                    h_VkBindSparseInfo(y, f);
+                    h_VkBindSparseInfo(y, f, false);
                 }
             }
             if *&p.fence != 0 {
@@ -1869,7 +2007,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkBufferViewCreateInfo(x, f);
+                h_VkBufferViewCreateInfo(x, f, false);
             }
             if let Some(x) = &p.p_view {
                 if *x != 0 {
@@ -1916,7 +2054,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkImageViewCreateInfo(x, f);
+                h_VkImageViewCreateInfo(x, f, false);
             }
             if let Some(x) = &p.p_view {
                 if *x != 0 {
@@ -2000,7 +2138,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_create_infos {
                 for y in x.iter() {
-                    h_VkGraphicsPipelineCreateInfo(y, f);
+                    h_VkGraphicsPipelineCreateInfo(y, f, false);
                 }
             }
             if let Some(x) = &p.p_pipelines {
@@ -2020,7 +2158,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_create_infos {
                 for y in x.iter() {
-                    h_VkComputePipelineCreateInfo(y, f);
+                    h_VkComputePipelineCreateInfo(y, f, false);
                 }
             }
             if let Some(x) = &p.p_pipelines {
@@ -2044,7 +2182,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkPipelineLayoutCreateInfo(x, f);
+                h_VkPipelineLayoutCreateInfo(x, f, false);
             }
             if let Some(x) = &p.p_pipeline_layout {
                 if *x != 0 {
@@ -2083,7 +2221,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkDescriptorSetLayoutCreateInfo(x, f);
+                h_VkDescriptorSetLayoutCreateInfo(x, f, false);
             }
             if let Some(x) = &p.p_set_layout {
                 if *x != 0 {
@@ -2134,7 +2272,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_allocate_info {
-                h_VkDescriptorSetAllocateInfo(x, f);
+                h_VkDescriptorSetAllocateInfo(x, f, false);
             }
             if let Some(x) = &p.p_descriptor_sets {
                 for y in x.iter() {
@@ -2165,12 +2303,12 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_descriptor_writes {
                 for y in x.iter() {
-                    h_VkWriteDescriptorSet(y, f);
+                    h_VkWriteDescriptorSet(y, f, false);
                 }
             }
             if let Some(x) = &p.p_descriptor_copies {
                 for y in x.iter() {
-                    h_VkCopyDescriptorSet(y, f);
+                    h_VkCopyDescriptorSet(y, f, false);
                 }
             }
         }
@@ -2179,7 +2317,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkFramebufferCreateInfo(x, f);
+                h_VkFramebufferCreateInfo(x, f, false);
             }
             if let Some(x) = &p.p_framebuffer {
                 if *x != 0 {
@@ -2252,7 +2390,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_allocate_info {
-                h_VkCommandBufferAllocateInfo(x, f);
+                h_VkCommandBufferAllocateInfo(x, f, false);
             }
             if let Some(x) = &p.p_command_buffers {
                 for y in x.iter() {
@@ -2282,7 +2420,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_begin_info {
-                h_VkCommandBufferBeginInfo(x, f);
+                h_VkCommandBufferBeginInfo(x, f, false);
             }
         }
         Call::vkEndCommandBuffer(p) => {
@@ -2554,12 +2692,12 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_buffer_memory_barriers {
                 for y in x.iter() {
-                    h_VkBufferMemoryBarrier(y, f);
+                    h_VkBufferMemoryBarrier(y, f, false);
                 }
             }
             if let Some(x) = &p.p_image_memory_barriers {
                 for y in x.iter() {
-                    h_VkImageMemoryBarrier(y, f);
+                    h_VkImageMemoryBarrier(y, f, false);
                 }
             }
         }
@@ -2569,12 +2707,12 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_buffer_memory_barriers {
                 for y in x.iter() {
-                    h_VkBufferMemoryBarrier(y, f);
+                    h_VkBufferMemoryBarrier(y, f, false);
                 }
             }
             if let Some(x) = &p.p_image_memory_barriers {
                 for y in x.iter() {
-                    h_VkImageMemoryBarrier(y, f);
+                    h_VkImageMemoryBarrier(y, f, false);
                 }
             }
         }
@@ -2634,7 +2772,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_render_pass_begin {
-                h_VkRenderPassBeginInfo(x, f);
+                h_VkRenderPassBeginInfo(x, f, false);
             }
         }
         Call::vkCmdNextSubpass(p) => {
@@ -2666,7 +2804,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_bind_infos {
                 for y in x.iter() {
-                    h_VkBindBufferMemoryInfo(y, f);
+                    h_VkBindBufferMemoryInfo(y, f, false);
                 }
             }
         }
@@ -2676,7 +2814,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_bind_infos {
                 for y in x.iter() {
-                    h_VkBindImageMemoryInfo(y, f);
+                    h_VkBindImageMemoryInfo(y, f, false);
                 }
             }
         }
@@ -2701,7 +2839,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_physical_device_group_properties {
                 for y in x.iter() {
-                    h_VkPhysicalDeviceGroupProperties(y, f);
+                    h_VkPhysicalDeviceGroupProperties(y, f, true);
                 }
             }
         }
@@ -2710,7 +2848,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkImageMemoryRequirementsInfo2(x, f);
+                h_VkImageMemoryRequirementsInfo2(x, f, false);
             }
         }
         Call::vkGetBufferMemoryRequirements2(p) => {
@@ -2718,7 +2856,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkBufferMemoryRequirementsInfo2(x, f);
+                h_VkBufferMemoryRequirementsInfo2(x, f, false);
             }
         }
         Call::vkGetImageSparseMemoryRequirements2(p) => {
@@ -2726,7 +2864,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkImageSparseMemoryRequirementsInfo2(x, f);
+                h_VkImageSparseMemoryRequirementsInfo2(x, f, false);
             }
         }
         Call::vkGetPhysicalDeviceFeatures2(p) => {
@@ -2809,7 +2947,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkDescriptorUpdateTemplateCreateInfo(x, f);
+                h_VkDescriptorUpdateTemplateCreateInfo(x, f, false);
             }
             if let Some(x) = &p.p_descriptor_update_template {
                 if *x != 0 {
@@ -2864,7 +3002,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkDescriptorSetLayoutCreateInfo(x, f);
+                h_VkDescriptorSetLayoutCreateInfo(x, f, false);
             }
         }
         Call::vkCmdDrawIndirectCount(p) => {
@@ -2904,7 +3042,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_render_pass_begin {
-                h_VkRenderPassBeginInfo(x, f);
+                h_VkRenderPassBeginInfo(x, f, false);
             }
         }
         Call::vkCmdNextSubpass2(p) => {
@@ -2938,7 +3076,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_wait_info {
-                h_VkSemaphoreWaitInfo(x, f);
+                h_VkSemaphoreWaitInfo(x, f, false);
             }
         }
         Call::vkSignalSemaphore(p) => {
@@ -2946,7 +3084,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_signal_info {
-                h_VkSemaphoreSignalInfo(x, f);
+                h_VkSemaphoreSignalInfo(x, f, false);
             }
         }
         Call::vkGetBufferDeviceAddress(p) => {
@@ -2954,7 +3092,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkBufferDeviceAddressInfo(x, f);
+                h_VkBufferDeviceAddressInfo(x, f, false);
             }
         }
         Call::vkGetBufferOpaqueCaptureAddress(p) => {
@@ -2962,7 +3100,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkBufferDeviceAddressInfo(x, f);
+                h_VkBufferDeviceAddressInfo(x, f, false);
             }
         }
         Call::vkGetDeviceMemoryOpaqueCaptureAddress(p) => {
@@ -2970,7 +3108,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkDeviceMemoryOpaqueCaptureAddressInfo(x, f);
+                h_VkDeviceMemoryOpaqueCaptureAddressInfo(x, f, false);
             }
         }
         Call::vkGetPhysicalDeviceToolProperties(p) => {
@@ -3032,7 +3170,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::EVENT, *&p.event, false);
             }
             if let Some(x) = &p.p_dependency_info {
-                h_VkDependencyInfo(x, f);
+                h_VkDependencyInfo(x, f, false);
             }
         }
         Call::vkCmdResetEvent2(p) => {
@@ -3056,7 +3194,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_dependency_infos {
                 for y in x.iter() {
-                    h_VkDependencyInfo(y, f);
+                    h_VkDependencyInfo(y, f, false);
                 }
             }
         }
@@ -3065,7 +3203,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_dependency_info {
-                h_VkDependencyInfo(x, f);
+                h_VkDependencyInfo(x, f, false);
             }
         }
         Call::vkCmdWriteTimestamp2(p) => {
@@ -3082,7 +3220,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_submits {
                 for y in x.iter() {
-                    h_VkSubmitInfo2(y, f);
+                    h_VkSubmitInfo2(y, f, false);
                 }
             }
             if *&p.fence != 0 {
@@ -3094,7 +3232,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_copy_buffer_info {
-                h_VkCopyBufferInfo2(x, f);
+                h_VkCopyBufferInfo2(x, f, false);
             }
         }
         Call::vkCmdCopyImage2(p) => {
@@ -3102,7 +3240,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_copy_image_info {
-                h_VkCopyImageInfo2(x, f);
+                h_VkCopyImageInfo2(x, f, false);
             }
         }
         Call::vkCmdCopyBufferToImage2(p) => {
@@ -3110,7 +3248,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_copy_buffer_to_image_info {
-                h_VkCopyBufferToImageInfo2(x, f);
+                h_VkCopyBufferToImageInfo2(x, f, false);
             }
         }
         Call::vkCmdCopyImageToBuffer2(p) => {
@@ -3118,7 +3256,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_copy_image_to_buffer_info {
-                h_VkCopyImageToBufferInfo2(x, f);
+                h_VkCopyImageToBufferInfo2(x, f, false);
             }
         }
         Call::vkCmdBlitImage2(p) => {
@@ -3126,7 +3264,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_blit_image_info {
-                h_VkBlitImageInfo2(x, f);
+                h_VkBlitImageInfo2(x, f, false);
             }
         }
         Call::vkCmdResolveImage2(p) => {
@@ -3134,7 +3272,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_resolve_image_info {
-                h_VkResolveImageInfo2(x, f);
+                h_VkResolveImageInfo2(x, f, false);
             }
         }
         Call::vkCmdBeginRendering(p) => {
@@ -3142,7 +3280,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_rendering_info {
-                h_VkRenderingInfo(x, f);
+                h_VkRenderingInfo(x, f, false);
             }
         }
         Call::vkCmdEndRendering(p) => {
@@ -3292,7 +3430,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkSwapchainCreateInfoKHR(x, f);
+                h_VkSwapchainCreateInfoKHR(x, f, false);
             }
             if let Some(x) = &p.p_swapchain {
                 if *x != 0 {
@@ -3342,7 +3480,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::QUEUE, *&p.queue, false);
             }
             if let Some(x) = &p.p_present_info {
-                h_VkPresentInfoKHR(x, f);
+                h_VkPresentInfoKHR(x, f, false);
             }
         }
         Call::vkGetDeviceGroupPresentCapabilitiesKHR(p) => {
@@ -3371,7 +3509,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_acquire_info {
-                h_VkAcquireNextImageInfoKHR(x, f);
+                h_VkAcquireNextImageInfoKHR(x, f, false);
             }
         }
         Call::vkGetPhysicalDeviceDisplayPropertiesKHR(p) => {
@@ -3380,7 +3518,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_properties {
                 for y in x.iter() {
-                    h_VkDisplayPropertiesKHR(y, f);
+                    h_VkDisplayPropertiesKHR(y, f, true);
                 }
             }
         }
@@ -3390,7 +3528,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_properties {
                 for y in x.iter() {
-                    h_VkDisplayPlanePropertiesKHR(y, f);
+                    h_VkDisplayPlanePropertiesKHR(y, f, true);
                 }
             }
         }
@@ -3415,7 +3553,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_properties {
                 for y in x.iter() {
-                    h_VkDisplayModePropertiesKHR(y, f);
+                    h_VkDisplayModePropertiesKHR(y, f, true);
                 }
             }
         }
@@ -3445,7 +3583,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::INSTANCE, *&p.instance, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkDisplaySurfaceCreateInfoKHR(x, f);
+                h_VkDisplaySurfaceCreateInfoKHR(x, f, false);
             }
             if let Some(x) = &p.p_surface {
                 if *x != 0 {
@@ -3459,7 +3597,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_create_infos {
                 for y in x.iter() {
-                    h_VkSwapchainCreateInfoKHR(y, f);
+                    h_VkSwapchainCreateInfoKHR(y, f, false);
                 }
             }
             if let Some(x) = &p.p_swapchains {
@@ -3612,7 +3750,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_bind_session_memory_infos {
                 for y in x.iter() {
-                    h_VkBindVideoSessionMemoryInfoKHR(y, f);
+                    h_VkBindVideoSessionMemoryInfoKHR(y, f, false);
                 }
             }
         }
@@ -3621,7 +3759,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkVideoSessionParametersCreateInfoKHR(x, f);
+                h_VkVideoSessionParametersCreateInfoKHR(x, f, false);
             }
             if let Some(x) = &p.p_video_session_parameters {
                 if *x != 0 {
@@ -3658,7 +3796,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_begin_info {
-                h_VkVideoBeginCodingInfoKHR(x, f);
+                h_VkVideoBeginCodingInfoKHR(x, f, false);
             }
         }
         Call::vkCmdEndVideoCodingKHR(p) => {
@@ -3676,7 +3814,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_decode_info {
-                h_VkVideoDecodeInfoKHR(x, f);
+                h_VkVideoDecodeInfoKHR(x, f, false);
             }
         }
         Call::vkCmdBindTransformFeedbackBuffersEXT(p) => {
@@ -3754,7 +3892,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkCuFunctionCreateInfoNVX(x, f);
+                h_VkCuFunctionCreateInfoNVX(x, f, false);
             }
             if let Some(x) = &p.p_function {
                 if *x != 0 {
@@ -3783,7 +3921,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkImageViewHandleInfoNVX(x, f);
+                h_VkImageViewHandleInfoNVX(x, f, false);
             }
         }
         Call::vkGetImageViewAddressNVX(p) => {
@@ -3829,7 +3967,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_rendering_info {
-                h_VkRenderingInfo(x, f);
+                h_VkRenderingInfo(x, f, false);
             }
         }
         Call::vkCmdEndRenderingKHR(p) => {
@@ -3906,7 +4044,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_physical_device_group_properties {
                 for y in x.iter() {
-                    h_VkPhysicalDeviceGroupProperties(y, f);
+                    h_VkPhysicalDeviceGroupProperties(y, f, true);
                 }
             }
         }
@@ -3920,7 +4058,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_get_fd_info {
-                h_VkMemoryGetFdInfoKHR(x, f);
+                h_VkMemoryGetFdInfoKHR(x, f, false);
             }
         }
         Call::vkGetMemoryFdPropertiesKHR(p) => {
@@ -3938,7 +4076,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_import_semaphore_fd_info {
-                h_VkImportSemaphoreFdInfoKHR(x, f);
+                h_VkImportSemaphoreFdInfoKHR(x, f, false);
             }
         }
         Call::vkGetSemaphoreFdKHR(p) => {
@@ -3946,7 +4084,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_get_fd_info {
-                h_VkSemaphoreGetFdInfoKHR(x, f);
+                h_VkSemaphoreGetFdInfoKHR(x, f, false);
             }
         }
         Call::vkCmdPushDescriptorSetKHR(p) => {
@@ -3958,7 +4096,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_descriptor_writes {
                 for y in x.iter() {
-                    h_VkWriteDescriptorSet(y, f);
+                    h_VkWriteDescriptorSet(y, f, false);
                 }
             }
         }
@@ -3982,7 +4120,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_conditional_rendering_begin {
-                h_VkConditionalRenderingBeginInfoEXT(x, f);
+                h_VkConditionalRenderingBeginInfoEXT(x, f, false);
             }
         }
         Call::vkCmdEndConditionalRenderingEXT(p) => {
@@ -3995,7 +4133,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkDescriptorUpdateTemplateCreateInfo(x, f);
+                h_VkDescriptorUpdateTemplateCreateInfo(x, f, false);
             }
             if let Some(x) = &p.p_descriptor_update_template {
                 if *x != 0 {
@@ -4138,7 +4276,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_render_pass_begin {
-                h_VkRenderPassBeginInfo(x, f);
+                h_VkRenderPassBeginInfo(x, f, false);
             }
         }
         Call::vkCmdNextSubpass2KHR(p) => {
@@ -4169,7 +4307,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_import_fence_fd_info {
-                h_VkImportFenceFdInfoKHR(x, f);
+                h_VkImportFenceFdInfoKHR(x, f, false);
             }
         }
         Call::vkGetFenceFdKHR(p) => {
@@ -4177,7 +4315,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_get_fd_info {
-                h_VkFenceGetFdInfoKHR(x, f);
+                h_VkFenceGetFdInfoKHR(x, f, false);
             }
         }
         Call::vkEnumeratePhysicalDeviceQueueFamilyPerformanceQueryCountersKHR(p) => {
@@ -4205,7 +4343,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
             if let Some(x) = &p.p_surface_info {
-                h_VkPhysicalDeviceSurfaceInfo2KHR(x, f);
+                h_VkPhysicalDeviceSurfaceInfo2KHR(x, f, false);
             }
         }
         Call::vkGetPhysicalDeviceSurfaceFormats2KHR(p) => {
@@ -4213,7 +4351,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
             if let Some(x) = &p.p_surface_info {
-                h_VkPhysicalDeviceSurfaceInfo2KHR(x, f);
+                h_VkPhysicalDeviceSurfaceInfo2KHR(x, f, false);
             }
         }
         Call::vkGetPhysicalDeviceDisplayProperties2KHR(p) => {
@@ -4222,7 +4360,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_properties {
                 for y in x.iter() {
-                    h_VkDisplayProperties2KHR(y, f);
+                    h_VkDisplayProperties2KHR(y, f, true);
                 }
             }
         }
@@ -4232,7 +4370,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_properties {
                 for y in x.iter() {
-                    h_VkDisplayPlaneProperties2KHR(y, f);
+                    h_VkDisplayPlaneProperties2KHR(y, f, true);
                 }
             }
         }
@@ -4245,7 +4383,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_properties {
                 for y in x.iter() {
-                    h_VkDisplayModeProperties2KHR(y, f);
+                    h_VkDisplayModeProperties2KHR(y, f, true);
                 }
             }
         }
@@ -4254,7 +4392,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
             if let Some(x) = &p.p_display_plane_info {
-                h_VkDisplayPlaneInfo2KHR(x, f);
+                h_VkDisplayPlaneInfo2KHR(x, f, false);
             }
         }
         Call::vkSetDebugUtilsObjectNameEXT(p) => {
@@ -4339,7 +4477,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkImageMemoryRequirementsInfo2(x, f);
+                h_VkImageMemoryRequirementsInfo2(x, f, false);
             }
         }
         Call::vkGetBufferMemoryRequirements2KHR(p) => {
@@ -4347,7 +4485,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkBufferMemoryRequirementsInfo2(x, f);
+                h_VkBufferMemoryRequirementsInfo2(x, f, false);
             }
         }
         Call::vkGetImageSparseMemoryRequirements2KHR(p) => {
@@ -4355,7 +4493,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkImageSparseMemoryRequirementsInfo2(x, f);
+                h_VkImageSparseMemoryRequirementsInfo2(x, f, false);
             }
         }
         Call::vkCreateAccelerationStructureKHR(p) => {
@@ -4363,7 +4501,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkAccelerationStructureCreateInfoKHR(x, f);
+                h_VkAccelerationStructureCreateInfoKHR(x, f, false);
             }
             if let Some(x) = &p.p_acceleration_structure {
                 if *x != 0 {
@@ -4395,7 +4533,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 );
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyAccelerationStructureInfoKHR(x, f);
+                h_VkCopyAccelerationStructureInfoKHR(x, f, false);
             }
         }
         Call::vkCopyAccelerationStructureToMemoryKHR(p) => {
@@ -4410,7 +4548,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 );
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyAccelerationStructureToMemoryInfoKHR(x, f);
+                h_VkCopyAccelerationStructureToMemoryInfoKHR(x, f, false);
             }
         }
         Call::vkCopyMemoryToAccelerationStructureKHR(p) => {
@@ -4425,7 +4563,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 );
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyMemoryToAccelerationStructureInfoKHR(x, f);
+                h_VkCopyMemoryToAccelerationStructureInfoKHR(x, f, false);
             }
         }
         Call::vkWriteAccelerationStructuresPropertiesKHR(p) => {
@@ -4445,7 +4583,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyAccelerationStructureInfoKHR(x, f);
+                h_VkCopyAccelerationStructureInfoKHR(x, f, false);
             }
         }
         Call::vkCmdCopyAccelerationStructureToMemoryKHR(p) => {
@@ -4453,7 +4591,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyAccelerationStructureToMemoryInfoKHR(x, f);
+                h_VkCopyAccelerationStructureToMemoryInfoKHR(x, f, false);
             }
         }
         Call::vkCmdCopyMemoryToAccelerationStructureKHR(p) => {
@@ -4461,7 +4599,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyMemoryToAccelerationStructureInfoKHR(x, f);
+                h_VkCopyMemoryToAccelerationStructureInfoKHR(x, f, false);
             }
         }
         Call::vkGetAccelerationStructureDeviceAddressKHR(p) => {
@@ -4469,7 +4607,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkAccelerationStructureDeviceAddressInfoKHR(x, f);
+                h_VkAccelerationStructureDeviceAddressInfoKHR(x, f, false);
             }
         }
         Call::vkCmdWriteAccelerationStructuresPropertiesKHR(p) => {
@@ -4497,7 +4635,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_build_info {
-                h_VkAccelerationStructureBuildGeometryInfoKHR(x, f);
+                h_VkAccelerationStructureBuildGeometryInfoKHR(x, f, false);
             }
         }
         Call::vkCmdTraceRaysKHR(p) => {
@@ -4521,7 +4659,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_create_infos {
                 for y in x.iter() {
-                    h_VkRayTracingPipelineCreateInfoKHR(y, f);
+                    h_VkRayTracingPipelineCreateInfoKHR(y, f, false);
                 }
             }
             if let Some(x) = &p.p_pipelines {
@@ -4594,7 +4732,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_bind_infos {
                 for y in x.iter() {
-                    h_VkBindBufferMemoryInfo(y, f);
+                    h_VkBindBufferMemoryInfo(y, f, false);
                 }
             }
         }
@@ -4604,7 +4742,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_bind_infos {
                 for y in x.iter() {
-                    h_VkBindImageMemoryInfo(y, f);
+                    h_VkBindImageMemoryInfo(y, f, false);
                 }
             }
         }
@@ -4688,7 +4826,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkAccelerationStructureCreateInfoNV(x, f);
+                h_VkAccelerationStructureCreateInfoNV(x, f, false);
             }
             if let Some(x) = &p.p_acceleration_structure {
                 if *x != 0 {
@@ -4713,7 +4851,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkAccelerationStructureMemoryRequirementsInfoNV(x, f);
+                h_VkAccelerationStructureMemoryRequirementsInfoNV(x, f, false);
             }
         }
         Call::vkBindAccelerationStructureMemoryNV(p) => {
@@ -4722,7 +4860,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_bind_infos {
                 for y in x.iter() {
-                    h_VkBindAccelerationStructureMemoryInfoNV(y, f);
+                    h_VkBindAccelerationStructureMemoryInfoNV(y, f, false);
                 }
             }
         }
@@ -4731,7 +4869,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkAccelerationStructureInfoNV(x, f);
+                h_VkAccelerationStructureInfoNV(x, f, false);
             }
             if *&p.instance_data != 0 {
                 f(vk::ObjectType::BUFFER, *&p.instance_data, false);
@@ -4799,7 +4937,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_create_infos {
                 for y in x.iter() {
-                    h_VkRayTracingPipelineCreateInfoNV(y, f);
+                    h_VkRayTracingPipelineCreateInfoNV(y, f, false);
                 }
             }
             if let Some(x) = &p.p_pipelines {
@@ -4858,7 +4996,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkDescriptorSetLayoutCreateInfo(x, f);
+                h_VkDescriptorSetLayoutCreateInfo(x, f, false);
             }
         }
         Call::vkCmdDrawIndirectCountKHR(p) => {
@@ -4958,7 +5096,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_wait_info {
-                h_VkSemaphoreWaitInfo(x, f);
+                h_VkSemaphoreWaitInfo(x, f, false);
             }
         }
         Call::vkSignalSemaphoreKHR(p) => {
@@ -4966,7 +5104,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_signal_info {
-                h_VkSemaphoreSignalInfo(x, f);
+                h_VkSemaphoreSignalInfo(x, f, false);
             }
         }
         Call::vkInitializePerformanceApiINTEL(p) => {
@@ -5056,7 +5194,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkBufferDeviceAddressInfo(x, f);
+                h_VkBufferDeviceAddressInfo(x, f, false);
             }
         }
         Call::vkGetPhysicalDeviceToolPropertiesEXT(p) => {
@@ -5097,7 +5235,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkBufferDeviceAddressInfo(x, f);
+                h_VkBufferDeviceAddressInfo(x, f, false);
             }
         }
         Call::vkGetBufferOpaqueCaptureAddressKHR(p) => {
@@ -5105,7 +5243,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkBufferDeviceAddressInfo(x, f);
+                h_VkBufferDeviceAddressInfo(x, f, false);
             }
         }
         Call::vkGetDeviceMemoryOpaqueCaptureAddressKHR(p) => {
@@ -5113,7 +5251,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkDeviceMemoryOpaqueCaptureAddressInfo(x, f);
+                h_VkDeviceMemoryOpaqueCaptureAddressInfo(x, f, false);
             }
         }
         Call::vkCmdSetLineStippleEXT(p) => {
@@ -5243,7 +5381,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_pipeline_info {
-                h_VkPipelineInfoKHR(x, f);
+                h_VkPipelineInfoKHR(x, f, false);
             }
         }
         Call::vkGetPipelineExecutableStatisticsKHR(p) => {
@@ -5251,7 +5389,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_executable_info {
-                h_VkPipelineExecutableInfoKHR(x, f);
+                h_VkPipelineExecutableInfoKHR(x, f, false);
             }
         }
         Call::vkGetPipelineExecutableInternalRepresentationsKHR(p) => {
@@ -5259,7 +5397,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_executable_info {
-                h_VkPipelineExecutableInfoKHR(x, f);
+                h_VkPipelineExecutableInfoKHR(x, f, false);
             }
         }
         Call::vkReleaseSwapchainImagesEXT(p) => {
@@ -5267,7 +5405,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_release_info {
-                h_VkReleaseSwapchainImagesInfoEXT(x, f);
+                h_VkReleaseSwapchainImagesInfoEXT(x, f, false);
             }
         }
         Call::vkGetGeneratedCommandsMemoryRequirementsNV(p) => {
@@ -5275,7 +5413,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkGeneratedCommandsMemoryRequirementsInfoNV(x, f);
+                h_VkGeneratedCommandsMemoryRequirementsInfoNV(x, f, false);
             }
         }
         Call::vkCmdPreprocessGeneratedCommandsNV(p) => {
@@ -5283,7 +5421,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_generated_commands_info {
-                h_VkGeneratedCommandsInfoNV(x, f);
+                h_VkGeneratedCommandsInfoNV(x, f, false);
             }
         }
         Call::vkCmdExecuteGeneratedCommandsNV(p) => {
@@ -5291,7 +5429,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_generated_commands_info {
-                h_VkGeneratedCommandsInfoNV(x, f);
+                h_VkGeneratedCommandsInfoNV(x, f, false);
             }
         }
         Call::vkCmdBindPipelineShaderGroupNV(p) => {
@@ -5307,7 +5445,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkIndirectCommandsLayoutCreateInfoNV(x, f);
+                h_VkIndirectCommandsLayoutCreateInfoNV(x, f, false);
             }
             if let Some(x) = &p.p_indirect_commands_layout {
                 if *x != 0 {
@@ -5399,7 +5537,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::EVENT, *&p.event, false);
             }
             if let Some(x) = &p.p_dependency_info {
-                h_VkDependencyInfo(x, f);
+                h_VkDependencyInfo(x, f, false);
             }
         }
         Call::vkCmdResetEvent2KHR(p) => {
@@ -5423,7 +5561,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_dependency_infos {
                 for y in x.iter() {
-                    h_VkDependencyInfo(y, f);
+                    h_VkDependencyInfo(y, f, false);
                 }
             }
         }
@@ -5432,7 +5570,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_dependency_info {
-                h_VkDependencyInfo(x, f);
+                h_VkDependencyInfo(x, f, false);
             }
         }
         Call::vkCmdWriteTimestamp2KHR(p) => {
@@ -5449,7 +5587,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_submits {
                 for y in x.iter() {
-                    h_VkSubmitInfo2(y, f);
+                    h_VkSubmitInfo2(y, f, false);
                 }
             }
             if *&p.fence != 0 {
@@ -5516,7 +5654,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkBufferCaptureDescriptorDataInfoEXT(x, f);
+                h_VkBufferCaptureDescriptorDataInfoEXT(x, f, false);
             }
         }
         Call::vkGetImageOpaqueCaptureDescriptorDataEXT(p) => {
@@ -5524,7 +5662,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkImageCaptureDescriptorDataInfoEXT(x, f);
+                h_VkImageCaptureDescriptorDataInfoEXT(x, f, false);
             }
         }
         Call::vkGetImageViewOpaqueCaptureDescriptorDataEXT(p) => {
@@ -5532,7 +5670,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkImageViewCaptureDescriptorDataInfoEXT(x, f);
+                h_VkImageViewCaptureDescriptorDataInfoEXT(x, f, false);
             }
         }
         Call::vkGetSamplerOpaqueCaptureDescriptorDataEXT(p) => {
@@ -5540,7 +5678,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkSamplerCaptureDescriptorDataInfoEXT(x, f);
+                h_VkSamplerCaptureDescriptorDataInfoEXT(x, f, false);
             }
         }
         Call::vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT(p) => {
@@ -5548,7 +5686,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkAccelerationStructureCaptureDescriptorDataInfoEXT(x, f);
+                h_VkAccelerationStructureCaptureDescriptorDataInfoEXT(x, f, false);
             }
         }
         Call::vkCmdSetFragmentShadingRateEnumNV(p) => {
@@ -5585,7 +5723,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_copy_buffer_info {
-                h_VkCopyBufferInfo2(x, f);
+                h_VkCopyBufferInfo2(x, f, false);
             }
         }
         Call::vkCmdCopyImage2KHR(p) => {
@@ -5593,7 +5731,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_copy_image_info {
-                h_VkCopyImageInfo2(x, f);
+                h_VkCopyImageInfo2(x, f, false);
             }
         }
         Call::vkCmdCopyBufferToImage2KHR(p) => {
@@ -5601,7 +5739,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_copy_buffer_to_image_info {
-                h_VkCopyBufferToImageInfo2(x, f);
+                h_VkCopyBufferToImageInfo2(x, f, false);
             }
         }
         Call::vkCmdCopyImageToBuffer2KHR(p) => {
@@ -5609,7 +5747,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_copy_image_to_buffer_info {
-                h_VkCopyImageToBufferInfo2(x, f);
+                h_VkCopyImageToBufferInfo2(x, f, false);
             }
         }
         Call::vkCmdBlitImage2KHR(p) => {
@@ -5617,7 +5755,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_blit_image_info {
-                h_VkBlitImageInfo2(x, f);
+                h_VkBlitImageInfo2(x, f, false);
             }
         }
         Call::vkCmdResolveImage2KHR(p) => {
@@ -5625,7 +5763,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_resolve_image_info {
-                h_VkResolveImageInfo2(x, f);
+                h_VkResolveImageInfo2(x, f, false);
             }
         }
         Call::vkGetImageSubresourceLayout2EXT(p) => {
@@ -5672,7 +5810,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_memory_get_remote_address_info {
-                h_VkMemoryGetRemoteAddressInfoNV(x, f);
+                h_VkMemoryGetRemoteAddressInfoNV(x, f, false);
             }
         }
         Call::vkCmdSetPatchControlPointsEXT(p) => {
@@ -5715,7 +5853,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_create_info {
-                h_VkMicromapCreateInfoEXT(x, f);
+                h_VkMicromapCreateInfoEXT(x, f, false);
             }
             if let Some(x) = &p.p_micromap {
                 if *x != 0 {
@@ -5737,7 +5875,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_infos {
                 for y in x.iter() {
-                    h_VkMicromapBuildInfoEXT(y, f);
+                    h_VkMicromapBuildInfoEXT(y, f, false);
                 }
             }
         }
@@ -5754,7 +5892,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
             }
             if let Some(x) = &p.p_infos {
                 for y in x.iter() {
-                    h_VkMicromapBuildInfoEXT(y, f);
+                    h_VkMicromapBuildInfoEXT(y, f, false);
                 }
             }
         }
@@ -5770,7 +5908,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 );
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyMicromapInfoEXT(x, f);
+                h_VkCopyMicromapInfoEXT(x, f, false);
             }
         }
         Call::vkCopyMicromapToMemoryEXT(p) => {
@@ -5785,7 +5923,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 );
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyMicromapToMemoryInfoEXT(x, f);
+                h_VkCopyMicromapToMemoryInfoEXT(x, f, false);
             }
         }
         Call::vkCopyMemoryToMicromapEXT(p) => {
@@ -5800,7 +5938,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 );
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyMemoryToMicromapInfoEXT(x, f);
+                h_VkCopyMemoryToMicromapInfoEXT(x, f, false);
             }
         }
         Call::vkWriteMicromapsPropertiesEXT(p) => {
@@ -5820,7 +5958,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyMicromapInfoEXT(x, f);
+                h_VkCopyMicromapInfoEXT(x, f, false);
             }
         }
         Call::vkCmdCopyMicromapToMemoryEXT(p) => {
@@ -5828,7 +5966,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyMicromapToMemoryInfoEXT(x, f);
+                h_VkCopyMicromapToMemoryInfoEXT(x, f, false);
             }
         }
         Call::vkCmdCopyMemoryToMicromapEXT(p) => {
@@ -5836,7 +5974,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
             if let Some(x) = &p.p_info {
-                h_VkCopyMemoryToMicromapInfoEXT(x, f);
+                h_VkCopyMemoryToMicromapInfoEXT(x, f, false);
             }
         }
         Call::vkCmdWriteMicromapsPropertiesEXT(p) => {
@@ -5864,7 +6002,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_build_info {
-                h_VkMicromapBuildInfoEXT(x, f);
+                h_VkMicromapBuildInfoEXT(x, f, false);
             }
         }
         Call::vkCmdDrawClusterHUAWEI(p) => {
@@ -5908,7 +6046,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_binding_reference {
-                h_VkDescriptorSetBindingReferenceVALVE(x, f);
+                h_VkDescriptorSetBindingReferenceVALVE(x, f, false);
             }
         }
         Call::vkGetDescriptorSetHostMappingVALVE(p) => {
@@ -6165,7 +6303,7 @@ pub fn call_handles(call: &Call, f: &mut Visit) {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
             if let Some(x) = &p.p_rendering_info {
-                h_VkRenderingInfo(x, f);
+                h_VkRenderingInfo(x, f, false);
             }
         }
     }
