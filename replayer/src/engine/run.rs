@@ -54,6 +54,9 @@ impl Run<'_, '_> {
                     None => e.to_string(),
                 })
             })?;
+            if let Record::QueryOp(op) = &rec {
+                self.reads.begins.op(op);
+            }
             match rec {
                 Record::CommandTable(names) => {
                     self.command_map = names.iter().map(|n| vkstream::command_id(n)).collect();
@@ -247,6 +250,7 @@ impl Run<'_, '_> {
         let call = vkstream::decode_call(id, &c.params)
             .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
         self.decode_ns += t0.elapsed().as_nanos() as u64;
+        self.reads.begins.call(&call);
         let t1 = Instant::now();
         let action =
             self.validator

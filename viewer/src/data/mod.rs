@@ -7,14 +7,21 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use format::record::{DeviceSummary, FileKind, Handle, Header, QueryValues, Record, ReplayInfo};
+use format::record::{
+    DeviceSummary, FileKind, Handle, Header, QueryBegin, QueryValues, Record, ReplayInfo,
+};
 
-use format::query::{self, Context, Outcome, PoolShape, QueryKind, TimestampClock, ValueSlots};
+use format::query::{
+    self, Classified, Outcome, PoolShape, QueryKind, ReadContext, ReadQuery, TimestampClock,
+    ValueSlots,
+};
 
 use crate::export::Names;
 use crate::labels::LabelTracker;
 use crate::model;
 
+#[cfg(test)]
+mod outcomes_tests;
 mod results;
 
 /// One opened file, as the header panel shows it.
@@ -91,6 +98,9 @@ pub struct Row {
     /// Debug-utils label path around the query's begin (queue labels at the submit, then the
     /// command buffer's), from the trace.
     pub label: Option<Arc<str>>,
+    /// How the query was begun: from the results file, else the trace's begin flags (without
+    /// its view mask); `None` when neither says.
+    pub begin: Option<QueryBegin>,
 }
 
 /// What one results file replayed for one row.
@@ -105,6 +115,9 @@ pub struct Replayed {
     /// Whether the file's replay device is the capture device with the same driver
     /// (`format::runs::same_device`); true until the file's replay info says otherwise.
     pub same_device: bool,
+    /// How it compares with the captured values, set when the dataset is finished (`None` where
+    /// the row has no captured values).
+    pub classified: Option<Classified>,
 }
 
 /// One column of captured values.
@@ -210,24 +223,79 @@ pub struct Dataset {
     pub names: Names,
 }
 
-/// How `replayed` compares with `captured` under the shared rule of [`format::query`]; `None`
-/// when either side is missing.
-///
-/// "Same device" comes from the results file, as `replay --compare` decides it. Results files do
-/// not say whether an occlusion query was precise, so occlusion counts are read as precise: on the
-/// capture device the viewer flags what the replay's `--compare` flags for precise queries.
-/// Timestamps are clock values, a changed performance counter a variation.
+/// How the viewer reads an occlusion query whose begin neither the results file nor an open trace
+/// records: as precise, so on the capture device it flags what `replay --compare` flags for
+/// precise queries.
+const PRECISE_IF_UNKNOWN: bool = true;
+
+/// How `replayed` compares with `captured` when the query is read alone, under the shared rule
+/// ([`format::query::classify_read`]); `None` when either side is missing. "Same device" comes
+/// from the results file, as `replay --compare` decides it; `begin` says whether an occlusion
+/// query was precise. Timestamps are clock values, a changed performance counter a variation.
+/// Tables and exports take [`Dataset::outcome`], which also compares the queries of a multiview
+/// begin by their sum.
 pub fn outcome(
     query_type: i32,
     captured: Option<&QueryValues>,
     replayed: Option<&Replayed>,
+    begin: Option<QueryBegin>,
 ) -> Option<Outcome> {
     let (c, r) = (captured?, replayed?);
-    let ctx = Context {
-        precise: true,
-        same_device: r.same_device,
+    let q = ReadQuery {
+        query: begin.map_or(0, |b| b.first),
+        captured: Some(c),
+        replayed: Some(&r.values),
+        begin,
     };
-    Some(query::classify(query_type, Some(c), Some(&r.values), ctx))
+    let ctx = ReadContext {
+        same_device: r.same_device,
+        precise_if_unknown: PRECISE_IF_UNKNOWN,
+    };
+    Some(query::classify_read(query_type, &[q], ctx)[0].outcome)
+}
+
+/// Classifies every row one results file replayed (`col`, indexed like `rows`): each row alone,
+/// except that the queries of one multiview begin in one read compare together.
+fn classify_rows(rows: &[Row], pools: &[Pool], col: &mut [Option<Replayed>]) {
+    type Span = (u64, u32, u32, u32, QueryBegin);
+    let mut spans: HashMap<Span, Vec<usize>> = HashMap::new();
+    let classify = |members: &[usize], col: &mut [Option<Replayed>]| {
+        let ty = pools[rows[members[0]].pool as usize].query_type;
+        let read: Vec<ReadQuery> = members
+            .iter()
+            .map(|&i| ReadQuery {
+                query: rows[i].query,
+                captured: rows[i].captured.as_ref(),
+                replayed: col[i].as_ref().map(|r| &r.values),
+                begin: rows[i].begin,
+            })
+            .collect();
+        let ctx = ReadContext {
+            same_device: col[members[0]].as_ref().is_some_and(|r| r.same_device),
+            precise_if_unknown: PRECISE_IF_UNKNOWN,
+        };
+        let classified = query::classify_read(ty, &read, ctx);
+        for (&i, c) in members.iter().zip(classified) {
+            if let Some(r) = col[i].as_mut() {
+                r.classified = Some(c);
+            }
+        }
+    };
+    for (i, row) in rows.iter().enumerate() {
+        if row.captured.is_none() || col[i].is_none() {
+            continue;
+        }
+        match row.begin.filter(|b| b.views() > 1) {
+            Some(b) => spans
+                .entry((row.seq, row.pool, row.loop_index, row.pass, b))
+                .or_default()
+                .push(i),
+            None => classify(&[i], col),
+        }
+    }
+    for members in spans.values() {
+        classify(members, col);
+    }
 }
 
 /// ns between two timestamps, subtracted in masked integer ticks when their clock is known
@@ -265,6 +333,17 @@ impl Dataset {
         &self.pools[row.pool as usize]
     }
 
+    /// How results file `f` compares with the captured values of row `row` (`None` where either
+    /// is missing).
+    pub fn classified(&self, row: usize, f: usize) -> Option<Classified> {
+        self.replayed.get(f)?.get(row)?.as_ref()?.classified
+    }
+
+    /// [`Dataset::classified`]'s outcome.
+    pub fn outcome(&self, row: usize, f: usize) -> Option<Outcome> {
+        self.classified(row, f).map(|c| c.outcome)
+    }
+
     /// Labels of results files, for column headers.
     pub fn result_labels(&self) -> Vec<String> {
         self.results.iter().map(|f| f.label.clone()).collect()
@@ -294,6 +373,8 @@ struct QueryState {
     queue_label: Option<Arc<str>>,
     /// Row made for the current generation, so repeated polling updates one row.
     row: Option<(u32, u32)>,
+    /// Control flags of its begin (0 for timestamps and writes).
+    begin_flags: Option<u32>,
 }
 
 #[derive(Default)]
@@ -622,7 +703,7 @@ impl DatasetBuilder {
                     };
                 }
             }
-            K::Begin { query, .. } => touch(self, query, &|st| {
+            K::Begin { query, flags, .. } => touch(self, query, &|st| {
                 if st.times.end != 0 {
                     // Begin without a reset in between: a new use as far as rows go.
                     st.generation += 1;
@@ -633,12 +714,14 @@ impl DatasetBuilder {
                 }
                 st.times.begin = t;
                 st.cb_label = label.clone();
+                st.begin_flags = Some(flags);
             }),
             K::End { query, .. } => touch(self, query, &|st| st.times.end = t),
             K::Timestamp { query, .. } | K::Write { query } => touch(self, query, &|st| {
                 st.times.begin = t;
                 st.times.end = t;
                 st.cb_label = label.clone();
+                st.begin_flags = Some(0);
             }),
             K::Copy { .. } => {}
         }
@@ -706,6 +789,12 @@ impl DatasetBuilder {
         for (i, d) in decoded.into_iter().enumerate() {
             let q = first + i as u32;
             let st = self.trace.states.entry((pool, q)).or_default();
+            // The trace's own begin: the PRECISE bit; the view mask is not followed here.
+            let begin = st.begin_flags.map(|flags| QueryBegin {
+                flags,
+                view_mask: 0,
+                first: q,
+            });
             let label = match (&st.queue_label, &st.cb_label) {
                 (None, None) => None,
                 (None, Some(c)) => Some(c.clone()),
@@ -763,6 +852,7 @@ impl DatasetBuilder {
                         row.times = times;
                         row.flags = flags;
                         row.label = label;
+                        row.begin = begin;
                     }
                     r
                 }
@@ -783,6 +873,7 @@ impl DatasetBuilder {
                         captured_clock: clock,
                         times,
                         label,
+                        begin,
                     });
                     st.row = Some((r, st.generation));
                     r
@@ -839,6 +930,10 @@ impl DatasetBuilder {
                             row.captured_gpu_ns = tr.captured_gpu_ns;
                         }
                         row.label = tr.label.clone();
+                        // Results written before they recorded the begin: the trace's says.
+                        if row.begin.is_none() {
+                            row.begin = tr.begin;
+                        }
                         // The trace knows the queue family's valid bits.
                         if tr.captured_clock.is_some() {
                             row.captured_clock = tr.captured_clock;
@@ -895,12 +990,15 @@ impl DatasetBuilder {
                 }
             }
         }
+        for col in &mut ds.replayed {
+            classify_rows(&ds.rows, &ds.pools, col);
+        }
         ds.mismatch = (0..n)
             .map(|i| {
-                let row = &ds.rows[i];
-                let ty = ds.pools[row.pool as usize].query_type;
                 ds.replayed.iter().any(|f| {
-                    outcome(ty, row.captured.as_ref(), f[i].as_ref()).is_some_and(Outcome::fails)
+                    f[i].as_ref()
+                        .and_then(|r| r.classified)
+                        .is_some_and(|c| c.outcome.fails())
                 })
             })
             .collect();
