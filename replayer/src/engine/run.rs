@@ -149,7 +149,14 @@ impl Run<'_, '_> {
                 // The first frame's time excludes rebuilding the state.
                 Record::StateEnd(_) => self.frame_start = now_ns(),
                 Record::QueryResults(r)
-                    if self.trimmed && !ran_in_replay(&self.session, r.pool, r.first, r.count) =>
+                    if self.trimmed
+                        && !ran_in_replay(
+                            &self.session,
+                            &self.reads.begins,
+                            r.pool,
+                            r.first,
+                            r.count,
+                        ) =>
                 {
                     self.skipped_before_trim += 1;
                 }

@@ -504,12 +504,20 @@ pub(crate) fn write_merged(
 }
 
 /// Whether every query of the range was written by a command buffer this replay submitted
-/// (in a trimmed trace, work submitted before the trim point never runs).
-pub(crate) fn ran_in_replay(s: &Session<'_>, pool: u64, first: u32, count: u32) -> bool {
+/// (in a trimmed trace, work submitted before the trim point never runs). A query of a multiview
+/// begin after its first was written by the command buffer that began the first.
+pub(crate) fn ran_in_replay(
+    s: &Session<'_>,
+    begins: &Begins,
+    pool: u64,
+    first: u32,
+    count: u32,
+) -> bool {
+    let owners = &s.tracked.query_owner;
     (first..first.saturating_add(count)).all(|q| {
-        s.tracked
-            .query_owner
+        owners
             .get(&(pool, q))
+            .or_else(|| owners.get(&(pool, begins.of(pool, q)?.first)))
             .is_some_and(|(cb, _)| s.tracked.cmdbuf_submit.contains_key(cb))
     })
 }
