@@ -165,7 +165,7 @@ impl Comparison {
         if let Outcome::NotCompared(why @ NotCompared::MultiviewInFirst) = outcome {
             let first = q.begin.map_or(q.query, |b| b.first);
             self.not_compared.push(format!(
-                "NOT COMPARED pool 0x{:x} query {} ({}) frame {} loop {} read seq {}: {} ({first}): the replay left this query unavailable",
+                "NOT COMPARED pool 0x{:x} query {} ({}) frame {} loop {} read seq {}: {} (query {first}): the replay left this query unavailable",
                 q.pool,
                 q.query,
                 type_name(q.query_type),

@@ -355,10 +355,19 @@ impl QueryReads<'_> {
                     available_ns[i] = now;
                 }
             }
-            let done = captured
-                .iter()
-                .zip(&d)
-                .all(|(c, q)| !c.available || q.available);
+            // A multiview begin's queries after its first become available with it or never
+            // (lavapipe): once the first is, they are not waited for.
+            let first_of = |i: usize| {
+                let query = r.first.saturating_add(i as u32);
+                self.begins
+                    .of(r.pool, query)
+                    .filter(|b| b.views() > 1 && b.first != query)
+                    .and_then(|b| b.first.checked_sub(r.first))
+                    .and_then(|f| d.get(f as usize))
+            };
+            let done = captured.iter().zip(&d).enumerate().all(|(i, (c, q))| {
+                !c.available || q.available || first_of(i).is_some_and(|f| f.available)
+            });
             if done || start.elapsed() > WAIT_TIMEOUT {
                 break Ok((d, res.as_raw(), now, available_ns));
             }
