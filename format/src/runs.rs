@@ -661,15 +661,18 @@ pub fn match_runs(runs: &[Run], classify: Classify) -> Matching {
                 _ if i == 0 => Verdict::Same,
                 None => Verdict::NotCompared,
                 Some(e) => {
+                    // The begin from whichever file records it (results written before it do not).
                     let pair = |q: &QueryEntry, e: &QueryEntry| QueryResult {
                         captured: q.result.replayed.clone(),
                         replayed: e.result.replayed.clone(),
+                        begin: q.result.begin.or(e.result.begin),
                         ..q.result.clone()
                     };
                     // The queries of a multiview begin compare together (see `query::classify_read`).
                     let (read, at) = match q
                         .result
                         .begin
+                        .or(e.result.begin)
                         .filter(|b| b.views() > 1 && b.covers(key.query))
                     {
                         Some(b) => {

@@ -51,16 +51,21 @@ pub use format::runs::same_device;
 /// Classifies one query read alone (see the module documentation for the rule).
 /// `precise` is whether an occlusion query was begun with `VK_QUERY_CONTROL_PRECISE_BIT`.
 pub fn classify(q: &QueryResult, precise: bool, same_device: bool) -> Outcome {
+    let q = begun(q, precise);
+    classify_read(std::slice::from_ref(&q), same_device)[0].outcome
+}
+
+/// `q` as begun outside multiview, PRECISE or not.
+fn begun(q: &QueryResult, precise: bool) -> QueryResult {
     let begin = QueryBegin {
         flags: if precise { query::CONTROL_PRECISE } else { 0 },
         view_mask: 0,
         first: q.query,
     };
-    let q = QueryResult {
+    QueryResult {
         begin: Some(begin),
         ..q.clone()
-    };
-    classify_read(std::slice::from_ref(&q), same_device)[0].outcome
+    }
 }
 
 /// Classifies the queries of one read together, through the rule the viewer and `quarry compare`
@@ -114,8 +119,9 @@ pub struct Comparison {
 impl Comparison {
     /// Adds one query read alone (performance queries, tests).
     pub fn add(&mut self, q: &QueryResult, precise: bool) {
-        let outcome = classify(q, precise, self.same_device);
-        self.add_classified(q, outcome, None);
+        let q = begun(q, precise);
+        let c = classify_read(std::slice::from_ref(&q), self.same_device)[0];
+        self.add_classified(&q, c.outcome, c.multiview);
     }
 
     /// Adds the queries of one read, classified together (see [`classify_read`]).
