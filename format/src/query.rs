@@ -18,6 +18,11 @@ use serde::Serialize;
 
 use crate::record::{DeviceSummary, QueryValues, QueueFamilySummary};
 
+mod read;
+
+pub use crate::record::QueryBegin;
+pub use read::{classify_read, Classified, Multiview, ReadContext, ReadQuery};
+
 /// `VK_QUERY_RESULT_64_BIT`.
 pub const RESULT_64: u32 = 0x1;
 /// `VK_QUERY_RESULT_WAIT_BIT`.
@@ -624,6 +629,9 @@ pub enum NotCompared {
     CapturedUnavailable,
     /// The trace holds no captured data, or less than the queries the read covers.
     CapturedMissing,
+    /// A query after the first of a multiview begin that the replay left unavailable: the replay
+    /// GPU put the whole result in the first query (its value is compared there).
+    MultiviewInFirst,
 }
 
 impl NotCompared {
@@ -631,6 +639,7 @@ impl NotCompared {
         match self {
             NotCompared::CapturedUnavailable => "not available to the app",
             NotCompared::CapturedMissing => "captured data missing or short",
+            NotCompared::MultiviewInFirst => "multiview: result in first query",
         }
     }
 }

@@ -458,6 +458,35 @@ pub struct QueryResult {
     /// Timestamp queries: GPU time in ns (masked with valid bits, converted with the period).
     pub captured_gpu_ns: Option<f64>,
     pub replayed_gpu_ns: Option<f64>,
+    /// How the trace began the query (appended in 2.0; FORMAT.md "Query begin"). `None`: not
+    /// known, which is what results files written before the field decode to.
+    #[serde(default, deserialize_with = "appended")]
+    pub begin: Option<QueryBegin>,
+}
+
+/// How a query was begun, as the trace says: its control flags and the multiview render pass
+/// instance it was begun in.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct QueryBegin {
+    /// `VkQueryControlFlags` of the `vkCmdBeginQuery[IndexedEXT]` (0 for timestamps and writes).
+    pub flags: u32,
+    /// View mask of the subpass or dynamic rendering the query was begun in (0 outside one, or
+    /// without multiview). With N bits set, the begin uses queries `first..first + N`.
+    pub view_mask: u32,
+    /// The query index the app began: `query` itself, or where its multiview queries start.
+    pub first: u32,
+}
+
+/// A field appended to a record after files were written without it, decoded as absent where the
+/// record's bytes end before it. bincode cannot say why a read failed, so any bytes that do not
+/// decode read as absent too: the field is the record's last, nothing after it depends on where
+/// the read stopped, and the block's checksum already covers damage.
+fn appended<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d).unwrap_or(None))
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

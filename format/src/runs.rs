@@ -82,10 +82,12 @@ impl Verdict {
     }
 }
 
-/// The deterministic/variation rule: `q.captured` holds the baseline's replayed values,
-/// `q.replayed` the other run's, and the two devices are the runs' replay devices.
+/// The deterministic/variation rule for query `i` of `read`, the queries one read returned (for
+/// a query of a multiview begin, every query of the begin both runs have; else the query alone):
+/// `captured` holds the baseline's replayed values, `replayed` the other run's, and the two devices
+/// are the runs' replay devices.
 pub type Classify<'a> =
-    &'a dyn Fn(&QueryResult, Option<&DeviceSummary>, Option<&DeviceSummary>) -> Verdict;
+    &'a dyn Fn(&[QueryResult], usize, Option<&DeviceSummary>, Option<&DeviceSummary>) -> Verdict;
 
 /// Identifies one query read across runs of one trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -521,26 +523,42 @@ pub fn same_device(a: &DeviceSummary, b: &DeviceSummary) -> bool {
         && a.name == b.name
 }
 
-/// The deterministic/variation rule for runs, for [`match_runs`]: [`query::classify`] with
-/// "same device" from the runs' replay devices. Results files do not record whether an occlusion
-/// query was `PRECISE`, so occlusion counts compare as non-precise (zero vs non-zero is exact).
-/// Timestamps compare through their intervals, so a clock difference only varies.
+/// The deterministic/variation rule for runs, for [`match_runs`]: [`query::classify_read`] with
+/// "same device" from the runs' replay devices. An occlusion query reads as precise when its
+/// begin says so; results files that do not record the begin read as non-precise (zero vs
+/// non-zero is exact). Timestamps compare through their intervals, so a clock difference only
+/// varies.
 pub fn classify_runs(
-    q: &QueryResult,
+    read: &[QueryResult],
+    i: usize,
     a: Option<&DeviceSummary>,
     b: Option<&DeviceSummary>,
 ) -> Verdict {
-    use query::{Context, Outcome};
-    let ctx = Context {
-        precise: false,
-        same_device: a.zip(b).is_some_and(|(a, b)| same_device(a, b)),
+    use query::{Outcome, ReadContext, ReadQuery};
+    let Some(q) = read.get(i) else {
+        return Verdict::NotCompared;
     };
-    match query::classify(q.query_type, q.captured.as_ref(), q.replayed.as_ref(), ctx) {
+    let ctx = ReadContext {
+        same_device: a.zip(b).is_some_and(|(a, b)| same_device(a, b)),
+        precise_if_unknown: false,
+    };
+    let queries: Vec<ReadQuery> = read.iter().map(read_query).collect();
+    match query::classify_read(q.query_type, &queries, ctx)[i].outcome {
         Outcome::Match => Verdict::Same,
         Outcome::Mismatch => Verdict::Differs,
         Outcome::Variation | Outcome::Clock => Verdict::Varies,
         Outcome::NotCompared(_) => Verdict::NotCompared,
         Outcome::Unavailable => Verdict::Unavailable,
+    }
+}
+
+/// A results record as [`query::classify_read`] takes it.
+pub fn read_query(q: &QueryResult) -> query::ReadQuery<'_> {
+    query::ReadQuery {
+        query: q.query,
+        captured: q.captured.as_ref(),
+        replayed: q.replayed.as_ref(),
+        begin: q.begin,
     }
 }
 
@@ -643,12 +661,39 @@ pub fn match_runs(runs: &[Run], classify: Classify) -> Matching {
                 _ if i == 0 => Verdict::Same,
                 None => Verdict::NotCompared,
                 Some(e) => {
-                    let pair = QueryResult {
+                    // The begin from whichever file records it (results written before it do not).
+                    let pair = |q: &QueryEntry, e: &QueryEntry| QueryResult {
                         captured: q.result.replayed.clone(),
                         replayed: e.result.replayed.clone(),
+                        begin: q.result.begin.or(e.result.begin),
                         ..q.result.clone()
                     };
-                    let v = classify(&pair, base.device.as_ref(), runs[i].device.as_ref());
+                    // The queries of a multiview begin compare together (see `query::classify_read`).
+                    let (read, at) = match q
+                        .result
+                        .begin
+                        .or(e.result.begin)
+                        .filter(|b| b.views() > 1 && b.covers(key.query))
+                    {
+                        Some(b) => {
+                            let mut read = Vec::new();
+                            let mut at = 0;
+                            for query in b.first..b.first.saturating_add(b.views()) {
+                                let k = QueryKey { query, ..*key };
+                                if let (Some(x), Some(y)) =
+                                    (base.queries.get(&k), runs[i].queries.get(&k))
+                                {
+                                    if query == key.query {
+                                        at = read.len();
+                                    }
+                                    read.push(pair(x, y));
+                                }
+                            }
+                            (read, at)
+                        }
+                        None => (vec![pair(q, e)], 0),
+                    };
+                    let v = classify(&read, at, base.device.as_ref(), runs[i].device.as_ref());
                     // A timestamp's clock value always varies; what compares is its interval.
                     if is_timestamp && v == Verdict::Varies && e.interval_ns == q.interval_ns {
                         Verdict::Same

@@ -36,6 +36,7 @@ fn query_result(i: u64) -> Record {
         available_ns: 4_000_000 + i,
         captured_gpu_ns: (i % 3 == 1).then_some(i as f64 * 1.5),
         replayed_gpu_ns: None,
+        begin: None,
     })
 }
 

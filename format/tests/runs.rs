@@ -67,6 +67,7 @@ fn q(ty: i32, pool: u64, query: u32, seq: u64, l: u32, captured: u64, replayed: 
         available_ns: 0,
         captured_gpu_ns: None,
         replayed_gpu_ns: None,
+        begin: None,
     })
 }
 
@@ -95,7 +96,13 @@ fn run(label: &str, device: DeviceSummary, records: Vec<Record>) -> Run {
 }
 
 /// Stand-in rule: equal is the same, occlusion differences are deterministic, the rest varies.
-fn classify(r: &QueryResult, _: Option<&DeviceSummary>, _: Option<&DeviceSummary>) -> Verdict {
+fn classify(
+    read: &[QueryResult],
+    i: usize,
+    _: Option<&DeviceSummary>,
+    _: Option<&DeviceSummary>,
+) -> Verdict {
+    let r = &read[i];
     let vals = |v: &Option<QueryValues>| v.as_ref().map(|v| v.values.clone());
     if vals(&r.captured) == vals(&r.replayed) {
         Verdict::Same
@@ -428,12 +435,93 @@ fn rows_say_direction_and_goodness_and_the_threshold_rule_is_shared() {
     let Record::QueryResult(size) = q(1_000_150_000, 0x10, 0, 5, 0, 100, 90) else {
         unreachable!()
     };
-    assert_eq!(classify_runs(&size, Some(&x), Some(&x)), Verdict::Differs);
-    assert_eq!(classify_runs(&size, Some(&x), Some(&y)), Verdict::Varies);
+    assert_eq!(
+        classify_runs(std::slice::from_ref(&size), 0, Some(&x), Some(&x)),
+        Verdict::Differs
+    );
+    assert_eq!(
+        classify_runs(std::slice::from_ref(&size), 0, Some(&x), Some(&y)),
+        Verdict::Varies
+    );
     let Record::QueryResult(mut occ) = q(0, 0x10, 0, 5, 0, 100, 90) else {
         unreachable!()
     };
-    assert_eq!(classify_runs(&occ, Some(&x), Some(&x)), Verdict::Varies);
+    assert_eq!(
+        classify_runs(std::slice::from_ref(&occ), 0, Some(&x), Some(&x)),
+        Verdict::Varies
+    );
     occ.replayed.as_mut().unwrap().values[0] = 0;
-    assert_eq!(classify_runs(&occ, Some(&x), Some(&y)), Verdict::Differs);
+    assert_eq!(
+        classify_runs(std::slice::from_ref(&occ), 0, Some(&x), Some(&y)),
+        Verdict::Differs
+    );
+}
+
+/// `quarry compare` reads the begin each results file records: a precise occlusion count that
+/// changes on one device differs, a non-precise one varies; the queries of a two-view multiview
+/// begin compare by their sum, and a second query one GPU left unavailable is not compared.
+#[test]
+fn runs_read_precision_and_multiview_from_the_recorded_begin() {
+    let with = |r: Record, begin: QueryBegin, replayed: Option<u64>| {
+        let Record::QueryResult(mut q) = r else {
+            unreachable!()
+        };
+        q.begin = Some(begin);
+        if replayed.is_none() {
+            q.replayed.as_mut().unwrap().available = false;
+        }
+        Record::QueryResult(q)
+    };
+    let precise = QueryBegin {
+        flags: 1,
+        view_mask: 0,
+        first: 0,
+    };
+    let loose = QueryBegin {
+        first: 1,
+        ..QueryBegin::default()
+    };
+    let mv = QueryBegin {
+        flags: 1,
+        view_mask: 0b11,
+        first: 2,
+    };
+    let records = |a: u64, b: u64, views: (Option<u64>, Option<u64>)| {
+        vec![
+            with(q(0, 0x10, 0, 5, 0, 100, a), precise, Some(a)),
+            with(q(0, 0x10, 1, 5, 0, 100, b), loose, Some(b)),
+            with(q(0, 0x10, 2, 5, 0, 100, views.0.unwrap_or(0)), mv, views.0),
+            with(q(0, 0x10, 3, 5, 0, 100, views.1.unwrap_or(0)), mv, views.1),
+            info(1),
+        ]
+    };
+    let gpu = dev("gpu", 64, 1.0);
+    // Baseline: all of the multiview count in the first query, the second never available.
+    let a = run("a", gpu.clone(), records(100, 100, (Some(120), None)));
+    let b = run("b", gpu.clone(), records(90, 90, (Some(60), Some(60))));
+    let m = match_runs(&[a, b], &classify_runs);
+    let verdict = |query: u32| {
+        m.values
+            .iter()
+            .find(|v| matches!(v.item, Item::Query(k) if k.query == query))
+            .map(|v| v.verdicts[1])
+    };
+    assert_eq!(verdict(0), Some(Verdict::Differs));
+    assert_eq!(verdict(1), Some(Verdict::Varies));
+    assert_eq!(verdict(2), Some(Verdict::Same));
+    assert_eq!(verdict(3), Some(Verdict::NotCompared));
+    // Sums that differ are a precise count that changed.
+    let a = run("a", gpu.clone(), records(100, 100, (Some(120), None)));
+    let c = run("c", gpu, records(100, 100, (Some(60), Some(50))));
+    let m = match_runs(&[a, c], &classify_runs);
+    let v = |query: u32| {
+        m.values
+            .iter()
+            .find(|v| matches!(v.item, Item::Query(k) if k.query == query))
+            .map(|v| v.verdicts[1])
+    };
+    assert_eq!(
+        (v(2), v(3)),
+        (Some(Verdict::Differs), Some(Verdict::NotCompared))
+    );
 }

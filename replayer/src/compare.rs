@@ -25,12 +25,18 @@
 //! | acceleration-structure and micromap sizes, video encode feedback, other types | exact | variation |
 //!
 //! "Same device and driver" means equal vendor id, device id, driver id, driver version and device
-//! name in the two `DeviceSummary`s.
+//! name in the two `DeviceSummary`s. `PRECISE` comes from the query's begin in the trace
+//! (`results::begins`), which the results file records too.
+//!
+//! The queries of a begin inside a multiview render pass instance (one per view) compare by their
+//! sum, since how the result spreads over them is the implementation's; one after the first that
+//! the replay left unavailable is *not compared* ("multiview: result in first query"). Reads are
+//! classified whole ([`classify_read`]) for this.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use format::query::{self, Context, QueryKind};
+use format::query::{self, Classified, QueryBegin, QueryKind, ReadContext};
 use format::record::QueryResult;
 use serde::Serialize;
 
@@ -42,18 +48,40 @@ use crate::queries::type_name;
 /// `replay --compare`, `quarry compare` and the viewer).
 pub use format::runs::same_device;
 
-/// Classifies one query (see the module documentation for the rule).
+/// Classifies one query read alone (see the module documentation for the rule).
 /// `precise` is whether an occlusion query was begun with `VK_QUERY_CONTROL_PRECISE_BIT`.
 pub fn classify(q: &QueryResult, precise: bool, same_device: bool) -> Outcome {
-    query::classify(
-        q.query_type,
-        q.captured.as_ref(),
-        q.replayed.as_ref(),
-        Context {
-            precise,
-            same_device,
-        },
-    )
+    let q = begun(q, precise);
+    classify_read(std::slice::from_ref(&q), same_device)[0].outcome
+}
+
+/// `q` as begun outside multiview, PRECISE or not.
+fn begun(q: &QueryResult, precise: bool) -> QueryResult {
+    let begin = QueryBegin {
+        flags: if precise { query::CONTROL_PRECISE } else { 0 },
+        view_mask: 0,
+        first: q.query,
+    };
+    QueryResult {
+        begin: Some(begin),
+        ..q.clone()
+    }
+}
+
+/// Classifies the queries of one read together, through the rule the viewer and `quarry compare`
+/// use too ([`query::classify_read`]): each query's begin (in the record) says whether it was
+/// PRECISE and whether it is one of a multiview begin's queries, which compare by their sum.
+/// A record without a begin reads as non-precise.
+pub fn classify_read(read: &[QueryResult], same_device: bool) -> Vec<Classified> {
+    let Some(first) = read.first() else {
+        return Vec::new();
+    };
+    let queries: Vec<_> = read.iter().map(format::runs::read_query).collect();
+    let ctx = ReadContext {
+        same_device,
+        precise_if_unknown: false,
+    };
+    query::classify_read(first.query_type, &queries, ctx)
 }
 
 /// Lines listed in the text summary for reads that were not compared (the count is always whole).
@@ -89,8 +117,27 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// Adds one query read alone (performance queries, tests).
     pub fn add(&mut self, q: &QueryResult, precise: bool) {
-        let outcome = classify(q, precise, self.same_device);
+        let q = begun(q, precise);
+        let c = classify_read(std::slice::from_ref(&q), self.same_device)[0];
+        self.add_classified(&q, c.outcome, c.multiview);
+    }
+
+    /// Adds the queries of one read, classified together (see [`classify_read`]).
+    pub fn add_read(&mut self, read: &[QueryResult]) {
+        for (q, c) in read.iter().zip(classify_read(read, self.same_device)) {
+            self.add_classified(q, c.outcome, c.multiview);
+        }
+    }
+
+    fn add_classified(
+        &mut self,
+        q: &QueryResult,
+        outcome: Outcome,
+        multiview: Option<query::Multiview>,
+    ) {
+        let precise = q.begin.is_some_and(|b| b.precise());
         let t = self.by_type.entry(type_name(q.query_type)).or_default();
         t.queries += 1;
         match outcome {
@@ -107,7 +154,7 @@ impl Comparison {
                     .map_or("none".to_string(), |v| format!("{:?}", v.values))
             };
             self.mismatches.push(format!(
-                "{} pool 0x{:x} query {} ({}) frame {} loop {} read seq {}: captured {} replayed {}{}",
+                "{} pool 0x{:x} query {} ({}) frame {} loop {} read seq {}: captured {} replayed {}{}{}",
                 if outcome == Outcome::Unavailable { "UNAVAILABLE" } else { "MISMATCH" },
                 q.pool,
                 q.query,
@@ -118,6 +165,20 @@ impl Comparison {
                 vals(&q.captured),
                 vals(&q.replayed),
                 if QueryKind::from_raw(q.query_type) == QueryKind::Occlusion && precise { " (precise)" } else { "" },
+                multiview.map_or(String::new(), |m| format!(" ({})", m.note())),
+            ));
+        }
+        if let Outcome::NotCompared(why @ NotCompared::MultiviewInFirst) = outcome {
+            let first = q.begin.map_or(q.query, |b| b.first);
+            self.not_compared.push(format!(
+                "NOT COMPARED pool 0x{:x} query {} ({}) frame {} loop {} read seq {}: {} (query {first}): the replay left this query unavailable",
+                q.pool,
+                q.query,
+                type_name(q.query_type),
+                q.frame,
+                q.loop_index,
+                q.seq,
+                why.reason(),
             ));
         }
     }
@@ -272,6 +333,7 @@ mod tests {
             available_ns: 0,
             captured_gpu_ns: None,
             replayed_gpu_ns: None,
+            begin: None,
         }
     }
 
@@ -368,6 +430,39 @@ mod tests {
             text.contains("PRIMITIVES_GENERATED") && text.contains("captured [3] replayed [4]"),
             "{text}"
         );
+    }
+
+    /// A two-view multiview occlusion query compares by its sum: one GPU putting the whole count in
+    /// the first query and leaving the second unavailable (lavapipe) is not a failure of the
+    /// replay, and says so; sums that differ are.
+    #[test]
+    fn multiview_queries_compare_by_their_sum() {
+        let occ = vk::QueryType::OCCLUSION.as_raw();
+        let begin = QueryBegin {
+            flags: query::CONTROL_PRECISE,
+            view_mask: 0b11,
+            first: 0,
+        };
+        let member = |query: u32, captured: u64, replayed: Option<u64>| {
+            let mut r = q(occ, Some(vec![captured]), Some(vec![replayed.unwrap_or(0)]));
+            r.query = query;
+            r.begin = Some(begin);
+            r.replayed.as_mut().unwrap().available = replayed.is_some();
+            r
+        };
+        let mut c = Comparison {
+            same_device: true,
+            ..Default::default()
+        };
+        c.add_read(&[member(0, 60, Some(120)), member(1, 60, None)]);
+        assert!(!c.failed(), "{}", c.to_text());
+        let t = &c.by_type["OCCLUSION"];
+        assert_eq!((t.matches, t.not_compared), (1, 1));
+        assert!(c.to_text().contains("multiview: result in first query"));
+        c.add_read(&[member(0, 60, Some(100)), member(1, 60, Some(0))]);
+        assert!(c.failed());
+        assert_eq!(c.mismatches.len(), 2);
+        assert!(c.mismatches[0].contains("(precise) (multiview: sum of 2 queries)"));
     }
 
     #[test]

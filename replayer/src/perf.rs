@@ -332,6 +332,7 @@ mod merge_tests {
             available_ns: 0,
             captured_gpu_ns: None,
             replayed_gpu_ns: None,
+            begin: None,
         }
     }
 

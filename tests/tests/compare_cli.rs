@@ -100,6 +100,7 @@ fn query(
         available_ns: 0,
         captured_gpu_ns: None,
         replayed_gpu_ns: None,
+        begin: None,
     })
 }
 

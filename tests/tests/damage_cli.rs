@@ -106,6 +106,7 @@ fn write_results(path: &Path, trace: Option<&Path>) {
             available_ns: 2,
             captured_gpu_ns: None,
             replayed_gpu_ns: None,
+            begin: None,
         }))
         .unwrap();
     }

@@ -170,6 +170,7 @@ pub fn results(
                     available_ns: rsubmit + 2_500_000 + jitter / 2,
                     captured_gpu_ns: cgpu,
                     replayed_gpu_ns: rgpu,
+                    begin: None,
                 }));
             }
         }

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use egui::{Color32, RichText};
 use egui_extras::{Column, TableBuilder};
 
-use crate::data::{outcome, Dataset, ValueColumn};
+use crate::data::{Dataset, ValueColumn};
 use crate::model;
-use format::query::Outcome;
+use format::query::{NotCompared, Outcome};
 
 /// One table column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -80,18 +80,31 @@ fn values_text(values: &[u64], available: bool) -> String {
     s
 }
 
-/// Text of the difference between a replay and the capture.
+/// Text of the difference between a replay and the capture; a query of a multiview begin says how
+/// it was compared.
 pub fn diff_text(ds: &Dataset, row: usize, f: usize) -> String {
+    let Some(c) = ds.classified(row, f) else {
+        return String::new();
+    };
+    let text = outcome_text(ds, row, f, c.outcome);
+    match (c.multiview, c.outcome) {
+        (_, Outcome::NotCompared(NotCompared::MultiviewInFirst)) | (None, _) => text,
+        (Some(m), _) => format!("{text} ({})", m.note()),
+    }
+}
+
+fn outcome_text(ds: &Dataset, row: usize, f: usize, outcome: Outcome) -> String {
     let r = &ds.rows[row];
-    let ty = ds.pool_of(r).query_type;
     let rep = ds.replayed[f][row].as_ref();
-    match outcome(ty, r.captured.as_ref(), rep) {
-        None => String::new(),
-        Some(Outcome::Clock) => "(clock)".into(),
-        Some(Outcome::Match) => "=".into(),
-        Some(Outcome::NotCompared(_)) => "not compared".into(),
-        Some(Outcome::Unavailable) => "availability".into(),
-        Some(Outcome::Mismatch | Outcome::Variation) => {
+    match outcome {
+        Outcome::Clock => "(clock)".into(),
+        Outcome::Match => "=".into(),
+        Outcome::NotCompared(NotCompared::MultiviewInFirst) => {
+            NotCompared::MultiviewInFirst.reason().into()
+        }
+        Outcome::NotCompared(_) => "not compared".into(),
+        Outcome::Unavailable => "availability".into(),
+        Outcome::Mismatch | Outcome::Variation => {
             let (c, rep) = (
                 r.captured.as_ref().expect("compared"),
                 rep.expect("compared"),
@@ -246,11 +259,7 @@ fn sort_key(
                 Outcome::Mismatch | Outcome::Variation | Outcome::Unavailable => Some(true),
                 Outcome::Match | Outcome::Clock | Outcome::NotCompared(_) => Some(false),
             };
-            match (
-                outcome(pool.query_type, r.captured.as_ref(), rep).and_then(differs),
-                &r.captured,
-                rep,
-            ) {
+            match (ds.outcome(row, f).and_then(differs), &r.captured, rep) {
                 (Some(true), Some(c), Some(rep)) => {
                     let d = c
                         .values
@@ -467,13 +476,7 @@ pub fn show(
                         let text = cell_text(ds, i, *c);
                         let bad = match c {
                             Col::Replayed(f) | Col::Diff(f) => {
-                                let ty = ds.pool_of(&ds.rows[i]).query_type;
-                                outcome(
-                                    ty,
-                                    ds.rows[i].captured.as_ref(),
-                                    ds.replayed[*f][i].as_ref(),
-                                )
-                                .is_some_and(Outcome::fails)
+                                ds.outcome(i, *f).is_some_and(Outcome::fails)
                             }
                             _ => false,
                         };

@@ -37,6 +37,7 @@ fn result(query_type: i32, query: u32, captured: &[u64], replayed: &[u64]) -> Re
         // What the replayer writes: ticks converted to f64 ns before any subtraction.
         captured_gpu_ns: ts.then(|| captured[0] as f64),
         replayed_gpu_ns: ts.then(|| replayed[0] as f64),
+        begin: None,
     })
 }
 

@@ -7,7 +7,7 @@
 //! which gives the same value or the same error as before. A test checks it against serde on
 //! random records and on damaged bytes.
 
-use crate::record::{QueryResult, QueryValues};
+use crate::record::{QueryBegin, QueryResult, QueryValues};
 
 /// Variant index of `Record::QueryResult`.
 pub(super) const QUERY_RESULT_VARIANT: u8 = 15;
@@ -73,6 +73,13 @@ impl Cur<'_> {
             _ => None,
         }
     }
+    fn begin(&mut self) -> Option<QueryBegin> {
+        Some(QueryBegin {
+            flags: self.u32()?,
+            view_mask: self.u32()?,
+            first: self.u32()?,
+        })
+    }
     fn values(&mut self) -> Option<QueryValues> {
         let n = self.u64()?;
         // Every value takes at least one byte: a longer list is damage (serde reports it).
@@ -114,6 +121,8 @@ pub(super) fn query_result(bytes: &[u8]) -> Option<QueryResult> {
         available_ns: c.u64()?,
         captured_gpu_ns: c.option(Cur::f64)?,
         replayed_gpu_ns: c.option(Cur::f64)?,
+        // Appended in 2.0: absent where the bytes end, or do not decode, as the serde path reads it.
+        begin: c.option(Cur::begin).unwrap_or(None),
     })
 }
 
@@ -161,6 +170,7 @@ mod tests {
             replayed in values(),
             cg in proptest::option::of(any::<f64>()),
             rg in proptest::option::of(any::<f64>()),
+            begin in proptest::option::of((small_or_any_u32(), small_or_any_u32(), small_or_any_u32())),
         ) -> QueryResult {
             QueryResult {
                 pool: ints[0],
@@ -180,6 +190,7 @@ mod tests {
                 available_ns: ints[6],
                 captured_gpu_ns: cg,
                 replayed_gpu_ns: rg,
+                begin: begin.map(|(flags, view_mask, first)| QueryBegin { flags, view_mask, first }),
             }
         }
     }
@@ -228,6 +239,33 @@ mod tests {
                 prop_assert!(same(&Record::QueryResult(f), &s.unwrap()));
             }
         }
+    }
+
+    /// Results written before `QueryResult::begin` end after `replayed_gpu_ns`: both decoders
+    /// read them with the field absent; a file with it reads it back.
+    #[test]
+    fn results_before_the_begin_field_read_as_unknown() {
+        let mut b = vec![QUERY_RESULT_VARIANT, 7];
+        b.extend([0; 10]);
+        b.extend([0, 0, 0, 0, 0, 0]);
+        let fast = query_result(&b[1..]).unwrap();
+        let Some(Record::QueryResult(slow)) = serde(&b) else {
+            panic!("serde refuses an old record")
+        };
+        assert_eq!((fast.pool, fast.begin), (7, None));
+        assert_eq!(slow, fast);
+        let begin = QueryBegin {
+            flags: 1,
+            view_mask: 0b11,
+            first: 4,
+        };
+        let new = Record::QueryResult(QueryResult {
+            begin: Some(begin),
+            ..fast
+        });
+        let bytes = bincode::serde::encode_to_vec(&new, bincode_config()).unwrap();
+        assert_eq!(query_result(&bytes[1..]).unwrap().begin, Some(begin));
+        assert!(same(&serde(&bytes).unwrap(), &new));
     }
 
     #[test]

@@ -200,6 +200,7 @@ pub fn replay_with_progress(
                     pass,
                     first_frame: opts.frames.map_or(0, |f| f.first),
                     queries: 0,
+                    begins: Default::default(),
                 },
                 last_frame: opts.frames.and_then(|f| f.last),
                 progress: &mut *progress,

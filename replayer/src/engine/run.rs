@@ -54,6 +54,9 @@ impl Run<'_, '_> {
                     None => e.to_string(),
                 })
             })?;
+            if let Record::QueryOp(op) = &rec {
+                self.reads.begins.op(op);
+            }
             match rec {
                 Record::CommandTable(names) => {
                     self.command_map = names.iter().map(|n| vkstream::command_id(n)).collect();
@@ -146,7 +149,14 @@ impl Run<'_, '_> {
                 // The first frame's time excludes rebuilding the state.
                 Record::StateEnd(_) => self.frame_start = now_ns(),
                 Record::QueryResults(r)
-                    if self.trimmed && !ran_in_replay(&self.session, r.pool, r.first, r.count) =>
+                    if self.trimmed
+                        && !ran_in_replay(
+                            &self.session,
+                            &self.reads.begins,
+                            r.pool,
+                            r.first,
+                            r.count,
+                        ) =>
                 {
                     self.skipped_before_trim += 1;
                 }
@@ -247,6 +257,7 @@ impl Run<'_, '_> {
         let call = vkstream::decode_call(id, &c.params)
             .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
         self.decode_ns += t0.elapsed().as_nanos() as u64;
+        self.reads.begins.call(&call);
         let t1 = Instant::now();
         let action =
             self.validator

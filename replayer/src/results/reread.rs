@@ -15,6 +15,7 @@ use crate::compare::Comparison;
 use crate::error::ReplayError;
 use crate::perf::{self, Merge};
 use crate::queries::{self, Decoded, PoolShape, RESULT_WAIT};
+use crate::results::begins::Begins;
 use crate::session::{CopyKey, CopySource, Session};
 
 /// Where one pass's query results go.
@@ -29,6 +30,8 @@ pub(crate) struct QueryReads<'r> {
     pub first_frame: u64,
     /// Query reads re-done.
     pub queries: u64,
+    /// How the trace began each query (PRECISE, multiview).
+    pub begins: Begins,
 }
 
 impl QueryReads<'_> {
@@ -63,51 +66,60 @@ impl QueryReads<'_> {
         }
     }
 
-    fn emit(&mut self, s: &Session<'_>, q: QueryResult) -> Result<(), ReplayError> {
+    /// The queries of one read, classified together (the queries of a multiview begin compare
+    /// by their sum) and written.
+    fn emit(&mut self, s: &Session<'_>, read: Vec<QueryResult>) -> Result<(), ReplayError> {
         if s.frame < self.first_frame {
             return Ok(());
         }
-        if q.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw() {
-            let Some(plan) = s.perf.plans.get(&q.pool) else {
-                let shape = PoolShape {
-                    query_type: q.query_type,
-                    pipeline_statistics: 0,
-                    perf_counters: 0,
-                };
-                let why = "the performance query pool was read before the replay created it";
-                self.not_compared(s, q.seq, q.pool, shape, 1, why.into());
-                return Ok(());
-            };
-            if !plan.measures_in(self.pass) {
-                return Ok(());
+        let Some(first) = read.first() else {
+            return Ok(());
+        };
+        if first.query_type == vk::QueryType::PERFORMANCE_QUERY_KHR.as_raw() {
+            for q in read {
+                self.emit_performance(s, q);
             }
-            let counters = s
-                .tracked
-                .pools
-                .get(&q.pool)
-                .map(|p| p.counters.clone())
-                .unwrap_or_default();
-            let mut full = vec![None; counters.len()];
-            let raw = q.replayed.as_ref().map_or(&[][..], |v| &v.values[..]);
-            perf::scatter(plan, self.pass, raw, &mut full);
-            self.merge.add(q, full, &counters);
             return Ok(());
         }
         if self.pass > 0 {
             return Ok(());
         }
-        let precise = s
-            .tracked
-            .query_owner
-            .get(&(q.pool, q.query))
-            .is_some_and(|o| o.1);
-        self.comparison.add(&q, precise);
-        self.queries += 1;
+        self.comparison.add_read(&read);
+        self.queries += read.len() as u64;
         if let Some(w) = self.writer {
-            w.write(&Record::QueryResult(q))
-                .map_err(|e| ReplayError::Results(e.to_string()))?;
+            for q in read {
+                w.write(&Record::QueryResult(q))
+                    .map_err(|e| ReplayError::Results(e.to_string()))?;
+            }
         }
         Ok(())
+    }
+
+    /// A performance query's pass, merged with the other passes' (see `crate::perf`).
+    fn emit_performance(&mut self, s: &Session<'_>, q: QueryResult) {
+        let Some(plan) = s.perf.plans.get(&q.pool) else {
+            let shape = PoolShape {
+                query_type: q.query_type,
+                pipeline_statistics: 0,
+                perf_counters: 0,
+            };
+            let why = "the performance query pool was read before the replay created it";
+            self.not_compared(s, q.seq, q.pool, shape, 1, why.into());
+            return;
+        };
+        if !plan.measures_in(self.pass) {
+            return;
+        }
+        let counters = s
+            .tracked
+            .pools
+            .get(&q.pool)
+            .map(|p| p.counters.clone())
+            .unwrap_or_default();
+        let mut full = vec![None; counters.len()];
+        let raw = q.replayed.as_ref().map_or(&[][..], |v| &v.values[..]);
+        perf::scatter(plan, self.pass, raw, &mut full);
+        self.merge.add(q, full, &counters);
     }
 
     /// A read whose captured bytes do not hold its queries (none, short, bad layout): they are
@@ -164,9 +176,17 @@ impl QueryReads<'_> {
             None => s.capture_device.cloned(),
         };
         let mut stamps: Vec<(u32, u64, u32, u64, u32)> = Vec::new();
+        let mut read = Vec::with_capacity(captured.len());
         for (i, (c, r)) in captured.iter().zip(replayed).enumerate() {
             let query = first + i as u32;
-            let owner = s.tracked.query_owner.get(&(pool, query)).copied();
+            let begin = self.begins.of(pool, query);
+            // The queries of a multiview begin after its first were not begun themselves.
+            let owner = s
+                .tracked
+                .query_owner
+                .get(&(pool, query))
+                .or_else(|| s.tracked.query_owner.get(&(pool, begin?.first)))
+                .copied();
             let submit = owner.and_then(|(cb, _)| s.tracked.cmdbuf_submit.get(&cb).copied());
             let is_ts = shape.query_type == vk::QueryType::TIMESTAMP.as_raw();
             let (cap_ts, rep_ts) = if is_ts {
@@ -209,39 +229,38 @@ impl QueryReads<'_> {
             } else {
                 (None, None)
             };
-            self.emit(
-                s,
-                QueryResult {
-                    pool,
-                    query,
-                    query_type: shape.query_type,
-                    pipeline_statistics: shape.pipeline_statistics,
-                    frame: submit.map_or(s.frame, |s| s.frame),
-                    queue: submit.map_or(0, |s| s.queue),
-                    command_buffer: owner.map_or(0, |o| o.0),
-                    loop_index: self.loop_index,
-                    pass: self.pass,
-                    seq,
-                    flags,
-                    captured: Some(QueryValues {
-                        values: c.values.clone(),
-                        available: c.available,
-                        result: captured_meta.0,
-                        host_ns: captured_meta.1,
-                    }),
-                    replayed: Some(QueryValues {
-                        values: r.values.clone(),
-                        available: r.available,
-                        result: replayed_meta.0,
-                        host_ns: replayed_meta.1,
-                    }),
-                    submit_ns: submit.map_or(0, |s| s.submit_ns),
-                    available_ns: available_ns.get(i).copied().unwrap_or(0),
-                    captured_gpu_ns: cap_ts,
-                    replayed_gpu_ns: rep_ts,
-                },
-            )?;
+            read.push(QueryResult {
+                pool,
+                query,
+                query_type: shape.query_type,
+                pipeline_statistics: shape.pipeline_statistics,
+                frame: submit.map_or(s.frame, |s| s.frame),
+                queue: submit.map_or(0, |s| s.queue),
+                command_buffer: owner.map_or(0, |o| o.0),
+                loop_index: self.loop_index,
+                pass: self.pass,
+                seq,
+                flags,
+                captured: Some(QueryValues {
+                    values: c.values.clone(),
+                    available: c.available,
+                    result: captured_meta.0,
+                    host_ns: captured_meta.1,
+                }),
+                replayed: Some(QueryValues {
+                    values: r.values.clone(),
+                    available: r.available,
+                    result: replayed_meta.0,
+                    host_ns: replayed_meta.1,
+                }),
+                submit_ns: submit.map_or(0, |s| s.submit_ns),
+                available_ns: available_ns.get(i).copied().unwrap_or(0),
+                captured_gpu_ns: cap_ts,
+                replayed_gpu_ns: rep_ts,
+                begin,
+            });
         }
+        self.emit(s, read)?;
         // Counted where `emit` counts the reads themselves.
         if stamps.len() >= 2 && s.frame >= self.first_frame && self.pass == 0 {
             self.comparison.check_clock_order(seq, pool, &stamps);
@@ -340,10 +359,19 @@ impl QueryReads<'_> {
                     available_ns[i] = now;
                 }
             }
-            let done = captured
-                .iter()
-                .zip(&d)
-                .all(|(c, q)| !c.available || q.available);
+            // A multiview begin's queries after its first become available with it or never
+            // (lavapipe): once the first is, they are not waited for.
+            let first_of = |i: usize| {
+                let query = r.first.saturating_add(i as u32);
+                self.begins
+                    .of(r.pool, query)
+                    .filter(|b| b.views() > 1 && b.first != query)
+                    .and_then(|b| b.first.checked_sub(r.first))
+                    .and_then(|f| d.get(f as usize))
+            };
+            let done = captured.iter().zip(&d).enumerate().all(|(i, (c, q))| {
+                !c.available || q.available || first_of(i).is_some_and(|f| f.available)
+            });
             if done || start.elapsed() > WAIT_TIMEOUT {
                 break Ok((d, res.as_raw(), now, available_ns));
             }
@@ -489,12 +517,20 @@ pub(crate) fn write_merged(
 }
 
 /// Whether every query of the range was written by a command buffer this replay submitted
-/// (in a trimmed trace, work submitted before the trim point never runs).
-pub(crate) fn ran_in_replay(s: &Session<'_>, pool: u64, first: u32, count: u32) -> bool {
+/// (in a trimmed trace, work submitted before the trim point never runs). A query of a multiview
+/// begin after its first was written by the command buffer that began the first.
+pub(crate) fn ran_in_replay(
+    s: &Session<'_>,
+    begins: &Begins,
+    pool: u64,
+    first: u32,
+    count: u32,
+) -> bool {
+    let owners = &s.tracked.query_owner;
     (first..first.saturating_add(count)).all(|q| {
-        s.tracked
-            .query_owner
+        owners
             .get(&(pool, q))
+            .or_else(|| owners.get(&(pool, begins.of(pool, q)?.first)))
             .is_some_and(|(cb, _)| s.tracked.cmdbuf_submit.contains_key(cb))
     })
 }

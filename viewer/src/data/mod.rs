@@ -7,15 +7,23 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use format::record::{DeviceSummary, FileKind, Handle, Header, QueryValues, Record, ReplayInfo};
+use format::record::{
+    DeviceSummary, FileKind, Handle, Header, QueryBegin, QueryValues, Record, ReplayInfo,
+};
 
-use format::query::{self, Context, Outcome, PoolShape, QueryKind, TimestampClock, ValueSlots};
+use format::query::{self, Classified, PoolShape, QueryKind, TimestampClock, ValueSlots};
 
 use crate::export::Names;
 use crate::labels::LabelTracker;
 use crate::model;
 
+mod outcomes;
+#[cfg(test)]
+mod outcomes_tests;
 mod results;
+
+use outcomes::classify_rows;
+pub use outcomes::outcome;
 
 /// One opened file, as the header panel shows it.
 #[derive(Debug, Clone)]
@@ -91,6 +99,9 @@ pub struct Row {
     /// Debug-utils label path around the query's begin (queue labels at the submit, then the
     /// command buffer's), from the trace.
     pub label: Option<Arc<str>>,
+    /// How the query was begun: from the results file, else the trace's begin flags (without
+    /// its view mask); `None` when neither says.
+    pub begin: Option<QueryBegin>,
 }
 
 /// What one results file replayed for one row.
@@ -105,6 +116,9 @@ pub struct Replayed {
     /// Whether the file's replay device is the capture device with the same driver
     /// (`format::runs::same_device`); true until the file's replay info says otherwise.
     pub same_device: bool,
+    /// How it compares with the captured values, set when the dataset is finished (`None` where
+    /// the row has no captured values).
+    pub classified: Option<Classified>,
 }
 
 /// One column of captured values.
@@ -210,26 +224,6 @@ pub struct Dataset {
     pub names: Names,
 }
 
-/// How `replayed` compares with `captured` under the shared rule of [`format::query`]; `None`
-/// when either side is missing.
-///
-/// "Same device" comes from the results file, as `replay --compare` decides it. Results files do
-/// not say whether an occlusion query was precise, so occlusion counts are read as precise: on the
-/// capture device the viewer flags what the replay's `--compare` flags for precise queries.
-/// Timestamps are clock values, a changed performance counter a variation.
-pub fn outcome(
-    query_type: i32,
-    captured: Option<&QueryValues>,
-    replayed: Option<&Replayed>,
-) -> Option<Outcome> {
-    let (c, r) = (captured?, replayed?);
-    let ctx = Context {
-        precise: true,
-        same_device: r.same_device,
-    };
-    Some(query::classify(query_type, Some(c), Some(&r.values), ctx))
-}
-
 /// ns between two timestamps, subtracted in masked integer ticks when their clock is known
 /// (GPU times near 2^60 ticks lose whole microseconds in f64), else from the converted times.
 pub fn timestamp_span_ns(
@@ -294,6 +288,8 @@ struct QueryState {
     queue_label: Option<Arc<str>>,
     /// Row made for the current generation, so repeated polling updates one row.
     row: Option<(u32, u32)>,
+    /// Control flags of its begin (0 for timestamps and writes).
+    begin_flags: Option<u32>,
 }
 
 #[derive(Default)]
@@ -622,7 +618,7 @@ impl DatasetBuilder {
                     };
                 }
             }
-            K::Begin { query, .. } => touch(self, query, &|st| {
+            K::Begin { query, flags, .. } => touch(self, query, &|st| {
                 if st.times.end != 0 {
                     // Begin without a reset in between: a new use as far as rows go.
                     st.generation += 1;
@@ -633,12 +629,14 @@ impl DatasetBuilder {
                 }
                 st.times.begin = t;
                 st.cb_label = label.clone();
+                st.begin_flags = Some(flags);
             }),
             K::End { query, .. } => touch(self, query, &|st| st.times.end = t),
             K::Timestamp { query, .. } | K::Write { query } => touch(self, query, &|st| {
                 st.times.begin = t;
                 st.times.end = t;
                 st.cb_label = label.clone();
+                st.begin_flags = Some(0);
             }),
             K::Copy { .. } => {}
         }
@@ -706,6 +704,12 @@ impl DatasetBuilder {
         for (i, d) in decoded.into_iter().enumerate() {
             let q = first + i as u32;
             let st = self.trace.states.entry((pool, q)).or_default();
+            // The trace's own begin: the PRECISE bit; the view mask is not followed here.
+            let begin = st.begin_flags.map(|flags| QueryBegin {
+                flags,
+                view_mask: 0,
+                first: q,
+            });
             let label = match (&st.queue_label, &st.cb_label) {
                 (None, None) => None,
                 (None, Some(c)) => Some(c.clone()),
@@ -763,6 +767,7 @@ impl DatasetBuilder {
                         row.times = times;
                         row.flags = flags;
                         row.label = label;
+                        row.begin = begin;
                     }
                     r
                 }
@@ -783,6 +788,7 @@ impl DatasetBuilder {
                         captured_clock: clock,
                         times,
                         label,
+                        begin,
                     });
                     st.row = Some((r, st.generation));
                     r
@@ -839,6 +845,10 @@ impl DatasetBuilder {
                             row.captured_gpu_ns = tr.captured_gpu_ns;
                         }
                         row.label = tr.label.clone();
+                        // Results written before they recorded the begin: the trace's says.
+                        if row.begin.is_none() {
+                            row.begin = tr.begin;
+                        }
                         // The trace knows the queue family's valid bits.
                         if tr.captured_clock.is_some() {
                             row.captured_clock = tr.captured_clock;
@@ -895,12 +905,15 @@ impl DatasetBuilder {
                 }
             }
         }
+        for col in &mut ds.replayed {
+            classify_rows(&ds.rows, &ds.pools, col);
+        }
         ds.mismatch = (0..n)
             .map(|i| {
-                let row = &ds.rows[i];
-                let ty = ds.pools[row.pool as usize].query_type;
                 ds.replayed.iter().any(|f| {
-                    outcome(ty, row.captured.as_ref(), f[i].as_ref()).is_some_and(Outcome::fails)
+                    f[i].as_ref()
+                        .and_then(|r| r.classified)
+                        .is_some_and(|c| c.outcome.fails())
                 })
             })
             .collect();

@@ -38,6 +38,7 @@ impl DatasetBuilder {
             submit_ns: q.submit_ns,
             available_ns: q.available_ns,
             same_device: true,
+            classified: None,
         });
         // Files replayed from one trace list queries in the same order: try that before hashing.
         let cursor = self.file_row_cursor;
@@ -73,6 +74,9 @@ impl DatasetBuilder {
                     row.captured = q.captured;
                     row.captured_gpu_ns = q.captured_gpu_ns;
                 }
+                if row.begin.is_none() {
+                    row.begin = q.begin;
+                }
                 r as usize
             }
             None => {
@@ -96,6 +100,7 @@ impl DatasetBuilder {
                         ..Times::default()
                     },
                     label: None,
+                    begin: q.begin,
                 });
                 self.result_types.push(q.query_type);
                 if !self.result_key.is_empty() {
@@ -187,6 +192,7 @@ mod tests {
             submit_ns: 0,
             available_ns: 0,
             same_device,
+            classified: None,
         }
     }
 
@@ -200,7 +206,14 @@ mod tests {
             available: true,
             ..QueryValues::default()
         };
-        let on = |same| outcome(stats, Some(&captured), Some(&replayed(vec![1, 3], same)));
+        let on = |same| {
+            outcome(
+                stats,
+                Some(&captured),
+                Some(&replayed(vec![1, 3], same)),
+                None,
+            )
+        };
         assert_eq!(on(true), Some(Outcome::Mismatch));
         assert_eq!(on(false), Some(Outcome::Variation));
 

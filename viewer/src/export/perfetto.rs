@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 
 use super::tidy::{counter_unit_name, outcome_name};
 use super::{hex, Names};
-use crate::data::{outcome, Dataset};
+use crate::data::Dataset;
 use crate::model;
 
 /// Kinds of track of one queue, in display order.
@@ -204,10 +204,11 @@ pub fn write(ds: &Dataset, names: &Names, out: &mut dyn Write) -> io::Result<()>
                     "values".into(),
                     values.map_or(Value::Null, |v| json!(v.values)),
                 );
-                if let Some(o) =
-                    rep.and_then(|p| outcome(pool.query_type, r.captured.as_ref(), Some(p)))
-                {
-                    args.insert("outcome".into(), outcome_name(o).into());
+                if let Some(c) = rep.and_then(|p| p.classified) {
+                    args.insert("outcome".into(), outcome_name(c.outcome).into());
+                    if let Some(m) = c.multiview {
+                        args.insert("multiview".into(), m.note().into());
+                    }
                 }
                 let query_name = format!(
                     "{} #{}",

@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use format::query::{NotCompared, Outcome, QueryKind};
 
 use super::{hex, Names};
-use crate::data::{outcome, Dataset};
+use crate::data::Dataset;
 use crate::model;
 
 /// The columns, in order. docs/USAGE.md describes each; `tests/export_tidy.rs` holds them fixed.
@@ -136,6 +136,7 @@ pub fn outcome_name(o: Outcome) -> &'static str {
         Outcome::Unavailable => "unavailable",
         Outcome::NotCompared(NotCompared::CapturedUnavailable) => "not_compared_unavailable",
         Outcome::NotCompared(NotCompared::CapturedMissing) => "not_compared_missing",
+        Outcome::NotCompared(NotCompared::MultiviewInFirst) => "not_compared_multiview",
     }
 }
 
@@ -220,8 +221,8 @@ pub fn for_each_row(
                 Some(p) => (p.submit_ns, p.available_ns),
                 None => (r.times.submit, r.times.available),
             };
-            let outcome = rep
-                .and_then(|p| outcome(pool.query_type, cap, Some(p)))
+            let outcome = f
+                .and_then(|f| ds.outcome(i, f))
                 .map_or(Cell::Empty, |o| Cell::text(outcome_name(o)));
             for v in 0..n.max(1) {
                 cells.clear();
