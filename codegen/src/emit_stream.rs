@@ -851,7 +851,11 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
          /// Receives (object type, captured handle, created by this call).\n\
          pub type Visit<'a> = dyn FnMut(vk::ObjectType, u64, bool) + 'a;\n\n",
     );
-    o.push_str("fn h_chain(c: &[PNext], f: &mut Visit) {\nfor e in c {\nmatch e {\n");
+    // Generic over the visitor, so that a caller on a hot path (the replay's checks) gets the
+    // walk inlined with its closure instead of an indirect call per handle.
+    o.push_str(
+        "fn h_chain<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(c: &[PNext], f: &mut F) {\nfor e in c {\nmatch e {\n",
+    );
     for name in &an.struct_order {
         let s = &an.structs[name];
         if s.def.stype.is_some() && has_pnext(&s.fields) && with.contains(name) {
@@ -889,7 +893,10 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
             continue;
         }
         let s = &an.structs[name];
-        let _ = writeln!(o, "fn h_{name}(v: &{name}, f: &mut Visit) {{");
+        let _ = writeln!(
+            o,
+            "fn h_{name}<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(v: &{name}, f: &mut F) {{"
+        );
         for fl in &s.fields {
             if let Some(w) = field_walk(fl, &format!("v.{}", fl.snake), "false") {
                 o.push_str(&w);
@@ -900,7 +907,9 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
     }
     o.push_str(
         "\n/// Calls `f` for every non-null handle `call` names, in parameter order.\n\
-         pub fn call_handles(call: &Call, f: &mut Visit) {\nmatch call {\n",
+         pub fn call_handles(call: &Call, f: &mut Visit) {\nwalk(call, f)\n}\n\n\
+         /// [`call_handles`] with the visitor's type known: one copy of the walk per caller type.\n\
+         pub fn walk<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(call: &Call, f: &mut F) {\nmatch call {\n",
     );
     for c in &an.cmds {
         let mut body = String::new();

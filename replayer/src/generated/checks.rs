@@ -10,12 +10,23 @@ use vkstream::{Call, PNext};
 
 type R = Result<(), String>;
 
-/// An array of `len` elements (`None`: NULL) where the driver reads `n`.
+/// An array of `len` elements (`None`: NULL) where the driver reads `n` (inlined: every
+/// call checks several; the message is built out of line).
+#[inline(always)]
 fn arr(len: Option<usize>, n: u64, count: &str, name: &str, required: bool) -> R {
     match len {
-        Some(l) if (l as u64) < n => Err(format!("{count} is {n} but {name} holds {l}")),
-        None if required && n > 0 => Err(format!("{count} is {n} but {name} is NULL")),
+        Some(l) if (l as u64) < n => Err(short(count, n, name, Some(l))),
+        None if required && n > 0 => Err(short(count, n, name, None)),
         _ => Ok(()),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn short(count: &str, n: u64, name: &str, len: Option<usize>) -> String {
+    match len {
+        Some(l) => format!("{count} is {n} but {name} holds {l}"),
+        None => format!("{count} is {n} but {name} is NULL"),
     }
 }
 

@@ -9,7 +9,7 @@ use ash::vk;
 /// Receives (object type, captured handle, created by this call).
 pub type Visit<'a> = dyn FnMut(vk::ObjectType, u64, bool) + 'a;
 
-fn h_chain(c: &[PNext], f: &mut Visit) {
+fn h_chain<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(c: &[PNext], f: &mut F) {
     for e in c {
         match e {
             PNext::VkMappedMemoryRange(x) => h_VkMappedMemoryRange(x, f),
@@ -208,18 +208,27 @@ fn h_chain(c: &[PNext], f: &mut Visit) {
     }
 }
 
-fn h_VkMappedMemoryRange(v: &VkMappedMemoryRange, f: &mut Visit) {
+fn h_VkMappedMemoryRange<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMappedMemoryRange,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
-fn h_VkDescriptorBufferInfo(v: &VkDescriptorBufferInfo, f: &mut Visit) {
+fn h_VkDescriptorBufferInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorBufferInfo,
+    f: &mut F,
+) {
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkDescriptorImageInfo(v: &VkDescriptorImageInfo, f: &mut Visit) {
+fn h_VkDescriptorImageInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorImageInfo,
+    f: &mut F,
+) {
     if *&v.sampler != 0 {
         f(vk::ObjectType::SAMPLER, *&v.sampler, false);
     }
@@ -227,7 +236,10 @@ fn h_VkDescriptorImageInfo(v: &VkDescriptorImageInfo, f: &mut Visit) {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
     }
 }
-fn h_VkWriteDescriptorSet(v: &VkWriteDescriptorSet, f: &mut Visit) {
+fn h_VkWriteDescriptorSet<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkWriteDescriptorSet,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.dst_set != 0 {
         f(vk::ObjectType::DESCRIPTOR_SET, *&v.dst_set, false);
@@ -250,7 +262,10 @@ fn h_VkWriteDescriptorSet(v: &VkWriteDescriptorSet, f: &mut Visit) {
         }
     }
 }
-fn h_VkCopyDescriptorSet(v: &VkCopyDescriptorSet, f: &mut Visit) {
+fn h_VkCopyDescriptorSet<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyDescriptorSet,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src_set != 0 {
         f(vk::ObjectType::DESCRIPTOR_SET, *&v.src_set, false);
@@ -259,41 +274,62 @@ fn h_VkCopyDescriptorSet(v: &VkCopyDescriptorSet, f: &mut Visit) {
         f(vk::ObjectType::DESCRIPTOR_SET, *&v.dst_set, false);
     }
 }
-fn h_VkBufferViewCreateInfo(v: &VkBufferViewCreateInfo, f: &mut Visit) {
+fn h_VkBufferViewCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBufferViewCreateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkBufferMemoryBarrier(v: &VkBufferMemoryBarrier, f: &mut Visit) {
+fn h_VkBufferMemoryBarrier<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBufferMemoryBarrier,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkImageMemoryBarrier(v: &VkImageMemoryBarrier, f: &mut Visit) {
+fn h_VkImageMemoryBarrier<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageMemoryBarrier,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
 }
-fn h_VkImageViewCreateInfo(v: &VkImageViewCreateInfo, f: &mut Visit) {
+fn h_VkImageViewCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageViewCreateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
 }
-fn h_VkSparseMemoryBind(v: &VkSparseMemoryBind, f: &mut Visit) {
+fn h_VkSparseMemoryBind<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSparseMemoryBind,
+    f: &mut F,
+) {
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
-fn h_VkSparseImageMemoryBind(v: &VkSparseImageMemoryBind, f: &mut Visit) {
+fn h_VkSparseImageMemoryBind<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSparseImageMemoryBind,
+    f: &mut F,
+) {
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
-fn h_VkSparseBufferMemoryBindInfo(v: &VkSparseBufferMemoryBindInfo, f: &mut Visit) {
+fn h_VkSparseBufferMemoryBindInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSparseBufferMemoryBindInfo,
+    f: &mut F,
+) {
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -303,7 +339,10 @@ fn h_VkSparseBufferMemoryBindInfo(v: &VkSparseBufferMemoryBindInfo, f: &mut Visi
         }
     }
 }
-fn h_VkSparseImageOpaqueMemoryBindInfo(v: &VkSparseImageOpaqueMemoryBindInfo, f: &mut Visit) {
+fn h_VkSparseImageOpaqueMemoryBindInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSparseImageOpaqueMemoryBindInfo,
+    f: &mut F,
+) {
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -313,7 +352,10 @@ fn h_VkSparseImageOpaqueMemoryBindInfo(v: &VkSparseImageOpaqueMemoryBindInfo, f:
         }
     }
 }
-fn h_VkSparseImageMemoryBindInfo(v: &VkSparseImageMemoryBindInfo, f: &mut Visit) {
+fn h_VkSparseImageMemoryBindInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSparseImageMemoryBindInfo,
+    f: &mut F,
+) {
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -323,7 +365,10 @@ fn h_VkSparseImageMemoryBindInfo(v: &VkSparseImageMemoryBindInfo, f: &mut Visit)
         }
     }
 }
-fn h_VkBindSparseInfo(v: &VkBindSparseInfo, f: &mut Visit) {
+fn h_VkBindSparseInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBindSparseInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
@@ -355,7 +400,10 @@ fn h_VkBindSparseInfo(v: &VkBindSparseInfo, f: &mut Visit) {
         }
     }
 }
-fn h_VkDescriptorSetLayoutBinding(v: &VkDescriptorSetLayoutBinding, f: &mut Visit) {
+fn h_VkDescriptorSetLayoutBinding<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorSetLayoutBinding,
+    f: &mut F,
+) {
     if let Some(x) = &v.p_immutable_samplers {
         for y in x.iter() {
             if *y != 0 {
@@ -364,7 +412,10 @@ fn h_VkDescriptorSetLayoutBinding(v: &VkDescriptorSetLayoutBinding, f: &mut Visi
         }
     }
 }
-fn h_VkDescriptorSetLayoutCreateInfo(v: &VkDescriptorSetLayoutCreateInfo, f: &mut Visit) {
+fn h_VkDescriptorSetLayoutCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorSetLayoutCreateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_bindings {
         for y in x.iter() {
@@ -372,7 +423,10 @@ fn h_VkDescriptorSetLayoutCreateInfo(v: &VkDescriptorSetLayoutCreateInfo, f: &mu
         }
     }
 }
-fn h_VkDescriptorSetAllocateInfo(v: &VkDescriptorSetAllocateInfo, f: &mut Visit) {
+fn h_VkDescriptorSetAllocateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorSetAllocateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.descriptor_pool != 0 {
         f(vk::ObjectType::DESCRIPTOR_POOL, *&v.descriptor_pool, false);
@@ -385,13 +439,19 @@ fn h_VkDescriptorSetAllocateInfo(v: &VkDescriptorSetAllocateInfo, f: &mut Visit)
         }
     }
 }
-fn h_VkPipelineShaderStageCreateInfo(v: &VkPipelineShaderStageCreateInfo, f: &mut Visit) {
+fn h_VkPipelineShaderStageCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPipelineShaderStageCreateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.module != 0 {
         f(vk::ObjectType::SHADER_MODULE, *&v.module, false);
     }
 }
-fn h_VkComputePipelineCreateInfo(v: &VkComputePipelineCreateInfo, f: &mut Visit) {
+fn h_VkComputePipelineCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkComputePipelineCreateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     h_VkPipelineShaderStageCreateInfo(&v.stage, f);
     if *&v.layout != 0 {
@@ -401,7 +461,10 @@ fn h_VkComputePipelineCreateInfo(v: &VkComputePipelineCreateInfo, f: &mut Visit)
         f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, false);
     }
 }
-fn h_VkGraphicsPipelineCreateInfo(v: &VkGraphicsPipelineCreateInfo, f: &mut Visit) {
+fn h_VkGraphicsPipelineCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGraphicsPipelineCreateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
@@ -418,7 +481,10 @@ fn h_VkGraphicsPipelineCreateInfo(v: &VkGraphicsPipelineCreateInfo, f: &mut Visi
         f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, false);
     }
 }
-fn h_VkPipelineLayoutCreateInfo(v: &VkPipelineLayoutCreateInfo, f: &mut Visit) {
+fn h_VkPipelineLayoutCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPipelineLayoutCreateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_set_layouts {
         for y in x.iter() {
@@ -428,13 +494,19 @@ fn h_VkPipelineLayoutCreateInfo(v: &VkPipelineLayoutCreateInfo, f: &mut Visit) {
         }
     }
 }
-fn h_VkCommandBufferAllocateInfo(v: &VkCommandBufferAllocateInfo, f: &mut Visit) {
+fn h_VkCommandBufferAllocateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCommandBufferAllocateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.command_pool != 0 {
         f(vk::ObjectType::COMMAND_POOL, *&v.command_pool, false);
     }
 }
-fn h_VkCommandBufferInheritanceInfo(v: &VkCommandBufferInheritanceInfo, f: &mut Visit) {
+fn h_VkCommandBufferInheritanceInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCommandBufferInheritanceInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
@@ -443,13 +515,19 @@ fn h_VkCommandBufferInheritanceInfo(v: &VkCommandBufferInheritanceInfo, f: &mut 
         f(vk::ObjectType::FRAMEBUFFER, *&v.framebuffer, false);
     }
 }
-fn h_VkCommandBufferBeginInfo(v: &VkCommandBufferBeginInfo, f: &mut Visit) {
+fn h_VkCommandBufferBeginInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCommandBufferBeginInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_inheritance_info {
         h_VkCommandBufferInheritanceInfo(x, f);
     }
 }
-fn h_VkRenderPassBeginInfo(v: &VkRenderPassBeginInfo, f: &mut Visit) {
+fn h_VkRenderPassBeginInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkRenderPassBeginInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
@@ -458,7 +536,10 @@ fn h_VkRenderPassBeginInfo(v: &VkRenderPassBeginInfo, f: &mut Visit) {
         f(vk::ObjectType::FRAMEBUFFER, *&v.framebuffer, false);
     }
 }
-fn h_VkFramebufferCreateInfo(v: &VkFramebufferCreateInfo, f: &mut Visit) {
+fn h_VkFramebufferCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkFramebufferCreateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
@@ -471,7 +552,7 @@ fn h_VkFramebufferCreateInfo(v: &VkFramebufferCreateInfo, f: &mut Visit) {
         }
     }
 }
-fn h_VkSubmitInfo(v: &VkSubmitInfo, f: &mut Visit) {
+fn h_VkSubmitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(v: &VkSubmitInfo, f: &mut F) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
@@ -495,28 +576,43 @@ fn h_VkSubmitInfo(v: &VkSubmitInfo, f: &mut Visit) {
         }
     }
 }
-fn h_VkDisplayPropertiesKHR(v: &VkDisplayPropertiesKHR, f: &mut Visit) {
+fn h_VkDisplayPropertiesKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayPropertiesKHR,
+    f: &mut F,
+) {
     if *&v.display != 0 {
         f(vk::ObjectType::DISPLAY_KHR, *&v.display, false);
     }
 }
-fn h_VkDisplayPlanePropertiesKHR(v: &VkDisplayPlanePropertiesKHR, f: &mut Visit) {
+fn h_VkDisplayPlanePropertiesKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayPlanePropertiesKHR,
+    f: &mut F,
+) {
     if *&v.current_display != 0 {
         f(vk::ObjectType::DISPLAY_KHR, *&v.current_display, false);
     }
 }
-fn h_VkDisplayModePropertiesKHR(v: &VkDisplayModePropertiesKHR, f: &mut Visit) {
+fn h_VkDisplayModePropertiesKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayModePropertiesKHR,
+    f: &mut F,
+) {
     if *&v.display_mode != 0 {
         f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.display_mode, false);
     }
 }
-fn h_VkDisplaySurfaceCreateInfoKHR(v: &VkDisplaySurfaceCreateInfoKHR, f: &mut Visit) {
+fn h_VkDisplaySurfaceCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplaySurfaceCreateInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.display_mode != 0 {
         f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.display_mode, false);
     }
 }
-fn h_VkSwapchainCreateInfoKHR(v: &VkSwapchainCreateInfoKHR, f: &mut Visit) {
+fn h_VkSwapchainCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSwapchainCreateInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.surface != 0 {
         f(vk::ObjectType::SURFACE_KHR, *&v.surface, false);
@@ -525,7 +621,10 @@ fn h_VkSwapchainCreateInfoKHR(v: &VkSwapchainCreateInfoKHR, f: &mut Visit) {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.old_swapchain, false);
     }
 }
-fn h_VkPresentInfoKHR(v: &VkPresentInfoKHR, f: &mut Visit) {
+fn h_VkPresentInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPresentInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
@@ -542,9 +641,9 @@ fn h_VkPresentInfoKHR(v: &VkPresentInfoKHR, f: &mut Visit) {
         }
     }
 }
-fn h_VkDedicatedAllocationMemoryAllocateInfoNV(
+fn h_VkDedicatedAllocationMemoryAllocateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDedicatedAllocationMemoryAllocateInfoNV,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.image != 0 {
@@ -554,7 +653,10 @@ fn h_VkDedicatedAllocationMemoryAllocateInfoNV(
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkGraphicsShaderGroupCreateInfoNV(v: &VkGraphicsShaderGroupCreateInfoNV, f: &mut Visit) {
+fn h_VkGraphicsShaderGroupCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGraphicsShaderGroupCreateInfoNV,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
@@ -562,9 +664,9 @@ fn h_VkGraphicsShaderGroupCreateInfoNV(v: &VkGraphicsShaderGroupCreateInfoNV, f:
         }
     }
 }
-fn h_VkGraphicsPipelineShaderGroupsCreateInfoNV(
+fn h_VkGraphicsPipelineShaderGroupsCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkGraphicsPipelineShaderGroupsCreateInfoNV,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_groups {
@@ -580,12 +682,18 @@ fn h_VkGraphicsPipelineShaderGroupsCreateInfoNV(
         }
     }
 }
-fn h_VkIndirectCommandsStreamNV(v: &VkIndirectCommandsStreamNV, f: &mut Visit) {
+fn h_VkIndirectCommandsStreamNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkIndirectCommandsStreamNV,
+    f: &mut F,
+) {
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkIndirectCommandsLayoutTokenNV(v: &VkIndirectCommandsLayoutTokenNV, f: &mut Visit) {
+fn h_VkIndirectCommandsLayoutTokenNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkIndirectCommandsLayoutTokenNV,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.pushconstant_pipeline_layout != 0 {
         f(
@@ -595,7 +703,10 @@ fn h_VkIndirectCommandsLayoutTokenNV(v: &VkIndirectCommandsLayoutTokenNV, f: &mu
         );
     }
 }
-fn h_VkIndirectCommandsLayoutCreateInfoNV(v: &VkIndirectCommandsLayoutCreateInfoNV, f: &mut Visit) {
+fn h_VkIndirectCommandsLayoutCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkIndirectCommandsLayoutCreateInfoNV,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_tokens {
         for y in x.iter() {
@@ -603,7 +714,10 @@ fn h_VkIndirectCommandsLayoutCreateInfoNV(v: &VkIndirectCommandsLayoutCreateInfo
         }
     }
 }
-fn h_VkGeneratedCommandsInfoNV(v: &VkGeneratedCommandsInfoNV, f: &mut Visit) {
+fn h_VkGeneratedCommandsInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGeneratedCommandsInfoNV,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.pipeline != 0 {
         f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
@@ -630,9 +744,9 @@ fn h_VkGeneratedCommandsInfoNV(v: &VkGeneratedCommandsInfoNV, f: &mut Visit) {
         f(vk::ObjectType::BUFFER, *&v.sequences_index_buffer, false);
     }
 }
-fn h_VkGeneratedCommandsMemoryRequirementsInfoNV(
+fn h_VkGeneratedCommandsMemoryRequirementsInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkGeneratedCommandsMemoryRequirementsInfoNV,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.pipeline != 0 {
@@ -646,37 +760,55 @@ fn h_VkGeneratedCommandsMemoryRequirementsInfoNV(
         );
     }
 }
-fn h_VkMemoryGetFdInfoKHR(v: &VkMemoryGetFdInfoKHR, f: &mut Visit) {
+fn h_VkMemoryGetFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMemoryGetFdInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
-fn h_VkImportSemaphoreFdInfoKHR(v: &VkImportSemaphoreFdInfoKHR, f: &mut Visit) {
+fn h_VkImportSemaphoreFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImportSemaphoreFdInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.semaphore != 0 {
         f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
     }
 }
-fn h_VkSemaphoreGetFdInfoKHR(v: &VkSemaphoreGetFdInfoKHR, f: &mut Visit) {
+fn h_VkSemaphoreGetFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSemaphoreGetFdInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.semaphore != 0 {
         f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
     }
 }
-fn h_VkImportFenceFdInfoKHR(v: &VkImportFenceFdInfoKHR, f: &mut Visit) {
+fn h_VkImportFenceFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImportFenceFdInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.fence != 0 {
         f(vk::ObjectType::FENCE, *&v.fence, false);
     }
 }
-fn h_VkFenceGetFdInfoKHR(v: &VkFenceGetFdInfoKHR, f: &mut Visit) {
+fn h_VkFenceGetFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkFenceGetFdInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.fence != 0 {
         f(vk::ObjectType::FENCE, *&v.fence, false);
     }
 }
-fn h_VkPhysicalDeviceGroupProperties(v: &VkPhysicalDeviceGroupProperties, f: &mut Visit) {
+fn h_VkPhysicalDeviceGroupProperties<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPhysicalDeviceGroupProperties,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     for y in v.physical_devices.iter() {
         if *y != 0 {
@@ -684,7 +816,10 @@ fn h_VkPhysicalDeviceGroupProperties(v: &VkPhysicalDeviceGroupProperties, f: &mu
         }
     }
 }
-fn h_VkBindBufferMemoryInfo(v: &VkBindBufferMemoryInfo, f: &mut Visit) {
+fn h_VkBindBufferMemoryInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBindBufferMemoryInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
@@ -693,7 +828,10 @@ fn h_VkBindBufferMemoryInfo(v: &VkBindBufferMemoryInfo, f: &mut Visit) {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
-fn h_VkBindImageMemoryInfo(v: &VkBindImageMemoryInfo, f: &mut Visit) {
+fn h_VkBindImageMemoryInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBindImageMemoryInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
@@ -702,19 +840,28 @@ fn h_VkBindImageMemoryInfo(v: &VkBindImageMemoryInfo, f: &mut Visit) {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
-fn h_VkImageSwapchainCreateInfoKHR(v: &VkImageSwapchainCreateInfoKHR, f: &mut Visit) {
+fn h_VkImageSwapchainCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageSwapchainCreateInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
     }
 }
-fn h_VkBindImageMemorySwapchainInfoKHR(v: &VkBindImageMemorySwapchainInfoKHR, f: &mut Visit) {
+fn h_VkBindImageMemorySwapchainInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBindImageMemorySwapchainInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
     }
 }
-fn h_VkAcquireNextImageInfoKHR(v: &VkAcquireNextImageInfoKHR, f: &mut Visit) {
+fn h_VkAcquireNextImageInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkAcquireNextImageInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
@@ -726,7 +873,10 @@ fn h_VkAcquireNextImageInfoKHR(v: &VkAcquireNextImageInfoKHR, f: &mut Visit) {
         f(vk::ObjectType::FENCE, *&v.fence, false);
     }
 }
-fn h_VkDeviceGroupDeviceCreateInfo(v: &VkDeviceGroupDeviceCreateInfo, f: &mut Visit) {
+fn h_VkDeviceGroupDeviceCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDeviceGroupDeviceCreateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_physical_devices {
         for y in x.iter() {
@@ -736,7 +886,10 @@ fn h_VkDeviceGroupDeviceCreateInfo(v: &VkDeviceGroupDeviceCreateInfo, f: &mut Vi
         }
     }
 }
-fn h_VkDescriptorUpdateTemplateCreateInfo(v: &VkDescriptorUpdateTemplateCreateInfo, f: &mut Visit) {
+fn h_VkDescriptorUpdateTemplateCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorUpdateTemplateCreateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.descriptor_set_layout != 0 {
         f(
@@ -749,49 +902,76 @@ fn h_VkDescriptorUpdateTemplateCreateInfo(v: &VkDescriptorUpdateTemplateCreateIn
         f(vk::ObjectType::PIPELINE_LAYOUT, *&v.pipeline_layout, false);
     }
 }
-fn h_VkPhysicalDeviceSurfaceInfo2KHR(v: &VkPhysicalDeviceSurfaceInfo2KHR, f: &mut Visit) {
+fn h_VkPhysicalDeviceSurfaceInfo2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPhysicalDeviceSurfaceInfo2KHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.surface != 0 {
         f(vk::ObjectType::SURFACE_KHR, *&v.surface, false);
     }
 }
-fn h_VkDisplayProperties2KHR(v: &VkDisplayProperties2KHR, f: &mut Visit) {
+fn h_VkDisplayProperties2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayProperties2KHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     h_VkDisplayPropertiesKHR(&v.display_properties, f);
 }
-fn h_VkDisplayPlaneProperties2KHR(v: &VkDisplayPlaneProperties2KHR, f: &mut Visit) {
+fn h_VkDisplayPlaneProperties2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayPlaneProperties2KHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     h_VkDisplayPlanePropertiesKHR(&v.display_plane_properties, f);
 }
-fn h_VkDisplayModeProperties2KHR(v: &VkDisplayModeProperties2KHR, f: &mut Visit) {
+fn h_VkDisplayModeProperties2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayModeProperties2KHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     h_VkDisplayModePropertiesKHR(&v.display_mode_properties, f);
 }
-fn h_VkDisplayPlaneInfo2KHR(v: &VkDisplayPlaneInfo2KHR, f: &mut Visit) {
+fn h_VkDisplayPlaneInfo2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayPlaneInfo2KHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.mode != 0 {
         f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.mode, false);
     }
 }
-fn h_VkBufferMemoryRequirementsInfo2(v: &VkBufferMemoryRequirementsInfo2, f: &mut Visit) {
+fn h_VkBufferMemoryRequirementsInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBufferMemoryRequirementsInfo2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkImageMemoryRequirementsInfo2(v: &VkImageMemoryRequirementsInfo2, f: &mut Visit) {
+fn h_VkImageMemoryRequirementsInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageMemoryRequirementsInfo2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
 }
-fn h_VkImageSparseMemoryRequirementsInfo2(v: &VkImageSparseMemoryRequirementsInfo2, f: &mut Visit) {
+fn h_VkImageSparseMemoryRequirementsInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageSparseMemoryRequirementsInfo2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
 }
-fn h_VkMemoryDedicatedAllocateInfo(v: &VkMemoryDedicatedAllocateInfo, f: &mut Visit) {
+fn h_VkMemoryDedicatedAllocateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMemoryDedicatedAllocateInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
@@ -800,7 +980,10 @@ fn h_VkMemoryDedicatedAllocateInfo(v: &VkMemoryDedicatedAllocateInfo, f: &mut Vi
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkSamplerYcbcrConversionInfo(v: &VkSamplerYcbcrConversionInfo, f: &mut Visit) {
+fn h_VkSamplerYcbcrConversionInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSamplerYcbcrConversionInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.conversion != 0 {
         f(
@@ -810,15 +993,18 @@ fn h_VkSamplerYcbcrConversionInfo(v: &VkSamplerYcbcrConversionInfo, f: &mut Visi
         );
     }
 }
-fn h_VkConditionalRenderingBeginInfoEXT(v: &VkConditionalRenderingBeginInfoEXT, f: &mut Visit) {
+fn h_VkConditionalRenderingBeginInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkConditionalRenderingBeginInfoEXT,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkShaderModuleValidationCacheCreateInfoEXT(
+fn h_VkShaderModuleValidationCacheCreateInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkShaderModuleValidationCacheCreateInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.validation_cache != 0 {
@@ -829,7 +1015,10 @@ fn h_VkShaderModuleValidationCacheCreateInfoEXT(
         );
     }
 }
-fn h_VkSemaphoreWaitInfo(v: &VkSemaphoreWaitInfo, f: &mut Visit) {
+fn h_VkSemaphoreWaitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSemaphoreWaitInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_semaphores {
         for y in x.iter() {
@@ -839,13 +1028,19 @@ fn h_VkSemaphoreWaitInfo(v: &VkSemaphoreWaitInfo, f: &mut Visit) {
         }
     }
 }
-fn h_VkSemaphoreSignalInfo(v: &VkSemaphoreSignalInfo, f: &mut Visit) {
+fn h_VkSemaphoreSignalInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSemaphoreSignalInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.semaphore != 0 {
         f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
     }
 }
-fn h_VkRayTracingPipelineCreateInfoNV(v: &VkRayTracingPipelineCreateInfoNV, f: &mut Visit) {
+fn h_VkRayTracingPipelineCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkRayTracingPipelineCreateInfoNV,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
@@ -859,7 +1054,10 @@ fn h_VkRayTracingPipelineCreateInfoNV(v: &VkRayTracingPipelineCreateInfoNV, f: &
         f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, false);
     }
 }
-fn h_VkRayTracingPipelineCreateInfoKHR(v: &VkRayTracingPipelineCreateInfoKHR, f: &mut Visit) {
+fn h_VkRayTracingPipelineCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkRayTracingPipelineCreateInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
@@ -876,7 +1074,10 @@ fn h_VkRayTracingPipelineCreateInfoKHR(v: &VkRayTracingPipelineCreateInfoKHR, f:
         f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, false);
     }
 }
-fn h_VkGeometryTrianglesNV(v: &VkGeometryTrianglesNV, f: &mut Visit) {
+fn h_VkGeometryTrianglesNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGeometryTrianglesNV,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.vertex_data != 0 {
         f(vk::ObjectType::BUFFER, *&v.vertex_data, false);
@@ -888,21 +1089,30 @@ fn h_VkGeometryTrianglesNV(v: &VkGeometryTrianglesNV, f: &mut Visit) {
         f(vk::ObjectType::BUFFER, *&v.transform_data, false);
     }
 }
-fn h_VkGeometryAABBNV(v: &VkGeometryAABBNV, f: &mut Visit) {
+fn h_VkGeometryAABBNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGeometryAABBNV,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.aabb_data != 0 {
         f(vk::ObjectType::BUFFER, *&v.aabb_data, false);
     }
 }
-fn h_VkGeometryDataNV(v: &VkGeometryDataNV, f: &mut Visit) {
+fn h_VkGeometryDataNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGeometryDataNV,
+    f: &mut F,
+) {
     h_VkGeometryTrianglesNV(&v.triangles, f);
     h_VkGeometryAABBNV(&v.aabbs, f);
 }
-fn h_VkGeometryNV(v: &VkGeometryNV, f: &mut Visit) {
+fn h_VkGeometryNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(v: &VkGeometryNV, f: &mut F) {
     h_chain(&v.p_next, f);
     h_VkGeometryDataNV(&v.geometry, f);
 }
-fn h_VkAccelerationStructureInfoNV(v: &VkAccelerationStructureInfoNV, f: &mut Visit) {
+fn h_VkAccelerationStructureInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkAccelerationStructureInfoNV,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_geometries {
         for y in x.iter() {
@@ -910,13 +1120,16 @@ fn h_VkAccelerationStructureInfoNV(v: &VkAccelerationStructureInfoNV, f: &mut Vi
         }
     }
 }
-fn h_VkAccelerationStructureCreateInfoNV(v: &VkAccelerationStructureCreateInfoNV, f: &mut Visit) {
+fn h_VkAccelerationStructureCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkAccelerationStructureCreateInfoNV,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     h_VkAccelerationStructureInfoNV(&v.info, f);
 }
-fn h_VkBindAccelerationStructureMemoryInfoNV(
+fn h_VkBindAccelerationStructureMemoryInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBindAccelerationStructureMemoryInfoNV,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.acceleration_structure != 0 {
@@ -930,9 +1143,9 @@ fn h_VkBindAccelerationStructureMemoryInfoNV(
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
-fn h_VkWriteDescriptorSetAccelerationStructureKHR(
+fn h_VkWriteDescriptorSetAccelerationStructureKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkWriteDescriptorSetAccelerationStructureKHR,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_acceleration_structures {
@@ -943,9 +1156,9 @@ fn h_VkWriteDescriptorSetAccelerationStructureKHR(
         }
     }
 }
-fn h_VkWriteDescriptorSetAccelerationStructureNV(
+fn h_VkWriteDescriptorSetAccelerationStructureNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkWriteDescriptorSetAccelerationStructureNV,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_acceleration_structures {
@@ -956,9 +1169,11 @@ fn h_VkWriteDescriptorSetAccelerationStructureNV(
         }
     }
 }
-fn h_VkAccelerationStructureMemoryRequirementsInfoNV(
+fn h_VkAccelerationStructureMemoryRequirementsInfoNV<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkAccelerationStructureMemoryRequirementsInfoNV,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.acceleration_structure != 0 {
@@ -969,13 +1184,19 @@ fn h_VkAccelerationStructureMemoryRequirementsInfoNV(
         );
     }
 }
-fn h_VkBufferDeviceAddressInfo(v: &VkBufferDeviceAddressInfo, f: &mut Visit) {
+fn h_VkBufferDeviceAddressInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBufferDeviceAddressInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkRenderPassAttachmentBeginInfo(v: &VkRenderPassAttachmentBeginInfo, f: &mut Visit) {
+fn h_VkRenderPassAttachmentBeginInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkRenderPassAttachmentBeginInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_attachments {
         for y in x.iter() {
@@ -985,7 +1206,10 @@ fn h_VkRenderPassAttachmentBeginInfo(v: &VkRenderPassAttachmentBeginInfo, f: &mu
         }
     }
 }
-fn h_VkImageViewHandleInfoNVX(v: &VkImageViewHandleInfoNVX, f: &mut Visit) {
+fn h_VkImageViewHandleInfoNVX<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageViewHandleInfoNVX,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
@@ -994,39 +1218,45 @@ fn h_VkImageViewHandleInfoNVX(v: &VkImageViewHandleInfoNVX, f: &mut Visit) {
         f(vk::ObjectType::SAMPLER, *&v.sampler, false);
     }
 }
-fn h_VkPipelineInfoKHR(v: &VkPipelineInfoKHR, f: &mut Visit) {
+fn h_VkPipelineInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPipelineInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.pipeline != 0 {
         f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
     }
 }
-fn h_VkPipelineExecutableInfoKHR(v: &VkPipelineExecutableInfoKHR, f: &mut Visit) {
+fn h_VkPipelineExecutableInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPipelineExecutableInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.pipeline != 0 {
         f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
     }
 }
-fn h_VkSubpassShadingPipelineCreateInfoHUAWEI(
+fn h_VkSubpassShadingPipelineCreateInfoHUAWEI<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkSubpassShadingPipelineCreateInfoHUAWEI,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
     }
 }
-fn h_VkDeviceMemoryOpaqueCaptureAddressInfo(
+fn h_VkDeviceMemoryOpaqueCaptureAddressInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDeviceMemoryOpaqueCaptureAddressInfo,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
-fn h_VkAccelerationStructureBuildGeometryInfoKHR(
+fn h_VkAccelerationStructureBuildGeometryInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkAccelerationStructureBuildGeometryInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.src_acceleration_structure != 0 {
@@ -1044,15 +1274,18 @@ fn h_VkAccelerationStructureBuildGeometryInfoKHR(
         );
     }
 }
-fn h_VkAccelerationStructureCreateInfoKHR(v: &VkAccelerationStructureCreateInfoKHR, f: &mut Visit) {
+fn h_VkAccelerationStructureCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkAccelerationStructureCreateInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkAccelerationStructureDeviceAddressInfoKHR(
+fn h_VkAccelerationStructureDeviceAddressInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkAccelerationStructureDeviceAddressInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.acceleration_structure != 0 {
@@ -1063,7 +1296,10 @@ fn h_VkAccelerationStructureDeviceAddressInfoKHR(
         );
     }
 }
-fn h_VkCopyAccelerationStructureInfoKHR(v: &VkCopyAccelerationStructureInfoKHR, f: &mut Visit) {
+fn h_VkCopyAccelerationStructureInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyAccelerationStructureInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src != 0 {
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.src, false);
@@ -1072,25 +1308,28 @@ fn h_VkCopyAccelerationStructureInfoKHR(v: &VkCopyAccelerationStructureInfoKHR, 
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.dst, false);
     }
 }
-fn h_VkCopyAccelerationStructureToMemoryInfoKHR(
+fn h_VkCopyAccelerationStructureToMemoryInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyAccelerationStructureToMemoryInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.src != 0 {
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.src, false);
     }
 }
-fn h_VkCopyMemoryToAccelerationStructureInfoKHR(
+fn h_VkCopyMemoryToAccelerationStructureInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyMemoryToAccelerationStructureInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.dst != 0 {
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.dst, false);
     }
 }
-fn h_VkPipelineLibraryCreateInfoKHR(v: &VkPipelineLibraryCreateInfoKHR, f: &mut Visit) {
+fn h_VkPipelineLibraryCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPipelineLibraryCreateInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_libraries {
         for y in x.iter() {
@@ -1100,7 +1339,10 @@ fn h_VkPipelineLibraryCreateInfoKHR(v: &VkPipelineLibraryCreateInfoKHR, f: &mut 
         }
     }
 }
-fn h_VkCopyBufferInfo2(v: &VkCopyBufferInfo2, f: &mut Visit) {
+fn h_VkCopyBufferInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyBufferInfo2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src_buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.src_buffer, false);
@@ -1109,7 +1351,10 @@ fn h_VkCopyBufferInfo2(v: &VkCopyBufferInfo2, f: &mut Visit) {
         f(vk::ObjectType::BUFFER, *&v.dst_buffer, false);
     }
 }
-fn h_VkCopyImageInfo2(v: &VkCopyImageInfo2, f: &mut Visit) {
+fn h_VkCopyImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyImageInfo2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, false);
@@ -1118,7 +1363,10 @@ fn h_VkCopyImageInfo2(v: &VkCopyImageInfo2, f: &mut Visit) {
         f(vk::ObjectType::IMAGE, *&v.dst_image, false);
     }
 }
-fn h_VkBlitImageInfo2(v: &VkBlitImageInfo2, f: &mut Visit) {
+fn h_VkBlitImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBlitImageInfo2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, false);
@@ -1127,7 +1375,10 @@ fn h_VkBlitImageInfo2(v: &VkBlitImageInfo2, f: &mut Visit) {
         f(vk::ObjectType::IMAGE, *&v.dst_image, false);
     }
 }
-fn h_VkCopyBufferToImageInfo2(v: &VkCopyBufferToImageInfo2, f: &mut Visit) {
+fn h_VkCopyBufferToImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyBufferToImageInfo2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src_buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.src_buffer, false);
@@ -1136,7 +1387,10 @@ fn h_VkCopyBufferToImageInfo2(v: &VkCopyBufferToImageInfo2, f: &mut Visit) {
         f(vk::ObjectType::IMAGE, *&v.dst_image, false);
     }
 }
-fn h_VkCopyImageToBufferInfo2(v: &VkCopyImageToBufferInfo2, f: &mut Visit) {
+fn h_VkCopyImageToBufferInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyImageToBufferInfo2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, false);
@@ -1145,7 +1399,10 @@ fn h_VkCopyImageToBufferInfo2(v: &VkCopyImageToBufferInfo2, f: &mut Visit) {
         f(vk::ObjectType::BUFFER, *&v.dst_buffer, false);
     }
 }
-fn h_VkResolveImageInfo2(v: &VkResolveImageInfo2, f: &mut Visit) {
+fn h_VkResolveImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkResolveImageInfo2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, false);
@@ -1154,19 +1411,28 @@ fn h_VkResolveImageInfo2(v: &VkResolveImageInfo2, f: &mut Visit) {
         f(vk::ObjectType::IMAGE, *&v.dst_image, false);
     }
 }
-fn h_VkImageMemoryBarrier2(v: &VkImageMemoryBarrier2, f: &mut Visit) {
+fn h_VkImageMemoryBarrier2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageMemoryBarrier2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
 }
-fn h_VkBufferMemoryBarrier2(v: &VkBufferMemoryBarrier2, f: &mut Visit) {
+fn h_VkBufferMemoryBarrier2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBufferMemoryBarrier2,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkDependencyInfo(v: &VkDependencyInfo, f: &mut Visit) {
+fn h_VkDependencyInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDependencyInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_buffer_memory_barriers {
         for y in x.iter() {
@@ -1179,19 +1445,25 @@ fn h_VkDependencyInfo(v: &VkDependencyInfo, f: &mut Visit) {
         }
     }
 }
-fn h_VkSemaphoreSubmitInfo(v: &VkSemaphoreSubmitInfo, f: &mut Visit) {
+fn h_VkSemaphoreSubmitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSemaphoreSubmitInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.semaphore != 0 {
         f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
     }
 }
-fn h_VkCommandBufferSubmitInfo(v: &VkCommandBufferSubmitInfo, f: &mut Visit) {
+fn h_VkCommandBufferSubmitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCommandBufferSubmitInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.command_buffer != 0 {
         f(vk::ObjectType::COMMAND_BUFFER, *&v.command_buffer, false);
     }
 }
-fn h_VkSubmitInfo2(v: &VkSubmitInfo2, f: &mut Visit) {
+fn h_VkSubmitInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(v: &VkSubmitInfo2, f: &mut F) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_wait_semaphore_infos {
         for y in x.iter() {
@@ -1209,25 +1481,37 @@ fn h_VkSubmitInfo2(v: &VkSubmitInfo2, f: &mut Visit) {
         }
     }
 }
-fn h_VkBindVideoSessionMemoryInfoKHR(v: &VkBindVideoSessionMemoryInfoKHR, f: &mut Visit) {
+fn h_VkBindVideoSessionMemoryInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBindVideoSessionMemoryInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
-fn h_VkVideoPictureResourceInfoKHR(v: &VkVideoPictureResourceInfoKHR, f: &mut Visit) {
+fn h_VkVideoPictureResourceInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkVideoPictureResourceInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image_view_binding != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view_binding, false);
     }
 }
-fn h_VkVideoReferenceSlotInfoKHR(v: &VkVideoReferenceSlotInfoKHR, f: &mut Visit) {
+fn h_VkVideoReferenceSlotInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkVideoReferenceSlotInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_picture_resource {
         h_VkVideoPictureResourceInfoKHR(x, f);
     }
 }
-fn h_VkVideoDecodeInfoKHR(v: &VkVideoDecodeInfoKHR, f: &mut Visit) {
+fn h_VkVideoDecodeInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkVideoDecodeInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src_buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.src_buffer, false);
@@ -1242,9 +1526,9 @@ fn h_VkVideoDecodeInfoKHR(v: &VkVideoDecodeInfoKHR, f: &mut Visit) {
         }
     }
 }
-fn h_VkVideoSessionParametersCreateInfoKHR(
+fn h_VkVideoSessionParametersCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkVideoSessionParametersCreateInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.video_session_parameters_template != 0 {
@@ -1258,7 +1542,10 @@ fn h_VkVideoSessionParametersCreateInfoKHR(
         f(vk::ObjectType::VIDEO_SESSION_KHR, *&v.video_session, false);
     }
 }
-fn h_VkVideoBeginCodingInfoKHR(v: &VkVideoBeginCodingInfoKHR, f: &mut Visit) {
+fn h_VkVideoBeginCodingInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkVideoBeginCodingInfoKHR,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.video_session != 0 {
         f(vk::ObjectType::VIDEO_SESSION_KHR, *&v.video_session, false);
@@ -1276,54 +1563,67 @@ fn h_VkVideoBeginCodingInfoKHR(v: &VkVideoBeginCodingInfoKHR, f: &mut Visit) {
         }
     }
 }
-fn h_VkCuFunctionCreateInfoNVX(v: &VkCuFunctionCreateInfoNVX, f: &mut Visit) {
+fn h_VkCuFunctionCreateInfoNVX<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCuFunctionCreateInfoNVX,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.module != 0 {
         f(vk::ObjectType::CU_MODULE_NVX, *&v.module, false);
     }
 }
-fn h_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(
+fn h_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkDescriptorBufferBindingPushDescriptorBufferHandleEXT,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkBufferCaptureDescriptorDataInfoEXT(v: &VkBufferCaptureDescriptorDataInfoEXT, f: &mut Visit) {
+fn h_VkBufferCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBufferCaptureDescriptorDataInfoEXT,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkImageCaptureDescriptorDataInfoEXT(v: &VkImageCaptureDescriptorDataInfoEXT, f: &mut Visit) {
+fn h_VkImageCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageCaptureDescriptorDataInfoEXT,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
 }
-fn h_VkImageViewCaptureDescriptorDataInfoEXT(
+fn h_VkImageViewCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkImageViewCaptureDescriptorDataInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
     }
 }
-fn h_VkSamplerCaptureDescriptorDataInfoEXT(
+fn h_VkSamplerCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkSamplerCaptureDescriptorDataInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.sampler != 0 {
         f(vk::ObjectType::SAMPLER, *&v.sampler, false);
     }
 }
-fn h_VkAccelerationStructureCaptureDescriptorDataInfoEXT(
+fn h_VkAccelerationStructureCaptureDescriptorDataInfoEXT<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkAccelerationStructureCaptureDescriptorDataInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.acceleration_structure != 0 {
@@ -1341,13 +1641,16 @@ fn h_VkAccelerationStructureCaptureDescriptorDataInfoEXT(
         );
     }
 }
-fn h_VkMemoryGetRemoteAddressInfoNV(v: &VkMemoryGetRemoteAddressInfoNV, f: &mut Visit) {
+fn h_VkMemoryGetRemoteAddressInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMemoryGetRemoteAddressInfoNV,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
-fn h_VkRenderingInfo(v: &VkRenderingInfo, f: &mut Visit) {
+fn h_VkRenderingInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(v: &VkRenderingInfo, f: &mut F) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_color_attachments {
         for y in x.iter() {
@@ -1361,7 +1664,10 @@ fn h_VkRenderingInfo(v: &VkRenderingInfo, f: &mut Visit) {
         h_VkRenderingAttachmentInfo(x, f);
     }
 }
-fn h_VkRenderingAttachmentInfo(v: &VkRenderingAttachmentInfo, f: &mut Visit) {
+fn h_VkRenderingAttachmentInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkRenderingAttachmentInfo,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
@@ -1370,25 +1676,32 @@ fn h_VkRenderingAttachmentInfo(v: &VkRenderingAttachmentInfo, f: &mut Visit) {
         f(vk::ObjectType::IMAGE_VIEW, *&v.resolve_image_view, false);
     }
 }
-fn h_VkRenderingFragmentShadingRateAttachmentInfoKHR(
+fn h_VkRenderingFragmentShadingRateAttachmentInfoKHR<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkRenderingFragmentShadingRateAttachmentInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
     }
 }
-fn h_VkRenderingFragmentDensityMapAttachmentInfoEXT(
+fn h_VkRenderingFragmentDensityMapAttachmentInfoEXT<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkRenderingFragmentDensityMapAttachmentInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
     }
 }
-fn h_VkDescriptorSetBindingReferenceVALVE(v: &VkDescriptorSetBindingReferenceVALVE, f: &mut Visit) {
+fn h_VkDescriptorSetBindingReferenceVALVE<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorSetBindingReferenceVALVE,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.descriptor_set_layout != 0 {
         f(
@@ -1398,19 +1711,28 @@ fn h_VkDescriptorSetBindingReferenceVALVE(v: &VkDescriptorSetBindingReferenceVAL
         );
     }
 }
-fn h_VkMicromapBuildInfoEXT(v: &VkMicromapBuildInfoEXT, f: &mut Visit) {
+fn h_VkMicromapBuildInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMicromapBuildInfoEXT,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.dst_micromap != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.dst_micromap, false);
     }
 }
-fn h_VkMicromapCreateInfoEXT(v: &VkMicromapCreateInfoEXT, f: &mut Visit) {
+fn h_VkMicromapCreateInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMicromapCreateInfoEXT,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
 }
-fn h_VkCopyMicromapInfoEXT(v: &VkCopyMicromapInfoEXT, f: &mut Visit) {
+fn h_VkCopyMicromapInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyMicromapInfoEXT,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.src, false);
@@ -1419,28 +1741,39 @@ fn h_VkCopyMicromapInfoEXT(v: &VkCopyMicromapInfoEXT, f: &mut Visit) {
         f(vk::ObjectType::MICROMAP_EXT, *&v.dst, false);
     }
 }
-fn h_VkCopyMicromapToMemoryInfoEXT(v: &VkCopyMicromapToMemoryInfoEXT, f: &mut Visit) {
+fn h_VkCopyMicromapToMemoryInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyMicromapToMemoryInfoEXT,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.src != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.src, false);
     }
 }
-fn h_VkCopyMemoryToMicromapInfoEXT(v: &VkCopyMemoryToMicromapInfoEXT, f: &mut Visit) {
+fn h_VkCopyMemoryToMicromapInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyMemoryToMicromapInfoEXT,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.dst != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.dst, false);
     }
 }
-fn h_VkAccelerationStructureTrianglesOpacityMicromapEXT(
+fn h_VkAccelerationStructureTrianglesOpacityMicromapEXT<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkAccelerationStructureTrianglesOpacityMicromapEXT,
-    f: &mut Visit,
+    f: &mut F,
 ) {
     h_chain(&v.p_next, f);
     if *&v.micromap != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.micromap, false);
     }
 }
-fn h_VkSwapchainPresentFenceInfoEXT(v: &VkSwapchainPresentFenceInfoEXT, f: &mut Visit) {
+fn h_VkSwapchainPresentFenceInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSwapchainPresentFenceInfoEXT,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if let Some(x) = &v.p_fences {
         for y in x.iter() {
@@ -1450,7 +1783,10 @@ fn h_VkSwapchainPresentFenceInfoEXT(v: &VkSwapchainPresentFenceInfoEXT, f: &mut 
         }
     }
 }
-fn h_VkReleaseSwapchainImagesInfoEXT(v: &VkReleaseSwapchainImagesInfoEXT, f: &mut Visit) {
+fn h_VkReleaseSwapchainImagesInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkReleaseSwapchainImagesInfoEXT,
+    f: &mut F,
+) {
     h_chain(&v.p_next, f);
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
@@ -1459,6 +1795,11 @@ fn h_VkReleaseSwapchainImagesInfoEXT(v: &VkReleaseSwapchainImagesInfoEXT, f: &mu
 
 /// Calls `f` for every non-null handle `call` names, in parameter order.
 pub fn call_handles(call: &Call, f: &mut Visit) {
+    walk(call, f)
+}
+
+/// [`call_handles`] with the visitor's type known: one copy of the walk per caller type.
+pub fn walk<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(call: &Call, f: &mut F) {
     match call {
         Call::vkCreateInstance(p) => {
             if let Some(x) = &p.p_instance {
