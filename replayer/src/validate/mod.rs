@@ -12,6 +12,7 @@
 //! recorded again, an object destroyed while submitted work may still use it) it asks the engine
 //! for a wait ([`Action`]). Failures are plain strings; the engine adds the call's seq and name.
 
+mod objects;
 mod record;
 mod sync;
 #[cfg(test)]
@@ -22,23 +23,14 @@ use vkstream::Call;
 
 use crate::fasthash::HandleMap;
 use crate::generated::checks;
+use objects::{Table, UNBOUND};
 pub use sync::Action;
-
-/// A live captured object.
-#[derive(Debug, Clone, Copy)]
-struct Obj {
-    /// Creations not yet destroyed (drivers may hand out one non-dispatchable value twice).
-    refs: u32,
-    /// Captured device it belongs to (0: instance-level).
-    device: u64,
-    /// Pool or swapchain it came from (0: none); ended with it.
-    parent: u64,
-}
 
 /// Shadow of the trace's objects and synchronisation, kept call by call.
 #[derive(Default)]
 pub struct Validator {
-    objs: HandleMap<(i32, u64), Obj>,
+    /// Live objects and what the checks keep per object (`objects`).
+    t: Table,
     /// Objects destroyed, with the seq of the call that did it (for messages).
     dead: HandleMap<(i32, u64), u64>,
     /// Parent (pool, swapchain) -> objects allocated from it (some may be gone already).
@@ -56,10 +48,18 @@ pub struct Validator {
     pub waits: u64,
 }
 
-const MEMORY: i32 = vk::ObjectType::DEVICE_MEMORY.as_raw();
-
 fn ty_name(ty: vk::ObjectType) -> String {
     format!("{ty:?}").to_lowercase().replace('_', " ")
+}
+
+/// Why a handle a call names is not a live object (off the hot path).
+#[cold]
+#[inline(never)]
+fn not_live(dead: &HandleMap<(i32, u64), u64>, ty: vk::ObjectType, h: u64) -> String {
+    match dead.get(&(ty.as_raw(), h)) {
+        Some(seq) => format!("{} 0x{h:x} was destroyed at call {seq}", ty_name(ty)),
+        None => format!("{} 0x{h:x} was never created in the trace", ty_name(ty)),
+    }
 }
 
 impl Validator {
@@ -78,14 +78,8 @@ impl Validator {
         let kind = checks::kind(call);
         self.kind = kind;
         let record = kind >= checks::RECORD;
-        let (objs, dead, created, device, rec) = (
-            &self.objs,
-            &self.dead,
-            &mut self.created,
-            &mut self.device,
-            &self.record,
-        );
-        vkstream::handles::call_handles(call, &mut |ty, h, out| {
+        let (t, dead, created, device) = (&self.t, &self.dead, &mut self.created, &mut self.device);
+        vkstream::handles::walk(call, &mut |ty, h, out| {
             if err.is_some() {
                 return;
             }
@@ -93,20 +87,21 @@ impl Validator {
                 created.push((ty, h));
                 return;
             }
-            let Some(o) = objs.get(&(ty.as_raw(), h)) else {
-                err = Some(match dead.get(&(ty.as_raw(), h)) {
-                    Some(seq) => format!("{} 0x{h:x} was destroyed at call {seq}", ty_name(ty)),
-                    None => format!("{} 0x{h:x} was never created in the trace", ty_name(ty)),
-                });
+            let Some(i) = t.find(ty.as_raw(), h) else {
+                err = Some(not_live(dead, ty, h));
                 return;
             };
+            let o = t.at(i);
             if record && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE) {
-                match rec.memory_of(h) {
-                    None => {
+                match o.memory {
+                    UNBOUND => {
                         err = Some(format!("{} 0x{h:x} has no memory bound", ty_name(ty)));
                         return;
                     }
-                    Some(m) if m != 0 && !objs.contains_key(&(MEMORY, m)) => {
+                    m if m != 0
+                        && !t.holds(o.memory_slot, objects::MEMORY, m)
+                        && t.find(objects::MEMORY, m).is_none() =>
+                    {
                         err = Some(format!(
                             "{} 0x{h:x} is bound to memory 0x{m:x}, which was freed",
                             ty_name(ty)
@@ -136,8 +131,10 @@ impl Validator {
             return Err(e);
         }
         self.first = first;
-        let action = self.sync.before(call, result, self.device, first, kind)?;
-        self.record.before(call, first, kind)?;
+        let action = self
+            .sync
+            .before(&self.t, call, result, self.device, first, kind)?;
+        self.record.before(&self.t, call, first, kind)?;
         Ok(action)
     }
 
@@ -153,17 +150,16 @@ impl Validator {
             for i in 0..self.created.len() {
                 let (ty, h) = self.created[i];
                 let key = (ty.as_raw(), h);
-                self.dead.remove(&key);
+                if !self.dead.is_empty() {
+                    self.dead.remove(&key);
+                }
                 let dev = if ty == vk::ObjectType::DEVICE {
                     h
                 } else {
                     device
                 };
-                let o = self.objs.entry(key).or_insert(Obj {
-                    refs: 0,
-                    device: dev,
-                    parent,
-                });
+                let slot = self.t.create(key.0, h, dev, parent);
+                let o = self.t.at_mut(slot);
                 // Queues, physical devices and swapchain images are fetched again and again.
                 if kind == checks::CREATE || o.refs == 0 {
                     o.refs += 1;
@@ -171,7 +167,7 @@ impl Validator {
                 if parent != 0 {
                     self.children.entry(parent).or_default().push(key);
                 }
-                self.sync.created(call, ty, h);
+                self.sync.created(&mut self.t, call, ty, slot);
             }
         }
         if kind == checks::DESTROY {
@@ -184,47 +180,41 @@ impl Validator {
             self.end_children(p.descriptor_pool, seq);
         } else if let Call::vkResetCommandPool(p) = call {
             for k in self.children.get(&p.command_pool).into_iter().flatten() {
-                if self.objs.get(k).is_some_and(|o| o.parent == p.command_pool) {
-                    self.sync.reset_cb(k.1);
+                if self
+                    .t
+                    .get(k.0, k.1)
+                    .is_some_and(|o| o.parent == p.command_pool)
+                {
+                    self.sync.reset_cb(&mut self.t, k.1);
                 }
             }
         }
-        self.sync.after(call, result, self.device);
+        self.sync.after(&mut self.t, call, result, self.device);
         if kind != checks::CREATE || result >= 0 {
-            self.record.after(call, self.first, kind);
+            self.record.after(&mut self.t, call, self.first, kind);
         }
     }
 
     fn destroy(&mut self, ty: vk::ObjectType, h: u64, seq: u64) {
         let key = (ty.as_raw(), h);
-        let Some(o) = self.objs.get_mut(&key) else {
+        let Some(slot) = self.t.find(key.0, h) else {
             return;
         };
+        let o = self.t.at_mut(slot);
         o.refs = o.refs.saturating_sub(1);
         if o.refs > 0 {
             return;
         }
-        self.objs.remove(&key);
-        self.dead.insert(key, seq);
-        self.sync.destroyed(ty, h);
-        self.record.destroyed(h);
+        self.end(slot, seq);
         match ty {
             vk::ObjectType::DEVICE => {
-                let gone: Vec<(i32, u64)> = self
-                    .objs
-                    .iter()
-                    .filter(|(_, o)| o.device == h)
-                    .map(|(k, _)| *k)
-                    .collect();
-                for k in gone {
-                    self.objs.remove(&k);
-                    self.dead.insert(k, seq);
-                    self.sync.destroyed(vk::ObjectType::from_raw(k.0), k.1);
+                for slot in self.t.live_where(|o| o.device == h) {
+                    self.end(slot, seq);
                 }
             }
             vk::ObjectType::INSTANCE => {
-                for (k, _) in self.objs.drain() {
-                    self.dead.insert(k, seq);
+                for slot in self.t.live_where(|_| true) {
+                    self.end(slot, seq);
                 }
                 self.sync = sync::Sync::default();
             }
@@ -232,13 +222,21 @@ impl Validator {
         }
     }
 
+    /// The object in `slot` is gone (destroyed, or ended with its pool, device or instance).
+    fn end(&mut self, slot: u32, seq: u64) {
+        let (ty, h) = (self.t.at(slot).ty, self.t.at(slot).h);
+        let st = self.t.remove(slot);
+        self.dead.insert((ty, h), seq);
+        self.sync.destroyed(vk::ObjectType::from_raw(ty), h, st);
+    }
+
     /// Ends what was allocated from a pool or swapchain (destroyed or reset).
     fn end_children(&mut self, parent: u64, seq: u64) {
         for k in self.children.remove(&parent).unwrap_or_default() {
-            if self.objs.get(&k).is_some_and(|o| o.parent == parent) {
-                self.objs.remove(&k);
-                self.dead.insert(k, seq);
-                self.sync.destroyed(vk::ObjectType::from_raw(k.0), k.1);
+            if let Some(slot) = self.t.find(k.0, k.1) {
+                if self.t.at(slot).parent == parent {
+                    self.end(slot, seq);
+                }
             }
         }
     }
@@ -246,12 +244,12 @@ impl Validator {
     /// The engine did the wait an [`Action`] asked for.
     pub fn waited(&mut self, action: Action) {
         self.waits += 1;
-        self.sync.waited(action);
+        self.sync.waited(&mut self.t, action);
     }
 
     /// Whether a replayed submission ran `command_buffer` (directly or as a secondary).
     pub fn ever_submitted(&self, command_buffer: u64) -> bool {
-        self.sync.ever_submitted(command_buffer)
+        self.sync.ever_submitted(&self.t, command_buffer)
     }
 }
 
