@@ -62,6 +62,38 @@ fn not_live(dead: &HandleMap<(i32, u64), u64>, ty: vk::ObjectType, h: u64) -> St
     }
 }
 
+/// Whether a buffer or image bound to `memory` (through `slot`) may be used: bound, and to
+/// memory still live (0: needs none).
+#[inline]
+fn memory_live(t: &Table, memory: u64, slot: u32) -> bool {
+    match memory {
+        UNBOUND => false,
+        0 => true,
+        m => t.holds(slot, objects::MEMORY, m) || t.find(objects::MEMORY, m).is_some(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn no_memory(ty: vk::ObjectType, h: u64, memory: u64) -> String {
+    match memory {
+        UNBOUND => format!("{} 0x{h:x} has no memory bound", ty_name(ty)),
+        m => format!(
+            "{} 0x{h:x} is bound to memory 0x{m:x}, which was freed",
+            ty_name(ty)
+        ),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn other_device(ty: vk::ObjectType, h: u64, its: u64, call: u64) -> String {
+    format!(
+        "{} 0x{h:x} belongs to device 0x{its:x}, not to this call's device 0x{call:x}",
+        ty_name(ty)
+    )
+}
+
 impl Validator {
     pub fn new() -> Self {
         Self::default()
@@ -92,24 +124,12 @@ impl Validator {
                 return;
             };
             let o = t.at(i);
-            if record && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE) {
-                match o.memory {
-                    UNBOUND => {
-                        err = Some(format!("{} 0x{h:x} has no memory bound", ty_name(ty)));
-                        return;
-                    }
-                    m if m != 0
-                        && !t.holds(o.memory_slot, objects::MEMORY, m)
-                        && t.find(objects::MEMORY, m).is_none() =>
-                    {
-                        err = Some(format!(
-                            "{} 0x{h:x} is bound to memory 0x{m:x}, which was freed",
-                            ty_name(ty)
-                        ));
-                        return;
-                    }
-                    _ => {}
-                }
+            if record
+                && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE)
+                && !memory_live(t, o.memory, o.memory_slot)
+            {
+                err = Some(no_memory(ty, h, o.memory));
+                return;
             }
             if first == 0 {
                 first = h;
@@ -119,12 +139,7 @@ impl Validator {
                     _ => 0,
                 };
             } else if o.device != 0 && *device != 0 && o.device != *device {
-                err = Some(format!(
-                    "{} 0x{h:x} belongs to device 0x{:x}, not to this call's device 0x{:x}",
-                    ty_name(ty),
-                    o.device,
-                    *device
-                ));
+                err = Some(other_device(ty, h, o.device, *device));
             }
         });
         if let Some(e) = err {

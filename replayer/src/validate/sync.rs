@@ -65,10 +65,8 @@ pub(super) struct Sync {
     /// Command buffers a replayed submission ran, once freed (their queries are read later;
     /// a live one says so itself: `Cb::ran`).
     ran: crate::fasthash::HandleSet<u64>,
-    /// Scratch kept between calls: one batch's waits and signals, submissions completed, and
-    /// completed submissions kept for reuse (so that no call allocates).
-    w: Sems,
-    sg: Sems,
+    /// Scratch kept between calls: submissions completed, and completed submissions kept for
+    /// reuse (so that no call allocates).
     finished: Vec<Submit>,
     spare: Vec<Submit>,
 }
@@ -94,46 +92,26 @@ fn state_name(s: CbState) -> &'static str {
     }
 }
 
-/// The semaphores and values of one batch (wait or signal side).
-type Sems = Vec<(u64, Option<u64>)>;
-
-/// Wait and signal semaphores of a vkQueueSubmit batch, with timeline values where given,
-/// into `w` and `sg` (cleared first; kept from call to call so that no call allocates).
-fn batch(
-    waits: &Option<Vec<u64>>,
-    signals: &Option<Vec<u64>>,
-    p_next: &[PNext],
-    w: &mut Sems,
-    sg: &mut Sems,
-) -> Result<(), String> {
-    let waits = waits.as_deref().unwrap_or(&[]);
-    let signals = signals.as_deref().unwrap_or(&[]);
-    let tl = p_next.iter().find_map(|n| match n {
-        PNext::VkTimelineSemaphoreSubmitInfo(t) => Some(t),
+/// The timeline values of a vkQueueSubmit or vkQueueBindSparse batch, where given.
+fn timeline(p_next: &[PNext]) -> Option<&vkstream::types::VkTimelineSemaphoreSubmitInfo> {
+    p_next.iter().find_map(|n| match n {
+        PNext::VkTimelineSemaphoreSubmitInfo(t) => Some(&**t),
         _ => None,
-    });
-    // A value count of 0 is legal when those semaphores are all binary (wgpu waits on binary
-    // semaphores beside timeline signals): a semaphore without a value is binary here, and a
-    // timeline one without a value fails later, in `check_waits`, naming it.
-    let fill = |out: &mut Sems, sems: &[u64], v: Option<&Vec<u64>>| {
-        out.clear();
-        out.extend(
-            sems.iter()
-                .enumerate()
-                .map(|(i, s)| (*s, v.and_then(|v| v.get(i)).copied())),
-        );
-    };
-    fill(
-        w,
-        waits,
-        tl.and_then(|t| t.p_wait_semaphore_values.as_ref()),
-    );
-    fill(
-        sg,
-        signals,
-        tl.and_then(|t| t.p_signal_semaphore_values.as_ref()),
-    );
-    Ok(())
+    })
+}
+
+/// One side (waits or signals) of a batch: each semaphore with its timeline value where given.
+/// A value count of 0 is legal when those semaphores are all binary (wgpu waits on binary
+/// semaphores beside timeline signals): a semaphore without a value is binary here, and a
+/// timeline one without a value fails in `check_waits`, naming it.
+fn side<'a>(
+    sems: &'a Option<Vec<u64>>,
+    values: Option<&'a Vec<u64>>,
+) -> impl Iterator<Item = (u64, Option<u64>)> + 'a {
+    sems.iter()
+        .flatten()
+        .enumerate()
+        .map(move |(i, s)| (*s, values.and_then(|v| v.get(i)).copied()))
 }
 
 impl Sync {
@@ -195,18 +173,9 @@ impl Sync {
             Call::vkQueueSubmit(p) if result >= 0 => {
                 for si in p.p_submits.iter().flatten() {
                     check_cbs(t, si.p_command_buffers.iter().flatten().copied())?;
-                    let (mut w, mut sg) =
-                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
-                    batch(
-                        &si.p_wait_semaphores,
-                        &si.p_signal_semaphores,
-                        &si.p_next,
-                        &mut w,
-                        &mut sg,
-                    )?;
-                    let r = check_waits(t, &w);
-                    (self.w, self.sg) = (w, sg);
-                    r?;
+                    let tl = timeline(&si.p_next);
+                    let values = tl.and_then(|t| t.p_wait_semaphore_values.as_ref());
+                    check_waits(t, side(&si.p_wait_semaphores, values))?;
                 }
                 check_fence(t, p.fence)?;
                 Ok(Action::None)
@@ -221,7 +190,7 @@ impl Sync {
                             .map(|c| c.command_buffer),
                     )?;
                     for x in si.p_wait_semaphore_infos.iter().flatten() {
-                        check_waits(t, &[(x.semaphore, Some(x.value))])?;
+                        check_waits(t, [(x.semaphore, Some(x.value))])?;
                     }
                 }
                 check_fence(t, p.fence)?;
@@ -229,18 +198,9 @@ impl Sync {
             }
             Call::vkQueueBindSparse(p) if result >= 0 => {
                 for bi in p.p_bind_info.iter().flatten() {
-                    let (mut w, mut sg) =
-                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
-                    batch(
-                        &bi.p_wait_semaphores,
-                        &bi.p_signal_semaphores,
-                        &bi.p_next,
-                        &mut w,
-                        &mut sg,
-                    )?;
-                    let r = check_waits(t, &w);
-                    (self.w, self.sg) = (w, sg);
-                    r?;
+                    let tl = timeline(&bi.p_next);
+                    let values = tl.and_then(|t| t.p_wait_semaphore_values.as_ref());
+                    check_waits(t, side(&bi.p_wait_semaphores, values))?;
                 }
                 check_fence(t, p.fence)?;
                 Ok(Action::None)
@@ -248,7 +208,7 @@ impl Sync {
             Call::vkQueuePresentKHR(p) => {
                 if let Some(info) = &p.p_present_info {
                     for s in info.p_wait_semaphores.iter().flatten() {
-                        check_waits(t, &[(*s, None)])?;
+                        check_waits(t, [(*s, None)])?;
                     }
                 }
                 Ok(Action::None)
@@ -431,22 +391,10 @@ impl Sync {
             Call::vkQueueSubmit(p) if result >= 0 => {
                 let mut s = self.submit(p.queue, device, p.fence);
                 for si in p.p_submits.iter().flatten() {
-                    // Checked before the call.
-                    let (mut w, mut sg) =
-                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
-                    if batch(
-                        &si.p_wait_semaphores,
-                        &si.p_signal_semaphores,
-                        &si.p_next,
-                        &mut w,
-                        &mut sg,
-                    )
-                    .is_ok()
-                    {
-                        consume(t, w.iter().map(|x| x.0));
-                        signal(t, &sg, &mut s);
-                    }
-                    (self.w, self.sg) = (w, sg);
+                    consume(t, si.p_wait_semaphores.iter().flatten().copied());
+                    let tl = timeline(&si.p_next);
+                    let values = tl.and_then(|t| t.p_signal_semaphore_values.as_ref());
+                    signal(t, side(&si.p_signal_semaphores, values), &mut s);
                     s.cbs.extend(si.p_command_buffers.iter().flatten());
                 }
                 self.push(t, s);
@@ -456,16 +404,8 @@ impl Sync {
                 for si in p.p_submits.iter().flatten() {
                     let waits = si.p_wait_semaphore_infos.iter().flatten();
                     consume(t, waits.map(|x| x.semaphore));
-                    let mut sg = std::mem::take(&mut self.sg);
-                    sg.clear();
-                    sg.extend(
-                        si.p_signal_semaphore_infos
-                            .iter()
-                            .flatten()
-                            .map(|x| (x.semaphore, Some(x.value))),
-                    );
-                    signal(t, &sg, &mut s);
-                    self.sg = sg;
+                    let signals = si.p_signal_semaphore_infos.iter().flatten();
+                    signal(t, signals.map(|x| (x.semaphore, Some(x.value))), &mut s);
                     s.cbs.extend(
                         si.p_command_buffer_infos
                             .iter()
@@ -478,21 +418,10 @@ impl Sync {
             Call::vkQueueBindSparse(p) if result >= 0 => {
                 let mut s = self.submit(p.queue, device, p.fence);
                 for bi in p.p_bind_info.iter().flatten() {
-                    let (mut w, mut sg) =
-                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
-                    if batch(
-                        &bi.p_wait_semaphores,
-                        &bi.p_signal_semaphores,
-                        &bi.p_next,
-                        &mut w,
-                        &mut sg,
-                    )
-                    .is_ok()
-                    {
-                        consume(t, w.iter().map(|x| x.0));
-                        signal(t, &sg, &mut s);
-                    }
-                    (self.w, self.sg) = (w, sg);
+                    consume(t, bi.p_wait_semaphores.iter().flatten().copied());
+                    let tl = timeline(&bi.p_next);
+                    let values = tl.and_then(|t| t.p_signal_semaphore_values.as_ref());
+                    signal(t, side(&bi.p_signal_semaphores, values), &mut s);
                 }
                 self.push(t, s);
             }
@@ -723,19 +652,19 @@ fn check_cbs(t: &Table, cbs: impl Iterator<Item = u64>) -> Result<(), String> {
     Ok(())
 }
 
-fn check_waits<'w>(
+fn check_waits(
     t: &Table,
-    waits: impl IntoIterator<Item = &'w (u64, Option<u64>)>,
+    waits: impl IntoIterator<Item = (u64, Option<u64>)>,
 ) -> Result<(), String> {
     for (s, v) in waits {
-        let sem = t.sem(*s).unwrap_or_default();
+        let sem = t.sem(s).unwrap_or_default();
         if sem.timeline {
             let Some(v) = v else {
                 return Err(format!(
                     "waits on timeline semaphore 0x{s:x} without a value (no VkTimelineSemaphoreSubmitInfo)"
                 ));
             };
-            if sem.value < *v {
+            if sem.value < v {
                 return Err(format!(
                     "waits for value {v} of timeline semaphore 0x{s:x}, which no replayed submission or signal reaches (highest: {})",
                     sem.value
@@ -785,13 +714,13 @@ fn consume(t: &mut Table, waits: impl Iterator<Item = u64>) {
     }
 }
 
-fn signal(t: &mut Table, signals: &Sems, sub: &mut Submit) {
+fn signal(t: &mut Table, signals: impl Iterator<Item = (u64, Option<u64>)>, sub: &mut Submit) {
     for (s, v) in signals {
-        if let Some(x) = t.sem_mut(*s) {
+        if let Some(x) = t.sem_mut(s) {
             if x.timeline {
                 let v = v.unwrap_or(0);
                 x.value = x.value.max(v);
-                sub.signals.push((*s, v));
+                sub.signals.push((s, v));
             } else {
                 x.signaled = true;
             }
