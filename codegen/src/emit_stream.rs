@@ -865,7 +865,7 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
     o.push_str("_ => {}\n}\n}\n}\n\n");
     let field_walk = |f: &Field, src: &str, created: &str| -> Option<String> {
         match &f.kind {
-            Kind::PNext => Some(format!("h_chain(&{src}, f);")),
+            Kind::PNext => Some(format!("if !{src}.is_empty() {{ h_chain(&{src}, f); }}")),
             Kind::Val(el) => walk_elem(el, &format!("&{src}"), created, &with),
             Kind::Fixed(el, _) => walk_elem(el, "y", created, &with)
                 .map(|w| format!("for y in {src}.iter() {{ {w} }}")),

@@ -212,7 +212,9 @@ fn h_VkMappedMemoryRange<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkMappedMemoryRange,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
@@ -240,7 +242,9 @@ fn h_VkWriteDescriptorSet<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkWriteDescriptorSet,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.dst_set != 0 {
         f(vk::ObjectType::DESCRIPTOR_SET, *&v.dst_set, false);
     }
@@ -266,7 +270,9 @@ fn h_VkCopyDescriptorSet<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyDescriptorSet,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src_set != 0 {
         f(vk::ObjectType::DESCRIPTOR_SET, *&v.src_set, false);
     }
@@ -278,7 +284,9 @@ fn h_VkBufferViewCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBufferViewCreateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -287,7 +295,9 @@ fn h_VkBufferMemoryBarrier<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBufferMemoryBarrier,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -296,7 +306,9 @@ fn h_VkImageMemoryBarrier<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkImageMemoryBarrier,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -305,7 +317,9 @@ fn h_VkImageViewCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkImageViewCreateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -369,7 +383,9 @@ fn h_VkBindSparseInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBindSparseInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
             if *y != 0 {
@@ -416,7 +432,9 @@ fn h_VkDescriptorSetLayoutCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Size
     v: &VkDescriptorSetLayoutCreateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_bindings {
         for y in x.iter() {
             h_VkDescriptorSetLayoutBinding(y, f);
@@ -427,7 +445,9 @@ fn h_VkDescriptorSetAllocateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDescriptorSetAllocateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.descriptor_pool != 0 {
         f(vk::ObjectType::DESCRIPTOR_POOL, *&v.descriptor_pool, false);
     }
@@ -443,7 +463,9 @@ fn h_VkPipelineShaderStageCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Size
     v: &VkPipelineShaderStageCreateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.module != 0 {
         f(vk::ObjectType::SHADER_MODULE, *&v.module, false);
     }
@@ -452,7 +474,9 @@ fn h_VkComputePipelineCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkComputePipelineCreateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     h_VkPipelineShaderStageCreateInfo(&v.stage, f);
     if *&v.layout != 0 {
         f(vk::ObjectType::PIPELINE_LAYOUT, *&v.layout, false);
@@ -465,7 +489,9 @@ fn h_VkGraphicsPipelineCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkGraphicsPipelineCreateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
             h_VkPipelineShaderStageCreateInfo(y, f);
@@ -485,7 +511,9 @@ fn h_VkPipelineLayoutCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkPipelineLayoutCreateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_set_layouts {
         for y in x.iter() {
             if *y != 0 {
@@ -498,7 +526,9 @@ fn h_VkCommandBufferAllocateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCommandBufferAllocateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.command_pool != 0 {
         f(vk::ObjectType::COMMAND_POOL, *&v.command_pool, false);
     }
@@ -507,7 +537,9 @@ fn h_VkCommandBufferInheritanceInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized
     v: &VkCommandBufferInheritanceInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
     }
@@ -519,7 +551,9 @@ fn h_VkCommandBufferBeginInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCommandBufferBeginInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_inheritance_info {
         h_VkCommandBufferInheritanceInfo(x, f);
     }
@@ -528,7 +562,9 @@ fn h_VkRenderPassBeginInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkRenderPassBeginInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
     }
@@ -540,7 +576,9 @@ fn h_VkFramebufferCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkFramebufferCreateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
     }
@@ -553,7 +591,9 @@ fn h_VkFramebufferCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     }
 }
 fn h_VkSubmitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(v: &VkSubmitInfo, f: &mut F) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
             if *y != 0 {
@@ -604,7 +644,9 @@ fn h_VkDisplaySurfaceCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>
     v: &VkDisplaySurfaceCreateInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.display_mode != 0 {
         f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.display_mode, false);
     }
@@ -613,7 +655,9 @@ fn h_VkSwapchainCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkSwapchainCreateInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.surface != 0 {
         f(vk::ObjectType::SURFACE_KHR, *&v.surface, false);
     }
@@ -625,7 +669,9 @@ fn h_VkPresentInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkPresentInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
             if *y != 0 {
@@ -645,7 +691,9 @@ fn h_VkDedicatedAllocationMemoryAllocateInfoNV<F: FnMut(vk::ObjectType, u64, boo
     v: &VkDedicatedAllocationMemoryAllocateInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -657,7 +705,9 @@ fn h_VkGraphicsShaderGroupCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Si
     v: &VkGraphicsShaderGroupCreateInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
             h_VkPipelineShaderStageCreateInfo(y, f);
@@ -668,7 +718,9 @@ fn h_VkGraphicsPipelineShaderGroupsCreateInfoNV<F: FnMut(vk::ObjectType, u64, bo
     v: &VkGraphicsPipelineShaderGroupsCreateInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_groups {
         for y in x.iter() {
             h_VkGraphicsShaderGroupCreateInfoNV(y, f);
@@ -694,7 +746,9 @@ fn h_VkIndirectCommandsLayoutTokenNV<F: FnMut(vk::ObjectType, u64, bool) + ?Size
     v: &VkIndirectCommandsLayoutTokenNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.pushconstant_pipeline_layout != 0 {
         f(
             vk::ObjectType::PIPELINE_LAYOUT,
@@ -707,7 +761,9 @@ fn h_VkIndirectCommandsLayoutCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + 
     v: &VkIndirectCommandsLayoutCreateInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_tokens {
         for y in x.iter() {
             h_VkIndirectCommandsLayoutTokenNV(y, f);
@@ -718,7 +774,9 @@ fn h_VkGeneratedCommandsInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkGeneratedCommandsInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.pipeline != 0 {
         f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
     }
@@ -748,7 +806,9 @@ fn h_VkGeneratedCommandsMemoryRequirementsInfoNV<F: FnMut(vk::ObjectType, u64, b
     v: &VkGeneratedCommandsMemoryRequirementsInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.pipeline != 0 {
         f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
     }
@@ -764,7 +824,9 @@ fn h_VkMemoryGetFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkMemoryGetFdInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
@@ -773,7 +835,9 @@ fn h_VkImportSemaphoreFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkImportSemaphoreFdInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.semaphore != 0 {
         f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
     }
@@ -782,7 +846,9 @@ fn h_VkSemaphoreGetFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkSemaphoreGetFdInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.semaphore != 0 {
         f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
     }
@@ -791,7 +857,9 @@ fn h_VkImportFenceFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkImportFenceFdInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.fence != 0 {
         f(vk::ObjectType::FENCE, *&v.fence, false);
     }
@@ -800,7 +868,9 @@ fn h_VkFenceGetFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkFenceGetFdInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.fence != 0 {
         f(vk::ObjectType::FENCE, *&v.fence, false);
     }
@@ -809,7 +879,9 @@ fn h_VkPhysicalDeviceGroupProperties<F: FnMut(vk::ObjectType, u64, bool) + ?Size
     v: &VkPhysicalDeviceGroupProperties,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     for y in v.physical_devices.iter() {
         if *y != 0 {
             f(vk::ObjectType::PHYSICAL_DEVICE, *y, false);
@@ -820,7 +892,9 @@ fn h_VkBindBufferMemoryInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBindBufferMemoryInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -832,7 +906,9 @@ fn h_VkBindImageMemoryInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBindImageMemoryInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -844,7 +920,9 @@ fn h_VkImageSwapchainCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>
     v: &VkImageSwapchainCreateInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
     }
@@ -853,7 +931,9 @@ fn h_VkBindImageMemorySwapchainInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Si
     v: &VkBindImageMemorySwapchainInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
     }
@@ -862,7 +942,9 @@ fn h_VkAcquireNextImageInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkAcquireNextImageInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
     }
@@ -877,7 +959,9 @@ fn h_VkDeviceGroupDeviceCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>
     v: &VkDeviceGroupDeviceCreateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_physical_devices {
         for y in x.iter() {
             if *y != 0 {
@@ -890,7 +974,9 @@ fn h_VkDescriptorUpdateTemplateCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + 
     v: &VkDescriptorUpdateTemplateCreateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.descriptor_set_layout != 0 {
         f(
             vk::ObjectType::DESCRIPTOR_SET_LAYOUT,
@@ -906,7 +992,9 @@ fn h_VkPhysicalDeviceSurfaceInfo2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Size
     v: &VkPhysicalDeviceSurfaceInfo2KHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.surface != 0 {
         f(vk::ObjectType::SURFACE_KHR, *&v.surface, false);
     }
@@ -915,28 +1003,36 @@ fn h_VkDisplayProperties2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDisplayProperties2KHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     h_VkDisplayPropertiesKHR(&v.display_properties, f);
 }
 fn h_VkDisplayPlaneProperties2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDisplayPlaneProperties2KHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     h_VkDisplayPlanePropertiesKHR(&v.display_plane_properties, f);
 }
 fn h_VkDisplayModeProperties2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDisplayModeProperties2KHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     h_VkDisplayModePropertiesKHR(&v.display_mode_properties, f);
 }
 fn h_VkDisplayPlaneInfo2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDisplayPlaneInfo2KHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.mode != 0 {
         f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.mode, false);
     }
@@ -945,7 +1041,9 @@ fn h_VkBufferMemoryRequirementsInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Size
     v: &VkBufferMemoryRequirementsInfo2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -954,7 +1052,9 @@ fn h_VkImageMemoryRequirementsInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized
     v: &VkImageMemoryRequirementsInfo2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -963,7 +1063,9 @@ fn h_VkImageSparseMemoryRequirementsInfo2<F: FnMut(vk::ObjectType, u64, bool) + 
     v: &VkImageSparseMemoryRequirementsInfo2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -972,7 +1074,9 @@ fn h_VkMemoryDedicatedAllocateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>
     v: &VkMemoryDedicatedAllocateInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -984,7 +1088,9 @@ fn h_VkSamplerYcbcrConversionInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkSamplerYcbcrConversionInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.conversion != 0 {
         f(
             vk::ObjectType::SAMPLER_YCBCR_CONVERSION,
@@ -997,7 +1103,9 @@ fn h_VkConditionalRenderingBeginInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?S
     v: &VkConditionalRenderingBeginInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -1006,7 +1114,9 @@ fn h_VkShaderModuleValidationCacheCreateInfoEXT<F: FnMut(vk::ObjectType, u64, bo
     v: &VkShaderModuleValidationCacheCreateInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.validation_cache != 0 {
         f(
             vk::ObjectType::VALIDATION_CACHE_EXT,
@@ -1019,7 +1129,9 @@ fn h_VkSemaphoreWaitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkSemaphoreWaitInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_semaphores {
         for y in x.iter() {
             if *y != 0 {
@@ -1032,7 +1144,9 @@ fn h_VkSemaphoreSignalInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkSemaphoreSignalInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.semaphore != 0 {
         f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
     }
@@ -1041,7 +1155,9 @@ fn h_VkRayTracingPipelineCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Siz
     v: &VkRayTracingPipelineCreateInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
             h_VkPipelineShaderStageCreateInfo(y, f);
@@ -1058,7 +1174,9 @@ fn h_VkRayTracingPipelineCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Si
     v: &VkRayTracingPipelineCreateInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
             h_VkPipelineShaderStageCreateInfo(y, f);
@@ -1078,7 +1196,9 @@ fn h_VkGeometryTrianglesNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkGeometryTrianglesNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.vertex_data != 0 {
         f(vk::ObjectType::BUFFER, *&v.vertex_data, false);
     }
@@ -1093,7 +1213,9 @@ fn h_VkGeometryAABBNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkGeometryAABBNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.aabb_data != 0 {
         f(vk::ObjectType::BUFFER, *&v.aabb_data, false);
     }
@@ -1106,14 +1228,18 @@ fn h_VkGeometryDataNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     h_VkGeometryAABBNV(&v.aabbs, f);
 }
 fn h_VkGeometryNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(v: &VkGeometryNV, f: &mut F) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     h_VkGeometryDataNV(&v.geometry, f);
 }
 fn h_VkAccelerationStructureInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkAccelerationStructureInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_geometries {
         for y in x.iter() {
             h_VkGeometryNV(y, f);
@@ -1124,14 +1250,18 @@ fn h_VkAccelerationStructureCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?
     v: &VkAccelerationStructureCreateInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     h_VkAccelerationStructureInfoNV(&v.info, f);
 }
 fn h_VkBindAccelerationStructureMemoryInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBindAccelerationStructureMemoryInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_NV,
@@ -1147,7 +1277,9 @@ fn h_VkWriteDescriptorSetAccelerationStructureKHR<F: FnMut(vk::ObjectType, u64, 
     v: &VkWriteDescriptorSetAccelerationStructureKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_acceleration_structures {
         for y in x.iter() {
             if *y != 0 {
@@ -1160,7 +1292,9 @@ fn h_VkWriteDescriptorSetAccelerationStructureNV<F: FnMut(vk::ObjectType, u64, b
     v: &VkWriteDescriptorSetAccelerationStructureNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_acceleration_structures {
         for y in x.iter() {
             if *y != 0 {
@@ -1175,7 +1309,9 @@ fn h_VkAccelerationStructureMemoryRequirementsInfoNV<
     v: &VkAccelerationStructureMemoryRequirementsInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_NV,
@@ -1188,7 +1324,9 @@ fn h_VkBufferDeviceAddressInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBufferDeviceAddressInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -1197,7 +1335,9 @@ fn h_VkRenderPassAttachmentBeginInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Size
     v: &VkRenderPassAttachmentBeginInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_attachments {
         for y in x.iter() {
             if *y != 0 {
@@ -1210,7 +1350,9 @@ fn h_VkImageViewHandleInfoNVX<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkImageViewHandleInfoNVX,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
     }
@@ -1222,7 +1364,9 @@ fn h_VkPipelineInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkPipelineInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.pipeline != 0 {
         f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
     }
@@ -1231,7 +1375,9 @@ fn h_VkPipelineExecutableInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkPipelineExecutableInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.pipeline != 0 {
         f(vk::ObjectType::PIPELINE, *&v.pipeline, false);
     }
@@ -1240,7 +1386,9 @@ fn h_VkSubpassShadingPipelineCreateInfoHUAWEI<F: FnMut(vk::ObjectType, u64, bool
     v: &VkSubpassShadingPipelineCreateInfoHUAWEI,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, false);
     }
@@ -1249,7 +1397,9 @@ fn h_VkDeviceMemoryOpaqueCaptureAddressInfo<F: FnMut(vk::ObjectType, u64, bool) 
     v: &VkDeviceMemoryOpaqueCaptureAddressInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
@@ -1258,7 +1408,9 @@ fn h_VkAccelerationStructureBuildGeometryInfoKHR<F: FnMut(vk::ObjectType, u64, b
     v: &VkAccelerationStructureBuildGeometryInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src_acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
@@ -1278,7 +1430,9 @@ fn h_VkAccelerationStructureCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + 
     v: &VkAccelerationStructureCreateInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -1287,7 +1441,9 @@ fn h_VkAccelerationStructureDeviceAddressInfoKHR<F: FnMut(vk::ObjectType, u64, b
     v: &VkAccelerationStructureDeviceAddressInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
@@ -1300,7 +1456,9 @@ fn h_VkCopyAccelerationStructureInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?S
     v: &VkCopyAccelerationStructureInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src != 0 {
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.src, false);
     }
@@ -1312,7 +1470,9 @@ fn h_VkCopyAccelerationStructureToMemoryInfoKHR<F: FnMut(vk::ObjectType, u64, bo
     v: &VkCopyAccelerationStructureToMemoryInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src != 0 {
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.src, false);
     }
@@ -1321,7 +1481,9 @@ fn h_VkCopyMemoryToAccelerationStructureInfoKHR<F: FnMut(vk::ObjectType, u64, bo
     v: &VkCopyMemoryToAccelerationStructureInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.dst != 0 {
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.dst, false);
     }
@@ -1330,7 +1492,9 @@ fn h_VkPipelineLibraryCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized
     v: &VkPipelineLibraryCreateInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_libraries {
         for y in x.iter() {
             if *y != 0 {
@@ -1343,7 +1507,9 @@ fn h_VkCopyBufferInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyBufferInfo2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src_buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.src_buffer, false);
     }
@@ -1355,7 +1521,9 @@ fn h_VkCopyImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyImageInfo2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, false);
     }
@@ -1367,7 +1535,9 @@ fn h_VkBlitImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBlitImageInfo2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, false);
     }
@@ -1379,7 +1549,9 @@ fn h_VkCopyBufferToImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyBufferToImageInfo2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src_buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.src_buffer, false);
     }
@@ -1391,7 +1563,9 @@ fn h_VkCopyImageToBufferInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyImageToBufferInfo2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, false);
     }
@@ -1403,7 +1577,9 @@ fn h_VkResolveImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkResolveImageInfo2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, false);
     }
@@ -1415,7 +1591,9 @@ fn h_VkImageMemoryBarrier2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkImageMemoryBarrier2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -1424,7 +1602,9 @@ fn h_VkBufferMemoryBarrier2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBufferMemoryBarrier2,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -1433,7 +1613,9 @@ fn h_VkDependencyInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDependencyInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_buffer_memory_barriers {
         for y in x.iter() {
             h_VkBufferMemoryBarrier2(y, f);
@@ -1449,7 +1631,9 @@ fn h_VkSemaphoreSubmitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkSemaphoreSubmitInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.semaphore != 0 {
         f(vk::ObjectType::SEMAPHORE, *&v.semaphore, false);
     }
@@ -1458,13 +1642,17 @@ fn h_VkCommandBufferSubmitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCommandBufferSubmitInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.command_buffer != 0 {
         f(vk::ObjectType::COMMAND_BUFFER, *&v.command_buffer, false);
     }
 }
 fn h_VkSubmitInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(v: &VkSubmitInfo2, f: &mut F) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_wait_semaphore_infos {
         for y in x.iter() {
             h_VkSemaphoreSubmitInfo(y, f);
@@ -1485,7 +1673,9 @@ fn h_VkBindVideoSessionMemoryInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Size
     v: &VkBindVideoSessionMemoryInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
@@ -1494,7 +1684,9 @@ fn h_VkVideoPictureResourceInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>
     v: &VkVideoPictureResourceInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image_view_binding != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view_binding, false);
     }
@@ -1503,7 +1695,9 @@ fn h_VkVideoReferenceSlotInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkVideoReferenceSlotInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_picture_resource {
         h_VkVideoPictureResourceInfoKHR(x, f);
     }
@@ -1512,7 +1706,9 @@ fn h_VkVideoDecodeInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkVideoDecodeInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src_buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.src_buffer, false);
     }
@@ -1530,7 +1726,9 @@ fn h_VkVideoSessionParametersCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) +
     v: &VkVideoSessionParametersCreateInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.video_session_parameters_template != 0 {
         f(
             vk::ObjectType::VIDEO_SESSION_PARAMETERS_KHR,
@@ -1546,7 +1744,9 @@ fn h_VkVideoBeginCodingInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkVideoBeginCodingInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.video_session != 0 {
         f(vk::ObjectType::VIDEO_SESSION_KHR, *&v.video_session, false);
     }
@@ -1567,7 +1767,9 @@ fn h_VkCuFunctionCreateInfoNVX<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCuFunctionCreateInfoNVX,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.module != 0 {
         f(vk::ObjectType::CU_MODULE_NVX, *&v.module, false);
     }
@@ -1578,7 +1780,9 @@ fn h_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT<
     v: &VkDescriptorBufferBindingPushDescriptorBufferHandleEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -1587,7 +1791,9 @@ fn h_VkBufferCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + 
     v: &VkBufferCaptureDescriptorDataInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -1596,7 +1802,9 @@ fn h_VkImageCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?
     v: &VkImageCaptureDescriptorDataInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, false);
     }
@@ -1605,7 +1813,9 @@ fn h_VkImageViewCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool)
     v: &VkImageViewCaptureDescriptorDataInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
     }
@@ -1614,7 +1824,9 @@ fn h_VkSamplerCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) +
     v: &VkSamplerCaptureDescriptorDataInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.sampler != 0 {
         f(vk::ObjectType::SAMPLER, *&v.sampler, false);
     }
@@ -1625,7 +1837,9 @@ fn h_VkAccelerationStructureCaptureDescriptorDataInfoEXT<
     v: &VkAccelerationStructureCaptureDescriptorDataInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
@@ -1645,13 +1859,17 @@ fn h_VkMemoryGetRemoteAddressInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized
     v: &VkMemoryGetRemoteAddressInfoNV,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, false);
     }
 }
 fn h_VkRenderingInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(v: &VkRenderingInfo, f: &mut F) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_color_attachments {
         for y in x.iter() {
             h_VkRenderingAttachmentInfo(y, f);
@@ -1668,7 +1886,9 @@ fn h_VkRenderingAttachmentInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkRenderingAttachmentInfo,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
     }
@@ -1682,7 +1902,9 @@ fn h_VkRenderingFragmentShadingRateAttachmentInfoKHR<
     v: &VkRenderingFragmentShadingRateAttachmentInfoKHR,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
     }
@@ -1693,7 +1915,9 @@ fn h_VkRenderingFragmentDensityMapAttachmentInfoEXT<
     v: &VkRenderingFragmentDensityMapAttachmentInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, false);
     }
@@ -1702,7 +1926,9 @@ fn h_VkDescriptorSetBindingReferenceVALVE<F: FnMut(vk::ObjectType, u64, bool) + 
     v: &VkDescriptorSetBindingReferenceVALVE,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.descriptor_set_layout != 0 {
         f(
             vk::ObjectType::DESCRIPTOR_SET_LAYOUT,
@@ -1715,7 +1941,9 @@ fn h_VkMicromapBuildInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkMicromapBuildInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.dst_micromap != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.dst_micromap, false);
     }
@@ -1724,7 +1952,9 @@ fn h_VkMicromapCreateInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkMicromapCreateInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, false);
     }
@@ -1733,7 +1963,9 @@ fn h_VkCopyMicromapInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyMicromapInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.src, false);
     }
@@ -1745,7 +1977,9 @@ fn h_VkCopyMicromapToMemoryInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>
     v: &VkCopyMicromapToMemoryInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.src != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.src, false);
     }
@@ -1754,7 +1988,9 @@ fn h_VkCopyMemoryToMicromapInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>
     v: &VkCopyMemoryToMicromapInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.dst != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.dst, false);
     }
@@ -1765,7 +2001,9 @@ fn h_VkAccelerationStructureTrianglesOpacityMicromapEXT<
     v: &VkAccelerationStructureTrianglesOpacityMicromapEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.micromap != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.micromap, false);
     }
@@ -1774,7 +2012,9 @@ fn h_VkSwapchainPresentFenceInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized
     v: &VkSwapchainPresentFenceInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if let Some(x) = &v.p_fences {
         for y in x.iter() {
             if *y != 0 {
@@ -1787,7 +2027,9 @@ fn h_VkReleaseSwapchainImagesInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Size
     v: &VkReleaseSwapchainImagesInfoEXT,
     f: &mut F,
 ) {
-    h_chain(&v.p_next, f);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f);
+    }
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, false);
     }
