@@ -852,8 +852,12 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
          pub type Visit<'a> = dyn FnMut(vk::ObjectType, u64, bool) + 'a;\n\n",
     );
     // `out`: the struct is (in) an output parameter, so the handles in it are ones the call
-    // returns (the physical devices of vkEnumeratePhysicalDeviceGroups).
-    o.push_str("fn h_chain(c: &[PNext], f: &mut Visit, out: bool) {\nfor e in c {\nmatch e {\n");
+    // returns (the physical devices of vkEnumeratePhysicalDeviceGroups). Generic over the
+    // visitor, so that a caller on a hot path (the replay's checks) gets the walk inlined with its
+    // closure instead of an indirect call per handle.
+    o.push_str(
+        "fn h_chain<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(c: &[PNext], f: &mut F, out: bool) {\nfor e in c {\nmatch e {\n",
+    );
     for name in &an.struct_order {
         let s = &an.structs[name];
         if s.def.stype.is_some() && has_pnext(&s.fields) && with.contains(name) {
@@ -863,7 +867,9 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
     o.push_str("_ => {}\n}\n}\n}\n\n");
     let field_walk = |f: &Field, src: &str, created: &str| -> Option<String> {
         match &f.kind {
-            Kind::PNext => Some(format!("h_chain(&{src}, f, {created});")),
+            Kind::PNext => Some(format!(
+                "if !{src}.is_empty() {{ h_chain(&{src}, f, {created}); }}"
+            )),
             Kind::Val(el) => walk_elem(el, &format!("&{src}"), created, &with),
             Kind::Fixed(el, _) => walk_elem(el, "y", created, &with)
                 .map(|w| format!("for y in {src}.iter() {{ {w} }}")),
@@ -891,7 +897,10 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
             continue;
         }
         let s = &an.structs[name];
-        let _ = writeln!(o, "fn h_{name}(v: &{name}, f: &mut Visit, out: bool) {{");
+        let _ = writeln!(
+            o,
+            "fn h_{name}<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(v: &{name}, f: &mut F, out: bool) {{"
+        );
         for fl in &s.fields {
             if let Some(w) = field_walk(fl, &format!("v.{}", fl.snake), "out") {
                 o.push_str(&w);
@@ -902,7 +911,9 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
     }
     o.push_str(
         "\n/// Calls `f` for every non-null handle `call` names, in parameter order.\n\
-         pub fn call_handles(call: &Call, f: &mut Visit) {\nmatch call {\n",
+         pub fn call_handles(call: &Call, f: &mut Visit) {\nwalk(call, f)\n}\n\n\
+         /// [`call_handles`] with the visitor's type known: one copy of the walk per caller type.\n\
+         pub fn walk<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(call: &Call, f: &mut F) {\nmatch call {\n",
     );
     for c in &an.cmds {
         let mut body = String::new();

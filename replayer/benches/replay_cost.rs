@@ -57,13 +57,6 @@ fn bench(trace: &Path, min: Duration) -> Result<(), String> {
         println!("{}: {:.1} ns per call", trace.display(), m.ns_per_call());
         return Ok(());
     }
-    let read = per_call(n, min, || {
-        for r in reader.records() {
-            if let Ok(Record::Call(c)) = r {
-                black_box(&c);
-            }
-        }
-    });
     let decode = per_call(n, min, || {
         for (id, c) in &calls.calls {
             let _ = black_box(vkstream::decode_call(*id, black_box(&c.params)));
@@ -79,6 +72,34 @@ fn bench(trace: &Path, min: Duration) -> Result<(), String> {
         }
     });
     let validate = decode_validate - decode;
+    if std::env::var("QUARRY_BENCH_ONLY").as_deref() == Ok("validate") {
+        // Decode and validate alone (quick, and for a profiler), and the checks alone over
+        // calls decoded beforehand (no subtraction of two noisy figures).
+        let decoded: Vec<(vkstream::Call, &format::record::Call)> = calls
+            .calls
+            .iter()
+            .filter_map(|(id, c)| Some((vkstream::decode_call(*id, &c.params).ok()?, c)))
+            .collect();
+        let alone = per_call(n, min, || {
+            let mut v = replayer::validate::Validator::new();
+            for (call, c) in &decoded {
+                let _ = black_box(v.before(black_box(call), c.result));
+                v.after(call, c.result, c.seq);
+            }
+        });
+        println!(
+            "{}: decode {decode:.1}, validate {validate:.1} (checks alone {alone:.1}) ns per call",
+            trace.display()
+        );
+        return Ok(());
+    }
+    let read = per_call(n, min, || {
+        for r in reader.records() {
+            if let Ok(Record::Call(c)) = r {
+                black_box(&c);
+            }
+        }
+    });
     if std::env::var_os("QUARRY_BENCH_PER_CMD").is_some() {
         // Decode cost per command, batch-measured per command: where the decode time goes.
         let mut by: std::collections::BTreeMap<u32, Vec<&[u8]>> = Default::default();

@@ -10,12 +10,23 @@ use vkstream::{Call, PNext};
 
 type R = Result<(), String>;
 
-/// An array of `len` elements (`None`: NULL) where the driver reads `n`.
+/// An array of `len` elements (`None`: NULL) where the driver reads `n` (inlined: every
+/// call checks several; the message is built out of line).
+#[inline(always)]
 fn arr(len: Option<usize>, n: u64, count: &str, name: &str, required: bool) -> R {
     match len {
-        Some(l) if (l as u64) < n => Err(format!("{count} is {n} but {name} holds {l}")),
-        None if required && n > 0 => Err(format!("{count} is {n} but {name} is NULL")),
+        Some(l) if (l as u64) < n => Err(short(count, n, name, Some(l))),
+        None if required && n > 0 => Err(short(count, n, name, None)),
         _ => Ok(()),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn short(count: &str, n: u64, name: &str, len: Option<usize>) -> String {
+    match len {
+        Some(l) => format!("{count} is {n} but {name} holds {l}"),
+        None => format!("{count} is {n} but {name} is NULL"),
     }
 }
 
@@ -1423,11 +1434,15 @@ fn c_chain(c: &[PNext]) -> R {
 }
 
 fn c_VkApplicationInfo(v: &VkApplicationInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceQueueCreateInfo(v: &VkDeviceQueueCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_queue_priorities.as_ref().map(|x| x.len()),
         (v.queue_count as u64),
@@ -1438,7 +1453,9 @@ fn c_VkDeviceQueueCreateInfo(v: &VkDeviceQueueCreateInfo) -> R {
     Ok(())
 }
 fn c_VkDeviceCreateInfo(v: &VkDeviceCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_queue_create_infos.as_ref().map(|x| x.len()),
         (v.queue_create_info_count as u64),
@@ -1468,7 +1485,9 @@ fn c_VkDeviceCreateInfo(v: &VkDeviceCreateInfo) -> R {
     Ok(())
 }
 fn c_VkInstanceCreateInfo(v: &VkInstanceCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     if let Some(x) = &v.p_application_info {
         c_VkApplicationInfo(x)?;
     }
@@ -1489,15 +1508,21 @@ fn c_VkInstanceCreateInfo(v: &VkInstanceCreateInfo) -> R {
     Ok(())
 }
 fn c_VkMemoryAllocateInfo(v: &VkMemoryAllocateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMappedMemoryRange(v: &VkMappedMemoryRange) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkWriteDescriptorSet(v: &VkWriteDescriptorSet) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_image_info.as_ref().map(|x| x.len()),
         (v.descriptor_count as u64),
@@ -1522,11 +1547,15 @@ fn c_VkWriteDescriptorSet(v: &VkWriteDescriptorSet) -> R {
     Ok(())
 }
 fn c_VkCopyDescriptorSet(v: &VkCopyDescriptorSet) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBufferCreateInfo(v: &VkBufferCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_queue_family_indices.as_ref().map(|x| x.len()),
         (v.queue_family_index_count as u64),
@@ -1537,23 +1566,33 @@ fn c_VkBufferCreateInfo(v: &VkBufferCreateInfo) -> R {
     Ok(())
 }
 fn c_VkBufferViewCreateInfo(v: &VkBufferViewCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMemoryBarrier(v: &VkMemoryBarrier) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBufferMemoryBarrier(v: &VkBufferMemoryBarrier) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageMemoryBarrier(v: &VkImageMemoryBarrier) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageCreateInfo(v: &VkImageCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_queue_family_indices.as_ref().map(|x| x.len()),
         (v.queue_family_index_count as u64),
@@ -1564,7 +1603,9 @@ fn c_VkImageCreateInfo(v: &VkImageCreateInfo) -> R {
     Ok(())
 }
 fn c_VkImageViewCreateInfo(v: &VkImageViewCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSparseBufferMemoryBindInfo(v: &VkSparseBufferMemoryBindInfo) -> R {
@@ -1598,7 +1639,9 @@ fn c_VkSparseImageMemoryBindInfo(v: &VkSparseImageMemoryBindInfo) -> R {
     Ok(())
 }
 fn c_VkBindSparseInfo(v: &VkBindSparseInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_wait_semaphores.as_ref().map(|x| x.len()),
         (v.wait_semaphore_count as u64),
@@ -1652,7 +1695,9 @@ fn c_VkBindSparseInfo(v: &VkBindSparseInfo) -> R {
     Ok(())
 }
 fn c_VkShaderModuleCreateInfo(v: &VkShaderModuleCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_code.as_ref().map(|x| x.len()),
         (v.code_size as u64) / 4u64,
@@ -1673,7 +1718,9 @@ fn c_VkDescriptorSetLayoutBinding(v: &VkDescriptorSetLayoutBinding) -> R {
     Ok(())
 }
 fn c_VkDescriptorSetLayoutCreateInfo(v: &VkDescriptorSetLayoutCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_bindings.as_ref().map(|x| x.len()),
         (v.binding_count as u64),
@@ -1689,7 +1736,9 @@ fn c_VkDescriptorSetLayoutCreateInfo(v: &VkDescriptorSetLayoutCreateInfo) -> R {
     Ok(())
 }
 fn c_VkDescriptorPoolCreateInfo(v: &VkDescriptorPoolCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_pool_sizes.as_ref().map(|x| x.len()),
         (v.pool_size_count as u64),
@@ -1700,7 +1749,9 @@ fn c_VkDescriptorPoolCreateInfo(v: &VkDescriptorPoolCreateInfo) -> R {
     Ok(())
 }
 fn c_VkDescriptorSetAllocateInfo(v: &VkDescriptorSetAllocateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_set_layouts.as_ref().map(|x| x.len()),
         (v.descriptor_set_count as u64),
@@ -1728,19 +1779,25 @@ fn c_VkSpecializationInfo(v: &VkSpecializationInfo) -> R {
     Ok(())
 }
 fn c_VkPipelineShaderStageCreateInfo(v: &VkPipelineShaderStageCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     if let Some(x) = &v.p_specialization_info {
         c_VkSpecializationInfo(x)?;
     }
     Ok(())
 }
 fn c_VkComputePipelineCreateInfo(v: &VkComputePipelineCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     c_VkPipelineShaderStageCreateInfo(&v.stage)?;
     Ok(())
 }
 fn c_VkPipelineVertexInputStateCreateInfo(v: &VkPipelineVertexInputStateCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_vertex_binding_descriptions.as_ref().map(|x| x.len()),
         (v.vertex_binding_description_count as u64),
@@ -1758,15 +1815,21 @@ fn c_VkPipelineVertexInputStateCreateInfo(v: &VkPipelineVertexInputStateCreateIn
     Ok(())
 }
 fn c_VkPipelineInputAssemblyStateCreateInfo(v: &VkPipelineInputAssemblyStateCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineTessellationStateCreateInfo(v: &VkPipelineTessellationStateCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineViewportStateCreateInfo(v: &VkPipelineViewportStateCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_viewports.as_ref().map(|x| x.len()),
         (v.viewport_count as u64),
@@ -1784,11 +1847,15 @@ fn c_VkPipelineViewportStateCreateInfo(v: &VkPipelineViewportStateCreateInfo) ->
     Ok(())
 }
 fn c_VkPipelineRasterizationStateCreateInfo(v: &VkPipelineRasterizationStateCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineMultisampleStateCreateInfo(v: &VkPipelineMultisampleStateCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_sample_mask.as_ref().map(|x| x.len()),
         ((v.rasterization_samples as u64) + 31u64) / 32u64,
@@ -1799,7 +1866,9 @@ fn c_VkPipelineMultisampleStateCreateInfo(v: &VkPipelineMultisampleStateCreateIn
     Ok(())
 }
 fn c_VkPipelineColorBlendStateCreateInfo(v: &VkPipelineColorBlendStateCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_attachments.as_ref().map(|x| x.len()),
         (v.attachment_count as u64),
@@ -1810,7 +1879,9 @@ fn c_VkPipelineColorBlendStateCreateInfo(v: &VkPipelineColorBlendStateCreateInfo
     Ok(())
 }
 fn c_VkPipelineDynamicStateCreateInfo(v: &VkPipelineDynamicStateCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_dynamic_states.as_ref().map(|x| x.len()),
         (v.dynamic_state_count as u64),
@@ -1821,11 +1892,15 @@ fn c_VkPipelineDynamicStateCreateInfo(v: &VkPipelineDynamicStateCreateInfo) -> R
     Ok(())
 }
 fn c_VkPipelineDepthStencilStateCreateInfo(v: &VkPipelineDepthStencilStateCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkGraphicsPipelineCreateInfo(v: &VkGraphicsPipelineCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_stages.as_ref().map(|x| x.len()),
         (v.stage_count as u64),
@@ -1868,7 +1943,9 @@ fn c_VkGraphicsPipelineCreateInfo(v: &VkGraphicsPipelineCreateInfo) -> R {
     Ok(())
 }
 fn c_VkPipelineCacheCreateInfo(v: &VkPipelineCacheCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_initial_data.as_ref().map(|x| x.len()),
         (v.initial_data_size as u64),
@@ -1879,7 +1956,9 @@ fn c_VkPipelineCacheCreateInfo(v: &VkPipelineCacheCreateInfo) -> R {
     Ok(())
 }
 fn c_VkPipelineLayoutCreateInfo(v: &VkPipelineLayoutCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_set_layouts.as_ref().map(|x| x.len()),
         (v.set_layout_count as u64),
@@ -1897,30 +1976,42 @@ fn c_VkPipelineLayoutCreateInfo(v: &VkPipelineLayoutCreateInfo) -> R {
     Ok(())
 }
 fn c_VkSamplerCreateInfo(v: &VkSamplerCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCommandPoolCreateInfo(v: &VkCommandPoolCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCommandBufferAllocateInfo(v: &VkCommandBufferAllocateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCommandBufferInheritanceInfo(v: &VkCommandBufferInheritanceInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCommandBufferBeginInfo(v: &VkCommandBufferBeginInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     if let Some(x) = &v.p_inheritance_info {
         c_VkCommandBufferInheritanceInfo(x)?;
     }
     Ok(())
 }
 fn c_VkRenderPassBeginInfo(v: &VkRenderPassBeginInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_clear_values.as_ref().map(|x| x.len()),
         (v.clear_value_count as u64),
@@ -1962,7 +2053,9 @@ fn c_VkSubpassDescription(v: &VkSubpassDescription) -> R {
     Ok(())
 }
 fn c_VkRenderPassCreateInfo(v: &VkRenderPassCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_attachments.as_ref().map(|x| x.len()),
         (v.attachment_count as u64),
@@ -1992,23 +2085,33 @@ fn c_VkRenderPassCreateInfo(v: &VkRenderPassCreateInfo) -> R {
     Ok(())
 }
 fn c_VkEventCreateInfo(v: &VkEventCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkFenceCreateInfo(v: &VkFenceCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSemaphoreCreateInfo(v: &VkSemaphoreCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkQueryPoolCreateInfo(v: &VkQueryPoolCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkFramebufferCreateInfo(v: &VkFramebufferCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_attachments.as_ref().map(|x| x.len()),
         (v.attachment_count as u64),
@@ -2019,7 +2122,9 @@ fn c_VkFramebufferCreateInfo(v: &VkFramebufferCreateInfo) -> R {
     Ok(())
 }
 fn c_VkSubmitInfo(v: &VkSubmitInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_wait_semaphores.as_ref().map(|x| x.len()),
         (v.wait_semaphore_count as u64),
@@ -2051,31 +2156,45 @@ fn c_VkSubmitInfo(v: &VkSubmitInfo) -> R {
     Ok(())
 }
 fn c_VkDisplayModeCreateInfoKHR(v: &VkDisplayModeCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDisplaySurfaceCreateInfoKHR(v: &VkDisplaySurfaceCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDisplayPresentInfoKHR(v: &VkDisplayPresentInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkWaylandSurfaceCreateInfoKHR(v: &VkWaylandSurfaceCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkXlibSurfaceCreateInfoKHR(v: &VkXlibSurfaceCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkXcbSurfaceCreateInfoKHR(v: &VkXcbSurfaceCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSwapchainCreateInfoKHR(v: &VkSwapchainCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_queue_family_indices.as_ref().map(|x| x.len()),
         (v.queue_family_index_count as u64),
@@ -2086,7 +2205,9 @@ fn c_VkSwapchainCreateInfoKHR(v: &VkSwapchainCreateInfoKHR) -> R {
     Ok(())
 }
 fn c_VkPresentInfoKHR(v: &VkPresentInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_wait_semaphores.as_ref().map(|x| x.len()),
         (v.wait_semaphore_count as u64),
@@ -2118,11 +2239,15 @@ fn c_VkPresentInfoKHR(v: &VkPresentInfoKHR) -> R {
     Ok(())
 }
 fn c_VkDebugReportCallbackCreateInfoEXT(v: &VkDebugReportCallbackCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkValidationFlagsEXT(v: &VkValidationFlagsEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_disabled_validation_checks.as_ref().map(|x| x.len()),
         (v.disabled_validation_check_count as u64),
@@ -2133,7 +2258,9 @@ fn c_VkValidationFlagsEXT(v: &VkValidationFlagsEXT) -> R {
     Ok(())
 }
 fn c_VkValidationFeaturesEXT(v: &VkValidationFeaturesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_enabled_validation_features.as_ref().map(|x| x.len()),
         (v.enabled_validation_feature_count as u64),
@@ -2153,15 +2280,21 @@ fn c_VkValidationFeaturesEXT(v: &VkValidationFeaturesEXT) -> R {
 fn c_VkPipelineRasterizationStateRasterizationOrderAMD(
     v: &VkPipelineRasterizationStateRasterizationOrderAMD,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDebugMarkerObjectNameInfoEXT(v: &VkDebugMarkerObjectNameInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDebugMarkerObjectTagInfoEXT(v: &VkDebugMarkerObjectTagInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_tag.as_ref().map(|x| x.len()),
         (v.tag_size as u64),
@@ -2172,59 +2305,85 @@ fn c_VkDebugMarkerObjectTagInfoEXT(v: &VkDebugMarkerObjectTagInfoEXT) -> R {
     Ok(())
 }
 fn c_VkDebugMarkerMarkerInfoEXT(v: &VkDebugMarkerMarkerInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDedicatedAllocationImageCreateInfoNV(v: &VkDedicatedAllocationImageCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDedicatedAllocationBufferCreateInfoNV(v: &VkDedicatedAllocationBufferCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDedicatedAllocationMemoryAllocateInfoNV(v: &VkDedicatedAllocationMemoryAllocateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExternalMemoryImageCreateInfoNV(v: &VkExternalMemoryImageCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExportMemoryAllocateInfoNV(v: &VkExportMemoryAllocateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV(
     v: &VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDevicePrivateDataCreateInfo(v: &VkDevicePrivateDataCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPrivateDataSlotCreateInfo(v: &VkPrivateDataSlotCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePrivateDataFeatures(v: &VkPhysicalDevicePrivateDataFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV(
     v: &VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMultiDrawPropertiesEXT(v: &VkPhysicalDeviceMultiDrawPropertiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkGraphicsShaderGroupCreateInfoNV(v: &VkGraphicsShaderGroupCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_stages.as_ref().map(|x| x.len()),
         (v.stage_count as u64),
@@ -2248,7 +2407,9 @@ fn c_VkGraphicsShaderGroupCreateInfoNV(v: &VkGraphicsShaderGroupCreateInfoNV) ->
 fn c_VkGraphicsPipelineShaderGroupsCreateInfoNV(
     v: &VkGraphicsPipelineShaderGroupsCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_groups.as_ref().map(|x| x.len()),
         (v.group_count as u64),
@@ -2271,7 +2432,9 @@ fn c_VkGraphicsPipelineShaderGroupsCreateInfoNV(
     Ok(())
 }
 fn c_VkIndirectCommandsLayoutTokenNV(v: &VkIndirectCommandsLayoutTokenNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_index_types.as_ref().map(|x| x.len()),
         (v.index_type_count as u64),
@@ -2289,7 +2452,9 @@ fn c_VkIndirectCommandsLayoutTokenNV(v: &VkIndirectCommandsLayoutTokenNV) -> R {
     Ok(())
 }
 fn c_VkIndirectCommandsLayoutCreateInfoNV(v: &VkIndirectCommandsLayoutCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_tokens.as_ref().map(|x| x.len()),
         (v.token_count as u64),
@@ -2312,7 +2477,9 @@ fn c_VkIndirectCommandsLayoutCreateInfoNV(v: &VkIndirectCommandsLayoutCreateInfo
     Ok(())
 }
 fn c_VkGeneratedCommandsInfoNV(v: &VkGeneratedCommandsInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_streams.as_ref().map(|x| x.len()),
         (v.stream_count as u64),
@@ -2325,57 +2492,83 @@ fn c_VkGeneratedCommandsInfoNV(v: &VkGeneratedCommandsInfoNV) -> R {
 fn c_VkGeneratedCommandsMemoryRequirementsInfoNV(
     v: &VkGeneratedCommandsMemoryRequirementsInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFeatures2(v: &VkPhysicalDeviceFeatures2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceProperties2(v: &VkPhysicalDeviceProperties2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkFormatProperties2(v: &VkFormatProperties2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageFormatProperties2(v: &VkImageFormatProperties2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceImageFormatInfo2(v: &VkPhysicalDeviceImageFormatInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkQueueFamilyProperties2(v: &VkQueueFamilyProperties2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMemoryProperties2(v: &VkPhysicalDeviceMemoryProperties2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSparseImageFormatProperties2(v: &VkSparseImageFormatProperties2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSparseImageFormatInfo2(v: &VkPhysicalDeviceSparseImageFormatInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePushDescriptorPropertiesKHR(
     v: &VkPhysicalDevicePushDescriptorPropertiesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDriverProperties(v: &VkPhysicalDeviceDriverProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPresentRegionsKHR(v: &VkPresentRegionsKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_regions.as_ref().map(|x| x.len()),
         (v.swapchain_count as u64),
@@ -2401,103 +2594,153 @@ fn c_VkPresentRegionKHR(v: &VkPresentRegionKHR) -> R {
     Ok(())
 }
 fn c_VkPhysicalDeviceVariablePointersFeatures(v: &VkPhysicalDeviceVariablePointersFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceExternalImageFormatInfo(v: &VkPhysicalDeviceExternalImageFormatInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExternalImageFormatProperties(v: &VkExternalImageFormatProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceExternalBufferInfo(v: &VkPhysicalDeviceExternalBufferInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExternalBufferProperties(v: &VkExternalBufferProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceIDProperties(v: &VkPhysicalDeviceIDProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExternalMemoryImageCreateInfo(v: &VkExternalMemoryImageCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExternalMemoryBufferCreateInfo(v: &VkExternalMemoryBufferCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExportMemoryAllocateInfo(v: &VkExportMemoryAllocateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImportMemoryFdInfoKHR(v: &VkImportMemoryFdInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMemoryFdPropertiesKHR(v: &VkMemoryFdPropertiesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMemoryGetFdInfoKHR(v: &VkMemoryGetFdInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceExternalSemaphoreInfo(v: &VkPhysicalDeviceExternalSemaphoreInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExternalSemaphoreProperties(v: &VkExternalSemaphoreProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExportSemaphoreCreateInfo(v: &VkExportSemaphoreCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImportSemaphoreFdInfoKHR(v: &VkImportSemaphoreFdInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSemaphoreGetFdInfoKHR(v: &VkSemaphoreGetFdInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceExternalFenceInfo(v: &VkPhysicalDeviceExternalFenceInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExternalFenceProperties(v: &VkExternalFenceProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkExportFenceCreateInfo(v: &VkExportFenceCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImportFenceFdInfoKHR(v: &VkImportFenceFdInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkFenceGetFdInfoKHR(v: &VkFenceGetFdInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMultiviewFeatures(v: &VkPhysicalDeviceMultiviewFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMultiviewProperties(v: &VkPhysicalDeviceMultiviewProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRenderPassMultiviewCreateInfo(v: &VkRenderPassMultiviewCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_view_masks.as_ref().map(|x| x.len()),
         (v.subpass_count as u64),
@@ -2522,39 +2765,57 @@ fn c_VkRenderPassMultiviewCreateInfo(v: &VkRenderPassMultiviewCreateInfo) -> R {
     Ok(())
 }
 fn c_VkSurfaceCapabilities2EXT(v: &VkSurfaceCapabilities2EXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDisplayPowerInfoEXT(v: &VkDisplayPowerInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceEventInfoEXT(v: &VkDeviceEventInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDisplayEventInfoEXT(v: &VkDisplayEventInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSwapchainCounterCreateInfoEXT(v: &VkSwapchainCounterCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceGroupProperties(v: &VkPhysicalDeviceGroupProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMemoryAllocateFlagsInfo(v: &VkMemoryAllocateFlagsInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBindBufferMemoryInfo(v: &VkBindBufferMemoryInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBindBufferMemoryDeviceGroupInfo(v: &VkBindBufferMemoryDeviceGroupInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_device_indices.as_ref().map(|x| x.len()),
         (v.device_index_count as u64),
@@ -2565,11 +2826,15 @@ fn c_VkBindBufferMemoryDeviceGroupInfo(v: &VkBindBufferMemoryDeviceGroupInfo) ->
     Ok(())
 }
 fn c_VkBindImageMemoryInfo(v: &VkBindImageMemoryInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBindImageMemoryDeviceGroupInfo(v: &VkBindImageMemoryDeviceGroupInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_device_indices.as_ref().map(|x| x.len()),
         (v.device_index_count as u64),
@@ -2587,7 +2852,9 @@ fn c_VkBindImageMemoryDeviceGroupInfo(v: &VkBindImageMemoryDeviceGroupInfo) -> R
     Ok(())
 }
 fn c_VkDeviceGroupRenderPassBeginInfo(v: &VkDeviceGroupRenderPassBeginInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_device_render_areas.as_ref().map(|x| x.len()),
         (v.device_render_area_count as u64),
@@ -2598,11 +2865,15 @@ fn c_VkDeviceGroupRenderPassBeginInfo(v: &VkDeviceGroupRenderPassBeginInfo) -> R
     Ok(())
 }
 fn c_VkDeviceGroupCommandBufferBeginInfo(v: &VkDeviceGroupCommandBufferBeginInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceGroupSubmitInfo(v: &VkDeviceGroupSubmitInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_wait_semaphore_device_indices.as_ref().map(|x| x.len()),
         (v.wait_semaphore_count as u64),
@@ -2629,27 +2900,39 @@ fn c_VkDeviceGroupSubmitInfo(v: &VkDeviceGroupSubmitInfo) -> R {
     Ok(())
 }
 fn c_VkDeviceGroupBindSparseInfo(v: &VkDeviceGroupBindSparseInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceGroupPresentCapabilitiesKHR(v: &VkDeviceGroupPresentCapabilitiesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageSwapchainCreateInfoKHR(v: &VkImageSwapchainCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBindImageMemorySwapchainInfoKHR(v: &VkBindImageMemorySwapchainInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAcquireNextImageInfoKHR(v: &VkAcquireNextImageInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceGroupPresentInfoKHR(v: &VkDeviceGroupPresentInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_device_masks.as_ref().map(|x| x.len()),
         (v.swapchain_count as u64),
@@ -2660,7 +2943,9 @@ fn c_VkDeviceGroupPresentInfoKHR(v: &VkDeviceGroupPresentInfoKHR) -> R {
     Ok(())
 }
 fn c_VkDeviceGroupDeviceCreateInfo(v: &VkDeviceGroupDeviceCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_physical_devices.as_ref().map(|x| x.len()),
         (v.physical_device_count as u64),
@@ -2671,11 +2956,15 @@ fn c_VkDeviceGroupDeviceCreateInfo(v: &VkDeviceGroupDeviceCreateInfo) -> R {
     Ok(())
 }
 fn c_VkDeviceGroupSwapchainCreateInfoKHR(v: &VkDeviceGroupSwapchainCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDescriptorUpdateTemplateCreateInfo(v: &VkDescriptorUpdateTemplateCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_descriptor_update_entries.as_ref().map(|x| x.len()),
         (v.descriptor_update_entry_count as u64),
@@ -2686,11 +2975,15 @@ fn c_VkDescriptorUpdateTemplateCreateInfo(v: &VkDescriptorUpdateTemplateCreateIn
     Ok(())
 }
 fn c_VkPhysicalDevicePresentIdFeaturesKHR(v: &VkPhysicalDevicePresentIdFeaturesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPresentIdKHR(v: &VkPresentIdKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_present_ids.as_ref().map(|x| x.len()),
         (v.swapchain_count as u64),
@@ -2701,23 +2994,33 @@ fn c_VkPresentIdKHR(v: &VkPresentIdKHR) -> R {
     Ok(())
 }
 fn c_VkPhysicalDevicePresentWaitFeaturesKHR(v: &VkPhysicalDevicePresentWaitFeaturesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkHdrMetadataEXT(v: &VkHdrMetadataEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDisplayNativeHdrSurfaceCapabilitiesAMD(v: &VkDisplayNativeHdrSurfaceCapabilitiesAMD) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSwapchainDisplayNativeHdrCreateInfoAMD(v: &VkSwapchainDisplayNativeHdrCreateInfoAMD) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPresentTimesInfoGOOGLE(v: &VkPresentTimesInfoGOOGLE) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_times.as_ref().map(|x| x.len()),
         (v.swapchain_count as u64),
@@ -2730,7 +3033,9 @@ fn c_VkPresentTimesInfoGOOGLE(v: &VkPresentTimesInfoGOOGLE) -> R {
 fn c_VkPipelineViewportWScalingStateCreateInfoNV(
     v: &VkPipelineViewportWScalingStateCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_viewport_w_scalings.as_ref().map(|x| x.len()),
         (v.viewport_count as u64),
@@ -2743,7 +3048,9 @@ fn c_VkPipelineViewportWScalingStateCreateInfoNV(
 fn c_VkPipelineViewportSwizzleStateCreateInfoNV(
     v: &VkPipelineViewportSwizzleStateCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_viewport_swizzles.as_ref().map(|x| x.len()),
         (v.viewport_count as u64),
@@ -2756,13 +3063,17 @@ fn c_VkPipelineViewportSwizzleStateCreateInfoNV(
 fn c_VkPhysicalDeviceDiscardRectanglePropertiesEXT(
     v: &VkPhysicalDeviceDiscardRectanglePropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineDiscardRectangleStateCreateInfoEXT(
     v: &VkPipelineDiscardRectangleStateCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_discard_rectangles.as_ref().map(|x| x.len()),
         (v.discard_rectangle_count as u64),
@@ -2775,13 +3086,17 @@ fn c_VkPipelineDiscardRectangleStateCreateInfoEXT(
 fn c_VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX(
     v: &VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRenderPassInputAttachmentAspectCreateInfo(
     v: &VkRenderPassInputAttachmentAspectCreateInfo,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_aspect_references.as_ref().map(|x| x.len()),
         (v.aspect_reference_count as u64),
@@ -2792,177 +3107,255 @@ fn c_VkRenderPassInputAttachmentAspectCreateInfo(
     Ok(())
 }
 fn c_VkPhysicalDeviceSurfaceInfo2KHR(v: &VkPhysicalDeviceSurfaceInfo2KHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSurfaceCapabilities2KHR(v: &VkSurfaceCapabilities2KHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSurfaceFormat2KHR(v: &VkSurfaceFormat2KHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDisplayProperties2KHR(v: &VkDisplayProperties2KHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDisplayPlaneProperties2KHR(v: &VkDisplayPlaneProperties2KHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDisplayModeProperties2KHR(v: &VkDisplayModeProperties2KHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDisplayPlaneInfo2KHR(v: &VkDisplayPlaneInfo2KHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDisplayPlaneCapabilities2KHR(v: &VkDisplayPlaneCapabilities2KHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSharedPresentSurfaceCapabilitiesKHR(v: &VkSharedPresentSurfaceCapabilitiesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevice16BitStorageFeatures(v: &VkPhysicalDevice16BitStorageFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSubgroupProperties(v: &VkPhysicalDeviceSubgroupProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures(
     v: &VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBufferMemoryRequirementsInfo2(v: &VkBufferMemoryRequirementsInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceBufferMemoryRequirements(v: &VkDeviceBufferMemoryRequirements) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     if let Some(x) = &v.p_create_info {
         c_VkBufferCreateInfo(x)?;
     }
     Ok(())
 }
 fn c_VkImageMemoryRequirementsInfo2(v: &VkImageMemoryRequirementsInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageSparseMemoryRequirementsInfo2(v: &VkImageSparseMemoryRequirementsInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceImageMemoryRequirements(v: &VkDeviceImageMemoryRequirements) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     if let Some(x) = &v.p_create_info {
         c_VkImageCreateInfo(x)?;
     }
     Ok(())
 }
 fn c_VkMemoryRequirements2(v: &VkMemoryRequirements2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSparseImageMemoryRequirements2(v: &VkSparseImageMemoryRequirements2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePointClippingProperties(v: &VkPhysicalDevicePointClippingProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMemoryDedicatedRequirements(v: &VkMemoryDedicatedRequirements) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMemoryDedicatedAllocateInfo(v: &VkMemoryDedicatedAllocateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageViewUsageCreateInfo(v: &VkImageViewUsageCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineTessellationDomainOriginStateCreateInfo(
     v: &VkPipelineTessellationDomainOriginStateCreateInfo,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSamplerYcbcrConversionInfo(v: &VkSamplerYcbcrConversionInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSamplerYcbcrConversionCreateInfo(v: &VkSamplerYcbcrConversionCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBindImagePlaneMemoryInfo(v: &VkBindImagePlaneMemoryInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImagePlaneMemoryRequirementsInfo(v: &VkImagePlaneMemoryRequirementsInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSamplerYcbcrConversionFeatures(
     v: &VkPhysicalDeviceSamplerYcbcrConversionFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSamplerYcbcrConversionImageFormatProperties(
     v: &VkSamplerYcbcrConversionImageFormatProperties,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkTextureLODGatherFormatPropertiesAMD(v: &VkTextureLODGatherFormatPropertiesAMD) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkConditionalRenderingBeginInfoEXT(v: &VkConditionalRenderingBeginInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkProtectedSubmitInfo(v: &VkProtectedSubmitInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceProtectedMemoryFeatures(v: &VkPhysicalDeviceProtectedMemoryFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceProtectedMemoryProperties(v: &VkPhysicalDeviceProtectedMemoryProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceQueueInfo2(v: &VkDeviceQueueInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineCoverageToColorStateCreateInfoNV(
     v: &VkPipelineCoverageToColorStateCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSamplerFilterMinmaxProperties(
     v: &VkPhysicalDeviceSamplerFilterMinmaxProperties,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSampleLocationsInfoEXT(v: &VkSampleLocationsInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_sample_locations.as_ref().map(|x| x.len()),
         (v.sample_locations_count as u64),
@@ -2981,7 +3374,9 @@ fn c_VkSubpassSampleLocationsEXT(v: &VkSubpassSampleLocationsEXT) -> R {
     Ok(())
 }
 fn c_VkRenderPassSampleLocationsBeginInfoEXT(v: &VkRenderPassSampleLocationsBeginInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_attachment_initial_sample_locations
             .as_ref()
@@ -3013,60 +3408,82 @@ fn c_VkRenderPassSampleLocationsBeginInfoEXT(v: &VkRenderPassSampleLocationsBegi
 fn c_VkPipelineSampleLocationsStateCreateInfoEXT(
     v: &VkPipelineSampleLocationsStateCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     c_VkSampleLocationsInfoEXT(&v.sample_locations_info)?;
     Ok(())
 }
 fn c_VkPhysicalDeviceSampleLocationsPropertiesEXT(
     v: &VkPhysicalDeviceSampleLocationsPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMultisamplePropertiesEXT(v: &VkMultisamplePropertiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSamplerReductionModeCreateInfo(v: &VkSamplerReductionModeCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT(
     v: &VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMultiDrawFeaturesEXT(v: &VkPhysicalDeviceMultiDrawFeaturesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT(
     v: &VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineColorBlendAdvancedStateCreateInfoEXT(
     v: &VkPipelineColorBlendAdvancedStateCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceInlineUniformBlockFeatures(
     v: &VkPhysicalDeviceInlineUniformBlockFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceInlineUniformBlockProperties(
     v: &VkPhysicalDeviceInlineUniformBlockProperties,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkWriteDescriptorSetInlineUniformBlock(v: &VkWriteDescriptorSetInlineUniformBlock) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_data.as_ref().map(|x| x.len()),
         (v.data_size as u64),
@@ -3079,13 +3496,17 @@ fn c_VkWriteDescriptorSetInlineUniformBlock(v: &VkWriteDescriptorSetInlineUnifor
 fn c_VkDescriptorPoolInlineUniformBlockCreateInfo(
     v: &VkDescriptorPoolInlineUniformBlockCreateInfo,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineCoverageModulationStateCreateInfoNV(
     v: &VkPipelineCoverageModulationStateCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_coverage_modulation_table.as_ref().map(|x| x.len()),
         (v.coverage_modulation_table_count as u64),
@@ -3096,7 +3517,9 @@ fn c_VkPipelineCoverageModulationStateCreateInfoNV(
     Ok(())
 }
 fn c_VkImageFormatListCreateInfo(v: &VkImageFormatListCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_view_formats.as_ref().map(|x| x.len()),
         (v.view_format_count as u64),
@@ -3107,7 +3530,9 @@ fn c_VkImageFormatListCreateInfo(v: &VkImageFormatListCreateInfo) -> R {
     Ok(())
 }
 fn c_VkValidationCacheCreateInfoEXT(v: &VkValidationCacheCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_initial_data.as_ref().map(|x| x.len()),
         (v.initial_data_size as u64),
@@ -3120,63 +3545,91 @@ fn c_VkValidationCacheCreateInfoEXT(v: &VkValidationCacheCreateInfoEXT) -> R {
 fn c_VkShaderModuleValidationCacheCreateInfoEXT(
     v: &VkShaderModuleValidationCacheCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMaintenance3Properties(v: &VkPhysicalDeviceMaintenance3Properties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMaintenance4Features(v: &VkPhysicalDeviceMaintenance4Features) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMaintenance4Properties(v: &VkPhysicalDeviceMaintenance4Properties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDescriptorSetLayoutSupport(v: &VkDescriptorSetLayoutSupport) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderDrawParametersFeatures(
     v: &VkPhysicalDeviceShaderDrawParametersFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderFloat16Int8Features(v: &VkPhysicalDeviceShaderFloat16Int8Features) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFloatControlsProperties(v: &VkPhysicalDeviceFloatControlsProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceHostQueryResetFeatures(v: &VkPhysicalDeviceHostQueryResetFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceQueueGlobalPriorityCreateInfoKHR(v: &VkDeviceQueueGlobalPriorityCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR(
     v: &VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkQueueFamilyGlobalPriorityPropertiesKHR(v: &VkQueueFamilyGlobalPriorityPropertiesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDebugUtilsObjectNameInfoEXT(v: &VkDebugUtilsObjectNameInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDebugUtilsObjectTagInfoEXT(v: &VkDebugUtilsObjectTagInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_tag.as_ref().map(|x| x.len()),
         (v.tag_size as u64),
@@ -3187,15 +3640,21 @@ fn c_VkDebugUtilsObjectTagInfoEXT(v: &VkDebugUtilsObjectTagInfoEXT) -> R {
     Ok(())
 }
 fn c_VkDebugUtilsLabelEXT(v: &VkDebugUtilsLabelEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDebugUtilsMessengerCreateInfoEXT(v: &VkDebugUtilsMessengerCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDebugUtilsMessengerCallbackDataEXT(v: &VkDebugUtilsMessengerCallbackDataEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_queue_labels.as_ref().map(|x| x.len()),
         (v.queue_label_count as u64),
@@ -3237,71 +3696,99 @@ fn c_VkDebugUtilsMessengerCallbackDataEXT(v: &VkDebugUtilsMessengerCallbackDataE
 fn c_VkPhysicalDeviceDeviceMemoryReportFeaturesEXT(
     v: &VkPhysicalDeviceDeviceMemoryReportFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceDeviceMemoryReportCreateInfoEXT(v: &VkDeviceDeviceMemoryReportCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceMemoryReportCallbackDataEXT(v: &VkDeviceMemoryReportCallbackDataEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImportMemoryHostPointerInfoEXT(v: &VkImportMemoryHostPointerInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMemoryHostPointerPropertiesEXT(v: &VkMemoryHostPointerPropertiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceExternalMemoryHostPropertiesEXT(
     v: &VkPhysicalDeviceExternalMemoryHostPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceConservativeRasterizationPropertiesEXT(
     v: &VkPhysicalDeviceConservativeRasterizationPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCalibratedTimestampInfoEXT(v: &VkCalibratedTimestampInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderCorePropertiesAMD(v: &VkPhysicalDeviceShaderCorePropertiesAMD) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderCoreProperties2AMD(v: &VkPhysicalDeviceShaderCoreProperties2AMD) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineRasterizationConservativeStateCreateInfoEXT(
     v: &VkPipelineRasterizationConservativeStateCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDescriptorIndexingFeatures(
     v: &VkPhysicalDeviceDescriptorIndexingFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDescriptorIndexingProperties(
     v: &VkPhysicalDeviceDescriptorIndexingProperties,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDescriptorSetLayoutBindingFlagsCreateInfo(
     v: &VkDescriptorSetLayoutBindingFlagsCreateInfo,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_binding_flags.as_ref().map(|x| x.len()),
         (v.binding_count as u64),
@@ -3314,7 +3801,9 @@ fn c_VkDescriptorSetLayoutBindingFlagsCreateInfo(
 fn c_VkDescriptorSetVariableDescriptorCountAllocateInfo(
     v: &VkDescriptorSetVariableDescriptorCountAllocateInfo,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_descriptor_counts.as_ref().map(|x| x.len()),
         (v.descriptor_set_count as u64),
@@ -3327,19 +3816,27 @@ fn c_VkDescriptorSetVariableDescriptorCountAllocateInfo(
 fn c_VkDescriptorSetVariableDescriptorCountLayoutSupport(
     v: &VkDescriptorSetVariableDescriptorCountLayoutSupport,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAttachmentDescription2(v: &VkAttachmentDescription2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAttachmentReference2(v: &VkAttachmentReference2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSubpassDescription2(v: &VkSubpassDescription2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_input_attachments.as_ref().map(|x| x.len()),
         (v.input_attachment_count as u64),
@@ -3389,11 +3886,15 @@ fn c_VkSubpassDescription2(v: &VkSubpassDescription2) -> R {
     Ok(())
 }
 fn c_VkSubpassDependency2(v: &VkSubpassDependency2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRenderPassCreateInfo2(v: &VkRenderPassCreateInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_attachments.as_ref().map(|x| x.len()),
         (v.attachment_count as u64),
@@ -3440,29 +3941,41 @@ fn c_VkRenderPassCreateInfo2(v: &VkRenderPassCreateInfo2) -> R {
     Ok(())
 }
 fn c_VkSubpassBeginInfo(v: &VkSubpassBeginInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSubpassEndInfo(v: &VkSubpassEndInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceTimelineSemaphoreFeatures(v: &VkPhysicalDeviceTimelineSemaphoreFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceTimelineSemaphoreProperties(
     v: &VkPhysicalDeviceTimelineSemaphoreProperties,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSemaphoreTypeCreateInfo(v: &VkSemaphoreTypeCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkTimelineSemaphoreSubmitInfo(v: &VkTimelineSemaphoreSubmitInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_wait_semaphore_values.as_ref().map(|x| x.len()),
         (v.wait_semaphore_value_count as u64),
@@ -3480,7 +3993,9 @@ fn c_VkTimelineSemaphoreSubmitInfo(v: &VkTimelineSemaphoreSubmitInfo) -> R {
     Ok(())
 }
 fn c_VkSemaphoreWaitInfo(v: &VkSemaphoreWaitInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_semaphores.as_ref().map(|x| x.len()),
         (v.semaphore_count as u64),
@@ -3498,13 +4013,17 @@ fn c_VkSemaphoreWaitInfo(v: &VkSemaphoreWaitInfo) -> R {
     Ok(())
 }
 fn c_VkSemaphoreSignalInfo(v: &VkSemaphoreSignalInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineVertexInputDivisorStateCreateInfoEXT(
     v: &VkPipelineVertexInputDivisorStateCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_vertex_binding_divisors.as_ref().map(|x| x.len()),
         (v.vertex_binding_divisor_count as u64),
@@ -3517,124 +4036,170 @@ fn c_VkPipelineVertexInputDivisorStateCreateInfoEXT(
 fn c_VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT(
     v: &VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePCIBusInfoPropertiesEXT(v: &VkPhysicalDevicePCIBusInfoPropertiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCommandBufferInheritanceConditionalRenderingInfoEXT(
     v: &VkCommandBufferInheritanceConditionalRenderingInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevice8BitStorageFeatures(v: &VkPhysicalDevice8BitStorageFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceConditionalRenderingFeaturesEXT(
     v: &VkPhysicalDeviceConditionalRenderingFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceVulkanMemoryModelFeatures(v: &VkPhysicalDeviceVulkanMemoryModelFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderAtomicInt64Features(v: &VkPhysicalDeviceShaderAtomicInt64Features) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
     v: &VkPhysicalDeviceShaderAtomicFloatFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT(
     v: &VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT(
     v: &VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkQueueFamilyCheckpointPropertiesNV(v: &VkQueueFamilyCheckpointPropertiesNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCheckpointDataNV(v: &VkCheckpointDataNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDepthStencilResolveProperties(
     v: &VkPhysicalDeviceDepthStencilResolveProperties,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSubpassDescriptionDepthStencilResolve(v: &VkSubpassDescriptionDepthStencilResolve) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     if let Some(x) = &v.p_depth_stencil_resolve_attachment {
         c_VkAttachmentReference2(x)?;
     }
     Ok(())
 }
 fn c_VkImageViewASTCDecodeModeEXT(v: &VkImageViewASTCDecodeModeEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceASTCDecodeFeaturesEXT(v: &VkPhysicalDeviceASTCDecodeFeaturesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceTransformFeedbackFeaturesEXT(
     v: &VkPhysicalDeviceTransformFeedbackFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceTransformFeedbackPropertiesEXT(
     v: &VkPhysicalDeviceTransformFeedbackPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineRasterizationStateStreamCreateInfoEXT(
     v: &VkPipelineRasterizationStateStreamCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV(
     v: &VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineRepresentativeFragmentTestStateCreateInfoNV(
     v: &VkPipelineRepresentativeFragmentTestStateCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceExclusiveScissorFeaturesNV(
     v: &VkPhysicalDeviceExclusiveScissorFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineViewportExclusiveScissorStateCreateInfoNV(
     v: &VkPipelineViewportExclusiveScissorStateCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_exclusive_scissors.as_ref().map(|x| x.len()),
         (v.exclusive_scissor_count as u64),
@@ -3647,49 +4212,65 @@ fn c_VkPipelineViewportExclusiveScissorStateCreateInfoNV(
 fn c_VkPhysicalDeviceCornerSampledImageFeaturesNV(
     v: &VkPhysicalDeviceCornerSampledImageFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceComputeShaderDerivativesFeaturesNV(
     v: &VkPhysicalDeviceComputeShaderDerivativesFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderImageFootprintFeaturesNV(
     v: &VkPhysicalDeviceShaderImageFootprintFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV(
     v: &VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceCopyMemoryIndirectFeaturesNV(
     v: &VkPhysicalDeviceCopyMemoryIndirectFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceCopyMemoryIndirectPropertiesNV(
     v: &VkPhysicalDeviceCopyMemoryIndirectPropertiesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMemoryDecompressionFeaturesNV(
     v: &VkPhysicalDeviceMemoryDecompressionFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMemoryDecompressionPropertiesNV(
     v: &VkPhysicalDeviceMemoryDecompressionPropertiesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkShadingRatePaletteNV(v: &VkShadingRatePaletteNV) -> R {
@@ -3705,7 +4286,9 @@ fn c_VkShadingRatePaletteNV(v: &VkShadingRatePaletteNV) -> R {
 fn c_VkPipelineViewportShadingRateImageStateCreateInfoNV(
     v: &VkPipelineViewportShadingRateImageStateCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_shading_rate_palettes.as_ref().map(|x| x.len()),
         (v.viewport_count as u64),
@@ -3723,19 +4306,25 @@ fn c_VkPipelineViewportShadingRateImageStateCreateInfoNV(
 fn c_VkPhysicalDeviceShadingRateImageFeaturesNV(
     v: &VkPhysicalDeviceShadingRateImageFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShadingRateImagePropertiesNV(
     v: &VkPhysicalDeviceShadingRateImagePropertiesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceInvocationMaskFeaturesHUAWEI(
     v: &VkPhysicalDeviceInvocationMaskFeaturesHUAWEI,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCoarseSampleOrderCustomNV(v: &VkCoarseSampleOrderCustomNV) -> R {
@@ -3751,7 +4340,9 @@ fn c_VkCoarseSampleOrderCustomNV(v: &VkCoarseSampleOrderCustomNV) -> R {
 fn c_VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(
     v: &VkPipelineViewportCoarseSampleOrderStateCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_custom_sample_orders.as_ref().map(|x| x.len()),
         (v.custom_sample_order_count as u64),
@@ -3767,31 +4358,45 @@ fn c_VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(
     Ok(())
 }
 fn c_VkPhysicalDeviceMeshShaderFeaturesNV(v: &VkPhysicalDeviceMeshShaderFeaturesNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMeshShaderPropertiesNV(v: &VkPhysicalDeviceMeshShaderPropertiesNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMeshShaderFeaturesEXT(v: &VkPhysicalDeviceMeshShaderFeaturesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMeshShaderPropertiesEXT(v: &VkPhysicalDeviceMeshShaderPropertiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRayTracingShaderGroupCreateInfoNV(v: &VkRayTracingShaderGroupCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRayTracingShaderGroupCreateInfoKHR(v: &VkRayTracingShaderGroupCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRayTracingPipelineCreateInfoNV(v: &VkRayTracingPipelineCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_stages.as_ref().map(|x| x.len()),
         (v.stage_count as u64),
@@ -3819,7 +4424,9 @@ fn c_VkRayTracingPipelineCreateInfoNV(v: &VkRayTracingPipelineCreateInfoNV) -> R
     Ok(())
 }
 fn c_VkRayTracingPipelineCreateInfoKHR(v: &VkRayTracingPipelineCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_stages.as_ref().map(|x| x.len()),
         (v.stage_count as u64),
@@ -3856,11 +4463,15 @@ fn c_VkRayTracingPipelineCreateInfoKHR(v: &VkRayTracingPipelineCreateInfoKHR) ->
     Ok(())
 }
 fn c_VkGeometryTrianglesNV(v: &VkGeometryTrianglesNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkGeometryAABBNV(v: &VkGeometryAABBNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkGeometryDataNV(v: &VkGeometryDataNV) -> R {
@@ -3869,12 +4480,16 @@ fn c_VkGeometryDataNV(v: &VkGeometryDataNV) -> R {
     Ok(())
 }
 fn c_VkGeometryNV(v: &VkGeometryNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     c_VkGeometryDataNV(&v.geometry)?;
     Ok(())
 }
 fn c_VkAccelerationStructureInfoNV(v: &VkAccelerationStructureInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_geometries.as_ref().map(|x| x.len()),
         (v.geometry_count as u64),
@@ -3890,12 +4505,16 @@ fn c_VkAccelerationStructureInfoNV(v: &VkAccelerationStructureInfoNV) -> R {
     Ok(())
 }
 fn c_VkAccelerationStructureCreateInfoNV(v: &VkAccelerationStructureCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     c_VkAccelerationStructureInfoNV(&v.info)?;
     Ok(())
 }
 fn c_VkBindAccelerationStructureMemoryInfoNV(v: &VkBindAccelerationStructureMemoryInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_device_indices.as_ref().map(|x| x.len()),
         (v.device_index_count as u64),
@@ -3908,7 +4527,9 @@ fn c_VkBindAccelerationStructureMemoryInfoNV(v: &VkBindAccelerationStructureMemo
 fn c_VkWriteDescriptorSetAccelerationStructureKHR(
     v: &VkWriteDescriptorSetAccelerationStructureKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_acceleration_structures.as_ref().map(|x| x.len()),
         (v.acceleration_structure_count as u64),
@@ -3921,7 +4542,9 @@ fn c_VkWriteDescriptorSetAccelerationStructureKHR(
 fn c_VkWriteDescriptorSetAccelerationStructureNV(
     v: &VkWriteDescriptorSetAccelerationStructureNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_acceleration_structures.as_ref().map(|x| x.len()),
         (v.acceleration_structure_count as u64),
@@ -3934,49 +4557,67 @@ fn c_VkWriteDescriptorSetAccelerationStructureNV(
 fn c_VkAccelerationStructureMemoryRequirementsInfoNV(
     v: &VkAccelerationStructureMemoryRequirementsInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceAccelerationStructureFeaturesKHR(
     v: &VkPhysicalDeviceAccelerationStructureFeaturesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRayTracingPipelineFeaturesKHR(
     v: &VkPhysicalDeviceRayTracingPipelineFeaturesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRayQueryFeaturesKHR(v: &VkPhysicalDeviceRayQueryFeaturesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceAccelerationStructurePropertiesKHR(
     v: &VkPhysicalDeviceAccelerationStructurePropertiesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRayTracingPipelinePropertiesKHR(
     v: &VkPhysicalDeviceRayTracingPipelinePropertiesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRayTracingPropertiesNV(v: &VkPhysicalDeviceRayTracingPropertiesNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR(
     v: &VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDrmFormatModifierPropertiesListEXT(v: &VkDrmFormatModifierPropertiesListEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_drm_format_modifier_properties.as_ref().map(|x| x.len()),
         (v.drm_format_modifier_count as u64),
@@ -3989,7 +4630,9 @@ fn c_VkDrmFormatModifierPropertiesListEXT(v: &VkDrmFormatModifierPropertiesListE
 fn c_VkPhysicalDeviceImageDrmFormatModifierInfoEXT(
     v: &VkPhysicalDeviceImageDrmFormatModifierInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_queue_family_indices.as_ref().map(|x| x.len()),
         (v.queue_family_index_count as u64),
@@ -4000,7 +4643,9 @@ fn c_VkPhysicalDeviceImageDrmFormatModifierInfoEXT(
     Ok(())
 }
 fn c_VkImageDrmFormatModifierListCreateInfoEXT(v: &VkImageDrmFormatModifierListCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_drm_format_modifiers.as_ref().map(|x| x.len()),
         (v.drm_format_modifier_count as u64),
@@ -4013,7 +4658,9 @@ fn c_VkImageDrmFormatModifierListCreateInfoEXT(v: &VkImageDrmFormatModifierListC
 fn c_VkImageDrmFormatModifierExplicitCreateInfoEXT(
     v: &VkImageDrmFormatModifierExplicitCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_plane_layouts.as_ref().map(|x| x.len()),
         (v.drm_format_modifier_plane_count as u64),
@@ -4024,63 +4671,85 @@ fn c_VkImageDrmFormatModifierExplicitCreateInfoEXT(
     Ok(())
 }
 fn c_VkImageDrmFormatModifierPropertiesEXT(v: &VkImageDrmFormatModifierPropertiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageStencilUsageCreateInfo(v: &VkImageStencilUsageCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceMemoryOverallocationCreateInfoAMD(v: &VkDeviceMemoryOverallocationCreateInfoAMD) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentDensityMapFeaturesEXT(
     v: &VkPhysicalDeviceFragmentDensityMapFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentDensityMap2FeaturesEXT(
     v: &VkPhysicalDeviceFragmentDensityMap2FeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM(
     v: &VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentDensityMapPropertiesEXT(
     v: &VkPhysicalDeviceFragmentDensityMapPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentDensityMap2PropertiesEXT(
     v: &VkPhysicalDeviceFragmentDensityMap2PropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM(
     v: &VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRenderPassFragmentDensityMapCreateInfoEXT(
     v: &VkRenderPassFragmentDensityMapCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSubpassFragmentDensityMapOffsetEndInfoQCOM(
     v: &VkSubpassFragmentDensityMapOffsetEndInfoQCOM,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_fragment_density_offsets.as_ref().map(|x| x.len()),
         (v.fragment_density_offset_count as u64),
@@ -4091,93 +4760,129 @@ fn c_VkSubpassFragmentDensityMapOffsetEndInfoQCOM(
     Ok(())
 }
 fn c_VkPhysicalDeviceScalarBlockLayoutFeatures(v: &VkPhysicalDeviceScalarBlockLayoutFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSurfaceProtectedCapabilitiesKHR(v: &VkSurfaceProtectedCapabilitiesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceUniformBufferStandardLayoutFeatures(
     v: &VkPhysicalDeviceUniformBufferStandardLayoutFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDepthClipEnableFeaturesEXT(
     v: &VkPhysicalDeviceDepthClipEnableFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineRasterizationDepthClipStateCreateInfoEXT(
     v: &VkPipelineRasterizationDepthClipStateCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMemoryBudgetPropertiesEXT(v: &VkPhysicalDeviceMemoryBudgetPropertiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMemoryPriorityFeaturesEXT(v: &VkPhysicalDeviceMemoryPriorityFeaturesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMemoryPriorityAllocateInfoEXT(v: &VkMemoryPriorityAllocateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT(
     v: &VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceBufferDeviceAddressFeatures(
     v: &VkPhysicalDeviceBufferDeviceAddressFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceBufferDeviceAddressFeaturesEXT(
     v: &VkPhysicalDeviceBufferDeviceAddressFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBufferDeviceAddressInfo(v: &VkBufferDeviceAddressInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBufferOpaqueCaptureAddressCreateInfo(v: &VkBufferOpaqueCaptureAddressCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBufferDeviceAddressCreateInfoEXT(v: &VkBufferDeviceAddressCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceImageViewImageFormatInfoEXT(
     v: &VkPhysicalDeviceImageViewImageFormatInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkFilterCubicImageViewImageFormatPropertiesEXT(
     v: &VkFilterCubicImageViewImageFormatPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceImagelessFramebufferFeatures(
     v: &VkPhysicalDeviceImagelessFramebufferFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkFramebufferAttachmentsCreateInfo(v: &VkFramebufferAttachmentsCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_attachment_image_infos.as_ref().map(|x| x.len()),
         (v.attachment_image_info_count as u64),
@@ -4193,7 +4898,9 @@ fn c_VkFramebufferAttachmentsCreateInfo(v: &VkFramebufferAttachmentsCreateInfo) 
     Ok(())
 }
 fn c_VkFramebufferAttachmentImageInfo(v: &VkFramebufferAttachmentImageInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_view_formats.as_ref().map(|x| x.len()),
         (v.view_format_count as u64),
@@ -4204,7 +4911,9 @@ fn c_VkFramebufferAttachmentImageInfo(v: &VkFramebufferAttachmentImageInfo) -> R
     Ok(())
 }
 fn c_VkRenderPassAttachmentBeginInfo(v: &VkRenderPassAttachmentBeginInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_attachments.as_ref().map(|x| x.len()),
         (v.attachment_count as u64),
@@ -4217,41 +4926,57 @@ fn c_VkRenderPassAttachmentBeginInfo(v: &VkRenderPassAttachmentBeginInfo) -> R {
 fn c_VkPhysicalDeviceTextureCompressionASTCHDRFeatures(
     v: &VkPhysicalDeviceTextureCompressionASTCHDRFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceCooperativeMatrixFeaturesNV(
     v: &VkPhysicalDeviceCooperativeMatrixFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceCooperativeMatrixPropertiesNV(
     v: &VkPhysicalDeviceCooperativeMatrixPropertiesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCooperativeMatrixPropertiesNV(v: &VkCooperativeMatrixPropertiesNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceYcbcrImageArraysFeaturesEXT(
     v: &VkPhysicalDeviceYcbcrImageArraysFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageViewHandleInfoNVX(v: &VkImageViewHandleInfoNVX) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageViewAddressPropertiesNVX(v: &VkImageViewAddressPropertiesNVX) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineCreationFeedbackCreateInfo(v: &VkPipelineCreationFeedbackCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_pipeline_stage_creation_feedbacks
             .as_ref()
@@ -4264,39 +4989,55 @@ fn c_VkPipelineCreationFeedbackCreateInfo(v: &VkPipelineCreationFeedbackCreateIn
     Ok(())
 }
 fn c_VkPhysicalDevicePresentBarrierFeaturesNV(v: &VkPhysicalDevicePresentBarrierFeaturesNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSurfaceCapabilitiesPresentBarrierNV(v: &VkSurfaceCapabilitiesPresentBarrierNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSwapchainPresentBarrierCreateInfoNV(v: &VkSwapchainPresentBarrierCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePerformanceQueryFeaturesKHR(
     v: &VkPhysicalDevicePerformanceQueryFeaturesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePerformanceQueryPropertiesKHR(
     v: &VkPhysicalDevicePerformanceQueryPropertiesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPerformanceCounterKHR(v: &VkPerformanceCounterKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPerformanceCounterDescriptionKHR(v: &VkPerformanceCounterDescriptionKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkQueryPoolPerformanceCreateInfoKHR(v: &VkQueryPoolPerformanceCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_counter_indices.as_ref().map(|x| x.len()),
         (v.counter_index_count as u64),
@@ -4307,139 +5048,195 @@ fn c_VkQueryPoolPerformanceCreateInfoKHR(v: &VkQueryPoolPerformanceCreateInfoKHR
     Ok(())
 }
 fn c_VkAcquireProfilingLockInfoKHR(v: &VkAcquireProfilingLockInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPerformanceQuerySubmitInfoKHR(v: &VkPerformanceQuerySubmitInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkHeadlessSurfaceCreateInfoEXT(v: &VkHeadlessSurfaceCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceCoverageReductionModeFeaturesNV(
     v: &VkPhysicalDeviceCoverageReductionModeFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineCoverageReductionStateCreateInfoNV(
     v: &VkPipelineCoverageReductionStateCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkFramebufferMixedSamplesCombinationNV(v: &VkFramebufferMixedSamplesCombinationNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL(
     v: &VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkInitializePerformanceApiInfoINTEL(v: &VkInitializePerformanceApiInfoINTEL) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkQueryPoolPerformanceQueryCreateInfoINTEL(
     v: &VkQueryPoolPerformanceQueryCreateInfoINTEL,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPerformanceMarkerInfoINTEL(v: &VkPerformanceMarkerInfoINTEL) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPerformanceStreamMarkerInfoINTEL(v: &VkPerformanceStreamMarkerInfoINTEL) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPerformanceOverrideInfoINTEL(v: &VkPerformanceOverrideInfoINTEL) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPerformanceConfigurationAcquireInfoINTEL(
     v: &VkPerformanceConfigurationAcquireInfoINTEL,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderClockFeaturesKHR(v: &VkPhysicalDeviceShaderClockFeaturesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceIndexTypeUint8FeaturesEXT(v: &VkPhysicalDeviceIndexTypeUint8FeaturesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderSMBuiltinsPropertiesNV(
     v: &VkPhysicalDeviceShaderSMBuiltinsPropertiesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderSMBuiltinsFeaturesNV(
     v: &VkPhysicalDeviceShaderSMBuiltinsFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT(
     v: &VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures(
     v: &VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAttachmentReferenceStencilLayout(v: &VkAttachmentReferenceStencilLayout) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT(
     v: &VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAttachmentDescriptionStencilLayout(v: &VkAttachmentDescriptionStencilLayout) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(
     v: &VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineInfoKHR(v: &VkPipelineInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineExecutablePropertiesKHR(v: &VkPipelineExecutablePropertiesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineExecutableInfoKHR(v: &VkPipelineExecutableInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineExecutableStatisticKHR(v: &VkPipelineExecutableStatisticKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineExecutableInternalRepresentationKHR(
     v: &VkPipelineExecutableInternalRepresentationKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_data.as_ref().map(|x| x.len()),
         (v.data_size as u64),
@@ -4452,177 +5249,245 @@ fn c_VkPipelineExecutableInternalRepresentationKHR(
 fn c_VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures(
     v: &VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT(
     v: &VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceTexelBufferAlignmentProperties(
     v: &VkPhysicalDeviceTexelBufferAlignmentProperties,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSubgroupSizeControlFeatures(
     v: &VkPhysicalDeviceSubgroupSizeControlFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSubgroupSizeControlProperties(
     v: &VkPhysicalDeviceSubgroupSizeControlProperties,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(
     v: &VkPipelineShaderStageRequiredSubgroupSizeCreateInfo,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSubpassShadingPipelineCreateInfoHUAWEI(v: &VkSubpassShadingPipelineCreateInfoHUAWEI) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSubpassShadingPropertiesHUAWEI(
     v: &VkPhysicalDeviceSubpassShadingPropertiesHUAWEI,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI(
     v: &VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMemoryOpaqueCaptureAddressAllocateInfo(v: &VkMemoryOpaqueCaptureAddressAllocateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceMemoryOpaqueCaptureAddressInfo(v: &VkDeviceMemoryOpaqueCaptureAddressInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceLineRasterizationFeaturesEXT(
     v: &VkPhysicalDeviceLineRasterizationFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceLineRasterizationPropertiesEXT(
     v: &VkPhysicalDeviceLineRasterizationPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineRasterizationLineStateCreateInfoEXT(
     v: &VkPipelineRasterizationLineStateCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePipelineCreationCacheControlFeatures(
     v: &VkPhysicalDevicePipelineCreationCacheControlFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceVulkan11Features(v: &VkPhysicalDeviceVulkan11Features) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceVulkan11Properties(v: &VkPhysicalDeviceVulkan11Properties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceVulkan12Features(v: &VkPhysicalDeviceVulkan12Features) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceVulkan12Properties(v: &VkPhysicalDeviceVulkan12Properties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceVulkan13Features(v: &VkPhysicalDeviceVulkan13Features) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceVulkan13Properties(v: &VkPhysicalDeviceVulkan13Properties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineCompilerControlCreateInfoAMD(v: &VkPipelineCompilerControlCreateInfoAMD) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceCoherentMemoryFeaturesAMD(v: &VkPhysicalDeviceCoherentMemoryFeaturesAMD) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceToolProperties(v: &VkPhysicalDeviceToolProperties) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSamplerCustomBorderColorCreateInfoEXT(v: &VkSamplerCustomBorderColorCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceCustomBorderColorPropertiesEXT(
     v: &VkPhysicalDeviceCustomBorderColorPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceCustomBorderColorFeaturesEXT(
     v: &VkPhysicalDeviceCustomBorderColorFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSamplerBorderColorComponentMappingCreateInfoEXT(
     v: &VkSamplerBorderColorComponentMappingCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceBorderColorSwizzleFeaturesEXT(
     v: &VkPhysicalDeviceBorderColorSwizzleFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureGeometryTrianglesDataKHR(
     v: &VkAccelerationStructureGeometryTrianglesDataKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureGeometryAabbsDataKHR(
     v: &VkAccelerationStructureGeometryAabbsDataKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureGeometryInstancesDataKHR(
     v: &VkAccelerationStructureGeometryInstancesDataKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureGeometryKHR(v: &VkAccelerationStructureGeometryKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureBuildGeometryInfoKHR(
     v: &VkAccelerationStructureBuildGeometryInfoKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_geometries.as_ref().map(|x| x.len()),
         (v.geometry_count as u64),
@@ -4650,43 +5515,59 @@ fn c_VkAccelerationStructureBuildGeometryInfoKHR(
     Ok(())
 }
 fn c_VkAccelerationStructureCreateInfoKHR(v: &VkAccelerationStructureCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureDeviceAddressInfoKHR(
     v: &VkAccelerationStructureDeviceAddressInfoKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureVersionInfoKHR(v: &VkAccelerationStructureVersionInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCopyAccelerationStructureInfoKHR(v: &VkCopyAccelerationStructureInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCopyAccelerationStructureToMemoryInfoKHR(
     v: &VkCopyAccelerationStructureToMemoryInfoKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCopyMemoryToAccelerationStructureInfoKHR(
     v: &VkCopyMemoryToAccelerationStructureInfoKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRayTracingPipelineInterfaceCreateInfoKHR(
     v: &VkRayTracingPipelineInterfaceCreateInfoKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineLibraryCreateInfoKHR(v: &VkPipelineLibraryCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_libraries.as_ref().map(|x| x.len()),
         (v.library_count as u64),
@@ -4699,119 +5580,167 @@ fn c_VkPipelineLibraryCreateInfoKHR(v: &VkPipelineLibraryCreateInfoKHR) -> R {
 fn c_VkPhysicalDeviceExtendedDynamicStateFeaturesEXT(
     v: &VkPhysicalDeviceExtendedDynamicStateFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceExtendedDynamicState2FeaturesEXT(
     v: &VkPhysicalDeviceExtendedDynamicState2FeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceExtendedDynamicState3FeaturesEXT(
     v: &VkPhysicalDeviceExtendedDynamicState3FeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceExtendedDynamicState3PropertiesEXT(
     v: &VkPhysicalDeviceExtendedDynamicState3PropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRenderPassTransformBeginInfoQCOM(v: &VkRenderPassTransformBeginInfoQCOM) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCopyCommandTransformInfoQCOM(v: &VkCopyCommandTransformInfoQCOM) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCommandBufferInheritanceRenderPassTransformInfoQCOM(
     v: &VkCommandBufferInheritanceRenderPassTransformInfoQCOM,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDiagnosticsConfigFeaturesNV(
     v: &VkPhysicalDeviceDiagnosticsConfigFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceDiagnosticsConfigCreateInfoNV(v: &VkDeviceDiagnosticsConfigCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures(
     v: &VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR(
     v: &VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRobustness2FeaturesEXT(v: &VkPhysicalDeviceRobustness2FeaturesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRobustness2PropertiesEXT(v: &VkPhysicalDeviceRobustness2PropertiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceImageRobustnessFeatures(v: &VkPhysicalDeviceImageRobustnessFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR(
     v: &VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevice4444FormatsFeaturesEXT(v: &VkPhysicalDevice4444FormatsFeaturesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSubpassShadingFeaturesHUAWEI(
     v: &VkPhysicalDeviceSubpassShadingFeaturesHUAWEI,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI(
     v: &VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBufferCopy2(v: &VkBufferCopy2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageCopy2(v: &VkImageCopy2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageBlit2(v: &VkImageBlit2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBufferImageCopy2(v: &VkBufferImageCopy2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageResolve2(v: &VkImageResolve2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCopyBufferInfo2(v: &VkCopyBufferInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_regions.as_ref().map(|x| x.len()),
         (v.region_count as u64),
@@ -4827,7 +5756,9 @@ fn c_VkCopyBufferInfo2(v: &VkCopyBufferInfo2) -> R {
     Ok(())
 }
 fn c_VkCopyImageInfo2(v: &VkCopyImageInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_regions.as_ref().map(|x| x.len()),
         (v.region_count as u64),
@@ -4843,7 +5774,9 @@ fn c_VkCopyImageInfo2(v: &VkCopyImageInfo2) -> R {
     Ok(())
 }
 fn c_VkBlitImageInfo2(v: &VkBlitImageInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_regions.as_ref().map(|x| x.len()),
         (v.region_count as u64),
@@ -4859,7 +5792,9 @@ fn c_VkBlitImageInfo2(v: &VkBlitImageInfo2) -> R {
     Ok(())
 }
 fn c_VkCopyBufferToImageInfo2(v: &VkCopyBufferToImageInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_regions.as_ref().map(|x| x.len()),
         (v.region_count as u64),
@@ -4875,7 +5810,9 @@ fn c_VkCopyBufferToImageInfo2(v: &VkCopyBufferToImageInfo2) -> R {
     Ok(())
 }
 fn c_VkCopyImageToBufferInfo2(v: &VkCopyImageToBufferInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_regions.as_ref().map(|x| x.len()),
         (v.region_count as u64),
@@ -4891,7 +5828,9 @@ fn c_VkCopyImageToBufferInfo2(v: &VkCopyImageToBufferInfo2) -> R {
     Ok(())
 }
 fn c_VkResolveImageInfo2(v: &VkResolveImageInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_regions.as_ref().map(|x| x.len()),
         (v.region_count as u64),
@@ -4909,11 +5848,15 @@ fn c_VkResolveImageInfo2(v: &VkResolveImageInfo2) -> R {
 fn c_VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT(
     v: &VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkFragmentShadingRateAttachmentInfoKHR(v: &VkFragmentShadingRateAttachmentInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     if let Some(x) = &v.p_fragment_shading_rate_attachment {
         c_VkAttachmentReference2(x)?;
     }
@@ -4922,63 +5865,85 @@ fn c_VkFragmentShadingRateAttachmentInfoKHR(v: &VkFragmentShadingRateAttachmentI
 fn c_VkPipelineFragmentShadingRateStateCreateInfoKHR(
     v: &VkPipelineFragmentShadingRateStateCreateInfoKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentShadingRateFeaturesKHR(
     v: &VkPhysicalDeviceFragmentShadingRateFeaturesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentShadingRatePropertiesKHR(
     v: &VkPhysicalDeviceFragmentShadingRatePropertiesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentShadingRateKHR(v: &VkPhysicalDeviceFragmentShadingRateKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderTerminateInvocationFeatures(
     v: &VkPhysicalDeviceShaderTerminateInvocationFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV(
     v: &VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV(
     v: &VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineFragmentShadingRateEnumStateCreateInfoNV(
     v: &VkPipelineFragmentShadingRateEnumStateCreateInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureBuildSizesInfoKHR(v: &VkAccelerationStructureBuildSizesInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceImage2DViewOf3DFeaturesEXT(
     v: &VkPhysicalDeviceImage2DViewOf3DFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT(
     v: &VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMutableDescriptorTypeListEXT(v: &VkMutableDescriptorTypeListEXT) -> R {
@@ -4992,7 +5957,9 @@ fn c_VkMutableDescriptorTypeListEXT(v: &VkMutableDescriptorTypeListEXT) -> R {
     Ok(())
 }
 fn c_VkMutableDescriptorTypeCreateInfoEXT(v: &VkMutableDescriptorTypeCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_mutable_descriptor_type_lists.as_ref().map(|x| x.len()),
         (v.mutable_descriptor_type_list_count as u64),
@@ -5010,43 +5977,59 @@ fn c_VkMutableDescriptorTypeCreateInfoEXT(v: &VkMutableDescriptorTypeCreateInfoE
 fn c_VkPhysicalDeviceDepthClipControlFeaturesEXT(
     v: &VkPhysicalDeviceDepthClipControlFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineViewportDepthClipControlCreateInfoEXT(
     v: &VkPipelineViewportDepthClipControlCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT(
     v: &VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceExternalMemoryRDMAFeaturesNV(
     v: &VkPhysicalDeviceExternalMemoryRDMAFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVertexInputBindingDescription2EXT(v: &VkVertexInputBindingDescription2EXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVertexInputAttributeDescription2EXT(v: &VkVertexInputAttributeDescription2EXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceColorWriteEnableFeaturesEXT(
     v: &VkPhysicalDeviceColorWriteEnableFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineColorWriteCreateInfoEXT(v: &VkPipelineColorWriteCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_color_write_enables.as_ref().map(|x| x.len()),
         (v.attachment_count as u64),
@@ -5057,19 +6040,27 @@ fn c_VkPipelineColorWriteCreateInfoEXT(v: &VkPipelineColorWriteCreateInfoEXT) ->
     Ok(())
 }
 fn c_VkMemoryBarrier2(v: &VkMemoryBarrier2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageMemoryBarrier2(v: &VkImageMemoryBarrier2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBufferMemoryBarrier2(v: &VkBufferMemoryBarrier2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDependencyInfo(v: &VkDependencyInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_memory_barriers.as_ref().map(|x| x.len()),
         (v.memory_barrier_count as u64),
@@ -5109,15 +6100,21 @@ fn c_VkDependencyInfo(v: &VkDependencyInfo) -> R {
     Ok(())
 }
 fn c_VkSemaphoreSubmitInfo(v: &VkSemaphoreSubmitInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCommandBufferSubmitInfo(v: &VkCommandBufferSubmitInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSubmitInfo2(v: &VkSubmitInfo2) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_wait_semaphore_infos.as_ref().map(|x| x.len()),
         (v.wait_semaphore_info_count as u64),
@@ -5157,63 +6154,87 @@ fn c_VkSubmitInfo2(v: &VkSubmitInfo2) -> R {
     Ok(())
 }
 fn c_VkQueueFamilyCheckpointProperties2NV(v: &VkQueueFamilyCheckpointProperties2NV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCheckpointData2NV(v: &VkCheckpointData2NV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSynchronization2Features(v: &VkPhysicalDeviceSynchronization2Features) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT(
     v: &VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceLegacyDitheringFeaturesEXT(
     v: &VkPhysicalDeviceLegacyDitheringFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT(
     v: &VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSubpassResolvePerformanceQueryEXT(v: &VkSubpassResolvePerformanceQueryEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMultisampledRenderToSingleSampledInfoEXT(
     v: &VkMultisampledRenderToSingleSampledInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePipelineProtectedAccessFeaturesEXT(
     v: &VkPhysicalDevicePipelineProtectedAccessFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkQueueFamilyVideoPropertiesKHR(v: &VkQueueFamilyVideoPropertiesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkQueueFamilyQueryResultStatusPropertiesKHR(
     v: &VkQueueFamilyQueryResultStatusPropertiesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoProfileListInfoKHR(v: &VkVideoProfileListInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_profiles.as_ref().map(|x| x.len()),
         (v.profile_count as u64),
@@ -5229,50 +6250,72 @@ fn c_VkVideoProfileListInfoKHR(v: &VkVideoProfileListInfoKHR) -> R {
     Ok(())
 }
 fn c_VkPhysicalDeviceVideoFormatInfoKHR(v: &VkPhysicalDeviceVideoFormatInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoFormatPropertiesKHR(v: &VkVideoFormatPropertiesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoProfileInfoKHR(v: &VkVideoProfileInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoCapabilitiesKHR(v: &VkVideoCapabilitiesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoSessionMemoryRequirementsKHR(v: &VkVideoSessionMemoryRequirementsKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBindVideoSessionMemoryInfoKHR(v: &VkBindVideoSessionMemoryInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoPictureResourceInfoKHR(v: &VkVideoPictureResourceInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoReferenceSlotInfoKHR(v: &VkVideoReferenceSlotInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     if let Some(x) = &v.p_picture_resource {
         c_VkVideoPictureResourceInfoKHR(x)?;
     }
     Ok(())
 }
 fn c_VkVideoDecodeCapabilitiesKHR(v: &VkVideoDecodeCapabilitiesKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoDecodeUsageInfoKHR(v: &VkVideoDecodeUsageInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoDecodeInfoKHR(v: &VkVideoDecodeInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     c_VkVideoPictureResourceInfoKHR(&v.dst_picture_resource)?;
     if let Some(x) = &v.p_setup_reference_slot {
         c_VkVideoReferenceSlotInfoKHR(x)?;
@@ -5292,22 +6335,30 @@ fn c_VkVideoDecodeInfoKHR(v: &VkVideoDecodeInfoKHR) -> R {
     Ok(())
 }
 fn c_VkVideoSessionCreateInfoKHR(v: &VkVideoSessionCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     if let Some(x) = &v.p_video_profile {
         c_VkVideoProfileInfoKHR(x)?;
     }
     Ok(())
 }
 fn c_VkVideoSessionParametersCreateInfoKHR(v: &VkVideoSessionParametersCreateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoSessionParametersUpdateInfoKHR(v: &VkVideoSessionParametersUpdateInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoBeginCodingInfoKHR(v: &VkVideoBeginCodingInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_reference_slots.as_ref().map(|x| x.len()),
         (v.reference_slot_count as u64),
@@ -5323,51 +6374,69 @@ fn c_VkVideoBeginCodingInfoKHR(v: &VkVideoBeginCodingInfoKHR) -> R {
     Ok(())
 }
 fn c_VkVideoEndCodingInfoKHR(v: &VkVideoEndCodingInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkVideoCodingControlInfoKHR(v: &VkVideoCodingControlInfoKHR) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceInheritedViewportScissorFeaturesNV(
     v: &VkPhysicalDeviceInheritedViewportScissorFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCommandBufferInheritanceViewportScissorInfoNV(
     v: &VkCommandBufferInheritanceViewportScissorInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT(
     v: &VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceProvokingVertexFeaturesEXT(
     v: &VkPhysicalDeviceProvokingVertexFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceProvokingVertexPropertiesEXT(
     v: &VkPhysicalDeviceProvokingVertexPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineRasterizationProvokingVertexStateCreateInfoEXT(
     v: &VkPipelineRasterizationProvokingVertexStateCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCuModuleCreateInfoNVX(v: &VkCuModuleCreateInfoNVX) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_data.as_ref().map(|x| x.len()),
         (v.data_size as u64),
@@ -5378,133 +6447,185 @@ fn c_VkCuModuleCreateInfoNVX(v: &VkCuModuleCreateInfoNVX) -> R {
     Ok(())
 }
 fn c_VkCuFunctionCreateInfoNVX(v: &VkCuFunctionCreateInfoNVX) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDescriptorBufferFeaturesEXT(
     v: &VkPhysicalDeviceDescriptorBufferFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDescriptorBufferPropertiesEXT(
     v: &VkPhysicalDeviceDescriptorBufferPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT(
     v: &VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDescriptorAddressInfoEXT(v: &VkDescriptorAddressInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDescriptorBufferBindingInfoEXT(v: &VkDescriptorBufferBindingInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(
     v: &VkDescriptorBufferBindingPushDescriptorBufferHandleEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDescriptorGetInfoEXT(v: &VkDescriptorGetInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkBufferCaptureDescriptorDataInfoEXT(v: &VkBufferCaptureDescriptorDataInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageCaptureDescriptorDataInfoEXT(v: &VkImageCaptureDescriptorDataInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageViewCaptureDescriptorDataInfoEXT(v: &VkImageViewCaptureDescriptorDataInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSamplerCaptureDescriptorDataInfoEXT(v: &VkSamplerCaptureDescriptorDataInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureCaptureDescriptorDataInfoEXT(
     v: &VkAccelerationStructureCaptureDescriptorDataInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkOpaqueCaptureDescriptorDataCreateInfoEXT(
     v: &VkOpaqueCaptureDescriptorDataCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderIntegerDotProductFeatures(
     v: &VkPhysicalDeviceShaderIntegerDotProductFeatures,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderIntegerDotProductProperties(
     v: &VkPhysicalDeviceShaderIntegerDotProductProperties,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDrmPropertiesEXT(v: &VkPhysicalDeviceDrmPropertiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR(
     v: &VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR(
     v: &VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRayTracingMotionBlurFeaturesNV(
     v: &VkPhysicalDeviceRayTracingMotionBlurFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureGeometryMotionTrianglesDataNV(
     v: &VkAccelerationStructureGeometryMotionTrianglesDataNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureMotionInfoNV(v: &VkAccelerationStructureMotionInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMemoryGetRemoteAddressInfoNV(v: &VkMemoryGetRemoteAddressInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT(
     v: &VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkFormatProperties3(v: &VkFormatProperties3) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDrmFormatModifierPropertiesList2EXT(v: &VkDrmFormatModifierPropertiesList2EXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_drm_format_modifier_properties.as_ref().map(|x| x.len()),
         (v.drm_format_modifier_count as u64),
@@ -5515,7 +6636,9 @@ fn c_VkDrmFormatModifierPropertiesList2EXT(v: &VkDrmFormatModifierPropertiesList
     Ok(())
 }
 fn c_VkPipelineRenderingCreateInfo(v: &VkPipelineRenderingCreateInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_color_attachment_formats.as_ref().map(|x| x.len()),
         (v.color_attachment_count as u64),
@@ -5526,7 +6649,9 @@ fn c_VkPipelineRenderingCreateInfo(v: &VkPipelineRenderingCreateInfo) -> R {
     Ok(())
 }
 fn c_VkRenderingInfo(v: &VkRenderingInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_color_attachments.as_ref().map(|x| x.len()),
         (v.color_attachment_count as u64),
@@ -5548,27 +6673,37 @@ fn c_VkRenderingInfo(v: &VkRenderingInfo) -> R {
     Ok(())
 }
 fn c_VkRenderingAttachmentInfo(v: &VkRenderingAttachmentInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRenderingFragmentShadingRateAttachmentInfoKHR(
     v: &VkRenderingFragmentShadingRateAttachmentInfoKHR,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRenderingFragmentDensityMapAttachmentInfoEXT(
     v: &VkRenderingFragmentDensityMapAttachmentInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDynamicRenderingFeatures(v: &VkPhysicalDeviceDynamicRenderingFeatures) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCommandBufferInheritanceRenderingInfo(v: &VkCommandBufferInheritanceRenderingInfo) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_color_attachment_formats.as_ref().map(|x| x.len()),
         (v.color_attachment_count as u64),
@@ -5579,7 +6714,9 @@ fn c_VkCommandBufferInheritanceRenderingInfo(v: &VkCommandBufferInheritanceRende
     Ok(())
 }
 fn c_VkAttachmentSampleCountInfoAMD(v: &VkAttachmentSampleCountInfoAMD) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_color_attachment_samples.as_ref().map(|x| x.len()),
         (v.color_attachment_count as u64),
@@ -5590,77 +6727,105 @@ fn c_VkAttachmentSampleCountInfoAMD(v: &VkAttachmentSampleCountInfoAMD) -> R {
     Ok(())
 }
 fn c_VkMultiviewPerViewAttributesInfoNVX(v: &VkMultiviewPerViewAttributesInfoNVX) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceImageViewMinLodFeaturesEXT(
     v: &VkPhysicalDeviceImageViewMinLodFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageViewMinLodCreateInfoEXT(v: &VkImageViewMinLodCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT(
     v: &VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceLinearColorAttachmentFeaturesNV(
     v: &VkPhysicalDeviceLinearColorAttachmentFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT(
     v: &VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT(
     v: &VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkGraphicsPipelineLibraryCreateInfoEXT(v: &VkGraphicsPipelineLibraryCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE(
     v: &VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDescriptorSetBindingReferenceVALVE(v: &VkDescriptorSetBindingReferenceVALVE) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDescriptorSetLayoutHostMappingInfoVALVE(v: &VkDescriptorSetLayoutHostMappingInfoVALVE) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT(
     v: &VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT(
     v: &VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineShaderStageModuleIdentifierCreateInfoEXT(
     v: &VkPipelineShaderStageModuleIdentifierCreateInfoEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_identifier.as_ref().map(|x| x.len()),
         (v.identifier_size as u64),
@@ -5671,11 +6836,15 @@ fn c_VkPipelineShaderStageModuleIdentifierCreateInfoEXT(
     Ok(())
 }
 fn c_VkShaderModuleIdentifierEXT(v: &VkShaderModuleIdentifierEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageCompressionControlEXT(v: &VkImageCompressionControlEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_fixed_rate_flags.as_ref().map(|x| x.len()),
         (v.compression_control_plane_count as u64),
@@ -5688,47 +6857,67 @@ fn c_VkImageCompressionControlEXT(v: &VkImageCompressionControlEXT) -> R {
 fn c_VkPhysicalDeviceImageCompressionControlFeaturesEXT(
     v: &VkPhysicalDeviceImageCompressionControlFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageCompressionPropertiesEXT(v: &VkImageCompressionPropertiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT(
     v: &VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageSubresource2EXT(v: &VkImageSubresource2EXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSubresourceLayout2EXT(v: &VkSubresourceLayout2EXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRenderPassCreationControlEXT(v: &VkRenderPassCreationControlEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRenderPassCreationFeedbackCreateInfoEXT(v: &VkRenderPassCreationFeedbackCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkRenderPassSubpassFeedbackCreateInfoEXT(v: &VkRenderPassSubpassFeedbackCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT(
     v: &VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMicromapBuildInfoEXT(v: &VkMicromapBuildInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_usage_counts.as_ref().map(|x| x.len()),
         (v.usage_counts_count as u64),
@@ -5746,45 +6935,63 @@ fn c_VkMicromapBuildInfoEXT(v: &VkMicromapBuildInfoEXT) -> R {
     Ok(())
 }
 fn c_VkMicromapCreateInfoEXT(v: &VkMicromapCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMicromapVersionInfoEXT(v: &VkMicromapVersionInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCopyMicromapInfoEXT(v: &VkCopyMicromapInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCopyMicromapToMemoryInfoEXT(v: &VkCopyMicromapToMemoryInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkCopyMemoryToMicromapInfoEXT(v: &VkCopyMemoryToMicromapInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkMicromapBuildSizesInfoEXT(v: &VkMicromapBuildSizesInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceOpacityMicromapFeaturesEXT(
     v: &VkPhysicalDeviceOpacityMicromapFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceOpacityMicromapPropertiesEXT(
     v: &VkPhysicalDeviceOpacityMicromapPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAccelerationStructureTrianglesOpacityMicromapEXT(
     v: &VkAccelerationStructureTrianglesOpacityMicromapEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_usage_counts.as_ref().map(|x| x.len()),
         (v.usage_counts_count as u64),
@@ -5802,127 +7009,177 @@ fn c_VkAccelerationStructureTrianglesOpacityMicromapEXT(
     Ok(())
 }
 fn c_VkPipelinePropertiesIdentifierEXT(v: &VkPipelinePropertiesIdentifierEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePipelinePropertiesFeaturesEXT(
     v: &VkPhysicalDevicePipelinePropertiesFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD(
     v: &VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT(
     v: &VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePipelineRobustnessFeaturesEXT(
     v: &VkPhysicalDevicePipelineRobustnessFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPipelineRobustnessCreateInfoEXT(v: &VkPipelineRobustnessCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDevicePipelineRobustnessPropertiesEXT(
     v: &VkPhysicalDevicePipelineRobustnessPropertiesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkImageViewSampleWeightCreateInfoQCOM(v: &VkImageViewSampleWeightCreateInfoQCOM) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceImageProcessingFeaturesQCOM(
     v: &VkPhysicalDeviceImageProcessingFeaturesQCOM,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceImageProcessingPropertiesQCOM(
     v: &VkPhysicalDeviceImageProcessingPropertiesQCOM,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceTilePropertiesFeaturesQCOM(
     v: &VkPhysicalDeviceTilePropertiesFeaturesQCOM,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkTilePropertiesQCOM(v: &VkTilePropertiesQCOM) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceAmigoProfilingFeaturesSEC(v: &VkPhysicalDeviceAmigoProfilingFeaturesSEC) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkAmigoProfilingSubmitInfoSEC(v: &VkAmigoProfilingSubmitInfoSEC) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT(
     v: &VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceDepthClampZeroOneFeaturesEXT(
     v: &VkPhysicalDeviceDepthClampZeroOneFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceAddressBindingReportFeaturesEXT(
     v: &VkPhysicalDeviceAddressBindingReportFeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceAddressBindingCallbackDataEXT(v: &VkDeviceAddressBindingCallbackDataEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceOpticalFlowFeaturesNV(v: &VkPhysicalDeviceOpticalFlowFeaturesNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceOpticalFlowPropertiesNV(v: &VkPhysicalDeviceOpticalFlowPropertiesNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkOpticalFlowImageFormatInfoNV(v: &VkOpticalFlowImageFormatInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkOpticalFlowImageFormatPropertiesNV(v: &VkOpticalFlowImageFormatPropertiesNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkOpticalFlowSessionCreateInfoNV(v: &VkOpticalFlowSessionCreateInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkOpticalFlowSessionCreatePrivateDataInfoNV(
     v: &VkOpticalFlowSessionCreatePrivateDataInfoNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkOpticalFlowExecuteInfoNV(v: &VkOpticalFlowExecuteInfoNV) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_regions.as_ref().map(|x| x.len()),
         (v.region_count as u64),
@@ -5933,39 +7190,55 @@ fn c_VkOpticalFlowExecuteInfoNV(v: &VkOpticalFlowExecuteInfoNV) -> R {
     Ok(())
 }
 fn c_VkPhysicalDeviceFaultFeaturesEXT(v: &VkPhysicalDeviceFaultFeaturesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceFaultCountsEXT(v: &VkDeviceFaultCountsEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDeviceFaultInfoEXT(v: &VkDeviceFaultInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM(
     v: &VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM(
     v: &VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSurfacePresentModeEXT(v: &VkSurfacePresentModeEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSurfacePresentScalingCapabilitiesEXT(v: &VkSurfacePresentScalingCapabilitiesEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSurfacePresentModeCompatibilityEXT(v: &VkSurfacePresentModeCompatibilityEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_present_modes.as_ref().map(|x| x.len()),
         (v.present_mode_count as u64),
@@ -5978,11 +7251,15 @@ fn c_VkSurfacePresentModeCompatibilityEXT(v: &VkSurfacePresentModeCompatibilityE
 fn c_VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT(
     v: &VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkSwapchainPresentFenceInfoEXT(v: &VkSwapchainPresentFenceInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_fences.as_ref().map(|x| x.len()),
         (v.swapchain_count as u64),
@@ -5993,7 +7270,9 @@ fn c_VkSwapchainPresentFenceInfoEXT(v: &VkSwapchainPresentFenceInfoEXT) -> R {
     Ok(())
 }
 fn c_VkSwapchainPresentModesCreateInfoEXT(v: &VkSwapchainPresentModesCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_present_modes.as_ref().map(|x| x.len()),
         (v.present_mode_count as u64),
@@ -6004,7 +7283,9 @@ fn c_VkSwapchainPresentModesCreateInfoEXT(v: &VkSwapchainPresentModesCreateInfoE
     Ok(())
 }
 fn c_VkSwapchainPresentModeInfoEXT(v: &VkSwapchainPresentModeInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_present_modes.as_ref().map(|x| x.len()),
         (v.swapchain_count as u64),
@@ -6015,11 +7296,15 @@ fn c_VkSwapchainPresentModeInfoEXT(v: &VkSwapchainPresentModeInfoEXT) -> R {
     Ok(())
 }
 fn c_VkSwapchainPresentScalingCreateInfoEXT(v: &VkSwapchainPresentScalingCreateInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkReleaseSwapchainImagesInfoEXT(v: &VkReleaseSwapchainImagesInfoEXT) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_image_indices.as_ref().map(|x| x.len()),
         (v.image_index_count as u64),
@@ -6032,21 +7317,29 @@ fn c_VkReleaseSwapchainImagesInfoEXT(v: &VkReleaseSwapchainImagesInfoEXT) -> R {
 fn c_VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV(
     v: &VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV(
     v: &VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDirectDriverLoadingInfoLUNARG(v: &VkDirectDriverLoadingInfoLUNARG) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 fn c_VkDirectDriverLoadingListLUNARG(v: &VkDirectDriverLoadingListLUNARG) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     arr(
         v.p_drivers.as_ref().map(|x| x.len()),
         (v.driver_count as u64),
@@ -6064,7 +7357,9 @@ fn c_VkDirectDriverLoadingListLUNARG(v: &VkDirectDriverLoadingListLUNARG) -> R {
 fn c_VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(
     v: &VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM,
 ) -> R {
-    c_chain(&v.p_next)?;
+    if !v.p_next.is_empty() {
+        c_chain(&v.p_next)?;
+    }
     Ok(())
 }
 

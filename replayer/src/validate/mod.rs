@@ -12,6 +12,7 @@
 //! recorded again, an object destroyed while submitted work may still use it) it asks the engine
 //! for a wait ([`Action`]). Failures are plain strings; the engine adds the call's seq and name.
 
+mod objects;
 mod record;
 mod sync;
 #[cfg(test)]
@@ -22,23 +23,14 @@ use vkstream::Call;
 
 use crate::fasthash::HandleMap;
 use crate::generated::checks;
+use objects::{Table, UNBOUND};
 pub use sync::Action;
-
-/// A live captured object.
-#[derive(Debug, Clone, Copy)]
-struct Obj {
-    /// Creations not yet destroyed (drivers may hand out one non-dispatchable value twice).
-    refs: u32,
-    /// Captured device it belongs to (0: instance-level).
-    device: u64,
-    /// Pool or swapchain it came from (0: none); ended with it.
-    parent: u64,
-}
 
 /// Shadow of the trace's objects and synchronisation, kept call by call.
 #[derive(Default)]
 pub struct Validator {
-    objs: HandleMap<(i32, u64), Obj>,
+    /// Live objects and what the checks keep per object (`objects`).
+    t: Table,
     /// Objects destroyed, with the seq of the call that did it (for messages).
     dead: HandleMap<(i32, u64), u64>,
     /// Parent (pool, swapchain) -> objects allocated from it (some may be gone already).
@@ -60,10 +52,50 @@ pub struct Validator {
     pub waits: u64,
 }
 
-const MEMORY: i32 = vk::ObjectType::DEVICE_MEMORY.as_raw();
-
 fn ty_name(ty: vk::ObjectType) -> String {
     format!("{ty:?}").to_lowercase().replace('_', " ")
+}
+
+/// Why a handle a call names is not a live object (off the hot path).
+#[cold]
+#[inline(never)]
+fn not_live(dead: &HandleMap<(i32, u64), u64>, ty: vk::ObjectType, h: u64) -> String {
+    match dead.get(&(ty.as_raw(), h)) {
+        Some(seq) => format!("{} 0x{h:x} was destroyed at call {seq}", ty_name(ty)),
+        None => format!("{} 0x{h:x} was never created in the trace", ty_name(ty)),
+    }
+}
+
+/// Whether a buffer or image bound to `memory` (through `slot`) may be used: bound, and to
+/// memory still live (0: needs none).
+#[inline]
+fn memory_live(t: &Table, memory: u64, slot: u32) -> bool {
+    match memory {
+        UNBOUND => false,
+        0 => true,
+        m => t.holds(slot, objects::MEMORY, m) || t.find(objects::MEMORY, m).is_some(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn no_memory(ty: vk::ObjectType, h: u64, memory: u64) -> String {
+    match memory {
+        UNBOUND => format!("{} 0x{h:x} has no memory bound", ty_name(ty)),
+        m => format!(
+            "{} 0x{h:x} is bound to memory 0x{m:x}, which was freed",
+            ty_name(ty)
+        ),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn other_device(ty: vk::ObjectType, h: u64, its: u64, call: u64) -> String {
+    format!(
+        "{} 0x{h:x} belongs to device 0x{its:x}, not to this call's device 0x{call:x}",
+        ty_name(ty)
+    )
 }
 
 impl Validator {
@@ -83,14 +115,8 @@ impl Validator {
         let kind = checks::kind(call);
         self.kind = kind;
         let record = kind >= checks::RECORD;
-        let (objs, dead, created, device, rec) = (
-            &self.objs,
-            &self.dead,
-            &mut self.created,
-            &mut self.device,
-            &self.record,
-        );
-        vkstream::handles::call_handles(call, &mut |ty, h, out| {
+        let (t, dead, created, device) = (&self.t, &self.dead, &mut self.created, &mut self.device);
+        vkstream::handles::walk(call, &mut |ty, h, out| {
             if err.is_some() {
                 return;
             }
@@ -98,28 +124,17 @@ impl Validator {
                 created.push((ty, h));
                 return;
             }
-            let Some(o) = objs.get(&(ty.as_raw(), h)) else {
-                err = Some(match dead.get(&(ty.as_raw(), h)) {
-                    Some(seq) => format!("{} 0x{h:x} was destroyed at call {seq}", ty_name(ty)),
-                    None => format!("{} 0x{h:x} was never created in the trace", ty_name(ty)),
-                });
+            let Some(i) = t.find(ty.as_raw(), h) else {
+                err = Some(not_live(dead, ty, h));
                 return;
             };
-            if record && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE) {
-                match rec.memory_of(h) {
-                    None => {
-                        err = Some(format!("{} 0x{h:x} has no memory bound", ty_name(ty)));
-                        return;
-                    }
-                    Some(m) if m != 0 && !objs.contains_key(&(MEMORY, m)) => {
-                        err = Some(format!(
-                            "{} 0x{h:x} is bound to memory 0x{m:x}, which was freed",
-                            ty_name(ty)
-                        ));
-                        return;
-                    }
-                    _ => {}
-                }
+            let o = t.at(i);
+            if record
+                && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE)
+                && !memory_live(t, o.memory, o.memory_slot)
+            {
+                err = Some(no_memory(ty, h, o.memory));
+                return;
             }
             if first == 0 {
                 first = h;
@@ -130,12 +145,7 @@ impl Validator {
                     _ => 0,
                 };
             } else if o.device != 0 && *device != 0 && o.device != *device {
-                err = Some(format!(
-                    "{} 0x{h:x} belongs to device 0x{:x}, not to this call's device 0x{:x}",
-                    ty_name(ty),
-                    o.device,
-                    *device
-                ));
+                err = Some(other_device(ty, h, o.device, *device));
             }
         });
         if let Some(e) = err {
@@ -143,8 +153,10 @@ impl Validator {
         }
         self.first = first;
         self.first_ty = first_ty;
-        let action = self.sync.before(call, result, self.device, first, kind)?;
-        self.record.before(call, first, kind)?;
+        let action = self
+            .sync
+            .before(&self.t, call, result, self.device, first, kind)?;
+        self.record.before(&self.t, call, first, kind)?;
         Ok(action)
     }
 
@@ -160,17 +172,16 @@ impl Validator {
             for i in 0..self.created.len() {
                 let (ty, h) = self.created[i];
                 let key = (ty.as_raw(), h);
-                self.dead.remove(&key);
+                if !self.dead.is_empty() {
+                    self.dead.remove(&key);
+                }
                 let dev = if ty == vk::ObjectType::DEVICE {
                     h
                 } else {
                     device
                 };
-                let o = self.objs.entry(key).or_insert(Obj {
-                    refs: 0,
-                    device: dev,
-                    parent,
-                });
+                let slot = self.t.create(key.0, h, dev, parent);
+                let o = self.t.at_mut(slot);
                 // Queues, physical devices and swapchain images are fetched again and again.
                 if kind == checks::CREATE || o.refs == 0 {
                     o.refs += 1;
@@ -187,7 +198,7 @@ impl Validator {
                         self.instance_of.insert(key, i);
                     }
                 }
-                self.sync.created(call, ty, h);
+                self.sync.created(&mut self.t, call, ty, slot);
             }
         }
         if kind == checks::DESTROY {
@@ -200,76 +211,60 @@ impl Validator {
             self.end_children(p.descriptor_pool, seq);
         } else if let Call::vkResetCommandPool(p) = call {
             for k in self.children.get(&p.command_pool).into_iter().flatten() {
-                if self.objs.get(k).is_some_and(|o| o.parent == p.command_pool) {
-                    self.sync.reset_cb(k.1);
+                if self
+                    .t
+                    .get(k.0, k.1)
+                    .is_some_and(|o| o.parent == p.command_pool)
+                {
+                    self.sync.reset_cb(&mut self.t, k.1);
                 }
             }
         }
-        self.sync.after(call, result, self.device);
+        self.sync.after(&mut self.t, call, result, self.device);
         if kind != checks::CREATE || result >= 0 {
-            self.record.after(call, self.first, kind);
+            self.record.after(&mut self.t, call, self.first, kind);
         }
     }
 
     fn destroy(&mut self, ty: vk::ObjectType, h: u64, seq: u64) {
         let key = (ty.as_raw(), h);
-        let Some(o) = self.objs.get_mut(&key) else {
+        let Some(slot) = self.t.find(key.0, h) else {
             return;
         };
+        let o = self.t.at_mut(slot);
         o.refs = o.refs.saturating_sub(1);
         if o.refs > 0 {
             return;
         }
-        self.objs.remove(&key);
-        self.dead.insert(key, seq);
-        self.sync.destroyed(ty, h);
-        self.record.destroyed(h);
+        self.end(slot, seq);
         match ty {
             vk::ObjectType::DEVICE => {
-                let gone: Vec<(i32, u64)> = self
-                    .objs
-                    .iter()
-                    .filter(|(_, o)| o.device == h)
-                    .map(|(k, _)| *k)
-                    .collect();
-                for k in gone {
-                    self.objs.remove(&k);
-                    self.dead.insert(k, seq);
-                    self.sync.destroyed(vk::ObjectType::from_raw(k.0), k.1);
+                for slot in self.t.live_where(|o| o.device == h) {
+                    self.end(slot, seq);
                 }
             }
             vk::ObjectType::INSTANCE => {
-                let others = self
-                    .objs
-                    .keys()
-                    .any(|k| k.0 == vk::ObjectType::INSTANCE.as_raw());
-                if !others {
-                    for (k, _) in self.objs.drain() {
-                        self.dead.insert(k, seq);
+                const INSTANCE: i32 = vk::ObjectType::INSTANCE.as_raw();
+                if self.t.live_where(|o| o.ty == INSTANCE).is_empty() {
+                    for slot in self.t.live_where(|_| true) {
+                        self.end(slot, seq);
                     }
-                    self.sync = sync::Sync::default();
                     self.instance_of.clear();
                     return;
                 }
                 // Other instances go on: only this one's objects end (those of its devices too).
                 const DEVICE: i32 = vk::ObjectType::DEVICE.as_raw();
-                let gone: Vec<(i32, u64)> = self
-                    .objs
-                    .iter()
-                    .filter(|(k, o)| {
-                        let owner = if o.device != 0 {
-                            (DEVICE, o.device)
-                        } else {
-                            **k
-                        };
-                        self.instance_of.get(&owner) == Some(&h)
-                    })
-                    .map(|(k, _)| *k)
-                    .collect();
-                for k in gone {
-                    self.objs.remove(&k);
-                    self.dead.insert(k, seq);
-                    self.sync.destroyed(vk::ObjectType::from_raw(k.0), k.1);
+                let instance_of = &self.instance_of;
+                let gone = self.t.live_where(|o| {
+                    let owner = if o.device != 0 {
+                        (DEVICE, o.device)
+                    } else {
+                        (o.ty, o.h)
+                    };
+                    instance_of.get(&owner) == Some(&h)
+                });
+                for slot in gone {
+                    self.end(slot, seq);
                 }
                 self.instance_of.retain(|k, i| *i != h && *k != key);
             }
@@ -277,13 +272,21 @@ impl Validator {
         }
     }
 
+    /// The object in `slot` is gone (destroyed, or ended with its pool, device or instance).
+    fn end(&mut self, slot: u32, seq: u64) {
+        let (ty, h) = (self.t.at(slot).ty, self.t.at(slot).h);
+        let st = self.t.remove(slot);
+        self.dead.insert((ty, h), seq);
+        self.sync.destroyed(vk::ObjectType::from_raw(ty), h, st);
+    }
+
     /// Ends what was allocated from a pool or swapchain (destroyed or reset).
     fn end_children(&mut self, parent: u64, seq: u64) {
         for k in self.children.remove(&parent).unwrap_or_default() {
-            if self.objs.get(&k).is_some_and(|o| o.parent == parent) {
-                self.objs.remove(&k);
-                self.dead.insert(k, seq);
-                self.sync.destroyed(vk::ObjectType::from_raw(k.0), k.1);
+            if let Some(slot) = self.t.find(k.0, k.1) {
+                if self.t.at(slot).parent == parent {
+                    self.end(slot, seq);
+                }
             }
         }
     }
@@ -291,12 +294,12 @@ impl Validator {
     /// The engine did the wait an [`Action`] asked for.
     pub fn waited(&mut self, action: Action) {
         self.waits += 1;
-        self.sync.waited(action);
+        self.sync.waited(&mut self.t, action);
     }
 
     /// Whether a replayed submission ran `command_buffer` (directly or as a secondary).
     pub fn ever_submitted(&self, command_buffer: u64) -> bool {
-        self.sync.ever_submitted(command_buffer)
+        self.sync.ever_submitted(&self.t, command_buffer)
     }
 }
 

@@ -9,14 +9,14 @@
 
 use vkstream::Call;
 
-use crate::fasthash::HandleMap;
+use super::objects::{Table, BUFFER, IMAGE, MEMORY, PIPELINE, QUERY_POOL};
 use crate::generated::checks::{
     self, DISPATCH, DRAW, DRAW_INDEXED, DRAW_MESH, PASS_BEGIN, PASS_END, PASS_NEXT,
 };
 
-/// A recording's state.
+/// A recording's state (kept in its command buffer's slot of the object table).
 #[derive(Default)]
-struct Rec {
+pub(super) struct Rec {
     /// (pool, query) begun and not ended.
     active: Vec<(u64, u32)>,
     in_pass: bool,
@@ -29,41 +29,28 @@ struct Rec {
     index: bool,
 }
 
-/// A pipeline's needs.
-#[derive(Clone, Copy)]
-struct Pipe {
-    /// Vertex buffer bindings it reads.
-    vertex: u64,
-}
-
+/// The rules; what they keep is in the object table (`objects`): each command buffer's
+/// recording, query pools' query counts, graphics pipelines' vertex inputs, buffer sizes, and
+/// the memory buffers and images are bound to (0: none needed: sparse, swapchain images).
 #[derive(Default)]
-pub(super) struct Recording {
-    recs: HandleMap<u64, Rec>,
-    /// Query pool -> its query count.
-    pools: HandleMap<u64, u32>,
-    pipelines: HandleMap<u64, Pipe>,
-    /// Buffer -> its size.
-    sizes: HandleMap<u64, u64>,
-    /// Buffers and images with memory -> that memory (0: none needed: sparse, swapchain images).
-    bound: HandleMap<u64, u64>,
-}
+pub(super) struct Recording;
 
 const RENDER_PASS_CONTINUE: u32 = 0x2;
 const DYNAMIC_VERTEX_INPUT: i32 = 1_000_352_000;
 
 /// `offset..offset + len` must lie within `buffer` (sizes unknown pass).
-fn within(sizes: &HandleMap<u64, u64>, buffer: u64, offset: u64, len: u64) -> Result<(), String> {
-    match sizes.get(&buffer) {
-        Some(&size) if offset.checked_add(len).is_none_or(|end| end > size) => Err(format!(
+fn within(t: &Table, buffer: u64, offset: u64, len: u64) -> Result<(), String> {
+    match t.info(BUFFER, buffer) {
+        Some(size) if offset.checked_add(len).is_none_or(|end| end > size) => Err(format!(
             "bytes {offset}..+{len} are outside buffer 0x{buffer:x} of {size} bytes"
         )),
         _ => Ok(()),
     }
 }
 
-fn range(pools: &HandleMap<u64, u32>, pool: u64, first: u32, count: u32) -> Result<(), String> {
-    match pools.get(&pool) {
-        Some(&n) if u64::from(first) + u64::from(count) > u64::from(n) => Err(format!(
+fn range(t: &Table, pool: u64, first: u32, count: u32) -> Result<(), String> {
+    match t.info(QUERY_POOL, pool) {
+        Some(n) if u64::from(first) + u64::from(count) > n => Err(format!(
             "queries {first}..{} are outside query pool 0x{pool:x} of {n} queries",
             u64::from(first) + u64::from(count)
         )),
@@ -72,25 +59,23 @@ fn range(pools: &HandleMap<u64, u32>, pool: u64, first: u32, count: u32) -> Resu
 }
 
 impl Recording {
-    /// The memory a buffer or image named by a command is bound to (`Some(0)`: needs none).
-    pub(super) fn memory_of(&self, h: u64) -> Option<u64> {
-        self.bound.get(&h).copied()
-    }
-
     /// Checks a call against the recording state of command buffer `cb` (0 for calls outside
     /// command buffers).
-    pub(super) fn before(&mut self, call: &Call, cb: u64, kind: u8) -> Result<(), String> {
-        let pools = &self.pools;
+    pub(super) fn before(&self, t: &Table, call: &Call, cb: u64, kind: u8) -> Result<(), String> {
         match call {
             Call::vkGetQueryPoolResults(p) => {
-                return range(pools, p.query_pool, p.first_query, p.query_count)
+                return range(t, p.query_pool, p.first_query, p.query_count)
             }
             Call::vkResetQueryPool(p) | Call::vkResetQueryPoolEXT(p) => {
-                return range(pools, p.query_pool, p.first_query, p.query_count)
+                return range(t, p.query_pool, p.first_query, p.query_count)
             }
             _ => {}
         }
-        let Some(r) = self.recs.get(&cb) else {
+        // Below: commands in a command buffer, and its end.
+        if kind < checks::RECORD && !matches!(call, Call::vkEndCommandBuffer(_)) {
+            return Ok(());
+        }
+        let Some(r) = t.cb(cb).and_then(|c| c.rec.as_ref()) else {
             return Ok(());
         };
         match kind {
@@ -102,10 +87,10 @@ impl Recording {
                 if !r.in_pass && !r.continues {
                     return Err("draw outside a render pass instance".into());
                 }
-                let Some(pipe) = self.pipelines.get(&r.pipeline[0]) else {
+                let Some(vertex) = t.info(PIPELINE, r.pipeline[0]) else {
                     return Err("draw without a graphics pipeline bound".into());
                 };
-                let missing = pipe.vertex & !r.vertex;
+                let missing = vertex & !r.vertex;
                 if missing != 0 && kind != DRAW_MESH {
                     return Err(format!(
                         "draw without a vertex buffer bound at binding {}",
@@ -117,12 +102,11 @@ impl Recording {
                 }
                 return Ok(());
             }
-            DISPATCH if !self.pipelines.contains_key(&r.pipeline[1]) => {
+            DISPATCH if t.info(PIPELINE, r.pipeline[1]).is_none() => {
                 return Err("dispatch without a compute pipeline bound".into());
             }
             _ => {}
         }
-        let sizes = &self.sizes;
         match call {
             Call::vkCmdBindVertexBuffers(p) => {
                 for (b, o) in p
@@ -132,25 +116,25 @@ impl Recording {
                     .zip(p.p_offsets.iter().flatten())
                 {
                     if *b != 0 {
-                        within(sizes, *b, *o, 1)?;
+                        within(t, *b, *o, 1)?;
                     }
                 }
             }
-            Call::vkCmdBindIndexBuffer(p) => within(sizes, p.buffer, p.offset, 1)?,
+            Call::vkCmdBindIndexBuffer(p) => within(t, p.buffer, p.offset, 1)?,
             Call::vkCmdCopyBuffer(p) => {
                 for r in p.p_regions.iter().flatten() {
-                    within(sizes, p.src_buffer, r.src_offset, r.size)?;
-                    within(sizes, p.dst_buffer, r.dst_offset, r.size)?;
+                    within(t, p.src_buffer, r.src_offset, r.size)?;
+                    within(t, p.dst_buffer, r.dst_offset, r.size)?;
                 }
             }
-            Call::vkCmdUpdateBuffer(p) => within(sizes, p.dst_buffer, p.dst_offset, p.data_size)?,
+            Call::vkCmdUpdateBuffer(p) => within(t, p.dst_buffer, p.dst_offset, p.data_size)?,
             Call::vkCmdFillBuffer(p) if p.size != u64::MAX => {
-                within(sizes, p.dst_buffer, p.dst_offset, p.size)?
+                within(t, p.dst_buffer, p.dst_offset, p.size)?
             }
             Call::vkCmdCopyQueryPoolResults(p) if p.query_count > 0 => {
                 let span = p.stride.checked_mul(u64::from(p.query_count - 1));
                 within(
-                    sizes,
+                    t,
                     p.dst_buffer,
                     p.dst_offset,
                     span.map_or(u64::MAX, |x| x.saturating_add(4)),
@@ -160,7 +144,7 @@ impl Recording {
         }
         match call {
             Call::vkCmdBeginQuery(p) => {
-                range(pools, p.query_pool, p.query, 1)?;
+                range(t, p.query_pool, p.query, 1)?;
                 if r.active.contains(&(p.query_pool, p.query)) {
                     return Err(format!(
                         "query {} of pool 0x{:x} is already active",
@@ -169,7 +153,7 @@ impl Recording {
                 }
             }
             Call::vkCmdBeginQueryIndexedEXT(p) => {
-                range(pools, p.query_pool, p.query, 1)?;
+                range(t, p.query_pool, p.query, 1)?;
                 if r.active.contains(&(p.query_pool, p.query)) {
                     return Err(format!(
                         "query {} of pool 0x{:x} is already active",
@@ -193,15 +177,13 @@ impl Recording {
                     ));
                 }
             }
-            Call::vkCmdWriteTimestamp(p) => range(pools, p.query_pool, p.query, 1)?,
+            Call::vkCmdWriteTimestamp(p) => range(t, p.query_pool, p.query, 1)?,
             Call::vkCmdWriteTimestamp2(p) | Call::vkCmdWriteTimestamp2KHR(p) => {
-                range(pools, p.query_pool, p.query, 1)?
+                range(t, p.query_pool, p.query, 1)?
             }
-            Call::vkCmdResetQueryPool(p) => {
-                range(pools, p.query_pool, p.first_query, p.query_count)?
-            }
+            Call::vkCmdResetQueryPool(p) => range(t, p.query_pool, p.first_query, p.query_count)?,
             Call::vkCmdCopyQueryPoolResults(p) => {
-                range(pools, p.query_pool, p.first_query, p.query_count)?
+                range(t, p.query_pool, p.first_query, p.query_count)?
             }
             Call::vkEndCommandBuffer(_) => {
                 if let Some((pool, q)) = r.active.first() {
@@ -217,11 +199,11 @@ impl Recording {
     }
 
     /// Records a call replayed without error.
-    pub(super) fn after(&mut self, call: &Call, cb: u64, kind: u8) {
+    pub(super) fn after(&mut self, t: &mut Table, call: &Call, cb: u64, kind: u8) {
         match call {
             Call::vkCreateQueryPool(p) => {
                 if let (Some(i), Some(h)) = (&p.p_create_info, p.p_query_pool) {
-                    self.pools.insert(h, i.query_count);
+                    set_info(t, QUERY_POOL, h, u64::from(i.query_count));
                 }
                 return;
             }
@@ -246,57 +228,56 @@ impl Recording {
                             .filter(|b| b.binding < 64)
                             .fold(0u64, |m, b| m | 1 << b.binding)
                     };
-                    self.pipelines.insert(*h, Pipe { vertex });
+                    set_info(t, PIPELINE, *h, vertex);
                 }
                 return;
             }
             Call::vkCreateComputePipelines(p) => {
                 for h in p.p_pipelines.iter().flatten() {
-                    self.pipelines.insert(*h, Pipe { vertex: 0 });
+                    set_info(t, PIPELINE, *h, 0);
                 }
                 return;
             }
             Call::vkCreateBuffer(p) => {
                 if let (Some(i), Some(b)) = (&p.p_create_info, p.p_buffer) {
-                    self.sizes.insert(b, i.size);
+                    set_info(t, BUFFER, b, i.size);
                 }
                 // Sparse buffers get memory another way.
                 if p.p_create_info.as_ref().is_some_and(|i| i.flags & 0x1 != 0) {
-                    self.bound.extend(p.p_buffer.map(|b| (b, 0)));
+                    bind(t, BUFFER, p.p_buffer.unwrap_or(0), 0);
                 }
                 return;
             }
             Call::vkCreateImage(p) => {
                 if p.p_create_info.as_ref().is_some_and(|i| i.flags & 0x1 != 0) {
-                    self.bound.extend(p.p_image.map(|i| (i, 0)));
+                    bind(t, IMAGE, p.p_image.unwrap_or(0), 0);
                 }
                 return;
             }
             Call::vkGetSwapchainImagesKHR(p) => {
-                self.bound
-                    .extend(p.p_swapchain_images.iter().flatten().map(|i| (*i, 0)));
+                for i in p.p_swapchain_images.iter().flatten() {
+                    bind(t, IMAGE, *i, 0);
+                }
                 return;
             }
             Call::vkBindBufferMemory(p) => {
-                self.bound.insert(p.buffer, p.memory);
+                bind(t, BUFFER, p.buffer, p.memory);
                 return;
             }
             Call::vkBindImageMemory(p) => {
-                self.bound.insert(p.image, p.memory);
+                bind(t, IMAGE, p.image, p.memory);
                 return;
             }
             Call::vkBindBufferMemory2(p) | Call::vkBindBufferMemory2KHR(p) => {
-                self.bound.extend(
-                    p.p_bind_infos
-                        .iter()
-                        .flatten()
-                        .map(|b| (b.buffer, b.memory)),
-                );
+                for b in p.p_bind_infos.iter().flatten() {
+                    bind(t, BUFFER, b.buffer, b.memory);
+                }
                 return;
             }
             Call::vkBindImageMemory2(p) | Call::vkBindImageMemory2KHR(p) => {
-                self.bound
-                    .extend(p.p_bind_infos.iter().flatten().map(|b| (b.image, b.memory)));
+                for b in p.p_bind_infos.iter().flatten() {
+                    bind(t, IMAGE, b.image, b.memory);
+                }
                 return;
             }
             Call::vkBeginCommandBuffer(p) => {
@@ -304,13 +285,16 @@ impl Recording {
                     .p_begin_info
                     .as_ref()
                     .is_some_and(|i| i.flags & RENDER_PASS_CONTINUE != 0);
-                self.recs.insert(
-                    p.command_buffer,
-                    Rec {
+                if let Some(c) = t.cb_mut(p.command_buffer) {
+                    // A recording starts afresh (its list of active queries kept for reuse).
+                    let mut active = c.rec.take().map(|r| r.active).unwrap_or_default();
+                    active.clear();
+                    c.rec = Some(Rec {
+                        active,
                         continues,
                         ..Default::default()
-                    },
-                );
+                    });
+                }
                 return;
             }
             _ => {}
@@ -318,7 +302,7 @@ impl Recording {
         if kind < checks::RECORD {
             return;
         }
-        let Some(r) = self.recs.get_mut(&cb) else {
+        let Some(r) = t.cb_mut(cb).and_then(|c| c.rec.as_mut()) else {
             return;
         };
         match kind {
@@ -344,13 +328,21 @@ impl Recording {
             _ => {}
         }
     }
+}
 
-    pub(super) fn destroyed(&mut self, h: u64) {
-        self.recs.remove(&h);
-        self.sizes.remove(&h);
-        self.bound.remove(&h);
-        self.pools.remove(&h);
-        self.pipelines.remove(&h);
+fn set_info(t: &mut Table, ty: i32, h: u64, info: u64) {
+    if let Some(o) = t.get_mut(ty, h) {
+        o.info = Some(info);
+    }
+}
+
+/// A buffer or image bound to `memory` (0: needs none), with the memory's slot for the check
+/// that it is still live.
+fn bind(t: &mut Table, ty: i32, h: u64, memory: u64) {
+    let slot = t.find(MEMORY, memory).unwrap_or(u32::MAX);
+    if let Some(o) = t.get_mut(ty, h) {
+        o.memory = memory;
+        o.memory_slot = slot;
     }
 }
 

@@ -6,7 +6,7 @@
 use ash::vk;
 use vkstream::{Call, PNext};
 
-use crate::fasthash::HandleMap;
+use super::objects::{Cb, St, Table};
 use crate::generated::checks;
 
 /// A wait the engine must do before the call can be replayed safely.
@@ -20,7 +20,7 @@ pub enum Action {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CbState {
+pub(super) enum CbState {
     Initial,
     Recording,
     Executable,
@@ -28,19 +28,8 @@ enum CbState {
     Pending,
 }
 
-#[derive(Debug)]
-struct Cb {
-    state: CbState,
-    /// Begun with SIMULTANEOUS_USE (may be submitted while pending).
-    simultaneous: bool,
-    /// Secondaries it executes (they run when it runs).
-    secondaries: Vec<u64>,
-    /// Queue of its last submission.
-    queue: u64,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FenceState {
+pub(super) enum FenceState {
     Unsignaled,
     Signaled,
     /// A submission or acquire will signal it.
@@ -48,7 +37,7 @@ enum FenceState {
 }
 
 #[derive(Debug, Default, Clone, Copy)]
-struct Sem {
+pub(super) struct Sem {
     timeline: bool,
     /// Binary: a signal is pending or done and not yet waited on.
     signaled: bool,
@@ -68,19 +57,18 @@ struct Submit {
     signals: Vec<(u64, u64)>,
 }
 
+/// Command buffer, fence and semaphore states live in the object table (`objects`), each in
+/// its object's slot; what is kept here spans objects.
 #[derive(Default)]
 pub(super) struct Sync {
-    cbs: HandleMap<u64, Cb>,
-    fences: HandleMap<u64, FenceState>,
-    sems: HandleMap<u64, Sem>,
     outstanding: Vec<Submit>,
-    /// Command buffers a replayed submission ran (kept after they are freed: their queries are
-    /// read later).
+    /// Command buffers a replayed submission ran, once freed (their queries are read later;
+    /// a live one says so itself: `Cb::ran`).
     ran: crate::fasthash::HandleSet<u64>,
-    /// Scratch kept between calls: one batch's waits and signals, submissions completed.
-    w: Sems,
-    sg: Sems,
+    /// Scratch kept between calls: submissions completed, and completed submissions kept for
+    /// reuse (so that no call allocates).
     finished: Vec<Submit>,
+    spare: Vec<Submit>,
 }
 
 const SIMULTANEOUS_USE: u32 = 0x4;
@@ -104,52 +92,33 @@ fn state_name(s: CbState) -> &'static str {
     }
 }
 
-/// The semaphores and values of one batch (wait or signal side).
-type Sems = Vec<(u64, Option<u64>)>;
-
-/// Wait and signal semaphores of a vkQueueSubmit batch, with timeline values where given,
-/// into `w` and `sg` (cleared first; kept from call to call so that no call allocates).
-fn batch(
-    waits: &Option<Vec<u64>>,
-    signals: &Option<Vec<u64>>,
-    p_next: &[PNext],
-    w: &mut Sems,
-    sg: &mut Sems,
-) -> Result<(), String> {
-    let waits = waits.as_deref().unwrap_or(&[]);
-    let signals = signals.as_deref().unwrap_or(&[]);
-    let tl = p_next.iter().find_map(|n| match n {
-        PNext::VkTimelineSemaphoreSubmitInfo(t) => Some(t),
+/// The timeline values of a vkQueueSubmit or vkQueueBindSparse batch, where given.
+fn timeline(p_next: &[PNext]) -> Option<&vkstream::types::VkTimelineSemaphoreSubmitInfo> {
+    p_next.iter().find_map(|n| match n {
+        PNext::VkTimelineSemaphoreSubmitInfo(t) => Some(&**t),
         _ => None,
-    });
-    // A value count of 0 is legal when those semaphores are all binary (wgpu waits on binary
-    // semaphores beside timeline signals): a semaphore without a value is binary here, and a
-    // timeline one without a value fails later, in `check_waits`, naming it.
-    let fill = |out: &mut Sems, sems: &[u64], v: Option<&Vec<u64>>| {
-        out.clear();
-        out.extend(
-            sems.iter()
-                .enumerate()
-                .map(|(i, s)| (*s, v.and_then(|v| v.get(i)).copied())),
-        );
-    };
-    fill(
-        w,
-        waits,
-        tl.and_then(|t| t.p_wait_semaphore_values.as_ref()),
-    );
-    fill(
-        sg,
-        signals,
-        tl.and_then(|t| t.p_signal_semaphore_values.as_ref()),
-    );
-    Ok(())
+    })
+}
+
+/// One side (waits or signals) of a batch: each semaphore with its timeline value where given.
+/// A value count of 0 is legal when those semaphores are all binary (wgpu waits on binary
+/// semaphores beside timeline signals): a semaphore without a value is binary here, and a
+/// timeline one without a value fails in `check_waits`, naming it.
+fn side<'a>(
+    sems: &'a Option<Vec<u64>>,
+    values: Option<&'a Vec<u64>>,
+) -> impl Iterator<Item = (u64, Option<u64>)> + 'a {
+    sems.iter()
+        .flatten()
+        .enumerate()
+        .map(move |(i, s)| (*s, values.and_then(|v| v.get(i)).copied()))
 }
 
 impl Sync {
     /// Checks `call`'s states and waits; `device` is the call's captured device.
     pub(super) fn before(
         &mut self,
+        t: &Table,
         call: &Call,
         result: i32,
         device: u64,
@@ -158,7 +127,7 @@ impl Sync {
     ) -> Result<Action, String> {
         if kind >= checks::RECORD {
             let cb = first;
-            let state = self.cbs.get(&cb).map_or(CbState::Initial, |c| c.state);
+            let state = t.cb(cb).map_or(CbState::Initial, |c| c.state);
             if state != CbState::Recording {
                 return Err(format!(
                     "command buffer 0x{cb:x} is not recording (it is {})",
@@ -167,7 +136,7 @@ impl Sync {
             }
             if let Call::vkCmdExecuteCommands(p) = call {
                 for s in p.p_command_buffers.iter().flatten() {
-                    let st = self.cbs.get(s).map_or(CbState::Initial, |c| c.state);
+                    let st = t.cb(*s).map_or(CbState::Initial, |c| c.state);
                     if !matches!(st, CbState::Executable | CbState::Pending) {
                         return Err(format!(
                             "secondary command buffer 0x{s:x} is {}, not executable",
@@ -188,13 +157,10 @@ impl Sync {
             return Ok(self.idle_device(device));
         }
         match call {
-            Call::vkBeginCommandBuffer(p) => self.rerecord(p.command_buffer, true),
-            Call::vkResetCommandBuffer(p) => self.rerecord(p.command_buffer, false),
+            Call::vkBeginCommandBuffer(p) => self.rerecord(t, p.command_buffer, true),
+            Call::vkResetCommandBuffer(p) => self.rerecord(t, p.command_buffer, false),
             Call::vkEndCommandBuffer(p) => {
-                let st = self
-                    .cbs
-                    .get(&p.command_buffer)
-                    .map_or(CbState::Initial, |c| c.state);
+                let st = t.cb(p.command_buffer).map_or(CbState::Initial, |c| c.state);
                 if st != CbState::Recording {
                     return Err(format!(
                         "command buffer 0x{:x} is not recording (it is {})",
@@ -206,60 +172,43 @@ impl Sync {
             }
             Call::vkQueueSubmit(p) if result >= 0 => {
                 for si in p.p_submits.iter().flatten() {
-                    self.check_cbs(si.p_command_buffers.iter().flatten().copied())?;
-                    let (mut w, mut sg) =
-                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
-                    batch(
-                        &si.p_wait_semaphores,
-                        &si.p_signal_semaphores,
-                        &si.p_next,
-                        &mut w,
-                        &mut sg,
-                    )?;
-                    let r = self.check_waits(&w);
-                    (self.w, self.sg) = (w, sg);
-                    r?;
+                    check_cbs(t, si.p_command_buffers.iter().flatten().copied())?;
+                    let tl = timeline(&si.p_next);
+                    let values = tl.and_then(|t| t.p_wait_semaphore_values.as_ref());
+                    check_waits(t, side(&si.p_wait_semaphores, values))?;
                 }
-                self.check_fence(p.fence)?;
+                check_fence(t, p.fence)?;
                 Ok(Action::None)
             }
             Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) if result >= 0 => {
                 for si in p.p_submits.iter().flatten() {
-                    self.check_cbs(
+                    check_cbs(
+                        t,
                         si.p_command_buffer_infos
                             .iter()
                             .flatten()
                             .map(|c| c.command_buffer),
                     )?;
                     for x in si.p_wait_semaphore_infos.iter().flatten() {
-                        self.check_waits(&[(x.semaphore, Some(x.value))])?;
+                        check_waits(t, [(x.semaphore, Some(x.value))])?;
                     }
                 }
-                self.check_fence(p.fence)?;
+                check_fence(t, p.fence)?;
                 Ok(Action::None)
             }
             Call::vkQueueBindSparse(p) if result >= 0 => {
                 for bi in p.p_bind_info.iter().flatten() {
-                    let (mut w, mut sg) =
-                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
-                    batch(
-                        &bi.p_wait_semaphores,
-                        &bi.p_signal_semaphores,
-                        &bi.p_next,
-                        &mut w,
-                        &mut sg,
-                    )?;
-                    let r = self.check_waits(&w);
-                    (self.w, self.sg) = (w, sg);
-                    r?;
+                    let tl = timeline(&bi.p_next);
+                    let values = tl.and_then(|t| t.p_wait_semaphore_values.as_ref());
+                    check_waits(t, side(&bi.p_wait_semaphores, values))?;
                 }
-                self.check_fence(p.fence)?;
+                check_fence(t, p.fence)?;
                 Ok(Action::None)
             }
             Call::vkQueuePresentKHR(p) => {
                 if let Some(info) = &p.p_present_info {
                     for s in info.p_wait_semaphores.iter().flatten() {
-                        self.check_waits(&[(*s, None)])?;
+                        check_waits(t, [(*s, None)])?;
                     }
                 }
                 Ok(Action::None)
@@ -269,26 +218,22 @@ impl Sync {
                 if p.p_fences
                     .iter()
                     .flatten()
-                    .any(|f| self.fences.get(f) == Some(&FenceState::Pending)) =>
+                    .any(|f| t.fence(*f) == Some(FenceState::Pending)) =>
             {
                 Ok(self.idle_device(device))
             }
             Call::vkAcquireNextImageKHR(p) if acquired(result) => {
-                self.check_fence(p.fence)?;
+                check_fence(t, p.fence)?;
                 Ok(Action::None)
             }
             Call::vkAcquireNextImage2KHR(p) if acquired(result) => {
-                self.check_fence(p.p_acquire_info.as_ref().map_or(0, |i| i.fence))?;
+                check_fence(t, p.p_acquire_info.as_ref().map_or(0, |i| i.fence))?;
                 Ok(Action::None)
             }
             // Replayed waits only where the capture saw them succeed.
             Call::vkWaitForFences(p) if result == 0 => {
                 let fences = p.p_fences.as_deref().unwrap_or(&[]);
-                let ok = |f: &u64| {
-                    self.fences
-                        .get(f)
-                        .is_some_and(|s| *s != FenceState::Unsignaled)
-                };
+                let ok = |f: &u64| t.fence(*f).is_some_and(|s| s != FenceState::Unsignaled);
                 let bad = if p.wait_all != 0 {
                     fences.iter().find(|f| !ok(f))
                 } else if fences.iter().any(ok) {
@@ -304,10 +249,8 @@ impl Sync {
                 }
             }
             Call::vkGetFenceStatus(p) if result == 0 => {
-                if self
-                    .fences
-                    .get(&p.fence)
-                    .is_some_and(|s| *s != FenceState::Unsignaled)
+                if t.fence(p.fence)
+                    .is_some_and(|s| s != FenceState::Unsignaled)
                 {
                     Ok(Action::None)
                 } else {
@@ -323,7 +266,7 @@ impl Sync {
                 };
                 let sems = info.p_semaphores.as_deref().unwrap_or(&[]);
                 let values = info.p_values.as_deref().unwrap_or(&[]);
-                let reach = |(s, v): (&u64, &u64)| self.sems.get(s).is_some_and(|x| x.value >= *v);
+                let reach = |(s, v): (&u64, &u64)| t.sem(*s).is_some_and(|x| x.value >= *v);
                 let any = info.flags & WAIT_ANY != 0;
                 let bad = if any && sems.iter().zip(values).any(reach) {
                     None
@@ -333,7 +276,7 @@ impl Sync {
                 match bad {
                     Some((s, v)) => Err(format!(
                         "waits for value {v} of timeline semaphore 0x{s:x}, which no replayed submission or signal reaches (highest: {})",
-                        self.sems.get(s).map_or(0, |x| x.value)
+                        t.sem(*s).map_or(0, |x| x.value)
                     )),
                     None => Ok(Action::None),
                 }
@@ -352,8 +295,8 @@ impl Sync {
     }
 
     /// Begin or reset: never while recording (begin) or while the GPU may still run it.
-    fn rerecord(&self, cb: u64, begin: bool) -> Result<Action, String> {
-        let Some(c) = self.cbs.get(&cb) else {
+    fn rerecord(&self, t: &Table, cb: u64, begin: bool) -> Result<Action, String> {
+        let Some(c) = t.cb(cb) else {
             return Ok(Action::None);
         };
         match c.state {
@@ -367,93 +310,30 @@ impl Sync {
         }
     }
 
-    fn check_cbs(&self, cbs: impl Iterator<Item = u64>) -> Result<(), String> {
-        for cb in cbs {
-            let c = self.cbs.get(&cb);
-            let st = c.map_or(CbState::Initial, |c| c.state);
-            let ok = match st {
-                CbState::Executable => true,
-                CbState::Pending => c.is_some_and(|c| c.simultaneous),
-                _ => false,
-            };
-            if !ok {
-                let why = if st == CbState::Pending {
-                    "pending (submitted, not known to have completed) and not begun for simultaneous use".to_string()
-                } else {
-                    format!("{}, not executable", state_name(st))
-                };
-                return Err(format!("command buffer 0x{cb:x} is {why}"));
-            }
-        }
-        Ok(())
-    }
-
-    fn check_waits<'w>(
-        &self,
-        waits: impl IntoIterator<Item = &'w (u64, Option<u64>)>,
-    ) -> Result<(), String> {
-        for (s, v) in waits {
-            let sem = self.sems.get(s).copied().unwrap_or_default();
-            if sem.timeline {
-                let Some(v) = v else {
-                    return Err(format!(
-                        "waits on timeline semaphore 0x{s:x} without a value (no VkTimelineSemaphoreSubmitInfo)"
-                    ));
-                };
-                if sem.value < *v {
-                    return Err(format!(
-                        "waits for value {v} of timeline semaphore 0x{s:x}, which no replayed submission or signal reaches (highest: {})",
-                        sem.value
-                    ));
-                }
-            } else if !sem.signaled {
-                return Err(format!(
-                    "waits on semaphore 0x{s:x}, which nothing replayed has signaled"
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn check_fence(&self, fence: u64) -> Result<(), String> {
-        match self.fences.get(&fence) {
-            Some(FenceState::Pending | FenceState::Signaled) if fence != 0 => Err(format!(
-                "fence 0x{fence:x} is signaled or already in use (not reset since)"
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// Records a handle `call` created.
-    pub(super) fn created(&mut self, call: &Call, ty: vk::ObjectType, h: u64) {
-        match (ty, call) {
-            (vk::ObjectType::COMMAND_BUFFER, _) => {
-                self.cbs.insert(
-                    h,
-                    Cb {
-                        state: CbState::Initial,
-                        simultaneous: false,
-                        secondaries: Vec::new(),
-                        queue: 0,
-                    },
-                );
-            }
+    /// Records a handle `call` created (in `slot` of the object table).
+    pub(super) fn created(&mut self, t: &mut Table, call: &Call, ty: vk::ObjectType, slot: u32) {
+        let st = match (ty, call) {
+            (vk::ObjectType::COMMAND_BUFFER, _) => St::Cb(Box::new(Cb {
+                state: CbState::Initial,
+                simultaneous: false,
+                secondaries: Vec::new(),
+                queue: 0,
+                ran: false,
+                rec: None,
+            })),
             (vk::ObjectType::FENCE, Call::vkCreateFence(p)) => {
                 let signaled = p
                     .p_create_info
                     .as_ref()
                     .is_some_and(|i| i.flags & FENCE_SIGNALED != 0);
-                let st = if signaled {
+                St::Fence(if signaled {
                     FenceState::Signaled
                 } else {
                     FenceState::Unsignaled
-                };
-                self.fences.insert(h, st);
+                })
             }
-            (vk::ObjectType::FENCE, _) => {
-                // Fences made otherwise (display events) are signaled by the driver.
-                self.fences.insert(h, FenceState::Pending);
-            }
+            // Fences made otherwise (display events) are signaled by the driver.
+            (vk::ObjectType::FENCE, _) => St::Fence(FenceState::Pending),
             (vk::ObjectType::SEMAPHORE, Call::vkCreateSemaphore(p)) => {
                 let tl = p
                     .p_create_info
@@ -465,40 +345,33 @@ impl Sync {
                         }
                         _ => None,
                     });
-                self.sems.insert(
-                    h,
-                    Sem {
-                        timeline: tl.is_some(),
-                        signaled: false,
-                        value: tl.unwrap_or(0),
-                    },
-                );
+                St::Sem(Sem {
+                    timeline: tl.is_some(),
+                    signaled: false,
+                    value: tl.unwrap_or(0),
+                })
             }
-            _ => {}
-        }
+            _ => return,
+        };
+        t.at_mut(slot).st = st;
     }
 
-    pub(super) fn destroyed(&mut self, ty: vk::ObjectType, h: u64) {
-        match ty {
-            vk::ObjectType::COMMAND_BUFFER => {
-                self.cbs.remove(&h);
+    /// An object ended; `st` is what its slot held.
+    pub(super) fn destroyed(&mut self, ty: vk::ObjectType, h: u64, st: St) {
+        match st {
+            St::Cb(c) if c.ran => {
+                self.ran.insert(h);
             }
-            vk::ObjectType::FENCE => {
-                self.fences.remove(&h);
-            }
-            vk::ObjectType::SEMAPHORE => {
-                self.sems.remove(&h);
-            }
-            vk::ObjectType::DEVICE => self.outstanding.retain(|s| s.device != h),
+            _ if ty == vk::ObjectType::DEVICE => self.outstanding.retain(|s| s.device != h),
             _ => {}
         }
     }
 
     /// Records the state changes of a call replayed without error.
-    pub(super) fn after(&mut self, call: &Call, result: i32, device: u64) {
+    pub(super) fn after(&mut self, t: &mut Table, call: &Call, result: i32, device: u64) {
         match call {
             Call::vkBeginCommandBuffer(p) => {
-                if let Some(c) = self.cbs.get_mut(&p.command_buffer) {
+                if let Some(c) = t.cb_mut(p.command_buffer) {
                     c.state = CbState::Recording;
                     c.simultaneous = p
                         .p_begin_info
@@ -507,48 +380,32 @@ impl Sync {
                     c.secondaries.clear();
                 }
             }
-            Call::vkEndCommandBuffer(p) => self.set_cb(p.command_buffer, CbState::Executable),
-            Call::vkResetCommandBuffer(p) => self.set_cb(p.command_buffer, CbState::Initial),
+            Call::vkEndCommandBuffer(p) => set_cb(t, p.command_buffer, CbState::Executable),
+            Call::vkResetCommandBuffer(p) => set_cb(t, p.command_buffer, CbState::Initial),
             Call::vkCmdExecuteCommands(p) => {
-                let list = p.p_command_buffers.clone().unwrap_or_default();
-                if let Some(c) = self.cbs.get_mut(&p.command_buffer) {
-                    c.secondaries.extend(list);
+                if let Some(c) = t.cb_mut(p.command_buffer) {
+                    c.secondaries
+                        .extend(p.p_command_buffers.iter().flatten().copied());
                 }
             }
             Call::vkQueueSubmit(p) if result >= 0 => {
                 let mut s = self.submit(p.queue, device, p.fence);
                 for si in p.p_submits.iter().flatten() {
-                    // Checked before the call.
-                    let (mut w, mut sg) =
-                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
-                    if batch(
-                        &si.p_wait_semaphores,
-                        &si.p_signal_semaphores,
-                        &si.p_next,
-                        &mut w,
-                        &mut sg,
-                    )
-                    .is_ok()
-                    {
-                        self.consume(&w);
-                        self.signal(&sg, &mut s);
-                    }
-                    (self.w, self.sg) = (w, sg);
+                    consume(t, si.p_wait_semaphores.iter().flatten().copied());
+                    let tl = timeline(&si.p_next);
+                    let values = tl.and_then(|t| t.p_signal_semaphore_values.as_ref());
+                    signal(t, side(&si.p_signal_semaphores, values), &mut s);
                     s.cbs.extend(si.p_command_buffers.iter().flatten());
                 }
-                self.push(s);
+                self.push(t, s);
             }
             Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) if result >= 0 => {
                 let mut s = self.submit(p.queue, device, p.fence);
                 for si in p.p_submits.iter().flatten() {
-                    let one = |v: &Option<Vec<vkstream::types::VkSemaphoreSubmitInfo>>| -> Sems {
-                        v.iter()
-                            .flatten()
-                            .map(|x| (x.semaphore, Some(x.value)))
-                            .collect()
-                    };
-                    self.consume(&one(&si.p_wait_semaphore_infos));
-                    self.signal(&one(&si.p_signal_semaphore_infos), &mut s);
+                    let waits = si.p_wait_semaphore_infos.iter().flatten();
+                    consume(t, waits.map(|x| x.semaphore));
+                    let signals = si.p_signal_semaphore_infos.iter().flatten();
+                    signal(t, signals.map(|x| (x.semaphore, Some(x.value))), &mut s);
                     s.cbs.extend(
                         si.p_command_buffer_infos
                             .iter()
@@ -556,46 +413,29 @@ impl Sync {
                             .map(|c| c.command_buffer),
                     );
                 }
-                self.push(s);
+                self.push(t, s);
             }
             Call::vkQueueBindSparse(p) if result >= 0 => {
                 let mut s = self.submit(p.queue, device, p.fence);
                 for bi in p.p_bind_info.iter().flatten() {
-                    let (mut w, mut sg) =
-                        (std::mem::take(&mut self.w), std::mem::take(&mut self.sg));
-                    if batch(
-                        &bi.p_wait_semaphores,
-                        &bi.p_signal_semaphores,
-                        &bi.p_next,
-                        &mut w,
-                        &mut sg,
-                    )
-                    .is_ok()
-                    {
-                        self.consume(&w);
-                        self.signal(&sg, &mut s);
-                    }
-                    (self.w, self.sg) = (w, sg);
+                    consume(t, bi.p_wait_semaphores.iter().flatten().copied());
+                    let tl = timeline(&bi.p_next);
+                    let values = tl.and_then(|t| t.p_signal_semaphore_values.as_ref());
+                    signal(t, side(&bi.p_signal_semaphores, values), &mut s);
                 }
-                self.push(s);
+                self.push(t, s);
             }
             Call::vkQueuePresentKHR(p) => {
                 if let Some(info) = &p.p_present_info {
-                    for s in info.p_wait_semaphores.iter().flatten() {
-                        if let Some(x) = self.sems.get_mut(s) {
-                            if !x.timeline {
-                                x.signaled = false;
-                            }
-                        }
-                    }
+                    consume(t, info.p_wait_semaphores.iter().flatten().copied());
                 }
             }
             Call::vkAcquireNextImageKHR(p) if acquired(result) => {
-                self.acquire(device, p.semaphore, p.fence)
+                self.acquire(t, device, p.semaphore, p.fence)
             }
             Call::vkAcquireNextImage2KHR(p) if acquired(result) => {
                 if let Some(i) = &p.p_acquire_info {
-                    self.acquire(device, i.semaphore, i.fence);
+                    self.acquire(t, device, i.semaphore, i.fence);
                 }
             }
             Call::vkWaitForFences(p) if result == 0 => {
@@ -603,14 +443,14 @@ impl Sync {
                 // With wait-any, which fence signaled is not known: none is taken as done.
                 if p.wait_all != 0 || fences.len() == 1 {
                     for f in fences {
-                        self.fence_done(*f);
+                        self.fence_done(t, *f);
                     }
                 }
             }
-            Call::vkGetFenceStatus(p) if result == 0 => self.fence_done(p.fence),
+            Call::vkGetFenceStatus(p) if result == 0 => self.fence_done(t, p.fence),
             Call::vkResetFences(p) => {
                 for f in p.p_fences.iter().flatten() {
-                    if let Some(st) = self.fences.get_mut(f) {
+                    if let Some(st) = t.fence_mut(*f) {
                         *st = FenceState::Unsignaled;
                     }
                     for s in &mut self.outstanding {
@@ -630,7 +470,7 @@ impl Sync {
                                 .iter()
                                 .rposition(|x| x.signals.iter().any(|(t, w)| t == s && w <= v));
                             if let Some(i) = last {
-                                self.complete_upto(i);
+                                self.complete_upto(t, i);
                             }
                         }
                     }
@@ -638,7 +478,7 @@ impl Sync {
             }
             Call::vkSignalSemaphore(p) | Call::vkSignalSemaphoreKHR(p) if result >= 0 => {
                 if let Some(i) = &p.p_signal_info {
-                    if let Some(s) = self.sems.get_mut(&i.semaphore) {
+                    if let Some(s) = t.sem_mut(i.semaphore) {
                         s.value = s.value.max(i.value);
                     }
                 }
@@ -646,7 +486,7 @@ impl Sync {
             Call::vkImportSemaphoreFdKHR(p) if result >= 0 => {
                 // An imported payload is signaled by someone else: take it as signaled.
                 if let Some(i) = &p.p_import_semaphore_fd_info {
-                    if let Some(s) = self.sems.get_mut(&i.semaphore) {
+                    if let Some(s) = t.sem_mut(i.semaphore) {
                         s.signaled = true;
                         s.value = u64::MAX;
                     }
@@ -654,94 +494,82 @@ impl Sync {
             }
             Call::vkImportFenceFdKHR(p) if result >= 0 => {
                 if let Some(i) = &p.p_import_fence_fd_info {
-                    self.fences.insert(i.fence, FenceState::Pending);
+                    set_fence(t, i.fence, FenceState::Pending);
                 }
             }
-            Call::vkQueueWaitIdle(p) => self.waited(Action::Queue(p.queue)),
-            Call::vkDeviceWaitIdle(p) => self.waited(Action::Device(p.device)),
+            Call::vkQueueWaitIdle(p) => self.waited(t, Action::Queue(p.queue)),
+            Call::vkDeviceWaitIdle(p) => self.waited(t, Action::Device(p.device)),
             _ => {}
         }
     }
 
     /// A command pool reset: its command buffer `cb` is initial again.
-    pub(super) fn reset_cb(&mut self, cb: u64) {
-        self.set_cb(cb, CbState::Initial);
+    pub(super) fn reset_cb(&mut self, t: &mut Table, cb: u64) {
+        set_cb(t, cb, CbState::Initial);
     }
 
-    fn set_cb(&mut self, cb: u64, state: CbState) {
-        if let Some(c) = self.cbs.get_mut(&cb) {
-            c.state = state;
-        }
-    }
-
-    fn submit(&self, queue: u64, device: u64, fence: u64) -> Submit {
-        Submit {
-            queue,
-            device,
-            fence,
+    /// A submission record, from the ones kept for reuse when there is one.
+    fn submit(&mut self, queue: u64, device: u64, fence: u64) -> Submit {
+        let mut s = self.spare.pop().unwrap_or_else(|| Submit {
+            queue: 0,
+            device: 0,
+            fence: 0,
             cbs: Vec::new(),
             signals: Vec::new(),
-        }
+        });
+        s.queue = queue;
+        s.device = device;
+        s.fence = fence;
+        s.cbs.clear();
+        s.signals.clear();
+        s
     }
 
-    fn push(&mut self, mut s: Submit) {
-        let mut all = Vec::new();
-        for cb in &s.cbs {
-            if let Some(c) = self.cbs.get_mut(cb) {
+    fn push(&mut self, t: &mut Table, mut s: Submit) {
+        let n = s.cbs.len();
+        for k in 0..n {
+            let cb = s.cbs[k];
+            if let Some(c) = t.cb_mut(cb) {
                 c.state = CbState::Pending;
                 c.queue = s.queue;
-                all.extend(c.secondaries.iter().copied());
+                c.ran = true;
+                s.cbs.extend_from_slice(&c.secondaries);
+            } else {
+                self.ran.insert(cb);
             }
         }
-        self.ran.extend(s.cbs.iter().chain(&all).copied());
-        if s.fence != 0 {
-            self.fences.insert(s.fence, FenceState::Pending);
+        // The secondaries ran too.
+        for k in n..s.cbs.len() {
+            match t.cb_mut(s.cbs[k]) {
+                Some(c) => c.ran = true,
+                None => {
+                    self.ran.insert(s.cbs[k]);
+                }
+            }
         }
-        s.cbs.extend(all);
+        if s.fence != 0 {
+            set_fence(t, s.fence, FenceState::Pending);
+        }
         self.outstanding.push(s);
     }
 
-    fn consume(&mut self, waits: &Sems) {
-        for (s, _) in waits {
-            if let Some(x) = self.sems.get_mut(s) {
-                if !x.timeline {
-                    x.signaled = false;
-                }
-            }
-        }
-    }
-
-    fn signal(&mut self, signals: &Sems, sub: &mut Submit) {
-        for (s, v) in signals {
-            if let Some(x) = self.sems.get_mut(s) {
-                if x.timeline {
-                    let v = v.unwrap_or(0);
-                    x.value = x.value.max(v);
-                    sub.signals.push((*s, v));
-                } else {
-                    x.signaled = true;
-                }
-            }
-        }
-    }
-
-    fn acquire(&mut self, device: u64, semaphore: u64, fence: u64) {
-        if let Some(x) = self.sems.get_mut(&semaphore) {
+    fn acquire(&mut self, t: &mut Table, device: u64, semaphore: u64, fence: u64) {
+        if let Some(x) = t.sem_mut(semaphore) {
             x.signaled = true;
         }
         // Only a fence makes the emulated acquire's submission something to wait for.
         if fence != 0 {
             let s = self.submit(0, device, fence);
-            self.push(s);
+            self.push(t, s);
         }
     }
 
     /// A fence was waited for: its submission and every earlier one on its queue completed.
-    fn fence_done(&mut self, fence: u64) {
+    fn fence_done(&mut self, t: &mut Table, fence: u64) {
         if let Some(i) = self.outstanding.iter().rposition(|s| s.fence == fence) {
-            self.complete_upto(i);
+            self.complete_upto(t, i);
         }
-        if let Some(st) = self.fences.get_mut(&fence) {
+        if let Some(st) = t.fence_mut(fence) {
             if *st == FenceState::Pending {
                 *st = FenceState::Signaled;
             }
@@ -749,27 +577,27 @@ impl Sync {
     }
 
     /// Submission `i` completed, and with it every earlier one on the same queue.
-    fn complete_upto(&mut self, i: usize) {
+    fn complete_upto(&mut self, t: &mut Table, i: usize) {
         let queue = self.outstanding[i].queue;
         let mut k = 0;
-        self.complete(|s| {
+        self.complete(t, |s| {
             k += 1;
             k - 1 <= i && s.queue == queue
         });
     }
 
     /// The engine waited for a queue or a device to go idle.
-    pub(super) fn waited(&mut self, action: Action) {
+    pub(super) fn waited(&mut self, t: &mut Table, action: Action) {
         match action {
             Action::None => {}
-            Action::Queue(q) => self.complete(|s| s.queue == q),
-            Action::Device(d) => self.complete(|s| s.device == d),
+            Action::Queue(q) => self.complete(t, |s| s.queue == q),
+            Action::Device(d) => self.complete(t, |s| s.device == d),
         }
     }
 
     /// The outstanding submissions `f` picks completed: their fences signaled, their command
     /// buffers executable again (unless another outstanding submission holds them).
-    fn complete(&mut self, mut f: impl FnMut(&Submit) -> bool) {
+    fn complete(&mut self, t: &mut Table, mut f: impl FnMut(&Submit) -> bool) {
         let mut done = std::mem::take(&mut self.finished);
         let mut k = 0;
         while k < self.outstanding.len() {
@@ -781,26 +609,121 @@ impl Sync {
         }
         for s in &done {
             if s.fence != 0 {
-                if let Some(st) = self.fences.get_mut(&s.fence) {
-                    *st = FenceState::Signaled;
-                }
+                set_fence(t, s.fence, FenceState::Signaled);
             }
             for cb in &s.cbs {
                 if self.outstanding.iter().any(|o| o.cbs.contains(cb)) {
                     continue;
                 }
-                if let Some(c) = self.cbs.get_mut(cb) {
+                if let Some(c) = t.cb_mut(*cb) {
                     if c.state == CbState::Pending {
                         c.state = CbState::Executable;
                     }
                 }
             }
         }
-        done.clear();
+        self.spare.append(&mut done);
         self.finished = done;
     }
 
-    pub(super) fn ever_submitted(&self, cb: u64) -> bool {
-        self.ran.contains(&cb)
+    pub(super) fn ever_submitted(&self, t: &Table, cb: u64) -> bool {
+        t.cb(cb).is_some_and(|c| c.ran) || self.ran.contains(&cb)
+    }
+}
+
+fn check_cbs(t: &Table, cbs: impl Iterator<Item = u64>) -> Result<(), String> {
+    for cb in cbs {
+        let c = t.cb(cb);
+        let st = c.map_or(CbState::Initial, |c| c.state);
+        let ok = match st {
+            CbState::Executable => true,
+            CbState::Pending => c.is_some_and(|c| c.simultaneous),
+            _ => false,
+        };
+        if !ok {
+            let why = if st == CbState::Pending {
+                "pending (submitted, not known to have completed) and not begun for simultaneous use".to_string()
+            } else {
+                format!("{}, not executable", state_name(st))
+            };
+            return Err(format!("command buffer 0x{cb:x} is {why}"));
+        }
+    }
+    Ok(())
+}
+
+fn check_waits(
+    t: &Table,
+    waits: impl IntoIterator<Item = (u64, Option<u64>)>,
+) -> Result<(), String> {
+    for (s, v) in waits {
+        let sem = t.sem(s).unwrap_or_default();
+        if sem.timeline {
+            let Some(v) = v else {
+                return Err(format!(
+                    "waits on timeline semaphore 0x{s:x} without a value (no VkTimelineSemaphoreSubmitInfo)"
+                ));
+            };
+            if sem.value < v {
+                return Err(format!(
+                    "waits for value {v} of timeline semaphore 0x{s:x}, which no replayed submission or signal reaches (highest: {})",
+                    sem.value
+                ));
+            }
+        } else if !sem.signaled {
+            return Err(format!(
+                "waits on semaphore 0x{s:x}, which nothing replayed has signaled"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_fence(t: &Table, fence: u64) -> Result<(), String> {
+    if fence == 0 {
+        return Ok(());
+    }
+    match t.fence(fence) {
+        Some(FenceState::Pending | FenceState::Signaled) => Err(format!(
+            "fence 0x{fence:x} is signaled or already in use (not reset since)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn set_cb(t: &mut Table, cb: u64, state: CbState) {
+    if let Some(c) = t.cb_mut(cb) {
+        c.state = state;
+    }
+}
+
+fn set_fence(t: &mut Table, fence: u64, state: FenceState) {
+    if let Some(st) = t.fence_mut(fence) {
+        *st = state;
+    }
+}
+
+/// Binary semaphores waited on are unsignaled again.
+fn consume(t: &mut Table, waits: impl Iterator<Item = u64>) {
+    for s in waits {
+        if let Some(x) = t.sem_mut(s) {
+            if !x.timeline {
+                x.signaled = false;
+            }
+        }
+    }
+}
+
+fn signal(t: &mut Table, signals: impl Iterator<Item = (u64, Option<u64>)>, sub: &mut Submit) {
+    for (s, v) in signals {
+        if let Some(x) = t.sem_mut(s) {
+            if x.timeline {
+                let v = v.unwrap_or(0);
+                x.value = x.value.max(v);
+                sub.signals.push((s, v));
+            } else {
+                x.signaled = true;
+            }
+        }
     }
 }

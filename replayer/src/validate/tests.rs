@@ -164,3 +164,31 @@ fn commands_need_a_recording_command_buffer() {
     let e = v.before(&draw, 0).unwrap_err();
     assert!(e.contains("command buffer 0x60 was destroyed"), "{e}");
 }
+
+#[test]
+fn freed_slots_and_reused_handles_are_told_apart() {
+    // The object table reuses a destroyed object's slot, and drivers reuse handle values: the
+    // lookup cache in front of the table must never answer for an object that is gone.
+    let (mut v, mut seq) = setup();
+    let destroy = |h| {
+        Call::vkDestroyFence(p::vkDestroyFence {
+            device: DEVICE,
+            fence: h,
+            p_allocator: None,
+        })
+    };
+    ok(&mut v, &fence(0x99, true), seq);
+    ok(&mut v, &wait(0x99), seq + 1);
+    ok(&mut v, &destroy(0x99), seq + 2);
+    seq += 3;
+    // Another fence takes the freed slot; the old handle stays dead.
+    ok(&mut v, &fence(0xa0, true), seq);
+    let e = v.before(&wait(0x99), 0).unwrap_err();
+    assert!(e.contains("fence 0x99 was destroyed"), "{e}");
+    ok(&mut v, &wait(0xa0), seq + 1);
+    // The old value handed out again is a new, live fence with its own state (unsignaled).
+    ok(&mut v, &fence(0x99, false), seq + 2);
+    let e = v.before(&wait(0x99), 0).unwrap_err();
+    assert!(e.contains("no replayed submission signals"), "{e}");
+    ok(&mut v, &wait(0xa0), seq + 3);
+}

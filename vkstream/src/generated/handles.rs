@@ -9,7 +9,7 @@ use ash::vk;
 /// Receives (object type, captured handle, created by this call).
 pub type Visit<'a> = dyn FnMut(vk::ObjectType, u64, bool) + 'a;
 
-fn h_chain(c: &[PNext], f: &mut Visit, out: bool) {
+fn h_chain<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(c: &[PNext], f: &mut F, out: bool) {
     for e in c {
         match e {
             PNext::VkMappedMemoryRange(x) => h_VkMappedMemoryRange(x, f, out),
@@ -228,18 +228,32 @@ fn h_chain(c: &[PNext], f: &mut Visit, out: bool) {
     }
 }
 
-fn h_VkMappedMemoryRange(v: &VkMappedMemoryRange, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkMappedMemoryRange<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMappedMemoryRange,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkDescriptorBufferInfo(v: &VkDescriptorBufferInfo, f: &mut Visit, out: bool) {
+fn h_VkDescriptorBufferInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorBufferInfo,
+    f: &mut F,
+    out: bool,
+) {
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkDescriptorImageInfo(v: &VkDescriptorImageInfo, f: &mut Visit, out: bool) {
+fn h_VkDescriptorImageInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorImageInfo,
+    f: &mut F,
+    out: bool,
+) {
     if *&v.sampler != 0 {
         f(vk::ObjectType::SAMPLER, *&v.sampler, out);
     }
@@ -247,8 +261,14 @@ fn h_VkDescriptorImageInfo(v: &VkDescriptorImageInfo, f: &mut Visit, out: bool) 
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
 }
-fn h_VkWriteDescriptorSet(v: &VkWriteDescriptorSet, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkWriteDescriptorSet<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkWriteDescriptorSet,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.dst_set != 0 {
         f(vk::ObjectType::DESCRIPTOR_SET, *&v.dst_set, out);
     }
@@ -270,8 +290,14 @@ fn h_VkWriteDescriptorSet(v: &VkWriteDescriptorSet, f: &mut Visit, out: bool) {
         }
     }
 }
-fn h_VkCopyDescriptorSet(v: &VkCopyDescriptorSet, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkCopyDescriptorSet<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyDescriptorSet,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src_set != 0 {
         f(vk::ObjectType::DESCRIPTOR_SET, *&v.src_set, out);
     }
@@ -279,41 +305,77 @@ fn h_VkCopyDescriptorSet(v: &VkCopyDescriptorSet, f: &mut Visit, out: bool) {
         f(vk::ObjectType::DESCRIPTOR_SET, *&v.dst_set, out);
     }
 }
-fn h_VkBufferViewCreateInfo(v: &VkBufferViewCreateInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkBufferViewCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBufferViewCreateInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkBufferMemoryBarrier(v: &VkBufferMemoryBarrier, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkBufferMemoryBarrier<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBufferMemoryBarrier,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkImageMemoryBarrier(v: &VkImageMemoryBarrier, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkImageMemoryBarrier<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageMemoryBarrier,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkImageViewCreateInfo(v: &VkImageViewCreateInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkImageViewCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageViewCreateInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkSparseMemoryBind(v: &VkSparseMemoryBind, f: &mut Visit, out: bool) {
+fn h_VkSparseMemoryBind<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSparseMemoryBind,
+    f: &mut F,
+    out: bool,
+) {
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkSparseImageMemoryBind(v: &VkSparseImageMemoryBind, f: &mut Visit, out: bool) {
+fn h_VkSparseImageMemoryBind<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSparseImageMemoryBind,
+    f: &mut F,
+    out: bool,
+) {
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkSparseBufferMemoryBindInfo(v: &VkSparseBufferMemoryBindInfo, f: &mut Visit, out: bool) {
+fn h_VkSparseBufferMemoryBindInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSparseBufferMemoryBindInfo,
+    f: &mut F,
+    out: bool,
+) {
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
@@ -323,9 +385,9 @@ fn h_VkSparseBufferMemoryBindInfo(v: &VkSparseBufferMemoryBindInfo, f: &mut Visi
         }
     }
 }
-fn h_VkSparseImageOpaqueMemoryBindInfo(
+fn h_VkSparseImageOpaqueMemoryBindInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkSparseImageOpaqueMemoryBindInfo,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
     if *&v.image != 0 {
@@ -337,7 +399,11 @@ fn h_VkSparseImageOpaqueMemoryBindInfo(
         }
     }
 }
-fn h_VkSparseImageMemoryBindInfo(v: &VkSparseImageMemoryBindInfo, f: &mut Visit, out: bool) {
+fn h_VkSparseImageMemoryBindInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSparseImageMemoryBindInfo,
+    f: &mut F,
+    out: bool,
+) {
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, out);
     }
@@ -347,8 +413,14 @@ fn h_VkSparseImageMemoryBindInfo(v: &VkSparseImageMemoryBindInfo, f: &mut Visit,
         }
     }
 }
-fn h_VkBindSparseInfo(v: &VkBindSparseInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkBindSparseInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBindSparseInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
             if *y != 0 {
@@ -379,7 +451,11 @@ fn h_VkBindSparseInfo(v: &VkBindSparseInfo, f: &mut Visit, out: bool) {
         }
     }
 }
-fn h_VkDescriptorSetLayoutBinding(v: &VkDescriptorSetLayoutBinding, f: &mut Visit, out: bool) {
+fn h_VkDescriptorSetLayoutBinding<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorSetLayoutBinding,
+    f: &mut F,
+    out: bool,
+) {
     if let Some(x) = &v.p_immutable_samplers {
         for y in x.iter() {
             if *y != 0 {
@@ -388,20 +464,28 @@ fn h_VkDescriptorSetLayoutBinding(v: &VkDescriptorSetLayoutBinding, f: &mut Visi
         }
     }
 }
-fn h_VkDescriptorSetLayoutCreateInfo(
+fn h_VkDescriptorSetLayoutCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDescriptorSetLayoutCreateInfo,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_bindings {
         for y in x.iter() {
             h_VkDescriptorSetLayoutBinding(y, f, out);
         }
     }
 }
-fn h_VkDescriptorSetAllocateInfo(v: &VkDescriptorSetAllocateInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkDescriptorSetAllocateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDescriptorSetAllocateInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.descriptor_pool != 0 {
         f(vk::ObjectType::DESCRIPTOR_POOL, *&v.descriptor_pool, out);
     }
@@ -413,18 +497,26 @@ fn h_VkDescriptorSetAllocateInfo(v: &VkDescriptorSetAllocateInfo, f: &mut Visit,
         }
     }
 }
-fn h_VkPipelineShaderStageCreateInfo(
+fn h_VkPipelineShaderStageCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkPipelineShaderStageCreateInfo,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.module != 0 {
         f(vk::ObjectType::SHADER_MODULE, *&v.module, out);
     }
 }
-fn h_VkComputePipelineCreateInfo(v: &VkComputePipelineCreateInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkComputePipelineCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkComputePipelineCreateInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     h_VkPipelineShaderStageCreateInfo(&v.stage, f, out);
     if *&v.layout != 0 {
         f(vk::ObjectType::PIPELINE_LAYOUT, *&v.layout, out);
@@ -433,8 +525,14 @@ fn h_VkComputePipelineCreateInfo(v: &VkComputePipelineCreateInfo, f: &mut Visit,
         f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, out);
     }
 }
-fn h_VkGraphicsPipelineCreateInfo(v: &VkGraphicsPipelineCreateInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkGraphicsPipelineCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGraphicsPipelineCreateInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
             h_VkPipelineShaderStageCreateInfo(y, f, out);
@@ -450,8 +548,14 @@ fn h_VkGraphicsPipelineCreateInfo(v: &VkGraphicsPipelineCreateInfo, f: &mut Visi
         f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, out);
     }
 }
-fn h_VkPipelineLayoutCreateInfo(v: &VkPipelineLayoutCreateInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkPipelineLayoutCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPipelineLayoutCreateInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_set_layouts {
         for y in x.iter() {
             if *y != 0 {
@@ -460,14 +564,26 @@ fn h_VkPipelineLayoutCreateInfo(v: &VkPipelineLayoutCreateInfo, f: &mut Visit, o
         }
     }
 }
-fn h_VkCommandBufferAllocateInfo(v: &VkCommandBufferAllocateInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkCommandBufferAllocateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCommandBufferAllocateInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.command_pool != 0 {
         f(vk::ObjectType::COMMAND_POOL, *&v.command_pool, out);
     }
 }
-fn h_VkCommandBufferInheritanceInfo(v: &VkCommandBufferInheritanceInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkCommandBufferInheritanceInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCommandBufferInheritanceInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, out);
     }
@@ -475,14 +591,26 @@ fn h_VkCommandBufferInheritanceInfo(v: &VkCommandBufferInheritanceInfo, f: &mut 
         f(vk::ObjectType::FRAMEBUFFER, *&v.framebuffer, out);
     }
 }
-fn h_VkCommandBufferBeginInfo(v: &VkCommandBufferBeginInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkCommandBufferBeginInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCommandBufferBeginInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_inheritance_info {
         h_VkCommandBufferInheritanceInfo(x, f, out);
     }
 }
-fn h_VkRenderPassBeginInfo(v: &VkRenderPassBeginInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkRenderPassBeginInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkRenderPassBeginInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, out);
     }
@@ -490,8 +618,14 @@ fn h_VkRenderPassBeginInfo(v: &VkRenderPassBeginInfo, f: &mut Visit, out: bool) 
         f(vk::ObjectType::FRAMEBUFFER, *&v.framebuffer, out);
     }
 }
-fn h_VkFramebufferCreateInfo(v: &VkFramebufferCreateInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkFramebufferCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkFramebufferCreateInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, out);
     }
@@ -503,8 +637,14 @@ fn h_VkFramebufferCreateInfo(v: &VkFramebufferCreateInfo, f: &mut Visit, out: bo
         }
     }
 }
-fn h_VkSubmitInfo(v: &VkSubmitInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkSubmitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSubmitInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
             if *y != 0 {
@@ -527,29 +667,53 @@ fn h_VkSubmitInfo(v: &VkSubmitInfo, f: &mut Visit, out: bool) {
         }
     }
 }
-fn h_VkDisplayPropertiesKHR(v: &VkDisplayPropertiesKHR, f: &mut Visit, out: bool) {
+fn h_VkDisplayPropertiesKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayPropertiesKHR,
+    f: &mut F,
+    out: bool,
+) {
     if *&v.display != 0 {
         f(vk::ObjectType::DISPLAY_KHR, *&v.display, out);
     }
 }
-fn h_VkDisplayPlanePropertiesKHR(v: &VkDisplayPlanePropertiesKHR, f: &mut Visit, out: bool) {
+fn h_VkDisplayPlanePropertiesKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayPlanePropertiesKHR,
+    f: &mut F,
+    out: bool,
+) {
     if *&v.current_display != 0 {
         f(vk::ObjectType::DISPLAY_KHR, *&v.current_display, out);
     }
 }
-fn h_VkDisplayModePropertiesKHR(v: &VkDisplayModePropertiesKHR, f: &mut Visit, out: bool) {
+fn h_VkDisplayModePropertiesKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayModePropertiesKHR,
+    f: &mut F,
+    out: bool,
+) {
     if *&v.display_mode != 0 {
         f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.display_mode, out);
     }
 }
-fn h_VkDisplaySurfaceCreateInfoKHR(v: &VkDisplaySurfaceCreateInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkDisplaySurfaceCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplaySurfaceCreateInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.display_mode != 0 {
         f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.display_mode, out);
     }
 }
-fn h_VkSwapchainCreateInfoKHR(v: &VkSwapchainCreateInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkSwapchainCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSwapchainCreateInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.surface != 0 {
         f(vk::ObjectType::SURFACE_KHR, *&v.surface, out);
     }
@@ -557,8 +721,14 @@ fn h_VkSwapchainCreateInfoKHR(v: &VkSwapchainCreateInfoKHR, f: &mut Visit, out: 
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.old_swapchain, out);
     }
 }
-fn h_VkPresentInfoKHR(v: &VkPresentInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkPresentInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPresentInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_wait_semaphores {
         for y in x.iter() {
             if *y != 0 {
@@ -574,12 +744,14 @@ fn h_VkPresentInfoKHR(v: &VkPresentInfoKHR, f: &mut Visit, out: bool) {
         }
     }
 }
-fn h_VkDedicatedAllocationMemoryAllocateInfoNV(
+fn h_VkDedicatedAllocationMemoryAllocateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDedicatedAllocationMemoryAllocateInfoNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, out);
     }
@@ -587,24 +759,28 @@ fn h_VkDedicatedAllocationMemoryAllocateInfoNV(
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkGraphicsShaderGroupCreateInfoNV(
+fn h_VkGraphicsShaderGroupCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkGraphicsShaderGroupCreateInfoNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
             h_VkPipelineShaderStageCreateInfo(y, f, out);
         }
     }
 }
-fn h_VkGraphicsPipelineShaderGroupsCreateInfoNV(
+fn h_VkGraphicsPipelineShaderGroupsCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkGraphicsPipelineShaderGroupsCreateInfoNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_groups {
         for y in x.iter() {
             h_VkGraphicsShaderGroupCreateInfoNV(y, f, out);
@@ -618,17 +794,23 @@ fn h_VkGraphicsPipelineShaderGroupsCreateInfoNV(
         }
     }
 }
-fn h_VkIndirectCommandsStreamNV(v: &VkIndirectCommandsStreamNV, f: &mut Visit, out: bool) {
+fn h_VkIndirectCommandsStreamNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkIndirectCommandsStreamNV,
+    f: &mut F,
+    out: bool,
+) {
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkIndirectCommandsLayoutTokenNV(
+fn h_VkIndirectCommandsLayoutTokenNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkIndirectCommandsLayoutTokenNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.pushconstant_pipeline_layout != 0 {
         f(
             vk::ObjectType::PIPELINE_LAYOUT,
@@ -637,20 +819,28 @@ fn h_VkIndirectCommandsLayoutTokenNV(
         );
     }
 }
-fn h_VkIndirectCommandsLayoutCreateInfoNV(
+fn h_VkIndirectCommandsLayoutCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkIndirectCommandsLayoutCreateInfoNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_tokens {
         for y in x.iter() {
             h_VkIndirectCommandsLayoutTokenNV(y, f, out);
         }
     }
 }
-fn h_VkGeneratedCommandsInfoNV(v: &VkGeneratedCommandsInfoNV, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkGeneratedCommandsInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGeneratedCommandsInfoNV,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.pipeline != 0 {
         f(vk::ObjectType::PIPELINE, *&v.pipeline, out);
     }
@@ -676,12 +866,14 @@ fn h_VkGeneratedCommandsInfoNV(v: &VkGeneratedCommandsInfoNV, f: &mut Visit, out
         f(vk::ObjectType::BUFFER, *&v.sequences_index_buffer, out);
     }
 }
-fn h_VkGeneratedCommandsMemoryRequirementsInfoNV(
+fn h_VkGeneratedCommandsMemoryRequirementsInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkGeneratedCommandsMemoryRequirementsInfoNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.pipeline != 0 {
         f(vk::ObjectType::PIPELINE, *&v.pipeline, out);
     }
@@ -693,50 +885,88 @@ fn h_VkGeneratedCommandsMemoryRequirementsInfoNV(
         );
     }
 }
-fn h_VkMemoryGetFdInfoKHR(v: &VkMemoryGetFdInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkMemoryGetFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMemoryGetFdInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkImportSemaphoreFdInfoKHR(v: &VkImportSemaphoreFdInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
-    if *&v.semaphore != 0 {
-        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
-    }
-}
-fn h_VkSemaphoreGetFdInfoKHR(v: &VkSemaphoreGetFdInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
-    if *&v.semaphore != 0 {
-        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
-    }
-}
-fn h_VkImportFenceFdInfoKHR(v: &VkImportFenceFdInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
-    if *&v.fence != 0 {
-        f(vk::ObjectType::FENCE, *&v.fence, out);
-    }
-}
-fn h_VkFenceGetFdInfoKHR(v: &VkFenceGetFdInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
-    if *&v.fence != 0 {
-        f(vk::ObjectType::FENCE, *&v.fence, out);
-    }
-}
-fn h_VkPhysicalDeviceGroupProperties(
-    v: &VkPhysicalDeviceGroupProperties,
-    f: &mut Visit,
+fn h_VkImportSemaphoreFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImportSemaphoreFdInfoKHR,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
+    if *&v.semaphore != 0 {
+        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
+    }
+}
+fn h_VkSemaphoreGetFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSemaphoreGetFdInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
+    if *&v.semaphore != 0 {
+        f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
+    }
+}
+fn h_VkImportFenceFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImportFenceFdInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
+    if *&v.fence != 0 {
+        f(vk::ObjectType::FENCE, *&v.fence, out);
+    }
+}
+fn h_VkFenceGetFdInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkFenceGetFdInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
+    if *&v.fence != 0 {
+        f(vk::ObjectType::FENCE, *&v.fence, out);
+    }
+}
+fn h_VkPhysicalDeviceGroupProperties<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPhysicalDeviceGroupProperties,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     for y in v.physical_devices.iter() {
         if *y != 0 {
             f(vk::ObjectType::PHYSICAL_DEVICE, *y, out);
         }
     }
 }
-fn h_VkBindBufferMemoryInfo(v: &VkBindBufferMemoryInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkBindBufferMemoryInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBindBufferMemoryInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
@@ -744,8 +974,14 @@ fn h_VkBindBufferMemoryInfo(v: &VkBindBufferMemoryInfo, f: &mut Visit, out: bool
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkBindImageMemoryInfo(v: &VkBindImageMemoryInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkBindImageMemoryInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBindImageMemoryInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, out);
     }
@@ -753,24 +989,38 @@ fn h_VkBindImageMemoryInfo(v: &VkBindImageMemoryInfo, f: &mut Visit, out: bool) 
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkImageSwapchainCreateInfoKHR(v: &VkImageSwapchainCreateInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
-    if *&v.swapchain != 0 {
-        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, out);
-    }
-}
-fn h_VkBindImageMemorySwapchainInfoKHR(
-    v: &VkBindImageMemorySwapchainInfoKHR,
-    f: &mut Visit,
+fn h_VkImageSwapchainCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageSwapchainCreateInfoKHR,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, out);
     }
 }
-fn h_VkAcquireNextImageInfoKHR(v: &VkAcquireNextImageInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkBindImageMemorySwapchainInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBindImageMemorySwapchainInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
+    if *&v.swapchain != 0 {
+        f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, out);
+    }
+}
+fn h_VkAcquireNextImageInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkAcquireNextImageInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, out);
     }
@@ -781,8 +1031,14 @@ fn h_VkAcquireNextImageInfoKHR(v: &VkAcquireNextImageInfoKHR, f: &mut Visit, out
         f(vk::ObjectType::FENCE, *&v.fence, out);
     }
 }
-fn h_VkDeviceGroupDeviceCreateInfo(v: &VkDeviceGroupDeviceCreateInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkDeviceGroupDeviceCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDeviceGroupDeviceCreateInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_physical_devices {
         for y in x.iter() {
             if *y != 0 {
@@ -791,12 +1047,14 @@ fn h_VkDeviceGroupDeviceCreateInfo(v: &VkDeviceGroupDeviceCreateInfo, f: &mut Vi
         }
     }
 }
-fn h_VkDescriptorUpdateTemplateCreateInfo(
+fn h_VkDescriptorUpdateTemplateCreateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDescriptorUpdateTemplateCreateInfo,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.descriptor_set_layout != 0 {
         f(
             vk::ObjectType::DESCRIPTOR_SET_LAYOUT,
@@ -808,62 +1066,104 @@ fn h_VkDescriptorUpdateTemplateCreateInfo(
         f(vk::ObjectType::PIPELINE_LAYOUT, *&v.pipeline_layout, out);
     }
 }
-fn h_VkPhysicalDeviceSurfaceInfo2KHR(
+fn h_VkPhysicalDeviceSurfaceInfo2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkPhysicalDeviceSurfaceInfo2KHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.surface != 0 {
         f(vk::ObjectType::SURFACE_KHR, *&v.surface, out);
     }
 }
-fn h_VkDisplayProperties2KHR(v: &VkDisplayProperties2KHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkDisplayProperties2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayProperties2KHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     h_VkDisplayPropertiesKHR(&v.display_properties, f, out);
 }
-fn h_VkDisplayPlaneProperties2KHR(v: &VkDisplayPlaneProperties2KHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkDisplayPlaneProperties2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayPlaneProperties2KHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     h_VkDisplayPlanePropertiesKHR(&v.display_plane_properties, f, out);
 }
-fn h_VkDisplayModeProperties2KHR(v: &VkDisplayModeProperties2KHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkDisplayModeProperties2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayModeProperties2KHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     h_VkDisplayModePropertiesKHR(&v.display_mode_properties, f, out);
 }
-fn h_VkDisplayPlaneInfo2KHR(v: &VkDisplayPlaneInfo2KHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkDisplayPlaneInfo2KHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDisplayPlaneInfo2KHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.mode != 0 {
         f(vk::ObjectType::DISPLAY_MODE_KHR, *&v.mode, out);
     }
 }
-fn h_VkBufferMemoryRequirementsInfo2(
+fn h_VkBufferMemoryRequirementsInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBufferMemoryRequirementsInfo2,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkImageMemoryRequirementsInfo2(v: &VkImageMemoryRequirementsInfo2, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkImageMemoryRequirementsInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageMemoryRequirementsInfo2,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkImageSparseMemoryRequirementsInfo2(
+fn h_VkImageSparseMemoryRequirementsInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkImageSparseMemoryRequirementsInfo2,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkMemoryDedicatedAllocateInfo(v: &VkMemoryDedicatedAllocateInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkMemoryDedicatedAllocateInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMemoryDedicatedAllocateInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, out);
     }
@@ -871,8 +1171,14 @@ fn h_VkMemoryDedicatedAllocateInfo(v: &VkMemoryDedicatedAllocateInfo, f: &mut Vi
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkSamplerYcbcrConversionInfo(v: &VkSamplerYcbcrConversionInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkSamplerYcbcrConversionInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSamplerYcbcrConversionInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.conversion != 0 {
         f(
             vk::ObjectType::SAMPLER_YCBCR_CONVERSION,
@@ -881,22 +1187,26 @@ fn h_VkSamplerYcbcrConversionInfo(v: &VkSamplerYcbcrConversionInfo, f: &mut Visi
         );
     }
 }
-fn h_VkConditionalRenderingBeginInfoEXT(
+fn h_VkConditionalRenderingBeginInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkConditionalRenderingBeginInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkShaderModuleValidationCacheCreateInfoEXT(
+fn h_VkShaderModuleValidationCacheCreateInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkShaderModuleValidationCacheCreateInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.validation_cache != 0 {
         f(
             vk::ObjectType::VALIDATION_CACHE_EXT,
@@ -905,8 +1215,14 @@ fn h_VkShaderModuleValidationCacheCreateInfoEXT(
         );
     }
 }
-fn h_VkSemaphoreWaitInfo(v: &VkSemaphoreWaitInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkSemaphoreWaitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSemaphoreWaitInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_semaphores {
         for y in x.iter() {
             if *y != 0 {
@@ -915,18 +1231,26 @@ fn h_VkSemaphoreWaitInfo(v: &VkSemaphoreWaitInfo, f: &mut Visit, out: bool) {
         }
     }
 }
-fn h_VkSemaphoreSignalInfo(v: &VkSemaphoreSignalInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkSemaphoreSignalInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSemaphoreSignalInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.semaphore != 0 {
         f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
     }
 }
-fn h_VkRayTracingPipelineCreateInfoNV(
+fn h_VkRayTracingPipelineCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkRayTracingPipelineCreateInfoNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
             h_VkPipelineShaderStageCreateInfo(y, f, out);
@@ -939,12 +1263,14 @@ fn h_VkRayTracingPipelineCreateInfoNV(
         f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, out);
     }
 }
-fn h_VkRayTracingPipelineCreateInfoKHR(
+fn h_VkRayTracingPipelineCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkRayTracingPipelineCreateInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_stages {
         for y in x.iter() {
             h_VkPipelineShaderStageCreateInfo(y, f, out);
@@ -960,8 +1286,14 @@ fn h_VkRayTracingPipelineCreateInfoKHR(
         f(vk::ObjectType::PIPELINE, *&v.base_pipeline_handle, out);
     }
 }
-fn h_VkGeometryTrianglesNV(v: &VkGeometryTrianglesNV, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkGeometryTrianglesNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGeometryTrianglesNV,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.vertex_data != 0 {
         f(vk::ObjectType::BUFFER, *&v.vertex_data, out);
     }
@@ -972,42 +1304,68 @@ fn h_VkGeometryTrianglesNV(v: &VkGeometryTrianglesNV, f: &mut Visit, out: bool) 
         f(vk::ObjectType::BUFFER, *&v.transform_data, out);
     }
 }
-fn h_VkGeometryAABBNV(v: &VkGeometryAABBNV, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkGeometryAABBNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGeometryAABBNV,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.aabb_data != 0 {
         f(vk::ObjectType::BUFFER, *&v.aabb_data, out);
     }
 }
-fn h_VkGeometryDataNV(v: &VkGeometryDataNV, f: &mut Visit, out: bool) {
+fn h_VkGeometryDataNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGeometryDataNV,
+    f: &mut F,
+    out: bool,
+) {
     h_VkGeometryTrianglesNV(&v.triangles, f, out);
     h_VkGeometryAABBNV(&v.aabbs, f, out);
 }
-fn h_VkGeometryNV(v: &VkGeometryNV, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkGeometryNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkGeometryNV,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     h_VkGeometryDataNV(&v.geometry, f, out);
 }
-fn h_VkAccelerationStructureInfoNV(v: &VkAccelerationStructureInfoNV, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkAccelerationStructureInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkAccelerationStructureInfoNV,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_geometries {
         for y in x.iter() {
             h_VkGeometryNV(y, f, out);
         }
     }
 }
-fn h_VkAccelerationStructureCreateInfoNV(
+fn h_VkAccelerationStructureCreateInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkAccelerationStructureCreateInfoNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     h_VkAccelerationStructureInfoNV(&v.info, f, out);
 }
-fn h_VkBindAccelerationStructureMemoryInfoNV(
+fn h_VkBindAccelerationStructureMemoryInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBindAccelerationStructureMemoryInfoNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_NV,
@@ -1019,12 +1377,14 @@ fn h_VkBindAccelerationStructureMemoryInfoNV(
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkWriteDescriptorSetAccelerationStructureKHR(
+fn h_VkWriteDescriptorSetAccelerationStructureKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkWriteDescriptorSetAccelerationStructureKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_acceleration_structures {
         for y in x.iter() {
             if *y != 0 {
@@ -1033,12 +1393,14 @@ fn h_VkWriteDescriptorSetAccelerationStructureKHR(
         }
     }
 }
-fn h_VkWriteDescriptorSetAccelerationStructureNV(
+fn h_VkWriteDescriptorSetAccelerationStructureNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkWriteDescriptorSetAccelerationStructureNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_acceleration_structures {
         for y in x.iter() {
             if *y != 0 {
@@ -1047,12 +1409,16 @@ fn h_VkWriteDescriptorSetAccelerationStructureNV(
         }
     }
 }
-fn h_VkAccelerationStructureMemoryRequirementsInfoNV(
+fn h_VkAccelerationStructureMemoryRequirementsInfoNV<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkAccelerationStructureMemoryRequirementsInfoNV,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_NV,
@@ -1061,18 +1427,26 @@ fn h_VkAccelerationStructureMemoryRequirementsInfoNV(
         );
     }
 }
-fn h_VkBufferDeviceAddressInfo(v: &VkBufferDeviceAddressInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkBufferDeviceAddressInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBufferDeviceAddressInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkRenderPassAttachmentBeginInfo(
+fn h_VkRenderPassAttachmentBeginInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkRenderPassAttachmentBeginInfo,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_attachments {
         for y in x.iter() {
             if *y != 0 {
@@ -1081,8 +1455,14 @@ fn h_VkRenderPassAttachmentBeginInfo(
         }
     }
 }
-fn h_VkImageViewHandleInfoNVX(v: &VkImageViewHandleInfoNVX, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkImageViewHandleInfoNVX<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageViewHandleInfoNVX,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
@@ -1090,44 +1470,62 @@ fn h_VkImageViewHandleInfoNVX(v: &VkImageViewHandleInfoNVX, f: &mut Visit, out: 
         f(vk::ObjectType::SAMPLER, *&v.sampler, out);
     }
 }
-fn h_VkPipelineInfoKHR(v: &VkPipelineInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
-    if *&v.pipeline != 0 {
-        f(vk::ObjectType::PIPELINE, *&v.pipeline, out);
-    }
-}
-fn h_VkPipelineExecutableInfoKHR(v: &VkPipelineExecutableInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
-    if *&v.pipeline != 0 {
-        f(vk::ObjectType::PIPELINE, *&v.pipeline, out);
-    }
-}
-fn h_VkSubpassShadingPipelineCreateInfoHUAWEI(
-    v: &VkSubpassShadingPipelineCreateInfoHUAWEI,
-    f: &mut Visit,
+fn h_VkPipelineInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPipelineInfoKHR,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
+    if *&v.pipeline != 0 {
+        f(vk::ObjectType::PIPELINE, *&v.pipeline, out);
+    }
+}
+fn h_VkPipelineExecutableInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPipelineExecutableInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
+    if *&v.pipeline != 0 {
+        f(vk::ObjectType::PIPELINE, *&v.pipeline, out);
+    }
+}
+fn h_VkSubpassShadingPipelineCreateInfoHUAWEI<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSubpassShadingPipelineCreateInfoHUAWEI,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.render_pass != 0 {
         f(vk::ObjectType::RENDER_PASS, *&v.render_pass, out);
     }
 }
-fn h_VkDeviceMemoryOpaqueCaptureAddressInfo(
+fn h_VkDeviceMemoryOpaqueCaptureAddressInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDeviceMemoryOpaqueCaptureAddressInfo,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkAccelerationStructureBuildGeometryInfoKHR(
+fn h_VkAccelerationStructureBuildGeometryInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkAccelerationStructureBuildGeometryInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src_acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
@@ -1143,22 +1541,26 @@ fn h_VkAccelerationStructureBuildGeometryInfoKHR(
         );
     }
 }
-fn h_VkAccelerationStructureCreateInfoKHR(
+fn h_VkAccelerationStructureCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkAccelerationStructureCreateInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkAccelerationStructureDeviceAddressInfoKHR(
+fn h_VkAccelerationStructureDeviceAddressInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkAccelerationStructureDeviceAddressInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
@@ -1167,12 +1569,14 @@ fn h_VkAccelerationStructureDeviceAddressInfoKHR(
         );
     }
 }
-fn h_VkCopyAccelerationStructureInfoKHR(
+fn h_VkCopyAccelerationStructureInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyAccelerationStructureInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src != 0 {
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.src, out);
     }
@@ -1180,28 +1584,38 @@ fn h_VkCopyAccelerationStructureInfoKHR(
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.dst, out);
     }
 }
-fn h_VkCopyAccelerationStructureToMemoryInfoKHR(
+fn h_VkCopyAccelerationStructureToMemoryInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyAccelerationStructureToMemoryInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src != 0 {
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.src, out);
     }
 }
-fn h_VkCopyMemoryToAccelerationStructureInfoKHR(
+fn h_VkCopyMemoryToAccelerationStructureInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkCopyMemoryToAccelerationStructureInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.dst != 0 {
         f(vk::ObjectType::ACCELERATION_STRUCTURE_KHR, *&v.dst, out);
     }
 }
-fn h_VkPipelineLibraryCreateInfoKHR(v: &VkPipelineLibraryCreateInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkPipelineLibraryCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkPipelineLibraryCreateInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_libraries {
         for y in x.iter() {
             if *y != 0 {
@@ -1210,8 +1624,14 @@ fn h_VkPipelineLibraryCreateInfoKHR(v: &VkPipelineLibraryCreateInfoKHR, f: &mut 
         }
     }
 }
-fn h_VkCopyBufferInfo2(v: &VkCopyBufferInfo2, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkCopyBufferInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyBufferInfo2,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src_buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.src_buffer, out);
     }
@@ -1219,8 +1639,14 @@ fn h_VkCopyBufferInfo2(v: &VkCopyBufferInfo2, f: &mut Visit, out: bool) {
         f(vk::ObjectType::BUFFER, *&v.dst_buffer, out);
     }
 }
-fn h_VkCopyImageInfo2(v: &VkCopyImageInfo2, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkCopyImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyImageInfo2,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, out);
     }
@@ -1228,8 +1654,14 @@ fn h_VkCopyImageInfo2(v: &VkCopyImageInfo2, f: &mut Visit, out: bool) {
         f(vk::ObjectType::IMAGE, *&v.dst_image, out);
     }
 }
-fn h_VkBlitImageInfo2(v: &VkBlitImageInfo2, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkBlitImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBlitImageInfo2,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, out);
     }
@@ -1237,8 +1669,14 @@ fn h_VkBlitImageInfo2(v: &VkBlitImageInfo2, f: &mut Visit, out: bool) {
         f(vk::ObjectType::IMAGE, *&v.dst_image, out);
     }
 }
-fn h_VkCopyBufferToImageInfo2(v: &VkCopyBufferToImageInfo2, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkCopyBufferToImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyBufferToImageInfo2,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src_buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.src_buffer, out);
     }
@@ -1246,8 +1684,14 @@ fn h_VkCopyBufferToImageInfo2(v: &VkCopyBufferToImageInfo2, f: &mut Visit, out: 
         f(vk::ObjectType::IMAGE, *&v.dst_image, out);
     }
 }
-fn h_VkCopyImageToBufferInfo2(v: &VkCopyImageToBufferInfo2, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkCopyImageToBufferInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyImageToBufferInfo2,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, out);
     }
@@ -1255,8 +1699,14 @@ fn h_VkCopyImageToBufferInfo2(v: &VkCopyImageToBufferInfo2, f: &mut Visit, out: 
         f(vk::ObjectType::BUFFER, *&v.dst_buffer, out);
     }
 }
-fn h_VkResolveImageInfo2(v: &VkResolveImageInfo2, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkResolveImageInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkResolveImageInfo2,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src_image != 0 {
         f(vk::ObjectType::IMAGE, *&v.src_image, out);
     }
@@ -1264,20 +1714,38 @@ fn h_VkResolveImageInfo2(v: &VkResolveImageInfo2, f: &mut Visit, out: bool) {
         f(vk::ObjectType::IMAGE, *&v.dst_image, out);
     }
 }
-fn h_VkImageMemoryBarrier2(v: &VkImageMemoryBarrier2, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkImageMemoryBarrier2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkImageMemoryBarrier2,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkBufferMemoryBarrier2(v: &VkBufferMemoryBarrier2, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkBufferMemoryBarrier2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkBufferMemoryBarrier2,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkDependencyInfo(v: &VkDependencyInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkDependencyInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkDependencyInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_buffer_memory_barriers {
         for y in x.iter() {
             h_VkBufferMemoryBarrier2(y, f, out);
@@ -1289,20 +1757,38 @@ fn h_VkDependencyInfo(v: &VkDependencyInfo, f: &mut Visit, out: bool) {
         }
     }
 }
-fn h_VkSemaphoreSubmitInfo(v: &VkSemaphoreSubmitInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkSemaphoreSubmitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSemaphoreSubmitInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.semaphore != 0 {
         f(vk::ObjectType::SEMAPHORE, *&v.semaphore, out);
     }
 }
-fn h_VkCommandBufferSubmitInfo(v: &VkCommandBufferSubmitInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkCommandBufferSubmitInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCommandBufferSubmitInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.command_buffer != 0 {
         f(vk::ObjectType::COMMAND_BUFFER, *&v.command_buffer, out);
     }
 }
-fn h_VkSubmitInfo2(v: &VkSubmitInfo2, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkSubmitInfo2<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSubmitInfo2,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_wait_semaphore_infos {
         for y in x.iter() {
             h_VkSemaphoreSubmitInfo(y, f, out);
@@ -1319,30 +1805,50 @@ fn h_VkSubmitInfo2(v: &VkSubmitInfo2, f: &mut Visit, out: bool) {
         }
     }
 }
-fn h_VkBindVideoSessionMemoryInfoKHR(
+fn h_VkBindVideoSessionMemoryInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBindVideoSessionMemoryInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkVideoPictureResourceInfoKHR(v: &VkVideoPictureResourceInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkVideoPictureResourceInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkVideoPictureResourceInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image_view_binding != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view_binding, out);
     }
 }
-fn h_VkVideoReferenceSlotInfoKHR(v: &VkVideoReferenceSlotInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkVideoReferenceSlotInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkVideoReferenceSlotInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_picture_resource {
         h_VkVideoPictureResourceInfoKHR(x, f, out);
     }
 }
-fn h_VkVideoDecodeInfoKHR(v: &VkVideoDecodeInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkVideoDecodeInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkVideoDecodeInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.src_buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.src_buffer, out);
     }
@@ -1356,12 +1862,14 @@ fn h_VkVideoDecodeInfoKHR(v: &VkVideoDecodeInfoKHR, f: &mut Visit, out: bool) {
         }
     }
 }
-fn h_VkVideoSessionParametersCreateInfoKHR(
+fn h_VkVideoSessionParametersCreateInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkVideoSessionParametersCreateInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.video_session_parameters_template != 0 {
         f(
             vk::ObjectType::VIDEO_SESSION_PARAMETERS_KHR,
@@ -1373,8 +1881,14 @@ fn h_VkVideoSessionParametersCreateInfoKHR(
         f(vk::ObjectType::VIDEO_SESSION_KHR, *&v.video_session, out);
     }
 }
-fn h_VkVideoBeginCodingInfoKHR(v: &VkVideoBeginCodingInfoKHR, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkVideoBeginCodingInfoKHR<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkVideoBeginCodingInfoKHR,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.video_session != 0 {
         f(vk::ObjectType::VIDEO_SESSION_KHR, *&v.video_session, out);
     }
@@ -1391,68 +1905,90 @@ fn h_VkVideoBeginCodingInfoKHR(v: &VkVideoBeginCodingInfoKHR, f: &mut Visit, out
         }
     }
 }
-fn h_VkCuFunctionCreateInfoNVX(v: &VkCuFunctionCreateInfoNVX, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkCuFunctionCreateInfoNVX<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCuFunctionCreateInfoNVX,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.module != 0 {
         f(vk::ObjectType::CU_MODULE_NVX, *&v.module, out);
     }
 }
-fn h_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(
+fn h_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkDescriptorBufferBindingPushDescriptorBufferHandleEXT,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkBufferCaptureDescriptorDataInfoEXT(
+fn h_VkBufferCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkBufferCaptureDescriptorDataInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkImageCaptureDescriptorDataInfoEXT(
+fn h_VkImageCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkImageCaptureDescriptorDataInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image != 0 {
         f(vk::ObjectType::IMAGE, *&v.image, out);
     }
 }
-fn h_VkImageViewCaptureDescriptorDataInfoEXT(
+fn h_VkImageViewCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkImageViewCaptureDescriptorDataInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
 }
-fn h_VkSamplerCaptureDescriptorDataInfoEXT(
+fn h_VkSamplerCaptureDescriptorDataInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkSamplerCaptureDescriptorDataInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.sampler != 0 {
         f(vk::ObjectType::SAMPLER, *&v.sampler, out);
     }
 }
-fn h_VkAccelerationStructureCaptureDescriptorDataInfoEXT(
+fn h_VkAccelerationStructureCaptureDescriptorDataInfoEXT<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkAccelerationStructureCaptureDescriptorDataInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.acceleration_structure != 0 {
         f(
             vk::ObjectType::ACCELERATION_STRUCTURE_KHR,
@@ -1468,14 +2004,26 @@ fn h_VkAccelerationStructureCaptureDescriptorDataInfoEXT(
         );
     }
 }
-fn h_VkMemoryGetRemoteAddressInfoNV(v: &VkMemoryGetRemoteAddressInfoNV, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkMemoryGetRemoteAddressInfoNV<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMemoryGetRemoteAddressInfoNV,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.memory != 0 {
         f(vk::ObjectType::DEVICE_MEMORY, *&v.memory, out);
     }
 }
-fn h_VkRenderingInfo(v: &VkRenderingInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkRenderingInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkRenderingInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_color_attachments {
         for y in x.iter() {
             h_VkRenderingAttachmentInfo(y, f, out);
@@ -1488,8 +2036,14 @@ fn h_VkRenderingInfo(v: &VkRenderingInfo, f: &mut Visit, out: bool) {
         h_VkRenderingAttachmentInfo(x, f, out);
     }
 }
-fn h_VkRenderingAttachmentInfo(v: &VkRenderingAttachmentInfo, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkRenderingAttachmentInfo<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkRenderingAttachmentInfo,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
@@ -1497,32 +2051,42 @@ fn h_VkRenderingAttachmentInfo(v: &VkRenderingAttachmentInfo, f: &mut Visit, out
         f(vk::ObjectType::IMAGE_VIEW, *&v.resolve_image_view, out);
     }
 }
-fn h_VkRenderingFragmentShadingRateAttachmentInfoKHR(
+fn h_VkRenderingFragmentShadingRateAttachmentInfoKHR<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkRenderingFragmentShadingRateAttachmentInfoKHR,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
 }
-fn h_VkRenderingFragmentDensityMapAttachmentInfoEXT(
+fn h_VkRenderingFragmentDensityMapAttachmentInfoEXT<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
     v: &VkRenderingFragmentDensityMapAttachmentInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.image_view != 0 {
         f(vk::ObjectType::IMAGE_VIEW, *&v.image_view, out);
     }
 }
-fn h_VkDescriptorSetBindingReferenceVALVE(
+fn h_VkDescriptorSetBindingReferenceVALVE<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkDescriptorSetBindingReferenceVALVE,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.descriptor_set_layout != 0 {
         f(
             vk::ObjectType::DESCRIPTOR_SET_LAYOUT,
@@ -1531,51 +2095,91 @@ fn h_VkDescriptorSetBindingReferenceVALVE(
         );
     }
 }
-fn h_VkMicromapBuildInfoEXT(v: &VkMicromapBuildInfoEXT, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkMicromapBuildInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMicromapBuildInfoEXT,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.dst_micromap != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.dst_micromap, out);
     }
 }
-fn h_VkMicromapCreateInfoEXT(v: &VkMicromapCreateInfoEXT, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkMicromapCreateInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkMicromapCreateInfoEXT,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.buffer != 0 {
         f(vk::ObjectType::BUFFER, *&v.buffer, out);
     }
 }
-fn h_VkCopyMicromapInfoEXT(v: &VkCopyMicromapInfoEXT, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
-    if *&v.src != 0 {
-        f(vk::ObjectType::MICROMAP_EXT, *&v.src, out);
-    }
-    if *&v.dst != 0 {
-        f(vk::ObjectType::MICROMAP_EXT, *&v.dst, out);
-    }
-}
-fn h_VkCopyMicromapToMemoryInfoEXT(v: &VkCopyMicromapToMemoryInfoEXT, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
-    if *&v.src != 0 {
-        f(vk::ObjectType::MICROMAP_EXT, *&v.src, out);
-    }
-}
-fn h_VkCopyMemoryToMicromapInfoEXT(v: &VkCopyMemoryToMicromapInfoEXT, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
-    if *&v.dst != 0 {
-        f(vk::ObjectType::MICROMAP_EXT, *&v.dst, out);
-    }
-}
-fn h_VkAccelerationStructureTrianglesOpacityMicromapEXT(
-    v: &VkAccelerationStructureTrianglesOpacityMicromapEXT,
-    f: &mut Visit,
+fn h_VkCopyMicromapInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyMicromapInfoEXT,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
+    if *&v.src != 0 {
+        f(vk::ObjectType::MICROMAP_EXT, *&v.src, out);
+    }
+    if *&v.dst != 0 {
+        f(vk::ObjectType::MICROMAP_EXT, *&v.dst, out);
+    }
+}
+fn h_VkCopyMicromapToMemoryInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyMicromapToMemoryInfoEXT,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
+    if *&v.src != 0 {
+        f(vk::ObjectType::MICROMAP_EXT, *&v.src, out);
+    }
+}
+fn h_VkCopyMemoryToMicromapInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkCopyMemoryToMicromapInfoEXT,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
+    if *&v.dst != 0 {
+        f(vk::ObjectType::MICROMAP_EXT, *&v.dst, out);
+    }
+}
+fn h_VkAccelerationStructureTrianglesOpacityMicromapEXT<
+    F: FnMut(vk::ObjectType, u64, bool) + ?Sized,
+>(
+    v: &VkAccelerationStructureTrianglesOpacityMicromapEXT,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.micromap != 0 {
         f(vk::ObjectType::MICROMAP_EXT, *&v.micromap, out);
     }
 }
-fn h_VkSwapchainPresentFenceInfoEXT(v: &VkSwapchainPresentFenceInfoEXT, f: &mut Visit, out: bool) {
-    h_chain(&v.p_next, f, out);
+fn h_VkSwapchainPresentFenceInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
+    v: &VkSwapchainPresentFenceInfoEXT,
+    f: &mut F,
+    out: bool,
+) {
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if let Some(x) = &v.p_fences {
         for y in x.iter() {
             if *y != 0 {
@@ -1584,12 +2188,14 @@ fn h_VkSwapchainPresentFenceInfoEXT(v: &VkSwapchainPresentFenceInfoEXT, f: &mut 
         }
     }
 }
-fn h_VkReleaseSwapchainImagesInfoEXT(
+fn h_VkReleaseSwapchainImagesInfoEXT<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
     v: &VkReleaseSwapchainImagesInfoEXT,
-    f: &mut Visit,
+    f: &mut F,
     out: bool,
 ) {
-    h_chain(&v.p_next, f, out);
+    if !v.p_next.is_empty() {
+        h_chain(&v.p_next, f, out);
+    }
     if *&v.swapchain != 0 {
         f(vk::ObjectType::SWAPCHAIN_KHR, *&v.swapchain, out);
     }
@@ -1597,6 +2203,11 @@ fn h_VkReleaseSwapchainImagesInfoEXT(
 
 /// Calls `f` for every non-null handle `call` names, in parameter order.
 pub fn call_handles(call: &Call, f: &mut Visit) {
+    walk(call, f)
+}
+
+/// [`call_handles`] with the visitor's type known: one copy of the walk per caller type.
+pub fn walk<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(call: &Call, f: &mut F) {
     match call {
         Call::vkCreateInstance(p) => {
             if let Some(x) = &p.p_instance {

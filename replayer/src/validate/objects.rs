@@ -1,0 +1,253 @@
+//! The validator's one table of live objects: liveness, type, device and pool, and the state the
+//! checks keep per object (fence and semaphore signals, command buffer and recording states,
+//! buffer sizes and memory bindings, query counts, pipelines' vertex inputs) in the same slot,
+//! so that a handle a call names is looked up once, not once per check.
+//!
+//! Slots live in a `Vec`, found by (object type, handle) through a hash map, and in front of it a
+//! small direct-mapped cache of recently found handles: a call mostly names what the calls
+//! before it named (its device, queue, command buffer, fence), so most lookups are a compare.
+//! A cache entry is trusted only when its slot still holds that type and handle, which makes
+//! freeing and reusing slots safe without invalidating the cache.
+
+use std::cell::Cell;
+
+use crate::fasthash::HandleMap;
+
+use super::record::Rec;
+use super::sync::{CbState, FenceState, Sem};
+
+/// A free slot's type.
+const FREE: i32 = i32::MIN;
+/// `Obj::memory` of a buffer or image with no memory bound yet.
+pub(super) const UNBOUND: u64 = u64::MAX;
+const CACHE: usize = 64;
+
+/// A live captured object.
+pub(super) struct Obj {
+    /// `VkObjectType` (FREE: the slot is free).
+    pub ty: i32,
+    /// Creations not yet destroyed (drivers may hand out one non-dispatchable value twice).
+    pub refs: u32,
+    pub h: u64,
+    /// Captured device it belongs to (0: instance-level).
+    pub device: u64,
+    /// Pool or swapchain it came from (0: none); ended with it.
+    pub parent: u64,
+    /// Buffers and images: the memory bound (UNBOUND: none yet; 0: needs none), and the slot
+    /// that memory had when bound (to check it is still live without a lookup).
+    pub memory: u64,
+    pub memory_slot: u32,
+    /// Buffer: its size; query pool: its query count; graphics pipeline: the vertex bindings it
+    /// reads (compute pipeline: 0). `None`: not known (checks that need it pass).
+    pub info: Option<u64>,
+    pub st: St,
+}
+
+/// What the synchronisation and recording checks keep per object.
+pub(super) enum St {
+    None,
+    Fence(FenceState),
+    Sem(Sem),
+    Cb(Box<Cb>),
+}
+
+/// A command buffer: its state and its recording.
+pub(super) struct Cb {
+    pub state: CbState,
+    /// Begun with SIMULTANEOUS_USE (may be submitted while pending).
+    pub simultaneous: bool,
+    /// Secondaries it executes (they run when it runs).
+    pub secondaries: Vec<u64>,
+    /// Queue of its last submission.
+    pub queue: u64,
+    /// A replayed submission ran it.
+    pub ran: bool,
+    /// The recording since its last begin (`None`: never begun).
+    pub rec: Option<Rec>,
+}
+
+pub(super) struct Table {
+    ids: HandleMap<(i32, u64), u32>,
+    slots: Vec<Obj>,
+    free: Vec<u32>,
+    /// (type, handle, slot) of recently found objects, by handle bits.
+    cache: [Cell<(i32, u64, u32)>; CACHE],
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table {
+            ids: HandleMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            cache: std::array::from_fn(|_| Cell::new((FREE, 0, 0))),
+        }
+    }
+}
+
+#[inline(always)]
+fn line(ty: i32, h: u64) -> usize {
+    // Handles are pointers (low bits aligned) or small integers: fold both ends in.
+    ((h ^ (h >> 4) ^ (h >> 12) ^ ty as u64) as usize) % CACHE
+}
+
+impl Table {
+    /// The slot of live object (`ty`, `h`).
+    #[inline]
+    pub(super) fn find(&self, ty: i32, h: u64) -> Option<u32> {
+        let c = &self.cache[line(ty, h)];
+        let (t, x, i) = c.get();
+        if t == ty && x == h {
+            if let Some(o) = self.slots.get(i as usize) {
+                if o.ty == ty && o.h == h {
+                    return Some(i);
+                }
+            }
+        }
+        let i = *self.ids.get(&(ty, h))?;
+        c.set((ty, h, i));
+        Some(i)
+    }
+
+    /// Whether `slot` still holds live object (`ty`, `h`).
+    #[inline]
+    pub(super) fn holds(&self, slot: u32, ty: i32, h: u64) -> bool {
+        self.slots
+            .get(slot as usize)
+            .is_some_and(|o| o.ty == ty && o.h == h)
+    }
+
+    #[inline]
+    pub(super) fn at(&self, slot: u32) -> &Obj {
+        &self.slots[slot as usize]
+    }
+
+    #[inline]
+    pub(super) fn at_mut(&mut self, slot: u32) -> &mut Obj {
+        &mut self.slots[slot as usize]
+    }
+
+    #[inline]
+    pub(super) fn get(&self, ty: i32, h: u64) -> Option<&Obj> {
+        self.find(ty, h).map(|i| self.at(i))
+    }
+
+    #[inline]
+    pub(super) fn get_mut(&mut self, ty: i32, h: u64) -> Option<&mut Obj> {
+        self.find(ty, h).map(|i| self.at_mut(i))
+    }
+
+    /// The slot of (`ty`, `h`), made (with no creation counted yet) when it is not live.
+    pub(super) fn create(&mut self, ty: i32, h: u64, device: u64, parent: u64) -> u32 {
+        if let Some(i) = self.find(ty, h) {
+            return i;
+        }
+        let o = Obj {
+            ty,
+            refs: 0,
+            h,
+            device,
+            parent,
+            memory: UNBOUND,
+            memory_slot: u32::MAX,
+            info: None,
+            st: St::None,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = o;
+                i
+            }
+            None => {
+                self.slots.push(o);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.ids.insert((ty, h), i);
+        self.cache[line(ty, h)].set((ty, h, i));
+        i
+    }
+
+    /// Ends the object in `slot`; its checks' state is handed back.
+    pub(super) fn remove(&mut self, slot: u32) -> St {
+        let o = &mut self.slots[slot as usize];
+        self.ids.remove(&(o.ty, o.h));
+        o.ty = FREE;
+        self.free.push(slot);
+        std::mem::replace(&mut o.st, St::None)
+    }
+
+    /// Slots of the live objects `f` picks.
+    pub(super) fn live_where(&self, mut f: impl FnMut(&Obj) -> bool) -> Vec<u32> {
+        (0..self.slots.len() as u32)
+            .filter(|i| {
+                let o = &self.slots[*i as usize];
+                o.ty != FREE && f(o)
+            })
+            .collect()
+    }
+
+    #[inline]
+    pub(super) fn cb(&self, h: u64) -> Option<&Cb> {
+        match &self.get(CB, h)?.st {
+            St::Cb(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(super) fn cb_mut(&mut self, h: u64) -> Option<&mut Cb> {
+        match &mut self.get_mut(CB, h)?.st {
+            St::Cb(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(super) fn fence(&self, h: u64) -> Option<FenceState> {
+        match self.get(FENCE, h)?.st {
+            St::Fence(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(super) fn fence_mut(&mut self, h: u64) -> Option<&mut FenceState> {
+        match &mut self.get_mut(FENCE, h)?.st {
+            St::Fence(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(super) fn sem(&self, h: u64) -> Option<Sem> {
+        match self.get(SEMAPHORE, h)?.st {
+            St::Sem(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(super) fn sem_mut(&mut self, h: u64) -> Option<&mut Sem> {
+        match &mut self.get_mut(SEMAPHORE, h)?.st {
+            St::Sem(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// `info` of live object (`ty`, `h`).
+    #[inline]
+    pub(super) fn info(&self, ty: i32, h: u64) -> Option<u64> {
+        self.get(ty, h)?.info
+    }
+}
+
+use ash::vk::ObjectType as T;
+pub(super) const CB: i32 = T::COMMAND_BUFFER.as_raw();
+pub(super) const FENCE: i32 = T::FENCE.as_raw();
+pub(super) const SEMAPHORE: i32 = T::SEMAPHORE.as_raw();
+pub(super) const BUFFER: i32 = T::BUFFER.as_raw();
+pub(super) const IMAGE: i32 = T::IMAGE.as_raw();
+pub(super) const MEMORY: i32 = T::DEVICE_MEMORY.as_raw();
+pub(super) const QUERY_POOL: i32 = T::QUERY_POOL.as_raw();
+pub(super) const PIPELINE: i32 = T::PIPELINE.as_raw();
