@@ -14,7 +14,7 @@
 //! Depends on: `statics` (the tracking flag), `trim::tracker`.
 
 use super::statics::{log_once, HOT};
-use crate::trim::tracker::{CallRef, Tracker};
+use crate::trim::tracker::{CallAt, Tracker};
 use format::record::Record;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,22 +32,14 @@ const WAKE_AT: usize = 512;
 /// stalled tracking thread cannot make the queue grow without bound.
 const FULL_ITEMS: usize = 1 << 16;
 const FULL_BYTES: usize = 64 << 20;
-const _: () = assert!(std::mem::size_of::<Item>() == 40);
+const _: () = assert!(std::mem::size_of::<Item>() <= 48);
 const PERIOD: Duration = Duration::from_millis(4);
 
-/// One queued item, 40 bytes: the producer writes the queue's memory after the tracking thread
+/// One queued item, 48 bytes: the producer writes the queue's memory after the tracking thread
 /// read it on another core, so each cache line an item takes costs the app's thread a transfer.
 enum Item {
-    /// A call whose parameters are `bytes[at..at + len]`.
-    Call {
-        seq: u64,
-        host_ns: u64,
-        thread: u32,
-        cmd: u32,
-        result: i32,
-        at: u32,
-        len: u32,
-    },
+    /// A call whose parameters are in `bytes`.
+    Call(CallAt),
     /// The next of `recs`.
     Rec,
 }
@@ -81,22 +73,7 @@ impl Queue {
                 let mut recs = recs.drain(..);
                 for item in items.drain(..) {
                     match item {
-                        Item::Call {
-                            seq,
-                            host_ns,
-                            thread,
-                            cmd,
-                            result,
-                            at,
-                            len,
-                        } => t.offer_call(CallRef {
-                            seq,
-                            thread,
-                            cmd,
-                            host_ns,
-                            result,
-                            params: &bytes[at as usize..(at + len) as usize],
-                        }),
+                        Item::Call(c) => t.offer_call(c.with(bytes)),
                         Item::Rec => {
                             if let Some(rec) = recs.next() {
                                 t.offer(rec);
@@ -212,7 +189,7 @@ pub(super) fn push_encoded(
     }
     let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
     let len = (q.bytes.len() - at) as u32;
-    q.items.push(Item::Call {
+    q.items.push(Item::Call(CallAt {
         seq,
         host_ns,
         thread,
@@ -220,7 +197,7 @@ pub(super) fn push_encoded(
         result,
         at: at as u32,
         len,
-    });
+    }));
     after_push(q, before);
     Pushed::Queued { seq, unknown }
 }

@@ -230,6 +230,35 @@ impl<'a> CallRef<'a> {
     }
 }
 
+/// A call whose parameters are `params[at..at + len]` of a buffer held beside it (a recording's,
+/// or the tracking queue's).
+#[derive(Clone, Copy)]
+pub struct CallAt {
+    pub seq: u64,
+    pub host_ns: u64,
+    pub thread: u32,
+    pub cmd: u32,
+    pub result: i32,
+    pub at: u32,
+    pub len: u32,
+}
+
+impl CallAt {
+    /// The call with its parameters in `params` (empty when the range is not in it).
+    pub fn with<'a>(&self, params: &'a [u8]) -> CallRef<'a> {
+        CallRef {
+            seq: self.seq,
+            thread: self.thread,
+            cmd: self.cmd,
+            host_ns: self.host_ns,
+            result: self.result,
+            params: params
+                .get(self.at as usize..self.at as usize + self.len as usize)
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// A command buffer's current recording. It is the tracker's hot path (one entry per recorded
 /// command), so a call's parameters go into one buffer per command buffer instead of an
 /// allocation each, and an entry is 40 bytes rather than a 256-byte `Record`.
@@ -242,16 +271,8 @@ struct Recording {
 }
 
 enum Recorded {
-    /// A call whose parameters are `params[at..at + len]`.
-    Call {
-        seq: u64,
-        host_ns: u64,
-        thread: u32,
-        cmd: u32,
-        result: i32,
-        at: u32,
-        len: u32,
-    },
+    /// A call whose parameters are in the recording's `params`.
+    Call(CallAt),
     /// `ops[i]`: a query command's record (several per frame in query-heavy apps).
     QueryOp(u32),
     /// A region record (rare).
@@ -297,7 +318,7 @@ impl Recording {
             return;
         };
         self.params.extend_from_slice(c.params);
-        let rec = Recorded::Call {
+        let rec = Recorded::Call(CallAt {
             seq: c.seq,
             host_ns: c.host_ns,
             thread: c.thread,
@@ -305,7 +326,7 @@ impl Recording {
             result: c.result,
             at,
             len,
-        };
+        });
         self.entries.push(((c.seq, 0), rec));
     }
 
@@ -315,26 +336,8 @@ impl Recording {
 
     fn call<'a>(&'a self, rec: &'a Recorded) -> Option<CallRef<'a>> {
         match rec {
-            &Recorded::Call {
-                seq,
-                host_ns,
-                thread,
-                cmd,
-                result,
-                at,
-                len,
-            } => Some(CallRef {
-                seq,
-                thread,
-                cmd,
-                host_ns,
-                result,
-                // In range by construction: `push_call` appended them.
-                params: self
-                    .params
-                    .get(at as usize..at as usize + len as usize)
-                    .unwrap_or_default(),
-            }),
+            // In range by construction: `push_call` appended them.
+            Recorded::Call(c) => Some(c.with(&self.params)),
             Recorded::QueryOp(_) => None,
             Recorded::Other(r) => match &**r {
                 Record::Call(c) => Some(CallRef::of(c)),
