@@ -28,11 +28,11 @@ impl Xvfb {
             + (std::process::id() % 400)
             + 50 * NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for d in n..n + 50 {
-            if Path::new(&format!("/tmp/.X11-unix/X{d}")).exists()
-                || Path::new(&format!("/tmp/.X{d}-lock")).exists()
-            {
+            if display_in_use(d) {
                 continue;
             }
+            // A socket left by a killed server would read as ready before ours starts.
+            let _ = std::fs::remove_file(format!("/tmp/.X11-unix/X{d}"));
             let child = Command::new("Xvfb")
                 .arg(format!(":{d}"))
                 .args(["-screen", "0", "640x480x24", "-nolisten", "tcp"])
@@ -59,6 +59,21 @@ impl Xvfb {
             let _ = x.child.wait();
         }
         panic!("could not start Xvfb");
+    }
+}
+
+/// Whether a live X server holds display `d`: its lock file names a running process. A socket or
+/// lock left by a server that was killed does not count (Xvfb replaces them), so stale files from
+/// earlier runs do not use up the displays.
+fn display_in_use(d: u32) -> bool {
+    let Ok(lock) = std::fs::read_to_string(format!("/tmp/.X{d}-lock")) else {
+        // No lock: a server still starting has one; a bare socket is left over.
+        return false;
+    };
+    match lock.trim().parse::<u32>() {
+        Ok(pid) => Path::new(&format!("/proc/{pid}")).exists(),
+        // Unreadable: assume someone else's server.
+        Err(_) => true,
     }
 }
 
