@@ -437,3 +437,248 @@ fn fuzz_crashers_are_clean_errors() {
         refused(&out, took, call, why);
     }
 }
+
+/// Overwrites the first `from` in the parameters of the `nth` call named `name` that holds
+/// one with `to`.
+fn poke(
+    name: &'static str,
+    nth: usize,
+    from: Vec<u8>,
+    to: Vec<u8>,
+) -> impl FnOnce(&mut Vec<Record>, &[String]) {
+    move |recs, t| {
+        let c = recs
+            .iter_mut()
+            .filter_map(|r| match r {
+                Record::Call(c) if call_name(t, c) == name => Some(c),
+                _ => None,
+            })
+            .filter(|c| c.params.windows(from.len()).any(|w| w == from))
+            .nth(nth)
+            .unwrap_or_else(|| panic!("no call {name} #{nth} holding the pattern"));
+        let o = at(&c.params, &from);
+        c.params[o..o + to.len()].copy_from_slice(&to);
+    }
+}
+
+/// The bytes of `words` (u32s) in a row.
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A count of `n` followed by its array's present flag and length.
+fn counted(n: u32) -> Vec<u8> {
+    let mut v = n.to_le_bytes().to_vec();
+    v.push(1);
+    v.extend(u64::from(n).to_le_bytes());
+    v
+}
+
+fn handle(h: u64) -> Vec<u8> {
+    h.to_le_bytes().to_vec()
+}
+
+/// Crashes of lavapipe the fuzzer found behind objects that were each live and of the right
+/// type but did not fit together (or numbers past a limit of the replay GPU): descriptor writes
+/// against their set's layout, views against their image, framebuffers against render passes,
+/// command buffer levels, null handles inside arrays. All are clean errors now.
+#[test]
+fn fuzz_crashers_of_compatibility_are_clean_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    type Edit = Box<dyn FnOnce(&mut Vec<Record>, &[String])>;
+    let cases: Vec<(&str, Edit, &str, &str)> = vec![
+        (
+            // descriptorSetCount 1 -> 0 beside a pDescriptorSets of one: the set named later
+            // was never allocated by the replay.
+            "vkcube.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkAllocateDescriptorSets", 0);
+                let c = call_mut(&mut recs[i]);
+                let o = at(&c.params, &counted(1));
+                c.params[o..o + 4].copy_from_slice(&0u32.to_le_bytes());
+            }),
+            "vkAllocateDescriptorSets",
+            "holds 1 handles for a count of 0",
+        ),
+        (
+            // One captured buffer created twice: the second replayed buffer has no memory.
+            "vkcube.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCreateBuffer", 1);
+                let r = recs[i].clone();
+                recs.insert(i + 1, r);
+            }),
+            "vkCreateBuffer",
+            "is created again while it is live",
+        ),
+        (
+            "vkcube.qtrace",
+            Box::new(poke("vkCreateFramebuffer", 1, counted(2), words(&[1]))),
+            "vkCreateFramebuffer",
+            "attachmentCount is 1 but render pass",
+        ),
+        (
+            // A null signal semaphore inside a batch.
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkQueueSubmit",
+                0,
+                handle(0x558d_870d_f660),
+                handle(0),
+            )),
+            "vkQueueSubmit",
+            "a signal semaphore 0 is VK_NULL_HANDLE",
+        ),
+        (
+            "vkcube.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkResetFences", 0);
+                // device, fenceCount, array flag and length, the fence.
+                call_mut(&mut recs[i]).params[21..29].fill(0);
+            }),
+            "vkResetFences",
+            "pFences 0 is VK_NULL_HANDLE",
+        ),
+        (
+            // A view of mip level 1 of a swapchain image (one level).
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkCreateImageView",
+                0,
+                words(&[1, 0, 1, 0, 1]),
+                words(&[1, 1]),
+            )),
+            "vkCreateImageView",
+            "mip levels 1..+1 are outside image",
+        ),
+        (
+            // The depth view (D16) made of a swapchain image (B8G8R8A8).
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkCreateImageView",
+                0,
+                handle(0x558d_8728_5090),
+                handle(0x558d_8728_2dc0),
+            )),
+            "vkCreateImageView",
+            "differs from image",
+        ),
+        (
+            "vkcube.qtrace",
+            Box::new(drop_call("vkUpdateDescriptorSets", 0)),
+            "vkCmdBindDescriptorSets",
+            "was never written",
+        ),
+        (
+            // A write to binding 5 of a layout with bindings 0 and 1.
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkUpdateDescriptorSets",
+                0,
+                words(&[1, 0, 1, 1]),
+                words(&[5]),
+            )),
+            "vkUpdateDescriptorSets",
+            "has no binding 5",
+        ),
+        (
+            // A storage buffer written to the uniform buffer binding.
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkUpdateDescriptorSets",
+                0,
+                words(&[0, 0, 1, 6]),
+                words(&[0, 0, 1, 7]),
+            )),
+            "vkUpdateDescriptorSets",
+            "writes descriptors of type 7 to binding 0",
+        ),
+        (
+            "vkcube.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdBindDescriptorSets", 0);
+                // command buffer, bind point, layout, then firstSet.
+                call_mut(&mut recs[i]).params[20..24].copy_from_slice(&5u32.to_le_bytes());
+            }),
+            "vkCmdBindDescriptorSets",
+            "binds sets 5..+1 but pipeline layout",
+        ),
+        (
+            // A render area past the framebuffer's 500x500.
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkCmdBeginRenderPass",
+                0,
+                words(&[0, 0, 500, 500]),
+                words(&[0, 0, 501]),
+            )),
+            "vkCmdBeginRenderPass",
+            "is outside framebuffer",
+        ),
+        (
+            // A binding holding 2^31 descriptors.
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkCreateDescriptorSetLayout",
+                0,
+                words(&[0, 6, 1]),
+                words(&[0, 6, 1 << 31]),
+            )),
+            "vkCreateDescriptorSetLayout",
+            "descriptors, over the replay GPU's",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdBindVertexBuffers", 0);
+                // firstBinding follows the command buffer.
+                call_mut(&mut recs[i]).params[8..12].copy_from_slice(&(1u32 << 20).to_le_bytes());
+            }),
+            "vkCmdBindVertexBuffers",
+            "exceed the replay GPU's",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdBeginQueryIndexedEXT", 0);
+                // command buffer, pool, query, flags, then index.
+                let index = 793_439_160u32.to_le_bytes();
+                call_mut(&mut recs[i]).params[24..28].copy_from_slice(&index);
+            }),
+            "vkCmdBeginQueryIndexedEXT",
+            "query index 793439160 is not below",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdBindTransformFeedbackBuffersEXT", 0);
+                // command buffer, firstBinding, bindingCount, array flag and length, buffers.
+                call_mut(&mut recs[i]).params[25..33].fill(0);
+            }),
+            "vkCmdBindTransformFeedbackBuffersEXT",
+            "pBuffers 0 is VK_NULL_HANDLE",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkAllocateDescriptorSets", 0);
+                let c = call_mut(&mut recs[i]);
+                // The layout array's one element closes the allocate info.
+                let o = at(&c.params, &counted(1)) + 13;
+                c.params[o..o + 8].fill(0);
+            }),
+            "vkAllocateDescriptorSets",
+            "pSetLayouts 0 is VK_NULL_HANDLE",
+        ),
+    ];
+    for (k, (trace, edit, call, why)) in cases.into_iter().enumerate() {
+        let p = forged(dir.path(), trace, edit);
+        let p2 = dir.path().join(format!("compat-{k}.qtrace"));
+        std::fs::rename(&p, &p2).unwrap();
+        eprintln!("case {k}: {trace} {call}: {why}");
+        let Some((out, took)) = run(&p2, &[]) else {
+            return;
+        };
+        refused(&out, took, call, why);
+    }
+}

@@ -12,6 +12,9 @@
 //! recorded again, an object destroyed while submitted work may still use it) it asks the engine
 //! for a wait ([`Action`]). Failures are plain strings; the engine adds the call's seq and name.
 
+mod compat;
+mod limits;
+mod passes;
 mod record;
 mod sync;
 #[cfg(test)]
@@ -45,6 +48,7 @@ pub struct Validator {
     children: HandleMap<u64, Vec<(i32, u64)>>,
     sync: sync::Sync,
     record: record::Recording,
+    compat: compat::Compat,
     /// The current call's first handle (the command buffer of a vkCmd*), and its kind.
     first: u64,
     kind: u8,
@@ -138,6 +142,7 @@ impl Validator {
         self.first = first;
         let action = self.sync.before(call, result, self.device, first, kind)?;
         self.record.before(call, first, kind)?;
+        self.compat.before(call, |k| self.objs.contains_key(&k))?;
         Ok(action)
     }
 
@@ -192,6 +197,7 @@ impl Validator {
         self.sync.after(call, result, self.device);
         if kind != checks::CREATE || result >= 0 {
             self.record.after(call, self.first, kind);
+            self.compat.after(call);
         }
     }
 
@@ -208,6 +214,7 @@ impl Validator {
         self.dead.insert(key, seq);
         self.sync.destroyed(ty, h);
         self.record.destroyed(h);
+        self.compat.destroyed(h);
         match ty {
             vk::ObjectType::DEVICE => {
                 let gone: Vec<(i32, u64)> = self
