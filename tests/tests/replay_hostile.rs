@@ -461,6 +461,28 @@ fn poke(
     }
 }
 
+/// Moves the first call named `name` to just before the last `before` call that precedes it
+/// and holds `holding` in its parameters.
+fn move_before(
+    name: &'static str,
+    before: &'static str,
+    holding: Vec<u8>,
+) -> impl FnOnce(&mut Vec<Record>, &[String]) {
+    move |recs, t| {
+        let i = find(recs, t, name, 0);
+        let j = (0..i)
+            .rev()
+            .find(|j| {
+                matches!(&recs[*j], Record::Call(c) if call_name(t, c) == before
+                    && (holding.is_empty()
+                        || c.params.windows(holding.len()).any(|w| w == holding)))
+            })
+            .unwrap_or_else(|| panic!("no {before} before {name}"));
+        let r = recs.remove(i);
+        recs.insert(j, r);
+    }
+}
+
 /// The bytes of `words` (u32s) in a row.
 fn words(w: &[u32]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -669,6 +691,70 @@ fn fuzz_crashers_of_compatibility_are_clean_errors() {
             }),
             "vkAllocateDescriptorSets",
             "pSetLayouts 0 is VK_NULL_HANDLE",
+        ),
+        (
+            // A query begun before the reset of its pool in the same recording.
+            "demo.qtrace",
+            Box::new(move_before(
+                "vkCmdBeginQueryIndexedEXT",
+                "vkCmdResetQueryPool",
+                handle(0x5620_610e_27d0),
+            )),
+            "vkCmdResetQueryPool",
+            "while it is active",
+        ),
+        (
+            // A query begun before the render pass instance it is ended in.
+            "demo.qtrace",
+            Box::new(move_before(
+                "vkCmdBeginQueryIndexedEXT",
+                "vkCmdBeginRendering",
+                Vec::new(),
+            )),
+            "vkCmdEndQueryIndexedEXT",
+            "was begun outside any render pass instance but is ended inside",
+        ),
+        (
+            // setLayoutCount 1 -> 0 beside its array: the shaders use set 0.
+            "vkcube.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCreatePipelineLayout", 0);
+                let c = call_mut(&mut recs[i]);
+                let o = at(&c.params, &counted(1));
+                c.params[o..o + 4].copy_from_slice(&0u32.to_le_bytes());
+            }),
+            "vkCreateGraphicsPipelines",
+            "uses descriptor set 0, but pipeline layout",
+        ),
+        (
+            // A draw with no descriptor set bound.
+            "vkcube.qtrace",
+            Box::new(drop_call("vkCmdBindDescriptorSets", 0)),
+            "vkCmdDraw",
+            "descriptor set 0 is not bound",
+        ),
+        (
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkAllocateDescriptorSets",
+                0,
+                handle(0x558d_871b_66b0),
+                handle(0),
+            )),
+            "vkAllocateDescriptorSets",
+            "descriptorPool is VK_NULL_HANDLE",
+        ),
+        (
+            // A draw of 3.5 billion vertices from a buffer of a few.
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdDraw", 0);
+                // vertexCount follows the command buffer.
+                let n = 3_541_434_950u32.to_le_bytes();
+                call_mut(&mut recs[i]).params[8..12].copy_from_slice(&n);
+            }),
+            "vkCmdDraw",
+            "read past vertex buffer",
         ),
     ];
     for (k, (trace, edit, call, why)) in cases.into_iter().enumerate() {

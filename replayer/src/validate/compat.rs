@@ -9,7 +9,8 @@
 //! - buffers and images created again while live (one captured handle, two replayed objects);
 //! - null handles inside the arrays of submits and fence calls, and command buffer levels.
 //!
-//! Images, views, render passes and framebuffers are in `passes`, device limits in `limits`.
+//! Images, views, render passes and framebuffers are in `passes`, recording state (queries,
+//! draws) in `cmds`, what shaders use in `shaders`, device limits in `limits`.
 //! Only the commands named below are looked at; nothing here allocates per checked call except
 //! the records kept at creation.
 
@@ -51,7 +52,11 @@ pub(super) struct Compat {
     pub(super) layouts: HandleMap<u64, Layout>,
     sets: HandleMap<u64, Set>,
     /// Pipeline layout -> its set layouts.
-    pipeline_layouts: HandleMap<u64, Box<[u64]>>,
+    pub(super) pipeline_layouts: HandleMap<u64, Box<[u64]>>,
+    /// Shader module -> what its entry points use.
+    pub(super) modules: HandleMap<u64, super::shaders::Module>,
+    /// Pipeline -> the descriptor sets its shaders use (bit per set).
+    pub(super) used_sets: HandleMap<u64, u32>,
     /// Buffer -> size.
     pub(super) buffers: HandleMap<u64, u64>,
     secondary: HandleSet<u64>,
@@ -63,6 +68,7 @@ pub(super) struct Compat {
     /// Query pool -> query type.
     pub(super) query_types: HandleMap<u64, i32>,
     pub(super) limits: super::limits::Limits,
+    pub(super) cmds: super::cmds::Cmds,
 }
 
 const SAMPLER: i32 = 0;
@@ -146,6 +152,12 @@ impl Compat {
     ) -> Result<(), String> {
         match call {
             Call::vkAllocateDescriptorSets(p) => {
+                if p.p_allocate_info
+                    .as_ref()
+                    .is_some_and(|i| i.descriptor_pool == 0)
+                {
+                    return Err("descriptorPool is VK_NULL_HANDLE".into());
+                }
                 let n = p
                     .p_allocate_info
                     .as_ref()
@@ -174,6 +186,12 @@ impl Compat {
                 )
             }
             Call::vkAllocateCommandBuffers(p) => {
+                if p.p_allocate_info
+                    .as_ref()
+                    .is_some_and(|i| i.command_pool == 0)
+                {
+                    return Err("commandPool is VK_NULL_HANDLE".into());
+                }
                 let n = p
                     .p_allocate_info
                     .as_ref()
@@ -190,13 +208,17 @@ impl Compat {
                     p.p_pipelines.as_ref().map(Vec::len),
                     p.create_info_count,
                 )?;
+                self.shaders_before(call)?;
                 self.limits.pipelines(p)
             }
-            Call::vkCreateComputePipelines(p) => created(
-                "pPipelines",
-                p.p_pipelines.as_ref().map(Vec::len),
-                p.create_info_count,
-            ),
+            Call::vkCreateComputePipelines(p) => {
+                created(
+                    "pPipelines",
+                    p.p_pipelines.as_ref().map(Vec::len),
+                    p.create_info_count,
+                )?;
+                self.shaders_before(call)
+            }
             Call::vkCreateBuffer(p) => again(&live, BUFFER, "buffer", p.p_buffer),
             Call::vkCreateImage(p) => again(&live, IMAGE, "image", p.p_image),
             Call::vkUpdateDescriptorSets(p) => {
@@ -289,6 +311,30 @@ impl Compat {
                     }
                 }
                 Ok(())
+            }
+            Call::vkCmdPipelineBarrier(p) => {
+                let b = p.p_buffer_memory_barriers.iter().flatten();
+                nonnull("buffer memory barrier", b.map(|x| &x.buffer))?;
+                let i = p.p_image_memory_barriers.iter().flatten();
+                nonnull("image memory barrier", i.map(|x| &x.image))
+            }
+            Call::vkCmdPipelineBarrier2(p) | Call::vkCmdPipelineBarrier2KHR(p) => {
+                let d = p.p_dependency_info.iter();
+                let b = d
+                    .clone()
+                    .flat_map(|d| d.p_buffer_memory_barriers.iter().flatten());
+                nonnull("buffer memory barrier", b.map(|x| &x.buffer))?;
+                let i = d.flat_map(|d| d.p_image_memory_barriers.iter().flatten());
+                nonnull("image memory barrier", i.map(|x| &x.image))
+            }
+            Call::vkBindBufferMemory2(p) | Call::vkBindBufferMemory2KHR(p) => {
+                let b = p.p_bind_infos.iter().flatten();
+                nonnull("the buffer of bind info", b.clone().map(|x| &x.buffer))?;
+                nonnull("the memory of bind info", b.map(|x| &x.memory))
+            }
+            Call::vkBindImageMemory2(p) | Call::vkBindImageMemory2KHR(p) => {
+                let b = p.p_bind_infos.iter().flatten();
+                nonnull("the image of bind info", b.map(|x| &x.image))
             }
             Call::vkResetFences(p) => nonnull("pFences", p.p_fences.iter().flatten()),
             Call::vkWaitForFences(p) => nonnull("pFences", p.p_fences.iter().flatten()),
@@ -457,6 +503,7 @@ impl Compat {
 
     /// Records what a call replayed without error created or changed.
     pub(super) fn after(&mut self, call: &Call) {
+        self.shaders_after(call);
         match call {
             Call::vkCreateDescriptorSetLayout(p) => {
                 let (Some(i), Some(h)) = (&p.p_create_info, p.p_set_layout) else {
@@ -472,6 +519,7 @@ impl Compat {
                     .p_bindings
                     .iter()
                     .flatten()
+                    .take(i.binding_count as usize)
                     .enumerate()
                     .map(|(k, b)| Binding {
                         binding: b.binding,
@@ -514,7 +562,8 @@ impl Compat {
                 }
             }
             Call::vkUpdateDescriptorSets(p) => {
-                for w in p.p_descriptor_writes.iter().flatten() {
+                let n = p.descriptor_write_count as usize;
+                for w in p.p_descriptor_writes.iter().flatten().take(n) {
                     self.written(
                         w.dst_set,
                         w.dst_binding,
@@ -522,7 +571,8 @@ impl Compat {
                         w.descriptor_count,
                     );
                 }
-                for c in p.p_descriptor_copies.iter().flatten() {
+                let n = p.descriptor_copy_count as usize;
+                for c in p.p_descriptor_copies.iter().flatten().take(n) {
                     self.written(
                         c.dst_set,
                         c.dst_binding,
@@ -540,8 +590,10 @@ impl Compat {
             }
             Call::vkCreatePipelineLayout(p) => {
                 if let (Some(i), Some(h)) = (&p.p_create_info, p.p_pipeline_layout) {
-                    let sets = i.p_set_layouts.as_deref().unwrap_or(&[]);
-                    self.pipeline_layouts.insert(h, sets.into());
+                    let sets = i.p_set_layouts.iter().flatten();
+                    let n = i.set_layout_count as usize;
+                    self.pipeline_layouts
+                        .insert(h, sets.take(n).copied().collect());
                 }
             }
             Call::vkCreateBuffer(p) => {
@@ -590,6 +642,9 @@ impl Compat {
         self.framebuffers.remove(&h);
         self.swapchains.remove(&h);
         self.query_types.remove(&h);
+        self.cmds_destroyed(h);
+        self.modules.remove(&h);
+        self.used_sets.remove(&h);
     }
 }
 

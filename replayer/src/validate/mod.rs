@@ -12,10 +12,12 @@
 //! recorded again, an object destroyed while submitted work may still use it) it asks the engine
 //! for a wait ([`Action`]). Failures are plain strings; the engine adds the call's seq and name.
 
+mod cmds;
 mod compat;
 mod limits;
 mod passes;
 mod record;
+mod shaders;
 mod sync;
 #[cfg(test)]
 mod tests;

@@ -86,6 +86,7 @@ impl Compat {
     pub(super) fn passes_before(&self, call: &Call) -> Result<(), String> {
         match call {
             Call::vkCreateImageView(p) => match &p.p_create_info {
+                Some(ci) if ci.image == 0 => Err("image is VK_NULL_HANDLE".into()),
                 Some(ci) => self.view(ci).map(|_| ()),
                 None => Ok(()),
             },
@@ -131,6 +132,9 @@ impl Compat {
                 let Some(ci) = &p.p_create_info else {
                     return Ok(());
                 };
+                if ci.render_pass == 0 {
+                    return Err("renderPass is VK_NULL_HANDLE".into());
+                }
                 let Some(rp) = self.passes.get(&ci.render_pass) else {
                     return Ok(());
                 };
@@ -183,7 +187,7 @@ impl Compat {
             Call::vkCmdBeginRenderPass2(p) | Call::vkCmdBeginRenderPass2KHR(p) => {
                 self.begin(p.p_render_pass_begin.as_deref())
             }
-            _ => self.limits_before(call),
+            _ => self.cmds_before(call),
         }
     }
 
@@ -261,6 +265,9 @@ impl Compat {
         let Some(b) = b else {
             return Ok(());
         };
+        if b.render_pass == 0 || b.framebuffer == 0 {
+            return Err("the render pass or framebuffer to begin is VK_NULL_HANDLE".into());
+        }
         let (Some(rp), Some(fb)) = (
             self.passes.get(&b.render_pass),
             self.framebuffers.get(&b.framebuffer),
@@ -404,6 +411,7 @@ impl Compat {
                     return;
                 };
                 let atts = ci.p_attachments.iter().flatten();
+                let atts = atts.take(ci.attachment_count as usize);
                 let mut pass = Pass {
                     attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
                     used: 0,
@@ -427,6 +435,7 @@ impl Compat {
                     return;
                 };
                 let atts = ci.p_attachments.iter().flatten();
+                let atts = atts.take(ci.attachment_count as usize);
                 let mut pass = Pass {
                     attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
                     used: 0,
@@ -456,7 +465,7 @@ impl Compat {
                     self.framebuffers.insert(h, fb);
                 }
             }
-            _ => self.limits_after(call),
+            _ => self.cmds_after(call),
         }
     }
 }
