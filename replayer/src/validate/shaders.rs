@@ -227,3 +227,37 @@ impl Compat {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(code: u32, operands: &[u32]) -> Vec<u32> {
+        let mut v = vec![((operands.len() as u32 + 1) << 16) | code];
+        v.extend_from_slice(operands);
+        v
+    }
+
+    /// Entry point "main" (function 1) calls function 2, which loads variable 10 (set 0,
+    /// binding 1); variable 11 (set 3, binding 0) is declared but never used.
+    #[test]
+    fn entry_points_use_what_their_functions_load() {
+        let mut code = vec![MAGIC, 0x0001_0000, 0, 20, 0];
+        code.extend(op(OP_ENTRY_POINT, &[0, 1, u32::from_le_bytes(*b"main"), 0]));
+        code.extend(op(OP_DECORATE, &[10, DESCRIPTOR_SET, 0]));
+        code.extend(op(OP_DECORATE, &[10, BINDING, 1]));
+        code.extend(op(OP_DECORATE, &[11, DESCRIPTOR_SET, 3]));
+        code.extend(op(OP_DECORATE, &[11, BINDING, 0]));
+        code.extend(op(OP_FUNCTION, &[5, 1, 0, 6]));
+        code.extend(op(OP_FUNCTION_CALL, &[5, 7, 2]));
+        code.extend(op(OP_FUNCTION_END, &[]));
+        code.extend(op(OP_FUNCTION, &[5, 2, 0, 6]));
+        code.extend(op(61, &[8, 9, 10]));
+        code.extend(op(OP_FUNCTION_END, &[]));
+        let m = reflect(&code).unwrap();
+        assert_eq!(&*m["main"], &[(0, 1)]);
+        assert!(reflect(&code[1..]).is_none());
+        // A cut instruction is not SPIR-V this reader follows.
+        assert!(reflect(&code[..code.len() - 2]).is_none());
+    }
+}
