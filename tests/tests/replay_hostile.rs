@@ -375,9 +375,10 @@ fn fuzz_crashers_are_clean_errors() {
             "has no memory bound",
         ),
         (
+            // Caught where its view is made (a view needs its image's memory bound).
             "demo.qtrace",
             Box::new(drop_call("vkBindImageMemory", 0)),
-            "vkCmd",
+            "vkCreateImageView",
             "has no memory bound",
         ),
         (
@@ -743,6 +744,42 @@ fn fuzz_crashers_of_compatibility_are_clean_errors() {
             )),
             "vkAllocateDescriptorSets",
             "descriptorPool is VK_NULL_HANDLE",
+        ),
+        (
+            // The depth image's memory binding gone: its view (an attachment) has none.
+            "vkcube.qtrace",
+            Box::new(drop_call("vkBindImageMemory", 0)),
+            "vkCreateImageView",
+            "has no memory bound",
+        ),
+        (
+            // The uniform buffer's memory binding gone: a descriptor of it has none.
+            "vkcube.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let ubo = handle(0x558d_870d_11b0);
+                let i = recs
+                    .iter()
+                    .position(|r| {
+                        matches!(r, Record::Call(c) if call_name(t, c) == "vkBindBufferMemory"
+                            && c.params[8..16] == ubo[..])
+                    })
+                    .unwrap();
+                recs.remove(i);
+            }),
+            "vkUpdateDescriptorSets",
+            "has no memory bound",
+        ),
+        (
+            // The pipeline layout's one set layout VK_NULL_HANDLE: the shaders use set 0.
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkCreatePipelineLayout",
+                0,
+                handle(0x558d_86f5_7fd0),
+                handle(0),
+            )),
+            "vkCreateGraphicsPipelines",
+            "leaves VK_NULL_HANDLE",
         ),
         (
             // A draw of 3.5 billion vertices from a buffer of a few.

@@ -144,12 +144,8 @@ fn created(what: &str, out: Option<usize>, count: u32) -> Result<(), String> {
 
 impl Compat {
     /// Checks `call` (live handles of the right types already checked); `live` says whether a
-    /// (type, handle) is live.
-    pub(super) fn before(
-        &self,
-        call: &Call,
-        live: impl Fn((i32, u64)) -> bool,
-    ) -> Result<(), String> {
+    /// (type, handle) is live, `memory` what memory a buffer or image is bound to.
+    pub(super) fn before(&self, call: &Call, live: &Live, memory: &Memory) -> Result<(), String> {
         match call {
             Call::vkAllocateDescriptorSets(p) => {
                 if p.p_allocate_info
@@ -219,8 +215,12 @@ impl Compat {
                 )?;
                 self.shaders_before(call)
             }
-            Call::vkCreateBuffer(p) => again(&live, BUFFER, "buffer", p.p_buffer),
-            Call::vkCreateImage(p) => again(&live, IMAGE, "image", p.p_image),
+            Call::vkCreateBuffer(p) => again(live, BUFFER, "buffer", p.p_buffer),
+            Call::vkCreateImage(p) => again(live, IMAGE, "image", p.p_image),
+            Call::vkCreateBufferView(p) => match &p.p_create_info {
+                Some(i) => backed("buffer", i.buffer, live, memory),
+                None => Ok(()),
+            },
             Call::vkUpdateDescriptorSets(p) => {
                 for w in p.p_descriptor_writes.iter().flatten() {
                     let Some(set) = self.sets.get(&w.dst_set) else {
@@ -231,6 +231,11 @@ impl Compat {
                     };
                     if let Some(l) = self.layouts.get(&set.layout) {
                         self.write(l, w, &format!("descriptor set 0x{:x}", w.dst_set))?;
+                    }
+                    for b in w.p_buffer_info.iter().flatten().filter(|b| b.buffer != 0) {
+                        if self.buffers.contains_key(&b.buffer) {
+                            backed("buffer", b.buffer, live, memory)?;
+                        }
                     }
                 }
                 for c in p.p_descriptor_copies.iter().flatten() {
@@ -338,7 +343,7 @@ impl Compat {
             }
             Call::vkResetFences(p) => nonnull("pFences", p.p_fences.iter().flatten()),
             Call::vkWaitForFences(p) => nonnull("pFences", p.p_fences.iter().flatten()),
-            _ => self.passes_before(call),
+            _ => self.passes_before(call, live, memory),
         }
     }
 
@@ -648,17 +653,29 @@ impl Compat {
     }
 }
 
+/// Whether a (type, handle) is live.
+pub(super) type Live<'a> = dyn Fn((i32, u64)) -> bool + 'a;
+/// The memory a buffer or image is bound to (`Some(0)`: needs none, `None`: not bound).
+pub(super) type Memory<'a> = dyn Fn(u64) -> Option<u64> + 'a;
+
+/// A buffer or image a descriptor, view or attachment reads is bound to live memory.
+pub(super) fn backed(what: &str, h: u64, live: &Live, memory: &Memory) -> Result<(), String> {
+    match memory(h) {
+        None => Err(format!("{what} 0x{h:x} has no memory bound")),
+        Some(m) if m != 0 && !live((MEMORY, m)) => Err(format!(
+            "{what} 0x{h:x} is bound to memory 0x{m:x}, which was freed"
+        )),
+        _ => Ok(()),
+    }
+}
+
+const MEMORY: i32 = ash::vk::ObjectType::DEVICE_MEMORY.as_raw();
 const BUFFER: i32 = ash::vk::ObjectType::BUFFER.as_raw();
 const IMAGE: i32 = ash::vk::ObjectType::IMAGE.as_raw();
 
 /// A buffer or image created under a handle that is still live: the replay would hold two
 /// objects for one captured handle, and what was bound to the first is not bound to the second.
-fn again(
-    live: impl Fn((i32, u64)) -> bool,
-    ty: i32,
-    what: &str,
-    h: Option<u64>,
-) -> Result<(), String> {
+fn again(live: &Live, ty: i32, what: &str, h: Option<u64>) -> Result<(), String> {
     match h {
         Some(h) if h != 0 && live((ty, h)) => Err(format!(
             "{what} 0x{h:x} is created again while it is live (never destroyed)"

@@ -144,7 +144,9 @@ impl Validator {
         self.first = first;
         let action = self.sync.before(call, result, self.device, first, kind)?;
         self.record.before(call, first, kind)?;
-        self.compat.before(call, |k| self.objs.contains_key(&k))?;
+        let live = |k| self.objs.contains_key(&k);
+        self.compat
+            .before(call, &live, &|h| self.record.memory_of(h))?;
         Ok(action)
     }
 

@@ -7,7 +7,7 @@
 use vkstream::types::{VkImageViewCreateInfo, VkRenderPassBeginInfo};
 use vkstream::{Call, PNext};
 
-use super::compat::Compat;
+use super::compat::{backed, Compat, Live, Memory};
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Image {
@@ -22,6 +22,7 @@ pub(super) struct Image {
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct View {
+    image: u64,
     format: i32,
     samples: u32,
     /// Width and height of its first mip level, and its layer count.
@@ -41,6 +42,7 @@ pub(super) struct Pass {
 
 pub(super) struct Framebuffer {
     attachments: Box<[(i32, u32)]>,
+    views: Box<[u64]>,
     width: u32,
     height: u32,
     imageless: bool,
@@ -83,11 +85,19 @@ fn aspects(format: i32) -> Option<u32> {
 }
 
 impl Compat {
-    pub(super) fn passes_before(&self, call: &Call) -> Result<(), String> {
+    pub(super) fn passes_before(
+        &self,
+        call: &Call,
+        live: &Live,
+        memory: &Memory,
+    ) -> Result<(), String> {
         match call {
             Call::vkCreateImageView(p) => match &p.p_create_info {
                 Some(ci) if ci.image == 0 => Err("image is VK_NULL_HANDLE".into()),
-                Some(ci) => self.view(ci).map(|_| ()),
+                Some(ci) => {
+                    backed("image", ci.image, live, memory)?;
+                    self.view(ci).map(|_| ())
+                }
                 None => Ok(()),
             },
             Call::vkCreateRenderPass(p) => {
@@ -183,9 +193,11 @@ impl Compat {
                 }
                 Ok(())
             }
-            Call::vkCmdBeginRenderPass(p) => self.begin(p.p_render_pass_begin.as_deref()),
+            Call::vkCmdBeginRenderPass(p) => {
+                self.begin(p.p_render_pass_begin.as_deref(), live, memory)
+            }
             Call::vkCmdBeginRenderPass2(p) | Call::vkCmdBeginRenderPass2KHR(p) => {
-                self.begin(p.p_render_pass_begin.as_deref())
+                self.begin(p.p_render_pass_begin.as_deref(), live, memory)
             }
             _ => self.cmds_before(call),
         }
@@ -250,6 +262,7 @@ impl Compat {
         }
         let mip = r.base_mip_level.min(31);
         Ok(Some(View {
+            image: ci.image,
             format: if ci.format == 0 {
                 img.format
             } else {
@@ -261,7 +274,12 @@ impl Compat {
         }))
     }
 
-    fn begin(&self, b: Option<&VkRenderPassBeginInfo>) -> Result<(), String> {
+    fn begin(
+        &self,
+        b: Option<&VkRenderPassBeginInfo>,
+        live: &Live,
+        memory: &Memory,
+    ) -> Result<(), String> {
         let Some(b) = b else {
             return Ok(());
         };
@@ -274,6 +292,12 @@ impl Compat {
         ) else {
             return Ok(());
         };
+        // The memory of an attachment freed since the framebuffer was made.
+        for v in fb.views.iter() {
+            if let Some(view) = self.views.get(v) {
+                backed("the image of an attachment", view.image, live, memory)?;
+            }
+        }
         if fb.attachments != rp.attachments {
             return Err(format!(
                 "framebuffer 0x{:x} was made for a render pass not compatible with render pass \
@@ -458,6 +482,13 @@ impl Compat {
                 if let Some(rp) = self.passes.get(&ci.render_pass) {
                     let fb = Framebuffer {
                         attachments: rp.attachments.clone(),
+                        views: ci
+                            .p_attachments
+                            .iter()
+                            .flatten()
+                            .take(ci.attachment_count as usize)
+                            .copied()
+                            .collect(),
                         width: ci.width,
                         height: ci.height,
                         imageless: ci.flags & IMAGELESS != 0,

@@ -155,6 +155,12 @@ impl Compat {
                         pl.len()
                     ));
                 };
+                if sl == 0 {
+                    return Err(format!(
+                        "shader module 0x{module:x} uses descriptor set {s}, which pipeline layout \
+                         0x{layout:x} leaves VK_NULL_HANDLE"
+                    ));
+                }
                 let Some(l) = self.layouts.get(&sl) else {
                     continue;
                 };
