@@ -589,8 +589,8 @@ fn fuzz_crashers_of_compatibility_are_clean_errors() {
         (
             "vkcube.qtrace",
             Box::new(drop_call("vkUpdateDescriptorSets", 0)),
-            "vkCmdBindDescriptorSets",
-            "was never written",
+            "vkCmdDraw",
+            "was never written, but pipeline",
         ),
         (
             // A write to binding 5 of a layout with bindings 0 and 1.
@@ -780,6 +780,29 @@ fn fuzz_crashers_of_compatibility_are_clean_errors() {
             )),
             "vkCreateGraphicsPipelines",
             "leaves VK_NULL_HANDLE",
+        ),
+        (
+            // A VK_NULL_HANDLE set bound where the compute shader reads set 0.
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdBindDescriptorSets", 0);
+                // command buffer, bind point, layout, firstSet, count, array flag and
+                // length, then the set.
+                call_mut(&mut recs[i]).params[37..45].fill(0);
+            }),
+            "vkCmdDispatch",
+            "descriptor set 0 is not bound",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCmdPushConstants", 0);
+                // command buffer, layout, stageFlags, then offset.
+                let o = 3_153_522_057u32.to_le_bytes();
+                call_mut(&mut recs[i]).params[20..24].copy_from_slice(&o);
+            }),
+            "vkCmdPushConstants",
+            "exceed the replay GPU's",
         ),
         (
             // A draw of 3.5 billion vertices from a buffer of a few.

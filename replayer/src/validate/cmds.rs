@@ -26,6 +26,8 @@ struct Cb {
     compute: u64,
     /// Descriptor sets bound (bit per set): graphics, compute.
     sets: [u32; 2],
+    /// The sets bound by vkCmdBindDescriptorSets at 0..8 (0: another way or none).
+    handles: [[u64; 8]; 2],
     /// Binding -> (buffer, offset, bytes usable from offset or u64::MAX).
     vertex: Vec<(u64, u64, u64)>,
     /// (buffer, offset, bytes per index).
@@ -117,15 +119,26 @@ impl Compat {
             return Ok(());
         };
         let pipeline = if point == 0 { cb.pipeline } else { cb.compute };
-        let missing = self
-            .used_sets
-            .get(&pipeline)
-            .map_or(0, |u| u & !cb.sets[point]);
+        let Some(used) = self.used_sets.get(&pipeline) else {
+            return Ok(());
+        };
+        let missing = used.mask & !cb.sets[point];
         if missing != 0 {
             return Err(format!(
                 "descriptor set {} is not bound, but pipeline 0x{pipeline:x}'s shaders use it",
                 missing.trailing_zeros()
             ));
+        }
+        for &(s, b) in used.pairs.iter() {
+            let Some(&set) = cb.handles[point].get(s as usize) else {
+                continue;
+            };
+            if !self.readable(set, b) {
+                return Err(format!(
+                    "binding {b} of descriptor set 0x{set:x} (bound as set {s}) was never \
+                     written, but pipeline 0x{pipeline:x}'s shaders read it"
+                ));
+            }
         }
         Ok(())
     }
@@ -228,6 +241,7 @@ impl Compat {
                 cb.pipeline = 0;
                 cb.compute = 0;
                 cb.sets = [0; 2];
+                cb.handles = [[0; 8]; 2];
                 cb.vertex.clear();
                 cb.index = (0, 0, 0);
             }
@@ -265,10 +279,26 @@ impl Compat {
                 }
             }
             Call::vkCmdBindDescriptorSets(p) => {
-                let n = p.descriptor_set_count.min(32);
-                let bits = (p.first_set..p.first_set.saturating_add(n).min(32))
-                    .fold(0u32, |m, s| m | 1 << s);
+                // A VK_NULL_HANDLE set binds nothing.
+                let sets = p.p_descriptor_sets.iter().flatten();
+                let bits = sets
+                    .take(p.descriptor_set_count as usize)
+                    .enumerate()
+                    .filter(|(k, s)| **s != 0 && p.first_set as usize + k < 32)
+                    .fold(0u32, |m, (k, _)| m | 1 << (p.first_set as usize + k));
                 c.bound(p.command_buffer, p.pipeline_bind_point, bits);
+                if let Some(h) = c
+                    .cbs
+                    .get_mut(&p.command_buffer)
+                    .and_then(|cb| cb.handles.get_mut(p.pipeline_bind_point as usize))
+                {
+                    let sets = p.p_descriptor_sets.iter().flatten();
+                    for (k, s) in sets.take(p.descriptor_set_count as usize).enumerate() {
+                        if let Some(slot) = h.get_mut(p.first_set as usize + k) {
+                            *slot = *s;
+                        }
+                    }
+                }
             }
             Call::vkCmdPushDescriptorSetKHR(p) if p.set < 32 => {
                 c.bound(p.command_buffer, p.pipeline_bind_point, 1 << p.set)
@@ -375,10 +405,18 @@ impl Cmds {
         }
     }
 
+    /// Sets `bits` bound at `point`, not (yet) by handle.
     fn bound(&mut self, cb: u64, point: i32, bits: u32) {
-        if let Some(cb) = self.cbs.get_mut(&cb) {
-            if let Some(s) = cb.sets.get_mut(point as usize) {
-                *s |= bits;
+        let Some(cb) = self.cbs.get_mut(&cb) else {
+            return;
+        };
+        let Some(s) = cb.sets.get_mut(point as usize) else {
+            return;
+        };
+        *s |= bits;
+        for (k, h) in cb.handles[point as usize].iter_mut().enumerate() {
+            if bits & (1 << k) != 0 {
+                *h = 0;
             }
         }
     }

@@ -22,6 +22,7 @@ pub(super) struct Limits {
     /// binding may hold more.
     descriptors: u64,
     inline_bytes: u64,
+    push_constants: u64,
 }
 
 impl Default for Limits {
@@ -33,6 +34,7 @@ impl Default for Limits {
             xfb_buffers: u32::MAX,
             descriptors: u64::MAX,
             inline_bytes: u64::MAX,
+            push_constants: u64::MAX,
         }
     }
 }
@@ -101,6 +103,7 @@ impl Validator {
                 )
             })
             .unwrap_or(u64::MAX),
+            push_constants: limit("maxPushConstantsSize").unwrap_or(u64::MAX),
         };
         v
     }
@@ -157,6 +160,18 @@ impl Limits {
     }
 }
 
+const TIMESTAMP: i32 = 2;
+
+/// A query of this pool's type may be begun (timestamps are written, not begun).
+fn begun(ty: Option<&i32>, pool: u64) -> Result<(), String> {
+    if ty == Some(&TIMESTAMP) {
+        return Err(format!(
+            "query pool 0x{pool:x} holds timestamps, which are written, not begun"
+        ));
+    }
+    Ok(())
+}
+
 impl Compat {
     pub(super) fn limits_before(&self, call: &Call) -> Result<(), String> {
         let l = &self.limits;
@@ -180,7 +195,19 @@ impl Compat {
                 }
             }
             Call::vkCmdBeginQueryIndexedEXT(p) => {
+                begun(self.query_types.get(&p.query_pool), p.query_pool)?;
                 l.index(self.query_types.get(&p.query_pool), p.index)
+            }
+            Call::vkCmdBeginQuery(p) => begun(self.query_types.get(&p.query_pool), p.query_pool),
+            Call::vkCmdPushConstants(p) => {
+                let end = u64::from(p.offset) + u64::from(p.size);
+                if end > l.push_constants {
+                    return Err(format!(
+                        "push constant bytes {}..+{} exceed the replay GPU's {}",
+                        p.offset, p.size, l.push_constants
+                    ));
+                }
+                Ok(())
             }
             Call::vkCmdEndQueryIndexedEXT(p) => {
                 l.index(self.query_types.get(&p.query_pool), p.index)

@@ -6,7 +6,10 @@
 //! - array counts against their arrays (generated from vk.xml: `generated::checks::counts`);
 //! - every handle a call names (generated walker `vkstream::handles`) is live: created earlier in
 //!   the trace and not destroyed since, of the named type, and of the call's device (here);
-//! - command buffer states, fence and semaphore signals, and outstanding submissions (`sync`).
+//! - command buffer states, fence and semaphore signals, and outstanding submissions (`sync`);
+//! - objects that must fit together and limits of the replay GPU: descriptors against layouts,
+//!   views, render passes and framebuffers, what shaders use, recorded queries and draws
+//!   (`compat`, `passes`, `shaders`, `cmds`, `limits`).
 //!
 //! The validator calls no driver: where safety needs the GPU idle (a pending command buffer
 //! recorded again, an object destroyed while submitted work may still use it) it asks the engine

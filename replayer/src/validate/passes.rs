@@ -439,7 +439,7 @@ impl Compat {
                 let mut pass = Pass {
                     attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
                     used: 0,
-                    clears: clears(atts.map(|a| (a.load_op, a.stencil_load_op))),
+                    clears: clears(atts.map(|a| (a.format, a.load_op, a.stencil_load_op))),
                     multiview: ci.p_next.iter().any(|n| {
                         matches!(n, PNext::VkRenderPassMultiviewCreateInfo(m)
                             if m.p_view_masks.iter().flatten().any(|v| *v != 0))
@@ -463,7 +463,7 @@ impl Compat {
                 let mut pass = Pass {
                     attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
                     used: 0,
-                    clears: clears(atts.map(|a| (a.load_op, a.stencil_load_op))),
+                    clears: clears(atts.map(|a| (a.format, a.load_op, a.stencil_load_op))),
                     multiview: ci.p_subpasses.iter().flatten().any(|s| s.view_mask != 0),
                 };
                 for s in ci.p_subpasses.iter().flatten() {
@@ -518,10 +518,12 @@ fn bit(a: u32) -> u64 {
     }
 }
 
-fn clears(ops: impl Iterator<Item = (i32, i32)>) -> u32 {
+/// One past the last attachment that clears (its stencil counts where its format has one).
+fn clears(ops: impl Iterator<Item = (i32, i32, i32)>) -> u32 {
     let mut n = 0;
-    for (k, (load, stencil)) in ops.enumerate() {
-        if load == LOAD_OP_CLEAR || stencil == LOAD_OP_CLEAR {
+    for (k, (format, load, stencil)) in ops.enumerate() {
+        let stencil = stencil == LOAD_OP_CLEAR && aspects(format).is_some_and(|a| a & STENCIL != 0);
+        if load == LOAD_OP_CLEAR || stencil {
             n = k as u32 + 1;
         }
     }

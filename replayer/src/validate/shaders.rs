@@ -13,6 +13,13 @@ use vkstream::Call;
 
 use super::compat::Compat;
 
+/// What a pipeline's shaders use: descriptor sets (bit per set, the first 32) and (set,
+/// binding) pairs.
+pub(super) struct Used {
+    pub mask: u32,
+    pub pairs: Box<[(u32, u32)]>,
+}
+
 /// Entry point name -> (set, binding) pairs it uses.
 pub(super) type Module = HashMap<String, Box<[(u32, u32)]>>;
 
@@ -124,14 +131,14 @@ pub(super) fn reflect(code: &[u32]) -> Option<Module> {
 }
 
 impl Compat {
-    /// The (set, binding) pairs the stages use, checked against pipeline layout `layout`;
-    /// returns the mask of sets used (the first 32).
+    /// The (set, binding) pairs the stages use, checked against pipeline layout `layout`.
     fn stages<'a>(
         &self,
         stages: impl Iterator<Item = (u64, Option<&'a str>)>,
         layout: u64,
-    ) -> Result<u32, String> {
+    ) -> Result<Used, String> {
         let mut mask = 0u32;
+        let mut pairs = Vec::new();
         let pl = self.pipeline_layouts.get(&layout);
         for (module, name) in stages {
             let Some(used) = self
@@ -145,6 +152,7 @@ impl Compat {
                 if s < 32 {
                     mask |= 1 << s;
                 }
+                pairs.push((s, b));
                 let Some(pl) = pl else {
                     continue;
                 };
@@ -172,7 +180,10 @@ impl Compat {
                 }
             }
         }
-        Ok(mask)
+        Ok(Used {
+            mask,
+            pairs: pairs.into(),
+        })
     }
 
     pub(super) fn shaders_before(&self, call: &Call) -> Result<(), String> {
@@ -213,8 +224,8 @@ impl Compat {
                 for (ci, h) in infos.zip(p.p_pipelines.iter().flatten()) {
                     let st = ci.p_stages.iter().flatten();
                     let st = st.map(|s| (s.module, s.p_name.as_deref()));
-                    if let Ok(mask) = self.stages(st, ci.layout) {
-                        self.used_sets.insert(*h, mask);
+                    if let Ok(used) = self.stages(st, ci.layout) {
+                        self.used_sets.insert(*h, used);
                     }
                 }
             }
@@ -224,8 +235,8 @@ impl Compat {
                 for (ci, h) in infos.zip(p.p_pipelines.iter().flatten()) {
                     let s = &ci.stage;
                     let st = std::iter::once((s.module, s.p_name.as_deref()));
-                    if let Ok(mask) = self.stages(st, ci.layout) {
-                        self.used_sets.insert(*h, mask);
+                    if let Ok(used) = self.stages(st, ci.layout) {
+                        self.used_sets.insert(*h, used);
                     }
                 }
             }
