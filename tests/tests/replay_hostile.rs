@@ -805,6 +805,42 @@ fn fuzz_crashers_of_compatibility_are_clean_errors() {
             "exceed the replay GPU's",
         ),
         (
+            // 32939 layers rendered to one-layer views.
+            "demo.qtrace",
+            Box::new(poke(
+                "vkCmdBeginRendering",
+                0,
+                words(&[64, 64, 1, 0, 1]),
+                words(&[64, 64, 32939]),
+            )),
+            "vkCmdBeginRendering",
+            "renders 32939 layers to image view",
+        ),
+        (
+            // A border color past the enum.
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkCreateSampler",
+                0,
+                words(&[0x3f80_0000, 0, 0, 0, 0, 4, 0]),
+                words(&[0x3f80_0000, 0, 0, 0, 0, 77]),
+            )),
+            "vkCreateSampler",
+            "is not a valid value",
+        ),
+        (
+            // stageCount 2 -> 0 beside its two stages.
+            "demo.qtrace",
+            Box::new(poke(
+                "vkCreateGraphicsPipelines",
+                0,
+                counted(2),
+                words(&[0]),
+            )),
+            "vkCreateGraphicsPipelines",
+            "its 0 stages have no vertex or mesh shader",
+        ),
+        (
             // A draw of 3.5 billion vertices from a buffer of a few.
             "demo.qtrace",
             Box::new(|recs: &mut Vec<Record>, t: &[String]| {

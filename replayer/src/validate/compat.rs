@@ -87,6 +87,8 @@ pub(super) struct Compat {
     pub(super) swapchains: HandleMap<u64, super::passes::Image>,
     /// Query pool -> query type.
     pub(super) query_types: HandleMap<u64, i32>,
+    /// Query pool -> its pipeline statistics flags.
+    pub(super) query_stats: HandleMap<u64, u32>,
     pub(super) limits: super::limits::Limits,
     pub(super) cmds: super::cmds::Cmds,
 }
@@ -365,6 +367,10 @@ impl Compat {
                 let b = p.p_bind_infos.iter().flatten();
                 nonnull("the image of bind info", b.map(|x| &x.image))
             }
+            Call::vkCreateSampler(p) => match &p.p_create_info {
+                Some(i) => sampler(i),
+                None => Ok(()),
+            },
             Call::vkResetFences(p) => nonnull("pFences", p.p_fences.iter().flatten()),
             Call::vkWaitForFences(p) => nonnull("pFences", p.p_fences.iter().flatten()),
             _ => self.passes_before(call, live, memory),
@@ -660,10 +666,38 @@ impl Compat {
         self.framebuffers.remove(&h);
         self.swapchains.remove(&h);
         self.query_types.remove(&h);
+        self.query_stats.remove(&h);
         self.cmds_destroyed(h);
         self.modules.remove(&h);
         self.used_sets.remove(&h);
     }
+}
+
+/// A sampler's enumerants are ones the driver knows (it indexes tables with them).
+fn sampler(i: &vkstream::types::VkSamplerCreateInfo) -> Result<(), String> {
+    const CUBIC: i32 = 1_000_015_000;
+    const CUSTOM_BORDER: std::ops::RangeInclusive<i32> = 1_000_287_003..=1_000_287_004;
+    let filter = |f: i32| matches!(f, 0 | 1 | CUBIC);
+    let address = |a: i32| (0..=4).contains(&a);
+    let ok = filter(i.mag_filter)
+        && filter(i.min_filter)
+        && (0..=1).contains(&i.mipmap_mode)
+        && address(i.address_mode_u)
+        && address(i.address_mode_v)
+        && address(i.address_mode_w)
+        && (i.compare_enable == 0 || (0..=7).contains(&i.compare_op))
+        && ((0..=5).contains(&i.border_color) || CUSTOM_BORDER.contains(&i.border_color))
+        && i.anisotropy_enable <= 1
+        && i.compare_enable <= 1
+        && i.unnormalized_coordinates <= 1;
+    if !ok {
+        return Err(
+            "a filter, address mode, compare op, border color or boolean is not a \
+                    valid value"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// Whether a (type, handle) is live.

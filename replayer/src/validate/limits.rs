@@ -199,6 +199,39 @@ impl Compat {
                 l.index(self.query_types.get(&p.query_pool), p.index)
             }
             Call::vkCmdBeginQuery(p) => begun(self.query_types.get(&p.query_pool), p.query_pool),
+            Call::vkCmdCopyQueryPoolResults(p) if p.query_count > 0 => {
+                let pool = p.query_pool;
+                let (Some(&ty), Some(&stats)) =
+                    (self.query_types.get(&pool), self.query_stats.get(&pool))
+                else {
+                    return Ok(());
+                };
+                let values: u64 = match ty {
+                    0 | 2 | PRIMITIVES_GENERATED => 1,
+                    1 => u64::from(stats.count_ones()),
+                    TRANSFORM_FEEDBACK_STREAM => 2,
+                    _ => return Ok(()),
+                };
+                // Availability and result status each add one value; 64-bit values are 8 bytes.
+                let extra = u64::from(p.flags & 0x4 != 0) + u64::from(p.flags & 0x10 != 0);
+                let size = if p.flags & 0x1 != 0 { 8 } else { 4 };
+                let need = p
+                    .stride
+                    .checked_mul(u64::from(p.query_count - 1))
+                    .and_then(|x| x.checked_add((values + extra) * size))
+                    .and_then(|x| x.checked_add(p.dst_offset));
+                match self.buffers.get(&p.dst_buffer) {
+                    Some(&have) if need.is_none_or(|n| n > have) => Err(format!(
+                        "the results of queries {}..+{} need bytes up to {} of buffer 0x{:x}, \
+                         which holds {have}",
+                        p.first_query,
+                        p.query_count,
+                        need.map_or("beyond 2^64".into(), |n| n.to_string()),
+                        p.dst_buffer
+                    )),
+                    _ => Ok(()),
+                }
+            }
             Call::vkCmdPushConstants(p) => {
                 let end = u64::from(p.offset) + u64::from(p.size);
                 if end > l.push_constants {
@@ -250,6 +283,7 @@ impl Compat {
         if let Call::vkCreateQueryPool(p) = call {
             if let (Some(i), Some(h)) = (&p.p_create_info, p.p_query_pool) {
                 self.query_types.insert(h, i.query_type);
+                self.query_stats.insert(h, i.pipeline_statistics);
             }
         }
     }

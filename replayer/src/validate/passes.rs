@@ -196,6 +196,47 @@ impl Compat {
             Call::vkCmdBeginRenderPass(p) => {
                 self.begin(p.p_render_pass_begin.as_deref(), live, memory)
             }
+            Call::vkCmdBeginRendering(p) | Call::vkCmdBeginRenderingKHR(p) => {
+                let Some(r) = &p.p_rendering_info else {
+                    return Ok(());
+                };
+                let colors = r.p_color_attachments.iter().flatten();
+                let views = colors
+                    .chain(r.p_depth_attachment.as_deref())
+                    .chain(r.p_stencil_attachment.as_deref())
+                    .map(|a| a.image_view);
+                let a = &r.render_area;
+                let right = i64::from(a.offset.x) + i64::from(a.extent.width);
+                let bottom = i64::from(a.offset.y) + i64::from(a.extent.height);
+                let group = r
+                    .p_next
+                    .iter()
+                    .any(|n| matches!(n, PNext::VkDeviceGroupRenderPassBeginInfo(_)));
+                for v in views {
+                    let Some(view) = self.views.get(&v) else {
+                        continue;
+                    };
+                    if r.view_mask == 0 && r.layer_count > view.layers {
+                        return Err(format!(
+                            "renders {} layers to image view 0x{v:x} of {}",
+                            r.layer_count, view.layers
+                        ));
+                    }
+                    let [w, h] = view.extent;
+                    if !group
+                        && (a.offset.x < 0
+                            || a.offset.y < 0
+                            || right > i64::from(w)
+                            || bottom > i64::from(h))
+                    {
+                        return Err(format!(
+                            "render area ({},{})+{}x{} is outside image view 0x{v:x} of {w}x{h}",
+                            a.offset.x, a.offset.y, a.extent.width, a.extent.height
+                        ));
+                    }
+                }
+                Ok(())
+            }
             Call::vkCmdBeginRenderPass2(p) | Call::vkCmdBeginRenderPass2KHR(p) => {
                 self.begin(p.p_render_pass_begin.as_deref(), live, memory)
             }

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use vkstream::Call;
+use vkstream::{Call, PNext};
 
 use super::compat::Compat;
 
@@ -24,6 +24,9 @@ pub(super) struct Used {
 pub(super) type Module = HashMap<String, Box<[(u32, u32)]>>;
 
 const MAGIC: u32 = 0x0723_0203;
+const LIBRARY: u32 = 0x800;
+const VERTEX: u32 = 0x1;
+const MESH: u32 = 0x80;
 const OP_ENTRY_POINT: u32 = 15;
 const OP_FUNCTION: u32 = 54;
 const OP_FUNCTION_END: u32 = 56;
@@ -191,6 +194,19 @@ impl Compat {
             Call::vkCreateGraphicsPipelines(p) => {
                 let n = p.create_info_count as usize;
                 for ci in p.p_create_infos.iter().flatten().take(n) {
+                    // A complete pipeline needs a vertex or mesh stage among its stageCount.
+                    let library = ci.flags & LIBRARY != 0
+                        || ci
+                            .p_next
+                            .iter()
+                            .any(|x| matches!(x, PNext::VkPipelineLibraryCreateInfoKHR(_)));
+                    let stages = ci.p_stages.iter().flatten().take(ci.stage_count as usize);
+                    if !library && !stages.clone().any(|s| s.stage & (VERTEX | MESH) != 0) {
+                        return Err(format!(
+                            "its {} stages have no vertex or mesh shader",
+                            ci.stage_count
+                        ));
+                    }
                     let st = ci.p_stages.iter().flatten();
                     self.stages(st.map(|s| (s.module, s.p_name.as_deref())), ci.layout)?;
                 }
