@@ -841,6 +841,28 @@ fn fuzz_crashers_of_compatibility_are_clean_errors() {
             "its 0 stages have no vertex or mesh shader",
         ),
         (
+            // A fence created twice (a later creation moved before the first one's destroy):
+            // two replayed fences for one captured handle, one destroyed twice.
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCreateFence", 1);
+                let r = recs[i].clone();
+                recs.insert(i + 1, r);
+            }),
+            "vkCreateFence",
+            "is created again while it is live",
+        ),
+        (
+            "demo.qtrace",
+            Box::new(|recs: &mut Vec<Record>, t: &[String]| {
+                let i = find(recs, t, "vkCreateDevice", 0);
+                let r = recs[i].clone();
+                recs.insert(i + 1, r);
+            }),
+            "vkCreateDevice",
+            "is created again while it is live",
+        ),
+        (
             // A draw of 3.5 billion vertices from a buffer of a few.
             "demo.qtrace",
             Box::new(|recs: &mut Vec<Record>, t: &[String]| {
