@@ -863,6 +863,17 @@ fn fuzz_crashers_of_compatibility_are_clean_errors() {
             "is created again while it is live",
         ),
         (
+            "demo.qtrace",
+            Box::new(poke(
+                "vkCreateGraphicsPipelines",
+                0,
+                handle(0x5620_60ab_2420),
+                handle(0),
+            )),
+            "vkCreateGraphicsPipelines",
+            "a pipeline's layout is VK_NULL_HANDLE",
+        ),
+        (
             // A draw of 3.5 billion vertices from a buffer of a few.
             "demo.qtrace",
             Box::new(|recs: &mut Vec<Record>, t: &[String]| {

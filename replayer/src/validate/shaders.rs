@@ -200,6 +200,9 @@ impl Compat {
                             .p_next
                             .iter()
                             .any(|x| matches!(x, PNext::VkPipelineLibraryCreateInfoKHR(_)));
+                    if !library && ci.layout == 0 {
+                        return Err("a pipeline's layout is VK_NULL_HANDLE".into());
+                    }
                     let stages = ci.p_stages.iter().flatten().take(ci.stage_count as usize);
                     if !library && !stages.clone().any(|s| s.stage & (VERTEX | MESH) != 0) {
                         return Err(format!(
@@ -215,6 +218,9 @@ impl Compat {
             Call::vkCreateComputePipelines(p) => {
                 let n = p.create_info_count as usize;
                 for ci in p.p_create_infos.iter().flatten().take(n) {
+                    if ci.layout == 0 {
+                        return Err("a pipeline's layout is VK_NULL_HANDLE".into());
+                    }
                     let s = &ci.stage;
                     self.stages(std::iter::once((s.module, s.p_name.as_deref())), ci.layout)?;
                 }
