@@ -213,7 +213,7 @@ pub fn replay_with_progress(
                 calls: 0,
                 trimmed: false,
                 skipped_before_trim: 0,
-                validator: crate::validate::Validator::new(),
+                validator: crate::validate::Validator::for_gpu(&gpu.profile),
                 validate_ns: 0,
             };
             run.progress.pass_begun(&PassInfo {

@@ -6,14 +6,22 @@
 //! - array counts against their arrays (generated from vk.xml: `generated::checks::counts`);
 //! - every handle a call names (generated walker `vkstream::handles`) is live: created earlier in
 //!   the trace and not destroyed since, of the named type, and of the call's device (here);
-//! - command buffer states, fence and semaphore signals, and outstanding submissions (`sync`).
+//! - command buffer states, fence and semaphore signals, and outstanding submissions (`sync`);
+//! - objects that must fit together and limits of the replay GPU: descriptors against layouts,
+//!   views, render passes and framebuffers, what shaders use, recorded queries and draws
+//!   (`compat`, `passes`, `shaders`, `cmds`, `limits`).
 //!
 //! The validator calls no driver: where safety needs the GPU idle (a pending command buffer
 //! recorded again, an object destroyed while submitted work may still use it) it asks the engine
 //! for a wait ([`Action`]). Failures are plain strings; the engine adds the call's seq and name.
 
+mod cmds;
+mod compat;
+mod limits;
 mod objects;
+mod passes;
 mod record;
+mod shaders;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -41,6 +49,7 @@ pub struct Validator {
     first_ty: i32,
     sync: sync::Sync,
     record: record::Recording,
+    compat: compat::Compat,
     /// The current call's first handle (the command buffer of a vkCmd*), and its kind.
     first: u64,
     kind: u8,
@@ -157,6 +166,16 @@ impl Validator {
             .sync
             .before(&self.t, call, result, self.device, first, kind)?;
         self.record.before(&self.t, call, first, kind)?;
+        let t = &self.t;
+        let live = |k: (i32, u64)| t.find(k.0, k.1).is_some();
+        // The memory a buffer or image is bound to (`Some(0)`: needs none; `None`: not bound).
+        let memory_of = |h: u64| {
+            t.get(vk::ObjectType::BUFFER.as_raw(), h)
+                .or_else(|| t.get(vk::ObjectType::IMAGE.as_raw(), h))
+                .map(|o| o.memory)
+                .filter(|&m| m != objects::UNBOUND)
+        };
+        self.compat.before(call, &live, &memory_of)?;
         Ok(action)
     }
 
@@ -223,6 +242,7 @@ impl Validator {
         self.sync.after(&mut self.t, call, result, self.device);
         if kind != checks::CREATE || result >= 0 {
             self.record.after(&mut self.t, call, self.first, kind);
+            self.compat.after(call);
         }
     }
 
@@ -278,6 +298,7 @@ impl Validator {
         let st = self.t.remove(slot);
         self.dead.insert((ty, h), seq);
         self.sync.destroyed(vk::ObjectType::from_raw(ty), h, st);
+        self.compat.destroyed(h);
     }
 
     /// Ends what was allocated from a pool or swapchain (destroyed or reset).

@@ -276,7 +276,8 @@ fn main() {
             );
             let dir = scratch.path().to_path_buf();
             std::thread::spawn(move || {
-                let mut rng = Rng(seed ^ (j + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+                // The seed shifted before the `| 1`: seeds 2n and 2n + 1 used to give one stream.
+                let mut rng = Rng(((seed << 1) ^ (j + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
                 let mut n = 0u64;
                 while Instant::now() < deadline {
                     n += 1;

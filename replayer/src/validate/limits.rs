@@ -1,0 +1,290 @@
+//! Limits of the replay GPU that a call's numbers must respect (a driver indexes fixed arrays
+//! with them): vertex input bindings and attributes, transform feedback streams of indexed
+//! queries, descriptor counts of a set layout. Each closed a lavapipe crash the fuzzer found
+//! (part of [`Compat`]). The values come from the replay GPU's profile; a limit it does not
+//! state is not checked.
+
+use layer_support::profile::DeviceProfile;
+use vkstream::Call;
+
+use super::compat::Compat;
+use super::Validator;
+
+#[derive(Clone, Copy)]
+pub(super) struct Limits {
+    vertex_bindings: u32,
+    vertex_attributes: u32,
+    /// Transform feedback streams (1 without the extension: index 0 only).
+    streams: u32,
+    /// Transform feedback buffer bindings (0 without the extension).
+    xfb_buffers: u32,
+    /// The largest per-set descriptor count of any type (update-after-bind ones included): no
+    /// binding may hold more.
+    descriptors: u64,
+    inline_bytes: u64,
+    push_constants: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            vertex_bindings: u32::MAX,
+            vertex_attributes: u32::MAX,
+            streams: u32::MAX,
+            xfb_buffers: u32::MAX,
+            descriptors: u64::MAX,
+            inline_bytes: u64::MAX,
+            push_constants: u64::MAX,
+        }
+    }
+}
+
+const TRANSFORM_FEEDBACK_STREAM: i32 = 1_000_028_004;
+const PRIMITIVES_GENERATED: i32 = 1_000_382_000;
+const INLINE_UNIFORM_BLOCK: i32 = 1_000_138_000;
+
+impl Validator {
+    /// A validator that also checks the limits of the replay GPU described by `profile`.
+    pub fn for_gpu(profile: &DeviceProfile) -> Self {
+        let get = |s: &str, m: &str| {
+            profile
+                .properties
+                .get(s)
+                .and_then(|x| x.get(m))
+                .and_then(|v| v.as_u64())
+        };
+        let limit = |m: &str| get("VkPhysicalDeviceLimits", m);
+        let descriptors = [
+            "maxDescriptorSetSamplers",
+            "maxDescriptorSetUniformBuffers",
+            "maxDescriptorSetStorageBuffers",
+            "maxDescriptorSetSampledImages",
+            "maxDescriptorSetStorageImages",
+            "maxDescriptorSetInputAttachments",
+        ]
+        .iter()
+        .filter_map(|m| limit(m))
+        .chain(
+            [
+                "maxDescriptorSetUpdateAfterBindSamplers",
+                "maxDescriptorSetUpdateAfterBindUniformBuffers",
+                "maxDescriptorSetUpdateAfterBindStorageBuffers",
+                "maxDescriptorSetUpdateAfterBindSampledImages",
+                "maxDescriptorSetUpdateAfterBindStorageImages",
+                "maxDescriptorSetUpdateAfterBindInputAttachments",
+            ]
+            .iter()
+            .filter_map(|m| get("VkPhysicalDeviceVulkan12Properties", m)),
+        )
+        .max();
+        let mut v = Self::default();
+        v.compat.limits = Limits {
+            vertex_bindings: limit("maxVertexInputBindings").map_or(u32::MAX, |x| x as u32),
+            vertex_attributes: limit("maxVertexInputAttributes").map_or(u32::MAX, |x| x as u32),
+            streams: get(
+                "VkPhysicalDeviceTransformFeedbackPropertiesEXT",
+                "maxTransformFeedbackStreams",
+            )
+            .map_or(1, |x| x.max(1) as u32),
+            xfb_buffers: get(
+                "VkPhysicalDeviceTransformFeedbackPropertiesEXT",
+                "maxTransformFeedbackBuffers",
+            )
+            .map_or(0, |x| x as u32),
+            descriptors: descriptors.unwrap_or(u64::MAX),
+            inline_bytes: get(
+                "VkPhysicalDeviceInlineUniformBlockProperties",
+                "maxInlineUniformBlockSize",
+            )
+            .or_else(|| {
+                get(
+                    "VkPhysicalDeviceVulkan13Properties",
+                    "maxInlineUniformBlockSize",
+                )
+            })
+            .unwrap_or(u64::MAX),
+            push_constants: limit("maxPushConstantsSize").unwrap_or(u64::MAX),
+        };
+        v
+    }
+}
+
+impl Limits {
+    fn bindings(&self, first: u32, count: u32) -> Result<(), String> {
+        if u64::from(first) + u64::from(count) > u64::from(self.vertex_bindings) {
+            return Err(format!(
+                "vertex input bindings {first}..+{count} exceed the replay GPU's {}",
+                self.vertex_bindings
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn pipelines(
+        &self,
+        p: &vkstream::params::vkCreateGraphicsPipelines,
+    ) -> Result<(), String> {
+        for ci in p.p_create_infos.iter().flatten() {
+            let Some(v) = &ci.p_vertex_input_state else {
+                continue;
+            };
+            for b in v.p_vertex_binding_descriptions.iter().flatten() {
+                self.bindings(b.binding, 1)?;
+            }
+            for a in v.p_vertex_attribute_descriptions.iter().flatten() {
+                self.bindings(a.binding, 1)?;
+                if a.location >= self.vertex_attributes {
+                    return Err(format!(
+                        "vertex attribute location {} exceeds the replay GPU's {}",
+                        a.location, self.vertex_attributes
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn index(&self, ty: Option<&i32>, index: u32) -> Result<(), String> {
+        let max = match ty {
+            Some(&TRANSFORM_FEEDBACK_STREAM | &PRIMITIVES_GENERATED) => self.streams,
+            Some(_) => 1,
+            None => return Ok(()),
+        };
+        if index >= max {
+            return Err(format!(
+                "query index {index} is not below {max} (transform feedback streams of the \
+                 replay GPU, 1 for other query types)"
+            ));
+        }
+        Ok(())
+    }
+}
+
+const TIMESTAMP: i32 = 2;
+
+/// A query of this pool's type may be begun (timestamps are written, not begun).
+fn begun(ty: Option<&i32>, pool: u64) -> Result<(), String> {
+    if ty == Some(&TIMESTAMP) {
+        return Err(format!(
+            "query pool 0x{pool:x} holds timestamps, which are written, not begun"
+        ));
+    }
+    Ok(())
+}
+
+impl Compat {
+    pub(super) fn limits_before(&self, call: &Call) -> Result<(), String> {
+        let l = &self.limits;
+        match call {
+            Call::vkCmdBindVertexBuffers(p) => l.bindings(p.first_binding, p.binding_count),
+            Call::vkCmdBindVertexBuffers2(p) | Call::vkCmdBindVertexBuffers2EXT(p) => {
+                l.bindings(p.first_binding, p.binding_count)
+            }
+            Call::vkCmdBindTransformFeedbackBuffersEXT(p) => {
+                if u64::from(p.first_binding) + u64::from(p.binding_count)
+                    > u64::from(l.xfb_buffers)
+                {
+                    return Err(format!(
+                        "transform feedback bindings {}..+{} exceed the replay GPU's {}",
+                        p.first_binding, p.binding_count, l.xfb_buffers
+                    ));
+                }
+                match p.p_buffers.iter().flatten().position(|b| *b == 0) {
+                    Some(k) => Err(format!("pBuffers {k} is VK_NULL_HANDLE")),
+                    None => Ok(()),
+                }
+            }
+            Call::vkCmdBeginQueryIndexedEXT(p) => {
+                begun(self.query_types.get(&p.query_pool), p.query_pool)?;
+                l.index(self.query_types.get(&p.query_pool), p.index)
+            }
+            Call::vkCmdBeginQuery(p) => begun(self.query_types.get(&p.query_pool), p.query_pool),
+            Call::vkCmdCopyQueryPoolResults(p) if p.query_count > 0 => {
+                let pool = p.query_pool;
+                let (Some(&ty), Some(&stats)) =
+                    (self.query_types.get(&pool), self.query_stats.get(&pool))
+                else {
+                    return Ok(());
+                };
+                let values: u64 = match ty {
+                    0 | 2 | PRIMITIVES_GENERATED => 1,
+                    1 => u64::from(stats.count_ones()),
+                    TRANSFORM_FEEDBACK_STREAM => 2,
+                    _ => return Ok(()),
+                };
+                // Availability and result status each add one value; 64-bit values are 8 bytes.
+                let extra = u64::from(p.flags & 0x4 != 0) + u64::from(p.flags & 0x10 != 0);
+                let size = if p.flags & 0x1 != 0 { 8 } else { 4 };
+                let need = p
+                    .stride
+                    .checked_mul(u64::from(p.query_count - 1))
+                    .and_then(|x| x.checked_add((values + extra) * size))
+                    .and_then(|x| x.checked_add(p.dst_offset));
+                match self.buffers.get(&p.dst_buffer) {
+                    Some(&have) if need.is_none_or(|n| n > have) => Err(format!(
+                        "the results of queries {}..+{} need bytes up to {} of buffer 0x{:x}, \
+                         which holds {have}",
+                        p.first_query,
+                        p.query_count,
+                        need.map_or("beyond 2^64".into(), |n| n.to_string()),
+                        p.dst_buffer
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            Call::vkCmdPushConstants(p) => {
+                let end = u64::from(p.offset) + u64::from(p.size);
+                if end > l.push_constants {
+                    return Err(format!(
+                        "push constant bytes {}..+{} exceed the replay GPU's {}",
+                        p.offset, p.size, l.push_constants
+                    ));
+                }
+                Ok(())
+            }
+            Call::vkCmdEndQueryIndexedEXT(p) => {
+                l.index(self.query_types.get(&p.query_pool), p.index)
+            }
+            Call::vkCreateDescriptorSetLayout(p) => {
+                for b in p
+                    .p_create_info
+                    .iter()
+                    .flat_map(|i| i.p_bindings.iter().flatten())
+                {
+                    let n = u64::from(b.descriptor_count);
+                    let max = if b.descriptor_type == INLINE_UNIFORM_BLOCK {
+                        l.inline_bytes
+                    } else {
+                        l.descriptors
+                    };
+                    if n > max {
+                        return Err(format!(
+                            "binding {} holds {n} descriptors, over the replay GPU's {max}",
+                            b.binding
+                        ));
+                    }
+                    if b.p_immutable_samplers
+                        .as_ref()
+                        .is_some_and(|s| s.len() < b.descriptor_count as usize)
+                    {
+                        return Err(format!(
+                            "binding {} has fewer immutable samplers than descriptors",
+                            b.binding
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn limits_after(&mut self, call: &Call) {
+        if let Call::vkCreateQueryPool(p) = call {
+            if let (Some(i), Some(h)) = (&p.p_create_info, p.p_query_pool) {
+                self.query_types.insert(h, i.query_type);
+                self.query_stats.insert(h, i.pipeline_statistics);
+            }
+        }
+    }
+}

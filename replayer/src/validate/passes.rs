@@ -1,0 +1,572 @@
+//! Images, their views, render passes and framebuffers: a view within its image (subresource
+//! range, view type, format, aspect), a render pass's attachment references within its
+//! attachments, a framebuffer's views matching its render pass and large enough, and a render
+//! pass begun with a framebuffer made for a compatible one over an area inside it. Each closed a
+//! lavapipe crash the fuzzer found (part of [`Compat`]).
+
+use vkstream::types::{VkImageViewCreateInfo, VkRenderPassBeginInfo};
+use vkstream::{Call, PNext};
+
+use super::compat::{backed, Compat, Live, Memory};
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Image {
+    ty: i32,
+    format: i32,
+    flags: u32,
+    mips: u32,
+    layers: u32,
+    extent: [u32; 3],
+    samples: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct View {
+    image: u64,
+    format: i32,
+    samples: u32,
+    /// Width and height of its first mip level, and its layer count.
+    extent: [u32; 2],
+    layers: u32,
+}
+
+/// Attachment (format, samples) lists are compared for render pass compatibility.
+pub(super) struct Pass {
+    attachments: Box<[(i32, u32)]>,
+    /// Attachments a subpass uses (the first 64): these must cover the framebuffer.
+    used: u64,
+    /// Clear values a begin must give (one past the last attachment that clears).
+    clears: u32,
+    multiview: bool,
+}
+
+pub(super) struct Framebuffer {
+    attachments: Box<[(i32, u32)]>,
+    views: Box<[u64]>,
+    width: u32,
+    height: u32,
+    imageless: bool,
+}
+
+const UNUSED: u32 = !0;
+const REMAINING: u32 = !0;
+const MUTABLE_FORMAT: u32 = 0x8;
+const CUBE_COMPATIBLE: u32 = 0x10;
+const ARRAY_2D_COMPATIBLE: u32 = 0x20;
+const VIEW_2D_COMPATIBLE: u32 = 0x2_0000;
+const SWAPCHAIN_MUTABLE_FORMAT: u32 = 0x4;
+const IMAGELESS: u32 = 0x1;
+const LOAD_OP_CLEAR: i32 = 1;
+const COLOR: u32 = 0x1;
+const DEPTH: u32 = 0x2;
+const STENCIL: u32 = 0x4;
+/// First multi-planar (YCbCr) format: their aspects are planes, not checked here.
+const PLANAR: i32 = 1_000_156_000;
+
+/// `count` (or REMAINING) from `base` within `n`; the resolved count.
+fn span(base: u32, count: u32, n: u32) -> Option<u32> {
+    if base >= n {
+        return None;
+    }
+    let c = if count == REMAINING { n - base } else { count };
+    (c > 0 && u64::from(base) + u64::from(c) <= u64::from(n)).then_some(c)
+}
+
+/// Aspects a format has, where known: depth and stencil formats, other core formats are color.
+fn aspects(format: i32) -> Option<u32> {
+    match format {
+        0 => None,
+        124..=126 => Some(DEPTH),
+        127 => Some(STENCIL),
+        128..=130 => Some(DEPTH | STENCIL),
+        f if f < PLANAR => Some(COLOR),
+        _ => None,
+    }
+}
+
+impl Compat {
+    pub(super) fn passes_before(
+        &self,
+        call: &Call,
+        live: &Live,
+        memory: &Memory,
+    ) -> Result<(), String> {
+        match call {
+            Call::vkCreateImageView(p) => match &p.p_create_info {
+                Some(ci) if ci.image == 0 => Err("image is VK_NULL_HANDLE".into()),
+                Some(ci) => {
+                    backed("image", ci.image, live, memory)?;
+                    self.view(ci).map(|_| ())
+                }
+                None => Ok(()),
+            },
+            Call::vkCreateRenderPass(p) => {
+                let Some(ci) = &p.p_create_info else {
+                    return Ok(());
+                };
+                let n = ci.p_attachments.as_ref().map_or(0, Vec::len) as u32;
+                for s in ci.p_subpasses.iter().flatten() {
+                    let refs = s.p_input_attachments.iter().flatten();
+                    let refs = refs.chain(s.p_color_attachments.iter().flatten());
+                    let refs = refs.chain(s.p_resolve_attachments.iter().flatten());
+                    let refs = refs.chain(s.p_depth_stencil_attachment.as_deref());
+                    for r in refs {
+                        check_ref(r.attachment, n)?;
+                    }
+                    for a in s.p_preserve_attachments.iter().flatten() {
+                        check_ref(*a, n)?;
+                    }
+                }
+                Ok(())
+            }
+            Call::vkCreateRenderPass2(p) | Call::vkCreateRenderPass2KHR(p) => {
+                let Some(ci) = &p.p_create_info else {
+                    return Ok(());
+                };
+                let n = ci.p_attachments.as_ref().map_or(0, Vec::len) as u32;
+                for s in ci.p_subpasses.iter().flatten() {
+                    let refs = s.p_input_attachments.iter().flatten();
+                    let refs = refs.chain(s.p_color_attachments.iter().flatten());
+                    let refs = refs.chain(s.p_resolve_attachments.iter().flatten());
+                    let refs = refs.chain(s.p_depth_stencil_attachment.as_deref());
+                    for r in refs {
+                        check_ref(r.attachment, n)?;
+                    }
+                    for a in s.p_preserve_attachments.iter().flatten() {
+                        check_ref(*a, n)?;
+                    }
+                }
+                Ok(())
+            }
+            Call::vkCreateFramebuffer(p) => {
+                let Some(ci) = &p.p_create_info else {
+                    return Ok(());
+                };
+                if ci.render_pass == 0 {
+                    return Err("renderPass is VK_NULL_HANDLE".into());
+                }
+                let Some(rp) = self.passes.get(&ci.render_pass) else {
+                    return Ok(());
+                };
+                if ci.flags & IMAGELESS != 0 {
+                    return Ok(());
+                }
+                let views = ci.p_attachments.as_deref().unwrap_or(&[]);
+                if ci.attachment_count as usize != rp.attachments.len() {
+                    return Err(format!(
+                        "attachmentCount is {} but render pass 0x{:x} has {} attachments",
+                        ci.attachment_count,
+                        ci.render_pass,
+                        rp.attachments.len()
+                    ));
+                }
+                for (k, (v, a)) in views.iter().zip(rp.attachments.iter()).enumerate() {
+                    let Some(view) = self.views.get(v) else {
+                        if *v == 0 {
+                            return Err(format!("attachment {k} is VK_NULL_HANDLE"));
+                        }
+                        continue;
+                    };
+                    if (view.format, view.samples) != *a {
+                        return Err(format!(
+                            "attachment {k} (image view 0x{v:x}, format {} with {} samples) does \
+                             not match render pass 0x{:x} (format {} with {} samples)",
+                            view.format, view.samples, ci.render_pass, a.0, a.1
+                        ));
+                    }
+                    let used = k >= 64 || rp.used & (1 << k) != 0;
+                    let small = view.extent[0] < ci.width
+                        || view.extent[1] < ci.height
+                        || (!rp.multiview && view.layers < ci.layers);
+                    if used && small {
+                        return Err(format!(
+                            "attachment {k} (image view 0x{v:x}, {}x{} with {} layers) is \
+                             smaller than the framebuffer ({}x{} with {} layers)",
+                            view.extent[0],
+                            view.extent[1],
+                            view.layers,
+                            ci.width,
+                            ci.height,
+                            ci.layers
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            Call::vkCmdBeginRenderPass(p) => {
+                self.begin(p.p_render_pass_begin.as_deref(), live, memory)
+            }
+            Call::vkCmdBeginRendering(p) | Call::vkCmdBeginRenderingKHR(p) => {
+                let Some(r) = &p.p_rendering_info else {
+                    return Ok(());
+                };
+                let colors = r.p_color_attachments.iter().flatten();
+                let views = colors
+                    .chain(r.p_depth_attachment.as_deref())
+                    .chain(r.p_stencil_attachment.as_deref())
+                    .map(|a| a.image_view);
+                let a = &r.render_area;
+                let right = i64::from(a.offset.x) + i64::from(a.extent.width);
+                let bottom = i64::from(a.offset.y) + i64::from(a.extent.height);
+                let group = r
+                    .p_next
+                    .iter()
+                    .any(|n| matches!(n, PNext::VkDeviceGroupRenderPassBeginInfo(_)));
+                for v in views {
+                    let Some(view) = self.views.get(&v) else {
+                        continue;
+                    };
+                    if r.view_mask == 0 && r.layer_count > view.layers {
+                        return Err(format!(
+                            "renders {} layers to image view 0x{v:x} of {}",
+                            r.layer_count, view.layers
+                        ));
+                    }
+                    let [w, h] = view.extent;
+                    if !group
+                        && (a.offset.x < 0
+                            || a.offset.y < 0
+                            || right > i64::from(w)
+                            || bottom > i64::from(h))
+                    {
+                        return Err(format!(
+                            "render area ({},{})+{}x{} is outside image view 0x{v:x} of {w}x{h}",
+                            a.offset.x, a.offset.y, a.extent.width, a.extent.height
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            Call::vkCmdBeginRenderPass2(p) | Call::vkCmdBeginRenderPass2KHR(p) => {
+                self.begin(p.p_render_pass_begin.as_deref(), live, memory)
+            }
+            _ => self.cmds_before(call),
+        }
+    }
+
+    /// A view's checks; its record when they pass.
+    fn view(&self, ci: &VkImageViewCreateInfo) -> Result<Option<View>, String> {
+        let Some(img) = self.images.get(&ci.image) else {
+            return Ok(None);
+        };
+        let r = &ci.subresource_range;
+        if span(r.base_mip_level, r.level_count, img.mips).is_none() {
+            return Err(format!(
+                "mip levels {}..+{} are outside image 0x{:x} of {} levels",
+                r.base_mip_level, r.level_count as i32, ci.image, img.mips
+            ));
+        }
+        let (vt, it) = (ci.view_type, img.ty);
+        // 1D image: 1D, 1D array; 2D: 2D, 2D array, cube(s) if cube compatible; 3D: 3D, 2D
+        // (array) if 2D compatible.
+        let ok = match it {
+            0 => matches!(vt, 0 | 4),
+            1 => matches!(vt, 1 | 5) || (matches!(vt, 3 | 6) && img.flags & CUBE_COMPATIBLE != 0),
+            2 => {
+                vt == 2
+                    || (matches!(vt, 1 | 5)
+                        && img.flags & (ARRAY_2D_COMPATIBLE | VIEW_2D_COMPATIBLE) != 0)
+            }
+            _ => true,
+        };
+        if !ok {
+            return Err(format!(
+                "view type {vt} does not fit image 0x{:x} of type {it}",
+                ci.image
+            ));
+        }
+        let depth = img.extent[2] >> r.base_mip_level.min(31);
+        let layers_of = if it == 2 && vt != 2 {
+            depth.max(1)
+        } else {
+            img.layers
+        };
+        let Some(layers) = span(r.base_array_layer, r.layer_count, layers_of) else {
+            return Err(format!(
+                "array layers {}..+{} are outside image 0x{:x} of {layers_of} layers",
+                r.base_array_layer, r.layer_count as i32, ci.image
+            ));
+        };
+        if img.flags & MUTABLE_FORMAT == 0 && ci.format != img.format && ci.format != 0 {
+            return Err(format!(
+                "format {} differs from image 0x{:x}'s {} (not created mutable)",
+                ci.format, ci.image, img.format
+            ));
+        }
+        if let Some(a) = aspects(img.format) {
+            if r.aspect_mask == 0 || r.aspect_mask & !a != 0 {
+                return Err(format!(
+                    "aspect mask 0x{:x} does not fit image 0x{:x}'s format {}",
+                    r.aspect_mask, ci.image, img.format
+                ));
+            }
+        }
+        let mip = r.base_mip_level.min(31);
+        Ok(Some(View {
+            image: ci.image,
+            format: if ci.format == 0 {
+                img.format
+            } else {
+                ci.format
+            },
+            samples: img.samples,
+            extent: [(img.extent[0] >> mip).max(1), (img.extent[1] >> mip).max(1)],
+            layers,
+        }))
+    }
+
+    fn begin(
+        &self,
+        b: Option<&VkRenderPassBeginInfo>,
+        live: &Live,
+        memory: &Memory,
+    ) -> Result<(), String> {
+        let Some(b) = b else {
+            return Ok(());
+        };
+        if b.render_pass == 0 || b.framebuffer == 0 {
+            return Err("the render pass or framebuffer to begin is VK_NULL_HANDLE".into());
+        }
+        let (Some(rp), Some(fb)) = (
+            self.passes.get(&b.render_pass),
+            self.framebuffers.get(&b.framebuffer),
+        ) else {
+            return Ok(());
+        };
+        // The memory of an attachment freed since the framebuffer was made.
+        for v in fb.views.iter() {
+            if let Some(view) = self.views.get(v) {
+                backed("the image of an attachment", view.image, live, memory)?;
+            }
+        }
+        if fb.attachments != rp.attachments {
+            return Err(format!(
+                "framebuffer 0x{:x} was made for a render pass not compatible with render pass \
+                 0x{:x} (attachments differ)",
+                b.framebuffer, b.render_pass
+            ));
+        }
+        let mut group = false;
+        for n in &b.p_next {
+            match n {
+                PNext::VkRenderPassAttachmentBeginInfo(a) => {
+                    let views = a.p_attachments.as_deref().unwrap_or(&[]);
+                    if views.len() != rp.attachments.len() {
+                        return Err(format!(
+                            "gives {} attachments for a render pass of {}",
+                            views.len(),
+                            rp.attachments.len()
+                        ));
+                    }
+                    for (k, v) in views.iter().enumerate() {
+                        match self.views.get(v) {
+                            None if *v == 0 => {
+                                return Err(format!("attachment {k} is VK_NULL_HANDLE"))
+                            }
+                            Some(view) if (view.format, view.samples) != rp.attachments[k] => {
+                                return Err(format!(
+                                    "attachment {k} (image view 0x{v:x}) does not match render \
+                                     pass 0x{:x}",
+                                    b.render_pass
+                                ))
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                PNext::VkDeviceGroupRenderPassBeginInfo(_) => group = true,
+                _ => {}
+            }
+        }
+        if fb.imageless
+            && !b
+                .p_next
+                .iter()
+                .any(|n| matches!(n, PNext::VkRenderPassAttachmentBeginInfo(_)))
+        {
+            return Err(format!(
+                "framebuffer 0x{:x} is imageless but no attachments are given",
+                b.framebuffer
+            ));
+        }
+        let a = &b.render_area;
+        let right = i64::from(a.offset.x) + i64::from(a.extent.width);
+        let bottom = i64::from(a.offset.y) + i64::from(a.extent.height);
+        if !group
+            && (a.offset.x < 0
+                || a.offset.y < 0
+                || right > i64::from(fb.width)
+                || bottom > i64::from(fb.height))
+        {
+            return Err(format!(
+                "render area ({},{})+{}x{} is outside framebuffer 0x{:x} of {}x{}",
+                a.offset.x,
+                a.offset.y,
+                a.extent.width,
+                a.extent.height,
+                b.framebuffer,
+                fb.width,
+                fb.height
+            ));
+        }
+        if b.clear_value_count < rp.clears {
+            return Err(format!(
+                "clearValueCount is {} but render pass 0x{:x} clears attachment {}",
+                b.clear_value_count,
+                b.render_pass,
+                rp.clears - 1
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn passes_after(&mut self, call: &Call) {
+        match call {
+            Call::vkCreateImage(p) => {
+                if let (Some(i), Some(h)) = (&p.p_create_info, p.p_image) {
+                    let e = &i.extent;
+                    self.images.insert(
+                        h,
+                        Image {
+                            ty: i.image_type,
+                            format: i.format,
+                            flags: i.flags,
+                            mips: i.mip_levels,
+                            layers: i.array_layers,
+                            extent: [e.width, e.height, e.depth],
+                            samples: i.samples,
+                        },
+                    );
+                }
+            }
+            Call::vkCreateSwapchainKHR(p) => {
+                if let (Some(i), Some(h)) = (&p.p_create_info, p.p_swapchain) {
+                    let e = &i.image_extent;
+                    let mutable = i.flags & SWAPCHAIN_MUTABLE_FORMAT != 0;
+                    self.swapchains.insert(
+                        h,
+                        Image {
+                            ty: 1,
+                            format: i.image_format,
+                            flags: if mutable { MUTABLE_FORMAT } else { 0 },
+                            mips: 1,
+                            layers: i.image_array_layers,
+                            extent: [e.width, e.height, 1],
+                            samples: 1,
+                        },
+                    );
+                }
+            }
+            Call::vkGetSwapchainImagesKHR(p) => {
+                if let Some(&img) = self.swapchains.get(&p.swapchain) {
+                    for h in p.p_swapchain_images.iter().flatten() {
+                        self.images.insert(*h, img);
+                    }
+                }
+            }
+            Call::vkCreateImageView(p) => {
+                if let (Some(ci), Some(h)) = (&p.p_create_info, p.p_view) {
+                    if let Ok(Some(v)) = self.view(ci) {
+                        self.views.insert(h, v);
+                    }
+                }
+            }
+            Call::vkCreateRenderPass(p) => {
+                let (Some(ci), Some(h)) = (&p.p_create_info, p.p_render_pass) else {
+                    return;
+                };
+                let atts = ci.p_attachments.iter().flatten();
+                let atts = atts.take(ci.attachment_count as usize);
+                let mut pass = Pass {
+                    attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
+                    used: 0,
+                    clears: clears(atts.map(|a| (a.format, a.load_op, a.stencil_load_op))),
+                    multiview: ci.p_next.iter().any(|n| {
+                        matches!(n, PNext::VkRenderPassMultiviewCreateInfo(m)
+                            if m.p_view_masks.iter().flatten().any(|v| *v != 0))
+                    }),
+                };
+                for s in ci.p_subpasses.iter().flatten() {
+                    let refs = s.p_input_attachments.iter().flatten();
+                    let refs = refs.chain(s.p_color_attachments.iter().flatten());
+                    let refs = refs.chain(s.p_resolve_attachments.iter().flatten());
+                    let refs = refs.chain(s.p_depth_stencil_attachment.as_deref());
+                    pass.used |= refs.fold(0, |m, r| m | bit(r.attachment));
+                }
+                self.passes.insert(h, pass);
+            }
+            Call::vkCreateRenderPass2(p) | Call::vkCreateRenderPass2KHR(p) => {
+                let (Some(ci), Some(h)) = (&p.p_create_info, p.p_render_pass) else {
+                    return;
+                };
+                let atts = ci.p_attachments.iter().flatten();
+                let atts = atts.take(ci.attachment_count as usize);
+                let mut pass = Pass {
+                    attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
+                    used: 0,
+                    clears: clears(atts.map(|a| (a.format, a.load_op, a.stencil_load_op))),
+                    multiview: ci.p_subpasses.iter().flatten().any(|s| s.view_mask != 0),
+                };
+                for s in ci.p_subpasses.iter().flatten() {
+                    let refs = s.p_input_attachments.iter().flatten();
+                    let refs = refs.chain(s.p_color_attachments.iter().flatten());
+                    let refs = refs.chain(s.p_resolve_attachments.iter().flatten());
+                    let refs = refs.chain(s.p_depth_stencil_attachment.as_deref());
+                    pass.used |= refs.fold(0, |m, r| m | bit(r.attachment));
+                }
+                self.passes.insert(h, pass);
+            }
+            Call::vkCreateFramebuffer(p) => {
+                let (Some(ci), Some(h)) = (&p.p_create_info, p.p_framebuffer) else {
+                    return;
+                };
+                if let Some(rp) = self.passes.get(&ci.render_pass) {
+                    let fb = Framebuffer {
+                        attachments: rp.attachments.clone(),
+                        views: ci
+                            .p_attachments
+                            .iter()
+                            .flatten()
+                            .take(ci.attachment_count as usize)
+                            .copied()
+                            .collect(),
+                        width: ci.width,
+                        height: ci.height,
+                        imageless: ci.flags & IMAGELESS != 0,
+                    };
+                    self.framebuffers.insert(h, fb);
+                }
+            }
+            _ => self.cmds_after(call),
+        }
+    }
+}
+
+fn check_ref(a: u32, n: u32) -> Result<(), String> {
+    if a != UNUSED && a >= n {
+        return Err(format!(
+            "a subpass refers to attachment {a} of a render pass with {n}"
+        ));
+    }
+    Ok(())
+}
+
+fn bit(a: u32) -> u64 {
+    if a < 64 {
+        1 << a
+    } else {
+        0
+    }
+}
+
+/// One past the last attachment that clears (its stencil counts where its format has one).
+fn clears(ops: impl Iterator<Item = (i32, i32, i32)>) -> u32 {
+    let mut n = 0;
+    for (k, (format, load, stencil)) in ops.enumerate() {
+        let stencil = stencil == LOAD_OP_CLEAR && aspects(format).is_some_and(|a| a & STENCIL != 0);
+        if load == LOAD_OP_CLEAR || stencil {
+            n = k as u32 + 1;
+        }
+    }
+    n
+}
