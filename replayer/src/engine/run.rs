@@ -172,8 +172,9 @@ impl Run<'_, '_> {
                 }
                 Record::QueryResults(r) => {
                     self.reachable(&r)?;
+                    let outstanding = self.validator.work_outstanding(r.device);
                     self.reads
-                        .reread(&mut self.session, &r)
+                        .reread(&mut self.session, &r, outstanding)
                         .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?
                 }
                 Record::QueryCopy(c) => self

@@ -269,10 +269,13 @@ impl QueryReads<'_> {
     }
 
     /// Re-does a captured `vkGetQueryPoolResults` with the captured flags, stride and count.
+    /// `outstanding`: replayed work on the read's device may still run (else a query the replay
+    /// left unavailable stays so, and is not waited for).
     pub fn reread(
         &mut self,
         s: &mut Session<'_>,
         r: &record::QueryResults,
+        outstanding: bool,
     ) -> Result<(), ReplayError> {
         let Some(shape) = self.known_pool(s, r.seq, r.pool, r.count) else {
             return Ok(());
@@ -285,7 +288,8 @@ impl QueryReads<'_> {
                 return Ok(());
             }
         };
-        let (replayed, result, host_ns, available_ns) = match self.poll(s, r, shape, &captured) {
+        let polled = self.poll(s, r, shape, &captured, outstanding);
+        let (replayed, result, host_ns, available_ns) = match polled {
             Ok(x) => x,
             Err(e) => {
                 let why = format!("replayed vkGetQueryPoolResults: {e}");
@@ -309,8 +313,8 @@ impl QueryReads<'_> {
     }
 
     /// Polls the replay's results of a captured `vkGetQueryPoolResults` until the queries the
-    /// capture saw available are, or the wait times out: (values, result, host time, each query's
-    /// availability time).
+    /// capture saw available are, or the wait times out, or at once when no replayed work is
+    /// `outstanding`: (values, result, host time, each query's availability time).
     #[allow(clippy::type_complexity)]
     fn poll(
         &self,
@@ -318,6 +322,7 @@ impl QueryReads<'_> {
         r: &record::QueryResults,
         shape: PoolShape,
         captured: &[Decoded],
+        outstanding: bool,
     ) -> Result<(Vec<Decoded>, i32, u64, Vec<u64>), ReplayError> {
         let pool = s.lookup(vk::ObjectType::QUERY_POOL, r.pool)?;
         let device = &s.device(r.device)?.device;
@@ -372,7 +377,7 @@ impl QueryReads<'_> {
             let done = captured.iter().zip(&d).enumerate().all(|(i, (c, q))| {
                 !c.available || q.available || first_of(i).is_some_and(|f| f.available)
             });
-            if done || start.elapsed() > WAIT_TIMEOUT {
+            if done || !outstanding || start.elapsed() > WAIT_TIMEOUT {
                 break Ok((d, res.as_raw(), now, available_ns));
             }
             std::thread::sleep(Duration::from_micros(100));

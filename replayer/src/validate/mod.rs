@@ -318,6 +318,12 @@ impl Validator {
         self.sync.waited(&mut self.t, action);
     }
 
+    /// Whether work submitted to captured `device` may still be running (no replayed wait has
+    /// shown it complete): only then can waiting make a query available.
+    pub fn work_outstanding(&self, device: u64) -> bool {
+        self.sync.outstanding_on(device)
+    }
+
     /// Whether a replayed submission ran `command_buffer` (directly or as a secondary).
     pub fn ever_submitted(&self, command_buffer: u64) -> bool {
         self.sync.ever_submitted(&self.t, command_buffer)

@@ -285,9 +285,15 @@ impl Sync {
         }
     }
 
+    /// Whether work submitted to `device` may still run: a replayed submission no replayed wait
+    /// has shown complete.
+    pub(super) fn outstanding_on(&self, device: u64) -> bool {
+        self.outstanding.iter().any(|s| s.device == device)
+    }
+
     /// A device wait when submitted work may still run there.
     fn idle_device(&self, device: u64) -> Action {
-        if device != 0 && self.outstanding.iter().any(|s| s.device == device) {
+        if device != 0 && self.outstanding_on(device) {
             Action::Device(device)
         } else {
             Action::None
