@@ -202,19 +202,6 @@ pub(super) fn push_encoded(
     Pushed::Queued { seq, unknown }
 }
 
-/// Queues a record for the tracker; gives it back when tracking has ended.
-pub(super) fn push_record(rec: Record) -> Option<Record> {
-    let mut q = QUEUE.lock();
-    if !HOT.tracking.load(Ordering::Acquire) {
-        return Some(rec);
-    }
-    let before = q.items.len();
-    q.items.push(Item::Rec);
-    q.recs.push(rec);
-    after_push(q, before);
-    None
-}
-
 /// Queues records for the tracker under one lock; gives them all back when tracking has ended.
 pub(super) fn push_records(recs: impl Iterator<Item = Record>) -> Vec<Record> {
     let mut q = QUEUE.lock();

@@ -6,7 +6,7 @@
 //! call path (`record`) and frames (`frames`) build on this.
 
 use super::clock::{now_ns, unix_ns};
-use super::deferred::{lock_tracker, push_record, push_records, set_tracker};
+use super::deferred::{lock_tracker, push_records, set_tracker};
 use super::statics::{
     capturing, lock_capture, log_once, recording, Capture, CaptureGuard, Stats, HOT,
 };
@@ -121,7 +121,7 @@ pub(super) fn offer(rec: Record) -> Option<Record> {
     if !HOT.tracking.load(Ordering::Acquire) {
         return Some(rec);
     }
-    push_record(rec)
+    push_records(std::iter::once(rec)).pop()
 }
 
 /// Gives up a trimmed capture before its first frame: logged once, nothing written, calls pass.
