@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use format::record::{Call, Handle, Submit};
+use vkstream::multiview::ViewMasks;
 use vkstream::Call as Decoded;
 
 /// The commands the tracker decodes.
@@ -27,6 +28,8 @@ enum Cmd {
     EndQueueLabel,
     InsertQueueLabel,
     BeginRenderPass,
+    /// Followed only for multiview view masks (`vkstream::multiview`).
+    View,
 }
 
 fn cmd_of(name: &str) -> Option<Cmd> {
@@ -43,6 +46,7 @@ fn cmd_of(name: &str) -> Option<Cmd> {
         | "vkCmdBeginRenderPass2KHR"
         | "vkCmdBeginRendering"
         | "vkCmdBeginRenderingKHR" => Cmd::BeginRenderPass,
+        n if ViewMasks::COMMANDS.contains(&n) => Cmd::View,
         _ => return None,
     })
 }
@@ -108,6 +112,8 @@ pub struct LabelTracker {
     interned: HashMap<String, Arc<str>>,
     /// Joined paths by the addresses of their two parts.
     joined: HashMap<(usize, usize), Option<Arc<str>>>,
+    /// The multiview view mask each command buffer records under.
+    views: ViewMasks,
     /// Calls whose parameters did not decode.
     pub undecoded: u64,
 }
@@ -123,6 +129,11 @@ impl LabelTracker {
             .iter()
             .map(|n| cmd_of(n).zip(vkstream::command_id(n)))
             .collect();
+    }
+
+    /// The multiview view mask `cb` records under now (0 outside multiview).
+    pub fn view_mask(&self, cb: Handle) -> u32 {
+        self.views.view_mask(cb)
     }
 
     /// Whether anything was labelled or a render pass begun (else the tracker adds nothing).
@@ -157,6 +168,7 @@ impl LabelTracker {
                 return;
             }
         };
+        self.views.call(&decoded);
         match (cmd, decoded) {
             (Cmd::BeginCommandBuffer, Decoded::vkBeginCommandBuffer(p)) => {
                 self.cbs.remove(&p.command_buffer);

@@ -528,6 +528,22 @@ impl LabelCalls {
             )
         })
     }
+
+    /// Dynamic rendering under `view_mask` (multiview when non-zero).
+    pub fn begin_rendering(&mut self, cb: u64, view_mask: u32) -> Call {
+        let info = vk::RenderingInfo::default()
+            .layer_count(1)
+            .view_mask(view_mask);
+        self.call("vkCmdBeginRendering", |e| unsafe {
+            vkstream::encode::vkCmdBeginRendering(e, vk::CommandBuffer::from_raw(cb), &info)
+        })
+    }
+
+    pub fn end_rendering(&mut self, cb: u64) -> Call {
+        self.call("vkCmdEndRendering", |e| unsafe {
+            vkstream::encode::vkCmdEndRendering(e, vk::CommandBuffer::from_raw(cb))
+        })
+    }
 }
 
 /// Labels of the render passes [`with_labels`] adds, one per pool of [`POOLS`].

@@ -12,6 +12,7 @@
 //! their raw bytes; pNext chains as tagged elements (see [`encode::pnext`]).
 
 mod generated;
+pub mod multiview;
 
 pub use generated::commands::{
     command_id, ids, COMMANDS, IS_DEVICE_LEVEL, SPECIAL, UNSUPPORTED, UNSUPPORTED_EXTENSIONS,

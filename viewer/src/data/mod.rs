@@ -288,8 +288,8 @@ struct QueryState {
     queue_label: Option<Arc<str>>,
     /// Row made for the current generation, so repeated polling updates one row.
     row: Option<(u32, u32)>,
-    /// Control flags of its begin (0 for timestamps and writes).
-    begin_flags: Option<u32>,
+    /// Its begin in the trace: control flags (0 for timestamps and writes) and view mask.
+    begin: Option<QueryBegin>,
 }
 
 #[derive(Default)]
@@ -618,25 +618,41 @@ impl DatasetBuilder {
                     };
                 }
             }
-            K::Begin { query, flags, .. } => touch(self, query, &|st| {
-                if st.times.end != 0 {
-                    // Begin without a reset in between: a new use as far as rows go.
-                    st.generation += 1;
-                    st.times = Times {
-                        reset: st.times.reset,
-                        ..Times::default()
-                    };
+            K::Begin { query, flags, .. } => {
+                let begin = QueryBegin {
+                    flags,
+                    view_mask: self.trace.labels.view_mask(cb),
+                    first: query,
+                };
+                touch(self, query, &|st| {
+                    if st.times.end != 0 {
+                        // Begin without a reset in between: a new use as far as rows go.
+                        st.generation += 1;
+                        st.times = Times {
+                            reset: st.times.reset,
+                            ..Times::default()
+                        };
+                    }
+                    st.times.begin = t;
+                    st.cb_label = label.clone();
+                    st.begin = Some(begin);
+                });
+                // A multiview begin uses one query per view; the others read as its own.
+                for i in 1..begin.views() {
+                    let q = query.saturating_add(i);
+                    self.trace.states.entry((op.pool, q)).or_default().begin = Some(begin);
                 }
-                st.times.begin = t;
-                st.cb_label = label.clone();
-                st.begin_flags = Some(flags);
-            }),
+            }
             K::End { query, .. } => touch(self, query, &|st| st.times.end = t),
             K::Timestamp { query, .. } | K::Write { query } => touch(self, query, &|st| {
                 st.times.begin = t;
                 st.times.end = t;
                 st.cb_label = label.clone();
-                st.begin_flags = Some(0);
+                st.begin = Some(QueryBegin {
+                    flags: 0,
+                    view_mask: 0,
+                    first: query,
+                });
             }),
             K::Copy { .. } => {}
         }
@@ -704,12 +720,8 @@ impl DatasetBuilder {
         for (i, d) in decoded.into_iter().enumerate() {
             let q = first + i as u32;
             let st = self.trace.states.entry((pool, q)).or_default();
-            // The trace's own begin: the PRECISE bit; the view mask is not followed here.
-            let begin = st.begin_flags.map(|flags| QueryBegin {
-                flags,
-                view_mask: 0,
-                first: q,
-            });
+            // The trace's own begin (PRECISE, multiview) for results files that lack it.
+            let begin = st.begin;
             let label = match (&st.queue_label, &st.cb_label) {
                 (None, None) => None,
                 (None, Some(c)) => Some(c.clone()),

@@ -144,7 +144,7 @@ fn precision_and_multiview_come_from_the_recorded_begin() {
 }
 
 /// Results written before the begin was recorded, beside their trace: the trace's begin flags say
-/// whether the count was precise.
+/// whether the count was precise, and its render passes whether a begin was multiview.
 #[test]
 fn results_without_the_begin_take_the_trace_s() {
     let dev = synth::device("llvmpipe", "llvmpipe");
@@ -161,31 +161,42 @@ fn results_without_the_begin_take_the_trace_s() {
             host_ns: 1,
         })
     };
+    let mut calls = synth::LabelCalls::new();
+    let rendering = [calls.begin_rendering(0xc0, 0b11), calls.end_rendering(0xc0)];
+    let [multiview, end] = rendering.map(Record::Call);
     let trace = vec![
+        Record::CommandTable(calls.table.clone()),
         Record::QueryPool(QueryPoolInfo {
             seq: 1,
             device: 0xd,
             pool: POOL,
             query_type: OCCLUSION,
-            query_count: 2,
+            query_count: 4,
             pipeline_statistics: 0,
             perf_queue_family: None,
             perf_counters: Vec::new(),
         }),
         op(0, 1),
         op(1, 0),
+        // Two views: queries 2 and 3, the whole count in the first on the replay device.
+        multiview,
+        op(2, 1),
+        end,
         Record::QueryResults(QueryResults {
             seq: 50,
             thread: 0,
             device: 0xd,
             pool: POOL,
             first: 0,
-            count: 2,
+            count: 4,
             stride: 8,
             flags: RESULT_64,
             result: 0,
             host_ns: 2,
-            data: [100u64, 100].iter().flat_map(|v| v.to_le_bytes()).collect(),
+            data: [100u64, 100, 60, 60]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
         }),
     ];
     let ds = Dataset::from_records(vec![
@@ -197,15 +208,20 @@ fn results_without_the_begin_take_the_trace_s() {
         results_file(vec![
             result(0, 100, Some(90), None),
             result(1, 100, Some(90), None),
+            result(2, 60, Some(120), None),
+            result(3, 60, None, None),
         ]),
     ]);
     let got = outcomes(&ds);
     let got: Vec<_> = got.iter().map(|(q, o, c)| (*q, *o, c.as_str())).collect();
+    let multiview = Outcome::NotCompared(format::query::NotCompared::MultiviewInFirst);
     assert_eq!(
         got,
         [
             (0, Some(Outcome::Mismatch), "mismatch"),
             (1, Some(Outcome::Variation), "variation"),
+            (2, Some(Outcome::Match), "match"),
+            (3, Some(multiview), "not_compared_multiview"),
         ]
     );
 }
