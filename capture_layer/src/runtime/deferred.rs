@@ -16,15 +16,17 @@
 use super::statics::{log_once, HOT};
 use crate::trim::tracker::{CallAt, Tracker};
 use format::record::Record;
+use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
-static QUEUE: parking_lot::Mutex<Queue> = parking_lot::Mutex::new(Queue::new());
-static WAKE: parking_lot::Condvar = parking_lot::Condvar::new();
+static QUEUE: QueueLock = QueueLock::new();
 static THREAD: AtomicBool = AtomicBool::new(false);
+/// The tracking thread, unparked when the queue reaches `WAKE_AT`.
+static TRACK_THREAD: OnceLock<std::thread::Thread> = OnceLock::new();
 
 /// Queued items at which a push wakes the tracking thread (it also wakes every `PERIOD`).
 const WAKE_AT: usize = 512;
@@ -44,10 +46,95 @@ enum Item {
     Rec,
 }
 
+/// `repr(C)`: the lock and the two buffers every call appends to share the first cache line.
+#[repr(C)]
 struct Queue {
     items: Vec<Item>,
     bytes: Vec<u8>,
     recs: Vec<Record>,
+}
+
+/// The queue behind a one-byte lock taken with one atomic exchange and released with a plain
+/// store. A locked instruction waits for every store before it to reach the cache: parking_lot's
+/// unlock (a compare-exchange) waited there for the lines of the call just queued, which the
+/// tracking thread read last, on another core (they miss); a release store does not wait.
+/// Waiters spin, then yield, then sleep in short steps: the lock is held for a call's encoding,
+/// the tracking thread's swap of buffers, or (rarely, for milliseconds) a snapshot.
+#[repr(C, align(64))]
+struct QueueLock {
+    locked: AtomicBool,
+    queue: UnsafeCell<Queue>,
+}
+
+// SAFETY: `queue` is only reached through a `QueueGuard`, which holds `locked`.
+unsafe impl Sync for QueueLock {}
+
+impl QueueLock {
+    const fn new() -> Self {
+        QueueLock {
+            locked: AtomicBool::new(false),
+            queue: UnsafeCell::new(Queue::new()),
+        }
+    }
+
+    #[inline]
+    fn lock(&'static self) -> QueueGuard {
+        if self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+        QueueGuard(self)
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        let mut waits = 0u32;
+        loop {
+            while self.locked.load(Ordering::Relaxed) {
+                match waits {
+                    0..64 => std::hint::spin_loop(),
+                    64..128 => std::thread::yield_now(),
+                    _ => std::thread::sleep(Duration::from_micros(20)),
+                }
+                waits = waits.saturating_add(1);
+            }
+            if self
+                .locked
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// The queue, locked until dropped.
+struct QueueGuard(&'static QueueLock);
+
+impl std::ops::Deref for QueueGuard {
+    type Target = Queue;
+    fn deref(&self) -> &Queue {
+        // SAFETY: the lock is held.
+        unsafe { &*self.0.queue.get() }
+    }
+}
+
+impl std::ops::DerefMut for QueueGuard {
+    fn deref_mut(&mut self) -> &mut Queue {
+        // SAFETY: the lock is held, and this guard is its only holder.
+        unsafe { &mut *self.0.queue.get() }
+    }
+}
+
+impl Drop for QueueGuard {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.locked.store(false, Ordering::Release);
+    }
 }
 
 impl Queue {
@@ -97,7 +184,7 @@ impl Queue {
 /// The tracker, fed with everything queued; the queue stays locked (calls wait) while it is held.
 pub(super) struct TrackerGuard {
     tracker: MutexGuard<'static, Option<Tracker>>,
-    _queue: parking_lot::MutexGuard<'static, Queue>,
+    _queue: QueueGuard,
 }
 
 impl std::ops::Deref for TrackerGuard {
@@ -145,9 +232,12 @@ pub(super) fn set_tracker(t: Option<Tracker>) {
         let spawned = std::thread::Builder::new()
             .name("quarry-track".into())
             .spawn(run);
-        if spawned.is_err() {
+        match spawned {
+            Ok(t) => {
+                let _ = TRACK_THREAD.set(t.thread().clone());
+            }
             // Without the thread, pushes feed the tracker themselves once the queue is full.
-            THREAD.store(false, Ordering::Release);
+            Err(_) => THREAD.store(false, Ordering::Release),
         }
     }
 }
@@ -164,7 +254,8 @@ pub(super) enum Pushed {
 }
 
 /// Queues a call for the tracker, encoded by `encode` (false: it panicked) straight into the
-/// queue's parameter bytes, and numbers it.
+/// queue's parameter bytes, and numbers it. Inlined into the call path (`record::track_call`).
+#[inline(always)]
 pub(super) fn push_encoded(
     thread: u32,
     host_ns: u64,
@@ -177,6 +268,9 @@ pub(super) fn push_encoded(
     if !HOT.tracking.load(Ordering::Acquire) {
         return Pushed::Closed;
     }
+    // Numbered before the encoding: the atomic add then waits for no store of it (a call whose
+    // encoder panics leaves a gap, and capture stops).
+    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
     let (before, at) = (q.items.len(), q.bytes.len());
     let mut e = vkstream::Encoder::from_vec(std::mem::take(&mut q.bytes));
     let ok = encode(&mut e);
@@ -187,7 +281,6 @@ pub(super) fn push_encoded(
         q.bytes.truncate(at);
         return Pushed::Panicked;
     }
-    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
     let len = (q.bytes.len() - at) as u32;
     q.items.push(Item::Call(CallAt {
         seq,
@@ -217,12 +310,20 @@ pub(super) fn push_records(recs: impl Iterator<Item = Record>) -> Vec<Record> {
     Vec::new()
 }
 
-#[inline]
-fn after_push(q: parking_lot::MutexGuard<'static, Queue>, before: usize) {
+#[inline(always)]
+fn after_push(q: QueueGuard, before: usize) {
     let (n, full) = (q.items.len(), q.full());
     drop(q);
-    if before < WAKE_AT && n >= WAKE_AT {
-        WAKE.notify_one();
+    if (before < WAKE_AT && n >= WAKE_AT) || full {
+        wake_or_drain(full);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn wake_or_drain(full: bool) {
+    if let Some(t) = TRACK_THREAD.get() {
+        t.unpark();
     }
     if full {
         drain();
@@ -249,19 +350,16 @@ fn drain_into(local: &mut Queue) {
 fn run() {
     let mut local = Queue::new();
     loop {
-        {
-            let mut q = QUEUE.lock();
-            if q.items.len() < WAKE_AT {
-                let period = if HOT.tracking.load(Ordering::Relaxed) {
-                    PERIOD
-                } else {
-                    PERIOD * 25
-                };
-                WAKE.wait_for(&mut q, period);
-            }
-            if q.items.is_empty() {
-                continue;
-            }
+        if QUEUE.lock().items.len() < WAKE_AT {
+            let period = if HOT.tracking.load(Ordering::Relaxed) {
+                PERIOD
+            } else {
+                PERIOD * 25
+            };
+            std::thread::park_timeout(period);
+        }
+        if QUEUE.lock().items.is_empty() {
+            continue;
         }
         drain_into(&mut local);
     }

@@ -27,11 +27,19 @@ pub fn record_call(
     result: i32,
     encode: impl FnOnce(&mut vkstream::Encoder),
 ) -> Option<u64> {
-    if !recording() {
+    if !recording() || skipped(cmd) {
         return None;
     }
     let mut encode = Some(encode);
     record_dyn(cmd, result, &erase(&mut encode))
+}
+
+/// Tracking a command that defines no state (gets, waits, presents): nothing to encode. Inlined
+/// into every intercept, where `cmd` is a constant and the tracker's table read-only data: the
+/// test folds to `false` for the commands the tracker keeps.
+#[inline(always)]
+fn skipped(cmd: u32) -> bool {
+    !tracker::wanted(cmd) && !capturing()
 }
 
 /// Erases a command's encoder for the shared, non-generic path.
@@ -85,7 +93,7 @@ pub fn record_call_ops(
     pool: u64,
     kinds: &[record::QueryOpKind],
 ) -> Option<u64> {
-    if !recording() {
+    if !recording() || skipped(cmd) {
         return None;
     }
     let mut encode = Some(encode);
@@ -164,11 +172,8 @@ fn record_then(
     encode: &Encode,
     then: impl FnOnce(&mut CaptureGuard, u64, u32, u64),
 ) -> Option<u64> {
+    // The callers have skipped what the tracker does not want (`skipped`).
     let tracking = HOT.tracking.load(Ordering::Acquire);
-    if tracking && !capturing() && !tracker::wanted(cmd) {
-        // Tracking a command that defines no state (gets, waits, presents): nothing to encode.
-        return None;
-    }
     let t0 = prof::start();
     let (thread, host_ns) = (thread_id(), call_ns());
     let seq = if tracking {
@@ -251,10 +256,30 @@ fn write_call_locked(
 
 /// Before a trimmed capture's first frame: the call is encoded straight into the tracking
 /// thread's queue (see `deferred`), or, when the snapshot was written meanwhile, into the trace.
+/// Inlined, with the queue's push, into `record_dyn`: the tracking path on its pages; what is
+/// rare stays out of line.
+#[inline(always)]
 fn track_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
     let pushed = super::deferred::push_encoded(thread, host_ns, cmd, result, |e| {
         catch_unwind(AssertUnwindSafe(|| encode.call(e))).is_ok()
     });
+    match pushed {
+        Pushed::Queued { seq, unknown: None } => Some(seq),
+        other => track_rare(other, thread, host_ns, cmd, result, encode),
+    }
+}
+
+/// `track_call` when the encoder met an unknown struct, panicked, or tracking had ended.
+#[cold]
+#[inline(never)]
+fn track_rare(
+    pushed: Pushed,
+    thread: u32,
+    host_ns: u64,
+    cmd: u32,
+    result: i32,
+    encode: &Encode,
+) -> Option<u64> {
     match pushed {
         Pushed::Queued { seq, unknown } => {
             if let Some(s_type) = unknown {
