@@ -15,7 +15,7 @@
 
 use super::statics::{log_once, HOT};
 use crate::trim::tracker::{CallAt, Tracker};
-use format::record::Record;
+use format::record::{QueryOp, Record};
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,6 +44,8 @@ enum Item {
     Call(CallAt),
     /// The next of `recs`.
     Rec,
+    /// The next of `ops`: a query command's record, queued with its call.
+    Op,
 }
 
 /// `repr(C)`: the lock and the two buffers every call appends to share the first cache line.
@@ -52,6 +54,7 @@ struct Queue {
     items: Vec<Item>,
     bytes: Vec<u8>,
     recs: Vec<Record>,
+    ops: Vec<QueryOp>,
 }
 
 /// The queue behind a one-byte lock taken with one atomic exchange and released with a plain
@@ -143,6 +146,7 @@ impl Queue {
             items: Vec::new(),
             bytes: Vec::new(),
             recs: Vec::new(),
+            ops: Vec::new(),
         }
     }
 
@@ -153,17 +157,28 @@ impl Queue {
     /// Offers every item to `tracker` in order and empties the queue (keeping its allocations).
     /// Err when the tracker panicked: it is dropped, and the caller abandons tracking.
     fn feed(&mut self, tracker: &mut Option<Tracker>) -> Result<(), ()> {
-        let Queue { items, bytes, recs } = self;
+        let Queue {
+            items,
+            bytes,
+            recs,
+            ops,
+        } = self;
         let result = match tracker.as_mut() {
             None => Ok(()),
             Some(t) => catch_unwind(AssertUnwindSafe(|| {
                 let mut recs = recs.drain(..);
+                let mut ops = ops.drain(..);
                 for item in items.drain(..) {
                     match item {
                         Item::Call(c) => t.offer_call(c.with(bytes)),
                         Item::Rec => {
                             if let Some(rec) = recs.next() {
                                 t.offer(rec);
+                            }
+                        }
+                        Item::Op => {
+                            if let Some(op) = ops.next() {
+                                t.offer(Record::QueryOp(op));
                             }
                         }
                     }
@@ -174,6 +189,7 @@ impl Queue {
         items.clear();
         bytes.clear();
         recs.clear();
+        ops.clear();
         if result.is_err() {
             *tracker = None;
         }
@@ -254,7 +270,8 @@ pub(super) enum Pushed {
 }
 
 /// Queues a call for the tracker, encoded by `encode` (false: it panicked) straight into the
-/// queue's parameter bytes, and numbers it. Inlined into the call path (`record::track_call`).
+/// queue's parameter bytes, and numbers it; then, under the same lock, the query records `ops`
+/// appends for that seq (a query command's). Inlined into the call path (`record::track_call`).
 #[inline(always)]
 pub(super) fn push_encoded(
     thread: u32,
@@ -262,6 +279,7 @@ pub(super) fn push_encoded(
     cmd: u32,
     result: i32,
     encode: impl FnOnce(&mut vkstream::Encoder) -> bool,
+    ops: impl FnOnce(u64, &mut Vec<QueryOp>),
 ) -> Pushed {
     let mut q = QUEUE.lock();
     // Under the queue's lock: the snapshot clears the flag while it holds the queue.
@@ -291,6 +309,11 @@ pub(super) fn push_encoded(
         at: at as u32,
         len,
     }));
+    let op_at = q.ops.len();
+    ops(seq, &mut q.ops);
+    for _ in op_at..q.ops.len() {
+        q.items.push(Item::Op);
+    }
     after_push(q, before);
     Pushed::Queued { seq, unknown }
 }
