@@ -2,7 +2,8 @@
 //! triggers) the app's threads only encode a call and append it to a queue; the layer's tracking
 //! thread (`quarry-track`) feeds the queue to the tracker. The tracker's decoding, maps and
 //! layout bookkeeping (1–3.5 µs for a submit, an allocation or a destruction) leave the app's
-//! thread, which pays the encoding and one uncontended lock per call.
+//! thread, which pays the encoding and one uncontended lock per call: one locked instruction
+//! (the lock's exchange; the release is a plain store and the seq a plain add under the lock).
 //!
 //! Whoever reads or ends the tracker (the snapshot writer, capture on demand's return to
 //! tracking, finalization) takes it with [`lock_tracker`], which feeds it everything queued and
@@ -286,9 +287,8 @@ pub(super) fn push_encoded(
     if !HOT.tracking.load(Ordering::Acquire) {
         return Pushed::Closed;
     }
-    // Numbered before the encoding: the atomic add then waits for no store of it (a call whose
-    // encoder panics leaves a gap, and capture stops).
-    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
+    // Numbered before the encoding (a call whose encoder panics leaves a gap, and capture stops).
+    let seq = next_seq();
     let (before, at) = (q.items.len(), q.bytes.len());
     let mut e = vkstream::Encoder::from_vec(std::mem::take(&mut q.bytes));
     let ok = encode(&mut e);
@@ -316,6 +316,32 @@ pub(super) fn push_encoded(
     }
     after_push(q, before);
     Pushed::Queued { seq, unknown }
+}
+
+/// The next seq, while tracking, under the queue's lock. Every seq taken while tracking is taken
+/// under it (calls and records here, the snapshot's holding `lock_tracker`); elsewhere one is
+/// taken only while a trace is open, under the capture lock, and a trace is open while tracking
+/// only during the snapshot (which holds the queue) and it is closed (`on_demand`) holding both.
+/// So a plain load and store serve, not a locked instruction (one less per call).
+#[inline(always)]
+fn next_seq() -> u64 {
+    let seq = HOT.seq.load(Ordering::Relaxed);
+    HOT.seq.store(seq + 1, Ordering::Relaxed);
+    seq
+}
+
+/// Queues the record `make` builds for the next seq; gives `make` back when tracking has ended.
+pub(super) fn push_numbered<F: FnOnce(u64) -> Record>(make: F) -> Result<u64, F> {
+    let mut q = QUEUE.lock();
+    if !HOT.tracking.load(Ordering::Acquire) {
+        return Err(make);
+    }
+    let seq = next_seq();
+    let before = q.items.len();
+    q.items.push(Item::Rec);
+    q.recs.push(make(seq));
+    after_push(q, before);
+    Ok(seq)
 }
 
 /// Queues records for the tracker under one lock; gives them all back when tracking has ended.
