@@ -12,8 +12,9 @@
 //! snapshot, never lost between them. Lock order: tracker, then queue; the call path takes only
 //! the queue.
 //!
-//! Depends on: `statics` (the tracking flag), `trim::tracker`.
+//! Depends on: `statics` (the tracking flag), `clock` (its anchor), `trim::tracker`.
 
+use super::clock::anchor_now;
 use super::statics::{log_once, HOT};
 use crate::trim::tracker::{CallAt, Tracker};
 use format::record::{QueryOp, Record};
@@ -395,17 +396,20 @@ fn drain_into(local: &mut Queue) {
     }
 }
 
-/// The tracking thread: feeds the queue every `PERIOD`, or sooner when it fills.
+/// The tracking thread: feeds the queue every `PERIOD`, or sooner when it fills. While tracking
+/// it also keeps the fast call clock anchored (`clock::anchor_now`, a no-op while the last anchor
+/// is recent), for apps whose frame ends do not come often enough: without an anchor every
+/// tracked call reads CLOCK_MONOTONIC.
 fn run() {
     let mut local = Queue::new();
     loop {
         if QUEUE.lock().items.len() < WAKE_AT {
-            let period = if HOT.tracking.load(Ordering::Relaxed) {
-                PERIOD
-            } else {
-                PERIOD * 25
-            };
+            let tracking = HOT.tracking.load(Ordering::Relaxed);
+            let period = if tracking { PERIOD } else { PERIOD * 25 };
             std::thread::park_timeout(period);
+            if tracking {
+                anchor_now();
+            }
         }
         if QUEUE.lock().items.is_empty() {
             continue;
