@@ -331,7 +331,8 @@ fn next_seq() -> u64 {
     seq
 }
 
-/// Queues the record `make` builds for the next seq; gives `make` back when tracking has ended.
+/// Queues the record `make` builds for the next seq (under the queue's lock: `make` must not
+/// record); gives `make` back when tracking has ended.
 pub(super) fn push_numbered<F: FnOnce(u64) -> Record>(make: F) -> Result<u64, F> {
     let mut q = QUEUE.lock();
     if !HOT.tracking.load(Ordering::Acquire) {

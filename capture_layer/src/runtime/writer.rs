@@ -328,7 +328,8 @@ pub fn trace_path() -> Option<PathBuf> {
     lock_capture().as_ref().map(|c| c.path.clone())
 }
 
-/// Writes one record under the ordering lock. `make` gets the record's `seq`. Returns that seq.
+/// Writes one record under the ordering lock. `make` gets the record's `seq` and runs under that
+/// lock (the tracking queue's while tracking): it must not record. Returns that seq.
 pub fn emit(make: impl FnOnce(u64) -> Record) -> Option<u64> {
     if !recording() {
         return None;
