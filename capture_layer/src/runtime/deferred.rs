@@ -2,7 +2,8 @@
 //! triggers) the app's threads only encode a call and append it to a queue; the layer's tracking
 //! thread (`quarry-track`) feeds the queue to the tracker. The tracker's decoding, maps and
 //! layout bookkeeping (1–3.5 µs for a submit, an allocation or a destruction) leave the app's
-//! thread, which pays the encoding and one uncontended lock per call.
+//! thread, which pays the encoding and one uncontended lock per call: one locked instruction
+//! (the lock's exchange; the release is a plain store and the seq a plain add under the lock).
 //!
 //! Whoever reads or ends the tracker (the snapshot writer, capture on demand's return to
 //! tracking, finalization) takes it with [`lock_tracker`], which feeds it everything queued and
@@ -11,20 +12,23 @@
 //! snapshot, never lost between them. Lock order: tracker, then queue; the call path takes only
 //! the queue.
 //!
-//! Depends on: `statics` (the tracking flag), `trim::tracker`.
+//! Depends on: `statics` (the tracking flag), `clock` (its anchor), `trim::tracker`.
 
+use super::clock::anchor_now;
 use super::statics::{log_once, HOT};
 use crate::trim::tracker::{CallAt, Tracker};
-use format::record::Record;
+use format::record::{QueryOp, Record};
+use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 static TRACKER: Mutex<Option<Tracker>> = Mutex::new(None);
-static QUEUE: parking_lot::Mutex<Queue> = parking_lot::Mutex::new(Queue::new());
-static WAKE: parking_lot::Condvar = parking_lot::Condvar::new();
+static QUEUE: QueueLock = QueueLock::new();
 static THREAD: AtomicBool = AtomicBool::new(false);
+/// The tracking thread, unparked when the queue reaches `WAKE_AT`.
+static TRACK_THREAD: OnceLock<std::thread::Thread> = OnceLock::new();
 
 /// Queued items at which a push wakes the tracking thread (it also wakes every `PERIOD`).
 const WAKE_AT: usize = 512;
@@ -42,12 +46,100 @@ enum Item {
     Call(CallAt),
     /// The next of `recs`.
     Rec,
+    /// The next of `ops`: a query command's record, queued with its call.
+    Op,
 }
 
+/// `repr(C)`: the lock and the two buffers every call appends to share the first cache line.
+#[repr(C)]
 struct Queue {
     items: Vec<Item>,
     bytes: Vec<u8>,
     recs: Vec<Record>,
+    ops: Vec<QueryOp>,
+}
+
+/// The queue behind a one-byte lock taken with one atomic exchange and released with a plain
+/// store. A locked instruction waits for every store before it to reach the cache: parking_lot's
+/// unlock (a compare-exchange) waited there for the lines of the call just queued, which the
+/// tracking thread read last, on another core (they miss); a release store does not wait.
+/// Waiters spin, then yield, then sleep in short steps: the lock is held for a call's encoding,
+/// the tracking thread's swap of buffers, or (rarely, for milliseconds) a snapshot.
+#[repr(C, align(64))]
+struct QueueLock {
+    locked: AtomicBool,
+    queue: UnsafeCell<Queue>,
+}
+
+// SAFETY: `queue` is only reached through a `QueueGuard`, which holds `locked`.
+unsafe impl Sync for QueueLock {}
+
+impl QueueLock {
+    const fn new() -> Self {
+        QueueLock {
+            locked: AtomicBool::new(false),
+            queue: UnsafeCell::new(Queue::new()),
+        }
+    }
+
+    #[inline]
+    fn lock(&'static self) -> QueueGuard {
+        if self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+        QueueGuard(self)
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        let mut waits = 0u32;
+        loop {
+            while self.locked.load(Ordering::Relaxed) {
+                match waits {
+                    0..64 => std::hint::spin_loop(),
+                    64..128 => std::thread::yield_now(),
+                    _ => std::thread::sleep(Duration::from_micros(20)),
+                }
+                waits = waits.saturating_add(1);
+            }
+            if self
+                .locked
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// The queue, locked until dropped.
+struct QueueGuard(&'static QueueLock);
+
+impl std::ops::Deref for QueueGuard {
+    type Target = Queue;
+    fn deref(&self) -> &Queue {
+        // SAFETY: the lock is held.
+        unsafe { &*self.0.queue.get() }
+    }
+}
+
+impl std::ops::DerefMut for QueueGuard {
+    fn deref_mut(&mut self) -> &mut Queue {
+        // SAFETY: the lock is held, and this guard is its only holder.
+        unsafe { &mut *self.0.queue.get() }
+    }
+}
+
+impl Drop for QueueGuard {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.locked.store(false, Ordering::Release);
+    }
 }
 
 impl Queue {
@@ -56,6 +148,7 @@ impl Queue {
             items: Vec::new(),
             bytes: Vec::new(),
             recs: Vec::new(),
+            ops: Vec::new(),
         }
     }
 
@@ -66,17 +159,28 @@ impl Queue {
     /// Offers every item to `tracker` in order and empties the queue (keeping its allocations).
     /// Err when the tracker panicked: it is dropped, and the caller abandons tracking.
     fn feed(&mut self, tracker: &mut Option<Tracker>) -> Result<(), ()> {
-        let Queue { items, bytes, recs } = self;
+        let Queue {
+            items,
+            bytes,
+            recs,
+            ops,
+        } = self;
         let result = match tracker.as_mut() {
             None => Ok(()),
             Some(t) => catch_unwind(AssertUnwindSafe(|| {
                 let mut recs = recs.drain(..);
+                let mut ops = ops.drain(..);
                 for item in items.drain(..) {
                     match item {
                         Item::Call(c) => t.offer_call(c.with(bytes)),
                         Item::Rec => {
                             if let Some(rec) = recs.next() {
                                 t.offer(rec);
+                            }
+                        }
+                        Item::Op => {
+                            if let Some(op) = ops.next() {
+                                t.offer(Record::QueryOp(op));
                             }
                         }
                     }
@@ -87,6 +191,7 @@ impl Queue {
         items.clear();
         bytes.clear();
         recs.clear();
+        ops.clear();
         if result.is_err() {
             *tracker = None;
         }
@@ -97,7 +202,7 @@ impl Queue {
 /// The tracker, fed with everything queued; the queue stays locked (calls wait) while it is held.
 pub(super) struct TrackerGuard {
     tracker: MutexGuard<'static, Option<Tracker>>,
-    _queue: parking_lot::MutexGuard<'static, Queue>,
+    _queue: QueueGuard,
 }
 
 impl std::ops::Deref for TrackerGuard {
@@ -145,9 +250,12 @@ pub(super) fn set_tracker(t: Option<Tracker>) {
         let spawned = std::thread::Builder::new()
             .name("quarry-track".into())
             .spawn(run);
-        if spawned.is_err() {
+        match spawned {
+            Ok(t) => {
+                let _ = TRACK_THREAD.set(t.thread().clone());
+            }
             // Without the thread, pushes feed the tracker themselves once the queue is full.
-            THREAD.store(false, Ordering::Release);
+            Err(_) => THREAD.store(false, Ordering::Release),
         }
     }
 }
@@ -164,19 +272,24 @@ pub(super) enum Pushed {
 }
 
 /// Queues a call for the tracker, encoded by `encode` (false: it panicked) straight into the
-/// queue's parameter bytes, and numbers it.
+/// queue's parameter bytes, and numbers it; then, under the same lock, the query records `ops`
+/// appends for that seq (a query command's). Inlined into the call path (`record::track_call`).
+#[inline(always)]
 pub(super) fn push_encoded(
     thread: u32,
     host_ns: u64,
     cmd: u32,
     result: i32,
     encode: impl FnOnce(&mut vkstream::Encoder) -> bool,
+    ops: impl FnOnce(u64, &mut Vec<QueryOp>),
 ) -> Pushed {
     let mut q = QUEUE.lock();
     // Under the queue's lock: the snapshot clears the flag while it holds the queue.
     if !HOT.tracking.load(Ordering::Acquire) {
         return Pushed::Closed;
     }
+    // Numbered before the encoding (a call whose encoder panics leaves a gap, and capture stops).
+    let seq = next_seq();
     let (before, at) = (q.items.len(), q.bytes.len());
     let mut e = vkstream::Encoder::from_vec(std::mem::take(&mut q.bytes));
     let ok = encode(&mut e);
@@ -187,7 +300,6 @@ pub(super) fn push_encoded(
         q.bytes.truncate(at);
         return Pushed::Panicked;
     }
-    let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
     let len = (q.bytes.len() - at) as u32;
     q.items.push(Item::Call(CallAt {
         seq,
@@ -198,8 +310,40 @@ pub(super) fn push_encoded(
         at: at as u32,
         len,
     }));
+    let op_at = q.ops.len();
+    ops(seq, &mut q.ops);
+    for _ in op_at..q.ops.len() {
+        q.items.push(Item::Op);
+    }
     after_push(q, before);
     Pushed::Queued { seq, unknown }
+}
+
+/// The next seq, while tracking, under the queue's lock. Every seq taken while tracking is taken
+/// under it (calls and records here, the snapshot's holding `lock_tracker`); elsewhere one is
+/// taken only while a trace is open, under the capture lock, and a trace is open while tracking
+/// only during the snapshot (which holds the queue) and it is closed (`on_demand`) holding both.
+/// So a plain load and store serve, not a locked instruction (one less per call).
+#[inline(always)]
+fn next_seq() -> u64 {
+    let seq = HOT.seq.load(Ordering::Relaxed);
+    HOT.seq.store(seq + 1, Ordering::Relaxed);
+    seq
+}
+
+/// Queues the record `make` builds for the next seq (under the queue's lock: `make` must not
+/// record); gives `make` back when tracking has ended.
+pub(super) fn push_numbered<F: FnOnce(u64) -> Record>(make: F) -> Result<u64, F> {
+    let mut q = QUEUE.lock();
+    if !HOT.tracking.load(Ordering::Acquire) {
+        return Err(make);
+    }
+    let seq = next_seq();
+    let before = q.items.len();
+    q.items.push(Item::Rec);
+    q.recs.push(make(seq));
+    after_push(q, before);
+    Ok(seq)
 }
 
 /// Queues records for the tracker under one lock; gives them all back when tracking has ended.
@@ -217,12 +361,20 @@ pub(super) fn push_records(recs: impl Iterator<Item = Record>) -> Vec<Record> {
     Vec::new()
 }
 
-#[inline]
-fn after_push(q: parking_lot::MutexGuard<'static, Queue>, before: usize) {
+#[inline(always)]
+fn after_push(q: QueueGuard, before: usize) {
     let (n, full) = (q.items.len(), q.full());
     drop(q);
-    if before < WAKE_AT && n >= WAKE_AT {
-        WAKE.notify_one();
+    if (before < WAKE_AT && n >= WAKE_AT) || full {
+        wake_or_drain(full);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn wake_or_drain(full: bool) {
+    if let Some(t) = TRACK_THREAD.get() {
+        t.unpark();
     }
     if full {
         drain();
@@ -245,23 +397,23 @@ fn drain_into(local: &mut Queue) {
     }
 }
 
-/// The tracking thread: feeds the queue every `PERIOD`, or sooner when it fills.
+/// The tracking thread: feeds the queue every `PERIOD`, or sooner when it fills. While tracking
+/// it also keeps the fast call clock anchored (`clock::anchor_now`, a no-op while the last anchor
+/// is recent), for apps whose frame ends do not come often enough: without an anchor every
+/// tracked call reads CLOCK_MONOTONIC.
 fn run() {
     let mut local = Queue::new();
     loop {
-        {
-            let mut q = QUEUE.lock();
-            if q.items.len() < WAKE_AT {
-                let period = if HOT.tracking.load(Ordering::Relaxed) {
-                    PERIOD
-                } else {
-                    PERIOD * 25
-                };
-                WAKE.wait_for(&mut q, period);
+        if QUEUE.lock().items.len() < WAKE_AT {
+            let tracking = HOT.tracking.load(Ordering::Relaxed);
+            let period = if tracking { PERIOD } else { PERIOD * 25 };
+            std::thread::park_timeout(period);
+            if tracking {
+                anchor_now();
             }
-            if q.items.is_empty() {
-                continue;
-            }
+        }
+        if QUEUE.lock().items.is_empty() {
+            continue;
         }
         drain_into(&mut local);
     }

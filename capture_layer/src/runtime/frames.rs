@@ -63,6 +63,10 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
                 None => frame == p.first,
             }
         };
+        // Anchors the fast clock of recorded calls (`call_ns`), as the `Frame` record does while
+        // capturing: without an anchor every tracked call read CLOCK_MONOTONIC, whose fenced
+        // TSC read waits for the call's cache misses.
+        anchor_now();
         return due;
     }
     let t0 = prof::start();

@@ -30,6 +30,13 @@
 //! writes its `Call` and `QueryOp` under one lock; a submit scans only the memories mapped at the
 //! time. Functions the call path takes from a sibling file (`statics::lock_capture`,
 //! `clock::thread_id`) are `#[inline]`, as they were inlined when they shared its file.
+//!
+//! While tracking (before a trimmed capture's first frame, between triggers) the same function
+//! pushes the call into `deferred`'s queue, inlined: one locked instruction per call (the
+//! queue's lock; its release is a plain store, so nothing waits for the queued call's stores,
+//! and seq is a plain add under it), a query command's records under the same lock, and the TSC
+//! clock anchored at tracked frame ends as at captured ones. The commands the tracker does not
+//! want are skipped in the intercept itself, by a test that folds to a constant.
 
 mod clock;
 mod deferred;

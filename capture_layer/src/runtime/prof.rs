@@ -26,11 +26,16 @@ static N: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 static BY_CMD: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
 
 /// As `end(CALL, t0)`, also counted for `cmd`.
-#[inline]
+#[inline(always)]
 pub fn end_call(cmd: u32, t0: u64) {
-    if t0 == 0 {
-        return;
+    if t0 != 0 {
+        count_call(cmd, t0);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn count_call(cmd: u32, t0: u64) {
     let ns = add(CALL, t0);
     let mut by = BY_CMD.lock().unwrap_or_else(|e| e.into_inner());
     let i = cmd as usize;

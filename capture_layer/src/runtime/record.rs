@@ -5,13 +5,13 @@
 //!
 //! Depends on: `statics`, `clock`, `prof`, `writer`, `trim::tracker`, `region` (one sType).
 
-use super::clock::{call_ns, now_ns, thread_id};
+use super::clock::{call_ns, thread_id};
 use super::deferred::Pushed;
 use super::prof;
 use super::statics::{capturing, lock_capture, recording, CaptureGuard, HOT};
-use super::writer::{emit_plain_all, fail, fail_locked, note};
+use super::writer::{fail, fail_locked, note};
 use crate::trim::tracker;
-use format::record::{self, Record};
+use format::record;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -27,11 +27,19 @@ pub fn record_call(
     result: i32,
     encode: impl FnOnce(&mut vkstream::Encoder),
 ) -> Option<u64> {
-    if !recording() {
+    if !recording() || skipped(cmd) {
         return None;
     }
     let mut encode = Some(encode);
     record_dyn(cmd, result, &erase(&mut encode))
+}
+
+/// Tracking a command that defines no state (gets, waits, presents): nothing to encode. Inlined
+/// into every intercept, where `cmd` is a constant and the tracker's table read-only data: the
+/// test folds to `false` for the commands the tracker keeps.
+#[inline(always)]
+fn skipped(cmd: u32) -> bool {
+    !tracker::wanted(cmd) && !capturing()
 }
 
 /// Erases a command's encoder for the shared, non-generic path.
@@ -66,13 +74,14 @@ pub fn record_query_results(
         return;
     }
     let mut encode = Some(encode);
-    record_then(cmd, result, &erase(&mut encode), |guard, seq, thread, _| {
+    let then = |guard: &mut CaptureGuard, seq, thread, _| {
         let Some(cap) = guard.as_mut() else { return };
         (results.seq, results.thread) = (seq, thread);
         if let Err(e) = cap.writer.write_query_results(results, available) {
             fail_locked(guard, &format!("writing the trace failed: {e}"));
         }
-    });
+    };
+    record_then(cmd, result, &erase(&mut encode), then, no_ops);
 }
 
 /// Records a query command's `Call` and its `QueryOp` records (one per kind, on `pool`, with the
@@ -85,7 +94,7 @@ pub fn record_call_ops(
     pool: u64,
     kinds: &[record::QueryOpKind],
 ) -> Option<u64> {
-    if !recording() {
+    if !recording() || skipped(cmd) {
         return None;
     }
     let mut encode = Some(encode);
@@ -114,24 +123,30 @@ fn record_ops_dyn(
         kind: kind.clone(),
         host_ns,
     };
-    if HOT.tracking.load(Ordering::Acquire) {
-        // Before a trimmed capture's first frame the ops go to the tracker, one by one.
-        let seq = record_dyn(cmd, result, encode)?;
-        let host_ns = now_ns();
-        emit_plain_all(kinds.iter().map(|k| Record::QueryOp(op(seq, host_ns, k))));
-        return Some(seq);
-    }
-    record_then(cmd, result, encode, |guard, seq, _, host_ns| {
-        let Some(cap) = guard.as_mut() else { return };
-        for kind in kinds {
-            // Hand-encoded, not through serde: several follow a query command's call.
-            if let Err(e) = cap.writer.write_query_op(&op(seq, host_ns, kind)) {
-                fail_locked(guard, &format!("writing the trace failed: {e}"));
-                return;
+    record_then(
+        cmd,
+        result,
+        encode,
+        |guard, seq, _, host_ns| {
+            let Some(cap) = guard.as_mut() else { return };
+            for kind in kinds {
+                // Hand-encoded, not through serde: several follow a query command's call.
+                if let Err(e) = cap.writer.write_query_op(&op(seq, host_ns, kind)) {
+                    fail_locked(guard, &format!("writing the trace failed: {e}"));
+                    return;
+                }
             }
-        }
-    })
+        },
+        // Before a trimmed capture's first frame the ops go to the tracker with their call,
+        // under the queue's one lock.
+        |seq, host_ns, ops| ops.extend(kinds.iter().map(|k| op(seq, host_ns, k))),
+    )
 }
+
+/// A recorded call's `then` and `ops` when it has none (plain functions, not closures: the
+/// fallbacks between the trace and the tracker instantiate nothing new).
+fn no_then(_: &mut CaptureGuard, _: u64, _: u32, _: u64) {}
+fn no_ops(_: u64, _: u64, _: &mut Vec<record::QueryOp>) {}
 
 /// A command's encoder, type-erased as a data pointer and a function (not a `dyn` closure,
 /// whose vtable, one per command, is one more cache line to load at every call).
@@ -149,12 +164,13 @@ impl Encode {
 
 #[inline(never)]
 fn record_dyn(cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
-    record_then(cmd, result, encode, |_, _, _, _| {})
+    record_then(cmd, result, encode, no_then, no_ops)
 }
 
 /// Records a call, to the trace or (before a trimmed capture's first frame) to the tracker. When
 /// it goes to the trace, `then` writes what goes with it under the same capture lock, given the
-/// call's seq, thread and host time. Inlined, down to the writer's append, into `record_dyn`: the
+/// call's seq, thread and host time; when it goes to the tracker, `ops` appends its query records
+/// (given seq and host time) under the queue's lock. Inlined, down to the writer's append, into `record_dyn`: the
 /// shared part of a recorded call is one function, on one or two pages of code instead of one
 /// page per step.
 #[inline(always)]
@@ -163,16 +179,14 @@ fn record_then(
     result: i32,
     encode: &Encode,
     then: impl FnOnce(&mut CaptureGuard, u64, u32, u64),
+    ops: impl FnOnce(u64, u64, &mut Vec<record::QueryOp>),
 ) -> Option<u64> {
+    // The callers have skipped what the tracker does not want (`skipped`).
     let tracking = HOT.tracking.load(Ordering::Acquire);
-    if tracking && !capturing() && !tracker::wanted(cmd) {
-        // Tracking a command that defines no state (gets, waits, presents): nothing to encode.
-        return None;
-    }
     let t0 = prof::start();
     let (thread, host_ns) = (thread_id(), call_ns());
     let seq = if tracking {
-        track_call(thread, host_ns, cmd, result, encode)
+        track_call(thread, host_ns, cmd, result, encode, then, ops)
     } else {
         write_call_then(thread, host_ns, cmd, result, encode, |guard, seq| {
             then(guard, seq, thread, host_ns)
@@ -201,7 +215,7 @@ fn write_call_then(
     } else if guard.is_none() && HOT.tracking.load(Ordering::Acquire) {
         // A trigger's trace ended while this call waited for the lock: back to the tracker.
         drop(guard);
-        return track_call(thread, host_ns, cmd, result, encode);
+        return track_call(thread, host_ns, cmd, result, encode, no_then, no_ops);
     }
     drop(guard);
     if let Some(s_type) = unknown {
@@ -251,10 +265,45 @@ fn write_call_locked(
 
 /// Before a trimmed capture's first frame: the call is encoded straight into the tracking
 /// thread's queue (see `deferred`), or, when the snapshot was written meanwhile, into the trace.
-fn track_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
-    let pushed = super::deferred::push_encoded(thread, host_ns, cmd, result, |e| {
-        catch_unwind(AssertUnwindSafe(|| encode.call(e))).is_ok()
-    });
+/// Inlined, with the queue's push, into `record_dyn`: the tracking path on its pages; what is
+/// rare stays out of line.
+#[inline(always)]
+fn track_call(
+    thread: u32,
+    host_ns: u64,
+    cmd: u32,
+    result: i32,
+    encode: &Encode,
+    then: impl FnOnce(&mut CaptureGuard, u64, u32, u64),
+    ops: impl FnOnce(u64, u64, &mut Vec<record::QueryOp>),
+) -> Option<u64> {
+    let pushed = super::deferred::push_encoded(
+        thread,
+        host_ns,
+        cmd,
+        result,
+        |e| catch_unwind(AssertUnwindSafe(|| encode.call(e))).is_ok(),
+        |seq, v| ops(seq, host_ns, v),
+    );
+    match pushed {
+        Pushed::Queued { seq, unknown: None } => Some(seq),
+        other => track_rare(other, thread, host_ns, cmd, result, encode, then),
+    }
+}
+
+/// `track_call` when the encoder met an unknown struct, panicked, or tracking had ended (the call
+/// and what `then` writes with it go to the trace).
+#[cold]
+#[inline(never)]
+fn track_rare(
+    pushed: Pushed,
+    thread: u32,
+    host_ns: u64,
+    cmd: u32,
+    result: i32,
+    encode: &Encode,
+    then: impl FnOnce(&mut CaptureGuard, u64, u32, u64),
+) -> Option<u64> {
     match pushed {
         Pushed::Queued { seq, unknown } => {
             if let Some(s_type) = unknown {
@@ -262,7 +311,9 @@ fn track_call(thread: u32, host_ns: u64, cmd: u32, result: i32, encode: &Encode)
             }
             Some(seq)
         }
-        Pushed::Closed => write_call_then(thread, host_ns, cmd, result, encode, |_, _| {}),
+        Pushed::Closed => write_call_then(thread, host_ns, cmd, result, encode, |guard, seq| {
+            then(guard, seq, thread, host_ns)
+        }),
         Pushed::Panicked => {
             let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
             fail(&format!("internal error while encoding {name}"));

@@ -6,7 +6,7 @@
 //! call path (`record`) and frames (`frames`) build on this.
 
 use super::clock::{now_ns, unix_ns};
-use super::deferred::{lock_tracker, push_records, set_tracker};
+use super::deferred::{lock_tracker, push_numbered, push_records, set_tracker};
 use super::statics::{
     capturing, lock_capture, log_once, recording, Capture, CaptureGuard, Stats, HOT,
 };
@@ -113,15 +113,6 @@ fn launcher_gone() {
 
 pub(super) fn lock_pending() -> MutexGuard<'static, Option<Pending>> {
     PENDING.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Offers a record to the tracker (through the tracking thread's queue); gives it back when
-/// tracking ended meanwhile.
-pub(super) fn offer(rec: Record) -> Option<Record> {
-    if !HOT.tracking.load(Ordering::Acquire) {
-        return Some(rec);
-    }
-    push_records(std::iter::once(rec)).pop()
 }
 
 /// Gives up a trimmed capture before its first frame: logged once, nothing written, calls pass.
@@ -337,25 +328,20 @@ pub fn trace_path() -> Option<PathBuf> {
     lock_capture().as_ref().map(|c| c.path.clone())
 }
 
-/// Writes one record under the ordering lock. `make` gets the record's `seq`. Returns that seq.
+/// Writes one record under the ordering lock. `make` gets the record's `seq` and runs under that
+/// lock (the tracking queue's while tracking): it must not record. Returns that seq.
 pub fn emit(make: impl FnOnce(u64) -> Record) -> Option<u64> {
     if !recording() {
         return None;
     }
+    let mut make = make;
     if HOT.tracking.load(Ordering::Acquire) {
-        // The tracker orders by seq itself, so no lock is needed around numbering.
-        let seq = HOT.seq.fetch_add(1, Ordering::Relaxed);
-        let Some(rec) = offer(make(seq)) else {
-            return Some(seq);
-        };
-        // The snapshot was written meanwhile: the record goes to the trace.
-        let mut guard = lock_capture();
-        let cap = guard.as_mut()?;
-        if let Err(e) = cap.writer.write(&rec) {
-            fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
-            return None;
+        // Numbered under the tracking queue's lock, as tracked calls are (see `deferred`).
+        match push_numbered(make) {
+            Ok(seq) => return Some(seq),
+            // The snapshot was written meanwhile: the record goes to the trace.
+            Err(m) => make = m,
         }
-        return Some(seq);
     }
     let mut guard = lock_capture();
     let cap = guard.as_mut()?;

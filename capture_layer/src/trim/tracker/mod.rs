@@ -28,91 +28,11 @@ use ash::vk::Handle;
 use format::record::{self, Record};
 use std::collections::BTreeMap;
 use std::hash::BuildHasherDefault;
-use std::sync::OnceLock;
 use vkstream::Call;
 
 /// Handles the snapshot makes up for its own objects (a command pool and buffer); far above what
 /// drivers hand out as pointers or small integers.
 const SYNTHETIC_BASE: u64 = 0xFFFF_F000_0000_0000;
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Class {
-    /// vkCmd*: owned by its command buffer.
-    Cmd,
-    BeginCb,
-    ResetCb,
-    ResetCommandPool,
-    ResetDescriptorPool,
-    Create,
-    Destroy,
-    Free,
-    Bind,
-    Update,
-    Map,
-    Unmap,
-    Submit,
-    /// Not state: submits' side effects are read at the snapshot instead (fences, memory).
-    Drop,
-}
-
-fn classify(name: &str) -> Class {
-    match name {
-        "vkBeginCommandBuffer" => Class::BeginCb,
-        "vkEndCommandBuffer" => Class::Cmd,
-        "vkResetCommandBuffer" => Class::ResetCb,
-        "vkResetCommandPool" => Class::ResetCommandPool,
-        "vkResetDescriptorPool" => Class::ResetDescriptorPool,
-        "vkUpdateDescriptorSets"
-        | "vkUpdateDescriptorSetWithTemplate"
-        | "vkUpdateDescriptorSetWithTemplateKHR" => Class::Update,
-        "vkMapMemory" | "vkMapMemory2KHR" | "vkMapMemory2" => Class::Map,
-        "vkUnmapMemory" | "vkUnmapMemory2KHR" | "vkUnmapMemory2" => Class::Unmap,
-        "vkQueueSubmit" | "vkQueueSubmit2" | "vkQueueSubmit2KHR" => Class::Submit,
-        "vkGetDeviceQueue"
-        | "vkGetDeviceQueue2"
-        | "vkGetSwapchainImagesKHR"
-        | "vkEnumeratePhysicalDevices" => Class::Create,
-        n if n.starts_with("vkCmd") => Class::Cmd,
-        n if n.starts_with("vkCreate") || n.starts_with("vkAllocate") => Class::Create,
-        n if n.starts_with("vkDestroy") => Class::Destroy,
-        n if n.starts_with("vkFree") => Class::Free,
-        n if n.starts_with("vkBind") && n.contains("Memory") => Class::Bind,
-        _ => Class::Drop,
-    }
-}
-
-fn class_of(cmd: u32) -> Class {
-    static TABLE: OnceLock<Vec<Class>> = OnceLock::new();
-    TABLE
-        .get_or_init(|| vkstream::COMMANDS.iter().map(|n| classify(n)).collect())
-        .get(cmd as usize)
-        .copied()
-        .unwrap_or(Class::Drop)
-}
-
-/// Whether command `cmd` can change image layouts (barriers and render pass begins): looked up once
-/// per command in every recording submitted.
-fn moves_layouts(cmd: u32) -> bool {
-    static TABLE: OnceLock<Vec<bool>> = OnceLock::new();
-    TABLE
-        .get_or_init(|| {
-            vkstream::COMMANDS
-                .iter()
-                .map(|n| {
-                    n.starts_with("vkCmdPipelineBarrier") || n.starts_with("vkCmdBeginRenderPass")
-                })
-                .collect()
-        })
-        .get(cmd as usize)
-        .copied()
-        .unwrap_or(false)
-}
-
-/// Whether the tracker keeps anything of command `cmd` (the layer skips encoding the rest while
-/// tracking).
-pub fn wanted(cmd: u32) -> bool {
-    class_of(cmd) != Class::Drop
-}
 
 /// Objects that later creations may name after the app destroyed them.
 fn is_definition(ty: vk::ObjectType) -> bool {
@@ -1007,8 +927,11 @@ fn creation_info(call: &Call) -> Info {
     }
 }
 
+mod class;
 mod restore;
 #[cfg(test)]
 mod tests;
 
+pub use class::wanted;
+use class::{class_of, moves_layouts, Class};
 pub use restore::{SnapRecord, Snapshot};
