@@ -1,21 +1,45 @@
 #!/usr/bin/env bash
 # Run on the device machine (../shared/device/README.md: carry .gl, release binaries stripped into .gl/run).
-# Tracking-only overhead on the H100: quarry-demo's steady-state frames ms without a layer ("none")
-# and under `quarry capture --trigger` with no trigger coming ("trigger"), interleaved, REPS each.
+# Tracking-only overhead: quarry-demo's frames ms without a layer ("none", and "none2" again as an A/A
+# noise floor) and under `quarry capture --trigger` with no trigger coming ("trigger"); "layer:NAME"
+# runs the same with .gl/run/libVkLayer_quarry_capture_NAME.so (another build, same run). Configs are
+# interleaved; each rep's ratio is taken against that rep's "none" run (adjacent in time, so slow drift
+# of the VM cancels), and the median ratio is printed with a 90 % bootstrap interval.
 source .gl/vk-env.sh
-rm -f /tmp/res
-R=.gl/run; REPS=${REPS:-15}; F=${F:-2000}
+R=.gl/run; REPS=${REPS:-20}; F=${F:-300}; CONFIGS=${CONFIGS:-none none2 trigger}
 demo=(./$R/quarry-demo --headless --no-video --no-accel --timing --frames $F)
+rm -f /tmp/res
 for i in $(seq $REPS); do
-  for c in none trigger; do
-    if [ $c = none ]; then "${demo[@]}" > /tmp/o 2>&1
-    else $R/quarry capture --trigger --force -o /tmp/t.qtrace -- "${demo[@]}" > /tmp/o 2>&1; fi
-    v=$(sed -n 's/^quarry-demo timing: .*frames \([0-9.]*\) ms.*/\1/p' /tmp/o)
-    echo "$c $v" >> /tmp/res
+  for c in $CONFIGS; do
+    case $c in
+      none | none2) "${demo[@]}" > /tmp/o 2>&1 ;;
+      trigger) $R/quarry capture --trigger --force -o /tmp/t.qtrace -- "${demo[@]}" > /tmp/o 2>&1 ;;
+      layer:*) QUARRY_CAPTURE_LAYER_LIBRARY=$PWD/$R/libVkLayer_quarry_capture_${c#layer:}.so \
+        $R/quarry capture --trigger --force -o /tmp/t.qtrace -- "${demo[@]}" > /tmp/o 2>&1 ;;
+      *) echo "unknown config $c" >&2; exit 2 ;;
+    esac
+    v=$(sed -n 's/^quarry-demo timing: .*frames \([0-9.]*\) ms.*cpu \([0-9.]*\) ms user \([0-9.]*\) ms sys.*/\1 \2 \3/p' /tmp/o)
+    echo "$i $c $v" >> /tmp/res
   done
 done
-med() { sort -n | awk '{a[NR]=$1} END {print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-n=$(grep '^none' /tmp/res | awk '{print $2}' | med); t=$(grep '^trigger' /tmp/res | awk '{print $2}' | med)
-echo "reps $REPS frames $F: none median $n ms, trigger (tracking only) median $t ms, ratio $(awk -v a=$t -v b=$n "BEGIN {printf \"%.4f\", a/b}")"
-grep '^none' /tmp/res | awk '{print $2}' | tr '\n' ' '; echo; grep '^trigger' /tmp/res | awk '{print $2}' | tr '\n' ' '; echo
-tail -2 /tmp/o
+[ -n "${OUT:-}" ] && cp /tmp/res "$OUT/res.txt"
+python3 - <<'PY'
+import random, statistics as st
+by = {}
+for line in open('/tmp/res'):
+    f = line.split()
+    if len(f) == 5:
+        by.setdefault(f[1], {})[int(f[0])] = (float(f[2]), float(f[3]), float(f[4]))
+base = by['none']
+random.seed(1)
+for c, runs in by.items():
+    if c == 'none':
+        continue
+    reps = [i for i in runs if i in base]
+    r = [runs[i][0] / base[i][0] for i in reps]
+    cpu = [runs[i][1] - base[i][1] for i in reps]
+    boot = sorted(st.median(random.choices(r, k=len(r))) for _ in range(2000))
+    print(f"{c}: frames ratio {st.median(r):.4f} (90 % {boot[100]:.4f}-{boot[1900]:.4f}), n={len(r)}, "
+          f"main thread user cpu {st.median(cpu):+.1f} ms; frames median "
+          f"{st.median(v[0] for v in runs.values()):.0f} ms, none {st.median(v[0] for v in base.values()):.0f} ms")
+PY
