@@ -808,34 +808,9 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
          pub const PASS_BEGIN: u8 = 8;\npub const PASS_NEXT: u8 = 9;\npub const PASS_END: u8 = 10;\n\
          pub fn kind(call: &Call) -> u8 {\nmatch call {\n",
     );
-    let class = |n: &str| -> &'static str {
-        if n.starts_with("vkCreate") || n.starts_with("vkAllocate") {
-            "CREATE"
-        } else if n.starts_with("vkDestroy") || n.starts_with("vkFree") {
-            "DESTROY"
-        } else if n.starts_with("vkCmdDrawMeshTasks") || n.starts_with("vkCmdDrawCluster") {
-            "DRAW_MESH"
-        } else if n.starts_with("vkCmdDraw") && n.contains("Indexed") {
-            "DRAW_INDEXED"
-        } else if n.starts_with("vkCmdDraw") {
-            "DRAW"
-        } else if n.starts_with("vkCmdDispatch") {
-            "DISPATCH"
-        } else if n.starts_with("vkCmdBeginRenderPass") || n.starts_with("vkCmdBeginRendering") {
-            "PASS_BEGIN"
-        } else if n.starts_with("vkCmdNextSubpass") {
-            "PASS_NEXT"
-        } else if n.starts_with("vkCmdEndRenderPass") || n.starts_with("vkCmdEndRendering") {
-            "PASS_END"
-        } else if n.starts_with("vkCmd") {
-            "RECORD"
-        } else {
-            "OTHER"
-        }
-    };
     let mut by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
     for c in &an.cmds {
-        by.entry(class(&c.def.name))
+        by.entry(kind_of(&c.def.name))
             .or_default()
             .push(format!("Call::{}(_)", c.def.name));
     }
@@ -845,5 +820,33 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
         }
     }
     o.push_str("_ => OTHER,\n}\n}\n");
+    o.push_str(&crate::emit_validate::flags(an));
     o
+}
+
+/// A command's class for `checks::kind`, by its name.
+pub(crate) fn kind_of(n: &str) -> &'static str {
+    if n.starts_with("vkCreate") || n.starts_with("vkAllocate") {
+        "CREATE"
+    } else if n.starts_with("vkDestroy") || n.starts_with("vkFree") {
+        "DESTROY"
+    } else if n.starts_with("vkCmdDrawMeshTasks") || n.starts_with("vkCmdDrawCluster") {
+        "DRAW_MESH"
+    } else if n.starts_with("vkCmdDraw") && n.contains("Indexed") {
+        "DRAW_INDEXED"
+    } else if n.starts_with("vkCmdDraw") {
+        "DRAW"
+    } else if n.starts_with("vkCmdDispatch") {
+        "DISPATCH"
+    } else if n.starts_with("vkCmdBeginRenderPass") || n.starts_with("vkCmdBeginRendering") {
+        "PASS_BEGIN"
+    } else if n.starts_with("vkCmdNextSubpass") {
+        "PASS_NEXT"
+    } else if n.starts_with("vkCmdEndRenderPass") || n.starts_with("vkCmdEndRendering") {
+        "PASS_END"
+    } else if n.starts_with("vkCmd") {
+        "RECORD"
+    } else {
+        "OTHER"
+    }
 }

@@ -50,11 +50,13 @@ pub struct Validator {
     sync: sync::Sync,
     record: record::Recording,
     compat: compat::Compat,
-    /// The current call's first handle (the command buffer of a vkCmd*), and its kind.
+    /// The current call's first handle (the command buffer of a vkCmd*), and its
+    /// `checks::flags` (kind, and which modules look at it).
     first: u64,
-    kind: u8,
-    /// Handles the current call creates (reused between calls).
+    flags: u16,
+    /// Handles the current call creates, and those it destroys (both reused between calls).
     created: Vec<(vk::ObjectType, u64)>,
+    gone: Vec<(vk::ObjectType, u64)>,
     /// The current call's device (0: instance-level or none).
     device: u64,
     /// Seconds of GPU idle waits the validator asked for, and how many.
@@ -121,8 +123,9 @@ impl Validator {
         let mut err: Option<String> = None;
         let mut first = 0u64;
         let mut first_ty = 0;
-        let kind = checks::kind(call);
-        self.kind = kind;
+        let flags = checks::flags(call);
+        self.flags = flags;
+        let kind = flags as u8;
         let record = kind >= checks::RECORD;
         let (t, dead, created, device) = (&self.t, &self.dead, &mut self.created, &mut self.device);
         vkstream::handles::walk(call, &mut |ty, h, out| {
@@ -162,10 +165,19 @@ impl Validator {
         }
         self.first = first;
         self.first_ty = first_ty;
-        let action = self
-            .sync
-            .before(&self.t, call, result, self.device, first, kind)?;
-        self.record.before(&self.t, call, first, kind)?;
+        // Each module only for the commands it looks at (generated table, `checks::flags`).
+        let action = if flags & checks::SYNC != 0 {
+            self.sync
+                .before(&self.t, call, result, self.device, first, kind)?
+        } else {
+            Action::None
+        };
+        if flags & checks::RECORDING != 0 {
+            self.record.before(&self.t, call, first, kind)?;
+        }
+        if flags & checks::COMPAT == 0 {
+            return Ok(action);
+        }
         let t = &self.t;
         let live = |k: (i32, u64)| t.find(k.0, k.1).is_some();
         // The memory a buffer or image is bound to (`Some(0)`: needs none; `None`: not bound).
@@ -181,7 +193,8 @@ impl Validator {
 
     /// Records what `call` did, once it was replayed without error.
     pub fn after(&mut self, call: &Call, result: i32, seq: u64) {
-        let kind = self.kind;
+        let flags = self.flags;
+        let kind = flags as u8;
         if !self.created.is_empty() && (kind != checks::CREATE || result >= 0) {
             let parent = parent_of(call);
             let device = match call {
@@ -221,11 +234,13 @@ impl Validator {
             }
         }
         if kind == checks::DESTROY {
-            let mut gone = Vec::new();
+            let mut gone = std::mem::take(&mut self.gone);
             checks::destroyed(call, &mut |ty, h| gone.push((ty, h)));
-            for (ty, h) in gone {
+            for &(ty, h) in &gone {
                 self.destroy(ty, h, seq);
             }
+            gone.clear();
+            self.gone = gone;
         } else if let Call::vkResetDescriptorPool(p) = call {
             self.end_children(p.descriptor_pool, seq);
         } else if let Call::vkResetCommandPool(p) = call {
@@ -239,10 +254,16 @@ impl Validator {
                 }
             }
         }
-        self.sync.after(&mut self.t, call, result, self.device);
+        if flags & checks::SYNC != 0 {
+            self.sync.after(&mut self.t, call, result, self.device);
+        }
         if kind != checks::CREATE || result >= 0 {
-            self.record.after(&mut self.t, call, self.first, kind);
-            self.compat.after(call);
+            if flags & checks::RECORDING != 0 {
+                self.record.after(&mut self.t, call, self.first, kind);
+            }
+            if flags & checks::COMPAT != 0 {
+                self.compat.after(call);
+            }
         }
     }
 

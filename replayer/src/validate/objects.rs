@@ -4,7 +4,7 @@
 //! so that a handle a call names is looked up once, not once per check.
 //!
 //! Slots live in a `Vec`, found by (object type, handle) through a hash map, and in front of it a
-//! small direct-mapped cache of recently found handles: a call mostly names what the calls
+//! direct-mapped cache of recently found handles: a call mostly names what the calls
 //! before it named (its device, queue, command buffer, fence), so most lookups are a compare.
 //! A cache entry is trusted only when its slot still holds that type and handle, which makes
 //! freeing and reusing slots safe without invalidating the cache.
@@ -20,7 +20,8 @@ use super::sync::{CbState, FenceState, Sem};
 const FREE: i32 = i32::MIN;
 /// `Obj::memory` of a buffer or image with no memory bound yet.
 pub(super) const UNBOUND: u64 = u64::MAX;
-const CACHE: usize = 64;
+/// Cache lines (a power of two).
+const CACHE: usize = 256;
 
 /// A live captured object.
 pub(super) struct Obj {
@@ -76,9 +77,10 @@ pub(super) struct Table {
 
 impl Default for Table {
     fn default() -> Self {
+        // Sized for a typical trace's live objects, so that they do not grow step by step.
         Table {
-            ids: HandleMap::default(),
-            slots: Vec::new(),
+            ids: HandleMap::with_capacity_and_hasher(256, Default::default()),
+            slots: Vec::with_capacity(256),
             free: Vec::new(),
             cache: std::array::from_fn(|_| Cell::new((FREE, 0, 0))),
         }
@@ -87,8 +89,10 @@ impl Default for Table {
 
 #[inline(always)]
 fn line(ty: i32, h: u64) -> usize {
-    // Handles are pointers (low bits aligned) or small integers: fold both ends in.
-    ((h ^ (h >> 4) ^ (h >> 12) ^ ty as u64) as usize) % CACHE
+    // Handles are pointers (low bits aligned, nearby objects close together) or small
+    // integers: a multiply spreads every bit into the top ones, which pick the line.
+    let x = (h ^ (ty as u64).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (x >> (64 - CACHE.trailing_zeros())) as usize
 }
 
 impl Table {
