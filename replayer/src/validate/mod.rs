@@ -3,9 +3,9 @@
 //! in a crash or a hang inside the driver.
 //!
 //! What is checked, and where:
-//! - array counts against their arrays (generated from vk.xml: `generated::checks::counts`);
-//! - every handle a call names (generated walker `vkstream::handles`) is live: created earlier in
-//!   the trace and not destroyed since, of the named type, and of the call's device (here);
+//! - array counts against their arrays, and every handle a call names is live (one generated
+//!   pass, `generated::checks::counts_and_handles`): created earlier in the trace and not
+//!   destroyed since, of the named type, and of the call's device (here);
 //! - command buffer states, fence and semaphore signals, and outstanding submissions (`sync`);
 //! - objects that must fit together and limits of the replay GPU: descriptors against layouts,
 //!   views, render passes and framebuffers, what shaders use, recorded queries and draws
@@ -117,7 +117,6 @@ impl Validator {
     /// Checks `call` (captured result `result`) before it is replayed. `Ok` carries a wait the
     /// engine must do first; the message of an `Err` says what is wrong with the call.
     pub fn before(&mut self, call: &Call, result: i32) -> Result<Action, String> {
-        checks::counts(call)?;
         self.created.clear();
         self.device = 0;
         let mut err: Option<String> = None;
@@ -128,7 +127,8 @@ impl Validator {
         let kind = flags as u8;
         let record = kind >= checks::RECORD;
         let (t, dead, created, device) = (&self.t, &self.dead, &mut self.created, &mut self.device);
-        vkstream::handles::walk(call, &mut |ty, h, out| {
+        // Counts first (an error there ends the pass), then every handle: one generated pass.
+        checks::counts_and_handles(call, &mut |ty, h, out| {
             if err.is_some() {
                 return;
             }
@@ -159,23 +159,23 @@ impl Validator {
             } else if o.device != 0 && *device != 0 && o.device != *device {
                 err = Some(other_device(ty, h, o.device, *device));
             }
-        });
+        })?;
         if let Some(e) = err {
             return Err(e);
         }
         self.first = first;
         self.first_ty = first_ty;
         // Each module only for the commands it looks at (generated table, `checks::flags`).
-        let action = if flags & checks::SYNC != 0 {
+        let action = if flags & checks::SYNC_BEFORE != 0 {
             self.sync
                 .before(&self.t, call, result, self.device, first, kind)?
         } else {
             Action::None
         };
-        if flags & checks::RECORDING != 0 {
+        if flags & checks::RECORDING_BEFORE != 0 {
             self.record.before(&self.t, call, first, kind)?;
         }
-        if flags & checks::COMPAT == 0 {
+        if flags & checks::COMPAT_BEFORE == 0 {
             return Ok(action);
         }
         let t = &self.t;
@@ -254,14 +254,14 @@ impl Validator {
                 }
             }
         }
-        if flags & checks::SYNC != 0 {
+        if flags & checks::SYNC_AFTER != 0 {
             self.sync.after(&mut self.t, call, result, self.device);
         }
         if kind != checks::CREATE || result >= 0 {
-            if flags & checks::RECORDING != 0 {
+            if flags & checks::RECORDING_AFTER != 0 {
                 self.record.after(&mut self.t, call, self.first, kind);
             }
-            if flags & checks::COMPAT != 0 {
+            if flags & checks::COMPAT_AFTER != 0 {
                 self.compat.after(call);
             }
         }
@@ -309,7 +309,11 @@ impl Validator {
                 }
                 self.instance_of.retain(|k, i| *i != h && *k != key);
             }
-            _ => self.end_children(h, seq),
+            // Only pools and swapchains have children (`parent_of`).
+            vk::ObjectType::COMMAND_POOL
+            | vk::ObjectType::DESCRIPTOR_POOL
+            | vk::ObjectType::SWAPCHAIN_KHR => self.end_children(h, seq),
+            _ => {}
         }
     }
 
@@ -351,7 +355,8 @@ impl Validator {
     }
 }
 
-/// The pool or swapchain whose end ends the objects `call` creates.
+/// The pool or swapchain whose end ends the objects `call` creates (`Validator::destroy` ends
+/// children only for these types).
 fn parent_of(call: &Call) -> u64 {
     match call {
         Call::vkAllocateCommandBuffers(p) => {
