@@ -17,6 +17,9 @@
 //!   dropped), wall time per call including the driver and the GPU waits the trace asks for.
 //!
 //! `QUARRY_BENCH_MIN_MS` (default 300) is the least time each measurement runs.
+//! `QUARRY_BENCH_ONLY` runs one part: `dispatch` (the null-driver loop), `validate` (decode, and
+//! validation with and without decoding), `checks` (the checks alone over calls decoded
+//! beforehand: for a profiler) or `checks-per-cmd` (where the checks' time goes, by command).
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -248,7 +251,6 @@ fn checks_alone(
         let b = black_box(clock());
         empty = empty.min((b - a).as_nanos());
     }
-    let mut by: std::collections::BTreeMap<u32, (u128, u64)> = Default::default();
     {
         // Calls the checks refuse (errors cost a message each): named, so that the figures
         // are read knowing them.
@@ -261,11 +263,10 @@ fn checks_alone(
             v.after(call, c.result, c.seq);
         }
     }
-    let passes = 200;
-    // Per call position the least time over the passes (time preempted lands in one pass).
+    // Per call position the least time over 200 passes (time preempted lands in one pass).
     let mut least = vec![u128::MAX; n];
     let mut new_ns = u128::MAX;
-    for _ in 0..passes {
+    for _ in 0..200 {
         let a = clock();
         let mut v = black_box(replayer::validate::Validator::new());
         let mut made = (clock() - a).as_nanos();
@@ -281,20 +282,21 @@ fn checks_alone(
         made += (clock() - a).as_nanos();
         new_ns = new_ns.min(made);
     }
+    // Command -> (ns, calls).
+    let mut by: std::collections::BTreeMap<u32, (u128, u64)> = Default::default();
     for (k, (id, _, _)) in decoded.iter().enumerate() {
         let e = by.entry(*id).or_default();
         e.0 += least[k];
         e.1 += 1;
     }
-    let passes = 1;
     let total: u128 = by.values().map(|x| x.0).sum::<u128>() + new_ns;
     let mut rows: Vec<_> = by.iter().collect();
-    rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1 .0));
     println!(
         "{}: {:.1} ns per call in all (clock reads of {empty} ns taken off); validator made and dropped: {:.1} ns per call",
         trace.display(),
-        total as f64 / (passes * n) as f64,
-        new_ns as f64 / (passes * n) as f64
+        total as f64 / n as f64,
+        new_ns as f64 / n as f64
     );
     for (id, (ns, count)) in rows.iter().take(25) {
         let name = vkstream::COMMANDS
@@ -303,12 +305,11 @@ fn checks_alone(
             .unwrap_or("?");
         println!(
             "    {name:<40} {:>5} calls {:>9.1} ns/call {:>5.1}%",
-            count / passes as u64,
+            count,
             *ns as f64 / *count as f64,
             100.0 * *ns as f64 / total as f64
         );
     }
-    let _ = min;
     Ok(())
 }
 
