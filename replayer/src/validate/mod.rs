@@ -126,6 +126,8 @@ impl Validator {
         self.flags = flags;
         let kind = flags as u8;
         let record = kind >= checks::RECORD;
+        // Compat may key records by any handle a call it records names (`Obj::compat`).
+        let mark = flags & checks::COMPAT_AFTER != 0;
         let (t, dead, created, device) = (&self.t, &self.dead, &mut self.created, &mut self.device);
         // Counts first (an error there ends the pass), then every handle: one generated pass.
         checks::counts_and_handles(call, &mut |ty, h, out| {
@@ -141,6 +143,9 @@ impl Validator {
                 return;
             };
             let o = t.at(i);
+            if mark {
+                o.compat.set(true);
+            }
             if record
                 && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE)
                 && !memory_live(t, o.memory, o.memory_slot)
@@ -214,6 +219,9 @@ impl Validator {
                 };
                 let slot = self.t.create(key.0, h, dev, parent);
                 let o = self.t.at_mut(slot);
+                if flags & checks::COMPAT_AFTER != 0 {
+                    o.compat.set(true);
+                }
                 // Queues, physical devices and swapchain images are fetched again and again.
                 if kind == checks::CREATE || o.refs == 0 {
                     o.refs += 1;
@@ -319,11 +327,14 @@ impl Validator {
 
     /// The object in `slot` is gone (destroyed, or ended with its pool, device or instance).
     fn end(&mut self, slot: u32, seq: u64) {
-        let (ty, h) = (self.t.at(slot).ty, self.t.at(slot).h);
+        let o = self.t.at(slot);
+        let (ty, h, compat) = (o.ty, o.h, o.compat.get());
         let st = self.t.remove(slot);
         self.dead.insert((ty, h), seq);
         self.sync.destroyed(vk::ObjectType::from_raw(ty), h, st);
-        self.compat.destroyed(h);
+        if compat {
+            self.compat.destroyed(h);
+        }
     }
 
     /// Ends what was allocated from a pool or swapchain (destroyed or reset).

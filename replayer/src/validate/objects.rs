@@ -42,6 +42,9 @@ pub(super) struct Obj {
     /// reads (compute pipeline: 0). `None`: not known (checks that need it pass).
     pub info: Option<u64>,
     pub st: St,
+    /// Named by a call `Compat` recorded (its `after`): it may keep records keyed by this handle,
+    /// to be dropped when the object ends. Others end without asking it (a dozen map removals).
+    pub compat: Cell<bool>,
 }
 
 /// What the synchronisation and recording checks keep per object.
@@ -156,6 +159,7 @@ impl Table {
             memory_slot: u32::MAX,
             info: None,
             st: St::None,
+            compat: Cell::new(false),
         };
         let i = match self.free.pop() {
             Some(i) => {
