@@ -11,6 +11,12 @@
 //!   views, render passes and framebuffers, what shaders use, recorded queries and draws
 //!   (`compat`, `passes`, `shaders`, `cmds`, `limits`).
 //!
+//! A call goes only to the modules that look at it: a generated table (`checks::flags`) that
+//! codegen reads from the modules' own sources (every `Call::vk*` named in a function whose name
+//! ends in `before` or `after`, others on both sides, plus what `sync` and `record` handle by
+//! kind). A rule for a new command is thus seen once `cargo run -p codegen` has run again; until
+//! then codegen's freshness test fails.
+//!
 //! The validator calls no driver: where safety needs the GPU idle (a pending command buffer
 //! recorded again, an object destroyed while submitted work may still use it) it asks the engine
 //! for a wait ([`Action`]). Failures are plain strings; the engine adds the call's seq and name.
