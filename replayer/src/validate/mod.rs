@@ -144,31 +144,31 @@ impl Validator {
                 created.push((ty, h));
                 return;
             }
-            let Some(i) = t.find(ty.as_raw(), h) else {
+            // Slot and device from the object cache: most handles need nothing else.
+            let Some((i, its)) = t.find_dev(ty.as_raw(), h) else {
                 err = Some(not_live(dead, ty, h));
                 return;
             };
-            let o = t.at(i);
             if mark {
-                o.compat.set(true);
+                t.at(i).compat.set(true);
             }
-            if record
-                && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE)
-                && !memory_live(t, o.memory, o.memory_slot)
-            {
-                err = Some(no_memory(ty, h, o.memory));
-                return;
+            if record && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE) {
+                let o = t.at(i);
+                if !memory_live(t, o.memory, o.memory_slot) {
+                    err = Some(no_memory(ty, h, o.memory));
+                    return;
+                }
             }
             if first == 0 {
                 first = h;
                 first_ty = ty.as_raw();
                 *device = match ty {
                     vk::ObjectType::DEVICE => h,
-                    vk::ObjectType::QUEUE | vk::ObjectType::COMMAND_BUFFER => o.device,
+                    vk::ObjectType::QUEUE | vk::ObjectType::COMMAND_BUFFER => its,
                     _ => 0,
                 };
-            } else if o.device != 0 && *device != 0 && o.device != *device {
-                err = Some(other_device(ty, h, o.device, *device));
+            } else if its != 0 && *device != 0 && its != *device {
+                err = Some(other_device(ty, h, its, *device));
             }
         })?;
         if let Some(e) = err {
