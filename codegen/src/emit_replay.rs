@@ -715,10 +715,11 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
     let (needs, chain) = structs_needing_checks(an);
     let mut o = String::from(HEADER);
     o.push_str(
-        "//! Checks of a decoded call that need no replay state, generated from vk.xml: [`counts`]\n\
-         //! (every array at least as long as the count the driver will read, a required array\n\
-         //! present when its count is not 0, nested structs and pNext chains included),\n\
-         //! [`destroyed`] (the handles a `vkDestroy*`/`vkFree*` call ends) and [`kind`].\n\
+        "//! Checks of a decoded call that need no replay state, generated from vk.xml:\n\
+         //! [`counts_and_handles`] (every array at least as long as the count the driver will read,\n\
+         //! a required array present when its count is not 0, nested structs and pNext chains\n\
+         //! included; the handle walk fused in), [`destroyed`] (the handles a `vkDestroy*`/`vkFree*` call\n\
+         //! ends), [`kind`] and [`flags`].\n\
          #![allow(non_snake_case, unused_variables, unused_parens, clippy::all)]\n\
          use ash::vk;\nuse vkstream::types::*;\nuse vkstream::{Call, PNext};\n\n\
          type R = Result<(), String>;\n\n\
@@ -755,14 +756,20 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
         let body = check_fields(an, &s.fields, "v.", &format!("{name}."), &needs, chain);
         let _ = writeln!(o, "fn c_{name}(v: &{name}) -> R {{\n{body}Ok(())\n}}");
     }
+    // The handle walk (`vkstream::handles::walk`) again, fused with the counts: one match per
+    // call for both, the parameters read once.
+    let (walkers, walks) = crate::emit_stream::walk_parts(an);
+    o.push_str(&walkers);
     o.push_str(
-        "\n/// Array counts of `call` against its arrays; the message names the count and the array.\n\
-         pub fn counts(call: &Call) -> R {\nmatch call {\n",
+        "\n/// Array counts of `call` against its arrays (the message names the count and the array),\n\
+         /// then `f` for every non-null handle it names, as `vkstream::handles::walk` does: one pass.\n\
+         pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(call: &Call, f: &mut F) -> R {\nmatch call {\n",
     );
-    for c in &an.cmds {
+    for (c, (name, walk)) in an.cmds.iter().zip(&walks) {
+        debug_assert_eq!(&c.def.name, name);
         let body = check_fields(an, &c.params, "p.", "", &needs, chain);
-        if !body.is_empty() {
-            let _ = writeln!(o, "Call::{}(p) => {{\n{body}}}", c.def.name);
+        if !body.is_empty() || !walk.is_empty() {
+            let _ = writeln!(o, "Call::{name}(p) => {{\n{body}{walk}}}");
         }
     }
     o.push_str("_ => {}\n}\nOk(())\n}\n\n");
@@ -808,34 +815,9 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
          pub const PASS_BEGIN: u8 = 8;\npub const PASS_NEXT: u8 = 9;\npub const PASS_END: u8 = 10;\n\
          pub fn kind(call: &Call) -> u8 {\nmatch call {\n",
     );
-    let class = |n: &str| -> &'static str {
-        if n.starts_with("vkCreate") || n.starts_with("vkAllocate") {
-            "CREATE"
-        } else if n.starts_with("vkDestroy") || n.starts_with("vkFree") {
-            "DESTROY"
-        } else if n.starts_with("vkCmdDrawMeshTasks") || n.starts_with("vkCmdDrawCluster") {
-            "DRAW_MESH"
-        } else if n.starts_with("vkCmdDraw") && n.contains("Indexed") {
-            "DRAW_INDEXED"
-        } else if n.starts_with("vkCmdDraw") {
-            "DRAW"
-        } else if n.starts_with("vkCmdDispatch") {
-            "DISPATCH"
-        } else if n.starts_with("vkCmdBeginRenderPass") || n.starts_with("vkCmdBeginRendering") {
-            "PASS_BEGIN"
-        } else if n.starts_with("vkCmdNextSubpass") {
-            "PASS_NEXT"
-        } else if n.starts_with("vkCmdEndRenderPass") || n.starts_with("vkCmdEndRendering") {
-            "PASS_END"
-        } else if n.starts_with("vkCmd") {
-            "RECORD"
-        } else {
-            "OTHER"
-        }
-    };
     let mut by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
     for c in &an.cmds {
-        by.entry(class(&c.def.name))
+        by.entry(kind_of(&c.def.name))
             .or_default()
             .push(format!("Call::{}(_)", c.def.name));
     }
@@ -845,5 +827,33 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
         }
     }
     o.push_str("_ => OTHER,\n}\n}\n");
+    o.push_str(&crate::emit_validate::flags(an));
     o
+}
+
+/// A command's class for `checks::kind`, by its name.
+pub(crate) fn kind_of(n: &str) -> &'static str {
+    if n.starts_with("vkCreate") || n.starts_with("vkAllocate") {
+        "CREATE"
+    } else if n.starts_with("vkDestroy") || n.starts_with("vkFree") {
+        "DESTROY"
+    } else if n.starts_with("vkCmdDrawMeshTasks") || n.starts_with("vkCmdDrawCluster") {
+        "DRAW_MESH"
+    } else if n.starts_with("vkCmdDraw") && n.contains("Indexed") {
+        "DRAW_INDEXED"
+    } else if n.starts_with("vkCmdDraw") {
+        "DRAW"
+    } else if n.starts_with("vkCmdDispatch") {
+        "DISPATCH"
+    } else if n.starts_with("vkCmdBeginRenderPass") || n.starts_with("vkCmdBeginRendering") {
+        "PASS_BEGIN"
+    } else if n.starts_with("vkCmdNextSubpass") {
+        "PASS_NEXT"
+    } else if n.starts_with("vkCmdEndRenderPass") || n.starts_with("vkCmdEndRendering") {
+        "PASS_END"
+    } else if n.starts_with("vkCmd") {
+        "RECORD"
+    } else {
+        "OTHER"
+    }
 }

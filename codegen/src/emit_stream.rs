@@ -840,7 +840,7 @@ fn walk_elem(
 /// `vkstream/src/generated/handles.rs`: every handle a decoded call names.
 pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
     let _ = reg;
-    let with = structs_with_handles(an);
+    let (helpers, cmds) = walk_parts(an);
     let mut o = String::from(HEADER);
     o.push_str(
         "//! Handle walkers: [`call_handles`] reports every handle a decoded [`Call`] names, with its\n\
@@ -851,6 +851,30 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
          /// Receives (object type, captured handle, created by this call).\n\
          pub type Visit<'a> = dyn FnMut(vk::ObjectType, u64, bool) + 'a;\n\n",
     );
+    o.push_str(&helpers);
+    o.push_str(
+        "\n/// Calls `f` for every non-null handle `call` names, in parameter order.\n\
+         pub fn call_handles(call: &Call, f: &mut Visit) {\nwalk(call, f)\n}\n\n\
+         /// [`call_handles`] with the visitor's type known: one copy of the walk per caller type.\n\
+         pub fn walk<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(call: &Call, f: &mut F) {\nmatch call {\n",
+    );
+    for (name, body) in &cmds {
+        if body.is_empty() {
+            let _ = writeln!(o, "Call::{name}(_) => {{}}");
+        } else {
+            let _ = writeln!(o, "Call::{name}(p) => {{\n{body}}}");
+        }
+    }
+    o.push_str("}\n}\n");
+    o
+}
+
+/// The handle walk's parts: the walkers of pNext chains and structs (`h_chain`, `h_<struct>`,
+/// generic over the visitor `f`), and per command the body of its arm (`p`: its parameters),
+/// for `vkstream::handles::walk` and for the replay checks' fused pass (`checks::walk_checked`).
+pub(crate) fn walk_parts(an: &Analysis) -> (String, Vec<(String, String)>) {
+    let with = structs_with_handles(an);
+    let mut o = String::new();
     // `out`: the struct is (in) an output parameter, so the handles in it are ones the call
     // returns (the physical devices of vkEnumeratePhysicalDeviceGroups). Generic over the
     // visitor, so that a caller on a hot path (the replay's checks) gets the walk inlined with its
@@ -909,12 +933,7 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
         }
         o.push_str("}\n");
     }
-    o.push_str(
-        "\n/// Calls `f` for every non-null handle `call` names, in parameter order.\n\
-         pub fn call_handles(call: &Call, f: &mut Visit) {\nwalk(call, f)\n}\n\n\
-         /// [`call_handles`] with the visitor's type known: one copy of the walk per caller type.\n\
-         pub fn walk<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(call: &Call, f: &mut F) {\nmatch call {\n",
-    );
+    let mut cmds = Vec::new();
     for c in &an.cmds {
         let mut body = String::new();
         for p in &c.params {
@@ -925,12 +944,7 @@ pub fn handles_rs(reg: &Registry, an: &Analysis) -> String {
                 body.push('\n');
             }
         }
-        if body.is_empty() {
-            let _ = writeln!(o, "Call::{}(_) => {{}}", c.def.name);
-        } else {
-            let _ = writeln!(o, "Call::{}(p) => {{\n{body}}}", c.def.name);
-        }
+        cmds.push((c.def.name.clone(), body));
     }
-    o.push_str("}\n}\n");
-    o
+    (o, cmds)
 }

@@ -9,6 +9,7 @@ pub mod emit_features;
 pub mod emit_layer;
 pub mod emit_replay;
 pub mod emit_stream;
+pub mod emit_validate;
 pub mod model;
 
 use anyhow::{bail, Context, Result};

@@ -17,6 +17,9 @@
 //!   dropped), wall time per call including the driver and the GPU waits the trace asks for.
 //!
 //! `QUARRY_BENCH_MIN_MS` (default 300) is the least time each measurement runs.
+//! `QUARRY_BENCH_ONLY` runs one part: `dispatch` (the null-driver loop), `validate` (decode, and
+//! validation with and without decoding), `checks` (the checks alone over calls decoded
+//! beforehand: for a profiler) or `checks-per-cmd` (where the checks' time goes, by command).
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -56,6 +59,10 @@ fn bench(trace: &Path, min: Duration) -> Result<(), String> {
         let m = nulldrv::dispatch(&calls, 2000, 0).map_err(|e| e.to_string())?;
         println!("{}: {:.1} ns per call", trace.display(), m.ns_per_call());
         return Ok(());
+    }
+    if let Ok(only @ ("checks" | "checks-per-cmd")) = std::env::var("QUARRY_BENCH_ONLY").as_deref()
+    {
+        return checks_alone(trace, &calls, min, only == "checks-per-cmd");
     }
     let decode = per_call(n, min, || {
         for (id, c) in &calls.calls {
@@ -204,6 +211,103 @@ fn bench(trace: &Path, min: Duration) -> Result<(), String> {
         println!(
             "{:<28} {:>6} {:>8} {:>8.1} {:>9} {:>16.1} {:>16}",
             "  vkCmd* calls only", cmds, "", cmd_decode, "", cmd_ns, ""
+        );
+    }
+    Ok(())
+}
+
+/// `QUARRY_BENCH_ONLY=checks`: the validator's checks alone over calls decoded beforehand (for a
+/// profiler: nothing else runs). `checks-per-cmd`: where that time goes by command, each call
+/// timed with a clock read on both sides (less the cost of the clock reads themselves, so rough:
+/// a guide to what to look at, not a figure to quote).
+fn checks_alone(
+    trace: &Path,
+    calls: &nulldrv::Calls,
+    min: Duration,
+    per_cmd: bool,
+) -> Result<(), String> {
+    let decoded: Vec<(u32, vkstream::Call, &format::record::Call)> = calls
+        .calls
+        .iter()
+        .filter_map(|(id, c)| Some((*id, vkstream::decode_call(*id, &c.params).ok()?, c)))
+        .collect();
+    let n = decoded.len();
+    if !per_cmd {
+        let alone = per_call(n, min, || {
+            let mut v = replayer::validate::Validator::new();
+            for (_, call, c) in &decoded {
+                let _ = black_box(v.before(black_box(call), c.result));
+                v.after(call, c.result, c.seq);
+            }
+        });
+        println!("{}: checks alone {alone:.1} ns per call", trace.display());
+        return Ok(());
+    }
+    let clock = || std::time::Instant::now();
+    // The cost of the two clock reads, measured the same way around nothing.
+    let mut empty = u128::MAX;
+    for _ in 0..1000 {
+        let a = clock();
+        let b = black_box(clock());
+        empty = empty.min((b - a).as_nanos());
+    }
+    {
+        // Calls the checks refuse (errors cost a message each): named, so that the figures
+        // are read knowing them.
+        let mut v = replayer::validate::Validator::new();
+        for (id, call, c) in &decoded {
+            if let Err(e) = v.before(call, c.result) {
+                let name = vkstream::COMMANDS.get(*id as usize).copied().unwrap_or("?");
+                println!("    refused: seq {} {name}: {e}", c.seq);
+            }
+            v.after(call, c.result, c.seq);
+        }
+    }
+    // Per call position the least time over 200 passes (time preempted lands in one pass).
+    let mut least = vec![u128::MAX; n];
+    let mut new_ns = u128::MAX;
+    for _ in 0..200 {
+        let a = clock();
+        let mut v = black_box(replayer::validate::Validator::new());
+        let mut made = (clock() - a).as_nanos();
+        for (k, (_, call, c)) in decoded.iter().enumerate() {
+            let a = clock();
+            let _ = black_box(v.before(black_box(call), c.result));
+            v.after(call, c.result, c.seq);
+            let ns = (clock() - a).as_nanos().saturating_sub(empty);
+            least[k] = least[k].min(ns);
+        }
+        let a = clock();
+        drop(v);
+        made += (clock() - a).as_nanos();
+        new_ns = new_ns.min(made);
+    }
+    // Command -> (ns, calls).
+    let mut by: std::collections::BTreeMap<u32, (u128, u64)> = Default::default();
+    for (k, (id, _, _)) in decoded.iter().enumerate() {
+        let e = by.entry(*id).or_default();
+        e.0 += least[k];
+        e.1 += 1;
+    }
+    let total: u128 = by.values().map(|x| x.0).sum::<u128>() + new_ns;
+    let mut rows: Vec<_> = by.iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1 .0));
+    println!(
+        "{}: {:.1} ns per call in all (clock reads of {empty} ns taken off); validator made and dropped: {:.1} ns per call",
+        trace.display(),
+        total as f64 / n as f64,
+        new_ns as f64 / n as f64
+    );
+    for (id, (ns, count)) in rows.iter().take(25) {
+        let name = vkstream::COMMANDS
+            .get(**id as usize)
+            .copied()
+            .unwrap_or("?");
+        println!(
+            "    {name:<40} {:>5} calls {:>9.1} ns/call {:>5.1}%",
+            count,
+            *ns as f64 / *count as f64,
+            100.0 * *ns as f64 / total as f64
         );
     }
     Ok(())

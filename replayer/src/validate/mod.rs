@@ -3,13 +3,19 @@
 //! in a crash or a hang inside the driver.
 //!
 //! What is checked, and where:
-//! - array counts against their arrays (generated from vk.xml: `generated::checks::counts`);
-//! - every handle a call names (generated walker `vkstream::handles`) is live: created earlier in
-//!   the trace and not destroyed since, of the named type, and of the call's device (here);
+//! - array counts against their arrays, and every handle a call names is live (one generated
+//!   pass, `generated::checks::counts_and_handles`): created earlier in the trace and not
+//!   destroyed since, of the named type, and of the call's device (here);
 //! - command buffer states, fence and semaphore signals, and outstanding submissions (`sync`);
 //! - objects that must fit together and limits of the replay GPU: descriptors against layouts,
 //!   views, render passes and framebuffers, what shaders use, recorded queries and draws
 //!   (`compat`, `passes`, `shaders`, `cmds`, `limits`).
+//!
+//! A call goes only to the modules that look at it: a generated table (`checks::flags`) that
+//! codegen reads from the modules' own sources (every `Call::vk*` named in a function whose name
+//! ends in `before` or `after`, others on both sides, plus what `sync` and `record` handle by
+//! kind). A rule for a new command is thus seen once `cargo run -p codegen` has run again; until
+//! then codegen's freshness test fails.
 //!
 //! The validator calls no driver: where safety needs the GPU idle (a pending command buffer
 //! recorded again, an object destroyed while submitted work may still use it) it asks the engine
@@ -50,11 +56,13 @@ pub struct Validator {
     sync: sync::Sync,
     record: record::Recording,
     compat: compat::Compat,
-    /// The current call's first handle (the command buffer of a vkCmd*), and its kind.
+    /// The current call's first handle (the command buffer of a vkCmd*), and its
+    /// `checks::flags` (kind, and which modules look at it).
     first: u64,
-    kind: u8,
-    /// Handles the current call creates (reused between calls).
+    flags: u16,
+    /// Handles the current call creates, and those it destroys (both reused between calls).
     created: Vec<(vk::ObjectType, u64)>,
+    gone: Vec<(vk::ObjectType, u64)>,
     /// The current call's device (0: instance-level or none).
     device: u64,
     /// Seconds of GPU idle waits the validator asked for, and how many.
@@ -115,17 +123,20 @@ impl Validator {
     /// Checks `call` (captured result `result`) before it is replayed. `Ok` carries a wait the
     /// engine must do first; the message of an `Err` says what is wrong with the call.
     pub fn before(&mut self, call: &Call, result: i32) -> Result<Action, String> {
-        checks::counts(call)?;
         self.created.clear();
         self.device = 0;
         let mut err: Option<String> = None;
         let mut first = 0u64;
         let mut first_ty = 0;
-        let kind = checks::kind(call);
-        self.kind = kind;
+        let flags = checks::flags(call);
+        self.flags = flags;
+        let kind = flags as u8;
         let record = kind >= checks::RECORD;
+        // Compat may key records by any handle a call it records names (`Obj::compat`).
+        let mark = flags & checks::COMPAT_AFTER != 0;
         let (t, dead, created, device) = (&self.t, &self.dead, &mut self.created, &mut self.device);
-        vkstream::handles::walk(call, &mut |ty, h, out| {
+        // Counts first (an error there ends the pass), then every handle: one generated pass.
+        checks::counts_and_handles(call, &mut |ty, h, out| {
             if err.is_some() {
                 return;
             }
@@ -133,39 +144,51 @@ impl Validator {
                 created.push((ty, h));
                 return;
             }
-            let Some(i) = t.find(ty.as_raw(), h) else {
+            // Slot and device from the object cache: most handles need nothing else.
+            let Some((i, its)) = t.find_dev(ty.as_raw(), h) else {
                 err = Some(not_live(dead, ty, h));
                 return;
             };
-            let o = t.at(i);
-            if record
-                && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE)
-                && !memory_live(t, o.memory, o.memory_slot)
-            {
-                err = Some(no_memory(ty, h, o.memory));
-                return;
+            if mark {
+                t.at(i).compat.set(true);
+            }
+            if record && matches!(ty, vk::ObjectType::BUFFER | vk::ObjectType::IMAGE) {
+                let o = t.at(i);
+                if !memory_live(t, o.memory, o.memory_slot) {
+                    err = Some(no_memory(ty, h, o.memory));
+                    return;
+                }
             }
             if first == 0 {
                 first = h;
                 first_ty = ty.as_raw();
                 *device = match ty {
                     vk::ObjectType::DEVICE => h,
-                    vk::ObjectType::QUEUE | vk::ObjectType::COMMAND_BUFFER => o.device,
+                    vk::ObjectType::QUEUE | vk::ObjectType::COMMAND_BUFFER => its,
                     _ => 0,
                 };
-            } else if o.device != 0 && *device != 0 && o.device != *device {
-                err = Some(other_device(ty, h, o.device, *device));
+            } else if its != 0 && *device != 0 && its != *device {
+                err = Some(other_device(ty, h, its, *device));
             }
-        });
+        })?;
         if let Some(e) = err {
             return Err(e);
         }
         self.first = first;
         self.first_ty = first_ty;
-        let action = self
-            .sync
-            .before(&self.t, call, result, self.device, first, kind)?;
-        self.record.before(&self.t, call, first, kind)?;
+        // Each module only for the commands it looks at (generated table, `checks::flags`).
+        let action = if flags & checks::SYNC_BEFORE != 0 {
+            self.sync
+                .before(&self.t, call, result, self.device, first, kind)?
+        } else {
+            Action::None
+        };
+        if flags & checks::RECORDING_BEFORE != 0 {
+            self.record.before(&self.t, call, first, kind)?;
+        }
+        if flags & checks::COMPAT_BEFORE == 0 {
+            return Ok(action);
+        }
         let t = &self.t;
         let live = |k: (i32, u64)| t.find(k.0, k.1).is_some();
         // The memory a buffer or image is bound to (`Some(0)`: needs none; `None`: not bound).
@@ -181,7 +204,8 @@ impl Validator {
 
     /// Records what `call` did, once it was replayed without error.
     pub fn after(&mut self, call: &Call, result: i32, seq: u64) {
-        let kind = self.kind;
+        let flags = self.flags;
+        let kind = flags as u8;
         if !self.created.is_empty() && (kind != checks::CREATE || result >= 0) {
             let parent = parent_of(call);
             let device = match call {
@@ -201,6 +225,9 @@ impl Validator {
                 };
                 let slot = self.t.create(key.0, h, dev, parent);
                 let o = self.t.at_mut(slot);
+                if flags & checks::COMPAT_AFTER != 0 {
+                    o.compat.set(true);
+                }
                 // Queues, physical devices and swapchain images are fetched again and again.
                 if kind == checks::CREATE || o.refs == 0 {
                     o.refs += 1;
@@ -221,11 +248,13 @@ impl Validator {
             }
         }
         if kind == checks::DESTROY {
-            let mut gone = Vec::new();
+            let mut gone = std::mem::take(&mut self.gone);
             checks::destroyed(call, &mut |ty, h| gone.push((ty, h)));
-            for (ty, h) in gone {
+            for &(ty, h) in &gone {
                 self.destroy(ty, h, seq);
             }
+            gone.clear();
+            self.gone = gone;
         } else if let Call::vkResetDescriptorPool(p) = call {
             self.end_children(p.descriptor_pool, seq);
         } else if let Call::vkResetCommandPool(p) = call {
@@ -239,10 +268,16 @@ impl Validator {
                 }
             }
         }
-        self.sync.after(&mut self.t, call, result, self.device);
+        if flags & checks::SYNC_AFTER != 0 {
+            self.sync.after(&mut self.t, call, result, self.device);
+        }
         if kind != checks::CREATE || result >= 0 {
-            self.record.after(&mut self.t, call, self.first, kind);
-            self.compat.after(call);
+            if flags & checks::RECORDING_AFTER != 0 {
+                self.record.after(&mut self.t, call, self.first, kind);
+            }
+            if flags & checks::COMPAT_AFTER != 0 {
+                self.compat.after(call);
+            }
         }
     }
 
@@ -288,17 +323,24 @@ impl Validator {
                 }
                 self.instance_of.retain(|k, i| *i != h && *k != key);
             }
-            _ => self.end_children(h, seq),
+            // Only pools and swapchains have children (`parent_of`).
+            vk::ObjectType::COMMAND_POOL
+            | vk::ObjectType::DESCRIPTOR_POOL
+            | vk::ObjectType::SWAPCHAIN_KHR => self.end_children(h, seq),
+            _ => {}
         }
     }
 
     /// The object in `slot` is gone (destroyed, or ended with its pool, device or instance).
     fn end(&mut self, slot: u32, seq: u64) {
-        let (ty, h) = (self.t.at(slot).ty, self.t.at(slot).h);
+        let o = self.t.at(slot);
+        let (ty, h, compat) = (o.ty, o.h, o.compat.get());
         let st = self.t.remove(slot);
         self.dead.insert((ty, h), seq);
         self.sync.destroyed(vk::ObjectType::from_raw(ty), h, st);
-        self.compat.destroyed(h);
+        if compat {
+            self.compat.destroyed(h);
+        }
     }
 
     /// Ends what was allocated from a pool or swapchain (destroyed or reset).
@@ -330,7 +372,8 @@ impl Validator {
     }
 }
 
-/// The pool or swapchain whose end ends the objects `call` creates.
+/// The pool or swapchain whose end ends the objects `call` creates (`Validator::destroy` ends
+/// children only for these types).
 fn parent_of(call: &Call) -> u64 {
     match call {
         Call::vkAllocateCommandBuffers(p) => {

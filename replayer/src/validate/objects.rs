@@ -4,10 +4,10 @@
 //! so that a handle a call names is looked up once, not once per check.
 //!
 //! Slots live in a `Vec`, found by (object type, handle) through a hash map, and in front of it a
-//! small direct-mapped cache of recently found handles: a call mostly names what the calls
+//! direct-mapped cache of recently found handles: a call mostly names what the calls
 //! before it named (its device, queue, command buffer, fence), so most lookups are a compare.
-//! A cache entry is trusted only when its slot still holds that type and handle, which makes
-//! freeing and reusing slots safe without invalidating the cache.
+//! A cache entry is cleared when its object ends, so that a hit is trusted without reading the
+//! slot (it holds the device too: what the handle checks of a call need).
 
 use std::cell::Cell;
 
@@ -20,7 +20,8 @@ use super::sync::{CbState, FenceState, Sem};
 const FREE: i32 = i32::MIN;
 /// `Obj::memory` of a buffer or image with no memory bound yet.
 pub(super) const UNBOUND: u64 = u64::MAX;
-const CACHE: usize = 64;
+/// Cache lines (a power of two).
+const CACHE: usize = 256;
 
 /// A live captured object.
 pub(super) struct Obj {
@@ -41,6 +42,9 @@ pub(super) struct Obj {
     /// reads (compute pipeline: 0). `None`: not known (checks that need it pass).
     pub info: Option<u64>,
     pub st: St,
+    /// Named by a call `Compat` recorded (its `after`): it may keep records keyed by this handle,
+    /// to be dropped when the object ends. Others end without asking it (a dozen map removals).
+    pub compat: Cell<bool>,
 }
 
 /// What the synchronisation and recording checks keep per object.
@@ -70,43 +74,50 @@ pub(super) struct Table {
     ids: HandleMap<(i32, u64), u32>,
     slots: Vec<Obj>,
     free: Vec<u32>,
-    /// (type, handle, slot) of recently found objects, by handle bits.
-    cache: [Cell<(i32, u64, u32)>; CACHE],
+    /// (type, handle, slot, device) of recently found live objects, by handle bits.
+    cache: [Cell<(i32, u64, u32, u64)>; CACHE],
 }
 
 impl Default for Table {
     fn default() -> Self {
+        // Sized for a typical trace's live objects, so that they do not grow step by step.
         Table {
-            ids: HandleMap::default(),
-            slots: Vec::new(),
+            ids: HandleMap::with_capacity_and_hasher(256, Default::default()),
+            slots: Vec::with_capacity(256),
             free: Vec::new(),
-            cache: std::array::from_fn(|_| Cell::new((FREE, 0, 0))),
+            cache: std::array::from_fn(|_| Cell::new((FREE, 0, 0, 0))),
         }
     }
 }
 
 #[inline(always)]
 fn line(ty: i32, h: u64) -> usize {
-    // Handles are pointers (low bits aligned) or small integers: fold both ends in.
-    ((h ^ (h >> 4) ^ (h >> 12) ^ ty as u64) as usize) % CACHE
+    // Handles are pointers (low bits aligned, nearby objects close together) or small
+    // integers: a multiply spreads every bit into the top ones, which pick the line.
+    let x = (h ^ (ty as u64).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (x >> (64 - CACHE.trailing_zeros())) as usize
 }
 
 impl Table {
     /// The slot of live object (`ty`, `h`).
     #[inline]
     pub(super) fn find(&self, ty: i32, h: u64) -> Option<u32> {
+        self.find_dev(ty, h).map(|(i, _)| i)
+    }
+
+    /// The slot of live object (`ty`, `h`) and its device, from the cache when it is there
+    /// (without touching the slot: a cache line is cleared when its object ends).
+    #[inline]
+    pub(super) fn find_dev(&self, ty: i32, h: u64) -> Option<(u32, u64)> {
         let c = &self.cache[line(ty, h)];
-        let (t, x, i) = c.get();
+        let (t, x, i, d) = c.get();
         if t == ty && x == h {
-            if let Some(o) = self.slots.get(i as usize) {
-                if o.ty == ty && o.h == h {
-                    return Some(i);
-                }
-            }
+            return Some((i, d));
         }
         let i = *self.ids.get(&(ty, h))?;
-        c.set((ty, h, i));
-        Some(i)
+        let d = self.slots[i as usize].device;
+        c.set((ty, h, i, d));
+        Some((i, d))
     }
 
     /// Whether `slot` still holds live object (`ty`, `h`).
@@ -152,6 +163,7 @@ impl Table {
             memory_slot: u32::MAX,
             info: None,
             st: St::None,
+            compat: Cell::new(false),
         };
         let i = match self.free.pop() {
             Some(i) => {
@@ -164,7 +176,7 @@ impl Table {
             }
         };
         self.ids.insert((ty, h), i);
-        self.cache[line(ty, h)].set((ty, h, i));
+        self.cache[line(ty, h)].set((ty, h, i, device));
         i
     }
 
@@ -172,6 +184,10 @@ impl Table {
     pub(super) fn remove(&mut self, slot: u32) -> St {
         let o = &mut self.slots[slot as usize];
         self.ids.remove(&(o.ty, o.h));
+        let c = &self.cache[line(o.ty, o.h)];
+        if c.get().0 == o.ty && c.get().1 == o.h {
+            c.set((FREE, 0, 0, 0));
+        }
         o.ty = FREE;
         self.free.push(slot);
         std::mem::replace(&mut o.st, St::None)
