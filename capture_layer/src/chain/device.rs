@@ -76,6 +76,7 @@ pub unsafe extern "system" fn vkCreateDevice(
                 set_loader_data,
             },
             state: Default::default(),
+            queries_seen: Default::default(),
         };
         let Some(d) = runtime::register_device(data) else {
             runtime::log_once("devices", "too many live devices; this one is not captured");

@@ -254,13 +254,16 @@ pub unsafe extern "system" fn vkFlushMappedMemoryRanges(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let f = next!(d.table.vkFlushMappedMemoryRanges, NOT_PRESENT);
-    guard("vkFlushMappedMemoryRanges", || {
-        let handles: Vec<u64> = slice(p_ranges, count)
-            .iter()
-            .map(|r| raw(r.memory))
-            .collect();
-        scan_memory(&mut d.lock(), Some(&handles));
-    });
+    // Scans write only while capturing: no list, no lock while tracking.
+    if capturing() {
+        guard("vkFlushMappedMemoryRanges", || {
+            let handles: Vec<u64> = slice(p_ranges, count)
+                .iter()
+                .map(|r| raw(r.memory))
+                .collect();
+            scan_memory(&mut d.lock(), Some(&handles));
+        });
+    }
     let r = f(device, count, p_ranges);
     guard("vkFlushMappedMemoryRanges", || {
         rec!(vkFlushMappedMemoryRanges, r.as_raw(), |e| {

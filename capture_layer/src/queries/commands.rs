@@ -193,8 +193,11 @@ pub unsafe fn vkResetQueryPool<E: Entry<vk::PFN_vkResetQueryPool>>(
     let f = next!(E::next(&d.table));
     f(device, pool, first, count);
     guard("vkResetQueryPool", || {
-        if let Some(p) = d.lock().pools.get_mut(&raw(pool)) {
-            p.reset(first, count);
+        // Nothing to clear before a query was first reported available (`queries_seen`).
+        if d.queries_seen.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(p) = d.lock().pools.get_mut(&raw(pool)) {
+                p.reset(first, count);
+            }
         }
         let kinds = [QueryOpKind::Reset { first, count }];
         rec_ops!(

@@ -223,6 +223,10 @@ pub unsafe extern "system" fn vkGetQueryPoolResults(
                 }
             }
         }
+        if !newly.is_empty() {
+            d.queries_seen
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let mut results = format::QueryResultsRef {
             seq: 0,
             thread: 0,

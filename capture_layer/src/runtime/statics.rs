@@ -18,6 +18,9 @@ use vkstream::{DeviceTable, InstanceTable};
 pub struct DeviceData {
     pub info: DeviceInfo,
     pub state: parking_lot::Mutex<DeviceState>,
+    /// Set once a query of this device was reported available (only while capturing): until
+    /// then a query reset has nothing to clear, and tracking's submits skip them unlocked.
+    pub queries_seen: std::sync::atomic::AtomicBool,
 }
 
 impl std::ops::Deref for DeviceData {

@@ -30,8 +30,9 @@ pub unsafe extern "system" fn vkBeginCommandBuffer(
     let f = next!(d.table.vkBeginCommandBuffer, NOT_PRESENT);
     let r = f(cb, p_info);
     guard("vkBeginCommandBuffer", || {
-        // Beginning resets the buffer: its earlier query work will not run again.
-        d.lock().cmdbufs.remove(&raw(cb));
+        // Beginning resets the buffer: its earlier query work will not run again (emptied in
+        // place: a buffer recorded every frame keeps its allocations).
+        forget_queries(d, raw(cb));
         rec!(vkBeginCommandBuffer, r.as_raw(), |e| {
             vkstream::encode::vkBeginCommandBuffer(e, cb, p_info)
         });
@@ -49,12 +50,20 @@ pub unsafe extern "system" fn vkResetCommandBuffer(
     let f = next!(d.table.vkResetCommandBuffer, NOT_PRESENT);
     let r = f(cb, flags);
     guard("vkResetCommandBuffer", || {
-        d.lock().cmdbufs.remove(&raw(cb));
+        forget_queries(d, raw(cb));
         rec!(vkResetCommandBuffer, r.as_raw(), |e| {
             vkstream::encode::vkResetCommandBuffer(e, cb, flags)
         });
     });
     r
+}
+
+/// Empties what `cb`'s recording did to queries.
+fn forget_queries(d: &DeviceData, cb: u64) {
+    if let Some(q) = d.lock().cmdbufs.get_mut(&cb) {
+        q.copies.clear();
+        q.resets.clear();
+    }
 }
 
 // ==== submits, present, waits =======================================================================
@@ -66,6 +75,35 @@ struct Batch {
     /// (semaphore, value) waited for and signaled (binary semaphores: the value is meaningless).
     waits: smallvec::SmallVec<[(u64, u64); 2]>,
     signals: smallvec::SmallVec<[(u64, u64); 2]>,
+}
+
+/// A successful submit while nothing is written (tracking for a trimmed capture, or after it
+/// ended): only the query resets recorded in `cbs` are applied, once a capture saw a query
+/// available (they clear that). Copies are not made pending, nor fences and semaphores noted: the trace starts at
+/// a snapshot taken with every device idle, which drops what is pending
+/// (`trim::snapshot::read_memory`), so nothing submitted now completes inside it.
+fn tracked_submit(d: &DeviceData, seq: Option<u64>, cbs: impl Iterator<Item = u64>) {
+    let t0 = runtime::prof::start();
+    // Nothing seen available yet (always before the first trace): the resets clear nothing.
+    if d.queries_seen.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut guard = d.lock();
+        let st = &mut *guard;
+        for cb in cbs {
+            let Some(q) = st.cmdbufs.get(&cb) else {
+                continue;
+            };
+            for &(pool, first, count) in &q.resets {
+                if let Some(p) = st.pools.get_mut(&pool) {
+                    p.reset(first, count);
+                }
+            }
+        }
+    }
+    if seq.is_some() {
+        // Marks the tracked frame submitted; writes nothing while tracking.
+        runtime::submitted(|_| std::iter::empty());
+    }
+    runtime::prof::end(runtime::prof::SUBMIT, t0);
 }
 
 /// Bookkeeping after a successful submit of `batches` on `queue`.
@@ -159,7 +197,10 @@ pub unsafe extern "system" fn vkQueueSubmit(
     };
     let f = next!(d.table.vkQueueSubmit, NOT_PRESENT);
     // Host writes reach the trace before the submit that lets the GPU read them.
-    guard("vkQueueSubmit", || scan_memory(&mut d.lock(), None));
+    // Only while capturing (`scan_memory` says so too): not even the state lock while tracking.
+    if runtime::capturing() {
+        guard("vkQueueSubmit", || scan_memory(&mut d.lock(), None));
+    }
     let r = f(queue, count, p_submits, fence);
     guard("vkQueueSubmit", || {
         let seq = rec!(vkQueueSubmit, r.as_raw(), |e| {
@@ -167,6 +208,14 @@ pub unsafe extern "system" fn vkQueueSubmit(
         });
         if r != vk::Result::SUCCESS {
             return;
+        }
+        if !runtime::capturing() {
+            let cbs = slice(p_submits, count).iter().flat_map(|s| {
+                slice(s.p_command_buffers, s.command_buffer_count)
+                    .iter()
+                    .map(|&c| raw(c))
+            });
+            return tracked_submit(d, seq, cbs);
         }
         let batches = slice(p_submits, count)
             .iter()
@@ -222,7 +271,9 @@ pub unsafe fn vkQueueSubmit2<E: Entry<vk::PFN_vkQueueSubmit2>>(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let f = next!(E::next(&d.table), NOT_PRESENT);
-    guard("vkQueueSubmit2", || scan_memory(&mut d.lock(), None));
+    if runtime::capturing() {
+        guard("vkQueueSubmit2", || scan_memory(&mut d.lock(), None));
+    }
     let r = f(queue, count, p_submits, fence);
     guard("vkQueueSubmit2", || {
         let seq = rec!(E::ID, r.as_raw(), |e| {
@@ -230,6 +281,14 @@ pub unsafe fn vkQueueSubmit2<E: Entry<vk::PFN_vkQueueSubmit2>>(
         });
         if r != vk::Result::SUCCESS {
             return;
+        }
+        if !runtime::capturing() {
+            let cbs = slice(p_submits, count).iter().flat_map(|s| {
+                slice(s.p_command_buffer_infos, s.command_buffer_info_count)
+                    .iter()
+                    .map(|c| raw(c.command_buffer))
+            });
+            return tracked_submit(d, seq, cbs);
         }
         let batches = slice(p_submits, count)
             .iter()
@@ -356,8 +415,9 @@ pub unsafe fn vkWaitSemaphores<E: Entry<vk::PFN_vkWaitSemaphores>>(
         let sems = slice(info.p_semaphores, info.semaphore_count);
         let values = slice(info.p_values, info.semaphore_count);
         let any = info.flags.contains(vk::SemaphoreWaitFlags::ANY) && sems.len() > 1;
-        // Nothing pending (the common case): no read of counters, no allocation.
-        if !d.lock().pending.is_empty() {
+        // Nothing pending (the common case, and always while tracking): no read of counters, no
+        // allocation, no lock while tracking.
+        if runtime::capturing() && !d.lock().pending.is_empty() {
             // Either name: the wait just succeeded through one of them, so the device has it.
             let counter = d
                 .table
@@ -421,22 +481,24 @@ pub unsafe extern "system" fn vkWaitForFences(
         let seq = rec!(vkWaitForFences, r.as_raw(), |e| {
             vkstream::encode::vkWaitForFences(e, device, count, p_fences, wait_all, timeout)
         });
-        if r != vk::Result::SUCCESS {
-            return;
+        // While tracking no copy is pending (see `tracked_submit`): no fence to look up.
+        if r == vk::Result::SUCCESS && runtime::capturing() {
+            let all = slice(p_fences, count);
+            let signaled: smallvec::SmallVec<[u64; 8]> = if wait_all != 0 || all.len() == 1 {
+                all.iter().map(|&f| raw(f)).collect()
+            } else if let Some(status) = d.table.vkGetFenceStatus {
+                all.iter()
+                    .filter(|&&f| status(device, f) == vk::Result::SUCCESS)
+                    .map(|&f| raw(f))
+                    .collect()
+            } else {
+                smallvec::SmallVec::new()
+            };
+            fences_signaled(d, &signaled);
         }
-        let all = slice(p_fences, count);
-        let signaled: smallvec::SmallVec<[u64; 8]> = if wait_all != 0 || all.len() == 1 {
-            all.iter().map(|&f| raw(f)).collect()
-        } else if let Some(status) = d.table.vkGetFenceStatus {
-            all.iter()
-                .filter(|&&f| status(device, f) == vk::Result::SUCCESS)
-                .map(|&f| raw(f))
-                .collect()
-        } else {
-            smallvec::SmallVec::new()
-        };
-        fences_signaled(d, &signaled);
-        crate::trim::snapshot::frame_boundary(FrameBoundary::FenceWait, seq);
+        if r == vk::Result::SUCCESS {
+            crate::trim::snapshot::frame_boundary(FrameBoundary::FenceWait, seq);
+        }
     });
     r
 }

@@ -107,9 +107,15 @@ unsafe fn gpu_read_all(
 fn read_memory(d: &DeviceData, out: &mut Vec<(u64, u64, Vec<u8>)>, gaps: &mut Vec<String>) {
     let force_gpu = readback::forced();
     let mut st = d.lock();
+    // The device is idle: copies a capture left pending are done, and submitted before this
+    // trace, so no replay of it runs them (nothing becomes pending while tracking, see
+    // `submit::tracked_submit`). The shadows are taken afresh below, so no range is the GPU's.
+    st.pending.clear();
+    st.nodes.clear();
     let mut unmapped = Vec::new();
     let mut hidden = Vec::new();
     for (&handle, m) in st.memories.iter_mut() {
+        m.gpu_ranges.clear();
         if !m.host_visible || force_gpu {
             hidden.push((handle, m.size, m.type_index));
             if let Some(map) = m.mapped.as_mut().filter(|map| !map.ptr.is_null()) {
