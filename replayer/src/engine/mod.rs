@@ -8,6 +8,7 @@
 mod options;
 mod run;
 mod scan;
+mod stall;
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -215,6 +216,7 @@ pub fn replay_with_progress(
                 skipped_before_trim: 0,
                 validator: crate::validate::Validator::for_gpu(&gpu.profile),
                 validate_ns: 0,
+                abandoned: false,
             };
             run.progress.pass_begun(&PassInfo {
                 loop_index: l,
@@ -235,13 +237,23 @@ pub fn replay_with_progress(
                 .as_ref()
                 .and_then(|m| m.first.lock().ok().map(|v| v.clone()))
                 .unwrap_or_default();
-            // Objects a trace leaves alive (the app exited without destroying them) are cleaned up
-            // here; what validation says about that is the app's, not the replay's, so it is not counted.
-            run.session.teardown();
             validation += messages;
             if first_messages.is_empty() {
                 first_messages = msgs;
             }
+            // After an error the GPU may still run what was submitted (a draw that never ends
+            // made the wait time out): tearing down would wait for it, so such a session is
+            // abandoned instead (`stall`), with the loader that the driver's threads run in.
+            if outcome.is_err()
+                && (run.abandoned || !stall::unsettled(&run.session, stall::AFTER_ERROR).is_empty())
+            {
+                std::mem::forget(run);
+                std::mem::forget(entry);
+                return outcome.map(|()| unreachable!());
+            }
+            // Objects a trace leaves alive (the app exited without destroying them) are cleaned up
+            // here; what validation says about that is the app's, not the replay's, so it is not counted.
+            run.session.teardown();
             outcome?;
             let inject_warnings = run
                 .inject

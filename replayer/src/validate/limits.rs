@@ -1,8 +1,9 @@
 //! Limits of the replay GPU that a call's numbers must respect (a driver indexes fixed arrays
 //! with them): vertex input bindings and attributes, transform feedback streams of indexed
-//! queries, descriptor counts of a set layout. Each closed a lavapipe crash the fuzzer found
-//! (part of [`Compat`]). The values come from the replay GPU's profile; a limit it does not
-//! state is not checked.
+//! queries, descriptor counts of a set layout; and storage no larger than the GPU's memory
+//! (memory allocations, buffers, query pools, whose results a driver allocates and clears at
+//! creation). Each closed a lavapipe crash or stall the fuzzer found (part of [`Compat`]). The
+//! values come from the replay GPU's profile; a limit it does not state is not checked.
 
 use layer_support::profile::DeviceProfile;
 use vkstream::Call;
@@ -23,6 +24,9 @@ pub(super) struct Limits {
     descriptors: u64,
     inline_bytes: u64,
     push_constants: u64,
+    /// The largest memory heap (device-local where there is one), in bytes.
+    heap: u64,
+    max_buffer: u64,
 }
 
 impl Default for Limits {
@@ -35,6 +39,8 @@ impl Default for Limits {
             descriptors: u64::MAX,
             inline_bytes: u64::MAX,
             push_constants: u64::MAX,
+            heap: u64::MAX,
+            max_buffer: u64::MAX,
         }
     }
 }
@@ -104,12 +110,75 @@ impl Validator {
             })
             .unwrap_or(u64::MAX),
             push_constants: limit("maxPushConstantsSize").unwrap_or(u64::MAX),
+            heap: largest_heap(&profile.memory_heaps),
+            max_buffer: get("VkPhysicalDeviceVulkan13Properties", "maxBufferSize")
+                .or_else(|| get("VkPhysicalDeviceMaintenance4Properties", "maxBufferSize"))
+                .unwrap_or(u64::MAX),
         };
         v
     }
 }
 
+/// The largest device-local heap, or the largest heap when none is (u64::MAX: none stated).
+fn largest_heap(heaps: &[layer_support::profile::MemoryHeap]) -> u64 {
+    const DEVICE_LOCAL: u32 = 0x1;
+    let local = heaps.iter().filter(|h| h.flags & DEVICE_LOCAL != 0);
+    local
+        .map(|h| h.size)
+        .max()
+        .or_else(|| heaps.iter().map(|h| h.size).max())
+        .unwrap_or(u64::MAX)
+}
+
 impl Limits {
+    /// Memory no heap of the replay GPU can hold (VUID-vkAllocateMemory-pAllocateInfo-01713
+    /// bounds it by its heap's size; the replay may pick another type, so by the largest).
+    pub(super) fn allocation(&self, p: &vkstream::params::vkAllocateMemory) -> Result<(), String> {
+        let size = p.p_allocate_info.as_ref().map_or(0, |i| i.allocation_size);
+        if size > self.heap {
+            return Err(format!(
+                "allocationSize {size} is larger than the replay GPU's largest memory heap \
+                 ({} bytes)",
+                self.heap
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn buffer(&self, p: &vkstream::params::vkCreateBuffer) -> Result<(), String> {
+        let size = p.p_create_info.as_ref().map_or(0, |i| i.size);
+        if size > self.max_buffer {
+            return Err(format!(
+                "buffer size {size} is over the replay GPU's maxBufferSize {}",
+                self.max_buffer
+            ));
+        }
+        Ok(())
+    }
+
+    /// A query pool whose results cannot fit in the replay GPU's memory: a driver allocates and
+    /// clears them when the pool is made (3.4 billion queries kept lavapipe busy for minutes).
+    pub(super) fn query_pool(&self, p: &vkstream::params::vkCreateQueryPool) -> Result<(), String> {
+        let Some(i) = &p.p_create_info else {
+            return Ok(());
+        };
+        let values = match i.query_type {
+            1 => u64::from(i.pipeline_statistics.count_ones()).max(1),
+            TRANSFORM_FEEDBACK_STREAM => 2,
+            _ => 1,
+        };
+        // 64-bit values and an availability word per query, at the least.
+        let bytes = u64::from(i.query_count).saturating_mul((values + 1) * 8);
+        if bytes > self.heap {
+            return Err(format!(
+                "a query pool of {} queries needs at least {bytes} bytes of results, more than \
+                 the replay GPU's largest memory heap ({} bytes)",
+                i.query_count, self.heap
+            ));
+        }
+        Ok(())
+    }
+
     fn bindings(&self, first: u32, count: u32) -> Result<(), String> {
         if u64::from(first) + u64::from(count) > u64::from(self.vertex_bindings) {
             return Err(format!(

@@ -239,7 +239,7 @@ impl Validator {
                 }
             }
         }
-        self.sync.after(&mut self.t, call, result, self.device);
+        self.sync.after(&mut self.t, call, result, self.device, seq);
         if kind != checks::CREATE || result >= 0 {
             self.record.after(&mut self.t, call, self.first, kind);
             self.compat.after(call);

@@ -1,0 +1,69 @@
+//! Work that does not finish: a legal but enormous draw (a trace forged to ask for two billion
+//! instances) keeps a software GPU busy for hours. Every wait the replay does is bounded by
+//! `WAIT_TIMEOUT`; once one runs out while submitted work is still running, the replay stops
+//! with an error and abandons the session: no idle wait, no destroy call reaches a device that
+//! is still busy (each would block until the work ends), and the Vulkan loader stays loaded so
+//! that the driver's threads keep their code until the process exits.
+//!
+//! Whether a device is done is asked with a fence behind an empty submission on each of its
+//! queues (it signals once everything submitted there before has completed).
+
+use std::time::{Duration, Instant};
+
+use ash::vk;
+
+use crate::clock::WAIT_TIMEOUT;
+use crate::error::ReplayError;
+use crate::session::Session;
+
+/// How long a replay that already failed waits for the GPU before abandoning it (what normal
+/// work needs to finish, far below a stalled draw).
+pub(super) const AFTER_ERROR: Duration = Duration::from_secs(2);
+
+/// Whether all work submitted to captured device `device`'s queues completes within `limit`
+/// (`Ok(true)` too when the device is not there). Fences of queues that did not finish are
+/// left alive: the device is abandoned then.
+pub(super) fn settles(s: &Session<'_>, device: u64, limit: Duration) -> Result<bool, ReplayError> {
+    let Some(d) = s.devices.get(&device) else {
+        return Ok(true);
+    };
+    let start = Instant::now();
+    for &q in &d.queues {
+        // SAFETY: a fence of this live device, submitted alone on one of its queues.
+        unsafe {
+            let fence = d
+                .device
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .map_err(|e| ReplayError::vk("vkCreateFence", e))?;
+            d.device
+                .queue_submit(q, &[], fence)
+                .map_err(|e| ReplayError::vk("vkQueueSubmit", e))?;
+            let left = limit.saturating_sub(start.elapsed()).as_nanos() as u64;
+            match d.device.wait_for_fences(&[fence], true, left) {
+                Ok(()) => d.device.destroy_fence(fence, None),
+                Err(vk::Result::TIMEOUT) => return Ok(false),
+                Err(e) => return Err(ReplayError::vk("vkWaitForFences", e)),
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Every replayed device that does not finish its work within `limit`.
+pub(super) fn unsettled(s: &Session<'_>, limit: Duration) -> Vec<u64> {
+    let start = Instant::now();
+    let devices: Vec<u64> = s.devices.keys().copied().collect();
+    devices
+        .into_iter()
+        .filter(|d| !settles(s, *d, limit.saturating_sub(start.elapsed())).unwrap_or(false))
+        .collect()
+}
+
+/// The error of a wait that ran out while the GPU was still busy.
+pub(super) fn stalled() -> String {
+    format!(
+        "the replay GPU did not finish the work submitted so far within {} s (a draw or \
+         dispatch too large for it?); the replay stops here without waiting for it",
+        WAIT_TIMEOUT.as_secs()
+    )
+}

@@ -1,0 +1,108 @@
+//! Hostile traces whose calls are each well formed but ask the replay GPU for too much: work
+//! that does not finish in time, storage beyond the GPU's memory, a host query reset racing the
+//! GPU, and a driver quirk (the crash and hang classes the fuzzer found last, issue 22). Each
+//! ends in one `quarry:` line naming the call, in bounded time.
+
+use std::time::Duration;
+
+use format::record::Record;
+use quarry_tests::hostile::{call_mut, call_name, find, forged, refused, run};
+
+/// With `QUARRY_KEEP_FORGED=DIR`, the forged traces stay in DIR (to replay them by hand).
+fn scratch() -> std::path::PathBuf {
+    match std::env::var_os("QUARRY_KEEP_FORGED") {
+        Some(d) => {
+            std::fs::create_dir_all(&d).unwrap();
+            d.into()
+        }
+        None => tempfile::tempdir().unwrap().keep(),
+    }
+}
+
+/// A draw of two billion instances: legal, but lavapipe would draw for hours. The wait after
+/// its submit times out; the replay then abandons the device (no idle wait, no destroy) and
+/// ends at once with the timeout's error instead of waiting for the draw.
+#[test]
+fn work_that_does_not_finish_ends_in_bounded_time() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCmdDraw", 0);
+        // instanceCount follows the command buffer and vertexCount.
+        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&2_000_000_000u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
+    // A driver's failure (the wait ran out), not bad input: exit 1, as for any failed call.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("quarry: call 276 (vkWaitForFences): ")
+            && lines[0].contains("did not signal within 10 s"),
+        "{err}"
+    );
+    // The 10 s wait, 2 s more for the GPU to settle, start-up: not the draw's hours.
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+/// A query pool of 3.4 billion queries: refused before the driver allocates its results.
+#[test]
+fn query_pool_larger_than_the_gpu_is_refused() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCreateQueryPool", 0);
+        let c = call_mut(&mut recs[i]);
+        // flags, queryType (occlusion), queryCount 4, pipelineStatistics.
+        let o = at(&c.params, &words(&[0, 0, 4, 0])) + 8;
+        c.params[o..o + 4].copy_from_slice(&3_400_000_000u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateQueryPool",
+        "a query pool of 3400000000 queries needs at least 54400000000 bytes of results, more than the replay GPU's largest memory heap",
+    );
+}
+
+/// A host query reset moved between the submit that writes the query and the fence wait that
+/// shows it done: invalid usage, refused (it raced the GPU and cost a 10 s wait at the read).
+#[test]
+fn host_reset_of_queries_pending_work_uses_is_refused() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        // The second host reset (after frame 2's fence wait) moved before that wait.
+        let i = find(recs, t, "vkResetQueryPool", 1);
+        let w = (0..i)
+            .rev()
+            .find(|j| matches!(&recs[*j], Record::Call(c) if call_name(t, c) == "vkWaitForFences"))
+            .unwrap();
+        let r = recs.remove(i);
+        recs.insert(w, r);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkResetQueryPool",
+        "resets queries 0..+1 of query pool 0x5620612af6b0 while the submission of call 305 may still use queries 0..1 of it",
+    );
+}
+
+/// Offset of the first occurrence of `needle` in `hay`.
+fn at(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len())
+        .position(|w| w == needle)
+        .expect("pattern in the parameters")
+}
+
+/// The bytes of `words` (u32s) in a row.
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
