@@ -47,6 +47,32 @@ fn work_that_does_not_finish_ends_in_bounded_time() {
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
+/// The fuzzer's hang (seed 0x15): the demo's 40th draw given 2.6 billion instances, then a
+/// query read without VK_QUERY_RESULT_WAIT_BIT. lavapipe's read still blocks until the
+/// submission running ends; the replay waits (bounded) for the work first and stops there.
+#[test]
+fn read_while_work_does_not_finish_ends_in_bounded_time() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCmdDraw", 39);
+        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&2_625_564_860u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("quarry: call 627 (vkGetQueryPoolResults): ")
+            && lines[0]
+                .contains("the replay GPU did not finish the work submitted so far within 10 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
 /// A query pool of 3.4 billion queries: refused before the driver allocates its results.
 #[test]
 fn query_pool_larger_than_the_gpu_is_refused() {

@@ -176,6 +176,13 @@ impl Run<'_, '_> {
                 Record::QueryResults(r) => {
                     self.reachable(&r)?;
                     let outstanding = self.validator.work_outstanding(r.device);
+                    // A read with VK_QUERY_RESULT_WAIT_BIT blocks in the driver, with no
+                    // timeout (on lavapipe any read does): the work it waits for ends first.
+                    let wait = r.flags & vk::QueryResultFlags::WAIT.as_raw() != 0;
+                    if outstanding && (wait || stall::reads_block(self.session.gpu)) {
+                        self.settle(r.device, WAIT_TIMEOUT)
+                            .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
+                    }
                     let t = Instant::now();
                     self.reads
                         .reread(&mut self.session, &r, outstanding)

@@ -59,6 +59,15 @@ pub(super) fn unsettled(s: &Session<'_>, limit: Duration) -> Vec<u64> {
         .collect()
 }
 
+/// Whether the replay GPU's query reads block while a submission runs, even without
+/// VK_QUERY_RESULT_WAIT_BIT (a driver quirk): lavapipe (VK_DRIVER_ID_MESA_LLVMPIPE) runs each
+/// submission on its queue thread, and vkGetQueryPoolResults waits for that thread. There a
+/// read waits (bounded) for the submitted work first: what the driver would do, with a limit.
+pub(super) fn reads_block(gpu: &crate::devices::GpuInfo) -> bool {
+    const MESA_LLVMPIPE: u32 = 13;
+    gpu.driver_id == MESA_LLVMPIPE
+}
+
 /// The error of a wait that ran out while the GPU was still busy.
 pub(super) fn stalled() -> String {
     format!(
