@@ -73,6 +73,32 @@ fn read_while_work_does_not_finish_ends_in_bounded_time() {
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
+/// The fuzzer's hang (seed 0x16): the demo's 24th draw given a huge instance count, then a
+/// vkWaitSemaphores for its submission. That call replays with the app's own timeout and an
+/// unchecked result, so its time-out went unnoticed and a later read waited for the queue with
+/// no limit; the wait is now done first, bounded, and its time-out is the error.
+#[test]
+fn semaphore_wait_for_work_that_does_not_finish_ends_in_bounded_time() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCmdDraw", 23);
+        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&2_000_000_000u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("quarry: call 507 (vkWaitSemaphores): ")
+            && lines[0].contains("did not reach their values within 10 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
 /// A query pool of 3.4 billion queries: refused before the driver allocates its results.
 #[test]
 fn query_pool_larger_than_the_gpu_is_refused() {

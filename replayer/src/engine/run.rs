@@ -328,10 +328,17 @@ impl Run<'_, '_> {
             self.idle(action).map_err(|e| e.at(c.seq, name))?;
         }
         // The trace's own idle waits have no timeout: the work they wait for must end first.
+        // A semaphore wait replays with the app's timeout, its result unchecked: one the
+        // capture saw succeed is done here first, bounded.
         match &call {
             vkstream::Call::vkDeviceWaitIdle(p) => self.settle(p.device, WAIT_TIMEOUT),
             vkstream::Call::vkQueueWaitIdle(p) => {
                 self.settle(self.device_of_queue(p.queue), WAIT_TIMEOUT)
+            }
+            vkstream::Call::vkWaitSemaphores(p) | vkstream::Call::vkWaitSemaphoresKHR(p)
+                if c.result == 0 =>
+            {
+                stall::wait_semaphores(&self.session, p)
             }
             _ => Ok(()),
         }

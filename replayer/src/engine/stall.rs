@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use ash::vk;
+use ash::vk::{self, Handle};
 
 use crate::clock::WAIT_TIMEOUT;
 use crate::error::ReplayError;
@@ -57,6 +57,49 @@ pub(super) fn unsettled(s: &Session<'_>, limit: Duration) -> Vec<u64> {
         .into_iter()
         .filter(|d| !settles(s, *d, limit.saturating_sub(start.elapsed())).unwrap_or(false))
         .collect()
+}
+
+/// Waits, at most `WAIT_TIMEOUT`, for what a vkWaitSemaphores the capture saw succeed waits
+/// for (the call itself replays with the app's timeout, and a timeout there would pass
+/// unnoticed: what follows would take the work as done).
+pub(super) fn wait_semaphores(
+    s: &Session<'_>,
+    p: &vkstream::params::vkWaitSemaphores,
+) -> Result<(), ReplayError> {
+    let Some(info) = &p.p_wait_info else {
+        return Ok(());
+    };
+    let d = s.device(p.device)?;
+    let Some(wait) = d.table.vkWaitSemaphores.or(d.table.vkWaitSemaphoresKHR) else {
+        return Ok(());
+    };
+    let semaphores = info
+        .p_semaphores
+        .iter()
+        .flatten()
+        .map(|h| {
+            s.lookup(vk::ObjectType::SEMAPHORE, *h)
+                .map(vk::Semaphore::from_raw)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let values = info.p_values.as_deref().unwrap_or(&[]);
+    if values.len() < semaphores.len() {
+        return Ok(());
+    }
+    let wi = vk::SemaphoreWaitInfo::default()
+        .flags(vk::SemaphoreWaitFlags::from_raw(info.flags))
+        .semaphores(&semaphores)
+        .values(&values[..semaphores.len()]);
+    // SAFETY: semaphores of this live device; the info outlives the call.
+    match unsafe { wait(d.device.handle(), &wi, WAIT_TIMEOUT.as_nanos() as u64) } {
+        vk::Result::SUCCESS => Ok(()),
+        vk::Result::TIMEOUT => Err(ReplayError::Other(format!(
+            "the capture saw the semaphore wait succeed but the replay's semaphores did not \
+             reach their values within {} s",
+            WAIT_TIMEOUT.as_secs()
+        ))),
+        e => Err(ReplayError::vk("vkWaitSemaphores", e)),
+    }
 }
 
 /// Whether the replay GPU's query reads block while a submission runs, even without
