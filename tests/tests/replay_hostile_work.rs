@@ -99,6 +99,33 @@ fn semaphore_wait_for_work_that_does_not_finish_ends_in_bounded_time() {
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
+/// The fuzzer's hang (seed 0x17): vkcube's first draw given 2^30 instances. Its present (an
+/// empty submission waiting on the frame's semaphore) blocked in lavapipe's vkQueueSubmit until
+/// the draw ended; on lavapipe a submission that waits on semaphores now waits (bounded) for
+/// outstanding work first.
+#[test]
+fn present_after_work_that_does_not_finish_ends_in_bounded_time() {
+    let dir = scratch();
+    let p = forged(&dir, "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCmdDraw", 0);
+        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&(1u32 << 30).to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("quarry: call 146 (vkQueuePresentKHR): ")
+            && lines[0]
+                .contains("the replay GPU did not finish the work submitted so far within 10 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
 /// A query pool of 3.4 billion queries: refused before the driver allocates its results.
 #[test]
 fn query_pool_larger_than_the_gpu_is_refused() {

@@ -244,17 +244,18 @@ pub fn replay_with_progress(
             // After an error the GPU may still run what was submitted (a draw that never ends
             // made the wait time out): tearing down would wait for it, so such a session is
             // abandoned instead (`stall`), with the loader that the driver's threads run in.
-            if outcome.is_err()
-                && (run.abandoned || !stall::unsettled(&run.session, stall::AFTER_ERROR).is_empty())
-            {
-                std::mem::forget(run);
-                std::mem::forget(entry);
-                return outcome.map(|()| unreachable!());
+            if let Err(e) = outcome {
+                if run.abandoned || !stall::unsettled(&run.session, stall::AFTER_ERROR).is_empty() {
+                    std::mem::forget(run);
+                    std::mem::forget(entry);
+                } else {
+                    run.session.teardown();
+                }
+                return Err(e);
             }
             // Objects a trace leaves alive (the app exited without destroying them) are cleaned up
             // here; what validation says about that is the app's, not the replay's, so it is not counted.
             run.session.teardown();
-            outcome?;
             let inject_warnings = run
                 .inject
                 .as_mut()

@@ -179,7 +179,7 @@ impl Run<'_, '_> {
                     // A read with VK_QUERY_RESULT_WAIT_BIT blocks in the driver, with no
                     // timeout (on lavapipe any read does): the work it waits for ends first.
                     let wait = r.flags & vk::QueryResultFlags::WAIT.as_raw() != 0;
-                    if outstanding && (wait || stall::reads_block(self.session.gpu)) {
+                    if outstanding && (wait || stall::blocks_while_busy(self.session.gpu)) {
                         self.settle(r.device, WAIT_TIMEOUT)
                             .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
                     }
@@ -339,6 +339,12 @@ impl Run<'_, '_> {
                 if c.result == 0 =>
             {
                 stall::wait_semaphores(&self.session, p)
+            }
+            _ if stall::blocks_while_busy(self.session.gpu) => {
+                match stall::waits_on_semaphores(&call) {
+                    Some(queue) => self.settle(self.device_of_queue(queue), WAIT_TIMEOUT),
+                    None => Ok(()),
+                }
             }
             _ => Ok(()),
         }

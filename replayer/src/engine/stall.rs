@@ -102,13 +102,53 @@ pub(super) fn wait_semaphores(
     }
 }
 
-/// Whether the replay GPU's query reads block while a submission runs, even without
-/// VK_QUERY_RESULT_WAIT_BIT (a driver quirk): lavapipe (VK_DRIVER_ID_MESA_LLVMPIPE) runs each
-/// submission on its queue thread, and vkGetQueryPoolResults waits for that thread. There a
-/// read waits (bounded) for the submitted work first: what the driver would do, with a limit.
-pub(super) fn reads_block(gpu: &crate::devices::GpuInfo) -> bool {
+/// Whether the replay GPU blocks the caller while a submission runs (a driver quirk):
+/// lavapipe (VK_DRIVER_ID_MESA_LLVMPIPE) runs each submission on its queue thread, and
+/// vkGetQueryPoolResults waits for that thread even without VK_QUERY_RESULT_WAIT_BIT, as does
+/// a submission waiting on a semaphore that the running work signals. There such calls wait
+/// (bounded) for the submitted work first: what the driver would do, with a limit.
+pub(super) fn blocks_while_busy(gpu: &crate::devices::GpuInfo) -> bool {
     const MESA_LLVMPIPE: u32 = 13;
     gpu.driver_id == MESA_LLVMPIPE
+}
+
+/// The captured queue of `call` when it submits work that waits on semaphores (a present
+/// does, emulated by a submission).
+pub(super) fn waits_on_semaphores(call: &vkstream::Call) -> Option<u64> {
+    use vkstream::Call;
+    let some = |w: &Option<Vec<u64>>| w.as_ref().is_some_and(|w| !w.is_empty());
+    let waits = match call {
+        Call::vkQueueSubmit(p) => (
+            p.queue,
+            p.p_submits
+                .iter()
+                .flatten()
+                .any(|s| some(&s.p_wait_semaphores)),
+        ),
+        Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) => (
+            p.queue,
+            p.p_submits.iter().flatten().any(|s| {
+                s.p_wait_semaphore_infos
+                    .as_ref()
+                    .is_some_and(|w| !w.is_empty())
+            }),
+        ),
+        Call::vkQueueBindSparse(p) => (
+            p.queue,
+            p.p_bind_info
+                .iter()
+                .flatten()
+                .any(|s| some(&s.p_wait_semaphores)),
+        ),
+        Call::vkQueuePresentKHR(p) => (
+            p.queue,
+            p.p_present_info
+                .as_ref()
+                .is_some_and(|i| some(&i.p_wait_semaphores)),
+        ),
+        _ => (0, false),
+    };
+    waits.1.then_some(waits.0)
 }
 
 /// The error of a wait that ran out while the GPU was still busy.
