@@ -148,6 +148,32 @@ fn query_pool_larger_than_the_gpu_is_refused() {
     );
 }
 
+/// The fuzzer's crash (seed 0x18): vkcube's texture given 8192 mip levels (256x256 has 9).
+/// lavapipe corrupted the heap making it, and `--memory auto` makes the trace's images ahead
+/// of their calls (to ask their requirements): refused before, with both memory modes.
+#[test]
+fn image_with_more_mip_levels_than_its_size_is_refused() {
+    let dir = scratch();
+    let p = forged(&dir, "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCreateImage", 1);
+        let c = call_mut(&mut recs[i]);
+        // extent 256x256x1, then mipLevels.
+        let o = at(&c.params, &words(&[256, 256, 1, 1])) + 12;
+        c.params[o..o + 4].copy_from_slice(&8192u32.to_le_bytes());
+    });
+    for memory in ["auto", "remap"] {
+        let Some((out, took)) = run(&p, &["--memory", memory]) else {
+            return;
+        };
+        refused(
+            &out,
+            took,
+            "vkCreateImage",
+            "call 53 (vkCreateImage): mipLevels is 8192, but an image of 256x256x1 has 1 to 9",
+        );
+    }
+}
+
 /// A host query reset moved between the submit that writes the query and the fence wait that
 /// shows it done: invalid usage, refused (it raced the GPU and cost a 10 s wait at the read).
 #[test]

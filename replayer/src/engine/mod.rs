@@ -9,6 +9,7 @@ mod options;
 mod run;
 mod scan;
 mod stall;
+mod watchdog;
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -146,6 +147,21 @@ pub fn replay_with_progress(
             gpu.index,
             gpu.name
         ));
+    }
+    // The memory plan may create the trace's buffers and images ahead of their calls (to ask
+    // their requirements), before the checks see them: those checks that need no state are
+    // made on them here.
+    if memory_plan.asked != MemoryMode::Remap {
+        let checks = crate::validate::Validator::for_gpu(&gpu.profile);
+        for c in &memory_plan.created {
+            if let Err(message) = checks.check_alone(&c.call) {
+                return Err(ReplayError::Invalid {
+                    seq: scan.created_at.get(&c.handle).copied().unwrap_or(0),
+                    command: c.call.name().to_string(),
+                    message,
+                });
+            }
+        }
     }
     let capture_devices = std::sync::Arc::new(scan.capture_devices.clone());
     let mut comparison = Comparison {

@@ -7,7 +7,7 @@ use ash::vk;
 use format::record::{self, QueryOpKind, Record};
 use format::TraceReader;
 
-use super::{stall, Progress};
+use super::{stall, watchdog, Progress};
 use crate::clock::{now_ns, WAIT_TIMEOUT};
 use crate::error::ReplayError;
 use crate::inject::InjectState;
@@ -49,6 +49,15 @@ pub(super) struct Run<'r, 's> {
 
 impl Run<'_, '_> {
     pub(super) fn run(&mut self) -> Result<(), ReplayError> {
+        /// The watchdog looks on while the loop runs, however it ends.
+        struct Watched;
+        impl Drop for Watched {
+            fn drop(&mut self) {
+                watchdog::active(false);
+            }
+        }
+        watchdog::active(true);
+        let _watched = Watched;
         let mut last: Option<(u64, String)> = None;
         for rec in self.reader.records() {
             let rec = rec.map_err(|e| {
@@ -66,6 +75,8 @@ impl Run<'_, '_> {
                     self.command_names = names;
                 }
                 Record::Call(c) => {
+                    let id = self.command_map.get(c.cmd as usize).copied().flatten();
+                    watchdog::step(c.seq, id.unwrap_or(watchdog::OTHER));
                     let name = self
                         .command_names
                         .get(c.cmd as usize)
@@ -78,6 +89,7 @@ impl Run<'_, '_> {
                     }
                 }
                 Record::MemoryWrite(w) => {
+                    watchdog::step(w.seq, watchdog::MEMORY_WRITE);
                     let bytes =
                         self.reader
                             .payload_bytes(&w.data)
@@ -174,6 +186,7 @@ impl Run<'_, '_> {
                     self.skipped_before_trim += 1;
                 }
                 Record::QueryResults(r) => {
+                    watchdog::step(r.seq, watchdog::QUERY_READ);
                     self.reachable(&r)?;
                     let outstanding = self.validator.work_outstanding(r.device);
                     // A read with VK_QUERY_RESULT_WAIT_BIT blocks in the driver, with no
@@ -194,6 +207,7 @@ impl Run<'_, '_> {
                     }
                 }
                 Record::QueryCopy(c) => {
+                    watchdog::step(c.seq, watchdog::QUERY_COPY);
                     self.settle_all()
                         .map_err(|e| e.at(c.seq, "vkCmdCopyQueryPoolResults"))?;
                     self.reads

@@ -246,7 +246,10 @@ impl Compat {
                 again(live, BUFFER, "buffer", p.p_buffer)?;
                 self.limits.buffer(p)
             }
-            Call::vkCreateImage(p) => again(live, IMAGE, "image", p.p_image),
+            Call::vkCreateImage(p) => {
+                again(live, IMAGE, "image", p.p_image)?;
+                self.limits.image(p)
+            }
             Call::vkCreateFence(p) => again(live, ty(vk::ObjectType::FENCE), "fence", p.p_fence),
             Call::vkCreateSemaphore(p) => again(
                 live,

@@ -130,6 +130,19 @@ fn largest_heap(heaps: &[layer_support::profile::MemoryHeap]) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+impl Validator {
+    /// The checks of `call` that need nothing the trace did before it (buffer and image
+    /// creation against the replay GPU): for creations made ahead of their call.
+    pub fn check_alone(&self, call: &Call) -> Result<(), String> {
+        let l = &self.compat.limits;
+        match call {
+            Call::vkCreateBuffer(p) => l.buffer(p),
+            Call::vkCreateImage(p) => l.image(p),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Limits {
     /// Memory no heap of the replay GPU can hold (VUID-vkAllocateMemory-pAllocateInfo-01713
     /// bounds it by its heap's size; the replay may pick another type, so by the largest).
@@ -174,6 +187,31 @@ impl Limits {
                 "a query pool of {} queries needs at least {bytes} bytes of results, more than \
                  the replay GPU's largest memory heap ({} bytes)",
                 i.query_count, self.heap
+            ));
+        }
+        Ok(())
+    }
+
+    /// An image's numbers that cannot describe one (VUID-VkImageCreateInfo-extent-00944..00946,
+    /// -mipLevels-00947, -arrayLayers-00948, -mipLevels-00958): lavapipe sizes its level table
+    /// by them (8192 levels of a 256x256 image corrupted the heap).
+    pub(super) fn image(&self, p: &vkstream::params::vkCreateImage) -> Result<(), String> {
+        let Some(i) = &p.p_create_info else {
+            return Ok(());
+        };
+        let e = &i.extent;
+        if e.width == 0 || e.height == 0 || e.depth == 0 || i.array_layers == 0 {
+            return Err(format!(
+                "an image of {}x{}x{} with {} layers is empty",
+                e.width, e.height, e.depth, i.array_layers
+            ));
+        }
+        let largest = e.width.max(e.height).max(e.depth);
+        let most = 32 - largest.leading_zeros();
+        if i.mip_levels == 0 || i.mip_levels > most {
+            return Err(format!(
+                "mipLevels is {}, but an image of {}x{}x{} has 1 to {most}",
+                i.mip_levels, e.width, e.height, e.depth
             ));
         }
         Ok(())
