@@ -174,6 +174,33 @@ fn image_with_more_mip_levels_than_its_size_is_refused() {
     }
 }
 
+/// The fuzzer's crash (seed 0x1a): a frame's pipeline bind moved after the occlusion query
+/// begun behind it (vertex buffers bound before): lavapipe's queue thread crashed. Valid usage
+/// as far as the specification says, so refused on lavapipe only, as its quirk.
+#[test]
+fn query_begun_before_any_pipeline_is_a_lavapipe_quirk() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, _| {
+        let at_seq = |recs: &Vec<Record>, seq: u64| {
+            recs.iter()
+                .position(|r| matches!(r, Record::Call(c) if c.seq == seq))
+                .unwrap()
+        };
+        let r = recs.remove(at_seq(recs, 419));
+        let i = at_seq(recs, 423);
+        recs.insert(i + 1, r);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCmdBeginQuery",
+        "call 423 (vkCmdBeginQuery): begins query 0 of pool 0x562061288ab0 inside a render pass instance before any graphics pipeline is bound: a lavapipe quirk",
+    );
+}
+
 /// A host query reset moved between the submit that writes the query and the fence wait that
 /// shows it done: invalid usage, refused (it raced the GPU and cost a 10 s wait at the read).
 #[test]

@@ -27,6 +27,8 @@ pub(super) struct Limits {
     /// The largest memory heap (device-local where there is one), in bytes.
     heap: u64,
     max_buffer: u64,
+    /// The replay GPU is lavapipe (its quirks are refused: `lavapipe_query`).
+    lavapipe: bool,
 }
 
 impl Default for Limits {
@@ -41,6 +43,7 @@ impl Default for Limits {
             push_constants: u64::MAX,
             heap: u64::MAX,
             max_buffer: u64::MAX,
+            lavapipe: false,
         }
     }
 }
@@ -114,6 +117,7 @@ impl Validator {
             max_buffer: get("VkPhysicalDeviceVulkan13Properties", "maxBufferSize")
                 .or_else(|| get("VkPhysicalDeviceMaintenance4Properties", "maxBufferSize"))
                 .unwrap_or(u64::MAX),
+            lavapipe: profile.driver_name == "llvmpipe",
         };
         v
     }
@@ -303,9 +307,13 @@ impl Compat {
             }
             Call::vkCmdBeginQueryIndexedEXT(p) => {
                 begun(self.query_types.get(&p.query_pool), p.query_pool)?;
+                self.lavapipe_query(p.command_buffer, p.query_pool, p.query)?;
                 l.index(self.query_types.get(&p.query_pool), p.index)
             }
-            Call::vkCmdBeginQuery(p) => begun(self.query_types.get(&p.query_pool), p.query_pool),
+            Call::vkCmdBeginQuery(p) => {
+                begun(self.query_types.get(&p.query_pool), p.query_pool)?;
+                self.lavapipe_query(p.command_buffer, p.query_pool, p.query)
+            }
             Call::vkCmdCopyQueryPoolResults(p) if p.query_count > 0 => {
                 let pool = p.query_pool;
                 let (Some(&ty), Some(&stats)) =
@@ -384,6 +392,21 @@ impl Compat {
             }
             _ => Ok(()),
         }
+    }
+
+    /// A driver quirk, refused on lavapipe only: a query begun inside a render pass instance
+    /// before any graphics pipeline is bound crashes its queue thread (valid usage as far as
+    /// the specification says; the fuzzer found it with occlusion and transform feedback
+    /// stream queries).
+    fn lavapipe_query(&self, cb: u64, pool: u64, query: u32) -> Result<(), String> {
+        if self.limits.lavapipe && self.no_pipeline_in_pass(cb) {
+            return Err(format!(
+                "begins query {query} of pool 0x{pool:x} inside a render pass instance before \
+                 any graphics pipeline is bound: a lavapipe quirk (its queue thread crashes), so \
+                 the replay refuses it on this GPU"
+            ));
+        }
+        Ok(())
     }
 
     pub(super) fn limits_after(&mut self, call: &Call) {
