@@ -1,6 +1,6 @@
 //! Hostile traces: the checked-in fuzz corpus (real demo and vkcube traces), `quarry replay`
 //! run with a time limit, and the outcome classified (used by `tests/replay_hostile.rs` and the
-//! fuzz driver `src/bin/fuzz_replay.rs`).
+//! fuzz driver `src/bin/fuzz_replay.rs`), and the forging helpers of those tests.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,8 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use format::record::Call;
+use format::forge::{read_records, write_records};
+use format::record::{Call, Record};
 
 /// A trace of the checked-in corpus (`tests/fixtures/corpus/`).
 pub fn corpus(name: &str) -> PathBuf {
@@ -113,4 +114,71 @@ pub fn replay_trace(trace: &Path, extra: &[&str]) -> Option<Output> {
             crate::output_text(&o)
         ),
     }
+}
+
+/// Longest a rejected replay may take (the checks answer at once; a debug build under load
+/// replays the demo in about a second).
+pub const FAST: Duration = Duration::from_secs(8);
+
+/// The corpus trace `name` with `edit` applied to its records (command table given), written
+/// as `forged-NAME` in `dir` with valid checksums.
+pub fn forged(dir: &Path, name: &str, edit: impl FnOnce(&mut Vec<Record>, &[String])) -> PathBuf {
+    let (header, mut recs) = read_records(&corpus(name)).unwrap();
+    let table = commands(&recs);
+    edit(&mut recs, &table);
+    let out = dir.join(format!("forged-{name}"));
+    write_records(&out, header, &recs, 1 << 20).unwrap();
+    out
+}
+
+/// The trace's command table.
+pub fn commands(recs: &[Record]) -> Vec<String> {
+    recs.iter()
+        .find_map(|r| match r {
+            Record::CommandTable(t) => Some(t.clone()),
+            _ => None,
+        })
+        .unwrap()
+}
+
+/// Index of the `nth` call named `name`.
+pub fn find(recs: &[Record], table: &[String], name: &str, nth: usize) -> usize {
+    recs.iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r, Record::Call(c) if call_name(table, c) == name))
+        .nth(nth)
+        .unwrap_or_else(|| panic!("no call {name} #{nth}"))
+        .0
+}
+
+pub fn call_mut(r: &mut Record) -> &mut Call {
+    match r {
+        Record::Call(c) => c,
+        _ => panic!("not a call"),
+    }
+}
+
+/// Asserts a replay refused the trace: exit 2, one `quarry:` line naming `call` and saying
+/// `why`, quickly.
+pub fn refused(out: &Output, took: Duration, call: &str, why: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.starts_with("quarry: warning"))
+        .collect();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    let l = lines[0];
+    assert!(
+        l.starts_with("quarry: call ") && l.contains(&format!("({call}")) && l.contains(why),
+        "{l}"
+    );
+    assert!(took < FAST, "took {took:?}: {l}");
+}
+
+/// [`replay_trace`] with the time it took.
+pub fn run(p: &Path, extra: &[&str]) -> Option<(Output, Duration)> {
+    let t = Instant::now();
+    let out = replay_trace(p, extra)?;
+    Some((out, t.elapsed()))
 }

@@ -3,77 +3,11 @@
 //! in one `quarry:` line naming the call's seq and name, exit 2, in well under a second of
 //! replay, never in a crash inside the driver or a wait that times out (issue 22).
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use format::forge::{read_records, write_records};
-use format::record::{Call, Record};
-use quarry_tests::hostile::{call_name, corpus, replay_trace};
-
-/// Longest a rejected replay may take (the checks answer at once; a debug build under load
-/// replays the demo in about a second).
-const FAST: Duration = Duration::from_secs(8);
-
-/// The corpus trace `name` with `edit` applied to its records, written where `dir` says.
-fn forged(dir: &Path, name: &str, edit: impl FnOnce(&mut Vec<Record>, &[String])) -> PathBuf {
-    let (header, mut recs) = read_records(&corpus(name)).unwrap();
-    let table = commands(&recs);
-    edit(&mut recs, &table);
-    let out = dir.join(format!("forged-{name}"));
-    write_records(&out, header, &recs, 1 << 20).unwrap();
-    out
-}
-
-fn commands(recs: &[Record]) -> Vec<String> {
-    recs.iter()
-        .find_map(|r| match r {
-            Record::CommandTable(t) => Some(t.clone()),
-            _ => None,
-        })
-        .unwrap()
-}
-
-/// Index of the `nth` call named `name`.
-fn find(recs: &[Record], table: &[String], name: &str, nth: usize) -> usize {
-    recs.iter()
-        .enumerate()
-        .filter(|(_, r)| matches!(r, Record::Call(c) if call_name(table, c) == name))
-        .nth(nth)
-        .unwrap_or_else(|| panic!("no call {name} #{nth}"))
-        .0
-}
-
-fn call_mut(r: &mut Record) -> &mut Call {
-    match r {
-        Record::Call(c) => c,
-        _ => panic!("not a call"),
-    }
-}
-
-/// Asserts a replay refused the trace: exit 2, one `quarry:` line naming `call` and saying
-/// `why`, quickly.
-fn refused(out: &Output, took: Duration, call: &str, why: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err
-        .lines()
-        .filter(|l| !l.starts_with("quarry: warning"))
-        .collect();
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_eq!(lines.len(), 1, "{err}");
-    let l = lines[0];
-    assert!(
-        l.starts_with("quarry: call ") && l.contains(&format!("({call}")) && l.contains(why),
-        "{l}"
-    );
-    assert!(took < FAST, "took {took:?}: {l}");
-}
-
-fn run(p: &Path, extra: &[&str]) -> Option<(Output, Duration)> {
-    let t = Instant::now();
-    let out = replay_trace(p, extra)?;
-    Some((out, t.elapsed()))
-}
+use format::record::Record;
+use quarry_tests::hostile::{call_mut, call_name, corpus, find, forged, refused, run, FAST};
 
 #[test]
 fn the_corpus_replays_as_it_is_and_rewritten() {

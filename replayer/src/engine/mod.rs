@@ -8,6 +8,8 @@
 mod options;
 mod run;
 mod scan;
+mod stall;
+mod watchdog;
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -146,6 +148,21 @@ pub fn replay_with_progress(
             gpu.name
         ));
     }
+    // The memory plan may create the trace's buffers and images ahead of their calls (to ask
+    // their requirements), before the checks see them: those checks that need no state are
+    // made on them here.
+    if memory_plan.asked != MemoryMode::Remap {
+        let checks = crate::validate::Validator::for_gpu(&gpu.profile);
+        for c in &memory_plan.created {
+            if let Err(message) = checks.check_alone(&c.call) {
+                return Err(ReplayError::Invalid {
+                    seq: scan.created_at.get(&c.handle).copied().unwrap_or(0),
+                    command: c.call.name().to_string(),
+                    message,
+                });
+            }
+        }
+    }
     let capture_devices = std::sync::Arc::new(scan.capture_devices.clone());
     let mut comparison = Comparison {
         same_device: same,
@@ -215,6 +232,7 @@ pub fn replay_with_progress(
                 skipped_before_trim: 0,
                 validator: crate::validate::Validator::for_gpu(&gpu.profile),
                 validate_ns: 0,
+                abandoned: false,
             };
             run.progress.pass_begun(&PassInfo {
                 loop_index: l,
@@ -235,14 +253,25 @@ pub fn replay_with_progress(
                 .as_ref()
                 .and_then(|m| m.first.lock().ok().map(|v| v.clone()))
                 .unwrap_or_default();
-            // Objects a trace leaves alive (the app exited without destroying them) are cleaned up
-            // here; what validation says about that is the app's, not the replay's, so it is not counted.
-            run.session.teardown();
             validation += messages;
             if first_messages.is_empty() {
                 first_messages = msgs;
             }
-            outcome?;
+            // After an error the GPU may still run what was submitted (a draw that never ends
+            // made the wait time out): tearing down would wait for it, so such a session is
+            // abandoned instead (`stall`), with the loader that the driver's threads run in.
+            if let Err(e) = outcome {
+                if run.abandoned || !stall::unsettled(&run.session, stall::AFTER_ERROR).is_empty() {
+                    std::mem::forget(run);
+                    std::mem::forget(entry);
+                } else {
+                    run.session.teardown();
+                }
+                return Err(e);
+            }
+            // Objects a trace leaves alive (the app exited without destroying them) are cleaned up
+            // here; what validation says about that is the app's, not the replay's, so it is not counted.
+            run.session.teardown();
             let inject_warnings = run
                 .inject
                 .as_mut()

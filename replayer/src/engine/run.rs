@@ -7,8 +7,8 @@ use ash::vk;
 use format::record::{self, QueryOpKind, Record};
 use format::TraceReader;
 
-use super::Progress;
-use crate::clock::now_ns;
+use super::{stall, watchdog, Progress};
+use crate::clock::{now_ns, WAIT_TIMEOUT};
 use crate::error::ReplayError;
 use crate::inject::InjectState;
 use crate::queries::PoolShape;
@@ -42,10 +42,22 @@ pub(super) struct Run<'r, 's> {
     /// The checks every call passes before the driver sees it.
     pub(super) validator: Validator,
     pub(super) validate_ns: u64,
+    /// A wait ran out while the GPU was still busy: the session must not be torn down
+    /// (`stall`).
+    pub(super) abandoned: bool,
 }
 
 impl Run<'_, '_> {
     pub(super) fn run(&mut self) -> Result<(), ReplayError> {
+        /// The watchdog looks on while the loop runs, however it ends.
+        struct Watched;
+        impl Drop for Watched {
+            fn drop(&mut self) {
+                watchdog::active(false);
+            }
+        }
+        watchdog::active(true);
+        let _watched = Watched;
         let mut last: Option<(u64, String)> = None;
         for rec in self.reader.records() {
             let rec = rec.map_err(|e| {
@@ -63,6 +75,8 @@ impl Run<'_, '_> {
                     self.command_names = names;
                 }
                 Record::Call(c) => {
+                    let id = self.command_map.get(c.cmd as usize).copied().flatten();
+                    watchdog::step(c.seq, id.unwrap_or(watchdog::OTHER));
                     let name = self
                         .command_names
                         .get(c.cmd as usize)
@@ -75,6 +89,7 @@ impl Run<'_, '_> {
                     }
                 }
                 Record::MemoryWrite(w) => {
+                    watchdog::step(w.seq, watchdog::MEMORY_WRITE);
                     let bytes =
                         self.reader
                             .payload_bytes(&w.data)
@@ -171,20 +186,70 @@ impl Run<'_, '_> {
                     self.skipped_before_trim += 1;
                 }
                 Record::QueryResults(r) => {
+                    watchdog::step(r.seq, watchdog::QUERY_READ);
                     self.reachable(&r)?;
                     let outstanding = self.validator.work_outstanding(r.device);
+                    // A read with VK_QUERY_RESULT_WAIT_BIT blocks in the driver, with no
+                    // timeout (on lavapipe any read does): the work it waits for ends first.
+                    let wait = r.flags & vk::QueryResultFlags::WAIT.as_raw() != 0;
+                    if outstanding && (wait || stall::blocks_while_busy(self.session.gpu)) {
+                        self.settle(r.device, WAIT_TIMEOUT)
+                            .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
+                    }
+                    let t = Instant::now();
                     self.reads
                         .reread(&mut self.session, &r, outstanding)
-                        .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?
+                        .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
+                    // A read that waited the whole time while work ran: is the GPU stuck?
+                    if outstanding && t.elapsed() >= WAIT_TIMEOUT {
+                        self.settle(r.device, stall::AFTER_ERROR)
+                            .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
+                    }
                 }
-                Record::QueryCopy(c) => self
-                    .reads
-                    .read_copy(&mut self.session, &c)
-                    .map_err(|e| e.at(c.seq, "vkCmdCopyQueryPoolResults"))?,
+                Record::QueryCopy(c) => {
+                    watchdog::step(c.seq, watchdog::QUERY_COPY);
+                    self.settle_all()
+                        .map_err(|e| e.at(c.seq, "vkCmdCopyQueryPoolResults"))?;
+                    self.reads
+                        .read_copy(&mut self.session, &c)
+                        .map_err(|e| e.at(c.seq, "vkCmdCopyQueryPoolResults"))?
+                }
                 _ => {}
             }
         }
+        if let Some((seq, name)) = &last {
+            self.settle_all().map_err(|e| e.at(*seq, name))?;
+        }
         self.session.wait_all_devices()
+    }
+
+    /// Waits, at most `limit`, until captured `device`'s submitted work is done: what must come
+    /// before a wait without a timeout of its own (an idle wait, a destroy). Work that does not
+    /// finish abandons the session (`stall`).
+    fn settle(&mut self, device: u64, limit: std::time::Duration) -> Result<(), ReplayError> {
+        if !self.validator.work_outstanding(device) || stall::settles(&self.session, device, limit)?
+        {
+            return Ok(());
+        }
+        self.abandoned = true;
+        Err(ReplayError::Other(stall::stalled()))
+    }
+
+    /// [`Run::settle`] for every device, `WAIT_TIMEOUT` each.
+    fn settle_all(&mut self) -> Result<(), ReplayError> {
+        let devices: Vec<u64> = self.session.devices.keys().copied().collect();
+        for d in devices {
+            self.settle(d, WAIT_TIMEOUT)?;
+        }
+        Ok(())
+    }
+
+    /// The captured device a captured queue belongs to (0 when unknown).
+    fn device_of_queue(&self, queue: u64) -> u64 {
+        self.session
+            .lookup(vk::ObjectType::QUEUE, queue)
+            .and_then(|q| self.session.device_for(q))
+            .map_or(0, |d| d.captured)
     }
 
     /// A query read waits until the queries the capture saw available are available in the
@@ -222,8 +287,12 @@ impl Run<'_, '_> {
     fn idle(&mut self, action: Action) -> Result<(), ReplayError> {
         match action {
             Action::None => {}
-            Action::Queue(q) => self.session.wait_device_of_queue(q)?,
+            Action::Queue(q) => {
+                self.settle(self.device_of_queue(q), WAIT_TIMEOUT)?;
+                self.session.wait_device_of_queue(q)?
+            }
             Action::Device(d) => {
+                self.settle(d, WAIT_TIMEOUT)?;
                 // SAFETY: a live replayed device.
                 unsafe { self.session.device(d)?.device.device_wait_idle() }.map_err(|e| {
                     ReplayError::Vk {
@@ -272,6 +341,28 @@ impl Run<'_, '_> {
         if action != Action::None {
             self.idle(action).map_err(|e| e.at(c.seq, name))?;
         }
+        // The trace's own idle waits have no timeout: the work they wait for must end first.
+        // A semaphore wait replays with the app's timeout, its result unchecked: one the
+        // capture saw succeed is done here first, bounded.
+        match &call {
+            vkstream::Call::vkDeviceWaitIdle(p) => self.settle(p.device, WAIT_TIMEOUT),
+            vkstream::Call::vkQueueWaitIdle(p) => {
+                self.settle(self.device_of_queue(p.queue), WAIT_TIMEOUT)
+            }
+            vkstream::Call::vkWaitSemaphores(p) | vkstream::Call::vkWaitSemaphoresKHR(p)
+                if c.result == 0 =>
+            {
+                stall::wait_semaphores(&self.session, p)
+            }
+            _ if stall::blocks_while_busy(self.session.gpu) => {
+                match stall::waits_on_semaphores(&call) {
+                    Some(queue) => self.settle(self.device_of_queue(queue), WAIT_TIMEOUT),
+                    None => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+        .map_err(|e| e.at(c.seq, name))?;
         // A submit's query copies: what they will write over is saved first (see `session::copies`).
         let copies = match submitted_command_buffers(&call) {
             Some((queue, cbs)) if c.result >= 0 => {

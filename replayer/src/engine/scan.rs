@@ -30,6 +30,9 @@ pub(crate) struct Scan {
     pub region_counters: u64,
     /// A trimmed trace: the frame its state snapshot rebuilds, and what the snapshot lacks.
     pub trimmed: Option<(u64, Vec<String>)>,
+    /// Buffer or image -> the seq of its first creation (for errors about creations that the
+    /// memory plan makes ahead of their call).
+    pub created_at: HashMap<u64, u64>,
 }
 
 pub(super) fn trace_err(e: impl std::fmt::Display) -> ReplayError {
@@ -50,6 +53,7 @@ pub(super) fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
         perf_pools: HashMap::new(),
         region_counters: 0,
         trimmed: None,
+        created_at: HashMap::new(),
     };
     // Trace command id -> vkstream id, for the few commands the scan looks into.
     let mut interesting: HashMap<u32, u32> = HashMap::new();
@@ -82,6 +86,8 @@ pub(super) fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                                 | "vkBindBufferMemory"
                                 | "vkBindBufferMemory2"
                                 | "vkBindBufferMemory2KHR"
+                                | "vkCreateBuffer"
+                                | "vkCreateImage"
                         )
                     })
                     .filter_map(|(i, n)| vkstream::command_id(n).map(|id| (i as u32, id)))
@@ -110,6 +116,17 @@ pub(super) fn scan(reader: &TraceReader) -> Result<Scan, ReplayError> {
                         if let (Some(d), Some(summary)) = (p.p_device, pending_device.take()) {
                             s.capture_devices.insert(d, summary);
                         }
+                    }
+                    Some(Ok(vkstream::Call::vkCreateBuffer(
+                        vkstream::params::vkCreateBuffer {
+                            p_buffer: Some(h), ..
+                        },
+                    )))
+                    | Some(Ok(vkstream::Call::vkCreateImage(vkstream::params::vkCreateImage {
+                        p_image: Some(h),
+                        ..
+                    }))) => {
+                        s.created_at.entry(h).or_insert(c.seq);
                     }
                     Some(Ok(vkstream::Call::vkBindBufferMemory(p))) => {
                         buffer_memory.insert(p.buffer, p.memory);

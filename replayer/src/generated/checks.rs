@@ -19630,15 +19630,9 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkQueuePresentKHR(_)
         | Call::vkAcquireNextImage2KHR(_)
         | Call::vkWaitSemaphoresKHR(_) => 0x0300,
-        Call::vkGetQueryPoolResults(_)
-        | Call::vkResetQueryPool(_)
-        | Call::vkResetQueryPoolEXT(_) => 0x0400,
-        Call::vkCmdCopyBuffer(_)
-        | Call::vkCmdUpdateBuffer(_)
-        | Call::vkCmdFillBuffer(_)
-        | Call::vkCmdWriteTimestamp(_)
-        | Call::vkCmdWriteTimestamp2(_)
-        | Call::vkCmdWriteTimestamp2KHR(_) => 0x0503,
+        Call::vkGetQueryPoolResults(_) => 0x0400,
+        Call::vkResetQueryPool(_) | Call::vkResetQueryPoolEXT(_) => 0x0500,
+        Call::vkCmdCopyBuffer(_) | Call::vkCmdUpdateBuffer(_) | Call::vkCmdFillBuffer(_) => 0x0503,
         Call::vkCmdDrawIndirectCount(_)
         | Call::vkCmdDrawIndirectByteCountEXT(_)
         | Call::vkCmdDrawIndirectCountAMD(_)
@@ -19656,6 +19650,9 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdDrawClusterIndirectHUAWEI(_) => 0x0506,
         Call::vkCmdDispatchBase(_) | Call::vkCmdDispatchBaseKHR(_) => 0x0507,
         Call::vkEndCommandBuffer(_) => 0x0700,
+        Call::vkCmdWriteTimestamp(_)
+        | Call::vkCmdWriteTimestamp2(_)
+        | Call::vkCmdWriteTimestamp2KHR(_) => 0x0703,
         Call::vkBindBufferMemory(_) | Call::vkBindImageMemory(_) => 0x0800,
         Call::vkAllocateMemory(_)
         | Call::vkCreateEvent(_)
@@ -19675,10 +19672,10 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkQueueSubmit2KHR(_) => 0x1300,
         Call::vkCreateFence(_) | Call::vkCreateSemaphore(_) => 0x1301,
         Call::vkCmdExecuteCommands(_) => 0x1303,
-        Call::vkCmdResetQueryPool(_) | Call::vkCmdCopyQueryPoolResults(_) => 0x1503,
         Call::vkCmdDraw(_) | Call::vkCmdDrawIndirect(_) => 0x1504,
         Call::vkCmdDrawIndexed(_) | Call::vkCmdDrawIndexedIndirect(_) => 0x1505,
         Call::vkCmdDispatch(_) | Call::vkCmdDispatchIndirect(_) => 0x1507,
+        Call::vkCmdResetQueryPool(_) | Call::vkCmdCopyQueryPoolResults(_) => 0x1703,
         Call::vkBindBufferMemory2(_)
         | Call::vkBindImageMemory2(_)
         | Call::vkBindBufferMemory2KHR(_)
@@ -19721,15 +19718,14 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCreateComputePipelines(_) => 0x3801,
         Call::vkCmdBindVertexBuffers2(_) | Call::vkCmdBindVertexBuffers2EXT(_) => 0x3903,
         Call::vkCmdBindVertexBuffers(_)
-        | Call::vkCmdBeginQuery(_)
         | Call::vkCmdEndQuery(_)
-        | Call::vkCmdBeginQueryIndexedEXT(_)
         | Call::vkCmdEndQueryIndexedEXT(_) => 0x3d03,
         Call::vkCmdBeginRenderPass(_)
         | Call::vkCmdBeginRenderPass2(_)
         | Call::vkCmdBeginRendering(_)
         | Call::vkCmdBeginRenderingKHR(_)
         | Call::vkCmdBeginRenderPass2KHR(_) => 0x3d08,
+        Call::vkCmdBeginQuery(_) | Call::vkCmdBeginQueryIndexedEXT(_) => 0x3f03,
         _ => 0,
     }
 }

@@ -350,6 +350,15 @@ impl Compat {
         }
     }
 
+    /// Whether recording `cb` is inside a render pass instance with no graphics pipeline bound
+    /// yet.
+    pub(super) fn no_pipeline_in_pass(&self, cb: u64) -> bool {
+        self.cmds
+            .cbs
+            .get(&cb)
+            .is_some_and(|c| c.pass != 0 && c.pipeline == 0)
+    }
+
     pub(super) fn cmds_destroyed(&mut self, h: u64) {
         self.cmds.cbs.remove(&h);
         self.cmds.pipelines.remove(&h);

@@ -242,8 +242,14 @@ impl Compat {
                 )?;
                 self.shaders_before(call)
             }
-            Call::vkCreateBuffer(p) => again(live, BUFFER, "buffer", p.p_buffer),
-            Call::vkCreateImage(p) => again(live, IMAGE, "image", p.p_image),
+            Call::vkCreateBuffer(p) => {
+                again(live, BUFFER, "buffer", p.p_buffer)?;
+                self.limits.buffer(p)
+            }
+            Call::vkCreateImage(p) => {
+                again(live, IMAGE, "image", p.p_image)?;
+                self.limits.image(p)
+            }
             Call::vkCreateFence(p) => again(live, ty(vk::ObjectType::FENCE), "fence", p.p_fence),
             Call::vkCreateSemaphore(p) => again(
                 live,
@@ -252,13 +258,19 @@ impl Compat {
                 p.p_semaphore,
             ),
             Call::vkCreateEvent(p) => again(live, ty(vk::ObjectType::EVENT), "event", p.p_event),
-            Call::vkAllocateMemory(p) => again(live, MEMORY, "device memory", p.p_memory),
-            Call::vkCreateQueryPool(p) => again(
-                live,
-                ty(vk::ObjectType::QUERY_POOL),
-                "query pool",
-                p.p_query_pool,
-            ),
+            Call::vkAllocateMemory(p) => {
+                again(live, MEMORY, "device memory", p.p_memory)?;
+                self.limits.allocation(p)
+            }
+            Call::vkCreateQueryPool(p) => {
+                again(
+                    live,
+                    ty(vk::ObjectType::QUERY_POOL),
+                    "query pool",
+                    p.p_query_pool,
+                )?;
+                self.limits.query_pool(p)
+            }
             Call::vkCreateCommandPool(p) => again(
                 live,
                 ty(vk::ObjectType::COMMAND_POOL),

@@ -1,8 +1,9 @@
 //! Limits of the replay GPU that a call's numbers must respect (a driver indexes fixed arrays
 //! with them): vertex input bindings and attributes, transform feedback streams of indexed
-//! queries, descriptor counts of a set layout. Each closed a lavapipe crash the fuzzer found
-//! (part of [`Compat`]). The values come from the replay GPU's profile; a limit it does not
-//! state is not checked.
+//! queries, descriptor counts of a set layout; and storage no larger than the GPU's memory
+//! (memory allocations, buffers, query pools, whose results a driver allocates and clears at
+//! creation). Each closed a lavapipe crash or stall the fuzzer found (part of [`Compat`]). The
+//! values come from the replay GPU's profile; a limit it does not state is not checked.
 
 use layer_support::profile::DeviceProfile;
 use vkstream::Call;
@@ -23,6 +24,11 @@ pub(super) struct Limits {
     descriptors: u64,
     inline_bytes: u64,
     push_constants: u64,
+    /// The largest memory heap (device-local where there is one), in bytes.
+    heap: u64,
+    max_buffer: u64,
+    /// The replay GPU is lavapipe (its quirks are refused: `lavapipe_query`).
+    lavapipe: bool,
 }
 
 impl Default for Limits {
@@ -35,6 +41,9 @@ impl Default for Limits {
             descriptors: u64::MAX,
             inline_bytes: u64::MAX,
             push_constants: u64::MAX,
+            heap: u64::MAX,
+            max_buffer: u64::MAX,
+            lavapipe: false,
         }
     }
 }
@@ -104,12 +113,114 @@ impl Validator {
             })
             .unwrap_or(u64::MAX),
             push_constants: limit("maxPushConstantsSize").unwrap_or(u64::MAX),
+            heap: largest_heap(&profile.memory_heaps),
+            max_buffer: get("VkPhysicalDeviceVulkan13Properties", "maxBufferSize")
+                .or_else(|| get("VkPhysicalDeviceMaintenance4Properties", "maxBufferSize"))
+                .unwrap_or(u64::MAX),
+            lavapipe: profile.driver_name == "llvmpipe",
         };
         v
     }
 }
 
+/// The largest device-local heap, or the largest heap when none is (u64::MAX: none stated).
+fn largest_heap(heaps: &[layer_support::profile::MemoryHeap]) -> u64 {
+    const DEVICE_LOCAL: u32 = 0x1;
+    let local = heaps.iter().filter(|h| h.flags & DEVICE_LOCAL != 0);
+    local
+        .map(|h| h.size)
+        .max()
+        .or_else(|| heaps.iter().map(|h| h.size).max())
+        .unwrap_or(u64::MAX)
+}
+
+impl Validator {
+    /// The checks of `call` that need nothing the trace did before it (buffer and image
+    /// creation against the replay GPU): for creations made ahead of their call.
+    pub fn check_alone(&self, call: &Call) -> Result<(), String> {
+        let l = &self.compat.limits;
+        match call {
+            Call::vkCreateBuffer(p) => l.buffer(p),
+            Call::vkCreateImage(p) => l.image(p),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Limits {
+    /// Memory no heap of the replay GPU can hold (VUID-vkAllocateMemory-pAllocateInfo-01713
+    /// bounds it by its heap's size; the replay may pick another type, so by the largest).
+    pub(super) fn allocation(&self, p: &vkstream::params::vkAllocateMemory) -> Result<(), String> {
+        let size = p.p_allocate_info.as_ref().map_or(0, |i| i.allocation_size);
+        if size > self.heap {
+            return Err(format!(
+                "allocationSize {size} is larger than the replay GPU's largest memory heap \
+                 ({} bytes)",
+                self.heap
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn buffer(&self, p: &vkstream::params::vkCreateBuffer) -> Result<(), String> {
+        let size = p.p_create_info.as_ref().map_or(0, |i| i.size);
+        if size > self.max_buffer {
+            return Err(format!(
+                "buffer size {size} is over the replay GPU's maxBufferSize {}",
+                self.max_buffer
+            ));
+        }
+        Ok(())
+    }
+
+    /// A query pool whose results cannot fit in the replay GPU's memory: a driver allocates and
+    /// clears them when the pool is made (3.4 billion queries kept lavapipe busy for minutes).
+    pub(super) fn query_pool(&self, p: &vkstream::params::vkCreateQueryPool) -> Result<(), String> {
+        let Some(i) = &p.p_create_info else {
+            return Ok(());
+        };
+        let values = match i.query_type {
+            1 => u64::from(i.pipeline_statistics.count_ones()).max(1),
+            TRANSFORM_FEEDBACK_STREAM => 2,
+            _ => 1,
+        };
+        // 64-bit values and an availability word per query, at the least.
+        let bytes = u64::from(i.query_count).saturating_mul((values + 1) * 8);
+        if bytes > self.heap {
+            return Err(format!(
+                "a query pool of {} queries needs at least {bytes} bytes of results, more than \
+                 the replay GPU's largest memory heap ({} bytes)",
+                i.query_count, self.heap
+            ));
+        }
+        Ok(())
+    }
+
+    /// An image's numbers that cannot describe one (VUID-VkImageCreateInfo-extent-00944..00946,
+    /// -mipLevels-00947, -arrayLayers-00948, -mipLevels-00958): lavapipe sizes its level table
+    /// by them (8192 levels of a 256x256 image corrupted the heap).
+    pub(super) fn image(&self, p: &vkstream::params::vkCreateImage) -> Result<(), String> {
+        let Some(i) = &p.p_create_info else {
+            return Ok(());
+        };
+        let e = &i.extent;
+        if e.width == 0 || e.height == 0 || e.depth == 0 || i.array_layers == 0 {
+            return Err(format!(
+                "an image of {}x{}x{} with {} layers is empty",
+                e.width, e.height, e.depth, i.array_layers
+            ));
+        }
+        let largest = e.width.max(e.height).max(e.depth);
+        let most = 32 - largest.leading_zeros();
+        if i.mip_levels == 0 || i.mip_levels > most {
+            return Err(format!(
+                "mipLevels is {}, but an image of {}x{}x{} has 1 to {most}",
+                i.mip_levels, e.width, e.height, e.depth
+            ));
+        }
+        Ok(())
+    }
+
     fn bindings(&self, first: u32, count: u32) -> Result<(), String> {
         if u64::from(first) + u64::from(count) > u64::from(self.vertex_bindings) {
             return Err(format!(
@@ -196,9 +307,13 @@ impl Compat {
             }
             Call::vkCmdBeginQueryIndexedEXT(p) => {
                 begun(self.query_types.get(&p.query_pool), p.query_pool)?;
+                self.lavapipe_query(p.command_buffer, p.query_pool, p.query)?;
                 l.index(self.query_types.get(&p.query_pool), p.index)
             }
-            Call::vkCmdBeginQuery(p) => begun(self.query_types.get(&p.query_pool), p.query_pool),
+            Call::vkCmdBeginQuery(p) => {
+                begun(self.query_types.get(&p.query_pool), p.query_pool)?;
+                self.lavapipe_query(p.command_buffer, p.query_pool, p.query)
+            }
             Call::vkCmdCopyQueryPoolResults(p) if p.query_count > 0 => {
                 let pool = p.query_pool;
                 let (Some(&ty), Some(&stats)) =
@@ -277,6 +392,21 @@ impl Compat {
             }
             _ => Ok(()),
         }
+    }
+
+    /// A driver quirk, refused on lavapipe only: a query begun inside a render pass instance
+    /// before any graphics pipeline is bound crashes its queue thread (valid usage as far as
+    /// the specification says; the fuzzer found it with occlusion and transform feedback
+    /// stream queries).
+    fn lavapipe_query(&self, cb: u64, pool: u64, query: u32) -> Result<(), String> {
+        if self.limits.lavapipe && self.no_pipeline_in_pass(cb) {
+            return Err(format!(
+                "begins query {query} of pool 0x{pool:x} inside a render pass instance before \
+                 any graphics pipeline is bound: a lavapipe quirk (its queue thread crashes), so \
+                 the replay refuses it on this GPU"
+            ));
+        }
+        Ok(())
     }
 
     pub(super) fn limits_after(&mut self, call: &Call) {

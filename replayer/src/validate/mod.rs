@@ -269,7 +269,7 @@ impl Validator {
             }
         }
         if flags & checks::SYNC_AFTER != 0 {
-            self.sync.after(&mut self.t, call, result, self.device);
+            self.sync.after(&mut self.t, call, result, self.device, seq);
         }
         if kind != checks::CREATE || result >= 0 {
             if flags & checks::RECORDING_AFTER != 0 {

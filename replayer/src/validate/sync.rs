@@ -1,7 +1,8 @@
 //! The state machines behind the checks: command buffer states (commands only while recording,
 //! submits only when executable), fence and semaphore signals (no wait on something no replayed
 //! submit signals), and the submissions not known to have completed (so that a command buffer
-//! recorded again, or an object destroyed, never races work still on the GPU).
+//! recorded again, or an object destroyed, never races work still on the GPU, and no host query
+//! reset reaches queries such work uses).
 
 use ash::vk;
 use vkstream::{Call, PNext};
@@ -48,6 +49,8 @@ pub(super) struct Sem {
 /// One submission not known to have completed.
 #[derive(Debug)]
 struct Submit {
+    /// The seq of the call that made it.
+    seq: u64,
     /// Captured queue (0: an emulated acquire).
     queue: u64,
     device: u64,
@@ -69,6 +72,8 @@ pub(super) struct Sync {
     /// reuse (so that no call allocates).
     finished: Vec<Submit>,
     spare: Vec<Submit>,
+    /// Command buffer -> the query ranges its recording uses: (pool, first, end).
+    queries: crate::fasthash::HandleMap<u64, Vec<(u64, u32, u32)>>,
 }
 
 const SIMULTANEOUS_USE: u32 = 0x4;
@@ -213,6 +218,10 @@ impl Sync {
                 }
                 Ok(Action::None)
             }
+            Call::vkResetQueryPool(p) | Call::vkResetQueryPoolEXT(p) => {
+                self.host_reset(p.query_pool, p.first_query, p.query_count)?;
+                Ok(Action::None)
+            }
             // Resetting a fence a submission may still signal: the GPU finishes first.
             Call::vkResetFences(p)
                 if p.p_fences
@@ -283,6 +292,32 @@ impl Sync {
             }
             _ => Ok(Action::None),
         }
+    }
+
+    /// A host reset of queries that a submission no replayed wait has shown complete may still
+    /// write (VUID-vkResetQueryPool-firstQuery-02741): the GPU would race the host, and the
+    /// read after it wait for an availability that never comes.
+    fn host_reset(&self, pool: u64, first: u32, count: u32) -> Result<(), String> {
+        let end = first.saturating_add(count);
+        for s in &self.outstanding {
+            for cb in &s.cbs {
+                let Some(qs) = self.queries.get(cb) else {
+                    continue;
+                };
+                if let Some(&(_, a, b)) = qs
+                    .iter()
+                    .find(|(p, a, b)| *p == pool && *a < end && first < *b)
+                {
+                    return Err(format!(
+                        "resets queries {first}..+{count} of query pool 0x{pool:x} while the \
+                         submission of call {} may still use queries {a}..{b} of it (command \
+                         buffer 0x{cb:x}; no replayed wait has shown it complete)",
+                        s.seq
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether work submitted to `device` may still run: a replayed submission no replayed wait
@@ -364,6 +399,9 @@ impl Sync {
 
     /// An object ended; `st` is what its slot held.
     pub(super) fn destroyed(&mut self, ty: vk::ObjectType, h: u64, st: St) {
+        if ty == vk::ObjectType::COMMAND_BUFFER {
+            self.queries.remove(&h);
+        }
         match st {
             St::Cb(c) if c.ran => {
                 self.ran.insert(h);
@@ -373,10 +411,27 @@ impl Sync {
         }
     }
 
-    /// Records the state changes of a call replayed without error.
-    pub(super) fn after(&mut self, t: &mut Table, call: &Call, result: i32, device: u64) {
+    /// Records the state changes of a call replayed without error (`seq`: its place).
+    pub(super) fn after(&mut self, t: &mut Table, call: &Call, result: i32, device: u64, seq: u64) {
         match call {
+            Call::vkCmdBeginQuery(p) => self.uses(p.command_buffer, p.query_pool, p.query, 1),
+            Call::vkCmdBeginQueryIndexedEXT(p) => {
+                self.uses(p.command_buffer, p.query_pool, p.query, 1)
+            }
+            Call::vkCmdWriteTimestamp(p) => self.uses(p.command_buffer, p.query_pool, p.query, 1),
+            Call::vkCmdWriteTimestamp2(p) | Call::vkCmdWriteTimestamp2KHR(p) => {
+                self.uses(p.command_buffer, p.query_pool, p.query, 1)
+            }
+            Call::vkCmdResetQueryPool(p) => {
+                self.uses(p.command_buffer, p.query_pool, p.first_query, p.query_count)
+            }
+            Call::vkCmdCopyQueryPoolResults(p) => {
+                self.uses(p.command_buffer, p.query_pool, p.first_query, p.query_count)
+            }
             Call::vkBeginCommandBuffer(p) => {
+                if let Some(q) = self.queries.get_mut(&p.command_buffer) {
+                    q.clear();
+                }
                 if let Some(c) = t.cb_mut(p.command_buffer) {
                     c.state = CbState::Recording;
                     c.simultaneous = p
@@ -395,7 +450,7 @@ impl Sync {
                 }
             }
             Call::vkQueueSubmit(p) if result >= 0 => {
-                let mut s = self.submit(p.queue, device, p.fence);
+                let mut s = self.submit(seq, p.queue, device, p.fence);
                 for si in p.p_submits.iter().flatten() {
                     consume(t, si.p_wait_semaphores.iter().flatten().copied());
                     let tl = timeline(&si.p_next);
@@ -406,7 +461,7 @@ impl Sync {
                 self.push(t, s);
             }
             Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) if result >= 0 => {
-                let mut s = self.submit(p.queue, device, p.fence);
+                let mut s = self.submit(seq, p.queue, device, p.fence);
                 for si in p.p_submits.iter().flatten() {
                     let waits = si.p_wait_semaphore_infos.iter().flatten();
                     consume(t, waits.map(|x| x.semaphore));
@@ -422,7 +477,7 @@ impl Sync {
                 self.push(t, s);
             }
             Call::vkQueueBindSparse(p) if result >= 0 => {
-                let mut s = self.submit(p.queue, device, p.fence);
+                let mut s = self.submit(seq, p.queue, device, p.fence);
                 for bi in p.p_bind_info.iter().flatten() {
                     consume(t, bi.p_wait_semaphores.iter().flatten().copied());
                     let tl = timeline(&bi.p_next);
@@ -437,11 +492,11 @@ impl Sync {
                 }
             }
             Call::vkAcquireNextImageKHR(p) if acquired(result) => {
-                self.acquire(t, device, p.semaphore, p.fence)
+                self.acquire(t, seq, device, p.semaphore, p.fence)
             }
             Call::vkAcquireNextImage2KHR(p) if acquired(result) => {
                 if let Some(i) = &p.p_acquire_info {
-                    self.acquire(t, device, i.semaphore, i.fence);
+                    self.acquire(t, seq, device, i.semaphore, i.fence);
                 }
             }
             Call::vkWaitForFences(p) if result == 0 => {
@@ -509,20 +564,31 @@ impl Sync {
         }
     }
 
+    /// Recording `cb` uses queries `first..first + count` of `pool`.
+    fn uses(&mut self, cb: u64, pool: u64, first: u32, count: u32) {
+        let q = self.queries.entry(cb).or_default();
+        let r = (pool, first, first.saturating_add(count));
+        if !q.contains(&r) {
+            q.push(r);
+        }
+    }
+
     /// A command pool reset: its command buffer `cb` is initial again.
     pub(super) fn reset_cb(&mut self, t: &mut Table, cb: u64) {
         set_cb(t, cb, CbState::Initial);
     }
 
     /// A submission record, from the ones kept for reuse when there is one.
-    fn submit(&mut self, queue: u64, device: u64, fence: u64) -> Submit {
+    fn submit(&mut self, seq: u64, queue: u64, device: u64, fence: u64) -> Submit {
         let mut s = self.spare.pop().unwrap_or_else(|| Submit {
+            seq: 0,
             queue: 0,
             device: 0,
             fence: 0,
             cbs: Vec::new(),
             signals: Vec::new(),
         });
+        s.seq = seq;
         s.queue = queue;
         s.device = device;
         s.fence = fence;
@@ -559,13 +625,13 @@ impl Sync {
         self.outstanding.push(s);
     }
 
-    fn acquire(&mut self, t: &mut Table, device: u64, semaphore: u64, fence: u64) {
+    fn acquire(&mut self, t: &mut Table, seq: u64, device: u64, semaphore: u64, fence: u64) {
         if let Some(x) = t.sem_mut(semaphore) {
             x.signaled = true;
         }
         // Only a fence makes the emulated acquire's submission something to wait for.
         if fence != 0 {
-            let s = self.submit(0, device, fence);
+            let s = self.submit(seq, 0, device, fence);
             self.push(t, s);
         }
     }

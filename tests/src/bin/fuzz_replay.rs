@@ -12,9 +12,11 @@
 //! it found any, unless `--report`.
 //!
 //! `cargo run -p quarry-tests --bin fuzz_replay -- --seconds 150` (scripts/test.sh runs a shorter
-//! one with `--report`); options: `--seconds N`, `--seed N`, `--jobs N`, `--limit N` (seconds per
-//! replay, default 20), `--report` (exit 0 even when it found crashes),
-//! `--out DIR` (crashers, default `target/fuzz-crashers`). BENCHMARKS.md has the long run.
+//! one with `--report` while known crashes remain); options: `--seconds N`, `--seed N`, `--jobs N`,
+//! `--limit N` (seconds per replay, default 30: a replay bounds each wait by 10 s and each record
+//! by 15 s, and stops at the first that runs out), `--report` (exit 0 even when it found
+//! crashes), `--out DIR` (crashers, default `target/fuzz-crashers`). BENCHMARKS.md has the long
+//! run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -235,7 +237,7 @@ fn main() {
     let seconds = arg(&args, "--seconds", 150);
     let seed = arg(&args, "--seed", 0x5eed);
     let jobs = arg(&args, "--jobs", 2).max(1);
-    let limit = Duration::from_secs(arg(&args, "--limit", 20));
+    let limit = Duration::from_secs(arg(&args, "--limit", 30));
     let exe_dir = std::env::current_exe()
         .unwrap()
         .parent()

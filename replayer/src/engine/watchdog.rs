@@ -1,0 +1,83 @@
+//! The last defence against a driver call that never returns. Every wait the replay does is
+//! bounded (`stall`), but a driver may block inside a call that has no timeout at all (lavapipe
+//! blocks in several while a submission runs). A thread watches the replay loop: when one
+//! record has been in progress for `LIMIT`, it prints the error line naming the call and ends
+//! the process with `_exit` (not `exit`: its handlers and the driver's destructors would wait
+//! for the very threads that are stuck). The loop only bumps counters, so this costs nothing
+//! per call.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::clock::WAIT_TIMEOUT;
+
+/// Longer than any bounded wait a record does (`WAIT_TIMEOUT`) with room for the call itself.
+pub(super) const LIMIT: Duration = Duration::from_secs(WAIT_TIMEOUT.as_secs() + 5);
+
+/// Record in progress: a step counter (changes on every record), its seq and what it is.
+static STEP: AtomicU64 = AtomicU64::new(0);
+static SEQ: AtomicU64 = AtomicU64::new(0);
+static WHAT: AtomicU32 = AtomicU32::new(0);
+/// A replay loop is running (the watchdog sleeps otherwise).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// [`WHAT`] values that are not a vkstream command id.
+pub(super) const QUERY_READ: u32 = u32::MAX - 1;
+pub(super) const QUERY_COPY: u32 = u32::MAX - 2;
+pub(super) const MEMORY_WRITE: u32 = u32::MAX - 3;
+pub(super) const OTHER: u32 = u32::MAX;
+
+/// The replay loop begins (`true`) or ends.
+pub(super) fn active(on: bool) {
+    if on {
+        static STARTED: OnceLock<()> = OnceLock::new();
+        STARTED.get_or_init(|| {
+            let _ = std::thread::Builder::new()
+                .name("quarry-watchdog".into())
+                .spawn(watch);
+        });
+    }
+    STEP.fetch_add(1, Relaxed);
+    ACTIVE.store(on, Relaxed);
+}
+
+/// The loop moves on to record `seq` (`what`: a vkstream command id or one of the above).
+#[inline]
+pub(super) fn step(seq: u64, what: u32) {
+    SEQ.store(seq, Relaxed);
+    WHAT.store(what, Relaxed);
+    STEP.fetch_add(1, Relaxed);
+}
+
+fn watch() {
+    const TICK: Duration = Duration::from_millis(250);
+    let (mut last, mut still) = (u64::MAX, Duration::ZERO);
+    loop {
+        std::thread::sleep(TICK);
+        let now = STEP.load(Relaxed);
+        if !ACTIVE.load(Relaxed) || now != last {
+            (last, still) = (now, Duration::ZERO);
+            continue;
+        }
+        still += TICK;
+        if still < LIMIT {
+            continue;
+        }
+        let name = match WHAT.load(Relaxed) {
+            QUERY_READ => "vkGetQueryPoolResults",
+            QUERY_COPY => "vkCmdCopyQueryPoolResults",
+            MEMORY_WRITE => "memory write",
+            id => vkstream::COMMANDS.get(id as usize).copied().unwrap_or("?"),
+        };
+        eprintln!(
+            "quarry: call {} ({name}): the driver did not return within {} s (the replay GPU \
+             is still busy?); the replay stops here without waiting for it",
+            SEQ.load(Relaxed),
+            LIMIT.as_secs()
+        );
+        // SAFETY: ends the process at once; nothing here is left half-written that matters
+        // more than a replay that would never end.
+        unsafe { libc::_exit(1) }
+    }
+}

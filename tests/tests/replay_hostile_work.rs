@@ -1,0 +1,240 @@
+//! Hostile traces whose calls are each well formed but ask the replay GPU for too much: work
+//! that does not finish in time, storage beyond the GPU's memory, a host query reset racing the
+//! GPU, and a driver quirk (the crash and hang classes the fuzzer found last, issue 22). Each
+//! ends in one `quarry:` line naming the call, in bounded time.
+
+use std::time::Duration;
+
+use format::record::Record;
+use quarry_tests::hostile::{call_mut, call_name, find, forged, refused, run};
+
+/// With `QUARRY_KEEP_FORGED=DIR`, the forged traces stay in DIR (to replay them by hand).
+fn scratch() -> std::path::PathBuf {
+    match std::env::var_os("QUARRY_KEEP_FORGED") {
+        Some(d) => {
+            std::fs::create_dir_all(&d).unwrap();
+            d.into()
+        }
+        None => tempfile::tempdir().unwrap().keep(),
+    }
+}
+
+/// A draw of two billion instances: legal, but lavapipe would draw for hours. The wait after
+/// its submit times out; the replay then abandons the device (no idle wait, no destroy) and
+/// ends at once with the timeout's error instead of waiting for the draw.
+#[test]
+fn work_that_does_not_finish_ends_in_bounded_time() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCmdDraw", 0);
+        // instanceCount follows the command buffer and vertexCount.
+        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&2_000_000_000u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
+    // A driver's failure (the wait ran out), not bad input: exit 1, as for any failed call.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("quarry: call 276 (vkWaitForFences): ")
+            && lines[0].contains("did not signal within 10 s"),
+        "{err}"
+    );
+    // The 10 s wait, 2 s more for the GPU to settle, start-up: not the draw's hours.
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+/// The fuzzer's hang (seed 0x15): the demo's 40th draw given 2.6 billion instances, then a
+/// query read without VK_QUERY_RESULT_WAIT_BIT. lavapipe's read still blocks until the
+/// submission running ends; the replay waits (bounded) for the work first and stops there.
+#[test]
+fn read_while_work_does_not_finish_ends_in_bounded_time() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCmdDraw", 39);
+        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&2_625_564_860u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("quarry: call 627 (vkGetQueryPoolResults): ")
+            && lines[0]
+                .contains("the replay GPU did not finish the work submitted so far within 10 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+/// The fuzzer's hang (seed 0x16): the demo's 24th draw given a huge instance count, then a
+/// vkWaitSemaphores for its submission. That call replays with the app's own timeout and an
+/// unchecked result, so its time-out went unnoticed and a later read waited for the queue with
+/// no limit; the wait is now done first, bounded, and its time-out is the error.
+#[test]
+fn semaphore_wait_for_work_that_does_not_finish_ends_in_bounded_time() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCmdDraw", 23);
+        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&2_000_000_000u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("quarry: call 507 (vkWaitSemaphores): ")
+            && lines[0].contains("did not reach their values within 10 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+/// The fuzzer's hang (seed 0x17): vkcube's first draw given 2^30 instances. Its present (an
+/// empty submission waiting on the frame's semaphore) blocked in lavapipe's vkQueueSubmit until
+/// the draw ended; on lavapipe a submission that waits on semaphores now waits (bounded) for
+/// outstanding work first.
+#[test]
+fn present_after_work_that_does_not_finish_ends_in_bounded_time() {
+    let dir = scratch();
+    let p = forged(&dir, "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCmdDraw", 0);
+        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&(1u32 << 30).to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("quarry: call 146 (vkQueuePresentKHR): ")
+            && lines[0]
+                .contains("the replay GPU did not finish the work submitted so far within 10 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+/// A query pool of 3.4 billion queries: refused before the driver allocates its results.
+#[test]
+fn query_pool_larger_than_the_gpu_is_refused() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCreateQueryPool", 0);
+        let c = call_mut(&mut recs[i]);
+        // flags, queryType (occlusion), queryCount 4, pipelineStatistics.
+        let o = at(&c.params, &words(&[0, 0, 4, 0])) + 8;
+        c.params[o..o + 4].copy_from_slice(&3_400_000_000u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateQueryPool",
+        "a query pool of 3400000000 queries needs at least 54400000000 bytes of results, more than the replay GPU's largest memory heap",
+    );
+}
+
+/// The fuzzer's crash (seed 0x18): vkcube's texture given 8192 mip levels (256x256 has 9).
+/// lavapipe corrupted the heap making it, and `--memory auto` makes the trace's images ahead
+/// of their calls (to ask their requirements): refused before, with both memory modes.
+#[test]
+fn image_with_more_mip_levels_than_its_size_is_refused() {
+    let dir = scratch();
+    let p = forged(&dir, "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCreateImage", 1);
+        let c = call_mut(&mut recs[i]);
+        // extent 256x256x1, then mipLevels.
+        let o = at(&c.params, &words(&[256, 256, 1, 1])) + 12;
+        c.params[o..o + 4].copy_from_slice(&8192u32.to_le_bytes());
+    });
+    for memory in ["auto", "remap"] {
+        let Some((out, took)) = run(&p, &["--memory", memory]) else {
+            return;
+        };
+        refused(
+            &out,
+            took,
+            "vkCreateImage",
+            "call 53 (vkCreateImage): mipLevels is 8192, but an image of 256x256x1 has 1 to 9",
+        );
+    }
+}
+
+/// The fuzzer's crash (seed 0x1a): a frame's pipeline bind moved after the occlusion query
+/// begun behind it (vertex buffers bound before): lavapipe's queue thread crashed. Valid usage
+/// as far as the specification says, so refused on lavapipe only, as its quirk.
+#[test]
+fn query_begun_before_any_pipeline_is_a_lavapipe_quirk() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, _| {
+        let at_seq = |recs: &Vec<Record>, seq: u64| {
+            recs.iter()
+                .position(|r| matches!(r, Record::Call(c) if c.seq == seq))
+                .unwrap()
+        };
+        let r = recs.remove(at_seq(recs, 419));
+        let i = at_seq(recs, 423);
+        recs.insert(i + 1, r);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCmdBeginQuery",
+        "call 423 (vkCmdBeginQuery): begins query 0 of pool 0x562061288ab0 inside a render pass instance before any graphics pipeline is bound: a lavapipe quirk",
+    );
+}
+
+/// A host query reset moved between the submit that writes the query and the fence wait that
+/// shows it done: invalid usage, refused (it raced the GPU and cost a 10 s wait at the read).
+#[test]
+fn host_reset_of_queries_pending_work_uses_is_refused() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        // The second host reset (after frame 2's fence wait) moved before that wait.
+        let i = find(recs, t, "vkResetQueryPool", 1);
+        let w = (0..i)
+            .rev()
+            .find(|j| matches!(&recs[*j], Record::Call(c) if call_name(t, c) == "vkWaitForFences"))
+            .unwrap();
+        let r = recs.remove(i);
+        recs.insert(w, r);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkResetQueryPool",
+        "resets queries 0..+1 of query pool 0x5620612af6b0 while the submission of call 305 may still use queries 0..1 of it",
+    );
+}
+
+/// Offset of the first occurrence of `needle` in `hay`.
+fn at(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len())
+        .position(|w| w == needle)
+        .expect("pattern in the parameters")
+}
+
+/// The bytes of `words` (u32s) in a row.
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
