@@ -238,3 +238,63 @@ fn at(hay: &[u8], needle: &[u8]) -> usize {
 fn words(w: &[u32]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
+
+/// The fuzzer's crash (seed 0x1b): the demo's transform feedback buffer swapped for its vertex
+/// buffer, which was not made for transform feedback and is smaller than the range bound; lavapipe
+/// wrote past it. Refused at the bind.
+#[test]
+fn transform_feedback_binding_of_another_buffer_is_refused() {
+    let dir = scratch();
+    let p = forged(&dir, "demo.qtrace", |recs, t| {
+        let handle_of = |recs: &[Record], name: &str| {
+            let i = find(recs, t, name, 0);
+            let Record::Call(c) = &recs[i] else {
+                unreachable!()
+            };
+            let id = vkstream::command_id(name).unwrap();
+            match vkstream::decode_call(id, &c.params).unwrap() {
+                vkstream::Call::vkCmdBindTransformFeedbackBuffersEXT(p) => p.p_buffers.unwrap()[0],
+                vkstream::Call::vkCmdBindVertexBuffers(p) => p.p_buffers.unwrap()[0],
+                other => panic!("{other:?}"),
+            }
+        };
+        let xfb = handle_of(recs, "vkCmdBindTransformFeedbackBuffersEXT");
+        let vertex = handle_of(recs, "vkCmdBindVertexBuffers");
+        assert_ne!(xfb, vertex);
+        let i = find(recs, t, "vkCmdBindTransformFeedbackBuffersEXT", 0);
+        let params = &mut call_mut(&mut recs[i]).params;
+        let k = at(params, &xfb.to_le_bytes());
+        params[k..k + 8].copy_from_slice(&vertex.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCmdBindTransformFeedbackBuffersEXT",
+        "was not created with VK_BUFFER_USAGE_TRANSFORM_FEEDBACK_BUFFER_BIT_EXT",
+    );
+}
+
+/// The fuzzer's crash (seed 0x1b): vkcube's first acquire duplicated, so its semaphore is
+/// signaled twice before the present waits on it once; lavapipe crashed at its destruction
+/// (one time in three). Refused at the second acquire.
+#[test]
+fn acquire_of_a_signaled_semaphore_is_refused() {
+    let dir = scratch();
+    let p = forged(&dir, "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkAcquireNextImageKHR", 0);
+        let again = recs[i].clone();
+        recs.insert(i + 1, again);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkAcquireNextImageKHR",
+        "is already signaled and nothing has waited on it since",
+    );
+}

@@ -80,6 +80,8 @@ pub(super) struct Compat {
     pub(super) used_sets: HandleMap<u64, super::shaders::Used>,
     /// Buffer -> size.
     pub(super) buffers: HandleMap<u64, u64>,
+    /// Buffers made with `VK_BUFFER_USAGE_TRANSFORM_FEEDBACK_BUFFER_BIT_EXT`.
+    pub(super) xfb_buffers: HandleSet<u64>,
     secondary: HandleSet<u64>,
     pub(super) images: HandleMap<u64, super::passes::Image>,
     pub(super) views: HandleMap<u64, super::passes::View>,
@@ -94,6 +96,8 @@ pub(super) struct Compat {
     pub(super) cmds: super::cmds::Cmds,
 }
 
+/// `VK_BUFFER_USAGE_TRANSFORM_FEEDBACK_BUFFER_BIT_EXT`.
+const XFB_USAGE: u32 = 0x800;
 const SAMPLER: i32 = 0;
 const COMBINED: i32 = 1;
 const SAMPLED_IMAGE: i32 = 2;
@@ -666,6 +670,9 @@ impl Compat {
             Call::vkCreateBuffer(p) => {
                 if let (Some(i), Some(b)) = (&p.p_create_info, p.p_buffer) {
                     self.buffers.insert(b, i.size);
+                    if i.usage & XFB_USAGE != 0 {
+                        self.xfb_buffers.insert(b);
+                    }
                 }
             }
             Call::vkAllocateCommandBuffers(p) => {
@@ -702,6 +709,7 @@ impl Compat {
         self.sets.remove(&h);
         self.pipeline_layouts.remove(&h);
         self.buffers.remove(&h);
+        self.xfb_buffers.remove(&h);
         self.secondary.remove(&h);
         self.images.remove(&h);
         self.views.remove(&h);

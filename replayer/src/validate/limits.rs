@@ -284,6 +284,39 @@ fn begun(ty: Option<&i32>, pool: u64) -> Result<(), String> {
 }
 
 impl Compat {
+    /// A transform feedback binding: a buffer made for it, the range within the buffer
+    /// (lavapipe writes there unchecked).
+    fn xfb_binding(
+        &self,
+        k: usize,
+        b: u64,
+        offset: Option<u64>,
+        size: Option<&u64>,
+    ) -> Result<(), String> {
+        let Some(&have) = self.buffers.get(&b) else {
+            return Ok(());
+        };
+        if !self.xfb_buffers.contains(&b) {
+            return Err(format!(
+                "pBuffers {k} (buffer 0x{b:x}) was not created with \
+                 VK_BUFFER_USAGE_TRANSFORM_FEEDBACK_BUFFER_BIT_EXT"
+            ));
+        }
+        let offset = offset.unwrap_or(0);
+        let end = match size.copied() {
+            None | Some(u64::MAX) => Some(offset),
+            Some(n) => offset.checked_add(n),
+        };
+        if offset >= have || end.is_none_or(|e| e > have) {
+            return Err(format!(
+                "transform feedback binding {k}: bytes {offset}..{} are outside buffer 0x{b:x}, \
+                 which holds {have}",
+                end.map_or("beyond 2^64".into(), |e| e.to_string())
+            ));
+        }
+        Ok(())
+    }
+
     pub(super) fn limits_before(&self, call: &Call) -> Result<(), String> {
         let l = &self.limits;
         match call {
@@ -300,10 +333,16 @@ impl Compat {
                         p.first_binding, p.binding_count, l.xfb_buffers
                     ));
                 }
-                match p.p_buffers.iter().flatten().position(|b| *b == 0) {
-                    Some(k) => Err(format!("pBuffers {k} is VK_NULL_HANDLE")),
-                    None => Ok(()),
+                let offsets = p.p_offsets.as_deref().unwrap_or(&[]);
+                let sizes = p.p_sizes.as_deref();
+                let buffers = p.p_buffers.iter().flatten().take(p.binding_count as usize);
+                for (k, &b) in buffers.enumerate() {
+                    if b == 0 {
+                        return Err(format!("pBuffers {k} is VK_NULL_HANDLE"));
+                    }
+                    self.xfb_binding(k, b, offsets.get(k).copied(), sizes.and_then(|s| s.get(k)))?;
                 }
+                Ok(())
             }
             Call::vkCmdBeginQueryIndexedEXT(p) => {
                 begun(self.query_types.get(&p.query_pool), p.query_pool)?;

@@ -233,10 +233,13 @@ impl Sync {
             }
             Call::vkAcquireNextImageKHR(p) if acquired(result) => {
                 check_fence(t, p.fence)?;
+                check_unsignaled(t, p.semaphore)?;
                 Ok(Action::None)
             }
             Call::vkAcquireNextImage2KHR(p) if acquired(result) => {
-                check_fence(t, p.p_acquire_info.as_ref().map_or(0, |i| i.fence))?;
+                let info = p.p_acquire_info.as_ref();
+                check_fence(t, info.map_or(0, |i| i.fence))?;
+                check_unsignaled(t, info.map_or(0, |i| i.semaphore))?;
                 Ok(Action::None)
             }
             // Replayed waits only where the capture saw them succeed.
@@ -772,6 +775,17 @@ fn set_cb(t: &mut Table, cb: u64, state: CbState) {
 fn set_fence(t: &mut Table, fence: u64, state: FenceState) {
     if let Some(st) = t.fence_mut(fence) {
         *st = state;
+    }
+}
+
+/// An acquire signals its semaphore: it must not be signaled already (a second signal before
+/// a wait; lavapipe then frees the semaphore while its first signal is still in use).
+fn check_unsignaled(t: &Table, semaphore: u64) -> Result<(), String> {
+    match t.sem(semaphore) {
+        Some(x) if !x.timeline && x.signaled => Err(format!(
+            "semaphore 0x{semaphore:x} is already signaled and nothing has waited on it since"
+        )),
+        _ => Ok(()),
     }
 }
 
