@@ -298,3 +298,30 @@ fn acquire_of_a_signaled_semaphore_is_refused() {
         "is already signaled and nothing has waited on it since",
     );
 }
+
+/// The fuzzer's other crash of seed 0x1b: vkcube's last acquire duplicated after the teardown's
+/// idle wait, so a semaphore is signaled by an acquire nothing waits for and then destroyed; lavapipe crashed (one time in
+/// three) freeing it under the emulated acquire's signal. The replay now waits for the device
+/// first: no crash, and the validation layer has nothing to say.
+#[test]
+fn semaphore_destroyed_while_an_acquire_signals_it_waits_first() {
+    let dir = scratch();
+    let p = forged(&dir, "vkcube.qtrace", |recs, t| {
+        let n = recs
+            .iter()
+            .filter(|r| matches!(r, Record::Call(c) if call_name(t, c) == "vkAcquireNextImageKHR"))
+            .count();
+        let i = find(recs, t, "vkAcquireNextImageKHR", n - 1);
+        // After the teardown's idle wait, just before the semaphores are destroyed.
+        let d = find(recs, t, "vkDestroySemaphore", 0);
+        let again = recs[i].clone();
+        recs.insert(d, again);
+    });
+    let Some((out, _)) = run(&p, &["--validate"]) else {
+        return;
+    };
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("validation: 0 messages"), "{text}");
+}

@@ -152,6 +152,16 @@ impl Sync {
             }
             return Ok(Action::None);
         }
+        // An acquire's signal is no tracked submission (without a fence): a semaphore destroyed
+        // while signaled may still be in the emulated acquire's hands.
+        if let Call::vkDestroySemaphore(p) = call {
+            if device != 0
+                && t.sem(p.semaphore)
+                    .is_some_and(|x| !x.timeline && x.signaled)
+            {
+                return Ok(Action::Device(device));
+            }
+        }
         if kind == checks::DESTROY
             || matches!(
                 call,
