@@ -19,32 +19,44 @@ fn scratch() -> std::path::PathBuf {
     }
 }
 
+/// `trace` with its `nth` vkCmdDraw given `instances` instances (the count follows the command
+/// buffer and vertexCount).
+fn huge_draw(trace: &str, nth: usize, instances: u32) -> std::path::PathBuf {
+    forged(&scratch(), trace, |recs, t| {
+        let i = find(recs, t, "vkCmdDraw", nth);
+        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&instances.to_le_bytes());
+    })
+}
+
+/// A replay of work that does not finish: one `quarry:` line starting `start` and containing
+/// `why`, exit 1 (a failed call, not bad input), and in bounded time: the 10 s wait, 2 s more for
+/// the GPU to settle and start-up, not the work's hours.
+fn stalled(p: &std::path::Path, start: &str, why: &str) {
+    let Some((out, took)) = run(p, &[]) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with(start) && lines[0].contains(why),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
 /// A draw of two billion instances: legal, but lavapipe would draw for hours. The wait after
 /// its submit times out; the replay then abandons the device (no idle wait, no destroy) and
 /// ends at once with the timeout's error instead of waiting for the draw.
 #[test]
 fn work_that_does_not_finish_ends_in_bounded_time() {
-    let dir = scratch();
-    let p = forged(&dir, "demo.qtrace", |recs, t| {
-        let i = find(recs, t, "vkCmdDraw", 0);
-        // instanceCount follows the command buffer and vertexCount.
-        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&2_000_000_000u32.to_le_bytes());
-    });
-    let Some((out, took)) = run(&p, &[]) else {
-        return;
-    };
-    let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
-    // A driver's failure (the wait ran out), not bad input: exit 1, as for any failed call.
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(
-        lines[0].starts_with("quarry: call 276 (vkWaitForFences): ")
-            && lines[0].contains("did not signal within 10 s"),
-        "{err}"
+    let p = huge_draw("demo.qtrace", 0, 2_000_000_000u32);
+    stalled(
+        &p,
+        "quarry: call 276 (vkWaitForFences): ",
+        "did not signal within 10 s",
     );
-    // The 10 s wait, 2 s more for the GPU to settle, start-up: not the draw's hours.
-    assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
 /// The fuzzer's hang (seed 0x15): the demo's 40th draw given 2.6 billion instances, then a
@@ -52,25 +64,12 @@ fn work_that_does_not_finish_ends_in_bounded_time() {
 /// submission running ends; the replay waits (bounded) for the work first and stops there.
 #[test]
 fn read_while_work_does_not_finish_ends_in_bounded_time() {
-    let dir = scratch();
-    let p = forged(&dir, "demo.qtrace", |recs, t| {
-        let i = find(recs, t, "vkCmdDraw", 39);
-        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&2_625_564_860u32.to_le_bytes());
-    });
-    let Some((out, took)) = run(&p, &[]) else {
-        return;
-    };
-    let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(
-        lines[0].starts_with("quarry: call 627 (vkGetQueryPoolResults): ")
-            && lines[0]
-                .contains("the replay GPU did not finish the work submitted so far within 10 s"),
-        "{err}"
+    let p = huge_draw("demo.qtrace", 39, 2_625_564_860u32);
+    stalled(
+        &p,
+        "quarry: call 627 (vkGetQueryPoolResults): ",
+        "the replay GPU did not finish the work submitted so far within 10 s",
     );
-    assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
 /// The fuzzer's hang (seed 0x16): the demo's 24th draw given a huge instance count, then a
@@ -79,24 +78,12 @@ fn read_while_work_does_not_finish_ends_in_bounded_time() {
 /// no limit; the wait is now done first, bounded, and its time-out is the error.
 #[test]
 fn semaphore_wait_for_work_that_does_not_finish_ends_in_bounded_time() {
-    let dir = scratch();
-    let p = forged(&dir, "demo.qtrace", |recs, t| {
-        let i = find(recs, t, "vkCmdDraw", 23);
-        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&2_000_000_000u32.to_le_bytes());
-    });
-    let Some((out, took)) = run(&p, &[]) else {
-        return;
-    };
-    let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(
-        lines[0].starts_with("quarry: call 507 (vkWaitSemaphores): ")
-            && lines[0].contains("did not reach their values within 10 s"),
-        "{err}"
+    let p = huge_draw("demo.qtrace", 23, 2_000_000_000u32);
+    stalled(
+        &p,
+        "quarry: call 507 (vkWaitSemaphores): ",
+        "did not reach their values within 10 s",
     );
-    assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
 /// The fuzzer's hang (seed 0x17): vkcube's first draw given 2^30 instances. Its present (an
@@ -105,25 +92,12 @@ fn semaphore_wait_for_work_that_does_not_finish_ends_in_bounded_time() {
 /// outstanding work first.
 #[test]
 fn present_after_work_that_does_not_finish_ends_in_bounded_time() {
-    let dir = scratch();
-    let p = forged(&dir, "vkcube.qtrace", |recs, t| {
-        let i = find(recs, t, "vkCmdDraw", 0);
-        call_mut(&mut recs[i]).params[12..16].copy_from_slice(&(1u32 << 30).to_le_bytes());
-    });
-    let Some((out, took)) = run(&p, &[]) else {
-        return;
-    };
-    let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("quarry: ")).collect();
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(
-        lines[0].starts_with("quarry: call 146 (vkQueuePresentKHR): ")
-            && lines[0]
-                .contains("the replay GPU did not finish the work submitted so far within 10 s"),
-        "{err}"
+    let p = huge_draw("vkcube.qtrace", 0, 1u32 << 30);
+    stalled(
+        &p,
+        "quarry: call 146 (vkQueuePresentKHR): ",
+        "the replay GPU did not finish the work submitted so far within 10 s",
     );
-    assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
 /// A query pool of 3.4 billion queries: refused before the driver allocates its results.
