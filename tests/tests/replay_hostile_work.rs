@@ -299,3 +299,37 @@ fn semaphore_destroyed_while_an_acquire_signals_it_waits_first() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("validation: 0 messages"), "{text}");
 }
+
+/// The fuzzer's crash (seed 0x5eed, 300 s): vkcube's depth image destroy made to name a
+/// swapchain image; the driver freed it again with its swapchain (a double free at teardown).
+/// Refused at the destroy.
+#[test]
+fn destroy_of_a_swapchain_image_is_refused() {
+    let dir = scratch();
+    let p = forged(&dir, "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkGetSwapchainImagesKHR", 1);
+        let Record::Call(c) = &recs[i] else {
+            unreachable!()
+        };
+        let id = vkstream::command_id("vkGetSwapchainImagesKHR").unwrap();
+        let vkstream::Call::vkGetSwapchainImagesKHR(g) =
+            vkstream::decode_call(id, &c.params).unwrap()
+        else {
+            unreachable!()
+        };
+        let image = g.p_swapchain_images.unwrap()[0];
+        let d = find(recs, t, "vkDestroyImage", 0);
+        let params = &mut call_mut(&mut recs[d]).params;
+        // device, then the image.
+        params[8..16].copy_from_slice(&image.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkDestroyImage",
+        "which destroys it; it must not be destroyed by vkDestroyImage",
+    );
+}

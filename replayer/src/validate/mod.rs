@@ -174,6 +174,9 @@ impl Validator {
         if let Some(e) = err {
             return Err(e);
         }
+        if let Call::vkDestroyImage(p) = call {
+            swapchain_image(&self.t, p.image)?;
+        }
         self.first = first;
         self.first_ty = first_ty;
         // Each module only for the commands it looks at (generated table, `checks::flags`).
@@ -374,6 +377,19 @@ impl Validator {
 
 /// The pool or swapchain whose end ends the objects `call` creates (`Validator::destroy` ends
 /// children only for these types).
+/// A swapchain's image is destroyed with its swapchain, never by vkDestroyImage (the driver
+/// would free it twice).
+fn swapchain_image(t: &Table, image: u64) -> Result<(), String> {
+    match t.get(vk::ObjectType::IMAGE.as_raw(), image) {
+        Some(o) if o.parent != 0 => Err(format!(
+            "image 0x{image:x} belongs to swapchain 0x{:x}, which destroys it; it must not be \
+             destroyed by vkDestroyImage",
+            o.parent
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn parent_of(call: &Call) -> u64 {
     match call {
         Call::vkAllocateCommandBuffers(p) => {
