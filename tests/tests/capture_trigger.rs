@@ -243,42 +243,48 @@ fn hotkey_triggers_vkcube() {
     replays_exactly(&t1);
 }
 
-/// quarry-demo, headless (frames end at its fence waits), triggered by a file: the trace replays
-/// and its deterministic queries match the captured values, which the demo's `--check` compared
-/// with its known answers.
-#[test]
-fn headless_demo_triggered_by_a_file() {
-    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
-        return;
-    };
+/// quarry-demo on lavapipe, headless, under `quarry capture --trigger-file DIR/go` writing
+/// `DIR/demo_N.qtrace` of `trigger_frames` frames each, started and listening (None: skipped).
+fn demo_by_file(
+    name: &str,
+    trigger_frames: &str,
+    demo_args: &[&str],
+) -> Option<(std::path::PathBuf, std::path::PathBuf, Running)> {
+    let demo = built_or_skip(QUARRY_DEMO)?;
     if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
-        return;
+        return None;
     }
-    let dir = scratch_dir("trigger-file");
+    let dir = scratch_dir(name);
     let out = dir.join("demo.qtrace");
     let go = dir.join("go");
+    let mut program = vec![demo.to_str().unwrap(), "--headless", "--gpu", "llvmpipe"];
+    program.extend_from_slice(demo_args);
     let mut run = Running::start(
         &dir,
         None,
         &[
             "--trigger-frames",
-            "8",
+            trigger_frames,
             "--trigger-file",
             go.to_str().unwrap(),
             "-o",
             out.to_str().unwrap(),
         ],
-        &[
-            demo.to_str().unwrap(),
-            "--headless",
-            "--frames",
-            "3000",
-            "--gpu",
-            "llvmpipe",
-            "--check",
-        ],
+        &program,
     );
     run.wait_listening(Duration::from_millis(500));
+    Some((dir, go, run))
+}
+
+/// quarry-demo, headless (frames end at its fence waits), triggered by a file: the trace replays
+/// and its deterministic queries match the captured values, which the demo's `--check` compared
+/// with its known answers.
+#[test]
+fn headless_demo_triggered_by_a_file() {
+    let Some((dir, go, run)) = demo_by_file("trigger-file", "8", &["--frames", "3000", "--check"])
+    else {
+        return;
+    };
     std::fs::write(&go, b"").unwrap();
     let t1 = dir.join("demo_1.qtrace");
     let (code, last, text) = run.wait();
@@ -306,36 +312,10 @@ fn headless_demo_triggered_by_a_file() {
 /// left pending, so the second trace's copies are its own, read back whole, and both replay.
 #[test]
 fn headless_demo_triggered_twice_by_a_file() {
-    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+    let Some((dir, go, run)) = demo_by_file("trigger-file-twice", "4", &["--frames", "100000"])
+    else {
         return;
     };
-    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
-        return;
-    }
-    let dir = scratch_dir("trigger-file-twice");
-    let out = dir.join("demo.qtrace");
-    let go = dir.join("go");
-    let mut run = Running::start(
-        &dir,
-        None,
-        &[
-            "--trigger-frames",
-            "4",
-            "--trigger-file",
-            go.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ],
-        &[
-            demo.to_str().unwrap(),
-            "--headless",
-            "--frames",
-            "100000",
-            "--gpu",
-            "llvmpipe",
-        ],
-    );
-    run.wait_listening(Duration::from_millis(500));
     let (t1, t2) = (dir.join("demo_1.qtrace"), dir.join("demo_2.qtrace"));
     std::fs::write(&go, b"").unwrap();
     let first = wait_until(Duration::from_secs(60), || trace_complete(&t1));
