@@ -201,6 +201,14 @@ fn host_reset_of_queries_pending_work_uses_is_refused() {
     );
 }
 
+/// The `nth` call named `name`, decoded.
+fn decoded(recs: &[Record], table: &[String], name: &str, nth: usize) -> vkstream::Call {
+    let Record::Call(c) = &recs[find(recs, table, name, nth)] else {
+        unreachable!()
+    };
+    vkstream::decode_call(vkstream::command_id(name).unwrap(), &c.params).unwrap()
+}
+
 /// Offset of the first occurrence of `needle` in `hay`.
 fn at(hay: &[u8], needle: &[u8]) -> usize {
     hay.windows(needle.len())
@@ -220,17 +228,10 @@ fn words(w: &[u32]) -> Vec<u8> {
 fn transform_feedback_binding_of_another_buffer_is_refused() {
     let dir = scratch();
     let p = forged(&dir, "demo.qtrace", |recs, t| {
-        let handle_of = |recs: &[Record], name: &str| {
-            let i = find(recs, t, name, 0);
-            let Record::Call(c) = &recs[i] else {
-                unreachable!()
-            };
-            let id = vkstream::command_id(name).unwrap();
-            match vkstream::decode_call(id, &c.params).unwrap() {
-                vkstream::Call::vkCmdBindTransformFeedbackBuffersEXT(p) => p.p_buffers.unwrap()[0],
-                vkstream::Call::vkCmdBindVertexBuffers(p) => p.p_buffers.unwrap()[0],
-                other => panic!("{other:?}"),
-            }
+        let handle_of = |recs: &[Record], name: &str| match decoded(recs, t, name, 0) {
+            vkstream::Call::vkCmdBindTransformFeedbackBuffersEXT(p) => p.p_buffers.unwrap()[0],
+            vkstream::Call::vkCmdBindVertexBuffers(p) => p.p_buffers.unwrap()[0],
+            other => panic!("{other:?}"),
         };
         let xfb = handle_of(recs, "vkCmdBindTransformFeedbackBuffersEXT");
         let vertex = handle_of(recs, "vkCmdBindVertexBuffers");
@@ -307,13 +308,8 @@ fn semaphore_destroyed_while_an_acquire_signals_it_waits_first() {
 fn destroy_of_a_swapchain_image_is_refused() {
     let dir = scratch();
     let p = forged(&dir, "vkcube.qtrace", |recs, t| {
-        let i = find(recs, t, "vkGetSwapchainImagesKHR", 1);
-        let Record::Call(c) = &recs[i] else {
-            unreachable!()
-        };
-        let id = vkstream::command_id("vkGetSwapchainImagesKHR").unwrap();
         let vkstream::Call::vkGetSwapchainImagesKHR(g) =
-            vkstream::decode_call(id, &c.params).unwrap()
+            decoded(recs, t, "vkGetSwapchainImagesKHR", 1)
         else {
             unreachable!()
         };
