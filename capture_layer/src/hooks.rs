@@ -62,7 +62,20 @@ macro_rules! rec_ops {
     }};
 }
 
-pub(crate) use {rec, rec_ops};
+/// `rec!` for a command recorded into command buffer `$cb`: skipped while tracking when `$cb` is
+/// light (`runtime::light`).
+macro_rules! rec_cmd {
+    ($id:expr, $cb:expr, |$e:ident| $body:expr) => {{
+        $crate::runtime::record_cmd($id, $cb, 0, |$e| {
+            #[allow(unused_unsafe)]
+            unsafe {
+                $body
+            }
+        })
+    }};
+}
+
+pub(crate) use {rec, rec_cmd, rec_ops};
 
 /// The next layer's function, or return `$ret` when the chain below does not provide it.
 macro_rules! next {

@@ -98,6 +98,16 @@ pub fn intercept_rs(reg: &Registry, an: &Analysis) -> String {
         } else {
             "instance_table"
         };
+        // Commands recorded into a command buffer skip light buffers while tracking
+        // (`runtime::light`); the rest record as usual.
+        let record = if first.decl.ty == "VkCommandBuffer" {
+            format!(
+                "record_cmd(vkstream::ids::{name}, {}.as_raw() as u64, ",
+                first.snake
+            )
+        } else {
+            format!("record(vkstream::ids::{name}, ")
+        };
         let mut enc_args = vec!["e".to_string()];
         enc_args.extend(names.iter().cloned());
         for (n, _) in extra_args(reg, an, c) {
@@ -109,7 +119,7 @@ pub fn intercept_rs(reg: &Registry, an: &Analysis) -> String {
              let t = crate::runtime::{table}({}.as_raw() as u64);\n\
              let Some(next) = t.{name} else {{ return {missing}; }};\n\
              let r = next({});\n\
-             crate::runtime::record(vkstream::ids::{name}, {result}, |e| vkstream::encode::{name}({}));\n\
+             crate::runtime::{record}{result}, |e| vkstream::encode::{name}({}));\n\
              r\n}}\n",
             args.join(", "),
             first.snake,

@@ -416,3 +416,54 @@ fn trigger_frame_no_trigger_and_bad_options() {
         assert!(!marker.exists(), "{bad:?} ran the program");
     }
 }
+
+/// While tracking, the demo's one-time command buffers are light (their commands are not
+/// encoded): with light tracking off (`QUARRY_CAPTURE_LIGHT=0`) the same trigger records more
+/// calls on the app's threads (the layer's own count, `QUARRY_CAPTURE_PROFILE=1`), and both traces
+/// replay exactly, with nothing missing from their snapshots.
+#[test]
+fn one_time_command_buffers_are_not_tracked_and_both_traces_replay() {
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+        return;
+    };
+    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
+        return;
+    }
+    let dir = scratch_dir("trigger-light");
+    let recorded_calls = |light: &str| -> u64 {
+        let out = dir.join(format!("light{light}.qtrace"));
+        let o = quarry_command()
+            .env_remove("DISPLAY")
+            .env("QUARRY_CAPTURE_LIGHT", light)
+            .env("QUARRY_CAPTURE_PROFILE", "1")
+            .args(["capture", "--trigger", "--trigger-frame", "6", "--force"])
+            .args(["-o", out.to_str().unwrap(), "--"])
+            .args([demo.to_str().unwrap(), "--headless", "--frames", "9"])
+            .args(["--gpu", "llvmpipe"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+        let trace = dir.join(format!("light{light}_1.qtrace"));
+        replays_exactly(&trace);
+        let mut calls = None;
+        for rec in format::TraceReader::open(&trace).unwrap().records() {
+            match rec.unwrap() {
+                format::record::Record::StateEnd(e) => {
+                    assert!(e.gaps.is_empty(), "{:?}", e.gaps)
+                }
+                format::record::Record::Note(n) => {
+                    if let Some(rest) = n.message.split("calls recorded ").nth(1) {
+                        calls = rest.split(' ').next().and_then(|c| c.parse().ok());
+                    }
+                }
+                _ => {}
+            }
+        }
+        calls.expect("the profile's count of recorded calls")
+    };
+    let (light, full) = (recorded_calls("1"), recorded_calls("0"));
+    assert!(
+        light * 10 < full * 8,
+        "calls recorded: light {light}, full {full}"
+    );
+}

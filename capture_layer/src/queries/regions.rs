@@ -8,7 +8,7 @@
 #![deny(dead_code)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
-use crate::hooks::{next, raw, rec, Entry};
+use crate::hooks::{next, raw, rec, rec_cmd, Entry};
 use crate::runtime::{self, guard};
 use ash::vk;
 use format::record::{self, Record};
@@ -85,7 +85,7 @@ pub unsafe fn vkCmdBeginRendering<E: Entry<vk::PFN_vkCmdBeginRendering>>(
     let f = next!(E::next(&d.table));
     f(cb, p_info);
     guard("vkCmdBeginRendering", || {
-        let seq = rec!(E::ID, 0, |e| {
+        let seq = rec_cmd!(E::ID, raw(cb), |e| {
             vkstream::encode::vkCmdBeginRendering(e, cb, p_info)
         });
         if let Some(i) = p_info.as_ref() {

@@ -48,6 +48,8 @@ enum Item {
     Rec,
     /// The next of `ops`: a query command's record, queued with its call.
     Op,
+    /// The command buffer just begun is light (`light`).
+    Light(u64),
 }
 
 /// `repr(C)`: the lock and the two buffers every call appends to share the first cache line.
@@ -183,6 +185,7 @@ impl Queue {
                                 t.offer(Record::QueryOp(op));
                             }
                         }
+                        Item::Light(cb) => t.mark_light(cb),
                     }
                 }
             }))
@@ -344,6 +347,19 @@ pub(super) fn push_numbered<F: FnOnce(u64) -> Record>(make: F) -> Result<u64, F>
     q.recs.push(make(seq));
     after_push(q, before);
     Ok(seq)
+}
+
+/// Tells the tracker that the command buffer just begun on this thread is light; false when
+/// tracking has ended.
+pub(super) fn push_light(cb: u64) -> bool {
+    let mut q = QUEUE.lock();
+    if !HOT.tracking.load(Ordering::Acquire) {
+        return false;
+    }
+    let before = q.items.len();
+    q.items.push(Item::Light(cb));
+    after_push(q, before);
+    true
 }
 
 /// Queues records for the tracker under one lock; gives them all back when tracking has ended.

@@ -49,7 +49,7 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
         return false;
     }
     if HOT.tracking.load(Ordering::Relaxed) {
-        let due = {
+        let (due, waits) = {
             let mut p = lock_pending();
             let Some(p) = p.as_mut() else { return false };
             if boundary != FrameBoundary::Present && !p.submitted {
@@ -58,16 +58,25 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
             p.frame += 1;
             p.submitted = false;
             let frame = p.frame;
-            match p.trigger.as_mut() {
-                Some(t) => t.due(frame),
-                None => frame == p.first,
+            let (due, next) = match p.trigger.as_mut() {
+                Some(t) => (
+                    p.postponed > 0 || t.due(frame),
+                    t.at_frame == Some(frame + 1),
+                ),
+                None => (frame == p.first, frame + 1 == p.first),
+            };
+            // No command buffer begun from here on is light: at a due snapshot none may be open
+            // (`light`); a start known ahead switches one frame early, so none is.
+            if due || next {
+                super::light::set_mode(false);
             }
+            (due, p.trigger.is_some())
         };
         // Anchors the fast clock of recorded calls (`call_ns`), as the `Frame` record does while
         // capturing: without an anchor every tracked call read CLOCK_MONOTONIC, whose fenced
         // TSC read waits for the call's cache misses.
         anchor_now();
-        return due;
+        return due && !(waits && postpone());
     }
     let t0 = prof::start();
     let mut guard = lock_capture();
@@ -104,6 +113,34 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
             finish_locked(&mut guard, "requested frame range done");
         }
     }
+    false
+}
+
+/// A trigger's snapshot is due: whether it waits for the next boundary because a light command
+/// buffer is open (begun, not yet submitted: its commands were not tracked). At most
+/// `MAX_POSTPONED` boundaries in a row; after them the snapshot notes the buffers it misses.
+fn postpone() -> bool {
+    const MAX_POSTPONED: u32 = 8;
+    let open = super::deferred::lock_tracker()
+        .as_ref()
+        .map_or(0, |t| t.open_light());
+    let mut p = lock_pending();
+    let Some(p) = p.as_mut() else { return false };
+    if open > 0 && p.postponed < MAX_POSTPONED {
+        p.postponed += 1;
+        return true;
+    }
+    if p.postponed > 0 {
+        log_once(
+            "light-postponed",
+            &format!(
+                "capture on demand: the snapshot waited {} frame boundaries for one-time command \
+                 buffers begun before the trigger to be submitted",
+                p.postponed
+            ),
+        );
+    }
+    p.postponed = 0;
     false
 }
 

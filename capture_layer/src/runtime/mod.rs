@@ -41,6 +41,7 @@
 mod clock;
 mod deferred;
 mod frames;
+pub mod light;
 mod on_demand;
 pub mod prof;
 mod record;
@@ -48,8 +49,24 @@ mod statics;
 mod writer;
 
 pub use clock::{anchor_now, call_ns, now_ns, thread_id};
+
+/// Tracking: before a trimmed capture's first frame, or between capture on demand's triggers.
+pub fn tracking() -> bool {
+    statics::HOT
+        .tracking
+        .load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// The command buffer just begun is light (see `light`): the tracker leaves its recording out of
+/// snapshots.
+pub fn mark_light(cb: u64) {
+    if !deferred::push_light(cb) {
+        // The snapshot came first: the buffer's commands go to the trace.
+        light::begin(cb, false, false);
+    }
+}
 pub use frames::{finish, frame_boundary, note_swapchain, submitted};
-pub use record::{record, record_call, record_call_ops, record_query_results};
+pub use record::{record, record_call, record_call_ops, record_cmd, record_query_results};
 pub use statics::{
     capturing, device_data, device_table, instance_data, instance_table, live_devices,
     live_instance_count, log_once, recording, register_device, register_instance,

@@ -42,6 +42,8 @@ pub(super) fn back_to_tracking(guard: &mut CaptureGuard, next_frame: u64) {
         p.frame = next_frame;
         p.submitted = false;
     }
+    // Calls still wait at the tracker's lock: buffers begun after it are light again.
+    super::light::set_mode(true);
     if let Err(e) = fed {
         drop(tracker);
         abandon_tracking(&format!(

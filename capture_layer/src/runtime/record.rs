@@ -34,6 +34,29 @@ pub fn record_call(
     record_dyn(cmd, result, &erase(&mut encode))
 }
 
+/// Records a command recorded into command buffer `cb` (the generated `vkCmd*` intercepts):
+/// `record_call`, except that while tracking a light buffer's commands are skipped (`light`).
+#[inline]
+pub fn record_cmd(
+    cmd: u32,
+    cb: u64,
+    result: i32,
+    encode: impl FnOnce(&mut vkstream::Encoder),
+) -> Option<u64> {
+    if !recording() || skipped(cmd) || light_skipped(cmd, cb) {
+        return None;
+    }
+    let mut encode = Some(encode);
+    record_dyn(cmd, result, &erase(&mut encode))
+}
+
+/// A command into a light command buffer while tracking: nothing to encode. The command's part
+/// folds to a constant in each intercept.
+#[inline(always)]
+fn light_skipped(cmd: u32, cb: u64) -> bool {
+    tracker::light_skips(cmd) && HOT.tracking.load(Ordering::Relaxed) && super::light::is_light(cb)
+}
+
 /// Tracking a command that defines no state (gets, waits, presents): nothing to encode. Inlined
 /// into every intercept, where `cmd` is a constant and the tracker's table read-only data: the
 /// test folds to `false` for the commands the tracker keeps.
@@ -94,7 +117,7 @@ pub fn record_call_ops(
     pool: u64,
     kinds: &[record::QueryOpKind],
 ) -> Option<u64> {
-    if !recording() || skipped(cmd) {
+    if !recording() || skipped(cmd) || light_skipped(cmd, command_buffer) {
         return None;
     }
     let mut encode = Some(encode);

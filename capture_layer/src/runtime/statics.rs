@@ -168,6 +168,8 @@ pub(super) struct Hot {
     pub(super) tracking: AtomicBool,
     /// `QUARRY_CAPTURE_PROFILE`: the layer times its own work (see `prof`).
     pub(super) profile: AtomicBool,
+    /// While tracking: primary one-time command buffers begun now are light (see `light`).
+    pub(super) light: AtomicBool,
     /// The main thread's OS id, valid once `main_self` is set (see `thread_id`).
     pub(super) main_tid: AtomicU32,
     /// The next record's seq.
@@ -202,6 +204,7 @@ pub(super) static STATICS: Statics = Statics {
         active: AtomicBool::new(false),
         tracking: AtomicBool::new(false),
         profile: AtomicBool::new(false),
+        light: AtomicBool::new(false),
         main_tid: AtomicU32::new(0),
         seq: AtomicU64::new(0),
         thread_key: AtomicU64::new(0),

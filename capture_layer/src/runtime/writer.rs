@@ -52,6 +52,8 @@ pub(super) struct Pending {
     pub(super) submitted: bool,
     /// Capture on demand: the pending capture survives each trace (`first` is unused).
     pub(super) trigger: Option<TriggerPlan>,
+    /// Frame boundaries a due trigger's snapshot has waited for light command buffers.
+    pub(super) postponed: u32,
 }
 
 /// Capture on demand's state between traces.
@@ -176,8 +178,10 @@ pub fn open_capture(application: &str, layer: &Given) -> bool {
             frame: 0,
             submitted: false,
             trigger,
+            postponed: 0,
         });
         set_tracker(Some(Tracker::default()));
+        super::light::set_mode(true);
         HOT.tracking.store(true, Ordering::Release);
         register_atfork();
         return true;

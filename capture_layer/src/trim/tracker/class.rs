@@ -156,6 +156,14 @@ pub(super) fn moves_layouts(cmd: u32) -> bool {
     MOVES_LAYOUTS.get(cmd as usize).copied().unwrap_or(false)
 }
 
+/// Whether the layer skips command `cmd` in a light command buffer (`runtime::light`): every
+/// command recorded into one except those that move image layouts, which the tracker applies at
+/// the buffer's submit.
+#[inline]
+pub fn light_skips(cmd: u32) -> bool {
+    class_of(cmd) == Class::Cmd && !moves_layouts(cmd)
+}
+
 /// Whether the tracker keeps anything of command `cmd` (the layer skips encoding the rest while
 /// tracking).
 #[inline]

@@ -188,6 +188,11 @@ struct Recording {
     params: Vec<u8>,
     /// The query commands' records, in order.
     ops: Vec<record::QueryOp>,
+    /// Begun light (`runtime::light`): only its begin and layout-moving commands were tracked, so
+    /// it is left out of snapshots. Reset by the next begin.
+    light: bool,
+    /// Submitted since it was begun.
+    submitted: bool,
 }
 
 enum Recorded {
@@ -204,6 +209,8 @@ impl Recording {
         self.entries.clear();
         self.params.clear();
         self.ops.clear();
+        self.light = false;
+        self.submitted = false;
     }
 
     /// Bytes its buffers hold allocated.
@@ -444,6 +451,22 @@ impl Tracker {
             }
         }
         true
+    }
+
+    /// The command buffer `cb`, just begun, is light (`runtime::light`).
+    pub fn mark_light(&mut self, cb: u64) {
+        if let Some(o) = self.objects.get_mut(&cb) {
+            o.recording.light = true;
+        }
+    }
+
+    /// Light command buffers begun and not submitted since: a snapshot now would miss the
+    /// commands of any that is submitted after it.
+    pub fn open_light(&self) -> usize {
+        self.objects
+            .values()
+            .filter(|o| o.recording.light && !o.recording.submitted)
+            .count()
     }
 
     fn keep_owned(&mut self, rec: Record, owners: &[u64]) {
@@ -773,6 +796,9 @@ impl Tracker {
             _ => return,
         };
         for cb in cbs {
+            if let Some(o) = self.objects.get_mut(&cb) {
+                o.recording.submitted = true;
+            }
             if !self.effects.contains_key(&cb) {
                 let e = self.layout_effects(cb);
                 self.effects.insert(cb, e);
@@ -932,6 +958,6 @@ mod restore;
 #[cfg(test)]
 mod tests;
 
-pub use class::wanted;
 use class::{class_of, moves_layouts, Class};
+pub use class::{light_skips, wanted};
 pub use restore::{SnapRecord, Snapshot};

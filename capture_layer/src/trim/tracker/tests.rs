@@ -472,3 +472,115 @@ fn a_reused_handle_value_keeps_the_destroyed_definition_it_shadows() {
     assert!(snap.gaps.is_empty(), "{:?}", snap.gaps);
     assert_eq!(snap.records.len(), 4);
 }
+
+/// A light command buffer (one-time, begun while tracking): open until submitted, then left out
+/// of the snapshot, while its barrier still moves its image's layout. Begun again in full, it
+/// is tracked as any other.
+#[test]
+fn light_recordings_count_open_until_submitted_and_stay_out_of_snapshots() {
+    let mut f = Feed::new();
+    let pci = vk::CommandPoolCreateInfo::default();
+    let mut pool = vk::CommandPool::from_raw(0xa1);
+    f.call("vkCreateCommandPool", |e| unsafe {
+        vkstream::encode::vkCreateCommandPool(e, dev(), &pci, std::ptr::null(), &mut pool)
+    });
+    let ai = vk::CommandBufferAllocateInfo::default()
+        .command_pool(pool)
+        .command_buffer_count(1);
+    let mut cb = vk::CommandBuffer::from_raw(0xa2);
+    f.call("vkAllocateCommandBuffers", |e| unsafe {
+        vkstream::encode::vkAllocateCommandBuffers(e, dev(), &ai, &mut cb)
+    });
+    let ici = vk::ImageCreateInfo::default().initial_layout(vk::ImageLayout::UNDEFINED);
+    let mut image = vk::Image::from_raw(0xa3);
+    f.call("vkCreateImage", |e| unsafe {
+        vkstream::encode::vkCreateImage(e, dev(), &ici, std::ptr::null(), &mut image)
+    });
+    let bi =
+        vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+    f.call("vkBeginCommandBuffer", |e| unsafe {
+        vkstream::encode::vkBeginCommandBuffer(e, cb, &bi)
+    });
+    f.t.mark_light(cb.as_raw());
+    assert_eq!(f.t.open_light(), 1, "begun light, not submitted");
+    // The layer sends a light buffer's layout-moving commands only.
+    let barrier = [vk::ImageMemoryBarrier::default()
+        .image(image)
+        .new_layout(vk::ImageLayout::TRANSFER_DST_OPTIMAL)];
+    f.call("vkCmdPipelineBarrier", |e| unsafe {
+        vkstream::encode::vkCmdPipelineBarrier(
+            e,
+            cb,
+            vk::PipelineStageFlags::TOP_OF_PIPE,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::DependencyFlags::empty(),
+            0,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            1,
+            barrier.as_ptr(),
+        )
+    });
+    let cbs = [cb];
+    let si = [vk::SubmitInfo::default().command_buffers(&cbs)];
+    f.call("vkQueueSubmit", |e| unsafe {
+        vkstream::encode::vkQueueSubmit(
+            e,
+            vk::Queue::from_raw(0xa4),
+            1,
+            si.as_ptr(),
+            vk::Fence::null(),
+        )
+    });
+    assert_eq!(f.t.open_light(), 0, "submitted");
+    let names = |f: &Feed| -> Vec<&'static str> {
+        f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None, &|_| {
+            None
+        })
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            SnapRecord::Kept(r) => match &**r {
+                Record::Call(c) => Some(vkstream::COMMANDS[c.cmd as usize]),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+    };
+    let snap = names(&f);
+    assert!(!snap.contains(&"vkBeginCommandBuffer"), "{snap:?}");
+    assert!(!snap.contains(&"vkCmdPipelineBarrier"), "{snap:?}");
+    match &f.t.objects[&image.as_raw()].info {
+        Info::Image { layout, .. } => {
+            assert_eq!(
+                *layout,
+                Some(vk::ImageLayout::TRANSFER_DST_OPTIMAL.as_raw())
+            )
+        }
+        _ => panic!("an image"),
+    }
+    // Begun again without the mark: a full recording, in the snapshot.
+    f.call("vkBeginCommandBuffer", |e| unsafe {
+        vkstream::encode::vkBeginCommandBuffer(e, cb, &bi)
+    });
+    assert_eq!(f.t.open_light(), 0);
+    assert!(names(&f).contains(&"vkBeginCommandBuffer"));
+    // Light and open at the snapshot: named in its gaps.
+    f.call("vkBeginCommandBuffer", |e| unsafe {
+        vkstream::encode::vkBeginCommandBuffer(e, cb, &bi)
+    });
+    f.t.mark_light(cb.as_raw());
+    let snap =
+        f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None, &|_| {
+            None
+        });
+    assert!(
+        snap.gaps
+            .iter()
+            .any(|g| g.contains("1 one-time command buffers")),
+        "{:?}",
+        snap.gaps
+    );
+}
