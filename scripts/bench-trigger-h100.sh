@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run on the device machine (../shared/device/README.md: carry .gl, release binaries stripped into .gl/run).
 # Tracking-only overhead: quarry-demo's frames ms without a layer ("none", and "none2" again as an A/A
-# noise floor) and under `quarry capture --trigger` with no trigger coming ("trigger"); "layer:NAME"
+# noise floor) and under `quarry capture --trigger` with no trigger coming ("trigger"; "nolight" the
+# same with QUARRY_CAPTURE_LIGHT=0, every command buffer tracked in full); "layer:NAME"
 # runs the same with .gl/run/libVkLayer_quarry_capture_NAME.so (another build, same run). Configs are
 # interleaved; each rep's ratio is taken against that rep's "none" run (adjacent in time, so slow drift
 # of the VM cancels), and the median ratio is printed with a 90 % bootstrap interval.
@@ -14,6 +15,7 @@ for i in $(seq $REPS); do
     case $c in
       none | none2) "${demo[@]}" > /tmp/o 2>&1 ;;
       trigger) $R/quarry capture --trigger --force -o /tmp/t.qtrace -- "${demo[@]}" > /tmp/o 2>&1 ;;
+      nolight) QUARRY_CAPTURE_LIGHT=0 $R/quarry capture --trigger --force -o /tmp/t.qtrace -- "${demo[@]}" > /tmp/o 2>&1 ;;
       layer:*) QUARRY_CAPTURE_LAYER_LIBRARY=$PWD/$R/libVkLayer_quarry_capture_${c#layer:}.so \
         $R/quarry capture --trigger --force -o /tmp/t.qtrace -- "${demo[@]}" > /tmp/o 2>&1 ;;
       *) echo "unknown config $c" >&2; exit 2 ;;

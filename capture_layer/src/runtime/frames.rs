@@ -9,7 +9,7 @@
 use super::clock::{anchor_now, now_ns};
 use super::prof;
 use super::statics::{lock_capture, log_once, recording, Capture, CaptureGuard, HOT};
-use super::writer::{fail_locked, lock_pending, write_all, ENDED, SWAPCHAIN_SEEN};
+use super::writer::{fail_locked, lock_pending, write_all, ENDED, SWAPCHAIN_SEEN, TRACKED_SUBMIT};
 use format::record::{self, FrameBoundary, Record};
 use std::sync::atomic::Ordering;
 
@@ -18,8 +18,9 @@ use std::sync::atomic::Ordering;
 pub fn submitted<I: IntoIterator<Item = Record>>(records: impl FnOnce(u64) -> I) {
     if HOT.tracking.load(Ordering::Relaxed) {
         // The tracker keeps no `Submit` records (submits change state through their calls).
-        if let Some(p) = lock_pending().as_mut() {
-            p.submitted = true;
+        // An atomic rather than the pending lock: one load per submit once set.
+        if !TRACKED_SUBMIT.load(Ordering::Relaxed) {
+            TRACKED_SUBMIT.store(true, Ordering::Relaxed);
         }
         return;
     }
@@ -52,11 +53,11 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
         let (due, waits) = {
             let mut p = lock_pending();
             let Some(p) = p.as_mut() else { return false };
-            if boundary != FrameBoundary::Present && !p.submitted {
+            if boundary != FrameBoundary::Present && !TRACKED_SUBMIT.load(Ordering::Relaxed) {
                 return false;
             }
             p.frame += 1;
-            p.submitted = false;
+            TRACKED_SUBMIT.store(false, Ordering::Relaxed);
             let frame = p.frame;
             let (due, next) = match p.trigger.as_mut() {
                 Some(t) => (

@@ -40,7 +40,7 @@ pub(super) fn back_to_tracking(guard: &mut CaptureGuard, next_frame: u64) {
     };
     if let Some(p) = lock_pending().as_mut() {
         p.frame = next_frame;
-        p.submitted = false;
+        super::writer::TRACKED_SUBMIT.store(false, Ordering::Relaxed);
     }
     // Calls still wait at the tracker's lock: buffers begun after it are light again.
     super::light::set_mode(true);

@@ -43,13 +43,15 @@ pub(super) static ENDED: AtomicBool = AtomicBool::new(false);
 pub(super) static SWAPCHAIN_SEEN: AtomicBool = AtomicBool::new(false);
 /// What a trimmed capture opens its trace with at the snapshot, and the tracked frame counter.
 static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
+/// While tracking: a submit happened since the last frame boundary (`Capture::submitted` of a
+/// trace; here outside the pending lock, which submits would otherwise take).
+pub(super) static TRACKED_SUBMIT: AtomicBool = AtomicBool::new(false);
 
 pub(super) struct Pending {
     pub(super) application: String,
     pub(super) settings: Settings,
     pub(super) first: u64,
     pub(super) frame: u64,
-    pub(super) submitted: bool,
     /// Capture on demand: the pending capture survives each trace (`first` is unused).
     pub(super) trigger: Option<TriggerPlan>,
     /// Frame boundaries a due trigger's snapshot has waited for light command buffers.
@@ -176,7 +178,6 @@ pub fn open_capture(application: &str, layer: &Given) -> bool {
             settings: s,
             first,
             frame: 0,
-            submitted: false,
             trigger,
             postponed: 0,
         });
