@@ -91,3 +91,29 @@ fn glmark2_middle_range_replays() {
         output_text(&replay)
     );
 }
+
+/// A trigger in the middle of glmark2's run (`--trigger-after`, asynchronous): Zink keeps a
+/// one-time command buffer open across frame boundaries, begun light while tracking, so the
+/// snapshot waits for a boundary where none is open; the trace replays with no validation message.
+#[test]
+fn glmark2_triggered_mid_run_replays() {
+    if !require(&["glmark2", "Xvfb"]) {
+        return;
+    }
+    let x = Xvfb::start();
+    let base = scratch("glmark2-triggered.qtrace");
+    let out = capture(&x, &base, &["--trigger", "--trigger-after", "1", "--force"]);
+    let trace = base.with_file_name("glmark2-triggered_1.qtrace");
+    assert!(trace.exists(), "{out}");
+    let replay = vulkan_command(quarry_exe())
+        .args(["replay", "--validate"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let t = output_text(&replay);
+    assert!(
+        replay.status.success(),
+        "triggered replay failed: {t}\n{out}"
+    );
+    assert!(t.contains("validation: 0 messages"), "{t}");
+}

@@ -7,9 +7,9 @@
 //! `trim::snapshot` writes it.
 
 use super::clock::{anchor_now, now_ns};
-use super::prof;
 use super::statics::{lock_capture, log_once, recording, Capture, CaptureGuard, HOT};
 use super::writer::{fail_locked, lock_pending, write_all, ENDED, SWAPCHAIN_SEEN, TRACKED_SUBMIT};
+use super::{light, prof};
 use format::record::{self, FrameBoundary, Record};
 use std::sync::atomic::Ordering;
 
@@ -62,14 +62,15 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
             let (due, next) = match p.trigger.as_mut() {
                 Some(t) => (
                     p.postponed > 0 || t.due(frame),
-                    t.at_frame == Some(frame + 1),
+                    t.at_frame.is_some_and(|a| frame + light::AHEAD >= a),
                 ),
-                None => (frame == p.first, frame + 1 == p.first),
+                None => (frame == p.first, frame + light::AHEAD >= p.first),
             };
             // No command buffer begun from here on is light: at a due snapshot none may be open
-            // (`light`); a start known ahead switches one frame early, so none is.
+            // (`light`). A start known ahead switches frames early, so that none is even in apps
+            // that keep a buffer open across a frame boundary (Zink); a trigger's waits.
             if due || next {
-                super::light::set_mode(false);
+                light::set_mode(false);
             }
             (due, p.trigger.is_some())
         };
@@ -121,7 +122,10 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
 /// buffer is open (begun, not yet submitted: its commands were not tracked). At most
 /// `MAX_POSTPONED` boundaries in a row; after them the snapshot notes the buffers it misses.
 fn postpone() -> bool {
-    const MAX_POSTPONED: u32 = 8;
+    // A buffer recorded in one frame and submitted in the next is covered; Zink leaves unused
+    // one-time buffers begun until their pool is reset, many frames later, so waiting longer
+    // would only delay the capture.
+    const MAX_POSTPONED: u32 = 3;
     let open = super::deferred::lock_tracker()
         .as_ref()
         .map_or(0, |t| t.open_light());

@@ -23,6 +23,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 const SLOTS: usize = 8192;
+/// Frame boundaries before a start known ahead (`--frames A-B`, `--trigger-frame`) at which light
+/// tracking ends: a buffer open at the start would have to span this many boundaries.
+pub(super) const AHEAD: u64 = 2;
 /// Probes before a lookup gives up (the buffer is then tracked in full: always safe).
 const PROBES: usize = 32;
 

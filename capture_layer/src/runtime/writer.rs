@@ -173,6 +173,8 @@ pub fn open_capture(application: &str, layer: &Given) -> bool {
         if p.is_some() || lock_capture().is_some() {
             return false;
         }
+        // A start known ahead turns light tracking off `LIGHT_AHEAD` frames before it.
+        let start = trigger.as_ref().map_or(Some(first), |t| t.at_frame);
         *p = Some(Pending {
             application: application.to_string(),
             settings: s,
@@ -182,7 +184,7 @@ pub fn open_capture(application: &str, layer: &Given) -> bool {
             postponed: 0,
         });
         set_tracker(Some(Tracker::default()));
-        super::light::set_mode(true);
+        super::light::set_mode(start.is_none_or(|f| f > super::light::AHEAD));
         HOT.tracking.store(true, Ordering::Release);
         register_atfork();
         return true;

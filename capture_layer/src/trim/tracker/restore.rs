@@ -61,7 +61,8 @@ impl Tracker {
         if open_light > 0 {
             gaps.push(format!(
                 "{open_light} one-time command buffers were begun before the snapshot and not \
-                 submitted; their commands were not tracked, so a submit of one cannot replay"
+                 submitted (their commands were not tracked): should the app submit one, the \
+                 replay stops there with an error"
             ));
         }
         // Light recordings (`runtime::light`) hold only some of their commands: left out.
