@@ -19,8 +19,9 @@ use std::ffi::c_void;
 /// Writes a `RegionCounters` record for the begin call `seq` when `chain` asks for per-region
 /// counters.
 unsafe fn region_counters(seq: Option<u64>, cb: vk::CommandBuffer, chain: *const c_void) {
-    let (Some(seq), Some((counter_addresses, serialize_regions, counter_indices))) =
-        (seq, crate::region::find(chain))
+    // The chain is walked only for a recorded call.
+    let Some(seq) = seq else { return };
+    let Some((counter_addresses, serialize_regions, counter_indices)) = crate::region::find(chain)
     else {
         return;
     };

@@ -99,8 +99,9 @@ pub fn begin(cb: u64, one_time: bool, has_inheritance: bool) -> bool {
     // A secondary buffer must pass inheritance info; one without it is a primary, whose submit
     // the tracker sees (a secondary's would be the primary's).
     let want = one_time && !has_inheritance && HOT.light.load(Ordering::Relaxed);
-    if !want && !is_light(cb) {
-        return false;
+    if want == is_light(cb) {
+        // Unchanged (a buffer recorded every frame): no lock.
+        return want;
     }
     set(cb, want) && want
 }
