@@ -4,7 +4,8 @@
 //! `cargo bench -p quarry-tests --bench call_path` (needs lavapipe and the layer built:
 //! `cargo build --release -p capture_layer`). Each configuration runs in child processes of its
 //! own, interleaved: no layer, the layer loaded but not capturing, capturing, and tracking (a
-//! trimmed capture before its first frame: calls go to the state tracker, not the trace). Prints
+//! trimmed capture before its first frame: calls go to the state tracker, not the trace), and
+//! tracking a light command buffer (one-time, whose commands the layer skips while tracking). Prints
 //! the median time per call of each and their cost over the idle layer, measured in the same run.
 //! `QUARRY_BENCH_ICD=<ICD manifest>` runs it on another driver (a real GPU's) instead of lavapipe.
 
@@ -53,7 +54,7 @@ fn main() {
     let layer = VkLayer_quarry_capture::launch::LayerDir::new(&lib).expect("layer manifest");
     let trace =
         std::env::temp_dir().join(format!("quarry-call-bench-{}.qtrace", std::process::id()));
-    let configs = ["none", "idle", "capture", "tracking"];
+    let configs = ["none", "idle", "capture", "tracking", "light"];
     let reps: usize = std::env::var("REPS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -78,7 +79,7 @@ fn main() {
             if configs[i] == "idle" {
                 cmd.env("QUARRY_CAPTURE_DISABLE", "1");
             }
-            if configs[i] == "tracking" {
+            if configs[i] == "tracking" || configs[i] == "light" {
                 // A first frame that never comes.
                 cmd.env("QUARRY_CAPTURE_FRAMES", "1000000000-");
             }
@@ -122,11 +123,13 @@ fn main() {
     }
     println!(
         "capture - idle: cold {:.1} ns, warm {:.1} ns per call; tracking - idle: cold {:.1} ns, warm {:.1} ns; \
-         idle - none: cold {:.1} ns, warm {:.1} ns",
+         light - idle: cold {:.1} ns, warm {:.1} ns; idle - none: cold {:.1} ns, warm {:.1} ns",
         cold[2] - cold[1],
         warm[2] - warm[1],
         cold[3] - cold[1],
         warm[3] - warm[1],
+        cold[4] - cold[1],
+        warm[4] - warm[1],
         cold[1] - cold[0],
         warm[1] - warm[0]
     );
@@ -144,10 +147,21 @@ fn warm_stack() {
 }
 
 /// One configuration: a device on lavapipe, one command buffer recording, dynamic-state calls.
-fn child(_config: &str) {
+fn child(config: &str) {
     unsafe {
         let (_entry, instance, device) = plain_device(c"quarry-call-bench");
         let (pool, cb) = begin_primary(&device);
+        // "light": the buffer is recorded one-time, as engines that record every frame do.
+        let begin = vk::CommandBufferBeginInfo::default().flags(if config == "light" {
+            vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT
+        } else {
+            vk::CommandBufferUsageFlags::empty()
+        });
+        device.end_command_buffer(cb).unwrap();
+        device
+            .reset_command_pool(pool, vk::CommandPoolResetFlags::empty())
+            .unwrap();
+        device.begin_command_buffer(cb, &begin).unwrap();
         let calls = |i: usize| {
             let f = i as f32;
             let vp = [vk::Viewport {
@@ -183,9 +197,7 @@ fn child(_config: &str) {
                 device
                     .reset_command_pool(pool, vk::CommandPoolResetFlags::empty())
                     .unwrap();
-                device
-                    .begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
-                    .unwrap();
+                device.begin_command_buffer(cb, &begin).unwrap();
             }
         };
         let mut evict = vec![0u8; evict_bytes()];

@@ -1121,9 +1121,12 @@ pub unsafe extern "system" fn vkEndCommandBuffer(command_buffer: vk::CommandBuff
         return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
     };
     let r = next(command_buffer);
-    crate::runtime::record(vkstream::ids::vkEndCommandBuffer, r.as_raw(), |e| {
-        vkstream::encode::vkEndCommandBuffer(e, command_buffer)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkEndCommandBuffer,
+        command_buffer.as_raw() as u64,
+        r.as_raw(),
+        |e| vkstream::encode::vkEndCommandBuffer(e, command_buffer),
+    );
     r
 }
 
@@ -1137,9 +1140,12 @@ pub unsafe extern "system" fn vkCmdBindPipeline(
         return ();
     };
     let r = next(command_buffer, pipeline_bind_point, pipeline);
-    crate::runtime::record(vkstream::ids::vkCmdBindPipeline, 0, |e| {
-        vkstream::encode::vkCmdBindPipeline(e, command_buffer, pipeline_bind_point, pipeline)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBindPipeline,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdBindPipeline(e, command_buffer, pipeline_bind_point, pipeline),
+    );
     r
 }
 
@@ -1154,15 +1160,20 @@ pub unsafe extern "system" fn vkCmdSetViewport(
         return ();
     };
     let r = next(command_buffer, first_viewport, viewport_count, p_viewports);
-    crate::runtime::record(vkstream::ids::vkCmdSetViewport, 0, |e| {
-        vkstream::encode::vkCmdSetViewport(
-            e,
-            command_buffer,
-            first_viewport,
-            viewport_count,
-            p_viewports,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetViewport,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetViewport(
+                e,
+                command_buffer,
+                first_viewport,
+                viewport_count,
+                p_viewports,
+            )
+        },
+    );
     r
 }
 
@@ -1177,15 +1188,20 @@ pub unsafe extern "system" fn vkCmdSetScissor(
         return ();
     };
     let r = next(command_buffer, first_scissor, scissor_count, p_scissors);
-    crate::runtime::record(vkstream::ids::vkCmdSetScissor, 0, |e| {
-        vkstream::encode::vkCmdSetScissor(
-            e,
-            command_buffer,
-            first_scissor,
-            scissor_count,
-            p_scissors,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetScissor,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetScissor(
+                e,
+                command_buffer,
+                first_scissor,
+                scissor_count,
+                p_scissors,
+            )
+        },
+    );
     r
 }
 
@@ -1198,9 +1214,12 @@ pub unsafe extern "system" fn vkCmdSetLineWidth(
         return ();
     };
     let r = next(command_buffer, line_width);
-    crate::runtime::record(vkstream::ids::vkCmdSetLineWidth, 0, |e| {
-        vkstream::encode::vkCmdSetLineWidth(e, command_buffer, line_width)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetLineWidth,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetLineWidth(e, command_buffer, line_width),
+    );
     r
 }
 
@@ -1220,15 +1239,20 @@ pub unsafe extern "system" fn vkCmdSetDepthBias(
         depth_bias_clamp,
         depth_bias_slope_factor,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthBias, 0, |e| {
-        vkstream::encode::vkCmdSetDepthBias(
-            e,
-            command_buffer,
-            depth_bias_constant_factor,
-            depth_bias_clamp,
-            depth_bias_slope_factor,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthBias,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetDepthBias(
+                e,
+                command_buffer,
+                depth_bias_constant_factor,
+                depth_bias_clamp,
+                depth_bias_slope_factor,
+            )
+        },
+    );
     r
 }
 
@@ -1241,9 +1265,12 @@ pub unsafe extern "system" fn vkCmdSetBlendConstants(
         return ();
     };
     let r = next(command_buffer, blend_constants);
-    crate::runtime::record(vkstream::ids::vkCmdSetBlendConstants, 0, |e| {
-        vkstream::encode::vkCmdSetBlendConstants(e, command_buffer, blend_constants)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetBlendConstants,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetBlendConstants(e, command_buffer, blend_constants),
+    );
     r
 }
 
@@ -1257,9 +1284,19 @@ pub unsafe extern "system" fn vkCmdSetDepthBounds(
         return ();
     };
     let r = next(command_buffer, min_depth_bounds, max_depth_bounds);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthBounds, 0, |e| {
-        vkstream::encode::vkCmdSetDepthBounds(e, command_buffer, min_depth_bounds, max_depth_bounds)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthBounds,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetDepthBounds(
+                e,
+                command_buffer,
+                min_depth_bounds,
+                max_depth_bounds,
+            )
+        },
+    );
     r
 }
 
@@ -1273,9 +1310,14 @@ pub unsafe extern "system" fn vkCmdSetStencilCompareMask(
         return ();
     };
     let r = next(command_buffer, face_mask, compare_mask);
-    crate::runtime::record(vkstream::ids::vkCmdSetStencilCompareMask, 0, |e| {
-        vkstream::encode::vkCmdSetStencilCompareMask(e, command_buffer, face_mask, compare_mask)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetStencilCompareMask,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetStencilCompareMask(e, command_buffer, face_mask, compare_mask)
+        },
+    );
     r
 }
 
@@ -1289,9 +1331,12 @@ pub unsafe extern "system" fn vkCmdSetStencilWriteMask(
         return ();
     };
     let r = next(command_buffer, face_mask, write_mask);
-    crate::runtime::record(vkstream::ids::vkCmdSetStencilWriteMask, 0, |e| {
-        vkstream::encode::vkCmdSetStencilWriteMask(e, command_buffer, face_mask, write_mask)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetStencilWriteMask,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetStencilWriteMask(e, command_buffer, face_mask, write_mask),
+    );
     r
 }
 
@@ -1305,9 +1350,12 @@ pub unsafe extern "system" fn vkCmdSetStencilReference(
         return ();
     };
     let r = next(command_buffer, face_mask, reference);
-    crate::runtime::record(vkstream::ids::vkCmdSetStencilReference, 0, |e| {
-        vkstream::encode::vkCmdSetStencilReference(e, command_buffer, face_mask, reference)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetStencilReference,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetStencilReference(e, command_buffer, face_mask, reference),
+    );
     r
 }
 
@@ -1335,19 +1383,24 @@ pub unsafe extern "system" fn vkCmdBindDescriptorSets(
         dynamic_offset_count,
         p_dynamic_offsets,
     );
-    crate::runtime::record(vkstream::ids::vkCmdBindDescriptorSets, 0, |e| {
-        vkstream::encode::vkCmdBindDescriptorSets(
-            e,
-            command_buffer,
-            pipeline_bind_point,
-            layout,
-            first_set,
-            descriptor_set_count,
-            p_descriptor_sets,
-            dynamic_offset_count,
-            p_dynamic_offsets,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBindDescriptorSets,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBindDescriptorSets(
+                e,
+                command_buffer,
+                pipeline_bind_point,
+                layout,
+                first_set,
+                descriptor_set_count,
+                p_descriptor_sets,
+                dynamic_offset_count,
+                p_dynamic_offsets,
+            )
+        },
+    );
     r
 }
 
@@ -1362,9 +1415,12 @@ pub unsafe extern "system" fn vkCmdBindIndexBuffer(
         return ();
     };
     let r = next(command_buffer, buffer, offset, index_type);
-    crate::runtime::record(vkstream::ids::vkCmdBindIndexBuffer, 0, |e| {
-        vkstream::encode::vkCmdBindIndexBuffer(e, command_buffer, buffer, offset, index_type)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBindIndexBuffer,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdBindIndexBuffer(e, command_buffer, buffer, offset, index_type),
+    );
     r
 }
 
@@ -1386,16 +1442,21 @@ pub unsafe extern "system" fn vkCmdBindVertexBuffers(
         p_buffers,
         p_offsets,
     );
-    crate::runtime::record(vkstream::ids::vkCmdBindVertexBuffers, 0, |e| {
-        vkstream::encode::vkCmdBindVertexBuffers(
-            e,
-            command_buffer,
-            first_binding,
-            binding_count,
-            p_buffers,
-            p_offsets,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBindVertexBuffers,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBindVertexBuffers(
+                e,
+                command_buffer,
+                first_binding,
+                binding_count,
+                p_buffers,
+                p_offsets,
+            )
+        },
+    );
     r
 }
 
@@ -1417,16 +1478,21 @@ pub unsafe extern "system" fn vkCmdDraw(
         first_vertex,
         first_instance,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDraw, 0, |e| {
-        vkstream::encode::vkCmdDraw(
-            e,
-            command_buffer,
-            vertex_count,
-            instance_count,
-            first_vertex,
-            first_instance,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDraw,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDraw(
+                e,
+                command_buffer,
+                vertex_count,
+                instance_count,
+                first_vertex,
+                first_instance,
+            )
+        },
+    );
     r
 }
 
@@ -1450,17 +1516,22 @@ pub unsafe extern "system" fn vkCmdDrawIndexed(
         vertex_offset,
         first_instance,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDrawIndexed, 0, |e| {
-        vkstream::encode::vkCmdDrawIndexed(
-            e,
-            command_buffer,
-            index_count,
-            instance_count,
-            first_index,
-            vertex_offset,
-            first_instance,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawIndexed,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawIndexed(
+                e,
+                command_buffer,
+                index_count,
+                instance_count,
+                first_index,
+                vertex_offset,
+                first_instance,
+            )
+        },
+    );
     r
 }
 
@@ -1476,9 +1547,21 @@ pub unsafe extern "system" fn vkCmdDrawIndirect(
         return ();
     };
     let r = next(command_buffer, buffer, offset, draw_count, stride);
-    crate::runtime::record(vkstream::ids::vkCmdDrawIndirect, 0, |e| {
-        vkstream::encode::vkCmdDrawIndirect(e, command_buffer, buffer, offset, draw_count, stride)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawIndirect,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawIndirect(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -1494,16 +1577,21 @@ pub unsafe extern "system" fn vkCmdDrawIndexedIndirect(
         return ();
     };
     let r = next(command_buffer, buffer, offset, draw_count, stride);
-    crate::runtime::record(vkstream::ids::vkCmdDrawIndexedIndirect, 0, |e| {
-        vkstream::encode::vkCmdDrawIndexedIndirect(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawIndexedIndirect,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawIndexedIndirect(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -1518,15 +1606,20 @@ pub unsafe extern "system" fn vkCmdDispatch(
         return ();
     };
     let r = next(command_buffer, group_count_x, group_count_y, group_count_z);
-    crate::runtime::record(vkstream::ids::vkCmdDispatch, 0, |e| {
-        vkstream::encode::vkCmdDispatch(
-            e,
-            command_buffer,
-            group_count_x,
-            group_count_y,
-            group_count_z,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDispatch,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDispatch(
+                e,
+                command_buffer,
+                group_count_x,
+                group_count_y,
+                group_count_z,
+            )
+        },
+    );
     r
 }
 
@@ -1540,9 +1633,12 @@ pub unsafe extern "system" fn vkCmdDispatchIndirect(
         return ();
     };
     let r = next(command_buffer, buffer, offset);
-    crate::runtime::record(vkstream::ids::vkCmdDispatchIndirect, 0, |e| {
-        vkstream::encode::vkCmdDispatchIndirect(e, command_buffer, buffer, offset)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDispatchIndirect,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdDispatchIndirect(e, command_buffer, buffer, offset),
+    );
     r
 }
 
@@ -1564,16 +1660,21 @@ pub unsafe extern "system" fn vkCmdCopyBuffer(
         region_count,
         p_regions,
     );
-    crate::runtime::record(vkstream::ids::vkCmdCopyBuffer, 0, |e| {
-        vkstream::encode::vkCmdCopyBuffer(
-            e,
-            command_buffer,
-            src_buffer,
-            dst_buffer,
-            region_count,
-            p_regions,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyBuffer,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdCopyBuffer(
+                e,
+                command_buffer,
+                src_buffer,
+                dst_buffer,
+                region_count,
+                p_regions,
+            )
+        },
+    );
     r
 }
 
@@ -1599,18 +1700,23 @@ pub unsafe extern "system" fn vkCmdCopyImage(
         region_count,
         p_regions,
     );
-    crate::runtime::record(vkstream::ids::vkCmdCopyImage, 0, |e| {
-        vkstream::encode::vkCmdCopyImage(
-            e,
-            command_buffer,
-            src_image,
-            src_image_layout,
-            dst_image,
-            dst_image_layout,
-            region_count,
-            p_regions,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyImage,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdCopyImage(
+                e,
+                command_buffer,
+                src_image,
+                src_image_layout,
+                dst_image,
+                dst_image_layout,
+                region_count,
+                p_regions,
+            )
+        },
+    );
     r
 }
 
@@ -1638,19 +1744,24 @@ pub unsafe extern "system" fn vkCmdBlitImage(
         p_regions,
         filter,
     );
-    crate::runtime::record(vkstream::ids::vkCmdBlitImage, 0, |e| {
-        vkstream::encode::vkCmdBlitImage(
-            e,
-            command_buffer,
-            src_image,
-            src_image_layout,
-            dst_image,
-            dst_image_layout,
-            region_count,
-            p_regions,
-            filter,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBlitImage,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBlitImage(
+                e,
+                command_buffer,
+                src_image,
+                src_image_layout,
+                dst_image,
+                dst_image_layout,
+                region_count,
+                p_regions,
+                filter,
+            )
+        },
+    );
     r
 }
 
@@ -1674,17 +1785,22 @@ pub unsafe extern "system" fn vkCmdCopyBufferToImage(
         region_count,
         p_regions,
     );
-    crate::runtime::record(vkstream::ids::vkCmdCopyBufferToImage, 0, |e| {
-        vkstream::encode::vkCmdCopyBufferToImage(
-            e,
-            command_buffer,
-            src_buffer,
-            dst_image,
-            dst_image_layout,
-            region_count,
-            p_regions,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyBufferToImage,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdCopyBufferToImage(
+                e,
+                command_buffer,
+                src_buffer,
+                dst_image,
+                dst_image_layout,
+                region_count,
+                p_regions,
+            )
+        },
+    );
     r
 }
 
@@ -1708,17 +1824,22 @@ pub unsafe extern "system" fn vkCmdCopyImageToBuffer(
         region_count,
         p_regions,
     );
-    crate::runtime::record(vkstream::ids::vkCmdCopyImageToBuffer, 0, |e| {
-        vkstream::encode::vkCmdCopyImageToBuffer(
-            e,
-            command_buffer,
-            src_image,
-            src_image_layout,
-            dst_buffer,
-            region_count,
-            p_regions,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyImageToBuffer,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdCopyImageToBuffer(
+                e,
+                command_buffer,
+                src_image,
+                src_image_layout,
+                dst_buffer,
+                region_count,
+                p_regions,
+            )
+        },
+    );
     r
 }
 
@@ -1734,16 +1855,21 @@ pub unsafe extern "system" fn vkCmdUpdateBuffer(
         return ();
     };
     let r = next(command_buffer, dst_buffer, dst_offset, data_size, p_data);
-    crate::runtime::record(vkstream::ids::vkCmdUpdateBuffer, 0, |e| {
-        vkstream::encode::vkCmdUpdateBuffer(
-            e,
-            command_buffer,
-            dst_buffer,
-            dst_offset,
-            data_size,
-            p_data,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdUpdateBuffer,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdUpdateBuffer(
+                e,
+                command_buffer,
+                dst_buffer,
+                dst_offset,
+                data_size,
+                p_data,
+            )
+        },
+    );
     r
 }
 
@@ -1759,9 +1885,14 @@ pub unsafe extern "system" fn vkCmdFillBuffer(
         return ();
     };
     let r = next(command_buffer, dst_buffer, dst_offset, size, data);
-    crate::runtime::record(vkstream::ids::vkCmdFillBuffer, 0, |e| {
-        vkstream::encode::vkCmdFillBuffer(e, command_buffer, dst_buffer, dst_offset, size, data)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdFillBuffer,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdFillBuffer(e, command_buffer, dst_buffer, dst_offset, size, data)
+        },
+    );
     r
 }
 
@@ -1785,17 +1916,22 @@ pub unsafe extern "system" fn vkCmdClearColorImage(
         range_count,
         p_ranges,
     );
-    crate::runtime::record(vkstream::ids::vkCmdClearColorImage, 0, |e| {
-        vkstream::encode::vkCmdClearColorImage(
-            e,
-            command_buffer,
-            image,
-            image_layout,
-            p_color,
-            range_count,
-            p_ranges,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdClearColorImage,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdClearColorImage(
+                e,
+                command_buffer,
+                image,
+                image_layout,
+                p_color,
+                range_count,
+                p_ranges,
+            )
+        },
+    );
     r
 }
 
@@ -1819,17 +1955,22 @@ pub unsafe extern "system" fn vkCmdClearDepthStencilImage(
         range_count,
         p_ranges,
     );
-    crate::runtime::record(vkstream::ids::vkCmdClearDepthStencilImage, 0, |e| {
-        vkstream::encode::vkCmdClearDepthStencilImage(
-            e,
-            command_buffer,
-            image,
-            image_layout,
-            p_depth_stencil,
-            range_count,
-            p_ranges,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdClearDepthStencilImage,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdClearDepthStencilImage(
+                e,
+                command_buffer,
+                image,
+                image_layout,
+                p_depth_stencil,
+                range_count,
+                p_ranges,
+            )
+        },
+    );
     r
 }
 
@@ -1851,16 +1992,21 @@ pub unsafe extern "system" fn vkCmdClearAttachments(
         rect_count,
         p_rects,
     );
-    crate::runtime::record(vkstream::ids::vkCmdClearAttachments, 0, |e| {
-        vkstream::encode::vkCmdClearAttachments(
-            e,
-            command_buffer,
-            attachment_count,
-            p_attachments,
-            rect_count,
-            p_rects,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdClearAttachments,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdClearAttachments(
+                e,
+                command_buffer,
+                attachment_count,
+                p_attachments,
+                rect_count,
+                p_rects,
+            )
+        },
+    );
     r
 }
 
@@ -1886,18 +2032,23 @@ pub unsafe extern "system" fn vkCmdResolveImage(
         region_count,
         p_regions,
     );
-    crate::runtime::record(vkstream::ids::vkCmdResolveImage, 0, |e| {
-        vkstream::encode::vkCmdResolveImage(
-            e,
-            command_buffer,
-            src_image,
-            src_image_layout,
-            dst_image,
-            dst_image_layout,
-            region_count,
-            p_regions,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdResolveImage,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdResolveImage(
+                e,
+                command_buffer,
+                src_image,
+                src_image_layout,
+                dst_image,
+                dst_image_layout,
+                region_count,
+                p_regions,
+            )
+        },
+    );
     r
 }
 
@@ -1911,9 +2062,12 @@ pub unsafe extern "system" fn vkCmdSetEvent(
         return ();
     };
     let r = next(command_buffer, event, stage_mask);
-    crate::runtime::record(vkstream::ids::vkCmdSetEvent, 0, |e| {
-        vkstream::encode::vkCmdSetEvent(e, command_buffer, event, stage_mask)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetEvent,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetEvent(e, command_buffer, event, stage_mask),
+    );
     r
 }
 
@@ -1927,9 +2081,12 @@ pub unsafe extern "system" fn vkCmdResetEvent(
         return ();
     };
     let r = next(command_buffer, event, stage_mask);
-    crate::runtime::record(vkstream::ids::vkCmdResetEvent, 0, |e| {
-        vkstream::encode::vkCmdResetEvent(e, command_buffer, event, stage_mask)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdResetEvent,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdResetEvent(e, command_buffer, event, stage_mask),
+    );
     r
 }
 
@@ -1963,22 +2120,27 @@ pub unsafe extern "system" fn vkCmdWaitEvents(
         image_memory_barrier_count,
         p_image_memory_barriers,
     );
-    crate::runtime::record(vkstream::ids::vkCmdWaitEvents, 0, |e| {
-        vkstream::encode::vkCmdWaitEvents(
-            e,
-            command_buffer,
-            event_count,
-            p_events,
-            src_stage_mask,
-            dst_stage_mask,
-            memory_barrier_count,
-            p_memory_barriers,
-            buffer_memory_barrier_count,
-            p_buffer_memory_barriers,
-            image_memory_barrier_count,
-            p_image_memory_barriers,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdWaitEvents,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdWaitEvents(
+                e,
+                command_buffer,
+                event_count,
+                p_events,
+                src_stage_mask,
+                dst_stage_mask,
+                memory_barrier_count,
+                p_memory_barriers,
+                buffer_memory_barrier_count,
+                p_buffer_memory_barriers,
+                image_memory_barrier_count,
+                p_image_memory_barriers,
+            )
+        },
+    );
     r
 }
 
@@ -2010,21 +2172,26 @@ pub unsafe extern "system" fn vkCmdPipelineBarrier(
         image_memory_barrier_count,
         p_image_memory_barriers,
     );
-    crate::runtime::record(vkstream::ids::vkCmdPipelineBarrier, 0, |e| {
-        vkstream::encode::vkCmdPipelineBarrier(
-            e,
-            command_buffer,
-            src_stage_mask,
-            dst_stage_mask,
-            dependency_flags,
-            memory_barrier_count,
-            p_memory_barriers,
-            buffer_memory_barrier_count,
-            p_buffer_memory_barriers,
-            image_memory_barrier_count,
-            p_image_memory_barriers,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdPipelineBarrier,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdPipelineBarrier(
+                e,
+                command_buffer,
+                src_stage_mask,
+                dst_stage_mask,
+                dependency_flags,
+                memory_barrier_count,
+                p_memory_barriers,
+                buffer_memory_barrier_count,
+                p_buffer_memory_barriers,
+                image_memory_barrier_count,
+                p_image_memory_barriers,
+            )
+        },
+    );
     r
 }
 
@@ -2041,17 +2208,22 @@ pub unsafe extern "system" fn vkCmdPushConstants(
         return ();
     };
     let r = next(command_buffer, layout, stage_flags, offset, size, p_values);
-    crate::runtime::record(vkstream::ids::vkCmdPushConstants, 0, |e| {
-        vkstream::encode::vkCmdPushConstants(
-            e,
-            command_buffer,
-            layout,
-            stage_flags,
-            offset,
-            size,
-            p_values,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdPushConstants,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdPushConstants(
+                e,
+                command_buffer,
+                layout,
+                stage_flags,
+                offset,
+                size,
+                p_values,
+            )
+        },
+    );
     r
 }
 
@@ -2064,9 +2236,12 @@ pub unsafe extern "system" fn vkCmdNextSubpass(
         return ();
     };
     let r = next(command_buffer, contents);
-    crate::runtime::record(vkstream::ids::vkCmdNextSubpass, 0, |e| {
-        vkstream::encode::vkCmdNextSubpass(e, command_buffer, contents)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdNextSubpass,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdNextSubpass(e, command_buffer, contents),
+    );
     r
 }
 
@@ -2076,9 +2251,12 @@ pub unsafe extern "system" fn vkCmdEndRenderPass(command_buffer: vk::CommandBuff
         return ();
     };
     let r = next(command_buffer);
-    crate::runtime::record(vkstream::ids::vkCmdEndRenderPass, 0, |e| {
-        vkstream::encode::vkCmdEndRenderPass(e, command_buffer)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdEndRenderPass,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdEndRenderPass(e, command_buffer),
+    );
     r
 }
 
@@ -2092,14 +2270,19 @@ pub unsafe extern "system" fn vkCmdExecuteCommands(
         return ();
     };
     let r = next(command_buffer, command_buffer_count, p_command_buffers);
-    crate::runtime::record(vkstream::ids::vkCmdExecuteCommands, 0, |e| {
-        vkstream::encode::vkCmdExecuteCommands(
-            e,
-            command_buffer,
-            command_buffer_count,
-            p_command_buffers,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdExecuteCommands,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdExecuteCommands(
+                e,
+                command_buffer,
+                command_buffer_count,
+                p_command_buffers,
+            )
+        },
+    );
     r
 }
 
@@ -2159,9 +2342,12 @@ pub unsafe extern "system" fn vkCmdSetDeviceMask(
         return ();
     };
     let r = next(command_buffer, device_mask);
-    crate::runtime::record(vkstream::ids::vkCmdSetDeviceMask, 0, |e| {
-        vkstream::encode::vkCmdSetDeviceMask(e, command_buffer, device_mask)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDeviceMask,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDeviceMask(e, command_buffer, device_mask),
+    );
     r
 }
 
@@ -2187,18 +2373,23 @@ pub unsafe extern "system" fn vkCmdDispatchBase(
         group_count_y,
         group_count_z,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDispatchBase, 0, |e| {
-        vkstream::encode::vkCmdDispatchBase(
-            e,
-            command_buffer,
-            base_group_x,
-            base_group_y,
-            base_group_z,
-            group_count_x,
-            group_count_y,
-            group_count_z,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDispatchBase,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDispatchBase(
+                e,
+                command_buffer,
+                base_group_x,
+                base_group_y,
+                base_group_z,
+                group_count_x,
+                group_count_y,
+                group_count_z,
+            )
+        },
+    );
     r
 }
 
@@ -2528,18 +2719,23 @@ pub unsafe extern "system" fn vkCmdDrawIndirectCount(
         max_draw_count,
         stride,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDrawIndirectCount, 0, |e| {
-        vkstream::encode::vkCmdDrawIndirectCount(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            count_buffer,
-            count_buffer_offset,
-            max_draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawIndirectCount,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawIndirectCount(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                count_buffer,
+                count_buffer_offset,
+                max_draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -2565,18 +2761,23 @@ pub unsafe extern "system" fn vkCmdDrawIndexedIndirectCount(
         max_draw_count,
         stride,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDrawIndexedIndirectCount, 0, |e| {
-        vkstream::encode::vkCmdDrawIndexedIndirectCount(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            count_buffer,
-            count_buffer_offset,
-            max_draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawIndexedIndirectCount,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawIndexedIndirectCount(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                count_buffer,
+                count_buffer_offset,
+                max_draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -2607,14 +2808,19 @@ pub unsafe extern "system" fn vkCmdNextSubpass2(
         return ();
     };
     let r = next(command_buffer, p_subpass_begin_info, p_subpass_end_info);
-    crate::runtime::record(vkstream::ids::vkCmdNextSubpass2, 0, |e| {
-        vkstream::encode::vkCmdNextSubpass2(
-            e,
-            command_buffer,
-            p_subpass_begin_info,
-            p_subpass_end_info,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdNextSubpass2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdNextSubpass2(
+                e,
+                command_buffer,
+                p_subpass_begin_info,
+                p_subpass_end_info,
+            )
+        },
+    );
     r
 }
 
@@ -2627,9 +2833,12 @@ pub unsafe extern "system" fn vkCmdEndRenderPass2(
         return ();
     };
     let r = next(command_buffer, p_subpass_end_info);
-    crate::runtime::record(vkstream::ids::vkCmdEndRenderPass2, 0, |e| {
-        vkstream::encode::vkCmdEndRenderPass2(e, command_buffer, p_subpass_end_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdEndRenderPass2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdEndRenderPass2(e, command_buffer, p_subpass_end_info),
+    );
     r
 }
 
@@ -2825,9 +3034,12 @@ pub unsafe extern "system" fn vkCmdSetEvent2(
         return ();
     };
     let r = next(command_buffer, event, p_dependency_info);
-    crate::runtime::record(vkstream::ids::vkCmdSetEvent2, 0, |e| {
-        vkstream::encode::vkCmdSetEvent2(e, command_buffer, event, p_dependency_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetEvent2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetEvent2(e, command_buffer, event, p_dependency_info),
+    );
     r
 }
 
@@ -2841,9 +3053,12 @@ pub unsafe extern "system" fn vkCmdResetEvent2(
         return ();
     };
     let r = next(command_buffer, event, stage_mask);
-    crate::runtime::record(vkstream::ids::vkCmdResetEvent2, 0, |e| {
-        vkstream::encode::vkCmdResetEvent2(e, command_buffer, event, stage_mask)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdResetEvent2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdResetEvent2(e, command_buffer, event, stage_mask),
+    );
     r
 }
 
@@ -2858,15 +3073,20 @@ pub unsafe extern "system" fn vkCmdWaitEvents2(
         return ();
     };
     let r = next(command_buffer, event_count, p_events, p_dependency_infos);
-    crate::runtime::record(vkstream::ids::vkCmdWaitEvents2, 0, |e| {
-        vkstream::encode::vkCmdWaitEvents2(
-            e,
-            command_buffer,
-            event_count,
-            p_events,
-            p_dependency_infos,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdWaitEvents2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdWaitEvents2(
+                e,
+                command_buffer,
+                event_count,
+                p_events,
+                p_dependency_infos,
+            )
+        },
+    );
     r
 }
 
@@ -2879,9 +3099,12 @@ pub unsafe extern "system" fn vkCmdPipelineBarrier2(
         return ();
     };
     let r = next(command_buffer, p_dependency_info);
-    crate::runtime::record(vkstream::ids::vkCmdPipelineBarrier2, 0, |e| {
-        vkstream::encode::vkCmdPipelineBarrier2(e, command_buffer, p_dependency_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdPipelineBarrier2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdPipelineBarrier2(e, command_buffer, p_dependency_info),
+    );
     r
 }
 
@@ -2894,9 +3117,12 @@ pub unsafe extern "system" fn vkCmdCopyBuffer2(
         return ();
     };
     let r = next(command_buffer, p_copy_buffer_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyBuffer2, 0, |e| {
-        vkstream::encode::vkCmdCopyBuffer2(e, command_buffer, p_copy_buffer_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyBuffer2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdCopyBuffer2(e, command_buffer, p_copy_buffer_info),
+    );
     r
 }
 
@@ -2909,9 +3135,12 @@ pub unsafe extern "system" fn vkCmdCopyImage2(
         return ();
     };
     let r = next(command_buffer, p_copy_image_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyImage2, 0, |e| {
-        vkstream::encode::vkCmdCopyImage2(e, command_buffer, p_copy_image_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyImage2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdCopyImage2(e, command_buffer, p_copy_image_info),
+    );
     r
 }
 
@@ -2924,9 +3153,18 @@ pub unsafe extern "system" fn vkCmdCopyBufferToImage2(
         return ();
     };
     let r = next(command_buffer, p_copy_buffer_to_image_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyBufferToImage2, 0, |e| {
-        vkstream::encode::vkCmdCopyBufferToImage2(e, command_buffer, p_copy_buffer_to_image_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyBufferToImage2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdCopyBufferToImage2(
+                e,
+                command_buffer,
+                p_copy_buffer_to_image_info,
+            )
+        },
+    );
     r
 }
 
@@ -2939,9 +3177,18 @@ pub unsafe extern "system" fn vkCmdCopyImageToBuffer2(
         return ();
     };
     let r = next(command_buffer, p_copy_image_to_buffer_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyImageToBuffer2, 0, |e| {
-        vkstream::encode::vkCmdCopyImageToBuffer2(e, command_buffer, p_copy_image_to_buffer_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyImageToBuffer2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdCopyImageToBuffer2(
+                e,
+                command_buffer,
+                p_copy_image_to_buffer_info,
+            )
+        },
+    );
     r
 }
 
@@ -2954,9 +3201,12 @@ pub unsafe extern "system" fn vkCmdBlitImage2(
         return ();
     };
     let r = next(command_buffer, p_blit_image_info);
-    crate::runtime::record(vkstream::ids::vkCmdBlitImage2, 0, |e| {
-        vkstream::encode::vkCmdBlitImage2(e, command_buffer, p_blit_image_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBlitImage2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdBlitImage2(e, command_buffer, p_blit_image_info),
+    );
     r
 }
 
@@ -2969,9 +3219,12 @@ pub unsafe extern "system" fn vkCmdResolveImage2(
         return ();
     };
     let r = next(command_buffer, p_resolve_image_info);
-    crate::runtime::record(vkstream::ids::vkCmdResolveImage2, 0, |e| {
-        vkstream::encode::vkCmdResolveImage2(e, command_buffer, p_resolve_image_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdResolveImage2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdResolveImage2(e, command_buffer, p_resolve_image_info),
+    );
     r
 }
 
@@ -2981,9 +3234,12 @@ pub unsafe extern "system" fn vkCmdEndRendering(command_buffer: vk::CommandBuffe
         return ();
     };
     let r = next(command_buffer);
-    crate::runtime::record(vkstream::ids::vkCmdEndRendering, 0, |e| {
-        vkstream::encode::vkCmdEndRendering(e, command_buffer)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdEndRendering,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdEndRendering(e, command_buffer),
+    );
     r
 }
 
@@ -2996,9 +3252,12 @@ pub unsafe extern "system" fn vkCmdSetCullMode(
         return ();
     };
     let r = next(command_buffer, cull_mode);
-    crate::runtime::record(vkstream::ids::vkCmdSetCullMode, 0, |e| {
-        vkstream::encode::vkCmdSetCullMode(e, command_buffer, cull_mode)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetCullMode,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetCullMode(e, command_buffer, cull_mode),
+    );
     r
 }
 
@@ -3011,9 +3270,12 @@ pub unsafe extern "system" fn vkCmdSetFrontFace(
         return ();
     };
     let r = next(command_buffer, front_face);
-    crate::runtime::record(vkstream::ids::vkCmdSetFrontFace, 0, |e| {
-        vkstream::encode::vkCmdSetFrontFace(e, command_buffer, front_face)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetFrontFace,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetFrontFace(e, command_buffer, front_face),
+    );
     r
 }
 
@@ -3026,9 +3288,12 @@ pub unsafe extern "system" fn vkCmdSetPrimitiveTopology(
         return ();
     };
     let r = next(command_buffer, primitive_topology);
-    crate::runtime::record(vkstream::ids::vkCmdSetPrimitiveTopology, 0, |e| {
-        vkstream::encode::vkCmdSetPrimitiveTopology(e, command_buffer, primitive_topology)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetPrimitiveTopology,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetPrimitiveTopology(e, command_buffer, primitive_topology),
+    );
     r
 }
 
@@ -3042,9 +3307,19 @@ pub unsafe extern "system" fn vkCmdSetViewportWithCount(
         return ();
     };
     let r = next(command_buffer, viewport_count, p_viewports);
-    crate::runtime::record(vkstream::ids::vkCmdSetViewportWithCount, 0, |e| {
-        vkstream::encode::vkCmdSetViewportWithCount(e, command_buffer, viewport_count, p_viewports)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetViewportWithCount,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetViewportWithCount(
+                e,
+                command_buffer,
+                viewport_count,
+                p_viewports,
+            )
+        },
+    );
     r
 }
 
@@ -3058,9 +3333,14 @@ pub unsafe extern "system" fn vkCmdSetScissorWithCount(
         return ();
     };
     let r = next(command_buffer, scissor_count, p_scissors);
-    crate::runtime::record(vkstream::ids::vkCmdSetScissorWithCount, 0, |e| {
-        vkstream::encode::vkCmdSetScissorWithCount(e, command_buffer, scissor_count, p_scissors)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetScissorWithCount,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetScissorWithCount(e, command_buffer, scissor_count, p_scissors)
+        },
+    );
     r
 }
 
@@ -3086,18 +3366,23 @@ pub unsafe extern "system" fn vkCmdBindVertexBuffers2(
         p_sizes,
         p_strides,
     );
-    crate::runtime::record(vkstream::ids::vkCmdBindVertexBuffers2, 0, |e| {
-        vkstream::encode::vkCmdBindVertexBuffers2(
-            e,
-            command_buffer,
-            first_binding,
-            binding_count,
-            p_buffers,
-            p_offsets,
-            p_sizes,
-            p_strides,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBindVertexBuffers2,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBindVertexBuffers2(
+                e,
+                command_buffer,
+                first_binding,
+                binding_count,
+                p_buffers,
+                p_offsets,
+                p_sizes,
+                p_strides,
+            )
+        },
+    );
     r
 }
 
@@ -3110,9 +3395,12 @@ pub unsafe extern "system" fn vkCmdSetDepthTestEnable(
         return ();
     };
     let r = next(command_buffer, depth_test_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthTestEnable, 0, |e| {
-        vkstream::encode::vkCmdSetDepthTestEnable(e, command_buffer, depth_test_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthTestEnable,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDepthTestEnable(e, command_buffer, depth_test_enable),
+    );
     r
 }
 
@@ -3125,9 +3413,12 @@ pub unsafe extern "system" fn vkCmdSetDepthWriteEnable(
         return ();
     };
     let r = next(command_buffer, depth_write_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthWriteEnable, 0, |e| {
-        vkstream::encode::vkCmdSetDepthWriteEnable(e, command_buffer, depth_write_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthWriteEnable,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDepthWriteEnable(e, command_buffer, depth_write_enable),
+    );
     r
 }
 
@@ -3140,9 +3431,12 @@ pub unsafe extern "system" fn vkCmdSetDepthCompareOp(
         return ();
     };
     let r = next(command_buffer, depth_compare_op);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthCompareOp, 0, |e| {
-        vkstream::encode::vkCmdSetDepthCompareOp(e, command_buffer, depth_compare_op)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthCompareOp,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDepthCompareOp(e, command_buffer, depth_compare_op),
+    );
     r
 }
 
@@ -3155,9 +3449,18 @@ pub unsafe extern "system" fn vkCmdSetDepthBoundsTestEnable(
         return ();
     };
     let r = next(command_buffer, depth_bounds_test_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthBoundsTestEnable, 0, |e| {
-        vkstream::encode::vkCmdSetDepthBoundsTestEnable(e, command_buffer, depth_bounds_test_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthBoundsTestEnable,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetDepthBoundsTestEnable(
+                e,
+                command_buffer,
+                depth_bounds_test_enable,
+            )
+        },
+    );
     r
 }
 
@@ -3170,9 +3473,12 @@ pub unsafe extern "system" fn vkCmdSetStencilTestEnable(
         return ();
     };
     let r = next(command_buffer, stencil_test_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetStencilTestEnable, 0, |e| {
-        vkstream::encode::vkCmdSetStencilTestEnable(e, command_buffer, stencil_test_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetStencilTestEnable,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetStencilTestEnable(e, command_buffer, stencil_test_enable),
+    );
     r
 }
 
@@ -3196,17 +3502,22 @@ pub unsafe extern "system" fn vkCmdSetStencilOp(
         depth_fail_op,
         compare_op,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetStencilOp, 0, |e| {
-        vkstream::encode::vkCmdSetStencilOp(
-            e,
-            command_buffer,
-            face_mask,
-            fail_op,
-            pass_op,
-            depth_fail_op,
-            compare_op,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetStencilOp,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetStencilOp(
+                e,
+                command_buffer,
+                face_mask,
+                fail_op,
+                pass_op,
+                depth_fail_op,
+                compare_op,
+            )
+        },
+    );
     r
 }
 
@@ -3219,13 +3530,18 @@ pub unsafe extern "system" fn vkCmdSetRasterizerDiscardEnable(
         return ();
     };
     let r = next(command_buffer, rasterizer_discard_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetRasterizerDiscardEnable, 0, |e| {
-        vkstream::encode::vkCmdSetRasterizerDiscardEnable(
-            e,
-            command_buffer,
-            rasterizer_discard_enable,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetRasterizerDiscardEnable,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetRasterizerDiscardEnable(
+                e,
+                command_buffer,
+                rasterizer_discard_enable,
+            )
+        },
+    );
     r
 }
 
@@ -3238,9 +3554,12 @@ pub unsafe extern "system" fn vkCmdSetDepthBiasEnable(
         return ();
     };
     let r = next(command_buffer, depth_bias_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthBiasEnable, 0, |e| {
-        vkstream::encode::vkCmdSetDepthBiasEnable(e, command_buffer, depth_bias_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthBiasEnable,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDepthBiasEnable(e, command_buffer, depth_bias_enable),
+    );
     r
 }
 
@@ -3253,13 +3572,18 @@ pub unsafe extern "system" fn vkCmdSetPrimitiveRestartEnable(
         return ();
     };
     let r = next(command_buffer, primitive_restart_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetPrimitiveRestartEnable, 0, |e| {
-        vkstream::encode::vkCmdSetPrimitiveRestartEnable(
-            e,
-            command_buffer,
-            primitive_restart_enable,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetPrimitiveRestartEnable,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetPrimitiveRestartEnable(
+                e,
+                command_buffer,
+                primitive_restart_enable,
+            )
+        },
+    );
     r
 }
 
@@ -4052,9 +4376,12 @@ pub unsafe extern "system" fn vkCmdDebugMarkerBeginEXT(
         return ();
     };
     let r = next(command_buffer, p_marker_info);
-    crate::runtime::record(vkstream::ids::vkCmdDebugMarkerBeginEXT, 0, |e| {
-        vkstream::encode::vkCmdDebugMarkerBeginEXT(e, command_buffer, p_marker_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDebugMarkerBeginEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdDebugMarkerBeginEXT(e, command_buffer, p_marker_info),
+    );
     r
 }
 
@@ -4064,9 +4391,12 @@ pub unsafe extern "system" fn vkCmdDebugMarkerEndEXT(command_buffer: vk::Command
         return ();
     };
     let r = next(command_buffer);
-    crate::runtime::record(vkstream::ids::vkCmdDebugMarkerEndEXT, 0, |e| {
-        vkstream::encode::vkCmdDebugMarkerEndEXT(e, command_buffer)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDebugMarkerEndEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdDebugMarkerEndEXT(e, command_buffer),
+    );
     r
 }
 
@@ -4079,9 +4409,12 @@ pub unsafe extern "system" fn vkCmdDebugMarkerInsertEXT(
         return ();
     };
     let r = next(command_buffer, p_marker_info);
-    crate::runtime::record(vkstream::ids::vkCmdDebugMarkerInsertEXT, 0, |e| {
-        vkstream::encode::vkCmdDebugMarkerInsertEXT(e, command_buffer, p_marker_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDebugMarkerInsertEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdDebugMarkerInsertEXT(e, command_buffer, p_marker_info),
+    );
     r
 }
 
@@ -4332,9 +4665,12 @@ pub unsafe extern "system" fn vkCmdBeginVideoCodingKHR(
         return ();
     };
     let r = next(command_buffer, p_begin_info);
-    crate::runtime::record(vkstream::ids::vkCmdBeginVideoCodingKHR, 0, |e| {
-        vkstream::encode::vkCmdBeginVideoCodingKHR(e, command_buffer, p_begin_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBeginVideoCodingKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdBeginVideoCodingKHR(e, command_buffer, p_begin_info),
+    );
     r
 }
 
@@ -4347,9 +4683,12 @@ pub unsafe extern "system" fn vkCmdEndVideoCodingKHR(
         return ();
     };
     let r = next(command_buffer, p_end_coding_info);
-    crate::runtime::record(vkstream::ids::vkCmdEndVideoCodingKHR, 0, |e| {
-        vkstream::encode::vkCmdEndVideoCodingKHR(e, command_buffer, p_end_coding_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdEndVideoCodingKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdEndVideoCodingKHR(e, command_buffer, p_end_coding_info),
+    );
     r
 }
 
@@ -4362,9 +4701,12 @@ pub unsafe extern "system" fn vkCmdControlVideoCodingKHR(
         return ();
     };
     let r = next(command_buffer, p_coding_control_info);
-    crate::runtime::record(vkstream::ids::vkCmdControlVideoCodingKHR, 0, |e| {
-        vkstream::encode::vkCmdControlVideoCodingKHR(e, command_buffer, p_coding_control_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdControlVideoCodingKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdControlVideoCodingKHR(e, command_buffer, p_coding_control_info),
+    );
     r
 }
 
@@ -4377,9 +4719,12 @@ pub unsafe extern "system" fn vkCmdDecodeVideoKHR(
         return ();
     };
     let r = next(command_buffer, p_decode_info);
-    crate::runtime::record(vkstream::ids::vkCmdDecodeVideoKHR, 0, |e| {
-        vkstream::encode::vkCmdDecodeVideoKHR(e, command_buffer, p_decode_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDecodeVideoKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdDecodeVideoKHR(e, command_buffer, p_decode_info),
+    );
     r
 }
 
@@ -4403,8 +4748,9 @@ pub unsafe extern "system" fn vkCmdBindTransformFeedbackBuffersEXT(
         p_offsets,
         p_sizes,
     );
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdBindTransformFeedbackBuffersEXT,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdBindTransformFeedbackBuffersEXT(
@@ -4439,16 +4785,21 @@ pub unsafe extern "system" fn vkCmdBeginTransformFeedbackEXT(
         p_counter_buffers,
         p_counter_buffer_offsets,
     );
-    crate::runtime::record(vkstream::ids::vkCmdBeginTransformFeedbackEXT, 0, |e| {
-        vkstream::encode::vkCmdBeginTransformFeedbackEXT(
-            e,
-            command_buffer,
-            first_counter_buffer,
-            counter_buffer_count,
-            p_counter_buffers,
-            p_counter_buffer_offsets,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBeginTransformFeedbackEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBeginTransformFeedbackEXT(
+                e,
+                command_buffer,
+                first_counter_buffer,
+                counter_buffer_count,
+                p_counter_buffers,
+                p_counter_buffer_offsets,
+            )
+        },
+    );
     r
 }
 
@@ -4470,16 +4821,21 @@ pub unsafe extern "system" fn vkCmdEndTransformFeedbackEXT(
         p_counter_buffers,
         p_counter_buffer_offsets,
     );
-    crate::runtime::record(vkstream::ids::vkCmdEndTransformFeedbackEXT, 0, |e| {
-        vkstream::encode::vkCmdEndTransformFeedbackEXT(
-            e,
-            command_buffer,
-            first_counter_buffer,
-            counter_buffer_count,
-            p_counter_buffers,
-            p_counter_buffer_offsets,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdEndTransformFeedbackEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdEndTransformFeedbackEXT(
+                e,
+                command_buffer,
+                first_counter_buffer,
+                counter_buffer_count,
+                p_counter_buffers,
+                p_counter_buffer_offsets,
+            )
+        },
+    );
     r
 }
 
@@ -4505,18 +4861,23 @@ pub unsafe extern "system" fn vkCmdDrawIndirectByteCountEXT(
         counter_offset,
         vertex_stride,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDrawIndirectByteCountEXT, 0, |e| {
-        vkstream::encode::vkCmdDrawIndirectByteCountEXT(
-            e,
-            command_buffer,
-            instance_count,
-            first_instance,
-            counter_buffer,
-            counter_buffer_offset,
-            counter_offset,
-            vertex_stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawIndirectByteCountEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawIndirectByteCountEXT(
+                e,
+                command_buffer,
+                instance_count,
+                first_instance,
+                counter_buffer,
+                counter_buffer_offset,
+                counter_offset,
+                vertex_stride,
+            )
+        },
+    );
     r
 }
 
@@ -4639,18 +5000,23 @@ pub unsafe extern "system" fn vkCmdDrawIndirectCountAMD(
         max_draw_count,
         stride,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDrawIndirectCountAMD, 0, |e| {
-        vkstream::encode::vkCmdDrawIndirectCountAMD(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            count_buffer,
-            count_buffer_offset,
-            max_draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawIndirectCountAMD,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawIndirectCountAMD(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                count_buffer,
+                count_buffer_offset,
+                max_draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -4676,18 +5042,23 @@ pub unsafe extern "system" fn vkCmdDrawIndexedIndirectCountAMD(
         max_draw_count,
         stride,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDrawIndexedIndirectCountAMD, 0, |e| {
-        vkstream::encode::vkCmdDrawIndexedIndirectCountAMD(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            count_buffer,
-            count_buffer_offset,
-            max_draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawIndexedIndirectCountAMD,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawIndexedIndirectCountAMD(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                count_buffer,
+                count_buffer_offset,
+                max_draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -4731,9 +5102,12 @@ pub unsafe extern "system" fn vkCmdEndRenderingKHR(command_buffer: vk::CommandBu
         return ();
     };
     let r = next(command_buffer);
-    crate::runtime::record(vkstream::ids::vkCmdEndRenderingKHR, 0, |e| {
-        vkstream::encode::vkCmdEndRenderingKHR(e, command_buffer)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdEndRenderingKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdEndRenderingKHR(e, command_buffer),
+    );
     r
 }
 
@@ -4857,9 +5231,12 @@ pub unsafe extern "system" fn vkCmdSetDeviceMaskKHR(
         return ();
     };
     let r = next(command_buffer, device_mask);
-    crate::runtime::record(vkstream::ids::vkCmdSetDeviceMaskKHR, 0, |e| {
-        vkstream::encode::vkCmdSetDeviceMaskKHR(e, command_buffer, device_mask)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDeviceMaskKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDeviceMaskKHR(e, command_buffer, device_mask),
+    );
     r
 }
 
@@ -4885,18 +5262,23 @@ pub unsafe extern "system" fn vkCmdDispatchBaseKHR(
         group_count_y,
         group_count_z,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDispatchBaseKHR, 0, |e| {
-        vkstream::encode::vkCmdDispatchBaseKHR(
-            e,
-            command_buffer,
-            base_group_x,
-            base_group_y,
-            base_group_z,
-            group_count_x,
-            group_count_y,
-            group_count_z,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDispatchBaseKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDispatchBaseKHR(
+                e,
+                command_buffer,
+                base_group_x,
+                base_group_y,
+                base_group_z,
+                group_count_x,
+                group_count_y,
+                group_count_z,
+            )
+        },
+    );
     r
 }
 
@@ -5093,17 +5475,22 @@ pub unsafe extern "system" fn vkCmdPushDescriptorSetKHR(
         descriptor_write_count,
         p_descriptor_writes,
     );
-    crate::runtime::record(vkstream::ids::vkCmdPushDescriptorSetKHR, 0, |e| {
-        vkstream::encode::vkCmdPushDescriptorSetKHR(
-            e,
-            command_buffer,
-            pipeline_bind_point,
-            layout,
-            set,
-            descriptor_write_count,
-            p_descriptor_writes,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdPushDescriptorSetKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdPushDescriptorSetKHR(
+                e,
+                command_buffer,
+                pipeline_bind_point,
+                layout,
+                set,
+                descriptor_write_count,
+                p_descriptor_writes,
+            )
+        },
+    );
     r
 }
 
@@ -5116,13 +5503,18 @@ pub unsafe extern "system" fn vkCmdBeginConditionalRenderingEXT(
         return ();
     };
     let r = next(command_buffer, p_conditional_rendering_begin);
-    crate::runtime::record(vkstream::ids::vkCmdBeginConditionalRenderingEXT, 0, |e| {
-        vkstream::encode::vkCmdBeginConditionalRenderingEXT(
-            e,
-            command_buffer,
-            p_conditional_rendering_begin,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBeginConditionalRenderingEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBeginConditionalRenderingEXT(
+                e,
+                command_buffer,
+                p_conditional_rendering_begin,
+            )
+        },
+    );
     r
 }
 
@@ -5134,9 +5526,12 @@ pub unsafe extern "system" fn vkCmdEndConditionalRenderingEXT(
         return ();
     };
     let r = next(command_buffer);
-    crate::runtime::record(vkstream::ids::vkCmdEndConditionalRenderingEXT, 0, |e| {
-        vkstream::encode::vkCmdEndConditionalRenderingEXT(e, command_buffer)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdEndConditionalRenderingEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdEndConditionalRenderingEXT(e, command_buffer),
+    );
     r
 }
 
@@ -5181,15 +5576,20 @@ pub unsafe extern "system" fn vkCmdSetViewportWScalingNV(
         viewport_count,
         p_viewport_w_scalings,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetViewportWScalingNV, 0, |e| {
-        vkstream::encode::vkCmdSetViewportWScalingNV(
-            e,
-            command_buffer,
-            first_viewport,
-            viewport_count,
-            p_viewport_w_scalings,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetViewportWScalingNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetViewportWScalingNV(
+                e,
+                command_buffer,
+                first_viewport,
+                viewport_count,
+                p_viewport_w_scalings,
+            )
+        },
+    );
     r
 }
 
@@ -5387,15 +5787,20 @@ pub unsafe extern "system" fn vkCmdSetDiscardRectangleEXT(
         discard_rectangle_count,
         p_discard_rectangles,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetDiscardRectangleEXT, 0, |e| {
-        vkstream::encode::vkCmdSetDiscardRectangleEXT(
-            e,
-            command_buffer,
-            first_discard_rectangle,
-            discard_rectangle_count,
-            p_discard_rectangles,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDiscardRectangleEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetDiscardRectangleEXT(
+                e,
+                command_buffer,
+                first_discard_rectangle,
+                discard_rectangle_count,
+                p_discard_rectangles,
+            )
+        },
+    );
     r
 }
 
@@ -5449,14 +5854,19 @@ pub unsafe extern "system" fn vkCmdNextSubpass2KHR(
         return ();
     };
     let r = next(command_buffer, p_subpass_begin_info, p_subpass_end_info);
-    crate::runtime::record(vkstream::ids::vkCmdNextSubpass2KHR, 0, |e| {
-        vkstream::encode::vkCmdNextSubpass2KHR(
-            e,
-            command_buffer,
-            p_subpass_begin_info,
-            p_subpass_end_info,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdNextSubpass2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdNextSubpass2KHR(
+                e,
+                command_buffer,
+                p_subpass_begin_info,
+                p_subpass_end_info,
+            )
+        },
+    );
     r
 }
 
@@ -5469,9 +5879,12 @@ pub unsafe extern "system" fn vkCmdEndRenderPass2KHR(
         return ();
     };
     let r = next(command_buffer, p_subpass_end_info);
-    crate::runtime::record(vkstream::ids::vkCmdEndRenderPass2KHR, 0, |e| {
-        vkstream::encode::vkCmdEndRenderPass2KHR(e, command_buffer, p_subpass_end_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdEndRenderPass2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdEndRenderPass2KHR(e, command_buffer, p_subpass_end_info),
+    );
     r
 }
 
@@ -5841,9 +6254,12 @@ pub unsafe extern "system" fn vkCmdBeginDebugUtilsLabelEXT(
         return ();
     };
     let r = next(command_buffer, p_label_info);
-    crate::runtime::record(vkstream::ids::vkCmdBeginDebugUtilsLabelEXT, 0, |e| {
-        vkstream::encode::vkCmdBeginDebugUtilsLabelEXT(e, command_buffer, p_label_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBeginDebugUtilsLabelEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdBeginDebugUtilsLabelEXT(e, command_buffer, p_label_info),
+    );
     r
 }
 
@@ -5853,9 +6269,12 @@ pub unsafe extern "system" fn vkCmdEndDebugUtilsLabelEXT(command_buffer: vk::Com
         return ();
     };
     let r = next(command_buffer);
-    crate::runtime::record(vkstream::ids::vkCmdEndDebugUtilsLabelEXT, 0, |e| {
-        vkstream::encode::vkCmdEndDebugUtilsLabelEXT(e, command_buffer)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdEndDebugUtilsLabelEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdEndDebugUtilsLabelEXT(e, command_buffer),
+    );
     r
 }
 
@@ -5868,9 +6287,12 @@ pub unsafe extern "system" fn vkCmdInsertDebugUtilsLabelEXT(
         return ();
     };
     let r = next(command_buffer, p_label_info);
-    crate::runtime::record(vkstream::ids::vkCmdInsertDebugUtilsLabelEXT, 0, |e| {
-        vkstream::encode::vkCmdInsertDebugUtilsLabelEXT(e, command_buffer, p_label_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdInsertDebugUtilsLabelEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdInsertDebugUtilsLabelEXT(e, command_buffer, p_label_info),
+    );
     r
 }
 
@@ -5949,9 +6371,14 @@ pub unsafe extern "system" fn vkCmdSetSampleLocationsEXT(
         return ();
     };
     let r = next(command_buffer, p_sample_locations_info);
-    crate::runtime::record(vkstream::ids::vkCmdSetSampleLocationsEXT, 0, |e| {
-        vkstream::encode::vkCmdSetSampleLocationsEXT(e, command_buffer, p_sample_locations_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetSampleLocationsEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetSampleLocationsEXT(e, command_buffer, p_sample_locations_info)
+        },
+    );
     r
 }
 
@@ -6215,9 +6642,12 @@ pub unsafe extern "system" fn vkCmdCopyAccelerationStructureKHR(
         return ();
     };
     let r = next(command_buffer, p_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyAccelerationStructureKHR, 0, |e| {
-        vkstream::encode::vkCmdCopyAccelerationStructureKHR(e, command_buffer, p_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyAccelerationStructureKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdCopyAccelerationStructureKHR(e, command_buffer, p_info),
+    );
     r
 }
 
@@ -6230,8 +6660,9 @@ pub unsafe extern "system" fn vkCmdCopyAccelerationStructureToMemoryKHR(
         return ();
     };
     let r = next(command_buffer, p_info);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdCopyAccelerationStructureToMemoryKHR,
+        command_buffer.as_raw() as u64,
         0,
         |e| vkstream::encode::vkCmdCopyAccelerationStructureToMemoryKHR(e, command_buffer, p_info),
     );
@@ -6247,8 +6678,9 @@ pub unsafe extern "system" fn vkCmdCopyMemoryToAccelerationStructureKHR(
         return ();
     };
     let r = next(command_buffer, p_info);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdCopyMemoryToAccelerationStructureKHR,
+        command_buffer.as_raw() as u64,
         0,
         |e| vkstream::encode::vkCmdCopyMemoryToAccelerationStructureKHR(e, command_buffer, p_info),
     );
@@ -6356,19 +6788,24 @@ pub unsafe extern "system" fn vkCmdTraceRaysKHR(
         height,
         depth,
     );
-    crate::runtime::record(vkstream::ids::vkCmdTraceRaysKHR, 0, |e| {
-        vkstream::encode::vkCmdTraceRaysKHR(
-            e,
-            command_buffer,
-            p_raygen_shader_binding_table,
-            p_miss_shader_binding_table,
-            p_hit_shader_binding_table,
-            p_callable_shader_binding_table,
-            width,
-            height,
-            depth,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdTraceRaysKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdTraceRaysKHR(
+                e,
+                command_buffer,
+                p_raygen_shader_binding_table,
+                p_miss_shader_binding_table,
+                p_hit_shader_binding_table,
+                p_callable_shader_binding_table,
+                width,
+                height,
+                depth,
+            )
+        },
+    );
     r
 }
 
@@ -6509,17 +6946,22 @@ pub unsafe extern "system" fn vkCmdTraceRaysIndirectKHR(
         p_callable_shader_binding_table,
         indirect_device_address,
     );
-    crate::runtime::record(vkstream::ids::vkCmdTraceRaysIndirectKHR, 0, |e| {
-        vkstream::encode::vkCmdTraceRaysIndirectKHR(
-            e,
-            command_buffer,
-            p_raygen_shader_binding_table,
-            p_miss_shader_binding_table,
-            p_hit_shader_binding_table,
-            p_callable_shader_binding_table,
-            indirect_device_address,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdTraceRaysIndirectKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdTraceRaysIndirectKHR(
+                e,
+                command_buffer,
+                p_raygen_shader_binding_table,
+                p_miss_shader_binding_table,
+                p_hit_shader_binding_table,
+                p_callable_shader_binding_table,
+                indirect_device_address,
+            )
+        },
+    );
     r
 }
 
@@ -6560,8 +7002,9 @@ pub unsafe extern "system" fn vkCmdSetRayTracingPipelineStackSizeKHR(
         return ();
     };
     let r = next(command_buffer, pipeline_stack_size);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdSetRayTracingPipelineStackSizeKHR,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdSetRayTracingPipelineStackSizeKHR(
@@ -6762,9 +7205,19 @@ pub unsafe extern "system" fn vkCmdBindShadingRateImageNV(
         return ();
     };
     let r = next(command_buffer, image_view, image_layout);
-    crate::runtime::record(vkstream::ids::vkCmdBindShadingRateImageNV, 0, |e| {
-        vkstream::encode::vkCmdBindShadingRateImageNV(e, command_buffer, image_view, image_layout)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBindShadingRateImageNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBindShadingRateImageNV(
+                e,
+                command_buffer,
+                image_view,
+                image_layout,
+            )
+        },
+    );
     r
 }
 
@@ -6784,8 +7237,9 @@ pub unsafe extern "system" fn vkCmdSetViewportShadingRatePaletteNV(
         viewport_count,
         p_shading_rate_palettes,
     );
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdSetViewportShadingRatePaletteNV,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdSetViewportShadingRatePaletteNV(
@@ -6816,15 +7270,20 @@ pub unsafe extern "system" fn vkCmdSetCoarseSampleOrderNV(
         custom_sample_order_count,
         p_custom_sample_orders,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetCoarseSampleOrderNV, 0, |e| {
-        vkstream::encode::vkCmdSetCoarseSampleOrderNV(
-            e,
-            command_buffer,
-            sample_order_type,
-            custom_sample_order_count,
-            p_custom_sample_orders,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetCoarseSampleOrderNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetCoarseSampleOrderNV(
+                e,
+                command_buffer,
+                sample_order_type,
+                custom_sample_order_count,
+                p_custom_sample_orders,
+            )
+        },
+    );
     r
 }
 
@@ -6952,20 +7411,25 @@ pub unsafe extern "system" fn vkCmdBuildAccelerationStructureNV(
         scratch,
         scratch_offset,
     );
-    crate::runtime::record(vkstream::ids::vkCmdBuildAccelerationStructureNV, 0, |e| {
-        vkstream::encode::vkCmdBuildAccelerationStructureNV(
-            e,
-            command_buffer,
-            p_info,
-            instance_data,
-            instance_offset,
-            update,
-            dst,
-            src,
-            scratch,
-            scratch_offset,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBuildAccelerationStructureNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBuildAccelerationStructureNV(
+                e,
+                command_buffer,
+                p_info,
+                instance_data,
+                instance_offset,
+                update,
+                dst,
+                src,
+                scratch,
+                scratch_offset,
+            )
+        },
+    );
     r
 }
 
@@ -6980,9 +7444,12 @@ pub unsafe extern "system" fn vkCmdCopyAccelerationStructureNV(
         return ();
     };
     let r = next(command_buffer, dst, src, mode);
-    crate::runtime::record(vkstream::ids::vkCmdCopyAccelerationStructureNV, 0, |e| {
-        vkstream::encode::vkCmdCopyAccelerationStructureNV(e, command_buffer, dst, src, mode)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyAccelerationStructureNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdCopyAccelerationStructureNV(e, command_buffer, dst, src, mode),
+    );
     r
 }
 
@@ -7024,26 +7491,31 @@ pub unsafe extern "system" fn vkCmdTraceRaysNV(
         height,
         depth,
     );
-    crate::runtime::record(vkstream::ids::vkCmdTraceRaysNV, 0, |e| {
-        vkstream::encode::vkCmdTraceRaysNV(
-            e,
-            command_buffer,
-            raygen_shader_binding_table_buffer,
-            raygen_shader_binding_offset,
-            miss_shader_binding_table_buffer,
-            miss_shader_binding_offset,
-            miss_shader_binding_stride,
-            hit_shader_binding_table_buffer,
-            hit_shader_binding_offset,
-            hit_shader_binding_stride,
-            callable_shader_binding_table_buffer,
-            callable_shader_binding_offset,
-            callable_shader_binding_stride,
-            width,
-            height,
-            depth,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdTraceRaysNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdTraceRaysNV(
+                e,
+                command_buffer,
+                raygen_shader_binding_table_buffer,
+                raygen_shader_binding_offset,
+                miss_shader_binding_table_buffer,
+                miss_shader_binding_offset,
+                miss_shader_binding_stride,
+                hit_shader_binding_table_buffer,
+                hit_shader_binding_offset,
+                hit_shader_binding_stride,
+                callable_shader_binding_table_buffer,
+                callable_shader_binding_offset,
+                callable_shader_binding_stride,
+                width,
+                height,
+                depth,
+            )
+        },
+    );
     r
 }
 
@@ -7170,8 +7642,9 @@ pub unsafe extern "system" fn vkCmdWriteAccelerationStructuresPropertiesNV(
         query_pool,
         first_query,
     );
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdWriteAccelerationStructuresPropertiesNV,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdWriteAccelerationStructuresPropertiesNV(
@@ -7242,18 +7715,23 @@ pub unsafe extern "system" fn vkCmdDrawIndirectCountKHR(
         max_draw_count,
         stride,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDrawIndirectCountKHR, 0, |e| {
-        vkstream::encode::vkCmdDrawIndirectCountKHR(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            count_buffer,
-            count_buffer_offset,
-            max_draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawIndirectCountKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawIndirectCountKHR(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                count_buffer,
+                count_buffer_offset,
+                max_draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -7279,18 +7757,23 @@ pub unsafe extern "system" fn vkCmdDrawIndexedIndirectCountKHR(
         max_draw_count,
         stride,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDrawIndexedIndirectCountKHR, 0, |e| {
-        vkstream::encode::vkCmdDrawIndexedIndirectCountKHR(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            count_buffer,
-            count_buffer_offset,
-            max_draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawIndexedIndirectCountKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawIndexedIndirectCountKHR(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                count_buffer,
+                count_buffer_offset,
+                max_draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -7344,16 +7827,21 @@ pub unsafe extern "system" fn vkCmdWriteBufferMarkerAMD(
         dst_offset,
         marker,
     );
-    crate::runtime::record(vkstream::ids::vkCmdWriteBufferMarkerAMD, 0, |e| {
-        vkstream::encode::vkCmdWriteBufferMarkerAMD(
-            e,
-            command_buffer,
-            pipeline_stage,
-            dst_buffer,
-            dst_offset,
-            marker,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdWriteBufferMarkerAMD,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdWriteBufferMarkerAMD(
+                e,
+                command_buffer,
+                pipeline_stage,
+                dst_buffer,
+                dst_offset,
+                marker,
+            )
+        },
+    );
     r
 }
 
@@ -7392,9 +7880,12 @@ pub unsafe extern "system" fn vkCmdDrawMeshTasksNV(
         return ();
     };
     let r = next(command_buffer, task_count, first_task);
-    crate::runtime::record(vkstream::ids::vkCmdDrawMeshTasksNV, 0, |e| {
-        vkstream::encode::vkCmdDrawMeshTasksNV(e, command_buffer, task_count, first_task)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawMeshTasksNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdDrawMeshTasksNV(e, command_buffer, task_count, first_task),
+    );
     r
 }
 
@@ -7410,16 +7901,21 @@ pub unsafe extern "system" fn vkCmdDrawMeshTasksIndirectNV(
         return ();
     };
     let r = next(command_buffer, buffer, offset, draw_count, stride);
-    crate::runtime::record(vkstream::ids::vkCmdDrawMeshTasksIndirectNV, 0, |e| {
-        vkstream::encode::vkCmdDrawMeshTasksIndirectNV(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawMeshTasksIndirectNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawMeshTasksIndirectNV(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -7445,18 +7941,23 @@ pub unsafe extern "system" fn vkCmdDrawMeshTasksIndirectCountNV(
         max_draw_count,
         stride,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDrawMeshTasksIndirectCountNV, 0, |e| {
-        vkstream::encode::vkCmdDrawMeshTasksIndirectCountNV(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            count_buffer,
-            count_buffer_offset,
-            max_draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawMeshTasksIndirectCountNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawMeshTasksIndirectCountNV(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                count_buffer,
+                count_buffer_offset,
+                max_draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -7476,15 +7977,20 @@ pub unsafe extern "system" fn vkCmdSetExclusiveScissorNV(
         exclusive_scissor_count,
         p_exclusive_scissors,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetExclusiveScissorNV, 0, |e| {
-        vkstream::encode::vkCmdSetExclusiveScissorNV(
-            e,
-            command_buffer,
-            first_exclusive_scissor,
-            exclusive_scissor_count,
-            p_exclusive_scissors,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetExclusiveScissorNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetExclusiveScissorNV(
+                e,
+                command_buffer,
+                first_exclusive_scissor,
+                exclusive_scissor_count,
+                p_exclusive_scissors,
+            )
+        },
+    );
     r
 }
 
@@ -7497,9 +8003,12 @@ pub unsafe extern "system" fn vkCmdSetCheckpointNV(
         return ();
     };
     let r = next(command_buffer, p_checkpoint_marker);
-    crate::runtime::record(vkstream::ids::vkCmdSetCheckpointNV, 0, |e| {
-        vkstream::encode::vkCmdSetCheckpointNV(e, command_buffer, p_checkpoint_marker)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetCheckpointNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetCheckpointNV(e, command_buffer, p_checkpoint_marker),
+    );
     r
 }
 
@@ -7577,8 +8086,9 @@ pub unsafe extern "system" fn vkCmdSetPerformanceMarkerINTEL(
         return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
     };
     let r = next(command_buffer, p_marker_info);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdSetPerformanceMarkerINTEL,
+        command_buffer.as_raw() as u64,
         r.as_raw(),
         |e| vkstream::encode::vkCmdSetPerformanceMarkerINTEL(e, command_buffer, p_marker_info),
     );
@@ -7594,8 +8104,9 @@ pub unsafe extern "system" fn vkCmdSetPerformanceStreamMarkerINTEL(
         return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
     };
     let r = next(command_buffer, p_marker_info);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdSetPerformanceStreamMarkerINTEL,
+        command_buffer.as_raw() as u64,
         r.as_raw(),
         |e| {
             vkstream::encode::vkCmdSetPerformanceStreamMarkerINTEL(e, command_buffer, p_marker_info)
@@ -7613,8 +8124,9 @@ pub unsafe extern "system" fn vkCmdSetPerformanceOverrideINTEL(
         return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
     };
     let r = next(command_buffer, p_override_info);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdSetPerformanceOverrideINTEL,
+        command_buffer.as_raw() as u64,
         r.as_raw(),
         |e| vkstream::encode::vkCmdSetPerformanceOverrideINTEL(e, command_buffer, p_override_info),
     );
@@ -7753,14 +8265,19 @@ pub unsafe extern "system" fn vkCmdSetFragmentShadingRateKHR(
         return ();
     };
     let r = next(command_buffer, p_fragment_size, combiner_ops);
-    crate::runtime::record(vkstream::ids::vkCmdSetFragmentShadingRateKHR, 0, |e| {
-        vkstream::encode::vkCmdSetFragmentShadingRateKHR(
-            e,
-            command_buffer,
-            p_fragment_size,
-            combiner_ops,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetFragmentShadingRateKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetFragmentShadingRateKHR(
+                e,
+                command_buffer,
+                p_fragment_size,
+                combiner_ops,
+            )
+        },
+    );
     r
 }
 
@@ -7951,14 +8468,19 @@ pub unsafe extern "system" fn vkCmdSetLineStippleEXT(
         return ();
     };
     let r = next(command_buffer, line_stipple_factor, line_stipple_pattern);
-    crate::runtime::record(vkstream::ids::vkCmdSetLineStippleEXT, 0, |e| {
-        vkstream::encode::vkCmdSetLineStippleEXT(
-            e,
-            command_buffer,
-            line_stipple_factor,
-            line_stipple_pattern,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetLineStippleEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetLineStippleEXT(
+                e,
+                command_buffer,
+                line_stipple_factor,
+                line_stipple_pattern,
+            )
+        },
+    );
     r
 }
 
@@ -7971,9 +8493,12 @@ pub unsafe extern "system" fn vkCmdSetCullModeEXT(
         return ();
     };
     let r = next(command_buffer, cull_mode);
-    crate::runtime::record(vkstream::ids::vkCmdSetCullModeEXT, 0, |e| {
-        vkstream::encode::vkCmdSetCullModeEXT(e, command_buffer, cull_mode)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetCullModeEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetCullModeEXT(e, command_buffer, cull_mode),
+    );
     r
 }
 
@@ -7986,9 +8511,12 @@ pub unsafe extern "system" fn vkCmdSetFrontFaceEXT(
         return ();
     };
     let r = next(command_buffer, front_face);
-    crate::runtime::record(vkstream::ids::vkCmdSetFrontFaceEXT, 0, |e| {
-        vkstream::encode::vkCmdSetFrontFaceEXT(e, command_buffer, front_face)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetFrontFaceEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetFrontFaceEXT(e, command_buffer, front_face),
+    );
     r
 }
 
@@ -8001,9 +8529,12 @@ pub unsafe extern "system" fn vkCmdSetPrimitiveTopologyEXT(
         return ();
     };
     let r = next(command_buffer, primitive_topology);
-    crate::runtime::record(vkstream::ids::vkCmdSetPrimitiveTopologyEXT, 0, |e| {
-        vkstream::encode::vkCmdSetPrimitiveTopologyEXT(e, command_buffer, primitive_topology)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetPrimitiveTopologyEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetPrimitiveTopologyEXT(e, command_buffer, primitive_topology),
+    );
     r
 }
 
@@ -8017,14 +8548,19 @@ pub unsafe extern "system" fn vkCmdSetViewportWithCountEXT(
         return ();
     };
     let r = next(command_buffer, viewport_count, p_viewports);
-    crate::runtime::record(vkstream::ids::vkCmdSetViewportWithCountEXT, 0, |e| {
-        vkstream::encode::vkCmdSetViewportWithCountEXT(
-            e,
-            command_buffer,
-            viewport_count,
-            p_viewports,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetViewportWithCountEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetViewportWithCountEXT(
+                e,
+                command_buffer,
+                viewport_count,
+                p_viewports,
+            )
+        },
+    );
     r
 }
 
@@ -8038,9 +8574,19 @@ pub unsafe extern "system" fn vkCmdSetScissorWithCountEXT(
         return ();
     };
     let r = next(command_buffer, scissor_count, p_scissors);
-    crate::runtime::record(vkstream::ids::vkCmdSetScissorWithCountEXT, 0, |e| {
-        vkstream::encode::vkCmdSetScissorWithCountEXT(e, command_buffer, scissor_count, p_scissors)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetScissorWithCountEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetScissorWithCountEXT(
+                e,
+                command_buffer,
+                scissor_count,
+                p_scissors,
+            )
+        },
+    );
     r
 }
 
@@ -8066,18 +8612,23 @@ pub unsafe extern "system" fn vkCmdBindVertexBuffers2EXT(
         p_sizes,
         p_strides,
     );
-    crate::runtime::record(vkstream::ids::vkCmdBindVertexBuffers2EXT, 0, |e| {
-        vkstream::encode::vkCmdBindVertexBuffers2EXT(
-            e,
-            command_buffer,
-            first_binding,
-            binding_count,
-            p_buffers,
-            p_offsets,
-            p_sizes,
-            p_strides,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBindVertexBuffers2EXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBindVertexBuffers2EXT(
+                e,
+                command_buffer,
+                first_binding,
+                binding_count,
+                p_buffers,
+                p_offsets,
+                p_sizes,
+                p_strides,
+            )
+        },
+    );
     r
 }
 
@@ -8090,9 +8641,12 @@ pub unsafe extern "system" fn vkCmdSetDepthTestEnableEXT(
         return ();
     };
     let r = next(command_buffer, depth_test_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthTestEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetDepthTestEnableEXT(e, command_buffer, depth_test_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthTestEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDepthTestEnableEXT(e, command_buffer, depth_test_enable),
+    );
     r
 }
 
@@ -8105,9 +8659,12 @@ pub unsafe extern "system" fn vkCmdSetDepthWriteEnableEXT(
         return ();
     };
     let r = next(command_buffer, depth_write_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthWriteEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetDepthWriteEnableEXT(e, command_buffer, depth_write_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthWriteEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDepthWriteEnableEXT(e, command_buffer, depth_write_enable),
+    );
     r
 }
 
@@ -8120,9 +8677,12 @@ pub unsafe extern "system" fn vkCmdSetDepthCompareOpEXT(
         return ();
     };
     let r = next(command_buffer, depth_compare_op);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthCompareOpEXT, 0, |e| {
-        vkstream::encode::vkCmdSetDepthCompareOpEXT(e, command_buffer, depth_compare_op)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthCompareOpEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDepthCompareOpEXT(e, command_buffer, depth_compare_op),
+    );
     r
 }
 
@@ -8135,13 +8695,18 @@ pub unsafe extern "system" fn vkCmdSetDepthBoundsTestEnableEXT(
         return ();
     };
     let r = next(command_buffer, depth_bounds_test_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthBoundsTestEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetDepthBoundsTestEnableEXT(
-            e,
-            command_buffer,
-            depth_bounds_test_enable,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthBoundsTestEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetDepthBoundsTestEnableEXT(
+                e,
+                command_buffer,
+                depth_bounds_test_enable,
+            )
+        },
+    );
     r
 }
 
@@ -8154,9 +8719,12 @@ pub unsafe extern "system" fn vkCmdSetStencilTestEnableEXT(
         return ();
     };
     let r = next(command_buffer, stencil_test_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetStencilTestEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetStencilTestEnableEXT(e, command_buffer, stencil_test_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetStencilTestEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetStencilTestEnableEXT(e, command_buffer, stencil_test_enable),
+    );
     r
 }
 
@@ -8180,17 +8748,22 @@ pub unsafe extern "system" fn vkCmdSetStencilOpEXT(
         depth_fail_op,
         compare_op,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetStencilOpEXT, 0, |e| {
-        vkstream::encode::vkCmdSetStencilOpEXT(
-            e,
-            command_buffer,
-            face_mask,
-            fail_op,
-            pass_op,
-            depth_fail_op,
-            compare_op,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetStencilOpEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetStencilOpEXT(
+                e,
+                command_buffer,
+                face_mask,
+                fail_op,
+                pass_op,
+                depth_fail_op,
+                compare_op,
+            )
+        },
+    );
     r
 }
 
@@ -8421,13 +8994,18 @@ pub unsafe extern "system" fn vkCmdPreprocessGeneratedCommandsNV(
         return ();
     };
     let r = next(command_buffer, p_generated_commands_info);
-    crate::runtime::record(vkstream::ids::vkCmdPreprocessGeneratedCommandsNV, 0, |e| {
-        vkstream::encode::vkCmdPreprocessGeneratedCommandsNV(
-            e,
-            command_buffer,
-            p_generated_commands_info,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdPreprocessGeneratedCommandsNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdPreprocessGeneratedCommandsNV(
+                e,
+                command_buffer,
+                p_generated_commands_info,
+            )
+        },
+    );
     r
 }
 
@@ -8441,14 +9019,19 @@ pub unsafe extern "system" fn vkCmdExecuteGeneratedCommandsNV(
         return ();
     };
     let r = next(command_buffer, is_preprocessed, p_generated_commands_info);
-    crate::runtime::record(vkstream::ids::vkCmdExecuteGeneratedCommandsNV, 0, |e| {
-        vkstream::encode::vkCmdExecuteGeneratedCommandsNV(
-            e,
-            command_buffer,
-            is_preprocessed,
-            p_generated_commands_info,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdExecuteGeneratedCommandsNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdExecuteGeneratedCommandsNV(
+                e,
+                command_buffer,
+                is_preprocessed,
+                p_generated_commands_info,
+            )
+        },
+    );
     r
 }
 
@@ -8463,15 +9046,20 @@ pub unsafe extern "system" fn vkCmdBindPipelineShaderGroupNV(
         return ();
     };
     let r = next(command_buffer, pipeline_bind_point, pipeline, group_index);
-    crate::runtime::record(vkstream::ids::vkCmdBindPipelineShaderGroupNV, 0, |e| {
-        vkstream::encode::vkCmdBindPipelineShaderGroupNV(
-            e,
-            command_buffer,
-            pipeline_bind_point,
-            pipeline,
-            group_index,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBindPipelineShaderGroupNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBindPipelineShaderGroupNV(
+                e,
+                command_buffer,
+                pipeline_bind_point,
+                pipeline,
+                group_index,
+            )
+        },
+    );
     r
 }
 
@@ -8666,9 +9254,12 @@ pub unsafe extern "system" fn vkCmdSetEvent2KHR(
         return ();
     };
     let r = next(command_buffer, event, p_dependency_info);
-    crate::runtime::record(vkstream::ids::vkCmdSetEvent2KHR, 0, |e| {
-        vkstream::encode::vkCmdSetEvent2KHR(e, command_buffer, event, p_dependency_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetEvent2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetEvent2KHR(e, command_buffer, event, p_dependency_info),
+    );
     r
 }
 
@@ -8682,9 +9273,12 @@ pub unsafe extern "system" fn vkCmdResetEvent2KHR(
         return ();
     };
     let r = next(command_buffer, event, stage_mask);
-    crate::runtime::record(vkstream::ids::vkCmdResetEvent2KHR, 0, |e| {
-        vkstream::encode::vkCmdResetEvent2KHR(e, command_buffer, event, stage_mask)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdResetEvent2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdResetEvent2KHR(e, command_buffer, event, stage_mask),
+    );
     r
 }
 
@@ -8699,15 +9293,20 @@ pub unsafe extern "system" fn vkCmdWaitEvents2KHR(
         return ();
     };
     let r = next(command_buffer, event_count, p_events, p_dependency_infos);
-    crate::runtime::record(vkstream::ids::vkCmdWaitEvents2KHR, 0, |e| {
-        vkstream::encode::vkCmdWaitEvents2KHR(
-            e,
-            command_buffer,
-            event_count,
-            p_events,
-            p_dependency_infos,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdWaitEvents2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdWaitEvents2KHR(
+                e,
+                command_buffer,
+                event_count,
+                p_events,
+                p_dependency_infos,
+            )
+        },
+    );
     r
 }
 
@@ -8720,9 +9319,12 @@ pub unsafe extern "system" fn vkCmdPipelineBarrier2KHR(
         return ();
     };
     let r = next(command_buffer, p_dependency_info);
-    crate::runtime::record(vkstream::ids::vkCmdPipelineBarrier2KHR, 0, |e| {
-        vkstream::encode::vkCmdPipelineBarrier2KHR(e, command_buffer, p_dependency_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdPipelineBarrier2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdPipelineBarrier2KHR(e, command_buffer, p_dependency_info),
+    );
     r
 }
 
@@ -8738,16 +9340,21 @@ pub unsafe extern "system" fn vkCmdWriteBufferMarker2AMD(
         return ();
     };
     let r = next(command_buffer, stage, dst_buffer, dst_offset, marker);
-    crate::runtime::record(vkstream::ids::vkCmdWriteBufferMarker2AMD, 0, |e| {
-        vkstream::encode::vkCmdWriteBufferMarker2AMD(
-            e,
-            command_buffer,
-            stage,
-            dst_buffer,
-            dst_offset,
-            marker,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdWriteBufferMarker2AMD,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdWriteBufferMarker2AMD(
+                e,
+                command_buffer,
+                stage,
+                dst_buffer,
+                dst_offset,
+                marker,
+            )
+        },
+    );
     r
 }
 
@@ -8838,14 +9445,19 @@ pub unsafe extern "system" fn vkCmdBindDescriptorBuffersEXT(
         return ();
     };
     let r = next(command_buffer, buffer_count, p_binding_infos);
-    crate::runtime::record(vkstream::ids::vkCmdBindDescriptorBuffersEXT, 0, |e| {
-        vkstream::encode::vkCmdBindDescriptorBuffersEXT(
-            e,
-            command_buffer,
-            buffer_count,
-            p_binding_infos,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBindDescriptorBuffersEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBindDescriptorBuffersEXT(
+                e,
+                command_buffer,
+                buffer_count,
+                p_binding_infos,
+            )
+        },
+    );
     r
 }
 
@@ -8871,18 +9483,23 @@ pub unsafe extern "system" fn vkCmdSetDescriptorBufferOffsetsEXT(
         p_buffer_indices,
         p_offsets,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetDescriptorBufferOffsetsEXT, 0, |e| {
-        vkstream::encode::vkCmdSetDescriptorBufferOffsetsEXT(
-            e,
-            command_buffer,
-            pipeline_bind_point,
-            layout,
-            first_set,
-            set_count,
-            p_buffer_indices,
-            p_offsets,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDescriptorBufferOffsetsEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetDescriptorBufferOffsetsEXT(
+                e,
+                command_buffer,
+                pipeline_bind_point,
+                layout,
+                first_set,
+                set_count,
+                p_buffer_indices,
+                p_offsets,
+            )
+        },
+    );
     r
 }
 
@@ -8897,8 +9514,9 @@ pub unsafe extern "system" fn vkCmdBindDescriptorBufferEmbeddedSamplersEXT(
         return ();
     };
     let r = next(command_buffer, pipeline_bind_point, layout, set);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdBindDescriptorBufferEmbeddedSamplersEXT,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdBindDescriptorBufferEmbeddedSamplersEXT(
@@ -9021,14 +9639,19 @@ pub unsafe extern "system" fn vkCmdSetFragmentShadingRateEnumNV(
         return ();
     };
     let r = next(command_buffer, shading_rate, combiner_ops);
-    crate::runtime::record(vkstream::ids::vkCmdSetFragmentShadingRateEnumNV, 0, |e| {
-        vkstream::encode::vkCmdSetFragmentShadingRateEnumNV(
-            e,
-            command_buffer,
-            shading_rate,
-            combiner_ops,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetFragmentShadingRateEnumNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetFragmentShadingRateEnumNV(
+                e,
+                command_buffer,
+                shading_rate,
+                combiner_ops,
+            )
+        },
+    );
     r
 }
 
@@ -9043,15 +9666,20 @@ pub unsafe extern "system" fn vkCmdDrawMeshTasksEXT(
         return ();
     };
     let r = next(command_buffer, group_count_x, group_count_y, group_count_z);
-    crate::runtime::record(vkstream::ids::vkCmdDrawMeshTasksEXT, 0, |e| {
-        vkstream::encode::vkCmdDrawMeshTasksEXT(
-            e,
-            command_buffer,
-            group_count_x,
-            group_count_y,
-            group_count_z,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawMeshTasksEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawMeshTasksEXT(
+                e,
+                command_buffer,
+                group_count_x,
+                group_count_y,
+                group_count_z,
+            )
+        },
+    );
     r
 }
 
@@ -9067,16 +9695,21 @@ pub unsafe extern "system" fn vkCmdDrawMeshTasksIndirectEXT(
         return ();
     };
     let r = next(command_buffer, buffer, offset, draw_count, stride);
-    crate::runtime::record(vkstream::ids::vkCmdDrawMeshTasksIndirectEXT, 0, |e| {
-        vkstream::encode::vkCmdDrawMeshTasksIndirectEXT(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawMeshTasksIndirectEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawMeshTasksIndirectEXT(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -9102,18 +9735,23 @@ pub unsafe extern "system" fn vkCmdDrawMeshTasksIndirectCountEXT(
         max_draw_count,
         stride,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDrawMeshTasksIndirectCountEXT, 0, |e| {
-        vkstream::encode::vkCmdDrawMeshTasksIndirectCountEXT(
-            e,
-            command_buffer,
-            buffer,
-            offset,
-            count_buffer,
-            count_buffer_offset,
-            max_draw_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawMeshTasksIndirectCountEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawMeshTasksIndirectCountEXT(
+                e,
+                command_buffer,
+                buffer,
+                offset,
+                count_buffer,
+                count_buffer_offset,
+                max_draw_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -9126,9 +9764,12 @@ pub unsafe extern "system" fn vkCmdCopyBuffer2KHR(
         return ();
     };
     let r = next(command_buffer, p_copy_buffer_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyBuffer2KHR, 0, |e| {
-        vkstream::encode::vkCmdCopyBuffer2KHR(e, command_buffer, p_copy_buffer_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyBuffer2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdCopyBuffer2KHR(e, command_buffer, p_copy_buffer_info),
+    );
     r
 }
 
@@ -9141,9 +9782,12 @@ pub unsafe extern "system" fn vkCmdCopyImage2KHR(
         return ();
     };
     let r = next(command_buffer, p_copy_image_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyImage2KHR, 0, |e| {
-        vkstream::encode::vkCmdCopyImage2KHR(e, command_buffer, p_copy_image_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyImage2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdCopyImage2KHR(e, command_buffer, p_copy_image_info),
+    );
     r
 }
 
@@ -9156,9 +9800,18 @@ pub unsafe extern "system" fn vkCmdCopyBufferToImage2KHR(
         return ();
     };
     let r = next(command_buffer, p_copy_buffer_to_image_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyBufferToImage2KHR, 0, |e| {
-        vkstream::encode::vkCmdCopyBufferToImage2KHR(e, command_buffer, p_copy_buffer_to_image_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyBufferToImage2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdCopyBufferToImage2KHR(
+                e,
+                command_buffer,
+                p_copy_buffer_to_image_info,
+            )
+        },
+    );
     r
 }
 
@@ -9171,9 +9824,18 @@ pub unsafe extern "system" fn vkCmdCopyImageToBuffer2KHR(
         return ();
     };
     let r = next(command_buffer, p_copy_image_to_buffer_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyImageToBuffer2KHR, 0, |e| {
-        vkstream::encode::vkCmdCopyImageToBuffer2KHR(e, command_buffer, p_copy_image_to_buffer_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyImageToBuffer2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdCopyImageToBuffer2KHR(
+                e,
+                command_buffer,
+                p_copy_image_to_buffer_info,
+            )
+        },
+    );
     r
 }
 
@@ -9186,9 +9848,12 @@ pub unsafe extern "system" fn vkCmdBlitImage2KHR(
         return ();
     };
     let r = next(command_buffer, p_blit_image_info);
-    crate::runtime::record(vkstream::ids::vkCmdBlitImage2KHR, 0, |e| {
-        vkstream::encode::vkCmdBlitImage2KHR(e, command_buffer, p_blit_image_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBlitImage2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdBlitImage2KHR(e, command_buffer, p_blit_image_info),
+    );
     r
 }
 
@@ -9201,9 +9866,12 @@ pub unsafe extern "system" fn vkCmdResolveImage2KHR(
         return ();
     };
     let r = next(command_buffer, p_resolve_image_info);
-    crate::runtime::record(vkstream::ids::vkCmdResolveImage2KHR, 0, |e| {
-        vkstream::encode::vkCmdResolveImage2KHR(e, command_buffer, p_resolve_image_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdResolveImage2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdResolveImage2KHR(e, command_buffer, p_resolve_image_info),
+    );
     r
 }
 
@@ -9258,16 +9926,21 @@ pub unsafe extern "system" fn vkCmdSetVertexInputEXT(
         vertex_attribute_description_count,
         p_vertex_attribute_descriptions,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetVertexInputEXT, 0, |e| {
-        vkstream::encode::vkCmdSetVertexInputEXT(
-            e,
-            command_buffer,
-            vertex_binding_description_count,
-            p_vertex_binding_descriptions,
-            vertex_attribute_description_count,
-            p_vertex_attribute_descriptions,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetVertexInputEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetVertexInputEXT(
+                e,
+                command_buffer,
+                vertex_binding_description_count,
+                p_vertex_binding_descriptions,
+                vertex_attribute_description_count,
+                p_vertex_attribute_descriptions,
+            )
+        },
+    );
     r
 }
 
@@ -9302,9 +9975,12 @@ pub unsafe extern "system" fn vkCmdSubpassShadingHUAWEI(command_buffer: vk::Comm
         return ();
     };
     let r = next(command_buffer);
-    crate::runtime::record(vkstream::ids::vkCmdSubpassShadingHUAWEI, 0, |e| {
-        vkstream::encode::vkCmdSubpassShadingHUAWEI(e, command_buffer)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSubpassShadingHUAWEI,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSubpassShadingHUAWEI(e, command_buffer),
+    );
     r
 }
 
@@ -9318,9 +9994,19 @@ pub unsafe extern "system" fn vkCmdBindInvocationMaskHUAWEI(
         return ();
     };
     let r = next(command_buffer, image_view, image_layout);
-    crate::runtime::record(vkstream::ids::vkCmdBindInvocationMaskHUAWEI, 0, |e| {
-        vkstream::encode::vkCmdBindInvocationMaskHUAWEI(e, command_buffer, image_view, image_layout)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBindInvocationMaskHUAWEI,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBindInvocationMaskHUAWEI(
+                e,
+                command_buffer,
+                image_view,
+                image_layout,
+            )
+        },
+    );
     r
 }
 
@@ -9354,9 +10040,14 @@ pub unsafe extern "system" fn vkCmdSetPatchControlPointsEXT(
         return ();
     };
     let r = next(command_buffer, patch_control_points);
-    crate::runtime::record(vkstream::ids::vkCmdSetPatchControlPointsEXT, 0, |e| {
-        vkstream::encode::vkCmdSetPatchControlPointsEXT(e, command_buffer, patch_control_points)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetPatchControlPointsEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetPatchControlPointsEXT(e, command_buffer, patch_control_points)
+        },
+    );
     r
 }
 
@@ -9369,13 +10060,18 @@ pub unsafe extern "system" fn vkCmdSetRasterizerDiscardEnableEXT(
         return ();
     };
     let r = next(command_buffer, rasterizer_discard_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetRasterizerDiscardEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetRasterizerDiscardEnableEXT(
-            e,
-            command_buffer,
-            rasterizer_discard_enable,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetRasterizerDiscardEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetRasterizerDiscardEnableEXT(
+                e,
+                command_buffer,
+                rasterizer_discard_enable,
+            )
+        },
+    );
     r
 }
 
@@ -9388,9 +10084,12 @@ pub unsafe extern "system" fn vkCmdSetDepthBiasEnableEXT(
         return ();
     };
     let r = next(command_buffer, depth_bias_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthBiasEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetDepthBiasEnableEXT(e, command_buffer, depth_bias_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthBiasEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDepthBiasEnableEXT(e, command_buffer, depth_bias_enable),
+    );
     r
 }
 
@@ -9403,9 +10102,12 @@ pub unsafe extern "system" fn vkCmdSetLogicOpEXT(
         return ();
     };
     let r = next(command_buffer, logic_op);
-    crate::runtime::record(vkstream::ids::vkCmdSetLogicOpEXT, 0, |e| {
-        vkstream::encode::vkCmdSetLogicOpEXT(e, command_buffer, logic_op)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetLogicOpEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetLogicOpEXT(e, command_buffer, logic_op),
+    );
     r
 }
 
@@ -9418,13 +10120,18 @@ pub unsafe extern "system" fn vkCmdSetPrimitiveRestartEnableEXT(
         return ();
     };
     let r = next(command_buffer, primitive_restart_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetPrimitiveRestartEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetPrimitiveRestartEnableEXT(
-            e,
-            command_buffer,
-            primitive_restart_enable,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetPrimitiveRestartEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetPrimitiveRestartEnableEXT(
+                e,
+                command_buffer,
+                primitive_restart_enable,
+            )
+        },
+    );
     r
 }
 
@@ -9438,14 +10145,19 @@ pub unsafe extern "system" fn vkCmdSetColorWriteEnableEXT(
         return ();
     };
     let r = next(command_buffer, attachment_count, p_color_write_enables);
-    crate::runtime::record(vkstream::ids::vkCmdSetColorWriteEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetColorWriteEnableEXT(
-            e,
-            command_buffer,
-            attachment_count,
-            p_color_write_enables,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetColorWriteEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetColorWriteEnableEXT(
+                e,
+                command_buffer,
+                attachment_count,
+                p_color_write_enables,
+            )
+        },
+    );
     r
 }
 
@@ -9458,9 +10170,14 @@ pub unsafe extern "system" fn vkCmdTraceRaysIndirect2KHR(
         return ();
     };
     let r = next(command_buffer, indirect_device_address);
-    crate::runtime::record(vkstream::ids::vkCmdTraceRaysIndirect2KHR, 0, |e| {
-        vkstream::encode::vkCmdTraceRaysIndirect2KHR(e, command_buffer, indirect_device_address)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdTraceRaysIndirect2KHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdTraceRaysIndirect2KHR(e, command_buffer, indirect_device_address)
+        },
+    );
     r
 }
 
@@ -9507,9 +10224,12 @@ pub unsafe extern "system" fn vkCmdBuildMicromapsEXT(
         return ();
     };
     let r = next(command_buffer, info_count, p_infos);
-    crate::runtime::record(vkstream::ids::vkCmdBuildMicromapsEXT, 0, |e| {
-        vkstream::encode::vkCmdBuildMicromapsEXT(e, command_buffer, info_count, p_infos)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBuildMicromapsEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdBuildMicromapsEXT(e, command_buffer, info_count, p_infos),
+    );
     r
 }
 
@@ -9628,9 +10348,12 @@ pub unsafe extern "system" fn vkCmdCopyMicromapEXT(
         return ();
     };
     let r = next(command_buffer, p_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyMicromapEXT, 0, |e| {
-        vkstream::encode::vkCmdCopyMicromapEXT(e, command_buffer, p_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyMicromapEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdCopyMicromapEXT(e, command_buffer, p_info),
+    );
     r
 }
 
@@ -9643,9 +10366,12 @@ pub unsafe extern "system" fn vkCmdCopyMicromapToMemoryEXT(
         return ();
     };
     let r = next(command_buffer, p_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyMicromapToMemoryEXT, 0, |e| {
-        vkstream::encode::vkCmdCopyMicromapToMemoryEXT(e, command_buffer, p_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyMicromapToMemoryEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdCopyMicromapToMemoryEXT(e, command_buffer, p_info),
+    );
     r
 }
 
@@ -9658,9 +10384,12 @@ pub unsafe extern "system" fn vkCmdCopyMemoryToMicromapEXT(
         return ();
     };
     let r = next(command_buffer, p_info);
-    crate::runtime::record(vkstream::ids::vkCmdCopyMemoryToMicromapEXT, 0, |e| {
-        vkstream::encode::vkCmdCopyMemoryToMicromapEXT(e, command_buffer, p_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyMemoryToMicromapEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdCopyMemoryToMicromapEXT(e, command_buffer, p_info),
+    );
     r
 }
 
@@ -9684,17 +10413,22 @@ pub unsafe extern "system" fn vkCmdWriteMicromapsPropertiesEXT(
         query_pool,
         first_query,
     );
-    crate::runtime::record(vkstream::ids::vkCmdWriteMicromapsPropertiesEXT, 0, |e| {
-        vkstream::encode::vkCmdWriteMicromapsPropertiesEXT(
-            e,
-            command_buffer,
-            micromap_count,
-            p_micromaps,
-            query_type,
-            query_pool,
-            first_query,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdWriteMicromapsPropertiesEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdWriteMicromapsPropertiesEXT(
+                e,
+                command_buffer,
+                micromap_count,
+                p_micromaps,
+                query_type,
+                query_pool,
+                first_query,
+            )
+        },
+    );
     r
 }
 
@@ -9753,15 +10487,20 @@ pub unsafe extern "system" fn vkCmdDrawClusterHUAWEI(
         return ();
     };
     let r = next(command_buffer, group_count_x, group_count_y, group_count_z);
-    crate::runtime::record(vkstream::ids::vkCmdDrawClusterHUAWEI, 0, |e| {
-        vkstream::encode::vkCmdDrawClusterHUAWEI(
-            e,
-            command_buffer,
-            group_count_x,
-            group_count_y,
-            group_count_z,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawClusterHUAWEI,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawClusterHUAWEI(
+                e,
+                command_buffer,
+                group_count_x,
+                group_count_y,
+                group_count_z,
+            )
+        },
+    );
     r
 }
 
@@ -9775,9 +10514,12 @@ pub unsafe extern "system" fn vkCmdDrawClusterIndirectHUAWEI(
         return ();
     };
     let r = next(command_buffer, buffer, offset);
-    crate::runtime::record(vkstream::ids::vkCmdDrawClusterIndirectHUAWEI, 0, |e| {
-        vkstream::encode::vkCmdDrawClusterIndirectHUAWEI(e, command_buffer, buffer, offset)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawClusterIndirectHUAWEI,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdDrawClusterIndirectHUAWEI(e, command_buffer, buffer, offset),
+    );
     r
 }
 
@@ -9931,15 +10673,20 @@ pub unsafe extern "system" fn vkCmdCopyMemoryIndirectNV(
         return ();
     };
     let r = next(command_buffer, copy_buffer_address, copy_count, stride);
-    crate::runtime::record(vkstream::ids::vkCmdCopyMemoryIndirectNV, 0, |e| {
-        vkstream::encode::vkCmdCopyMemoryIndirectNV(
-            e,
-            command_buffer,
-            copy_buffer_address,
-            copy_count,
-            stride,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyMemoryIndirectNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdCopyMemoryIndirectNV(
+                e,
+                command_buffer,
+                copy_buffer_address,
+                copy_count,
+                stride,
+            )
+        },
+    );
     r
 }
 
@@ -9965,18 +10712,23 @@ pub unsafe extern "system" fn vkCmdCopyMemoryToImageIndirectNV(
         dst_image_layout,
         p_image_subresources,
     );
-    crate::runtime::record(vkstream::ids::vkCmdCopyMemoryToImageIndirectNV, 0, |e| {
-        vkstream::encode::vkCmdCopyMemoryToImageIndirectNV(
-            e,
-            command_buffer,
-            copy_buffer_address,
-            copy_count,
-            stride,
-            dst_image,
-            dst_image_layout,
-            p_image_subresources,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdCopyMemoryToImageIndirectNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdCopyMemoryToImageIndirectNV(
+                e,
+                command_buffer,
+                copy_buffer_address,
+                copy_count,
+                stride,
+                dst_image,
+                dst_image_layout,
+                p_image_subresources,
+            )
+        },
+    );
     r
 }
 
@@ -9994,14 +10746,19 @@ pub unsafe extern "system" fn vkCmdDecompressMemoryNV(
         decompress_region_count,
         p_decompress_memory_regions,
     );
-    crate::runtime::record(vkstream::ids::vkCmdDecompressMemoryNV, 0, |e| {
-        vkstream::encode::vkCmdDecompressMemoryNV(
-            e,
-            command_buffer,
-            decompress_region_count,
-            p_decompress_memory_regions,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDecompressMemoryNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDecompressMemoryNV(
+                e,
+                command_buffer,
+                decompress_region_count,
+                p_decompress_memory_regions,
+            )
+        },
+    );
     r
 }
 
@@ -10021,8 +10778,9 @@ pub unsafe extern "system" fn vkCmdDecompressMemoryIndirectCountNV(
         indirect_commands_count_address,
         stride,
     );
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdDecompressMemoryIndirectCountNV,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdDecompressMemoryIndirectCountNV(
@@ -10046,9 +10804,12 @@ pub unsafe extern "system" fn vkCmdSetTessellationDomainOriginEXT(
         return ();
     };
     let r = next(command_buffer, domain_origin);
-    crate::runtime::record(vkstream::ids::vkCmdSetTessellationDomainOriginEXT, 0, |e| {
-        vkstream::encode::vkCmdSetTessellationDomainOriginEXT(e, command_buffer, domain_origin)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetTessellationDomainOriginEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetTessellationDomainOriginEXT(e, command_buffer, domain_origin),
+    );
     r
 }
 
@@ -10061,9 +10822,12 @@ pub unsafe extern "system" fn vkCmdSetDepthClampEnableEXT(
         return ();
     };
     let r = next(command_buffer, depth_clamp_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthClampEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetDepthClampEnableEXT(e, command_buffer, depth_clamp_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthClampEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDepthClampEnableEXT(e, command_buffer, depth_clamp_enable),
+    );
     r
 }
 
@@ -10076,9 +10840,12 @@ pub unsafe extern "system" fn vkCmdSetPolygonModeEXT(
         return ();
     };
     let r = next(command_buffer, polygon_mode);
-    crate::runtime::record(vkstream::ids::vkCmdSetPolygonModeEXT, 0, |e| {
-        vkstream::encode::vkCmdSetPolygonModeEXT(e, command_buffer, polygon_mode)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetPolygonModeEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetPolygonModeEXT(e, command_buffer, polygon_mode),
+    );
     r
 }
 
@@ -10091,9 +10858,18 @@ pub unsafe extern "system" fn vkCmdSetRasterizationSamplesEXT(
         return ();
     };
     let r = next(command_buffer, rasterization_samples);
-    crate::runtime::record(vkstream::ids::vkCmdSetRasterizationSamplesEXT, 0, |e| {
-        vkstream::encode::vkCmdSetRasterizationSamplesEXT(e, command_buffer, rasterization_samples)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetRasterizationSamplesEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetRasterizationSamplesEXT(
+                e,
+                command_buffer,
+                rasterization_samples,
+            )
+        },
+    );
     r
 }
 
@@ -10107,9 +10883,12 @@ pub unsafe extern "system" fn vkCmdSetSampleMaskEXT(
         return ();
     };
     let r = next(command_buffer, samples, p_sample_mask);
-    crate::runtime::record(vkstream::ids::vkCmdSetSampleMaskEXT, 0, |e| {
-        vkstream::encode::vkCmdSetSampleMaskEXT(e, command_buffer, samples, p_sample_mask)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetSampleMaskEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetSampleMaskEXT(e, command_buffer, samples, p_sample_mask),
+    );
     r
 }
 
@@ -10122,13 +10901,18 @@ pub unsafe extern "system" fn vkCmdSetAlphaToCoverageEnableEXT(
         return ();
     };
     let r = next(command_buffer, alpha_to_coverage_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetAlphaToCoverageEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetAlphaToCoverageEnableEXT(
-            e,
-            command_buffer,
-            alpha_to_coverage_enable,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetAlphaToCoverageEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetAlphaToCoverageEnableEXT(
+                e,
+                command_buffer,
+                alpha_to_coverage_enable,
+            )
+        },
+    );
     r
 }
 
@@ -10141,9 +10925,12 @@ pub unsafe extern "system" fn vkCmdSetAlphaToOneEnableEXT(
         return ();
     };
     let r = next(command_buffer, alpha_to_one_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetAlphaToOneEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetAlphaToOneEnableEXT(e, command_buffer, alpha_to_one_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetAlphaToOneEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetAlphaToOneEnableEXT(e, command_buffer, alpha_to_one_enable),
+    );
     r
 }
 
@@ -10156,9 +10943,12 @@ pub unsafe extern "system" fn vkCmdSetLogicOpEnableEXT(
         return ();
     };
     let r = next(command_buffer, logic_op_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetLogicOpEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetLogicOpEnableEXT(e, command_buffer, logic_op_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetLogicOpEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetLogicOpEnableEXT(e, command_buffer, logic_op_enable),
+    );
     r
 }
 
@@ -10178,15 +10968,20 @@ pub unsafe extern "system" fn vkCmdSetColorBlendEnableEXT(
         attachment_count,
         p_color_blend_enables,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetColorBlendEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetColorBlendEnableEXT(
-            e,
-            command_buffer,
-            first_attachment,
-            attachment_count,
-            p_color_blend_enables,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetColorBlendEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetColorBlendEnableEXT(
+                e,
+                command_buffer,
+                first_attachment,
+                attachment_count,
+                p_color_blend_enables,
+            )
+        },
+    );
     r
 }
 
@@ -10206,15 +11001,20 @@ pub unsafe extern "system" fn vkCmdSetColorBlendEquationEXT(
         attachment_count,
         p_color_blend_equations,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetColorBlendEquationEXT, 0, |e| {
-        vkstream::encode::vkCmdSetColorBlendEquationEXT(
-            e,
-            command_buffer,
-            first_attachment,
-            attachment_count,
-            p_color_blend_equations,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetColorBlendEquationEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetColorBlendEquationEXT(
+                e,
+                command_buffer,
+                first_attachment,
+                attachment_count,
+                p_color_blend_equations,
+            )
+        },
+    );
     r
 }
 
@@ -10234,15 +11034,20 @@ pub unsafe extern "system" fn vkCmdSetColorWriteMaskEXT(
         attachment_count,
         p_color_write_masks,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetColorWriteMaskEXT, 0, |e| {
-        vkstream::encode::vkCmdSetColorWriteMaskEXT(
-            e,
-            command_buffer,
-            first_attachment,
-            attachment_count,
-            p_color_write_masks,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetColorWriteMaskEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetColorWriteMaskEXT(
+                e,
+                command_buffer,
+                first_attachment,
+                attachment_count,
+                p_color_write_masks,
+            )
+        },
+    );
     r
 }
 
@@ -10255,9 +11060,18 @@ pub unsafe extern "system" fn vkCmdSetRasterizationStreamEXT(
         return ();
     };
     let r = next(command_buffer, rasterization_stream);
-    crate::runtime::record(vkstream::ids::vkCmdSetRasterizationStreamEXT, 0, |e| {
-        vkstream::encode::vkCmdSetRasterizationStreamEXT(e, command_buffer, rasterization_stream)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetRasterizationStreamEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetRasterizationStreamEXT(
+                e,
+                command_buffer,
+                rasterization_stream,
+            )
+        },
+    );
     r
 }
 
@@ -10270,8 +11084,9 @@ pub unsafe extern "system" fn vkCmdSetConservativeRasterizationModeEXT(
         return ();
     };
     let r = next(command_buffer, conservative_rasterization_mode);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdSetConservativeRasterizationModeEXT,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdSetConservativeRasterizationModeEXT(
@@ -10293,8 +11108,9 @@ pub unsafe extern "system" fn vkCmdSetExtraPrimitiveOverestimationSizeEXT(
         return ();
     };
     let r = next(command_buffer, extra_primitive_overestimation_size);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdSetExtraPrimitiveOverestimationSizeEXT,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdSetExtraPrimitiveOverestimationSizeEXT(
@@ -10316,9 +11132,12 @@ pub unsafe extern "system" fn vkCmdSetDepthClipEnableEXT(
         return ();
     };
     let r = next(command_buffer, depth_clip_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetDepthClipEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetDepthClipEnableEXT(e, command_buffer, depth_clip_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetDepthClipEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetDepthClipEnableEXT(e, command_buffer, depth_clip_enable),
+    );
     r
 }
 
@@ -10331,13 +11150,18 @@ pub unsafe extern "system" fn vkCmdSetSampleLocationsEnableEXT(
         return ();
     };
     let r = next(command_buffer, sample_locations_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetSampleLocationsEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetSampleLocationsEnableEXT(
-            e,
-            command_buffer,
-            sample_locations_enable,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetSampleLocationsEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetSampleLocationsEnableEXT(
+                e,
+                command_buffer,
+                sample_locations_enable,
+            )
+        },
+    );
     r
 }
 
@@ -10357,15 +11181,20 @@ pub unsafe extern "system" fn vkCmdSetColorBlendAdvancedEXT(
         attachment_count,
         p_color_blend_advanced,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetColorBlendAdvancedEXT, 0, |e| {
-        vkstream::encode::vkCmdSetColorBlendAdvancedEXT(
-            e,
-            command_buffer,
-            first_attachment,
-            attachment_count,
-            p_color_blend_advanced,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetColorBlendAdvancedEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetColorBlendAdvancedEXT(
+                e,
+                command_buffer,
+                first_attachment,
+                attachment_count,
+                p_color_blend_advanced,
+            )
+        },
+    );
     r
 }
 
@@ -10378,9 +11207,18 @@ pub unsafe extern "system" fn vkCmdSetProvokingVertexModeEXT(
         return ();
     };
     let r = next(command_buffer, provoking_vertex_mode);
-    crate::runtime::record(vkstream::ids::vkCmdSetProvokingVertexModeEXT, 0, |e| {
-        vkstream::encode::vkCmdSetProvokingVertexModeEXT(e, command_buffer, provoking_vertex_mode)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetProvokingVertexModeEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetProvokingVertexModeEXT(
+                e,
+                command_buffer,
+                provoking_vertex_mode,
+            )
+        },
+    );
     r
 }
 
@@ -10393,13 +11231,18 @@ pub unsafe extern "system" fn vkCmdSetLineRasterizationModeEXT(
         return ();
     };
     let r = next(command_buffer, line_rasterization_mode);
-    crate::runtime::record(vkstream::ids::vkCmdSetLineRasterizationModeEXT, 0, |e| {
-        vkstream::encode::vkCmdSetLineRasterizationModeEXT(
-            e,
-            command_buffer,
-            line_rasterization_mode,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetLineRasterizationModeEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetLineRasterizationModeEXT(
+                e,
+                command_buffer,
+                line_rasterization_mode,
+            )
+        },
+    );
     r
 }
 
@@ -10412,9 +11255,12 @@ pub unsafe extern "system" fn vkCmdSetLineStippleEnableEXT(
         return ();
     };
     let r = next(command_buffer, stippled_line_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetLineStippleEnableEXT, 0, |e| {
-        vkstream::encode::vkCmdSetLineStippleEnableEXT(e, command_buffer, stippled_line_enable)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetLineStippleEnableEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdSetLineStippleEnableEXT(e, command_buffer, stippled_line_enable),
+    );
     r
 }
 
@@ -10427,8 +11273,9 @@ pub unsafe extern "system" fn vkCmdSetDepthClipNegativeOneToOneEXT(
         return ();
     };
     let r = next(command_buffer, negative_one_to_one);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdSetDepthClipNegativeOneToOneEXT,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdSetDepthClipNegativeOneToOneEXT(
@@ -10450,13 +11297,18 @@ pub unsafe extern "system" fn vkCmdSetViewportWScalingEnableNV(
         return ();
     };
     let r = next(command_buffer, viewport_w_scaling_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetViewportWScalingEnableNV, 0, |e| {
-        vkstream::encode::vkCmdSetViewportWScalingEnableNV(
-            e,
-            command_buffer,
-            viewport_w_scaling_enable,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetViewportWScalingEnableNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetViewportWScalingEnableNV(
+                e,
+                command_buffer,
+                viewport_w_scaling_enable,
+            )
+        },
+    );
     r
 }
 
@@ -10476,15 +11328,20 @@ pub unsafe extern "system" fn vkCmdSetViewportSwizzleNV(
         viewport_count,
         p_viewport_swizzles,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetViewportSwizzleNV, 0, |e| {
-        vkstream::encode::vkCmdSetViewportSwizzleNV(
-            e,
-            command_buffer,
-            first_viewport,
-            viewport_count,
-            p_viewport_swizzles,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetViewportSwizzleNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetViewportSwizzleNV(
+                e,
+                command_buffer,
+                first_viewport,
+                viewport_count,
+                p_viewport_swizzles,
+            )
+        },
+    );
     r
 }
 
@@ -10497,13 +11354,18 @@ pub unsafe extern "system" fn vkCmdSetCoverageToColorEnableNV(
         return ();
     };
     let r = next(command_buffer, coverage_to_color_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetCoverageToColorEnableNV, 0, |e| {
-        vkstream::encode::vkCmdSetCoverageToColorEnableNV(
-            e,
-            command_buffer,
-            coverage_to_color_enable,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetCoverageToColorEnableNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetCoverageToColorEnableNV(
+                e,
+                command_buffer,
+                coverage_to_color_enable,
+            )
+        },
+    );
     r
 }
 
@@ -10516,13 +11378,18 @@ pub unsafe extern "system" fn vkCmdSetCoverageToColorLocationNV(
         return ();
     };
     let r = next(command_buffer, coverage_to_color_location);
-    crate::runtime::record(vkstream::ids::vkCmdSetCoverageToColorLocationNV, 0, |e| {
-        vkstream::encode::vkCmdSetCoverageToColorLocationNV(
-            e,
-            command_buffer,
-            coverage_to_color_location,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetCoverageToColorLocationNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetCoverageToColorLocationNV(
+                e,
+                command_buffer,
+                coverage_to_color_location,
+            )
+        },
+    );
     r
 }
 
@@ -10535,13 +11402,18 @@ pub unsafe extern "system" fn vkCmdSetCoverageModulationModeNV(
         return ();
     };
     let r = next(command_buffer, coverage_modulation_mode);
-    crate::runtime::record(vkstream::ids::vkCmdSetCoverageModulationModeNV, 0, |e| {
-        vkstream::encode::vkCmdSetCoverageModulationModeNV(
-            e,
-            command_buffer,
-            coverage_modulation_mode,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetCoverageModulationModeNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetCoverageModulationModeNV(
+                e,
+                command_buffer,
+                coverage_modulation_mode,
+            )
+        },
+    );
     r
 }
 
@@ -10554,8 +11426,9 @@ pub unsafe extern "system" fn vkCmdSetCoverageModulationTableEnableNV(
         return ();
     };
     let r = next(command_buffer, coverage_modulation_table_enable);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdSetCoverageModulationTableEnableNV,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdSetCoverageModulationTableEnableNV(
@@ -10582,14 +11455,19 @@ pub unsafe extern "system" fn vkCmdSetCoverageModulationTableNV(
         coverage_modulation_table_count,
         p_coverage_modulation_table,
     );
-    crate::runtime::record(vkstream::ids::vkCmdSetCoverageModulationTableNV, 0, |e| {
-        vkstream::encode::vkCmdSetCoverageModulationTableNV(
-            e,
-            command_buffer,
-            coverage_modulation_table_count,
-            p_coverage_modulation_table,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetCoverageModulationTableNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetCoverageModulationTableNV(
+                e,
+                command_buffer,
+                coverage_modulation_table_count,
+                p_coverage_modulation_table,
+            )
+        },
+    );
     r
 }
 
@@ -10602,13 +11480,18 @@ pub unsafe extern "system" fn vkCmdSetShadingRateImageEnableNV(
         return ();
     };
     let r = next(command_buffer, shading_rate_image_enable);
-    crate::runtime::record(vkstream::ids::vkCmdSetShadingRateImageEnableNV, 0, |e| {
-        vkstream::encode::vkCmdSetShadingRateImageEnableNV(
-            e,
-            command_buffer,
-            shading_rate_image_enable,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetShadingRateImageEnableNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetShadingRateImageEnableNV(
+                e,
+                command_buffer,
+                shading_rate_image_enable,
+            )
+        },
+    );
     r
 }
 
@@ -10621,8 +11504,9 @@ pub unsafe extern "system" fn vkCmdSetRepresentativeFragmentTestEnableNV(
         return ();
     };
     let r = next(command_buffer, representative_fragment_test_enable);
-    crate::runtime::record(
+    crate::runtime::record_cmd(
         vkstream::ids::vkCmdSetRepresentativeFragmentTestEnableNV,
+        command_buffer.as_raw() as u64,
         0,
         |e| {
             vkstream::encode::vkCmdSetRepresentativeFragmentTestEnableNV(
@@ -10644,13 +11528,18 @@ pub unsafe extern "system" fn vkCmdSetCoverageReductionModeNV(
         return ();
     };
     let r = next(command_buffer, coverage_reduction_mode);
-    crate::runtime::record(vkstream::ids::vkCmdSetCoverageReductionModeNV, 0, |e| {
-        vkstream::encode::vkCmdSetCoverageReductionModeNV(
-            e,
-            command_buffer,
-            coverage_reduction_mode,
-        )
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdSetCoverageReductionModeNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdSetCoverageReductionModeNV(
+                e,
+                command_buffer,
+                coverage_reduction_mode,
+            )
+        },
+    );
     r
 }
 
@@ -10809,9 +11698,12 @@ pub unsafe extern "system" fn vkCmdOpticalFlowExecuteNV(
         return ();
     };
     let r = next(command_buffer, session, p_execute_info);
-    crate::runtime::record(vkstream::ids::vkCmdOpticalFlowExecuteNV, 0, |e| {
-        vkstream::encode::vkCmdOpticalFlowExecuteNV(e, command_buffer, session, p_execute_info)
-    });
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdOpticalFlowExecuteNV,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| vkstream::encode::vkCmdOpticalFlowExecuteNV(e, command_buffer, session, p_execute_info),
+    );
     r
 }
 
