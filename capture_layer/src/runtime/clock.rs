@@ -52,6 +52,18 @@ pub fn call_ns() -> u64 {
     now_ns()
 }
 
+/// Host time of a tracked call: the last anchor (at most about 4 ms old: the tracking thread and
+/// frame ends renew it), or CLOCK_MONOTONIC before the first. A tracked call's time is only
+/// shown for the calls a snapshot replays before the first captured frame, and reading the TSC
+/// costs hundreds of ns on VMs that trap it (the H100 box).
+#[inline]
+pub fn coarse_ns() -> u64 {
+    match HOT.anchor_ns.load(Ordering::Relaxed) {
+        0 => now_ns(),
+        ns => ns,
+    }
+}
+
 /// CLOCK_MONOTONIC, also made the fast clock's anchor when the last is 4 ms old or more: the calls
 /// after it extrapolate from here. The TSC's rate is measured against CLOCK_MONOTONIC from the
 /// first anchor on, once 20 ms apart.

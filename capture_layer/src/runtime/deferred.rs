@@ -276,7 +276,8 @@ pub(super) enum Pushed {
 
 /// Queues a call for the tracker, encoded by `encode` (false: it panicked) straight into the
 /// queue's parameter bytes, and numbers it; then, under the same lock, the query records `ops`
-/// appends for that seq (a query command's). Inlined into the call path (`record::track_call`).
+/// appends for that seq (a query command's), and a begin's light mark. Inlined into the call path
+/// (`record::track_call`).
 #[inline(always)]
 pub(super) fn push_encoded(
     thread: u32,
@@ -285,6 +286,7 @@ pub(super) fn push_encoded(
     result: i32,
     encode: impl FnOnce(&mut vkstream::Encoder) -> bool,
     ops: impl FnOnce(u64, &mut Vec<QueryOp>),
+    light: Option<u64>,
 ) -> Pushed {
     let mut q = QUEUE.lock();
     // Under the queue's lock: the snapshot clears the flag while it holds the queue.
@@ -318,6 +320,9 @@ pub(super) fn push_encoded(
     for _ in op_at..q.ops.len() {
         q.items.push(Item::Op);
     }
+    if let Some(cb) = light {
+        q.items.push(Item::Light(cb));
+    }
     after_push(q, before);
     Pushed::Queued { seq, unknown }
 }
@@ -347,19 +352,6 @@ pub(super) fn push_numbered<F: FnOnce(u64) -> Record>(make: F) -> Result<u64, F>
     q.recs.push(make(seq));
     after_push(q, before);
     Ok(seq)
-}
-
-/// Tells the tracker that the command buffer just begun on this thread is light; false when
-/// tracking has ended.
-pub(super) fn push_light(cb: u64) -> bool {
-    let mut q = QUEUE.lock();
-    if !HOT.tracking.load(Ordering::Acquire) {
-        return false;
-    }
-    let before = q.items.len();
-    q.items.push(Item::Light(cb));
-    after_push(q, before);
-    true
 }
 
 /// Queues records for the tracker under one lock; gives them all back when tracking has ended.

@@ -57,16 +57,10 @@ pub fn tracking() -> bool {
         .load(std::sync::atomic::Ordering::Acquire)
 }
 
-/// The command buffer just begun is light (see `light`): the tracker leaves its recording out of
-/// snapshots.
-pub fn mark_light(cb: u64) {
-    if !deferred::push_light(cb) {
-        // The snapshot came first: the buffer's commands go to the trace.
-        light::begin(cb, false, false);
-    }
-}
 pub use frames::{finish, frame_boundary, note_swapchain, submitted};
-pub use record::{record, record_call, record_call_ops, record_cmd, record_query_results};
+pub use record::{
+    record, record_begin, record_call, record_call_ops, record_cmd, record_query_results,
+};
 pub use statics::{
     capturing, device_data, device_table, instance_data, instance_table, live_devices,
     live_instance_count, log_once, recording, register_device, register_instance,

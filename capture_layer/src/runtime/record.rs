@@ -5,7 +5,7 @@
 //!
 //! Depends on: `statics`, `clock`, `prof`, `writer`, `trim::tracker`, `region` (one sType).
 
-use super::clock::{call_ns, thread_id};
+use super::clock::{call_ns, coarse_ns, thread_id};
 use super::deferred::Pushed;
 use super::prof;
 use super::statics::{capturing, lock_capture, recording, CaptureGuard, HOT};
@@ -104,7 +104,7 @@ pub fn record_query_results(
             fail_locked(guard, &format!("writing the trace failed: {e}"));
         }
     };
-    record_then(cmd, result, &erase(&mut encode), then, no_ops);
+    record_then(cmd, result, &erase(&mut encode), then, no_ops, None);
 }
 
 /// Records a query command's `Call` and its `QueryOp` records (one per kind, on `pool`, with the
@@ -163,6 +163,7 @@ fn record_ops_dyn(
         // Before a trimmed capture's first frame the ops go to the tracker with their call,
         // under the queue's one lock.
         |seq, host_ns, ops| ops.extend(kinds.iter().map(|k| op(seq, host_ns, k))),
+        None,
     )
 }
 
@@ -187,7 +188,28 @@ impl Encode {
 
 #[inline(never)]
 fn record_dyn(cmd: u32, result: i32, encode: &Encode) -> Option<u64> {
-    record_then(cmd, result, encode, no_then, no_ops)
+    record_then(cmd, result, encode, no_then, no_ops, None)
+}
+
+/// Records `vkBeginCommandBuffer` of `cb`; `light`: it was begun light (`light::begin`), which
+/// the tracker learns under the same queue lock as the call. A no-op unless recording.
+pub fn record_begin(
+    cb: u64,
+    light: bool,
+    result: i32,
+    encode: impl FnOnce(&mut vkstream::Encoder),
+) -> Option<u64> {
+    if !recording() {
+        return None;
+    }
+    let mut encode = Some(encode);
+    record_begin_dyn(cb, light, result, &erase(&mut encode))
+}
+
+#[inline(never)]
+fn record_begin_dyn(cb: u64, light: bool, result: i32, encode: &Encode) -> Option<u64> {
+    let cmd = vkstream::ids::vkBeginCommandBuffer;
+    record_then(cmd, result, encode, no_then, no_ops, light.then_some(cb))
 }
 
 /// Records a call, to the trace or (before a trimmed capture's first frame) to the tracker. When
@@ -203,14 +225,20 @@ fn record_then(
     encode: &Encode,
     then: impl FnOnce(&mut CaptureGuard, u64, u32, u64),
     ops: impl FnOnce(u64, u64, &mut Vec<record::QueryOp>),
+    light: Option<u64>,
 ) -> Option<u64> {
     // The callers have skipped what the tracker does not want (`skipped`).
     let tracking = HOT.tracking.load(Ordering::Acquire);
     let t0 = prof::start();
-    let (thread, host_ns) = (thread_id(), call_ns());
+    let thread = thread_id();
+    let host_ns = if tracking { coarse_ns() } else { call_ns() };
     let seq = if tracking {
-        track_call(thread, host_ns, cmd, result, encode, then, ops)
+        track_call(thread, host_ns, cmd, result, encode, then, ops, light)
     } else {
+        if let Some(cb) = light {
+            // Capturing: the buffer's commands go to the trace.
+            super::light::begin(cb, false, false);
+        }
         write_call_then(thread, host_ns, cmd, result, encode, |guard, seq| {
             then(guard, seq, thread, host_ns)
         })
@@ -238,7 +266,7 @@ fn write_call_then(
     } else if guard.is_none() && HOT.tracking.load(Ordering::Acquire) {
         // A trigger's trace ended while this call waited for the lock: back to the tracker.
         drop(guard);
-        return track_call(thread, host_ns, cmd, result, encode, no_then, no_ops);
+        return track_call(thread, host_ns, cmd, result, encode, no_then, no_ops, None);
     }
     drop(guard);
     if let Some(s_type) = unknown {
@@ -299,6 +327,7 @@ fn track_call(
     encode: &Encode,
     then: impl FnOnce(&mut CaptureGuard, u64, u32, u64),
     ops: impl FnOnce(u64, u64, &mut Vec<record::QueryOp>),
+    light: Option<u64>,
 ) -> Option<u64> {
     let pushed = super::deferred::push_encoded(
         thread,
@@ -307,10 +336,17 @@ fn track_call(
         result,
         |e| catch_unwind(AssertUnwindSafe(|| encode.call(e))).is_ok(),
         |seq, v| ops(seq, host_ns, v),
+        light,
     );
     match pushed {
         Pushed::Queued { seq, unknown: None } => Some(seq),
-        other => track_rare(other, thread, host_ns, cmd, result, encode, then),
+        other => {
+            if let (Some(cb), false) = (light, matches!(other, Pushed::Queued { .. })) {
+                // Not queued for the tracker: the buffer is not light after all.
+                super::light::begin(cb, false, false);
+            }
+            track_rare(other, thread, cmd, result, encode, then)
+        }
     }
 }
 
@@ -321,7 +357,6 @@ fn track_call(
 fn track_rare(
     pushed: Pushed,
     thread: u32,
-    host_ns: u64,
     cmd: u32,
     result: i32,
     encode: &Encode,
@@ -334,9 +369,13 @@ fn track_rare(
             }
             Some(seq)
         }
-        Pushed::Closed => write_call_then(thread, host_ns, cmd, result, encode, |guard, seq| {
-            then(guard, seq, thread, host_ns)
-        }),
+        Pushed::Closed => {
+            // To the trace after all: the call's own time, not the tracker's coarse one.
+            let host_ns = call_ns();
+            write_call_then(thread, host_ns, cmd, result, encode, |guard, seq| {
+                then(guard, seq, thread, host_ns)
+            })
+        }
         Pushed::Panicked => {
             let name = vkstream::COMMANDS.get(cmd as usize).copied().unwrap_or("?");
             fail(&format!("internal error while encoding {name}"));

@@ -33,12 +33,9 @@ pub unsafe extern "system" fn vkBeginCommandBuffer(
         // Beginning resets the buffer: its earlier query work will not run again (emptied in
         // place: a buffer recorded every frame keeps its allocations).
         forget_queries(d, raw(cb));
-        let seq = rec!(vkBeginCommandBuffer, r.as_raw(), |e| {
-            vkstream::encode::vkBeginCommandBuffer(e, cb, p_info)
-        });
         // While tracking, a primary one-time buffer is light: its commands are not encoded.
         // Every recorded begin updates the mark, so none outlives the recording it was made for.
-        if seq.is_some() {
+        let light = runtime::recording() && {
             let (one_time, inherits) = p_info.as_ref().map_or((false, false), |i| {
                 let one_time = i
                     .flags
@@ -46,10 +43,11 @@ pub unsafe extern "system" fn vkBeginCommandBuffer(
                 (one_time, !i.p_inheritance_info.is_null())
             });
             let one_time = one_time && r == vk::Result::SUCCESS && runtime::tracking();
-            if runtime::light::begin(raw(cb), one_time, inherits) {
-                runtime::mark_light(raw(cb));
-            }
-        }
+            runtime::light::begin(raw(cb), one_time, inherits)
+        };
+        runtime::record_begin(raw(cb), light, r.as_raw(), |e| {
+            vkstream::encode::vkBeginCommandBuffer(e, cb, p_info)
+        });
     });
     r
 }
