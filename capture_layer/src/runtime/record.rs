@@ -318,6 +318,8 @@ fn write_call_locked(
 /// thread's queue (see `deferred`), or, when the snapshot was written meanwhile, into the trace.
 /// Inlined, with the queue's push, into `record_dyn`: the tracking path on its pages; what is
 /// rare stays out of line.
+// Inlined into the call path: the arguments stay in registers, a struct would not change that.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn track_call(
     thread: u32,
