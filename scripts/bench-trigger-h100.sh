@@ -4,14 +4,18 @@
 # noise floor) and under `quarry capture --trigger` with no trigger coming ("trigger"; "nolight" the
 # same with QUARRY_CAPTURE_LIGHT=0, every command buffer tracked in full); "layer:NAME"
 # runs the same with .gl/run/libVkLayer_quarry_capture_NAME.so (another build, same run). Configs are
-# interleaved; each rep's ratio is taken against that rep's "none" run (adjacent in time, so slow drift
-# of the VM cancels), and the median ratio is printed with a 90 % bootstrap interval.
+# interleaved in an order that rotates from rep to rep; each rep's ratio is taken against that rep's
+# "none" run (close in time, so slow drift of the VM cancels), and the median ratio is printed with a
+# 90 % bootstrap interval.
 source .gl/vk-env.sh
 R=.gl/run; REPS=${REPS:-20}; F=${F:-300}; CONFIGS=${CONFIGS:-none none2 trigger}
 demo=(./$R/quarry-demo --headless --no-video --no-accel --timing --frames $F)
 rm -f /tmp/res
+read -ra ALL <<< "$CONFIGS"
 for i in $(seq $REPS); do
-  for c in $CONFIGS; do
+  # The order rotates from rep to rep: a config always run last would carry any drift within a rep.
+  for k in $(seq 0 $((${#ALL[@]} - 1))); do
+    c=${ALL[$(( (i + k) % ${#ALL[@]} ))]}
     case $c in
       none | none2) "${demo[@]}" > /tmp/o 2>&1 ;;
       trigger) $R/quarry capture --trigger --force -o /tmp/t.qtrace -- "${demo[@]}" > /tmp/o 2>&1 ;;
