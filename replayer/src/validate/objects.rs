@@ -8,6 +8,11 @@
 //! before it named (its device, queue, command buffer, fence), so most lookups are a compare.
 //! A cache entry is cleared when its object ends, so that a hit is trusted without reading the
 //! slot (it holds the device too: what the handle checks of a call need).
+//!
+//! A command buffer's state (its `sync` state, its recording as `record` and `compat` follow it,
+//! the query ranges it uses) is larger than any other: its slot holds an index into a table of
+//! such states (entries reused), so that every other slot stays small. A recorded command finds
+//! it through the slot the handle pass found for its command buffer (`cb_at`).
 
 use std::cell::Cell;
 
