@@ -6,17 +6,21 @@
 //!   bound pipeline's strides), and an indexed draw's indices within the index buffer. Devices
 //!   that enable robust buffer access define reads out of range, so they are not checked there.
 
+use std::cell::Cell;
+
 use vkstream::{Call, PNext};
 
-use super::compat::Compat;
+use super::compat::{Compat, Live, Memory};
 use crate::fasthash::HandleMap;
 
 /// A pipeline's vertex buffer bindings: (binding, stride, per instance, furthest attribute
 /// offset read within a stride).
 type Vertex = Box<[(u32, u32, bool, u32)]>;
 
+/// A command buffer's recording as far as these rules follow it: kept in its slot of the
+/// object table (`objects::Cb`), so that a recorded command finds it with its handle.
 #[derive(Default)]
-struct Cb {
+pub(super) struct CbCmds {
     /// Render pass instance or subpass the recording is in (0: none).
     pass: u32,
     passes: u32,
@@ -36,7 +40,9 @@ struct Cb {
 
 #[derive(Default)]
 pub(super) struct Cmds {
-    cbs: HandleMap<u64, Cb>,
+    /// The current call's command buffer and whether it is inside a render pass instance
+    /// with no graphics pipeline bound (set by `recorded_before`, for `no_pipeline_in_pass`).
+    no_pipeline: Cell<(u64, bool)>,
     pipelines: HandleMap<u64, Vertex>,
     /// A device enabled robust buffer access.
     robust: bool,
@@ -50,13 +56,23 @@ const CONTINUES: u32 = u32::MAX;
 const RENDER_PASS_CONTINUE: u32 = 0x2;
 
 impl Compat {
-    pub(super) fn cmds_before(&self, call: &Call) -> Result<(), String> {
+    /// What `before` checks, for a call whose first handle is command buffer `h`, with the
+    /// state `cb` its slot holds.
+    pub(super) fn recorded_before(
+        &self,
+        call: &Call,
+        h: u64,
+        cb: Option<&CbCmds>,
+        live: &Live,
+        memory: &Memory,
+    ) -> Result<(), String> {
         let c = &self.cmds;
+        let Some(cb) = cb else {
+            c.no_pipeline.set((0, false));
+            return self.before(call, live, memory);
+        };
         match call {
             Call::vkCmdResetQueryPool(p) => {
-                let Some(cb) = c.cbs.get(&p.command_buffer) else {
-                    return Ok(());
-                };
                 let end = u64::from(p.first_query) + u64::from(p.query_count);
                 match cb.active.iter().find(|(pool, q, _)| {
                     *pool == p.query_pool && *q >= p.first_query && u64::from(*q) < end
@@ -68,29 +84,32 @@ impl Compat {
                     None => Ok(()),
                 }
             }
-            Call::vkCmdEndQuery(p) => c.end_query(p.command_buffer, p.query_pool, p.query),
+            Call::vkCmdEndQuery(p) => end_query(cb, p.query_pool, p.query),
             Call::vkCmdEndQueryIndexedEXT(p) => {
-                c.end_query(p.command_buffer, p.query_pool, p.query)?;
+                end_query(cb, p.query_pool, p.query)?;
                 self.limits_before(call)
             }
-            Call::vkCmdDrawIndirect(p) => self.sets_bound(p.command_buffer, 0),
-            Call::vkCmdDrawIndexedIndirect(p) => self.sets_bound(p.command_buffer, 0),
-            Call::vkCmdDispatch(p) => self.sets_bound(p.command_buffer, 1),
-            Call::vkCmdDispatchIndirect(p) => self.sets_bound(p.command_buffer, 1),
+            Call::vkCmdDrawIndirect(_) => self.sets_bound(cb, 0),
+            Call::vkCmdDrawIndexedIndirect(_) => self.sets_bound(cb, 0),
+            Call::vkCmdDispatch(_) => self.sets_bound(cb, 1),
+            Call::vkCmdDispatchIndirect(_) => self.sets_bound(cb, 1),
             Call::vkCmdDraw(p) => {
-                self.sets_bound(p.command_buffer, 0)?;
+                self.sets_bound(cb, 0)?;
                 if c.robust {
                     return Ok(());
                 }
-                self.vertices(p.command_buffer, p.first_vertex, p.vertex_count, true)?;
-                self.vertices(p.command_buffer, p.first_instance, p.instance_count, false)
+                let Some(pipe) = c.pipelines.get(&cb.pipeline) else {
+                    return Ok(());
+                };
+                self.vertices(cb, pipe, p.first_vertex, p.vertex_count, true)?;
+                self.vertices(cb, pipe, p.first_instance, p.instance_count, false)
             }
             Call::vkCmdDrawIndexed(p) => {
-                self.sets_bound(p.command_buffer, 0)?;
+                self.sets_bound(cb, 0)?;
                 if c.robust {
                     return Ok(());
                 }
-                if let Some(cb) = c.cbs.get(&p.command_buffer) {
+                {
                     let (buffer, offset, size) = cb.index;
                     let end = (u64::from(p.first_index) + u64::from(p.index_count))
                         .saturating_mul(size)
@@ -106,18 +125,29 @@ impl Compat {
                         _ => {}
                     }
                 }
-                self.vertices(p.command_buffer, p.first_instance, p.instance_count, false)
+                match c.pipelines.get(&cb.pipeline) {
+                    Some(pipe) => {
+                        self.vertices(cb, pipe, p.first_instance, p.instance_count, false)
+                    }
+                    None => Ok(()),
+                }
             }
-            _ => self.limits_before(call),
+            _ => {
+                c.no_pipeline.set((h, cb.pass != 0 && cb.pipeline == 0));
+                self.before(call, live, memory)
+            }
         }
+    }
+
+    /// The rest of `before`'s chain (`passes_before` ends here): the commands above need
+    /// their command buffer's state and come through `recorded_before`.
+    pub(super) fn cmds_before(&self, call: &Call) -> Result<(), String> {
+        self.limits_before(call)
     }
 
     /// Every descriptor set the bound pipeline's shaders use is bound (`point`: graphics 0,
     /// compute 1).
-    fn sets_bound(&self, cb: u64, point: usize) -> Result<(), String> {
-        let Some(cb) = self.cmds.cbs.get(&cb) else {
-            return Ok(());
-        };
+    fn sets_bound(&self, cb: &CbCmds, point: usize) -> Result<(), String> {
         let pipeline = if point == 0 { cb.pipeline } else { cb.compute };
         let Some(used) = self.used_sets.get(&pipeline) else {
             return Ok(());
@@ -143,14 +173,16 @@ impl Compat {
         Ok(())
     }
 
-    /// Vertices (or instances) `first..first + count` within the bound vertex buffers.
-    fn vertices(&self, cb: u64, first: u32, count: u32, per_vertex: bool) -> Result<(), String> {
-        let Some(cb) = self.cmds.cbs.get(&cb) else {
-            return Ok(());
-        };
-        let Some(pipe) = self.cmds.pipelines.get(&cb.pipeline) else {
-            return Ok(());
-        };
+    /// Vertices (or instances) `first..first + count` within the vertex buffers bound, as the
+    /// bound pipeline `pipe` reads them.
+    fn vertices(
+        &self,
+        cb: &CbCmds,
+        pipe: &Vertex,
+        first: u32,
+        count: u32,
+        per_vertex: bool,
+    ) -> Result<(), String> {
         if count == 0 {
             return Ok(());
         }
@@ -180,6 +212,111 @@ impl Compat {
         Ok(())
     }
 
+    /// What `after` records, for a call whose first handle is a command buffer, into the state
+    /// `cb` its slot holds.
+    pub(super) fn recorded_after(&mut self, call: &Call, cb: Option<&mut CbCmds>) {
+        let Some(cb) = cb else {
+            return self.after(call);
+        };
+        match call {
+            Call::vkBeginCommandBuffer(p) => {
+                let continues = p
+                    .p_begin_info
+                    .as_ref()
+                    .is_some_and(|i| i.flags & RENDER_PASS_CONTINUE != 0);
+                cb.pass = if continues { CONTINUES } else { 0 };
+                cb.active.clear();
+                cb.pipeline = 0;
+                cb.compute = 0;
+                cb.sets = [0; 2];
+                cb.handles = [[0; 8]; 2];
+                cb.vertex.clear();
+                cb.index = (0, 0, 0);
+            }
+            Call::vkCmdBeginRenderPass(_) => cb.begin_pass(),
+            Call::vkCmdBeginRenderPass2(_) | Call::vkCmdBeginRenderPass2KHR(_) => cb.begin_pass(),
+            Call::vkCmdBeginRendering(_) | Call::vkCmdBeginRenderingKHR(_) => cb.begin_pass(),
+            Call::vkCmdNextSubpass(_) => cb.begin_pass(),
+            Call::vkCmdNextSubpass2(_) | Call::vkCmdNextSubpass2KHR(_) => cb.begin_pass(),
+            Call::vkCmdEndRenderPass(_) => cb.pass = 0,
+            Call::vkCmdEndRenderPass2(_) | Call::vkCmdEndRenderPass2KHR(_) => cb.pass = 0,
+            Call::vkCmdEndRendering(_) | Call::vkCmdEndRenderingKHR(_) => cb.pass = 0,
+            Call::vkCmdBeginQuery(p) => cb.active.push((p.query_pool, p.query, cb.pass)),
+            Call::vkCmdBeginQueryIndexedEXT(p) => cb.active.push((p.query_pool, p.query, cb.pass)),
+            Call::vkCmdEndQuery(p) => cb.ended(p.query_pool, p.query),
+            Call::vkCmdEndQueryIndexedEXT(p) => cb.ended(p.query_pool, p.query),
+            Call::vkCmdBindPipeline(p) => match p.pipeline_bind_point {
+                0 => cb.pipeline = p.pipeline,
+                1 => cb.compute = p.pipeline,
+                _ => {}
+            },
+            Call::vkCmdBindDescriptorSets(p) => {
+                // A VK_NULL_HANDLE set binds nothing.
+                let sets = p.p_descriptor_sets.iter().flatten();
+                let bits = sets
+                    .take(p.descriptor_set_count as usize)
+                    .enumerate()
+                    .filter(|(k, s)| **s != 0 && p.first_set as usize + k < 32)
+                    .fold(0u32, |m, (k, _)| m | 1 << (p.first_set as usize + k));
+                cb.bound(p.pipeline_bind_point, bits);
+                if let Some(h) = cb.handles.get_mut(p.pipeline_bind_point as usize) {
+                    let sets = p.p_descriptor_sets.iter().flatten();
+                    for (k, s) in sets.take(p.descriptor_set_count as usize).enumerate() {
+                        if let Some(slot) = h.get_mut(p.first_set as usize + k) {
+                            *slot = *s;
+                        }
+                    }
+                }
+            }
+            Call::vkCmdPushDescriptorSetKHR(p) if p.set < 32 => {
+                cb.bound(p.pipeline_bind_point, 1 << p.set)
+            }
+            // The template says the bind point: both count as bound.
+            Call::vkCmdPushDescriptorSetWithTemplateKHR(p) if p.set < 32 => {
+                cb.bound(0, 1 << p.set);
+                cb.bound(1, 1 << p.set);
+            }
+            Call::vkCmdSetDescriptorBufferOffsetsEXT(p) => {
+                let n = p.set_count.min(32);
+                let bits = (p.first_set..p.first_set.saturating_add(n).min(32))
+                    .fold(0u32, |m, s| m | 1 << s);
+                cb.bound(p.pipeline_bind_point, bits);
+            }
+            Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT(p) if p.set < 32 => {
+                cb.bound(p.pipeline_bind_point, 1 << p.set)
+            }
+            Call::vkCmdBindVertexBuffers(p) => {
+                let bufs = p.p_buffers.iter().flatten();
+                let offs = p.p_offsets.iter().flatten();
+                let all = bufs.zip(offs).map(|(b, o)| (*b, *o, u64::MAX));
+                let all = all.take(p.binding_count as usize);
+                cb.bind_vertex(p.first_binding, all);
+            }
+            Call::vkCmdBindVertexBuffers2(p) | Call::vkCmdBindVertexBuffers2EXT(p) => {
+                let bufs = p.p_buffers.iter().flatten();
+                let offs = p.p_offsets.iter().flatten();
+                let sizes = p.p_sizes.as_deref();
+                let all = bufs.zip(offs).enumerate().map(|(k, (b, o))| {
+                    let size = sizes.and_then(|s| s.get(k)).copied().unwrap_or(u64::MAX);
+                    (*b, *o, size)
+                });
+                let all = all.take(p.binding_count as usize);
+                cb.bind_vertex(p.first_binding, all);
+            }
+            Call::vkCmdBindIndexBuffer(p) => {
+                let size = match p.index_type {
+                    0 => 2,
+                    1 => 4,
+                    1_000_265_000 => 1,
+                    _ => 0,
+                };
+                cb.index = (p.buffer, p.offset, size);
+            }
+            _ => self.after(call),
+        }
+    }
+
+    /// The rest of `after`'s chain (`passes_after` ends here).
     pub(super) fn cmds_after(&mut self, call: &Call) {
         let c = &mut self.cmds;
         match call {
@@ -230,137 +367,19 @@ impl Compat {
                     c.pipelines.insert(*h, vertex);
                 }
             }
-            Call::vkBeginCommandBuffer(p) => {
-                let continues = p
-                    .p_begin_info
-                    .as_ref()
-                    .is_some_and(|i| i.flags & RENDER_PASS_CONTINUE != 0);
-                let cb = c.cbs.entry(p.command_buffer).or_default();
-                cb.pass = if continues { CONTINUES } else { 0 };
-                cb.active.clear();
-                cb.pipeline = 0;
-                cb.compute = 0;
-                cb.sets = [0; 2];
-                cb.handles = [[0; 8]; 2];
-                cb.vertex.clear();
-                cb.index = (0, 0, 0);
-            }
-            Call::vkCmdBeginRenderPass(p) => c.begin_pass(p.command_buffer),
-            Call::vkCmdBeginRenderPass2(p) | Call::vkCmdBeginRenderPass2KHR(p) => {
-                c.begin_pass(p.command_buffer)
-            }
-            Call::vkCmdBeginRendering(p) | Call::vkCmdBeginRenderingKHR(p) => {
-                c.begin_pass(p.command_buffer)
-            }
-            Call::vkCmdNextSubpass(p) => c.begin_pass(p.command_buffer),
-            Call::vkCmdNextSubpass2(p) | Call::vkCmdNextSubpass2KHR(p) => {
-                c.begin_pass(p.command_buffer)
-            }
-            Call::vkCmdEndRenderPass(p) => c.leave_pass(p.command_buffer),
-            Call::vkCmdEndRenderPass2(p) | Call::vkCmdEndRenderPass2KHR(p) => {
-                c.leave_pass(p.command_buffer)
-            }
-            Call::vkCmdEndRendering(p) | Call::vkCmdEndRenderingKHR(p) => {
-                c.leave_pass(p.command_buffer)
-            }
-            Call::vkCmdBeginQuery(p) => c.begin_query(p.command_buffer, p.query_pool, p.query),
-            Call::vkCmdBeginQueryIndexedEXT(p) => {
-                c.begin_query(p.command_buffer, p.query_pool, p.query)
-            }
-            Call::vkCmdEndQuery(p) => c.ended(p.command_buffer, p.query_pool, p.query),
-            Call::vkCmdEndQueryIndexedEXT(p) => c.ended(p.command_buffer, p.query_pool, p.query),
-            Call::vkCmdBindPipeline(p) => {
-                if let Some(cb) = c.cbs.get_mut(&p.command_buffer) {
-                    match p.pipeline_bind_point {
-                        0 => cb.pipeline = p.pipeline,
-                        1 => cb.compute = p.pipeline,
-                        _ => {}
-                    }
-                }
-            }
-            Call::vkCmdBindDescriptorSets(p) => {
-                // A VK_NULL_HANDLE set binds nothing.
-                let sets = p.p_descriptor_sets.iter().flatten();
-                let bits = sets
-                    .take(p.descriptor_set_count as usize)
-                    .enumerate()
-                    .filter(|(k, s)| **s != 0 && p.first_set as usize + k < 32)
-                    .fold(0u32, |m, (k, _)| m | 1 << (p.first_set as usize + k));
-                c.bound(p.command_buffer, p.pipeline_bind_point, bits);
-                if let Some(h) = c
-                    .cbs
-                    .get_mut(&p.command_buffer)
-                    .and_then(|cb| cb.handles.get_mut(p.pipeline_bind_point as usize))
-                {
-                    let sets = p.p_descriptor_sets.iter().flatten();
-                    for (k, s) in sets.take(p.descriptor_set_count as usize).enumerate() {
-                        if let Some(slot) = h.get_mut(p.first_set as usize + k) {
-                            *slot = *s;
-                        }
-                    }
-                }
-            }
-            Call::vkCmdPushDescriptorSetKHR(p) if p.set < 32 => {
-                c.bound(p.command_buffer, p.pipeline_bind_point, 1 << p.set)
-            }
-            // The template says the bind point: both count as bound.
-            Call::vkCmdPushDescriptorSetWithTemplateKHR(p) if p.set < 32 => {
-                c.bound(p.command_buffer, 0, 1 << p.set);
-                c.bound(p.command_buffer, 1, 1 << p.set);
-            }
-            Call::vkCmdSetDescriptorBufferOffsetsEXT(p) => {
-                let n = p.set_count.min(32);
-                let bits = (p.first_set..p.first_set.saturating_add(n).min(32))
-                    .fold(0u32, |m, s| m | 1 << s);
-                c.bound(p.command_buffer, p.pipeline_bind_point, bits);
-            }
-            Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT(p) if p.set < 32 => {
-                c.bound(p.command_buffer, p.pipeline_bind_point, 1 << p.set)
-            }
-            Call::vkCmdBindVertexBuffers(p) => {
-                let bufs = p.p_buffers.iter().flatten();
-                let offs = p.p_offsets.iter().flatten();
-                let all = bufs.zip(offs).map(|(b, o)| (*b, *o, u64::MAX));
-                let all = all.take(p.binding_count as usize);
-                c.bind_vertex(p.command_buffer, p.first_binding, all);
-            }
-            Call::vkCmdBindVertexBuffers2(p) | Call::vkCmdBindVertexBuffers2EXT(p) => {
-                let bufs = p.p_buffers.iter().flatten();
-                let offs = p.p_offsets.iter().flatten();
-                let sizes = p.p_sizes.as_deref();
-                let all = bufs.zip(offs).enumerate().map(|(k, (b, o))| {
-                    let size = sizes.and_then(|s| s.get(k)).copied().unwrap_or(u64::MAX);
-                    (*b, *o, size)
-                });
-                let all = all.take(p.binding_count as usize);
-                c.bind_vertex(p.command_buffer, p.first_binding, all);
-            }
-            Call::vkCmdBindIndexBuffer(p) => {
-                let size = match p.index_type {
-                    0 => 2,
-                    1 => 4,
-                    1_000_265_000 => 1,
-                    _ => 0,
-                };
-                if let Some(cb) = c.cbs.get_mut(&p.command_buffer) {
-                    cb.index = (p.buffer, p.offset, size);
-                }
-            }
             _ => self.limits_after(call),
         }
     }
 
     /// Whether recording `cb` is inside a render pass instance with no graphics pipeline bound
     /// yet.
+    /// (`cb` is the current call's: `recorded_before` noted its state.)
     pub(super) fn no_pipeline_in_pass(&self, cb: u64) -> bool {
-        self.cmds
-            .cbs
-            .get(&cb)
-            .is_some_and(|c| c.pass != 0 && c.pipeline == 0)
+        let (h, no) = self.cmds.no_pipeline.get();
+        h == cb && no
     }
 
     pub(super) fn cmds_destroyed(&mut self, h: u64) {
-        self.cmds.cbs.remove(&h);
         self.cmds.pipelines.remove(&h);
     }
 }
@@ -374,76 +393,52 @@ fn place(pass: u32) -> String {
     }
 }
 
-impl Cmds {
-    fn end_query(&self, cb: u64, pool: u64, query: u32) -> Result<(), String> {
-        let Some(cb) = self.cbs.get(&cb) else {
-            return Ok(());
-        };
-        match cb.active.iter().find(|(p, q, _)| *p == pool && *q == query) {
-            Some((_, _, pass)) if *pass != cb.pass => Err(format!(
-                "query {query} of pool 0x{pool:x} was begun {} but is ended {}",
-                place(*pass),
-                place(cb.pass)
-            )),
-            _ => Ok(()),
-        }
+/// A query ended in a pass other than the one it was begun in.
+fn end_query(cb: &CbCmds, pool: u64, query: u32) -> Result<(), String> {
+    match cb.active.iter().find(|(p, q, _)| *p == pool && *q == query) {
+        Some((_, _, pass)) if *pass != cb.pass => Err(format!(
+            "query {query} of pool 0x{pool:x} was begun {} but is ended {}",
+            place(*pass),
+            place(cb.pass)
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl CbCmds {
+    fn begin_pass(&mut self) {
+        self.passes = self.passes.wrapping_add(1).max(1);
+        self.pass = self.passes;
     }
 
-    fn begin_pass(&mut self, cb: u64) {
-        if let Some(cb) = self.cbs.get_mut(&cb) {
-            cb.passes = cb.passes.wrapping_add(1).max(1);
-            cb.pass = cb.passes;
-        }
-    }
-
-    fn leave_pass(&mut self, cb: u64) {
-        if let Some(cb) = self.cbs.get_mut(&cb) {
-            cb.pass = 0;
-        }
-    }
-
-    fn begin_query(&mut self, cb: u64, pool: u64, query: u32) {
-        if let Some(cb) = self.cbs.get_mut(&cb) {
-            cb.active.push((pool, query, cb.pass));
-        }
-    }
-
-    fn ended(&mut self, cb: u64, pool: u64, query: u32) {
-        if let Some(cb) = self.cbs.get_mut(&cb) {
-            cb.active.retain(|(p, q, _)| (*p, *q) != (pool, query));
-        }
+    fn ended(&mut self, pool: u64, query: u32) {
+        self.active.retain(|(p, q, _)| (*p, *q) != (pool, query));
     }
 
     /// Sets `bits` bound at `point`, not (yet) by handle.
-    fn bound(&mut self, cb: u64, point: i32, bits: u32) {
-        let Some(cb) = self.cbs.get_mut(&cb) else {
-            return;
-        };
-        let Some(s) = cb.sets.get_mut(point as usize) else {
+    fn bound(&mut self, point: i32, bits: u32) {
+        let Some(s) = self.sets.get_mut(point as usize) else {
             return;
         };
         *s |= bits;
-        for (k, h) in cb.handles[point as usize].iter_mut().enumerate() {
+        for (k, h) in self.handles[point as usize].iter_mut().enumerate() {
             if bits & (1 << k) != 0 {
                 *h = 0;
             }
         }
     }
 
-    fn bind_vertex(&mut self, cb: u64, first: u32, all: impl Iterator<Item = (u64, u64, u64)>) {
-        let Some(cb) = self.cbs.get_mut(&cb) else {
-            return;
-        };
+    fn bind_vertex(&mut self, first: u32, all: impl Iterator<Item = (u64, u64, u64)>) {
         for (k, b) in all.enumerate() {
             let i = first as usize + k;
             // The binding range was checked against the replay GPU's limit.
             if i >= 64 {
                 break;
             }
-            if cb.vertex.len() <= i {
-                cb.vertex.resize(i + 1, (0, 0, 0));
+            if self.vertex.len() <= i {
+                self.vertex.resize(i + 1, (0, 0, 0));
             }
-            cb.vertex[i] = b;
+            self.vertex[i] = b;
         }
     }
 }

@@ -704,23 +704,55 @@ impl Compat {
         }
     }
 
-    pub(super) fn destroyed(&mut self, h: u64) {
-        self.layouts.remove(&h);
-        self.sets.remove(&h);
-        self.pipeline_layouts.remove(&h);
-        self.buffers.remove(&h);
-        self.xfb_buffers.remove(&h);
-        self.secondary.remove(&h);
-        self.images.remove(&h);
-        self.views.remove(&h);
-        self.passes.remove(&h);
-        self.framebuffers.remove(&h);
-        self.swapchains.remove(&h);
-        self.query_types.remove(&h);
-        self.query_stats.remove(&h);
-        self.cmds_destroyed(h);
-        self.modules.remove(&h);
-        self.used_sets.remove(&h);
+    /// Object (`ty`, `h`) ended: only the records of its type are dropped (two objects of
+    /// different types may share a handle value).
+    pub(super) fn destroyed(&mut self, ty: vk::ObjectType, h: u64) {
+        use vk::ObjectType as T;
+        match ty {
+            T::DESCRIPTOR_SET_LAYOUT => {
+                self.layouts.remove(&h);
+            }
+            T::DESCRIPTOR_SET => {
+                self.sets.remove(&h);
+            }
+            T::PIPELINE_LAYOUT => {
+                self.pipeline_layouts.remove(&h);
+            }
+            T::BUFFER => {
+                self.buffers.remove(&h);
+                self.xfb_buffers.remove(&h);
+            }
+            T::COMMAND_BUFFER => {
+                self.secondary.remove(&h);
+            }
+            T::IMAGE => {
+                self.images.remove(&h);
+            }
+            T::IMAGE_VIEW => {
+                self.views.remove(&h);
+            }
+            T::RENDER_PASS => {
+                self.passes.remove(&h);
+            }
+            T::FRAMEBUFFER => {
+                self.framebuffers.remove(&h);
+            }
+            T::SWAPCHAIN_KHR => {
+                self.swapchains.remove(&h);
+            }
+            T::QUERY_POOL => {
+                self.query_types.remove(&h);
+                self.query_stats.remove(&h);
+            }
+            T::SHADER_MODULE => {
+                self.modules.remove(&h);
+            }
+            T::PIPELINE => {
+                self.cmds_destroyed(h);
+                self.used_sets.remove(&h);
+            }
+            _ => {}
+        }
     }
 }
 

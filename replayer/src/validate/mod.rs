@@ -59,6 +59,8 @@ pub struct Validator {
     /// The current call's first handle (the command buffer of a vkCmd*), and its
     /// `checks::flags` (kind, and which modules look at it).
     first: u64,
+    /// Its slot in the object table when it is a command buffer (else `u32::MAX`).
+    first_slot: u32,
     flags: u16,
     /// Handles the current call creates, and those it destroys (both reused between calls).
     created: Vec<(vk::ObjectType, u64)>,
@@ -125,15 +127,18 @@ impl Validator {
     pub fn before(&mut self, call: &Call, result: i32) -> Result<Action, String> {
         self.created.clear();
         self.device = 0;
+        self.first_slot = u32::MAX;
         let mut err: Option<String> = None;
         let mut first = 0u64;
         let mut first_ty = 0;
+        let mut first_slot = u32::MAX;
         let flags = checks::flags(call);
         self.flags = flags;
         let kind = flags as u8;
         let record = kind >= checks::RECORD;
-        // Compat may key records by any handle a call it records names (`Obj::compat`).
-        let mark = flags & checks::COMPAT_AFTER != 0;
+        // Compat may key records by any handle a call it records names (`Obj::compat`); what
+        // it keeps of a recorded command is in its command buffer's slot (`cmds::CbCmds`).
+        let mark = flags & checks::COMPAT_AFTER != 0 && !record;
         let (t, dead, created, device) = (&self.t, &self.dead, &mut self.created, &mut self.device);
         // Counts first (an error there ends the pass), then every handle: one generated pass.
         checks::counts_and_handles(call, &mut |ty, h, out| {
@@ -162,6 +167,7 @@ impl Validator {
             if first == 0 {
                 first = h;
                 first_ty = ty.as_raw();
+                first_slot = i;
                 *device = match ty {
                     vk::ObjectType::DEVICE => h,
                     vk::ObjectType::QUEUE | vk::ObjectType::COMMAND_BUFFER => its,
@@ -179,15 +185,26 @@ impl Validator {
         }
         self.first = first;
         self.first_ty = first_ty;
+        self.first_slot = if first_ty == objects::CB {
+            first_slot
+        } else {
+            u32::MAX
+        };
         // Each module only for the commands it looks at (generated table, `checks::flags`).
         let action = if flags & checks::SYNC_BEFORE != 0 {
-            self.sync
-                .before(&self.t, call, result, self.device, first, kind)?
+            self.sync.before(
+                &self.t,
+                call,
+                result,
+                self.device,
+                (first, self.first_slot),
+                kind,
+            )?
         } else {
             Action::None
         };
         if flags & checks::RECORDING_BEFORE != 0 {
-            self.record.before(&self.t, call, first, kind)?;
+            self.record.before(&self.t, call, self.first_slot, kind)?;
         }
         if flags & checks::COMPAT_BEFORE == 0 {
             return Ok(action);
@@ -201,7 +218,13 @@ impl Validator {
                 .map(|o| o.memory)
                 .filter(|&m| m != objects::UNBOUND)
         };
-        self.compat.before(call, &live, &memory_of)?;
+        match t.cb_at(self.first_slot) {
+            Some(cb) => {
+                self.compat
+                    .recorded_before(call, first, Some(&cb.cmds), &live, &memory_of)?
+            }
+            None => self.compat.before(call, &live, &memory_of)?,
+        }
         Ok(action)
     }
 
@@ -217,10 +240,9 @@ impl Validator {
             };
             for i in 0..self.created.len() {
                 let (ty, h) = self.created[i];
+                // A `dead` entry of an earlier object of this handle is left: it is read only
+                // while no such object is live, and the next end overwrites it.
                 let key = (ty.as_raw(), h);
-                if !self.dead.is_empty() {
-                    self.dead.remove(&key);
-                }
                 let dev = if ty == vk::ObjectType::DEVICE {
                     h
                 } else {
@@ -272,14 +294,19 @@ impl Validator {
             }
         }
         if flags & checks::SYNC_AFTER != 0 {
-            self.sync.after(&mut self.t, call, result, self.device, seq);
+            let slot = self.first_slot;
+            self.sync
+                .after(&mut self.t, call, result, self.device, slot, seq);
         }
         if kind != checks::CREATE || result >= 0 {
             if flags & checks::RECORDING_AFTER != 0 {
-                self.record.after(&mut self.t, call, self.first, kind);
+                self.record.after(&mut self.t, call, self.first_slot, kind);
             }
             if flags & checks::COMPAT_AFTER != 0 {
-                self.compat.after(call);
+                match self.t.cb_at_mut(self.first_slot) {
+                    Some(cb) => self.compat.recorded_after(call, Some(&mut cb.cmds)),
+                    None => self.compat.after(call),
+                }
             }
         }
     }
@@ -340,9 +367,10 @@ impl Validator {
         let (ty, h, compat) = (o.ty, o.h, o.compat.get());
         let st = self.t.remove(slot);
         self.dead.insert((ty, h), seq);
-        self.sync.destroyed(vk::ObjectType::from_raw(ty), h, st);
+        self.sync
+            .destroyed(&self.t, vk::ObjectType::from_raw(ty), h, st);
         if compat {
-            self.compat.destroyed(h);
+            self.compat.destroyed(vk::ObjectType::from_raw(ty), h);
         }
     }
 

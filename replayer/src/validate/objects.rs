@@ -8,11 +8,17 @@
 //! before it named (its device, queue, command buffer, fence), so most lookups are a compare.
 //! A cache entry is cleared when its object ends, so that a hit is trusted without reading the
 //! slot (it holds the device too: what the handle checks of a call need).
+//!
+//! A command buffer's state (its `sync` state, its recording as `record` and `compat` follow it,
+//! the query ranges it uses) is larger than any other: its slot holds an index into a table of
+//! such states (entries reused), so that every other slot stays small. A recorded command finds
+//! it through the slot the handle pass found for its command buffer (`cb_at`).
 
 use std::cell::Cell;
 
 use crate::fasthash::HandleMap;
 
+use super::cmds::CbCmds;
 use super::record::Rec;
 use super::sync::{CbState, FenceState, Sem};
 
@@ -52,7 +58,8 @@ pub(super) enum St {
     None,
     Fence(FenceState),
     Sem(Sem),
-    Cb(Box<Cb>),
+    /// Index into `Table::cbs` (kept apart, so that every other slot stays small).
+    Cb(u32),
 }
 
 /// A command buffer: its state and its recording.
@@ -68,12 +75,35 @@ pub(super) struct Cb {
     pub ran: bool,
     /// The recording since its last begin (`None`: never begun).
     pub rec: Option<Rec>,
+    /// What `Compat` follows of the recording (queries, passes, bound pipelines, sets and
+    /// buffers: `cmds`).
+    pub cmds: CbCmds,
+    /// The query ranges the recording uses: (pool, first, end) (`sync`'s host resets).
+    pub queries: Vec<(u64, u32, u32)>,
+}
+
+impl Cb {
+    fn new() -> Self {
+        Cb {
+            state: CbState::Initial,
+            simultaneous: false,
+            secondaries: Vec::new(),
+            queue: 0,
+            ran: false,
+            rec: None,
+            cmds: CbCmds::default(),
+            queries: Vec::new(),
+        }
+    }
 }
 
 pub(super) struct Table {
     ids: HandleMap<(i32, u64), u32>,
     slots: Vec<Obj>,
     free: Vec<u32>,
+    /// Command buffers' state (`St::Cb` indexes it), and the entries free for reuse.
+    cbs: Vec<Cb>,
+    cbs_free: Vec<u32>,
     /// (type, handle, slot, device) of recently found live objects, by handle bits.
     cache: [Cell<(i32, u64, u32, u64)>; CACHE],
 }
@@ -85,6 +115,8 @@ impl Default for Table {
             ids: HandleMap::with_capacity_and_hasher(256, Default::default()),
             slots: Vec::with_capacity(256),
             free: Vec::new(),
+            cbs: Vec::new(),
+            cbs_free: Vec::new(),
             cache: std::array::from_fn(|_| Cell::new((FREE, 0, 0, 0))),
         }
     }
@@ -180,6 +212,28 @@ impl Table {
         i
     }
 
+    /// Gives the command buffer in `slot` its state (initial).
+    pub(super) fn new_cb(&mut self, slot: u32) {
+        let i = match self.cbs_free.pop() {
+            Some(i) => {
+                self.cbs[i as usize] = Cb::new();
+                i
+            }
+            None => {
+                self.cbs.push(Cb::new());
+                (self.cbs.len() - 1) as u32
+            }
+        };
+        self.slots[slot as usize].st = St::Cb(i);
+    }
+
+    /// A command buffer's state by its `St::Cb` index (one just ended stays readable until
+    /// another command buffer is made).
+    #[inline]
+    pub(super) fn cb_data(&self, i: u32) -> &Cb {
+        &self.cbs[i as usize]
+    }
+
     /// Ends the object in `slot`; its checks' state is handed back.
     pub(super) fn remove(&mut self, slot: u32) -> St {
         let o = &mut self.slots[slot as usize];
@@ -190,7 +244,11 @@ impl Table {
         }
         o.ty = FREE;
         self.free.push(slot);
-        std::mem::replace(&mut o.st, St::None)
+        let st = std::mem::replace(&mut o.st, St::None);
+        if let St::Cb(i) = st {
+            self.cbs_free.push(i);
+        }
+        st
     }
 
     /// Slots of the live objects `f` picks.
@@ -203,20 +261,31 @@ impl Table {
             .collect()
     }
 
+    /// The command buffer in `slot` (a slot the handle pass found).
     #[inline]
-    pub(super) fn cb(&self, h: u64) -> Option<&Cb> {
-        match &self.get(CB, h)?.st {
-            St::Cb(c) => Some(c),
+    pub(super) fn cb_at(&self, slot: u32) -> Option<&Cb> {
+        match self.slots.get(slot as usize)?.st {
+            St::Cb(i) => Some(&self.cbs[i as usize]),
             _ => None,
         }
     }
 
     #[inline]
-    pub(super) fn cb_mut(&mut self, h: u64) -> Option<&mut Cb> {
-        match &mut self.get_mut(CB, h)?.st {
-            St::Cb(c) => Some(c),
+    pub(super) fn cb_at_mut(&mut self, slot: u32) -> Option<&mut Cb> {
+        match self.slots.get(slot as usize)?.st {
+            St::Cb(i) => Some(&mut self.cbs[i as usize]),
             _ => None,
         }
+    }
+
+    #[inline]
+    pub(super) fn cb(&self, h: u64) -> Option<&Cb> {
+        self.cb_at(self.find(CB, h)?)
+    }
+
+    #[inline]
+    pub(super) fn cb_mut(&mut self, h: u64) -> Option<&mut Cb> {
+        self.cb_at_mut(self.find(CB, h)?)
     }
 
     #[inline]

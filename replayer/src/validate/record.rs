@@ -59,9 +59,9 @@ fn range(t: &Table, pool: u64, first: u32, count: u32) -> Result<(), String> {
 }
 
 impl Recording {
-    /// Checks a call against the recording state of command buffer `cb` (0 for calls outside
-    /// command buffers).
-    pub(super) fn before(&self, t: &Table, call: &Call, cb: u64, kind: u8) -> Result<(), String> {
+    /// Checks a call against the recording state of the command buffer in slot `cb` of the
+    /// object table (`u32::MAX` for calls outside command buffers).
+    pub(super) fn before(&self, t: &Table, call: &Call, cb: u32, kind: u8) -> Result<(), String> {
         match call {
             Call::vkGetQueryPoolResults(p) => {
                 return range(t, p.query_pool, p.first_query, p.query_count)
@@ -75,7 +75,7 @@ impl Recording {
         if kind < checks::RECORD && !matches!(call, Call::vkEndCommandBuffer(_)) {
             return Ok(());
         }
-        let Some(r) = t.cb(cb).and_then(|c| c.rec.as_ref()) else {
+        let Some(r) = t.cb_at(cb).and_then(|c| c.rec.as_ref()) else {
             return Ok(());
         };
         match kind {
@@ -198,8 +198,8 @@ impl Recording {
         Ok(())
     }
 
-    /// Records a call replayed without error.
-    pub(super) fn after(&mut self, t: &mut Table, call: &Call, cb: u64, kind: u8) {
+    /// Records a call replayed without error (`cb`: as for `before`).
+    pub(super) fn after(&mut self, t: &mut Table, call: &Call, cb: u32, kind: u8) {
         match call {
             Call::vkCreateQueryPool(p) => {
                 if let (Some(i), Some(h)) = (&p.p_create_info, p.p_query_pool) {
@@ -285,7 +285,7 @@ impl Recording {
                     .p_begin_info
                     .as_ref()
                     .is_some_and(|i| i.flags & RENDER_PASS_CONTINUE != 0);
-                if let Some(c) = t.cb_mut(p.command_buffer) {
+                if let Some(c) = t.cb_at_mut(cb) {
                     // A recording starts afresh (its list of active queries kept for reuse).
                     let mut active = c.rec.take().map(|r| r.active).unwrap_or_default();
                     active.clear();
@@ -302,7 +302,7 @@ impl Recording {
         if kind < checks::RECORD {
             return;
         }
-        let Some(r) = t.cb_mut(cb).and_then(|c| c.rec.as_mut()) else {
+        let Some(r) = t.cb_at_mut(cb).and_then(|c| c.rec.as_mut()) else {
             return;
         };
         match kind {

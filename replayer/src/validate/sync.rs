@@ -7,7 +7,7 @@
 use ash::vk;
 use vkstream::{Call, PNext};
 
-use super::objects::{Cb, St, Table};
+use super::objects::{St, Table};
 use crate::generated::checks;
 
 /// A wait the engine must do before the call can be replayed safely.
@@ -72,8 +72,6 @@ pub(super) struct Sync {
     /// reuse (so that no call allocates).
     finished: Vec<Submit>,
     spare: Vec<Submit>,
-    /// Command buffer -> the query ranges its recording uses: (pool, first, end).
-    queries: crate::fasthash::HandleMap<u64, Vec<(u64, u32, u32)>>,
 }
 
 const SIMULTANEOUS_USE: u32 = 0x4;
@@ -127,12 +125,13 @@ impl Sync {
         call: &Call,
         result: i32,
         device: u64,
-        first: u64,
+        (first, slot): (u64, u32),
         kind: u8,
     ) -> Result<Action, String> {
+        // `first`: the call's first handle, in `slot` when it is a command buffer.
         if kind >= checks::RECORD {
             let cb = first;
-            let state = t.cb(cb).map_or(CbState::Initial, |c| c.state);
+            let state = t.cb_at(slot).map_or(CbState::Initial, |c| c.state);
             if state != CbState::Recording {
                 return Err(format!(
                     "command buffer 0x{cb:x} is not recording (it is {})",
@@ -175,7 +174,7 @@ impl Sync {
             Call::vkBeginCommandBuffer(p) => self.rerecord(t, p.command_buffer, true),
             Call::vkResetCommandBuffer(p) => self.rerecord(t, p.command_buffer, false),
             Call::vkEndCommandBuffer(p) => {
-                let st = t.cb(p.command_buffer).map_or(CbState::Initial, |c| c.state);
+                let st = t.cb_at(slot).map_or(CbState::Initial, |c| c.state);
                 if st != CbState::Recording {
                     return Err(format!(
                         "command buffer 0x{:x} is not recording (it is {})",
@@ -229,7 +228,7 @@ impl Sync {
                 Ok(Action::None)
             }
             Call::vkResetQueryPool(p) | Call::vkResetQueryPoolEXT(p) => {
-                self.host_reset(p.query_pool, p.first_query, p.query_count)?;
+                self.host_reset(t, p.query_pool, p.first_query, p.query_count)?;
                 Ok(Action::None)
             }
             // Resetting a fence a submission may still signal: the GPU finishes first.
@@ -310,11 +309,11 @@ impl Sync {
     /// A host reset of queries that a submission no replayed wait has shown complete may still
     /// write (VUID-vkResetQueryPool-firstQuery-02741): the GPU would race the host, and the
     /// read after it wait for an availability that never comes.
-    fn host_reset(&self, pool: u64, first: u32, count: u32) -> Result<(), String> {
+    fn host_reset(&self, t: &Table, pool: u64, first: u32, count: u32) -> Result<(), String> {
         let end = first.saturating_add(count);
         for s in &self.outstanding {
             for cb in &s.cbs {
-                let Some(qs) = self.queries.get(cb) else {
+                let Some(qs) = t.cb(*cb).map(|c| &c.queries) else {
                     continue;
                 };
                 if let Some(&(_, a, b)) = qs
@@ -367,14 +366,7 @@ impl Sync {
     /// Records a handle `call` created (in `slot` of the object table).
     pub(super) fn created(&mut self, t: &mut Table, call: &Call, ty: vk::ObjectType, slot: u32) {
         let st = match (ty, call) {
-            (vk::ObjectType::COMMAND_BUFFER, _) => St::Cb(Box::new(Cb {
-                state: CbState::Initial,
-                simultaneous: false,
-                secondaries: Vec::new(),
-                queue: 0,
-                ran: false,
-                rec: None,
-            })),
+            (vk::ObjectType::COMMAND_BUFFER, _) => return t.new_cb(slot),
             (vk::ObjectType::FENCE, Call::vkCreateFence(p)) => {
                 let signaled = p
                     .p_create_info
@@ -411,12 +403,9 @@ impl Sync {
     }
 
     /// An object ended; `st` is what its slot held.
-    pub(super) fn destroyed(&mut self, ty: vk::ObjectType, h: u64, st: St) {
-        if ty == vk::ObjectType::COMMAND_BUFFER {
-            self.queries.remove(&h);
-        }
+    pub(super) fn destroyed(&mut self, t: &Table, ty: vk::ObjectType, h: u64, st: St) {
         match st {
-            St::Cb(c) if c.ran => {
+            St::Cb(i) if t.cb_data(i).ran => {
                 self.ran.insert(h);
             }
             _ if ty == vk::ObjectType::DEVICE => self.outstanding.retain(|s| s.device != h),
@@ -424,28 +413,33 @@ impl Sync {
         }
     }
 
-    /// Records the state changes of a call replayed without error (`seq`: its place).
-    pub(super) fn after(&mut self, t: &mut Table, call: &Call, result: i32, device: u64, seq: u64) {
+    /// Records the state changes of a call replayed without error (`seq`: its place; `slot`:
+    /// its command buffer's slot when its first handle is one).
+    pub(super) fn after(
+        &mut self,
+        t: &mut Table,
+        call: &Call,
+        result: i32,
+        device: u64,
+        slot: u32,
+        seq: u64,
+    ) {
         match call {
-            Call::vkCmdBeginQuery(p) => self.uses(p.command_buffer, p.query_pool, p.query, 1),
-            Call::vkCmdBeginQueryIndexedEXT(p) => {
-                self.uses(p.command_buffer, p.query_pool, p.query, 1)
-            }
-            Call::vkCmdWriteTimestamp(p) => self.uses(p.command_buffer, p.query_pool, p.query, 1),
+            Call::vkCmdBeginQuery(p) => uses(t, slot, p.query_pool, p.query, 1),
+            Call::vkCmdBeginQueryIndexedEXT(p) => uses(t, slot, p.query_pool, p.query, 1),
+            Call::vkCmdWriteTimestamp(p) => uses(t, slot, p.query_pool, p.query, 1),
             Call::vkCmdWriteTimestamp2(p) | Call::vkCmdWriteTimestamp2KHR(p) => {
-                self.uses(p.command_buffer, p.query_pool, p.query, 1)
+                uses(t, slot, p.query_pool, p.query, 1)
             }
             Call::vkCmdResetQueryPool(p) => {
-                self.uses(p.command_buffer, p.query_pool, p.first_query, p.query_count)
+                uses(t, slot, p.query_pool, p.first_query, p.query_count)
             }
             Call::vkCmdCopyQueryPoolResults(p) => {
-                self.uses(p.command_buffer, p.query_pool, p.first_query, p.query_count)
+                uses(t, slot, p.query_pool, p.first_query, p.query_count)
             }
             Call::vkBeginCommandBuffer(p) => {
-                if let Some(q) = self.queries.get_mut(&p.command_buffer) {
-                    q.clear();
-                }
-                if let Some(c) = t.cb_mut(p.command_buffer) {
+                if let Some(c) = t.cb_at_mut(slot) {
+                    c.queries.clear();
                     c.state = CbState::Recording;
                     c.simultaneous = p
                         .p_begin_info
@@ -457,7 +451,7 @@ impl Sync {
             Call::vkEndCommandBuffer(p) => set_cb(t, p.command_buffer, CbState::Executable),
             Call::vkResetCommandBuffer(p) => set_cb(t, p.command_buffer, CbState::Initial),
             Call::vkCmdExecuteCommands(p) => {
-                if let Some(c) = t.cb_mut(p.command_buffer) {
+                if let Some(c) = t.cb_at_mut(slot) {
                     c.secondaries
                         .extend(p.p_command_buffers.iter().flatten().copied());
                 }
@@ -574,15 +568,6 @@ impl Sync {
             Call::vkQueueWaitIdle(p) => self.waited(t, Action::Queue(p.queue)),
             Call::vkDeviceWaitIdle(p) => self.waited(t, Action::Device(p.device)),
             _ => {}
-        }
-    }
-
-    /// Recording `cb` uses queries `first..first + count` of `pool`.
-    fn uses(&mut self, cb: u64, pool: u64, first: u32, count: u32) {
-        let q = self.queries.entry(cb).or_default();
-        let r = (pool, first, first.saturating_add(count));
-        if !q.contains(&r) {
-            q.push(r);
         }
     }
 
@@ -773,6 +758,17 @@ fn check_fence(t: &Table, fence: u64) -> Result<(), String> {
             "fence 0x{fence:x} is signaled or already in use (not reset since)"
         )),
         _ => Ok(()),
+    }
+}
+
+/// The recording of the command buffer in `slot` uses queries `first..first + count` of `pool`.
+fn uses(t: &mut Table, slot: u32, pool: u64, first: u32, count: u32) {
+    let Some(c) = t.cb_at_mut(slot) else {
+        return;
+    };
+    let r = (pool, first, first.saturating_add(count));
+    if !c.queries.contains(&r) {
+        c.queries.push(r);
     }
 }
 
