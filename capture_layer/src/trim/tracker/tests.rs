@@ -473,24 +473,30 @@ fn a_reused_handle_value_keeps_the_destroyed_definition_it_shadows() {
     assert_eq!(snap.records.len(), 4);
 }
 
-/// A light command buffer (one-time, begun while tracking): open until submitted, then left out
-/// of the snapshot, while its barrier still moves its image's layout. Begun again in full, it
-/// is tracked as any other.
-#[test]
-fn light_recordings_count_open_until_submitted_and_stay_out_of_snapshots() {
-    let mut f = Feed::new();
+/// A command pool `pool` and one command buffer `cb` allocated from it.
+fn pool_with_a_buffer(f: &mut Feed, pool: u64, cb: u64) -> vk::CommandBuffer {
     let pci = vk::CommandPoolCreateInfo::default();
-    let mut pool = vk::CommandPool::from_raw(0xa1);
+    let mut pool = vk::CommandPool::from_raw(pool);
     f.call("vkCreateCommandPool", |e| unsafe {
         vkstream::encode::vkCreateCommandPool(e, dev(), &pci, std::ptr::null(), &mut pool)
     });
     let ai = vk::CommandBufferAllocateInfo::default()
         .command_pool(pool)
         .command_buffer_count(1);
-    let mut cb = vk::CommandBuffer::from_raw(0xa2);
+    let mut cb = vk::CommandBuffer::from_raw(cb);
     f.call("vkAllocateCommandBuffers", |e| unsafe {
         vkstream::encode::vkAllocateCommandBuffers(e, dev(), &ai, &mut cb)
     });
+    cb
+}
+
+/// A light command buffer (one-time, begun while tracking): open until submitted, then left out
+/// of the snapshot, while its barrier still moves its image's layout. Begun again in full, it
+/// is tracked as any other.
+#[test]
+fn light_recordings_count_open_until_submitted_and_stay_out_of_snapshots() {
+    let mut f = Feed::new();
+    let cb = pool_with_a_buffer(&mut f, 0xa1, 0xa2);
     let ici = vk::ImageCreateInfo::default().initial_layout(vk::ImageLayout::UNDEFINED);
     let mut image = vk::Image::from_raw(0xa3);
     f.call("vkCreateImage", |e| unsafe {
