@@ -231,3 +231,41 @@ fn a_copy_overwritten_before_its_completion_point_is_not_recorded_as_its_values(
     assert_eq!(occlusion["matches"], 0, "{json}");
     assert_eq!(occlusion["mismatches"], 0, "{json}");
 }
+
+/// Capture on demand in the middle of the run: wgpu chains its submits through binary semaphores,
+/// so the last one signaled before the snapshot is waited for by the first captured submit. The
+/// snapshot signals it again, and the trace replays with no validation message (it was refused:
+/// "waits on semaphore ..., which nothing replayed has signaled").
+#[test]
+fn triggered_mid_run_the_relay_semaphore_is_restored() {
+    if !have_wgpu() {
+        return;
+    }
+    let base = scratch("wgpu-trigger.qtrace");
+    let library =
+        find_layer_library().expect("build the layer first: cargo build -p capture_layer");
+    let out = quarry_command()
+        .env("QUARRY_CAPTURE_LAYER_LIBRARY", &library)
+        .env("VK_DRIVER_FILES", LAVAPIPE_ICD)
+        .env("VK_ICD_FILENAMES", LAVAPIPE_ICD)
+        .args([
+            "capture",
+            "--trigger",
+            "--trigger-frame",
+            "3",
+            "--force",
+            "-o",
+        ])
+        .arg(&base)
+        .args(["--", "python3"])
+        .arg(app())
+        .arg("8")
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "capture failed: {text}");
+    let trace = base.with_file_name("wgpu-trigger_1.qtrace");
+    assert!(text.contains("1 trace complete"), "{text}");
+    let (json, _) = replay(&trace);
+    assert_eq!(json["validation_messages"], 0, "{json}");
+}

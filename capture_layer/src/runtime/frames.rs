@@ -59,20 +59,25 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
             p.frame += 1;
             TRACKED_SUBMIT.store(false, Ordering::Relaxed);
             let frame = p.frame;
-            let (due, next) = match p.trigger.as_mut() {
-                Some(t) => (
-                    p.postponed > 0 || t.due(frame),
-                    t.at_frame.is_some_and(|a| frame + light::AHEAD >= a),
-                ),
-                None => (frame == p.first, frame + light::AHEAD >= p.first),
+            let (due, next, ahead) = match p.trigger.as_mut() {
+                Some(t) => {
+                    let ahead = t.at_frame == Some(frame) && p.postponed == 0;
+                    (
+                        p.postponed > 0 || t.due(frame),
+                        t.at_frame.is_some_and(|a| frame + light::AHEAD >= a),
+                        ahead,
+                    )
+                }
+                None => (frame == p.first, frame + light::AHEAD >= p.first, true),
             };
             // No command buffer begun from here on is light: at a due snapshot none may be open
             // (`light`). A start known ahead switches frames early, so that none is even in apps
-            // that keep a buffer open across a frame boundary (Zink); a trigger's waits.
+            // that keep a buffer open across a frame boundary (Zink); a trigger that comes at any
+            // time waits instead (`postpone`).
             if due || next {
                 light::set_mode(false);
             }
-            (due, p.trigger.is_some())
+            (due, !ahead)
         };
         // Anchors the fast clock of recorded calls (`call_ns`), as the `Frame` record does while
         // capturing: without an anchor every tracked call read CLOCK_MONOTONIC, whose fenced
@@ -119,19 +124,19 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) -> bool {
 }
 
 /// A trigger's snapshot is due: whether it waits for the next boundary because a light command
-/// buffer is open (begun, not yet submitted: its commands were not tracked). At most
-/// `MAX_POSTPONED` boundaries in a row; after them the snapshot notes the buffers it misses.
+/// buffer is open (begun, not yet submitted: its commands were not tracked). One still recording
+/// is waited for up to `MAX_POSTPONED` boundaries in a row, one already ended for one (a buffer
+/// recorded ahead is submitted in the next frame; Zink and wgpu leave unused one-time buffers
+/// begun or ended until their pool is reset, many frames later, so waiting longer would only
+/// delay the capture). After that the snapshot names the buffers it misses in its gaps.
 fn postpone() -> bool {
-    // A buffer recorded in one frame and submitted in the next is covered; Zink leaves unused
-    // one-time buffers begun until their pool is reset, many frames later, so waiting longer
-    // would only delay the capture.
     const MAX_POSTPONED: u32 = 3;
-    let open = super::deferred::lock_tracker()
+    let (recording, ended) = super::deferred::lock_tracker()
         .as_ref()
-        .map_or(0, |t| t.open_light());
+        .map_or((0, 0), |t| t.open_light());
     let mut p = lock_pending();
     let Some(p) = p.as_mut() else { return false };
-    if open > 0 && p.postponed < MAX_POSTPONED {
+    if (recording > 0 && p.postponed < MAX_POSTPONED) || (ended > 0 && p.postponed < 1) {
         p.postponed += 1;
         return true;
     }

@@ -91,7 +91,18 @@ const fn classify(name: &str) -> Class {
         Class::Map
     } else if is(n, &["vkUnmapMemory", "vkUnmapMemory2KHR", "vkUnmapMemory2"]) {
         Class::Unmap
-    } else if is(n, &["vkQueueSubmit", "vkQueueSubmit2", "vkQueueSubmit2KHR"]) {
+    } else if is(
+        n,
+        &[
+            "vkQueueSubmit",
+            "vkQueueSubmit2",
+            "vkQueueSubmit2KHR",
+            // Binary semaphores they signal or wait for (`Tracker::submitted`).
+            "vkQueuePresentKHR",
+            "vkAcquireNextImageKHR",
+            "vkAcquireNextImage2KHR",
+        ],
+    ) {
         Class::Submit
     } else if is(
         n,
@@ -158,10 +169,26 @@ pub(super) fn moves_layouts(cmd: u32) -> bool {
 
 /// Whether the layer skips command `cmd` in a light command buffer (`runtime::light`): every
 /// command recorded into one except those that move image layouts, which the tracker applies at
-/// the buffer's submit.
+/// the buffer's submit, and its end (a light buffer ended and never submitted is one the app
+/// discarded, which a snapshot need not wait for).
 #[inline]
 pub fn light_skips(cmd: u32) -> bool {
-    class_of(cmd) == Class::Cmd && !moves_layouts(cmd)
+    class_of(cmd) == Class::Cmd && !moves_layouts(cmd) && !is_end(cmd)
+}
+
+static IS_END: [bool; N] = {
+    let mut t = [false; N];
+    let mut i = 0;
+    while i < N {
+        t[i] = is(COMMANDS[i].as_bytes(), &["vkEndCommandBuffer"]);
+        i += 1;
+    }
+    t
+};
+
+#[inline]
+pub(super) fn is_end(cmd: u32) -> bool {
+    IS_END.get(cmd as usize).copied().unwrap_or(false)
 }
 
 /// Whether the tracker keeps anything of command `cmd` (the layer skips encoding the rest while
@@ -188,7 +215,12 @@ mod tests {
             | "vkUpdateDescriptorSetWithTemplateKHR" => Class::Update,
             "vkMapMemory" | "vkMapMemory2KHR" | "vkMapMemory2" => Class::Map,
             "vkUnmapMemory" | "vkUnmapMemory2KHR" | "vkUnmapMemory2" => Class::Unmap,
-            "vkQueueSubmit" | "vkQueueSubmit2" | "vkQueueSubmit2KHR" => Class::Submit,
+            "vkQueueSubmit"
+            | "vkQueueSubmit2"
+            | "vkQueueSubmit2KHR"
+            | "vkQueuePresentKHR"
+            | "vkAcquireNextImageKHR"
+            | "vkAcquireNextImage2KHR" => Class::Submit,
             "vkGetDeviceQueue"
             | "vkGetDeviceQueue2"
             | "vkGetSwapchainImagesKHR"

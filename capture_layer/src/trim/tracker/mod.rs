@@ -92,6 +92,11 @@ enum Info {
     Timeline {
         initial: u64,
     },
+    /// A binary semaphore: whether the last submit, acquire or present that named it left it
+    /// signaled (a snapshot signals it again: the first captured wait may be for it).
+    Binary {
+        signaled: bool,
+    },
 }
 
 struct Obj {
@@ -193,6 +198,8 @@ struct Recording {
     light: bool,
     /// Submitted since it was begun.
     submitted: bool,
+    /// Ended since it was begun.
+    ended: bool,
 }
 
 enum Recorded {
@@ -211,6 +218,7 @@ impl Recording {
         self.ops.clear();
         self.light = false;
         self.submitted = false;
+        self.ended = false;
     }
 
     /// Bytes its buffers hold allocated.
@@ -449,6 +457,9 @@ impl Tracker {
             if class != Class::ResetCb {
                 o.recording.push_call(c);
             }
+            if is_end(c.cmd) {
+                o.recording.ended = true;
+            }
         }
         true
     }
@@ -461,12 +472,16 @@ impl Tracker {
     }
 
     /// Light command buffers begun and not submitted since: a snapshot now would miss the
-    /// commands of any that is submitted after it.
-    pub fn open_light(&self) -> usize {
-        self.objects
+    /// commands of any that is submitted after it. (still recording, ended)
+    pub fn open_light(&self) -> (usize, usize) {
+        let open = self
+            .objects
             .values()
-            .filter(|o| o.recording.light && !o.recording.submitted)
-            .count()
+            .map(|o| &o.recording)
+            .filter(|r| r.light && !r.submitted);
+        open.fold((0, 0), |(recording, ended), r| {
+            (recording + !r.ended as usize, ended + r.ended as usize)
+        })
     }
 
     fn keep_owned(&mut self, rec: Record, owners: &[u64]) {
@@ -773,8 +788,10 @@ impl Tracker {
         self.prune_at = (2 * self.dead.len()).max(records);
     }
 
-    /// Applies the layout changes of the submitted command buffers to their images.
+    /// Applies the layout changes of the submitted command buffers to their images, and what
+    /// submits, acquires and presents do to binary semaphores.
     fn submitted(&mut self, call: &Call) {
+        self.binary_semaphores(call);
         let cbs: Vec<u64> = match call {
             Call::vkQueueSubmit(p) => p
                 .p_submits
@@ -811,6 +828,48 @@ impl Tracker {
                 {
                     *l = Some(layout);
                 }
+            }
+        }
+    }
+
+    /// Binary semaphores a queue operation waits for (left unsignaled) or signals, in order.
+    fn binary_semaphores(&mut self, call: &Call) {
+        let mut ops: Vec<(u64, bool)> = Vec::new();
+        match call {
+            Call::vkQueueSubmit(p) => {
+                for s in p.p_submits.iter().flatten() {
+                    ops.extend(s.p_wait_semaphores.iter().flatten().map(|&h| (h, false)));
+                    ops.extend(s.p_signal_semaphores.iter().flatten().map(|&h| (h, true)));
+                }
+            }
+            Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) => {
+                for s in p.p_submits.iter().flatten() {
+                    let waits = s.p_wait_semaphore_infos.iter().flatten();
+                    ops.extend(waits.map(|i| (i.semaphore, false)));
+                    let signals = s.p_signal_semaphore_infos.iter().flatten();
+                    ops.extend(signals.map(|i| (i.semaphore, true)));
+                }
+            }
+            Call::vkQueuePresentKHR(p) => {
+                let waits = p
+                    .p_present_info
+                    .iter()
+                    .flat_map(|i| i.p_wait_semaphores.iter());
+                ops.extend(waits.flatten().map(|&h| (h, false)));
+            }
+            Call::vkAcquireNextImageKHR(p) => ops.push((p.semaphore, true)),
+            Call::vkAcquireNextImage2KHR(p) => {
+                ops.extend(p.p_acquire_info.iter().map(|i| (i.semaphore, true)));
+            }
+            _ => {}
+        }
+        for (h, signal) in ops {
+            if let Some(Obj {
+                info: Info::Binary { signaled },
+                ..
+            }) = self.objects.get_mut(&h)
+            {
+                *signaled = signal;
             }
         }
     }
@@ -938,7 +997,7 @@ fn creation_info(call: &Call) -> Info {
                 }
                 _ => None,
             })
-            .unwrap_or_default(),
+            .unwrap_or(Info::Binary { signaled: false }),
         Call::vkGetDeviceQueue(p) => Info::Queue {
             family: p.queue_family_index,
         },
@@ -958,6 +1017,6 @@ mod restore;
 #[cfg(test)]
 mod tests;
 
-use class::{class_of, moves_layouts, Class};
+use class::{class_of, is_end, moves_layouts, Class};
 pub use class::{light_skips, wanted};
 pub use restore::{SnapRecord, Snapshot};

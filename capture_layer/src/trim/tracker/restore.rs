@@ -57,7 +57,8 @@ impl Tracker {
             .iter()
             .map(|(k, v)| (k, Entry::Kept(&v.rec)))
             .collect();
-        let open_light = self.open_light();
+        let (recording, ended) = self.open_light();
+        let open_light = recording + ended;
         if open_light > 0 {
             gaps.push(format!(
                 "{open_light} one-time command buffers were begun before the snapshot and not \
@@ -190,6 +191,33 @@ impl Tracker {
                     "timeline semaphore {sem:#x}: its value could not be read (vkGetSemaphoreCounterValue)"
                 )),
             }
+        }
+        // Binary semaphores a submit before the trim point left signaled (wgpu chains its submits
+        // through them): the first captured submit may wait for one.
+        let mut binaries: Vec<(&u64, &Obj)> = self
+            .objects
+            .iter()
+            .filter(|(_, o)| matches!(o.info, Info::Binary { signaled: true }) && !o.destroyed)
+            .collect();
+        binaries.sort_by_key(|(h, _)| **h);
+        for (&sem, o) in binaries {
+            let Some((q, _)) = queue_of(o.parent) else {
+                gaps.push(format!(
+                    "semaphore {sem:#x}: signaled, but no queue to signal it on"
+                ));
+                continue;
+            };
+            let signal = [vk::Semaphore::from_raw(sem)];
+            let submit = vk::SubmitInfo::default().signal_semaphores(&signal);
+            records.extend(made("vkQueueSubmit", |e| unsafe {
+                vkstream::encode::vkQueueSubmit(
+                    e,
+                    vk::Queue::from_raw(q),
+                    1,
+                    &submit,
+                    vk::Fence::null(),
+                )
+            }));
         }
         // Image layouts: one made-up command buffer per device moves every image from its initial
         // layout to the one the app left it in.

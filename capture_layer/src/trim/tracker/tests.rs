@@ -508,7 +508,7 @@ fn light_recordings_count_open_until_submitted_and_stay_out_of_snapshots() {
         vkstream::encode::vkBeginCommandBuffer(e, cb, &bi)
     });
     f.t.mark_light(cb.as_raw());
-    assert_eq!(f.t.open_light(), 1, "begun light, not submitted");
+    assert_eq!(f.t.open_light(), (1, 0), "begun light, not submitted");
     // The layer sends a light buffer's layout-moving commands only.
     let barrier = [vk::ImageMemoryBarrier::default()
         .image(image)
@@ -528,6 +528,10 @@ fn light_recordings_count_open_until_submitted_and_stay_out_of_snapshots() {
             barrier.as_ptr(),
         )
     });
+    f.call("vkEndCommandBuffer", |e| unsafe {
+        vkstream::encode::vkEndCommandBuffer(e, cb)
+    });
+    assert_eq!(f.t.open_light(), (0, 1), "ended, not submitted");
     let cbs = [cb];
     let si = [vk::SubmitInfo::default().command_buffers(&cbs)];
     f.call("vkQueueSubmit", |e| unsafe {
@@ -539,7 +543,7 @@ fn light_recordings_count_open_until_submitted_and_stay_out_of_snapshots() {
             vk::Fence::null(),
         )
     });
-    assert_eq!(f.t.open_light(), 0, "submitted");
+    assert_eq!(f.t.open_light(), (0, 0), "submitted");
     let names = |f: &Feed| -> Vec<&'static str> {
         f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None, &|_| {
             None
@@ -571,7 +575,7 @@ fn light_recordings_count_open_until_submitted_and_stay_out_of_snapshots() {
     f.call("vkBeginCommandBuffer", |e| unsafe {
         vkstream::encode::vkBeginCommandBuffer(e, cb, &bi)
     });
-    assert_eq!(f.t.open_light(), 0);
+    assert_eq!(f.t.open_light(), (0, 0));
     assert!(names(&f).contains(&"vkBeginCommandBuffer"));
     // Light and open at the snapshot: named in its gaps.
     f.call("vkBeginCommandBuffer", |e| unsafe {
@@ -589,4 +593,61 @@ fn light_recordings_count_open_until_submitted_and_stay_out_of_snapshots() {
         "{:?}",
         snap.gaps
     );
+}
+
+/// A binary semaphore a submit signaled and nothing waited for yet is signaled again by the
+/// snapshot (wgpu chains its submits through such semaphores); one a present waited for is not.
+#[test]
+fn snapshot_signals_the_binary_semaphores_left_signaled() {
+    let mut f = Feed::new();
+    let mut queue = vk::Queue::from_raw(0xb1);
+    f.call("vkGetDeviceQueue", |e| unsafe {
+        vkstream::encode::vkGetDeviceQueue(e, dev(), 0, 0, &mut queue)
+    });
+    let sci = vk::SemaphoreCreateInfo::default();
+    let (mut relay, mut rendered) = (vk::Semaphore::from_raw(0xb2), vk::Semaphore::from_raw(0xb3));
+    for s in [&mut relay, &mut rendered] {
+        f.call("vkCreateSemaphore", |e| unsafe {
+            vkstream::encode::vkCreateSemaphore(e, dev(), &sci, std::ptr::null(), s)
+        });
+    }
+    let signals = [relay, rendered];
+    let si = [vk::SubmitInfo::default().signal_semaphores(&signals)];
+    f.call("vkQueueSubmit", |e| unsafe {
+        vkstream::encode::vkQueueSubmit(e, queue, 1, si.as_ptr(), vk::Fence::null())
+    });
+    let waits = [rendered];
+    let pi = vk::PresentInfoKHR::default().wait_semaphores(&waits);
+    f.call("vkQueuePresentKHR", |e| unsafe {
+        vkstream::encode::vkQueuePresentKHR(e, queue, &pi)
+    });
+    let snap =
+        f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None, &|_| {
+            None
+        });
+    let made: Vec<Vec<u8>> = snap
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            SnapRecord::Made { cmd, params }
+                if vkstream::COMMANDS[*cmd as usize] == "vkQueueSubmit" =>
+            {
+                Some(params.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(made.len(), 1, "one made-up submit");
+    let Some(Call::vkQueueSubmit(p)) =
+        decode(vkstream::command_id("vkQueueSubmit").unwrap(), &made[0])
+    else {
+        panic!("a submit");
+    };
+    let signaled: Vec<u64> = p
+        .p_submits
+        .iter()
+        .flatten()
+        .flat_map(|s| s.p_signal_semaphores.iter().flatten().copied())
+        .collect();
+    assert_eq!(signaled, [relay.as_raw()]);
 }
