@@ -329,3 +329,43 @@ fn destroy_of_a_swapchain_image_is_refused() {
         "which destroys it; it must not be destroyed by vkDestroyImage",
     );
 }
+
+/// vkcube's vkGetImageSubresourceLayout with word `k` of its subresource (aspectMask,
+/// mipLevel, arrayLayer) set to `value`.
+fn subresource_layout(k: usize, value: u32) -> std::path::PathBuf {
+    forged(&scratch(), "vkcube.qtrace", |recs, t| {
+        let vkstream::Call::vkGetImageSubresourceLayout(g) =
+            decoded(recs, t, "vkGetImageSubresourceLayout", 0)
+        else {
+            unreachable!()
+        };
+        let s = g.p_subresource.unwrap();
+        let mut w = [s.aspect_mask, s.mip_level, s.array_layer];
+        let i = find(recs, t, "vkGetImageSubresourceLayout", 0);
+        let params = &mut call_mut(&mut recs[i]).params;
+        let o = at(params, &words(&w));
+        w[k] = value;
+        params[o..o + 12].copy_from_slice(&words(&w));
+    })
+}
+
+/// The fuzzer's crash (seed 0x1e): vkcube's texture layout query given mip level 6483909 (the
+/// image has 1); lavapipe indexed its levels with it (SIGSEGV). Refused
+/// (VUID-vkGetImageSubresourceLayout-mipLevel-01716), as are a layer outside the image and an
+/// aspect mask of two aspects, or of one the format lacks.
+#[test]
+fn layout_query_of_a_subresource_outside_its_image_is_refused() {
+    let cases = [
+        (1, 6_483_909, "mip level 6483909 is outside image 0x"),
+        (2, 7, "array layer 7 is outside image 0x"),
+        (0, 0x3, "aspect mask 0x3 must name exactly one aspect"),
+        (0, 0x2, "aspect mask 0x2 does not fit image 0x"),
+    ];
+    for (k, value, why) in cases {
+        let p = subresource_layout(k, value);
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(&out, took, "vkGetImageSubresourceLayout", why);
+    }
+}

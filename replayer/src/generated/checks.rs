@@ -19654,6 +19654,7 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdWriteTimestamp2(_)
         | Call::vkCmdWriteTimestamp2KHR(_) => 0x0703,
         Call::vkBindBufferMemory(_) | Call::vkBindImageMemory(_) => 0x0800,
+        Call::vkGetImageSubresourceLayout(_) | Call::vkGetImageSubresourceLayout2EXT(_) => 0x1000,
         Call::vkAllocateMemory(_)
         | Call::vkCreateEvent(_)
         | Call::vkCreateBufferView(_)

@@ -1,10 +1,11 @@
 //! Images, their views, render passes and framebuffers: a view within its image (subresource
 //! range, view type, format, aspect), a render pass's attachment references within its
 //! attachments, a framebuffer's views matching its render pass and large enough, and a render
-//! pass begun with a framebuffer made for a compatible one over an area inside it. Each closed a
-//! lavapipe crash the fuzzer found (part of [`Compat`]).
+//! pass begun with a framebuffer made for a compatible one over an area inside it, and a layout
+//! query's subresource within its image. Each closed a lavapipe crash the fuzzer found (part of
+//! [`Compat`]).
 
-use vkstream::types::{VkImageViewCreateInfo, VkRenderPassBeginInfo};
+use vkstream::types::{VkImageSubresource, VkImageViewCreateInfo, VkRenderPassBeginInfo};
 use vkstream::{Call, PNext};
 
 use super::compat::{backed, Compat, Live, Memory};
@@ -60,6 +61,8 @@ const LOAD_OP_CLEAR: i32 = 1;
 const COLOR: u32 = 0x1;
 const DEPTH: u32 = 0x2;
 const STENCIL: u32 = 0x4;
+/// VK_IMAGE_ASPECT_MEMORY_PLANE_0..3_BIT_EXT.
+const MEMORY_PLANES: u32 = 0x780;
 /// First multi-planar (YCbCr) format: their aspects are planes, not checked here.
 const PLANAR: i32 = 1_000_156_000;
 
@@ -240,6 +243,13 @@ impl Compat {
             Call::vkCmdBeginRenderPass2(p) | Call::vkCmdBeginRenderPass2KHR(p) => {
                 self.begin(p.p_render_pass_begin.as_deref(), live, memory)
             }
+            Call::vkGetImageSubresourceLayout(p) => {
+                self.subresource(p.image, p.p_subresource.as_deref())
+            }
+            Call::vkGetImageSubresourceLayout2EXT(p) => self.subresource(
+                p.image,
+                p.p_subresource.as_deref().map(|s| &s.image_subresource),
+            ),
             _ => self.cmds_before(call),
         }
     }
@@ -313,6 +323,44 @@ impl Compat {
             extent: [(img.extent[0] >> mip).max(1), (img.extent[1] >> mip).max(1)],
             layers,
         }))
+    }
+
+    /// The subresource a layout query names lies in its image and is one aspect of its format
+    /// (VUID-vkGetImageSubresourceLayout-mipLevel-01716, -arrayLayer-01717, -aspectMask-00997,
+    /// -format-04461..04464): lavapipe indexes its levels with it (a fuzz crash).
+    fn subresource(&self, image: u64, s: Option<&VkImageSubresource>) -> Result<(), String> {
+        let (Some(img), Some(s)) = (self.images.get(&image), s) else {
+            return Ok(());
+        };
+        if s.mip_level >= img.mips {
+            return Err(format!(
+                "mip level {} is outside image 0x{image:x} of {} levels",
+                s.mip_level, img.mips
+            ));
+        }
+        if s.array_layer >= img.layers {
+            return Err(format!(
+                "array layer {} is outside image 0x{image:x} of {} layers",
+                s.array_layer, img.layers
+            ));
+        }
+        if s.aspect_mask.count_ones() != 1 {
+            return Err(format!(
+                "aspect mask 0x{:x} must name exactly one aspect",
+                s.aspect_mask
+            ));
+        }
+        // Memory planes (DRM format modifiers) are the tiling's, not the format's.
+        let plane = s.aspect_mask & MEMORY_PLANES != 0;
+        if let Some(a) = aspects(img.format).filter(|_| !plane) {
+            if s.aspect_mask & !a != 0 {
+                return Err(format!(
+                    "aspect mask 0x{:x} does not fit image 0x{image:x}'s format {}",
+                    s.aspect_mask, img.format
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn begin(
