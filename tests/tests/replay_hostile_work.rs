@@ -369,3 +369,29 @@ fn layout_query_of_a_subresource_outside_its_image_is_refused() {
         refused(&out, took, "vkGetImageSubresourceLayout", why);
     }
 }
+
+/// Found beside the fuzzer's crashes: vkcube's first vkCmdSetViewport (and vkCmdSetScissor)
+/// given a first viewport of 2^30; lavapipe wrote it into its fixed array of 16 (SIGSEGV).
+/// Refused (VUID-vkCmdSetViewport-firstViewport-01223, vkCmdSetScissor-firstScissor-00592).
+#[test]
+fn viewports_beyond_the_gpu_are_refused() {
+    for (name, what) in [
+        ("vkCmdSetViewport", "viewports"),
+        ("vkCmdSetScissor", "scissors"),
+    ] {
+        let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+            let i = find(recs, t, name, 0);
+            // commandBuffer, then firstViewport (firstScissor).
+            call_mut(&mut recs[i]).params[8..12].copy_from_slice(&(1u32 << 30).to_le_bytes());
+        });
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(
+            &out,
+            took,
+            name,
+            &format!("{what} 1073741824..+1 exceed the replay GPU's maxViewports 16"),
+        );
+    }
+}

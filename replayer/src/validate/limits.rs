@@ -1,6 +1,6 @@
 //! Limits of the replay GPU that a call's numbers must respect (a driver indexes fixed arrays
-//! with them): vertex input bindings and attributes, transform feedback streams of indexed
-//! queries, descriptor counts of a set layout; and storage no larger than the GPU's memory
+//! with them): vertex input bindings and attributes, viewports and scissors, transform feedback
+//! streams of indexed queries, descriptor counts of a set layout; and storage no larger than the GPU's memory
 //! (memory allocations, buffers, query pools, whose results a driver allocates and clears at
 //! creation). Each closed a lavapipe crash or stall the fuzzer found (part of [`Compat`]). The
 //! values come from the replay GPU's profile; a limit it does not state is not checked.
@@ -24,6 +24,8 @@ pub(super) struct Limits {
     descriptors: u64,
     inline_bytes: u64,
     push_constants: u64,
+    /// Viewports (and scissors) a command buffer holds.
+    viewports: u32,
     /// The largest memory heap (device-local where there is one), in bytes.
     heap: u64,
     max_buffer: u64,
@@ -41,6 +43,7 @@ impl Default for Limits {
             descriptors: u64::MAX,
             inline_bytes: u64::MAX,
             push_constants: u64::MAX,
+            viewports: u32::MAX,
             heap: u64::MAX,
             max_buffer: u64::MAX,
             lavapipe: false,
@@ -113,6 +116,7 @@ impl Validator {
             })
             .unwrap_or(u64::MAX),
             push_constants: limit("maxPushConstantsSize").unwrap_or(u64::MAX),
+            viewports: limit("maxViewports").map_or(u32::MAX, |x| x as u32),
             heap: largest_heap(&profile.memory_heaps),
             max_buffer: get("VkPhysicalDeviceVulkan13Properties", "maxBufferSize")
                 .or_else(|| get("VkPhysicalDeviceMaintenance4Properties", "maxBufferSize"))
@@ -221,6 +225,20 @@ impl Limits {
         Ok(())
     }
 
+    /// Viewports or scissors `first..+count` within the replay GPU's maxViewports
+    /// (VUID-vkCmdSetViewport-firstViewport-01223, vkCmdSetScissor-firstScissor-00592,
+    /// VkPipelineViewportStateCreateInfo-viewportCount-01218, -scissorCount-01219): lavapipe
+    /// writes them into a fixed array (a first viewport of 2^30 crashed it).
+    fn viewports(&self, what: &str, first: u32, count: u32) -> Result<(), String> {
+        if u64::from(first) + u64::from(count) > u64::from(self.viewports) {
+            return Err(format!(
+                "{what} {first}..+{count} exceed the replay GPU's maxViewports {}",
+                self.viewports
+            ));
+        }
+        Ok(())
+    }
+
     fn bindings(&self, first: u32, count: u32) -> Result<(), String> {
         if u64::from(first) + u64::from(count) > u64::from(self.vertex_bindings) {
             return Err(format!(
@@ -236,6 +254,10 @@ impl Limits {
         p: &vkstream::params::vkCreateGraphicsPipelines,
     ) -> Result<(), String> {
         for ci in p.p_create_infos.iter().flatten() {
+            if let Some(v) = &ci.p_viewport_state {
+                self.viewports("viewports", 0, v.viewport_count)?;
+                self.viewports("scissors", 0, v.scissor_count)?;
+            }
             let Some(v) = &ci.p_vertex_input_state else {
                 continue;
             };
@@ -385,6 +407,16 @@ impl Compat {
                     )),
                     _ => Ok(()),
                 }
+            }
+            Call::vkCmdSetViewport(p) => {
+                l.viewports("viewports", p.first_viewport, p.viewport_count)
+            }
+            Call::vkCmdSetScissor(p) => l.viewports("scissors", p.first_scissor, p.scissor_count),
+            Call::vkCmdSetViewportWithCount(p) | Call::vkCmdSetViewportWithCountEXT(p) => {
+                l.viewports("viewports", 0, p.viewport_count)
+            }
+            Call::vkCmdSetScissorWithCount(p) | Call::vkCmdSetScissorWithCountEXT(p) => {
+                l.viewports("scissors", 0, p.scissor_count)
             }
             Call::vkCmdPushConstants(p) => {
                 let end = u64::from(p.offset) + u64::from(p.size);
