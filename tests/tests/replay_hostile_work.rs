@@ -1,7 +1,9 @@
 //! Hostile traces whose calls are each well formed but ask the replay GPU for too much: work
 //! that does not finish in time, storage beyond the GPU's memory, a host query reset racing the
-//! GPU, and a driver quirk (the crash and hang classes the fuzzer found last, issue 22). Each
-//! ends in one `quarry:` line naming the call, in bounded time.
+//! GPU, and a driver quirk; then the classes later fuzz runs found (issue 22): subresources,
+//! viewports and views beyond what the GPU or image has, attachments and shader stages used
+//! for what they were not made for, command buffers submitted after something they use was
+//! destroyed. Each ends in one `quarry:` line naming the call, in bounded time.
 
 use std::time::Duration;
 
@@ -393,5 +395,47 @@ fn viewports_beyond_the_gpu_are_refused() {
             name,
             &format!("{what} 1073741824..+1 exceed the replay GPU's maxViewports 16"),
         );
+    }
+}
+
+/// The fuzzer's crash (seed 0x20): the demo's teardown destroy of a query pool moved between
+/// the recording of the last frame's command buffer, which uses it, and its submit; lavapipe's
+/// queue thread then used the freed pool (heap corruption). The command buffer is invalid
+/// there, and so it is when a buffer it uses, or that buffer's memory, is gone: refused at
+/// the submit (VUID-vkQueueSubmit2-commandBuffer-03874..).
+#[test]
+fn submit_of_a_command_buffer_whose_objects_are_gone_is_refused() {
+    // (seq of the teardown call, what the error says it ended)
+    for (seq, why) in [
+        (
+            1188,
+            "query pool 0x562061288ab0, which its recording uses, was destroyed since",
+        ),
+        (
+            1191,
+            "buffer 0x562061484730, which its recording uses, was destroyed since",
+        ),
+        (
+            1192,
+            "buffer 0x562061484730 is bound to memory 0x5620614849b0, which was freed",
+        ),
+    ] {
+        let p = forged(&scratch(), "demo.qtrace", |recs, _| {
+            let at_seq = |recs: &Vec<Record>, seq: u64| {
+                recs.iter()
+                    .position(|r| matches!(r, Record::Call(c) if c.seq == seq))
+                    .unwrap()
+            };
+            // Before the barrier after the recording's last copy (1180), ahead of the submit.
+            let r = recs.remove(at_seq(recs, seq));
+            let i = at_seq(recs, 1181);
+            recs.insert(i, r);
+        });
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(&out, took, "vkQueueSubmit2", why);
+        assert!(String::from_utf8_lossy(&out.stderr)
+            .contains("call 1183 (vkQueueSubmit2): command buffer 0x562061494070 is invalid"));
     }
 }
