@@ -398,6 +398,77 @@ fn viewports_beyond_the_gpu_are_refused() {
     }
 }
 
+/// The demo's first vkCmdBeginRendering, decoded, with the params' offset of its
+/// (layerCount, viewMask) words.
+fn rendering(recs: &[Record], t: &[String]) -> (usize, vkstream::types::VkRenderingInfo) {
+    let vkstream::Call::vkCmdBeginRendering(b) = decoded(recs, t, "vkCmdBeginRendering", 0) else {
+        unreachable!()
+    };
+    let r = *b.p_rendering_info.unwrap();
+    let e = &r.render_area.extent;
+    let Record::Call(c) = &recs[find(recs, t, "vkCmdBeginRendering", 0)] else {
+        unreachable!()
+    };
+    // extent, then layerCount and viewMask.
+    let o = at(
+        &c.params,
+        &words(&[e.width, e.height, r.layer_count, r.view_mask]),
+    ) + 8;
+    (o, r)
+}
+
+/// The fuzzer's crash (seed 0x20): a demo render pass instance given view mask 0xe15b; lavapipe
+/// rendered view 15 to attachments of one layer (SIGSEGV). Refused beyond the GPU's views
+/// (VUID-VkRenderingInfo-viewMask-06128), and beyond the attachments' layers.
+#[test]
+fn view_mask_beyond_the_gpu_or_the_attachments_is_refused() {
+    for (mask, why) in [
+        (
+            0x4000u32,
+            "view mask 0x4000 names view 14, but the replay GPU's maxMultiviewViewCount is 6",
+        ),
+        (0x2, "renders 2 layers to image view 0x"),
+    ] {
+        let p = forged(&scratch(), "demo.qtrace", |recs, t| {
+            let (o, _) = rendering(recs, t);
+            let i = find(recs, t, "vkCmdBeginRendering", 0);
+            call_mut(&mut recs[i]).params[o + 4..o + 8].copy_from_slice(&mask.to_le_bytes());
+            assert_eq!(rendering(recs, t).1.view_mask, mask);
+        });
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(&out, took, "vkCmdBeginRendering", why);
+    }
+}
+
+/// The fuzzer's crash (seed 0x20): a demo render pass instance whose color attachment is its
+/// depth attachment's view (D16, an image made for depth only); lavapipe crashed drawing to it.
+/// Refused (VUID-VkRenderingInfo-colorAttachmentCount-06087).
+#[test]
+fn depth_view_as_color_attachment_is_refused() {
+    let p = forged(&scratch(), "demo.qtrace", |recs, t| {
+        let (_, r) = rendering(recs, t);
+        let color = r.p_color_attachments.unwrap()[0].image_view;
+        let depth = r.p_depth_attachment.unwrap().image_view;
+        let i = find(recs, t, "vkCmdBeginRendering", 0);
+        let params = &mut call_mut(&mut recs[i]).params;
+        let k = at(params, &color.to_le_bytes());
+        params[k..k + 8].copy_from_slice(&depth.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCmdBeginRendering",
+        "color attachment 0: image view 0x",
+    );
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("which was not created with VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT"));
+}
+
 /// The fuzzer's crash (seed 0x20): the demo's teardown destroy of a query pool moved between
 /// the recording of the last frame's command buffer, which uses it, and its submit; lavapipe's
 /// queue thread then used the freed pool (heap corruption). The command buffer is invalid
@@ -437,5 +508,87 @@ fn submit_of_a_command_buffer_whose_objects_are_gone_is_refused() {
         refused(&out, took, "vkQueueSubmit2", why);
         assert!(String::from_utf8_lossy(&out.stderr)
             .contains("call 1183 (vkQueueSubmit2): command buffer 0x562061494070 is invalid"));
+    }
+}
+
+/// The demo's first vkCreateGraphicsPipelines with its fragment stage's `stage` (when `stage`)
+/// or its rasterizationSamples set to `value`; and the edited value, decoded again.
+fn pipeline_edit(stage: bool, value: u32) -> (std::path::PathBuf, String) {
+    let mut shown = String::new();
+    let p = forged(&scratch(), "demo.qtrace", |recs, t| {
+        let vkstream::Call::vkCreateGraphicsPipelines(g) =
+            decoded(recs, t, "vkCreateGraphicsPipelines", 0)
+        else {
+            unreachable!()
+        };
+        let ci = &g.p_create_infos.unwrap()[0];
+        let fragment = &ci.p_stages.as_ref().unwrap()[1];
+        assert_eq!(fragment.stage, 0x10);
+        let i = find(recs, t, "vkCreateGraphicsPipelines", 0);
+        let params = &mut call_mut(&mut recs[i]).params;
+        let o = if stage {
+            // flags, stage, then the module.
+            let mut w = words(&[fragment.flags, fragment.stage]);
+            w.extend(fragment.module.to_le_bytes());
+            at(params, &w) + 4
+        } else {
+            // Where this trace's rasterizationSamples lies (the decoded edit below checks it).
+            342
+        };
+        params[o..o + 4].copy_from_slice(&value.to_le_bytes());
+        let vkstream::Call::vkCreateGraphicsPipelines(g) =
+            decoded(recs, t, "vkCreateGraphicsPipelines", 0)
+        else {
+            unreachable!()
+        };
+        let ci = &g.p_create_infos.unwrap()[0];
+        shown = if stage {
+            format!("stage {}", ci.p_stages.as_ref().unwrap()[1].stage)
+        } else {
+            format!(
+                "samples {}",
+                ci.p_multisample_state
+                    .as_ref()
+                    .unwrap()
+                    .rasterization_samples
+            )
+        };
+    });
+    (p, shown)
+}
+
+/// Found by a probe of every parameter word beside the fuzz runs: the demo's first pipeline
+/// with its fragment stage given as another (lavapipe compiled the fragment shader as that
+/// stage, or as a second vertex shader, and crashed), and with rasterizationSamples 16384.
+/// Refused (VUID-VkPipelineShaderStageCreateInfo-pName-00707,
+/// VkGraphicsPipelineCreateInfo-stage-06896/06897, and the sample count's valid values).
+#[test]
+fn pipeline_stages_and_samples_that_do_not_fit_are_refused() {
+    for (stage, value, why) in [
+        (
+            true,
+            0x8,
+            "stage 0x8 names entry point \"main\" of shader module 0x",
+        ),
+        (true, 0x1, "stage 0x1 is given twice"),
+        (true, 0x20, "stage 0x20 is not one graphics shader stage"),
+        (
+            true,
+            0x40_0000,
+            "stage 0x400000 is not one graphics shader stage",
+        ),
+        (
+            false,
+            16384,
+            "rasterizationSamples 16384 is not a sample count",
+        ),
+    ] {
+        let (p, shown) = pipeline_edit(stage, value);
+        let want = if stage { "stage" } else { "samples" };
+        assert_eq!(shown, format!("{want} {value}"));
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(&out, took, "vkCreateGraphicsPipelines", why);
     }
 }

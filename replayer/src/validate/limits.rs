@@ -26,6 +26,8 @@ pub(super) struct Limits {
     push_constants: u64,
     /// Viewports (and scissors) a command buffer holds.
     viewports: u32,
+    /// maxMultiviewViewCount (0 without multiview).
+    views: u32,
     /// The largest memory heap (device-local where there is one), in bytes.
     heap: u64,
     max_buffer: u64,
@@ -44,6 +46,7 @@ impl Default for Limits {
             inline_bytes: u64::MAX,
             push_constants: u64::MAX,
             viewports: u32::MAX,
+            views: u32::MAX,
             heap: u64::MAX,
             max_buffer: u64::MAX,
             lavapipe: false,
@@ -117,6 +120,17 @@ impl Validator {
             .unwrap_or(u64::MAX),
             push_constants: limit("maxPushConstantsSize").unwrap_or(u64::MAX),
             viewports: limit("maxViewports").map_or(u32::MAX, |x| x as u32),
+            views: get(
+                "VkPhysicalDeviceVulkan11Properties",
+                "maxMultiviewViewCount",
+            )
+            .or_else(|| {
+                get(
+                    "VkPhysicalDeviceMultiviewProperties",
+                    "maxMultiviewViewCount",
+                )
+            })
+            .map_or(u32::MAX, |x| x as u32),
             heap: largest_heap(&profile.memory_heaps),
             max_buffer: get("VkPhysicalDeviceVulkan13Properties", "maxBufferSize")
                 .or_else(|| get("VkPhysicalDeviceMaintenance4Properties", "maxBufferSize"))
@@ -239,6 +253,23 @@ impl Limits {
         Ok(())
     }
 
+    /// A view mask's views within the replay GPU's maxMultiviewViewCount
+    /// (VUID-VkRenderingInfo-viewMask-06128, VkRenderPassMultiviewCreateInfo-pViewMasks-06697,
+    /// VkSubpassDescription2-viewMask-06706, VkGraphicsPipelineCreateInfo-renderPass-06578):
+    /// lavapipe renders each view to a layer (view 14 of a 1-layer attachment crashed it).
+    pub(super) fn view_mask(&self, mask: u32) -> Result<(), String> {
+        let views = views_of(mask);
+        if views > self.views {
+            return Err(format!(
+                "view mask 0x{mask:x} names view {}, but the replay GPU's maxMultiviewViewCount \
+                 is {}",
+                views - 1,
+                self.views
+            ));
+        }
+        Ok(())
+    }
+
     fn bindings(&self, first: u32, count: u32) -> Result<(), String> {
         if u64::from(first) + u64::from(count) > u64::from(self.vertex_bindings) {
             return Err(format!(
@@ -254,6 +285,19 @@ impl Limits {
         p: &vkstream::params::vkCreateGraphicsPipelines,
     ) -> Result<(), String> {
         for ci in p.p_create_infos.iter().flatten() {
+            for n in &ci.p_next {
+                if let vkstream::PNext::VkPipelineRenderingCreateInfo(r) = n {
+                    self.view_mask(r.view_mask)?;
+                }
+            }
+            // One of VkSampleCountFlagBits (-rasterizationSamples-parameter): lavapipe sized
+            // its sample arrays by a forged 16384 and crashed.
+            if let Some(m) = &ci.p_multisample_state {
+                let n = m.rasterization_samples;
+                if n.count_ones() != 1 || n > 64 {
+                    return Err(format!("rasterizationSamples {n} is not a sample count"));
+                }
+            }
             if let Some(v) = &ci.p_viewport_state {
                 self.viewports("viewports", 0, v.viewport_count)?;
                 self.viewports("scissors", 0, v.scissor_count)?;
@@ -291,6 +335,11 @@ impl Limits {
         }
         Ok(())
     }
+}
+
+/// One past the highest view a view mask names (0: none).
+pub(super) fn views_of(mask: u32) -> u32 {
+    32 - mask.leading_zeros()
 }
 
 const TIMESTAMP: i32 = 2;

@@ -9,6 +9,7 @@ use vkstream::types::{VkImageSubresource, VkImageViewCreateInfo, VkRenderPassBeg
 use vkstream::{Call, PNext};
 
 use super::compat::{backed, Compat, Live, Memory};
+use super::limits::views_of;
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Image {
@@ -19,6 +20,8 @@ pub(super) struct Image {
     layers: u32,
     extent: [u32; 3],
     samples: u32,
+    /// Its usage (with its separate stencil usage, if any).
+    usage: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -38,7 +41,8 @@ pub(super) struct Pass {
     used: u64,
     /// Clear values a begin must give (one past the last attachment that clears).
     clears: u32,
-    multiview: bool,
+    /// One past the highest view of its subpasses' view masks (0: not multiview).
+    views: u32,
 }
 
 pub(super) struct Framebuffer {
@@ -61,6 +65,8 @@ const LOAD_OP_CLEAR: i32 = 1;
 const COLOR: u32 = 0x1;
 const DEPTH: u32 = 0x2;
 const STENCIL: u32 = 0x4;
+const COLOR_ATTACHMENT: u32 = 0x10;
+const DEPTH_STENCIL_ATTACHMENT: u32 = 0x20;
 /// VK_IMAGE_ASPECT_MEMORY_PLANE_0..3_BIT_EXT.
 const MEMORY_PLANES: u32 = 0x780;
 /// First multi-planar (YCbCr) format: their aspects are planes, not checked here.
@@ -107,6 +113,13 @@ impl Compat {
                 let Some(ci) = &p.p_create_info else {
                     return Ok(());
                 };
+                for n in &ci.p_next {
+                    if let PNext::VkRenderPassMultiviewCreateInfo(m) = n {
+                        for &mask in m.p_view_masks.iter().flatten() {
+                            self.limits.view_mask(mask)?;
+                        }
+                    }
+                }
                 let n = ci.p_attachments.as_ref().map_or(0, Vec::len) as u32;
                 for s in ci.p_subpasses.iter().flatten() {
                     let refs = s.p_input_attachments.iter().flatten();
@@ -128,6 +141,7 @@ impl Compat {
                 };
                 let n = ci.p_attachments.as_ref().map_or(0, Vec::len) as u32;
                 for s in ci.p_subpasses.iter().flatten() {
+                    self.limits.view_mask(s.view_mask)?;
                     let refs = s.p_input_attachments.iter().flatten();
                     let refs = refs.chain(s.p_color_attachments.iter().flatten());
                     let refs = refs.chain(s.p_resolve_attachments.iter().flatten());
@@ -178,19 +192,17 @@ impl Compat {
                         ));
                     }
                     let used = k >= 64 || rp.used & (1 << k) != 0;
+                    // A multiview pass renders each view to its layer
+                    // (VUID-VkFramebufferCreateInfo-renderPass-04536).
+                    let layers = if rp.views == 0 { ci.layers } else { rp.views };
                     let small = view.extent[0] < ci.width
                         || view.extent[1] < ci.height
-                        || (!rp.multiview && view.layers < ci.layers);
+                        || view.layers < layers;
                     if used && small {
                         return Err(format!(
                             "attachment {k} (image view 0x{v:x}, {}x{} with {} layers) is \
-                             smaller than the framebuffer ({}x{} with {} layers)",
-                            view.extent[0],
-                            view.extent[1],
-                            view.layers,
-                            ci.width,
-                            ci.height,
-                            ci.layers
+                             smaller than the framebuffer ({}x{} with {layers} layers)",
+                            view.extent[0], view.extent[1], view.layers, ci.width, ci.height,
                         ));
                     }
                 }
@@ -204,6 +216,18 @@ impl Compat {
                     return Ok(());
                 };
                 let colors = r.p_color_attachments.iter().flatten();
+                for (k, a) in colors.clone().enumerate() {
+                    self.attachment(a.image_view, COLOR_ATTACHMENT, None)
+                        .map_err(|e| format!("color attachment {k}: {e}"))?;
+                }
+                if let Some(a) = &r.p_depth_attachment {
+                    self.attachment(a.image_view, DEPTH_STENCIL_ATTACHMENT, Some(DEPTH))
+                        .map_err(|e| format!("depth attachment: {e}"))?;
+                }
+                if let Some(a) = &r.p_stencil_attachment {
+                    self.attachment(a.image_view, DEPTH_STENCIL_ATTACHMENT, Some(STENCIL))
+                        .map_err(|e| format!("stencil attachment: {e}"))?;
+                }
                 let views = colors
                     .chain(r.p_depth_attachment.as_deref())
                     .chain(r.p_stencil_attachment.as_deref())
@@ -215,14 +239,20 @@ impl Compat {
                     .p_next
                     .iter()
                     .any(|n| matches!(n, PNext::VkDeviceGroupRenderPassBeginInfo(_)));
+                self.limits.view_mask(r.view_mask)?;
+                // Each view is rendered to the attachments' layer of its index.
+                let layers = match r.view_mask {
+                    0 => r.layer_count,
+                    m => views_of(m),
+                };
                 for v in views {
                     let Some(view) = self.views.get(&v) else {
                         continue;
                     };
-                    if r.view_mask == 0 && r.layer_count > view.layers {
+                    if layers > view.layers {
                         return Err(format!(
-                            "renders {} layers to image view 0x{v:x} of {}",
-                            r.layer_count, view.layers
+                            "renders {layers} layers to image view 0x{v:x} of {}",
+                            view.layers
                         ));
                     }
                     let [w, h] = view.extent;
@@ -323,6 +353,39 @@ impl Compat {
             extent: [(img.extent[0] >> mip).max(1), (img.extent[1] >> mip).max(1)],
             layers,
         }))
+    }
+
+    /// An attachment of dynamic rendering made for its role: its image has `usage`
+    /// (VUID-VkRenderingInfo-colorAttachmentCount-06087, -pDepthAttachment-06088,
+    /// -pStencilAttachment-06089) and its format the `aspect` (-pDepthAttachment-06547,
+    /// -pStencilAttachment-06548). A depth view rendered as color crashed lavapipe.
+    fn attachment(&self, view: u64, usage: u32, aspect: Option<u32>) -> Result<(), String> {
+        let Some(v) = self.views.get(&view) else {
+            return Ok(());
+        };
+        if let Some(img) = self.images.get(&v.image) {
+            if img.usage & usage == 0 {
+                let role = if usage == COLOR_ATTACHMENT {
+                    "VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT"
+                } else {
+                    "VK_IMAGE_USAGE_DEPTH_STENCIL_ATTACHMENT_BIT"
+                };
+                return Err(format!(
+                    "image view 0x{view:x} is of image 0x{:x}, which was not created with {role}",
+                    v.image
+                ));
+            }
+        }
+        if let (Some(want), Some(has)) = (aspect, aspects(v.format)) {
+            if has & want == 0 {
+                return Err(format!(
+                    "image view 0x{view:x} has format {}, without the {} aspect",
+                    v.format,
+                    if want == DEPTH { "depth" } else { "stencil" }
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The subresource a layout query names lies in its image and is one aspect of its format
@@ -483,6 +546,14 @@ impl Compat {
                             layers: i.array_layers,
                             extent: [e.width, e.height, e.depth],
                             samples: i.samples,
+                            usage: i.usage
+                                | i.p_next
+                                    .iter()
+                                    .map(|n| match n {
+                                        PNext::VkImageStencilUsageCreateInfo(u) => u.stencil_usage,
+                                        _ => 0,
+                                    })
+                                    .fold(0, |a, b| a | b),
                         },
                     );
                 }
@@ -501,6 +572,7 @@ impl Compat {
                             layers: i.image_array_layers,
                             extent: [e.width, e.height, 1],
                             samples: 1,
+                            usage: i.image_usage,
                         },
                     );
                 }
@@ -529,10 +601,17 @@ impl Compat {
                     attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
                     used: 0,
                     clears: clears(atts.map(|a| (a.format, a.load_op, a.stencil_load_op))),
-                    multiview: ci.p_next.iter().any(|n| {
-                        matches!(n, PNext::VkRenderPassMultiviewCreateInfo(m)
-                            if m.p_view_masks.iter().flatten().any(|v| *v != 0))
-                    }),
+                    views: ci
+                        .p_next
+                        .iter()
+                        .filter_map(|n| match n {
+                            PNext::VkRenderPassMultiviewCreateInfo(m) => m.p_view_masks.as_ref(),
+                            _ => None,
+                        })
+                        .flatten()
+                        .map(|&m| views_of(m))
+                        .max()
+                        .unwrap_or(0),
                 };
                 for s in ci.p_subpasses.iter().flatten() {
                     let refs = s.p_input_attachments.iter().flatten();
@@ -553,7 +632,13 @@ impl Compat {
                     attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
                     used: 0,
                     clears: clears(atts.map(|a| (a.format, a.load_op, a.stencil_load_op))),
-                    multiview: ci.p_subpasses.iter().flatten().any(|s| s.view_mask != 0),
+                    views: ci
+                        .p_subpasses
+                        .iter()
+                        .flatten()
+                        .map(|s| views_of(s.view_mask))
+                        .max()
+                        .unwrap_or(0),
                 };
                 for s in ci.p_subpasses.iter().flatten() {
                     let refs = s.p_input_attachments.iter().flatten();
