@@ -592,3 +592,40 @@ fn pipeline_stages_and_samples_that_do_not_fit_are_refused() {
         refused(&out, took, "vkCreateGraphicsPipelines", why);
     }
 }
+
+/// The fuzzer's crash (seed 0x22): vkcube's render pass with subpassCount 0 (its one subpass
+/// still in the array); lavapipe crashed making it. Refused
+/// (VUID-VkRenderPassCreateInfo-subpassCount-arraylength).
+#[test]
+fn render_pass_without_subpasses_is_refused() {
+    let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+        let vkstream::Call::vkCreateRenderPass(r) = decoded(recs, t, "vkCreateRenderPass", 0)
+        else {
+            unreachable!()
+        };
+        let ci = r.p_create_info.unwrap();
+        assert_eq!(ci.subpass_count, 1);
+        let i = find(recs, t, "vkCreateRenderPass", 0);
+        let params = &mut call_mut(&mut recs[i]).params;
+        // subpassCount, then the array's flag 1 and its length 1.
+        let mut w = words(&[1]);
+        w.push(1);
+        w.extend(1u64.to_le_bytes());
+        let k = at(params, &w);
+        params[k..k + 4].copy_from_slice(&0u32.to_le_bytes());
+        let vkstream::Call::vkCreateRenderPass(r) = decoded(recs, t, "vkCreateRenderPass", 0)
+        else {
+            unreachable!()
+        };
+        assert_eq!(r.p_create_info.unwrap().subpass_count, 0);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateRenderPass",
+        "subpassCount is 0: a render pass has at least one subpass",
+    );
+}

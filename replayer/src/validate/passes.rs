@@ -113,6 +113,7 @@ impl Compat {
                 let Some(ci) = &p.p_create_info else {
                     return Ok(());
                 };
+                no_subpasses(ci.subpass_count)?;
                 for n in &ci.p_next {
                     if let PNext::VkRenderPassMultiviewCreateInfo(m) = n {
                         for &mask in m.p_view_masks.iter().flatten() {
@@ -139,6 +140,7 @@ impl Compat {
                 let Some(ci) = &p.p_create_info else {
                     return Ok(());
                 };
+                no_subpasses(ci.subpass_count)?;
                 let n = ci.p_attachments.as_ref().map_or(0, Vec::len) as u32;
                 for s in ci.p_subpasses.iter().flatten() {
                     self.limits.view_mask(s.view_mask)?;
@@ -673,6 +675,15 @@ impl Compat {
             _ => self.cmds_after(call),
         }
     }
+}
+
+/// A render pass has a subpass (VUID-VkRenderPassCreateInfo-subpassCount-arraylength,
+/// VkRenderPassCreateInfo2-subpassCount-arraylength): lavapipe crashed making one with none.
+fn no_subpasses(n: u32) -> Result<(), String> {
+    if n == 0 {
+        return Err("subpassCount is 0: a render pass has at least one subpass".into());
+    }
+    Ok(())
 }
 
 fn check_ref(a: u32, n: u32) -> Result<(), String> {
