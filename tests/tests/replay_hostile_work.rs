@@ -629,3 +629,109 @@ fn render_pass_without_subpasses_is_refused() {
         "subpassCount is 0: a render pass has at least one subpass",
     );
 }
+
+/// vkcube's first vkCreateGraphicsPipelines with `edit` applied to its parameters (given the
+/// decoded create info); the call decoded again.
+fn cube_pipeline(
+    edit: impl FnOnce(&mut Vec<u8>, &vkstream::types::VkGraphicsPipelineCreateInfo),
+) -> (
+    std::path::PathBuf,
+    vkstream::types::VkGraphicsPipelineCreateInfo,
+) {
+    let mut after = None;
+    let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+        let info = |recs: &[Record]| {
+            let vkstream::Call::vkCreateGraphicsPipelines(g) =
+                decoded(recs, t, "vkCreateGraphicsPipelines", 0)
+            else {
+                unreachable!()
+            };
+            g.p_create_infos.unwrap().remove(0)
+        };
+        let ci = info(recs);
+        let i = find(recs, t, "vkCreateGraphicsPipelines", 0);
+        edit(&mut call_mut(&mut recs[i]).params, &ci);
+        after = Some(info(recs));
+    });
+    (p, after.unwrap())
+}
+
+/// Found by the parameter probe: vkcube's pipeline with a dynamic state of 4194304, or made for
+/// subpass 4194304 of a render pass with one; lavapipe indexed its tables with them and
+/// crashed. Refused (VUID-VkPipelineDynamicStateCreateInfo-pDynamicStates-parameter,
+/// VkGraphicsPipelineCreateInfo-renderPass-06046).
+#[test]
+fn pipeline_dynamic_states_and_subpasses_that_do_not_exist_are_refused() {
+    let (p, ci) = cube_pipeline(|params, ci| {
+        let states = ci.p_dynamic_state.as_ref().unwrap();
+        let have = states.p_dynamic_states.as_ref().unwrap();
+        // dynamicStateCount, the array's flag 1 and length, then the states.
+        let n = have.len() as u32;
+        let mut w = words(&[n]);
+        w.push(1);
+        w.extend(u64::from(n).to_le_bytes());
+        w.extend(words(&have.iter().map(|&d| d as u32).collect::<Vec<_>>()));
+        let k = at(params, &w) + 13;
+        params[k..k + 4].copy_from_slice(&4_194_304u32.to_le_bytes());
+    });
+    let states = ci.p_dynamic_state.unwrap().p_dynamic_states.unwrap();
+    assert_eq!(states[0], 4_194_304);
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateGraphicsPipelines",
+        "dynamic state 4194304 is not a VkDynamicState",
+    );
+    let (p, ci) = cube_pipeline(|params, ci| {
+        let k = at(params, &ci.render_pass.to_le_bytes()) + 8;
+        params[k..k + 4].copy_from_slice(&4_194_304u32.to_le_bytes());
+    });
+    assert_eq!(ci.subpass, 4_194_304);
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateGraphicsPipelines",
+        "subpass 4194304 is not one of render pass 0x",
+    );
+}
+
+/// Found by the parameter probe: vkcube's descriptor set layout binding with descriptor type,
+/// or stage flags, 2^30; lavapipe crashed (SIGBUS) on either. Refused
+/// (VUID-VkDescriptorSetLayoutBinding-descriptorType-parameter, -descriptorCount-00283).
+#[test]
+fn descriptor_bindings_of_unknown_types_or_stages_are_refused() {
+    for (field, why) in [
+        (0, "has descriptor type 1073741824, not a VkDescriptorType"),
+        (2, "has stage flags 0x40000000, not shader stages"),
+    ] {
+        let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+            let vkstream::Call::vkCreateDescriptorSetLayout(l) =
+                decoded(recs, t, "vkCreateDescriptorSetLayout", 0)
+            else {
+                unreachable!()
+            };
+            let b = &l.p_create_info.unwrap().p_bindings.unwrap()[0];
+            let i = find(recs, t, "vkCreateDescriptorSetLayout", 0);
+            let params = &mut call_mut(&mut recs[i]).params;
+            // binding, descriptorType, descriptorCount, stageFlags.
+            let w = [
+                b.binding,
+                b.descriptor_type as u32,
+                b.descriptor_count,
+                b.stage_flags,
+            ];
+            let k = at(params, &words(&w)) + 4 + 4 * field;
+            params[k..k + 4].copy_from_slice(&(1u32 << 30).to_le_bytes());
+        });
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(&out, took, "vkCreateDescriptorSetLayout", why);
+    }
+}

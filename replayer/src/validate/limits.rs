@@ -290,6 +290,17 @@ impl Limits {
                     self.view_mask(r.view_mask)?;
                 }
             }
+            // States vk.xml defines (VUID-VkPipelineDynamicStateCreateInfo-pDynamicStates-
+            // parameter): lavapipe indexed its state table with a forged 4194304 and crashed.
+            for d in ci
+                .p_dynamic_state
+                .iter()
+                .flat_map(|d| d.p_dynamic_states.iter().flatten())
+            {
+                if !known_enum("VkDynamicState", 8, i64::from(*d)) {
+                    return Err(format!("dynamic state {d} is not a VkDynamicState"));
+                }
+            }
             // One of VkSampleCountFlagBits (-rasterizationSamples-parameter): lavapipe sized
             // its sample arrays by a forged 16384 and crashed.
             if let Some(m) = &ci.p_multisample_state {
@@ -335,6 +346,27 @@ impl Limits {
         }
         Ok(())
     }
+}
+
+/// A value of enum `ty` that vk.xml defines: Vulkan 1.0's `0..=core`, or one an extension or a
+/// later version adds (the `-parameter` VUIDs: a driver indexes tables with these).
+fn known_enum(ty: &str, core: i64, v: i64) -> bool {
+    use crate::portability::generated::registry::ENUM_VALUES;
+    (0..=core).contains(&v)
+        || ENUM_VALUES
+            .binary_search_by(|e| (e.0, e.1).cmp(&(ty, v)))
+            .is_ok()
+}
+
+/// Whether `flags` are VK_SHADER_STAGE_ALL or stage bits vk.xml defines.
+fn known_stages(flags: u32) -> bool {
+    use crate::portability::generated::registry::FLAG_BITS;
+    const ALL: u32 = 0x7fff_ffff;
+    let known = FLAG_BITS
+        .iter()
+        .filter(|b| b.0 == "VkShaderStageFlagBits")
+        .fold(0x3f, |m, b| m | b.1 as u32);
+    flags == ALL || flags & !known == 0
 }
 
 /// One past the highest view a view mask names (0: none).
@@ -486,6 +518,21 @@ impl Compat {
                     .iter()
                     .flat_map(|i| i.p_bindings.iter().flatten())
                 {
+                    // Types and stages vk.xml defines (VUID-VkDescriptorSetLayoutBinding-
+                    // descriptorType-parameter, -descriptorCount-00283): forged ones crashed
+                    // lavapipe.
+                    if !known_enum("VkDescriptorType", 10, i64::from(b.descriptor_type)) {
+                        return Err(format!(
+                            "binding {} has descriptor type {}, not a VkDescriptorType",
+                            b.binding, b.descriptor_type
+                        ));
+                    }
+                    if b.descriptor_count > 0 && !known_stages(b.stage_flags) {
+                        return Err(format!(
+                            "binding {} has stage flags 0x{:x}, not shader stages",
+                            b.binding, b.stage_flags
+                        ));
+                    }
                     let n = u64::from(b.descriptor_count);
                     let max = if b.descriptor_type == INLINE_UNIFORM_BLOCK {
                         l.inline_bytes

@@ -43,6 +43,7 @@ pub(super) struct Pass {
     clears: u32,
     /// One past the highest view of its subpasses' view masks (0: not multiview).
     views: u32,
+    subpasses: u32,
 }
 
 pub(super) struct Framebuffer {
@@ -390,6 +391,18 @@ impl Compat {
         Ok(())
     }
 
+    /// A pipeline made for a subpass of its render pass (VUID-VkGraphicsPipelineCreateInfo-
+    /// renderPass-06046): lavapipe read subpass 4194304 of a pass with one and crashed.
+    pub(super) fn pipeline_subpass(&self, render_pass: u64, subpass: u32) -> Result<(), String> {
+        match self.passes.get(&render_pass) {
+            Some(rp) if subpass >= rp.subpasses => Err(format!(
+                "subpass {subpass} is not one of render pass 0x{render_pass:x}'s {}",
+                rp.subpasses
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The subresource a layout query names lies in its image and is one aspect of its format
     /// (VUID-vkGetImageSubresourceLayout-mipLevel-01716, -arrayLayer-01717, -aspectMask-00997,
     /// -format-04461..04464): lavapipe indexes its levels with it (a fuzz crash).
@@ -600,6 +613,7 @@ impl Compat {
                 let atts = ci.p_attachments.iter().flatten();
                 let atts = atts.take(ci.attachment_count as usize);
                 let mut pass = Pass {
+                    subpasses: ci.subpass_count,
                     attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
                     used: 0,
                     clears: clears(atts.map(|a| (a.format, a.load_op, a.stencil_load_op))),
@@ -631,6 +645,7 @@ impl Compat {
                 let atts = ci.p_attachments.iter().flatten();
                 let atts = atts.take(ci.attachment_count as usize);
                 let mut pass = Pass {
+                    subpasses: ci.subpass_count,
                     attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
                     used: 0,
                     clears: clears(atts.map(|a| (a.format, a.load_op, a.stencil_load_op))),

@@ -265,6 +265,9 @@ impl Compat {
                     if !library && ci.layout == 0 {
                         return Err("a pipeline's layout is VK_NULL_HANDLE".into());
                     }
+                    if ci.render_pass != 0 {
+                        self.pipeline_subpass(ci.render_pass, ci.subpass)?;
+                    }
                     let stages = ci.p_stages.iter().flatten().take(ci.stage_count as usize);
                     if !library && !stages.clone().any(|s| s.stage & (VERTEX | MESH) != 0) {
                         return Err(format!(
