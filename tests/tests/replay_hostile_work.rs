@@ -735,3 +735,29 @@ fn descriptor_bindings_of_unknown_types_or_stages_are_refused() {
         refused(&out, took, "vkCreateDescriptorSetLayout", why);
     }
 }
+
+/// The fuzzer's crash (seed 0x24): a demo shader's OpName made to name id 524319 (the module's
+/// bound is 84); lavapipe's SPIR-V reader crashed on it. Refused at vkCreateShaderModule
+/// (VUID-VkShaderModuleCreateInfo-pCode-08737, as far as can be told without the grammar).
+#[test]
+fn shader_naming_an_id_beyond_its_bound_is_refused() {
+    let p = forged(&scratch(), "demo.qtrace", |recs, _| {
+        let i = recs
+            .iter()
+            .position(|r| matches!(r, Record::Call(c) if c.seq == 46))
+            .unwrap();
+        let params = &mut call_mut(&mut recs[i]).params;
+        // OpName %31 "i".
+        let k = at(params, &words(&[0x3_0005, 0x1f, 0x69]));
+        params[k + 4..k + 8].copy_from_slice(&0x8_001fu32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateShaderModule",
+        "its SPIR-V instruction at word 134 targets id 524319, outside the module's bound 84",
+    );
+}

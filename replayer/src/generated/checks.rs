@@ -19683,9 +19683,7 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkBindImageMemory2KHR(_) => 0x1800,
         Call::vkUpdateDescriptorSetWithTemplate(_)
         | Call::vkUpdateDescriptorSetWithTemplateKHR(_) => 0x2000,
-        Call::vkCreateShaderModule(_)
-        | Call::vkCreatePipelineLayout(_)
-        | Call::vkCreateSwapchainKHR(_) => 0x2001,
+        Call::vkCreatePipelineLayout(_) | Call::vkCreateSwapchainKHR(_) => 0x2001,
         Call::vkCmdPushDescriptorSetWithTemplateKHR(_)
         | Call::vkCmdSetDescriptorBufferOffsetsEXT(_)
         | Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT(_) => 0x2103,
@@ -19704,6 +19702,7 @@ pub fn flags(call: &Call) -> u16 {
         Call::vkUpdateDescriptorSets(_) => 0x3000,
         Call::vkCreateDevice(_)
         | Call::vkCreateImageView(_)
+        | Call::vkCreateShaderModule(_)
         | Call::vkCreateDescriptorSetLayout(_)
         | Call::vkAllocateDescriptorSets(_)
         | Call::vkCreateFramebuffer(_)

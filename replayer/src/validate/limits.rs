@@ -489,6 +489,8 @@ impl Compat {
                     _ => Ok(()),
                 }
             }
+            // SPIR-V read before the driver compiles it (`shaders::check_code`).
+            Call::vkCreateShaderModule(_) => self.shaders_before(call),
             Call::vkCmdSetViewport(p) => {
                 l.viewports("viewports", p.first_viewport, p.viewport_count)
             }

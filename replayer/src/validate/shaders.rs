@@ -172,6 +172,43 @@ pub(super) fn reflect(code: &[u32]) -> Option<Module> {
     Some(module)
 }
 
+/// What can be told of SPIR-V without its grammar (VUID-VkShaderModuleCreateInfo-pCode-08737:
+/// valid SPIR-V): instructions that fit the code, and the ids that names, decorations and
+/// execution modes target below the module's bound (a forged OpName target crashed lavapipe's
+/// SPIR-V reader). Code that is not SPIR-V (no magic) is not checked.
+pub(super) fn check_code(code: &[u32]) -> Result<(), String> {
+    if code.len() < 5 || code[0] != MAGIC {
+        return Ok(());
+    }
+    let bound = code[3];
+    let mut i = 5;
+    while i < code.len() {
+        let n = (code[i] >> 16) as usize;
+        if n == 0 || i + n > code.len() {
+            return Err(format!(
+                "its SPIR-V instruction at word {i} has {n} words, past the code's {}",
+                code.len()
+            ));
+        }
+        let w = &code[i..i + n];
+        // OpName, OpMemberName, OpExecutionMode(Id), OpDecorate, OpMemberDecorate: word 1;
+        // OpEntryPoint: word 2 (its function).
+        let target = match w[0] & 0xffff {
+            5 | 6 | 16 | 331 | 71 | 72 if n >= 2 => Some(w[1]),
+            OP_ENTRY_POINT if n >= 3 => Some(w[2]),
+            _ => None,
+        };
+        if let Some(id) = target.filter(|&id| id == 0 || id >= bound) {
+            return Err(format!(
+                "its SPIR-V instruction at word {i} targets id {id}, outside the module's \
+                 bound {bound}"
+            ));
+        }
+        i += n;
+    }
+    Ok(())
+}
+
 impl Compat {
     /// The (set, binding) pairs the stages use, checked against pipeline layout `layout`.
     fn stages<'a>(
@@ -253,6 +290,10 @@ impl Compat {
 
     pub(super) fn shaders_before(&self, call: &Call) -> Result<(), String> {
         match call {
+            Call::vkCreateShaderModule(p) => {
+                let code = p.p_create_info.as_ref().and_then(|c| c.p_code.as_deref());
+                check_code(code.unwrap_or(&[]))
+            }
             Call::vkCreateGraphicsPipelines(p) => {
                 let n = p.create_info_count as usize;
                 for ci in p.p_create_infos.iter().flatten().take(n) {
@@ -381,6 +422,13 @@ mod tests {
         code.extend(op(OP_FUNCTION, &[5, 2, 0, 6]));
         code.extend(op(61, &[8, 9, 10]));
         code.extend(op(OP_FUNCTION_END, &[]));
+        assert_eq!(check_code(&code), Ok(()));
+        let mut named = code.clone();
+        named.extend(op(5, &[99, 0]));
+        assert!(check_code(&named).unwrap_err().contains("targets id 99"));
+        assert!(check_code(&code[..code.len() - 2])
+            .unwrap_err()
+            .contains("past the code"));
         let m = reflect(&code).unwrap();
         assert_eq!(&*m["main"].used, &[(0, 1)]);
         assert_eq!(m["main"].stages, 0x1);
