@@ -1,7 +1,9 @@
 //! Hostile traces whose calls are each well formed but ask the replay GPU for too much: work
 //! that does not finish in time, storage beyond the GPU's memory, a host query reset racing the
-//! GPU, and a driver quirk (the crash and hang classes the fuzzer found last, issue 22). Each
-//! ends in one `quarry:` line naming the call, in bounded time.
+//! GPU, and a driver quirk; then the classes later fuzz runs found (issue 22): subresources,
+//! viewports and views beyond what the GPU or image has, attachments and shader stages used
+//! for what they were not made for, command buffers submitted after something they use was
+//! destroyed. Each ends in one `quarry:` line naming the call, in bounded time.
 
 use std::time::Duration;
 
@@ -327,5 +329,435 @@ fn destroy_of_a_swapchain_image_is_refused() {
         took,
         "vkDestroyImage",
         "which destroys it; it must not be destroyed by vkDestroyImage",
+    );
+}
+
+/// vkcube's vkGetImageSubresourceLayout with word `k` of its subresource (aspectMask,
+/// mipLevel, arrayLayer) set to `value`.
+fn subresource_layout(k: usize, value: u32) -> std::path::PathBuf {
+    forged(&scratch(), "vkcube.qtrace", |recs, t| {
+        let vkstream::Call::vkGetImageSubresourceLayout(g) =
+            decoded(recs, t, "vkGetImageSubresourceLayout", 0)
+        else {
+            unreachable!()
+        };
+        let s = g.p_subresource.unwrap();
+        let mut w = [s.aspect_mask, s.mip_level, s.array_layer];
+        let i = find(recs, t, "vkGetImageSubresourceLayout", 0);
+        let params = &mut call_mut(&mut recs[i]).params;
+        let o = at(params, &words(&w));
+        w[k] = value;
+        params[o..o + 12].copy_from_slice(&words(&w));
+    })
+}
+
+/// The fuzzer's crash (seed 0x1e): vkcube's texture layout query given mip level 6483909 (the
+/// image has 1); lavapipe indexed its levels with it (SIGSEGV). Refused
+/// (VUID-vkGetImageSubresourceLayout-mipLevel-01716), as are a layer outside the image and an
+/// aspect mask of two aspects, or of one the format lacks.
+#[test]
+fn layout_query_of_a_subresource_outside_its_image_is_refused() {
+    let cases = [
+        (1, 6_483_909, "mip level 6483909 is outside image 0x"),
+        (2, 7, "array layer 7 is outside image 0x"),
+        (0, 0x3, "aspect mask 0x3 must name exactly one aspect"),
+        (0, 0x2, "aspect mask 0x2 does not fit image 0x"),
+    ];
+    for (k, value, why) in cases {
+        let p = subresource_layout(k, value);
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(&out, took, "vkGetImageSubresourceLayout", why);
+    }
+}
+
+/// Found beside the fuzzer's crashes: vkcube's first vkCmdSetViewport (and vkCmdSetScissor)
+/// given a first viewport of 2^30; lavapipe wrote it into its fixed array of 16 (SIGSEGV).
+/// Refused (VUID-vkCmdSetViewport-firstViewport-01223, vkCmdSetScissor-firstScissor-00592).
+#[test]
+fn viewports_beyond_the_gpu_are_refused() {
+    for (name, what) in [
+        ("vkCmdSetViewport", "viewports"),
+        ("vkCmdSetScissor", "scissors"),
+    ] {
+        let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+            let i = find(recs, t, name, 0);
+            // commandBuffer, then firstViewport (firstScissor).
+            call_mut(&mut recs[i]).params[8..12].copy_from_slice(&(1u32 << 30).to_le_bytes());
+        });
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(
+            &out,
+            took,
+            name,
+            &format!("{what} 1073741824..+1 exceed the replay GPU's maxViewports 16"),
+        );
+    }
+}
+
+/// The demo's first vkCmdBeginRendering, decoded, with the params' offset of its
+/// (layerCount, viewMask) words.
+fn rendering(recs: &[Record], t: &[String]) -> (usize, vkstream::types::VkRenderingInfo) {
+    let vkstream::Call::vkCmdBeginRendering(b) = decoded(recs, t, "vkCmdBeginRendering", 0) else {
+        unreachable!()
+    };
+    let r = *b.p_rendering_info.unwrap();
+    let e = &r.render_area.extent;
+    let Record::Call(c) = &recs[find(recs, t, "vkCmdBeginRendering", 0)] else {
+        unreachable!()
+    };
+    // extent, then layerCount and viewMask.
+    let o = at(
+        &c.params,
+        &words(&[e.width, e.height, r.layer_count, r.view_mask]),
+    ) + 8;
+    (o, r)
+}
+
+/// The fuzzer's crash (seed 0x20): a demo render pass instance given view mask 0xe15b; lavapipe
+/// rendered view 15 to attachments of one layer (SIGSEGV). Refused beyond the GPU's views
+/// (VUID-VkRenderingInfo-viewMask-06128), and beyond the attachments' layers.
+#[test]
+fn view_mask_beyond_the_gpu_or_the_attachments_is_refused() {
+    for (mask, why) in [
+        (
+            0x4000u32,
+            "view mask 0x4000 names view 14, but the replay GPU's maxMultiviewViewCount is 6",
+        ),
+        (0x2, "renders 2 layers to image view 0x"),
+    ] {
+        let p = forged(&scratch(), "demo.qtrace", |recs, t| {
+            let (o, _) = rendering(recs, t);
+            let i = find(recs, t, "vkCmdBeginRendering", 0);
+            call_mut(&mut recs[i]).params[o + 4..o + 8].copy_from_slice(&mask.to_le_bytes());
+            assert_eq!(rendering(recs, t).1.view_mask, mask);
+        });
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(&out, took, "vkCmdBeginRendering", why);
+    }
+}
+
+/// The fuzzer's crash (seed 0x20): a demo render pass instance whose color attachment is its
+/// depth attachment's view (D16, an image made for depth only); lavapipe crashed drawing to it.
+/// Refused (VUID-VkRenderingInfo-colorAttachmentCount-06087).
+#[test]
+fn depth_view_as_color_attachment_is_refused() {
+    let p = forged(&scratch(), "demo.qtrace", |recs, t| {
+        let (_, r) = rendering(recs, t);
+        let color = r.p_color_attachments.unwrap()[0].image_view;
+        let depth = r.p_depth_attachment.unwrap().image_view;
+        let i = find(recs, t, "vkCmdBeginRendering", 0);
+        let params = &mut call_mut(&mut recs[i]).params;
+        let k = at(params, &color.to_le_bytes());
+        params[k..k + 8].copy_from_slice(&depth.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCmdBeginRendering",
+        "color attachment 0: image view 0x",
+    );
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("which was not created with VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT"));
+}
+
+/// The fuzzer's crash (seed 0x20): the demo's teardown destroy of a query pool moved between
+/// the recording of the last frame's command buffer, which uses it, and its submit; lavapipe's
+/// queue thread then used the freed pool (heap corruption). The command buffer is invalid
+/// there, and so it is when a buffer it uses, or that buffer's memory, is gone: refused at
+/// the submit (VUID-vkQueueSubmit2-commandBuffer-03874..).
+#[test]
+fn submit_of_a_command_buffer_whose_objects_are_gone_is_refused() {
+    // (seq of the teardown call, what the error says it ended)
+    for (seq, why) in [
+        (
+            1188,
+            "query pool 0x562061288ab0, which its recording uses, was destroyed since",
+        ),
+        (
+            1191,
+            "buffer 0x562061484730, which its recording uses, was destroyed since",
+        ),
+        (
+            1192,
+            "buffer 0x562061484730 is bound to memory 0x5620614849b0, which was freed",
+        ),
+    ] {
+        let p = forged(&scratch(), "demo.qtrace", |recs, _| {
+            let at_seq = |recs: &Vec<Record>, seq: u64| {
+                recs.iter()
+                    .position(|r| matches!(r, Record::Call(c) if c.seq == seq))
+                    .unwrap()
+            };
+            // Before the barrier after the recording's last copy (1180), ahead of the submit.
+            let r = recs.remove(at_seq(recs, seq));
+            let i = at_seq(recs, 1181);
+            recs.insert(i, r);
+        });
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(&out, took, "vkQueueSubmit2", why);
+        assert!(String::from_utf8_lossy(&out.stderr)
+            .contains("call 1183 (vkQueueSubmit2): command buffer 0x562061494070 is invalid"));
+    }
+}
+
+/// The demo's first vkCreateGraphicsPipelines with its fragment stage's `stage` (when `stage`)
+/// or its rasterizationSamples set to `value`; and the edited value, decoded again.
+fn pipeline_edit(stage: bool, value: u32) -> (std::path::PathBuf, String) {
+    let mut shown = String::new();
+    let p = forged(&scratch(), "demo.qtrace", |recs, t| {
+        let vkstream::Call::vkCreateGraphicsPipelines(g) =
+            decoded(recs, t, "vkCreateGraphicsPipelines", 0)
+        else {
+            unreachable!()
+        };
+        let ci = &g.p_create_infos.unwrap()[0];
+        let fragment = &ci.p_stages.as_ref().unwrap()[1];
+        assert_eq!(fragment.stage, 0x10);
+        let i = find(recs, t, "vkCreateGraphicsPipelines", 0);
+        let params = &mut call_mut(&mut recs[i]).params;
+        let o = if stage {
+            // flags, stage, then the module.
+            let mut w = words(&[fragment.flags, fragment.stage]);
+            w.extend(fragment.module.to_le_bytes());
+            at(params, &w) + 4
+        } else {
+            // Where this trace's rasterizationSamples lies (the decoded edit below checks it).
+            342
+        };
+        params[o..o + 4].copy_from_slice(&value.to_le_bytes());
+        let vkstream::Call::vkCreateGraphicsPipelines(g) =
+            decoded(recs, t, "vkCreateGraphicsPipelines", 0)
+        else {
+            unreachable!()
+        };
+        let ci = &g.p_create_infos.unwrap()[0];
+        shown = if stage {
+            format!("stage {}", ci.p_stages.as_ref().unwrap()[1].stage)
+        } else {
+            format!(
+                "samples {}",
+                ci.p_multisample_state
+                    .as_ref()
+                    .unwrap()
+                    .rasterization_samples
+            )
+        };
+    });
+    (p, shown)
+}
+
+/// Found by a probe of every parameter word beside the fuzz runs: the demo's first pipeline
+/// with its fragment stage given as another (lavapipe compiled the fragment shader as that
+/// stage, or as a second vertex shader, and crashed), and with rasterizationSamples 16384.
+/// Refused (VUID-VkPipelineShaderStageCreateInfo-pName-00707,
+/// VkGraphicsPipelineCreateInfo-stage-06896/06897, and the sample count's valid values).
+#[test]
+fn pipeline_stages_and_samples_that_do_not_fit_are_refused() {
+    for (stage, value, why) in [
+        (
+            true,
+            0x8,
+            "stage 0x8 names entry point \"main\" of shader module 0x",
+        ),
+        (true, 0x1, "stage 0x1 is given twice"),
+        (true, 0x20, "stage 0x20 is not one graphics shader stage"),
+        (
+            true,
+            0x40_0000,
+            "stage 0x400000 is not one graphics shader stage",
+        ),
+        (
+            false,
+            16384,
+            "rasterizationSamples 16384 is not a sample count",
+        ),
+    ] {
+        let (p, shown) = pipeline_edit(stage, value);
+        let want = if stage { "stage" } else { "samples" };
+        assert_eq!(shown, format!("{want} {value}"));
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(&out, took, "vkCreateGraphicsPipelines", why);
+    }
+}
+
+/// The fuzzer's crash (seed 0x22): vkcube's render pass with subpassCount 0 (its one subpass
+/// still in the array); lavapipe crashed making it. Refused
+/// (VUID-VkRenderPassCreateInfo-subpassCount-arraylength).
+#[test]
+fn render_pass_without_subpasses_is_refused() {
+    let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+        let vkstream::Call::vkCreateRenderPass(r) = decoded(recs, t, "vkCreateRenderPass", 0)
+        else {
+            unreachable!()
+        };
+        let ci = r.p_create_info.unwrap();
+        assert_eq!(ci.subpass_count, 1);
+        let i = find(recs, t, "vkCreateRenderPass", 0);
+        let params = &mut call_mut(&mut recs[i]).params;
+        // subpassCount, then the array's flag 1 and its length 1.
+        let mut w = words(&[1]);
+        w.push(1);
+        w.extend(1u64.to_le_bytes());
+        let k = at(params, &w);
+        params[k..k + 4].copy_from_slice(&0u32.to_le_bytes());
+        let vkstream::Call::vkCreateRenderPass(r) = decoded(recs, t, "vkCreateRenderPass", 0)
+        else {
+            unreachable!()
+        };
+        assert_eq!(r.p_create_info.unwrap().subpass_count, 0);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateRenderPass",
+        "subpassCount is 0: a render pass has at least one subpass",
+    );
+}
+
+/// vkcube's first vkCreateGraphicsPipelines with `edit` applied to its parameters (given the
+/// decoded create info); the call decoded again.
+fn cube_pipeline(
+    edit: impl FnOnce(&mut Vec<u8>, &vkstream::types::VkGraphicsPipelineCreateInfo),
+) -> (
+    std::path::PathBuf,
+    vkstream::types::VkGraphicsPipelineCreateInfo,
+) {
+    let mut after = None;
+    let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+        let info = |recs: &[Record]| {
+            let vkstream::Call::vkCreateGraphicsPipelines(g) =
+                decoded(recs, t, "vkCreateGraphicsPipelines", 0)
+            else {
+                unreachable!()
+            };
+            g.p_create_infos.unwrap().remove(0)
+        };
+        let ci = info(recs);
+        let i = find(recs, t, "vkCreateGraphicsPipelines", 0);
+        edit(&mut call_mut(&mut recs[i]).params, &ci);
+        after = Some(info(recs));
+    });
+    (p, after.unwrap())
+}
+
+/// Found by the parameter probe: vkcube's pipeline with a dynamic state of 4194304, or made for
+/// subpass 4194304 of a render pass with one; lavapipe indexed its tables with them and
+/// crashed. Refused (VUID-VkPipelineDynamicStateCreateInfo-pDynamicStates-parameter,
+/// VkGraphicsPipelineCreateInfo-renderPass-06046).
+#[test]
+fn pipeline_dynamic_states_and_subpasses_that_do_not_exist_are_refused() {
+    let (p, ci) = cube_pipeline(|params, ci| {
+        let states = ci.p_dynamic_state.as_ref().unwrap();
+        let have = states.p_dynamic_states.as_ref().unwrap();
+        // dynamicStateCount, the array's flag 1 and length, then the states.
+        let n = have.len() as u32;
+        let mut w = words(&[n]);
+        w.push(1);
+        w.extend(u64::from(n).to_le_bytes());
+        w.extend(words(&have.iter().map(|&d| d as u32).collect::<Vec<_>>()));
+        let k = at(params, &w) + 13;
+        params[k..k + 4].copy_from_slice(&4_194_304u32.to_le_bytes());
+    });
+    let states = ci.p_dynamic_state.unwrap().p_dynamic_states.unwrap();
+    assert_eq!(states[0], 4_194_304);
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateGraphicsPipelines",
+        "dynamic state 4194304 is not a VkDynamicState",
+    );
+    let (p, ci) = cube_pipeline(|params, ci| {
+        let k = at(params, &ci.render_pass.to_le_bytes()) + 8;
+        params[k..k + 4].copy_from_slice(&4_194_304u32.to_le_bytes());
+    });
+    assert_eq!(ci.subpass, 4_194_304);
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateGraphicsPipelines",
+        "subpass 4194304 is not one of render pass 0x",
+    );
+}
+
+/// Found by the parameter probe: vkcube's descriptor set layout binding with descriptor type,
+/// or stage flags, 2^30; lavapipe crashed (SIGBUS) on either. Refused
+/// (VUID-VkDescriptorSetLayoutBinding-descriptorType-parameter, -descriptorCount-00283).
+#[test]
+fn descriptor_bindings_of_unknown_types_or_stages_are_refused() {
+    for (field, why) in [
+        (0, "has descriptor type 1073741824, not a VkDescriptorType"),
+        (2, "has stage flags 0x40000000, not shader stages"),
+    ] {
+        let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+            let vkstream::Call::vkCreateDescriptorSetLayout(l) =
+                decoded(recs, t, "vkCreateDescriptorSetLayout", 0)
+            else {
+                unreachable!()
+            };
+            let b = &l.p_create_info.unwrap().p_bindings.unwrap()[0];
+            let i = find(recs, t, "vkCreateDescriptorSetLayout", 0);
+            let params = &mut call_mut(&mut recs[i]).params;
+            // binding, descriptorType, descriptorCount, stageFlags.
+            let w = [
+                b.binding,
+                b.descriptor_type as u32,
+                b.descriptor_count,
+                b.stage_flags,
+            ];
+            let k = at(params, &words(&w)) + 4 + 4 * field;
+            params[k..k + 4].copy_from_slice(&(1u32 << 30).to_le_bytes());
+        });
+        let Some((out, took)) = run(&p, &[]) else {
+            return;
+        };
+        refused(&out, took, "vkCreateDescriptorSetLayout", why);
+    }
+}
+
+/// The fuzzer's crash (seed 0x24): a demo shader's OpName made to name id 524319 (the module's
+/// bound is 84); lavapipe's SPIR-V reader crashed on it. Refused at vkCreateShaderModule
+/// (VUID-VkShaderModuleCreateInfo-pCode-08737, as far as can be told without the grammar).
+#[test]
+fn shader_naming_an_id_beyond_its_bound_is_refused() {
+    let p = forged(&scratch(), "demo.qtrace", |recs, _| {
+        let i = recs
+            .iter()
+            .position(|r| matches!(r, Record::Call(c) if c.seq == 46))
+            .unwrap();
+        let params = &mut call_mut(&mut recs[i]).params;
+        // OpName %31 "i".
+        let k = at(params, &words(&[0x3_0005, 0x1f, 0x69]));
+        params[k + 4..k + 8].copy_from_slice(&0x8_001fu32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateShaderModule",
+        "its SPIR-V instruction at word 134 targets id 524319, outside the module's bound 84",
     );
 }

@@ -19455,9 +19455,7 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkDestroyPrivateDataSlotEXT(_)
         | Call::vkDestroyMicromapEXT(_)
         | Call::vkDestroyOpticalFlowSessionNV(_) => 0x0102,
-        Call::vkCmdSetViewport(_)
-        | Call::vkCmdSetScissor(_)
-        | Call::vkCmdSetLineWidth(_)
+        Call::vkCmdSetLineWidth(_)
         | Call::vkCmdSetDepthBias(_)
         | Call::vkCmdSetBlendConstants(_)
         | Call::vkCmdSetDepthBounds(_)
@@ -19488,8 +19486,6 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdSetCullMode(_)
         | Call::vkCmdSetFrontFace(_)
         | Call::vkCmdSetPrimitiveTopology(_)
-        | Call::vkCmdSetViewportWithCount(_)
-        | Call::vkCmdSetScissorWithCount(_)
         | Call::vkCmdSetDepthTestEnable(_)
         | Call::vkCmdSetDepthWriteEnable(_)
         | Call::vkCmdSetDepthCompareOp(_)
@@ -19542,8 +19538,6 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdSetCullModeEXT(_)
         | Call::vkCmdSetFrontFaceEXT(_)
         | Call::vkCmdSetPrimitiveTopologyEXT(_)
-        | Call::vkCmdSetViewportWithCountEXT(_)
-        | Call::vkCmdSetScissorWithCountEXT(_)
         | Call::vkCmdSetDepthTestEnableEXT(_)
         | Call::vkCmdSetDepthWriteEnableEXT(_)
         | Call::vkCmdSetDepthCompareOpEXT(_)
@@ -19654,16 +19648,23 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdWriteTimestamp2(_)
         | Call::vkCmdWriteTimestamp2KHR(_) => 0x0703,
         Call::vkBindBufferMemory(_) | Call::vkBindImageMemory(_) => 0x0800,
+        Call::vkGetImageSubresourceLayout(_) | Call::vkGetImageSubresourceLayout2EXT(_) => 0x1000,
         Call::vkAllocateMemory(_)
         | Call::vkCreateEvent(_)
         | Call::vkCreateBufferView(_)
         | Call::vkCreateSampler(_)
         | Call::vkCreateDescriptorPool(_)
         | Call::vkCreateCommandPool(_) => 0x1001,
-        Call::vkCmdPipelineBarrier(_)
+        Call::vkCmdSetViewport(_)
+        | Call::vkCmdSetScissor(_)
+        | Call::vkCmdPipelineBarrier(_)
         | Call::vkCmdPushConstants(_)
         | Call::vkCmdPipelineBarrier2(_)
+        | Call::vkCmdSetViewportWithCount(_)
+        | Call::vkCmdSetScissorWithCount(_)
         | Call::vkCmdBindTransformFeedbackBuffersEXT(_)
+        | Call::vkCmdSetViewportWithCountEXT(_)
+        | Call::vkCmdSetScissorWithCountEXT(_)
         | Call::vkCmdPipelineBarrier2KHR(_) => 0x1103,
         Call::vkQueueSubmit(_)
         | Call::vkResetFences(_)
@@ -19682,9 +19683,7 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkBindImageMemory2KHR(_) => 0x1800,
         Call::vkUpdateDescriptorSetWithTemplate(_)
         | Call::vkUpdateDescriptorSetWithTemplateKHR(_) => 0x2000,
-        Call::vkCreateShaderModule(_)
-        | Call::vkCreatePipelineLayout(_)
-        | Call::vkCreateSwapchainKHR(_) => 0x2001,
+        Call::vkCreatePipelineLayout(_) | Call::vkCreateSwapchainKHR(_) => 0x2001,
         Call::vkCmdPushDescriptorSetWithTemplateKHR(_)
         | Call::vkCmdSetDescriptorBufferOffsetsEXT(_)
         | Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT(_) => 0x2103,
@@ -19703,6 +19702,7 @@ pub fn flags(call: &Call) -> u16 {
         Call::vkUpdateDescriptorSets(_) => 0x3000,
         Call::vkCreateDevice(_)
         | Call::vkCreateImageView(_)
+        | Call::vkCreateShaderModule(_)
         | Call::vkCreateDescriptorSetLayout(_)
         | Call::vkAllocateDescriptorSets(_)
         | Call::vkCreateFramebuffer(_)

@@ -1,6 +1,6 @@
 //! Limits of the replay GPU that a call's numbers must respect (a driver indexes fixed arrays
-//! with them): vertex input bindings and attributes, transform feedback streams of indexed
-//! queries, descriptor counts of a set layout; and storage no larger than the GPU's memory
+//! with them): vertex input bindings and attributes, viewports and scissors, transform feedback
+//! streams of indexed queries, descriptor counts of a set layout; and storage no larger than the GPU's memory
 //! (memory allocations, buffers, query pools, whose results a driver allocates and clears at
 //! creation). Each closed a lavapipe crash or stall the fuzzer found (part of [`Compat`]). The
 //! values come from the replay GPU's profile; a limit it does not state is not checked.
@@ -24,6 +24,10 @@ pub(super) struct Limits {
     descriptors: u64,
     inline_bytes: u64,
     push_constants: u64,
+    /// Viewports (and scissors) a command buffer holds.
+    viewports: u32,
+    /// maxMultiviewViewCount (0 without multiview).
+    views: u32,
     /// The largest memory heap (device-local where there is one), in bytes.
     heap: u64,
     max_buffer: u64,
@@ -41,6 +45,8 @@ impl Default for Limits {
             descriptors: u64::MAX,
             inline_bytes: u64::MAX,
             push_constants: u64::MAX,
+            viewports: u32::MAX,
+            views: u32::MAX,
             heap: u64::MAX,
             max_buffer: u64::MAX,
             lavapipe: false,
@@ -113,6 +119,18 @@ impl Validator {
             })
             .unwrap_or(u64::MAX),
             push_constants: limit("maxPushConstantsSize").unwrap_or(u64::MAX),
+            viewports: limit("maxViewports").map_or(u32::MAX, |x| x as u32),
+            views: get(
+                "VkPhysicalDeviceVulkan11Properties",
+                "maxMultiviewViewCount",
+            )
+            .or_else(|| {
+                get(
+                    "VkPhysicalDeviceMultiviewProperties",
+                    "maxMultiviewViewCount",
+                )
+            })
+            .map_or(u32::MAX, |x| x as u32),
             heap: largest_heap(&profile.memory_heaps),
             max_buffer: get("VkPhysicalDeviceVulkan13Properties", "maxBufferSize")
                 .or_else(|| get("VkPhysicalDeviceMaintenance4Properties", "maxBufferSize"))
@@ -221,6 +239,37 @@ impl Limits {
         Ok(())
     }
 
+    /// Viewports or scissors `first..+count` within the replay GPU's maxViewports
+    /// (VUID-vkCmdSetViewport-firstViewport-01223, vkCmdSetScissor-firstScissor-00592,
+    /// VkPipelineViewportStateCreateInfo-viewportCount-01218, -scissorCount-01219): lavapipe
+    /// writes them into a fixed array (a first viewport of 2^30 crashed it).
+    fn viewports(&self, what: &str, first: u32, count: u32) -> Result<(), String> {
+        if u64::from(first) + u64::from(count) > u64::from(self.viewports) {
+            return Err(format!(
+                "{what} {first}..+{count} exceed the replay GPU's maxViewports {}",
+                self.viewports
+            ));
+        }
+        Ok(())
+    }
+
+    /// A view mask's views within the replay GPU's maxMultiviewViewCount
+    /// (VUID-VkRenderingInfo-viewMask-06128, VkRenderPassMultiviewCreateInfo-pViewMasks-06697,
+    /// VkSubpassDescription2-viewMask-06706, VkGraphicsPipelineCreateInfo-renderPass-06578):
+    /// lavapipe renders each view to a layer (view 14 of a 1-layer attachment crashed it).
+    pub(super) fn view_mask(&self, mask: u32) -> Result<(), String> {
+        let views = views_of(mask);
+        if views > self.views {
+            return Err(format!(
+                "view mask 0x{mask:x} names view {}, but the replay GPU's maxMultiviewViewCount \
+                 is {}",
+                views - 1,
+                self.views
+            ));
+        }
+        Ok(())
+    }
+
     fn bindings(&self, first: u32, count: u32) -> Result<(), String> {
         if u64::from(first) + u64::from(count) > u64::from(self.vertex_bindings) {
             return Err(format!(
@@ -236,6 +285,34 @@ impl Limits {
         p: &vkstream::params::vkCreateGraphicsPipelines,
     ) -> Result<(), String> {
         for ci in p.p_create_infos.iter().flatten() {
+            for n in &ci.p_next {
+                if let vkstream::PNext::VkPipelineRenderingCreateInfo(r) = n {
+                    self.view_mask(r.view_mask)?;
+                }
+            }
+            // States vk.xml defines (VUID-VkPipelineDynamicStateCreateInfo-pDynamicStates-
+            // parameter): lavapipe indexed its state table with a forged 4194304 and crashed.
+            for d in ci
+                .p_dynamic_state
+                .iter()
+                .flat_map(|d| d.p_dynamic_states.iter().flatten())
+            {
+                if !known_enum("VkDynamicState", 8, i64::from(*d)) {
+                    return Err(format!("dynamic state {d} is not a VkDynamicState"));
+                }
+            }
+            // One of VkSampleCountFlagBits (-rasterizationSamples-parameter): lavapipe sized
+            // its sample arrays by a forged 16384 and crashed.
+            if let Some(m) = &ci.p_multisample_state {
+                let n = m.rasterization_samples;
+                if n.count_ones() != 1 || n > 64 {
+                    return Err(format!("rasterizationSamples {n} is not a sample count"));
+                }
+            }
+            if let Some(v) = &ci.p_viewport_state {
+                self.viewports("viewports", 0, v.viewport_count)?;
+                self.viewports("scissors", 0, v.scissor_count)?;
+            }
             let Some(v) = &ci.p_vertex_input_state else {
                 continue;
             };
@@ -269,6 +346,32 @@ impl Limits {
         }
         Ok(())
     }
+}
+
+/// A value of enum `ty` that vk.xml defines: Vulkan 1.0's `0..=core`, or one an extension or a
+/// later version adds (the `-parameter` VUIDs: a driver indexes tables with these).
+fn known_enum(ty: &str, core: i64, v: i64) -> bool {
+    use crate::portability::generated::registry::ENUM_VALUES;
+    (0..=core).contains(&v)
+        || ENUM_VALUES
+            .binary_search_by(|e| (e.0, e.1).cmp(&(ty, v)))
+            .is_ok()
+}
+
+/// Whether `flags` are VK_SHADER_STAGE_ALL or stage bits vk.xml defines.
+fn known_stages(flags: u32) -> bool {
+    use crate::portability::generated::registry::FLAG_BITS;
+    const ALL: u32 = 0x7fff_ffff;
+    let known = FLAG_BITS
+        .iter()
+        .filter(|b| b.0 == "VkShaderStageFlagBits")
+        .fold(0x3f, |m, b| m | b.1 as u32);
+    flags == ALL || flags & !known == 0
+}
+
+/// One past the highest view a view mask names (0: none).
+pub(super) fn views_of(mask: u32) -> u32 {
+    32 - mask.leading_zeros()
 }
 
 const TIMESTAMP: i32 = 2;
@@ -386,6 +489,18 @@ impl Compat {
                     _ => Ok(()),
                 }
             }
+            // SPIR-V read before the driver compiles it (`shaders::check_code`).
+            Call::vkCreateShaderModule(_) => self.shaders_before(call),
+            Call::vkCmdSetViewport(p) => {
+                l.viewports("viewports", p.first_viewport, p.viewport_count)
+            }
+            Call::vkCmdSetScissor(p) => l.viewports("scissors", p.first_scissor, p.scissor_count),
+            Call::vkCmdSetViewportWithCount(p) | Call::vkCmdSetViewportWithCountEXT(p) => {
+                l.viewports("viewports", 0, p.viewport_count)
+            }
+            Call::vkCmdSetScissorWithCount(p) | Call::vkCmdSetScissorWithCountEXT(p) => {
+                l.viewports("scissors", 0, p.scissor_count)
+            }
             Call::vkCmdPushConstants(p) => {
                 let end = u64::from(p.offset) + u64::from(p.size);
                 if end > l.push_constants {
@@ -405,6 +520,21 @@ impl Compat {
                     .iter()
                     .flat_map(|i| i.p_bindings.iter().flatten())
                 {
+                    // Types and stages vk.xml defines (VUID-VkDescriptorSetLayoutBinding-
+                    // descriptorType-parameter, -descriptorCount-00283): forged ones crashed
+                    // lavapipe.
+                    if !known_enum("VkDescriptorType", 10, i64::from(b.descriptor_type)) {
+                        return Err(format!(
+                            "binding {} has descriptor type {}, not a VkDescriptorType",
+                            b.binding, b.descriptor_type
+                        ));
+                    }
+                    if b.descriptor_count > 0 && !known_stages(b.stage_flags) {
+                        return Err(format!(
+                            "binding {} has stage flags 0x{:x}, not shader stages",
+                            b.binding, b.stage_flags
+                        ));
+                    }
                     let n = u64::from(b.descriptor_count);
                     let max = if b.descriptor_type == INLINE_UNIFORM_BLOCK {
                         l.inline_bytes

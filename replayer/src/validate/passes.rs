@@ -1,13 +1,15 @@
 //! Images, their views, render passes and framebuffers: a view within its image (subresource
 //! range, view type, format, aspect), a render pass's attachment references within its
 //! attachments, a framebuffer's views matching its render pass and large enough, and a render
-//! pass begun with a framebuffer made for a compatible one over an area inside it. Each closed a
-//! lavapipe crash the fuzzer found (part of [`Compat`]).
+//! pass begun with a framebuffer made for a compatible one over an area inside it, and a layout
+//! query's subresource within its image. Each closed a lavapipe crash the fuzzer found (part of
+//! [`Compat`]).
 
-use vkstream::types::{VkImageViewCreateInfo, VkRenderPassBeginInfo};
+use vkstream::types::{VkImageSubresource, VkImageViewCreateInfo, VkRenderPassBeginInfo};
 use vkstream::{Call, PNext};
 
 use super::compat::{backed, Compat, Live, Memory};
+use super::limits::views_of;
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Image {
@@ -18,6 +20,8 @@ pub(super) struct Image {
     layers: u32,
     extent: [u32; 3],
     samples: u32,
+    /// Its usage (with its separate stencil usage, if any).
+    usage: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -37,7 +41,9 @@ pub(super) struct Pass {
     used: u64,
     /// Clear values a begin must give (one past the last attachment that clears).
     clears: u32,
-    multiview: bool,
+    /// One past the highest view of its subpasses' view masks (0: not multiview).
+    views: u32,
+    subpasses: u32,
 }
 
 pub(super) struct Framebuffer {
@@ -60,6 +66,10 @@ const LOAD_OP_CLEAR: i32 = 1;
 const COLOR: u32 = 0x1;
 const DEPTH: u32 = 0x2;
 const STENCIL: u32 = 0x4;
+const COLOR_ATTACHMENT: u32 = 0x10;
+const DEPTH_STENCIL_ATTACHMENT: u32 = 0x20;
+/// VK_IMAGE_ASPECT_MEMORY_PLANE_0..3_BIT_EXT.
+const MEMORY_PLANES: u32 = 0x780;
 /// First multi-planar (YCbCr) format: their aspects are planes, not checked here.
 const PLANAR: i32 = 1_000_156_000;
 
@@ -104,6 +114,14 @@ impl Compat {
                 let Some(ci) = &p.p_create_info else {
                     return Ok(());
                 };
+                no_subpasses(ci.subpass_count)?;
+                for n in &ci.p_next {
+                    if let PNext::VkRenderPassMultiviewCreateInfo(m) = n {
+                        for &mask in m.p_view_masks.iter().flatten() {
+                            self.limits.view_mask(mask)?;
+                        }
+                    }
+                }
                 let n = ci.p_attachments.as_ref().map_or(0, Vec::len) as u32;
                 for s in ci.p_subpasses.iter().flatten() {
                     let refs = s.p_input_attachments.iter().flatten();
@@ -123,8 +141,10 @@ impl Compat {
                 let Some(ci) = &p.p_create_info else {
                     return Ok(());
                 };
+                no_subpasses(ci.subpass_count)?;
                 let n = ci.p_attachments.as_ref().map_or(0, Vec::len) as u32;
                 for s in ci.p_subpasses.iter().flatten() {
+                    self.limits.view_mask(s.view_mask)?;
                     let refs = s.p_input_attachments.iter().flatten();
                     let refs = refs.chain(s.p_color_attachments.iter().flatten());
                     let refs = refs.chain(s.p_resolve_attachments.iter().flatten());
@@ -175,19 +195,17 @@ impl Compat {
                         ));
                     }
                     let used = k >= 64 || rp.used & (1 << k) != 0;
+                    // A multiview pass renders each view to its layer
+                    // (VUID-VkFramebufferCreateInfo-renderPass-04536).
+                    let layers = if rp.views == 0 { ci.layers } else { rp.views };
                     let small = view.extent[0] < ci.width
                         || view.extent[1] < ci.height
-                        || (!rp.multiview && view.layers < ci.layers);
+                        || view.layers < layers;
                     if used && small {
                         return Err(format!(
                             "attachment {k} (image view 0x{v:x}, {}x{} with {} layers) is \
-                             smaller than the framebuffer ({}x{} with {} layers)",
-                            view.extent[0],
-                            view.extent[1],
-                            view.layers,
-                            ci.width,
-                            ci.height,
-                            ci.layers
+                             smaller than the framebuffer ({}x{} with {layers} layers)",
+                            view.extent[0], view.extent[1], view.layers, ci.width, ci.height,
                         ));
                     }
                 }
@@ -201,6 +219,18 @@ impl Compat {
                     return Ok(());
                 };
                 let colors = r.p_color_attachments.iter().flatten();
+                for (k, a) in colors.clone().enumerate() {
+                    self.attachment(a.image_view, COLOR_ATTACHMENT, None)
+                        .map_err(|e| format!("color attachment {k}: {e}"))?;
+                }
+                if let Some(a) = &r.p_depth_attachment {
+                    self.attachment(a.image_view, DEPTH_STENCIL_ATTACHMENT, Some(DEPTH))
+                        .map_err(|e| format!("depth attachment: {e}"))?;
+                }
+                if let Some(a) = &r.p_stencil_attachment {
+                    self.attachment(a.image_view, DEPTH_STENCIL_ATTACHMENT, Some(STENCIL))
+                        .map_err(|e| format!("stencil attachment: {e}"))?;
+                }
                 let views = colors
                     .chain(r.p_depth_attachment.as_deref())
                     .chain(r.p_stencil_attachment.as_deref())
@@ -212,14 +242,20 @@ impl Compat {
                     .p_next
                     .iter()
                     .any(|n| matches!(n, PNext::VkDeviceGroupRenderPassBeginInfo(_)));
+                self.limits.view_mask(r.view_mask)?;
+                // Each view is rendered to the attachments' layer of its index.
+                let layers = match r.view_mask {
+                    0 => r.layer_count,
+                    m => views_of(m),
+                };
                 for v in views {
                     let Some(view) = self.views.get(&v) else {
                         continue;
                     };
-                    if r.view_mask == 0 && r.layer_count > view.layers {
+                    if layers > view.layers {
                         return Err(format!(
-                            "renders {} layers to image view 0x{v:x} of {}",
-                            r.layer_count, view.layers
+                            "renders {layers} layers to image view 0x{v:x} of {}",
+                            view.layers
                         ));
                     }
                     let [w, h] = view.extent;
@@ -240,6 +276,13 @@ impl Compat {
             Call::vkCmdBeginRenderPass2(p) | Call::vkCmdBeginRenderPass2KHR(p) => {
                 self.begin(p.p_render_pass_begin.as_deref(), live, memory)
             }
+            Call::vkGetImageSubresourceLayout(p) => {
+                self.subresource(p.image, p.p_subresource.as_deref())
+            }
+            Call::vkGetImageSubresourceLayout2EXT(p) => self.subresource(
+                p.image,
+                p.p_subresource.as_deref().map(|s| &s.image_subresource),
+            ),
             _ => self.cmds_before(call),
         }
     }
@@ -313,6 +356,89 @@ impl Compat {
             extent: [(img.extent[0] >> mip).max(1), (img.extent[1] >> mip).max(1)],
             layers,
         }))
+    }
+
+    /// An attachment of dynamic rendering made for its role: its image has `usage`
+    /// (VUID-VkRenderingInfo-colorAttachmentCount-06087, -pDepthAttachment-06088,
+    /// -pStencilAttachment-06089) and its format the `aspect` (-pDepthAttachment-06547,
+    /// -pStencilAttachment-06548). A depth view rendered as color crashed lavapipe.
+    fn attachment(&self, view: u64, usage: u32, aspect: Option<u32>) -> Result<(), String> {
+        let Some(v) = self.views.get(&view) else {
+            return Ok(());
+        };
+        if let Some(img) = self.images.get(&v.image) {
+            if img.usage & usage == 0 {
+                let role = if usage == COLOR_ATTACHMENT {
+                    "VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT"
+                } else {
+                    "VK_IMAGE_USAGE_DEPTH_STENCIL_ATTACHMENT_BIT"
+                };
+                return Err(format!(
+                    "image view 0x{view:x} is of image 0x{:x}, which was not created with {role}",
+                    v.image
+                ));
+            }
+        }
+        if let (Some(want), Some(has)) = (aspect, aspects(v.format)) {
+            if has & want == 0 {
+                return Err(format!(
+                    "image view 0x{view:x} has format {}, without the {} aspect",
+                    v.format,
+                    if want == DEPTH { "depth" } else { "stencil" }
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A pipeline made for a subpass of its render pass (VUID-VkGraphicsPipelineCreateInfo-
+    /// renderPass-06046): lavapipe read subpass 4194304 of a pass with one and crashed.
+    pub(super) fn pipeline_subpass(&self, render_pass: u64, subpass: u32) -> Result<(), String> {
+        match self.passes.get(&render_pass) {
+            Some(rp) if subpass >= rp.subpasses => Err(format!(
+                "subpass {subpass} is not one of render pass 0x{render_pass:x}'s {}",
+                rp.subpasses
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The subresource a layout query names lies in its image and is one aspect of its format
+    /// (VUID-vkGetImageSubresourceLayout-mipLevel-01716, -arrayLayer-01717, -aspectMask-00997,
+    /// -format-04461..04464): lavapipe indexes its levels with it (a fuzz crash).
+    fn subresource(&self, image: u64, s: Option<&VkImageSubresource>) -> Result<(), String> {
+        let (Some(img), Some(s)) = (self.images.get(&image), s) else {
+            return Ok(());
+        };
+        if s.mip_level >= img.mips {
+            return Err(format!(
+                "mip level {} is outside image 0x{image:x} of {} levels",
+                s.mip_level, img.mips
+            ));
+        }
+        if s.array_layer >= img.layers {
+            return Err(format!(
+                "array layer {} is outside image 0x{image:x} of {} layers",
+                s.array_layer, img.layers
+            ));
+        }
+        if s.aspect_mask.count_ones() != 1 {
+            return Err(format!(
+                "aspect mask 0x{:x} must name exactly one aspect",
+                s.aspect_mask
+            ));
+        }
+        // Memory planes (DRM format modifiers) are the tiling's, not the format's.
+        let plane = s.aspect_mask & MEMORY_PLANES != 0;
+        if let Some(a) = aspects(img.format).filter(|_| !plane) {
+            if s.aspect_mask & !a != 0 {
+                return Err(format!(
+                    "aspect mask 0x{:x} does not fit image 0x{image:x}'s format {}",
+                    s.aspect_mask, img.format
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn begin(
@@ -435,6 +561,14 @@ impl Compat {
                             layers: i.array_layers,
                             extent: [e.width, e.height, e.depth],
                             samples: i.samples,
+                            usage: i.usage
+                                | i.p_next
+                                    .iter()
+                                    .map(|n| match n {
+                                        PNext::VkImageStencilUsageCreateInfo(u) => u.stencil_usage,
+                                        _ => 0,
+                                    })
+                                    .fold(0, |a, b| a | b),
                         },
                     );
                 }
@@ -453,6 +587,7 @@ impl Compat {
                             layers: i.image_array_layers,
                             extent: [e.width, e.height, 1],
                             samples: 1,
+                            usage: i.image_usage,
                         },
                     );
                 }
@@ -478,13 +613,21 @@ impl Compat {
                 let atts = ci.p_attachments.iter().flatten();
                 let atts = atts.take(ci.attachment_count as usize);
                 let mut pass = Pass {
+                    subpasses: ci.subpass_count,
                     attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
                     used: 0,
                     clears: clears(atts.map(|a| (a.format, a.load_op, a.stencil_load_op))),
-                    multiview: ci.p_next.iter().any(|n| {
-                        matches!(n, PNext::VkRenderPassMultiviewCreateInfo(m)
-                            if m.p_view_masks.iter().flatten().any(|v| *v != 0))
-                    }),
+                    views: ci
+                        .p_next
+                        .iter()
+                        .filter_map(|n| match n {
+                            PNext::VkRenderPassMultiviewCreateInfo(m) => m.p_view_masks.as_ref(),
+                            _ => None,
+                        })
+                        .flatten()
+                        .map(|&m| views_of(m))
+                        .max()
+                        .unwrap_or(0),
                 };
                 for s in ci.p_subpasses.iter().flatten() {
                     let refs = s.p_input_attachments.iter().flatten();
@@ -502,10 +645,17 @@ impl Compat {
                 let atts = ci.p_attachments.iter().flatten();
                 let atts = atts.take(ci.attachment_count as usize);
                 let mut pass = Pass {
+                    subpasses: ci.subpass_count,
                     attachments: atts.clone().map(|a| (a.format, a.samples)).collect(),
                     used: 0,
                     clears: clears(atts.map(|a| (a.format, a.load_op, a.stencil_load_op))),
-                    multiview: ci.p_subpasses.iter().flatten().any(|s| s.view_mask != 0),
+                    views: ci
+                        .p_subpasses
+                        .iter()
+                        .flatten()
+                        .map(|s| views_of(s.view_mask))
+                        .max()
+                        .unwrap_or(0),
                 };
                 for s in ci.p_subpasses.iter().flatten() {
                     let refs = s.p_input_attachments.iter().flatten();
@@ -540,6 +690,15 @@ impl Compat {
             _ => self.cmds_after(call),
         }
     }
+}
+
+/// A render pass has a subpass (VUID-VkRenderPassCreateInfo-subpassCount-arraylength,
+/// VkRenderPassCreateInfo2-subpassCount-arraylength): lavapipe crashed making one with none.
+fn no_subpasses(n: u32) -> Result<(), String> {
+    if n == 0 {
+        return Err("subpassCount is 0: a render pass has at least one subpass".into());
+    }
+    Ok(())
 }
 
 fn check_ref(a: u32, n: u32) -> Result<(), String> {

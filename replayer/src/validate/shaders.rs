@@ -20,8 +20,35 @@ pub(super) struct Used {
     pub pairs: Box<[(u32, u32)]>,
 }
 
-/// Entry point name -> (set, binding) pairs it uses.
-pub(super) type Module = HashMap<String, Box<[(u32, u32)]>>;
+/// An entry point: the stages its name has in the module (VkShaderStageFlags of its execution
+/// models) and the (set, binding) pairs it uses.
+pub(super) struct Entry {
+    stages: u32,
+    used: Box<[(u32, u32)]>,
+}
+
+/// Entry point name -> what it is.
+pub(super) type Module = HashMap<String, Entry>;
+
+/// The shader stage of a SPIR-V execution model (0: none a pipeline has).
+fn stage_of(model: u32) -> u32 {
+    match model {
+        0..=5 => 1 << model,
+        5267 | 5364 => 0x40,
+        5268 | 5365 => 0x80,
+        5313 => 0x100,
+        5314 => 0x1000,
+        5315 => 0x200,
+        5316 => 0x400,
+        5317 => 0x800,
+        5318 => 0x2000,
+        _ => 0,
+    }
+}
+
+/// Vertex, tessellation, geometry, fragment, task and mesh.
+const GRAPHICS_STAGES: u32 = 0x1f | 0xc0;
+const COMPUTE: u32 = 0x20;
 
 const MAGIC: u32 = 0x0723_0203;
 const LIBRARY: u32 = 0x800;
@@ -56,7 +83,7 @@ pub(super) fn reflect(code: &[u32]) -> Option<Module> {
     if code.len() < 5 || code[0] != MAGIC {
         return None;
     }
-    let mut entries: Vec<(String, u32)> = Vec::new();
+    let mut entries: Vec<(String, u32, u32)> = Vec::new();
     let mut set: HashMap<u32, u32> = HashMap::new();
     let mut binding: HashMap<u32, u32> = HashMap::new();
     // Function -> (variables it uses, functions it calls).
@@ -77,7 +104,11 @@ pub(super) fn reflect(code: &[u32]) -> Option<Module> {
                     .flat_map(|x| x.to_le_bytes())
                     .take_while(|b| *b != 0)
                     .collect();
-                entries.push((String::from_utf8_lossy(&name).into_owned(), w[2]));
+                entries.push((
+                    String::from_utf8_lossy(&name).into_owned(),
+                    w[2],
+                    stage_of(w[1]),
+                ));
             }
             OP_DECORATE if n >= 4 && w[2] == DESCRIPTOR_SET => {
                 set.insert(w[1], w[3]);
@@ -107,7 +138,7 @@ pub(super) fn reflect(code: &[u32]) -> Option<Module> {
         i += n;
     }
     let mut module = Module::new();
-    for (name, f) in entries {
+    for (name, f, stage) in entries {
         let mut seen = vec![f];
         let mut used = Vec::new();
         let mut k = 0;
@@ -128,9 +159,54 @@ pub(super) fn reflect(code: &[u32]) -> Option<Module> {
         }
         used.sort_unstable();
         used.dedup();
-        module.insert(name, used.into());
+        // One name may be the entry point of several stages; its last uses are kept.
+        let stages = module.get(&name).map_or(0, |e| e.stages) | stage;
+        module.insert(
+            name,
+            Entry {
+                stages,
+                used: used.into(),
+            },
+        );
     }
     Some(module)
+}
+
+/// What can be told of SPIR-V without its grammar (VUID-VkShaderModuleCreateInfo-pCode-08737:
+/// valid SPIR-V): instructions that fit the code, and the ids that names, decorations and
+/// execution modes target below the module's bound (a forged OpName target crashed lavapipe's
+/// SPIR-V reader). Code that is not SPIR-V (no magic) is not checked.
+pub(super) fn check_code(code: &[u32]) -> Result<(), String> {
+    if code.len() < 5 || code[0] != MAGIC {
+        return Ok(());
+    }
+    let bound = code[3];
+    let mut i = 5;
+    while i < code.len() {
+        let n = (code[i] >> 16) as usize;
+        if n == 0 || i + n > code.len() {
+            return Err(format!(
+                "its SPIR-V instruction at word {i} has {n} words, past the code's {}",
+                code.len()
+            ));
+        }
+        let w = &code[i..i + n];
+        // OpName, OpMemberName, OpExecutionMode(Id), OpDecorate, OpMemberDecorate: word 1;
+        // OpEntryPoint: word 2 (its function).
+        let target = match w[0] & 0xffff {
+            5 | 6 | 16 | 331 | 71 | 72 if n >= 2 => Some(w[1]),
+            OP_ENTRY_POINT if n >= 3 => Some(w[2]),
+            _ => None,
+        };
+        if let Some(id) = target.filter(|&id| id == 0 || id >= bound) {
+            return Err(format!(
+                "its SPIR-V instruction at word {i} targets id {id}, outside the module's \
+                 bound {bound}"
+            ));
+        }
+        i += n;
+    }
+    Ok(())
 }
 
 impl Compat {
@@ -148,6 +224,7 @@ impl Compat {
                 .modules
                 .get(&module)
                 .and_then(|m| m.get(name.unwrap_or("main")))
+                .map(|e| &e.used)
             else {
                 continue;
             };
@@ -189,8 +266,34 @@ impl Compat {
         })
     }
 
+    /// A stage's shader is an entry point of its module for that stage
+    /// (VUID-VkPipelineShaderStageCreateInfo-pName-00707): lavapipe compiled a fragment
+    /// shader given as another stage and crashed. Modules not read are not checked.
+    fn entry(&self, stage: u32, module: u64, name: Option<&str>) -> Result<(), String> {
+        let name = name.unwrap_or("main");
+        let Some(m) = self.modules.get(&module) else {
+            return Ok(());
+        };
+        match m.get(name) {
+            Some(e) if e.stages & stage != 0 => Ok(()),
+            Some(e) => Err(format!(
+                "stage 0x{stage:x} names entry point \"{name}\" of shader module 0x{module:x}, \
+                 which is for stages 0x{:x}",
+                e.stages
+            )),
+            None => Err(format!(
+                "stage 0x{stage:x} names entry point \"{name}\", which shader module \
+                 0x{module:x} lacks"
+            )),
+        }
+    }
+
     pub(super) fn shaders_before(&self, call: &Call) -> Result<(), String> {
         match call {
+            Call::vkCreateShaderModule(p) => {
+                let code = p.p_create_info.as_ref().and_then(|c| c.p_code.as_deref());
+                check_code(code.unwrap_or(&[]))
+            }
             Call::vkCreateGraphicsPipelines(p) => {
                 let n = p.create_info_count as usize;
                 for ci in p.p_create_infos.iter().flatten().take(n) {
@@ -203,12 +306,31 @@ impl Compat {
                     if !library && ci.layout == 0 {
                         return Err("a pipeline's layout is VK_NULL_HANDLE".into());
                     }
+                    if ci.render_pass != 0 {
+                        self.pipeline_subpass(ci.render_pass, ci.subpass)?;
+                    }
                     let stages = ci.p_stages.iter().flatten().take(ci.stage_count as usize);
                     if !library && !stages.clone().any(|s| s.stage & (VERTEX | MESH) != 0) {
                         return Err(format!(
                             "its {} stages have no vertex or mesh shader",
                             ci.stage_count
                         ));
+                    }
+                    // Each a single graphics stage, at most once (VUID-VkGraphicsPipelineCreateInfo-
+                    // stage-06896, -06897, VkPipelineShaderStageCreateInfo-stage-00704..).
+                    let mut seen = 0u32;
+                    for s in stages.clone() {
+                        if s.stage.count_ones() != 1 || s.stage & !GRAPHICS_STAGES != 0 {
+                            return Err(format!(
+                                "stage 0x{:x} is not one graphics shader stage",
+                                s.stage
+                            ));
+                        }
+                        if seen & s.stage != 0 {
+                            return Err(format!("stage 0x{:x} is given twice", s.stage));
+                        }
+                        seen |= s.stage;
+                        self.entry(s.stage, s.module, s.p_name.as_deref())?;
                     }
                     let st = ci.p_stages.iter().flatten();
                     self.stages(st.map(|s| (s.module, s.p_name.as_deref())), ci.layout)?;
@@ -222,6 +344,13 @@ impl Compat {
                         return Err("a pipeline's layout is VK_NULL_HANDLE".into());
                     }
                     let s = &ci.stage;
+                    if s.stage != COMPUTE {
+                        return Err(format!(
+                            "a compute pipeline's stage is 0x{:x}, not VK_SHADER_STAGE_COMPUTE_BIT",
+                            s.stage
+                        ));
+                    }
+                    self.entry(s.stage, s.module, s.p_name.as_deref())?;
                     self.stages(std::iter::once((s.module, s.p_name.as_deref())), ci.layout)?;
                 }
                 Ok(())
@@ -293,8 +422,16 @@ mod tests {
         code.extend(op(OP_FUNCTION, &[5, 2, 0, 6]));
         code.extend(op(61, &[8, 9, 10]));
         code.extend(op(OP_FUNCTION_END, &[]));
+        assert_eq!(check_code(&code), Ok(()));
+        let mut named = code.clone();
+        named.extend(op(5, &[99, 0]));
+        assert!(check_code(&named).unwrap_err().contains("targets id 99"));
+        assert!(check_code(&code[..code.len() - 2])
+            .unwrap_err()
+            .contains("past the code"));
         let m = reflect(&code).unwrap();
-        assert_eq!(&*m["main"], &[(0, 1)]);
+        assert_eq!(&*m["main"].used, &[(0, 1)]);
+        assert_eq!(m["main"].stages, 0x1);
         assert!(reflect(&code[1..]).is_none());
         // A cut instruction is not SPIR-V this reader follows.
         assert!(reflect(&code[..code.len() - 2]).is_none());

@@ -72,9 +72,15 @@ pub(super) struct Sync {
     /// reuse (so that no call allocates).
     finished: Vec<Submit>,
     spare: Vec<Submit>,
+    /// Command buffer -> the objects its recording names (type, handle, slot): one destroyed
+    /// since, or a buffer or image whose memory was freed since, makes it invalid.
+    named: crate::fasthash::HandleMap<u64, Vec<(i32, u64, u32)>>,
 }
 
 const SIMULTANEOUS_USE: u32 = 0x4;
+const CB: i32 = vk::ObjectType::COMMAND_BUFFER.as_raw();
+const BUFFER: i32 = vk::ObjectType::BUFFER.as_raw();
+const IMAGE: i32 = vk::ObjectType::IMAGE.as_raw();
 const SUBOPTIMAL: i32 = 1_000_001_003;
 
 /// Whether the capture's acquire got an image: only then does the replay's emulated acquire
@@ -147,8 +153,10 @@ impl Sync {
                             state_name(st)
                         ));
                     }
+                    self.still_valid(t, *s)?;
                 }
             }
+            self.name(t, call, cb);
             return Ok(Action::None);
         }
         // An acquire's signal is no tracked submission (without a fence): a semaphore destroyed
@@ -187,6 +195,9 @@ impl Sync {
             Call::vkQueueSubmit(p) if result >= 0 => {
                 for si in p.p_submits.iter().flatten() {
                     check_cbs(t, si.p_command_buffers.iter().flatten().copied())?;
+                    for cb in si.p_command_buffers.iter().flatten() {
+                        self.submittable(t, *cb)?;
+                    }
                     let tl = timeline(&si.p_next);
                     let values = tl.and_then(|t| t.p_wait_semaphore_values.as_ref());
                     check_waits(t, side(&si.p_wait_semaphores, values))?;
@@ -196,13 +207,11 @@ impl Sync {
             }
             Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) if result >= 0 => {
                 for si in p.p_submits.iter().flatten() {
-                    check_cbs(
-                        t,
-                        si.p_command_buffer_infos
-                            .iter()
-                            .flatten()
-                            .map(|c| c.command_buffer),
-                    )?;
+                    let cbs = si.p_command_buffer_infos.iter().flatten();
+                    check_cbs(t, cbs.clone().map(|c| c.command_buffer))?;
+                    for c in cbs {
+                        self.submittable(t, c.command_buffer)?;
+                    }
                     for x in si.p_wait_semaphore_infos.iter().flatten() {
                         check_waits(t, [(x.semaphore, Some(x.value))])?;
                     }
@@ -404,6 +413,9 @@ impl Sync {
 
     /// An object ended; `st` is what its slot held.
     pub(super) fn destroyed(&mut self, t: &Table, ty: vk::ObjectType, h: u64, st: St) {
+        if ty == vk::ObjectType::COMMAND_BUFFER {
+            self.named.remove(&h);
+        }
         match st {
             St::Cb(i) if t.cb_data(i).ran => {
                 self.ran.insert(h);
@@ -438,6 +450,9 @@ impl Sync {
                 uses(t, slot, p.query_pool, p.first_query, p.query_count)
             }
             Call::vkBeginCommandBuffer(p) => {
+                if let Some(n) = self.named.get_mut(&p.command_buffer) {
+                    n.clear();
+                }
                 if let Some(c) = t.cb_at_mut(slot) {
                     c.queries.clear();
                     c.state = CbState::Recording;
@@ -569,6 +584,56 @@ impl Sync {
             Call::vkDeviceWaitIdle(p) => self.waited(t, Action::Device(p.device)),
             _ => {}
         }
+    }
+
+    /// Recording `cb` names the objects `call` names (itself aside).
+    fn name(&mut self, t: &Table, call: &Call, cb: u64) {
+        let named = self.named.entry(cb).or_default();
+        vkstream::handles::walk(call, &mut |ty, h, out| {
+            let ty = ty.as_raw();
+            if out || h == 0 || (ty == CB && h == cb) {
+                return;
+            }
+            if let Some(slot) = t.find(ty, h) {
+                named.push((ty, h, slot));
+            }
+        });
+    }
+
+    /// A command buffer is invalid once an object its recording names is destroyed (or a
+    /// buffer or image of it loses its memory); it must not be submitted or executed then
+    /// (VUID-vkQueueSubmit-pCommandBuffers-00070, vkCmdExecuteCommands-pCommandBuffers-00089):
+    /// the driver would use what it freed (a query pool destroyed between recording and
+    /// submit crashed lavapipe).
+    fn still_valid(&self, t: &Table, cb: u64) -> Result<(), String> {
+        for &(ty, h, slot) in self.named.get(&cb).into_iter().flatten() {
+            let name = super::ty_name(vk::ObjectType::from_raw(ty));
+            if !t.holds(slot, ty, h) {
+                return Err(format!(
+                    "command buffer 0x{cb:x} is invalid: {name} 0x{h:x}, which its recording \
+                     uses, was destroyed since"
+                ));
+            }
+            if ty == BUFFER || ty == IMAGE {
+                let o = t.at(slot);
+                if !super::memory_live(t, o.memory, o.memory_slot) {
+                    return Err(format!(
+                        "command buffer 0x{cb:x} is invalid: {}",
+                        super::no_memory(vk::ObjectType::from_raw(ty), h, o.memory)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Sync::still_valid`] for a primary and the secondaries it executes.
+    fn submittable(&self, t: &Table, cb: u64) -> Result<(), String> {
+        self.still_valid(t, cb)?;
+        for &s in t.cb(cb).map(|c| c.secondaries.as_slice()).unwrap_or(&[]) {
+            self.still_valid(t, s)?;
+        }
+        Ok(())
     }
 
     /// A command pool reset: its command buffer `cb` is initial again.

@@ -11,12 +11,12 @@
 //! `hang` (the time limit). Crashes and hangs are saved with their stderr; the run exits 1 when
 //! it found any, unless `--report`.
 //!
-//! `cargo run -p quarry-tests --bin fuzz_replay -- --seconds 150` (scripts/test.sh runs a shorter
-//! one with `--report` while known crashes remain); options: `--seconds N`, `--seed N`, `--jobs N`,
-//! `--limit N` (seconds per replay, default 30: a replay bounds each wait by 10 s and each record
-//! by 15 s, and stops at the first that runs out), `--report` (exit 0 even when it found
-//! crashes), `--out DIR` (crashers, default `target/fuzz-crashers`). BENCHMARKS.md has the long
-//! run.
+//! `cargo run -p quarry-tests --bin fuzz_replay -- --seconds 150` (scripts/test.sh runs a 90 s one
+//! that fails on a crash or hang); options (numbers decimal or 0x-hex):
+//! `--seconds N`, `--seed N`, `--jobs N`, `--limit N` (seconds per replay, default 30: a replay
+//! bounds each wait by 10 s and each record by 15 s, and stops at the first that runs out),
+//! `--report` (exit 0 even when it found crashes), `--out DIR` (crashers, default
+//! `target/fuzz-crashers`), `-v` (list the distinct checks). BENCHMARKS.md has the long run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -228,12 +228,30 @@ fn arg(args: &[String], name: &str, default: u64) -> u64 {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
+        .map(|v| {
+            // Seeds are usually written in hex; a value that does not parse is an error, never
+            // the default (a mistyped seed would silently rerun the default stream).
+            let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => v.parse(),
+            };
+            n.unwrap_or_else(|_| {
+                eprintln!("fuzz_replay: {name} {v}: not a number (decimal or 0x-hex)");
+                std::process::exit(2)
+            })
+        })
         .unwrap_or(default)
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!(
+            "fuzz_replay [--seconds N] [--seed N] [--jobs N] [--limit N] [--out DIR] [--report] [-v]\n\
+             Numbers are decimal or 0x-hex; see the header of tests/src/bin/fuzz_replay.rs."
+        );
+        return;
+    }
     let seconds = arg(&args, "--seconds", 150);
     let seed = arg(&args, "--seed", 0x5eed);
     let jobs = arg(&args, "--jobs", 2).max(1);
@@ -399,8 +417,8 @@ fn main() {
             st.found.len(),
             out_dir.display()
         );
-        // `--report`: CI's bounded run while known driver crashes remain (BENCHMARKS.md lists
-        // them); the numbers and the saved crashers still come out.
+        // `--report`: only report (long exploratory runs); the numbers and the saved crashers
+        // come out either way.
         if !args.iter().any(|a| a == "--report") {
             std::process::exit(1);
         }
