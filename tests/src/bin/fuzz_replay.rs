@@ -11,9 +11,10 @@
 //! `hang` (the time limit). Crashes and hangs are saved with their stderr; the run exits 1 when
 //! it found any, unless `--report`.
 //!
-//! `cargo run -p quarry-tests --bin fuzz_replay -- --seconds 150` (scripts/test.sh runs a 90 s one
-//! that fails on a crash or hang); options (numbers decimal or 0x-hex):
-//! `--seconds N`, `--seed N`, `--jobs N`, `--limit N` (seconds per replay, default 30: a replay
+//! `cargo run -p quarry-tests --bin fuzz_replay -- --seconds 150` (scripts/test.sh runs a fixed
+//! count of execs, the same traces on every machine, and fails on a crash or hang); options
+//! (numbers decimal or 0x-hex): `--seconds N`, `--execs N` (per job; stops at whichever of the two
+//! comes first), `--seed N`, `--jobs N`, `--limit N` (seconds per replay, default 30: a replay
 //! bounds each wait by 10 s and each record by 15 s, and stops at the first that runs out),
 //! `--report` (exit 0 even when it found crashes), `--out DIR` (crashers, default
 //! `target/fuzz-crashers`), `-v` (list the distinct checks). BENCHMARKS.md has the long run.
@@ -247,12 +248,15 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!(
-            "fuzz_replay [--seconds N] [--seed N] [--jobs N] [--limit N] [--out DIR] [--report] [-v]\n\
+            "fuzz_replay [--seconds N] [--execs N] [--seed N] [--jobs N] [--limit N] [--out DIR] [--report] [-v]\n\
              Numbers are decimal or 0x-hex; see the header of tests/src/bin/fuzz_replay.rs."
         );
         return;
     }
     let seconds = arg(&args, "--seconds", 150);
+    // Execs per job, 0: until `--seconds`. With a seed, a count gives every machine the same
+    // traces, which a time limit does not (CI's run must not depend on the machine's speed).
+    let execs = arg(&args, "--execs", 0);
     let seed = arg(&args, "--seed", 0x5eed);
     let jobs = arg(&args, "--jobs", 2).max(1);
     let limit = Duration::from_secs(arg(&args, "--limit", 30));
@@ -299,7 +303,7 @@ fn main() {
                 // The seed shifted before the `| 1`: seeds 2n and 2n + 1 used to give one stream.
                 let mut rng = Rng(((seed << 1) ^ (j + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
                 let mut n = 0u64;
-                while Instant::now() < deadline {
+                while Instant::now() < deadline && (execs == 0 || n < execs) {
                     n += 1;
                     let s = &seeds[rng.below(seeds.len())];
                     let mut recs = s.records.clone();
