@@ -215,7 +215,7 @@ fn record_begin_dyn(cb: u64, light: bool, result: i32, encode: &Encode) -> Optio
 /// Records a call, to the trace or (before a trimmed capture's first frame) to the tracker. When
 /// it goes to the trace, `then` writes what goes with it under the same capture lock, given the
 /// call's seq, thread and host time; when it goes to the tracker, `ops` appends its query records
-/// (given seq and host time) under the queue's lock. Inlined, down to the writer's append, into `record_dyn`: the
+/// (given seq and host time) and a begin's `light` mark under the queue's lock. Inlined, down to the writer's append, into `record_dyn`: the
 /// shared part of a recorded call is one function, on one or two pages of code instead of one
 /// page per step.
 #[inline(always)]
