@@ -65,6 +65,9 @@ pub struct Validator {
     /// Handles the current call creates, and those it destroys (both reused between calls).
     created: Vec<(vk::ObjectType, u64)>,
     gone: Vec<(vk::ObjectType, u64)>,
+    /// A recorded command's handles after its command buffer, with their slots (type, handle,
+    /// slot), as the handle pass found them: what the recording names (`sync`).
+    named: Vec<(i32, u64, u32)>,
     /// The current call's device (0: instance-level or none).
     device: u64,
     /// Seconds of GPU idle waits the validator asked for, and how many.
@@ -126,6 +129,7 @@ impl Validator {
     /// engine must do first; the message of an `Err` says what is wrong with the call.
     pub fn before(&mut self, call: &Call, result: i32) -> Result<Action, String> {
         self.created.clear();
+        self.named.clear();
         self.device = 0;
         self.first_slot = u32::MAX;
         let mut err: Option<String> = None;
@@ -140,6 +144,7 @@ impl Validator {
         // it keeps of a recorded command is in its command buffer's slot (`cmds::CbCmds`).
         let mark = flags & checks::COMPAT_AFTER != 0 && !record;
         let (t, dead, created, device) = (&self.t, &self.dead, &mut self.created, &mut self.device);
+        let named = &mut self.named;
         // Counts first (an error there ends the pass), then every handle: one generated pass.
         checks::counts_and_handles(call, &mut |ty, h, out| {
             if err.is_some() {
@@ -163,6 +168,9 @@ impl Validator {
                     err = Some(no_memory(ty, h, o.memory));
                     return;
                 }
+            }
+            if record && first != 0 {
+                named.push((ty.as_raw(), h, i));
             }
             if first == 0 {
                 first = h;
@@ -199,6 +207,7 @@ impl Validator {
                 self.device,
                 (first, self.first_slot),
                 kind,
+                &self.named,
             )?
         } else {
             Action::None

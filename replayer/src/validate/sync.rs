@@ -78,7 +78,6 @@ pub(super) struct Sync {
 }
 
 const SIMULTANEOUS_USE: u32 = 0x4;
-const CB: i32 = vk::ObjectType::COMMAND_BUFFER.as_raw();
 const BUFFER: i32 = vk::ObjectType::BUFFER.as_raw();
 const IMAGE: i32 = vk::ObjectType::IMAGE.as_raw();
 const SUBOPTIMAL: i32 = 1_000_001_003;
@@ -133,6 +132,7 @@ impl Sync {
         device: u64,
         (first, slot): (u64, u32),
         kind: u8,
+        named: &[(i32, u64, u32)],
     ) -> Result<Action, String> {
         // `first`: the call's first handle, in `slot` when it is a command buffer.
         if kind >= checks::RECORD {
@@ -156,7 +156,7 @@ impl Sync {
                     self.still_valid(t, *s)?;
                 }
             }
-            self.name(t, call, cb);
+            self.name(cb, named);
             return Ok(Action::None);
         }
         // An acquire's signal is no tracked submission (without a fence): a semaphore destroyed
@@ -586,18 +586,12 @@ impl Sync {
         }
     }
 
-    /// Recording `cb` names the objects `call` names (itself aside).
-    fn name(&mut self, t: &Table, call: &Call, cb: u64) {
-        let named = self.named.entry(cb).or_default();
-        vkstream::handles::walk(call, &mut |ty, h, out| {
-            let ty = ty.as_raw();
-            if out || h == 0 || (ty == CB && h == cb) {
-                return;
-            }
-            if let Some(slot) = t.find(ty, h) {
-                named.push((ty, h, slot));
-            }
-        });
+    /// Recording `cb` names `named`: the command's other handles, with the slots the handle pass
+    /// found them in (no second walk or lookup).
+    fn name(&mut self, cb: u64, named: &[(i32, u64, u32)]) {
+        if !named.is_empty() {
+            self.named.entry(cb).or_default().extend_from_slice(named);
+        }
     }
 
     /// A command buffer is invalid once an object its recording names is destroyed (or a
