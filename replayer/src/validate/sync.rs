@@ -601,8 +601,9 @@ impl Sync {
     /// submit crashed lavapipe).
     fn still_valid(&self, t: &Table, cb: u64) -> Result<(), String> {
         for &(ty, h, slot) in self.named.get(&cb).into_iter().flatten() {
-            let name = super::ty_name(vk::ObjectType::from_raw(ty));
             if !t.holds(slot, ty, h) {
+                // Named only here: formatting it for every handle cost three allocations each.
+                let name = super::ty_name(vk::ObjectType::from_raw(ty));
                 return Err(format!(
                     "command buffer 0x{cb:x} is invalid: {name} 0x{h:x}, which its recording \
                      uses, was destroyed since"
