@@ -205,9 +205,8 @@ impl Validator {
                 call,
                 result,
                 self.device,
-                (first, self.first_slot),
+                (first, self.first_slot, &self.named),
                 kind,
-                &self.named,
             )?
         } else {
             Action::None

@@ -130,11 +130,11 @@ impl Sync {
         call: &Call,
         result: i32,
         device: u64,
-        (first, slot): (u64, u32),
+        (first, slot, named): (u64, u32, &[(i32, u64, u32)]),
         kind: u8,
-        named: &[(i32, u64, u32)],
     ) -> Result<Action, String> {
-        // `first`: the call's first handle, in `slot` when it is a command buffer.
+        // `first`: the call's first handle, in `slot` when it is a command buffer; `named`: a
+        // recorded command's other handles with their slots.
         if kind >= checks::RECORD {
             let cb = first;
             let state = t.cb_at(slot).map_or(CbState::Initial, |c| c.state);
