@@ -106,6 +106,14 @@ pub fn begin(cb: u64, one_time: bool, has_inheritance: bool) -> bool {
     set(cb, want) && want
 }
 
+/// `cb`'s begin did not reach the tracker after all (it went to the trace): its commands must not
+/// be skipped.
+pub(super) fn unmark(cb: Option<u64>) {
+    if let Some(cb) = cb {
+        begin(cb, false, false);
+    }
+}
+
 /// Light mode on or off for the buffers begun from now on.
 pub(super) fn set_mode(on: bool) {
     HOT.light.store(on && enabled(), Ordering::Relaxed);

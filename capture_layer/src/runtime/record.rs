@@ -215,9 +215,9 @@ fn record_begin_dyn(cb: u64, light: bool, result: i32, encode: &Encode) -> Optio
 /// Records a call, to the trace or (before a trimmed capture's first frame) to the tracker. When
 /// it goes to the trace, `then` writes what goes with it under the same capture lock, given the
 /// call's seq, thread and host time; when it goes to the tracker, `ops` appends its query records
-/// (given seq and host time) and a begin's `light` mark under the queue's lock. Inlined, down to the writer's append, into `record_dyn`: the
-/// shared part of a recorded call is one function, on one or two pages of code instead of one
-/// page per step.
+/// (given seq and host time) and a begin's `light` mark under the queue's lock. Inlined, down to
+/// the writer's append, into `record_dyn`: the shared part of a recorded call is one function, on
+/// one or two pages of code instead of one page per step.
 #[inline(always)]
 fn record_then(
     cmd: u32,
@@ -235,10 +235,7 @@ fn record_then(
     let seq = if tracking {
         track_call(thread, host_ns, cmd, result, encode, then, ops, light)
     } else {
-        if let Some(cb) = light {
-            // Capturing: the buffer's commands go to the trace.
-            super::light::begin(cb, false, false);
-        }
+        super::light::unmark(light);
         write_call_then(thread, host_ns, cmd, result, encode, |guard, seq| {
             then(guard, seq, thread, host_ns)
         })
@@ -343,9 +340,8 @@ fn track_call(
     match pushed {
         Pushed::Queued { seq, unknown: None } => Some(seq),
         other => {
-            if let (Some(cb), false) = (light, matches!(other, Pushed::Queued { .. })) {
-                // Not queued for the tracker: the buffer is not light after all.
-                super::light::begin(cb, false, false);
+            if !matches!(other, Pushed::Queued { .. }) {
+                super::light::unmark(light);
             }
             track_rare(other, thread, cmd, result, encode, then)
         }
