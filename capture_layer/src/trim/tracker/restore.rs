@@ -77,15 +77,30 @@ impl Tracker {
             );
         }
         all.sort_unstable_by_key(|(k, _)| **k);
+        // Dead handles that a kept creation earlier in the walk made and no kept destruction has
+        // ended yet: a destroyed definition whose value the driver handed out again, to an object
+        // that died since, is dead by value but lives at this point of the replay.
+        let mut made_here: std::collections::HashSet<u64> = Default::default();
         for (_, rec) in all {
             if let Some(c) = rec.as_call() {
                 // A state call that names an object destroyed before the trim point (a descriptor
                 // naming a deleted view, a recording that used a deleted staging buffer) cannot
                 // replay; it is left out.
                 if let Some(call) = decode(c.cmd, c.params) {
-                    let dead = handles(&call)
-                        .into_iter()
-                        .find(|(_, h, created)| !created && self.dead.contains(h));
+                    let hs = handles(&call);
+                    for &(_, h, created) in &hs {
+                        if created && self.dead.contains(&h) {
+                            made_here.insert(h);
+                        }
+                    }
+                    let dead = hs.iter().copied().find(|(_, h, created)| {
+                        !created && self.dead.contains(h) && !made_here.contains(h)
+                    });
+                    if class_of(c.cmd) == Class::Destroy {
+                        if let Some((_, h, _)) = hs.last() {
+                            made_here.remove(h);
+                        }
+                    }
                     if let Some((ty, h, _)) = dead {
                         dropped += 1;
                         first_dropped.get_or_insert_with(|| {

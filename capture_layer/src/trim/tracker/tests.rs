@@ -473,6 +473,26 @@ fn a_reused_handle_value_keeps_the_destroyed_definition_it_shadows() {
     assert_eq!(snap.records.len(), 4);
 }
 
+/// The reused value dies in its turn (lavapipe hands heap addresses out again, wgpu destroys its
+/// shader modules right after making pipelines from them): the handle is dead now, but the
+/// pipeline layout was made while the definition it names lived, so it stays whole.
+#[test]
+fn a_reused_handle_value_that_dies_does_not_take_the_earlier_definition_with_it() {
+    let mut f = Feed::new();
+    let [layout, made, destroy] = layout_then_destroyed(&mut f, 0x91, 0x92);
+    create_buffer(&mut f, 0x91);
+    f.call("vkDestroyBuffer", |e| unsafe {
+        vkstream::encode::vkDestroyBuffer(e, dev(), vk::Buffer::from_raw(0x91), std::ptr::null())
+    });
+    assert_eq!(f.kept(), vec![layout, made, destroy]);
+    let snap =
+        f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None, &|_| {
+            None
+        });
+    assert!(snap.gaps.is_empty(), "{:?}", snap.gaps);
+    assert_eq!(snap.records.len(), 3);
+}
+
 /// A command pool `pool` and one command buffer `cb` allocated from it.
 fn pool_with_a_buffer(f: &mut Feed, pool: u64, cb: u64) -> vk::CommandBuffer {
     let pci = vk::CommandPoolCreateInfo::default();
