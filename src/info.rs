@@ -233,6 +233,7 @@ fn frame_boundaries(reader: &TraceReader, info: &Info) -> Vec<(&'static str, u64
             B::FenceWait => "fence_wait",
             B::End => "end",
             B::SemaphoreWait => "semaphore_wait",
+            B::StatusPoll => "status_poll",
         };
         match counts.iter_mut().find(|(k, _)| *k == name) {
             Some((_, n)) => *n += 1,
@@ -257,6 +258,8 @@ fn boundary_words(kind: &str, n: u64) -> &'static str {
         ("fence_wait", false) => "fence waits",
         ("semaphore_wait", true) => "semaphore wait",
         ("semaphore_wait", false) => "semaphore waits",
+        ("status_poll", true) => "status poll",
+        ("status_poll", false) => "status polls",
         _ => "end",
     }
 }

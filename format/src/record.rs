@@ -103,6 +103,10 @@ pub enum FrameBoundary {
     /// A successful vkWaitSemaphores (a host wait on timeline semaphores), in an app without a
     /// swapchain, after a submit since the previous boundary.
     SemaphoreWait,
+    /// A status poll (`vkGetSemaphoreCounterValue`, `vkGetFenceStatus`) that saw the latest submit's
+    /// timeline signal or fence reached, in an app without a swapchain, after a submit since the
+    /// previous boundary (wgpu polls instead of waiting when its work is already done).
+    StatusPoll,
 }
 
 /// One record. New variants are appended at the end only.

@@ -77,6 +77,7 @@ pub unsafe extern "system" fn vkCreateDevice(
             },
             state: Default::default(),
             queries_seen: Default::default(),
+            last_submit: Default::default(),
         };
         let Some(d) = runtime::register_device(data) else {
             runtime::log_once("devices", "too many live devices; this one is not captured");

@@ -21,6 +21,9 @@ pub struct DeviceData {
     /// Set once a query of this device was reported available (only while capturing): until
     /// then a query reset has nothing to clear, and tracking's submits skip them unlocked.
     pub queries_seen: std::sync::atomic::AtomicBool,
+    /// What the device's latest submit signals (`submit::LastSubmit`): a status poll that sees
+    /// it done is a frame boundary in apps that poll rather than wait (wgpu).
+    pub last_submit: parking_lot::Mutex<crate::submit::LastSubmit>,
 }
 
 impl std::ops::Deref for DeviceData {

@@ -118,6 +118,39 @@ fn tracked_submit(d: &DeviceData, seq: Option<u64>, cbs: impl Iterator<Item = u6
     runtime::prof::end(runtime::prof::SUBMIT, t0);
 }
 
+/// The fence and timeline signals of a device's latest submit. Polls that see them reached prove
+/// every submit so far done (as far as the app can tell): a completion point the app found by
+/// polling (`vkGetSemaphoreCounterValue`, `vkGetFenceStatus`), which ends a frame in apps that never
+/// wait when their work is already done (wgpu's `map_sync` on a fast GPU).
+#[derive(Default)]
+pub struct LastSubmit {
+    fence: u64,
+    signals: smallvec::SmallVec<[(u64, u64); 2]>,
+}
+
+/// Remembers the latest submit's fence and timeline signals (`LastSubmit`). One small lock per
+/// submit, while tracking too: frame boundaries are what a trigger counts.
+fn note_last_submit(d: &DeviceData, fence: u64, signals: impl Iterator<Item = (u64, u64)>) {
+    let mut last = d.last_submit.lock();
+    last.fence = fence;
+    last.signals.clear();
+    last.signals.extend(signals);
+}
+
+/// A status poll's answer: a frame boundary when it shows the latest submit done.
+fn polled(d: &DeviceData, seq: Option<u64>, fence: u64, reached: Option<(u64, u64)>) {
+    let done = {
+        let last = d.last_submit.lock();
+        match reached {
+            Some((s, v)) => last.signals.iter().any(|&(ls, lv)| ls == s && v >= lv),
+            None => fence != 0 && last.fence == fence,
+        }
+    };
+    if done {
+        crate::trim::snapshot::frame_boundary(FrameBoundary::StatusPoll, seq);
+    }
+}
+
 /// Bookkeeping after a successful submit of `batches` on `queue`.
 fn after_submit(d: &DeviceData, seq: Option<u64>, queue: u64, fence: u64, batches: Vec<Batch>) {
     let t0 = runtime::prof::start();
@@ -221,6 +254,24 @@ pub unsafe extern "system" fn vkQueueSubmit(
         if r != vk::Result::SUCCESS {
             return;
         }
+        // Timeline signals only (a binary semaphore cannot be polled): the last batch's.
+        let last = slice(p_submits, count).last();
+        let tl = last.map_or(std::ptr::null(), |s| {
+            find_in_chain(s.p_next, vk::StructureType::TIMELINE_SEMAPHORE_SUBMIT_INFO)
+                as *const vk::TimelineSemaphoreSubmitInfo<'_>
+        });
+        let signals = match (last, tl.as_ref()) {
+            (Some(s), Some(t)) => {
+                let values = slice(t.p_signal_semaphore_values, t.signal_semaphore_value_count);
+                slice(s.p_signal_semaphores, s.signal_semaphore_count)
+                    .iter()
+                    .zip(values)
+                    .map(|(&sem, &v)| (raw(sem), v))
+                    .collect()
+            }
+            _ => smallvec::SmallVec::<[(u64, u64); 2]>::new(),
+        };
+        note_last_submit(d, raw(fence), signals.into_iter());
         if !runtime::capturing() {
             let cbs = slice(p_submits, count).iter().flat_map(|s| {
                 slice(s.p_command_buffers, s.command_buffer_count)
@@ -294,6 +345,14 @@ pub unsafe fn vkQueueSubmit2<E: Entry<vk::PFN_vkQueueSubmit2>>(
         if r != vk::Result::SUCCESS {
             return;
         }
+        let signals = slice(p_submits, count).last().map_or(&[][..], |s| {
+            slice(s.p_signal_semaphore_infos, s.signal_semaphore_info_count)
+        });
+        note_last_submit(
+            d,
+            raw(fence),
+            signals.iter().map(|i| (raw(i.semaphore), i.value)),
+        );
         if !runtime::capturing() {
             let cbs = slice(p_submits, count).iter().flat_map(|s| {
                 slice(s.p_command_buffer_infos, s.command_buffer_info_count)
@@ -467,11 +526,12 @@ pub unsafe fn vkGetSemaphoreCounterValue<E: Entry<vk::PFN_vkGetSemaphoreCounterV
     let f = next!(E::next(&d.table), NOT_PRESENT);
     let r = f(device, semaphore, p_value);
     guard("vkGetSemaphoreCounterValue", || {
-        rec!(E::ID, r.as_raw(), |e| {
+        let seq = rec!(E::ID, r.as_raw(), |e| {
             vkstream::encode::vkGetSemaphoreCounterValue(e, device, semaphore, p_value)
         });
         if r == vk::Result::SUCCESS && !p_value.is_null() {
             semaphores_reached(d, &[(raw(semaphore), *p_value)]);
+            polled(d, seq, 0, Some((raw(semaphore), *p_value)));
         }
     });
     r
@@ -522,11 +582,12 @@ pub unsafe extern "system" fn vkGetFenceStatus(device: vk::Device, fence: vk::Fe
     let f = next!(d.table.vkGetFenceStatus, NOT_PRESENT);
     let r = f(device, fence);
     guard("vkGetFenceStatus", || {
-        rec!(vkGetFenceStatus, r.as_raw(), |e| {
+        let seq = rec!(vkGetFenceStatus, r.as_raw(), |e| {
             vkstream::encode::vkGetFenceStatus(e, device, fence)
         });
         if r == vk::Result::SUCCESS {
             fences_signaled(d, &[raw(fence)]);
+            polled(d, seq, raw(fence), None);
         }
     });
     r
