@@ -761,3 +761,27 @@ fn shader_naming_an_id_beyond_its_bound_is_refused() {
         "its SPIR-V instruction at word 134 targets id 524319, outside the module's bound 84",
     );
 }
+
+/// The fuzzer's last open crash class (seed 0x23): vkcube's first vkAllocateDescriptorSets
+/// duplicated after the update that writes its set. The copy hands out the same handle again,
+/// so the replay bound a fresh, never written set and lavapipe read garbage descriptors in its
+/// queue thread (SIGSEGV). No driver hands out a live handle: refused at the copy.
+#[test]
+fn creation_of_a_handle_still_live_is_refused() {
+    let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+        let a = find(recs, t, "vkAllocateDescriptorSets", 0);
+        let u = find(recs, t, "vkUpdateDescriptorSets", 0);
+        assert!(u > a);
+        let copy = recs[a].clone();
+        recs.insert(u + 1, copy);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkAllocateDescriptorSets",
+        "descriptor set 0x558d87359fb0 is created again while it is live",
+    );
+}

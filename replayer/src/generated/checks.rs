@@ -19381,7 +19381,10 @@ pub const COMPAT_AFTER: u16 = 1 << 13;
 pub fn flags(call: &Call) -> u16 {
     match call {
         Call::vkCreateInstance(_)
+        | Call::vkCreateEvent(_)
         | Call::vkCreatePipelineCache(_)
+        | Call::vkCreateDescriptorPool(_)
+        | Call::vkCreateCommandPool(_)
         | Call::vkCreateSamplerYcbcrConversion(_)
         | Call::vkCreateDescriptorUpdateTemplate(_)
         | Call::vkCreatePrivateDataSlot(_)
@@ -19624,6 +19627,7 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkQueuePresentKHR(_)
         | Call::vkAcquireNextImage2KHR(_)
         | Call::vkWaitSemaphoresKHR(_) => 0x0300,
+        Call::vkCreateFence(_) | Call::vkCreateSemaphore(_) => 0x0301,
         Call::vkGetQueryPoolResults(_) => 0x0400,
         Call::vkResetQueryPool(_) | Call::vkResetQueryPoolEXT(_) => 0x0500,
         Call::vkCmdCopyBuffer(_) | Call::vkCmdUpdateBuffer(_) | Call::vkCmdFillBuffer(_) => 0x0503,
@@ -19649,12 +19653,9 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdWriteTimestamp2KHR(_) => 0x0703,
         Call::vkBindBufferMemory(_) | Call::vkBindImageMemory(_) => 0x0800,
         Call::vkGetImageSubresourceLayout(_) | Call::vkGetImageSubresourceLayout2EXT(_) => 0x1000,
-        Call::vkAllocateMemory(_)
-        | Call::vkCreateEvent(_)
-        | Call::vkCreateBufferView(_)
-        | Call::vkCreateSampler(_)
-        | Call::vkCreateDescriptorPool(_)
-        | Call::vkCreateCommandPool(_) => 0x1001,
+        Call::vkAllocateMemory(_) | Call::vkCreateBufferView(_) | Call::vkCreateSampler(_) => {
+            0x1001
+        }
         Call::vkCmdSetViewport(_)
         | Call::vkCmdSetScissor(_)
         | Call::vkCmdPipelineBarrier(_)
@@ -19671,7 +19672,6 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkWaitForFences(_)
         | Call::vkQueueSubmit2(_)
         | Call::vkQueueSubmit2KHR(_) => 0x1300,
-        Call::vkCreateFence(_) | Call::vkCreateSemaphore(_) => 0x1301,
         Call::vkCmdExecuteCommands(_) => 0x1303,
         Call::vkCmdDraw(_) | Call::vkCmdDrawIndirect(_) => 0x1504,
         Call::vkCmdDrawIndexed(_) | Call::vkCmdDrawIndexedIndirect(_) => 0x1505,
@@ -19683,7 +19683,9 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkBindImageMemory2KHR(_) => 0x1800,
         Call::vkUpdateDescriptorSetWithTemplate(_)
         | Call::vkUpdateDescriptorSetWithTemplateKHR(_) => 0x2000,
-        Call::vkCreatePipelineLayout(_) | Call::vkCreateSwapchainKHR(_) => 0x2001,
+        Call::vkCreateDevice(_)
+        | Call::vkCreatePipelineLayout(_)
+        | Call::vkCreateSwapchainKHR(_) => 0x2001,
         Call::vkCmdPushDescriptorSetWithTemplateKHR(_)
         | Call::vkCmdSetDescriptorBufferOffsetsEXT(_)
         | Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT(_) => 0x2103,
@@ -19700,8 +19702,7 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdEndRenderingKHR(_)
         | Call::vkCmdEndRenderPass2KHR(_) => 0x2d0a,
         Call::vkUpdateDescriptorSets(_) => 0x3000,
-        Call::vkCreateDevice(_)
-        | Call::vkCreateImageView(_)
+        Call::vkCreateImageView(_)
         | Call::vkCreateShaderModule(_)
         | Call::vkCreateDescriptorSetLayout(_)
         | Call::vkAllocateDescriptorSets(_)

@@ -111,6 +111,38 @@ fn no_memory(ty: vk::ObjectType, h: u64, memory: u64) -> String {
     }
 }
 
+/// Objects whose handles a driver cannot hand out twice while live: each holds mutable state
+/// (the spec lets only functionally identical, immutable objects share a handle value).
+fn has_state(ty: vk::ObjectType) -> bool {
+    matches!(
+        ty,
+        vk::ObjectType::INSTANCE
+            | vk::ObjectType::DEVICE
+            | vk::ObjectType::DEVICE_MEMORY
+            | vk::ObjectType::BUFFER
+            | vk::ObjectType::IMAGE
+            | vk::ObjectType::FENCE
+            | vk::ObjectType::SEMAPHORE
+            | vk::ObjectType::EVENT
+            | vk::ObjectType::QUERY_POOL
+            | vk::ObjectType::COMMAND_POOL
+            | vk::ObjectType::COMMAND_BUFFER
+            | vk::ObjectType::DESCRIPTOR_POOL
+            | vk::ObjectType::DESCRIPTOR_SET
+            | vk::ObjectType::SWAPCHAIN_KHR
+            | vk::ObjectType::ACCELERATION_STRUCTURE_KHR
+    )
+}
+
+#[cold]
+#[inline(never)]
+fn still_live(ty: vk::ObjectType, h: u64) -> String {
+    format!(
+        "{} 0x{h:x} is created again while it is live (never destroyed)",
+        ty_name(ty)
+    )
+}
+
 #[cold]
 #[inline(never)]
 fn other_device(ty: vk::ObjectType, h: u64, its: u64, call: u64) -> String {
@@ -151,6 +183,22 @@ impl Validator {
                 return;
             }
             if out {
+                // An object with state of its own created under a handle that is still live:
+                // the replay would hold two objects for one captured handle (what was bound to
+                // or written into the first is not in the second, which lavapipe then reads:
+                // a never written descriptor set crashed its queue thread; destroying both frees
+                // one twice). Immutable definitions (samplers, layouts) may legally share a value
+                // (counted in `refs`); fetches (queues, swapchain images) are not creations;
+                // objects of another device may share a value.
+                if kind == checks::CREATE && has_state(ty) {
+                    let live = t
+                        .find_dev(ty.as_raw(), h)
+                        .is_some_and(|(_, its)| its == *device || ty == vk::ObjectType::DEVICE);
+                    if live || created.iter().any(|c| c.1 == h) {
+                        err = Some(still_live(ty, h));
+                        return;
+                    }
+                }
                 created.push((ty, h));
                 return;
             }
