@@ -574,5 +574,6 @@ pub fn synthetic_data_size() -> Decl {
         optional: false,
         stride: None,
         values: Some("synthetic".into()),
+        noauto: false,
     }
 }

@@ -67,6 +67,9 @@ pub struct Facts {
     bits_of: HashMap<String, String>,
     /// Enum and bits types that extensions add values to.
     extended_enums: BTreeSet<String>,
+    /// Every value vk.xml defines for each (non-bitmask) enum type, core and extensions alike:
+    /// the replay's checks refuse others (`emit_replay::checks_rs`).
+    pub enum_values: BTreeMap<String, BTreeSet<i64>>,
     extended_bits: BTreeSet<String>,
 }
 
@@ -152,6 +155,9 @@ pub fn read(vk_xml: &Path, reg: &Registry) -> Result<Facts> {
                         EnumSpec::Value { value, .. } => {
                             if let Some(v) = parse_int(value) {
                                 named.insert(en.name.clone(), (ty.clone(), v, false));
+                                if e.kind.as_deref() == Some("enum") {
+                                    f.enum_values.entry(ty.clone()).or_default().insert(v);
+                                }
                             }
                         }
                         EnumSpec::Bitpos { bitpos, .. } => {
@@ -364,6 +370,7 @@ fn add_value(
             e.bits.insert((ty.to_string(), v as u64, name.to_string()));
         }
     } else {
+        f.enum_values.entry(ty.to_string()).or_default().insert(v);
         let (_, p) = f
             .enums
             .entry((ty.to_string(), v))

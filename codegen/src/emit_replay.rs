@@ -707,12 +707,155 @@ fn structs_needing_checks(an: &Analysis) -> (std::collections::BTreeSet<String>,
     }
 }
 
+/// Every enum value vk.xml defines, by enum type (`emit_extensions::Facts::enum_values`).
+pub type EnumValues = std::collections::BTreeMap<String, std::collections::BTreeSet<i64>>;
+
+/// Whether a declaration is read by the driver (every pointer level const): only inputs are
+/// checked for enum values (what a newer driver returned may be a value this vk.xml lacks).
+fn input(f: &Field) -> bool {
+    f.decl.ptrs.iter().all(|c| *c)
+}
+
+/// The enum type of a field the spec gives implicit valid usage (a valid value of its type).
+fn checked_enum<'a>(f: &'a Field, enums: &EnumValues) -> Option<&'a str> {
+    let ty = f.decl.ty.as_str();
+    (!f.decl.noauto && enums.get(ty).is_some_and(|v| !v.is_empty())).then_some(ty)
+}
+
+/// Enum checks of one set of fields, inputs only: each enum value one vk.xml defines for its
+/// type (drivers index tables with them: an undefined swizzle crashed NVIDIA's driver), in
+/// nested structs, input arrays and pNext chains too. `used` collects the enum types named.
+fn enum_fields(
+    fields: &[Field],
+    base: &str,
+    what: &str,
+    needs: &std::collections::BTreeSet<String>,
+    chain: bool,
+    enums: &EnumValues,
+    used: &mut std::collections::BTreeSet<String>,
+) -> String {
+    let mut o = String::new();
+    for f in fields {
+        let src = format!("{base}{}", f.snake);
+        let name = &f.decl.name;
+        match &f.kind {
+            Kind::PNext if chain => {
+                let _ = writeln!(o, "if !{src}.is_empty() {{ e_chain(&{src})?; }}");
+            }
+            Kind::Val(Elem::Scalar(TypeCat::Enum, _)) => {
+                let Some(ty) = checked_enum(f, enums) else {
+                    continue;
+                };
+                used.insert(ty.to_string());
+                let zero = if f.decl.optional {
+                    format!("{src} != 0 && ")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    o,
+                    "if {zero}!ok_{ty}({src}) {{ return Err(bad_enum(\"{what}{name}\", \"{ty}\", {src})); }}"
+                );
+            }
+            Kind::Val(Elem::Struct(st)) if needs.contains(st) => {
+                let _ = writeln!(o, "e_{st}(&{src})?;");
+            }
+            Kind::Fixed(Elem::Struct(st), _) if needs.contains(st) => {
+                let _ = writeln!(o, "for y in {src}.iter() {{ e_{st}(y)?; }}");
+            }
+            Kind::Ptr { len, elem } if input(f) => {
+                let each = match (elem, len) {
+                    (PElem::Elem(Elem::Struct(st)), Len::One) if needs.contains(st) => {
+                        format!("e_{st}(x)?;")
+                    }
+                    (PElem::Elem(Elem::Struct(st)), Len::Count(_)) if needs.contains(st) => {
+                        format!("for y in x.iter() {{ e_{st}(y)?; }}")
+                    }
+                    (PElem::StructPtrArray(st), _) if needs.contains(st) => {
+                        format!("for y in x.iter().flatten() {{ e_{st}(y)?; }}")
+                    }
+                    (PElem::Elem(Elem::Scalar(TypeCat::Enum, _)), Len::Count(_)) => {
+                        let Some(ty) = checked_enum(f, enums) else {
+                            continue;
+                        };
+                        used.insert(ty.to_string());
+                        format!(
+                            "for &y in x.iter() {{ if !ok_{ty}(y) {{ return Err(bad_enum(\"{what}{name}\", \"{ty}\", y)); }} }}"
+                        )
+                    }
+                    _ => continue,
+                };
+                let _ = writeln!(o, "if let Some(x) = &{src} {{ {each} }}");
+            }
+            _ => {}
+        }
+    }
+    o
+}
+
+/// Structs whose enum checks are not empty (fixpoint over nesting and pNext chains).
+fn structs_needing_enum_checks(
+    an: &Analysis,
+    enums: &EnumValues,
+) -> (std::collections::BTreeSet<String>, bool) {
+    let mut needs = std::collections::BTreeSet::new();
+    let mut chain = false;
+    let mut scratch = std::collections::BTreeSet::new();
+    loop {
+        let before = (needs.len(), chain);
+        for name in &an.struct_order {
+            let s = &an.structs[name];
+            if s.def.is_union || needs.contains(name) {
+                continue;
+            }
+            let body = enum_fields(&s.fields, "v.", "", &needs, chain, enums, &mut scratch);
+            if !body.is_empty() || (chain && has_pnext(&s.fields)) {
+                needs.insert(name.clone());
+            }
+        }
+        chain = an
+            .struct_order
+            .iter()
+            .any(|n| an.structs[n].def.stype.is_some() && needs.contains(n));
+        if (needs.len(), chain) == before {
+            return (needs, chain);
+        }
+    }
+}
+
+/// `ok_{ty}`: whether an i32 is a value vk.xml defines for enum `ty`, as ranges.
+fn enum_predicate(ty: &str, values: &std::collections::BTreeSet<i64>) -> String {
+    let mut runs: Vec<(i64, i64)> = Vec::new();
+    for &v in values {
+        match runs.last_mut() {
+            Some((_, hi)) if *hi + 1 == v => *hi = v,
+            _ => runs.push((v, v)),
+        }
+    }
+    let pats: Vec<String> = runs
+        .iter()
+        .map(|&(lo, hi)| {
+            if lo == hi {
+                format!("{lo}")
+            } else {
+                format!("{lo}..={hi}")
+            }
+        })
+        .collect();
+    format!(
+        "#[inline(always)]\nfn ok_{ty}(v: i32) -> bool {{ matches!(v, {}) }}\n",
+        pats.join(" | ")
+    )
+}
+
 /// The replayer's checks of a decoded call before the driver sees it (`replay::validate` holds
 /// the state machines): array counts against their arrays, the handles a call destroys, and
 /// what kind of command it is.
-pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
+pub fn checks_rs(reg: &Registry, an: &Analysis, enums: &EnumValues) -> String {
     let _ = reg;
     let (needs, chain) = structs_needing_checks(an);
+    let (e_needs, e_chain) = structs_needing_enum_checks(an, enums);
+    let mut used = std::collections::BTreeSet::new();
     let mut o = String::from(HEADER);
     o.push_str(
         "//! Checks of a decoded call that need no replay state, generated from vk.xml:\n\
@@ -736,7 +879,11 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
          fn short(count: &str, n: u64, name: &str, len: Option<usize>) -> String {\n\
          match len {\n\
          Some(l) => format!(\"{count} is {n} but {name} holds {l}\"),\n\
-         None => format!(\"{count} is {n} but {name} is NULL\"),\n}\n}\n\n",
+         None => format!(\"{count} is {n} but {name} is NULL\"),\n}\n}\n\n\
+         #[cold]\n\
+         #[inline(never)]\n\
+         fn bad_enum(name: &str, ty: &str, v: i32) -> String {\n\
+         format!(\"{name} is {v}, which is not a {ty} value\")\n}\n\n",
     );
     if chain {
         o.push_str("fn c_chain(c: &[PNext]) -> R {\nfor e in c {\nmatch e {\n");
@@ -756,6 +903,32 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
         let body = check_fields(an, &s.fields, "v.", &format!("{name}."), &needs, chain);
         let _ = writeln!(o, "fn c_{name}(v: &{name}) -> R {{\n{body}Ok(())\n}}");
     }
+    if e_chain {
+        o.push_str("fn e_chain(c: &[PNext]) -> R {\nfor e in c {\nmatch e {\n");
+        for name in &an.struct_order {
+            let s = &an.structs[name];
+            if s.def.stype.is_some() && has_pnext(&s.fields) && e_needs.contains(name) {
+                let _ = writeln!(o, "PNext::{name}(x) => e_{name}(x)?,");
+            }
+        }
+        o.push_str("_ => {}\n}\n}\nOk(())\n}\n\n");
+    }
+    for name in &an.struct_order {
+        if !e_needs.contains(name) {
+            continue;
+        }
+        let s = &an.structs[name];
+        let body = enum_fields(
+            &s.fields,
+            "v.",
+            &format!("{name}."),
+            &e_needs,
+            e_chain,
+            enums,
+            &mut used,
+        );
+        let _ = writeln!(o, "fn e_{name}(v: &{name}) -> R {{\n{body}Ok(())\n}}");
+    }
     // The handle walk (`vkstream::handles::walk`) again, fused with the counts: one match per
     // call for both, the parameters read once.
     let (walkers, walks) = crate::emit_stream::walk_parts(an);
@@ -767,7 +940,8 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
     );
     for (c, (name, walk)) in an.cmds.iter().zip(&walks) {
         debug_assert_eq!(&c.def.name, name);
-        let body = check_fields(an, &c.params, "p.", "", &needs, chain);
+        let body = check_fields(an, &c.params, "p.", "", &needs, chain)
+            + &enum_fields(&c.params, "p.", "", &e_needs, e_chain, enums, &mut used);
         if !body.is_empty() || !walk.is_empty() {
             let _ = writeln!(o, "Call::{name}(p) => {{\n{body}{walk}}}");
         }
@@ -828,6 +1002,10 @@ pub fn checks_rs(reg: &Registry, an: &Analysis) -> String {
     }
     o.push_str("_ => OTHER,\n}\n}\n");
     o.push_str(&crate::emit_validate::flags(an));
+    o.push_str("\n/// Whether a value is one vk.xml defines for its enum type, core and extensions alike.\n");
+    for ty in &used {
+        o.push_str(&enum_predicate(ty, &enums[ty]));
+    }
     o
 }
 

@@ -126,7 +126,7 @@ fn render_files(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
         ),
         (
             "replayer/src/generated/checks.rs".into(),
-            emit_replay::checks_rs(&reg, &an),
+            emit_replay::checks_rs(&reg, &an, &facts.enum_values),
         ),
         (
             "replayer/src/generated/overrides.rs".into(),

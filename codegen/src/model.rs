@@ -28,6 +28,9 @@ pub struct Decl {
     pub stride: Option<String>,
     /// `values=` on sType members.
     pub values: Option<String>,
+    /// `noautovalidity`: no implicit valid usage (an enum member may hold anything, as when the
+    /// spec says it is ignored).
+    pub noauto: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -212,6 +215,7 @@ fn parse_decl(code: &str, name: &str, ty: &str, aliases: &HashMap<String, String
         optional: false,
         stride: None,
         values: None,
+        noauto: false,
     })
 }
 
@@ -433,6 +437,7 @@ pub fn load(path: &Path) -> Result<Registry> {
                 .as_deref()
                 .is_some_and(|o| o.starts_with("true"));
             d.values = def.values.clone();
+            d.noauto = def.noautovalidity.is_some();
             decls.push(d);
         }
         let stype = decls
@@ -548,6 +553,7 @@ fn param_decl(p: &CommandParam, aliases: &HashMap<String, String>) -> Result<Dec
     d.altlen = p.altlen.clone();
     d.optional = p.optional.as_deref().is_some_and(|o| o.starts_with("true"));
     d.stride = p.stride.clone();
+    d.noauto = p.noautovalidity.is_some();
     Ok(d)
 }
 

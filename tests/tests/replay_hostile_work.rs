@@ -683,7 +683,7 @@ fn pipeline_dynamic_states_and_subpasses_that_do_not_exist_are_refused() {
         &out,
         took,
         "vkCreateGraphicsPipelines",
-        "dynamic state 4194304 is not a VkDynamicState",
+        "VkPipelineDynamicStateCreateInfo.pDynamicStates is 4194304, which is not a VkDynamicState value",
     );
     let (p, ci) = cube_pipeline(|params, ci| {
         let k = at(params, &ci.render_pass.to_le_bytes()) + 8;
@@ -707,7 +707,7 @@ fn pipeline_dynamic_states_and_subpasses_that_do_not_exist_are_refused() {
 #[test]
 fn descriptor_bindings_of_unknown_types_or_stages_are_refused() {
     for (field, why) in [
-        (0, "has descriptor type 1073741824, not a VkDescriptorType"),
+        (0, "VkDescriptorSetLayoutBinding.descriptorType is 1073741824, which is not a VkDescriptorType value"),
         (2, "has stage flags 0x40000000, not shader stages"),
     ] {
         let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
@@ -783,5 +783,53 @@ fn creation_of_a_handle_still_live_is_refused() {
         took,
         "vkAllocateDescriptorSets",
         "descriptor set 0x558d87359fb0 is created again while it is live",
+    );
+}
+
+/// Fuzzing against the H100 (`fuzz_replay --gpu NVIDIA`, seed 0x31) found two classes that
+/// lavapipe refused late but NVIDIA's driver crashed on (SIGSEGV, no output): an image view whose
+/// component swizzle is no VkComponentSwizzle value, and a graphics pipeline bound at the compute
+/// bind point. Both are refused at the call now, before any driver sees them.
+#[test]
+fn undefined_enum_values_are_refused() {
+    let p = forged(&scratch(), "demo.qtrace", |recs, t| {
+        let vkstream::Call::vkCreateImageView(v) = decoded(recs, t, "vkCreateImageView", 0) else {
+            unreachable!()
+        };
+        let ci = v.p_create_info.unwrap();
+        // image, viewType, format, then the four swizzles.
+        let mut key = ci.image.to_le_bytes().to_vec();
+        key.extend(words(&[ci.view_type as u32, ci.format as u32]));
+        let i = find(recs, t, "vkCreateImageView", 0);
+        let params = &mut call_mut(&mut recs[i]).params;
+        let g = at(params, &key) + key.len() + 4;
+        params[g..g + 4].copy_from_slice(&524_288u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateImageView",
+        "VkComponentMapping.g is 524288, which is not a VkComponentSwizzle value",
+    );
+}
+
+#[test]
+fn pipeline_bound_at_the_bind_point_of_another_kind_is_refused() {
+    let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+        let i = find(recs, t, "vkCmdBindPipeline", 0);
+        // commandBuffer, then pipelineBindPoint: GRAPHICS -> COMPUTE.
+        call_mut(&mut recs[i]).params[8..12].copy_from_slice(&1u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCmdBindPipeline",
+        "bound at pipeline bind point 1 (a graphics pipeline binds at 0)",
     );
 }

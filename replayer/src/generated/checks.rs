@@ -31,6 +31,12 @@ fn short(count: &str, n: u64, name: &str, len: Option<usize>) -> String {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn bad_enum(name: &str, ty: &str, v: i32) -> String {
+    format!("{name} is {v}, which is not a {ty} value")
+}
+
 fn c_chain(c: &[PNext]) -> R {
     for e in c {
         match e {
@@ -7363,6 +7369,7850 @@ fn c_VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(
     }
     Ok(())
 }
+fn e_chain(c: &[PNext]) -> R {
+    for e in c {
+        match e {
+            PNext::VkApplicationInfo(x) => e_VkApplicationInfo(x)?,
+            PNext::VkDeviceQueueCreateInfo(x) => e_VkDeviceQueueCreateInfo(x)?,
+            PNext::VkDeviceCreateInfo(x) => e_VkDeviceCreateInfo(x)?,
+            PNext::VkInstanceCreateInfo(x) => e_VkInstanceCreateInfo(x)?,
+            PNext::VkMemoryAllocateInfo(x) => e_VkMemoryAllocateInfo(x)?,
+            PNext::VkMappedMemoryRange(x) => e_VkMappedMemoryRange(x)?,
+            PNext::VkWriteDescriptorSet(x) => e_VkWriteDescriptorSet(x)?,
+            PNext::VkCopyDescriptorSet(x) => e_VkCopyDescriptorSet(x)?,
+            PNext::VkBufferCreateInfo(x) => e_VkBufferCreateInfo(x)?,
+            PNext::VkBufferViewCreateInfo(x) => e_VkBufferViewCreateInfo(x)?,
+            PNext::VkMemoryBarrier(x) => e_VkMemoryBarrier(x)?,
+            PNext::VkBufferMemoryBarrier(x) => e_VkBufferMemoryBarrier(x)?,
+            PNext::VkImageMemoryBarrier(x) => e_VkImageMemoryBarrier(x)?,
+            PNext::VkImageCreateInfo(x) => e_VkImageCreateInfo(x)?,
+            PNext::VkImageViewCreateInfo(x) => e_VkImageViewCreateInfo(x)?,
+            PNext::VkBindSparseInfo(x) => e_VkBindSparseInfo(x)?,
+            PNext::VkShaderModuleCreateInfo(x) => e_VkShaderModuleCreateInfo(x)?,
+            PNext::VkDescriptorSetLayoutCreateInfo(x) => e_VkDescriptorSetLayoutCreateInfo(x)?,
+            PNext::VkDescriptorPoolCreateInfo(x) => e_VkDescriptorPoolCreateInfo(x)?,
+            PNext::VkDescriptorSetAllocateInfo(x) => e_VkDescriptorSetAllocateInfo(x)?,
+            PNext::VkPipelineShaderStageCreateInfo(x) => e_VkPipelineShaderStageCreateInfo(x)?,
+            PNext::VkComputePipelineCreateInfo(x) => e_VkComputePipelineCreateInfo(x)?,
+            PNext::VkPipelineVertexInputStateCreateInfo(x) => {
+                e_VkPipelineVertexInputStateCreateInfo(x)?
+            }
+            PNext::VkPipelineInputAssemblyStateCreateInfo(x) => {
+                e_VkPipelineInputAssemblyStateCreateInfo(x)?
+            }
+            PNext::VkPipelineTessellationStateCreateInfo(x) => {
+                e_VkPipelineTessellationStateCreateInfo(x)?
+            }
+            PNext::VkPipelineViewportStateCreateInfo(x) => e_VkPipelineViewportStateCreateInfo(x)?,
+            PNext::VkPipelineRasterizationStateCreateInfo(x) => {
+                e_VkPipelineRasterizationStateCreateInfo(x)?
+            }
+            PNext::VkPipelineMultisampleStateCreateInfo(x) => {
+                e_VkPipelineMultisampleStateCreateInfo(x)?
+            }
+            PNext::VkPipelineColorBlendStateCreateInfo(x) => {
+                e_VkPipelineColorBlendStateCreateInfo(x)?
+            }
+            PNext::VkPipelineDynamicStateCreateInfo(x) => e_VkPipelineDynamicStateCreateInfo(x)?,
+            PNext::VkPipelineDepthStencilStateCreateInfo(x) => {
+                e_VkPipelineDepthStencilStateCreateInfo(x)?
+            }
+            PNext::VkGraphicsPipelineCreateInfo(x) => e_VkGraphicsPipelineCreateInfo(x)?,
+            PNext::VkPipelineCacheCreateInfo(x) => e_VkPipelineCacheCreateInfo(x)?,
+            PNext::VkPipelineLayoutCreateInfo(x) => e_VkPipelineLayoutCreateInfo(x)?,
+            PNext::VkSamplerCreateInfo(x) => e_VkSamplerCreateInfo(x)?,
+            PNext::VkCommandPoolCreateInfo(x) => e_VkCommandPoolCreateInfo(x)?,
+            PNext::VkCommandBufferAllocateInfo(x) => e_VkCommandBufferAllocateInfo(x)?,
+            PNext::VkCommandBufferInheritanceInfo(x) => e_VkCommandBufferInheritanceInfo(x)?,
+            PNext::VkCommandBufferBeginInfo(x) => e_VkCommandBufferBeginInfo(x)?,
+            PNext::VkRenderPassBeginInfo(x) => e_VkRenderPassBeginInfo(x)?,
+            PNext::VkRenderPassCreateInfo(x) => e_VkRenderPassCreateInfo(x)?,
+            PNext::VkEventCreateInfo(x) => e_VkEventCreateInfo(x)?,
+            PNext::VkFenceCreateInfo(x) => e_VkFenceCreateInfo(x)?,
+            PNext::VkSemaphoreCreateInfo(x) => e_VkSemaphoreCreateInfo(x)?,
+            PNext::VkQueryPoolCreateInfo(x) => e_VkQueryPoolCreateInfo(x)?,
+            PNext::VkFramebufferCreateInfo(x) => e_VkFramebufferCreateInfo(x)?,
+            PNext::VkSubmitInfo(x) => e_VkSubmitInfo(x)?,
+            PNext::VkDisplayModeCreateInfoKHR(x) => e_VkDisplayModeCreateInfoKHR(x)?,
+            PNext::VkDisplaySurfaceCreateInfoKHR(x) => e_VkDisplaySurfaceCreateInfoKHR(x)?,
+            PNext::VkDisplayPresentInfoKHR(x) => e_VkDisplayPresentInfoKHR(x)?,
+            PNext::VkWaylandSurfaceCreateInfoKHR(x) => e_VkWaylandSurfaceCreateInfoKHR(x)?,
+            PNext::VkXlibSurfaceCreateInfoKHR(x) => e_VkXlibSurfaceCreateInfoKHR(x)?,
+            PNext::VkXcbSurfaceCreateInfoKHR(x) => e_VkXcbSurfaceCreateInfoKHR(x)?,
+            PNext::VkSwapchainCreateInfoKHR(x) => e_VkSwapchainCreateInfoKHR(x)?,
+            PNext::VkPresentInfoKHR(x) => e_VkPresentInfoKHR(x)?,
+            PNext::VkDebugReportCallbackCreateInfoEXT(x) => {
+                e_VkDebugReportCallbackCreateInfoEXT(x)?
+            }
+            PNext::VkValidationFlagsEXT(x) => e_VkValidationFlagsEXT(x)?,
+            PNext::VkValidationFeaturesEXT(x) => e_VkValidationFeaturesEXT(x)?,
+            PNext::VkPipelineRasterizationStateRasterizationOrderAMD(x) => {
+                e_VkPipelineRasterizationStateRasterizationOrderAMD(x)?
+            }
+            PNext::VkDebugMarkerObjectNameInfoEXT(x) => e_VkDebugMarkerObjectNameInfoEXT(x)?,
+            PNext::VkDebugMarkerObjectTagInfoEXT(x) => e_VkDebugMarkerObjectTagInfoEXT(x)?,
+            PNext::VkDebugMarkerMarkerInfoEXT(x) => e_VkDebugMarkerMarkerInfoEXT(x)?,
+            PNext::VkDedicatedAllocationImageCreateInfoNV(x) => {
+                e_VkDedicatedAllocationImageCreateInfoNV(x)?
+            }
+            PNext::VkDedicatedAllocationBufferCreateInfoNV(x) => {
+                e_VkDedicatedAllocationBufferCreateInfoNV(x)?
+            }
+            PNext::VkDedicatedAllocationMemoryAllocateInfoNV(x) => {
+                e_VkDedicatedAllocationMemoryAllocateInfoNV(x)?
+            }
+            PNext::VkExternalMemoryImageCreateInfoNV(x) => e_VkExternalMemoryImageCreateInfoNV(x)?,
+            PNext::VkExportMemoryAllocateInfoNV(x) => e_VkExportMemoryAllocateInfoNV(x)?,
+            PNext::VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV(x) => {
+                e_VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV(x)?
+            }
+            PNext::VkDevicePrivateDataCreateInfo(x) => e_VkDevicePrivateDataCreateInfo(x)?,
+            PNext::VkPrivateDataSlotCreateInfo(x) => e_VkPrivateDataSlotCreateInfo(x)?,
+            PNext::VkPhysicalDevicePrivateDataFeatures(x) => {
+                e_VkPhysicalDevicePrivateDataFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV(x) => {
+                e_VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV(x)?
+            }
+            PNext::VkPhysicalDeviceMultiDrawPropertiesEXT(x) => {
+                e_VkPhysicalDeviceMultiDrawPropertiesEXT(x)?
+            }
+            PNext::VkGraphicsShaderGroupCreateInfoNV(x) => e_VkGraphicsShaderGroupCreateInfoNV(x)?,
+            PNext::VkGraphicsPipelineShaderGroupsCreateInfoNV(x) => {
+                e_VkGraphicsPipelineShaderGroupsCreateInfoNV(x)?
+            }
+            PNext::VkIndirectCommandsLayoutTokenNV(x) => e_VkIndirectCommandsLayoutTokenNV(x)?,
+            PNext::VkIndirectCommandsLayoutCreateInfoNV(x) => {
+                e_VkIndirectCommandsLayoutCreateInfoNV(x)?
+            }
+            PNext::VkGeneratedCommandsInfoNV(x) => e_VkGeneratedCommandsInfoNV(x)?,
+            PNext::VkGeneratedCommandsMemoryRequirementsInfoNV(x) => {
+                e_VkGeneratedCommandsMemoryRequirementsInfoNV(x)?
+            }
+            PNext::VkPhysicalDeviceFeatures2(x) => e_VkPhysicalDeviceFeatures2(x)?,
+            PNext::VkPhysicalDeviceProperties2(x) => e_VkPhysicalDeviceProperties2(x)?,
+            PNext::VkFormatProperties2(x) => e_VkFormatProperties2(x)?,
+            PNext::VkImageFormatProperties2(x) => e_VkImageFormatProperties2(x)?,
+            PNext::VkPhysicalDeviceImageFormatInfo2(x) => e_VkPhysicalDeviceImageFormatInfo2(x)?,
+            PNext::VkQueueFamilyProperties2(x) => e_VkQueueFamilyProperties2(x)?,
+            PNext::VkPhysicalDeviceMemoryProperties2(x) => e_VkPhysicalDeviceMemoryProperties2(x)?,
+            PNext::VkSparseImageFormatProperties2(x) => e_VkSparseImageFormatProperties2(x)?,
+            PNext::VkPhysicalDeviceSparseImageFormatInfo2(x) => {
+                e_VkPhysicalDeviceSparseImageFormatInfo2(x)?
+            }
+            PNext::VkPhysicalDevicePushDescriptorPropertiesKHR(x) => {
+                e_VkPhysicalDevicePushDescriptorPropertiesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceDriverProperties(x) => e_VkPhysicalDeviceDriverProperties(x)?,
+            PNext::VkPresentRegionsKHR(x) => e_VkPresentRegionsKHR(x)?,
+            PNext::VkPhysicalDeviceVariablePointersFeatures(x) => {
+                e_VkPhysicalDeviceVariablePointersFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceExternalImageFormatInfo(x) => {
+                e_VkPhysicalDeviceExternalImageFormatInfo(x)?
+            }
+            PNext::VkExternalImageFormatProperties(x) => e_VkExternalImageFormatProperties(x)?,
+            PNext::VkPhysicalDeviceExternalBufferInfo(x) => {
+                e_VkPhysicalDeviceExternalBufferInfo(x)?
+            }
+            PNext::VkExternalBufferProperties(x) => e_VkExternalBufferProperties(x)?,
+            PNext::VkPhysicalDeviceIDProperties(x) => e_VkPhysicalDeviceIDProperties(x)?,
+            PNext::VkExternalMemoryImageCreateInfo(x) => e_VkExternalMemoryImageCreateInfo(x)?,
+            PNext::VkExternalMemoryBufferCreateInfo(x) => e_VkExternalMemoryBufferCreateInfo(x)?,
+            PNext::VkExportMemoryAllocateInfo(x) => e_VkExportMemoryAllocateInfo(x)?,
+            PNext::VkImportMemoryFdInfoKHR(x) => e_VkImportMemoryFdInfoKHR(x)?,
+            PNext::VkMemoryFdPropertiesKHR(x) => e_VkMemoryFdPropertiesKHR(x)?,
+            PNext::VkMemoryGetFdInfoKHR(x) => e_VkMemoryGetFdInfoKHR(x)?,
+            PNext::VkPhysicalDeviceExternalSemaphoreInfo(x) => {
+                e_VkPhysicalDeviceExternalSemaphoreInfo(x)?
+            }
+            PNext::VkExternalSemaphoreProperties(x) => e_VkExternalSemaphoreProperties(x)?,
+            PNext::VkExportSemaphoreCreateInfo(x) => e_VkExportSemaphoreCreateInfo(x)?,
+            PNext::VkImportSemaphoreFdInfoKHR(x) => e_VkImportSemaphoreFdInfoKHR(x)?,
+            PNext::VkSemaphoreGetFdInfoKHR(x) => e_VkSemaphoreGetFdInfoKHR(x)?,
+            PNext::VkPhysicalDeviceExternalFenceInfo(x) => e_VkPhysicalDeviceExternalFenceInfo(x)?,
+            PNext::VkExternalFenceProperties(x) => e_VkExternalFenceProperties(x)?,
+            PNext::VkExportFenceCreateInfo(x) => e_VkExportFenceCreateInfo(x)?,
+            PNext::VkImportFenceFdInfoKHR(x) => e_VkImportFenceFdInfoKHR(x)?,
+            PNext::VkFenceGetFdInfoKHR(x) => e_VkFenceGetFdInfoKHR(x)?,
+            PNext::VkPhysicalDeviceMultiviewFeatures(x) => e_VkPhysicalDeviceMultiviewFeatures(x)?,
+            PNext::VkPhysicalDeviceMultiviewProperties(x) => {
+                e_VkPhysicalDeviceMultiviewProperties(x)?
+            }
+            PNext::VkRenderPassMultiviewCreateInfo(x) => e_VkRenderPassMultiviewCreateInfo(x)?,
+            PNext::VkSurfaceCapabilities2EXT(x) => e_VkSurfaceCapabilities2EXT(x)?,
+            PNext::VkDisplayPowerInfoEXT(x) => e_VkDisplayPowerInfoEXT(x)?,
+            PNext::VkDeviceEventInfoEXT(x) => e_VkDeviceEventInfoEXT(x)?,
+            PNext::VkDisplayEventInfoEXT(x) => e_VkDisplayEventInfoEXT(x)?,
+            PNext::VkSwapchainCounterCreateInfoEXT(x) => e_VkSwapchainCounterCreateInfoEXT(x)?,
+            PNext::VkPhysicalDeviceGroupProperties(x) => e_VkPhysicalDeviceGroupProperties(x)?,
+            PNext::VkMemoryAllocateFlagsInfo(x) => e_VkMemoryAllocateFlagsInfo(x)?,
+            PNext::VkBindBufferMemoryInfo(x) => e_VkBindBufferMemoryInfo(x)?,
+            PNext::VkBindBufferMemoryDeviceGroupInfo(x) => e_VkBindBufferMemoryDeviceGroupInfo(x)?,
+            PNext::VkBindImageMemoryInfo(x) => e_VkBindImageMemoryInfo(x)?,
+            PNext::VkBindImageMemoryDeviceGroupInfo(x) => e_VkBindImageMemoryDeviceGroupInfo(x)?,
+            PNext::VkDeviceGroupRenderPassBeginInfo(x) => e_VkDeviceGroupRenderPassBeginInfo(x)?,
+            PNext::VkDeviceGroupCommandBufferBeginInfo(x) => {
+                e_VkDeviceGroupCommandBufferBeginInfo(x)?
+            }
+            PNext::VkDeviceGroupSubmitInfo(x) => e_VkDeviceGroupSubmitInfo(x)?,
+            PNext::VkDeviceGroupBindSparseInfo(x) => e_VkDeviceGroupBindSparseInfo(x)?,
+            PNext::VkDeviceGroupPresentCapabilitiesKHR(x) => {
+                e_VkDeviceGroupPresentCapabilitiesKHR(x)?
+            }
+            PNext::VkImageSwapchainCreateInfoKHR(x) => e_VkImageSwapchainCreateInfoKHR(x)?,
+            PNext::VkBindImageMemorySwapchainInfoKHR(x) => e_VkBindImageMemorySwapchainInfoKHR(x)?,
+            PNext::VkAcquireNextImageInfoKHR(x) => e_VkAcquireNextImageInfoKHR(x)?,
+            PNext::VkDeviceGroupPresentInfoKHR(x) => e_VkDeviceGroupPresentInfoKHR(x)?,
+            PNext::VkDeviceGroupDeviceCreateInfo(x) => e_VkDeviceGroupDeviceCreateInfo(x)?,
+            PNext::VkDeviceGroupSwapchainCreateInfoKHR(x) => {
+                e_VkDeviceGroupSwapchainCreateInfoKHR(x)?
+            }
+            PNext::VkDescriptorUpdateTemplateCreateInfo(x) => {
+                e_VkDescriptorUpdateTemplateCreateInfo(x)?
+            }
+            PNext::VkPhysicalDevicePresentIdFeaturesKHR(x) => {
+                e_VkPhysicalDevicePresentIdFeaturesKHR(x)?
+            }
+            PNext::VkPresentIdKHR(x) => e_VkPresentIdKHR(x)?,
+            PNext::VkPhysicalDevicePresentWaitFeaturesKHR(x) => {
+                e_VkPhysicalDevicePresentWaitFeaturesKHR(x)?
+            }
+            PNext::VkHdrMetadataEXT(x) => e_VkHdrMetadataEXT(x)?,
+            PNext::VkDisplayNativeHdrSurfaceCapabilitiesAMD(x) => {
+                e_VkDisplayNativeHdrSurfaceCapabilitiesAMD(x)?
+            }
+            PNext::VkSwapchainDisplayNativeHdrCreateInfoAMD(x) => {
+                e_VkSwapchainDisplayNativeHdrCreateInfoAMD(x)?
+            }
+            PNext::VkPresentTimesInfoGOOGLE(x) => e_VkPresentTimesInfoGOOGLE(x)?,
+            PNext::VkPipelineViewportWScalingStateCreateInfoNV(x) => {
+                e_VkPipelineViewportWScalingStateCreateInfoNV(x)?
+            }
+            PNext::VkPipelineViewportSwizzleStateCreateInfoNV(x) => {
+                e_VkPipelineViewportSwizzleStateCreateInfoNV(x)?
+            }
+            PNext::VkPhysicalDeviceDiscardRectanglePropertiesEXT(x) => {
+                e_VkPhysicalDeviceDiscardRectanglePropertiesEXT(x)?
+            }
+            PNext::VkPipelineDiscardRectangleStateCreateInfoEXT(x) => {
+                e_VkPipelineDiscardRectangleStateCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX(x) => {
+                e_VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX(x)?
+            }
+            PNext::VkRenderPassInputAttachmentAspectCreateInfo(x) => {
+                e_VkRenderPassInputAttachmentAspectCreateInfo(x)?
+            }
+            PNext::VkPhysicalDeviceSurfaceInfo2KHR(x) => e_VkPhysicalDeviceSurfaceInfo2KHR(x)?,
+            PNext::VkSurfaceCapabilities2KHR(x) => e_VkSurfaceCapabilities2KHR(x)?,
+            PNext::VkSurfaceFormat2KHR(x) => e_VkSurfaceFormat2KHR(x)?,
+            PNext::VkDisplayProperties2KHR(x) => e_VkDisplayProperties2KHR(x)?,
+            PNext::VkDisplayPlaneProperties2KHR(x) => e_VkDisplayPlaneProperties2KHR(x)?,
+            PNext::VkDisplayModeProperties2KHR(x) => e_VkDisplayModeProperties2KHR(x)?,
+            PNext::VkDisplayPlaneInfo2KHR(x) => e_VkDisplayPlaneInfo2KHR(x)?,
+            PNext::VkDisplayPlaneCapabilities2KHR(x) => e_VkDisplayPlaneCapabilities2KHR(x)?,
+            PNext::VkSharedPresentSurfaceCapabilitiesKHR(x) => {
+                e_VkSharedPresentSurfaceCapabilitiesKHR(x)?
+            }
+            PNext::VkPhysicalDevice16BitStorageFeatures(x) => {
+                e_VkPhysicalDevice16BitStorageFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceSubgroupProperties(x) => {
+                e_VkPhysicalDeviceSubgroupProperties(x)?
+            }
+            PNext::VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures(x) => {
+                e_VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures(x)?
+            }
+            PNext::VkBufferMemoryRequirementsInfo2(x) => e_VkBufferMemoryRequirementsInfo2(x)?,
+            PNext::VkDeviceBufferMemoryRequirements(x) => e_VkDeviceBufferMemoryRequirements(x)?,
+            PNext::VkImageMemoryRequirementsInfo2(x) => e_VkImageMemoryRequirementsInfo2(x)?,
+            PNext::VkImageSparseMemoryRequirementsInfo2(x) => {
+                e_VkImageSparseMemoryRequirementsInfo2(x)?
+            }
+            PNext::VkDeviceImageMemoryRequirements(x) => e_VkDeviceImageMemoryRequirements(x)?,
+            PNext::VkMemoryRequirements2(x) => e_VkMemoryRequirements2(x)?,
+            PNext::VkSparseImageMemoryRequirements2(x) => e_VkSparseImageMemoryRequirements2(x)?,
+            PNext::VkPhysicalDevicePointClippingProperties(x) => {
+                e_VkPhysicalDevicePointClippingProperties(x)?
+            }
+            PNext::VkMemoryDedicatedRequirements(x) => e_VkMemoryDedicatedRequirements(x)?,
+            PNext::VkMemoryDedicatedAllocateInfo(x) => e_VkMemoryDedicatedAllocateInfo(x)?,
+            PNext::VkImageViewUsageCreateInfo(x) => e_VkImageViewUsageCreateInfo(x)?,
+            PNext::VkPipelineTessellationDomainOriginStateCreateInfo(x) => {
+                e_VkPipelineTessellationDomainOriginStateCreateInfo(x)?
+            }
+            PNext::VkSamplerYcbcrConversionInfo(x) => e_VkSamplerYcbcrConversionInfo(x)?,
+            PNext::VkSamplerYcbcrConversionCreateInfo(x) => {
+                e_VkSamplerYcbcrConversionCreateInfo(x)?
+            }
+            PNext::VkBindImagePlaneMemoryInfo(x) => e_VkBindImagePlaneMemoryInfo(x)?,
+            PNext::VkImagePlaneMemoryRequirementsInfo(x) => {
+                e_VkImagePlaneMemoryRequirementsInfo(x)?
+            }
+            PNext::VkPhysicalDeviceSamplerYcbcrConversionFeatures(x) => {
+                e_VkPhysicalDeviceSamplerYcbcrConversionFeatures(x)?
+            }
+            PNext::VkSamplerYcbcrConversionImageFormatProperties(x) => {
+                e_VkSamplerYcbcrConversionImageFormatProperties(x)?
+            }
+            PNext::VkTextureLODGatherFormatPropertiesAMD(x) => {
+                e_VkTextureLODGatherFormatPropertiesAMD(x)?
+            }
+            PNext::VkConditionalRenderingBeginInfoEXT(x) => {
+                e_VkConditionalRenderingBeginInfoEXT(x)?
+            }
+            PNext::VkProtectedSubmitInfo(x) => e_VkProtectedSubmitInfo(x)?,
+            PNext::VkPhysicalDeviceProtectedMemoryFeatures(x) => {
+                e_VkPhysicalDeviceProtectedMemoryFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceProtectedMemoryProperties(x) => {
+                e_VkPhysicalDeviceProtectedMemoryProperties(x)?
+            }
+            PNext::VkDeviceQueueInfo2(x) => e_VkDeviceQueueInfo2(x)?,
+            PNext::VkPipelineCoverageToColorStateCreateInfoNV(x) => {
+                e_VkPipelineCoverageToColorStateCreateInfoNV(x)?
+            }
+            PNext::VkPhysicalDeviceSamplerFilterMinmaxProperties(x) => {
+                e_VkPhysicalDeviceSamplerFilterMinmaxProperties(x)?
+            }
+            PNext::VkSampleLocationsInfoEXT(x) => e_VkSampleLocationsInfoEXT(x)?,
+            PNext::VkRenderPassSampleLocationsBeginInfoEXT(x) => {
+                e_VkRenderPassSampleLocationsBeginInfoEXT(x)?
+            }
+            PNext::VkPipelineSampleLocationsStateCreateInfoEXT(x) => {
+                e_VkPipelineSampleLocationsStateCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceSampleLocationsPropertiesEXT(x) => {
+                e_VkPhysicalDeviceSampleLocationsPropertiesEXT(x)?
+            }
+            PNext::VkMultisamplePropertiesEXT(x) => e_VkMultisamplePropertiesEXT(x)?,
+            PNext::VkSamplerReductionModeCreateInfo(x) => e_VkSamplerReductionModeCreateInfo(x)?,
+            PNext::VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT(x) => {
+                e_VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceMultiDrawFeaturesEXT(x) => {
+                e_VkPhysicalDeviceMultiDrawFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT(x) => {
+                e_VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT(x)?
+            }
+            PNext::VkPipelineColorBlendAdvancedStateCreateInfoEXT(x) => {
+                e_VkPipelineColorBlendAdvancedStateCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceInlineUniformBlockFeatures(x) => {
+                e_VkPhysicalDeviceInlineUniformBlockFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceInlineUniformBlockProperties(x) => {
+                e_VkPhysicalDeviceInlineUniformBlockProperties(x)?
+            }
+            PNext::VkWriteDescriptorSetInlineUniformBlock(x) => {
+                e_VkWriteDescriptorSetInlineUniformBlock(x)?
+            }
+            PNext::VkDescriptorPoolInlineUniformBlockCreateInfo(x) => {
+                e_VkDescriptorPoolInlineUniformBlockCreateInfo(x)?
+            }
+            PNext::VkPipelineCoverageModulationStateCreateInfoNV(x) => {
+                e_VkPipelineCoverageModulationStateCreateInfoNV(x)?
+            }
+            PNext::VkImageFormatListCreateInfo(x) => e_VkImageFormatListCreateInfo(x)?,
+            PNext::VkValidationCacheCreateInfoEXT(x) => e_VkValidationCacheCreateInfoEXT(x)?,
+            PNext::VkShaderModuleValidationCacheCreateInfoEXT(x) => {
+                e_VkShaderModuleValidationCacheCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceMaintenance3Properties(x) => {
+                e_VkPhysicalDeviceMaintenance3Properties(x)?
+            }
+            PNext::VkPhysicalDeviceMaintenance4Features(x) => {
+                e_VkPhysicalDeviceMaintenance4Features(x)?
+            }
+            PNext::VkPhysicalDeviceMaintenance4Properties(x) => {
+                e_VkPhysicalDeviceMaintenance4Properties(x)?
+            }
+            PNext::VkDescriptorSetLayoutSupport(x) => e_VkDescriptorSetLayoutSupport(x)?,
+            PNext::VkPhysicalDeviceShaderDrawParametersFeatures(x) => {
+                e_VkPhysicalDeviceShaderDrawParametersFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceShaderFloat16Int8Features(x) => {
+                e_VkPhysicalDeviceShaderFloat16Int8Features(x)?
+            }
+            PNext::VkPhysicalDeviceFloatControlsProperties(x) => {
+                e_VkPhysicalDeviceFloatControlsProperties(x)?
+            }
+            PNext::VkPhysicalDeviceHostQueryResetFeatures(x) => {
+                e_VkPhysicalDeviceHostQueryResetFeatures(x)?
+            }
+            PNext::VkDeviceQueueGlobalPriorityCreateInfoKHR(x) => {
+                e_VkDeviceQueueGlobalPriorityCreateInfoKHR(x)?
+            }
+            PNext::VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR(x) => {
+                e_VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR(x)?
+            }
+            PNext::VkQueueFamilyGlobalPriorityPropertiesKHR(x) => {
+                e_VkQueueFamilyGlobalPriorityPropertiesKHR(x)?
+            }
+            PNext::VkDebugUtilsObjectNameInfoEXT(x) => e_VkDebugUtilsObjectNameInfoEXT(x)?,
+            PNext::VkDebugUtilsObjectTagInfoEXT(x) => e_VkDebugUtilsObjectTagInfoEXT(x)?,
+            PNext::VkDebugUtilsLabelEXT(x) => e_VkDebugUtilsLabelEXT(x)?,
+            PNext::VkDebugUtilsMessengerCreateInfoEXT(x) => {
+                e_VkDebugUtilsMessengerCreateInfoEXT(x)?
+            }
+            PNext::VkDebugUtilsMessengerCallbackDataEXT(x) => {
+                e_VkDebugUtilsMessengerCallbackDataEXT(x)?
+            }
+            PNext::VkPhysicalDeviceDeviceMemoryReportFeaturesEXT(x) => {
+                e_VkPhysicalDeviceDeviceMemoryReportFeaturesEXT(x)?
+            }
+            PNext::VkDeviceDeviceMemoryReportCreateInfoEXT(x) => {
+                e_VkDeviceDeviceMemoryReportCreateInfoEXT(x)?
+            }
+            PNext::VkDeviceMemoryReportCallbackDataEXT(x) => {
+                e_VkDeviceMemoryReportCallbackDataEXT(x)?
+            }
+            PNext::VkImportMemoryHostPointerInfoEXT(x) => e_VkImportMemoryHostPointerInfoEXT(x)?,
+            PNext::VkMemoryHostPointerPropertiesEXT(x) => e_VkMemoryHostPointerPropertiesEXT(x)?,
+            PNext::VkPhysicalDeviceExternalMemoryHostPropertiesEXT(x) => {
+                e_VkPhysicalDeviceExternalMemoryHostPropertiesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceConservativeRasterizationPropertiesEXT(x) => {
+                e_VkPhysicalDeviceConservativeRasterizationPropertiesEXT(x)?
+            }
+            PNext::VkCalibratedTimestampInfoEXT(x) => e_VkCalibratedTimestampInfoEXT(x)?,
+            PNext::VkPhysicalDeviceShaderCorePropertiesAMD(x) => {
+                e_VkPhysicalDeviceShaderCorePropertiesAMD(x)?
+            }
+            PNext::VkPhysicalDeviceShaderCoreProperties2AMD(x) => {
+                e_VkPhysicalDeviceShaderCoreProperties2AMD(x)?
+            }
+            PNext::VkPipelineRasterizationConservativeStateCreateInfoEXT(x) => {
+                e_VkPipelineRasterizationConservativeStateCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceDescriptorIndexingFeatures(x) => {
+                e_VkPhysicalDeviceDescriptorIndexingFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceDescriptorIndexingProperties(x) => {
+                e_VkPhysicalDeviceDescriptorIndexingProperties(x)?
+            }
+            PNext::VkDescriptorSetLayoutBindingFlagsCreateInfo(x) => {
+                e_VkDescriptorSetLayoutBindingFlagsCreateInfo(x)?
+            }
+            PNext::VkDescriptorSetVariableDescriptorCountAllocateInfo(x) => {
+                e_VkDescriptorSetVariableDescriptorCountAllocateInfo(x)?
+            }
+            PNext::VkDescriptorSetVariableDescriptorCountLayoutSupport(x) => {
+                e_VkDescriptorSetVariableDescriptorCountLayoutSupport(x)?
+            }
+            PNext::VkAttachmentDescription2(x) => e_VkAttachmentDescription2(x)?,
+            PNext::VkAttachmentReference2(x) => e_VkAttachmentReference2(x)?,
+            PNext::VkSubpassDescription2(x) => e_VkSubpassDescription2(x)?,
+            PNext::VkSubpassDependency2(x) => e_VkSubpassDependency2(x)?,
+            PNext::VkRenderPassCreateInfo2(x) => e_VkRenderPassCreateInfo2(x)?,
+            PNext::VkSubpassBeginInfo(x) => e_VkSubpassBeginInfo(x)?,
+            PNext::VkSubpassEndInfo(x) => e_VkSubpassEndInfo(x)?,
+            PNext::VkPhysicalDeviceTimelineSemaphoreFeatures(x) => {
+                e_VkPhysicalDeviceTimelineSemaphoreFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceTimelineSemaphoreProperties(x) => {
+                e_VkPhysicalDeviceTimelineSemaphoreProperties(x)?
+            }
+            PNext::VkSemaphoreTypeCreateInfo(x) => e_VkSemaphoreTypeCreateInfo(x)?,
+            PNext::VkTimelineSemaphoreSubmitInfo(x) => e_VkTimelineSemaphoreSubmitInfo(x)?,
+            PNext::VkSemaphoreWaitInfo(x) => e_VkSemaphoreWaitInfo(x)?,
+            PNext::VkSemaphoreSignalInfo(x) => e_VkSemaphoreSignalInfo(x)?,
+            PNext::VkPipelineVertexInputDivisorStateCreateInfoEXT(x) => {
+                e_VkPipelineVertexInputDivisorStateCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT(x) => {
+                e_VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT(x)?
+            }
+            PNext::VkPhysicalDevicePCIBusInfoPropertiesEXT(x) => {
+                e_VkPhysicalDevicePCIBusInfoPropertiesEXT(x)?
+            }
+            PNext::VkCommandBufferInheritanceConditionalRenderingInfoEXT(x) => {
+                e_VkCommandBufferInheritanceConditionalRenderingInfoEXT(x)?
+            }
+            PNext::VkPhysicalDevice8BitStorageFeatures(x) => {
+                e_VkPhysicalDevice8BitStorageFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceConditionalRenderingFeaturesEXT(x) => {
+                e_VkPhysicalDeviceConditionalRenderingFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceVulkanMemoryModelFeatures(x) => {
+                e_VkPhysicalDeviceVulkanMemoryModelFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceShaderAtomicInt64Features(x) => {
+                e_VkPhysicalDeviceShaderAtomicInt64Features(x)?
+            }
+            PNext::VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(x) => {
+                e_VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT(x) => {
+                e_VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT(x) => {
+                e_VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT(x)?
+            }
+            PNext::VkQueueFamilyCheckpointPropertiesNV(x) => {
+                e_VkQueueFamilyCheckpointPropertiesNV(x)?
+            }
+            PNext::VkCheckpointDataNV(x) => e_VkCheckpointDataNV(x)?,
+            PNext::VkPhysicalDeviceDepthStencilResolveProperties(x) => {
+                e_VkPhysicalDeviceDepthStencilResolveProperties(x)?
+            }
+            PNext::VkSubpassDescriptionDepthStencilResolve(x) => {
+                e_VkSubpassDescriptionDepthStencilResolve(x)?
+            }
+            PNext::VkImageViewASTCDecodeModeEXT(x) => e_VkImageViewASTCDecodeModeEXT(x)?,
+            PNext::VkPhysicalDeviceASTCDecodeFeaturesEXT(x) => {
+                e_VkPhysicalDeviceASTCDecodeFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceTransformFeedbackFeaturesEXT(x) => {
+                e_VkPhysicalDeviceTransformFeedbackFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceTransformFeedbackPropertiesEXT(x) => {
+                e_VkPhysicalDeviceTransformFeedbackPropertiesEXT(x)?
+            }
+            PNext::VkPipelineRasterizationStateStreamCreateInfoEXT(x) => {
+                e_VkPipelineRasterizationStateStreamCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV(x) => {
+                e_VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV(x)?
+            }
+            PNext::VkPipelineRepresentativeFragmentTestStateCreateInfoNV(x) => {
+                e_VkPipelineRepresentativeFragmentTestStateCreateInfoNV(x)?
+            }
+            PNext::VkPhysicalDeviceExclusiveScissorFeaturesNV(x) => {
+                e_VkPhysicalDeviceExclusiveScissorFeaturesNV(x)?
+            }
+            PNext::VkPipelineViewportExclusiveScissorStateCreateInfoNV(x) => {
+                e_VkPipelineViewportExclusiveScissorStateCreateInfoNV(x)?
+            }
+            PNext::VkPhysicalDeviceCornerSampledImageFeaturesNV(x) => {
+                e_VkPhysicalDeviceCornerSampledImageFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceComputeShaderDerivativesFeaturesNV(x) => {
+                e_VkPhysicalDeviceComputeShaderDerivativesFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceShaderImageFootprintFeaturesNV(x) => {
+                e_VkPhysicalDeviceShaderImageFootprintFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV(x) => {
+                e_VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceCopyMemoryIndirectFeaturesNV(x) => {
+                e_VkPhysicalDeviceCopyMemoryIndirectFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceCopyMemoryIndirectPropertiesNV(x) => {
+                e_VkPhysicalDeviceCopyMemoryIndirectPropertiesNV(x)?
+            }
+            PNext::VkPhysicalDeviceMemoryDecompressionFeaturesNV(x) => {
+                e_VkPhysicalDeviceMemoryDecompressionFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceMemoryDecompressionPropertiesNV(x) => {
+                e_VkPhysicalDeviceMemoryDecompressionPropertiesNV(x)?
+            }
+            PNext::VkPipelineViewportShadingRateImageStateCreateInfoNV(x) => {
+                e_VkPipelineViewportShadingRateImageStateCreateInfoNV(x)?
+            }
+            PNext::VkPhysicalDeviceShadingRateImageFeaturesNV(x) => {
+                e_VkPhysicalDeviceShadingRateImageFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceShadingRateImagePropertiesNV(x) => {
+                e_VkPhysicalDeviceShadingRateImagePropertiesNV(x)?
+            }
+            PNext::VkPhysicalDeviceInvocationMaskFeaturesHUAWEI(x) => {
+                e_VkPhysicalDeviceInvocationMaskFeaturesHUAWEI(x)?
+            }
+            PNext::VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(x) => {
+                e_VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(x)?
+            }
+            PNext::VkPhysicalDeviceMeshShaderFeaturesNV(x) => {
+                e_VkPhysicalDeviceMeshShaderFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceMeshShaderPropertiesNV(x) => {
+                e_VkPhysicalDeviceMeshShaderPropertiesNV(x)?
+            }
+            PNext::VkPhysicalDeviceMeshShaderFeaturesEXT(x) => {
+                e_VkPhysicalDeviceMeshShaderFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceMeshShaderPropertiesEXT(x) => {
+                e_VkPhysicalDeviceMeshShaderPropertiesEXT(x)?
+            }
+            PNext::VkRayTracingShaderGroupCreateInfoNV(x) => {
+                e_VkRayTracingShaderGroupCreateInfoNV(x)?
+            }
+            PNext::VkRayTracingShaderGroupCreateInfoKHR(x) => {
+                e_VkRayTracingShaderGroupCreateInfoKHR(x)?
+            }
+            PNext::VkRayTracingPipelineCreateInfoNV(x) => e_VkRayTracingPipelineCreateInfoNV(x)?,
+            PNext::VkRayTracingPipelineCreateInfoKHR(x) => e_VkRayTracingPipelineCreateInfoKHR(x)?,
+            PNext::VkGeometryTrianglesNV(x) => e_VkGeometryTrianglesNV(x)?,
+            PNext::VkGeometryAABBNV(x) => e_VkGeometryAABBNV(x)?,
+            PNext::VkGeometryNV(x) => e_VkGeometryNV(x)?,
+            PNext::VkAccelerationStructureInfoNV(x) => e_VkAccelerationStructureInfoNV(x)?,
+            PNext::VkAccelerationStructureCreateInfoNV(x) => {
+                e_VkAccelerationStructureCreateInfoNV(x)?
+            }
+            PNext::VkBindAccelerationStructureMemoryInfoNV(x) => {
+                e_VkBindAccelerationStructureMemoryInfoNV(x)?
+            }
+            PNext::VkWriteDescriptorSetAccelerationStructureKHR(x) => {
+                e_VkWriteDescriptorSetAccelerationStructureKHR(x)?
+            }
+            PNext::VkWriteDescriptorSetAccelerationStructureNV(x) => {
+                e_VkWriteDescriptorSetAccelerationStructureNV(x)?
+            }
+            PNext::VkAccelerationStructureMemoryRequirementsInfoNV(x) => {
+                e_VkAccelerationStructureMemoryRequirementsInfoNV(x)?
+            }
+            PNext::VkPhysicalDeviceAccelerationStructureFeaturesKHR(x) => {
+                e_VkPhysicalDeviceAccelerationStructureFeaturesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceRayTracingPipelineFeaturesKHR(x) => {
+                e_VkPhysicalDeviceRayTracingPipelineFeaturesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceRayQueryFeaturesKHR(x) => {
+                e_VkPhysicalDeviceRayQueryFeaturesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceAccelerationStructurePropertiesKHR(x) => {
+                e_VkPhysicalDeviceAccelerationStructurePropertiesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceRayTracingPipelinePropertiesKHR(x) => {
+                e_VkPhysicalDeviceRayTracingPipelinePropertiesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceRayTracingPropertiesNV(x) => {
+                e_VkPhysicalDeviceRayTracingPropertiesNV(x)?
+            }
+            PNext::VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR(x) => {
+                e_VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR(x)?
+            }
+            PNext::VkDrmFormatModifierPropertiesListEXT(x) => {
+                e_VkDrmFormatModifierPropertiesListEXT(x)?
+            }
+            PNext::VkPhysicalDeviceImageDrmFormatModifierInfoEXT(x) => {
+                e_VkPhysicalDeviceImageDrmFormatModifierInfoEXT(x)?
+            }
+            PNext::VkImageDrmFormatModifierListCreateInfoEXT(x) => {
+                e_VkImageDrmFormatModifierListCreateInfoEXT(x)?
+            }
+            PNext::VkImageDrmFormatModifierExplicitCreateInfoEXT(x) => {
+                e_VkImageDrmFormatModifierExplicitCreateInfoEXT(x)?
+            }
+            PNext::VkImageDrmFormatModifierPropertiesEXT(x) => {
+                e_VkImageDrmFormatModifierPropertiesEXT(x)?
+            }
+            PNext::VkImageStencilUsageCreateInfo(x) => e_VkImageStencilUsageCreateInfo(x)?,
+            PNext::VkDeviceMemoryOverallocationCreateInfoAMD(x) => {
+                e_VkDeviceMemoryOverallocationCreateInfoAMD(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapFeaturesEXT(x) => {
+                e_VkPhysicalDeviceFragmentDensityMapFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMap2FeaturesEXT(x) => {
+                e_VkPhysicalDeviceFragmentDensityMap2FeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM(x) => {
+                e_VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapPropertiesEXT(x) => {
+                e_VkPhysicalDeviceFragmentDensityMapPropertiesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMap2PropertiesEXT(x) => {
+                e_VkPhysicalDeviceFragmentDensityMap2PropertiesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM(x) => {
+                e_VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM(x)?
+            }
+            PNext::VkRenderPassFragmentDensityMapCreateInfoEXT(x) => {
+                e_VkRenderPassFragmentDensityMapCreateInfoEXT(x)?
+            }
+            PNext::VkSubpassFragmentDensityMapOffsetEndInfoQCOM(x) => {
+                e_VkSubpassFragmentDensityMapOffsetEndInfoQCOM(x)?
+            }
+            PNext::VkPhysicalDeviceScalarBlockLayoutFeatures(x) => {
+                e_VkPhysicalDeviceScalarBlockLayoutFeatures(x)?
+            }
+            PNext::VkSurfaceProtectedCapabilitiesKHR(x) => e_VkSurfaceProtectedCapabilitiesKHR(x)?,
+            PNext::VkPhysicalDeviceUniformBufferStandardLayoutFeatures(x) => {
+                e_VkPhysicalDeviceUniformBufferStandardLayoutFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceDepthClipEnableFeaturesEXT(x) => {
+                e_VkPhysicalDeviceDepthClipEnableFeaturesEXT(x)?
+            }
+            PNext::VkPipelineRasterizationDepthClipStateCreateInfoEXT(x) => {
+                e_VkPipelineRasterizationDepthClipStateCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceMemoryBudgetPropertiesEXT(x) => {
+                e_VkPhysicalDeviceMemoryBudgetPropertiesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceMemoryPriorityFeaturesEXT(x) => {
+                e_VkPhysicalDeviceMemoryPriorityFeaturesEXT(x)?
+            }
+            PNext::VkMemoryPriorityAllocateInfoEXT(x) => e_VkMemoryPriorityAllocateInfoEXT(x)?,
+            PNext::VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT(x) => {
+                e_VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceBufferDeviceAddressFeatures(x) => {
+                e_VkPhysicalDeviceBufferDeviceAddressFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceBufferDeviceAddressFeaturesEXT(x) => {
+                e_VkPhysicalDeviceBufferDeviceAddressFeaturesEXT(x)?
+            }
+            PNext::VkBufferDeviceAddressInfo(x) => e_VkBufferDeviceAddressInfo(x)?,
+            PNext::VkBufferOpaqueCaptureAddressCreateInfo(x) => {
+                e_VkBufferOpaqueCaptureAddressCreateInfo(x)?
+            }
+            PNext::VkBufferDeviceAddressCreateInfoEXT(x) => {
+                e_VkBufferDeviceAddressCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceImageViewImageFormatInfoEXT(x) => {
+                e_VkPhysicalDeviceImageViewImageFormatInfoEXT(x)?
+            }
+            PNext::VkFilterCubicImageViewImageFormatPropertiesEXT(x) => {
+                e_VkFilterCubicImageViewImageFormatPropertiesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceImagelessFramebufferFeatures(x) => {
+                e_VkPhysicalDeviceImagelessFramebufferFeatures(x)?
+            }
+            PNext::VkFramebufferAttachmentsCreateInfo(x) => {
+                e_VkFramebufferAttachmentsCreateInfo(x)?
+            }
+            PNext::VkFramebufferAttachmentImageInfo(x) => e_VkFramebufferAttachmentImageInfo(x)?,
+            PNext::VkRenderPassAttachmentBeginInfo(x) => e_VkRenderPassAttachmentBeginInfo(x)?,
+            PNext::VkPhysicalDeviceTextureCompressionASTCHDRFeatures(x) => {
+                e_VkPhysicalDeviceTextureCompressionASTCHDRFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceCooperativeMatrixFeaturesNV(x) => {
+                e_VkPhysicalDeviceCooperativeMatrixFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceCooperativeMatrixPropertiesNV(x) => {
+                e_VkPhysicalDeviceCooperativeMatrixPropertiesNV(x)?
+            }
+            PNext::VkCooperativeMatrixPropertiesNV(x) => e_VkCooperativeMatrixPropertiesNV(x)?,
+            PNext::VkPhysicalDeviceYcbcrImageArraysFeaturesEXT(x) => {
+                e_VkPhysicalDeviceYcbcrImageArraysFeaturesEXT(x)?
+            }
+            PNext::VkImageViewHandleInfoNVX(x) => e_VkImageViewHandleInfoNVX(x)?,
+            PNext::VkImageViewAddressPropertiesNVX(x) => e_VkImageViewAddressPropertiesNVX(x)?,
+            PNext::VkPipelineCreationFeedbackCreateInfo(x) => {
+                e_VkPipelineCreationFeedbackCreateInfo(x)?
+            }
+            PNext::VkPhysicalDevicePresentBarrierFeaturesNV(x) => {
+                e_VkPhysicalDevicePresentBarrierFeaturesNV(x)?
+            }
+            PNext::VkSurfaceCapabilitiesPresentBarrierNV(x) => {
+                e_VkSurfaceCapabilitiesPresentBarrierNV(x)?
+            }
+            PNext::VkSwapchainPresentBarrierCreateInfoNV(x) => {
+                e_VkSwapchainPresentBarrierCreateInfoNV(x)?
+            }
+            PNext::VkPhysicalDevicePerformanceQueryFeaturesKHR(x) => {
+                e_VkPhysicalDevicePerformanceQueryFeaturesKHR(x)?
+            }
+            PNext::VkPhysicalDevicePerformanceQueryPropertiesKHR(x) => {
+                e_VkPhysicalDevicePerformanceQueryPropertiesKHR(x)?
+            }
+            PNext::VkPerformanceCounterKHR(x) => e_VkPerformanceCounterKHR(x)?,
+            PNext::VkPerformanceCounterDescriptionKHR(x) => {
+                e_VkPerformanceCounterDescriptionKHR(x)?
+            }
+            PNext::VkQueryPoolPerformanceCreateInfoKHR(x) => {
+                e_VkQueryPoolPerformanceCreateInfoKHR(x)?
+            }
+            PNext::VkAcquireProfilingLockInfoKHR(x) => e_VkAcquireProfilingLockInfoKHR(x)?,
+            PNext::VkPerformanceQuerySubmitInfoKHR(x) => e_VkPerformanceQuerySubmitInfoKHR(x)?,
+            PNext::VkHeadlessSurfaceCreateInfoEXT(x) => e_VkHeadlessSurfaceCreateInfoEXT(x)?,
+            PNext::VkPhysicalDeviceCoverageReductionModeFeaturesNV(x) => {
+                e_VkPhysicalDeviceCoverageReductionModeFeaturesNV(x)?
+            }
+            PNext::VkPipelineCoverageReductionStateCreateInfoNV(x) => {
+                e_VkPipelineCoverageReductionStateCreateInfoNV(x)?
+            }
+            PNext::VkFramebufferMixedSamplesCombinationNV(x) => {
+                e_VkFramebufferMixedSamplesCombinationNV(x)?
+            }
+            PNext::VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL(x) => {
+                e_VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL(x)?
+            }
+            PNext::VkInitializePerformanceApiInfoINTEL(x) => {
+                e_VkInitializePerformanceApiInfoINTEL(x)?
+            }
+            PNext::VkQueryPoolPerformanceQueryCreateInfoINTEL(x) => {
+                e_VkQueryPoolPerformanceQueryCreateInfoINTEL(x)?
+            }
+            PNext::VkPerformanceMarkerInfoINTEL(x) => e_VkPerformanceMarkerInfoINTEL(x)?,
+            PNext::VkPerformanceStreamMarkerInfoINTEL(x) => {
+                e_VkPerformanceStreamMarkerInfoINTEL(x)?
+            }
+            PNext::VkPerformanceOverrideInfoINTEL(x) => e_VkPerformanceOverrideInfoINTEL(x)?,
+            PNext::VkPerformanceConfigurationAcquireInfoINTEL(x) => {
+                e_VkPerformanceConfigurationAcquireInfoINTEL(x)?
+            }
+            PNext::VkPhysicalDeviceShaderClockFeaturesKHR(x) => {
+                e_VkPhysicalDeviceShaderClockFeaturesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceIndexTypeUint8FeaturesEXT(x) => {
+                e_VkPhysicalDeviceIndexTypeUint8FeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceShaderSMBuiltinsPropertiesNV(x) => {
+                e_VkPhysicalDeviceShaderSMBuiltinsPropertiesNV(x)?
+            }
+            PNext::VkPhysicalDeviceShaderSMBuiltinsFeaturesNV(x) => {
+                e_VkPhysicalDeviceShaderSMBuiltinsFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT(x) => {
+                e_VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures(x) => {
+                e_VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures(x)?
+            }
+            PNext::VkAttachmentReferenceStencilLayout(x) => {
+                e_VkAttachmentReferenceStencilLayout(x)?
+            }
+            PNext::VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT(x) => {
+                e_VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT(x)?
+            }
+            PNext::VkAttachmentDescriptionStencilLayout(x) => {
+                e_VkAttachmentDescriptionStencilLayout(x)?
+            }
+            PNext::VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(x) => {
+                e_VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(x)?
+            }
+            PNext::VkPipelineInfoKHR(x) => e_VkPipelineInfoKHR(x)?,
+            PNext::VkPipelineExecutablePropertiesKHR(x) => e_VkPipelineExecutablePropertiesKHR(x)?,
+            PNext::VkPipelineExecutableInfoKHR(x) => e_VkPipelineExecutableInfoKHR(x)?,
+            PNext::VkPipelineExecutableStatisticKHR(x) => e_VkPipelineExecutableStatisticKHR(x)?,
+            PNext::VkPipelineExecutableInternalRepresentationKHR(x) => {
+                e_VkPipelineExecutableInternalRepresentationKHR(x)?
+            }
+            PNext::VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures(x) => {
+                e_VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT(x) => {
+                e_VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceTexelBufferAlignmentProperties(x) => {
+                e_VkPhysicalDeviceTexelBufferAlignmentProperties(x)?
+            }
+            PNext::VkPhysicalDeviceSubgroupSizeControlFeatures(x) => {
+                e_VkPhysicalDeviceSubgroupSizeControlFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceSubgroupSizeControlProperties(x) => {
+                e_VkPhysicalDeviceSubgroupSizeControlProperties(x)?
+            }
+            PNext::VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(x) => {
+                e_VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(x)?
+            }
+            PNext::VkSubpassShadingPipelineCreateInfoHUAWEI(x) => {
+                e_VkSubpassShadingPipelineCreateInfoHUAWEI(x)?
+            }
+            PNext::VkPhysicalDeviceSubpassShadingPropertiesHUAWEI(x) => {
+                e_VkPhysicalDeviceSubpassShadingPropertiesHUAWEI(x)?
+            }
+            PNext::VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI(x) => {
+                e_VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI(x)?
+            }
+            PNext::VkMemoryOpaqueCaptureAddressAllocateInfo(x) => {
+                e_VkMemoryOpaqueCaptureAddressAllocateInfo(x)?
+            }
+            PNext::VkDeviceMemoryOpaqueCaptureAddressInfo(x) => {
+                e_VkDeviceMemoryOpaqueCaptureAddressInfo(x)?
+            }
+            PNext::VkPhysicalDeviceLineRasterizationFeaturesEXT(x) => {
+                e_VkPhysicalDeviceLineRasterizationFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceLineRasterizationPropertiesEXT(x) => {
+                e_VkPhysicalDeviceLineRasterizationPropertiesEXT(x)?
+            }
+            PNext::VkPipelineRasterizationLineStateCreateInfoEXT(x) => {
+                e_VkPipelineRasterizationLineStateCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDevicePipelineCreationCacheControlFeatures(x) => {
+                e_VkPhysicalDevicePipelineCreationCacheControlFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceVulkan11Features(x) => e_VkPhysicalDeviceVulkan11Features(x)?,
+            PNext::VkPhysicalDeviceVulkan11Properties(x) => {
+                e_VkPhysicalDeviceVulkan11Properties(x)?
+            }
+            PNext::VkPhysicalDeviceVulkan12Features(x) => e_VkPhysicalDeviceVulkan12Features(x)?,
+            PNext::VkPhysicalDeviceVulkan12Properties(x) => {
+                e_VkPhysicalDeviceVulkan12Properties(x)?
+            }
+            PNext::VkPhysicalDeviceVulkan13Features(x) => e_VkPhysicalDeviceVulkan13Features(x)?,
+            PNext::VkPhysicalDeviceVulkan13Properties(x) => {
+                e_VkPhysicalDeviceVulkan13Properties(x)?
+            }
+            PNext::VkPipelineCompilerControlCreateInfoAMD(x) => {
+                e_VkPipelineCompilerControlCreateInfoAMD(x)?
+            }
+            PNext::VkPhysicalDeviceCoherentMemoryFeaturesAMD(x) => {
+                e_VkPhysicalDeviceCoherentMemoryFeaturesAMD(x)?
+            }
+            PNext::VkPhysicalDeviceToolProperties(x) => e_VkPhysicalDeviceToolProperties(x)?,
+            PNext::VkSamplerCustomBorderColorCreateInfoEXT(x) => {
+                e_VkSamplerCustomBorderColorCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceCustomBorderColorPropertiesEXT(x) => {
+                e_VkPhysicalDeviceCustomBorderColorPropertiesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceCustomBorderColorFeaturesEXT(x) => {
+                e_VkPhysicalDeviceCustomBorderColorFeaturesEXT(x)?
+            }
+            PNext::VkSamplerBorderColorComponentMappingCreateInfoEXT(x) => {
+                e_VkSamplerBorderColorComponentMappingCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceBorderColorSwizzleFeaturesEXT(x) => {
+                e_VkPhysicalDeviceBorderColorSwizzleFeaturesEXT(x)?
+            }
+            PNext::VkAccelerationStructureGeometryTrianglesDataKHR(x) => {
+                e_VkAccelerationStructureGeometryTrianglesDataKHR(x)?
+            }
+            PNext::VkAccelerationStructureGeometryAabbsDataKHR(x) => {
+                e_VkAccelerationStructureGeometryAabbsDataKHR(x)?
+            }
+            PNext::VkAccelerationStructureGeometryInstancesDataKHR(x) => {
+                e_VkAccelerationStructureGeometryInstancesDataKHR(x)?
+            }
+            PNext::VkAccelerationStructureGeometryKHR(x) => {
+                e_VkAccelerationStructureGeometryKHR(x)?
+            }
+            PNext::VkAccelerationStructureBuildGeometryInfoKHR(x) => {
+                e_VkAccelerationStructureBuildGeometryInfoKHR(x)?
+            }
+            PNext::VkAccelerationStructureCreateInfoKHR(x) => {
+                e_VkAccelerationStructureCreateInfoKHR(x)?
+            }
+            PNext::VkAccelerationStructureDeviceAddressInfoKHR(x) => {
+                e_VkAccelerationStructureDeviceAddressInfoKHR(x)?
+            }
+            PNext::VkAccelerationStructureVersionInfoKHR(x) => {
+                e_VkAccelerationStructureVersionInfoKHR(x)?
+            }
+            PNext::VkCopyAccelerationStructureInfoKHR(x) => {
+                e_VkCopyAccelerationStructureInfoKHR(x)?
+            }
+            PNext::VkCopyAccelerationStructureToMemoryInfoKHR(x) => {
+                e_VkCopyAccelerationStructureToMemoryInfoKHR(x)?
+            }
+            PNext::VkCopyMemoryToAccelerationStructureInfoKHR(x) => {
+                e_VkCopyMemoryToAccelerationStructureInfoKHR(x)?
+            }
+            PNext::VkRayTracingPipelineInterfaceCreateInfoKHR(x) => {
+                e_VkRayTracingPipelineInterfaceCreateInfoKHR(x)?
+            }
+            PNext::VkPipelineLibraryCreateInfoKHR(x) => e_VkPipelineLibraryCreateInfoKHR(x)?,
+            PNext::VkPhysicalDeviceExtendedDynamicStateFeaturesEXT(x) => {
+                e_VkPhysicalDeviceExtendedDynamicStateFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceExtendedDynamicState2FeaturesEXT(x) => {
+                e_VkPhysicalDeviceExtendedDynamicState2FeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceExtendedDynamicState3FeaturesEXT(x) => {
+                e_VkPhysicalDeviceExtendedDynamicState3FeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceExtendedDynamicState3PropertiesEXT(x) => {
+                e_VkPhysicalDeviceExtendedDynamicState3PropertiesEXT(x)?
+            }
+            PNext::VkRenderPassTransformBeginInfoQCOM(x) => {
+                e_VkRenderPassTransformBeginInfoQCOM(x)?
+            }
+            PNext::VkCopyCommandTransformInfoQCOM(x) => e_VkCopyCommandTransformInfoQCOM(x)?,
+            PNext::VkCommandBufferInheritanceRenderPassTransformInfoQCOM(x) => {
+                e_VkCommandBufferInheritanceRenderPassTransformInfoQCOM(x)?
+            }
+            PNext::VkPhysicalDeviceDiagnosticsConfigFeaturesNV(x) => {
+                e_VkPhysicalDeviceDiagnosticsConfigFeaturesNV(x)?
+            }
+            PNext::VkDeviceDiagnosticsConfigCreateInfoNV(x) => {
+                e_VkDeviceDiagnosticsConfigCreateInfoNV(x)?
+            }
+            PNext::VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures(x) => {
+                e_VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR(x) => {
+                e_VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceRobustness2FeaturesEXT(x) => {
+                e_VkPhysicalDeviceRobustness2FeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceRobustness2PropertiesEXT(x) => {
+                e_VkPhysicalDeviceRobustness2PropertiesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceImageRobustnessFeatures(x) => {
+                e_VkPhysicalDeviceImageRobustnessFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR(x) => {
+                e_VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR(x)?
+            }
+            PNext::VkPhysicalDevice4444FormatsFeaturesEXT(x) => {
+                e_VkPhysicalDevice4444FormatsFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceSubpassShadingFeaturesHUAWEI(x) => {
+                e_VkPhysicalDeviceSubpassShadingFeaturesHUAWEI(x)?
+            }
+            PNext::VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI(x) => {
+                e_VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI(x)?
+            }
+            PNext::VkBufferCopy2(x) => e_VkBufferCopy2(x)?,
+            PNext::VkImageCopy2(x) => e_VkImageCopy2(x)?,
+            PNext::VkImageBlit2(x) => e_VkImageBlit2(x)?,
+            PNext::VkBufferImageCopy2(x) => e_VkBufferImageCopy2(x)?,
+            PNext::VkImageResolve2(x) => e_VkImageResolve2(x)?,
+            PNext::VkCopyBufferInfo2(x) => e_VkCopyBufferInfo2(x)?,
+            PNext::VkCopyImageInfo2(x) => e_VkCopyImageInfo2(x)?,
+            PNext::VkBlitImageInfo2(x) => e_VkBlitImageInfo2(x)?,
+            PNext::VkCopyBufferToImageInfo2(x) => e_VkCopyBufferToImageInfo2(x)?,
+            PNext::VkCopyImageToBufferInfo2(x) => e_VkCopyImageToBufferInfo2(x)?,
+            PNext::VkResolveImageInfo2(x) => e_VkResolveImageInfo2(x)?,
+            PNext::VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT(x) => {
+                e_VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT(x)?
+            }
+            PNext::VkFragmentShadingRateAttachmentInfoKHR(x) => {
+                e_VkFragmentShadingRateAttachmentInfoKHR(x)?
+            }
+            PNext::VkPipelineFragmentShadingRateStateCreateInfoKHR(x) => {
+                e_VkPipelineFragmentShadingRateStateCreateInfoKHR(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateFeaturesKHR(x) => {
+                e_VkPhysicalDeviceFragmentShadingRateFeaturesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRatePropertiesKHR(x) => {
+                e_VkPhysicalDeviceFragmentShadingRatePropertiesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateKHR(x) => {
+                e_VkPhysicalDeviceFragmentShadingRateKHR(x)?
+            }
+            PNext::VkPhysicalDeviceShaderTerminateInvocationFeatures(x) => {
+                e_VkPhysicalDeviceShaderTerminateInvocationFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV(x) => {
+                e_VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV(x) => {
+                e_VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV(x)?
+            }
+            PNext::VkPipelineFragmentShadingRateEnumStateCreateInfoNV(x) => {
+                e_VkPipelineFragmentShadingRateEnumStateCreateInfoNV(x)?
+            }
+            PNext::VkAccelerationStructureBuildSizesInfoKHR(x) => {
+                e_VkAccelerationStructureBuildSizesInfoKHR(x)?
+            }
+            PNext::VkPhysicalDeviceImage2DViewOf3DFeaturesEXT(x) => {
+                e_VkPhysicalDeviceImage2DViewOf3DFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT(x) => {
+                e_VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT(x)?
+            }
+            PNext::VkMutableDescriptorTypeCreateInfoEXT(x) => {
+                e_VkMutableDescriptorTypeCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceDepthClipControlFeaturesEXT(x) => {
+                e_VkPhysicalDeviceDepthClipControlFeaturesEXT(x)?
+            }
+            PNext::VkPipelineViewportDepthClipControlCreateInfoEXT(x) => {
+                e_VkPipelineViewportDepthClipControlCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT(x) => {
+                e_VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceExternalMemoryRDMAFeaturesNV(x) => {
+                e_VkPhysicalDeviceExternalMemoryRDMAFeaturesNV(x)?
+            }
+            PNext::VkVertexInputBindingDescription2EXT(x) => {
+                e_VkVertexInputBindingDescription2EXT(x)?
+            }
+            PNext::VkVertexInputAttributeDescription2EXT(x) => {
+                e_VkVertexInputAttributeDescription2EXT(x)?
+            }
+            PNext::VkPhysicalDeviceColorWriteEnableFeaturesEXT(x) => {
+                e_VkPhysicalDeviceColorWriteEnableFeaturesEXT(x)?
+            }
+            PNext::VkPipelineColorWriteCreateInfoEXT(x) => e_VkPipelineColorWriteCreateInfoEXT(x)?,
+            PNext::VkMemoryBarrier2(x) => e_VkMemoryBarrier2(x)?,
+            PNext::VkImageMemoryBarrier2(x) => e_VkImageMemoryBarrier2(x)?,
+            PNext::VkBufferMemoryBarrier2(x) => e_VkBufferMemoryBarrier2(x)?,
+            PNext::VkDependencyInfo(x) => e_VkDependencyInfo(x)?,
+            PNext::VkSemaphoreSubmitInfo(x) => e_VkSemaphoreSubmitInfo(x)?,
+            PNext::VkCommandBufferSubmitInfo(x) => e_VkCommandBufferSubmitInfo(x)?,
+            PNext::VkSubmitInfo2(x) => e_VkSubmitInfo2(x)?,
+            PNext::VkQueueFamilyCheckpointProperties2NV(x) => {
+                e_VkQueueFamilyCheckpointProperties2NV(x)?
+            }
+            PNext::VkCheckpointData2NV(x) => e_VkCheckpointData2NV(x)?,
+            PNext::VkPhysicalDeviceSynchronization2Features(x) => {
+                e_VkPhysicalDeviceSynchronization2Features(x)?
+            }
+            PNext::VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT(x) => {
+                e_VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceLegacyDitheringFeaturesEXT(x) => {
+                e_VkPhysicalDeviceLegacyDitheringFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT(x) => {
+                e_VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT(x)?
+            }
+            PNext::VkSubpassResolvePerformanceQueryEXT(x) => {
+                e_VkSubpassResolvePerformanceQueryEXT(x)?
+            }
+            PNext::VkMultisampledRenderToSingleSampledInfoEXT(x) => {
+                e_VkMultisampledRenderToSingleSampledInfoEXT(x)?
+            }
+            PNext::VkPhysicalDevicePipelineProtectedAccessFeaturesEXT(x) => {
+                e_VkPhysicalDevicePipelineProtectedAccessFeaturesEXT(x)?
+            }
+            PNext::VkQueueFamilyVideoPropertiesKHR(x) => e_VkQueueFamilyVideoPropertiesKHR(x)?,
+            PNext::VkQueueFamilyQueryResultStatusPropertiesKHR(x) => {
+                e_VkQueueFamilyQueryResultStatusPropertiesKHR(x)?
+            }
+            PNext::VkVideoProfileListInfoKHR(x) => e_VkVideoProfileListInfoKHR(x)?,
+            PNext::VkPhysicalDeviceVideoFormatInfoKHR(x) => {
+                e_VkPhysicalDeviceVideoFormatInfoKHR(x)?
+            }
+            PNext::VkVideoFormatPropertiesKHR(x) => e_VkVideoFormatPropertiesKHR(x)?,
+            PNext::VkVideoProfileInfoKHR(x) => e_VkVideoProfileInfoKHR(x)?,
+            PNext::VkVideoCapabilitiesKHR(x) => e_VkVideoCapabilitiesKHR(x)?,
+            PNext::VkVideoSessionMemoryRequirementsKHR(x) => {
+                e_VkVideoSessionMemoryRequirementsKHR(x)?
+            }
+            PNext::VkBindVideoSessionMemoryInfoKHR(x) => e_VkBindVideoSessionMemoryInfoKHR(x)?,
+            PNext::VkVideoPictureResourceInfoKHR(x) => e_VkVideoPictureResourceInfoKHR(x)?,
+            PNext::VkVideoReferenceSlotInfoKHR(x) => e_VkVideoReferenceSlotInfoKHR(x)?,
+            PNext::VkVideoDecodeCapabilitiesKHR(x) => e_VkVideoDecodeCapabilitiesKHR(x)?,
+            PNext::VkVideoDecodeUsageInfoKHR(x) => e_VkVideoDecodeUsageInfoKHR(x)?,
+            PNext::VkVideoDecodeInfoKHR(x) => e_VkVideoDecodeInfoKHR(x)?,
+            PNext::VkVideoSessionCreateInfoKHR(x) => e_VkVideoSessionCreateInfoKHR(x)?,
+            PNext::VkVideoSessionParametersCreateInfoKHR(x) => {
+                e_VkVideoSessionParametersCreateInfoKHR(x)?
+            }
+            PNext::VkVideoSessionParametersUpdateInfoKHR(x) => {
+                e_VkVideoSessionParametersUpdateInfoKHR(x)?
+            }
+            PNext::VkVideoBeginCodingInfoKHR(x) => e_VkVideoBeginCodingInfoKHR(x)?,
+            PNext::VkVideoEndCodingInfoKHR(x) => e_VkVideoEndCodingInfoKHR(x)?,
+            PNext::VkVideoCodingControlInfoKHR(x) => e_VkVideoCodingControlInfoKHR(x)?,
+            PNext::VkPhysicalDeviceInheritedViewportScissorFeaturesNV(x) => {
+                e_VkPhysicalDeviceInheritedViewportScissorFeaturesNV(x)?
+            }
+            PNext::VkCommandBufferInheritanceViewportScissorInfoNV(x) => {
+                e_VkCommandBufferInheritanceViewportScissorInfoNV(x)?
+            }
+            PNext::VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT(x) => {
+                e_VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceProvokingVertexFeaturesEXT(x) => {
+                e_VkPhysicalDeviceProvokingVertexFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceProvokingVertexPropertiesEXT(x) => {
+                e_VkPhysicalDeviceProvokingVertexPropertiesEXT(x)?
+            }
+            PNext::VkPipelineRasterizationProvokingVertexStateCreateInfoEXT(x) => {
+                e_VkPipelineRasterizationProvokingVertexStateCreateInfoEXT(x)?
+            }
+            PNext::VkCuModuleCreateInfoNVX(x) => e_VkCuModuleCreateInfoNVX(x)?,
+            PNext::VkCuFunctionCreateInfoNVX(x) => e_VkCuFunctionCreateInfoNVX(x)?,
+            PNext::VkPhysicalDeviceDescriptorBufferFeaturesEXT(x) => {
+                e_VkPhysicalDeviceDescriptorBufferFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceDescriptorBufferPropertiesEXT(x) => {
+                e_VkPhysicalDeviceDescriptorBufferPropertiesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT(x) => {
+                e_VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT(x)?
+            }
+            PNext::VkDescriptorAddressInfoEXT(x) => e_VkDescriptorAddressInfoEXT(x)?,
+            PNext::VkDescriptorBufferBindingInfoEXT(x) => e_VkDescriptorBufferBindingInfoEXT(x)?,
+            PNext::VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(x) => {
+                e_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(x)?
+            }
+            PNext::VkDescriptorGetInfoEXT(x) => e_VkDescriptorGetInfoEXT(x)?,
+            PNext::VkBufferCaptureDescriptorDataInfoEXT(x) => {
+                e_VkBufferCaptureDescriptorDataInfoEXT(x)?
+            }
+            PNext::VkImageCaptureDescriptorDataInfoEXT(x) => {
+                e_VkImageCaptureDescriptorDataInfoEXT(x)?
+            }
+            PNext::VkImageViewCaptureDescriptorDataInfoEXT(x) => {
+                e_VkImageViewCaptureDescriptorDataInfoEXT(x)?
+            }
+            PNext::VkSamplerCaptureDescriptorDataInfoEXT(x) => {
+                e_VkSamplerCaptureDescriptorDataInfoEXT(x)?
+            }
+            PNext::VkAccelerationStructureCaptureDescriptorDataInfoEXT(x) => {
+                e_VkAccelerationStructureCaptureDescriptorDataInfoEXT(x)?
+            }
+            PNext::VkOpaqueCaptureDescriptorDataCreateInfoEXT(x) => {
+                e_VkOpaqueCaptureDescriptorDataCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceShaderIntegerDotProductFeatures(x) => {
+                e_VkPhysicalDeviceShaderIntegerDotProductFeatures(x)?
+            }
+            PNext::VkPhysicalDeviceShaderIntegerDotProductProperties(x) => {
+                e_VkPhysicalDeviceShaderIntegerDotProductProperties(x)?
+            }
+            PNext::VkPhysicalDeviceDrmPropertiesEXT(x) => e_VkPhysicalDeviceDrmPropertiesEXT(x)?,
+            PNext::VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR(x) => {
+                e_VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR(x) => {
+                e_VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR(x)?
+            }
+            PNext::VkPhysicalDeviceRayTracingMotionBlurFeaturesNV(x) => {
+                e_VkPhysicalDeviceRayTracingMotionBlurFeaturesNV(x)?
+            }
+            PNext::VkAccelerationStructureGeometryMotionTrianglesDataNV(x) => {
+                e_VkAccelerationStructureGeometryMotionTrianglesDataNV(x)?
+            }
+            PNext::VkAccelerationStructureMotionInfoNV(x) => {
+                e_VkAccelerationStructureMotionInfoNV(x)?
+            }
+            PNext::VkMemoryGetRemoteAddressInfoNV(x) => e_VkMemoryGetRemoteAddressInfoNV(x)?,
+            PNext::VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT(x) => {
+                e_VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT(x)?
+            }
+            PNext::VkFormatProperties3(x) => e_VkFormatProperties3(x)?,
+            PNext::VkDrmFormatModifierPropertiesList2EXT(x) => {
+                e_VkDrmFormatModifierPropertiesList2EXT(x)?
+            }
+            PNext::VkPipelineRenderingCreateInfo(x) => e_VkPipelineRenderingCreateInfo(x)?,
+            PNext::VkRenderingInfo(x) => e_VkRenderingInfo(x)?,
+            PNext::VkRenderingAttachmentInfo(x) => e_VkRenderingAttachmentInfo(x)?,
+            PNext::VkRenderingFragmentShadingRateAttachmentInfoKHR(x) => {
+                e_VkRenderingFragmentShadingRateAttachmentInfoKHR(x)?
+            }
+            PNext::VkRenderingFragmentDensityMapAttachmentInfoEXT(x) => {
+                e_VkRenderingFragmentDensityMapAttachmentInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceDynamicRenderingFeatures(x) => {
+                e_VkPhysicalDeviceDynamicRenderingFeatures(x)?
+            }
+            PNext::VkCommandBufferInheritanceRenderingInfo(x) => {
+                e_VkCommandBufferInheritanceRenderingInfo(x)?
+            }
+            PNext::VkAttachmentSampleCountInfoAMD(x) => e_VkAttachmentSampleCountInfoAMD(x)?,
+            PNext::VkMultiviewPerViewAttributesInfoNVX(x) => {
+                e_VkMultiviewPerViewAttributesInfoNVX(x)?
+            }
+            PNext::VkPhysicalDeviceImageViewMinLodFeaturesEXT(x) => {
+                e_VkPhysicalDeviceImageViewMinLodFeaturesEXT(x)?
+            }
+            PNext::VkImageViewMinLodCreateInfoEXT(x) => e_VkImageViewMinLodCreateInfoEXT(x)?,
+            PNext::VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT(x) => {
+                e_VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceLinearColorAttachmentFeaturesNV(x) => {
+                e_VkPhysicalDeviceLinearColorAttachmentFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT(x) => {
+                e_VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT(x) => {
+                e_VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT(x)?
+            }
+            PNext::VkGraphicsPipelineLibraryCreateInfoEXT(x) => {
+                e_VkGraphicsPipelineLibraryCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE(x) => {
+                e_VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE(x)?
+            }
+            PNext::VkDescriptorSetBindingReferenceVALVE(x) => {
+                e_VkDescriptorSetBindingReferenceVALVE(x)?
+            }
+            PNext::VkDescriptorSetLayoutHostMappingInfoVALVE(x) => {
+                e_VkDescriptorSetLayoutHostMappingInfoVALVE(x)?
+            }
+            PNext::VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT(x) => {
+                e_VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT(x) => {
+                e_VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT(x)?
+            }
+            PNext::VkPipelineShaderStageModuleIdentifierCreateInfoEXT(x) => {
+                e_VkPipelineShaderStageModuleIdentifierCreateInfoEXT(x)?
+            }
+            PNext::VkShaderModuleIdentifierEXT(x) => e_VkShaderModuleIdentifierEXT(x)?,
+            PNext::VkImageCompressionControlEXT(x) => e_VkImageCompressionControlEXT(x)?,
+            PNext::VkPhysicalDeviceImageCompressionControlFeaturesEXT(x) => {
+                e_VkPhysicalDeviceImageCompressionControlFeaturesEXT(x)?
+            }
+            PNext::VkImageCompressionPropertiesEXT(x) => e_VkImageCompressionPropertiesEXT(x)?,
+            PNext::VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT(x) => {
+                e_VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT(x)?
+            }
+            PNext::VkImageSubresource2EXT(x) => e_VkImageSubresource2EXT(x)?,
+            PNext::VkSubresourceLayout2EXT(x) => e_VkSubresourceLayout2EXT(x)?,
+            PNext::VkRenderPassCreationControlEXT(x) => e_VkRenderPassCreationControlEXT(x)?,
+            PNext::VkRenderPassCreationFeedbackCreateInfoEXT(x) => {
+                e_VkRenderPassCreationFeedbackCreateInfoEXT(x)?
+            }
+            PNext::VkRenderPassSubpassFeedbackCreateInfoEXT(x) => {
+                e_VkRenderPassSubpassFeedbackCreateInfoEXT(x)?
+            }
+            PNext::VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT(x) => {
+                e_VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT(x)?
+            }
+            PNext::VkMicromapBuildInfoEXT(x) => e_VkMicromapBuildInfoEXT(x)?,
+            PNext::VkMicromapCreateInfoEXT(x) => e_VkMicromapCreateInfoEXT(x)?,
+            PNext::VkMicromapVersionInfoEXT(x) => e_VkMicromapVersionInfoEXT(x)?,
+            PNext::VkCopyMicromapInfoEXT(x) => e_VkCopyMicromapInfoEXT(x)?,
+            PNext::VkCopyMicromapToMemoryInfoEXT(x) => e_VkCopyMicromapToMemoryInfoEXT(x)?,
+            PNext::VkCopyMemoryToMicromapInfoEXT(x) => e_VkCopyMemoryToMicromapInfoEXT(x)?,
+            PNext::VkMicromapBuildSizesInfoEXT(x) => e_VkMicromapBuildSizesInfoEXT(x)?,
+            PNext::VkPhysicalDeviceOpacityMicromapFeaturesEXT(x) => {
+                e_VkPhysicalDeviceOpacityMicromapFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceOpacityMicromapPropertiesEXT(x) => {
+                e_VkPhysicalDeviceOpacityMicromapPropertiesEXT(x)?
+            }
+            PNext::VkAccelerationStructureTrianglesOpacityMicromapEXT(x) => {
+                e_VkAccelerationStructureTrianglesOpacityMicromapEXT(x)?
+            }
+            PNext::VkPipelinePropertiesIdentifierEXT(x) => e_VkPipelinePropertiesIdentifierEXT(x)?,
+            PNext::VkPhysicalDevicePipelinePropertiesFeaturesEXT(x) => {
+                e_VkPhysicalDevicePipelinePropertiesFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD(x) => {
+                e_VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD(x)?
+            }
+            PNext::VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT(x) => {
+                e_VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDevicePipelineRobustnessFeaturesEXT(x) => {
+                e_VkPhysicalDevicePipelineRobustnessFeaturesEXT(x)?
+            }
+            PNext::VkPipelineRobustnessCreateInfoEXT(x) => e_VkPipelineRobustnessCreateInfoEXT(x)?,
+            PNext::VkPhysicalDevicePipelineRobustnessPropertiesEXT(x) => {
+                e_VkPhysicalDevicePipelineRobustnessPropertiesEXT(x)?
+            }
+            PNext::VkImageViewSampleWeightCreateInfoQCOM(x) => {
+                e_VkImageViewSampleWeightCreateInfoQCOM(x)?
+            }
+            PNext::VkPhysicalDeviceImageProcessingFeaturesQCOM(x) => {
+                e_VkPhysicalDeviceImageProcessingFeaturesQCOM(x)?
+            }
+            PNext::VkPhysicalDeviceImageProcessingPropertiesQCOM(x) => {
+                e_VkPhysicalDeviceImageProcessingPropertiesQCOM(x)?
+            }
+            PNext::VkPhysicalDeviceTilePropertiesFeaturesQCOM(x) => {
+                e_VkPhysicalDeviceTilePropertiesFeaturesQCOM(x)?
+            }
+            PNext::VkTilePropertiesQCOM(x) => e_VkTilePropertiesQCOM(x)?,
+            PNext::VkPhysicalDeviceAmigoProfilingFeaturesSEC(x) => {
+                e_VkPhysicalDeviceAmigoProfilingFeaturesSEC(x)?
+            }
+            PNext::VkAmigoProfilingSubmitInfoSEC(x) => e_VkAmigoProfilingSubmitInfoSEC(x)?,
+            PNext::VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT(x) => {
+                e_VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceDepthClampZeroOneFeaturesEXT(x) => {
+                e_VkPhysicalDeviceDepthClampZeroOneFeaturesEXT(x)?
+            }
+            PNext::VkPhysicalDeviceAddressBindingReportFeaturesEXT(x) => {
+                e_VkPhysicalDeviceAddressBindingReportFeaturesEXT(x)?
+            }
+            PNext::VkDeviceAddressBindingCallbackDataEXT(x) => {
+                e_VkDeviceAddressBindingCallbackDataEXT(x)?
+            }
+            PNext::VkPhysicalDeviceOpticalFlowFeaturesNV(x) => {
+                e_VkPhysicalDeviceOpticalFlowFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceOpticalFlowPropertiesNV(x) => {
+                e_VkPhysicalDeviceOpticalFlowPropertiesNV(x)?
+            }
+            PNext::VkOpticalFlowImageFormatInfoNV(x) => e_VkOpticalFlowImageFormatInfoNV(x)?,
+            PNext::VkOpticalFlowImageFormatPropertiesNV(x) => {
+                e_VkOpticalFlowImageFormatPropertiesNV(x)?
+            }
+            PNext::VkOpticalFlowSessionCreateInfoNV(x) => e_VkOpticalFlowSessionCreateInfoNV(x)?,
+            PNext::VkOpticalFlowSessionCreatePrivateDataInfoNV(x) => {
+                e_VkOpticalFlowSessionCreatePrivateDataInfoNV(x)?
+            }
+            PNext::VkOpticalFlowExecuteInfoNV(x) => e_VkOpticalFlowExecuteInfoNV(x)?,
+            PNext::VkPhysicalDeviceFaultFeaturesEXT(x) => e_VkPhysicalDeviceFaultFeaturesEXT(x)?,
+            PNext::VkDeviceFaultCountsEXT(x) => e_VkDeviceFaultCountsEXT(x)?,
+            PNext::VkDeviceFaultInfoEXT(x) => e_VkDeviceFaultInfoEXT(x)?,
+            PNext::VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM(x) => {
+                e_VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM(x)?
+            }
+            PNext::VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM(x) => {
+                e_VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM(x)?
+            }
+            PNext::VkSurfacePresentModeEXT(x) => e_VkSurfacePresentModeEXT(x)?,
+            PNext::VkSurfacePresentScalingCapabilitiesEXT(x) => {
+                e_VkSurfacePresentScalingCapabilitiesEXT(x)?
+            }
+            PNext::VkSurfacePresentModeCompatibilityEXT(x) => {
+                e_VkSurfacePresentModeCompatibilityEXT(x)?
+            }
+            PNext::VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT(x) => {
+                e_VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT(x)?
+            }
+            PNext::VkSwapchainPresentFenceInfoEXT(x) => e_VkSwapchainPresentFenceInfoEXT(x)?,
+            PNext::VkSwapchainPresentModesCreateInfoEXT(x) => {
+                e_VkSwapchainPresentModesCreateInfoEXT(x)?
+            }
+            PNext::VkSwapchainPresentModeInfoEXT(x) => e_VkSwapchainPresentModeInfoEXT(x)?,
+            PNext::VkSwapchainPresentScalingCreateInfoEXT(x) => {
+                e_VkSwapchainPresentScalingCreateInfoEXT(x)?
+            }
+            PNext::VkReleaseSwapchainImagesInfoEXT(x) => e_VkReleaseSwapchainImagesInfoEXT(x)?,
+            PNext::VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV(x) => {
+                e_VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV(x)?
+            }
+            PNext::VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV(x) => {
+                e_VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV(x)?
+            }
+            PNext::VkDirectDriverLoadingInfoLUNARG(x) => e_VkDirectDriverLoadingInfoLUNARG(x)?,
+            PNext::VkDirectDriverLoadingListLUNARG(x) => e_VkDirectDriverLoadingListLUNARG(x)?,
+            PNext::VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(x) => {
+                e_VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(x)?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn e_VkComponentMapping(v: &VkComponentMapping) -> R {
+    if !ok_VkComponentSwizzle(v.r) {
+        return Err(bad_enum("VkComponentMapping.r", "VkComponentSwizzle", v.r));
+    }
+    if !ok_VkComponentSwizzle(v.g) {
+        return Err(bad_enum("VkComponentMapping.g", "VkComponentSwizzle", v.g));
+    }
+    if !ok_VkComponentSwizzle(v.b) {
+        return Err(bad_enum("VkComponentMapping.b", "VkComponentSwizzle", v.b));
+    }
+    if !ok_VkComponentSwizzle(v.a) {
+        return Err(bad_enum("VkComponentMapping.a", "VkComponentSwizzle", v.a));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceProperties(v: &VkPhysicalDeviceProperties) -> R {
+    if !ok_VkPhysicalDeviceType(v.device_type) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceProperties.deviceType",
+            "VkPhysicalDeviceType",
+            v.device_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkApplicationInfo(v: &VkApplicationInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceQueueCreateInfo(v: &VkDeviceQueueCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceCreateInfo(v: &VkDeviceCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_queue_create_infos {
+        for y in x.iter() {
+            e_VkDeviceQueueCreateInfo(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkInstanceCreateInfo(v: &VkInstanceCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_application_info {
+        e_VkApplicationInfo(x)?;
+    }
+    Ok(())
+}
+fn e_VkMemoryAllocateInfo(v: &VkMemoryAllocateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMappedMemoryRange(v: &VkMappedMemoryRange) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkWriteDescriptorSet(v: &VkWriteDescriptorSet) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDescriptorType(v.descriptor_type) {
+        return Err(bad_enum(
+            "VkWriteDescriptorSet.descriptorType",
+            "VkDescriptorType",
+            v.descriptor_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkCopyDescriptorSet(v: &VkCopyDescriptorSet) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBufferCreateInfo(v: &VkBufferCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkSharingMode(v.sharing_mode) {
+        return Err(bad_enum(
+            "VkBufferCreateInfo.sharingMode",
+            "VkSharingMode",
+            v.sharing_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkBufferViewCreateInfo(v: &VkBufferViewCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkBufferViewCreateInfo.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    Ok(())
+}
+fn e_VkMemoryBarrier(v: &VkMemoryBarrier) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBufferMemoryBarrier(v: &VkBufferMemoryBarrier) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageMemoryBarrier(v: &VkImageMemoryBarrier) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.old_layout) {
+        return Err(bad_enum(
+            "VkImageMemoryBarrier.oldLayout",
+            "VkImageLayout",
+            v.old_layout,
+        ));
+    }
+    if !ok_VkImageLayout(v.new_layout) {
+        return Err(bad_enum(
+            "VkImageMemoryBarrier.newLayout",
+            "VkImageLayout",
+            v.new_layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkImageCreateInfo(v: &VkImageCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageType(v.image_type) {
+        return Err(bad_enum(
+            "VkImageCreateInfo.imageType",
+            "VkImageType",
+            v.image_type,
+        ));
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum("VkImageCreateInfo.format", "VkFormat", v.format));
+    }
+    if !ok_VkImageTiling(v.tiling) {
+        return Err(bad_enum(
+            "VkImageCreateInfo.tiling",
+            "VkImageTiling",
+            v.tiling,
+        ));
+    }
+    if !ok_VkSharingMode(v.sharing_mode) {
+        return Err(bad_enum(
+            "VkImageCreateInfo.sharingMode",
+            "VkSharingMode",
+            v.sharing_mode,
+        ));
+    }
+    if !ok_VkImageLayout(v.initial_layout) {
+        return Err(bad_enum(
+            "VkImageCreateInfo.initialLayout",
+            "VkImageLayout",
+            v.initial_layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkImageViewCreateInfo(v: &VkImageViewCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageViewType(v.view_type) {
+        return Err(bad_enum(
+            "VkImageViewCreateInfo.viewType",
+            "VkImageViewType",
+            v.view_type,
+        ));
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkImageViewCreateInfo.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    e_VkComponentMapping(&v.components)?;
+    Ok(())
+}
+fn e_VkBindSparseInfo(v: &VkBindSparseInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkShaderModuleCreateInfo(v: &VkShaderModuleCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorSetLayoutBinding(v: &VkDescriptorSetLayoutBinding) -> R {
+    if !ok_VkDescriptorType(v.descriptor_type) {
+        return Err(bad_enum(
+            "VkDescriptorSetLayoutBinding.descriptorType",
+            "VkDescriptorType",
+            v.descriptor_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDescriptorSetLayoutCreateInfo(v: &VkDescriptorSetLayoutCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_bindings {
+        for y in x.iter() {
+            e_VkDescriptorSetLayoutBinding(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkDescriptorPoolSize(v: &VkDescriptorPoolSize) -> R {
+    if !ok_VkDescriptorType(v.ty) {
+        return Err(bad_enum(
+            "VkDescriptorPoolSize.type",
+            "VkDescriptorType",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDescriptorPoolCreateInfo(v: &VkDescriptorPoolCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_pool_sizes {
+        for y in x.iter() {
+            e_VkDescriptorPoolSize(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkDescriptorSetAllocateInfo(v: &VkDescriptorSetAllocateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineShaderStageCreateInfo(v: &VkPipelineShaderStageCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkComputePipelineCreateInfo(v: &VkComputePipelineCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    e_VkPipelineShaderStageCreateInfo(&v.stage)?;
+    Ok(())
+}
+fn e_VkVertexInputBindingDescription(v: &VkVertexInputBindingDescription) -> R {
+    if !ok_VkVertexInputRate(v.input_rate) {
+        return Err(bad_enum(
+            "VkVertexInputBindingDescription.inputRate",
+            "VkVertexInputRate",
+            v.input_rate,
+        ));
+    }
+    Ok(())
+}
+fn e_VkVertexInputAttributeDescription(v: &VkVertexInputAttributeDescription) -> R {
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkVertexInputAttributeDescription.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPipelineVertexInputStateCreateInfo(v: &VkPipelineVertexInputStateCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_vertex_binding_descriptions {
+        for y in x.iter() {
+            e_VkVertexInputBindingDescription(y)?;
+        }
+    }
+    if let Some(x) = &v.p_vertex_attribute_descriptions {
+        for y in x.iter() {
+            e_VkVertexInputAttributeDescription(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPipelineInputAssemblyStateCreateInfo(v: &VkPipelineInputAssemblyStateCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPrimitiveTopology(v.topology) {
+        return Err(bad_enum(
+            "VkPipelineInputAssemblyStateCreateInfo.topology",
+            "VkPrimitiveTopology",
+            v.topology,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPipelineTessellationStateCreateInfo(v: &VkPipelineTessellationStateCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineViewportStateCreateInfo(v: &VkPipelineViewportStateCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineRasterizationStateCreateInfo(v: &VkPipelineRasterizationStateCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPolygonMode(v.polygon_mode) {
+        return Err(bad_enum(
+            "VkPipelineRasterizationStateCreateInfo.polygonMode",
+            "VkPolygonMode",
+            v.polygon_mode,
+        ));
+    }
+    if !ok_VkFrontFace(v.front_face) {
+        return Err(bad_enum(
+            "VkPipelineRasterizationStateCreateInfo.frontFace",
+            "VkFrontFace",
+            v.front_face,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPipelineMultisampleStateCreateInfo(v: &VkPipelineMultisampleStateCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineColorBlendAttachmentState(v: &VkPipelineColorBlendAttachmentState) -> R {
+    if !ok_VkBlendFactor(v.src_color_blend_factor) {
+        return Err(bad_enum(
+            "VkPipelineColorBlendAttachmentState.srcColorBlendFactor",
+            "VkBlendFactor",
+            v.src_color_blend_factor,
+        ));
+    }
+    if !ok_VkBlendFactor(v.dst_color_blend_factor) {
+        return Err(bad_enum(
+            "VkPipelineColorBlendAttachmentState.dstColorBlendFactor",
+            "VkBlendFactor",
+            v.dst_color_blend_factor,
+        ));
+    }
+    if !ok_VkBlendOp(v.color_blend_op) {
+        return Err(bad_enum(
+            "VkPipelineColorBlendAttachmentState.colorBlendOp",
+            "VkBlendOp",
+            v.color_blend_op,
+        ));
+    }
+    if !ok_VkBlendFactor(v.src_alpha_blend_factor) {
+        return Err(bad_enum(
+            "VkPipelineColorBlendAttachmentState.srcAlphaBlendFactor",
+            "VkBlendFactor",
+            v.src_alpha_blend_factor,
+        ));
+    }
+    if !ok_VkBlendFactor(v.dst_alpha_blend_factor) {
+        return Err(bad_enum(
+            "VkPipelineColorBlendAttachmentState.dstAlphaBlendFactor",
+            "VkBlendFactor",
+            v.dst_alpha_blend_factor,
+        ));
+    }
+    if !ok_VkBlendOp(v.alpha_blend_op) {
+        return Err(bad_enum(
+            "VkPipelineColorBlendAttachmentState.alphaBlendOp",
+            "VkBlendOp",
+            v.alpha_blend_op,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPipelineColorBlendStateCreateInfo(v: &VkPipelineColorBlendStateCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_attachments {
+        for y in x.iter() {
+            e_VkPipelineColorBlendAttachmentState(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPipelineDynamicStateCreateInfo(v: &VkPipelineDynamicStateCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_dynamic_states {
+        for &y in x.iter() {
+            if !ok_VkDynamicState(y) {
+                return Err(bad_enum(
+                    "VkPipelineDynamicStateCreateInfo.pDynamicStates",
+                    "VkDynamicState",
+                    y,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn e_VkStencilOpState(v: &VkStencilOpState) -> R {
+    if !ok_VkStencilOp(v.fail_op) {
+        return Err(bad_enum(
+            "VkStencilOpState.failOp",
+            "VkStencilOp",
+            v.fail_op,
+        ));
+    }
+    if !ok_VkStencilOp(v.pass_op) {
+        return Err(bad_enum(
+            "VkStencilOpState.passOp",
+            "VkStencilOp",
+            v.pass_op,
+        ));
+    }
+    if !ok_VkStencilOp(v.depth_fail_op) {
+        return Err(bad_enum(
+            "VkStencilOpState.depthFailOp",
+            "VkStencilOp",
+            v.depth_fail_op,
+        ));
+    }
+    if !ok_VkCompareOp(v.compare_op) {
+        return Err(bad_enum(
+            "VkStencilOpState.compareOp",
+            "VkCompareOp",
+            v.compare_op,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPipelineDepthStencilStateCreateInfo(v: &VkPipelineDepthStencilStateCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCompareOp(v.depth_compare_op) {
+        return Err(bad_enum(
+            "VkPipelineDepthStencilStateCreateInfo.depthCompareOp",
+            "VkCompareOp",
+            v.depth_compare_op,
+        ));
+    }
+    e_VkStencilOpState(&v.front)?;
+    e_VkStencilOpState(&v.back)?;
+    Ok(())
+}
+fn e_VkGraphicsPipelineCreateInfo(v: &VkGraphicsPipelineCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_stages {
+        for y in x.iter() {
+            e_VkPipelineShaderStageCreateInfo(y)?;
+        }
+    }
+    if let Some(x) = &v.p_vertex_input_state {
+        e_VkPipelineVertexInputStateCreateInfo(x)?;
+    }
+    if let Some(x) = &v.p_input_assembly_state {
+        e_VkPipelineInputAssemblyStateCreateInfo(x)?;
+    }
+    if let Some(x) = &v.p_tessellation_state {
+        e_VkPipelineTessellationStateCreateInfo(x)?;
+    }
+    if let Some(x) = &v.p_viewport_state {
+        e_VkPipelineViewportStateCreateInfo(x)?;
+    }
+    if let Some(x) = &v.p_rasterization_state {
+        e_VkPipelineRasterizationStateCreateInfo(x)?;
+    }
+    if let Some(x) = &v.p_multisample_state {
+        e_VkPipelineMultisampleStateCreateInfo(x)?;
+    }
+    if let Some(x) = &v.p_depth_stencil_state {
+        e_VkPipelineDepthStencilStateCreateInfo(x)?;
+    }
+    if let Some(x) = &v.p_color_blend_state {
+        e_VkPipelineColorBlendStateCreateInfo(x)?;
+    }
+    if let Some(x) = &v.p_dynamic_state {
+        e_VkPipelineDynamicStateCreateInfo(x)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineCacheCreateInfo(v: &VkPipelineCacheCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineCacheHeaderVersionOne(v: &VkPipelineCacheHeaderVersionOne) -> R {
+    if !ok_VkPipelineCacheHeaderVersion(v.header_version) {
+        return Err(bad_enum(
+            "VkPipelineCacheHeaderVersionOne.headerVersion",
+            "VkPipelineCacheHeaderVersion",
+            v.header_version,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPipelineLayoutCreateInfo(v: &VkPipelineLayoutCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSamplerCreateInfo(v: &VkSamplerCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFilter(v.mag_filter) {
+        return Err(bad_enum(
+            "VkSamplerCreateInfo.magFilter",
+            "VkFilter",
+            v.mag_filter,
+        ));
+    }
+    if !ok_VkFilter(v.min_filter) {
+        return Err(bad_enum(
+            "VkSamplerCreateInfo.minFilter",
+            "VkFilter",
+            v.min_filter,
+        ));
+    }
+    if !ok_VkSamplerMipmapMode(v.mipmap_mode) {
+        return Err(bad_enum(
+            "VkSamplerCreateInfo.mipmapMode",
+            "VkSamplerMipmapMode",
+            v.mipmap_mode,
+        ));
+    }
+    if !ok_VkSamplerAddressMode(v.address_mode_u) {
+        return Err(bad_enum(
+            "VkSamplerCreateInfo.addressModeU",
+            "VkSamplerAddressMode",
+            v.address_mode_u,
+        ));
+    }
+    if !ok_VkSamplerAddressMode(v.address_mode_v) {
+        return Err(bad_enum(
+            "VkSamplerCreateInfo.addressModeV",
+            "VkSamplerAddressMode",
+            v.address_mode_v,
+        ));
+    }
+    if !ok_VkSamplerAddressMode(v.address_mode_w) {
+        return Err(bad_enum(
+            "VkSamplerCreateInfo.addressModeW",
+            "VkSamplerAddressMode",
+            v.address_mode_w,
+        ));
+    }
+    Ok(())
+}
+fn e_VkCommandPoolCreateInfo(v: &VkCommandPoolCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCommandBufferAllocateInfo(v: &VkCommandBufferAllocateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCommandBufferLevel(v.level) {
+        return Err(bad_enum(
+            "VkCommandBufferAllocateInfo.level",
+            "VkCommandBufferLevel",
+            v.level,
+        ));
+    }
+    Ok(())
+}
+fn e_VkCommandBufferInheritanceInfo(v: &VkCommandBufferInheritanceInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCommandBufferBeginInfo(v: &VkCommandBufferBeginInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_inheritance_info {
+        e_VkCommandBufferInheritanceInfo(x)?;
+    }
+    Ok(())
+}
+fn e_VkRenderPassBeginInfo(v: &VkRenderPassBeginInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAttachmentDescription(v: &VkAttachmentDescription) -> R {
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkAttachmentDescription.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    if !ok_VkAttachmentLoadOp(v.load_op) {
+        return Err(bad_enum(
+            "VkAttachmentDescription.loadOp",
+            "VkAttachmentLoadOp",
+            v.load_op,
+        ));
+    }
+    if !ok_VkAttachmentStoreOp(v.store_op) {
+        return Err(bad_enum(
+            "VkAttachmentDescription.storeOp",
+            "VkAttachmentStoreOp",
+            v.store_op,
+        ));
+    }
+    if !ok_VkAttachmentLoadOp(v.stencil_load_op) {
+        return Err(bad_enum(
+            "VkAttachmentDescription.stencilLoadOp",
+            "VkAttachmentLoadOp",
+            v.stencil_load_op,
+        ));
+    }
+    if !ok_VkAttachmentStoreOp(v.stencil_store_op) {
+        return Err(bad_enum(
+            "VkAttachmentDescription.stencilStoreOp",
+            "VkAttachmentStoreOp",
+            v.stencil_store_op,
+        ));
+    }
+    if !ok_VkImageLayout(v.initial_layout) {
+        return Err(bad_enum(
+            "VkAttachmentDescription.initialLayout",
+            "VkImageLayout",
+            v.initial_layout,
+        ));
+    }
+    if !ok_VkImageLayout(v.final_layout) {
+        return Err(bad_enum(
+            "VkAttachmentDescription.finalLayout",
+            "VkImageLayout",
+            v.final_layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkAttachmentReference(v: &VkAttachmentReference) -> R {
+    if !ok_VkImageLayout(v.layout) {
+        return Err(bad_enum(
+            "VkAttachmentReference.layout",
+            "VkImageLayout",
+            v.layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkSubpassDescription(v: &VkSubpassDescription) -> R {
+    if !ok_VkPipelineBindPoint(v.pipeline_bind_point) {
+        return Err(bad_enum(
+            "VkSubpassDescription.pipelineBindPoint",
+            "VkPipelineBindPoint",
+            v.pipeline_bind_point,
+        ));
+    }
+    if let Some(x) = &v.p_input_attachments {
+        for y in x.iter() {
+            e_VkAttachmentReference(y)?;
+        }
+    }
+    if let Some(x) = &v.p_color_attachments {
+        for y in x.iter() {
+            e_VkAttachmentReference(y)?;
+        }
+    }
+    if let Some(x) = &v.p_resolve_attachments {
+        for y in x.iter() {
+            e_VkAttachmentReference(y)?;
+        }
+    }
+    if let Some(x) = &v.p_depth_stencil_attachment {
+        e_VkAttachmentReference(x)?;
+    }
+    Ok(())
+}
+fn e_VkRenderPassCreateInfo(v: &VkRenderPassCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_attachments {
+        for y in x.iter() {
+            e_VkAttachmentDescription(y)?;
+        }
+    }
+    if let Some(x) = &v.p_subpasses {
+        for y in x.iter() {
+            e_VkSubpassDescription(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkEventCreateInfo(v: &VkEventCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkFenceCreateInfo(v: &VkFenceCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSemaphoreCreateInfo(v: &VkSemaphoreCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkQueryPoolCreateInfo(v: &VkQueryPoolCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkQueryType(v.query_type) {
+        return Err(bad_enum(
+            "VkQueryPoolCreateInfo.queryType",
+            "VkQueryType",
+            v.query_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkFramebufferCreateInfo(v: &VkFramebufferCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSubmitInfo(v: &VkSubmitInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDisplayModeCreateInfoKHR(v: &VkDisplayModeCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDisplaySurfaceCreateInfoKHR(v: &VkDisplaySurfaceCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDisplayPresentInfoKHR(v: &VkDisplayPresentInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkWaylandSurfaceCreateInfoKHR(v: &VkWaylandSurfaceCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkXlibSurfaceCreateInfoKHR(v: &VkXlibSurfaceCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkXcbSurfaceCreateInfoKHR(v: &VkXcbSurfaceCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSurfaceFormatKHR(v: &VkSurfaceFormatKHR) -> R {
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum("VkSurfaceFormatKHR.format", "VkFormat", v.format));
+    }
+    if !ok_VkColorSpaceKHR(v.color_space) {
+        return Err(bad_enum(
+            "VkSurfaceFormatKHR.colorSpace",
+            "VkColorSpaceKHR",
+            v.color_space,
+        ));
+    }
+    Ok(())
+}
+fn e_VkSwapchainCreateInfoKHR(v: &VkSwapchainCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.image_format) {
+        return Err(bad_enum(
+            "VkSwapchainCreateInfoKHR.imageFormat",
+            "VkFormat",
+            v.image_format,
+        ));
+    }
+    if !ok_VkColorSpaceKHR(v.image_color_space) {
+        return Err(bad_enum(
+            "VkSwapchainCreateInfoKHR.imageColorSpace",
+            "VkColorSpaceKHR",
+            v.image_color_space,
+        ));
+    }
+    if !ok_VkSharingMode(v.image_sharing_mode) {
+        return Err(bad_enum(
+            "VkSwapchainCreateInfoKHR.imageSharingMode",
+            "VkSharingMode",
+            v.image_sharing_mode,
+        ));
+    }
+    if !ok_VkPresentModeKHR(v.present_mode) {
+        return Err(bad_enum(
+            "VkSwapchainCreateInfoKHR.presentMode",
+            "VkPresentModeKHR",
+            v.present_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPresentInfoKHR(v: &VkPresentInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDebugReportCallbackCreateInfoEXT(v: &VkDebugReportCallbackCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkValidationFlagsEXT(v: &VkValidationFlagsEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_disabled_validation_checks {
+        for &y in x.iter() {
+            if !ok_VkValidationCheckEXT(y) {
+                return Err(bad_enum(
+                    "VkValidationFlagsEXT.pDisabledValidationChecks",
+                    "VkValidationCheckEXT",
+                    y,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn e_VkValidationFeaturesEXT(v: &VkValidationFeaturesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_enabled_validation_features {
+        for &y in x.iter() {
+            if !ok_VkValidationFeatureEnableEXT(y) {
+                return Err(bad_enum(
+                    "VkValidationFeaturesEXT.pEnabledValidationFeatures",
+                    "VkValidationFeatureEnableEXT",
+                    y,
+                ));
+            }
+        }
+    }
+    if let Some(x) = &v.p_disabled_validation_features {
+        for &y in x.iter() {
+            if !ok_VkValidationFeatureDisableEXT(y) {
+                return Err(bad_enum(
+                    "VkValidationFeaturesEXT.pDisabledValidationFeatures",
+                    "VkValidationFeatureDisableEXT",
+                    y,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn e_VkPipelineRasterizationStateRasterizationOrderAMD(
+    v: &VkPipelineRasterizationStateRasterizationOrderAMD,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkRasterizationOrderAMD(v.rasterization_order) {
+        return Err(bad_enum(
+            "VkPipelineRasterizationStateRasterizationOrderAMD.rasterizationOrder",
+            "VkRasterizationOrderAMD",
+            v.rasterization_order,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDebugMarkerObjectNameInfoEXT(v: &VkDebugMarkerObjectNameInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDebugReportObjectTypeEXT(v.object_type) {
+        return Err(bad_enum(
+            "VkDebugMarkerObjectNameInfoEXT.objectType",
+            "VkDebugReportObjectTypeEXT",
+            v.object_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDebugMarkerObjectTagInfoEXT(v: &VkDebugMarkerObjectTagInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDebugReportObjectTypeEXT(v.object_type) {
+        return Err(bad_enum(
+            "VkDebugMarkerObjectTagInfoEXT.objectType",
+            "VkDebugReportObjectTypeEXT",
+            v.object_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDebugMarkerMarkerInfoEXT(v: &VkDebugMarkerMarkerInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDedicatedAllocationImageCreateInfoNV(v: &VkDedicatedAllocationImageCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDedicatedAllocationBufferCreateInfoNV(v: &VkDedicatedAllocationBufferCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDedicatedAllocationMemoryAllocateInfoNV(v: &VkDedicatedAllocationMemoryAllocateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExternalMemoryImageCreateInfoNV(v: &VkExternalMemoryImageCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExportMemoryAllocateInfoNV(v: &VkExportMemoryAllocateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV(
+    v: &VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDevicePrivateDataCreateInfo(v: &VkDevicePrivateDataCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPrivateDataSlotCreateInfo(v: &VkPrivateDataSlotCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePrivateDataFeatures(v: &VkPhysicalDevicePrivateDataFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV(
+    v: &VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMultiDrawPropertiesEXT(v: &VkPhysicalDeviceMultiDrawPropertiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkGraphicsShaderGroupCreateInfoNV(v: &VkGraphicsShaderGroupCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_stages {
+        for y in x.iter() {
+            e_VkPipelineShaderStageCreateInfo(y)?;
+        }
+    }
+    if let Some(x) = &v.p_vertex_input_state {
+        e_VkPipelineVertexInputStateCreateInfo(x)?;
+    }
+    if let Some(x) = &v.p_tessellation_state {
+        e_VkPipelineTessellationStateCreateInfo(x)?;
+    }
+    Ok(())
+}
+fn e_VkGraphicsPipelineShaderGroupsCreateInfoNV(
+    v: &VkGraphicsPipelineShaderGroupsCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_groups {
+        for y in x.iter() {
+            e_VkGraphicsShaderGroupCreateInfoNV(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkBindIndexBufferIndirectCommandNV(v: &VkBindIndexBufferIndirectCommandNV) -> R {
+    if !ok_VkIndexType(v.index_type) {
+        return Err(bad_enum(
+            "VkBindIndexBufferIndirectCommandNV.indexType",
+            "VkIndexType",
+            v.index_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkIndirectCommandsLayoutTokenNV(v: &VkIndirectCommandsLayoutTokenNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkIndirectCommandsTokenTypeNV(v.token_type) {
+        return Err(bad_enum(
+            "VkIndirectCommandsLayoutTokenNV.tokenType",
+            "VkIndirectCommandsTokenTypeNV",
+            v.token_type,
+        ));
+    }
+    if let Some(x) = &v.p_index_types {
+        for &y in x.iter() {
+            if !ok_VkIndexType(y) {
+                return Err(bad_enum(
+                    "VkIndirectCommandsLayoutTokenNV.pIndexTypes",
+                    "VkIndexType",
+                    y,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn e_VkIndirectCommandsLayoutCreateInfoNV(v: &VkIndirectCommandsLayoutCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPipelineBindPoint(v.pipeline_bind_point) {
+        return Err(bad_enum(
+            "VkIndirectCommandsLayoutCreateInfoNV.pipelineBindPoint",
+            "VkPipelineBindPoint",
+            v.pipeline_bind_point,
+        ));
+    }
+    if let Some(x) = &v.p_tokens {
+        for y in x.iter() {
+            e_VkIndirectCommandsLayoutTokenNV(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkGeneratedCommandsInfoNV(v: &VkGeneratedCommandsInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPipelineBindPoint(v.pipeline_bind_point) {
+        return Err(bad_enum(
+            "VkGeneratedCommandsInfoNV.pipelineBindPoint",
+            "VkPipelineBindPoint",
+            v.pipeline_bind_point,
+        ));
+    }
+    Ok(())
+}
+fn e_VkGeneratedCommandsMemoryRequirementsInfoNV(
+    v: &VkGeneratedCommandsMemoryRequirementsInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPipelineBindPoint(v.pipeline_bind_point) {
+        return Err(bad_enum(
+            "VkGeneratedCommandsMemoryRequirementsInfoNV.pipelineBindPoint",
+            "VkPipelineBindPoint",
+            v.pipeline_bind_point,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFeatures2(v: &VkPhysicalDeviceFeatures2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceProperties2(v: &VkPhysicalDeviceProperties2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    e_VkPhysicalDeviceProperties(&v.properties)?;
+    Ok(())
+}
+fn e_VkFormatProperties2(v: &VkFormatProperties2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageFormatProperties2(v: &VkImageFormatProperties2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImageFormatInfo2(v: &VkPhysicalDeviceImageFormatInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceImageFormatInfo2.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    if !ok_VkImageType(v.ty) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceImageFormatInfo2.type",
+            "VkImageType",
+            v.ty,
+        ));
+    }
+    if !ok_VkImageTiling(v.tiling) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceImageFormatInfo2.tiling",
+            "VkImageTiling",
+            v.tiling,
+        ));
+    }
+    Ok(())
+}
+fn e_VkQueueFamilyProperties2(v: &VkQueueFamilyProperties2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMemoryProperties2(v: &VkPhysicalDeviceMemoryProperties2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSparseImageFormatProperties2(v: &VkSparseImageFormatProperties2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSparseImageFormatInfo2(v: &VkPhysicalDeviceSparseImageFormatInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceSparseImageFormatInfo2.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    if !ok_VkImageType(v.ty) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceSparseImageFormatInfo2.type",
+            "VkImageType",
+            v.ty,
+        ));
+    }
+    if !ok_VkImageTiling(v.tiling) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceSparseImageFormatInfo2.tiling",
+            "VkImageTiling",
+            v.tiling,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePushDescriptorPropertiesKHR(
+    v: &VkPhysicalDevicePushDescriptorPropertiesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDriverProperties(v: &VkPhysicalDeviceDriverProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDriverId(v.driver_id) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceDriverProperties.driverID",
+            "VkDriverId",
+            v.driver_id,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPresentRegionsKHR(v: &VkPresentRegionsKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVariablePointersFeatures(v: &VkPhysicalDeviceVariablePointersFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExternalImageFormatInfo(v: &VkPhysicalDeviceExternalImageFormatInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExternalImageFormatProperties(v: &VkExternalImageFormatProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExternalBufferInfo(v: &VkPhysicalDeviceExternalBufferInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExternalBufferProperties(v: &VkExternalBufferProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceIDProperties(v: &VkPhysicalDeviceIDProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExternalMemoryImageCreateInfo(v: &VkExternalMemoryImageCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExternalMemoryBufferCreateInfo(v: &VkExternalMemoryBufferCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExportMemoryAllocateInfo(v: &VkExportMemoryAllocateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImportMemoryFdInfoKHR(v: &VkImportMemoryFdInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMemoryFdPropertiesKHR(v: &VkMemoryFdPropertiesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMemoryGetFdInfoKHR(v: &VkMemoryGetFdInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExternalSemaphoreInfo(v: &VkPhysicalDeviceExternalSemaphoreInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExternalSemaphoreProperties(v: &VkExternalSemaphoreProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExportSemaphoreCreateInfo(v: &VkExportSemaphoreCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImportSemaphoreFdInfoKHR(v: &VkImportSemaphoreFdInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSemaphoreGetFdInfoKHR(v: &VkSemaphoreGetFdInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExternalFenceInfo(v: &VkPhysicalDeviceExternalFenceInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExternalFenceProperties(v: &VkExternalFenceProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkExportFenceCreateInfo(v: &VkExportFenceCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImportFenceFdInfoKHR(v: &VkImportFenceFdInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkFenceGetFdInfoKHR(v: &VkFenceGetFdInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMultiviewFeatures(v: &VkPhysicalDeviceMultiviewFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMultiviewProperties(v: &VkPhysicalDeviceMultiviewProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkRenderPassMultiviewCreateInfo(v: &VkRenderPassMultiviewCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSurfaceCapabilities2EXT(v: &VkSurfaceCapabilities2EXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDisplayPowerInfoEXT(v: &VkDisplayPowerInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDisplayPowerStateEXT(v.power_state) {
+        return Err(bad_enum(
+            "VkDisplayPowerInfoEXT.powerState",
+            "VkDisplayPowerStateEXT",
+            v.power_state,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDeviceEventInfoEXT(v: &VkDeviceEventInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDeviceEventTypeEXT(v.device_event) {
+        return Err(bad_enum(
+            "VkDeviceEventInfoEXT.deviceEvent",
+            "VkDeviceEventTypeEXT",
+            v.device_event,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDisplayEventInfoEXT(v: &VkDisplayEventInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDisplayEventTypeEXT(v.display_event) {
+        return Err(bad_enum(
+            "VkDisplayEventInfoEXT.displayEvent",
+            "VkDisplayEventTypeEXT",
+            v.display_event,
+        ));
+    }
+    Ok(())
+}
+fn e_VkSwapchainCounterCreateInfoEXT(v: &VkSwapchainCounterCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceGroupProperties(v: &VkPhysicalDeviceGroupProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMemoryAllocateFlagsInfo(v: &VkMemoryAllocateFlagsInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBindBufferMemoryInfo(v: &VkBindBufferMemoryInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBindBufferMemoryDeviceGroupInfo(v: &VkBindBufferMemoryDeviceGroupInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBindImageMemoryInfo(v: &VkBindImageMemoryInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBindImageMemoryDeviceGroupInfo(v: &VkBindImageMemoryDeviceGroupInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceGroupRenderPassBeginInfo(v: &VkDeviceGroupRenderPassBeginInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceGroupCommandBufferBeginInfo(v: &VkDeviceGroupCommandBufferBeginInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceGroupSubmitInfo(v: &VkDeviceGroupSubmitInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceGroupBindSparseInfo(v: &VkDeviceGroupBindSparseInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceGroupPresentCapabilitiesKHR(v: &VkDeviceGroupPresentCapabilitiesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageSwapchainCreateInfoKHR(v: &VkImageSwapchainCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBindImageMemorySwapchainInfoKHR(v: &VkBindImageMemorySwapchainInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAcquireNextImageInfoKHR(v: &VkAcquireNextImageInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceGroupPresentInfoKHR(v: &VkDeviceGroupPresentInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceGroupDeviceCreateInfo(v: &VkDeviceGroupDeviceCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceGroupSwapchainCreateInfoKHR(v: &VkDeviceGroupSwapchainCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorUpdateTemplateEntry(v: &VkDescriptorUpdateTemplateEntry) -> R {
+    if !ok_VkDescriptorType(v.descriptor_type) {
+        return Err(bad_enum(
+            "VkDescriptorUpdateTemplateEntry.descriptorType",
+            "VkDescriptorType",
+            v.descriptor_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDescriptorUpdateTemplateCreateInfo(v: &VkDescriptorUpdateTemplateCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_descriptor_update_entries {
+        for y in x.iter() {
+            e_VkDescriptorUpdateTemplateEntry(y)?;
+        }
+    }
+    if !ok_VkDescriptorUpdateTemplateType(v.template_type) {
+        return Err(bad_enum(
+            "VkDescriptorUpdateTemplateCreateInfo.templateType",
+            "VkDescriptorUpdateTemplateType",
+            v.template_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePresentIdFeaturesKHR(v: &VkPhysicalDevicePresentIdFeaturesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPresentIdKHR(v: &VkPresentIdKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePresentWaitFeaturesKHR(v: &VkPhysicalDevicePresentWaitFeaturesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkHdrMetadataEXT(v: &VkHdrMetadataEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDisplayNativeHdrSurfaceCapabilitiesAMD(v: &VkDisplayNativeHdrSurfaceCapabilitiesAMD) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSwapchainDisplayNativeHdrCreateInfoAMD(v: &VkSwapchainDisplayNativeHdrCreateInfoAMD) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPresentTimesInfoGOOGLE(v: &VkPresentTimesInfoGOOGLE) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineViewportWScalingStateCreateInfoNV(
+    v: &VkPipelineViewportWScalingStateCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkViewportSwizzleNV(v: &VkViewportSwizzleNV) -> R {
+    if !ok_VkViewportCoordinateSwizzleNV(v.x) {
+        return Err(bad_enum(
+            "VkViewportSwizzleNV.x",
+            "VkViewportCoordinateSwizzleNV",
+            v.x,
+        ));
+    }
+    if !ok_VkViewportCoordinateSwizzleNV(v.y) {
+        return Err(bad_enum(
+            "VkViewportSwizzleNV.y",
+            "VkViewportCoordinateSwizzleNV",
+            v.y,
+        ));
+    }
+    if !ok_VkViewportCoordinateSwizzleNV(v.z) {
+        return Err(bad_enum(
+            "VkViewportSwizzleNV.z",
+            "VkViewportCoordinateSwizzleNV",
+            v.z,
+        ));
+    }
+    if !ok_VkViewportCoordinateSwizzleNV(v.w) {
+        return Err(bad_enum(
+            "VkViewportSwizzleNV.w",
+            "VkViewportCoordinateSwizzleNV",
+            v.w,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPipelineViewportSwizzleStateCreateInfoNV(
+    v: &VkPipelineViewportSwizzleStateCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_viewport_swizzles {
+        for y in x.iter() {
+            e_VkViewportSwizzleNV(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDiscardRectanglePropertiesEXT(
+    v: &VkPhysicalDeviceDiscardRectanglePropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineDiscardRectangleStateCreateInfoEXT(
+    v: &VkPipelineDiscardRectangleStateCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDiscardRectangleModeEXT(v.discard_rectangle_mode) {
+        return Err(bad_enum(
+            "VkPipelineDiscardRectangleStateCreateInfoEXT.discardRectangleMode",
+            "VkDiscardRectangleModeEXT",
+            v.discard_rectangle_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX(
+    v: &VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkRenderPassInputAttachmentAspectCreateInfo(
+    v: &VkRenderPassInputAttachmentAspectCreateInfo,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSurfaceInfo2KHR(v: &VkPhysicalDeviceSurfaceInfo2KHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSurfaceCapabilities2KHR(v: &VkSurfaceCapabilities2KHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSurfaceFormat2KHR(v: &VkSurfaceFormat2KHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    e_VkSurfaceFormatKHR(&v.surface_format)?;
+    Ok(())
+}
+fn e_VkDisplayProperties2KHR(v: &VkDisplayProperties2KHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDisplayPlaneProperties2KHR(v: &VkDisplayPlaneProperties2KHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDisplayModeProperties2KHR(v: &VkDisplayModeProperties2KHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDisplayPlaneInfo2KHR(v: &VkDisplayPlaneInfo2KHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDisplayPlaneCapabilities2KHR(v: &VkDisplayPlaneCapabilities2KHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSharedPresentSurfaceCapabilitiesKHR(v: &VkSharedPresentSurfaceCapabilitiesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevice16BitStorageFeatures(v: &VkPhysicalDevice16BitStorageFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSubgroupProperties(v: &VkPhysicalDeviceSubgroupProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures(
+    v: &VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBufferMemoryRequirementsInfo2(v: &VkBufferMemoryRequirementsInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceBufferMemoryRequirements(v: &VkDeviceBufferMemoryRequirements) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_create_info {
+        e_VkBufferCreateInfo(x)?;
+    }
+    Ok(())
+}
+fn e_VkImageMemoryRequirementsInfo2(v: &VkImageMemoryRequirementsInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageSparseMemoryRequirementsInfo2(v: &VkImageSparseMemoryRequirementsInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceImageMemoryRequirements(v: &VkDeviceImageMemoryRequirements) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_create_info {
+        e_VkImageCreateInfo(x)?;
+    }
+    Ok(())
+}
+fn e_VkMemoryRequirements2(v: &VkMemoryRequirements2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSparseImageMemoryRequirements2(v: &VkSparseImageMemoryRequirements2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePointClippingProperties(v: &VkPhysicalDevicePointClippingProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPointClippingBehavior(v.point_clipping_behavior) {
+        return Err(bad_enum(
+            "VkPhysicalDevicePointClippingProperties.pointClippingBehavior",
+            "VkPointClippingBehavior",
+            v.point_clipping_behavior,
+        ));
+    }
+    Ok(())
+}
+fn e_VkMemoryDedicatedRequirements(v: &VkMemoryDedicatedRequirements) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMemoryDedicatedAllocateInfo(v: &VkMemoryDedicatedAllocateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageViewUsageCreateInfo(v: &VkImageViewUsageCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineTessellationDomainOriginStateCreateInfo(
+    v: &VkPipelineTessellationDomainOriginStateCreateInfo,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkTessellationDomainOrigin(v.domain_origin) {
+        return Err(bad_enum(
+            "VkPipelineTessellationDomainOriginStateCreateInfo.domainOrigin",
+            "VkTessellationDomainOrigin",
+            v.domain_origin,
+        ));
+    }
+    Ok(())
+}
+fn e_VkSamplerYcbcrConversionInfo(v: &VkSamplerYcbcrConversionInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSamplerYcbcrConversionCreateInfo(v: &VkSamplerYcbcrConversionCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkSamplerYcbcrConversionCreateInfo.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    if !ok_VkSamplerYcbcrModelConversion(v.ycbcr_model) {
+        return Err(bad_enum(
+            "VkSamplerYcbcrConversionCreateInfo.ycbcrModel",
+            "VkSamplerYcbcrModelConversion",
+            v.ycbcr_model,
+        ));
+    }
+    if !ok_VkSamplerYcbcrRange(v.ycbcr_range) {
+        return Err(bad_enum(
+            "VkSamplerYcbcrConversionCreateInfo.ycbcrRange",
+            "VkSamplerYcbcrRange",
+            v.ycbcr_range,
+        ));
+    }
+    e_VkComponentMapping(&v.components)?;
+    if !ok_VkChromaLocation(v.x_chroma_offset) {
+        return Err(bad_enum(
+            "VkSamplerYcbcrConversionCreateInfo.xChromaOffset",
+            "VkChromaLocation",
+            v.x_chroma_offset,
+        ));
+    }
+    if !ok_VkChromaLocation(v.y_chroma_offset) {
+        return Err(bad_enum(
+            "VkSamplerYcbcrConversionCreateInfo.yChromaOffset",
+            "VkChromaLocation",
+            v.y_chroma_offset,
+        ));
+    }
+    if !ok_VkFilter(v.chroma_filter) {
+        return Err(bad_enum(
+            "VkSamplerYcbcrConversionCreateInfo.chromaFilter",
+            "VkFilter",
+            v.chroma_filter,
+        ));
+    }
+    Ok(())
+}
+fn e_VkBindImagePlaneMemoryInfo(v: &VkBindImagePlaneMemoryInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImagePlaneMemoryRequirementsInfo(v: &VkImagePlaneMemoryRequirementsInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSamplerYcbcrConversionFeatures(
+    v: &VkPhysicalDeviceSamplerYcbcrConversionFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSamplerYcbcrConversionImageFormatProperties(
+    v: &VkSamplerYcbcrConversionImageFormatProperties,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkTextureLODGatherFormatPropertiesAMD(v: &VkTextureLODGatherFormatPropertiesAMD) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkConditionalRenderingBeginInfoEXT(v: &VkConditionalRenderingBeginInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkProtectedSubmitInfo(v: &VkProtectedSubmitInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceProtectedMemoryFeatures(v: &VkPhysicalDeviceProtectedMemoryFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceProtectedMemoryProperties(v: &VkPhysicalDeviceProtectedMemoryProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceQueueInfo2(v: &VkDeviceQueueInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineCoverageToColorStateCreateInfoNV(
+    v: &VkPipelineCoverageToColorStateCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSamplerFilterMinmaxProperties(
+    v: &VkPhysicalDeviceSamplerFilterMinmaxProperties,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSampleLocationsInfoEXT(v: &VkSampleLocationsInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAttachmentSampleLocationsEXT(v: &VkAttachmentSampleLocationsEXT) -> R {
+    e_VkSampleLocationsInfoEXT(&v.sample_locations_info)?;
+    Ok(())
+}
+fn e_VkSubpassSampleLocationsEXT(v: &VkSubpassSampleLocationsEXT) -> R {
+    e_VkSampleLocationsInfoEXT(&v.sample_locations_info)?;
+    Ok(())
+}
+fn e_VkRenderPassSampleLocationsBeginInfoEXT(v: &VkRenderPassSampleLocationsBeginInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_attachment_initial_sample_locations {
+        for y in x.iter() {
+            e_VkAttachmentSampleLocationsEXT(y)?;
+        }
+    }
+    if let Some(x) = &v.p_post_subpass_sample_locations {
+        for y in x.iter() {
+            e_VkSubpassSampleLocationsEXT(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPipelineSampleLocationsStateCreateInfoEXT(
+    v: &VkPipelineSampleLocationsStateCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    e_VkSampleLocationsInfoEXT(&v.sample_locations_info)?;
+    Ok(())
+}
+fn e_VkPhysicalDeviceSampleLocationsPropertiesEXT(
+    v: &VkPhysicalDeviceSampleLocationsPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMultisamplePropertiesEXT(v: &VkMultisamplePropertiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSamplerReductionModeCreateInfo(v: &VkSamplerReductionModeCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkSamplerReductionMode(v.reduction_mode) {
+        return Err(bad_enum(
+            "VkSamplerReductionModeCreateInfo.reductionMode",
+            "VkSamplerReductionMode",
+            v.reduction_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT(
+    v: &VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMultiDrawFeaturesEXT(v: &VkPhysicalDeviceMultiDrawFeaturesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT(
+    v: &VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineColorBlendAdvancedStateCreateInfoEXT(
+    v: &VkPipelineColorBlendAdvancedStateCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkBlendOverlapEXT(v.blend_overlap) {
+        return Err(bad_enum(
+            "VkPipelineColorBlendAdvancedStateCreateInfoEXT.blendOverlap",
+            "VkBlendOverlapEXT",
+            v.blend_overlap,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceInlineUniformBlockFeatures(
+    v: &VkPhysicalDeviceInlineUniformBlockFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceInlineUniformBlockProperties(
+    v: &VkPhysicalDeviceInlineUniformBlockProperties,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkWriteDescriptorSetInlineUniformBlock(v: &VkWriteDescriptorSetInlineUniformBlock) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorPoolInlineUniformBlockCreateInfo(
+    v: &VkDescriptorPoolInlineUniformBlockCreateInfo,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineCoverageModulationStateCreateInfoNV(
+    v: &VkPipelineCoverageModulationStateCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCoverageModulationModeNV(v.coverage_modulation_mode) {
+        return Err(bad_enum(
+            "VkPipelineCoverageModulationStateCreateInfoNV.coverageModulationMode",
+            "VkCoverageModulationModeNV",
+            v.coverage_modulation_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkImageFormatListCreateInfo(v: &VkImageFormatListCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_view_formats {
+        for &y in x.iter() {
+            if !ok_VkFormat(y) {
+                return Err(bad_enum(
+                    "VkImageFormatListCreateInfo.pViewFormats",
+                    "VkFormat",
+                    y,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn e_VkValidationCacheCreateInfoEXT(v: &VkValidationCacheCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkShaderModuleValidationCacheCreateInfoEXT(
+    v: &VkShaderModuleValidationCacheCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMaintenance3Properties(v: &VkPhysicalDeviceMaintenance3Properties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMaintenance4Features(v: &VkPhysicalDeviceMaintenance4Features) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMaintenance4Properties(v: &VkPhysicalDeviceMaintenance4Properties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorSetLayoutSupport(v: &VkDescriptorSetLayoutSupport) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderDrawParametersFeatures(
+    v: &VkPhysicalDeviceShaderDrawParametersFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderFloat16Int8Features(v: &VkPhysicalDeviceShaderFloat16Int8Features) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFloatControlsProperties(v: &VkPhysicalDeviceFloatControlsProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkShaderFloatControlsIndependence(v.denorm_behavior_independence) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceFloatControlsProperties.denormBehaviorIndependence",
+            "VkShaderFloatControlsIndependence",
+            v.denorm_behavior_independence,
+        ));
+    }
+    if !ok_VkShaderFloatControlsIndependence(v.rounding_mode_independence) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceFloatControlsProperties.roundingModeIndependence",
+            "VkShaderFloatControlsIndependence",
+            v.rounding_mode_independence,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceHostQueryResetFeatures(v: &VkPhysicalDeviceHostQueryResetFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceQueueGlobalPriorityCreateInfoKHR(v: &VkDeviceQueueGlobalPriorityCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkQueueGlobalPriorityKHR(v.global_priority) {
+        return Err(bad_enum(
+            "VkDeviceQueueGlobalPriorityCreateInfoKHR.globalPriority",
+            "VkQueueGlobalPriorityKHR",
+            v.global_priority,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR(
+    v: &VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkQueueFamilyGlobalPriorityPropertiesKHR(v: &VkQueueFamilyGlobalPriorityPropertiesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDebugUtilsObjectNameInfoEXT(v: &VkDebugUtilsObjectNameInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkObjectType(v.object_type) {
+        return Err(bad_enum(
+            "VkDebugUtilsObjectNameInfoEXT.objectType",
+            "VkObjectType",
+            v.object_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDebugUtilsObjectTagInfoEXT(v: &VkDebugUtilsObjectTagInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkObjectType(v.object_type) {
+        return Err(bad_enum(
+            "VkDebugUtilsObjectTagInfoEXT.objectType",
+            "VkObjectType",
+            v.object_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDebugUtilsLabelEXT(v: &VkDebugUtilsLabelEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDebugUtilsMessengerCreateInfoEXT(v: &VkDebugUtilsMessengerCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDebugUtilsMessengerCallbackDataEXT(v: &VkDebugUtilsMessengerCallbackDataEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_queue_labels {
+        for y in x.iter() {
+            e_VkDebugUtilsLabelEXT(y)?;
+        }
+    }
+    if let Some(x) = &v.p_cmd_buf_labels {
+        for y in x.iter() {
+            e_VkDebugUtilsLabelEXT(y)?;
+        }
+    }
+    if let Some(x) = &v.p_objects {
+        for y in x.iter() {
+            e_VkDebugUtilsObjectNameInfoEXT(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDeviceMemoryReportFeaturesEXT(
+    v: &VkPhysicalDeviceDeviceMemoryReportFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceDeviceMemoryReportCreateInfoEXT(v: &VkDeviceDeviceMemoryReportCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceMemoryReportCallbackDataEXT(v: &VkDeviceMemoryReportCallbackDataEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDeviceMemoryReportEventTypeEXT(v.ty) {
+        return Err(bad_enum(
+            "VkDeviceMemoryReportCallbackDataEXT.type",
+            "VkDeviceMemoryReportEventTypeEXT",
+            v.ty,
+        ));
+    }
+    if !ok_VkObjectType(v.object_type) {
+        return Err(bad_enum(
+            "VkDeviceMemoryReportCallbackDataEXT.objectType",
+            "VkObjectType",
+            v.object_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkImportMemoryHostPointerInfoEXT(v: &VkImportMemoryHostPointerInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMemoryHostPointerPropertiesEXT(v: &VkMemoryHostPointerPropertiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExternalMemoryHostPropertiesEXT(
+    v: &VkPhysicalDeviceExternalMemoryHostPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceConservativeRasterizationPropertiesEXT(
+    v: &VkPhysicalDeviceConservativeRasterizationPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCalibratedTimestampInfoEXT(v: &VkCalibratedTimestampInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkTimeDomainEXT(v.time_domain) {
+        return Err(bad_enum(
+            "VkCalibratedTimestampInfoEXT.timeDomain",
+            "VkTimeDomainEXT",
+            v.time_domain,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderCorePropertiesAMD(v: &VkPhysicalDeviceShaderCorePropertiesAMD) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderCoreProperties2AMD(v: &VkPhysicalDeviceShaderCoreProperties2AMD) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineRasterizationConservativeStateCreateInfoEXT(
+    v: &VkPipelineRasterizationConservativeStateCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkConservativeRasterizationModeEXT(v.conservative_rasterization_mode) {
+        return Err(bad_enum(
+            "VkPipelineRasterizationConservativeStateCreateInfoEXT.conservativeRasterizationMode",
+            "VkConservativeRasterizationModeEXT",
+            v.conservative_rasterization_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDescriptorIndexingFeatures(
+    v: &VkPhysicalDeviceDescriptorIndexingFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDescriptorIndexingProperties(
+    v: &VkPhysicalDeviceDescriptorIndexingProperties,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorSetLayoutBindingFlagsCreateInfo(
+    v: &VkDescriptorSetLayoutBindingFlagsCreateInfo,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorSetVariableDescriptorCountAllocateInfo(
+    v: &VkDescriptorSetVariableDescriptorCountAllocateInfo,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorSetVariableDescriptorCountLayoutSupport(
+    v: &VkDescriptorSetVariableDescriptorCountLayoutSupport,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAttachmentDescription2(v: &VkAttachmentDescription2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkAttachmentDescription2.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    if !ok_VkAttachmentLoadOp(v.load_op) {
+        return Err(bad_enum(
+            "VkAttachmentDescription2.loadOp",
+            "VkAttachmentLoadOp",
+            v.load_op,
+        ));
+    }
+    if !ok_VkAttachmentStoreOp(v.store_op) {
+        return Err(bad_enum(
+            "VkAttachmentDescription2.storeOp",
+            "VkAttachmentStoreOp",
+            v.store_op,
+        ));
+    }
+    if !ok_VkAttachmentLoadOp(v.stencil_load_op) {
+        return Err(bad_enum(
+            "VkAttachmentDescription2.stencilLoadOp",
+            "VkAttachmentLoadOp",
+            v.stencil_load_op,
+        ));
+    }
+    if !ok_VkAttachmentStoreOp(v.stencil_store_op) {
+        return Err(bad_enum(
+            "VkAttachmentDescription2.stencilStoreOp",
+            "VkAttachmentStoreOp",
+            v.stencil_store_op,
+        ));
+    }
+    if !ok_VkImageLayout(v.initial_layout) {
+        return Err(bad_enum(
+            "VkAttachmentDescription2.initialLayout",
+            "VkImageLayout",
+            v.initial_layout,
+        ));
+    }
+    if !ok_VkImageLayout(v.final_layout) {
+        return Err(bad_enum(
+            "VkAttachmentDescription2.finalLayout",
+            "VkImageLayout",
+            v.final_layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkAttachmentReference2(v: &VkAttachmentReference2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.layout) {
+        return Err(bad_enum(
+            "VkAttachmentReference2.layout",
+            "VkImageLayout",
+            v.layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkSubpassDescription2(v: &VkSubpassDescription2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPipelineBindPoint(v.pipeline_bind_point) {
+        return Err(bad_enum(
+            "VkSubpassDescription2.pipelineBindPoint",
+            "VkPipelineBindPoint",
+            v.pipeline_bind_point,
+        ));
+    }
+    if let Some(x) = &v.p_input_attachments {
+        for y in x.iter() {
+            e_VkAttachmentReference2(y)?;
+        }
+    }
+    if let Some(x) = &v.p_color_attachments {
+        for y in x.iter() {
+            e_VkAttachmentReference2(y)?;
+        }
+    }
+    if let Some(x) = &v.p_resolve_attachments {
+        for y in x.iter() {
+            e_VkAttachmentReference2(y)?;
+        }
+    }
+    if let Some(x) = &v.p_depth_stencil_attachment {
+        e_VkAttachmentReference2(x)?;
+    }
+    Ok(())
+}
+fn e_VkSubpassDependency2(v: &VkSubpassDependency2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkRenderPassCreateInfo2(v: &VkRenderPassCreateInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_attachments {
+        for y in x.iter() {
+            e_VkAttachmentDescription2(y)?;
+        }
+    }
+    if let Some(x) = &v.p_subpasses {
+        for y in x.iter() {
+            e_VkSubpassDescription2(y)?;
+        }
+    }
+    if let Some(x) = &v.p_dependencies {
+        for y in x.iter() {
+            e_VkSubpassDependency2(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkSubpassBeginInfo(v: &VkSubpassBeginInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkSubpassContents(v.contents) {
+        return Err(bad_enum(
+            "VkSubpassBeginInfo.contents",
+            "VkSubpassContents",
+            v.contents,
+        ));
+    }
+    Ok(())
+}
+fn e_VkSubpassEndInfo(v: &VkSubpassEndInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceTimelineSemaphoreFeatures(v: &VkPhysicalDeviceTimelineSemaphoreFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceTimelineSemaphoreProperties(
+    v: &VkPhysicalDeviceTimelineSemaphoreProperties,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSemaphoreTypeCreateInfo(v: &VkSemaphoreTypeCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkSemaphoreType(v.semaphore_type) {
+        return Err(bad_enum(
+            "VkSemaphoreTypeCreateInfo.semaphoreType",
+            "VkSemaphoreType",
+            v.semaphore_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkTimelineSemaphoreSubmitInfo(v: &VkTimelineSemaphoreSubmitInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSemaphoreWaitInfo(v: &VkSemaphoreWaitInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSemaphoreSignalInfo(v: &VkSemaphoreSignalInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineVertexInputDivisorStateCreateInfoEXT(
+    v: &VkPipelineVertexInputDivisorStateCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT(
+    v: &VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePCIBusInfoPropertiesEXT(v: &VkPhysicalDevicePCIBusInfoPropertiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCommandBufferInheritanceConditionalRenderingInfoEXT(
+    v: &VkCommandBufferInheritanceConditionalRenderingInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevice8BitStorageFeatures(v: &VkPhysicalDevice8BitStorageFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceConditionalRenderingFeaturesEXT(
+    v: &VkPhysicalDeviceConditionalRenderingFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVulkanMemoryModelFeatures(v: &VkPhysicalDeviceVulkanMemoryModelFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderAtomicInt64Features(v: &VkPhysicalDeviceShaderAtomicInt64Features) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
+    v: &VkPhysicalDeviceShaderAtomicFloatFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT(
+    v: &VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT(
+    v: &VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkQueueFamilyCheckpointPropertiesNV(v: &VkQueueFamilyCheckpointPropertiesNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCheckpointDataNV(v: &VkCheckpointDataNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDepthStencilResolveProperties(
+    v: &VkPhysicalDeviceDepthStencilResolveProperties,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSubpassDescriptionDepthStencilResolve(v: &VkSubpassDescriptionDepthStencilResolve) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_depth_stencil_resolve_attachment {
+        e_VkAttachmentReference2(x)?;
+    }
+    Ok(())
+}
+fn e_VkImageViewASTCDecodeModeEXT(v: &VkImageViewASTCDecodeModeEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.decode_mode) {
+        return Err(bad_enum(
+            "VkImageViewASTCDecodeModeEXT.decodeMode",
+            "VkFormat",
+            v.decode_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceASTCDecodeFeaturesEXT(v: &VkPhysicalDeviceASTCDecodeFeaturesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceTransformFeedbackFeaturesEXT(
+    v: &VkPhysicalDeviceTransformFeedbackFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceTransformFeedbackPropertiesEXT(
+    v: &VkPhysicalDeviceTransformFeedbackPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineRasterizationStateStreamCreateInfoEXT(
+    v: &VkPipelineRasterizationStateStreamCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV(
+    v: &VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineRepresentativeFragmentTestStateCreateInfoNV(
+    v: &VkPipelineRepresentativeFragmentTestStateCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExclusiveScissorFeaturesNV(
+    v: &VkPhysicalDeviceExclusiveScissorFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineViewportExclusiveScissorStateCreateInfoNV(
+    v: &VkPipelineViewportExclusiveScissorStateCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceCornerSampledImageFeaturesNV(
+    v: &VkPhysicalDeviceCornerSampledImageFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceComputeShaderDerivativesFeaturesNV(
+    v: &VkPhysicalDeviceComputeShaderDerivativesFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderImageFootprintFeaturesNV(
+    v: &VkPhysicalDeviceShaderImageFootprintFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV(
+    v: &VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceCopyMemoryIndirectFeaturesNV(
+    v: &VkPhysicalDeviceCopyMemoryIndirectFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceCopyMemoryIndirectPropertiesNV(
+    v: &VkPhysicalDeviceCopyMemoryIndirectPropertiesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMemoryDecompressionFeaturesNV(
+    v: &VkPhysicalDeviceMemoryDecompressionFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMemoryDecompressionPropertiesNV(
+    v: &VkPhysicalDeviceMemoryDecompressionPropertiesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkShadingRatePaletteNV(v: &VkShadingRatePaletteNV) -> R {
+    if let Some(x) = &v.p_shading_rate_palette_entries {
+        for &y in x.iter() {
+            if !ok_VkShadingRatePaletteEntryNV(y) {
+                return Err(bad_enum(
+                    "VkShadingRatePaletteNV.pShadingRatePaletteEntries",
+                    "VkShadingRatePaletteEntryNV",
+                    y,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn e_VkPipelineViewportShadingRateImageStateCreateInfoNV(
+    v: &VkPipelineViewportShadingRateImageStateCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_shading_rate_palettes {
+        for y in x.iter() {
+            e_VkShadingRatePaletteNV(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShadingRateImageFeaturesNV(
+    v: &VkPhysicalDeviceShadingRateImageFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShadingRateImagePropertiesNV(
+    v: &VkPhysicalDeviceShadingRateImagePropertiesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceInvocationMaskFeaturesHUAWEI(
+    v: &VkPhysicalDeviceInvocationMaskFeaturesHUAWEI,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCoarseSampleOrderCustomNV(v: &VkCoarseSampleOrderCustomNV) -> R {
+    if !ok_VkShadingRatePaletteEntryNV(v.shading_rate) {
+        return Err(bad_enum(
+            "VkCoarseSampleOrderCustomNV.shadingRate",
+            "VkShadingRatePaletteEntryNV",
+            v.shading_rate,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(
+    v: &VkPipelineViewportCoarseSampleOrderStateCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCoarseSampleOrderTypeNV(v.sample_order_type) {
+        return Err(bad_enum(
+            "VkPipelineViewportCoarseSampleOrderStateCreateInfoNV.sampleOrderType",
+            "VkCoarseSampleOrderTypeNV",
+            v.sample_order_type,
+        ));
+    }
+    if let Some(x) = &v.p_custom_sample_orders {
+        for y in x.iter() {
+            e_VkCoarseSampleOrderCustomNV(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMeshShaderFeaturesNV(v: &VkPhysicalDeviceMeshShaderFeaturesNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMeshShaderPropertiesNV(v: &VkPhysicalDeviceMeshShaderPropertiesNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMeshShaderFeaturesEXT(v: &VkPhysicalDeviceMeshShaderFeaturesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMeshShaderPropertiesEXT(v: &VkPhysicalDeviceMeshShaderPropertiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkRayTracingShaderGroupCreateInfoNV(v: &VkRayTracingShaderGroupCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkRayTracingShaderGroupTypeKHR(v.ty) {
+        return Err(bad_enum(
+            "VkRayTracingShaderGroupCreateInfoNV.type",
+            "VkRayTracingShaderGroupTypeKHR",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkRayTracingShaderGroupCreateInfoKHR(v: &VkRayTracingShaderGroupCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkRayTracingShaderGroupTypeKHR(v.ty) {
+        return Err(bad_enum(
+            "VkRayTracingShaderGroupCreateInfoKHR.type",
+            "VkRayTracingShaderGroupTypeKHR",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkRayTracingPipelineCreateInfoNV(v: &VkRayTracingPipelineCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_stages {
+        for y in x.iter() {
+            e_VkPipelineShaderStageCreateInfo(y)?;
+        }
+    }
+    if let Some(x) = &v.p_groups {
+        for y in x.iter() {
+            e_VkRayTracingShaderGroupCreateInfoNV(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkRayTracingPipelineCreateInfoKHR(v: &VkRayTracingPipelineCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_stages {
+        for y in x.iter() {
+            e_VkPipelineShaderStageCreateInfo(y)?;
+        }
+    }
+    if let Some(x) = &v.p_groups {
+        for y in x.iter() {
+            e_VkRayTracingShaderGroupCreateInfoKHR(y)?;
+        }
+    }
+    if let Some(x) = &v.p_library_info {
+        e_VkPipelineLibraryCreateInfoKHR(x)?;
+    }
+    if let Some(x) = &v.p_library_interface {
+        e_VkRayTracingPipelineInterfaceCreateInfoKHR(x)?;
+    }
+    if let Some(x) = &v.p_dynamic_state {
+        e_VkPipelineDynamicStateCreateInfo(x)?;
+    }
+    Ok(())
+}
+fn e_VkGeometryTrianglesNV(v: &VkGeometryTrianglesNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.vertex_format) {
+        return Err(bad_enum(
+            "VkGeometryTrianglesNV.vertexFormat",
+            "VkFormat",
+            v.vertex_format,
+        ));
+    }
+    if !ok_VkIndexType(v.index_type) {
+        return Err(bad_enum(
+            "VkGeometryTrianglesNV.indexType",
+            "VkIndexType",
+            v.index_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkGeometryAABBNV(v: &VkGeometryAABBNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkGeometryDataNV(v: &VkGeometryDataNV) -> R {
+    e_VkGeometryTrianglesNV(&v.triangles)?;
+    e_VkGeometryAABBNV(&v.aabbs)?;
+    Ok(())
+}
+fn e_VkGeometryNV(v: &VkGeometryNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkGeometryTypeKHR(v.geometry_type) {
+        return Err(bad_enum(
+            "VkGeometryNV.geometryType",
+            "VkGeometryTypeKHR",
+            v.geometry_type,
+        ));
+    }
+    e_VkGeometryDataNV(&v.geometry)?;
+    Ok(())
+}
+fn e_VkAccelerationStructureInfoNV(v: &VkAccelerationStructureInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkAccelerationStructureTypeKHR(v.ty) {
+        return Err(bad_enum(
+            "VkAccelerationStructureInfoNV.type",
+            "VkAccelerationStructureTypeKHR",
+            v.ty,
+        ));
+    }
+    if let Some(x) = &v.p_geometries {
+        for y in x.iter() {
+            e_VkGeometryNV(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureCreateInfoNV(v: &VkAccelerationStructureCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    e_VkAccelerationStructureInfoNV(&v.info)?;
+    Ok(())
+}
+fn e_VkBindAccelerationStructureMemoryInfoNV(v: &VkBindAccelerationStructureMemoryInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkWriteDescriptorSetAccelerationStructureKHR(
+    v: &VkWriteDescriptorSetAccelerationStructureKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkWriteDescriptorSetAccelerationStructureNV(
+    v: &VkWriteDescriptorSetAccelerationStructureNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureMemoryRequirementsInfoNV(
+    v: &VkAccelerationStructureMemoryRequirementsInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkAccelerationStructureMemoryRequirementsTypeNV(v.ty) {
+        return Err(bad_enum(
+            "VkAccelerationStructureMemoryRequirementsInfoNV.type",
+            "VkAccelerationStructureMemoryRequirementsTypeNV",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceAccelerationStructureFeaturesKHR(
+    v: &VkPhysicalDeviceAccelerationStructureFeaturesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRayTracingPipelineFeaturesKHR(
+    v: &VkPhysicalDeviceRayTracingPipelineFeaturesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRayQueryFeaturesKHR(v: &VkPhysicalDeviceRayQueryFeaturesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceAccelerationStructurePropertiesKHR(
+    v: &VkPhysicalDeviceAccelerationStructurePropertiesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRayTracingPipelinePropertiesKHR(
+    v: &VkPhysicalDeviceRayTracingPipelinePropertiesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRayTracingPropertiesNV(v: &VkPhysicalDeviceRayTracingPropertiesNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR(
+    v: &VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDrmFormatModifierPropertiesListEXT(v: &VkDrmFormatModifierPropertiesListEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImageDrmFormatModifierInfoEXT(
+    v: &VkPhysicalDeviceImageDrmFormatModifierInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkSharingMode(v.sharing_mode) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceImageDrmFormatModifierInfoEXT.sharingMode",
+            "VkSharingMode",
+            v.sharing_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkImageDrmFormatModifierListCreateInfoEXT(v: &VkImageDrmFormatModifierListCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageDrmFormatModifierExplicitCreateInfoEXT(
+    v: &VkImageDrmFormatModifierExplicitCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageDrmFormatModifierPropertiesEXT(v: &VkImageDrmFormatModifierPropertiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageStencilUsageCreateInfo(v: &VkImageStencilUsageCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceMemoryOverallocationCreateInfoAMD(v: &VkDeviceMemoryOverallocationCreateInfoAMD) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkMemoryOverallocationBehaviorAMD(v.overallocation_behavior) {
+        return Err(bad_enum(
+            "VkDeviceMemoryOverallocationCreateInfoAMD.overallocationBehavior",
+            "VkMemoryOverallocationBehaviorAMD",
+            v.overallocation_behavior,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentDensityMapFeaturesEXT(
+    v: &VkPhysicalDeviceFragmentDensityMapFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentDensityMap2FeaturesEXT(
+    v: &VkPhysicalDeviceFragmentDensityMap2FeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM(
+    v: &VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentDensityMapPropertiesEXT(
+    v: &VkPhysicalDeviceFragmentDensityMapPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentDensityMap2PropertiesEXT(
+    v: &VkPhysicalDeviceFragmentDensityMap2PropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM(
+    v: &VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkRenderPassFragmentDensityMapCreateInfoEXT(
+    v: &VkRenderPassFragmentDensityMapCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    e_VkAttachmentReference(&v.fragment_density_map_attachment)?;
+    Ok(())
+}
+fn e_VkSubpassFragmentDensityMapOffsetEndInfoQCOM(
+    v: &VkSubpassFragmentDensityMapOffsetEndInfoQCOM,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceScalarBlockLayoutFeatures(v: &VkPhysicalDeviceScalarBlockLayoutFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSurfaceProtectedCapabilitiesKHR(v: &VkSurfaceProtectedCapabilitiesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceUniformBufferStandardLayoutFeatures(
+    v: &VkPhysicalDeviceUniformBufferStandardLayoutFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDepthClipEnableFeaturesEXT(
+    v: &VkPhysicalDeviceDepthClipEnableFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineRasterizationDepthClipStateCreateInfoEXT(
+    v: &VkPipelineRasterizationDepthClipStateCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMemoryBudgetPropertiesEXT(v: &VkPhysicalDeviceMemoryBudgetPropertiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMemoryPriorityFeaturesEXT(v: &VkPhysicalDeviceMemoryPriorityFeaturesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMemoryPriorityAllocateInfoEXT(v: &VkMemoryPriorityAllocateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT(
+    v: &VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceBufferDeviceAddressFeatures(
+    v: &VkPhysicalDeviceBufferDeviceAddressFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceBufferDeviceAddressFeaturesEXT(
+    v: &VkPhysicalDeviceBufferDeviceAddressFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBufferDeviceAddressInfo(v: &VkBufferDeviceAddressInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBufferOpaqueCaptureAddressCreateInfo(v: &VkBufferOpaqueCaptureAddressCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBufferDeviceAddressCreateInfoEXT(v: &VkBufferDeviceAddressCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImageViewImageFormatInfoEXT(
+    v: &VkPhysicalDeviceImageViewImageFormatInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageViewType(v.image_view_type) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceImageViewImageFormatInfoEXT.imageViewType",
+            "VkImageViewType",
+            v.image_view_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkFilterCubicImageViewImageFormatPropertiesEXT(
+    v: &VkFilterCubicImageViewImageFormatPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImagelessFramebufferFeatures(
+    v: &VkPhysicalDeviceImagelessFramebufferFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkFramebufferAttachmentsCreateInfo(v: &VkFramebufferAttachmentsCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_attachment_image_infos {
+        for y in x.iter() {
+            e_VkFramebufferAttachmentImageInfo(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkFramebufferAttachmentImageInfo(v: &VkFramebufferAttachmentImageInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_view_formats {
+        for &y in x.iter() {
+            if !ok_VkFormat(y) {
+                return Err(bad_enum(
+                    "VkFramebufferAttachmentImageInfo.pViewFormats",
+                    "VkFormat",
+                    y,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn e_VkRenderPassAttachmentBeginInfo(v: &VkRenderPassAttachmentBeginInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceTextureCompressionASTCHDRFeatures(
+    v: &VkPhysicalDeviceTextureCompressionASTCHDRFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceCooperativeMatrixFeaturesNV(
+    v: &VkPhysicalDeviceCooperativeMatrixFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceCooperativeMatrixPropertiesNV(
+    v: &VkPhysicalDeviceCooperativeMatrixPropertiesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCooperativeMatrixPropertiesNV(v: &VkCooperativeMatrixPropertiesNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkComponentTypeNV(v.a_type) {
+        return Err(bad_enum(
+            "VkCooperativeMatrixPropertiesNV.AType",
+            "VkComponentTypeNV",
+            v.a_type,
+        ));
+    }
+    if !ok_VkComponentTypeNV(v.b_type) {
+        return Err(bad_enum(
+            "VkCooperativeMatrixPropertiesNV.BType",
+            "VkComponentTypeNV",
+            v.b_type,
+        ));
+    }
+    if !ok_VkComponentTypeNV(v.c_type) {
+        return Err(bad_enum(
+            "VkCooperativeMatrixPropertiesNV.CType",
+            "VkComponentTypeNV",
+            v.c_type,
+        ));
+    }
+    if !ok_VkComponentTypeNV(v.d_type) {
+        return Err(bad_enum(
+            "VkCooperativeMatrixPropertiesNV.DType",
+            "VkComponentTypeNV",
+            v.d_type,
+        ));
+    }
+    if !ok_VkScopeNV(v.scope) {
+        return Err(bad_enum(
+            "VkCooperativeMatrixPropertiesNV.scope",
+            "VkScopeNV",
+            v.scope,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceYcbcrImageArraysFeaturesEXT(
+    v: &VkPhysicalDeviceYcbcrImageArraysFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageViewHandleInfoNVX(v: &VkImageViewHandleInfoNVX) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDescriptorType(v.descriptor_type) {
+        return Err(bad_enum(
+            "VkImageViewHandleInfoNVX.descriptorType",
+            "VkDescriptorType",
+            v.descriptor_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkImageViewAddressPropertiesNVX(v: &VkImageViewAddressPropertiesNVX) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineCreationFeedbackCreateInfo(v: &VkPipelineCreationFeedbackCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePresentBarrierFeaturesNV(v: &VkPhysicalDevicePresentBarrierFeaturesNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSurfaceCapabilitiesPresentBarrierNV(v: &VkSurfaceCapabilitiesPresentBarrierNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSwapchainPresentBarrierCreateInfoNV(v: &VkSwapchainPresentBarrierCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePerformanceQueryFeaturesKHR(
+    v: &VkPhysicalDevicePerformanceQueryFeaturesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePerformanceQueryPropertiesKHR(
+    v: &VkPhysicalDevicePerformanceQueryPropertiesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPerformanceCounterKHR(v: &VkPerformanceCounterKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPerformanceCounterUnitKHR(v.unit) {
+        return Err(bad_enum(
+            "VkPerformanceCounterKHR.unit",
+            "VkPerformanceCounterUnitKHR",
+            v.unit,
+        ));
+    }
+    if !ok_VkPerformanceCounterScopeKHR(v.scope) {
+        return Err(bad_enum(
+            "VkPerformanceCounterKHR.scope",
+            "VkPerformanceCounterScopeKHR",
+            v.scope,
+        ));
+    }
+    if !ok_VkPerformanceCounterStorageKHR(v.storage) {
+        return Err(bad_enum(
+            "VkPerformanceCounterKHR.storage",
+            "VkPerformanceCounterStorageKHR",
+            v.storage,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPerformanceCounterDescriptionKHR(v: &VkPerformanceCounterDescriptionKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkQueryPoolPerformanceCreateInfoKHR(v: &VkQueryPoolPerformanceCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAcquireProfilingLockInfoKHR(v: &VkAcquireProfilingLockInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPerformanceQuerySubmitInfoKHR(v: &VkPerformanceQuerySubmitInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkHeadlessSurfaceCreateInfoEXT(v: &VkHeadlessSurfaceCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceCoverageReductionModeFeaturesNV(
+    v: &VkPhysicalDeviceCoverageReductionModeFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineCoverageReductionStateCreateInfoNV(
+    v: &VkPipelineCoverageReductionStateCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCoverageReductionModeNV(v.coverage_reduction_mode) {
+        return Err(bad_enum(
+            "VkPipelineCoverageReductionStateCreateInfoNV.coverageReductionMode",
+            "VkCoverageReductionModeNV",
+            v.coverage_reduction_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkFramebufferMixedSamplesCombinationNV(v: &VkFramebufferMixedSamplesCombinationNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCoverageReductionModeNV(v.coverage_reduction_mode) {
+        return Err(bad_enum(
+            "VkFramebufferMixedSamplesCombinationNV.coverageReductionMode",
+            "VkCoverageReductionModeNV",
+            v.coverage_reduction_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL(
+    v: &VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPerformanceValueINTEL(v: &VkPerformanceValueINTEL) -> R {
+    if !ok_VkPerformanceValueTypeINTEL(v.ty) {
+        return Err(bad_enum(
+            "VkPerformanceValueINTEL.type",
+            "VkPerformanceValueTypeINTEL",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkInitializePerformanceApiInfoINTEL(v: &VkInitializePerformanceApiInfoINTEL) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkQueryPoolPerformanceQueryCreateInfoINTEL(
+    v: &VkQueryPoolPerformanceQueryCreateInfoINTEL,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkQueryPoolSamplingModeINTEL(v.performance_counters_sampling) {
+        return Err(bad_enum(
+            "VkQueryPoolPerformanceQueryCreateInfoINTEL.performanceCountersSampling",
+            "VkQueryPoolSamplingModeINTEL",
+            v.performance_counters_sampling,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPerformanceMarkerInfoINTEL(v: &VkPerformanceMarkerInfoINTEL) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPerformanceStreamMarkerInfoINTEL(v: &VkPerformanceStreamMarkerInfoINTEL) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPerformanceOverrideInfoINTEL(v: &VkPerformanceOverrideInfoINTEL) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPerformanceOverrideTypeINTEL(v.ty) {
+        return Err(bad_enum(
+            "VkPerformanceOverrideInfoINTEL.type",
+            "VkPerformanceOverrideTypeINTEL",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPerformanceConfigurationAcquireInfoINTEL(
+    v: &VkPerformanceConfigurationAcquireInfoINTEL,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPerformanceConfigurationTypeINTEL(v.ty) {
+        return Err(bad_enum(
+            "VkPerformanceConfigurationAcquireInfoINTEL.type",
+            "VkPerformanceConfigurationTypeINTEL",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderClockFeaturesKHR(v: &VkPhysicalDeviceShaderClockFeaturesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceIndexTypeUint8FeaturesEXT(v: &VkPhysicalDeviceIndexTypeUint8FeaturesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderSMBuiltinsPropertiesNV(
+    v: &VkPhysicalDeviceShaderSMBuiltinsPropertiesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderSMBuiltinsFeaturesNV(
+    v: &VkPhysicalDeviceShaderSMBuiltinsFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT(
+    v: &VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures(
+    v: &VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAttachmentReferenceStencilLayout(v: &VkAttachmentReferenceStencilLayout) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.stencil_layout) {
+        return Err(bad_enum(
+            "VkAttachmentReferenceStencilLayout.stencilLayout",
+            "VkImageLayout",
+            v.stencil_layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT(
+    v: &VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAttachmentDescriptionStencilLayout(v: &VkAttachmentDescriptionStencilLayout) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.stencil_initial_layout) {
+        return Err(bad_enum(
+            "VkAttachmentDescriptionStencilLayout.stencilInitialLayout",
+            "VkImageLayout",
+            v.stencil_initial_layout,
+        ));
+    }
+    if !ok_VkImageLayout(v.stencil_final_layout) {
+        return Err(bad_enum(
+            "VkAttachmentDescriptionStencilLayout.stencilFinalLayout",
+            "VkImageLayout",
+            v.stencil_final_layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(
+    v: &VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineInfoKHR(v: &VkPipelineInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineExecutablePropertiesKHR(v: &VkPipelineExecutablePropertiesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineExecutableInfoKHR(v: &VkPipelineExecutableInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineExecutableStatisticKHR(v: &VkPipelineExecutableStatisticKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPipelineExecutableStatisticFormatKHR(v.format) {
+        return Err(bad_enum(
+            "VkPipelineExecutableStatisticKHR.format",
+            "VkPipelineExecutableStatisticFormatKHR",
+            v.format,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPipelineExecutableInternalRepresentationKHR(
+    v: &VkPipelineExecutableInternalRepresentationKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures(
+    v: &VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT(
+    v: &VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceTexelBufferAlignmentProperties(
+    v: &VkPhysicalDeviceTexelBufferAlignmentProperties,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSubgroupSizeControlFeatures(
+    v: &VkPhysicalDeviceSubgroupSizeControlFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSubgroupSizeControlProperties(
+    v: &VkPhysicalDeviceSubgroupSizeControlProperties,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(
+    v: &VkPipelineShaderStageRequiredSubgroupSizeCreateInfo,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSubpassShadingPipelineCreateInfoHUAWEI(v: &VkSubpassShadingPipelineCreateInfoHUAWEI) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSubpassShadingPropertiesHUAWEI(
+    v: &VkPhysicalDeviceSubpassShadingPropertiesHUAWEI,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI(
+    v: &VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMemoryOpaqueCaptureAddressAllocateInfo(v: &VkMemoryOpaqueCaptureAddressAllocateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceMemoryOpaqueCaptureAddressInfo(v: &VkDeviceMemoryOpaqueCaptureAddressInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceLineRasterizationFeaturesEXT(
+    v: &VkPhysicalDeviceLineRasterizationFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceLineRasterizationPropertiesEXT(
+    v: &VkPhysicalDeviceLineRasterizationPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineRasterizationLineStateCreateInfoEXT(
+    v: &VkPipelineRasterizationLineStateCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkLineRasterizationModeEXT(v.line_rasterization_mode) {
+        return Err(bad_enum(
+            "VkPipelineRasterizationLineStateCreateInfoEXT.lineRasterizationMode",
+            "VkLineRasterizationModeEXT",
+            v.line_rasterization_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePipelineCreationCacheControlFeatures(
+    v: &VkPhysicalDevicePipelineCreationCacheControlFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVulkan11Features(v: &VkPhysicalDeviceVulkan11Features) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVulkan11Properties(v: &VkPhysicalDeviceVulkan11Properties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPointClippingBehavior(v.point_clipping_behavior) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceVulkan11Properties.pointClippingBehavior",
+            "VkPointClippingBehavior",
+            v.point_clipping_behavior,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVulkan12Features(v: &VkPhysicalDeviceVulkan12Features) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVulkan12Properties(v: &VkPhysicalDeviceVulkan12Properties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDriverId(v.driver_id) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceVulkan12Properties.driverID",
+            "VkDriverId",
+            v.driver_id,
+        ));
+    }
+    if !ok_VkShaderFloatControlsIndependence(v.denorm_behavior_independence) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceVulkan12Properties.denormBehaviorIndependence",
+            "VkShaderFloatControlsIndependence",
+            v.denorm_behavior_independence,
+        ));
+    }
+    if !ok_VkShaderFloatControlsIndependence(v.rounding_mode_independence) {
+        return Err(bad_enum(
+            "VkPhysicalDeviceVulkan12Properties.roundingModeIndependence",
+            "VkShaderFloatControlsIndependence",
+            v.rounding_mode_independence,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVulkan13Features(v: &VkPhysicalDeviceVulkan13Features) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVulkan13Properties(v: &VkPhysicalDeviceVulkan13Properties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineCompilerControlCreateInfoAMD(v: &VkPipelineCompilerControlCreateInfoAMD) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceCoherentMemoryFeaturesAMD(v: &VkPhysicalDeviceCoherentMemoryFeaturesAMD) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceToolProperties(v: &VkPhysicalDeviceToolProperties) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSamplerCustomBorderColorCreateInfoEXT(v: &VkSamplerCustomBorderColorCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkSamplerCustomBorderColorCreateInfoEXT.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceCustomBorderColorPropertiesEXT(
+    v: &VkPhysicalDeviceCustomBorderColorPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceCustomBorderColorFeaturesEXT(
+    v: &VkPhysicalDeviceCustomBorderColorFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSamplerBorderColorComponentMappingCreateInfoEXT(
+    v: &VkSamplerBorderColorComponentMappingCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    e_VkComponentMapping(&v.components)?;
+    Ok(())
+}
+fn e_VkPhysicalDeviceBorderColorSwizzleFeaturesEXT(
+    v: &VkPhysicalDeviceBorderColorSwizzleFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureGeometryTrianglesDataKHR(
+    v: &VkAccelerationStructureGeometryTrianglesDataKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.vertex_format) {
+        return Err(bad_enum(
+            "VkAccelerationStructureGeometryTrianglesDataKHR.vertexFormat",
+            "VkFormat",
+            v.vertex_format,
+        ));
+    }
+    if !ok_VkIndexType(v.index_type) {
+        return Err(bad_enum(
+            "VkAccelerationStructureGeometryTrianglesDataKHR.indexType",
+            "VkIndexType",
+            v.index_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureGeometryAabbsDataKHR(
+    v: &VkAccelerationStructureGeometryAabbsDataKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureGeometryInstancesDataKHR(
+    v: &VkAccelerationStructureGeometryInstancesDataKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureGeometryKHR(v: &VkAccelerationStructureGeometryKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkGeometryTypeKHR(v.geometry_type) {
+        return Err(bad_enum(
+            "VkAccelerationStructureGeometryKHR.geometryType",
+            "VkGeometryTypeKHR",
+            v.geometry_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureBuildGeometryInfoKHR(
+    v: &VkAccelerationStructureBuildGeometryInfoKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkAccelerationStructureTypeKHR(v.ty) {
+        return Err(bad_enum(
+            "VkAccelerationStructureBuildGeometryInfoKHR.type",
+            "VkAccelerationStructureTypeKHR",
+            v.ty,
+        ));
+    }
+    if let Some(x) = &v.p_geometries {
+        for y in x.iter() {
+            e_VkAccelerationStructureGeometryKHR(y)?;
+        }
+    }
+    if let Some(x) = &v.pp_geometries {
+        for y in x.iter().flatten() {
+            e_VkAccelerationStructureGeometryKHR(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureCreateInfoKHR(v: &VkAccelerationStructureCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkAccelerationStructureTypeKHR(v.ty) {
+        return Err(bad_enum(
+            "VkAccelerationStructureCreateInfoKHR.type",
+            "VkAccelerationStructureTypeKHR",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureDeviceAddressInfoKHR(
+    v: &VkAccelerationStructureDeviceAddressInfoKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureVersionInfoKHR(v: &VkAccelerationStructureVersionInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCopyAccelerationStructureInfoKHR(v: &VkCopyAccelerationStructureInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCopyAccelerationStructureModeKHR(v.mode) {
+        return Err(bad_enum(
+            "VkCopyAccelerationStructureInfoKHR.mode",
+            "VkCopyAccelerationStructureModeKHR",
+            v.mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkCopyAccelerationStructureToMemoryInfoKHR(
+    v: &VkCopyAccelerationStructureToMemoryInfoKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCopyAccelerationStructureModeKHR(v.mode) {
+        return Err(bad_enum(
+            "VkCopyAccelerationStructureToMemoryInfoKHR.mode",
+            "VkCopyAccelerationStructureModeKHR",
+            v.mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkCopyMemoryToAccelerationStructureInfoKHR(
+    v: &VkCopyMemoryToAccelerationStructureInfoKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCopyAccelerationStructureModeKHR(v.mode) {
+        return Err(bad_enum(
+            "VkCopyMemoryToAccelerationStructureInfoKHR.mode",
+            "VkCopyAccelerationStructureModeKHR",
+            v.mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkRayTracingPipelineInterfaceCreateInfoKHR(
+    v: &VkRayTracingPipelineInterfaceCreateInfoKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineLibraryCreateInfoKHR(v: &VkPipelineLibraryCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExtendedDynamicStateFeaturesEXT(
+    v: &VkPhysicalDeviceExtendedDynamicStateFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExtendedDynamicState2FeaturesEXT(
+    v: &VkPhysicalDeviceExtendedDynamicState2FeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExtendedDynamicState3FeaturesEXT(
+    v: &VkPhysicalDeviceExtendedDynamicState3FeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExtendedDynamicState3PropertiesEXT(
+    v: &VkPhysicalDeviceExtendedDynamicState3PropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkColorBlendEquationEXT(v: &VkColorBlendEquationEXT) -> R {
+    if !ok_VkBlendFactor(v.src_color_blend_factor) {
+        return Err(bad_enum(
+            "VkColorBlendEquationEXT.srcColorBlendFactor",
+            "VkBlendFactor",
+            v.src_color_blend_factor,
+        ));
+    }
+    if !ok_VkBlendFactor(v.dst_color_blend_factor) {
+        return Err(bad_enum(
+            "VkColorBlendEquationEXT.dstColorBlendFactor",
+            "VkBlendFactor",
+            v.dst_color_blend_factor,
+        ));
+    }
+    if !ok_VkBlendOp(v.color_blend_op) {
+        return Err(bad_enum(
+            "VkColorBlendEquationEXT.colorBlendOp",
+            "VkBlendOp",
+            v.color_blend_op,
+        ));
+    }
+    if !ok_VkBlendFactor(v.src_alpha_blend_factor) {
+        return Err(bad_enum(
+            "VkColorBlendEquationEXT.srcAlphaBlendFactor",
+            "VkBlendFactor",
+            v.src_alpha_blend_factor,
+        ));
+    }
+    if !ok_VkBlendFactor(v.dst_alpha_blend_factor) {
+        return Err(bad_enum(
+            "VkColorBlendEquationEXT.dstAlphaBlendFactor",
+            "VkBlendFactor",
+            v.dst_alpha_blend_factor,
+        ));
+    }
+    if !ok_VkBlendOp(v.alpha_blend_op) {
+        return Err(bad_enum(
+            "VkColorBlendEquationEXT.alphaBlendOp",
+            "VkBlendOp",
+            v.alpha_blend_op,
+        ));
+    }
+    Ok(())
+}
+fn e_VkColorBlendAdvancedEXT(v: &VkColorBlendAdvancedEXT) -> R {
+    if !ok_VkBlendOp(v.advanced_blend_op) {
+        return Err(bad_enum(
+            "VkColorBlendAdvancedEXT.advancedBlendOp",
+            "VkBlendOp",
+            v.advanced_blend_op,
+        ));
+    }
+    if !ok_VkBlendOverlapEXT(v.blend_overlap) {
+        return Err(bad_enum(
+            "VkColorBlendAdvancedEXT.blendOverlap",
+            "VkBlendOverlapEXT",
+            v.blend_overlap,
+        ));
+    }
+    Ok(())
+}
+fn e_VkRenderPassTransformBeginInfoQCOM(v: &VkRenderPassTransformBeginInfoQCOM) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCopyCommandTransformInfoQCOM(v: &VkCopyCommandTransformInfoQCOM) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCommandBufferInheritanceRenderPassTransformInfoQCOM(
+    v: &VkCommandBufferInheritanceRenderPassTransformInfoQCOM,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDiagnosticsConfigFeaturesNV(
+    v: &VkPhysicalDeviceDiagnosticsConfigFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceDiagnosticsConfigCreateInfoNV(v: &VkDeviceDiagnosticsConfigCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures(
+    v: &VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR(
+    v: &VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRobustness2FeaturesEXT(v: &VkPhysicalDeviceRobustness2FeaturesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRobustness2PropertiesEXT(v: &VkPhysicalDeviceRobustness2PropertiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImageRobustnessFeatures(v: &VkPhysicalDeviceImageRobustnessFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR(
+    v: &VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevice4444FormatsFeaturesEXT(v: &VkPhysicalDevice4444FormatsFeaturesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSubpassShadingFeaturesHUAWEI(
+    v: &VkPhysicalDeviceSubpassShadingFeaturesHUAWEI,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI(
+    v: &VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBufferCopy2(v: &VkBufferCopy2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageCopy2(v: &VkImageCopy2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageBlit2(v: &VkImageBlit2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBufferImageCopy2(v: &VkBufferImageCopy2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageResolve2(v: &VkImageResolve2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCopyBufferInfo2(v: &VkCopyBufferInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_regions {
+        for y in x.iter() {
+            e_VkBufferCopy2(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkCopyImageInfo2(v: &VkCopyImageInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.src_image_layout) {
+        return Err(bad_enum(
+            "VkCopyImageInfo2.srcImageLayout",
+            "VkImageLayout",
+            v.src_image_layout,
+        ));
+    }
+    if !ok_VkImageLayout(v.dst_image_layout) {
+        return Err(bad_enum(
+            "VkCopyImageInfo2.dstImageLayout",
+            "VkImageLayout",
+            v.dst_image_layout,
+        ));
+    }
+    if let Some(x) = &v.p_regions {
+        for y in x.iter() {
+            e_VkImageCopy2(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkBlitImageInfo2(v: &VkBlitImageInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.src_image_layout) {
+        return Err(bad_enum(
+            "VkBlitImageInfo2.srcImageLayout",
+            "VkImageLayout",
+            v.src_image_layout,
+        ));
+    }
+    if !ok_VkImageLayout(v.dst_image_layout) {
+        return Err(bad_enum(
+            "VkBlitImageInfo2.dstImageLayout",
+            "VkImageLayout",
+            v.dst_image_layout,
+        ));
+    }
+    if let Some(x) = &v.p_regions {
+        for y in x.iter() {
+            e_VkImageBlit2(y)?;
+        }
+    }
+    if !ok_VkFilter(v.filter) {
+        return Err(bad_enum("VkBlitImageInfo2.filter", "VkFilter", v.filter));
+    }
+    Ok(())
+}
+fn e_VkCopyBufferToImageInfo2(v: &VkCopyBufferToImageInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.dst_image_layout) {
+        return Err(bad_enum(
+            "VkCopyBufferToImageInfo2.dstImageLayout",
+            "VkImageLayout",
+            v.dst_image_layout,
+        ));
+    }
+    if let Some(x) = &v.p_regions {
+        for y in x.iter() {
+            e_VkBufferImageCopy2(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkCopyImageToBufferInfo2(v: &VkCopyImageToBufferInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.src_image_layout) {
+        return Err(bad_enum(
+            "VkCopyImageToBufferInfo2.srcImageLayout",
+            "VkImageLayout",
+            v.src_image_layout,
+        ));
+    }
+    if let Some(x) = &v.p_regions {
+        for y in x.iter() {
+            e_VkBufferImageCopy2(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkResolveImageInfo2(v: &VkResolveImageInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.src_image_layout) {
+        return Err(bad_enum(
+            "VkResolveImageInfo2.srcImageLayout",
+            "VkImageLayout",
+            v.src_image_layout,
+        ));
+    }
+    if !ok_VkImageLayout(v.dst_image_layout) {
+        return Err(bad_enum(
+            "VkResolveImageInfo2.dstImageLayout",
+            "VkImageLayout",
+            v.dst_image_layout,
+        ));
+    }
+    if let Some(x) = &v.p_regions {
+        for y in x.iter() {
+            e_VkImageResolve2(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT(
+    v: &VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkFragmentShadingRateAttachmentInfoKHR(v: &VkFragmentShadingRateAttachmentInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_fragment_shading_rate_attachment {
+        e_VkAttachmentReference2(x)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineFragmentShadingRateStateCreateInfoKHR(
+    v: &VkPipelineFragmentShadingRateStateCreateInfoKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentShadingRateFeaturesKHR(
+    v: &VkPhysicalDeviceFragmentShadingRateFeaturesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentShadingRatePropertiesKHR(
+    v: &VkPhysicalDeviceFragmentShadingRatePropertiesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentShadingRateKHR(v: &VkPhysicalDeviceFragmentShadingRateKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderTerminateInvocationFeatures(
+    v: &VkPhysicalDeviceShaderTerminateInvocationFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV(
+    v: &VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV(
+    v: &VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineFragmentShadingRateEnumStateCreateInfoNV(
+    v: &VkPipelineFragmentShadingRateEnumStateCreateInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureBuildSizesInfoKHR(v: &VkAccelerationStructureBuildSizesInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImage2DViewOf3DFeaturesEXT(
+    v: &VkPhysicalDeviceImage2DViewOf3DFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT(
+    v: &VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMutableDescriptorTypeListEXT(v: &VkMutableDescriptorTypeListEXT) -> R {
+    if let Some(x) = &v.p_descriptor_types {
+        for &y in x.iter() {
+            if !ok_VkDescriptorType(y) {
+                return Err(bad_enum(
+                    "VkMutableDescriptorTypeListEXT.pDescriptorTypes",
+                    "VkDescriptorType",
+                    y,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn e_VkMutableDescriptorTypeCreateInfoEXT(v: &VkMutableDescriptorTypeCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_mutable_descriptor_type_lists {
+        for y in x.iter() {
+            e_VkMutableDescriptorTypeListEXT(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDepthClipControlFeaturesEXT(
+    v: &VkPhysicalDeviceDepthClipControlFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineViewportDepthClipControlCreateInfoEXT(
+    v: &VkPipelineViewportDepthClipControlCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT(
+    v: &VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceExternalMemoryRDMAFeaturesNV(
+    v: &VkPhysicalDeviceExternalMemoryRDMAFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVertexInputBindingDescription2EXT(v: &VkVertexInputBindingDescription2EXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkVertexInputRate(v.input_rate) {
+        return Err(bad_enum(
+            "VkVertexInputBindingDescription2EXT.inputRate",
+            "VkVertexInputRate",
+            v.input_rate,
+        ));
+    }
+    Ok(())
+}
+fn e_VkVertexInputAttributeDescription2EXT(v: &VkVertexInputAttributeDescription2EXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkVertexInputAttributeDescription2EXT.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceColorWriteEnableFeaturesEXT(
+    v: &VkPhysicalDeviceColorWriteEnableFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineColorWriteCreateInfoEXT(v: &VkPipelineColorWriteCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMemoryBarrier2(v: &VkMemoryBarrier2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageMemoryBarrier2(v: &VkImageMemoryBarrier2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.old_layout) {
+        return Err(bad_enum(
+            "VkImageMemoryBarrier2.oldLayout",
+            "VkImageLayout",
+            v.old_layout,
+        ));
+    }
+    if !ok_VkImageLayout(v.new_layout) {
+        return Err(bad_enum(
+            "VkImageMemoryBarrier2.newLayout",
+            "VkImageLayout",
+            v.new_layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkBufferMemoryBarrier2(v: &VkBufferMemoryBarrier2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDependencyInfo(v: &VkDependencyInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_memory_barriers {
+        for y in x.iter() {
+            e_VkMemoryBarrier2(y)?;
+        }
+    }
+    if let Some(x) = &v.p_buffer_memory_barriers {
+        for y in x.iter() {
+            e_VkBufferMemoryBarrier2(y)?;
+        }
+    }
+    if let Some(x) = &v.p_image_memory_barriers {
+        for y in x.iter() {
+            e_VkImageMemoryBarrier2(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkSemaphoreSubmitInfo(v: &VkSemaphoreSubmitInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCommandBufferSubmitInfo(v: &VkCommandBufferSubmitInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSubmitInfo2(v: &VkSubmitInfo2) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_wait_semaphore_infos {
+        for y in x.iter() {
+            e_VkSemaphoreSubmitInfo(y)?;
+        }
+    }
+    if let Some(x) = &v.p_command_buffer_infos {
+        for y in x.iter() {
+            e_VkCommandBufferSubmitInfo(y)?;
+        }
+    }
+    if let Some(x) = &v.p_signal_semaphore_infos {
+        for y in x.iter() {
+            e_VkSemaphoreSubmitInfo(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkQueueFamilyCheckpointProperties2NV(v: &VkQueueFamilyCheckpointProperties2NV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCheckpointData2NV(v: &VkCheckpointData2NV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSynchronization2Features(v: &VkPhysicalDeviceSynchronization2Features) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT(
+    v: &VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceLegacyDitheringFeaturesEXT(
+    v: &VkPhysicalDeviceLegacyDitheringFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT(
+    v: &VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSubpassResolvePerformanceQueryEXT(v: &VkSubpassResolvePerformanceQueryEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMultisampledRenderToSingleSampledInfoEXT(
+    v: &VkMultisampledRenderToSingleSampledInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePipelineProtectedAccessFeaturesEXT(
+    v: &VkPhysicalDevicePipelineProtectedAccessFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkQueueFamilyVideoPropertiesKHR(v: &VkQueueFamilyVideoPropertiesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkQueueFamilyQueryResultStatusPropertiesKHR(
+    v: &VkQueueFamilyQueryResultStatusPropertiesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoProfileListInfoKHR(v: &VkVideoProfileListInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_profiles {
+        for y in x.iter() {
+            e_VkVideoProfileInfoKHR(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceVideoFormatInfoKHR(v: &VkPhysicalDeviceVideoFormatInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoFormatPropertiesKHR(v: &VkVideoFormatPropertiesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkVideoFormatPropertiesKHR.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    e_VkComponentMapping(&v.component_mapping)?;
+    if !ok_VkImageType(v.image_type) {
+        return Err(bad_enum(
+            "VkVideoFormatPropertiesKHR.imageType",
+            "VkImageType",
+            v.image_type,
+        ));
+    }
+    if !ok_VkImageTiling(v.image_tiling) {
+        return Err(bad_enum(
+            "VkVideoFormatPropertiesKHR.imageTiling",
+            "VkImageTiling",
+            v.image_tiling,
+        ));
+    }
+    Ok(())
+}
+fn e_VkVideoProfileInfoKHR(v: &VkVideoProfileInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoCapabilitiesKHR(v: &VkVideoCapabilitiesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoSessionMemoryRequirementsKHR(v: &VkVideoSessionMemoryRequirementsKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkBindVideoSessionMemoryInfoKHR(v: &VkBindVideoSessionMemoryInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoPictureResourceInfoKHR(v: &VkVideoPictureResourceInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoReferenceSlotInfoKHR(v: &VkVideoReferenceSlotInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_picture_resource {
+        e_VkVideoPictureResourceInfoKHR(x)?;
+    }
+    Ok(())
+}
+fn e_VkVideoDecodeCapabilitiesKHR(v: &VkVideoDecodeCapabilitiesKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoDecodeUsageInfoKHR(v: &VkVideoDecodeUsageInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoDecodeInfoKHR(v: &VkVideoDecodeInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    e_VkVideoPictureResourceInfoKHR(&v.dst_picture_resource)?;
+    if let Some(x) = &v.p_setup_reference_slot {
+        e_VkVideoReferenceSlotInfoKHR(x)?;
+    }
+    if let Some(x) = &v.p_reference_slots {
+        for y in x.iter() {
+            e_VkVideoReferenceSlotInfoKHR(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkVideoSessionCreateInfoKHR(v: &VkVideoSessionCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_video_profile {
+        e_VkVideoProfileInfoKHR(x)?;
+    }
+    if !ok_VkFormat(v.picture_format) {
+        return Err(bad_enum(
+            "VkVideoSessionCreateInfoKHR.pictureFormat",
+            "VkFormat",
+            v.picture_format,
+        ));
+    }
+    if !ok_VkFormat(v.reference_picture_format) {
+        return Err(bad_enum(
+            "VkVideoSessionCreateInfoKHR.referencePictureFormat",
+            "VkFormat",
+            v.reference_picture_format,
+        ));
+    }
+    Ok(())
+}
+fn e_VkVideoSessionParametersCreateInfoKHR(v: &VkVideoSessionParametersCreateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoSessionParametersUpdateInfoKHR(v: &VkVideoSessionParametersUpdateInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoBeginCodingInfoKHR(v: &VkVideoBeginCodingInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_reference_slots {
+        for y in x.iter() {
+            e_VkVideoReferenceSlotInfoKHR(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkVideoEndCodingInfoKHR(v: &VkVideoEndCodingInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkVideoCodingControlInfoKHR(v: &VkVideoCodingControlInfoKHR) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceInheritedViewportScissorFeaturesNV(
+    v: &VkPhysicalDeviceInheritedViewportScissorFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCommandBufferInheritanceViewportScissorInfoNV(
+    v: &VkCommandBufferInheritanceViewportScissorInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT(
+    v: &VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceProvokingVertexFeaturesEXT(
+    v: &VkPhysicalDeviceProvokingVertexFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceProvokingVertexPropertiesEXT(
+    v: &VkPhysicalDeviceProvokingVertexPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineRasterizationProvokingVertexStateCreateInfoEXT(
+    v: &VkPipelineRasterizationProvokingVertexStateCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkProvokingVertexModeEXT(v.provoking_vertex_mode) {
+        return Err(bad_enum(
+            "VkPipelineRasterizationProvokingVertexStateCreateInfoEXT.provokingVertexMode",
+            "VkProvokingVertexModeEXT",
+            v.provoking_vertex_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkCuModuleCreateInfoNVX(v: &VkCuModuleCreateInfoNVX) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCuFunctionCreateInfoNVX(v: &VkCuFunctionCreateInfoNVX) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDescriptorBufferFeaturesEXT(
+    v: &VkPhysicalDeviceDescriptorBufferFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDescriptorBufferPropertiesEXT(
+    v: &VkPhysicalDeviceDescriptorBufferPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT(
+    v: &VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorAddressInfoEXT(v: &VkDescriptorAddressInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkDescriptorAddressInfoEXT.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDescriptorBufferBindingInfoEXT(v: &VkDescriptorBufferBindingInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(
+    v: &VkDescriptorBufferBindingPushDescriptorBufferHandleEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorGetInfoEXT(v: &VkDescriptorGetInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDescriptorType(v.ty) {
+        return Err(bad_enum(
+            "VkDescriptorGetInfoEXT.type",
+            "VkDescriptorType",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkBufferCaptureDescriptorDataInfoEXT(v: &VkBufferCaptureDescriptorDataInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageCaptureDescriptorDataInfoEXT(v: &VkImageCaptureDescriptorDataInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageViewCaptureDescriptorDataInfoEXT(v: &VkImageViewCaptureDescriptorDataInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSamplerCaptureDescriptorDataInfoEXT(v: &VkSamplerCaptureDescriptorDataInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureCaptureDescriptorDataInfoEXT(
+    v: &VkAccelerationStructureCaptureDescriptorDataInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkOpaqueCaptureDescriptorDataCreateInfoEXT(
+    v: &VkOpaqueCaptureDescriptorDataCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderIntegerDotProductFeatures(
+    v: &VkPhysicalDeviceShaderIntegerDotProductFeatures,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderIntegerDotProductProperties(
+    v: &VkPhysicalDeviceShaderIntegerDotProductProperties,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDrmPropertiesEXT(v: &VkPhysicalDeviceDrmPropertiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR(
+    v: &VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR(
+    v: &VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRayTracingMotionBlurFeaturesNV(
+    v: &VkPhysicalDeviceRayTracingMotionBlurFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureGeometryMotionTrianglesDataNV(
+    v: &VkAccelerationStructureGeometryMotionTrianglesDataNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureMotionInfoNV(v: &VkAccelerationStructureMotionInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureMotionInstanceNV(v: &VkAccelerationStructureMotionInstanceNV) -> R {
+    if !ok_VkAccelerationStructureMotionInstanceTypeNV(v.ty) {
+        return Err(bad_enum(
+            "VkAccelerationStructureMotionInstanceNV.type",
+            "VkAccelerationStructureMotionInstanceTypeNV",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkMemoryGetRemoteAddressInfoNV(v: &VkMemoryGetRemoteAddressInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT(
+    v: &VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkFormatProperties3(v: &VkFormatProperties3) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDrmFormatModifierPropertiesList2EXT(v: &VkDrmFormatModifierPropertiesList2EXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineRenderingCreateInfo(v: &VkPipelineRenderingCreateInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkRenderingInfo(v: &VkRenderingInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_color_attachments {
+        for y in x.iter() {
+            e_VkRenderingAttachmentInfo(y)?;
+        }
+    }
+    if let Some(x) = &v.p_depth_attachment {
+        e_VkRenderingAttachmentInfo(x)?;
+    }
+    if let Some(x) = &v.p_stencil_attachment {
+        e_VkRenderingAttachmentInfo(x)?;
+    }
+    Ok(())
+}
+fn e_VkRenderingAttachmentInfo(v: &VkRenderingAttachmentInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.image_layout) {
+        return Err(bad_enum(
+            "VkRenderingAttachmentInfo.imageLayout",
+            "VkImageLayout",
+            v.image_layout,
+        ));
+    }
+    if !ok_VkImageLayout(v.resolve_image_layout) {
+        return Err(bad_enum(
+            "VkRenderingAttachmentInfo.resolveImageLayout",
+            "VkImageLayout",
+            v.resolve_image_layout,
+        ));
+    }
+    if !ok_VkAttachmentLoadOp(v.load_op) {
+        return Err(bad_enum(
+            "VkRenderingAttachmentInfo.loadOp",
+            "VkAttachmentLoadOp",
+            v.load_op,
+        ));
+    }
+    if !ok_VkAttachmentStoreOp(v.store_op) {
+        return Err(bad_enum(
+            "VkRenderingAttachmentInfo.storeOp",
+            "VkAttachmentStoreOp",
+            v.store_op,
+        ));
+    }
+    Ok(())
+}
+fn e_VkRenderingFragmentShadingRateAttachmentInfoKHR(
+    v: &VkRenderingFragmentShadingRateAttachmentInfoKHR,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.image_layout) {
+        return Err(bad_enum(
+            "VkRenderingFragmentShadingRateAttachmentInfoKHR.imageLayout",
+            "VkImageLayout",
+            v.image_layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkRenderingFragmentDensityMapAttachmentInfoEXT(
+    v: &VkRenderingFragmentDensityMapAttachmentInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkImageLayout(v.image_layout) {
+        return Err(bad_enum(
+            "VkRenderingFragmentDensityMapAttachmentInfoEXT.imageLayout",
+            "VkImageLayout",
+            v.image_layout,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDynamicRenderingFeatures(v: &VkPhysicalDeviceDynamicRenderingFeatures) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCommandBufferInheritanceRenderingInfo(v: &VkCommandBufferInheritanceRenderingInfo) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_color_attachment_formats {
+        for &y in x.iter() {
+            if !ok_VkFormat(y) {
+                return Err(bad_enum(
+                    "VkCommandBufferInheritanceRenderingInfo.pColorAttachmentFormats",
+                    "VkFormat",
+                    y,
+                ));
+            }
+        }
+    }
+    if !ok_VkFormat(v.depth_attachment_format) {
+        return Err(bad_enum(
+            "VkCommandBufferInheritanceRenderingInfo.depthAttachmentFormat",
+            "VkFormat",
+            v.depth_attachment_format,
+        ));
+    }
+    if !ok_VkFormat(v.stencil_attachment_format) {
+        return Err(bad_enum(
+            "VkCommandBufferInheritanceRenderingInfo.stencilAttachmentFormat",
+            "VkFormat",
+            v.stencil_attachment_format,
+        ));
+    }
+    Ok(())
+}
+fn e_VkAttachmentSampleCountInfoAMD(v: &VkAttachmentSampleCountInfoAMD) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMultiviewPerViewAttributesInfoNVX(v: &VkMultiviewPerViewAttributesInfoNVX) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImageViewMinLodFeaturesEXT(
+    v: &VkPhysicalDeviceImageViewMinLodFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageViewMinLodCreateInfoEXT(v: &VkImageViewMinLodCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT(
+    v: &VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceLinearColorAttachmentFeaturesNV(
+    v: &VkPhysicalDeviceLinearColorAttachmentFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT(
+    v: &VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT(
+    v: &VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkGraphicsPipelineLibraryCreateInfoEXT(v: &VkGraphicsPipelineLibraryCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE(
+    v: &VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorSetBindingReferenceVALVE(v: &VkDescriptorSetBindingReferenceVALVE) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDescriptorSetLayoutHostMappingInfoVALVE(v: &VkDescriptorSetLayoutHostMappingInfoVALVE) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT(
+    v: &VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT(
+    v: &VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineShaderStageModuleIdentifierCreateInfoEXT(
+    v: &VkPipelineShaderStageModuleIdentifierCreateInfoEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkShaderModuleIdentifierEXT(v: &VkShaderModuleIdentifierEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageCompressionControlEXT(v: &VkImageCompressionControlEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImageCompressionControlFeaturesEXT(
+    v: &VkPhysicalDeviceImageCompressionControlFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageCompressionPropertiesEXT(v: &VkImageCompressionPropertiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT(
+    v: &VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkImageSubresource2EXT(v: &VkImageSubresource2EXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSubresourceLayout2EXT(v: &VkSubresourceLayout2EXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkRenderPassCreationControlEXT(v: &VkRenderPassCreationControlEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkRenderPassCreationFeedbackCreateInfoEXT(v: &VkRenderPassCreationFeedbackCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkRenderPassSubpassFeedbackInfoEXT(v: &VkRenderPassSubpassFeedbackInfoEXT) -> R {
+    if !ok_VkSubpassMergeStatusEXT(v.subpass_merge_status) {
+        return Err(bad_enum(
+            "VkRenderPassSubpassFeedbackInfoEXT.subpassMergeStatus",
+            "VkSubpassMergeStatusEXT",
+            v.subpass_merge_status,
+        ));
+    }
+    Ok(())
+}
+fn e_VkRenderPassSubpassFeedbackCreateInfoEXT(v: &VkRenderPassSubpassFeedbackCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT(
+    v: &VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkMicromapBuildInfoEXT(v: &VkMicromapBuildInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkMicromapTypeEXT(v.ty) {
+        return Err(bad_enum(
+            "VkMicromapBuildInfoEXT.type",
+            "VkMicromapTypeEXT",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkMicromapCreateInfoEXT(v: &VkMicromapCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkMicromapTypeEXT(v.ty) {
+        return Err(bad_enum(
+            "VkMicromapCreateInfoEXT.type",
+            "VkMicromapTypeEXT",
+            v.ty,
+        ));
+    }
+    Ok(())
+}
+fn e_VkMicromapVersionInfoEXT(v: &VkMicromapVersionInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkCopyMicromapInfoEXT(v: &VkCopyMicromapInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCopyMicromapModeEXT(v.mode) {
+        return Err(bad_enum(
+            "VkCopyMicromapInfoEXT.mode",
+            "VkCopyMicromapModeEXT",
+            v.mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkCopyMicromapToMemoryInfoEXT(v: &VkCopyMicromapToMemoryInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCopyMicromapModeEXT(v.mode) {
+        return Err(bad_enum(
+            "VkCopyMicromapToMemoryInfoEXT.mode",
+            "VkCopyMicromapModeEXT",
+            v.mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkCopyMemoryToMicromapInfoEXT(v: &VkCopyMemoryToMicromapInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkCopyMicromapModeEXT(v.mode) {
+        return Err(bad_enum(
+            "VkCopyMemoryToMicromapInfoEXT.mode",
+            "VkCopyMicromapModeEXT",
+            v.mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkMicromapBuildSizesInfoEXT(v: &VkMicromapBuildSizesInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceOpacityMicromapFeaturesEXT(
+    v: &VkPhysicalDeviceOpacityMicromapFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceOpacityMicromapPropertiesEXT(
+    v: &VkPhysicalDeviceOpacityMicromapPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAccelerationStructureTrianglesOpacityMicromapEXT(
+    v: &VkAccelerationStructureTrianglesOpacityMicromapEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkIndexType(v.index_type) {
+        return Err(bad_enum(
+            "VkAccelerationStructureTrianglesOpacityMicromapEXT.indexType",
+            "VkIndexType",
+            v.index_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPipelinePropertiesIdentifierEXT(v: &VkPipelinePropertiesIdentifierEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePipelinePropertiesFeaturesEXT(
+    v: &VkPhysicalDevicePipelinePropertiesFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD(
+    v: &VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT(
+    v: &VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePipelineRobustnessFeaturesEXT(
+    v: &VkPhysicalDevicePipelineRobustnessFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPipelineRobustnessCreateInfoEXT(v: &VkPipelineRobustnessCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPipelineRobustnessBufferBehaviorEXT(v.storage_buffers) {
+        return Err(bad_enum(
+            "VkPipelineRobustnessCreateInfoEXT.storageBuffers",
+            "VkPipelineRobustnessBufferBehaviorEXT",
+            v.storage_buffers,
+        ));
+    }
+    if !ok_VkPipelineRobustnessBufferBehaviorEXT(v.uniform_buffers) {
+        return Err(bad_enum(
+            "VkPipelineRobustnessCreateInfoEXT.uniformBuffers",
+            "VkPipelineRobustnessBufferBehaviorEXT",
+            v.uniform_buffers,
+        ));
+    }
+    if !ok_VkPipelineRobustnessBufferBehaviorEXT(v.vertex_inputs) {
+        return Err(bad_enum(
+            "VkPipelineRobustnessCreateInfoEXT.vertexInputs",
+            "VkPipelineRobustnessBufferBehaviorEXT",
+            v.vertex_inputs,
+        ));
+    }
+    if !ok_VkPipelineRobustnessImageBehaviorEXT(v.images) {
+        return Err(bad_enum(
+            "VkPipelineRobustnessCreateInfoEXT.images",
+            "VkPipelineRobustnessImageBehaviorEXT",
+            v.images,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDevicePipelineRobustnessPropertiesEXT(
+    v: &VkPhysicalDevicePipelineRobustnessPropertiesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPipelineRobustnessBufferBehaviorEXT(v.default_robustness_storage_buffers) {
+        return Err(bad_enum(
+            "VkPhysicalDevicePipelineRobustnessPropertiesEXT.defaultRobustnessStorageBuffers",
+            "VkPipelineRobustnessBufferBehaviorEXT",
+            v.default_robustness_storage_buffers,
+        ));
+    }
+    if !ok_VkPipelineRobustnessBufferBehaviorEXT(v.default_robustness_uniform_buffers) {
+        return Err(bad_enum(
+            "VkPhysicalDevicePipelineRobustnessPropertiesEXT.defaultRobustnessUniformBuffers",
+            "VkPipelineRobustnessBufferBehaviorEXT",
+            v.default_robustness_uniform_buffers,
+        ));
+    }
+    if !ok_VkPipelineRobustnessBufferBehaviorEXT(v.default_robustness_vertex_inputs) {
+        return Err(bad_enum(
+            "VkPhysicalDevicePipelineRobustnessPropertiesEXT.defaultRobustnessVertexInputs",
+            "VkPipelineRobustnessBufferBehaviorEXT",
+            v.default_robustness_vertex_inputs,
+        ));
+    }
+    if !ok_VkPipelineRobustnessImageBehaviorEXT(v.default_robustness_images) {
+        return Err(bad_enum(
+            "VkPhysicalDevicePipelineRobustnessPropertiesEXT.defaultRobustnessImages",
+            "VkPipelineRobustnessImageBehaviorEXT",
+            v.default_robustness_images,
+        ));
+    }
+    Ok(())
+}
+fn e_VkImageViewSampleWeightCreateInfoQCOM(v: &VkImageViewSampleWeightCreateInfoQCOM) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImageProcessingFeaturesQCOM(
+    v: &VkPhysicalDeviceImageProcessingFeaturesQCOM,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceImageProcessingPropertiesQCOM(
+    v: &VkPhysicalDeviceImageProcessingPropertiesQCOM,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceTilePropertiesFeaturesQCOM(
+    v: &VkPhysicalDeviceTilePropertiesFeaturesQCOM,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkTilePropertiesQCOM(v: &VkTilePropertiesQCOM) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceAmigoProfilingFeaturesSEC(v: &VkPhysicalDeviceAmigoProfilingFeaturesSEC) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkAmigoProfilingSubmitInfoSEC(v: &VkAmigoProfilingSubmitInfoSEC) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT(
+    v: &VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceDepthClampZeroOneFeaturesEXT(
+    v: &VkPhysicalDeviceDepthClampZeroOneFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceAddressBindingReportFeaturesEXT(
+    v: &VkPhysicalDeviceAddressBindingReportFeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceAddressBindingCallbackDataEXT(v: &VkDeviceAddressBindingCallbackDataEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDeviceAddressBindingTypeEXT(v.binding_type) {
+        return Err(bad_enum(
+            "VkDeviceAddressBindingCallbackDataEXT.bindingType",
+            "VkDeviceAddressBindingTypeEXT",
+            v.binding_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceOpticalFlowFeaturesNV(v: &VkPhysicalDeviceOpticalFlowFeaturesNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceOpticalFlowPropertiesNV(v: &VkPhysicalDeviceOpticalFlowPropertiesNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkOpticalFlowImageFormatInfoNV(v: &VkOpticalFlowImageFormatInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkOpticalFlowImageFormatPropertiesNV(v: &VkOpticalFlowImageFormatPropertiesNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.format) {
+        return Err(bad_enum(
+            "VkOpticalFlowImageFormatPropertiesNV.format",
+            "VkFormat",
+            v.format,
+        ));
+    }
+    Ok(())
+}
+fn e_VkOpticalFlowSessionCreateInfoNV(v: &VkOpticalFlowSessionCreateInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkFormat(v.image_format) {
+        return Err(bad_enum(
+            "VkOpticalFlowSessionCreateInfoNV.imageFormat",
+            "VkFormat",
+            v.image_format,
+        ));
+    }
+    if !ok_VkFormat(v.flow_vector_format) {
+        return Err(bad_enum(
+            "VkOpticalFlowSessionCreateInfoNV.flowVectorFormat",
+            "VkFormat",
+            v.flow_vector_format,
+        ));
+    }
+    if v.cost_format != 0 && !ok_VkFormat(v.cost_format) {
+        return Err(bad_enum(
+            "VkOpticalFlowSessionCreateInfoNV.costFormat",
+            "VkFormat",
+            v.cost_format,
+        ));
+    }
+    if v.performance_level != 0 && !ok_VkOpticalFlowPerformanceLevelNV(v.performance_level) {
+        return Err(bad_enum(
+            "VkOpticalFlowSessionCreateInfoNV.performanceLevel",
+            "VkOpticalFlowPerformanceLevelNV",
+            v.performance_level,
+        ));
+    }
+    Ok(())
+}
+fn e_VkOpticalFlowSessionCreatePrivateDataInfoNV(
+    v: &VkOpticalFlowSessionCreatePrivateDataInfoNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkOpticalFlowExecuteInfoNV(v: &VkOpticalFlowExecuteInfoNV) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceFaultFeaturesEXT(v: &VkPhysicalDeviceFaultFeaturesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceFaultAddressInfoEXT(v: &VkDeviceFaultAddressInfoEXT) -> R {
+    if !ok_VkDeviceFaultAddressTypeEXT(v.address_type) {
+        return Err(bad_enum(
+            "VkDeviceFaultAddressInfoEXT.addressType",
+            "VkDeviceFaultAddressTypeEXT",
+            v.address_type,
+        ));
+    }
+    Ok(())
+}
+fn e_VkDeviceFaultCountsEXT(v: &VkDeviceFaultCountsEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceFaultInfoEXT(v: &VkDeviceFaultInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDeviceFaultVendorBinaryHeaderVersionOneEXT(
+    v: &VkDeviceFaultVendorBinaryHeaderVersionOneEXT,
+) -> R {
+    if !ok_VkDeviceFaultVendorBinaryHeaderVersionEXT(v.header_version) {
+        return Err(bad_enum(
+            "VkDeviceFaultVendorBinaryHeaderVersionOneEXT.headerVersion",
+            "VkDeviceFaultVendorBinaryHeaderVersionEXT",
+            v.header_version,
+        ));
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM(
+    v: &VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM(
+    v: &VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSurfacePresentModeEXT(v: &VkSurfacePresentModeEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkPresentModeKHR(v.present_mode) {
+        return Err(bad_enum(
+            "VkSurfacePresentModeEXT.presentMode",
+            "VkPresentModeKHR",
+            v.present_mode,
+        ));
+    }
+    Ok(())
+}
+fn e_VkSurfacePresentScalingCapabilitiesEXT(v: &VkSurfacePresentScalingCapabilitiesEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSurfacePresentModeCompatibilityEXT(v: &VkSurfacePresentModeCompatibilityEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT(
+    v: &VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSwapchainPresentFenceInfoEXT(v: &VkSwapchainPresentFenceInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkSwapchainPresentModesCreateInfoEXT(v: &VkSwapchainPresentModesCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_present_modes {
+        for &y in x.iter() {
+            if !ok_VkPresentModeKHR(y) {
+                return Err(bad_enum(
+                    "VkSwapchainPresentModesCreateInfoEXT.pPresentModes",
+                    "VkPresentModeKHR",
+                    y,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn e_VkSwapchainPresentModeInfoEXT(v: &VkSwapchainPresentModeInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if let Some(x) = &v.p_present_modes {
+        for &y in x.iter() {
+            if !ok_VkPresentModeKHR(y) {
+                return Err(bad_enum(
+                    "VkSwapchainPresentModeInfoEXT.pPresentModes",
+                    "VkPresentModeKHR",
+                    y,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+fn e_VkSwapchainPresentScalingCreateInfoEXT(v: &VkSwapchainPresentScalingCreateInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkReleaseSwapchainImagesInfoEXT(v: &VkReleaseSwapchainImagesInfoEXT) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV(
+    v: &VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV(
+    v: &VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkRayTracingInvocationReorderModeNV(v.ray_tracing_invocation_reorder_reordering_hint) {
+        return Err(bad_enum("VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV.rayTracingInvocationReorderReorderingHint", "VkRayTracingInvocationReorderModeNV", v.ray_tracing_invocation_reorder_reordering_hint));
+    }
+    Ok(())
+}
+fn e_VkDirectDriverLoadingInfoLUNARG(v: &VkDirectDriverLoadingInfoLUNARG) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
+fn e_VkDirectDriverLoadingListLUNARG(v: &VkDirectDriverLoadingListLUNARG) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    if !ok_VkDirectDriverLoadingModeLUNARG(v.mode) {
+        return Err(bad_enum(
+            "VkDirectDriverLoadingListLUNARG.mode",
+            "VkDirectDriverLoadingModeLUNARG",
+            v.mode,
+        ));
+    }
+    if let Some(x) = &v.p_drivers {
+        for y in x.iter() {
+            e_VkDirectDriverLoadingInfoLUNARG(y)?;
+        }
+    }
+    Ok(())
+}
+fn e_VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(
+    v: &VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM,
+) -> R {
+    if !v.p_next.is_empty() {
+        e_chain(&v.p_next)?;
+    }
+    Ok(())
+}
 fn h_chain<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(c: &[PNext], f: &mut F, out: bool) {
     for e in c {
         match e {
@@ -9566,6 +17416,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkInstanceCreateInfo(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkInstanceCreateInfo(x)?;
+            }
             if let Some(x) = &p.p_instance {
                 if *x != 0 {
                     f(vk::ObjectType::INSTANCE, *x, true);
@@ -9611,6 +17464,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.physical_device == 0 {
                 return Err("physicalDevice is VK_NULL_HANDLE".into());
             }
+            if !ok_VkFormat(p.format) {
+                return Err(bad_enum("format", "VkFormat", p.format));
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -9618,6 +17474,15 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkGetPhysicalDeviceImageFormatProperties(p) => {
             if p.physical_device == 0 {
                 return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkFormat(p.format) {
+                return Err(bad_enum("format", "VkFormat", p.format));
+            }
+            if !ok_VkImageType(p.ty) {
+                return Err(bad_enum("type", "VkImageType", p.ty));
+            }
+            if !ok_VkImageTiling(p.tiling) {
+                return Err(bad_enum("tiling", "VkImageTiling", p.tiling));
             }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
@@ -9673,6 +17538,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkDeviceCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkDeviceCreateInfo(x)?;
             }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
@@ -9765,6 +17633,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkSubmitInfo(y)?;
                 }
             }
+            if let Some(x) = &p.p_submits {
+                for y in x.iter() {
+                    e_VkSubmitInfo(y)?;
+                }
+            }
             if *&p.queue != 0 {
                 f(vk::ObjectType::QUEUE, *&p.queue, false);
             }
@@ -9799,6 +17672,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_allocate_info {
                 c_VkMemoryAllocateInfo(x)?;
+            }
+            if let Some(x) = &p.p_allocate_info {
+                e_VkMemoryAllocateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -9864,6 +17740,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkMappedMemoryRange(y)?;
                 }
             }
+            if let Some(x) = &p.p_memory_ranges {
+                for y in x.iter() {
+                    e_VkMappedMemoryRange(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -9887,6 +17768,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_memory_ranges {
                 for y in x.iter() {
                     c_VkMappedMemoryRange(y)?;
+                }
+            }
+            if let Some(x) = &p.p_memory_ranges {
+                for y in x.iter() {
+                    e_VkMappedMemoryRange(y)?;
                 }
             }
             if *&p.device != 0 {
@@ -10013,6 +17899,15 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pProperties",
                 false,
             )?;
+            if !ok_VkFormat(p.format) {
+                return Err(bad_enum("format", "VkFormat", p.format));
+            }
+            if !ok_VkImageType(p.ty) {
+                return Err(bad_enum("type", "VkImageType", p.ty));
+            }
+            if !ok_VkImageTiling(p.tiling) {
+                return Err(bad_enum("tiling", "VkImageTiling", p.tiling));
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -10033,6 +17928,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkBindSparseInfo(y)?;
                 }
             }
+            if let Some(x) = &p.p_bind_info {
+                for y in x.iter() {
+                    e_VkBindSparseInfo(y)?;
+                }
+            }
             if *&p.queue != 0 {
                 f(vk::ObjectType::QUEUE, *&p.queue, false);
             }
@@ -10051,6 +17951,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkFenceCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkFenceCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -10137,6 +18040,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkSemaphoreCreateInfo(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkSemaphoreCreateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10163,6 +18069,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkEventCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkEventCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -10233,6 +18142,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkQueryPoolCreateInfo(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkQueryPoolCreateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10281,6 +18193,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkBufferCreateInfo(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkBufferCreateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10307,6 +18222,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkBufferViewCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkBufferViewCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -10337,6 +18255,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkImageCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkImageCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -10379,6 +18300,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkImageViewCreateInfo(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkImageViewCreateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10409,6 +18333,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkShaderModuleCreateInfo(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkShaderModuleCreateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10435,6 +18362,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkPipelineCacheCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkPipelineCacheCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -10528,6 +18458,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pPipelines",
                 true,
             )?;
+            if let Some(x) = &p.p_create_infos {
+                for y in x.iter() {
+                    e_VkGraphicsPipelineCreateInfo(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10570,6 +18505,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pPipelines",
                 true,
             )?;
+            if let Some(x) = &p.p_create_infos {
+                for y in x.iter() {
+                    e_VkComputePipelineCreateInfo(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10607,6 +18547,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkPipelineLayoutCreateInfo(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkPipelineLayoutCreateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10637,6 +18580,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkSamplerCreateInfo(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkSamplerCreateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10663,6 +18609,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkDescriptorSetLayoutCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkDescriptorSetLayoutCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -10697,6 +18646,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkDescriptorPoolCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkDescriptorPoolCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -10748,6 +18700,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pDescriptorSets",
                 true,
             )?;
+            if let Some(x) = &p.p_allocate_info {
+                e_VkDescriptorSetAllocateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10818,6 +18773,16 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkCopyDescriptorSet(y)?;
                 }
             }
+            if let Some(x) = &p.p_descriptor_writes {
+                for y in x.iter() {
+                    e_VkWriteDescriptorSet(y)?;
+                }
+            }
+            if let Some(x) = &p.p_descriptor_copies {
+                for y in x.iter() {
+                    e_VkCopyDescriptorSet(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -10838,6 +18803,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkFramebufferCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkFramebufferCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -10868,6 +18836,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkRenderPassCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkRenderPassCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -10909,6 +18880,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkCommandPoolCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkCommandPoolCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -10960,6 +18934,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pCommandBuffers",
                 true,
             )?;
+            if let Some(x) = &p.p_allocate_info {
+                e_VkCommandBufferAllocateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -11009,6 +18986,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_begin_info {
                 c_VkCommandBufferBeginInfo(x)?;
             }
+            if let Some(x) = &p.p_begin_info {
+                e_VkCommandBufferBeginInfo(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11038,6 +19018,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if p.pipeline == 0 {
                 return Err("pipeline is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkPipelineBindPoint(p.pipeline_bind_point) {
+                return Err(bad_enum(
+                    "pipelineBindPoint",
+                    "VkPipelineBindPoint",
+                    p.pipeline_bind_point,
+                ));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -11153,6 +19140,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pDynamicOffsets",
                 true,
             )?;
+            if !ok_VkPipelineBindPoint(p.pipeline_bind_point) {
+                return Err(bad_enum(
+                    "pipelineBindPoint",
+                    "VkPipelineBindPoint",
+                    p.pipeline_bind_point,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11173,6 +19167,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if p.buffer == 0 {
                 return Err("buffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkIndexType(p.index_type) {
+                return Err(bad_enum("indexType", "VkIndexType", p.index_type));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -11320,6 +19317,20 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pRegions",
                 true,
             )?;
+            if !ok_VkImageLayout(p.src_image_layout) {
+                return Err(bad_enum(
+                    "srcImageLayout",
+                    "VkImageLayout",
+                    p.src_image_layout,
+                ));
+            }
+            if !ok_VkImageLayout(p.dst_image_layout) {
+                return Err(bad_enum(
+                    "dstImageLayout",
+                    "VkImageLayout",
+                    p.dst_image_layout,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11347,6 +19358,23 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pRegions",
                 true,
             )?;
+            if !ok_VkImageLayout(p.src_image_layout) {
+                return Err(bad_enum(
+                    "srcImageLayout",
+                    "VkImageLayout",
+                    p.src_image_layout,
+                ));
+            }
+            if !ok_VkImageLayout(p.dst_image_layout) {
+                return Err(bad_enum(
+                    "dstImageLayout",
+                    "VkImageLayout",
+                    p.dst_image_layout,
+                ));
+            }
+            if !ok_VkFilter(p.filter) {
+                return Err(bad_enum("filter", "VkFilter", p.filter));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11374,6 +19402,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pRegions",
                 true,
             )?;
+            if !ok_VkImageLayout(p.dst_image_layout) {
+                return Err(bad_enum(
+                    "dstImageLayout",
+                    "VkImageLayout",
+                    p.dst_image_layout,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11401,6 +19436,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pRegions",
                 true,
             )?;
+            if !ok_VkImageLayout(p.src_image_layout) {
+                return Err(bad_enum(
+                    "srcImageLayout",
+                    "VkImageLayout",
+                    p.src_image_layout,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11460,6 +19502,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pRanges",
                 true,
             )?;
+            if !ok_VkImageLayout(p.image_layout) {
+                return Err(bad_enum("imageLayout", "VkImageLayout", p.image_layout));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11481,6 +19526,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pRanges",
                 true,
             )?;
+            if !ok_VkImageLayout(p.image_layout) {
+                return Err(bad_enum("imageLayout", "VkImageLayout", p.image_layout));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11527,6 +19575,20 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pRegions",
                 true,
             )?;
+            if !ok_VkImageLayout(p.src_image_layout) {
+                return Err(bad_enum(
+                    "srcImageLayout",
+                    "VkImageLayout",
+                    p.src_image_layout,
+                ));
+            }
+            if !ok_VkImageLayout(p.dst_image_layout) {
+                return Err(bad_enum(
+                    "dstImageLayout",
+                    "VkImageLayout",
+                    p.dst_image_layout,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11612,6 +19674,21 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkImageMemoryBarrier(y)?;
                 }
             }
+            if let Some(x) = &p.p_memory_barriers {
+                for y in x.iter() {
+                    e_VkMemoryBarrier(y)?;
+                }
+            }
+            if let Some(x) = &p.p_buffer_memory_barriers {
+                for y in x.iter() {
+                    e_VkBufferMemoryBarrier(y)?;
+                }
+            }
+            if let Some(x) = &p.p_image_memory_barriers {
+                for y in x.iter() {
+                    e_VkImageMemoryBarrier(y)?;
+                }
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11671,6 +19748,21 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_image_memory_barriers {
                 for y in x.iter() {
                     c_VkImageMemoryBarrier(y)?;
+                }
+            }
+            if let Some(x) = &p.p_memory_barriers {
+                for y in x.iter() {
+                    e_VkMemoryBarrier(y)?;
+                }
+            }
+            if let Some(x) = &p.p_buffer_memory_barriers {
+                for y in x.iter() {
+                    e_VkBufferMemoryBarrier(y)?;
+                }
+            }
+            if let Some(x) = &p.p_image_memory_barriers {
+                for y in x.iter() {
+                    e_VkImageMemoryBarrier(y)?;
                 }
             }
             if *&p.command_buffer != 0 {
@@ -11791,6 +19883,12 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_render_pass_begin {
                 c_VkRenderPassBeginInfo(x)?;
             }
+            if let Some(x) = &p.p_render_pass_begin {
+                e_VkRenderPassBeginInfo(x)?;
+            }
+            if !ok_VkSubpassContents(p.contents) {
+                return Err(bad_enum("contents", "VkSubpassContents", p.contents));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -11801,6 +19899,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdNextSubpass(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkSubpassContents(p.contents) {
+                return Err(bad_enum("contents", "VkSubpassContents", p.contents));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -11852,6 +19953,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkBindBufferMemoryInfo(y)?;
                 }
             }
+            if let Some(x) = &p.p_bind_infos {
+                for y in x.iter() {
+                    e_VkBindBufferMemoryInfo(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -11875,6 +19981,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_bind_infos {
                 for y in x.iter() {
                     c_VkBindImageMemoryInfo(y)?;
+                }
+            }
+            if let Some(x) = &p.p_bind_infos {
+                for y in x.iter() {
+                    e_VkBindImageMemoryInfo(y)?;
                 }
             }
             if *&p.device != 0 {
@@ -11947,6 +20058,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_memory_requirements {
                 c_VkMemoryRequirements2(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkImageMemoryRequirementsInfo2(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -11963,6 +20077,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_memory_requirements {
                 c_VkMemoryRequirements2(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkBufferMemoryRequirementsInfo2(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -11990,6 +20107,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 for y in x.iter() {
                     c_VkSparseImageMemoryRequirements2(y)?;
                 }
+            }
+            if let Some(x) = &p.p_info {
+                e_VkImageSparseMemoryRequirementsInfo2(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -12027,6 +20147,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_format_properties {
                 c_VkFormatProperties2(x)?;
             }
+            if !ok_VkFormat(p.format) {
+                return Err(bad_enum("format", "VkFormat", p.format));
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -12040,6 +20163,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_image_format_properties {
                 c_VkImageFormatProperties2(x)?;
+            }
+            if let Some(x) = &p.p_image_format_info {
+                e_VkPhysicalDeviceImageFormatInfo2(x)?;
             }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
@@ -12095,6 +20221,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkSparseImageFormatProperties2(y)?;
                 }
             }
+            if let Some(x) = &p.p_format_info {
+                e_VkPhysicalDeviceSparseImageFormatInfo2(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -12120,6 +20249,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_queue_info {
                 c_VkDeviceQueueInfo2(x)?;
             }
+            if let Some(x) = &p.p_queue_info {
+                e_VkDeviceQueueInfo2(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -12135,6 +20267,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkSamplerYcbcrConversionCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkSamplerYcbcrConversionCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -12166,6 +20301,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkDescriptorUpdateTemplateCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkDescriptorUpdateTemplateCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -12228,6 +20366,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_external_buffer_properties {
                 c_VkExternalBufferProperties(x)?;
             }
+            if let Some(x) = &p.p_external_buffer_info {
+                e_VkPhysicalDeviceExternalBufferInfo(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -12241,6 +20382,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_external_fence_properties {
                 c_VkExternalFenceProperties(x)?;
+            }
+            if let Some(x) = &p.p_external_fence_info {
+                e_VkPhysicalDeviceExternalFenceInfo(x)?;
             }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
@@ -12256,6 +20400,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_external_semaphore_properties {
                 c_VkExternalSemaphoreProperties(x)?;
             }
+            if let Some(x) = &p.p_external_semaphore_info {
+                e_VkPhysicalDeviceExternalSemaphoreInfo(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -12269,6 +20416,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_support {
                 c_VkDescriptorSetLayoutSupport(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkDescriptorSetLayoutCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -12324,6 +20474,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkRenderPassCreateInfo2(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkRenderPassCreateInfo2(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -12343,6 +20496,12 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_subpass_begin_info {
                 c_VkSubpassBeginInfo(x)?;
             }
+            if let Some(x) = &p.p_render_pass_begin {
+                e_VkRenderPassBeginInfo(x)?;
+            }
+            if let Some(x) = &p.p_subpass_begin_info {
+                e_VkSubpassBeginInfo(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -12360,6 +20519,12 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_subpass_end_info {
                 c_VkSubpassEndInfo(x)?;
             }
+            if let Some(x) = &p.p_subpass_begin_info {
+                e_VkSubpassBeginInfo(x)?;
+            }
+            if let Some(x) = &p.p_subpass_end_info {
+                e_VkSubpassEndInfo(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -12370,6 +20535,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_subpass_end_info {
                 c_VkSubpassEndInfo(x)?;
+            }
+            if let Some(x) = &p.p_subpass_end_info {
+                e_VkSubpassEndInfo(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -12410,6 +20578,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_wait_info {
                 c_VkSemaphoreWaitInfo(x)?;
             }
+            if let Some(x) = &p.p_wait_info {
+                e_VkSemaphoreWaitInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -12423,6 +20594,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_signal_info {
                 c_VkSemaphoreSignalInfo(x)?;
+            }
+            if let Some(x) = &p.p_signal_info {
+                e_VkSemaphoreSignalInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -12438,6 +20612,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkBufferDeviceAddressInfo(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkBufferDeviceAddressInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -12452,6 +20629,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkBufferDeviceAddressInfo(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkBufferDeviceAddressInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -12465,6 +20645,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkDeviceMemoryOpaqueCaptureAddressInfo(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkDeviceMemoryOpaqueCaptureAddressInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -12500,6 +20683,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkPrivateDataSlotCreateInfo(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkPrivateDataSlotCreateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -12531,6 +20717,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.private_data_slot == 0 {
                 return Err("privateDataSlot is VK_NULL_HANDLE".into());
             }
+            if !ok_VkObjectType(p.object_type) {
+                return Err(bad_enum("objectType", "VkObjectType", p.object_type));
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -12548,6 +20737,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if p.private_data_slot == 0 {
                 return Err("privateDataSlot is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkObjectType(p.object_type) {
+                return Err(bad_enum("objectType", "VkObjectType", p.object_type));
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -12569,6 +20761,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_dependency_info {
                 c_VkDependencyInfo(x)?;
+            }
+            if let Some(x) = &p.p_dependency_info {
+                e_VkDependencyInfo(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -12617,6 +20812,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkDependencyInfo(y)?;
                 }
             }
+            if let Some(x) = &p.p_dependency_infos {
+                for y in x.iter() {
+                    e_VkDependencyInfo(y)?;
+                }
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -12639,6 +20839,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_dependency_info {
                 c_VkDependencyInfo(x)?;
+            }
+            if let Some(x) = &p.p_dependency_info {
+                e_VkDependencyInfo(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -12677,6 +20880,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkSubmitInfo2(y)?;
                 }
             }
+            if let Some(x) = &p.p_submits {
+                for y in x.iter() {
+                    e_VkSubmitInfo2(y)?;
+                }
+            }
             if *&p.queue != 0 {
                 f(vk::ObjectType::QUEUE, *&p.queue, false);
             }
@@ -12696,6 +20904,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_copy_buffer_info {
                 c_VkCopyBufferInfo2(x)?;
             }
+            if let Some(x) = &p.p_copy_buffer_info {
+                e_VkCopyBufferInfo2(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -12709,6 +20920,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_copy_image_info {
                 c_VkCopyImageInfo2(x)?;
+            }
+            if let Some(x) = &p.p_copy_image_info {
+                e_VkCopyImageInfo2(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -12724,6 +20938,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_copy_buffer_to_image_info {
                 c_VkCopyBufferToImageInfo2(x)?;
             }
+            if let Some(x) = &p.p_copy_buffer_to_image_info {
+                e_VkCopyBufferToImageInfo2(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -12737,6 +20954,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_copy_image_to_buffer_info {
                 c_VkCopyImageToBufferInfo2(x)?;
+            }
+            if let Some(x) = &p.p_copy_image_to_buffer_info {
+                e_VkCopyImageToBufferInfo2(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -12752,6 +20972,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_blit_image_info {
                 c_VkBlitImageInfo2(x)?;
             }
+            if let Some(x) = &p.p_blit_image_info {
+                e_VkBlitImageInfo2(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -12766,6 +20989,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_resolve_image_info {
                 c_VkResolveImageInfo2(x)?;
             }
+            if let Some(x) = &p.p_resolve_image_info {
+                e_VkResolveImageInfo2(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -12779,6 +21005,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_rendering_info {
                 c_VkRenderingInfo(x)?;
+            }
+            if let Some(x) = &p.p_rendering_info {
+                e_VkRenderingInfo(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -12807,6 +21036,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
             }
+            if !ok_VkFrontFace(p.front_face) {
+                return Err(bad_enum("frontFace", "VkFrontFace", p.front_face));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -12814,6 +21046,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdSetPrimitiveTopology(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkPrimitiveTopology(p.primitive_topology) {
+                return Err(bad_enum(
+                    "primitiveTopology",
+                    "VkPrimitiveTopology",
+                    p.primitive_topology,
+                ));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -12912,6 +21151,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
             }
+            if !ok_VkCompareOp(p.depth_compare_op) {
+                return Err(bad_enum(
+                    "depthCompareOp",
+                    "VkCompareOp",
+                    p.depth_compare_op,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -12935,6 +21181,18 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdSetStencilOp(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkStencilOp(p.fail_op) {
+                return Err(bad_enum("failOp", "VkStencilOp", p.fail_op));
+            }
+            if !ok_VkStencilOp(p.pass_op) {
+                return Err(bad_enum("passOp", "VkStencilOp", p.pass_op));
+            }
+            if !ok_VkStencilOp(p.depth_fail_op) {
+                return Err(bad_enum("depthFailOp", "VkStencilOp", p.depth_fail_op));
+            }
+            if !ok_VkCompareOp(p.compare_op) {
+                return Err(bad_enum("compareOp", "VkCompareOp", p.compare_op));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -12974,6 +21232,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_memory_requirements {
                 c_VkMemoryRequirements2(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkDeviceBufferMemoryRequirements(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -12987,6 +21248,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_memory_requirements {
                 c_VkMemoryRequirements2(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkDeviceImageMemoryRequirements(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -13011,6 +21275,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 for y in x.iter() {
                     c_VkSparseImageMemoryRequirements2(y)?;
                 }
+            }
+            if let Some(x) = &p.p_info {
+                e_VkDeviceImageMemoryRequirements(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -13098,6 +21365,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkSwapchainCreateInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkSwapchainCreateInfoKHR(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -13176,6 +21446,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_present_info {
                 c_VkPresentInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_present_info {
+                e_VkPresentInfoKHR(x)?;
+            }
             if *&p.queue != 0 {
                 f(vk::ObjectType::QUEUE, *&p.queue, false);
             }
@@ -13235,6 +21508,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_acquire_info {
                 c_VkAcquireNextImageInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_acquire_info {
+                e_VkAcquireNextImageInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -13341,6 +21617,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkDisplayModeCreateInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkDisplayModeCreateInfoKHR(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -13373,6 +21652,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkDisplaySurfaceCreateInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkDisplaySurfaceCreateInfoKHR(x)?;
             }
             if *&p.instance != 0 {
                 f(vk::ObjectType::INSTANCE, *&p.instance, false);
@@ -13409,6 +21691,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pSwapchains",
                 true,
             )?;
+            if let Some(x) = &p.p_create_infos {
+                for y in x.iter() {
+                    e_VkSwapchainCreateInfoKHR(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -13431,6 +21718,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkXlibSurfaceCreateInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkXlibSurfaceCreateInfoKHR(x)?;
             }
             if *&p.instance != 0 {
                 f(vk::ObjectType::INSTANCE, *&p.instance, false);
@@ -13456,6 +21746,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkXcbSurfaceCreateInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkXcbSurfaceCreateInfoKHR(x)?;
+            }
             if *&p.instance != 0 {
                 f(vk::ObjectType::INSTANCE, *&p.instance, false);
             }
@@ -13480,6 +21773,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkWaylandSurfaceCreateInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkWaylandSurfaceCreateInfoKHR(x)?;
+            }
             if *&p.instance != 0 {
                 f(vk::ObjectType::INSTANCE, *&p.instance, false);
             }
@@ -13503,6 +21799,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkDebugReportCallbackCreateInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkDebugReportCallbackCreateInfoEXT(x)?;
             }
             if *&p.instance != 0 {
                 f(vk::ObjectType::INSTANCE, *&p.instance, false);
@@ -13532,6 +21831,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.instance == 0 {
                 return Err("instance is VK_NULL_HANDLE".into());
             }
+            if !ok_VkDebugReportObjectTypeEXT(p.object_type) {
+                return Err(bad_enum(
+                    "objectType",
+                    "VkDebugReportObjectTypeEXT",
+                    p.object_type,
+                ));
+            }
             if *&p.instance != 0 {
                 f(vk::ObjectType::INSTANCE, *&p.instance, false);
             }
@@ -13542,6 +21848,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_tag_info {
                 c_VkDebugMarkerObjectTagInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_tag_info {
+                e_VkDebugMarkerObjectTagInfoEXT(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -13554,6 +21863,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_name_info {
                 c_VkDebugMarkerObjectNameInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_name_info {
+                e_VkDebugMarkerObjectNameInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -13564,6 +21876,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_marker_info {
                 c_VkDebugMarkerMarkerInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_marker_info {
+                e_VkDebugMarkerMarkerInfoEXT(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -13584,6 +21899,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_marker_info {
                 c_VkDebugMarkerMarkerInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_marker_info {
+                e_VkDebugMarkerMarkerInfoEXT(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -13597,6 +21915,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_capabilities {
                 c_VkVideoCapabilitiesKHR(x)?;
+            }
+            if let Some(x) = &p.p_video_profile {
+                e_VkVideoProfileInfoKHR(x)?;
             }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
@@ -13621,6 +21942,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkVideoFormatPropertiesKHR(y)?;
                 }
             }
+            if let Some(x) = &p.p_video_format_info {
+                e_VkPhysicalDeviceVideoFormatInfoKHR(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -13631,6 +21955,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkVideoSessionCreateInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkVideoSessionCreateInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -13697,6 +22024,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkBindVideoSessionMemoryInfoKHR(y)?;
                 }
             }
+            if let Some(x) = &p.p_bind_session_memory_infos {
+                for y in x.iter() {
+                    e_VkBindVideoSessionMemoryInfoKHR(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -13715,6 +22047,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkVideoSessionParametersCreateInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkVideoSessionParametersCreateInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -13737,6 +22072,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_update_info {
                 c_VkVideoSessionParametersUpdateInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_update_info {
+                e_VkVideoSessionParametersUpdateInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -13771,6 +22109,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_begin_info {
                 c_VkVideoBeginCodingInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_begin_info {
+                e_VkVideoBeginCodingInfoKHR(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -13785,6 +22126,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_end_coding_info {
                 c_VkVideoEndCodingInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_end_coding_info {
+                e_VkVideoEndCodingInfoKHR(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -13796,6 +22140,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_coding_control_info {
                 c_VkVideoCodingControlInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_coding_control_info {
+                e_VkVideoCodingControlInfoKHR(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -13806,6 +22153,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_decode_info {
                 c_VkVideoDecodeInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_decode_info {
+                e_VkVideoDecodeInfoKHR(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -13957,6 +22307,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkCuModuleCreateInfoNVX(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkCuModuleCreateInfoNVX(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -13972,6 +22325,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkCuFunctionCreateInfoNVX(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkCuFunctionCreateInfoNVX(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14019,6 +22375,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkImageViewHandleInfoNVX(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkImageViewHandleInfoNVX(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14098,6 +22457,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pInfo",
                 false,
             )?;
+            if !ok_VkShaderInfoTypeAMD(p.info_type) {
+                return Err(bad_enum("infoType", "VkShaderInfoTypeAMD", p.info_type));
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -14111,6 +22473,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_rendering_info {
                 c_VkRenderingInfo(x)?;
+            }
+            if let Some(x) = &p.p_rendering_info {
+                e_VkRenderingInfo(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -14130,6 +22495,15 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkGetPhysicalDeviceExternalImageFormatPropertiesNV(p) => {
             if p.physical_device == 0 {
                 return Err("physicalDevice is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkFormat(p.format) {
+                return Err(bad_enum("format", "VkFormat", p.format));
+            }
+            if !ok_VkImageType(p.ty) {
+                return Err(bad_enum("type", "VkImageType", p.ty));
+            }
+            if !ok_VkImageTiling(p.tiling) {
+                return Err(bad_enum("tiling", "VkImageTiling", p.tiling));
             }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
@@ -14164,6 +22538,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_format_properties {
                 c_VkFormatProperties2(x)?;
             }
+            if !ok_VkFormat(p.format) {
+                return Err(bad_enum("format", "VkFormat", p.format));
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -14177,6 +22554,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_image_format_properties {
                 c_VkImageFormatProperties2(x)?;
+            }
+            if let Some(x) = &p.p_image_format_info {
+                e_VkPhysicalDeviceImageFormatInfo2(x)?;
             }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
@@ -14231,6 +22611,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 for y in x.iter() {
                     c_VkSparseImageFormatProperties2(y)?;
                 }
+            }
+            if let Some(x) = &p.p_format_info {
+                e_VkPhysicalDeviceSparseImageFormatInfo2(x)?;
             }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
@@ -14311,6 +22694,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_external_buffer_properties {
                 c_VkExternalBufferProperties(x)?;
             }
+            if let Some(x) = &p.p_external_buffer_info {
+                e_VkPhysicalDeviceExternalBufferInfo(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -14321,6 +22707,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_get_fd_info {
                 c_VkMemoryGetFdInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_get_fd_info {
+                e_VkMemoryGetFdInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14350,6 +22739,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_external_semaphore_properties {
                 c_VkExternalSemaphoreProperties(x)?;
             }
+            if let Some(x) = &p.p_external_semaphore_info {
+                e_VkPhysicalDeviceExternalSemaphoreInfo(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -14360,6 +22752,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_import_semaphore_fd_info {
                 c_VkImportSemaphoreFdInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_import_semaphore_fd_info {
+                e_VkImportSemaphoreFdInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14374,6 +22769,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_get_fd_info {
                 c_VkSemaphoreGetFdInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_get_fd_info {
+                e_VkSemaphoreGetFdInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14399,6 +22797,18 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_descriptor_writes {
                 for y in x.iter() {
                     c_VkWriteDescriptorSet(y)?;
+                }
+            }
+            if !ok_VkPipelineBindPoint(p.pipeline_bind_point) {
+                return Err(bad_enum(
+                    "pipelineBindPoint",
+                    "VkPipelineBindPoint",
+                    p.pipeline_bind_point,
+                ));
+            }
+            if let Some(x) = &p.p_descriptor_writes {
+                for y in x.iter() {
+                    e_VkWriteDescriptorSet(y)?;
                 }
             }
             if *&p.command_buffer != 0 {
@@ -14444,6 +22854,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_conditional_rendering_begin {
                 c_VkConditionalRenderingBeginInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_conditional_rendering_begin {
+                e_VkConditionalRenderingBeginInfoEXT(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -14465,6 +22878,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkDescriptorUpdateTemplateCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkDescriptorUpdateTemplateCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14573,6 +22989,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_display_power_info {
                 c_VkDisplayPowerInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_display_power_info {
+                e_VkDisplayPowerInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -14586,6 +23005,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_device_event_info {
                 c_VkDeviceEventInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_device_event_info {
+                e_VkDeviceEventInfoEXT(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14605,6 +23027,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_display_event_info {
                 c_VkDisplayEventInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_display_event_info {
+                e_VkDisplayEventInfoEXT(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14705,6 +23130,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkHdrMetadataEXT(y)?;
                 }
             }
+            if let Some(x) = &p.p_metadata {
+                for y in x.iter() {
+                    e_VkHdrMetadataEXT(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -14722,6 +23152,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkRenderPassCreateInfo2(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkRenderPassCreateInfo2(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14742,6 +23175,12 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_subpass_begin_info {
                 c_VkSubpassBeginInfo(x)?;
             }
+            if let Some(x) = &p.p_render_pass_begin {
+                e_VkRenderPassBeginInfo(x)?;
+            }
+            if let Some(x) = &p.p_subpass_begin_info {
+                e_VkSubpassBeginInfo(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -14759,6 +23198,12 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_subpass_end_info {
                 c_VkSubpassEndInfo(x)?;
             }
+            if let Some(x) = &p.p_subpass_begin_info {
+                e_VkSubpassBeginInfo(x)?;
+            }
+            if let Some(x) = &p.p_subpass_end_info {
+                e_VkSubpassEndInfo(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -14769,6 +23214,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_subpass_end_info {
                 c_VkSubpassEndInfo(x)?;
+            }
+            if let Some(x) = &p.p_subpass_end_info {
+                e_VkSubpassEndInfo(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -14798,6 +23246,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_external_fence_properties {
                 c_VkExternalFenceProperties(x)?;
             }
+            if let Some(x) = &p.p_external_fence_info {
+                e_VkPhysicalDeviceExternalFenceInfo(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -14808,6 +23259,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_import_fence_fd_info {
                 c_VkImportFenceFdInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_import_fence_fd_info {
+                e_VkImportFenceFdInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14822,6 +23276,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_get_fd_info {
                 c_VkFenceGetFdInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_get_fd_info {
+                e_VkFenceGetFdInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14869,6 +23326,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_performance_query_create_info {
                 c_VkQueryPoolPerformanceCreateInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_performance_query_create_info {
+                e_VkQueryPoolPerformanceCreateInfoKHR(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -14879,6 +23339,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkAcquireProfilingLockInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkAcquireProfilingLockInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -14901,6 +23364,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_surface_capabilities {
                 c_VkSurfaceCapabilities2KHR(x)?;
+            }
+            if let Some(x) = &p.p_surface_info {
+                e_VkPhysicalDeviceSurfaceInfo2KHR(x)?;
             }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
@@ -14927,6 +23393,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 for y in x.iter() {
                     c_VkSurfaceFormat2KHR(y)?;
                 }
+            }
+            if let Some(x) = &p.p_surface_info {
+                e_VkPhysicalDeviceSurfaceInfo2KHR(x)?;
             }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
@@ -15026,6 +23495,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_capabilities {
                 c_VkDisplayPlaneCapabilities2KHR(x)?;
             }
+            if let Some(x) = &p.p_display_plane_info {
+                e_VkDisplayPlaneInfo2KHR(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -15040,6 +23512,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_name_info {
                 c_VkDebugUtilsObjectNameInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_name_info {
+                e_VkDebugUtilsObjectNameInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15051,6 +23526,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_tag_info {
                 c_VkDebugUtilsObjectTagInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_tag_info {
+                e_VkDebugUtilsObjectTagInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15061,6 +23539,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_label_info {
                 c_VkDebugUtilsLabelEXT(x)?;
+            }
+            if let Some(x) = &p.p_label_info {
+                e_VkDebugUtilsLabelEXT(x)?;
             }
             if *&p.queue != 0 {
                 f(vk::ObjectType::QUEUE, *&p.queue, false);
@@ -15081,6 +23562,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_label_info {
                 c_VkDebugUtilsLabelEXT(x)?;
             }
+            if let Some(x) = &p.p_label_info {
+                e_VkDebugUtilsLabelEXT(x)?;
+            }
             if *&p.queue != 0 {
                 f(vk::ObjectType::QUEUE, *&p.queue, false);
             }
@@ -15091,6 +23575,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_label_info {
                 c_VkDebugUtilsLabelEXT(x)?;
+            }
+            if let Some(x) = &p.p_label_info {
+                e_VkDebugUtilsLabelEXT(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -15111,6 +23598,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_label_info {
                 c_VkDebugUtilsLabelEXT(x)?;
             }
+            if let Some(x) = &p.p_label_info {
+                e_VkDebugUtilsLabelEXT(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -15121,6 +23611,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkDebugUtilsMessengerCreateInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkDebugUtilsMessengerCreateInfoEXT(x)?;
             }
             if *&p.instance != 0 {
                 f(vk::ObjectType::INSTANCE, *&p.instance, false);
@@ -15153,6 +23646,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_callback_data {
                 c_VkDebugUtilsMessengerCallbackDataEXT(x)?;
             }
+            if let Some(x) = &p.p_callback_data {
+                e_VkDebugUtilsMessengerCallbackDataEXT(x)?;
+            }
             if *&p.instance != 0 {
                 f(vk::ObjectType::INSTANCE, *&p.instance, false);
             }
@@ -15163,6 +23659,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_sample_locations_info {
                 c_VkSampleLocationsInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_sample_locations_info {
+                e_VkSampleLocationsInfoEXT(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -15189,6 +23688,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_memory_requirements {
                 c_VkMemoryRequirements2(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkImageMemoryRequirementsInfo2(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15205,6 +23707,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_memory_requirements {
                 c_VkMemoryRequirements2(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkBufferMemoryRequirementsInfo2(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -15233,6 +23738,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkSparseImageMemoryRequirements2(y)?;
                 }
             }
+            if let Some(x) = &p.p_info {
+                e_VkImageSparseMemoryRequirementsInfo2(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15246,6 +23754,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkAccelerationStructureCreateInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkAccelerationStructureCreateInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -15281,6 +23792,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkCopyAccelerationStructureInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkCopyAccelerationStructureInfoKHR(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15302,6 +23816,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkCopyAccelerationStructureToMemoryInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkCopyAccelerationStructureToMemoryInfoKHR(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15322,6 +23839,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkCopyMemoryToAccelerationStructureInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkCopyMemoryToAccelerationStructureInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -15355,6 +23875,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pData",
                 true,
             )?;
+            if !ok_VkQueryType(p.query_type) {
+                return Err(bad_enum("queryType", "VkQueryType", p.query_type));
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15373,6 +23896,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkCopyAccelerationStructureInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkCopyAccelerationStructureInfoKHR(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -15386,6 +23912,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkCopyAccelerationStructureToMemoryInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkCopyAccelerationStructureToMemoryInfoKHR(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -15401,6 +23930,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkCopyMemoryToAccelerationStructureInfoKHR(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkCopyMemoryToAccelerationStructureInfoKHR(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -15414,6 +23946,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkAccelerationStructureDeviceAddressInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkAccelerationStructureDeviceAddressInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -15436,6 +23971,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.query_pool == 0 {
                 return Err("queryPool is VK_NULL_HANDLE".into());
             }
+            if !ok_VkQueryType(p.query_type) {
+                return Err(bad_enum("queryType", "VkQueryType", p.query_type));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -15456,6 +23994,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_version_info {
                 c_VkAccelerationStructureVersionInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_version_info {
+                e_VkAccelerationStructureVersionInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -15479,6 +24020,16 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             )?;
             if let Some(x) = &p.p_size_info {
                 c_VkAccelerationStructureBuildSizesInfoKHR(x)?;
+            }
+            if !ok_VkAccelerationStructureBuildTypeKHR(p.build_type) {
+                return Err(bad_enum(
+                    "buildType",
+                    "VkAccelerationStructureBuildTypeKHR",
+                    p.build_type,
+                ));
+            }
+            if let Some(x) = &p.p_build_info {
+                e_VkAccelerationStructureBuildGeometryInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -15518,6 +24069,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pPipelines",
                 true,
             )?;
+            if let Some(x) = &p.p_create_infos {
+                for y in x.iter() {
+                    e_VkRayTracingPipelineCreateInfoKHR(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15601,6 +24157,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.pipeline == 0 {
                 return Err("pipeline is VK_NULL_HANDLE".into());
             }
+            if !ok_VkShaderGroupShaderKHR(p.group_shader) {
+                return Err(bad_enum(
+                    "groupShader",
+                    "VkShaderGroupShaderKHR",
+                    p.group_shader,
+                ));
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15622,6 +24185,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkSamplerYcbcrConversionCreateInfo(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkSamplerYcbcrConversionCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -15663,6 +24229,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkBindBufferMemoryInfo(y)?;
                 }
             }
+            if let Some(x) = &p.p_bind_infos {
+                for y in x.iter() {
+                    e_VkBindBufferMemoryInfo(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15686,6 +24257,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_bind_infos {
                 for y in x.iter() {
                     c_VkBindImageMemoryInfo(y)?;
+                }
+            }
+            if let Some(x) = &p.p_bind_infos {
+                for y in x.iter() {
+                    e_VkBindImageMemoryInfo(y)?;
                 }
             }
             if *&p.device != 0 {
@@ -15720,6 +24296,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkValidationCacheCreateInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkValidationCacheCreateInfoEXT(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -15802,6 +24381,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
             }
+            if !ok_VkImageLayout(p.image_layout) {
+                return Err(bad_enum("imageLayout", "VkImageLayout", p.image_layout));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -15825,6 +24407,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkShadingRatePaletteNV(y)?;
                 }
             }
+            if let Some(x) = &p.p_shading_rate_palettes {
+                for y in x.iter() {
+                    e_VkShadingRatePaletteNV(y)?;
+                }
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -15845,6 +24432,18 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkCoarseSampleOrderCustomNV(y)?;
                 }
             }
+            if !ok_VkCoarseSampleOrderTypeNV(p.sample_order_type) {
+                return Err(bad_enum(
+                    "sampleOrderType",
+                    "VkCoarseSampleOrderTypeNV",
+                    p.sample_order_type,
+                ));
+            }
+            if let Some(x) = &p.p_custom_sample_orders {
+                for y in x.iter() {
+                    e_VkCoarseSampleOrderCustomNV(y)?;
+                }
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -15855,6 +24454,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkAccelerationStructureCreateInfoNV(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkAccelerationStructureCreateInfoNV(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -15893,6 +24495,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_memory_requirements {
                 c_VkMemoryRequirements2(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkAccelerationStructureMemoryRequirementsInfoNV(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15916,6 +24521,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkBindAccelerationStructureMemoryInfoNV(y)?;
                 }
             }
+            if let Some(x) = &p.p_bind_infos {
+                for y in x.iter() {
+                    e_VkBindAccelerationStructureMemoryInfoNV(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -15937,6 +24547,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if p.scratch == 0 {
                 return Err("scratch is VK_NULL_HANDLE".into());
+            }
+            if let Some(x) = &p.p_info {
+                e_VkAccelerationStructureInfoNV(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -15966,6 +24579,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if p.src == 0 {
                 return Err("src is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkCopyAccelerationStructureModeKHR(p.mode) {
+                return Err(bad_enum(
+                    "mode",
+                    "VkCopyAccelerationStructureModeKHR",
+                    p.mode,
+                ));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -16039,6 +24659,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pPipelines",
                 true,
             )?;
+            if let Some(x) = &p.p_create_infos {
+                for y in x.iter() {
+                    e_VkRayTracingPipelineCreateInfoNV(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -16118,6 +24743,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.query_pool == 0 {
                 return Err("queryPool is VK_NULL_HANDLE".into());
             }
+            if !ok_VkQueryType(p.query_type) {
+                return Err(bad_enum("queryType", "VkQueryType", p.query_type));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -16155,6 +24783,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_support {
                 c_VkDescriptorSetLayoutSupport(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkDescriptorSetLayoutCreateInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -16266,6 +24897,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pTimestamps",
                 true,
             )?;
+            if let Some(x) = &p.p_timestamp_infos {
+                for y in x.iter() {
+                    e_VkCalibratedTimestampInfoEXT(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -16376,6 +25012,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_wait_info {
                 c_VkSemaphoreWaitInfo(x)?;
             }
+            if let Some(x) = &p.p_wait_info {
+                e_VkSemaphoreWaitInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -16390,6 +25029,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_signal_info {
                 c_VkSemaphoreSignalInfo(x)?;
             }
+            if let Some(x) = &p.p_signal_info {
+                e_VkSemaphoreSignalInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -16403,6 +25045,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_initialize_info {
                 c_VkInitializePerformanceApiInfoINTEL(x)?;
+            }
+            if let Some(x) = &p.p_initialize_info {
+                e_VkInitializePerformanceApiInfoINTEL(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -16423,6 +25068,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_marker_info {
                 c_VkPerformanceMarkerInfoINTEL(x)?;
             }
+            if let Some(x) = &p.p_marker_info {
+                e_VkPerformanceMarkerInfoINTEL(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -16433,6 +25081,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_marker_info {
                 c_VkPerformanceStreamMarkerInfoINTEL(x)?;
+            }
+            if let Some(x) = &p.p_marker_info {
+                e_VkPerformanceStreamMarkerInfoINTEL(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -16445,6 +25096,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_override_info {
                 c_VkPerformanceOverrideInfoINTEL(x)?;
             }
+            if let Some(x) = &p.p_override_info {
+                e_VkPerformanceOverrideInfoINTEL(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -16455,6 +25109,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_acquire_info {
                 c_VkPerformanceConfigurationAcquireInfoINTEL(x)?;
+            }
+            if let Some(x) = &p.p_acquire_info {
+                e_VkPerformanceConfigurationAcquireInfoINTEL(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -16501,6 +25158,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkGetPerformanceParameterINTEL(p) => {
             if p.device == 0 {
                 return Err("device is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkPerformanceParameterTypeINTEL(p.parameter) {
+                return Err(bad_enum(
+                    "parameter",
+                    "VkPerformanceParameterTypeINTEL",
+                    p.parameter,
+                ));
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -16554,6 +25218,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkBufferDeviceAddressInfo(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkBufferDeviceAddressInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -16643,6 +25310,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkHeadlessSurfaceCreateInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkHeadlessSurfaceCreateInfoEXT(x)?;
+            }
             if *&p.instance != 0 {
                 f(vk::ObjectType::INSTANCE, *&p.instance, false);
             }
@@ -16659,6 +25329,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkBufferDeviceAddressInfo(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkBufferDeviceAddressInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -16673,6 +25346,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkBufferDeviceAddressInfo(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkBufferDeviceAddressInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -16686,6 +25362,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkDeviceMemoryOpaqueCaptureAddressInfo(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkDeviceMemoryOpaqueCaptureAddressInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -16728,6 +25407,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
             }
+            if !ok_VkFrontFace(p.front_face) {
+                return Err(bad_enum("frontFace", "VkFrontFace", p.front_face));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -16735,6 +25417,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdSetPrimitiveTopologyEXT(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkPrimitiveTopology(p.primitive_topology) {
+                return Err(bad_enum(
+                    "primitiveTopology",
+                    "VkPrimitiveTopology",
+                    p.primitive_topology,
+                ));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -16833,6 +25522,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
             }
+            if !ok_VkCompareOp(p.depth_compare_op) {
+                return Err(bad_enum(
+                    "depthCompareOp",
+                    "VkCompareOp",
+                    p.depth_compare_op,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -16856,6 +25552,18 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdSetStencilOpEXT(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkStencilOp(p.fail_op) {
+                return Err(bad_enum("failOp", "VkStencilOp", p.fail_op));
+            }
+            if !ok_VkStencilOp(p.pass_op) {
+                return Err(bad_enum("passOp", "VkStencilOp", p.pass_op));
+            }
+            if !ok_VkStencilOp(p.depth_fail_op) {
+                return Err(bad_enum("depthFailOp", "VkStencilOp", p.depth_fail_op));
+            }
+            if !ok_VkCompareOp(p.compare_op) {
+                return Err(bad_enum("compareOp", "VkCompareOp", p.compare_op));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -16946,6 +25654,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkPipelineExecutablePropertiesKHR(y)?;
                 }
             }
+            if let Some(x) = &p.p_pipeline_info {
+                e_VkPipelineInfoKHR(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -16971,6 +25682,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 for y in x.iter() {
                     c_VkPipelineExecutableStatisticKHR(y)?;
                 }
+            }
+            if let Some(x) = &p.p_executable_info {
+                e_VkPipelineExecutableInfoKHR(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -16998,6 +25712,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkPipelineExecutableInternalRepresentationKHR(y)?;
                 }
             }
+            if let Some(x) = &p.p_executable_info {
+                e_VkPipelineExecutableInfoKHR(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17011,6 +25728,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_release_info {
                 c_VkReleaseSwapchainImagesInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_release_info {
+                e_VkReleaseSwapchainImagesInfoEXT(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -17029,6 +25749,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_memory_requirements {
                 c_VkMemoryRequirements2(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkGeneratedCommandsMemoryRequirementsInfoNV(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17042,6 +25765,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_generated_commands_info {
                 c_VkGeneratedCommandsInfoNV(x)?;
+            }
+            if let Some(x) = &p.p_generated_commands_info {
+                e_VkGeneratedCommandsInfoNV(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -17057,6 +25783,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_generated_commands_info {
                 c_VkGeneratedCommandsInfoNV(x)?;
             }
+            if let Some(x) = &p.p_generated_commands_info {
+                e_VkGeneratedCommandsInfoNV(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -17071,6 +25800,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.pipeline == 0 {
                 return Err("pipeline is VK_NULL_HANDLE".into());
             }
+            if !ok_VkPipelineBindPoint(p.pipeline_bind_point) {
+                return Err(bad_enum(
+                    "pipelineBindPoint",
+                    "VkPipelineBindPoint",
+                    p.pipeline_bind_point,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -17084,6 +25820,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkIndirectCommandsLayoutCreateInfoNV(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkIndirectCommandsLayoutCreateInfoNV(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -17146,6 +25885,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkPrivateDataSlotCreateInfo(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkPrivateDataSlotCreateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17177,6 +25919,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.private_data_slot == 0 {
                 return Err("privateDataSlot is VK_NULL_HANDLE".into());
             }
+            if !ok_VkObjectType(p.object_type) {
+                return Err(bad_enum("objectType", "VkObjectType", p.object_type));
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17194,6 +25939,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if p.private_data_slot == 0 {
                 return Err("privateDataSlot is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkObjectType(p.object_type) {
+                return Err(bad_enum("objectType", "VkObjectType", p.object_type));
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -17215,6 +25963,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_dependency_info {
                 c_VkDependencyInfo(x)?;
+            }
+            if let Some(x) = &p.p_dependency_info {
+                e_VkDependencyInfo(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -17263,6 +26014,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkDependencyInfo(y)?;
                 }
             }
+            if let Some(x) = &p.p_dependency_infos {
+                for y in x.iter() {
+                    e_VkDependencyInfo(y)?;
+                }
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -17285,6 +26041,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_dependency_info {
                 c_VkDependencyInfo(x)?;
+            }
+            if let Some(x) = &p.p_dependency_info {
+                e_VkDependencyInfo(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -17321,6 +26080,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_submits {
                 for y in x.iter() {
                     c_VkSubmitInfo2(y)?;
+                }
+            }
+            if let Some(x) = &p.p_submits {
+                for y in x.iter() {
+                    e_VkSubmitInfo2(y)?;
                 }
             }
             if *&p.queue != 0 {
@@ -17411,6 +26175,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pDescriptor",
                 true,
             )?;
+            if let Some(x) = &p.p_descriptor_info {
+                e_VkDescriptorGetInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17429,6 +26196,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_binding_infos {
                 for y in x.iter() {
                     c_VkDescriptorBufferBindingInfoEXT(y)?;
+                }
+            }
+            if let Some(x) = &p.p_binding_infos {
+                for y in x.iter() {
+                    e_VkDescriptorBufferBindingInfoEXT(y)?;
                 }
             }
             if *&p.command_buffer != 0 {
@@ -17456,6 +26228,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pOffsets",
                 true,
             )?;
+            if !ok_VkPipelineBindPoint(p.pipeline_bind_point) {
+                return Err(bad_enum(
+                    "pipelineBindPoint",
+                    "VkPipelineBindPoint",
+                    p.pipeline_bind_point,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -17469,6 +26248,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if p.layout == 0 {
                 return Err("layout is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkPipelineBindPoint(p.pipeline_bind_point) {
+                return Err(bad_enum(
+                    "pipelineBindPoint",
+                    "VkPipelineBindPoint",
+                    p.pipeline_bind_point,
+                ));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -17484,6 +26270,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkBufferCaptureDescriptorDataInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkBufferCaptureDescriptorDataInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17497,6 +26286,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkImageCaptureDescriptorDataInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkImageCaptureDescriptorDataInfoEXT(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -17512,6 +26304,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkImageViewCaptureDescriptorDataInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkImageViewCaptureDescriptorDataInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17525,6 +26320,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkSamplerCaptureDescriptorDataInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkSamplerCaptureDescriptorDataInfoEXT(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -17540,6 +26338,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkAccelerationStructureCaptureDescriptorDataInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkAccelerationStructureCaptureDescriptorDataInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17550,6 +26351,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdSetFragmentShadingRateEnumNV(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkFragmentShadingRateNV(p.shading_rate) {
+                return Err(bad_enum(
+                    "shadingRate",
+                    "VkFragmentShadingRateNV",
+                    p.shading_rate,
+                ));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -17604,6 +26412,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_copy_buffer_info {
                 c_VkCopyBufferInfo2(x)?;
             }
+            if let Some(x) = &p.p_copy_buffer_info {
+                e_VkCopyBufferInfo2(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -17617,6 +26428,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_copy_image_info {
                 c_VkCopyImageInfo2(x)?;
+            }
+            if let Some(x) = &p.p_copy_image_info {
+                e_VkCopyImageInfo2(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -17632,6 +26446,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_copy_buffer_to_image_info {
                 c_VkCopyBufferToImageInfo2(x)?;
             }
+            if let Some(x) = &p.p_copy_buffer_to_image_info {
+                e_VkCopyBufferToImageInfo2(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -17645,6 +26462,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_copy_image_to_buffer_info {
                 c_VkCopyImageToBufferInfo2(x)?;
+            }
+            if let Some(x) = &p.p_copy_image_to_buffer_info {
+                e_VkCopyImageToBufferInfo2(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -17660,6 +26480,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_blit_image_info {
                 c_VkBlitImageInfo2(x)?;
             }
+            if let Some(x) = &p.p_blit_image_info {
+                e_VkBlitImageInfo2(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -17673,6 +26496,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_resolve_image_info {
                 c_VkResolveImageInfo2(x)?;
+            }
+            if let Some(x) = &p.p_resolve_image_info {
+                e_VkResolveImageInfo2(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -17693,6 +26519,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_layout {
                 c_VkSubresourceLayout2EXT(x)?;
+            }
+            if let Some(x) = &p.p_subresource {
+                e_VkImageSubresource2EXT(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -17743,6 +26572,16 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkVertexInputAttributeDescription2EXT(y)?;
                 }
             }
+            if let Some(x) = &p.p_vertex_binding_descriptions {
+                for y in x.iter() {
+                    e_VkVertexInputBindingDescription2EXT(y)?;
+                }
+            }
+            if let Some(x) = &p.p_vertex_attribute_descriptions {
+                for y in x.iter() {
+                    e_VkVertexInputAttributeDescription2EXT(y)?;
+                }
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -17773,6 +26612,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
             }
+            if !ok_VkImageLayout(p.image_layout) {
+                return Err(bad_enum("imageLayout", "VkImageLayout", p.image_layout));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -17786,6 +26628,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_memory_get_remote_address_info {
                 c_VkMemoryGetRemoteAddressInfoNV(x)?;
+            }
+            if let Some(x) = &p.p_memory_get_remote_address_info {
+                e_VkMemoryGetRemoteAddressInfoNV(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -17821,6 +26666,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdSetLogicOpEXT(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkLogicOp(p.logic_op) {
+                return Err(bad_enum("logicOp", "VkLogicOp", p.logic_op));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -17864,6 +26712,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_create_info {
                 c_VkMicromapCreateInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkMicromapCreateInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17903,6 +26754,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkMicromapBuildInfoEXT(y)?;
                 }
             }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    e_VkMicromapBuildInfoEXT(y)?;
+                }
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -17928,6 +26784,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkMicromapBuildInfoEXT(y)?;
                 }
             }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    e_VkMicromapBuildInfoEXT(y)?;
+                }
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17951,6 +26812,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkCopyMicromapInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkCopyMicromapInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17972,6 +26836,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkCopyMicromapToMemoryInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkCopyMicromapToMemoryInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -17992,6 +26859,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkCopyMemoryToMicromapInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkCopyMemoryToMicromapInfoEXT(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -18025,6 +26895,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pData",
                 true,
             )?;
+            if !ok_VkQueryType(p.query_type) {
+                return Err(bad_enum("queryType", "VkQueryType", p.query_type));
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -18043,6 +26916,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkCopyMicromapInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkCopyMicromapInfoEXT(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -18057,6 +26933,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_info {
                 c_VkCopyMicromapToMemoryInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkCopyMicromapToMemoryInfoEXT(x)?;
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -18070,6 +26949,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_info {
                 c_VkCopyMemoryToMicromapInfoEXT(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkCopyMemoryToMicromapInfoEXT(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -18092,6 +26974,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.query_pool == 0 {
                 return Err("queryPool is VK_NULL_HANDLE".into());
             }
+            if !ok_VkQueryType(p.query_type) {
+                return Err(bad_enum("queryType", "VkQueryType", p.query_type));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -18113,6 +26998,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_version_info {
                 c_VkMicromapVersionInfoEXT(x)?;
             }
+            if let Some(x) = &p.p_version_info {
+                e_VkMicromapVersionInfoEXT(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -18126,6 +27014,16 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_size_info {
                 c_VkMicromapBuildSizesInfoEXT(x)?;
+            }
+            if !ok_VkAccelerationStructureBuildTypeKHR(p.build_type) {
+                return Err(bad_enum(
+                    "buildType",
+                    "VkAccelerationStructureBuildTypeKHR",
+                    p.build_type,
+                ));
+            }
+            if let Some(x) = &p.p_build_info {
+                e_VkMicromapBuildInfoEXT(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -18180,6 +27078,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_memory_requirements {
                 c_VkMemoryRequirements2(x)?;
             }
+            if let Some(x) = &p.p_info {
+                e_VkDeviceBufferMemoryRequirements(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -18193,6 +27094,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_memory_requirements {
                 c_VkMemoryRequirements2(x)?;
+            }
+            if let Some(x) = &p.p_info {
+                e_VkDeviceImageMemoryRequirements(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -18218,6 +27122,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkSparseImageMemoryRequirements2(y)?;
                 }
             }
+            if let Some(x) = &p.p_info {
+                e_VkDeviceImageMemoryRequirements(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -18231,6 +27138,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_host_mapping {
                 c_VkDescriptorSetLayoutHostMappingInfoVALVE(x)?;
+            }
+            if let Some(x) = &p.p_binding_reference {
+                e_VkDescriptorSetBindingReferenceVALVE(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -18275,6 +27185,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pImageSubresources",
                 true,
             )?;
+            if !ok_VkImageLayout(p.dst_image_layout) {
+                return Err(bad_enum(
+                    "dstImageLayout",
+                    "VkImageLayout",
+                    p.dst_image_layout,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -18309,6 +27226,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
             }
+            if !ok_VkTessellationDomainOrigin(p.domain_origin) {
+                return Err(bad_enum(
+                    "domainOrigin",
+                    "VkTessellationDomainOrigin",
+                    p.domain_origin,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -18324,6 +27248,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdSetPolygonModeEXT(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkPolygonMode(p.polygon_mode) {
+                return Err(bad_enum("polygonMode", "VkPolygonMode", p.polygon_mode));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -18402,6 +27329,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pColorBlendEquations",
                 true,
             )?;
+            if let Some(x) = &p.p_color_blend_equations {
+                for y in x.iter() {
+                    e_VkColorBlendEquationEXT(y)?;
+                }
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -18432,6 +27364,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdSetConservativeRasterizationModeEXT(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkConservativeRasterizationModeEXT(p.conservative_rasterization_mode) {
+                return Err(bad_enum(
+                    "conservativeRasterizationMode",
+                    "VkConservativeRasterizationModeEXT",
+                    p.conservative_rasterization_mode,
+                ));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -18472,6 +27411,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pColorBlendAdvanced",
                 true,
             )?;
+            if let Some(x) = &p.p_color_blend_advanced {
+                for y in x.iter() {
+                    e_VkColorBlendAdvancedEXT(y)?;
+                }
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -18480,6 +27424,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
             }
+            if !ok_VkProvokingVertexModeEXT(p.provoking_vertex_mode) {
+                return Err(bad_enum(
+                    "provokingVertexMode",
+                    "VkProvokingVertexModeEXT",
+                    p.provoking_vertex_mode,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -18487,6 +27438,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdSetLineRasterizationModeEXT(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkLineRasterizationModeEXT(p.line_rasterization_mode) {
+                return Err(bad_enum(
+                    "lineRasterizationMode",
+                    "VkLineRasterizationModeEXT",
+                    p.line_rasterization_mode,
+                ));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -18527,6 +27485,11 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 "pViewportSwizzles",
                 true,
             )?;
+            if let Some(x) = &p.p_viewport_swizzles {
+                for y in x.iter() {
+                    e_VkViewportSwizzleNV(y)?;
+                }
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -18550,6 +27513,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
         Call::vkCmdSetCoverageModulationModeNV(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            if !ok_VkCoverageModulationModeNV(p.coverage_modulation_mode) {
+                return Err(bad_enum(
+                    "coverageModulationMode",
+                    "VkCoverageModulationModeNV",
+                    p.coverage_modulation_mode,
+                ));
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -18598,6 +27568,13 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
             }
+            if !ok_VkCoverageReductionModeNV(p.coverage_reduction_mode) {
+                return Err(bad_enum(
+                    "coverageReductionMode",
+                    "VkCoverageReductionModeNV",
+                    p.coverage_reduction_mode,
+                ));
+            }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -18629,6 +27606,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if let Some(x) = &p.p_identifier {
                 c_VkShaderModuleIdentifierEXT(x)?;
             }
+            if let Some(x) = &p.p_create_info {
+                e_VkShaderModuleCreateInfo(x)?;
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -18652,6 +27632,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                     c_VkOpticalFlowImageFormatPropertiesNV(y)?;
                 }
             }
+            if let Some(x) = &p.p_optical_flow_image_format_info {
+                e_VkOpticalFlowImageFormatInfoNV(x)?;
+            }
             if *&p.physical_device != 0 {
                 f(vk::ObjectType::PHYSICAL_DEVICE, *&p.physical_device, false);
             }
@@ -18662,6 +27645,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_create_info {
                 c_VkOpticalFlowSessionCreateInfoNV(x)?;
+            }
+            if let Some(x) = &p.p_create_info {
+                e_VkOpticalFlowSessionCreateInfoNV(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -18693,6 +27679,16 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.session == 0 {
                 return Err("session is VK_NULL_HANDLE".into());
             }
+            if !ok_VkOpticalFlowSessionBindingPointNV(p.binding_point) {
+                return Err(bad_enum(
+                    "bindingPoint",
+                    "VkOpticalFlowSessionBindingPointNV",
+                    p.binding_point,
+                ));
+            }
+            if !ok_VkImageLayout(p.layout) {
+                return Err(bad_enum("layout", "VkImageLayout", p.layout));
+            }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
             }
@@ -18712,6 +27708,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_execute_info {
                 c_VkOpticalFlowExecuteInfoNV(x)?;
+            }
+            if let Some(x) = &p.p_execute_info {
+                e_VkOpticalFlowExecuteInfoNV(x)?;
             }
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -18755,6 +27754,9 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             }
             if let Some(x) = &p.p_properties {
                 c_VkTilePropertiesQCOM(x)?;
+            }
+            if let Some(x) = &p.p_rendering_info {
+                e_VkRenderingInfo(x)?;
             }
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -19693,9 +28695,8 @@ pub fn flags(call: &Call) -> u16 {
             0x2509
         }
         Call::vkGetSwapchainImagesKHR(_) => 0x2800,
-        Call::vkCmdBindPipeline(_) => 0x2903,
         Call::vkBeginCommandBuffer(_) => 0x2b00,
-        Call::vkCmdBindIndexBuffer(_) => 0x2d03,
+        Call::vkCmdBindPipeline(_) | Call::vkCmdBindIndexBuffer(_) => 0x2d03,
         Call::vkCmdEndRenderPass(_)
         | Call::vkCmdEndRenderPass2(_)
         | Call::vkCmdEndRendering(_)
@@ -19729,4 +28730,402 @@ pub fn flags(call: &Call) -> u16 {
         Call::vkCmdBeginQuery(_) | Call::vkCmdBeginQueryIndexedEXT(_) => 0x3f03,
         _ => 0,
     }
+}
+
+/// Whether a value is one vk.xml defines for its enum type, core and extensions alike.
+#[inline(always)]
+fn ok_VkAccelerationStructureBuildTypeKHR(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkAccelerationStructureMemoryRequirementsTypeNV(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkAccelerationStructureMotionInstanceTypeNV(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkAccelerationStructureTypeKHR(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkAttachmentLoadOp(v: i32) -> bool {
+    matches!(v, 0..=2 | 1000400000)
+}
+#[inline(always)]
+fn ok_VkAttachmentStoreOp(v: i32) -> bool {
+    matches!(v, 0..=1 | 1000301000)
+}
+#[inline(always)]
+fn ok_VkBlendFactor(v: i32) -> bool {
+    matches!(v, 0..=18)
+}
+#[inline(always)]
+fn ok_VkBlendOp(v: i32) -> bool {
+    matches!(v, 0..=4 | 1000148000..=1000148045)
+}
+#[inline(always)]
+fn ok_VkBlendOverlapEXT(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkChromaLocation(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkCoarseSampleOrderTypeNV(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkColorSpaceKHR(v: i32) -> bool {
+    matches!(v, 0 | 1000104001..=1000104014 | 1000213000)
+}
+#[inline(always)]
+fn ok_VkCommandBufferLevel(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkCompareOp(v: i32) -> bool {
+    matches!(v, 0..=7)
+}
+#[inline(always)]
+fn ok_VkComponentSwizzle(v: i32) -> bool {
+    matches!(v, 0..=6)
+}
+#[inline(always)]
+fn ok_VkComponentTypeNV(v: i32) -> bool {
+    matches!(v, 0..=10)
+}
+#[inline(always)]
+fn ok_VkConservativeRasterizationModeEXT(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkCopyAccelerationStructureModeKHR(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkCopyMicromapModeEXT(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkCoverageModulationModeNV(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkCoverageReductionModeNV(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkDebugReportObjectTypeEXT(v: i32) -> bool {
+    matches!(v, 0..=30 | 33 | 1000029000..=1000029001 | 1000085000 | 1000150000 | 1000156000 | 1000165000 | 1000366000)
+}
+#[inline(always)]
+fn ok_VkDescriptorType(v: i32) -> bool {
+    matches!(v, 0..=10 | 1000138000 | 1000150000 | 1000165000 | 1000351000 | 1000440000..=1000440001)
+}
+#[inline(always)]
+fn ok_VkDescriptorUpdateTemplateType(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkDeviceAddressBindingTypeEXT(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkDeviceEventTypeEXT(v: i32) -> bool {
+    matches!(v, 0)
+}
+#[inline(always)]
+fn ok_VkDeviceFaultAddressTypeEXT(v: i32) -> bool {
+    matches!(v, 0..=6)
+}
+#[inline(always)]
+fn ok_VkDeviceFaultVendorBinaryHeaderVersionEXT(v: i32) -> bool {
+    matches!(v, 1)
+}
+#[inline(always)]
+fn ok_VkDeviceMemoryReportEventTypeEXT(v: i32) -> bool {
+    matches!(v, 0..=4)
+}
+#[inline(always)]
+fn ok_VkDirectDriverLoadingModeLUNARG(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkDiscardRectangleModeEXT(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkDisplayEventTypeEXT(v: i32) -> bool {
+    matches!(v, 0)
+}
+#[inline(always)]
+fn ok_VkDisplayPowerStateEXT(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkDriverId(v: i32) -> bool {
+    matches!(v, 1..=25)
+}
+#[inline(always)]
+fn ok_VkDynamicState(v: i32) -> bool {
+    matches!(v, 0..=8 | 1000087000 | 1000099000 | 1000143000 | 1000164004 | 1000164006 | 1000205001 | 1000226000 | 1000259000 | 1000267000..=1000267011 | 1000347000 | 1000352000 | 1000377000..=1000377004 | 1000381000 | 1000455002..=1000455032)
+}
+#[inline(always)]
+fn ok_VkFilter(v: i32) -> bool {
+    matches!(v, 0..=1 | 1000015000)
+}
+#[inline(always)]
+fn ok_VkFormat(v: i32) -> bool {
+    matches!(v, 0..=184 | 1000054000..=1000054007 | 1000066000..=1000066013 | 1000156000..=1000156033 | 1000330000..=1000330003 | 1000340000..=1000340001 | 1000464000)
+}
+#[inline(always)]
+fn ok_VkFragmentShadingRateNV(v: i32) -> bool {
+    matches!(v, 0..=1 | 4..=6 | 9..=15)
+}
+#[inline(always)]
+fn ok_VkFrontFace(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkGeometryTypeKHR(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkImageLayout(v: i32) -> bool {
+    matches!(v, 0..=8 | 1000001002 | 1000024000..=1000024002 | 1000111000 | 1000117000..=1000117001 | 1000164003 | 1000218000 | 1000241000..=1000241003 | 1000299000..=1000299002 | 1000314000..=1000314001 | 1000339000)
+}
+#[inline(always)]
+fn ok_VkImageTiling(v: i32) -> bool {
+    matches!(v, 0..=1 | 1000158000)
+}
+#[inline(always)]
+fn ok_VkImageType(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkImageViewType(v: i32) -> bool {
+    matches!(v, 0..=6)
+}
+#[inline(always)]
+fn ok_VkIndexType(v: i32) -> bool {
+    matches!(v, 0..=1 | 1000165000 | 1000265000)
+}
+#[inline(always)]
+fn ok_VkIndirectCommandsTokenTypeNV(v: i32) -> bool {
+    matches!(v, 0..=7 | 1000328000)
+}
+#[inline(always)]
+fn ok_VkLineRasterizationModeEXT(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkLogicOp(v: i32) -> bool {
+    matches!(v, 0..=15)
+}
+#[inline(always)]
+fn ok_VkMemoryOverallocationBehaviorAMD(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkMicromapTypeEXT(v: i32) -> bool {
+    matches!(v, 0)
+}
+#[inline(always)]
+fn ok_VkObjectType(v: i32) -> bool {
+    matches!(v, 0..=25 | 1000000000 | 1000001000 | 1000002000..=1000002001 | 1000011000 | 1000023000..=1000023001 | 1000029000..=1000029001 | 1000085000 | 1000128000 | 1000150000 | 1000156000 | 1000160000 | 1000165000 | 1000210000 | 1000268000 | 1000277000 | 1000295000 | 1000366000 | 1000396000 | 1000464000)
+}
+#[inline(always)]
+fn ok_VkOpticalFlowPerformanceLevelNV(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkOpticalFlowSessionBindingPointNV(v: i32) -> bool {
+    matches!(v, 0..=8)
+}
+#[inline(always)]
+fn ok_VkPerformanceConfigurationTypeINTEL(v: i32) -> bool {
+    matches!(v, 0)
+}
+#[inline(always)]
+fn ok_VkPerformanceCounterScopeKHR(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkPerformanceCounterStorageKHR(v: i32) -> bool {
+    matches!(v, 0..=5)
+}
+#[inline(always)]
+fn ok_VkPerformanceCounterUnitKHR(v: i32) -> bool {
+    matches!(v, 0..=10)
+}
+#[inline(always)]
+fn ok_VkPerformanceOverrideTypeINTEL(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkPerformanceParameterTypeINTEL(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkPerformanceValueTypeINTEL(v: i32) -> bool {
+    matches!(v, 0..=4)
+}
+#[inline(always)]
+fn ok_VkPhysicalDeviceType(v: i32) -> bool {
+    matches!(v, 0..=4)
+}
+#[inline(always)]
+fn ok_VkPipelineBindPoint(v: i32) -> bool {
+    matches!(v, 0..=1 | 1000165000 | 1000369003)
+}
+#[inline(always)]
+fn ok_VkPipelineCacheHeaderVersion(v: i32) -> bool {
+    matches!(v, 1)
+}
+#[inline(always)]
+fn ok_VkPipelineExecutableStatisticFormatKHR(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkPipelineRobustnessBufferBehaviorEXT(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkPipelineRobustnessImageBehaviorEXT(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkPointClippingBehavior(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkPolygonMode(v: i32) -> bool {
+    matches!(v, 0..=2 | 1000153000)
+}
+#[inline(always)]
+fn ok_VkPresentModeKHR(v: i32) -> bool {
+    matches!(v, 0..=3 | 1000111000..=1000111001)
+}
+#[inline(always)]
+fn ok_VkPrimitiveTopology(v: i32) -> bool {
+    matches!(v, 0..=10)
+}
+#[inline(always)]
+fn ok_VkProvokingVertexModeEXT(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkQueryPoolSamplingModeINTEL(v: i32) -> bool {
+    matches!(v, 0)
+}
+#[inline(always)]
+fn ok_VkQueryType(v: i32) -> bool {
+    matches!(v, 0..=2 | 1000023000 | 1000028004 | 1000116000 | 1000150000..=1000150001 | 1000165000 | 1000210000 | 1000299000 | 1000328000 | 1000382000 | 1000386000..=1000386001 | 1000396000..=1000396001)
+}
+#[inline(always)]
+fn ok_VkQueueGlobalPriorityKHR(v: i32) -> bool {
+    matches!(v, 128 | 256 | 512 | 1024)
+}
+#[inline(always)]
+fn ok_VkRasterizationOrderAMD(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkRayTracingInvocationReorderModeNV(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkRayTracingShaderGroupTypeKHR(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkSamplerAddressMode(v: i32) -> bool {
+    matches!(v, 0..=4)
+}
+#[inline(always)]
+fn ok_VkSamplerMipmapMode(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkSamplerReductionMode(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkSamplerYcbcrModelConversion(v: i32) -> bool {
+    matches!(v, 0..=4)
+}
+#[inline(always)]
+fn ok_VkSamplerYcbcrRange(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkScopeNV(v: i32) -> bool {
+    matches!(v, 1..=3 | 5)
+}
+#[inline(always)]
+fn ok_VkSemaphoreType(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkShaderFloatControlsIndependence(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkShaderGroupShaderKHR(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkShaderInfoTypeAMD(v: i32) -> bool {
+    matches!(v, 0..=2)
+}
+#[inline(always)]
+fn ok_VkShadingRatePaletteEntryNV(v: i32) -> bool {
+    matches!(v, 0..=11)
+}
+#[inline(always)]
+fn ok_VkSharingMode(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkStencilOp(v: i32) -> bool {
+    matches!(v, 0..=7)
+}
+#[inline(always)]
+fn ok_VkSubpassContents(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkSubpassMergeStatusEXT(v: i32) -> bool {
+    matches!(v, 0..=13)
+}
+#[inline(always)]
+fn ok_VkTessellationDomainOrigin(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkTimeDomainEXT(v: i32) -> bool {
+    matches!(v, 0..=3)
+}
+#[inline(always)]
+fn ok_VkValidationCheckEXT(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkValidationFeatureDisableEXT(v: i32) -> bool {
+    matches!(v, 0..=7)
+}
+#[inline(always)]
+fn ok_VkValidationFeatureEnableEXT(v: i32) -> bool {
+    matches!(v, 0..=4)
+}
+#[inline(always)]
+fn ok_VkVertexInputRate(v: i32) -> bool {
+    matches!(v, 0..=1)
+}
+#[inline(always)]
+fn ok_VkViewportCoordinateSwizzleNV(v: i32) -> bool {
+    matches!(v, 0..=7)
 }

@@ -45,7 +45,7 @@ pub(super) struct Obj {
     pub memory: u64,
     pub memory_slot: u32,
     /// Buffer: its size; query pool: its query count; graphics pipeline: the vertex bindings it
-    /// reads (compute pipeline: 0). `None`: not known (checks that need it pass).
+    /// reads, below binding 63 (compute pipeline: bit 63). `None`: not known (checks that need it pass).
     pub info: Option<u64>,
     pub st: St,
     /// Named by a call `Compat` recorded (its `after`): it may keep records keyed by this handle,

@@ -108,6 +108,7 @@ impl Recording {
             _ => {}
         }
         match call {
+            Call::vkCmdBindPipeline(p) => bind_point(t, p.pipeline, p.pipeline_bind_point)?,
             Call::vkCmdBindVertexBuffers(p) => {
                 for (b, o) in p
                     .p_buffers
@@ -225,7 +226,7 @@ impl Recording {
                         i.p_vertex_input_state
                             .iter()
                             .flat_map(|v| v.p_vertex_binding_descriptions.iter().flatten())
-                            .filter(|b| b.binding < 64)
+                            .filter(|b| b.binding < 63)
                             .fold(0u64, |m, b| m | 1 << b.binding)
                     };
                     set_info(t, PIPELINE, *h, vertex);
@@ -234,7 +235,7 @@ impl Recording {
             }
             Call::vkCreateComputePipelines(p) => {
                 for h in p.p_pipelines.iter().flatten() {
-                    set_info(t, PIPELINE, *h, 0);
+                    set_info(t, PIPELINE, *h, COMPUTE_PIPELINE);
                 }
                 return;
             }
@@ -328,6 +329,31 @@ impl Recording {
             _ => {}
         }
     }
+}
+
+/// A compute pipeline's `info` (a graphics pipeline's holds the vertex bindings it reads, below
+/// binding 63).
+const COMPUTE_PIPELINE: u64 = 1 << 63;
+
+/// A pipeline is bound at the bind point of its kind (VUID-vkCmdBindPipeline-pipelineBindPoint-00779,
+/// -00780, -02392): NVIDIA's driver crashed on a graphics pipeline bound for compute. Pipelines of
+/// kinds not followed here (ray tracing) pass.
+fn bind_point(t: &Table, pipeline: u64, point: i32) -> Result<(), String> {
+    let Some(info) = t.info(PIPELINE, pipeline) else {
+        return Ok(());
+    };
+    let (kind, wanted) = if info & COMPUTE_PIPELINE != 0 {
+        ("compute", 1)
+    } else {
+        ("graphics", 0)
+    };
+    if point == wanted {
+        return Ok(());
+    }
+    Err(format!(
+        "{kind} pipeline 0x{pipeline:x} bound at pipeline bind point {point} (a {kind} pipeline \
+         binds at {wanted})"
+    ))
 }
 
 fn set_info(t: &mut Table, ty: i32, h: u64, info: u64) {

@@ -17,7 +17,8 @@
 //! comes first), `--seed N`, `--jobs N`, `--limit N` (seconds per replay, default 30: a replay
 //! bounds each wait by 10 s and each record by 15 s, and stops at the first that runs out),
 //! `--report` (exit 0 even when it found crashes), `--out DIR` (crashers, default
-//! `target/fuzz-crashers`), `-v` (list the distinct checks). BENCHMARKS.md has the long run.
+//! `target/fuzz-crashers`), `--gpu NAME` (replay GPU, default `llvmpipe`), `--corpus DIR`, `-v`
+//! (list the distinct checks). BENCHMARKS.md has the long run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -248,7 +249,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!(
-            "fuzz_replay [--seconds N] [--execs N] [--seed N] [--jobs N] [--limit N] [--out DIR] [--report] [-v]\n\
+            "fuzz_replay [--seconds N] [--execs N] [--seed N] [--jobs N] [--limit N] [--out DIR] [--gpu NAME] [--corpus DIR] [--report] [-v]\n\
              Numbers are decimal or 0x-hex; see the header of tests/src/bin/fuzz_replay.rs."
         );
         return;
@@ -278,7 +279,17 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| exe_dir.join("../fuzz-crashers"));
     std::fs::create_dir_all(&out_dir).unwrap();
-    let mut seeds: Vec<Seed> = std::fs::read_dir(corpus_dir())
+    let text_arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    // Another GPU than lavapipe (the H100 through the device tool: BENCHMARKS.md), and the corpus
+    // of a checkout that moved.
+    let gpu = text_arg("--gpu").unwrap_or_else(|| "llvmpipe".into());
+    let corpus = text_arg("--corpus").map_or_else(corpus_dir, PathBuf::from);
+    let mut seeds: Vec<Seed> = std::fs::read_dir(corpus)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "qtrace"))
@@ -292,11 +303,12 @@ fn main() {
     let deadline = start + Duration::from_secs(seconds);
     let workers: Vec<_> = (0..jobs)
         .map(|j| {
-            let (seeds, stats, quarry, out_dir) = (
+            let (seeds, stats, quarry, out_dir, gpu) = (
                 seeds.clone(),
                 stats.clone(),
                 quarry.clone(),
                 out_dir.clone(),
+                gpu.clone(),
             );
             let dir = scratch.path().to_path_buf();
             std::thread::spawn(move || {
@@ -323,7 +335,7 @@ fn main() {
                     .env_remove("VK_LOADER_LAYERS_ENABLE")
                     .arg("replay")
                     .arg(&p)
-                    .args(["--gpu", "llvmpipe"]);
+                    .args(["--gpu", &gpu]);
                     let outcome = run_limited(&mut c, limit);
                     let (class, stderr) = match &outcome {
                         Outcome::Exit(0, o) => ("ok", o.stderr.clone()),
