@@ -58,6 +58,23 @@ pub fn tracking() -> bool {
 }
 
 pub use frames::{finish, frame_boundary, note_swapchain, submitted};
+
+/// Work reaches the GPU (submits, presents) only through this gate; a trimmed capture's snapshot
+/// closes it (`stop_submits`) from before its idle wait until capturing has begun, so a thread
+/// that submits while another takes the snapshot neither runs GPU work during the memory reads
+/// nor falls between the snapshot and the trace. Held only around the driver call and its
+/// recording: a frame boundary (which may take the snapshot) comes after it is released.
+static SUBMIT_GATE: parking_lot::RwLock<()> = parking_lot::RwLock::new(());
+
+/// Held while a submit or present is in the driver and recorded.
+pub fn submit_gate() -> parking_lot::RwLockReadGuard<'static, ()> {
+    SUBMIT_GATE.read()
+}
+
+/// Held while a snapshot is taken: waits for submits in progress, holds back new ones.
+pub fn stop_submits() -> parking_lot::RwLockWriteGuard<'static, ()> {
+    SUBMIT_GATE.write()
+}
 pub use record::{
     record, record_begin, record_call, record_call_ops, record_cmd, record_query_results,
 };

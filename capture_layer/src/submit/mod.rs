@@ -241,6 +241,7 @@ pub unsafe extern "system" fn vkQueueSubmit(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let f = next!(d.table.vkQueueSubmit, NOT_PRESENT);
+    let _gate = runtime::submit_gate();
     // Host writes reach the trace before the submit that lets the GPU read them.
     // Only while capturing (`scan_memory` says so too): not even the state lock while tracking.
     if runtime::capturing() {
@@ -334,6 +335,7 @@ pub unsafe fn vkQueueSubmit2<E: Entry<vk::PFN_vkQueueSubmit2>>(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let f = next!(E::next(&d.table), NOT_PRESENT);
+    let _gate = runtime::submit_gate();
     if runtime::capturing() {
         guard("vkQueueSubmit2", || scan_memory(&mut d.lock(), None));
     }

@@ -24,6 +24,8 @@ pub fn frame_boundary(boundary: FrameBoundary, last_seq: Option<u64>) {
 /// Frame `first` begins: waits for every device, reads host-visible memory, opens the trace and
 /// writes the state snapshot, then capture goes on as usual.
 fn write() {
+    // No GPU work starts on another thread until capturing has begun (`runtime::submit_gate`).
+    let _gate = runtime::stop_submits();
     let t0 = runtime::now_ns();
     let devices = runtime::live_devices();
     for d in &devices {

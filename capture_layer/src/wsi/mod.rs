@@ -86,11 +86,17 @@ pub unsafe extern "system" fn vkQueuePresentKHR(
         return vk::Result::ERROR_INITIALIZATION_FAILED;
     };
     let f = next!(d.table.vkQueuePresentKHR, NOT_PRESENT);
+    let gate = runtime::submit_gate();
     let r = f(queue, p_info);
-    guard("vkQueuePresentKHR", || {
-        let seq = rec!(vkQueuePresentKHR, r.as_raw(), |e| {
+    let seq = guard("vkQueuePresentKHR", || {
+        rec!(vkQueuePresentKHR, r.as_raw(), |e| {
             vkstream::encode::vkQueuePresentKHR(e, queue, p_info)
-        });
+        })
+    })
+    .flatten();
+    // Before the boundary, which may take the snapshot (it closes the gate).
+    drop(gate);
+    guard("vkQueuePresentKHR", || {
         // Every present call ends the app's frame, whatever the swapchain's state.
         crate::trim::snapshot::frame_boundary(FrameBoundary::Present, seq);
         calibrate(d);
