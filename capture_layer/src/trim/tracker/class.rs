@@ -148,7 +148,10 @@ static MOVES_LAYOUTS: [bool; N] = {
     let mut i = 0;
     while i < N {
         let n = COMMANDS[i].as_bytes();
-        t[i] = starts(n, "vkCmdPipelineBarrier") || starts(n, "vkCmdBeginRenderPass");
+        t[i] = starts(n, "vkCmdPipelineBarrier")
+            || starts(n, "vkCmdBeginRenderPass")
+            || starts(n, "vkCmdWaitEvents")
+            || starts(n, "vkCmdExecuteCommands");
         i += 1;
     }
     t
@@ -238,8 +241,14 @@ mod tests {
     fn tables_match_the_names() {
         for (i, name) in COMMANDS.iter().enumerate() {
             assert_eq!(class_of(i as u32), by_match(name), "{name}");
-            let moves = name.starts_with("vkCmdPipelineBarrier")
-                || name.starts_with("vkCmdBeginRenderPass");
+            let moves = [
+                "vkCmdPipelineBarrier",
+                "vkCmdBeginRenderPass",
+                "vkCmdWaitEvents",
+                "vkCmdExecuteCommands",
+            ]
+            .iter()
+            .any(|p| name.starts_with(p));
             assert_eq!(moves_layouts(i as u32), moves, "{name}");
             assert_eq!(wanted(i as u32), by_match(name) != Class::Drop, "{name}");
         }

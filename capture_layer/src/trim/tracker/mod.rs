@@ -816,11 +816,19 @@ impl Tracker {
             if let Some(o) = self.objects.get_mut(&cb) {
                 o.recording.submitted = true;
             }
-            if !self.effects.contains_key(&cb) {
-                let e = self.layout_effects(cb);
-                self.effects.insert(cb, e);
-            }
-            for (image, layout) in self.effects[&cb].clone() {
+            let effects = match self.effects.get(&cb) {
+                Some(e) => e.clone(),
+                None => {
+                    let (e, whole) = self.layout_effects(cb, 0);
+                    // A buffer that executes secondaries is not cached: they may be recorded
+                    // again without it.
+                    if whole {
+                        self.effects.insert(cb, e.clone());
+                    }
+                    e
+                }
+            };
+            for (image, layout) in effects {
                 if let Some(Obj {
                     info: Info::Image { layout: l, .. },
                     ..
@@ -828,108 +836,6 @@ impl Tracker {
                 {
                     *l = Some(layout);
                 }
-            }
-        }
-    }
-
-    /// Binary semaphores a queue operation waits for (left unsignaled) or signals, in order.
-    fn binary_semaphores(&mut self, call: &Call) {
-        let mut ops: Vec<(u64, bool)> = Vec::new();
-        match call {
-            Call::vkQueueSubmit(p) => {
-                for s in p.p_submits.iter().flatten() {
-                    ops.extend(s.p_wait_semaphores.iter().flatten().map(|&h| (h, false)));
-                    ops.extend(s.p_signal_semaphores.iter().flatten().map(|&h| (h, true)));
-                }
-            }
-            Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) => {
-                for s in p.p_submits.iter().flatten() {
-                    let waits = s.p_wait_semaphore_infos.iter().flatten();
-                    ops.extend(waits.map(|i| (i.semaphore, false)));
-                    let signals = s.p_signal_semaphore_infos.iter().flatten();
-                    ops.extend(signals.map(|i| (i.semaphore, true)));
-                }
-            }
-            Call::vkQueuePresentKHR(p) => {
-                let waits = p
-                    .p_present_info
-                    .iter()
-                    .flat_map(|i| i.p_wait_semaphores.iter());
-                ops.extend(waits.flatten().map(|&h| (h, false)));
-            }
-            Call::vkAcquireNextImageKHR(p) => ops.push((p.semaphore, true)),
-            Call::vkAcquireNextImage2KHR(p) => {
-                ops.extend(p.p_acquire_info.iter().map(|i| (i.semaphore, true)));
-            }
-            _ => {}
-        }
-        for (h, signal) in ops {
-            if let Some(Obj {
-                info: Info::Binary { signaled },
-                ..
-            }) = self.objects.get_mut(&h)
-            {
-                *signaled = signal;
-            }
-        }
-    }
-
-    /// (image, layout) in order, for the barriers and render passes `cb`'s recording holds.
-    fn layout_effects(&self, cb: u64) -> Vec<(u64, i32)> {
-        let Some(o) = self.objects.get(&cb) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for c in o.recording.calls() {
-            if !moves_layouts(c.cmd) {
-                continue;
-            }
-            let Some(call) = decode(c.cmd, c.params) else {
-                continue;
-            };
-            match &call {
-                Call::vkCmdPipelineBarrier(p) => {
-                    for b in p.p_image_memory_barriers.iter().flatten() {
-                        out.push((b.image, b.new_layout));
-                    }
-                }
-                Call::vkCmdPipelineBarrier2(p) | Call::vkCmdPipelineBarrier2KHR(p) => {
-                    for b in p
-                        .p_dependency_info
-                        .iter()
-                        .flat_map(|d| d.p_image_memory_barriers.iter().flatten())
-                    {
-                        out.push((b.image, b.new_layout));
-                    }
-                }
-                Call::vkCmdBeginRenderPass(p) => {
-                    if let Some(b) = &p.p_render_pass_begin {
-                        self.render_pass_finals(b.render_pass, b.framebuffer, &mut out);
-                    }
-                }
-                Call::vkCmdBeginRenderPass2(p) | Call::vkCmdBeginRenderPass2KHR(p) => {
-                    if let Some(b) = &p.p_render_pass_begin {
-                        self.render_pass_finals(b.render_pass, b.framebuffer, &mut out);
-                    }
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-
-    fn render_pass_finals(&self, rp: u64, fb: u64, out: &mut Vec<(u64, i32)>) {
-        let finals = match self.objects.get(&rp).map(|o| &o.info) {
-            Some(Info::RenderPass { finals }) => finals,
-            _ => return,
-        };
-        let views = match self.objects.get(&fb).map(|o| &o.info) {
-            Some(Info::Framebuffer { views }) => views,
-            _ => return,
-        };
-        for (view, layout) in views.iter().zip(finals) {
-            if let Some(Info::View { image }) = self.objects.get(view).map(|o| &o.info) {
-                out.push((*image, *layout));
             }
         }
     }
@@ -1013,6 +919,7 @@ fn creation_info(call: &Call) -> Info {
 }
 
 mod class;
+mod effects;
 mod restore;
 #[cfg(test)]
 mod tests;

@@ -671,3 +671,81 @@ fn snapshot_signals_the_binary_semaphores_left_signaled() {
         .collect();
     assert_eq!(signaled, [relay.as_raw()]);
 }
+
+/// Layouts moved inside a secondary command buffer (a barrier, then an event wait) reach the
+/// image when the primary that executes it is submitted; recorded again with another layout, the
+/// secondary's new effect counts at the primary's next submit (the primary's effects are not
+/// cached).
+#[test]
+fn secondaries_and_event_waits_move_layouts_at_the_primarys_submit() {
+    let mut f = Feed::new();
+    let primary = pool_with_a_buffer(&mut f, 0xc1, 0xc2);
+    let secondary = vk::CommandBuffer::from_raw(0xc3);
+    let ai = vk::CommandBufferAllocateInfo::default()
+        .command_pool(vk::CommandPool::from_raw(0xc1))
+        .level(vk::CommandBufferLevel::SECONDARY)
+        .command_buffer_count(1);
+    let mut s = secondary;
+    f.call("vkAllocateCommandBuffers", |e| unsafe {
+        vkstream::encode::vkAllocateCommandBuffers(e, dev(), &ai, &mut s)
+    });
+    let ici = vk::ImageCreateInfo::default().initial_layout(vk::ImageLayout::UNDEFINED);
+    let mut image = vk::Image::from_raw(0xc4);
+    f.call("vkCreateImage", |e| unsafe {
+        vkstream::encode::vkCreateImage(e, dev(), &ici, std::ptr::null(), &mut image)
+    });
+    let bi = vk::CommandBufferBeginInfo::default();
+    let record_secondary = |f: &mut Feed, layout: vk::ImageLayout| {
+        f.call("vkBeginCommandBuffer", |e| unsafe {
+            vkstream::encode::vkBeginCommandBuffer(e, secondary, &bi)
+        });
+        let barrier = [vk::ImageMemoryBarrier2::default()
+            .image(image)
+            .new_layout(layout)];
+        let deps = [vk::DependencyInfo::default().image_memory_barriers(&barrier)];
+        let events = [vk::Event::from_raw(0xc5)];
+        f.call("vkCmdWaitEvents2", |e| unsafe {
+            vkstream::encode::vkCmdWaitEvents2(e, secondary, 1, events.as_ptr(), deps.as_ptr())
+        });
+        f.call("vkEndCommandBuffer", |e| unsafe {
+            vkstream::encode::vkEndCommandBuffer(e, secondary)
+        });
+    };
+    let layout_now = |f: &Feed| match &f.t.objects[&image.as_raw()].info {
+        Info::Image { layout, .. } => *layout,
+        _ => panic!("an image"),
+    };
+    record_secondary(&mut f, vk::ImageLayout::GENERAL);
+    f.call("vkBeginCommandBuffer", |e| unsafe {
+        vkstream::encode::vkBeginCommandBuffer(e, primary, &bi)
+    });
+    let secondaries = [secondary];
+    f.call("vkCmdExecuteCommands", |e| unsafe {
+        vkstream::encode::vkCmdExecuteCommands(e, primary, 1, secondaries.as_ptr())
+    });
+    f.call("vkEndCommandBuffer", |e| unsafe {
+        vkstream::encode::vkEndCommandBuffer(e, primary)
+    });
+    let submit = |f: &mut Feed| {
+        let cbs = [primary];
+        let si = [vk::SubmitInfo::default().command_buffers(&cbs)];
+        f.call("vkQueueSubmit", |e| unsafe {
+            vkstream::encode::vkQueueSubmit(
+                e,
+                vk::Queue::from_raw(0xc6),
+                1,
+                si.as_ptr(),
+                vk::Fence::null(),
+            )
+        });
+    };
+    assert_eq!(layout_now(&f), None, "not submitted yet");
+    submit(&mut f);
+    assert_eq!(layout_now(&f), Some(vk::ImageLayout::GENERAL.as_raw()));
+    record_secondary(&mut f, vk::ImageLayout::TRANSFER_SRC_OPTIMAL);
+    submit(&mut f);
+    assert_eq!(
+        layout_now(&f),
+        Some(vk::ImageLayout::TRANSFER_SRC_OPTIMAL.as_raw())
+    );
+}
