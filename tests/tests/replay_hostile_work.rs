@@ -833,3 +833,41 @@ fn pipeline_bound_at_the_bind_point_of_another_kind_is_refused() {
         "bound at pipeline bind point 1 (a graphics pipeline binds at 0)",
     );
 }
+
+/// The H100 fuzz run's third crash (seed 0x31): a shader word edited to an id the module never
+/// defines. lavapipe failed the pipeline cleanly, NVIDIA's compiler crashed; the structural check
+/// reads no grammar. With SPIRV-Tools linked (`replayer/build.rs`; `scripts/deps.sh` installs it)
+/// the module is refused at its creation.
+#[test]
+fn spirv_naming_an_undefined_id_is_refused() {
+    if !replayer::validate::spirv::AVAILABLE {
+        eprintln!("SKIP: this build has no SPIRV-Tools (install spirv-tools and rebuild)");
+        return;
+    }
+    let p = forged(&scratch(), "vkcube.qtrace", |recs, t| {
+        let vkstream::Call::vkCreateShaderModule(m) = decoded(recs, t, "vkCreateShaderModule", 0)
+        else {
+            unreachable!()
+        };
+        let code = m.p_create_info.unwrap().p_code.unwrap();
+        // The first OpFunction (opcode 54): its result type becomes an id never defined.
+        let mut i = 5;
+        while code[i] & 0xffff != 54 {
+            i += (code[i] >> 16) as usize;
+        }
+        let k = find(recs, t, "vkCreateShaderModule", 0);
+        let params = &mut call_mut(&mut recs[k]).params;
+        let start = at(params, &words(&code[..8]));
+        let w = start + 4 * (i + 1);
+        params[w..w + 4].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCreateShaderModule",
+        "its SPIR-V does not validate",
+    );
+}

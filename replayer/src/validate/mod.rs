@@ -28,6 +28,7 @@ mod objects;
 mod passes;
 mod record;
 mod shaders;
+pub mod spirv;
 mod sync;
 #[cfg(test)]
 mod tests;

@@ -292,7 +292,8 @@ impl Compat {
         match call {
             Call::vkCreateShaderModule(p) => {
                 let code = p.p_create_info.as_ref().and_then(|c| c.p_code.as_deref());
-                check_code(code.unwrap_or(&[]))
+                check_code(code.unwrap_or(&[]))?;
+                super::spirv::validate(code.unwrap_or(&[]))
             }
             Call::vkCreateGraphicsPipelines(p) => {
                 let n = p.create_info_count as usize;
