@@ -707,6 +707,19 @@ fn structs_needing_checks(an: &Analysis) -> (std::collections::BTreeSet<String>,
     }
 }
 
+/// `{prefix}_chain`: runs `{prefix}_{struct}` on each element of a pNext chain that has checks.
+fn chain_fn(an: &Analysis, prefix: &str, needs: &std::collections::BTreeSet<String>) -> String {
+    let mut o = format!("fn {prefix}_chain(c: &[PNext]) -> R {{\nfor e in c {{\nmatch e {{\n");
+    for name in &an.struct_order {
+        let s = &an.structs[name];
+        if s.def.stype.is_some() && has_pnext(&s.fields) && needs.contains(name) {
+            let _ = writeln!(o, "PNext::{name}(x) => {prefix}_{name}(x)?,");
+        }
+    }
+    o.push_str("_ => {}\n}\n}\nOk(())\n}\n\n");
+    o
+}
+
 /// Every enum value vk.xml defines, by enum type (`emit_extensions::Facts::enum_values`).
 pub type EnumValues = std::collections::BTreeMap<String, std::collections::BTreeSet<i64>>;
 
@@ -886,14 +899,7 @@ pub fn checks_rs(reg: &Registry, an: &Analysis, enums: &EnumValues) -> String {
          format!(\"{name} is {v}, which is not a {ty} value\")\n}\n\n",
     );
     if chain {
-        o.push_str("fn c_chain(c: &[PNext]) -> R {\nfor e in c {\nmatch e {\n");
-        for name in &an.struct_order {
-            let s = &an.structs[name];
-            if s.def.stype.is_some() && has_pnext(&s.fields) && needs.contains(name) {
-                let _ = writeln!(o, "PNext::{name}(x) => c_{name}(x)?,");
-            }
-        }
-        o.push_str("_ => {}\n}\n}\nOk(())\n}\n\n");
+        o.push_str(&chain_fn(an, "c", &needs));
     }
     for name in &an.struct_order {
         if !needs.contains(name) {
@@ -904,14 +910,7 @@ pub fn checks_rs(reg: &Registry, an: &Analysis, enums: &EnumValues) -> String {
         let _ = writeln!(o, "fn c_{name}(v: &{name}) -> R {{\n{body}Ok(())\n}}");
     }
     if e_chain {
-        o.push_str("fn e_chain(c: &[PNext]) -> R {\nfor e in c {\nmatch e {\n");
-        for name in &an.struct_order {
-            let s = &an.structs[name];
-            if s.def.stype.is_some() && has_pnext(&s.fields) && e_needs.contains(name) {
-                let _ = writeln!(o, "PNext::{name}(x) => e_{name}(x)?,");
-            }
-        }
-        o.push_str("_ => {}\n}\n}\nOk(())\n}\n\n");
+        o.push_str(&chain_fn(an, "e", &e_needs));
     }
     for name in &an.struct_order {
         if !e_needs.contains(name) {

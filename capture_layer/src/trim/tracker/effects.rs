@@ -70,13 +70,7 @@ impl Tracker {
                     }
                 }
                 Call::vkCmdPipelineBarrier2(p) | Call::vkCmdPipelineBarrier2KHR(p) => {
-                    for b in p
-                        .p_dependency_info
-                        .iter()
-                        .flat_map(|d| d.p_image_memory_barriers.iter().flatten())
-                    {
-                        out.push((b.image, b.new_layout));
-                    }
+                    dependency_layouts(p.p_dependency_info.as_deref().into_iter(), &mut out)
                 }
                 Call::vkCmdBeginRenderPass(p) => {
                     if let Some(b) = &p.p_render_pass_begin {
@@ -94,14 +88,7 @@ impl Tracker {
                     }
                 }
                 Call::vkCmdWaitEvents2(p) | Call::vkCmdWaitEvents2KHR(p) => {
-                    for b in p
-                        .p_dependency_infos
-                        .iter()
-                        .flatten()
-                        .flat_map(|d| d.p_image_memory_barriers.iter().flatten())
-                    {
-                        out.push((b.image, b.new_layout));
-                    }
+                    dependency_layouts(p.p_dependency_infos.iter().flatten(), &mut out)
                 }
                 // Secondaries cannot execute others without VK_EXT_nested_command_buffer, whose
                 // depth is bounded by the driver; two levels here.
@@ -131,5 +118,15 @@ impl Tracker {
                 out.push((*image, *layout));
             }
         }
+    }
+}
+
+/// (image, new layout) of the image barriers of synchronization2's dependency infos.
+fn dependency_layouts<'a>(
+    deps: impl Iterator<Item = &'a vkstream::types::VkDependencyInfo>,
+    out: &mut Vec<(u64, i32)>,
+) {
+    for b in deps.flat_map(|d| d.p_image_memory_barriers.iter().flatten()) {
+        out.push((b.image, b.new_layout));
     }
 }
