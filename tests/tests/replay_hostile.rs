@@ -499,6 +499,19 @@ fn fuzz_crashers_of_compatibility_are_clean_errors() {
             "attachmentCount is 1 but render pass",
         ),
         (
+            // dynamicStateCount 2 -> 1 beside [VIEWPORT, SCISSOR] (seed 0x33): the scissor is
+            // static with pScissors NULL, which lavapipe read at the draw.
+            "vkcube.qtrace",
+            Box::new(poke(
+                "vkCreateGraphicsPipelines",
+                0,
+                [counted(2), words(&[0, 1])].concat(),
+                [words(&[1]), counted(2)[4..].to_vec(), words(&[0, 1])].concat(),
+            )),
+            "vkCreateGraphicsPipelines",
+            "scissors are not dynamic state, but pScissors holds 0 of its scissorCount 1",
+        ),
+        (
             // A null signal semaphore inside a batch.
             "vkcube.qtrace",
             Box::new(poke(

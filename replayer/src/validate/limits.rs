@@ -292,6 +292,7 @@ impl Limits {
             }
             // Dynamic states vk.xml does not define are refused by the generated enum checks
             // (`checks::counts_and_handles`): lavapipe indexed its state table with a forged one.
+            static_viewports(ci)?;
             // One of VkSampleCountFlagBits (-rasterizationSamples-parameter): lavapipe sized
             // its sample arrays by a forged 16384 and crashed.
             if let Some(m) = &ci.p_multisample_state {
@@ -560,4 +561,48 @@ impl Compat {
             }
         }
     }
+}
+
+/// Viewports and scissors a rasterizing pipeline does not take as dynamic state are read from its
+/// viewport state, so they must be there (VUID-VkPipelineViewportStateCreateInfo-pViewports-04130,
+/// -pScissors-04131; vk.xml cannot say it): a dynamicStateCount cut by one left vkcube's scissor
+/// static with pScissors NULL, and lavapipe read it at the draw.
+fn static_viewports(ci: &vkstream::types::VkGraphicsPipelineCreateInfo) -> Result<(), String> {
+    const VIEWPORT: i32 = 0;
+    const SCISSOR: i32 = 1;
+    const VIEWPORT_WITH_COUNT: i32 = 1_000_267_003;
+    const SCISSOR_WITH_COUNT: i32 = 1_000_267_004;
+    const DISCARD: i32 = 1_000_377_001;
+    let dynamic: Vec<i32> = ci
+        .p_dynamic_state
+        .iter()
+        .flat_map(|d| {
+            let n = d.dynamic_state_count as usize;
+            d.p_dynamic_states.iter().flatten().take(n).copied()
+        })
+        .collect();
+    let has = |s: i32| dynamic.contains(&s);
+    let discards = !has(DISCARD)
+        && ci
+            .p_rasterization_state
+            .as_ref()
+            .is_some_and(|r| r.rasterizer_discard_enable != 0);
+    let Some(vs) = ci.p_viewport_state.as_ref().filter(|_| !discards) else {
+        return Ok(());
+    };
+    let viewports = vs.p_viewports.as_ref().map_or(0, |v| v.len());
+    if !has(VIEWPORT) && !has(VIEWPORT_WITH_COUNT) && viewports < vs.viewport_count as usize {
+        return Err(format!(
+            "viewports are not dynamic state, but pViewports holds {viewports} of its viewportCount {}",
+            vs.viewport_count
+        ));
+    }
+    let scissors = vs.p_scissors.as_ref().map_or(0, |v| v.len());
+    if !has(SCISSOR) && !has(SCISSOR_WITH_COUNT) && scissors < vs.scissor_count as usize {
+        return Err(format!(
+            "scissors are not dynamic state, but pScissors holds {scissors} of its scissorCount {}",
+            vs.scissor_count
+        ));
+    }
+    Ok(())
 }
