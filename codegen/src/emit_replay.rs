@@ -677,8 +677,12 @@ fn check_fields(
     o
 }
 
-/// Whether a struct's checks are not empty (fixpoint over nesting and pNext chains).
-fn structs_needing_checks(an: &Analysis) -> (std::collections::BTreeSet<String>, bool) {
+/// The structs whose checks are not empty, and whether any pNext chain needs checking: a
+/// fixpoint over nesting and chains. `body` emits a struct's checks given the set so far.
+fn structs_needing(
+    an: &Analysis,
+    mut body: impl FnMut(&[Field], &std::collections::BTreeSet<String>, bool) -> String,
+) -> (std::collections::BTreeSet<String>, bool) {
     let mut needs = std::collections::BTreeSet::new();
     let mut chain = false;
     loop {
@@ -688,12 +692,7 @@ fn structs_needing_checks(an: &Analysis) -> (std::collections::BTreeSet<String>,
             if s.def.is_union || needs.contains(name) {
                 continue;
             }
-            let mut chain_fields = false;
-            let body = check_fields(an, &s.fields, "v.", "", &needs, chain);
-            if !body.is_empty() || (chain && has_pnext(&s.fields)) {
-                chain_fields = true;
-            }
-            if chain_fields {
+            if !body(&s.fields, &needs, chain).is_empty() || (chain && has_pnext(&s.fields)) {
                 needs.insert(name.clone());
             }
         }
@@ -806,36 +805,6 @@ fn enum_fields(
     o
 }
 
-/// Structs whose enum checks are not empty (fixpoint over nesting and pNext chains).
-fn structs_needing_enum_checks(
-    an: &Analysis,
-    enums: &EnumValues,
-) -> (std::collections::BTreeSet<String>, bool) {
-    let mut needs = std::collections::BTreeSet::new();
-    let mut chain = false;
-    let mut scratch = std::collections::BTreeSet::new();
-    loop {
-        let before = (needs.len(), chain);
-        for name in &an.struct_order {
-            let s = &an.structs[name];
-            if s.def.is_union || needs.contains(name) {
-                continue;
-            }
-            let body = enum_fields(&s.fields, "v.", "", &needs, chain, enums, &mut scratch);
-            if !body.is_empty() || (chain && has_pnext(&s.fields)) {
-                needs.insert(name.clone());
-            }
-        }
-        chain = an
-            .struct_order
-            .iter()
-            .any(|n| an.structs[n].def.stype.is_some() && needs.contains(n));
-        if (needs.len(), chain) == before {
-            return (needs, chain);
-        }
-    }
-}
-
 /// `ok_{ty}`: whether an i32 is a value vk.xml defines for enum `ty`, as ranges.
 fn enum_predicate(ty: &str, values: &std::collections::BTreeSet<i64>) -> String {
     let mut runs: Vec<(i64, i64)> = Vec::new();
@@ -866,8 +835,13 @@ fn enum_predicate(ty: &str, values: &std::collections::BTreeSet<i64>) -> String 
 /// what kind of command it is.
 pub fn checks_rs(reg: &Registry, an: &Analysis, enums: &EnumValues) -> String {
     let _ = reg;
-    let (needs, chain) = structs_needing_checks(an);
-    let (e_needs, e_chain) = structs_needing_enum_checks(an, enums);
+    let (needs, chain) = structs_needing(an, |fields, needs, chain| {
+        check_fields(an, fields, "v.", "", needs, chain)
+    });
+    let mut scratch = std::collections::BTreeSet::new();
+    let (e_needs, e_chain) = structs_needing(an, |fields, needs, chain| {
+        enum_fields(fields, "v.", "", needs, chain, enums, &mut scratch)
+    });
     let mut used = std::collections::BTreeSet::new();
     let mut o = String::from(HEADER);
     o.push_str(
