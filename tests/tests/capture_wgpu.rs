@@ -263,8 +263,12 @@ fn triggered_mid_run_the_relay_semaphore_is_restored() {
     assert_eq!(frames, 1, "{text}");
     let (json, _) = replay(&trace);
     assert_eq!(json["validation_messages"], 0, "{json}");
+    // Two per app frame; a frame that ends at a poll seeing two frames' submits holds four.
     let occlusion = &json["comparison"]["by_type"]["OCCLUSION"];
-    assert_eq!(occlusion["matches"], 2, "{json}");
+    let matches = occlusion["matches"].as_u64().unwrap_or(0);
+    assert!(matches >= 2 && matches % 2 == 0, "{json}");
+    assert_eq!(occlusion["queries"], matches, "{json}");
+    assert_eq!(occlusion["mismatches"], 0, "{json}");
 }
 
 /// wgpu never waits when its work is already done: it polls the timeline semaphore its submits
