@@ -469,6 +469,52 @@ fn depth_view_as_color_attachment_is_refused() {
         .contains("which was not created with VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT"));
 }
 
+/// The fuzzer's crash (seed 0x33): the depth view of a demo render pass instance of 4 samples
+/// (call 718, color and depth 4x) swapped for the 1-sample depth view of its first; lavapipe
+/// rendered 4 samples into the 1-sample image, writing past it (SIGSEGV or heap corruption in
+/// its queue thread). Refused at the begin
+/// (VUID-VkRenderingInfo-multisampledRenderToSingleSampled-06857).
+#[test]
+fn attachments_of_different_sample_counts_are_refused() {
+    let p = forged(&scratch(), "demo.qtrace", |recs, t| {
+        let depth_1x = rendering(recs, t).1.p_depth_attachment.unwrap().image_view;
+        let i = recs
+            .iter()
+            .position(|r| matches!(r, Record::Call(c) if c.seq == 718))
+            .unwrap();
+        let Record::Call(c) = &recs[i] else {
+            unreachable!()
+        };
+        let vkstream::Call::vkCmdBeginRendering(b) = vkstream::decode_call(
+            vkstream::command_id("vkCmdBeginRendering").unwrap(),
+            &c.params,
+        )
+        .unwrap() else {
+            panic!("call 718 is not vkCmdBeginRendering")
+        };
+        let depth_4x = b
+            .p_rendering_info
+            .unwrap()
+            .p_depth_attachment
+            .unwrap()
+            .image_view;
+        let params = &mut call_mut(&mut recs[i]).params;
+        let k = at(params, &depth_4x.to_le_bytes());
+        params[k..k + 8].copy_from_slice(&depth_1x.to_le_bytes());
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkCmdBeginRendering",
+        "depth attachment: image view 0x562060c56bb0 has sample count 1, but color attachment 0 \
+         (image view 0x562061290d30) has sample count 4",
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("quarry: call 718 (vkCmdBeginRendering)"));
+}
+
 /// The fuzzer's crash (seed 0x20): the demo's teardown destroy of a query pool moved between
 /// the recording of the last frame's command buffer, which uses it, and its submit; lavapipe's
 /// queue thread then used the freed pool (heap corruption). The command buffer is invalid

@@ -94,6 +94,9 @@ pub(super) struct Compat {
     pub(super) query_stats: HandleMap<u64, u32>,
     pub(super) limits: super::limits::Limits,
     pub(super) cmds: super::cmds::Cmds,
+    /// A device enabled attachments of mixed sample counts (VK_AMD_mixed_attachment_samples,
+    /// VK_NV_framebuffer_mixed_samples or multisampledRenderToSingleSampled).
+    pub(super) mixed_samples: bool,
 }
 
 /// `VK_BUFFER_USAGE_TRANSFORM_FEEDBACK_BUFFER_BIT_EXT`.

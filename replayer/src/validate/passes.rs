@@ -1,9 +1,10 @@
 //! Images, their views, render passes and framebuffers: a view within its image (subresource
 //! range, view type, format, aspect), a render pass's attachment references within its
 //! attachments, a framebuffer's views matching its render pass and large enough, and a render
-//! pass begun with a framebuffer made for a compatible one over an area inside it, and a layout
-//! query's subresource within its image. Each closed a lavapipe crash the fuzzer found (part of
-//! [`Compat`]).
+//! pass begun with a framebuffer made for a compatible one over an area inside it, dynamic
+//! rendering's attachments made for their roles, of one sample count and covering the render
+//! area and layers, and a layout query's subresource within its image. Each closed a lavapipe
+//! crash the fuzzer found (part of [`Compat`]).
 
 use vkstream::types::{VkImageSubresource, VkImageViewCreateInfo, VkRenderPassBeginInfo};
 use vkstream::{Call, PNext};
@@ -231,10 +232,11 @@ impl Compat {
                     self.attachment(a.image_view, DEPTH_STENCIL_ATTACHMENT, Some(STENCIL))
                         .map_err(|e| format!("stencil attachment: {e}"))?;
                 }
-                let views = colors
-                    .chain(r.p_depth_attachment.as_deref())
-                    .chain(r.p_stencil_attachment.as_deref())
-                    .map(|a| a.image_view);
+                let views = (colors.enumerate())
+                    .map(|(k, a)| (k as u32, a))
+                    .chain(r.p_depth_attachment.as_deref().map(|a| (DEPTH_ROLE, a)))
+                    .chain(r.p_stencil_attachment.as_deref().map(|a| (STENCIL_ROLE, a)))
+                    .map(|(role, a)| (role, a.image_view));
                 let a = &r.render_area;
                 let right = i64::from(a.offset.x) + i64::from(a.extent.width);
                 let bottom = i64::from(a.offset.y) + i64::from(a.extent.height);
@@ -248,10 +250,19 @@ impl Compat {
                     0 => r.layer_count,
                     m => views_of(m),
                 };
-                for v in views {
+                // The first attachment's (role, view, samples).
+                let mut first: Option<(u32, u64, u32)> = None;
+                for (role, v) in views {
                     let Some(view) = self.views.get(&v) else {
                         continue;
                     };
+                    match first {
+                        None => first = Some((role, v, view.samples)),
+                        Some((r0, v0, s0)) if s0 != view.samples && !self.mixed_samples => {
+                            return Err(samples_differ((role, v, view.samples), (r0, v0, s0)));
+                        }
+                        _ => {}
+                    }
                     if layers > view.layers {
                         return Err(format!(
                             "renders {layers} layers to image view 0x{v:x} of {}",
@@ -599,6 +610,19 @@ impl Compat {
                     }
                 }
             }
+            Call::vkCreateDevice(p) => {
+                let ci = p.p_create_info.as_deref();
+                let names = ci.iter().flat_map(|i| i.pp_enabled_extension_names.iter());
+                let ext = names.flatten().any(|n| {
+                    n == "VK_AMD_mixed_attachment_samples" || n == "VK_NV_framebuffer_mixed_samples"
+                });
+                let feature = ci.iter().flat_map(|i| i.p_next.iter()).any(|n| {
+                    matches!(n, PNext::VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT(f)
+                        if f.multisampled_render_to_single_sampled != 0)
+                });
+                self.mixed_samples |= ext || feature;
+                self.cmds_after(call);
+            }
             Call::vkCreateImageView(p) => {
                 if let (Some(ci), Some(h)) = (&p.p_create_info, p.p_view) {
                     if let Ok(Some(v)) = self.view(ci) {
@@ -690,6 +714,36 @@ impl Compat {
             _ => self.cmds_after(call),
         }
     }
+}
+
+/// Roles of dynamic rendering's attachments other than color (color: its index).
+const DEPTH_ROLE: u32 = u32::MAX - 1;
+const STENCIL_ROLE: u32 = u32::MAX;
+
+fn role(r: u32) -> String {
+    match r {
+        DEPTH_ROLE => "depth attachment".into(),
+        STENCIL_ROLE => "stencil attachment".into(),
+        k => format!("color attachment {k}"),
+    }
+}
+
+/// The error for attachment `(role, view, samples)` of a dynamic render pass instance whose
+/// sample count is not that of an earlier one: without mixed samples enabled they must be
+/// equal (VUID-VkRenderingInfo-multisampledRenderToSingleSampled-06857). lavapipe rendered 4
+/// samples into a 1-sample depth view swapped in under 4-sample color, writing past its image
+/// (heap corruption, SIGSEGV in its queue thread).
+fn samples_differ(a: (u32, u64, u32), first: (u32, u64, u32)) -> String {
+    format!(
+        "{}: image view 0x{:x} has sample count {}, but {} (image view 0x{:x}) has sample \
+         count {}: the attachments of a render pass instance have one sample count",
+        role(a.0),
+        a.1,
+        a.2,
+        role(first.0),
+        first.1,
+        first.2
+    )
 }
 
 /// A render pass has a subpass (VUID-VkRenderPassCreateInfo-subpassCount-arraylength,
