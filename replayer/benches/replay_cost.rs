@@ -17,7 +17,8 @@
 //!   dropped), wall time per call including the driver and the GPU waits the trace asks for.
 //!
 //! `QUARRY_BENCH_MIN_MS` (default 300) is the least time each measurement runs.
-//! `QUARRY_BENCH_ONLY` runs one part: `dispatch` (the null-driver loop), `validate` (decode, and
+//! `QUARRY_BENCH_ONLY` runs one part: `ahead` (the replay's two threads into the null driver, with
+//! the checks and without: what they cost the replay thread), `dispatch` (the null-driver loop), `validate` (decode, and
 //! validation with and without decoding), `checks` (the checks alone over calls decoded
 //! beforehand: for a profiler) or `checks-per-cmd` (where the checks' time goes, by command).
 use std::hint::black_box;
@@ -63,6 +64,9 @@ fn bench(trace: &Path, min: Duration) -> Result<(), String> {
         let m = nulldrv::dispatch(&calls, 2000, 0).map_err(|e| e.to_string())?;
         println!("{}: {:.1} ns per call", trace.display(), m.ns_per_call());
         return Ok(());
+    }
+    if std::env::var("QUARRY_BENCH_ONLY").as_deref() == Ok("ahead") {
+        return ahead(trace, &reader, min);
     }
     if let Ok(only @ ("checks" | "checks-per-cmd")) = std::env::var("QUARRY_BENCH_ONLY").as_deref()
     {
@@ -221,6 +225,57 @@ fn bench(trace: &Path, min: Duration) -> Result<(), String> {
             "  vkCmd* calls only", cmds, "", cmd_decode, "", cmd_ns, ""
         );
     }
+    Ok(())
+}
+
+/// The replay's pipeline into the null driver (`nulldrv::dispatch_ahead`), with the checks and
+/// without them (the checks thread only reading and decoding), batches alternated, the best of 5
+/// kept: what the checks cost the replay thread, the checks thread and the wall clock.
+fn ahead(trace: &Path, reader: &TraceReader, min: Duration) -> Result<(), String> {
+    let warm = nulldrv::dispatch_ahead(reader, 1, true).map_err(|e| e.to_string())?;
+    let loops = ((min.as_nanos() as f64 / 10.0 / warm.wall_ns.max(1) as f64).ceil() as u32)
+        .clamp(1, 10_000);
+    let best = |a: &mut Option<nulldrv::MeasuredAhead>, m: nulldrv::MeasuredAhead| match a {
+        Some(b) if b.replay_ns <= m.replay_ns => {
+            b.checks_ns = b.checks_ns.min(m.checks_ns);
+            b.wall_ns = b.wall_ns.min(m.wall_ns);
+        }
+        _ => {
+            if let Some(b) = a.as_ref() {
+                let (c, w) = (b.checks_ns.min(m.checks_ns), b.wall_ns.min(m.wall_ns));
+                *a = Some(nulldrv::MeasuredAhead {
+                    checks_ns: c,
+                    wall_ns: w,
+                    ..m
+                });
+            } else {
+                *a = Some(m);
+            }
+        }
+    };
+    let (mut with, mut without) = (None, None);
+    for _ in 0..5 {
+        best(
+            &mut with,
+            nulldrv::dispatch_ahead(reader, loops, true).map_err(|e| e.to_string())?,
+        );
+        best(
+            &mut without,
+            nulldrv::dispatch_ahead(reader, loops, false).map_err(|e| e.to_string())?,
+        );
+    }
+    let (w, o) = (with.expect("5 batches"), without.expect("5 batches"));
+    println!(
+        "{}: checks ahead, ns per call with / without checks: replay thread {:.1} / {:.1}, \
+         checks thread {:.1} / {:.1}, wall {:.1} / {:.1}",
+        trace.display(),
+        w.per_call(w.replay_ns),
+        o.per_call(o.replay_ns),
+        w.per_call(w.checks_ns),
+        o.per_call(o.checks_ns),
+        w.per_call(w.wall_ns),
+        o.per_call(o.wall_ns),
+    );
     Ok(())
 }
 

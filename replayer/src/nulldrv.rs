@@ -127,17 +127,7 @@ unsafe extern "system" fn gdpa(_d: vk::Device, name: *const c_char) -> vk::PFN_v
     stub(CStr::from_ptr(name))
 }
 
-/// CPU time of the calling thread, ns: unlike wall time it does not count the time the thread
-/// was preempted, so a measurement on a shared machine is not inflated by other processes.
-pub fn thread_cpu_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and an out-pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
+pub use crate::clock::thread_cpu_ns;
 
 /// The calls of a trace, with their vkstream command ids, ready to be replayed repeatedly.
 pub struct Calls {
@@ -199,17 +189,20 @@ impl Measured {
     }
 }
 
-/// Decodes and replays every call of `calls` `loops` times against the null driver, each loop on a
-/// fresh session; the time of the whole batch is measured, never a single call. Each `vkCmd*`
-/// call is decoded and replayed `1 + cmd_extra` times (harmless with a null driver), so that the
-/// cost of recorded commands alone is the difference between two runs divided by the extra calls.
-pub fn dispatch(calls: &Calls, loops: u32, cmd_extra: u32) -> Result<Measured, ReplayError> {
+/// What every null-driver loop shares: the loader (for the session's GPU) and the stub tables.
+struct Null {
+    entry: ash::Entry,
+    gpu: crate::devices::GpuInfo,
+    tables: Tables,
+}
+
+fn null() -> Result<Null, ReplayError> {
     let entry = crate::devices::load_entry()?;
     let gpus = crate::devices::devices()?;
     let gpu = gpus
-        .first()
+        .into_iter()
+        .next()
         .ok_or_else(|| ReplayError::Other("no GPU for the session".into()))?;
-    let host = HashSet::new();
     // Loading tables looks up every command by name: done once here, like a real replay does once
     // per device, and kept out of the per-call figure.
     let handle = vk::Device::from_raw(fake_handle());
@@ -248,6 +241,17 @@ pub fn dispatch(calls: &Calls, loops: u32, cmd_extra: u32) -> Result<Measured, R
         device,
         instance,
     };
+    Ok(Null { entry, gpu, tables })
+}
+
+/// Decodes and replays every call of `calls` `loops` times against the null driver, each loop on a
+/// fresh session; the time of the whole batch is measured, never a single call. Each `vkCmd*`
+/// call is decoded and replayed `1 + cmd_extra` times (harmless with a null driver), so that the
+/// cost of recorded commands alone is the difference between two runs divided by the extra calls.
+pub fn dispatch(calls: &Calls, loops: u32, cmd_extra: u32) -> Result<Measured, ReplayError> {
+    let Null { entry, gpu, tables } = null()?;
+    let host = HashSet::new();
+    let gpu = &gpu;
     let mut total = 0u64;
     let mut errors = 0u64;
     let mut first_errors = Vec::new();
@@ -291,6 +295,136 @@ pub fn dispatch(calls: &Calls, loops: u32, cmd_extra: u32) -> Result<Measured, R
         ns: total,
         loops: loops.max(1),
         first_errors,
+    })
+}
+
+/// What [`dispatch_ahead`] measured, ns of CPU (per thread) and wall time over all loops.
+#[derive(Debug, Clone)]
+pub struct MeasuredAhead {
+    pub calls: u64,
+    pub loops: u32,
+    /// The replay thread: what it takes from the checks thread, translated and dispatched.
+    pub replay_ns: u64,
+    /// The checks thread: read, decode and (with `check`) validate.
+    pub checks_ns: u64,
+    pub wall_ns: u64,
+}
+
+impl MeasuredAhead {
+    pub fn per_call(&self, ns: u64) -> f64 {
+        ns as f64 / (self.calls.max(1) as f64 * self.loops.max(1) as f64)
+    }
+}
+
+/// The replay's own pipeline into the null driver: the checks thread of a real replay
+/// (`engine::ahead`: records read, calls decoded and, with `check`, validated) feeding this
+/// thread, which translates and dispatches each call. `loops` passes over `reader`'s trace, each
+/// on a fresh session and validator.
+pub fn dispatch_ahead(
+    reader: &format::TraceReader,
+    loops: u32,
+    check: bool,
+) -> Result<MeasuredAhead, ReplayError> {
+    use crate::engine::ahead;
+    if std::env::var_os("QUARRY_BENCH_INLINE").is_some() {
+        return dispatch_inline(reader, loops, check);
+    }
+    let Null { entry, gpu, tables } = null()?;
+    let host = HashSet::new();
+    let (mut replay_ns, mut checks_ns, mut calls) = (0u64, 0u64, 0u64);
+    let wall = std::time::Instant::now();
+    for _ in 0..loops.max(1) {
+        let mut s = Session::new(&entry, &gpu, None, &host, false);
+        // SAFETY: the stub loaders hand out only the stubs above.
+        unsafe {
+            s.gtable = vkstream::InstanceTable::load(gipa, vk::Instance::null());
+        }
+        calls = 0;
+        std::thread::scope(|scope| -> Result<(), ReplayError> {
+            let (tx, rx) = std::sync::mpsc::sync_channel(ahead::DEPTH);
+            let (back, spent) = std::sync::mpsc::channel();
+            let checks = std::thread::Builder::new()
+                .name("quarry-checks".into())
+                .spawn_scoped(scope, move || {
+                    let start = thread_cpu_ns();
+                    ahead::run(
+                        reader,
+                        check.then(crate::validate::Validator::new),
+                        tx,
+                        spent,
+                    );
+                    thread_cpu_ns() - start
+                })
+                .map_err(|e| ReplayError::Other(format!("cannot start the checks thread: {e}")))?;
+            let start = thread_cpu_ns();
+            // The null driver fails some calls (see `Measured::errors`): the loop goes on.
+            while let Ok(ahead::Msg::Items(items)) = rx.recv() {
+                for item in &items {
+                    if let (format::record::Record::Call(c), Some(call)) = (&item.rec, &item.call) {
+                        // SAFETY: every entry point is a stub; handles are the session's.
+                        let _ = unsafe { replay_one(&mut s, call, c, &tables) };
+                        calls += 1;
+                    }
+                }
+                let _ = back.send(items);
+            }
+            replay_ns += thread_cpu_ns() - start;
+            checks_ns += checks.join().unwrap_or(0);
+            Ok(())
+        })?;
+        s.devices.clear();
+        s.instances.clear();
+    }
+    Ok(MeasuredAhead {
+        calls,
+        loops: loops.max(1),
+        replay_ns,
+        checks_ns,
+        wall_ns: wall.elapsed().as_nanos() as u64,
+    })
+}
+
+/// [`dispatch_ahead`] on one thread: each record checked, then dispatched (`checks_ns` is 0;
+/// `replay_ns` counts both).
+fn dispatch_inline(
+    reader: &format::TraceReader,
+    loops: u32,
+    check: bool,
+) -> Result<MeasuredAhead, ReplayError> {
+    use crate::engine::ahead;
+    let Null { entry, gpu, tables } = null()?;
+    let host = HashSet::new();
+    let (mut replay_ns, mut calls) = (0u64, 0u64);
+    let wall = std::time::Instant::now();
+    for _ in 0..loops.max(1) {
+        let mut s = Session::new(&entry, &gpu, None, &host, false);
+        // SAFETY: the stub loaders hand out only the stubs above.
+        unsafe {
+            s.gtable = vkstream::InstanceTable::load(gipa, vk::Instance::null());
+        }
+        calls = 0;
+        let start = thread_cpu_ns();
+        let mut a = ahead::Ahead::new(check.then(crate::validate::Validator::new));
+        a.each(reader, |ev| {
+            if let ahead::Event::Item(item) = &ev {
+                if let (format::record::Record::Call(c), Some(call)) = (&item.rec, &item.call) {
+                    // SAFETY: every entry point is a stub; handles are the session's.
+                    let _ = unsafe { replay_one(&mut s, call, c, &tables) };
+                    calls += 1;
+                }
+            }
+            true
+        });
+        replay_ns += thread_cpu_ns() - start;
+        s.devices.clear();
+        s.instances.clear();
+    }
+    Ok(MeasuredAhead {
+        calls,
+        loops: loops.max(1),
+        replay_ns,
+        checks_ns: 0,
+        wall_ns: wall.elapsed().as_nanos() as u64,
     })
 }
 

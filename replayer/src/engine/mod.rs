@@ -5,6 +5,7 @@
 //! replaying it); this module runs the loops and counter passes and assembles the summary.
 //! Dependencies point one way: engine → calls, results, session.
 
+pub(crate) mod ahead;
 mod options;
 mod run;
 mod scan;
@@ -175,7 +176,7 @@ pub fn replay_with_progress(
     let mut validation = 0u64;
     let mut first_messages = Vec::new();
     let mut cpu_ns_per_call = 0.0;
-    let mut decode_ns_per_call = 0.0;
+    let mut checks_ns_per_call = 0.0;
     let pool_counters = std::sync::Arc::new(scan.perf_pools.clone());
     let mut passes = opts.passes.unwrap_or(1).max(1);
     let mut pass_ns = Vec::new();
@@ -226,12 +227,11 @@ pub fn replay_with_progress(
                 frame_start: 0,
                 frame_ns: Vec::new(),
                 dispatch_ns: 0,
-                decode_ns: 0,
+                checks_ns: 0,
                 calls: 0,
                 trimmed: false,
                 skipped_before_trim: 0,
                 validator: crate::validate::Validator::for_gpu(&gpu.profile),
-                validate_ns: 0,
                 abandoned: false,
             };
             run.progress.pass_begun(&PassInfo {
@@ -315,7 +315,7 @@ pub fn replay_with_progress(
             if l == 0 && pass == 0 {
                 if run.calls > 0 {
                     cpu_ns_per_call = run.dispatch_ns as f64 / run.calls as f64;
-                    decode_ns_per_call = run.decode_ns as f64 / run.calls as f64;
+                    checks_ns_per_call = run.checks_ns as f64 / run.calls as f64;
                 }
                 passes = passes
                     .max(run.session.perf.passes_needed)
@@ -404,7 +404,7 @@ pub fn replay_with_progress(
         first_messages,
         results: opts.results.clone(),
         warnings,
-        decode_ns_per_call,
+        checks_ns_per_call,
         cpu_ns_per_call,
         validated: opts.validate,
         passes,

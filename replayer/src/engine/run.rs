@@ -1,12 +1,15 @@
 //! One pass over the trace's records: calls replayed, memory writes applied, the state query
 //! reads need (pools, query owners, submissions) tracked, and every query read re-done.
 
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
 use std::time::Instant;
 
 use ash::vk;
 use format::record::{self, QueryOpKind, Record};
 use format::TraceReader;
 
+use super::ahead::{self, Busy, Msg};
 use super::{stall, watchdog, Progress};
 use crate::clock::{now_ns, WAIT_TIMEOUT};
 use crate::error::ReplayError;
@@ -15,6 +18,26 @@ use crate::queries::PoolShape;
 use crate::results::reread::{ran_in_replay, QueryReads};
 use crate::session::{CopyDst, CopyKey, PoolState, Session, SubmitInfo};
 use crate::validate::{Action, Validator};
+
+/// The trace cannot be read past the last call replayed.
+fn read_error(e: String, last: &Option<(u64, Arc<str>)>) -> ReplayError {
+    ReplayError::Trace(match last {
+        Some((seq, name)) => format!("{e} (the last call replayed was {seq} {name})"),
+        None => e,
+    })
+}
+
+/// A query read of a query no replayed submission can make available (see `ahead::Item`).
+fn unreachable_query(r: &record::QueryResults, query: u32, cb: u64) -> ReplayError {
+    ReplayError::Invalid {
+        seq: r.seq,
+        command: "vkGetQueryPoolResults".into(),
+        message: format!(
+            "query {query} of pool 0x{:x} was available in the capture, but command buffer 0x{cb:x} that writes it was never submitted in the replay",
+            r.pool
+        ),
+    }
+}
 
 /// One loop over the trace.
 pub(super) struct Run<'r, 's> {
@@ -29,19 +52,19 @@ pub(super) struct Run<'r, 's> {
     pub(super) progress: &'r mut dyn Progress,
     /// Trace command id -> vkstream command id.
     pub(super) command_map: Vec<Option<u32>>,
-    pub(super) command_names: Vec<String>,
+    pub(super) command_names: Vec<Arc<str>>,
     pub(super) frame_start: u64,
     pub(super) frame_ns: Vec<(u64, u64)>,
     pub(super) dispatch_ns: u64,
-    pub(super) decode_ns: u64,
+    /// CPU time of the checks thread (read, decode, checks); 0 when they ran on this one.
+    pub(super) checks_ns: u64,
     pub(super) calls: u64,
     /// The trace starts with a state snapshot (trimmed capture).
     pub(super) trimmed: bool,
     /// Query reads left out because their queries ran before the trim point.
     pub(super) skipped_before_trim: u64,
-    /// The checks every call passes before the driver sees it.
+    /// The checks every call passes before the driver sees it (run ahead, `ahead`).
     pub(super) validator: Validator,
-    pub(super) validate_ns: u64,
     /// A wait ran out while the GPU was still busy: the session must not be torn down
     /// (`stall`).
     pub(super) abandoned: bool,
@@ -58,177 +81,286 @@ impl Run<'_, '_> {
         }
         watchdog::active(true);
         let _watched = Watched;
-        let mut last: Option<(u64, String)> = None;
-        for rec in self.reader.records() {
-            let rec = rec.map_err(|e| {
-                ReplayError::Trace(match &last {
-                    Some((seq, name)) => format!("{e} (the last call replayed was {seq} {name})"),
-                    None => e.to_string(),
-                })
-            })?;
-            if let Record::QueryOp(op) = &rec {
-                self.reads.begins.op(op);
+        let reader = self.reader;
+        let validator = std::mem::take(&mut self.validator);
+        // One CPU: a second thread would only take turns with this one.
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            return self.replay_inline(ahead::Ahead::new(Some(validator)));
+        }
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(ahead::DEPTH);
+            let (back, spent) = std::sync::mpsc::channel();
+            let checks = std::thread::Builder::new()
+                .name("quarry-checks".into())
+                .spawn_scoped(s, move || ahead::run(reader, Some(validator), tx, spent))
+                .map_err(|e| ReplayError::Other(format!("cannot start the checks thread: {e}")))?;
+            // Returning drops `rx`: the checks thread stops at its next record.
+            let r = self.replay(rx, back);
+            if let Ok(stats) = checks.join() {
+                self.checks_ns = stats.cpu_ns;
             }
-            match rec {
-                Record::CommandTable(names) => {
-                    self.command_map = names.iter().map(|n| vkstream::command_id(n)).collect();
-                    self.command_names = names;
+            r
+        })
+    }
+
+    /// Replays what the checks thread hands over, in trace order.
+    fn replay(
+        &mut self,
+        rx: Receiver<Msg>,
+        back: Sender<Vec<ahead::Item>>,
+    ) -> Result<(), ReplayError> {
+        let mut last: Option<(u64, Arc<str>)> = None;
+        let busy = 'records: loop {
+            watchdog::step(last.as_ref().map_or(0, |l| l.0), watchdog::CHECKS);
+            let items = match rx.recv() {
+                Ok(Msg::Items(items)) => items,
+                Ok(Msg::End(busy)) => break busy,
+                Ok(Msg::Read(e)) => return Err(read_error(e, &last)),
+                Ok(Msg::Refused(e)) => return Err(e),
+                Err(_) => {
+                    return Err(ReplayError::Other(
+                        "internal error: the checks thread stopped early".into(),
+                    ))
                 }
-                Record::Call(c) => {
-                    let id = self.command_map.get(c.cmd as usize).copied().flatten();
-                    watchdog::step(c.seq, id.unwrap_or(watchdog::OTHER));
-                    let name = self
-                        .command_names
-                        .get(c.cmd as usize)
-                        .cloned()
-                        .unwrap_or_else(|| format!("command #{}", c.cmd));
-                    self.call(&c, &name)?;
-                    last = Some((c.seq, name));
-                    if self.calls.is_multiple_of(1024) {
-                        self.progress.calls_replayed(self.calls);
-                    }
+            };
+            for item in &items {
+                if !self.record(item, &mut last)? {
+                    break 'records item.busy;
                 }
-                Record::MemoryWrite(w) => {
-                    watchdog::step(w.seq, watchdog::MEMORY_WRITE);
-                    let bytes =
-                        self.reader
-                            .payload_bytes(&w.data)
-                            .map_err(|e| ReplayError::Call {
-                                seq: w.seq,
-                                command: "memory write".into(),
-                                message: format!("memory contents missing from the trace: {e}"),
-                            })?;
+            }
+            // Freed where they were allocated, off this thread.
+            let _ = back.send(items);
+        };
+        self.finish(&busy, &last)
+    }
+
+    /// [`Run::replay`] with the checks on this thread, record by record.
+    fn replay_inline(&mut self, mut checks: ahead::Ahead) -> Result<(), ReplayError> {
+        let mut last: Option<(u64, Arc<str>)> = None;
+        let mut end = Err(ReplayError::Other(
+            "internal error: the checks ended without a verdict".into(),
+        ));
+        checks.each(self.reader, |ev| match ev {
+            ahead::Event::Item(item) => match self.record(&item, &mut last) {
+                Ok(true) => true,
+                Ok(false) => {
+                    end = Ok(item.busy);
+                    false
+                }
+                Err(e) => {
+                    end = Err(e);
+                    false
+                }
+            },
+            ahead::Event::End(busy) => {
+                end = Ok(busy);
+                false
+            }
+            ahead::Event::Read(e) => {
+                end = Err(read_error(e, &last));
+                false
+            }
+            ahead::Event::Refused(e) => {
+                end = Err(e);
+                false
+            }
+        });
+        self.finish(&end?, &last)
+    }
+
+    /// After the last record: the work still running settles, bounded, then every device idles.
+    fn finish(&mut self, busy: &Busy, last: &Option<(u64, Arc<str>)>) -> Result<(), ReplayError> {
+        if let Some((seq, name)) = last {
+            self.settle_all(busy).map_err(|e| e.at(*seq, name))?;
+        }
+        self.session.wait_all_devices()
+    }
+
+    /// One record; false when the replay ends here (`--frames`).
+    fn record(
+        &mut self,
+        item: &ahead::Item,
+        last: &mut Option<(u64, Arc<str>)>,
+    ) -> Result<bool, ReplayError> {
+        let ahead::Item {
+            rec,
+            call,
+            action,
+            busy_before,
+            busy,
+            unreachable,
+        } = item;
+        let (action, busy) = (*action, *busy);
+        if let Record::QueryOp(op) = rec {
+            self.reads.begins.op(op);
+        }
+        match rec {
+            Record::CommandTable(names) => {
+                self.command_map = names.iter().map(|n| vkstream::command_id(n)).collect();
+                self.command_names = names.iter().map(|n| Arc::from(n.as_str())).collect();
+            }
+            Record::Call(c) => {
+                let id = self.command_map.get(c.cmd as usize).copied().flatten();
+                watchdog::step(c.seq, id.unwrap_or(watchdog::OTHER));
+                let name: Arc<str> = match self.command_names.get(c.cmd as usize) {
+                    Some(n) => n.clone(),
+                    None => format!("command #{}", c.cmd).into(),
+                };
+                let Some(call) = call else {
+                    return Err(ReplayError::Other(format!(
+                        "internal error: call {} reached the replay undecoded",
+                        c.seq
+                    )));
+                };
+                self.call(c, call, &name, action, busy_before, &busy)?;
+                *last = Some((c.seq, name));
+                if self.calls.is_multiple_of(1024) {
+                    self.progress.calls_replayed(self.calls);
+                }
+            }
+            Record::MemoryWrite(w) => {
+                watchdog::step(w.seq, watchdog::MEMORY_WRITE);
+                let bytes = self
+                    .reader
+                    .payload_bytes(&w.data)
+                    .map_err(|e| ReplayError::Call {
+                        seq: w.seq,
+                        command: "memory write".into(),
+                        message: format!("memory contents missing from the trace: {e}"),
+                    })?;
+                self.session
+                    .write_memory(w.memory, w.offset, &bytes)
+                    .map_err(|e| e.at(w.seq, "memory write"))?;
+            }
+            Record::Frame(f) => {
+                let now = now_ns();
+                if f.index >= self.reads.first_frame {
+                    self.frame_ns
+                        .push((f.index, now.saturating_sub(self.frame_start)));
+                }
+                self.frame_start = now;
+                self.session.frame = f.index + 1;
+                if self.last_frame.is_some_and(|l| f.index >= l) {
+                    return Ok(false);
+                }
+            }
+            Record::QueryPool(p) => {
+                self.session.tracked.pools.insert(
+                    p.pool,
+                    PoolState {
+                        shape: PoolShape {
+                            query_type: p.query_type,
+                            pipeline_statistics: p.pipeline_statistics,
+                            perf_counters: p.perf_counters.len() as u32,
+                        },
+                        counters: p.perf_counters.clone(),
+                    },
+                );
+            }
+            Record::QueryOp(op) => match op.kind {
+                QueryOpKind::Begin { query, flags, .. } => {
+                    let precise = flags & vk::QueryControlFlags::PRECISE.as_raw() != 0;
                     self.session
-                        .write_memory(w.memory, w.offset, &bytes)
-                        .map_err(|e| e.at(w.seq, "memory write"))?;
+                        .tracked
+                        .query_owner
+                        .insert((op.pool, query), (op.command_buffer, precise));
                 }
-                Record::Frame(f) => {
-                    let now = now_ns();
-                    if f.index >= self.reads.first_frame {
-                        self.frame_ns
-                            .push((f.index, now.saturating_sub(self.frame_start)));
-                    }
-                    self.frame_start = now;
-                    self.session.frame = f.index + 1;
-                    if self.last_frame.is_some_and(|l| f.index >= l) {
-                        break;
-                    }
+                QueryOpKind::Timestamp { query, .. } | QueryOpKind::Write { query } => {
+                    self.session
+                        .tracked
+                        .query_owner
+                        .insert((op.pool, query), (op.command_buffer, false));
                 }
-                Record::QueryPool(p) => {
-                    self.session.tracked.pools.insert(
-                        p.pool,
-                        PoolState {
-                            shape: PoolShape {
-                                query_type: p.query_type,
-                                pipeline_statistics: p.pipeline_statistics,
-                                perf_counters: p.perf_counters.len() as u32,
-                            },
-                            counters: p.perf_counters.clone(),
+                _ => {}
+            },
+            Record::Submit(s) => {
+                let now = now_ns();
+                for cb in &s.command_buffers {
+                    self.session.tracked.cmdbuf_submit.insert(
+                        *cb,
+                        SubmitInfo {
+                            queue: s.queue,
+                            family: s.queue_family,
+                            submit_ns: now,
+                            frame: s.frame,
                         },
                     );
                 }
-                Record::QueryOp(op) => match op.kind {
-                    QueryOpKind::Begin { query, flags, .. } => {
-                        let precise = flags & vk::QueryControlFlags::PRECISE.as_raw() != 0;
-                        self.session
-                            .tracked
-                            .query_owner
-                            .insert((op.pool, query), (op.command_buffer, precise));
-                    }
-                    QueryOpKind::Timestamp { query, .. } | QueryOpKind::Write { query } => {
-                        self.session
-                            .tracked
-                            .query_owner
-                            .insert((op.pool, query), (op.command_buffer, false));
-                    }
-                    _ => {}
-                },
-                Record::Submit(s) => {
-                    let now = now_ns();
-                    for cb in &s.command_buffers {
-                        self.session.tracked.cmdbuf_submit.insert(
-                            *cb,
-                            SubmitInfo {
-                                queue: s.queue,
-                                family: s.queue_family,
-                                submit_ns: now,
-                                frame: s.frame,
-                            },
-                        );
-                    }
-                }
-                Record::StateBegin(b) => {
-                    self.trimmed = true;
-                    self.session.frame = b.first_frame;
-                }
-                // The first frame's time excludes rebuilding the state.
-                Record::StateEnd(_) => self.frame_start = now_ns(),
-                Record::QueryResults(r)
-                    if self.trimmed
-                        && !ran_in_replay(
-                            &self.session,
-                            &self.reads.begins,
-                            r.pool,
-                            r.first,
-                            r.count,
-                        ) =>
-                {
-                    self.skipped_before_trim += 1;
-                }
-                Record::QueryCopy(c)
-                    if self.trimmed
-                        && !self
-                            .session
-                            .tracked
-                            .cmdbuf_submit
-                            .contains_key(&c.command_buffer) =>
-                {
-                    self.skipped_before_trim += 1;
-                }
-                Record::QueryResults(r) => {
-                    watchdog::step(r.seq, watchdog::QUERY_READ);
-                    self.reachable(&r)?;
-                    let outstanding = self.validator.work_outstanding(r.device);
-                    // A read with VK_QUERY_RESULT_WAIT_BIT blocks in the driver, with no
-                    // timeout (on lavapipe any read does): the work it waits for ends first.
-                    let wait = r.flags & vk::QueryResultFlags::WAIT.as_raw() != 0;
-                    if outstanding && (wait || stall::blocks_while_busy(self.session.gpu)) {
-                        self.settle(r.device, WAIT_TIMEOUT)
-                            .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
-                    }
-                    let t = Instant::now();
-                    self.reads
-                        .reread(&mut self.session, &r, outstanding)
-                        .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
-                    // A read that waited the whole time while work ran: is the GPU stuck?
-                    if outstanding && t.elapsed() >= WAIT_TIMEOUT {
-                        self.settle(r.device, stall::AFTER_ERROR)
-                            .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
-                    }
-                }
-                Record::QueryCopy(c) => {
-                    watchdog::step(c.seq, watchdog::QUERY_COPY);
-                    self.settle_all()
-                        .map_err(|e| e.at(c.seq, "vkCmdCopyQueryPoolResults"))?;
-                    self.reads
-                        .read_copy(&mut self.session, &c)
-                        .map_err(|e| e.at(c.seq, "vkCmdCopyQueryPoolResults"))?
-                }
-                _ => {}
             }
+            Record::StateBegin(b) => {
+                self.trimmed = true;
+                self.session.frame = b.first_frame;
+            }
+            // The first frame's time excludes rebuilding the state.
+            Record::StateEnd(_) => self.frame_start = now_ns(),
+            Record::QueryResults(r)
+                if self.trimmed
+                    && !ran_in_replay(
+                        &self.session,
+                        &self.reads.begins,
+                        r.pool,
+                        r.first,
+                        r.count,
+                    ) =>
+            {
+                self.skipped_before_trim += 1;
+            }
+            Record::QueryCopy(c)
+                if self.trimmed
+                    && !self
+                        .session
+                        .tracked
+                        .cmdbuf_submit
+                        .contains_key(&c.command_buffer) =>
+            {
+                self.skipped_before_trim += 1;
+            }
+            Record::QueryResults(r) => {
+                watchdog::step(r.seq, watchdog::QUERY_READ);
+                if let Some((query, cb)) = *unreachable {
+                    return Err(unreachable_query(r, query, cb));
+                }
+                let outstanding = busy.has(r.device);
+                // A read with VK_QUERY_RESULT_WAIT_BIT blocks in the driver, with no
+                // timeout (on lavapipe any read does): the work it waits for ends first.
+                let wait = r.flags & vk::QueryResultFlags::WAIT.as_raw() != 0;
+                if outstanding && (wait || stall::blocks_while_busy(self.session.gpu)) {
+                    self.settle(r.device, &busy, WAIT_TIMEOUT)
+                        .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
+                }
+                let t = Instant::now();
+                self.reads
+                    .reread(&mut self.session, r, outstanding)
+                    .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
+                // A read that waited the whole time while work ran: is the GPU stuck?
+                if outstanding && t.elapsed() >= WAIT_TIMEOUT {
+                    self.settle(r.device, &busy, stall::AFTER_ERROR)
+                        .map_err(|e| e.at(r.seq, "vkGetQueryPoolResults"))?;
+                }
+            }
+            Record::QueryCopy(c) => {
+                watchdog::step(c.seq, watchdog::QUERY_COPY);
+                self.settle_all(&busy)
+                    .map_err(|e| e.at(c.seq, "vkCmdCopyQueryPoolResults"))?;
+                self.reads
+                    .read_copy(&mut self.session, c)
+                    .map_err(|e| e.at(c.seq, "vkCmdCopyQueryPoolResults"))?
+            }
+            _ => {}
         }
-        if let Some((seq, name)) = &last {
-            self.settle_all().map_err(|e| e.at(*seq, name))?;
-        }
-        self.session.wait_all_devices()
+        Ok(true)
     }
 
     /// Waits, at most `limit`, until captured `device`'s submitted work is done: what must come
     /// before a wait without a timeout of its own (an idle wait, a destroy). Work that does not
     /// finish abandons the session (`stall`).
-    fn settle(&mut self, device: u64, limit: std::time::Duration) -> Result<(), ReplayError> {
-        if !self.validator.work_outstanding(device) || stall::settles(&self.session, device, limit)?
-        {
+    fn settle(
+        &mut self,
+        device: u64,
+        busy: &Busy,
+        limit: std::time::Duration,
+    ) -> Result<(), ReplayError> {
+        if !busy.has(device) || stall::settles(&self.session, device, limit)? {
             return Ok(());
         }
         self.abandoned = true;
@@ -236,10 +368,13 @@ impl Run<'_, '_> {
     }
 
     /// [`Run::settle`] for every device, `WAIT_TIMEOUT` each.
-    fn settle_all(&mut self) -> Result<(), ReplayError> {
+    fn settle_all(&mut self, busy: &Busy) -> Result<(), ReplayError> {
+        if !busy.any() {
+            return Ok(());
+        }
         let devices: Vec<u64> = self.session.devices.keys().copied().collect();
         for d in devices {
-            self.settle(d, WAIT_TIMEOUT)?;
+            self.settle(d, busy, WAIT_TIMEOUT)?;
         }
         Ok(())
     }
@@ -252,47 +387,17 @@ impl Run<'_, '_> {
             .map_or(0, |d| d.captured)
     }
 
-    /// A query read waits until the queries the capture saw available are available in the
-    /// replay too: one written by a command buffer no replayed submission ran never will be (a
-    /// trace with its submission missing), and is an error rather than a wait that times out.
-    fn reachable(&self, r: &record::QueryResults) -> Result<(), ReplayError> {
-        let Some(pool) = self.session.tracked.pools.get(&r.pool) else {
-            return Ok(());
-        };
-        let Ok(captured) =
-            crate::queries::decode(&r.data, r.count, r.stride, r.flags, pool.shape, r.result)
-        else {
-            return Ok(());
-        };
-        for (i, q) in captured.iter().enumerate() {
-            let query = r.first.saturating_add(i as u32);
-            let owner = self.session.tracked.query_owner.get(&(r.pool, query));
-            if let Some(&(cb, _)) = owner.filter(|_| q.available) {
-                if !self.validator.ever_submitted(cb) {
-                    return Err(ReplayError::Invalid {
-                        seq: r.seq,
-                        command: "vkGetQueryPoolResults".into(),
-                        message: format!(
-                            "query {query} of pool 0x{:x} was available in the capture, but command buffer 0x{cb:x} that writes it was never submitted in the replay",
-                            r.pool
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// A wait the checks asked for before a call (see `validate::Action`).
-    fn idle(&mut self, action: Action) -> Result<(), ReplayError> {
+    /// A wait the checks asked for before a call (see `validate::Action`); `busy` is what the
+    /// checks saw before it.
+    fn idle(&mut self, action: Action, busy: &Busy) -> Result<(), ReplayError> {
         match action {
             Action::None => {}
             Action::Queue(q) => {
-                self.settle(self.device_of_queue(q), WAIT_TIMEOUT)?;
+                self.settle(self.device_of_queue(q), busy, WAIT_TIMEOUT)?;
                 self.session.wait_device_of_queue(q)?
             }
             Action::Device(d) => {
-                self.settle(d, WAIT_TIMEOUT)?;
+                self.settle(d, busy, WAIT_TIMEOUT)?;
                 // SAFETY: a live replayed device.
                 unsafe { self.session.device(d)?.device.device_wait_idle() }.map_err(|e| {
                     ReplayError::Vk {
@@ -302,52 +407,33 @@ impl Run<'_, '_> {
                 })?
             }
         }
-        self.validator.waited(action);
         Ok(())
     }
 
-    fn call(&mut self, c: &record::Call, name: &str) -> Result<(), ReplayError> {
-        let err = |message: String| ReplayError::Call {
-            seq: c.seq,
-            command: name.to_string(),
-            message,
-        };
-        let Some(&id) = self.command_map.get(c.cmd as usize) else {
-            return Err(err(format!(
-                "command id {} is not in the trace's command table",
-                c.cmd
-            )));
-        };
-        let Some(id) = id else {
-            return Err(err(
-                "this command is unknown to this replayer (trace from a newer quarry?)".into(),
-            ));
-        };
+    /// Replays one checked call: `action` is the wait the checks asked for first, `busy_before`
+    /// and `busy` the devices they saw busy before and after it.
+    fn call(
+        &mut self,
+        c: &record::Call,
+        call: &vkstream::Call,
+        name: &str,
+        action: Action,
+        busy_before: &Busy,
+        busy: &Busy,
+    ) -> Result<(), ReplayError> {
         let t0 = Instant::now();
-        let call = vkstream::decode_call(id, &c.params)
-            .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
-        self.decode_ns += t0.elapsed().as_nanos() as u64;
-        self.reads.begins.call(&call);
-        let t1 = Instant::now();
-        let action =
-            self.validator
-                .before(&call, c.result)
-                .map_err(|message| ReplayError::Invalid {
-                    seq: c.seq,
-                    command: name.to_string(),
-                    message,
-                })?;
-        self.validate_ns += t1.elapsed().as_nanos() as u64;
+        self.reads.begins.call(call);
         if action != Action::None {
-            self.idle(action).map_err(|e| e.at(c.seq, name))?;
+            self.idle(action, busy_before)
+                .map_err(|e| e.at(c.seq, name))?;
         }
         // The trace's own idle waits have no timeout: the work they wait for must end first.
         // A semaphore wait replays with the app's timeout, its result unchecked: one the
         // capture saw succeed is done here first, bounded.
-        match &call {
-            vkstream::Call::vkDeviceWaitIdle(p) => self.settle(p.device, WAIT_TIMEOUT),
+        match call {
+            vkstream::Call::vkDeviceWaitIdle(p) => self.settle(p.device, busy, WAIT_TIMEOUT),
             vkstream::Call::vkQueueWaitIdle(p) => {
-                self.settle(self.device_of_queue(p.queue), WAIT_TIMEOUT)
+                self.settle(self.device_of_queue(p.queue), busy, WAIT_TIMEOUT)
             }
             vkstream::Call::vkWaitSemaphores(p) | vkstream::Call::vkWaitSemaphoresKHR(p)
                 if c.result == 0 =>
@@ -355,8 +441,8 @@ impl Run<'_, '_> {
                 stall::wait_semaphores(&self.session, p)
             }
             _ if stall::blocks_while_busy(self.session.gpu) => {
-                match stall::waits_on_semaphores(&call) {
-                    Some(queue) => self.settle(self.device_of_queue(queue), WAIT_TIMEOUT),
+                match stall::waits_on_semaphores(call) {
+                    Some(queue) => self.settle(self.device_of_queue(queue), busy, WAIT_TIMEOUT),
                     None => Ok(()),
                 }
             }
@@ -364,7 +450,7 @@ impl Run<'_, '_> {
         }
         .map_err(|e| e.at(c.seq, name))?;
         // A submit's query copies: what they will write over is saved first (see `session::copies`).
-        let copies = match submitted_command_buffers(&call) {
+        let copies = match submitted_command_buffers(call) {
             Some((queue, cbs)) if c.result >= 0 => {
                 let copies = self.session.tracked.copies.copies_of(&cbs);
                 for d in &copies {
@@ -383,11 +469,11 @@ impl Run<'_, '_> {
             // driver reads is materialised for the duration of the call.
             unsafe {
                 let Some(inject) = inject.as_mut() else {
-                    return crate::calls::replay_call(session, &call, c);
+                    return crate::calls::replay_call(session, call, c);
                 };
-                crate::inject::before(session, inject, &call)?;
-                crate::calls::replay_call(session, &call, c)?;
-                crate::inject::after(session, inject, &call)
+                crate::inject::before(session, inject, call)?;
+                crate::calls::replay_call(session, call, c)?;
+                crate::inject::after(session, inject, call)
             }
         }))
         .unwrap_or_else(|p| {
@@ -403,13 +489,10 @@ impl Run<'_, '_> {
         self.dispatch_ns += t0.elapsed().as_nanos() as u64;
         self.calls += 1;
         if r.is_ok() {
-            let t2 = Instant::now();
-            self.validator.after(&call, c.result, c.seq);
-            self.validate_ns += t2.elapsed().as_nanos() as u64;
             if let Some((queue, copies)) = copies {
                 self.session.tracked.copies.submitted(queue, copies);
             }
-            track_copies(&mut self.session, &call, c.seq);
+            track_copies(&mut self.session, call, c.seq);
         }
         if let Some(i) = self.inject.as_mut() {
             if !i.records.is_empty() {

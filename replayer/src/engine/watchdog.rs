@@ -27,6 +27,8 @@ pub(super) const QUERY_READ: u32 = u32::MAX - 1;
 pub(super) const QUERY_COPY: u32 = u32::MAX - 2;
 pub(super) const MEMORY_WRITE: u32 = u32::MAX - 3;
 pub(super) const OTHER: u32 = u32::MAX;
+/// Waiting for the checks thread (`ahead`): CPU work that ends, never a driver call.
+pub(super) const CHECKS: u32 = u32::MAX - 4;
 
 /// The replay loop begins (`true`) or ends.
 pub(super) fn active(on: bool) {
@@ -64,7 +66,11 @@ fn watch() {
         if still < LIMIT {
             continue;
         }
-        let name = match WHAT.load(Relaxed) {
+        let what = WHAT.load(Relaxed);
+        if what == CHECKS {
+            continue;
+        }
+        let name = match what {
             QUERY_READ => "vkGetQueryPoolResults",
             QUERY_COPY => "vkCmdCopyQueryPoolResults",
             MEMORY_WRITE => "memory write",

@@ -454,6 +454,11 @@ impl Validator {
         self.sync.outstanding_on(device)
     }
 
+    /// The captured devices where submitted work may still run (with repeats).
+    pub fn busy_devices(&self) -> impl Iterator<Item = u64> + '_ {
+        self.sync.outstanding_devices()
+    }
+
     /// Whether a replayed submission ran `command_buffer` (directly or as a secondary).
     pub fn ever_submitted(&self, command_buffer: u64) -> bool {
         self.sync.ever_submitted(&self.t, command_buffer)

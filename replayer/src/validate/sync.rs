@@ -343,6 +343,11 @@ impl Sync {
 
     /// Whether work submitted to `device` may still run: a replayed submission no replayed wait
     /// has shown complete.
+    /// The devices of the submissions that may still run (with repeats).
+    pub(super) fn outstanding_devices(&self) -> impl Iterator<Item = u64> + '_ {
+        self.outstanding.iter().map(|s| s.device)
+    }
+
     pub(super) fn outstanding_on(&self, device: u64) -> bool {
         self.outstanding.iter().any(|s| s.device == device)
     }
