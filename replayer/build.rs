@@ -26,4 +26,7 @@ fn main() {
             return;
         }
     }
+    println!(
+        "cargo:warning=libSPIRV-Tools.a not found (Debian: spirv-tools): replay will not validate shader modules"
+    );
 }

@@ -917,3 +917,41 @@ fn spirv_naming_an_undefined_id_is_refused() {
         "its SPIR-V does not validate",
     );
 }
+
+/// A replay whose shader modules reach the driver unvalidated says so (the check turned off here;
+/// a build without SPIRV-Tools says the same, with its reason), and one that validates them does not.
+#[test]
+fn unvalidated_shaders_are_named_in_the_warnings() {
+    if !quarry_tests::lavapipe() {
+        return;
+    }
+    let trace = quarry_tests::hostile::corpus("vkcube.qtrace");
+    let warnings = |off: bool| {
+        let mut c = quarry_tests::quarry_command();
+        if off {
+            c.env("QUARRY_REPLAY_SPIRV_VALIDATION", "0");
+        }
+        let out = c
+            .arg("replay")
+            .arg(&trace)
+            .args(["--gpu", "llvmpipe", "--json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        j["warnings"].to_string()
+    };
+    assert!(
+        warnings(true).contains("shader modules are not validated"),
+        "{}",
+        warnings(true)
+    );
+    assert_eq!(
+        warnings(false).contains("shader modules are not validated"),
+        !replayer::validate::spirv::AVAILABLE
+    );
+}

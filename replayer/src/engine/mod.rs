@@ -52,6 +52,9 @@ pub fn replay_with_progress(
         )));
     }
     let mut warnings = Vec::new();
+    if let Some(why) = crate::validate::spirv::unchecked() {
+        warnings.push(why.to_string());
+    }
     if !reader.has_footer() || reader.lost_bytes() > 0 {
         warnings.push(format!(
             "{}: the trace is incomplete ({} bytes lost, the writer did not finish); replaying every complete block",

@@ -14,6 +14,18 @@ fn enabled() -> bool {
     std::env::var_os("QUARRY_REPLAY_SPIRV_VALIDATION").is_none_or(|v| v != "0")
 }
 
+/// Why shader modules reach the driver unvalidated in this replay, if they do (a warning: a
+/// user who relies on the check must not lose it silently).
+pub fn unchecked() -> Option<&'static str> {
+    if !AVAILABLE {
+        Some("shader modules are not validated: this build of quarry has no SPIRV-Tools (install Debian's spirv-tools and rebuild)")
+    } else if !enabled() {
+        Some("shader modules are not validated (QUARRY_REPLAY_SPIRV_VALIDATION=0)")
+    } else {
+        None
+    }
+}
+
 #[cfg(spirv_tools)]
 mod ffi {
     use std::ffi::{c_char, c_void};
