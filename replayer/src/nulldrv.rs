@@ -189,6 +189,20 @@ impl Measured {
     }
 }
 
+/// A fresh session for one null-driver loop.
+fn null_session<'a>(
+    entry: &'a ash::Entry,
+    gpu: &'a crate::devices::GpuInfo,
+    host: &'a HashSet<u64>,
+) -> Session<'a> {
+    let mut s = Session::new(entry, gpu, None, host, false);
+    // SAFETY: the stub loaders hand out only the stubs above.
+    unsafe {
+        s.gtable = vkstream::InstanceTable::load(gipa, vk::Instance::null());
+    }
+    s
+}
+
 /// What every null-driver loop shares: the loader (for the session's GPU) and the stub tables.
 struct Null {
     entry: ash::Entry,
@@ -256,11 +270,7 @@ pub fn dispatch(calls: &Calls, loops: u32, cmd_extra: u32) -> Result<Measured, R
     let mut errors = 0u64;
     let mut first_errors = Vec::new();
     for _ in 0..loops.max(1) {
-        let mut s = Session::new(&entry, gpu, None, &host, false);
-        // SAFETY: the stub loaders hand out only the stubs above.
-        unsafe {
-            s.gtable = vkstream::InstanceTable::load(gipa, vk::Instance::null());
-        }
+        let mut s = null_session(&entry, gpu, &host);
         errors = 0;
         first_errors.clear();
         let start = thread_cpu_ns();
@@ -326,20 +336,34 @@ pub fn dispatch_ahead(
     check: bool,
 ) -> Result<MeasuredAhead, ReplayError> {
     use crate::engine::ahead;
-    if std::env::var_os("QUARRY_BENCH_INLINE").is_some() {
-        return dispatch_inline(reader, loops, check);
-    }
+    // `QUARRY_BENCH_INLINE`: the same on one thread, each record checked then dispatched
+    // (`checks_ns` is 0; `replay_ns` counts both).
+    let inline = std::env::var_os("QUARRY_BENCH_INLINE").is_some();
     let Null { entry, gpu, tables } = null()?;
     let host = HashSet::new();
     let (mut replay_ns, mut checks_ns, mut calls) = (0u64, 0u64, 0u64);
     let wall = std::time::Instant::now();
     for _ in 0..loops.max(1) {
-        let mut s = Session::new(&entry, &gpu, None, &host, false);
-        // SAFETY: the stub loaders hand out only the stubs above.
-        unsafe {
-            s.gtable = vkstream::InstanceTable::load(gipa, vk::Instance::null());
-        }
+        let mut s = null_session(&entry, &gpu, &host);
         calls = 0;
+        if inline {
+            let start = thread_cpu_ns();
+            let mut a = ahead::Ahead::new(check.then(crate::validate::Validator::new));
+            a.each(reader, |ev| {
+                if let ahead::Event::Item(item) = &ev {
+                    if let (format::record::Record::Call(c), Some(call)) = (&item.rec, &item.call) {
+                        // SAFETY: every entry point is a stub; handles are the session's.
+                        let _ = unsafe { replay_one(&mut s, call, c, &tables) };
+                        calls += 1;
+                    }
+                }
+                true
+            });
+            replay_ns += thread_cpu_ns() - start;
+            s.devices.clear();
+            s.instances.clear();
+            continue;
+        }
         std::thread::scope(|scope| -> Result<(), ReplayError> {
             let (tx, rx) = std::sync::mpsc::sync_channel(ahead::DEPTH);
             let (back, spent) = std::sync::mpsc::channel();
@@ -380,50 +404,6 @@ pub fn dispatch_ahead(
         loops: loops.max(1),
         replay_ns,
         checks_ns,
-        wall_ns: wall.elapsed().as_nanos() as u64,
-    })
-}
-
-/// [`dispatch_ahead`] on one thread: each record checked, then dispatched (`checks_ns` is 0;
-/// `replay_ns` counts both).
-fn dispatch_inline(
-    reader: &format::TraceReader,
-    loops: u32,
-    check: bool,
-) -> Result<MeasuredAhead, ReplayError> {
-    use crate::engine::ahead;
-    let Null { entry, gpu, tables } = null()?;
-    let host = HashSet::new();
-    let (mut replay_ns, mut calls) = (0u64, 0u64);
-    let wall = std::time::Instant::now();
-    for _ in 0..loops.max(1) {
-        let mut s = Session::new(&entry, &gpu, None, &host, false);
-        // SAFETY: the stub loaders hand out only the stubs above.
-        unsafe {
-            s.gtable = vkstream::InstanceTable::load(gipa, vk::Instance::null());
-        }
-        calls = 0;
-        let start = thread_cpu_ns();
-        let mut a = ahead::Ahead::new(check.then(crate::validate::Validator::new));
-        a.each(reader, |ev| {
-            if let ahead::Event::Item(item) = &ev {
-                if let (format::record::Record::Call(c), Some(call)) = (&item.rec, &item.call) {
-                    // SAFETY: every entry point is a stub; handles are the session's.
-                    let _ = unsafe { replay_one(&mut s, call, c, &tables) };
-                    calls += 1;
-                }
-            }
-            true
-        });
-        replay_ns += thread_cpu_ns() - start;
-        s.devices.clear();
-        s.instances.clear();
-    }
-    Ok(MeasuredAhead {
-        calls,
-        loops: loops.max(1),
-        replay_ns,
-        checks_ns: 0,
         wall_ns: wall.elapsed().as_nanos() as u64,
     })
 }

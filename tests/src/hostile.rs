@@ -182,3 +182,22 @@ pub fn run(p: &Path, extra: &[&str]) -> Option<(Output, Duration)> {
     let out = replay_trace(p, extra)?;
     Some((out, t.elapsed()))
 }
+
+/// The demo trace with the submit of its first query read's work removed, and the fence wait
+/// after it: the read asks for queries no replayed submission can make available.
+pub fn forged_read_of_unsubmitted_work(dir: &Path) -> PathBuf {
+    forged(dir, "demo.qtrace", |recs, t| {
+        let read = find(recs, t, "vkGetQueryPoolResults", 0);
+        let is = |r: &Record, n: &str| matches!(r, Record::Call(c) if call_name(t, c) == n);
+        let s = recs[..read]
+            .iter()
+            .rposition(|r| is(r, "vkQueueSubmit"))
+            .unwrap();
+        let w = s + recs[s..]
+            .iter()
+            .position(|r| is(r, "vkWaitForFences"))
+            .unwrap();
+        recs.remove(w);
+        recs.remove(s);
+    })
+}

@@ -4,8 +4,7 @@
 
 use std::process::{Command, Output};
 
-use format::record::Record;
-use quarry_tests::hostile::{call_name, corpus, find, forged};
+use quarry_tests::hostile::{corpus, find, forged, forged_read_of_unsubmitted_work};
 use quarry_tests::{lavapipe, quarry_exe, xdg_runtime_dir};
 
 /// `quarry replay TRACE --gpu llvmpipe ARGS`, on one CPU or on any.
@@ -109,20 +108,7 @@ fn refusals_are_the_same_on_one_cpu() {
         let dup = recs[i].clone();
         recs.insert(i + 1, dup);
     });
-    let unreachable = forged(dir.path(), "demo.qtrace", |recs, t| {
-        let read = find(recs, t, "vkGetQueryPoolResults", 0);
-        let is = |r: &Record, n: &str| matches!(r, Record::Call(c) if call_name(t, c) == n);
-        let s = recs[..read]
-            .iter()
-            .rposition(|r| is(r, "vkQueueSubmit"))
-            .unwrap();
-        let w = s + recs[s..]
-            .iter()
-            .position(|r| is(r, "vkWaitForFences"))
-            .unwrap();
-        recs.remove(w);
-        recs.remove(s);
-    });
+    let unreachable = forged_read_of_unsubmitted_work(dir.path());
     for (trace, says) in [
         (&twice, "was destroyed at call"),
         (&unreachable, "never submitted in the replay"),

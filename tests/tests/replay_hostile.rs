@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use format::forge::{read_records, write_records};
 use format::record::Record;
-use quarry_tests::hostile::{call_mut, call_name, corpus, find, forged, refused, run, FAST};
+use quarry_tests::hostile::{
+    call_mut, call_name, corpus, find, forged, forged_read_of_unsubmitted_work, refused, run, FAST,
+};
 
 #[test]
 fn the_corpus_replays_as_it_is_and_rewritten() {
@@ -201,20 +203,7 @@ fn a_missing_block_ends_quickly() {
 fn query_read_of_work_never_submitted_is_named_not_a_timeout() {
     let dir = tempfile::tempdir().unwrap();
     // The submit of the demo's first query reads gone, with the fence wait after it.
-    let p = forged(dir.path(), "demo.qtrace", |recs, t| {
-        let read = find(recs, t, "vkGetQueryPoolResults", 0);
-        let is = |r: &Record, n: &str| matches!(r, Record::Call(c) if call_name(t, c) == n);
-        let s = recs[..read]
-            .iter()
-            .rposition(|r| is(r, "vkQueueSubmit"))
-            .unwrap();
-        let w = s + recs[s..]
-            .iter()
-            .position(|r| is(r, "vkWaitForFences"))
-            .unwrap();
-        recs.remove(w);
-        recs.remove(s);
-    });
+    let p = forged_read_of_unsubmitted_work(dir.path());
     let Some((out, took)) = run(&p, &[]) else {
         return;
     };
