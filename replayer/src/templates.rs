@@ -45,6 +45,47 @@ fn handle_fields(ty: vk::DescriptorType) -> &'static [(usize, vk::ObjectType)] {
     }
 }
 
+/// Visits every non-null handle in `data` as `f(entry, descriptor, info, object, handle)`: the
+/// entry's index, the descriptor's index in it, the byte offset of its info in `data`, and the
+/// handle's object type. Descriptors the data is too short for are left out ([`translate`] says
+/// so); the first error of `f` ends the walk. Allocates nothing.
+pub fn each_handle(
+    entries: &[Entry],
+    data: &[u8],
+    mut f: impl FnMut(usize, u64, usize, vk::ObjectType, u64) -> Result<(), String>,
+) -> Result<(), String> {
+    for (k, e) in entries.iter().enumerate() {
+        let fields = handle_fields(vk::DescriptorType::from_raw(e.descriptor_type));
+        if fields.is_empty() {
+            continue;
+        }
+        for i in 0..u64::from(e.count) {
+            let Some(base) = i
+                .checked_mul(e.stride)
+                .and_then(|o| o.checked_add(e.offset))
+                .and_then(|o| usize::try_from(o).ok())
+            else {
+                break;
+            };
+            for &(at, object) in fields {
+                let Some(h) = word(data, base.saturating_add(at)) else {
+                    continue;
+                };
+                if h != 0 {
+                    f(k, i, base, object, h)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The little-endian u64 at byte `at` of `data`, if it holds one there.
+pub fn word(data: &[u8], at: usize) -> Option<u64> {
+    let b = data.get(at..at.checked_add(8)?)?;
+    Some(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
 /// Rewrites every handle in `data` through `lookup` (captured -> replay; `None` for an unknown
 /// handle). A handle of a combined image sampler's sampler that is unknown becomes null (it is
 /// ignored with immutable samplers); any other unknown handle is an error.

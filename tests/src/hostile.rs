@@ -123,12 +123,32 @@ pub const FAST: Duration = Duration::from_secs(8);
 /// The corpus trace `name` with `edit` applied to its records (command table given), written
 /// as `forged-NAME` in `dir` with valid checksums.
 pub fn forged(dir: &Path, name: &str, edit: impl FnOnce(&mut Vec<Record>, &[String])) -> PathBuf {
-    let (header, mut recs) = read_records(&corpus(name)).unwrap();
+    forged_from(dir, &corpus(name), edit)
+}
+
+/// [`forged`] from any intact trace `src` (`tests/fixtures/hostile/`: a real app's trace that
+/// reaches what the corpus does not), written as `forged-NAME` in `dir`.
+pub fn forged_from(
+    dir: &Path,
+    src: &Path,
+    edit: impl FnOnce(&mut Vec<Record>, &[String]),
+) -> PathBuf {
+    let (header, mut recs) = read_records(src).unwrap();
     let table = commands(&recs);
     edit(&mut recs, &table);
-    let out = dir.join(format!("forged-{name}"));
+    let out = dir.join(format!(
+        "forged-{}",
+        src.file_name().unwrap().to_string_lossy()
+    ));
     write_records(&out, header, &recs, 1 << 20).unwrap();
     out
+}
+
+/// A trace of `tests/fixtures/hostile/`.
+pub fn hostile_fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/hostile")
+        .join(name)
 }
 
 /// The trace's command table.

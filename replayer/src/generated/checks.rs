@@ -28388,7 +28388,6 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCreateDescriptorPool(_)
         | Call::vkCreateCommandPool(_)
         | Call::vkCreateSamplerYcbcrConversion(_)
-        | Call::vkCreateDescriptorUpdateTemplate(_)
         | Call::vkCreatePrivateDataSlot(_)
         | Call::vkCreateDisplayModeKHR(_)
         | Call::vkCreateDisplayPlaneSurfaceKHR(_)
@@ -28401,7 +28400,6 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCreateVideoSessionParametersKHR(_)
         | Call::vkCreateCuModuleNVX(_)
         | Call::vkCreateCuFunctionNVX(_)
-        | Call::vkCreateDescriptorUpdateTemplateKHR(_)
         | Call::vkCreateDebugUtilsMessengerEXT(_)
         | Call::vkCreateAccelerationStructureKHR(_)
         | Call::vkCreateRayTracingPipelinesKHR(_)
@@ -28683,13 +28681,12 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkBindImageMemory2(_)
         | Call::vkBindBufferMemory2KHR(_)
         | Call::vkBindImageMemory2KHR(_) => 0x1800,
-        Call::vkUpdateDescriptorSetWithTemplate(_)
-        | Call::vkUpdateDescriptorSetWithTemplateKHR(_) => 0x2000,
         Call::vkCreateDevice(_)
         | Call::vkCreatePipelineLayout(_)
-        | Call::vkCreateSwapchainKHR(_) => 0x2001,
-        Call::vkCmdPushDescriptorSetWithTemplateKHR(_)
-        | Call::vkCmdSetDescriptorBufferOffsetsEXT(_)
+        | Call::vkCreateDescriptorUpdateTemplate(_)
+        | Call::vkCreateSwapchainKHR(_)
+        | Call::vkCreateDescriptorUpdateTemplateKHR(_) => 0x2001,
+        Call::vkCmdSetDescriptorBufferOffsetsEXT(_)
         | Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT(_) => 0x2103,
         Call::vkCmdNextSubpass(_) | Call::vkCmdNextSubpass2(_) | Call::vkCmdNextSubpass2KHR(_) => {
             0x2509
@@ -28702,7 +28699,9 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdEndRendering(_)
         | Call::vkCmdEndRenderingKHR(_)
         | Call::vkCmdEndRenderPass2KHR(_) => 0x2d0a,
-        Call::vkUpdateDescriptorSets(_) => 0x3000,
+        Call::vkUpdateDescriptorSets(_)
+        | Call::vkUpdateDescriptorSetWithTemplate(_)
+        | Call::vkUpdateDescriptorSetWithTemplateKHR(_) => 0x3000,
         Call::vkCreateImageView(_)
         | Call::vkCreateShaderModule(_)
         | Call::vkCreateDescriptorSetLayout(_)
@@ -28712,7 +28711,9 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkAllocateCommandBuffers(_)
         | Call::vkCreateRenderPass2(_)
         | Call::vkCreateRenderPass2KHR(_) => 0x3001,
-        Call::vkCmdBindDescriptorSets(_) | Call::vkCmdPushDescriptorSetKHR(_) => 0x3103,
+        Call::vkCmdBindDescriptorSets(_)
+        | Call::vkCmdPushDescriptorSetKHR(_)
+        | Call::vkCmdPushDescriptorSetWithTemplateKHR(_) => 0x3103,
         Call::vkCreateQueryPool(_)
         | Call::vkCreateBuffer(_)
         | Call::vkCreateImage(_)

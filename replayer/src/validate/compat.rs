@@ -97,6 +97,8 @@ pub(super) struct Compat {
     /// A device enabled attachments of mixed sample counts (VK_AMD_mixed_attachment_samples,
     /// VK_NV_framebuffer_mixed_samples or multisampledRenderToSingleSampled).
     pub(super) mixed_samples: bool,
+    /// Descriptor update template -> its entries (where its data holds which descriptors).
+    pub(super) templates: HandleMap<u64, Box<[crate::templates::Entry]>>,
 }
 
 /// `VK_BUFFER_USAGE_TRANSFORM_FEEDBACK_BUFFER_BIT_EXT`.
@@ -447,25 +449,51 @@ impl Compat {
             UNIFORM_BUFFER..=STORAGE_BUFFER_DYNAMIC => {
                 need(w.p_buffer_info.is_some(), "pBufferInfo")?;
                 for d in w.p_buffer_info.iter().flatten() {
-                    let Some(&size) = self.buffers.get(&d.buffer) else {
-                        continue;
-                    };
-                    let end = if d.range == WHOLE_SIZE {
-                        Some(d.offset)
-                    } else {
-                        d.offset.checked_add(d.range)
-                    };
-                    if d.offset >= size || end.is_none_or(|e| e > size) {
-                        return Err(format!(
-                            "bytes {}..+{} of buffer 0x{:x} of {size} bytes are outside it",
-                            d.offset, d.range, d.buffer
-                        ));
-                    }
+                    self.buffer_range(d.buffer, d.offset, d.range)?;
                 }
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Bytes `offset..+range` of a buffer descriptor's buffer lie within it (a buffer not
+    /// followed here passes).
+    pub(super) fn buffer_range(&self, buffer: u64, offset: u64, range: u64) -> Result<(), String> {
+        let Some(&size) = self.buffers.get(&buffer) else {
+            return Ok(());
+        };
+        let end = if range == WHOLE_SIZE {
+            Some(offset)
+        } else {
+            offset.checked_add(range)
+        };
+        if offset >= size || end.is_none_or(|e| e > size) {
+            return Err(format!(
+                "bytes {offset}..+{range} of buffer 0x{buffer:x} of {size} bytes are outside it"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The entries and data of a descriptor update through a template the trace created:
+    /// the handles in the data, which the generated handle pass cannot see (`Validator::before`
+    /// checks them as it checks a call's own).
+    pub(super) fn template_before<'a>(
+        &'a self,
+        call: &'a Call,
+    ) -> Option<(&'a [crate::templates::Entry], &'a [u8])> {
+        let (template, data) = match call {
+            Call::vkUpdateDescriptorSetWithTemplate(p)
+            | Call::vkUpdateDescriptorSetWithTemplateKHR(p) => {
+                (p.descriptor_update_template, p.p_data.as_deref())
+            }
+            Call::vkCmdPushDescriptorSetWithTemplateKHR(p) => {
+                (p.descriptor_update_template, p.p_data.as_deref())
+            }
+            _ => return None,
+        };
+        Some((self.templates.get(&template)?, data.unwrap_or(&[])))
     }
 
     fn copy(&self, set: u64, binding: u32, first: u32, count: u32) -> Result<(), String> {
@@ -622,6 +650,20 @@ impl Compat {
                     s.written = !0;
                 }
             }
+            Call::vkCreateDescriptorUpdateTemplate(p)
+            | Call::vkCreateDescriptorUpdateTemplateKHR(p) => {
+                if let (Some(i), Some(h)) = (&p.p_create_info, p.p_descriptor_update_template) {
+                    let entries = i.p_descriptor_update_entries.iter().flatten();
+                    let n = i.descriptor_update_entry_count as usize;
+                    let entries = entries.take(n).map(|e| crate::templates::Entry {
+                        descriptor_type: e.descriptor_type,
+                        count: e.descriptor_count,
+                        offset: e.offset,
+                        stride: e.stride,
+                    });
+                    self.templates.insert(h, entries.collect());
+                }
+            }
             Call::vkCreatePipelineLayout(p) => {
                 if let (Some(i), Some(h)) = (&p.p_create_info, p.p_pipeline_layout) {
                     let sets = i.p_set_layouts.iter().flatten();
@@ -680,6 +722,9 @@ impl Compat {
             }
             T::PIPELINE_LAYOUT => {
                 self.pipeline_layouts.remove(&h);
+            }
+            T::DESCRIPTOR_UPDATE_TEMPLATE => {
+                self.templates.remove(&h);
             }
             T::BUFFER => {
                 self.buffers.remove(&h);

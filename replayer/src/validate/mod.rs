@@ -240,6 +240,21 @@ impl Validator {
         if let Call::vkDestroyImage(p) = call {
             swapchain_image(&self.t, p.image)?;
         }
+        if flags & checks::COMPAT_BEFORE != 0 {
+            if let Some((entries, data)) = self.compat.template_before(call) {
+                let (t, dead, compat) = (&self.t, &self.dead, &self.compat);
+                let (device, named) = (self.device, &mut self.named);
+                template_handles(
+                    t,
+                    dead,
+                    compat,
+                    entries,
+                    data,
+                    device,
+                    record.then_some(named),
+                )?;
+            }
+        }
         self.first = first;
         self.first_ty = first_ty;
         self.first_slot = if first_ty == objects::CB {
@@ -463,6 +478,52 @@ impl Validator {
     pub fn ever_submitted(&self, command_buffer: u64) -> bool {
         self.sync.ever_submitted(&self.t, command_buffer)
     }
+}
+
+/// The handles in a template update's data (`entries` say where), checked as the handle pass
+/// checks a call's own: each live and of the call's `device`; a buffer bound to live memory
+/// (VUID-VkWriteDescriptorSet-descriptorType-00329: a uniform buffer pushed with no memory bound
+/// corrupted lavapipe's heap at the draw) and the bytes it names within it. A push (`named`: the recording's handles, else `None`) names them in its recording, so
+/// that the command buffer is invalid once one is gone. The sampler of a combined image sampler
+/// is not checked (ignored with immutable samplers, where apps leave garbage).
+fn template_handles(
+    t: &Table,
+    dead: &HandleMap<(i32, u64), u64>,
+    compat: &compat::Compat,
+    entries: &[crate::templates::Entry],
+    data: &[u8],
+    device: u64,
+    mut named: Option<&mut Vec<(i32, u64, u32)>>,
+) -> Result<(), String> {
+    const COMBINED: i32 = vk::DescriptorType::COMBINED_IMAGE_SAMPLER.as_raw();
+    crate::templates::each_handle(entries, data, |k, i, info, ty, h| {
+        if ty == vk::ObjectType::SAMPLER && entries[k].descriptor_type == COMBINED {
+            return Ok(());
+        }
+        let at = || format!("descriptor {i} of template entry {k}");
+        let Some((slot, its)) = t.find_dev(ty.as_raw(), h) else {
+            return Err(format!("{}: {}", at(), not_live(dead, ty, h)));
+        };
+        if its != 0 && device != 0 && its != device {
+            return Err(format!("{}: {}", at(), other_device(ty, h, its, device)));
+        }
+        if ty == vk::ObjectType::BUFFER {
+            let o = t.at(slot);
+            if !memory_live(t, o.memory, o.memory_slot) {
+                return Err(format!("{}: {}", at(), no_memory(ty, h, o.memory)));
+            }
+            let word = |n: usize| crate::templates::word(data, info.saturating_add(n));
+            if let (Some(offset), Some(range)) = (word(8), word(16)) {
+                compat
+                    .buffer_range(h, offset, range)
+                    .map_err(|e| format!("{}: {e}", at()))?;
+            }
+        }
+        if let Some(n) = named.as_deref_mut() {
+            n.push((ty.as_raw(), h, slot));
+        }
+        Ok(())
+    })
 }
 
 /// The pool or swapchain whose end ends the objects `call` creates (`Validator::destroy` ends
