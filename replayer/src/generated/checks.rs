@@ -28507,8 +28507,6 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdEndVideoCodingKHR(_)
         | Call::vkCmdControlVideoCodingKHR(_)
         | Call::vkCmdDecodeVideoKHR(_)
-        | Call::vkCmdBeginTransformFeedbackEXT(_)
-        | Call::vkCmdEndTransformFeedbackEXT(_)
         | Call::vkCmdSetDeviceMaskKHR(_)
         | Call::vkCmdBeginConditionalRenderingEXT(_)
         | Call::vkCmdEndConditionalRenderingEXT(_)
@@ -28665,7 +28663,8 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdPipelineBarrier2(_)
         | Call::vkCmdSetViewportWithCount(_)
         | Call::vkCmdSetScissorWithCount(_)
-        | Call::vkCmdBindTransformFeedbackBuffersEXT(_)
+        | Call::vkCmdBeginTransformFeedbackEXT(_)
+        | Call::vkCmdEndTransformFeedbackEXT(_)
         | Call::vkCmdSetViewportWithCountEXT(_)
         | Call::vkCmdSetScissorWithCountEXT(_)
         | Call::vkCmdPipelineBarrier2KHR(_) => 0x1103,
@@ -28712,7 +28711,9 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkAllocateCommandBuffers(_)
         | Call::vkCreateRenderPass2(_)
         | Call::vkCreateRenderPass2KHR(_) => 0x3001,
-        Call::vkCmdBindDescriptorSets(_) | Call::vkCmdPushDescriptorSetKHR(_) => 0x3103,
+        Call::vkCmdBindDescriptorSets(_)
+        | Call::vkCmdBindTransformFeedbackBuffersEXT(_)
+        | Call::vkCmdPushDescriptorSetKHR(_) => 0x3103,
         Call::vkCreateQueryPool(_)
         | Call::vkCreateBuffer(_)
         | Call::vkCreateImage(_)
