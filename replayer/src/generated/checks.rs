@@ -28505,8 +28505,6 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdEndVideoCodingKHR(_)
         | Call::vkCmdControlVideoCodingKHR(_)
         | Call::vkCmdDecodeVideoKHR(_)
-        | Call::vkCmdBeginTransformFeedbackEXT(_)
-        | Call::vkCmdEndTransformFeedbackEXT(_)
         | Call::vkCmdSetDeviceMaskKHR(_)
         | Call::vkCmdBeginConditionalRenderingEXT(_)
         | Call::vkCmdEndConditionalRenderingEXT(_)
@@ -28663,7 +28661,8 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdPipelineBarrier2(_)
         | Call::vkCmdSetViewportWithCount(_)
         | Call::vkCmdSetScissorWithCount(_)
-        | Call::vkCmdBindTransformFeedbackBuffersEXT(_)
+        | Call::vkCmdBeginTransformFeedbackEXT(_)
+        | Call::vkCmdEndTransformFeedbackEXT(_)
         | Call::vkCmdSetViewportWithCountEXT(_)
         | Call::vkCmdSetScissorWithCountEXT(_)
         | Call::vkCmdPipelineBarrier2KHR(_) => 0x1103,
@@ -28712,6 +28711,7 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCreateRenderPass2(_)
         | Call::vkCreateRenderPass2KHR(_) => 0x3001,
         Call::vkCmdBindDescriptorSets(_)
+        | Call::vkCmdBindTransformFeedbackBuffersEXT(_)
         | Call::vkCmdPushDescriptorSetKHR(_)
         | Call::vkCmdPushDescriptorSetWithTemplateKHR(_) => 0x3103,
         Call::vkCreateQueryPool(_)

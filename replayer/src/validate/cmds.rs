@@ -4,7 +4,9 @@
 //!   was begun in (one left active is `record`'s);
 //! - draws: the vertices and instances a draw reads lie within the vertex buffers bound (for the
 //!   bound pipeline's strides), and an indexed draw's indices within the index buffer. Devices
-//!   that enable robust buffer access define reads out of range, so they are not checked there.
+//!   that enable robust buffer access define reads out of range, so they are not checked there;
+//! - transform feedback: the bindings it is begun for, and those whose position an end records
+//!   into a counter buffer, have a buffer bound in the recording.
 
 use std::cell::Cell;
 
@@ -36,6 +38,8 @@ pub(super) struct CbCmds {
     vertex: Vec<(u64, u64, u64)>,
     /// (buffer, offset, bytes per index).
     index: (u64, u64, u64),
+    /// Transform feedback bindings with a buffer bound (bit per binding, the first 64).
+    xfb: u64,
 }
 
 #[derive(Default)]
@@ -88,6 +92,40 @@ impl Compat {
             Call::vkCmdEndQueryIndexedEXT(p) => {
                 end_query(cb, p.query_pool, p.query)?;
                 self.limits_before(call)
+            }
+            // VUID-vkCmdBeginTransformFeedbackEXT-firstCounterBuffer-09630: each binding begun
+            // has a buffer bound (the fuzzer deleted Zink's bind; lavapipe crashed when the end
+            // recorded the counters of bindings it had no target for).
+            Call::vkCmdBeginTransformFeedbackEXT(p) => {
+                let missing = xfb_bits(p.first_counter_buffer, p.counter_buffer_count) & !cb.xfb;
+                if missing != 0 {
+                    return Err(format!(
+                        "begins transform feedback for bindings {}..+{}, but binding {} has no \
+                         transform feedback buffer bound (vkCmdBindTransformFeedbackBuffersEXT) \
+                         in this recording",
+                        p.first_counter_buffer,
+                        p.counter_buffer_count,
+                        missing.trailing_zeros()
+                    ));
+                }
+                Ok(())
+            }
+            // A counter buffer at the end records how far its binding's buffer was written: no
+            // buffer, no position (no VUID says so; lavapipe read a null target and crashed).
+            Call::vkCmdEndTransformFeedbackEXT(p) => {
+                let counters = p.p_counter_buffers.iter().flatten();
+                let counters = counters.take(p.counter_buffer_count as usize).enumerate();
+                for (i, &b) in counters {
+                    let k = u64::from(p.first_counter_buffer) + i as u64;
+                    if b != 0 && k < 64 && cb.xfb & (1 << k) == 0 {
+                        return Err(format!(
+                            "pCounterBuffers {i} (buffer 0x{b:x}) would record the position of \
+                             transform feedback binding {k}, which has no buffer bound in this \
+                             recording"
+                        ));
+                    }
+                }
+                Ok(())
             }
             Call::vkCmdDrawIndirect(_) => self.sets_bound(cb, 0),
             Call::vkCmdDrawIndexedIndirect(_) => self.sets_bound(cb, 0),
@@ -232,6 +270,7 @@ impl Compat {
                 cb.handles = [[0; 8]; 2];
                 cb.vertex.clear();
                 cb.index = (0, 0, 0);
+                cb.xfb = 0;
             }
             Call::vkCmdBeginRenderPass(_) => cb.begin_pass(),
             Call::vkCmdBeginRenderPass2(_) | Call::vkCmdBeginRenderPass2KHR(_) => cb.begin_pass(),
@@ -302,6 +341,9 @@ impl Compat {
                 });
                 let all = all.take(p.binding_count as usize);
                 cb.bind_vertex(p.first_binding, all);
+            }
+            Call::vkCmdBindTransformFeedbackBuffersEXT(p) => {
+                cb.xfb |= xfb_bits(p.first_binding, p.binding_count);
             }
             Call::vkCmdBindIndexBuffer(p) => {
                 let size = match p.index_type {
@@ -391,6 +433,17 @@ fn place(pass: u32) -> String {
         CONTINUES => "inside the render pass instance it continues".into(),
         n => format!("inside render pass instance (or subpass) #{n} of the recording"),
     }
+}
+
+/// Transform feedback bindings `first..+count` as bits (those past the first 64 are not
+/// followed).
+fn xfb_bits(first: u32, count: u32) -> u64 {
+    if first >= 64 || count == 0 {
+        return 0;
+    }
+    let n = (u64::from(first) + u64::from(count)).min(64) - u64::from(first);
+    let ones = if n == 64 { u64::MAX } else { (1 << n) - 1 };
+    ones << first
 }
 
 /// A query ended in a pass other than the one it was begun in.

@@ -10,7 +10,7 @@
 //! - null handles inside the arrays of submits and fence calls, and command buffer levels.
 //!
 //! Images, views, render passes and framebuffers are in `passes`, recording state (queries,
-//! draws) in `cmds`, what shaders use in `shaders`, device limits in `limits`.
+//! draws, transform feedback) in `cmds`, what shaders use in `shaders`, device limits in `limits`.
 //! Only the commands named below are looked at; nothing here allocates per checked call except
 //! the records kept at creation.
 

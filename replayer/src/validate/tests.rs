@@ -192,3 +192,112 @@ fn freed_slots_and_reused_handles_are_told_apart() {
     assert!(e.contains("no replayed submission signals"), "{e}");
     ok(&mut v, &wait(0xa0), seq + 3);
 }
+
+#[test]
+fn transform_feedback_needs_its_bindings_bound() {
+    let (mut v, seq) = setup();
+    let pool = Call::vkCreateCommandPool(p::vkCreateCommandPool {
+        device: DEVICE,
+        p_create_info: Some(Box::default()),
+        p_allocator: None,
+        p_command_pool: Some(0x50),
+    });
+    ok(&mut v, &pool, seq);
+    let alloc = Call::vkAllocateCommandBuffers(p::vkAllocateCommandBuffers {
+        device: DEVICE,
+        p_allocate_info: Some(Box::new(VkCommandBufferAllocateInfo {
+            command_pool: 0x50,
+            command_buffer_count: 1,
+            ..Default::default()
+        })),
+        p_command_buffers: Some(vec![0x60]),
+    });
+    ok(&mut v, &alloc, seq + 1);
+    let buffer = Call::vkCreateBuffer(p::vkCreateBuffer {
+        device: DEVICE,
+        p_create_info: Some(Box::new(VkBufferCreateInfo {
+            size: 64,
+            usage: 0x800 | 0x1000,
+            ..Default::default()
+        })),
+        p_allocator: None,
+        p_buffer: Some(0x70),
+    });
+    ok(&mut v, &buffer, seq + 2);
+    let memory = Call::vkAllocateMemory(p::vkAllocateMemory {
+        device: DEVICE,
+        p_allocate_info: Some(Box::new(VkMemoryAllocateInfo {
+            allocation_size: 64,
+            ..Default::default()
+        })),
+        p_allocator: None,
+        p_memory: Some(0x80),
+    });
+    ok(&mut v, &memory, seq + 3);
+    let bind_memory = Call::vkBindBufferMemory(p::vkBindBufferMemory {
+        device: DEVICE,
+        buffer: 0x70,
+        memory: 0x80,
+        memory_offset: 0,
+    });
+    ok(&mut v, &bind_memory, seq + 4);
+    let begin_cb = Call::vkBeginCommandBuffer(p::vkBeginCommandBuffer {
+        command_buffer: 0x60,
+        p_begin_info: Some(Box::default()),
+    });
+    ok(&mut v, &begin_cb, seq + 5);
+    // Bindings 1..+2, with counter buffers or without.
+    let begin = |counter: u64| {
+        Call::vkCmdBeginTransformFeedbackEXT(p::vkCmdBeginTransformFeedbackEXT {
+            command_buffer: 0x60,
+            first_counter_buffer: 1,
+            counter_buffer_count: 2,
+            p_counter_buffers: Some(vec![counter; 2]),
+            p_counter_buffer_offsets: Some(vec![0; 2]),
+        })
+    };
+    let end = |counter: u64| {
+        Call::vkCmdEndTransformFeedbackEXT(p::vkCmdEndTransformFeedbackEXT {
+            command_buffer: 0x60,
+            first_counter_buffer: 1,
+            counter_buffer_count: 2,
+            p_counter_buffers: Some(vec![0, counter]),
+            p_counter_buffer_offsets: Some(vec![0; 2]),
+        })
+    };
+    let bind = |first: u32| {
+        Call::vkCmdBindTransformFeedbackBuffersEXT(p::vkCmdBindTransformFeedbackBuffersEXT {
+            command_buffer: 0x60,
+            first_binding: first,
+            binding_count: 1,
+            p_buffers: Some(vec![0x70]),
+            p_offsets: Some(vec![0]),
+            p_sizes: None,
+        })
+    };
+    let e = v.before(&begin(0), 0).unwrap_err();
+    assert!(
+        e.contains("bindings 1..+2, but binding 1 has no transform"),
+        "{e}"
+    );
+    // Ending records binding 2's position, not binding 1's (its counter is VK_NULL_HANDLE).
+    ok(&mut v, &bind(1), seq + 6);
+    let e = v.before(&end(0x70), 0).unwrap_err();
+    assert!(
+        e.contains("transform feedback binding 2, which has no buffer"),
+        "{e}"
+    );
+    let e = v.before(&begin(0), 0).unwrap_err();
+    assert!(e.contains("but binding 2 has no transform"), "{e}");
+    ok(&mut v, &bind(2), seq + 7);
+    ok(&mut v, &begin(0x70), seq + 8);
+    ok(&mut v, &end(0x70), seq + 9);
+    // A new recording starts with nothing bound.
+    let end_cb = Call::vkEndCommandBuffer(p::vkEndCommandBuffer {
+        command_buffer: 0x60,
+    });
+    ok(&mut v, &end_cb, seq + 10);
+    ok(&mut v, &begin_cb, seq + 11);
+    let e = v.before(&begin(0), 0).unwrap_err();
+    assert!(e.contains("binding 1 has no transform"), "{e}");
+}
