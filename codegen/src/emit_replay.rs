@@ -2,7 +2,9 @@
 //! (every handle translated through `Remap`), a call through the dispatch table, then the
 //! created handles bound captured -> replayed.
 
-use crate::analyze::{ash_name, Analysis, Cmd, Elem, Field, Kind, Len, LenTok, Level, PElem};
+use crate::analyze::{
+    ash_name, Analysis, Cmd, Elem, Field, Kind, Len, LenTok, Level, PElem, SField,
+};
 use crate::config;
 use crate::emit_stream::{base_ty, sig_ty, HEADER};
 use crate::model::{Registry, TypeCat};
@@ -606,7 +608,9 @@ fn check_len(an: &Analysis, toks: &[LenTok], sib: &[Field], base: &str) -> Optio
 
 /// Checks of one set of fields (a struct's members or a command's parameters): every array at
 /// least as long as its count says, a required array present when its count is not 0, and the
-/// same inside nested structs and pNext chains. `what` names the owner in messages.
+/// same inside nested structs and pNext chains. `what` names the owner in messages. With
+/// `handles` (a command's parameters, or a struct the app fills in rather than one the driver
+/// returns), a required handle that is VK_NULL_HANDLE is refused too.
 fn check_fields(
     an: &Analysis,
     fields: &[Field],
@@ -614,6 +618,7 @@ fn check_fields(
     what: &str,
     needs: &std::collections::BTreeSet<String>,
     chain: bool,
+    handles: bool,
 ) -> String {
     let mut o = String::new();
     for f in fields {
@@ -624,13 +629,18 @@ fn check_fields(
                 // Most chains are empty: no call for them (every call checks several structs).
                 let _ = writeln!(o, "if !{src}.is_empty() {{ c_chain(&{src})?; }}");
             }
-            // A required handle parameter left null reaches the driver as a null object.
+            // A required handle left null reaches the driver as a null object (the implicit
+            // `*-parameter` valid usage): a command's parameter, or a member of a struct it reads
+            // that vk.xml neither marks optional nor exempts from implicit valid usage (a member
+            // the spec ignores in some cases, such as VkDescriptorImageInfo's, is exempt).
             Kind::Val(Elem::Scalar(TypeCat::Handle { .. }, _))
-                if base == "p." && !f.decl.optional =>
+                if handles
+                    && !f.decl.optional
+                    && (base == "p." || (!f.decl.noauto && f.cond.is_none())) =>
             {
                 let _ = writeln!(
                     o,
-                    "if {src} == 0 {{ return Err(\"{name} is VK_NULL_HANDLE\".into()); }}"
+                    "if {src} == 0 {{ return Err(\"{what}{name} is VK_NULL_HANDLE\".into()); }}"
                 );
             }
             Kind::Val(Elem::Struct(st)) if needs.contains(st) => {
@@ -681,7 +691,7 @@ fn check_fields(
 /// fixpoint over nesting and chains. `body` emits a struct's checks given the set so far.
 fn structs_needing(
     an: &Analysis,
-    mut body: impl FnMut(&[Field], &std::collections::BTreeSet<String>, bool) -> String,
+    mut body: impl FnMut(&SField, &std::collections::BTreeSet<String>, bool) -> String,
 ) -> (std::collections::BTreeSet<String>, bool) {
     let mut needs = std::collections::BTreeSet::new();
     let mut chain = false;
@@ -692,7 +702,7 @@ fn structs_needing(
             if s.def.is_union || needs.contains(name) {
                 continue;
             }
-            if !body(&s.fields, &needs, chain).is_empty() || (chain && has_pnext(&s.fields)) {
+            if !body(s, &needs, chain).is_empty() || (chain && has_pnext(&s.fields)) {
                 needs.insert(name.clone());
             }
         }
@@ -835,21 +845,21 @@ fn enum_predicate(ty: &str, values: &std::collections::BTreeSet<i64>) -> String 
 /// what kind of command it is.
 pub fn checks_rs(reg: &Registry, an: &Analysis, enums: &EnumValues) -> String {
     let _ = reg;
-    let (needs, chain) = structs_needing(an, |fields, needs, chain| {
-        check_fields(an, fields, "v.", "", needs, chain)
+    let (needs, chain) = structs_needing(an, |s, needs, chain| {
+        check_fields(an, &s.fields, "v.", "", needs, chain, !s.def.returned_only)
     });
     let mut scratch = std::collections::BTreeSet::new();
-    let (e_needs, e_chain) = structs_needing(an, |fields, needs, chain| {
-        enum_fields(fields, "v.", "", needs, chain, enums, &mut scratch)
+    let (e_needs, e_chain) = structs_needing(an, |s, needs, chain| {
+        enum_fields(&s.fields, "v.", "", needs, chain, enums, &mut scratch)
     });
     let mut used = std::collections::BTreeSet::new();
     let mut o = String::from(HEADER);
     o.push_str(
         "//! Checks of a decoded call that need no replay state, generated from vk.xml:\n\
          //! [`counts_and_handles`] (every array at least as long as the count the driver will read,\n\
-         //! a required array present when its count is not 0, nested structs and pNext chains\n\
-         //! included; the handle walk fused in), [`destroyed`] (the handles a `vkDestroy*`/`vkFree*` call\n\
-         //! ends), [`kind`] and [`flags`].\n\
+         //! a required array present when its count is not 0, a required handle not VK_NULL_HANDLE,\n\
+         //! nested structs and pNext chains included; the handle walk fused in), [`destroyed`]\n\
+         //! (the handles a `vkDestroy*`/`vkFree*` call ends), [`kind`] and [`flags`].\n\
          #![allow(non_snake_case, unused_variables, unused_parens, clippy::all)]\n\
          use ash::vk;\nuse vkstream::types::*;\nuse vkstream::{Call, PNext};\n\n\
          type R = Result<(), String>;\n\n\
@@ -880,7 +890,15 @@ pub fn checks_rs(reg: &Registry, an: &Analysis, enums: &EnumValues) -> String {
             continue;
         }
         let s = &an.structs[name];
-        let body = check_fields(an, &s.fields, "v.", &format!("{name}."), &needs, chain);
+        let body = check_fields(
+            an,
+            &s.fields,
+            "v.",
+            &format!("{name}."),
+            &needs,
+            chain,
+            !s.def.returned_only,
+        );
         let _ = writeln!(o, "fn c_{name}(v: &{name}) -> R {{\n{body}Ok(())\n}}");
     }
     if e_chain {
@@ -913,7 +931,7 @@ pub fn checks_rs(reg: &Registry, an: &Analysis, enums: &EnumValues) -> String {
     );
     for (c, (name, walk)) in an.cmds.iter().zip(&walks) {
         debug_assert_eq!(&c.def.name, name);
-        let body = check_fields(an, &c.params, "p.", "", &needs, chain)
+        let body = check_fields(an, &c.params, "p.", "", &needs, chain, true)
             + &enum_fields(&c.params, "p.", "", &e_needs, e_chain, enums, &mut used);
         if !body.is_empty() || !walk.is_empty() {
             let _ = writeln!(o, "Call::{name}(p) => {{\n{body}{walk}}}");

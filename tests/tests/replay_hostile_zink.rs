@@ -111,3 +111,33 @@ fn template_data_outside_its_buffer_or_destroyed_before_submit_is_refused() {
         "buffer 0x55d21f251340, which its recording uses, was destroyed since",
     );
 }
+
+/// The fuzzer's crash (crash-36-1-45, forged from piglit's `ext_timer_query-time-elapsed` on
+/// Zink): the image of a vkGetImageMemoryRequirements2 made VK_NULL_HANDLE
+/// (VUID-VkImageMemoryRequirementsInfo2-image-parameter); lavapipe read through the null image
+/// (SIGSEGV in the call, every run). A required handle in a struct a call reads is checked as a
+/// required handle parameter is: refused at the call.
+#[test]
+fn memory_requirements_of_a_null_image_are_refused() {
+    const IMAGE: u64 = 0x55d21ee1c240;
+    let p = zink(|recs, t| {
+        let i = at_seq(recs, 352);
+        let c = call_mut(&mut recs[i]);
+        assert_eq!(call_name(t, c), "vkGetImageMemoryRequirements2");
+        let k = c
+            .params
+            .windows(8)
+            .position(|w| w == IMAGE.to_le_bytes())
+            .expect("the image");
+        c.params[k..k + 8].fill(0);
+    });
+    let Some((out, took)) = run(&p, &[]) else {
+        return;
+    };
+    refused(
+        &out,
+        took,
+        "vkGetImageMemoryRequirements2",
+        "VkImageMemoryRequirementsInfo2.image is VK_NULL_HANDLE",
+    );
+}
