@@ -221,3 +221,15 @@ pub fn forged_read_of_unsubmitted_work(dir: &Path) -> PathBuf {
         recs.remove(s);
     })
 }
+
+/// A directory for a test's forged traces; with `QUARRY_KEEP_FORGED=DIR`, DIR, so that they can be
+/// replayed by hand.
+pub fn scratch() -> PathBuf {
+    match std::env::var_os("QUARRY_KEEP_FORGED") {
+        Some(d) => {
+            std::fs::create_dir_all(&d).unwrap();
+            d.into()
+        }
+        None => tempfile::tempdir().unwrap().keep(),
+    }
+}

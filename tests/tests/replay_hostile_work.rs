@@ -8,18 +8,7 @@
 use std::time::Duration;
 
 use format::record::Record;
-use quarry_tests::hostile::{call_mut, call_name, find, forged, refused, run};
-
-/// With `QUARRY_KEEP_FORGED=DIR`, the forged traces stay in DIR (to replay them by hand).
-fn scratch() -> std::path::PathBuf {
-    match std::env::var_os("QUARRY_KEEP_FORGED") {
-        Some(d) => {
-            std::fs::create_dir_all(&d).unwrap();
-            d.into()
-        }
-        None => tempfile::tempdir().unwrap().keep(),
-    }
-}
+use quarry_tests::hostile::{call_mut, call_name, find, forged, refused, run, scratch};
 
 /// `trace` with its `nth` vkCmdDraw given `instances` instances (the count follows the command
 /// buffer and vertexCount).

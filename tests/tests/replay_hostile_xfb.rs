@@ -5,19 +5,8 @@
 //! and refused in one `quarry:` line naming the call.
 
 use format::record::Record;
-use quarry_tests::hostile::{call_mut, find, forged, refused, run};
+use quarry_tests::hostile::{call_mut, find, forged, refused, run, scratch};
 use vkstream::Encoder;
-
-/// With `QUARRY_KEEP_FORGED=DIR`, the forged traces stay in DIR (to replay them by hand).
-fn scratch() -> std::path::PathBuf {
-    match std::env::var_os("QUARRY_KEEP_FORGED") {
-        Some(d) => {
-            std::fs::create_dir_all(&d).unwrap();
-            d.into()
-        }
-        None => tempfile::tempdir().unwrap().keep(),
-    }
-}
 
 /// The parameters of vkCmdBegin/EndTransformFeedbackEXT on `cb` for bindings `first..+count`,
 /// with `counters` (each at offset 0) as pCounterBuffers (VK_NULL_HANDLE: none for that

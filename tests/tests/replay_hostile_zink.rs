@@ -5,21 +5,12 @@
 //! as a call's own handles are. Each trace ends in one `quarry:` line naming the call.
 
 use format::record::Record;
-use quarry_tests::hostile::{call_mut, call_name, forged_from, hostile_fixture, refused, run};
+use quarry_tests::hostile::{
+    call_mut, call_name, forged_from, hostile_fixture, refused, run, scratch,
+};
 
 /// The uniform buffer both draws read through the pushed template data.
 const UNIFORMS: u64 = 0x55d21f251340;
-
-/// With `QUARRY_KEEP_FORGED=DIR`, the forged traces stay in DIR (to replay them by hand).
-fn scratch() -> std::path::PathBuf {
-    match std::env::var_os("QUARRY_KEEP_FORGED") {
-        Some(d) => {
-            std::fs::create_dir_all(&d).unwrap();
-            d.into()
-        }
-        None => tempfile::tempdir().unwrap().keep(),
-    }
-}
 
 /// The Zink trace with `edit` applied to its records.
 fn zink(edit: impl FnOnce(&mut Vec<Record>, &[String])) -> std::path::PathBuf {
