@@ -125,23 +125,7 @@ fn waits_need_a_signal() {
 #[test]
 fn commands_need_a_recording_command_buffer() {
     let (mut v, seq) = setup();
-    let pool = Call::vkCreateCommandPool(p::vkCreateCommandPool {
-        device: DEVICE,
-        p_create_info: Some(Box::default()),
-        p_allocator: None,
-        p_command_pool: Some(0x50),
-    });
-    ok(&mut v, &pool, seq);
-    let alloc = Call::vkAllocateCommandBuffers(p::vkAllocateCommandBuffers {
-        device: DEVICE,
-        p_allocate_info: Some(Box::new(VkCommandBufferAllocateInfo {
-            command_pool: 0x50,
-            command_buffer_count: 1,
-            ..Default::default()
-        })),
-        p_command_buffers: Some(vec![0x60]),
-    });
-    ok(&mut v, &alloc, seq + 1);
+    command_buffer_0x60(&mut v, seq);
     let draw = Call::vkCmdSetLineWidth(p::vkCmdSetLineWidth {
         command_buffer: 0x60,
         line_width: 1.0,
@@ -196,23 +180,7 @@ fn freed_slots_and_reused_handles_are_told_apart() {
 #[test]
 fn transform_feedback_needs_its_bindings_bound() {
     let (mut v, seq) = setup();
-    let pool = Call::vkCreateCommandPool(p::vkCreateCommandPool {
-        device: DEVICE,
-        p_create_info: Some(Box::default()),
-        p_allocator: None,
-        p_command_pool: Some(0x50),
-    });
-    ok(&mut v, &pool, seq);
-    let alloc = Call::vkAllocateCommandBuffers(p::vkAllocateCommandBuffers {
-        device: DEVICE,
-        p_allocate_info: Some(Box::new(VkCommandBufferAllocateInfo {
-            command_pool: 0x50,
-            command_buffer_count: 1,
-            ..Default::default()
-        })),
-        p_command_buffers: Some(vec![0x60]),
-    });
-    ok(&mut v, &alloc, seq + 1);
+    command_buffer_0x60(&mut v, seq);
     let buffer = Call::vkCreateBuffer(p::vkCreateBuffer {
         device: DEVICE,
         p_create_info: Some(Box::new(VkBufferCreateInfo {
@@ -300,4 +268,25 @@ fn transform_feedback_needs_its_bindings_bound() {
     ok(&mut v, &begin_cb, seq + 11);
     let e = v.before(&begin(0), 0).unwrap_err();
     assert!(e.contains("binding 1 has no transform"), "{e}");
+}
+
+/// Command pool 0x50 and its command buffer 0x60, made at `seq` and `seq + 1`.
+fn command_buffer_0x60(v: &mut Validator, seq: u64) {
+    let pool = Call::vkCreateCommandPool(p::vkCreateCommandPool {
+        device: DEVICE,
+        p_create_info: Some(Box::default()),
+        p_allocator: None,
+        p_command_pool: Some(0x50),
+    });
+    ok(v, &pool, seq);
+    let alloc = Call::vkAllocateCommandBuffers(p::vkAllocateCommandBuffers {
+        device: DEVICE,
+        p_allocate_info: Some(Box::new(VkCommandBufferAllocateInfo {
+            command_pool: 0x50,
+            command_buffer_count: 1,
+            ..Default::default()
+        })),
+        p_command_buffers: Some(vec![0x60]),
+    });
+    ok(v, &alloc, seq + 1);
 }
