@@ -346,16 +346,20 @@ pub fn dispatch_ahead(
     for _ in 0..loops.max(1) {
         let mut s = null_session(&entry, &gpu, &host);
         calls = 0;
+        // The null driver fails some calls (see `Measured::errors`): the loop goes on.
+        let mut one = |item: &ahead::Item| {
+            if let (format::record::Record::Call(c), Some(call)) = (&item.rec, &item.call) {
+                // SAFETY: every entry point is a stub; handles are the session's.
+                let _ = unsafe { replay_one(&mut s, call, c, &tables) };
+                calls += 1;
+            }
+        };
         if inline {
             let start = thread_cpu_ns();
             let mut a = ahead::Ahead::new(check.then(crate::validate::Validator::new));
             a.each(reader, |ev| {
                 if let ahead::Event::Item(item) = &ev {
-                    if let (format::record::Record::Call(c), Some(call)) = (&item.rec, &item.call) {
-                        // SAFETY: every entry point is a stub; handles are the session's.
-                        let _ = unsafe { replay_one(&mut s, call, c, &tables) };
-                        calls += 1;
-                    }
+                    one(item);
                 }
                 true
             });
@@ -381,15 +385,8 @@ pub fn dispatch_ahead(
                 })
                 .map_err(|e| ReplayError::Other(format!("cannot start the checks thread: {e}")))?;
             let start = thread_cpu_ns();
-            // The null driver fails some calls (see `Measured::errors`): the loop goes on.
             while let Ok(ahead::Msg::Items(items)) = rx.recv() {
-                for item in &items {
-                    if let (format::record::Record::Call(c), Some(call)) = (&item.rec, &item.call) {
-                        // SAFETY: every entry point is a stub; handles are the session's.
-                        let _ = unsafe { replay_one(&mut s, call, c, &tables) };
-                        calls += 1;
-                    }
-                }
+                items.iter().for_each(&mut one);
                 let _ = back.send(items);
             }
             replay_ns += thread_cpu_ns() - start;

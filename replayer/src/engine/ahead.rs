@@ -75,14 +75,20 @@ pub(crate) struct Item {
     pub unreachable: Option<(u32, u64)>,
 }
 
-pub(crate) enum Msg {
-    Items(Vec<Item>),
-    /// The trace cannot be read further (the records before were sent).
+/// How the records ended: after it nothing more comes.
+pub(crate) enum End {
+    /// The trace cannot be read further (the records before were handed over).
     Read(String),
     /// A call the checks refuse or cannot decode.
     Refused(ReplayError),
     /// The end of the trace, and the devices that may still have work running.
-    End(Busy),
+    Done(Busy),
+}
+
+/// What the checks thread sends: records in batches, then how they ended.
+pub(crate) enum Msg {
+    Items(Vec<Item>),
+    End(End),
 }
 
 /// What the checks thread measured.
@@ -90,7 +96,6 @@ pub(crate) enum Msg {
 pub(crate) struct Stats {
     /// CPU time of the checks thread over the pass (read, decode, checks), ns.
     pub cpu_ns: u64,
-    pub calls: u64,
 }
 
 /// One checked record, or how the records ended ([`Ahead::each`]).
@@ -98,12 +103,7 @@ pub(crate) struct Stats {
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Event {
     Item(Item),
-    /// The trace cannot be read further.
-    Read(String),
-    /// A call the checks refuse or cannot decode.
-    Refused(ReplayError),
-    /// The end of the trace, and the devices that may still have work running.
-    End(Busy),
+    End(End),
 }
 
 /// The checks thread: reads `reader`'s records through `v` into `tx` until the end, a refusal, or
@@ -138,9 +138,7 @@ pub(crate) fn run(
                 batch.push(item);
                 batch.len() < BATCH || flush(&mut batch)
             }
-            Event::Read(e) => flush(&mut batch) && tx.send(Msg::Read(e)).is_ok(),
-            Event::Refused(e) => flush(&mut batch) && tx.send(Msg::Refused(e)).is_ok(),
-            Event::End(busy) => flush(&mut batch) && tx.send(Msg::End(busy)).is_ok(),
+            Event::End(end) => flush(&mut batch) && tx.send(Msg::End(end)).is_ok(),
         })
     }));
     if let Err(p) = out {
@@ -149,9 +147,9 @@ pub(crate) fn run(
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        let _ = tx.send(Msg::Refused(ReplayError::Other(format!(
+        let _ = tx.send(Msg::End(End::Refused(ReplayError::Other(format!(
             "internal error in the checks: {what}"
-        ))));
+        )))));
     }
     a.stats.cpu_ns = crate::clock::thread_cpu_ns() - start;
     a.stats
@@ -192,7 +190,7 @@ impl Ahead {
             let rec = match rec {
                 Ok(r) => r,
                 Err(e) => {
-                    sink(Event::Read(e.to_string()));
+                    sink(Event::End(End::Read(e.to_string())));
                     return;
                 }
             };
@@ -205,14 +203,14 @@ impl Ahead {
                 unreachable: None,
             };
             if let Err(e) = self.check(&mut item) {
-                sink(Event::Refused(e));
+                sink(Event::End(End::Refused(e)));
                 return;
             }
             if !sink(Event::Item(item)) {
                 return;
             }
         }
-        sink(Event::End(Busy::of(&self.v)));
+        sink(Event::End(End::Done(Busy::of(&self.v))));
     }
 
     fn check(&mut self, item: &mut Item) -> Result<(), ReplayError> {
@@ -241,7 +239,6 @@ impl Ahead {
                 };
                 let call = vkstream::decode_call(id, &c.params)
                     .map_err(|e| err(format!("cannot decode parameters: {e}")))?;
-                self.stats.calls += 1;
                 if !self.check {
                     item.call = Some(call);
                     return Ok(());

@@ -19,12 +19,17 @@ use crate::results::reread::{ran_in_replay, QueryReads};
 use crate::session::{CopyDst, CopyKey, PoolState, Session, SubmitInfo};
 use crate::validate::{Action, Validator};
 
-/// The trace cannot be read past the last call replayed.
-fn read_error(e: String, last: &Option<(u64, Arc<str>)>) -> ReplayError {
-    ReplayError::Trace(match last {
-        Some((seq, name)) => format!("{e} (the last call replayed was {seq} {name})"),
-        None => e,
-    })
+/// How the checks ended the records: the devices still busy at the end of the trace, or the
+/// error (a read error names the last call replayed).
+fn ended(end: ahead::End, last: &Option<(u64, Arc<str>)>) -> Result<Busy, ReplayError> {
+    match end {
+        ahead::End::Done(busy) => Ok(busy),
+        ahead::End::Refused(e) => Err(e),
+        ahead::End::Read(e) => Err(ReplayError::Trace(match last {
+            Some((seq, name)) => format!("{e} (the last call replayed was {seq} {name})"),
+            None => e,
+        })),
+    }
 }
 
 /// A query read of a query no replayed submission can make available (see `ahead::Item`).
@@ -114,9 +119,7 @@ impl Run<'_, '_> {
             watchdog::step(last.as_ref().map_or(0, |l| l.0), watchdog::CHECKS);
             let items = match rx.recv() {
                 Ok(Msg::Items(items)) => items,
-                Ok(Msg::End(busy)) => break busy,
-                Ok(Msg::Read(e)) => return Err(read_error(e, &last)),
-                Ok(Msg::Refused(e)) => return Err(e),
+                Ok(Msg::End(end)) => break ended(end, &last)?,
                 Err(_) => {
                     return Err(ReplayError::Other(
                         "internal error: the checks thread stopped early".into(),
@@ -152,16 +155,8 @@ impl Run<'_, '_> {
                     false
                 }
             },
-            ahead::Event::End(busy) => {
-                end = Ok(busy);
-                false
-            }
-            ahead::Event::Read(e) => {
-                end = Err(read_error(e, &last));
-                false
-            }
-            ahead::Event::Refused(e) => {
-                end = Err(e);
+            ahead::Event::End(e) => {
+                end = ended(e, &last);
                 false
             }
         });

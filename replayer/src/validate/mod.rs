@@ -463,12 +463,6 @@ impl Validator {
         self.sync.waited(&mut self.t, action);
     }
 
-    /// Whether work submitted to captured `device` may still be running (no replayed wait has
-    /// shown it complete): only then can waiting make a query available.
-    pub fn work_outstanding(&self, device: u64) -> bool {
-        self.sync.outstanding_on(device)
-    }
-
     /// The captured devices where submitted work may still run (with repeats).
     pub fn busy_devices(&self) -> impl Iterator<Item = u64> + '_ {
         self.sync.outstanding_devices()
