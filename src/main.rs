@@ -75,10 +75,15 @@ fn main() -> ExitCode {
         Command::Layer(a) => layer::run(a),
         Command::Trigger(a) => trigger::run(a),
     };
-    match result {
-        Ok(code) => ExitCode::from(code),
+    let code = match result {
+        Ok(code) => code,
         Err(e) => output::report(&e),
+    };
+    // A GPU the replay gave up on (busy or lost): the driver's exit handlers would wait for it.
+    if replayer::gpu_abandoned() {
+        replayer::exit_now(i32::from(code));
     }
+    ExitCode::from(code)
 }
 
 /// Parses the command line. Help and version print as clap prints them (exit 0); usage errors

@@ -3,15 +3,15 @@
 
 use std::io::{self, Write};
 use std::path::Path;
-use std::process::ExitCode;
 
 use format::{FormatError, Info, Problem};
 
-/// Prints `quarry: <error>` as one line; bad input (a `FormatError`) exits with 2.
-pub fn report(e: &anyhow::Error) -> ExitCode {
+/// Prints `quarry: <error>` as one line and gives the exit code: 2 for bad input (a
+/// `FormatError`), else 1.
+pub fn report(e: &anyhow::Error) -> u8 {
     if let Some(io) = e.downcast_ref::<io::Error>() {
         if io.kind() == io::ErrorKind::BrokenPipe {
-            return ExitCode::SUCCESS;
+            return 0;
         }
     }
     let line = e.to_string().replace('\n', " ");
@@ -24,9 +24,9 @@ pub fn report(e: &anyhow::Error) -> ExitCode {
         || e.downcast_ref::<BadInput>().is_some()
         || bad_option
     {
-        ExitCode::from(2)
+        2
     } else {
-        ExitCode::from(1)
+        1
     }
 }
 

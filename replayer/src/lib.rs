@@ -34,7 +34,7 @@ pub mod window;
 
 pub use devices::{devices, GpuInfo};
 pub use engine::{
-    replay, replay_with_progress, MemoryMode, NoProgress, PassInfo, Progress, ReplayOptions,
-    ReplaySummary,
+    exit_now, gpu_abandoned, replay, replay_with_progress, MemoryMode, NoProgress, PassInfo,
+    Progress, ReplayOptions, ReplaySummary,
 };
 pub use error::ReplayError;

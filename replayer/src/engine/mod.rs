@@ -11,6 +11,7 @@ mod run;
 mod scan;
 mod stall;
 mod watchdog;
+pub use self::watchdog::{exit_now, gpu_abandoned};
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -267,14 +268,15 @@ pub fn replay_with_progress(
                 if run.abandoned || !stall::unsettled(&run.session, stall::AFTER_ERROR).is_empty() {
                     std::mem::forget(run);
                     std::mem::forget(entry);
+                    watchdog::abandon();
                 } else {
-                    run.session.teardown();
+                    watchdog::watched_teardown(&mut run.session);
                 }
                 return Err(e);
             }
             // Objects a trace leaves alive (the app exited without destroying them) are cleaned up
             // here; what validation says about that is the app's, not the replay's, so it is not counted.
-            run.session.teardown();
+            watchdog::watched_teardown(&mut run.session);
             let inject_warnings = run
                 .inject
                 .as_mut()

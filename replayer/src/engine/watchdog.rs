@@ -29,6 +29,34 @@ pub(super) const MEMORY_WRITE: u32 = u32::MAX - 3;
 pub(super) const OTHER: u32 = u32::MAX;
 /// Waiting for the checks thread (`ahead`): CPU work that ends, never a driver call.
 pub(super) const CHECKS: u32 = u32::MAX - 4;
+/// Destroying what the replay made (idle waits, vkDestroy*) once the records are done.
+pub(super) const TEARDOWN: u32 = u32::MAX - 5;
+
+/// A replay gave up on a GPU that did not finish or was lost: the process must end without
+/// the driver's exit-time teardown, which would wait for that GPU ([`exit_now`]).
+static ABANDONED: AtomicBool = AtomicBool::new(false);
+
+/// Marks the replay GPU as given up on (see [`gpu_abandoned`]).
+pub(super) fn abandon() {
+    ABANDONED.store(true, Relaxed);
+}
+
+/// Whether a replay in this process gave up on its GPU: a busy or lost device whose driver
+/// may block in its exit handlers, so the caller should end with [`exit_now`].
+pub fn gpu_abandoned() -> bool {
+    ABANDONED.load(Relaxed)
+}
+
+/// Ends the process at once with `code`, after flushing stdout and stderr: `exit` would run the
+/// driver's destructors, which wait for a GPU that never finishes (seen on NVIDIA, issue 37).
+pub fn exit_now(code: i32) -> ! {
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: ends the process; nothing of ours is left half-written (results are written
+    // before the replay returns).
+    unsafe { libc::_exit(code) }
+}
 
 /// The replay loop begins (`true`) or ends.
 pub(super) fn active(on: bool) {
@@ -42,6 +70,15 @@ pub(super) fn active(on: bool) {
     }
     STEP.fetch_add(1, Relaxed);
     ACTIVE.store(on, Relaxed);
+}
+
+/// Tears `session` down under the watchdog: a lost or hung device can block an idle wait or a
+/// destroy for ever, and the process then ends with the one-line error instead.
+pub(super) fn watched_teardown(session: &mut crate::session::Session<'_>) {
+    active(true);
+    step(0, TEARDOWN);
+    session.teardown();
+    active(false);
 }
 
 /// The loop moves on to record `seq` (`what`: a vkstream command id or one of the above).
@@ -74,6 +111,7 @@ fn watch() {
             QUERY_READ => "vkGetQueryPoolResults",
             QUERY_COPY => "vkCmdCopyQueryPoolResults",
             MEMORY_WRITE => "memory write",
+            TEARDOWN => "teardown: waiting for the replay devices to go idle and destroying them",
             id => vkstream::COMMANDS.get(id as usize).copied().unwrap_or("?"),
         };
         // Compiling is CPU work that ends: a batch of pipelines may take longer than `LIMIT`
@@ -81,14 +119,16 @@ fn watch() {
         if name.starts_with("vkCreate") && (name.contains("Pipeline") || name.contains("Shader")) {
             continue;
         }
+        let at = match what {
+            TEARDOWN => "after the last record".to_string(),
+            _ => format!("call {}", SEQ.load(Relaxed)),
+        };
         eprintln!(
-            "quarry: call {} ({name}): the driver did not return within {} s (the replay GPU \
-             is still busy?); the replay stops here without waiting for it",
-            SEQ.load(Relaxed),
+            "quarry: {at} ({name}): the driver did not return within {} s (the replay GPU \
+             is still busy or lost?); the replay stops here without waiting for it",
             LIMIT.as_secs()
         );
-        // SAFETY: ends the process at once; nothing here is left half-written that matters
-        // more than a replay that would never end.
-        unsafe { libc::_exit(1) }
+        // Nothing here is left half-written that matters more than a replay that would never end.
+        exit_now(1)
     }
 }
