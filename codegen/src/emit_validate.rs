@@ -13,7 +13,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 /// `validate::Sync`: command buffer states, fences, semaphores, submissions.
-const SYNC: &[&str] = &[include_str!("../../replayer/src/validate/sync.rs")];
+const SYNC: &[&str] = &[
+    include_str!("../../replayer/src/validate/sync.rs"),
+    include_str!("../../replayer/src/validate/gpuwait.rs"),
+];
 /// `validate::Recording`: what a recording holds (queries, passes, bound pipelines, memory).
 const RECORDING: &[&str] = &[include_str!("../../replayer/src/validate/record.rs")];
 /// `validate::Compat` and the parts it hands calls on to.

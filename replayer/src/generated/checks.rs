@@ -28698,7 +28698,6 @@ pub const COMPAT_AFTER: u16 = 1 << 13;
 pub fn flags(call: &Call) -> u16 {
     match call {
         Call::vkCreateInstance(_)
-        | Call::vkCreateEvent(_)
         | Call::vkCreatePipelineCache(_)
         | Call::vkCreateDescriptorPool(_)
         | Call::vkCreateCommandPool(_)
@@ -28788,13 +28787,7 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdClearDepthStencilImage(_)
         | Call::vkCmdClearAttachments(_)
         | Call::vkCmdResolveImage(_)
-        | Call::vkCmdSetEvent(_)
-        | Call::vkCmdResetEvent(_)
-        | Call::vkCmdWaitEvents(_)
         | Call::vkCmdSetDeviceMask(_)
-        | Call::vkCmdSetEvent2(_)
-        | Call::vkCmdResetEvent2(_)
-        | Call::vkCmdWaitEvents2(_)
         | Call::vkCmdCopyBuffer2(_)
         | Call::vkCmdCopyImage2(_)
         | Call::vkCmdCopyBufferToImage2(_)
@@ -28832,7 +28825,6 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdCopyAccelerationStructureKHR(_)
         | Call::vkCmdCopyAccelerationStructureToMemoryKHR(_)
         | Call::vkCmdCopyMemoryToAccelerationStructureKHR(_)
-        | Call::vkCmdWriteAccelerationStructuresPropertiesKHR(_)
         | Call::vkCmdTraceRaysKHR(_)
         | Call::vkCmdTraceRaysIndirectKHR(_)
         | Call::vkCmdSetRayTracingPipelineStackSizeKHR(_)
@@ -28863,9 +28855,6 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdPreprocessGeneratedCommandsNV(_)
         | Call::vkCmdExecuteGeneratedCommandsNV(_)
         | Call::vkCmdBindPipelineShaderGroupNV(_)
-        | Call::vkCmdSetEvent2KHR(_)
-        | Call::vkCmdResetEvent2KHR(_)
-        | Call::vkCmdWaitEvents2KHR(_)
         | Call::vkCmdWriteBufferMarker2AMD(_)
         | Call::vkCmdBindDescriptorBuffersEXT(_)
         | Call::vkCmdSetFragmentShadingRateEnumNV(_)
@@ -28934,15 +28923,26 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkSignalSemaphoreKHR(_) => 0x0200,
         Call::vkQueueBindSparse(_)
         | Call::vkGetFenceStatus(_)
+        | Call::vkSetEvent(_)
+        | Call::vkResetEvent(_)
         | Call::vkResetCommandBuffer(_)
         | Call::vkWaitSemaphores(_)
         | Call::vkAcquireNextImageKHR(_)
         | Call::vkQueuePresentKHR(_)
         | Call::vkAcquireNextImage2KHR(_)
         | Call::vkWaitSemaphoresKHR(_) => 0x0300,
-        Call::vkCreateFence(_) | Call::vkCreateSemaphore(_) => 0x0301,
+        Call::vkCreateFence(_) | Call::vkCreateSemaphore(_) | Call::vkCreateEvent(_) => 0x0301,
+        Call::vkCmdSetEvent(_)
+        | Call::vkCmdResetEvent(_)
+        | Call::vkCmdWaitEvents(_)
+        | Call::vkCmdSetEvent2(_)
+        | Call::vkCmdResetEvent2(_)
+        | Call::vkCmdWaitEvents2(_)
+        | Call::vkCmdWriteAccelerationStructuresPropertiesKHR(_)
+        | Call::vkCmdSetEvent2KHR(_)
+        | Call::vkCmdResetEvent2KHR(_)
+        | Call::vkCmdWaitEvents2KHR(_) => 0x0303,
         Call::vkGetQueryPoolResults(_) => 0x0400,
-        Call::vkResetQueryPool(_) | Call::vkResetQueryPoolEXT(_) => 0x0500,
         Call::vkCmdCopyBuffer(_) | Call::vkCmdUpdateBuffer(_) | Call::vkCmdFillBuffer(_) => 0x0503,
         Call::vkCmdDrawIndirectCount(_)
         | Call::vkCmdDrawIndirectByteCountEXT(_)
@@ -28960,7 +28960,9 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdDrawClusterHUAWEI(_)
         | Call::vkCmdDrawClusterIndirectHUAWEI(_) => 0x0506,
         Call::vkCmdDispatchBase(_) | Call::vkCmdDispatchBaseKHR(_) => 0x0507,
-        Call::vkEndCommandBuffer(_) => 0x0700,
+        Call::vkEndCommandBuffer(_) | Call::vkResetQueryPool(_) | Call::vkResetQueryPoolEXT(_) => {
+            0x0700
+        }
         Call::vkCmdWriteTimestamp(_)
         | Call::vkCmdWriteTimestamp2(_)
         | Call::vkCmdWriteTimestamp2KHR(_) => 0x0703,
@@ -29012,7 +29014,7 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdEndRenderPass2(_)
         | Call::vkCmdEndRendering(_)
         | Call::vkCmdEndRenderingKHR(_)
-        | Call::vkCmdEndRenderPass2KHR(_) => 0x2d0a,
+        | Call::vkCmdEndRenderPass2KHR(_) => 0x2f0a,
         Call::vkUpdateDescriptorSets(_)
         | Call::vkUpdateDescriptorSetWithTemplate(_)
         | Call::vkUpdateDescriptorSetWithTemplateKHR(_) => 0x3000,
@@ -29029,21 +29031,22 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdBindTransformFeedbackBuffersEXT(_)
         | Call::vkCmdPushDescriptorSetKHR(_)
         | Call::vkCmdPushDescriptorSetWithTemplateKHR(_) => 0x3103,
-        Call::vkCreateQueryPool(_)
-        | Call::vkCreateBuffer(_)
+        Call::vkCreateBuffer(_)
         | Call::vkCreateImage(_)
         | Call::vkCreateGraphicsPipelines(_)
         | Call::vkCreateComputePipelines(_) => 0x3801,
         Call::vkCmdBindVertexBuffers2(_) | Call::vkCmdBindVertexBuffers2EXT(_) => 0x3903,
-        Call::vkCmdBindVertexBuffers(_)
+        Call::vkCreateQueryPool(_) => 0x3b01,
+        Call::vkCmdBindVertexBuffers(_) => 0x3d03,
+        Call::vkCmdBeginQuery(_)
         | Call::vkCmdEndQuery(_)
-        | Call::vkCmdEndQueryIndexedEXT(_) => 0x3d03,
+        | Call::vkCmdBeginQueryIndexedEXT(_)
+        | Call::vkCmdEndQueryIndexedEXT(_) => 0x3f03,
         Call::vkCmdBeginRenderPass(_)
         | Call::vkCmdBeginRenderPass2(_)
         | Call::vkCmdBeginRendering(_)
         | Call::vkCmdBeginRenderingKHR(_)
-        | Call::vkCmdBeginRenderPass2KHR(_) => 0x3d08,
-        Call::vkCmdBeginQuery(_) | Call::vkCmdBeginQueryIndexedEXT(_) => 0x3f03,
+        | Call::vkCmdBeginRenderPass2KHR(_) => 0x3f08,
         _ => 0,
     }
 }

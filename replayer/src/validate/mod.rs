@@ -23,6 +23,7 @@
 
 mod cmds;
 mod compat;
+mod gpuwait;
 mod limits;
 mod objects;
 mod passes;
@@ -32,6 +33,8 @@ pub mod spirv;
 mod sync;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_gpuwait;
 
 use ash::vk;
 use vkstream::Call;
@@ -367,8 +370,14 @@ impl Validator {
         }
         if flags & checks::SYNC_AFTER != 0 {
             let slot = self.first_slot;
-            self.sync
-                .after(&mut self.t, call, result, self.device, slot, seq);
+            self.sync.after(
+                &mut self.t,
+                call,
+                result,
+                self.device,
+                (self.first, slot),
+                seq,
+            );
         }
         if kind != checks::CREATE || result >= 0 {
             if flags & checks::RECORDING_AFTER != 0 {

@@ -75,6 +75,10 @@ pub(super) struct Sync {
     /// Command buffer -> the objects its recording names (type, handle, slot): one destroyed
     /// since, or a buffer or image whose memory was freed since, makes it invalid.
     named: crate::fasthash::HandleMap<u64, Vec<(i32, u64, u32)>>,
+    /// Query and event waits on the GPU (`gpuwait`).
+    waits: super::gpuwait::GpuWaits,
+    /// Scratch: a submission's command buffers in order.
+    order: Vec<u64>,
 }
 
 const SIMULTANEOUS_USE: u32 = 0x4;
@@ -203,6 +207,11 @@ impl Sync {
                     check_waits(t, side(&si.p_wait_semaphores, values))?;
                 }
                 check_fence(t, p.fence)?;
+                self.order.clear();
+                for si in p.p_submits.iter().flatten() {
+                    self.order.extend(si.p_command_buffers.iter().flatten());
+                }
+                self.waits.submit_before(&self.order)?;
                 Ok(Action::None)
             }
             Call::vkQueueSubmit2(p) | Call::vkQueueSubmit2KHR(p) if result >= 0 => {
@@ -217,6 +226,12 @@ impl Sync {
                     }
                 }
                 check_fence(t, p.fence)?;
+                self.order.clear();
+                for si in p.p_submits.iter().flatten() {
+                    let cbs = si.p_command_buffer_infos.iter().flatten();
+                    self.order.extend(cbs.map(|c| c.command_buffer));
+                }
+                self.waits.submit_before(&self.order)?;
                 Ok(Action::None)
             }
             Call::vkQueueBindSparse(p) if result >= 0 => {
@@ -431,16 +446,17 @@ impl Sync {
     }
 
     /// Records the state changes of a call replayed without error (`seq`: its place; `slot`:
-    /// its command buffer's slot when its first handle is one).
+    /// its command buffer's slot when its first handle is one; `first`: that handle).
     pub(super) fn after(
         &mut self,
         t: &mut Table,
         call: &Call,
         result: i32,
         device: u64,
-        slot: u32,
+        (first, slot): (u64, u32),
         seq: u64,
     ) {
+        self.waits.after(first, call, result);
         match call {
             Call::vkCmdBeginQuery(p) => uses(t, slot, p.query_pool, p.query, 1),
             Call::vkCmdBeginQueryIndexedEXT(p) => uses(t, slot, p.query_pool, p.query, 1),

@@ -7,11 +7,11 @@ use super::{Action, Validator};
 
 const INSTANCE: u64 = 0x10;
 const GPU: u64 = 0x20;
-const DEVICE: u64 = 0x30;
-const QUEUE: u64 = 0x40;
+pub(super) const DEVICE: u64 = 0x30;
+pub(super) const QUEUE: u64 = 0x40;
 
 /// A validator that has seen an instance, a physical device, a device and its queue.
-fn setup() -> (Validator, u64) {
+pub(super) fn setup() -> (Validator, u64) {
     let mut v = Validator::new();
     let mut seq = 0;
     for c in [
@@ -44,7 +44,7 @@ fn setup() -> (Validator, u64) {
     (v, seq)
 }
 
-fn ok(v: &mut Validator, c: &Call, seq: u64) {
+pub(super) fn ok(v: &mut Validator, c: &Call, seq: u64) {
     assert_eq!(v.before(c, 0), Ok(Action::None), "{c:?}");
     v.after(c, 0, seq);
 }
@@ -271,7 +271,7 @@ fn transform_feedback_needs_its_bindings_bound() {
 }
 
 /// Command pool 0x50 and its command buffer 0x60, made at `seq` and `seq + 1`.
-fn command_buffer_0x60(v: &mut Validator, seq: u64) {
+pub(super) fn command_buffer_0x60(v: &mut Validator, seq: u64) {
     let pool = Call::vkCreateCommandPool(p::vkCreateCommandPool {
         device: DEVICE,
         p_create_info: Some(Box::default()),
