@@ -310,7 +310,7 @@ mod tests {
             ..query_result(&b[1..]).unwrap()
         };
         let mut bytes =
-            bincode::serde::encode_to_vec(&Record::QueryResult(old.clone()), bincode_config())
+            bincode::serde::encode_to_vec(Record::QueryResult(old.clone()), bincode_config())
                 .unwrap();
         // Without the device field: its `None` tag is the record's last byte.
         assert_eq!(bytes.pop(), Some(0));
