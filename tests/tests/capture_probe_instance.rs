@@ -265,6 +265,7 @@ fn a_frame_range_across_a_probe_instance_snapshots_only_the_live_instance() {
             .count()
     };
     assert_eq!(in_snapshot("vkCreateInstance"), 1);
+    assert_eq!(in_snapshot("vkEnumeratePhysicalDevices"), 1);
     assert_eq!(in_snapshot("vkCreateDevice"), 1);
     assert_eq!(
         t.calls_of("vkCreateInstance"),
@@ -283,5 +284,48 @@ fn a_frame_range_across_a_probe_instance_snapshots_only_the_live_instance() {
 
     let (json, rows) = replay(&trace);
     // The snapshot's device is the trace's first.
+    check_rows(&json, &rows, 0);
+}
+
+/// Capture on demand across a probe instance: the trigger's trace starts with a snapshot of the
+/// work instance alone, and replays.
+#[test]
+fn a_trigger_after_a_probe_instance_captures_the_work() {
+    let Some(demo) = built_or_skip(QUARRY_DEMO) else {
+        return;
+    };
+    if built_or_skip(CAPTURE_LAYER_LIBRARY).is_none() || !quarry_sees_lavapipe() {
+        return;
+    }
+    let dir = scratch_dir("probe-instance-trigger");
+    let out = dir.join("probe.qtrace");
+    let o = run_quarry_on(
+        &[
+            "capture",
+            "--trigger",
+            "--trigger-frame",
+            "2",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            demo.to_str().unwrap(),
+            "--headless",
+            "--probe-instance",
+            "--frames",
+            "4",
+            "--gpu",
+            "llvmpipe",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let trace = dir.join("probe_1.qtrace");
+    let t = read_trace(&trace);
+    assert!(t.info.complete);
+    t.check_structure();
+    assert_eq!(t.calls_of("vkCreateInstance"), 1, "the work instance alone");
+    assert_eq!(t.calls_of("vkCreateDevice"), 1);
+    assert_eq!(t.count("StateBegin"), 1);
+    let (json, rows) = replay(&trace);
     check_rows(&json, &rows, 0);
 }
