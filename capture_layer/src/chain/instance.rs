@@ -129,8 +129,8 @@ fn register_atexit() {
     });
 }
 
-/// Keeps this library mapped until the process ends. The loader unloads a layer when the last
-/// instance that enabled it is destroyed; the capture outlives instances (the trace, its writer's
+/// Keeps this library mapped until the process ends. The loader closes a layer's library
+/// (dlclose) when the last instance that enabled it is destroyed; the capture outlives instances (the trace, its writer's
 /// threads, the exit handler), and a process that makes another instance must find it as it was.
 fn stay_loaded() {
     static ONCE: std::sync::Once = std::sync::Once::new();
