@@ -286,6 +286,8 @@ fn hex_all(v: &mut Value) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(hex_all),
+        // A results row's `device` names its handle inside.
+        Value::Object(m) => name_fields(m, false),
         _ => {}
     }
 }

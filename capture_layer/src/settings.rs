@@ -11,6 +11,7 @@
 //! | `QUARRY_CAPTURE_HOTKEY=KEY` | `hotkey` | X11 key that triggers (default `F12`; `none`: no hotkey) |
 //! | `QUARRY_CAPTURE_TRIGGER_AFTER=S` | `trigger_after` | a trigger S seconds after the instance was created |
 //! | `QUARRY_CAPTURE_TRIGGER_FRAME=N` | `trigger_frame` | a trigger when frame N (0-based) begins |
+//! | `QUARRY_CAPTURE_END=exit` or `instances` | `end` | when a trace without a frame range ends: at process exit (default; every instance the process makes is in it), or when no instance is left alive (for processes that never reach their exit handlers, and harnesses that read the trace in-process); a later instance then opens `FILE.1`, ... |
 //!
 //! Any `trigger_*` or `hotkey` setting implies trigger mode; trigger mode and `frames` exclude each
 //! other.
@@ -29,9 +30,11 @@ use std::path::PathBuf;
 pub const ENV_FILE: &str = "QUARRY_CAPTURE_FILE";
 pub const ENV_DISABLE: &str = "QUARRY_CAPTURE_DISABLE";
 pub const ENV_FRAMES: &str = "QUARRY_CAPTURE_FRAMES";
+pub const ENV_END: &str = "QUARRY_CAPTURE_END";
 pub const SETTING_FILE: &str = "file";
 pub const SETTING_DISABLE: &str = "disable";
 pub const SETTING_FRAMES: &str = "frames";
+pub const SETTING_END: &str = "end";
 /// Trigger mode's (environment, layer setting) names, in `Given::trigger`'s order.
 pub const TRIGGER_KEYS: [(&str, &str); 6] = [
     ("QUARRY_CAPTURE_TRIGGER", "trigger"),
@@ -65,6 +68,8 @@ pub struct Settings {
     pub frames_from: String,
     /// Capture on demand (`None`: a plain or trimmed capture).
     pub trigger: Option<Trigger>,
+    /// `end=instances`: the trace ends when no instance is left alive, not at process exit.
+    pub end_with_instances: bool,
 }
 
 /// `A-B`, `A-` or `A` (0-based, inclusive; no end: until exit), parsed as the replayer's
@@ -79,6 +84,7 @@ pub struct Given {
     pub frames: Option<String>,
     /// Trigger mode's values, in `TRIGGER_KEYS` order.
     pub trigger: [Option<String>; 6],
+    pub end: Option<String>,
 }
 
 impl Given {
@@ -90,6 +96,7 @@ impl Given {
             disable: get(ENV_DISABLE),
             frames: get(ENV_FRAMES),
             trigger: TRIGGER_KEYS.map(|(env, _)| get(env)),
+            end: get(ENV_END),
         }
     }
 
@@ -134,9 +141,10 @@ impl Given {
             SETTING_FILE => &mut self.file,
             SETTING_DISABLE => &mut self.disable,
             SETTING_FRAMES => &mut self.frames,
+            SETTING_END => &mut self.end,
             _ if trigger.is_some() => &mut self.trigger[trigger.unwrap_or_default()],
             _ => {
-                let known: Vec<&str> = [SETTING_FILE, SETTING_DISABLE, SETTING_FRAMES]
+                let known: Vec<&str> = [SETTING_FILE, SETTING_DISABLE, SETTING_FRAMES, SETTING_END]
                     .into_iter()
                     .chain(TRIGGER_KEYS.iter().map(|(_, s)| *s))
                     .collect();
@@ -216,6 +224,14 @@ impl Settings {
             trigger[i] = pick(&env.trigger[i], &layer.trigger[i], env_name, setting);
         }
         s.trigger = parse_trigger(&trigger)?;
+        s.end_with_instances = match pick(&env.end, &layer.end, ENV_END, SETTING_END) {
+            None => false,
+            Some((label, v)) => match v.trim() {
+                "exit" => false,
+                "instances" => true,
+                other => return Err(format!("{label}={other:?}: expected exit or instances")),
+            },
+        };
         if s.trigger.is_some() && s.frames.is_some() {
             return Err(format!(
                 "{} and trigger mode exclude each other (a trigger captures the frames after it)",
@@ -269,6 +285,7 @@ impl Settings {
             frames,
             frames_from,
             trigger: None,
+            end_with_instances: false,
         })
     }
 }
@@ -374,8 +391,8 @@ pub fn triggered(path: &std::path::Path, k: u32) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// The N-th trace of one process (a new instance after every instance was destroyed) gets `.N` before
-/// the extension.
+/// The N-th trace of one process (with `end=instances`, a new instance after every instance was
+/// destroyed) gets `.N` before the extension.
 pub fn numbered(path: &std::path::Path, n: u32) -> PathBuf {
     if n == 0 {
         return path.to_path_buf();
@@ -437,6 +454,37 @@ mod tests {
             !Settings::parse(None, Some("0".into()), None)
                 .unwrap()
                 .disabled
+        );
+    }
+
+    /// `end`: process exit by default, `instances` on request, the environment over the app.
+    #[test]
+    fn end_setting() {
+        let env = |v: &str| Given {
+            end: Some(v.into()),
+            ..Given::default()
+        };
+        let none = Given::default();
+        assert!(!Settings::resolve(&none, &none).unwrap().end_with_instances);
+        assert!(
+            Settings::resolve(&env("instances"), &none)
+                .unwrap()
+                .end_with_instances
+        );
+        assert!(
+            !Settings::resolve(&env("exit"), &env("instances"))
+                .unwrap()
+                .end_with_instances
+        );
+        assert!(
+            Settings::resolve(&none, &env("instances"))
+                .unwrap()
+                .end_with_instances
+        );
+        let e = Settings::resolve(&env("never"), &none).unwrap_err();
+        assert!(
+            e.contains("QUARRY_CAPTURE_END") && e.contains("never"),
+            "{e}"
         );
     }
 

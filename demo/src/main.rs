@@ -4,6 +4,7 @@
 mod accel;
 mod gpu;
 mod perf;
+mod probe;
 mod report;
 mod scene;
 mod timeline;
@@ -59,6 +60,10 @@ struct Args {
     /// layer's cost over start-up, steady state and exit).
     #[arg(long)]
     timing: bool,
+    /// First look the GPUs over with an instance of its own (enumerate, properties, a device made
+    /// and destroyed), destroy it, then do the work with a second instance.
+    #[arg(long)]
+    probe_instance: bool,
 }
 
 fn main() -> ExitCode {
@@ -85,6 +90,11 @@ fn run(args: &Args) -> Result<ExitCode> {
             .any(|k| std::env::var(k).is_ok_and(|v| v.to_lowercase().contains("validation")));
     let validate = args.validate || env_validate;
     let t_start = Instant::now();
+    let probed = if args.probe_instance {
+        Some(probe::probe()?)
+    } else {
+        None
+    };
     // The X window comes first so a missing display fails fast and clearly.
     let xwin = if args.headless {
         None
@@ -107,6 +117,13 @@ fn run(args: &Args) -> Result<ExitCode> {
         frames: args.frames,
         ..Default::default()
     };
+    if let Some(p) = &probed {
+        report.info(format!(
+            "probe instance: {} GPU(s): {}",
+            p.gpus,
+            p.names.join(", ")
+        ));
+    }
     let scene = scene::Scene::new(&gpu, &mut report)?;
     let mut perf = perf::Perf::new(&gpu, &mut report)?;
     let accel = if args.no_accel {

@@ -466,6 +466,24 @@ pub struct QueryResult {
     /// known, which is what results files written before the field decode to.
     #[serde(default, deserialize_with = "appended")]
     pub begin: Option<QueryBegin>,
+    /// The device the query ran on (appended in 2.0; FORMAT.md "Query device"). `None`: not
+    /// known, which is what results files written before the field decode to.
+    #[serde(default, deserialize_with = "appended")]
+    pub device: Option<QueryDevice>,
+}
+
+/// The captured device a query's pool belongs to. A trace may hold several devices, at once or
+/// one after another, in one instance or several; the replay re-creates each of them.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct QueryDevice {
+    /// The trace's `VkDevice` handle.
+    pub handle: Handle,
+    /// Which of the trace's successful `vkCreateDevice` calls made it, from 0 (a driver may hand
+    /// a later device the same handle).
+    pub index: u32,
+    /// The physical device the capture made it on (its `Device` record's name; empty when the
+    /// trace has none). The replay GPU is the results file's header device.
+    pub captured_on: String,
 }
 
 /// How a query was begun, as the trace says: its control flags and the multiview render pass

@@ -37,6 +37,7 @@ fn query_result(i: u64) -> Record {
         captured_gpu_ns: (i % 3 == 1).then_some(i as f64 * 1.5),
         replayed_gpu_ns: None,
         begin: None,
+        device: None,
     })
 }
 

@@ -68,6 +68,7 @@ fn q(ty: i32, pool: u64, query: u32, seq: u64, l: u32, captured: u64, replayed: 
         captured_gpu_ns: None,
         replayed_gpu_ns: None,
         begin: None,
+        device: None,
     })
 }
 

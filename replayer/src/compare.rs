@@ -334,6 +334,7 @@ mod tests {
             captured_gpu_ns: None,
             replayed_gpu_ns: None,
             begin: None,
+            device: None,
         }
     }
 

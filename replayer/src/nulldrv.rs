@@ -442,6 +442,7 @@ unsafe fn replay_one(
             captured,
             DeviceState {
                 captured,
+                index: 0,
                 instance: s.instances.keys().next().copied().unwrap_or(0),
                 device: tables.device.clone(),
                 table: tables.table,

@@ -333,6 +333,7 @@ mod merge_tests {
             captured_gpu_ns: None,
             replayed_gpu_ns: None,
             begin: None,
+            device: None,
         }
     }
 

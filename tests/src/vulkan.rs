@@ -81,7 +81,8 @@ pub fn vulkan_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
         .env_remove("VK_INSTANCE_LAYERS")
         .env_remove("VK_LOADER_LAYERS_ENABLE")
         .env_remove("QUARRY_CAPTURE_DISABLE")
-        .env_remove("QUARRY_CAPTURE_FRAMES");
+        .env_remove("QUARRY_CAPTURE_FRAMES")
+        .env_remove("QUARRY_CAPTURE_END");
     c
 }
 
@@ -94,8 +95,11 @@ pub fn under_layer(mut cmd: Command, layer: &LayerDir, trace: &Path) -> Command 
 
 /// Points this process's Vulkan at lavapipe with the layer enabled, capturing to `trace` over
 /// `frames` (or the whole run). Must run before libvulkan is loaded; the loader reads the
-/// environment once, so one such test per process.
+/// environment once, so one such test per process. The trace ends when the test destroys its
+/// last instance (`QUARRY_CAPTURE_END=instances`), so the test reads it finished before its
+/// process exits.
 pub fn capture_in_process(layer: &LayerDir, trace: &Path, frames: Option<&str>) {
+    std::env::set_var("QUARRY_CAPTURE_END", "instances");
     std::env::set_var("VK_DRIVER_FILES", LAVAPIPE_ICD);
     std::env::set_var("VK_ICD_FILENAMES", LAVAPIPE_ICD);
     std::env::set_var("VK_ADD_LAYER_PATH", &layer.dir);

@@ -87,6 +87,9 @@ fn layer_settings_choose_the_trace_file() {
     std::env::remove_var("QUARRY_CAPTURE_FILE");
     std::env::remove_var("QUARRY_CAPTURE_DISABLE");
     std::env::remove_var("QUARRY_CAPTURE_FRAMES");
+    // Each instance below is a capture of its own, read before this process exits (by default
+    // every instance of a process goes into one trace, finished at exit).
+    std::env::set_var("QUARRY_CAPTURE_END", "instances");
     // The layer's default name, which no phase below may produce.
     let exe = std::env::current_exe().unwrap();
     let default_trace = std::env::current_dir().unwrap().join(format!(

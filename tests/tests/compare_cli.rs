@@ -101,6 +101,7 @@ fn query(
         captured_gpu_ns: None,
         replayed_gpu_ns: None,
         begin: None,
+        device: None,
     })
 }
 

@@ -107,6 +107,7 @@ fn write_results(path: &Path, trace: Option<&Path>) {
             captured_gpu_ns: None,
             replayed_gpu_ns: None,
             begin: None,
+            device: None,
         }))
         .unwrap();
     }

@@ -3,7 +3,7 @@
 //! while B and C go on drawing). Captured through `quarry capture`, the trace holds every device's
 //! query reads; `quarry replay --compare --gpu 0` re-creates both instances and all three devices
 //! and replays every read: each occlusion count is the app's known answer, on the device that made
-//! it, and every timestamp is the replay GPU's own (it differs from the captured one).
+//! it (which the results name), and every timestamp is the replay GPU's own (it differs from the captured one).
 //!
 //! A copy of the trace whose device A says it was captured on another GPU replays too, with a
 //! warning that names both GPUs, and compares as across devices.
@@ -150,6 +150,11 @@ fn two_live_instances_and_three_devices_replay_every_query() {
     assert_eq!(occlusion.len(), reads.len(), "{occlusion:?}");
     for (row, read) in occlusion.iter().zip(&reads) {
         assert_eq!(devices[&row.pool], read.device, "{row:?}");
+        // The results name the device: the trace makes them B, A, C.
+        let d = row.device.as_ref().expect("the results name the device");
+        let made = ["B", "A", "C"].iter().position(|n| *n == read.device);
+        assert_eq!(Some(d.index as usize), made, "{row:?}");
+        assert!(d.captured_on.contains("llvmpipe"), "{d:?}");
         let captured = row.captured.as_ref().expect("captured values");
         let replayed = row.replayed.as_ref().expect("replayed values");
         assert!(replayed.available, "{row:?}");

@@ -171,6 +171,7 @@ pub fn results(
                     captured_gpu_ns: cgpu,
                     replayed_gpu_ns: rgpu,
                     begin: None,
+                    device: None,
                 }));
             }
         }

@@ -113,6 +113,7 @@ fn results_of_trace(
             captured_gpu_ns: r.captured_gpu_ns,
             replayed_gpu_ns: is_ts.then(|| replayed.values[0] as f64),
             begin: None,
+            device: None,
             captured: Some(captured),
             replayed: Some(replayed),
             submit_ns: submit,

@@ -38,6 +38,7 @@ fn result(query_type: i32, query: u32, captured: &[u64], replayed: &[u64]) -> Re
         captured_gpu_ns: ts.then(|| captured[0] as f64),
         replayed_gpu_ns: ts.then(|| replayed[0] as f64),
         begin: None,
+        device: None,
     })
 }
 

@@ -1,7 +1,7 @@
-//! Instances: vkCreateInstance (which opens the trace, or a trimmed capture's tracking, and
-//! flushes it at process exit), vkDestroyInstance (the last one finalizes the trace), and the
-//! enumerations (device extensions the layer cannot record, or the target device lacks, are
-//! hidden while recording).
+//! Instances: vkCreateInstance (the first opens the trace, or a trimmed capture's tracking, which
+//! is finalized at process exit; every later instance goes into it), vkDestroyInstance (the last
+//! one alive flushes the trace: `runtime::instances_gone`), and the enumerations (device
+//! extensions the layer cannot record, or the target device lacks, are hidden while recording).
 //!
 //! Depends on: `runtime`, `settings`, `loader`, `compat`, `query_copies` (flushed at exit), `hooks`.
 
@@ -94,6 +94,7 @@ pub unsafe extern "system" fn vkCreateInstance(
             &app_name.unwrap_or_else(crate::settings::exe_name),
             &layer_settings,
         ) {
+            stay_loaded();
             register_atexit();
             crate::target::record();
         }
@@ -109,8 +110,8 @@ pub unsafe extern "system" fn vkCreateInstance(
     r
 }
 
-/// Finalizes the trace at exit() (or when the loader unloads the layer); pending query copies are
-/// only counted, the driver may be gone.
+/// Finalizes the trace at exit() (the layer stays loaded until then: `stay_loaded`); pending query
+/// copies are only counted, the driver may be gone.
 extern "C" fn at_exit() {
     // Never unwinds.
     let _ = std::panic::catch_unwind(|| {
@@ -123,8 +124,35 @@ fn register_atexit() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // SAFETY: registering a plain extern "C" fn. glibc runs handlers registered from a shared object
-        // at dlclose as well, so an unloaded layer never leaves a dangling handler.
+        // at dlclose as well, so were the layer unloaded after all, no handler would dangle.
         unsafe { libc::atexit(at_exit) };
+    });
+}
+
+/// Keeps this library mapped until the process ends. The loader closes a layer's library
+/// (dlclose) when the last instance that enabled it is destroyed; the capture outlives instances (the trace, its writer's
+/// threads, the exit handler), and a process that makes another instance must find it as it was.
+fn stay_loaded() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: dladdr on a function of this library; dlopen with RTLD_NOLOAD only marks the
+        // already loaded object NODELETE (it takes a reference, never released: that is the point).
+        unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            let here = stay_loaded as *const libc::c_void;
+            if libc::dladdr(here, &mut info) == 0 || info.dli_fname.is_null() {
+                runtime::log_once("stay-loaded", "cannot find the layer's own file (dladdr)");
+                return;
+            }
+            let flags = libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE;
+            if libc::dlopen(info.dli_fname, flags).is_null() {
+                runtime::log_once(
+                    "stay-loaded",
+                    "cannot keep the layer loaded (dlopen RTLD_NODELETE); a capture may end when \
+                     the last instance is destroyed",
+                );
+            }
+        }
     });
 }
 
@@ -148,7 +176,7 @@ pub unsafe extern "system" fn vkDestroyInstance(
             vkstream::encode::vkDestroyInstance(e, instance, p_allocator)
         });
         if runtime::live_instance_count() == 0 {
-            runtime::finish("the last instance was destroyed");
+            runtime::instances_gone();
         }
     });
 }

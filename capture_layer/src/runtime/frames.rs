@@ -1,6 +1,10 @@
 //! Frames and finalization: submits mark a frame as submitted, boundaries (present, or waits in
 //! apps without a swapchain) write `Frame` records and end the frame range, and the trace is
-//! finalized at the last vkDestroyInstance, at process exit or after the range.
+//! finalized at process exit or after the range (per trigger in capture on demand). The trace
+//! follows the process, not an instance: when no instance is left alive it is only flushed, so a
+//! process that never reaches its exit handlers leaves a trace complete up to there (readers
+//! rebuild the missing index), and the next instance goes on in it (`end=instances` finalizes
+//! it there instead).
 //!
 //! Depends on: `statics`, `clock`, `prof`, `writer`, `readback` (its count for the closing note).
 //! A trimmed capture's snapshot is not written here: `frame_boundary` says when it is due and
@@ -8,7 +12,9 @@
 
 use super::clock::{anchor_now, now_ns};
 use super::statics::{lock_capture, log_once, recording, Capture, CaptureGuard, HOT};
-use super::writer::{fail_locked, lock_pending, write_all, ENDED, SWAPCHAIN_SEEN, TRACKED_SUBMIT};
+use super::writer::{
+    fail_locked, lock_pending, write_all, ENDED, END_WITH_INSTANCES, SWAPCHAIN_SEEN, TRACKED_SUBMIT,
+};
 use super::{light, prof};
 use format::record::{self, FrameBoundary, Record};
 use std::sync::atomic::Ordering;
@@ -156,7 +162,32 @@ fn postpone() -> bool {
 
 // ---- finalization ---------------------------------------------------------------------------------
 
-/// Finalizes the trace (at the last vkDestroyInstance, at process exit, or after the frame range).
+/// The process destroyed its last live instance. The trace stays open for the instances it may
+/// make next and is finalized at exit; here everything written so far reaches the file (a
+/// process that ends in `_exit`, a crash or a kill before its exit handlers run loses nothing
+/// of it). With `end=instances` the trace is finalized here instead.
+pub fn instances_gone() {
+    if END_WITH_INSTANCES.load(Ordering::Relaxed) {
+        finish("the last instance was destroyed (end=instances)");
+        return;
+    }
+    let mut guard = lock_capture();
+    let Some(cap) = guard.as_mut() else { return };
+    let note = Record::Note(record::Note {
+        host_ns: now_ns(),
+        message: format!(
+            "every instance was destroyed after {} calls/records; the trace goes on with the \
+             process's next instance and ends at exit",
+            HOT.seq.load(Ordering::Relaxed)
+        ),
+    });
+    if let Err(e) = cap.writer.write(&note).and_then(|_| cap.writer.flush()) {
+        fail_locked(&mut guard, &format!("writing the trace failed: {e}"));
+    }
+}
+
+/// Finalizes the trace (at process exit, after the frame range, or with `end=instances` at the
+/// last vkDestroyInstance).
 pub fn finish(reason: &str) {
     let mut guard = lock_capture();
     finish_locked(&mut guard, reason);

@@ -57,7 +57,7 @@ pub fn tracking() -> bool {
         .load(std::sync::atomic::Ordering::Acquire)
 }
 
-pub use frames::{finish, frame_boundary, note_swapchain, submitted};
+pub use frames::{finish, frame_boundary, instances_gone, note_swapchain, submitted};
 
 /// Work reaches the GPU (submits, presents) only through this gate; a trimmed capture's snapshot
 /// closes it (`stop_submits`) from before its idle wait until capturing has begun, so a thread

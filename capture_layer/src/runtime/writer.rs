@@ -39,6 +39,8 @@ pub fn settings(layer: &Given) -> Settings {
 static OPENED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Set once the frame range is done or an internal error happened: no new trace opens.
 pub(super) static ENDED: AtomicBool = AtomicBool::new(false);
+/// `end=instances`: the capture open now ends when no instance is left alive, not at exit.
+pub(super) static END_WITH_INSTANCES: AtomicBool = AtomicBool::new(false);
 /// Apps with a swapchain get frame boundaries at present only.
 pub(super) static SWAPCHAIN_SEEN: AtomicBool = AtomicBool::new(false);
 /// What a trimmed capture opens its trace with at the snapshot, and the tracked frame counter.
@@ -133,17 +135,19 @@ pub(super) fn abandon_tracking(message: &str) {
     );
 }
 
-/// Opens the trace (at the first vkCreateInstance, or the first after every instance was destroyed);
-/// `layer` holds the layer settings of that instance's create info. True when a trace (or a
-/// trimmed capture's tracking) started here: the caller then flushes it at process exit.
+/// Opens the trace at the first vkCreateInstance (with `end=instances`, the first after every
+/// instance was destroyed too); `layer` holds the layer settings of that instance's create info.
+/// True when a trace (or a trimmed capture's tracking) started here: the caller then finishes it
+/// at process exit. Later instances go into the same trace.
 pub fn open_capture(application: &str, layer: &Given) -> bool {
-    if ENDED.load(Ordering::Relaxed) {
+    if ENDED.load(Ordering::Relaxed) || recording() {
         return false;
     }
     let s = settings(layer);
     if s.disabled {
         return false;
     }
+    END_WITH_INSTANCES.store(s.end_with_instances, Ordering::Relaxed);
     HOT.profile.store(
         std::env::var_os("QUARRY_CAPTURE_PROFILE").is_some_and(|v| v == "1"),
         Ordering::Relaxed,

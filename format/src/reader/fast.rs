@@ -7,7 +7,7 @@
 //! which gives the same value or the same error as before. A test checks it against serde on
 //! random records and on damaged bytes.
 
-use crate::record::{QueryBegin, QueryResult, QueryValues};
+use crate::record::{QueryBegin, QueryDevice, QueryResult, QueryValues};
 
 /// Variant index of `Record::QueryResult`.
 pub(super) const QUERY_RESULT_VARIANT: u8 = 15;
@@ -80,6 +80,22 @@ impl Cur<'_> {
             first: self.u32()?,
         })
     }
+    fn device(&mut self) -> Option<QueryDevice> {
+        let handle = self.u64()?;
+        let index = self.u32()?;
+        let n = self.u64()?;
+        if n > self.0.len() as u64 {
+            return None;
+        }
+        let (name, rest) = self.0.split_at(n as usize);
+        let captured_on = std::str::from_utf8(name).ok()?.to_string();
+        self.0 = rest;
+        Some(QueryDevice {
+            handle,
+            index,
+            captured_on,
+        })
+    }
     fn values(&mut self) -> Option<QueryValues> {
         let n = self.u64()?;
         // Every value takes at least one byte: a longer list is damage (serde reports it).
@@ -121,8 +137,15 @@ pub(super) fn query_result(bytes: &[u8]) -> Option<QueryResult> {
         available_ns: c.u64()?,
         captured_gpu_ns: c.option(Cur::f64)?,
         replayed_gpu_ns: c.option(Cur::f64)?,
-        // Appended in 2.0: absent where the bytes end, or do not decode, as the serde path reads it.
-        begin: c.option(Cur::begin).unwrap_or(None),
+        // Appended in 2.0: absent where the bytes end, as the serde path reads them. Bytes
+        // that do not decode are left to serde (where a damaged `begin` stops, the next
+        // field's read starts).
+        begin: match c.option(Cur::begin) {
+            Some(b) => b,
+            None if c.0.is_empty() => None,
+            None => return None,
+        },
+        device: c.option(Cur::device).unwrap_or(None),
     })
 }
 
@@ -171,6 +194,7 @@ mod tests {
             cg in proptest::option::of(any::<f64>()),
             rg in proptest::option::of(any::<f64>()),
             begin in proptest::option::of((small_or_any_u32(), small_or_any_u32(), small_or_any_u32())),
+            device in proptest::option::of((small_or_any_u64(), small_or_any_u32(), "[a-zA-Z0-9 ()]{0,24}")),
         ) -> QueryResult {
             QueryResult {
                 pool: ints[0],
@@ -191,6 +215,7 @@ mod tests {
                 captured_gpu_ns: cg,
                 replayed_gpu_ns: rg,
                 begin: begin.map(|(flags, view_mask, first)| QueryBegin { flags, view_mask, first }),
+                device: device.map(|(handle, index, captured_on)| QueryDevice { handle, index, captured_on }),
             }
         }
     }
@@ -266,6 +291,47 @@ mod tests {
         let bytes = bincode::serde::encode_to_vec(&new, bincode_config()).unwrap();
         assert_eq!(query_result(&bytes[1..]).unwrap().begin, Some(begin));
         assert!(same(&serde(&bytes).unwrap(), &new));
+    }
+
+    /// Results written with `begin` but before `QueryResult::device` read the device as
+    /// unknown; a file with it reads it back, with either decoder.
+    #[test]
+    fn results_before_the_device_field_read_as_unknown() {
+        let mut b = vec![QUERY_RESULT_VARIANT, 7];
+        b.extend([0; 10]);
+        b.extend([0, 0, 0, 0, 0, 0]);
+        let old = QueryResult {
+            begin: Some(QueryBegin {
+                flags: 1,
+                view_mask: 0,
+                first: 2,
+            }),
+            device: None,
+            ..query_result(&b[1..]).unwrap()
+        };
+        let mut bytes =
+            bincode::serde::encode_to_vec(Record::QueryResult(old.clone()), bincode_config())
+                .unwrap();
+        // Without the device field: its `None` tag is the record's last byte.
+        assert_eq!(bytes.pop(), Some(0));
+        assert_eq!(query_result(&bytes[1..]).unwrap(), old);
+        assert!(same(
+            &serde(&bytes).unwrap(),
+            &Record::QueryResult(old.clone())
+        ));
+        let device = QueryDevice {
+            handle: 0x55aa,
+            index: 1,
+            captured_on: "llvmpipe (LLVM 19.1.7, 256 bits)".into(),
+        };
+        let new = QueryResult {
+            device: Some(device.clone()),
+            ..old
+        };
+        let rec = Record::QueryResult(new.clone());
+        let bytes = bincode::serde::encode_to_vec(&rec, bincode_config()).unwrap();
+        assert_eq!(query_result(&bytes[1..]).unwrap().device, Some(device));
+        assert!(same(&serde(&bytes).unwrap(), &rec));
     }
 
     #[test]

@@ -175,6 +175,11 @@ impl QueryReads<'_> {
             Some((device, _)) => s.capture_device_of(*device).cloned(),
             None => s.capture_device.cloned(),
         };
+        let device = s
+            .tracked
+            .live_pools
+            .get(&pool)
+            .map(|(d, _)| s.query_device(*d));
         let mut stamps: Vec<(u32, u64, u32, u64, u32)> = Vec::new();
         let mut read = Vec::with_capacity(captured.len());
         for (i, (c, r)) in captured.iter().zip(replayed).enumerate() {
@@ -258,6 +263,7 @@ impl QueryReads<'_> {
                 captured_gpu_ns: cap_ts,
                 replayed_gpu_ns: rep_ts,
                 begin,
+                device: device.clone(),
             });
         }
         self.emit(s, read)?;

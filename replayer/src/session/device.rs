@@ -16,6 +16,8 @@ use crate::portability::{DeviceUsage, FeatureUse, Use};
 /// A replayed device and what the translation of its commands needs.
 pub struct DeviceState {
     pub captured: u64,
+    /// Which of the trace's devices this is, in creation order from 0 (results name it).
+    pub index: u32,
     /// The captured instance it was created in.
     pub instance: u64,
     pub device: ash::Device,
@@ -319,6 +321,7 @@ impl Session<'_> {
             vkstream::DeviceTable::load(instance.fp_v1_0().get_device_proc_addr, device.handle());
         let state = DeviceState {
             captured,
+            index: self.devices_made,
             instance: instance_captured,
             table,
             families,
@@ -335,8 +338,22 @@ impl Session<'_> {
             self.dispatch_keys.insert(key, captured);
         }
         self.devices.insert(captured, state);
+        self.devices_made += 1;
         self.bind(vk::ObjectType::DEVICE, captured, raw);
         Ok(())
+    }
+
+    /// How results name captured device `device`: its handle, which of the trace's devices it
+    /// is, and the GPU the capture made it on.
+    pub fn query_device(&self, device: u64) -> format::record::QueryDevice {
+        format::record::QueryDevice {
+            handle: device,
+            index: self.devices.get(&device).map_or(u32::MAX, |d| d.index),
+            captured_on: self
+                .capture_device_of(device)
+                .map(|d| d.name.clone())
+                .unwrap_or_default(),
+        }
     }
 
     /// `vkGetDeviceQueue[2]` with the family translated.

@@ -69,6 +69,8 @@ pub struct Session<'a> {
     /// (VkObjectType, captured) -> replayed.
     pub handles: HandleMap<(i32, u64), u64>,
     pub devices: HandleMap<u64, DeviceState>,
+    /// Devices created so far (instances and devices come and go: the index results name).
+    pub devices_made: u32,
     /// Loader dispatch key of a replayed dispatchable handle -> captured device.
     pub dispatch_keys: HandleMap<usize, u64>,
     /// The captured device of the call the generated dispatch is replaying (its table was the
@@ -205,6 +207,7 @@ impl<'a> Session<'a> {
             owner: HandleMap::default(),
             handles: HandleMap::default(),
             devices: HandleMap::default(),
+            devices_made: 0,
             dispatch_keys: HandleMap::default(),
             current_device: 0,
             memory: MemoryState {

@@ -40,6 +40,7 @@ fn result(query: u32, captured: u64, replayed: Option<u64>, begin: Option<QueryB
         captured_gpu_ns: None,
         replayed_gpu_ns: None,
         begin,
+        device: None,
     })
 }
 
