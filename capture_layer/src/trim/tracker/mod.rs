@@ -97,6 +97,8 @@ enum Info {
     Binary {
         signaled: bool,
     },
+    /// A descriptor update template's entries.
+    Template(Vec<descriptors::TplEntry>),
 }
 
 struct Obj {
@@ -342,6 +344,8 @@ pub struct Tracker {
     /// Handles destroyed and not created again: state naming them cannot replay. Pruned (see
     /// `prune_dead`) so that an app destroying objects every frame does not grow it forever.
     dead: std::collections::HashSet<u64, BuildHasherDefault<HandleHasher>>,
+    /// Per descriptor set: which update call provides each of its descriptors.
+    slots: HandleMap<descriptors::Slots>,
     /// `dead`'s size that triggers the next prune.
     prune_at: usize,
     /// Recordings of freed command buffers, emptied, for the next ones allocated: apps that
@@ -567,14 +571,7 @@ impl Tracker {
                     .collect();
                 self.keep_owned(Record::Call(c), &owners);
             }
-            Class::Update => {
-                let owners: Vec<u64> = hs
-                    .iter()
-                    .filter(|(t, _, _)| *t == vk::ObjectType::DESCRIPTOR_SET)
-                    .map(|x| x.1)
-                    .collect();
-                self.keep_owned(Record::Call(c), &owners);
-            }
+            Class::Update => self.update(c, &call),
             Class::Map => {
                 let Some(mem) = hs
                     .iter()
@@ -747,6 +744,7 @@ impl Tracker {
             }
             self.release(o.creator, h);
             self.effects.remove(&h);
+            self.slots.remove(&h);
             stack.extend(o.children);
         }
         if self.dead.len() >= self.prune_at.max(DEAD_PRUNE_MIN) {
@@ -764,11 +762,11 @@ impl Tracker {
             std::collections::HashSet::<u64, BuildHasherDefault<HandleHasher>>::default();
         let mut note = |c: CallRef<'_>| {
             if let Some(call) = decode(c.cmd, c.params) {
-                vkstream::handles::call_handles(&call, &mut |_, h, created| {
+                for (_, h, created) in self.named_handles(&call) {
                     if !created && self.dead.contains(&h) {
                         named.insert(h);
                     }
-                });
+                }
             }
         };
         let mut records = 0;
@@ -904,6 +902,10 @@ fn creation_info(call: &Call) -> Info {
                 _ => None,
             })
             .unwrap_or(Info::Binary { signaled: false }),
+        Call::vkCreateDescriptorUpdateTemplate(_)
+        | Call::vkCreateDescriptorUpdateTemplateKHR(_) => {
+            descriptors::template_entries(call).map_or(Info::None, Info::Template)
+        }
         Call::vkGetDeviceQueue(p) => Info::Queue {
             family: p.queue_family_index,
         },
@@ -919,6 +921,7 @@ fn creation_info(call: &Call) -> Info {
 }
 
 mod class;
+mod descriptors;
 mod effects;
 mod restore;
 #[cfg(test)]

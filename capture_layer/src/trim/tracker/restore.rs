@@ -81,20 +81,30 @@ impl Tracker {
         // ended yet: a destroyed definition whose value the driver handed out again, to an object
         // that died since, is dead by value but lives at this point of the replay.
         let mut made_here: std::collections::HashSet<u64> = Default::default();
-        for (_, rec) in all {
+        // Live objects whose creation the walk has passed.
+        let mut live_here: std::collections::HashSet<u64> = Default::default();
+        for (key, rec) in all {
             if let Some(c) = rec.as_call() {
                 // A state call that names an object destroyed before the trim point (a descriptor
                 // naming a deleted view, a recording that used a deleted staging buffer) cannot
-                // replay; it is left out.
+                // replay; it is left out. So is one that names an earlier object whose handle
+                // value a live object created after the call took (ffmpeg frees a download
+                // buffer after the copy into it and makes the next one at the same address).
                 if let Some(call) = decode(c.cmd, c.params) {
-                    let hs = handles(&call);
+                    let hs = self.named_handles(&call);
                     for &(_, h, created) in &hs {
                         if created && self.dead.contains(&h) {
                             made_here.insert(h);
                         }
+                        if created {
+                            live_here.insert(h);
+                        }
                     }
                     let dead = hs.iter().copied().find(|(_, h, created)| {
-                        !created && self.dead.contains(h) && !made_here.contains(h)
+                        !created
+                            && ((self.dead.contains(h) && !made_here.contains(h))
+                                || (!live_here.contains(h)
+                                    && self.objects.get(h).is_some_and(|o| o.creator > *key)))
                     });
                     if class_of(c.cmd) == Class::Destroy {
                         if let Some((_, h, _)) = hs.last() {

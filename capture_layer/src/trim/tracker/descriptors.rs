@@ -1,0 +1,280 @@
+//! Descriptor sets' contents while tracking: which update call last wrote each descriptor of a
+//! set, so the snapshot keeps exactly the updates that give every live set what it holds at the
+//! trim point. An update whose every descriptor a later one overwrote is dropped: apps that
+//! update a set every frame (ffmpeg's Vulkan filters, with a template) would otherwise keep every
+//! update, the old ones naming image views destroyed since, which cannot replay.
+//!
+//! Template updates write what their template's entries say, and the handles inside their data
+//! count as named handles (the snapshot leaves out state naming dead objects).
+
+use super::*;
+use std::collections::HashMap;
+
+/// A descriptor update template's entry, as far as the tracker needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct TplEntry {
+    binding: u32,
+    element: u32,
+    count: u32,
+    ty: i32,
+    offset: u64,
+    stride: u64,
+}
+
+/// The entries of a template creation call.
+pub(super) fn template_entries(call: &Call) -> Option<Vec<TplEntry>> {
+    let ci = match call {
+        Call::vkCreateDescriptorUpdateTemplate(p)
+        | Call::vkCreateDescriptorUpdateTemplateKHR(p) => p.p_create_info.as_ref()?,
+        _ => return None,
+    };
+    Some(
+        ci.p_descriptor_update_entries
+            .iter()
+            .flatten()
+            .map(|e| TplEntry {
+                binding: e.dst_binding,
+                element: e.dst_array_element,
+                count: e.descriptor_count,
+                ty: e.descriptor_type,
+                offset: e.offset,
+                stride: e.stride,
+            })
+            .collect(),
+    )
+}
+
+/// The handles one descriptor of type `ty` holds in its info: (byte offset, object type).
+/// Fields the type ignores (the sampler of a sampled image) are left out: apps leave garbage there.
+fn handle_fields(ty: vk::DescriptorType) -> &'static [(usize, vk::ObjectType)] {
+    const SAMPLER: &[(usize, vk::ObjectType)] = &[(0, vk::ObjectType::SAMPLER)];
+    const COMBINED: &[(usize, vk::ObjectType)] = &[
+        (0, vk::ObjectType::SAMPLER),
+        (8, vk::ObjectType::IMAGE_VIEW),
+    ];
+    const IMAGE: &[(usize, vk::ObjectType)] = &[(8, vk::ObjectType::IMAGE_VIEW)];
+    const HANDLE: &[(usize, vk::ObjectType)] = &[(0, vk::ObjectType::BUFFER)];
+    const VIEW: &[(usize, vk::ObjectType)] = &[(0, vk::ObjectType::BUFFER_VIEW)];
+    match ty {
+        vk::DescriptorType::SAMPLER => SAMPLER,
+        vk::DescriptorType::COMBINED_IMAGE_SAMPLER => COMBINED,
+        vk::DescriptorType::SAMPLED_IMAGE
+        | vk::DescriptorType::STORAGE_IMAGE
+        | vk::DescriptorType::INPUT_ATTACHMENT => IMAGE,
+        vk::DescriptorType::UNIFORM_BUFFER
+        | vk::DescriptorType::STORAGE_BUFFER
+        | vk::DescriptorType::UNIFORM_BUFFER_DYNAMIC
+        | vk::DescriptorType::STORAGE_BUFFER_DYNAMIC => HANDLE,
+        vk::DescriptorType::UNIFORM_TEXEL_BUFFER | vk::DescriptorType::STORAGE_TEXEL_BUFFER => VIEW,
+        // Inline uniform blocks are bytes; acceleration structures are not tracked objects here.
+        _ => &[],
+    }
+}
+
+/// Calls `f` with every non-null handle the template data `data` holds.
+fn template_handles(entries: &[TplEntry], data: &[u8], f: &mut impl FnMut(vk::ObjectType, u64)) {
+    for e in entries {
+        let fields = handle_fields(vk::DescriptorType::from_raw(e.ty));
+        for i in 0..u64::from(if fields.is_empty() { 0 } else { e.count }) {
+            let Some(base) = i
+                .checked_mul(e.stride)
+                .and_then(|o| o.checked_add(e.offset))
+                .and_then(|o| usize::try_from(o).ok())
+            else {
+                break;
+            };
+            for &(at, ty) in fields {
+                let h = base
+                    .checked_add(at)
+                    .and_then(|s| data.get(s..s.checked_add(8)?))
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                    .unwrap_or(0);
+                if h != 0 {
+                    f(ty, h);
+                }
+            }
+        }
+    }
+}
+
+/// Which update call provides each descriptor of one set: ranges of array elements per binding.
+#[derive(Default)]
+pub(super) struct Slots {
+    /// (binding, first element) -> (end element, update call).
+    ranges: BTreeMap<(u32, u32), (u32, (u64, u32))>,
+    /// Ranges each update call still provides.
+    counts: HashMap<(u64, u32), u32>,
+}
+
+impl Slots {
+    /// `key` wrote elements `[first, first + count)` of `binding`; pushes onto `gone` the calls
+    /// that no longer provide any descriptor of the set.
+    fn write(
+        &mut self,
+        binding: u32,
+        first: u32,
+        count: u32,
+        key: (u64, u32),
+        gone: &mut Vec<(u64, u32)>,
+    ) {
+        if count == 0 {
+            return;
+        }
+        let end = first.saturating_add(count);
+        let over: Vec<(u32, u32, (u64, u32))> = self
+            .ranges
+            .range((binding, 0)..(binding, end))
+            .filter(|(_, (e, _))| *e > first)
+            .map(|(&(_, s), &(e, k))| (s, e, k))
+            .collect();
+        for (s, e, k) in over {
+            self.ranges.remove(&(binding, s));
+            let mut n = self.counts.get(&k).copied().unwrap_or(1) - 1;
+            if s < first {
+                self.ranges.insert((binding, s), (first, k));
+                n += 1;
+            }
+            if e > end {
+                self.ranges.insert((binding, end), (e, k));
+                n += 1;
+            }
+            if n == 0 {
+                self.counts.remove(&k);
+                if k != key {
+                    gone.push(k);
+                }
+            } else {
+                self.counts.insert(k, n);
+            }
+        }
+        self.ranges.insert((binding, first), (end, key));
+        *self.counts.entry(key).or_default() += 1;
+    }
+
+    /// The calls that provide elements `[first, first + count)` of `binding`.
+    fn providers(&self, binding: u32, first: u32, count: u32) -> Vec<(u64, u32)> {
+        let end = first.saturating_add(count);
+        self.ranges
+            .range((binding, 0)..(binding, end))
+            .filter(|(_, (e, _))| *e > first)
+            .map(|(_, &(_, k))| k)
+            .collect()
+    }
+}
+
+impl Tracker {
+    /// Every handle a call names: the generated walker's, and those inside template data.
+    pub(super) fn named_handles(&self, call: &Call) -> Vec<(vk::ObjectType, u64, bool)> {
+        let mut hs = handles(call);
+        let (template, data) = match call {
+            Call::vkUpdateDescriptorSetWithTemplate(p)
+            | Call::vkUpdateDescriptorSetWithTemplateKHR(p) => {
+                (p.descriptor_update_template, &p.p_data)
+            }
+            Call::vkCmdPushDescriptorSetWithTemplateKHR(p) => {
+                (p.descriptor_update_template, &p.p_data)
+            }
+            _ => return hs,
+        };
+        if let (Some(entries), Some(data)) = (self.template(template), data) {
+            template_handles(entries, data, &mut |ty, h| hs.push((ty, h, false)));
+        }
+        hs
+    }
+
+    fn template(&self, h: u64) -> Option<&[TplEntry]> {
+        match &self.objects.get(&h)?.info {
+            Info::Template(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// A descriptor update: kept while a set it wrote lives and holds one of its descriptors.
+    pub(super) fn update(&mut self, c: record::Call, call: &Call) {
+        let key = (c.seq, 0);
+        // (set, binding, first element, count) written; (source set, binding, first, count,
+        // destination set) copied.
+        let mut writes: Vec<(u64, u32, u32, u32)> = Vec::new();
+        let mut copies: Vec<(u64, u32, u32, u32, u64)> = Vec::new();
+        match call {
+            Call::vkUpdateDescriptorSets(p) => {
+                for w in p.p_descriptor_writes.iter().flatten() {
+                    writes.push((
+                        w.dst_set,
+                        w.dst_binding,
+                        w.dst_array_element,
+                        w.descriptor_count,
+                    ));
+                }
+                for k in p.p_descriptor_copies.iter().flatten() {
+                    writes.push((
+                        k.dst_set,
+                        k.dst_binding,
+                        k.dst_array_element,
+                        k.descriptor_count,
+                    ));
+                    copies.push((
+                        k.src_set,
+                        k.src_binding,
+                        k.src_array_element,
+                        k.descriptor_count,
+                        k.dst_set,
+                    ));
+                }
+            }
+            Call::vkUpdateDescriptorSetWithTemplate(p)
+            | Call::vkUpdateDescriptorSetWithTemplateKHR(p) => {
+                match self.template(p.descriptor_update_template) {
+                    Some(entries) => writes.extend(
+                        entries
+                            .iter()
+                            .map(|e| (p.descriptor_set, e.binding, e.element, e.count)),
+                    ),
+                    // A template the tracker did not see made: kept while the set lives.
+                    None => writes.push((p.descriptor_set, u32::MAX, 0, 0)),
+                }
+            }
+            _ => return,
+        }
+        let mut owners: Vec<u64> = writes.iter().map(|w| w.0).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        self.keep_owned(Record::Call(c), &owners);
+        // What a copy reads must replay before it: the source's providers are held by the
+        // destination too, however the source is updated later.
+        for (src, binding, first, count, dst) in copies {
+            let providers = self
+                .slots
+                .get(&src)
+                .map(|s| s.providers(binding, first, count))
+                .unwrap_or_default();
+            for k in providers {
+                if let Some(kept) = self.kept.get_mut(&k) {
+                    if !kept.holders.contains(&dst) {
+                        kept.holders.push(dst);
+                        if let Some(o) = self.objects.get_mut(&dst) {
+                            o.owned.push(k);
+                        }
+                    }
+                }
+            }
+        }
+        let mut gone = Vec::new();
+        for (set, binding, first, count) in writes {
+            if !self.objects.contains_key(&set) {
+                continue;
+            }
+            gone.clear();
+            self.slots
+                .entry(set)
+                .or_default()
+                .write(binding, first, count, key, &mut gone);
+            for &k in &gone {
+                self.release(k, set);
+                if let Some(o) = self.objects.get_mut(&set) {
+                    o.owned.retain(|x| *x != k);
+                }
+            }
+        }
+    }
+}
