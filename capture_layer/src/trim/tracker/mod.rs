@@ -9,8 +9,10 @@
 //!
 //! Destroying an object drops its creation and what it owns, and the objects made from it (pool
 //! children, everything of a destroyed device). Objects other creations may refer to after they
-//! are gone (shader modules, layouts, render passes, samplers, caches, templates) keep their
-//! creation and destroy calls, so a pipeline made from a deleted shader module still replays.
+//! are gone (shader modules, layouts, render passes, samplers, caches, templates, pipeline
+//! libraries) keep their creation and destroy calls, so a pipeline made from a deleted shader
+//! module or linked from deleted libraries still replays. A descriptor update stays while it
+//! provides a descriptor its set holds (`descriptors`).
 //! Submitted command buffers move image layouts (barriers and render-pass final layouts), so the
 //! snapshot can put every image back in the layout the app left it in.
 //!
@@ -99,6 +101,9 @@ enum Info {
     },
     /// A descriptor update template's entries.
     Template(Vec<descriptors::TplEntry>),
+    /// A pipeline library (VK_KHR_pipeline_library): pipelines linked from it name it in their
+    /// creation, so it is kept past its destruction as definitions are.
+    Library,
 }
 
 struct Obj {
@@ -642,6 +647,7 @@ impl Tracker {
             .map(|x| x.1)
             .collect();
         let info = creation_info(call);
+        let libraries = library_pipelines(call);
         let mut holders = Vec::new();
         for &(ty, h) in &created {
             match self.objects.get(&h).map(|o| o.destroyed) {
@@ -657,7 +663,11 @@ impl Tracker {
                 None => {}
             }
             self.dead.remove(&h);
-            let info = info.clone();
+            let info = if libraries.contains(&h) {
+                Info::Library
+            } else {
+                info.clone()
+            };
             self.objects.insert(
                 h,
                 Obj {
@@ -693,7 +703,11 @@ impl Tracker {
     }
 
     fn destroy(&mut self, c: record::Call, ty: vk::ObjectType, h: u64) {
-        if is_definition(ty) {
+        let library = self
+            .objects
+            .get(&h)
+            .is_some_and(|o| matches!(o.info, Info::Library));
+        if is_definition(ty) || library {
             if let Some(o) = self.objects.get_mut(&h) {
                 if !o.destroyed {
                     o.destroyed = true;
@@ -837,6 +851,28 @@ impl Tracker {
             }
         }
     }
+}
+
+/// The pipelines a creation call makes as libraries (`VK_PIPELINE_CREATE_LIBRARY_BIT_KHR`).
+fn library_pipelines(call: &Call) -> Vec<u64> {
+    const LIBRARY: u32 = vk::PipelineCreateFlags::LIBRARY_KHR.as_raw();
+    let (flags, made): (Vec<u32>, _) = match call {
+        Call::vkCreateGraphicsPipelines(p) => (
+            p.p_create_infos.iter().flatten().map(|c| c.flags).collect(),
+            &p.p_pipelines,
+        ),
+        Call::vkCreateRayTracingPipelinesKHR(p) => (
+            p.p_create_infos.iter().flatten().map(|c| c.flags).collect(),
+            &p.p_pipelines,
+        ),
+        _ => return Vec::new(),
+    };
+    flags
+        .iter()
+        .zip(made.iter().flatten())
+        .filter(|(f, _)| *f & LIBRARY != 0)
+        .map(|(_, h)| *h)
+        .collect()
 }
 
 /// What the snapshot needs to know about an object beyond its creation call.

@@ -751,3 +751,4 @@ fn secondaries_and_event_waits_move_layouts_at_the_primarys_submit() {
 }
 
 mod descriptors;
+mod state;

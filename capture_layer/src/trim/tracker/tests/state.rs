@@ -1,0 +1,67 @@
+//! Pipeline libraries and query pools in the snapshot.
+
+use super::*;
+
+fn pipeline(f: &mut Feed, h: u64, flags: vk::PipelineCreateFlags, libraries: &[u64]) -> u64 {
+    let libs: Vec<vk::Pipeline> = libraries
+        .iter()
+        .map(|l| vk::Pipeline::from_raw(*l))
+        .collect();
+    let mut link = vk::PipelineLibraryCreateInfoKHR::default().libraries(&libs);
+    let mut ci = vk::GraphicsPipelineCreateInfo::default().flags(flags);
+    if !libs.is_empty() {
+        ci = ci.push_next(&mut link);
+    }
+    let mut p = vk::Pipeline::from_raw(h);
+    f.call("vkCreateGraphicsPipelines", |e| unsafe {
+        vkstream::encode::vkCreateGraphicsPipelines(
+            e,
+            dev(),
+            vk::PipelineCache::null(),
+            1,
+            &ci,
+            std::ptr::null(),
+            &mut p,
+        )
+    })
+}
+
+fn destroy_pipeline(f: &mut Feed, h: u64) -> u64 {
+    f.call("vkDestroyPipeline", |e| unsafe {
+        vkstream::encode::vkDestroyPipeline(e, dev(), vk::Pipeline::from_raw(h), std::ptr::null())
+    })
+}
+
+/// VK_EXT_graphics_pipeline_library: apps destroy the libraries once the pipeline is linked.
+/// The linked pipeline's creation names them, so they outlive their destruction as definitions
+/// do; a pipeline that is no library dies with its destruction.
+#[test]
+fn pipeline_libraries_outlive_their_destruction_for_linked_pipelines() {
+    let mut f = Feed::new();
+    let lib = vk::PipelineCreateFlags::LIBRARY_KHR;
+    let vertex = pipeline(&mut f, 0x91, lib, &[]);
+    let fragment = pipeline(&mut f, 0x92, lib, &[]);
+    let linked = pipeline(
+        &mut f,
+        0x93,
+        vk::PipelineCreateFlags::empty(),
+        &[0x91, 0x92],
+    );
+    let gone = [
+        destroy_pipeline(&mut f, 0x91),
+        destroy_pipeline(&mut f, 0x92),
+    ];
+    let plain = pipeline(&mut f, 0x94, vk::PipelineCreateFlags::empty(), &[]);
+    destroy_pipeline(&mut f, 0x94);
+    assert_eq!(
+        f.kept(),
+        vec![vertex, fragment, linked, gone[0], gone[1]],
+        "a plain pipeline destroyed leaves nothing ({plain})"
+    );
+    let snap =
+        f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None, &|_| {
+            None
+        });
+    assert!(snap.gaps.is_empty(), "{:?}", snap.gaps);
+    assert_eq!(snap.records.len(), 5);
+}
