@@ -104,6 +104,12 @@ enum Info {
     /// A pipeline library (VK_KHR_pipeline_library): pipelines linked from it name it in their
     /// creation, so it is kept past its destruction as definitions are.
     Library,
+    /// A query pool: its size, and whether the snapshot resets it (not performance queries,
+    /// whose resets need the profiling lock's rules, nor video result queries).
+    QueryPool {
+        count: u32,
+        resettable: bool,
+    },
 }
 
 struct Obj {
@@ -942,6 +948,21 @@ fn creation_info(call: &Call) -> Info {
         | Call::vkCreateDescriptorUpdateTemplateKHR(_) => {
             descriptors::template_entries(call).map_or(Info::None, Info::Template)
         }
+        Call::vkCreateQueryPool(p) => match &p.p_create_info {
+            Some(ci) => Info::QueryPool {
+                count: ci.query_count,
+                resettable: matches!(
+                    vk::QueryType::from_raw(ci.query_type),
+                    vk::QueryType::OCCLUSION
+                        | vk::QueryType::PIPELINE_STATISTICS
+                        | vk::QueryType::TIMESTAMP
+                        | vk::QueryType::TRANSFORM_FEEDBACK_STREAM_EXT
+                        | vk::QueryType::PRIMITIVES_GENERATED_EXT
+                        | vk::QueryType::MESH_PRIMITIVES_GENERATED_EXT
+                ),
+            },
+            None => Info::None,
+        },
         Call::vkGetDeviceQueue(p) => Info::Queue {
             family: p.queue_family_index,
         },

@@ -279,13 +279,29 @@ impl Tracker {
                 );
             }
         }
+        // Query pools: every query starts the captured frames reset, as the app's resets before
+        // the trim point left those it begins next (their results were read before it, or are
+        // reads of work that did not replay, which replay skips).
+        let mut resets: BTreeMap<u64, Vec<(u64, u32)>> = BTreeMap::new();
+        for (&pool, o) in &self.objects {
+            if let Info::QueryPool { count, resettable } = o.info {
+                if resettable && count > 0 && !o.destroyed {
+                    resets.entry(o.parent).or_default().push((pool, count));
+                    by_device.entry(o.parent).or_default();
+                }
+            }
+        }
         let mut synthetic = SYNTHETIC_BASE;
         for (device, mut barriers) in by_device {
             barriers.sort_by_key(|b| b.image.as_raw());
+            let mut resets = resets.remove(&device).unwrap_or_default();
+            resets.sort_unstable();
             let Some((queue, family)) = graphics_queue(device, graphics_queues, &queue_of) else {
                 gaps.push(format!(
-                    "device {device:#x}: no queue to restore {} image layouts on",
-                    barriers.len()
+                    "device {device:#x}: no queue to restore {} image layouts and reset {} query \
+                     pools on",
+                    barriers.len(),
+                    resets.len()
                 ));
                 continue;
             };
@@ -294,6 +310,7 @@ impl Tracker {
                 queue,
                 family,
                 &barriers,
+                &resets,
                 &mut synthetic,
             ));
         }
@@ -319,12 +336,14 @@ fn graphics_queue(
         .or_else(|| queue_of(device))
 }
 
-/// Made-up calls: a command pool and buffer, the barriers, a submit, a wait, the pool destroyed.
+/// Made-up calls: a command pool and buffer, the barriers, the query pool resets, a submit, a
+/// wait, the pool destroyed.
 fn layout_calls(
     device: u64,
     queue: u64,
     family: u32,
     barriers: &[vk::ImageMemoryBarrier<'_>],
+    resets: &[(u64, u32)],
     synthetic: &mut u64,
 ) -> Vec<SnapRecord> {
     let dev = vk::Device::from_raw(device);
@@ -349,21 +368,28 @@ fn layout_calls(
     out.extend(made("vkBeginCommandBuffer", |e| unsafe {
         vkstream::encode::vkBeginCommandBuffer(e, cb, &begin)
     }));
-    out.extend(made("vkCmdPipelineBarrier", |e| unsafe {
-        vkstream::encode::vkCmdPipelineBarrier(
-            e,
-            cb,
-            vk::PipelineStageFlags::ALL_COMMANDS,
-            vk::PipelineStageFlags::ALL_COMMANDS,
-            vk::DependencyFlags::empty(),
-            0,
-            std::ptr::null(),
-            0,
-            std::ptr::null(),
-            barriers.len() as u32,
-            barriers.as_ptr(),
-        )
-    }));
+    if !barriers.is_empty() {
+        out.extend(made("vkCmdPipelineBarrier", |e| unsafe {
+            vkstream::encode::vkCmdPipelineBarrier(
+                e,
+                cb,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::DependencyFlags::empty(),
+                0,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                barriers.len() as u32,
+                barriers.as_ptr(),
+            )
+        }));
+    }
+    for &(pool, count) in resets {
+        out.extend(made("vkCmdResetQueryPool", |e| unsafe {
+            vkstream::encode::vkCmdResetQueryPool(e, cb, vk::QueryPool::from_raw(pool), 0, count)
+        }));
+    }
     out.extend(made("vkEndCommandBuffer", |e| unsafe {
         vkstream::encode::vkEndCommandBuffer(e, cb)
     }));

@@ -65,3 +65,48 @@ fn pipeline_libraries_outlive_their_destruction_for_linked_pipelines() {
     assert!(snap.gaps.is_empty(), "{:?}", snap.gaps);
     assert_eq!(snap.records.len(), 5);
 }
+
+fn query_pool(f: &mut Feed, h: u64, ty: vk::QueryType, count: u32) {
+    let ci = vk::QueryPoolCreateInfo::default()
+        .query_type(ty)
+        .query_count(count);
+    let mut p = vk::QueryPool::from_raw(h);
+    f.call("vkCreateQueryPool", |e| unsafe {
+        vkstream::encode::vkCreateQueryPool(e, dev(), &ci, std::ptr::null(), &mut p)
+    });
+}
+
+/// An app that resets its queries before the trim point and begins them after it: the snapshot
+/// resets every query of the live pools (performance pools excepted), in its made-up command
+/// buffer, even when no image layout needs restoring.
+#[test]
+fn snapshot_resets_the_queries_of_live_pools() {
+    let mut f = Feed::new();
+    let mut q = vk::Queue::from_raw(0x71);
+    f.call("vkGetDeviceQueue", |e| unsafe {
+        vkstream::encode::vkGetDeviceQueue(e, dev(), 0, 0, &mut q)
+    });
+    query_pool(&mut f, 0xA1, vk::QueryType::OCCLUSION, 8);
+    query_pool(&mut f, 0xA2, vk::QueryType::TIMESTAMP, 4);
+    query_pool(&mut f, 0xA3, vk::QueryType::PERFORMANCE_QUERY_KHR, 1);
+    let snap =
+        f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None, &|_| {
+            Some(vec![(0x71, 0)])
+        });
+    let mut resets = Vec::new();
+    let mut submitted = false;
+    for r in &snap.records {
+        if let SnapRecord::Made { cmd, params } = r {
+            match vkstream::decode_call(*cmd, params).unwrap() {
+                Call::vkCmdResetQueryPool(p) => {
+                    resets.push((p.query_pool, p.first_query, p.query_count))
+                }
+                Call::vkQueueSubmit(p) => submitted |= p.queue == 0x71,
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(resets, [(0xA1, 0, 8), (0xA2, 0, 4)]);
+    assert!(submitted, "the resets are submitted on the device's queue");
+    assert!(snap.gaps.is_empty(), "{:?}", snap.gaps);
+}
