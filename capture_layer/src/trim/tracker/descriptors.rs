@@ -162,9 +162,72 @@ impl Slots {
     }
 }
 
+/// The handles a descriptor write reads, by its type, and its set unless pushed: the spec ignores
+/// the other members (the sampler of a sampled image, a push's dstSet), where apps leave stale
+/// values that may name objects destroyed since.
+fn write_handles(
+    w: &vkstream::types::VkWriteDescriptorSet,
+    push: bool,
+    out: &mut Vec<(vk::ObjectType, u64, bool)>,
+) {
+    if !push && w.dst_set != 0 {
+        out.push((vk::ObjectType::DESCRIPTOR_SET, w.dst_set, false));
+    }
+    let n = w.descriptor_count as usize;
+    let ty = vk::DescriptorType::from_raw(w.descriptor_type);
+    let mut add = |t: vk::ObjectType, h: u64| {
+        if h != 0 {
+            out.push((t, h, false));
+        }
+    };
+    for i in w.p_image_info.iter().flatten().take(n) {
+        for &(at, t) in handle_fields(ty) {
+            match (at, t) {
+                (0, vk::ObjectType::SAMPLER) => add(t, i.sampler),
+                (8, vk::ObjectType::IMAGE_VIEW) => add(t, i.image_view),
+                _ => {}
+            }
+        }
+    }
+    if handle_fields(ty) == [(0, vk::ObjectType::BUFFER)] {
+        for b in w.p_buffer_info.iter().flatten().take(n) {
+            add(vk::ObjectType::BUFFER, b.buffer);
+        }
+    }
+    if handle_fields(ty) == [(0, vk::ObjectType::BUFFER_VIEW)] {
+        for &v in w.p_texel_buffer_view.iter().flatten().take(n) {
+            add(vk::ObjectType::BUFFER_VIEW, v);
+        }
+    }
+}
+
 impl Tracker {
-    /// Every handle a call names: the generated walker's, and those inside template data.
+    /// Every handle a call names: the generated walker's, those inside template data, and for
+    /// descriptor writes only those their descriptor type reads.
     pub(super) fn named_handles(&self, call: &Call) -> Vec<(vk::ObjectType, u64, bool)> {
+        let mut hs = Vec::new();
+        match call {
+            Call::vkUpdateDescriptorSets(p) => {
+                hs.push((vk::ObjectType::DEVICE, p.device, false));
+                for w in p.p_descriptor_writes.iter().flatten() {
+                    write_handles(w, false, &mut hs);
+                }
+                for k in p.p_descriptor_copies.iter().flatten() {
+                    hs.push((vk::ObjectType::DESCRIPTOR_SET, k.src_set, false));
+                    hs.push((vk::ObjectType::DESCRIPTOR_SET, k.dst_set, false));
+                }
+                return hs;
+            }
+            Call::vkCmdPushDescriptorSetKHR(p) => {
+                hs.push((vk::ObjectType::COMMAND_BUFFER, p.command_buffer, false));
+                hs.push((vk::ObjectType::PIPELINE_LAYOUT, p.layout, false));
+                for w in p.p_descriptor_writes.iter().flatten() {
+                    write_handles(w, true, &mut hs);
+                }
+                return hs;
+            }
+            _ => {}
+        }
         let mut hs = handles(call);
         let (template, data) = match call {
             Call::vkUpdateDescriptorSetWithTemplate(p)

@@ -166,3 +166,67 @@ fn a_recording_naming_an_earlier_object_of_a_reused_handle_is_left_out() {
         "{gaps:?}"
     );
 }
+
+/// A recording made before the trim point pushes descriptors (submitted after it, it must bind
+/// them): the members the spec ignores, a push's dstSet and a sampled image's sampler, hold
+/// stale values naming objects destroyed since. They do not make the push leave the snapshot
+/// (the replay would dispatch with set 0 unbound); the view it reads does.
+#[test]
+fn pushed_descriptors_are_judged_by_what_they_read() {
+    let mut f = Feed::new();
+    set_in_pool(&mut f, 0x5000, 0x5E);
+    f.call("vkFreeDescriptorSets", |e| unsafe {
+        let sets = [vk::DescriptorSet::from_raw(0x5E)];
+        vkstream::encode::vkFreeDescriptorSets(
+            e,
+            dev(),
+            vk::DescriptorPool::from_raw(0x5000),
+            1,
+            sets.as_ptr(),
+        )
+    });
+    let sci = vk::SamplerCreateInfo::default();
+    let mut s = vk::Sampler::from_raw(0x5A);
+    f.call("vkCreateSampler", |e| unsafe {
+        vkstream::encode::vkCreateSampler(e, dev(), &sci, std::ptr::null(), &mut s)
+    });
+    f.call("vkDestroySampler", |e| unsafe {
+        vkstream::encode::vkDestroySampler(e, dev(), s, std::ptr::null())
+    });
+    let cb = pool_with_a_buffer(&mut f, 0xC0, 0xCB);
+    view(&mut f, 0x71);
+    let bi = vk::CommandBufferBeginInfo::default();
+    f.call("vkBeginCommandBuffer", |e| unsafe {
+        vkstream::encode::vkBeginCommandBuffer(e, cb, &bi)
+    });
+    let push = |f: &mut Feed, view: u64| {
+        let info = [vk::DescriptorImageInfo::default()
+            .sampler(vk::Sampler::from_raw(0x5A))
+            .image_view(vk::ImageView::from_raw(view))
+            .image_layout(vk::ImageLayout::GENERAL)];
+        let w = [vk::WriteDescriptorSet::default()
+            .dst_set(vk::DescriptorSet::from_raw(0x5E))
+            .descriptor_type(vk::DescriptorType::STORAGE_IMAGE)
+            .image_info(&info)];
+        f.call("vkCmdPushDescriptorSetKHR", |e| unsafe {
+            vkstream::encode::vkCmdPushDescriptorSetKHR(
+                e,
+                cb,
+                vk::PipelineBindPoint::COMPUTE,
+                vk::PipelineLayout::from_raw(0x1A1),
+                0,
+                1,
+                w.as_ptr(),
+            )
+        })
+    };
+    let kept = push(&mut f, 0x71);
+    view(&mut f, 0x72);
+    let stale = push(&mut f, 0x72);
+    destroy_view(&mut f, 0x72);
+    let (seqs, gaps) = snapshot(&f);
+    assert!(seqs.contains(&kept), "{seqs:?} {gaps:?}");
+    assert!(!seqs.contains(&stale), "{seqs:?}");
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    assert!(gaps[0].contains("IMAGE_VIEW"), "{gaps:?}");
+}
