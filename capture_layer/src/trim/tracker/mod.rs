@@ -213,6 +213,10 @@ struct Recording {
     submitted: bool,
     /// Ended since it was begun.
     ended: bool,
+    /// Begun `ONE_TIME_SUBMIT`: once submitted it cannot run again, so it is left out of
+    /// snapshots (its query commands would claim queries that only the work before the trim
+    /// point wrote).
+    one_time: bool,
 }
 
 enum Recorded {
@@ -232,6 +236,7 @@ impl Recording {
         self.light = false;
         self.submitted = false;
         self.ended = false;
+        self.one_time = false;
     }
 
     /// Bytes its buffers hold allocated.
@@ -471,6 +476,15 @@ impl Tracker {
             }
             if class != Class::ResetCb {
                 o.recording.push_call(c);
+            }
+            if class == Class::BeginCb {
+                // One decode per recording begun.
+                o.recording.one_time = matches!(
+                    decode(c.cmd, c.params),
+                    Some(Call::vkBeginCommandBuffer(p)) if p.p_begin_info.as_ref().is_some_and(
+                        |b| b.flags & vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT.as_raw() != 0
+                    )
+                );
             }
             if is_end(c.cmd) {
                 o.recording.ended = true;

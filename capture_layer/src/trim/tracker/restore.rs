@@ -66,8 +66,13 @@ impl Tracker {
                  replay stops there with an error"
             ));
         }
-        // Light recordings (`runtime::light`) hold only some of their commands: left out.
-        for o in self.objects.values().filter(|o| !o.recording.light) {
+        // Light recordings (`runtime::light`) hold only some of their commands, and one-time
+        // recordings already submitted cannot run again: left out.
+        for o in self
+            .objects
+            .values()
+            .filter(|o| !(o.recording.light || o.recording.one_time && o.recording.submitted))
+        {
             let owner = &o.recording;
             all.extend(
                 owner
