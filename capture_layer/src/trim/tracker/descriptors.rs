@@ -104,6 +104,8 @@ pub(super) struct Slots {
     ranges: BTreeMap<(u32, u32), (u32, (u64, u32))>,
     /// Ranges each update call still provides.
     counts: HashMap<(u64, u32), u32>,
+    /// Calls a copy read descriptors from: kept while the set lives, however overwritten.
+    pinned: std::collections::HashSet<(u64, u32)>,
 }
 
 impl Slots {
@@ -140,7 +142,7 @@ impl Slots {
             }
             if n == 0 {
                 self.counts.remove(&k);
-                if k != key {
+                if k != key && !self.pinned.contains(&k) {
                     gone.push(k);
                 }
             } else {
@@ -151,14 +153,17 @@ impl Slots {
         *self.counts.entry(key).or_default() += 1;
     }
 
-    /// The calls that provide elements `[first, first + count)` of `binding`.
-    fn providers(&self, binding: u32, first: u32, count: u32) -> Vec<(u64, u32)> {
+    /// A copy reads elements `[first, first + count)` of `binding`: the calls that provide them
+    /// must replay before it, so they stay.
+    fn pin(&mut self, binding: u32, first: u32, count: u32) {
         let end = first.saturating_add(count);
-        self.ranges
+        let keys: Vec<(u64, u32)> = self
+            .ranges
             .range((binding, 0)..(binding, end))
             .filter(|(_, (e, _))| *e > first)
             .map(|(_, &(_, k))| k)
-            .collect()
+            .collect();
+        self.pinned.extend(keys);
     }
 }
 
@@ -255,10 +260,9 @@ impl Tracker {
     /// A descriptor update: kept while a set it wrote lives and holds one of its descriptors.
     pub(super) fn update(&mut self, c: record::Call, call: &Call) {
         let key = (c.seq, 0);
-        // (set, binding, first element, count) written; (source set, binding, first, count,
-        // destination set) copied.
+        // (set, binding, first element, count) written, and copied from.
         let mut writes: Vec<(u64, u32, u32, u32)> = Vec::new();
-        let mut copies: Vec<(u64, u32, u32, u32, u64)> = Vec::new();
+        let mut copies: Vec<(u64, u32, u32, u32)> = Vec::new();
         match call {
             Call::vkUpdateDescriptorSets(p) => {
                 for w in p.p_descriptor_writes.iter().flatten() {
@@ -281,7 +285,6 @@ impl Tracker {
                         k.src_binding,
                         k.src_array_element,
                         k.descriptor_count,
-                        k.dst_set,
                     ));
                 }
             }
@@ -303,23 +306,11 @@ impl Tracker {
         owners.sort_unstable();
         owners.dedup();
         self.keep_owned(Record::Call(c), &owners);
-        // What a copy reads must replay before it: the source's providers are held by the
-        // destination too, however the source is updated later.
-        for (src, binding, first, count, dst) in copies {
-            let providers = self
-                .slots
-                .get(&src)
-                .map(|s| s.providers(binding, first, count))
-                .unwrap_or_default();
-            for k in providers {
-                if let Some(kept) = self.kept.get_mut(&k) {
-                    if !kept.holders.contains(&dst) {
-                        kept.holders.push(dst);
-                        if let Some(o) = self.objects.get_mut(&dst) {
-                            o.owned.push(k);
-                        }
-                    }
-                }
+        // What a copy reads must replay before it, however the source is updated later (a
+        // copy within one set included).
+        for (src, binding, first, count) in copies {
+            if let Some(s) = self.slots.get_mut(&src) {
+                s.pin(binding, first, count);
             }
         }
         let mut gone = Vec::new();

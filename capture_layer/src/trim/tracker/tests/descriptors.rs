@@ -230,3 +230,33 @@ fn pushed_descriptors_are_judged_by_what_they_read() {
     assert_eq!(gaps.len(), 1, "{gaps:?}");
     assert!(gaps[0].contains("IMAGE_VIEW"), "{gaps:?}");
 }
+
+/// A copy reads its source's descriptors when it runs: the write that provided them stays
+/// though a later one overwrites them in the source (a copy within one set too).
+#[test]
+fn what_a_copy_read_stays_though_overwritten() {
+    let mut f = Feed::new();
+    set_in_pool(&mut f, 0x5000, 0x5E);
+    view(&mut f, 0x71);
+    let source = write(&mut f, 0x5E, 0, 0, &[0x71]);
+    let copy = [vk::CopyDescriptorSet::default()
+        .src_set(vk::DescriptorSet::from_raw(0x5E))
+        .src_binding(0)
+        .dst_set(vk::DescriptorSet::from_raw(0x5E))
+        .dst_binding(1)
+        .descriptor_count(1)];
+    let copied = f.call("vkUpdateDescriptorSets", |e| unsafe {
+        vkstream::encode::vkUpdateDescriptorSets(e, dev(), 0, std::ptr::null(), 1, copy.as_ptr())
+    });
+    let over = write(&mut f, 0x5E, 0, 0, &[0x71]);
+    let (seqs, _) = snapshot(&f);
+    assert!(
+        [source, copied, over].iter().all(|s| seqs.contains(s)),
+        "{seqs:?}"
+    );
+    // Overwritten where it was copied to, the copy goes; the source write stays pinned.
+    let again = write(&mut f, 0x5E, 1, 0, &[0x71]);
+    let (seqs, _) = snapshot(&f);
+    assert!(!seqs.contains(&copied), "{seqs:?}");
+    assert!(seqs.contains(&source) && seqs.contains(&again), "{seqs:?}");
+}
