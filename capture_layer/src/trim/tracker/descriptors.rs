@@ -206,6 +206,136 @@ fn write_handles(
     }
 }
 
+/// The parameters of `call` (`vkUpdateDescriptorSets`) without the writes and copies that name a
+/// handle `unusable` rejects, and how many were left out; none when nothing is left out or left,
+/// or a write carries a pNext chain (not re-encoded here).
+pub(super) fn update_without(
+    call: &Call,
+    unusable: &dyn Fn(&u64) -> bool,
+) -> Option<(Vec<u8>, usize)> {
+    let Call::vkUpdateDescriptorSets(p) = call else {
+        return None;
+    };
+    let mut left = 0;
+    let mut writes = Vec::new();
+    for w in p.p_descriptor_writes.iter().flatten() {
+        let mut hs = Vec::new();
+        write_handles(w, false, &mut hs);
+        if hs.iter().any(|(_, h, _)| unusable(h)) {
+            left += 1;
+        } else if !w.p_next.is_empty() {
+            return None;
+        } else {
+            writes.push(w);
+        }
+    }
+    let mut copies = Vec::new();
+    for k in p.p_descriptor_copies.iter().flatten() {
+        if unusable(&k.src_set) || unusable(&k.dst_set) {
+            left += 1;
+        } else {
+            copies.push(vk::CopyDescriptorSet {
+                src_set: vk::DescriptorSet::from_raw(k.src_set),
+                src_binding: k.src_binding,
+                src_array_element: k.src_array_element,
+                dst_set: vk::DescriptorSet::from_raw(k.dst_set),
+                dst_binding: k.dst_binding,
+                dst_array_element: k.dst_array_element,
+                descriptor_count: k.descriptor_count,
+                ..Default::default()
+            });
+        }
+    }
+    if left == 0 || writes.is_empty() && copies.is_empty() {
+        return None;
+    }
+    // The arrays the writes point into, each as long as its descriptor count (the encoder reads
+    // that many).
+    let n = |w: &&vkstream::types::VkWriteDescriptorSet| w.descriptor_count as usize;
+    let mut images = Vec::new();
+    let mut buffers = Vec::new();
+    let mut views = Vec::new();
+    for w in &writes {
+        let i: Vec<vk::DescriptorImageInfo> = w
+            .p_image_info
+            .iter()
+            .flatten()
+            .take(n(w))
+            .map(|i| vk::DescriptorImageInfo {
+                sampler: vk::Sampler::from_raw(i.sampler),
+                image_view: vk::ImageView::from_raw(i.image_view),
+                image_layout: vk::ImageLayout::from_raw(i.image_layout),
+            })
+            .collect();
+        let b: Vec<vk::DescriptorBufferInfo> = w
+            .p_buffer_info
+            .iter()
+            .flatten()
+            .take(n(w))
+            .map(|b| vk::DescriptorBufferInfo {
+                buffer: vk::Buffer::from_raw(b.buffer),
+                offset: b.offset,
+                range: b.range,
+            })
+            .collect();
+        let v: Vec<vk::BufferView> = w
+            .p_texel_buffer_view
+            .iter()
+            .flatten()
+            .take(n(w))
+            .map(|v| vk::BufferView::from_raw(*v))
+            .collect();
+        let short = |present: bool, len: usize| present && len < n(w);
+        if short(w.p_image_info.is_some(), i.len())
+            || short(w.p_buffer_info.is_some(), b.len())
+            || short(w.p_texel_buffer_view.is_some(), v.len())
+        {
+            return None;
+        }
+        images.push(i);
+        buffers.push(b);
+        views.push(v);
+    }
+    let ptr = |present: bool, p: *const u8| if present { p } else { std::ptr::null() };
+    let ws: Vec<vk::WriteDescriptorSet> = writes
+        .iter()
+        .enumerate()
+        .map(|(k, w)| vk::WriteDescriptorSet {
+            dst_set: vk::DescriptorSet::from_raw(w.dst_set),
+            dst_binding: w.dst_binding,
+            dst_array_element: w.dst_array_element,
+            descriptor_count: w.descriptor_count,
+            descriptor_type: vk::DescriptorType::from_raw(w.descriptor_type),
+            p_image_info: ptr(w.p_image_info.is_some(), images[k].as_ptr().cast()).cast(),
+            p_buffer_info: ptr(w.p_buffer_info.is_some(), buffers[k].as_ptr().cast()).cast(),
+            p_texel_buffer_view: ptr(w.p_texel_buffer_view.is_some(), views[k].as_ptr().cast())
+                .cast(),
+            ..Default::default()
+        })
+        .collect();
+    let mut e = vkstream::Encoder::new();
+    // SAFETY: every pointer above points into a vector alive here, as long as its count.
+    unsafe {
+        vkstream::encode::vkUpdateDescriptorSets(
+            &mut e,
+            vk::Device::from_raw(p.device),
+            ws.len() as u32,
+            if ws.is_empty() {
+                std::ptr::null()
+            } else {
+                ws.as_ptr()
+            },
+            copies.len() as u32,
+            if copies.is_empty() {
+                std::ptr::null()
+            } else {
+                copies.as_ptr()
+            },
+        )
+    };
+    Some((e.into_bytes(), left))
+}
+
 impl Tracker {
     /// Every handle a call names: the generated walker's, those inside template data, and for
     /// descriptor writes only those their descriptor type reads.

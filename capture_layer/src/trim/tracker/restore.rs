@@ -50,6 +50,7 @@ impl Tracker {
     ) -> Snapshot {
         let mut records = Vec::new();
         let mut dropped = 0u64;
+        let mut partial = 0usize;
         let mut first_dropped = None;
         // Kept records and command-buffer recordings, in original order.
         let mut all: Vec<(&(u64, u32), Entry)> = self
@@ -105,16 +106,29 @@ impl Tracker {
                             live_here.insert(h);
                         }
                     }
-                    let dead = hs.iter().copied().find(|(_, h, created)| {
-                        !created
-                            && ((self.dead.contains(h) && !made_here.contains(h))
-                                || (!live_here.contains(h)
-                                    && self.objects.get(h).is_some_and(|o| o.creator > *key)))
-                    });
+                    let unusable = |h: &u64| {
+                        (self.dead.contains(h) && !made_here.contains(h))
+                            || (!live_here.contains(h)
+                                && self.objects.get(h).is_some_and(|o| o.creator > *key))
+                    };
+                    let dead = hs
+                        .iter()
+                        .copied()
+                        .find(|(_, h, created)| !created && unusable(h));
+                    // An update of several descriptors keeps those that name live objects.
+                    let part = dead.and_then(|_| descriptors::update_without(&call, &unusable));
                     if class_of(c.cmd) == Class::Destroy {
                         if let Some((_, h, _)) = hs.last() {
                             made_here.remove(h);
                         }
+                    }
+                    if let Some((params, left)) = part {
+                        partial += left;
+                        records.push(SnapRecord::Kept(Box::new(Record::Call(record::Call {
+                            params,
+                            ..c.to_owned()
+                        }))));
+                        continue;
                     }
                     if let Some((ty, h, _)) = dead {
                         dropped += 1;
@@ -133,6 +147,12 @@ impl Tracker {
                 }
             }
             records.push(SnapRecord::Kept(Box::new(rec.to_record())));
+        }
+        if partial > 0 {
+            gaps.push(format!(
+                "{partial} descriptor writes or copies name objects destroyed before the trim point \
+                 and were left out of their updates"
+            ));
         }
         if dropped > 0 {
             gaps.push(format!(

@@ -260,3 +260,64 @@ fn what_a_copy_read_stays_though_overwritten() {
     assert!(!seqs.contains(&copied), "{seqs:?}");
     assert!(seqs.contains(&source) && seqs.contains(&again), "{seqs:?}");
 }
+
+/// One update writes two bindings; the view of one is destroyed (the app never uses that
+/// binding again): the snapshot keeps the other write, re-encoded without it.
+#[test]
+fn an_update_keeps_its_writes_that_name_live_objects() {
+    let mut f = Feed::new();
+    set_in_pool(&mut f, 0x5000, 0x5E);
+    view(&mut f, 0x71);
+    view(&mut f, 0x72);
+    let info = |v: u64| {
+        [vk::DescriptorImageInfo::default()
+            .image_view(vk::ImageView::from_raw(v))
+            .image_layout(vk::ImageLayout::GENERAL)]
+    };
+    let (live, gone) = (info(0x71), info(0x72));
+    let w = [
+        vk::WriteDescriptorSet::default()
+            .dst_set(vk::DescriptorSet::from_raw(0x5E))
+            .dst_binding(0)
+            .descriptor_type(vk::DescriptorType::STORAGE_IMAGE)
+            .image_info(&live),
+        vk::WriteDescriptorSet::default()
+            .dst_set(vk::DescriptorSet::from_raw(0x5E))
+            .dst_binding(1)
+            .descriptor_type(vk::DescriptorType::STORAGE_IMAGE)
+            .image_info(&gone),
+    ];
+    let both = f.call("vkUpdateDescriptorSets", |e| unsafe {
+        vkstream::encode::vkUpdateDescriptorSets(e, dev(), 2, w.as_ptr(), 0, std::ptr::null())
+    });
+    destroy_view(&mut f, 0x72);
+    let snap =
+        f.t.snapshot(Vec::new(), Vec::new(), &|_, _| None, &|_, _| None, &|_| {
+            None
+        });
+    let update = snap
+        .records
+        .iter()
+        .find_map(|r| match r {
+            SnapRecord::Kept(r) => match &**r {
+                Record::Call(c) if c.seq == both => vkstream::decode_call(c.cmd, &c.params).ok(),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("the update stays");
+    let Call::vkUpdateDescriptorSets(p) = update else {
+        panic!("{update:?}")
+    };
+    let writes = p.p_descriptor_writes.unwrap();
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0].dst_binding, 0);
+    assert_eq!(writes[0].p_image_info.as_ref().unwrap()[0].image_view, 0x71);
+    assert!(
+        snap.gaps
+            .iter()
+            .any(|g| g.starts_with("1 descriptor writes")),
+        "{:?}",
+        snap.gaps
+    );
+}
