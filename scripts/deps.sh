@@ -5,7 +5,7 @@
 set -euo pipefail
 pkgs=(mesa-vulkan-drivers libvulkan1 libvulkan-dev vulkan-tools vulkan-validationlayers glslang-tools
       spirv-tools xvfb xauth libgl1 libegl1 libxkbcommon-x11-0 libxcursor1 libxrandr2 libxi6 pkg-config
-      glmark2-x11 xdotool)
+      glmark2-x11 xdotool ffmpeg)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

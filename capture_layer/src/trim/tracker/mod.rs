@@ -9,8 +9,10 @@
 //!
 //! Destroying an object drops its creation and what it owns, and the objects made from it (pool
 //! children, everything of a destroyed device). Objects other creations may refer to after they
-//! are gone (shader modules, layouts, render passes, samplers, caches, templates) keep their
-//! creation and destroy calls, so a pipeline made from a deleted shader module still replays.
+//! are gone (shader modules, layouts, render passes, samplers, caches, templates, pipeline
+//! libraries) keep their creation and destroy calls, so a pipeline made from a deleted shader
+//! module or linked from deleted libraries still replays. A descriptor update stays while it
+//! provides a descriptor its set holds (`descriptors`).
 //! Submitted command buffers move image layouts (barriers and render-pass final layouts), so the
 //! snapshot can put every image back in the layout the app left it in.
 //!
@@ -96,6 +98,17 @@ enum Info {
     /// signaled (a snapshot signals it again: the first captured wait may be for it).
     Binary {
         signaled: bool,
+    },
+    /// A descriptor update template's entries.
+    Template(Vec<descriptors::TplEntry>),
+    /// A pipeline library (VK_KHR_pipeline_library): pipelines linked from it name it in their
+    /// creation, so it is kept past its destruction as definitions are.
+    Library,
+    /// A query pool: its size, and whether the snapshot resets it (not performance queries,
+    /// whose resets need the profiling lock's rules, nor video result queries).
+    QueryPool {
+        count: u32,
+        resettable: bool,
     },
 }
 
@@ -200,6 +213,10 @@ struct Recording {
     submitted: bool,
     /// Ended since it was begun.
     ended: bool,
+    /// Begun `ONE_TIME_SUBMIT`: once submitted it cannot run again, so it is left out of
+    /// snapshots (its query commands would claim queries that only the work before the trim
+    /// point wrote).
+    one_time: bool,
 }
 
 enum Recorded {
@@ -219,6 +236,7 @@ impl Recording {
         self.light = false;
         self.submitted = false;
         self.ended = false;
+        self.one_time = false;
     }
 
     /// Bytes its buffers hold allocated.
@@ -342,6 +360,8 @@ pub struct Tracker {
     /// Handles destroyed and not created again: state naming them cannot replay. Pruned (see
     /// `prune_dead`) so that an app destroying objects every frame does not grow it forever.
     dead: std::collections::HashSet<u64, BuildHasherDefault<HandleHasher>>,
+    /// Per descriptor set: which update call provides each of its descriptors.
+    slots: HandleMap<descriptors::Slots>,
     /// `dead`'s size that triggers the next prune.
     prune_at: usize,
     /// Recordings of freed command buffers, emptied, for the next ones allocated: apps that
@@ -457,6 +477,15 @@ impl Tracker {
             if class != Class::ResetCb {
                 o.recording.push_call(c);
             }
+            if class == Class::BeginCb {
+                // One decode per recording begun.
+                o.recording.one_time = matches!(
+                    decode(c.cmd, c.params),
+                    Some(Call::vkBeginCommandBuffer(p)) if p.p_begin_info.as_ref().is_some_and(
+                        |b| b.flags & vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT.as_raw() != 0
+                    )
+                );
+            }
             if is_end(c.cmd) {
                 o.recording.ended = true;
             }
@@ -567,14 +596,7 @@ impl Tracker {
                     .collect();
                 self.keep_owned(Record::Call(c), &owners);
             }
-            Class::Update => {
-                let owners: Vec<u64> = hs
-                    .iter()
-                    .filter(|(t, _, _)| *t == vk::ObjectType::DESCRIPTOR_SET)
-                    .map(|x| x.1)
-                    .collect();
-                self.keep_owned(Record::Call(c), &owners);
-            }
+            Class::Update => self.update(c, &call),
             Class::Map => {
                 let Some(mem) = hs
                     .iter()
@@ -645,6 +667,7 @@ impl Tracker {
             .map(|x| x.1)
             .collect();
         let info = creation_info(call);
+        let libraries = library_pipelines(call);
         let mut holders = Vec::new();
         for &(ty, h) in &created {
             match self.objects.get(&h).map(|o| o.destroyed) {
@@ -660,7 +683,11 @@ impl Tracker {
                 None => {}
             }
             self.dead.remove(&h);
-            let info = info.clone();
+            let info = if libraries.contains(&h) {
+                Info::Library
+            } else {
+                info.clone()
+            };
             self.objects.insert(
                 h,
                 Obj {
@@ -696,7 +723,11 @@ impl Tracker {
     }
 
     fn destroy(&mut self, c: record::Call, ty: vk::ObjectType, h: u64) {
-        if is_definition(ty) {
+        let library = self
+            .objects
+            .get(&h)
+            .is_some_and(|o| matches!(o.info, Info::Library));
+        if is_definition(ty) || library {
             if let Some(o) = self.objects.get_mut(&h) {
                 if !o.destroyed {
                     o.destroyed = true;
@@ -747,6 +778,7 @@ impl Tracker {
             }
             self.release(o.creator, h);
             self.effects.remove(&h);
+            self.slots.remove(&h);
             stack.extend(o.children);
         }
         if self.dead.len() >= self.prune_at.max(DEAD_PRUNE_MIN) {
@@ -764,11 +796,11 @@ impl Tracker {
             std::collections::HashSet::<u64, BuildHasherDefault<HandleHasher>>::default();
         let mut note = |c: CallRef<'_>| {
             if let Some(call) = decode(c.cmd, c.params) {
-                vkstream::handles::call_handles(&call, &mut |_, h, created| {
+                for (_, h, created) in self.named_handles(&call) {
                     if !created && self.dead.contains(&h) {
                         named.insert(h);
                     }
-                });
+                }
             }
         };
         let mut records = 0;
@@ -841,89 +873,15 @@ impl Tracker {
     }
 }
 
-/// What the snapshot needs to know about an object beyond its creation call.
-fn creation_info(call: &Call) -> Info {
-    match call {
-        Call::vkCreateImage(p) => match &p.p_create_info {
-            Some(ci) => Info::Image {
-                initial_layout: ci.initial_layout,
-                format: ci.format,
-                layout: None,
-                swapchain: false,
-            },
-            None => Info::None,
-        },
-        Call::vkGetSwapchainImagesKHR(_) => Info::Image {
-            initial_layout: 0,
-            format: 0,
-            layout: None,
-            swapchain: true,
-        },
-        Call::vkCreateImageView(p) => Info::View {
-            image: p.p_create_info.as_ref().map(|c| c.image).unwrap_or(0),
-        },
-        Call::vkCreateFramebuffer(p) => Info::Framebuffer {
-            views: p
-                .p_create_info
-                .as_ref()
-                .and_then(|c| c.p_attachments.clone())
-                .unwrap_or_default(),
-        },
-        Call::vkCreateRenderPass(p) => Info::RenderPass {
-            finals: p
-                .p_create_info
-                .iter()
-                .flat_map(|c| c.p_attachments.iter().flatten().map(|a| a.final_layout))
-                .collect(),
-        },
-        Call::vkCreateRenderPass2(p) | Call::vkCreateRenderPass2KHR(p) => Info::RenderPass {
-            finals: p
-                .p_create_info
-                .iter()
-                .flat_map(|c| c.p_attachments.iter().flatten().map(|a| a.final_layout))
-                .collect(),
-        },
-        Call::vkCreateFence(p) => Info::Fence {
-            created_signaled: p
-                .p_create_info
-                .as_ref()
-                .is_some_and(|c| c.flags & vk::FenceCreateFlags::SIGNALED.as_raw() != 0),
-        },
-        Call::vkCreateSemaphore(p) => p
-            .p_create_info
-            .iter()
-            .flat_map(|c| c.p_next.iter())
-            .find_map(|e| match e {
-                vkstream::PNext::VkSemaphoreTypeCreateInfo(t)
-                    if t.semaphore_type == vk::SemaphoreType::TIMELINE.as_raw() =>
-                {
-                    Some(Info::Timeline {
-                        initial: t.initial_value,
-                    })
-                }
-                _ => None,
-            })
-            .unwrap_or(Info::Binary { signaled: false }),
-        Call::vkGetDeviceQueue(p) => Info::Queue {
-            family: p.queue_family_index,
-        },
-        Call::vkGetDeviceQueue2(p) => Info::Queue {
-            family: p
-                .p_queue_info
-                .as_ref()
-                .map(|i| i.queue_family_index)
-                .unwrap_or(0),
-        },
-        _ => Info::None,
-    }
-}
-
 mod class;
+mod descriptors;
 mod effects;
+mod info;
 mod restore;
 #[cfg(test)]
 mod tests;
 
 use class::{class_of, is_end, moves_layouts, Class};
 pub use class::{light_skips, wanted};
+use info::{creation_info, library_pipelines};
 pub use restore::{SnapRecord, Snapshot};

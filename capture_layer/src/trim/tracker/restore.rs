@@ -50,6 +50,7 @@ impl Tracker {
     ) -> Snapshot {
         let mut records = Vec::new();
         let mut dropped = 0u64;
+        let mut partial = 0usize;
         let mut first_dropped = None;
         // Kept records and command-buffer recordings, in original order.
         let mut all: Vec<(&(u64, u32), Entry)> = self
@@ -66,8 +67,13 @@ impl Tracker {
                  replay stops there with an error"
             ));
         }
-        // Light recordings (`runtime::light`) hold only some of their commands: left out.
-        for o in self.objects.values().filter(|o| !o.recording.light) {
+        // Light recordings (`runtime::light`) hold only some of their commands, and one-time
+        // recordings already submitted cannot run again: left out.
+        for o in self
+            .objects
+            .values()
+            .filter(|o| !(o.recording.light || o.recording.one_time && o.recording.submitted))
+        {
             let owner = &o.recording;
             all.extend(
                 owner
@@ -81,25 +87,48 @@ impl Tracker {
         // ended yet: a destroyed definition whose value the driver handed out again, to an object
         // that died since, is dead by value but lives at this point of the replay.
         let mut made_here: std::collections::HashSet<u64> = Default::default();
-        for (_, rec) in all {
+        // Live objects whose creation the walk has passed.
+        let mut live_here: std::collections::HashSet<u64> = Default::default();
+        for (key, rec) in all {
             if let Some(c) = rec.as_call() {
                 // A state call that names an object destroyed before the trim point (a descriptor
                 // naming a deleted view, a recording that used a deleted staging buffer) cannot
-                // replay; it is left out.
+                // replay; it is left out. So is one that names an earlier object whose handle
+                // value a live object created after the call took (ffmpeg frees a download
+                // buffer after the copy into it and makes the next one at the same address).
                 if let Some(call) = decode(c.cmd, c.params) {
-                    let hs = handles(&call);
+                    let hs = self.named_handles(&call);
                     for &(_, h, created) in &hs {
                         if created && self.dead.contains(&h) {
                             made_here.insert(h);
                         }
+                        if created {
+                            live_here.insert(h);
+                        }
                     }
-                    let dead = hs.iter().copied().find(|(_, h, created)| {
-                        !created && self.dead.contains(h) && !made_here.contains(h)
-                    });
+                    let unusable = |h: &u64| {
+                        (self.dead.contains(h) && !made_here.contains(h))
+                            || (!live_here.contains(h)
+                                && self.objects.get(h).is_some_and(|o| o.creator > *key))
+                    };
+                    let dead = hs
+                        .iter()
+                        .copied()
+                        .find(|(_, h, created)| !created && unusable(h));
+                    // An update of several descriptors keeps those that name live objects.
+                    let part = dead.and_then(|_| descriptors::update_without(&call, &unusable));
                     if class_of(c.cmd) == Class::Destroy {
                         if let Some((_, h, _)) = hs.last() {
                             made_here.remove(h);
                         }
+                    }
+                    if let Some((params, left)) = part {
+                        partial += left;
+                        records.push(SnapRecord::Kept(Box::new(Record::Call(record::Call {
+                            params,
+                            ..c.to_owned()
+                        }))));
+                        continue;
                     }
                     if let Some((ty, h, _)) = dead {
                         dropped += 1;
@@ -118,6 +147,12 @@ impl Tracker {
                 }
             }
             records.push(SnapRecord::Kept(Box::new(rec.to_record())));
+        }
+        if partial > 0 {
+            gaps.push(format!(
+                "{partial} descriptor writes or copies name objects destroyed before the trim point \
+                 and were left out of their updates"
+            ));
         }
         if dropped > 0 {
             gaps.push(format!(
@@ -269,13 +304,29 @@ impl Tracker {
                 );
             }
         }
+        // Query pools: every query starts the captured frames reset, as the app's resets before
+        // the trim point left those it begins next (their results were read before it, or are
+        // reads of work that did not replay, which replay skips).
+        let mut resets: BTreeMap<u64, Vec<(u64, u32)>> = BTreeMap::new();
+        for (&pool, o) in &self.objects {
+            if let Info::QueryPool { count, resettable } = o.info {
+                if resettable && count > 0 && !o.destroyed {
+                    resets.entry(o.parent).or_default().push((pool, count));
+                    by_device.entry(o.parent).or_default();
+                }
+            }
+        }
         let mut synthetic = SYNTHETIC_BASE;
         for (device, mut barriers) in by_device {
             barriers.sort_by_key(|b| b.image.as_raw());
+            let mut resets = resets.remove(&device).unwrap_or_default();
+            resets.sort_unstable();
             let Some((queue, family)) = graphics_queue(device, graphics_queues, &queue_of) else {
                 gaps.push(format!(
-                    "device {device:#x}: no queue to restore {} image layouts on",
-                    barriers.len()
+                    "device {device:#x}: no queue to restore {} image layouts and reset {} query \
+                     pools on",
+                    barriers.len(),
+                    resets.len()
                 ));
                 continue;
             };
@@ -284,6 +335,7 @@ impl Tracker {
                 queue,
                 family,
                 &barriers,
+                &resets,
                 &mut synthetic,
             ));
         }
@@ -309,12 +361,14 @@ fn graphics_queue(
         .or_else(|| queue_of(device))
 }
 
-/// Made-up calls: a command pool and buffer, the barriers, a submit, a wait, the pool destroyed.
+/// Made-up calls: a command pool and buffer, the barriers, the query pool resets, a submit, a
+/// wait, the pool destroyed.
 fn layout_calls(
     device: u64,
     queue: u64,
     family: u32,
     barriers: &[vk::ImageMemoryBarrier<'_>],
+    resets: &[(u64, u32)],
     synthetic: &mut u64,
 ) -> Vec<SnapRecord> {
     let dev = vk::Device::from_raw(device);
@@ -339,21 +393,28 @@ fn layout_calls(
     out.extend(made("vkBeginCommandBuffer", |e| unsafe {
         vkstream::encode::vkBeginCommandBuffer(e, cb, &begin)
     }));
-    out.extend(made("vkCmdPipelineBarrier", |e| unsafe {
-        vkstream::encode::vkCmdPipelineBarrier(
-            e,
-            cb,
-            vk::PipelineStageFlags::ALL_COMMANDS,
-            vk::PipelineStageFlags::ALL_COMMANDS,
-            vk::DependencyFlags::empty(),
-            0,
-            std::ptr::null(),
-            0,
-            std::ptr::null(),
-            barriers.len() as u32,
-            barriers.as_ptr(),
-        )
-    }));
+    if !barriers.is_empty() {
+        out.extend(made("vkCmdPipelineBarrier", |e| unsafe {
+            vkstream::encode::vkCmdPipelineBarrier(
+                e,
+                cb,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::DependencyFlags::empty(),
+                0,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                barriers.len() as u32,
+                barriers.as_ptr(),
+            )
+        }));
+    }
+    for &(pool, count) in resets {
+        out.extend(made("vkCmdResetQueryPool", |e| unsafe {
+            vkstream::encode::vkCmdResetQueryPool(e, cb, vk::QueryPool::from_raw(pool), 0, count)
+        }));
+    }
     out.extend(made("vkEndCommandBuffer", |e| unsafe {
         vkstream::encode::vkEndCommandBuffer(e, cb)
     }));

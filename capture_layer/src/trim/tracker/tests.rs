@@ -749,3 +749,6 @@ fn secondaries_and_event_waits_move_layouts_at_the_primarys_submit() {
         Some(vk::ImageLayout::TRANSFER_SRC_OPTIMAL.as_raw())
     );
 }
+
+mod descriptors;
+mod state;
