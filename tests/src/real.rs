@@ -137,20 +137,6 @@ impl App {
             .spawn()
             .unwrap_or_else(|e| panic!("run {}: {e}", self.name));
         let pid = child.id();
-        if let Some(w) = &self.window {
-            let up = wait_until(RUN_LIMIT, || {
-                complete.is_none_or(trace_complete) && window_id(w).is_some()
-            });
-            // A few frames on screen before a plain run or a whole capture ends.
-            std::thread::sleep(Duration::from_millis(if complete.is_some() {
-                0
-            } else {
-                700
-            }));
-            if up {
-                press_escape(w);
-            }
-        }
         // Collect output on threads so a chatty program never blocks on a full pipe.
         let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
         let o = std::thread::spawn(move || {
@@ -163,12 +149,31 @@ impl App {
             std::io::Read::read_to_end(&mut se, &mut b).ok();
             b
         });
+        if let Some(w) = &self.window {
+            // A program that ended first (it failed) is judged by its status below.
+            let mut gone = false;
+            let up = wait_until(RUN_LIMIT, || {
+                gone = child.try_wait().ok().flatten().is_some();
+                gone || (complete.is_none_or(trace_complete) && window_id(w).is_some())
+            });
+            if up && !gone {
+                // A few frames on screen before a plain run or a whole capture ends.
+                if complete.is_none() {
+                    std::thread::sleep(Duration::from_millis(700));
+                }
+                press_escape(w);
+            }
+        }
         let mut status = None;
         let ended = wait_until(RUN_LIMIT, || {
             status = child.try_wait().ok().flatten();
             status.is_some()
         });
         if !ended {
+            // `quarry capture` runs the program as its child: end both.
+            for c in crate::children_of(pid) {
+                crate::signal(c, libc::SIGKILL);
+            }
             crate::signal(pid, libc::SIGKILL);
             let _ = child.wait();
             panic!("{} ran past {RUN_LIMIT:?}", self.name);
