@@ -5,7 +5,10 @@
 set -euo pipefail
 pkgs=(mesa-vulkan-drivers libvulkan1 libvulkan-dev vulkan-tools vulkan-validationlayers glslang-tools
       spirv-tools xvfb xauth libgl1 libegl1 libxkbcommon-x11-0 libxcursor1 libxrandr2 libxi6 pkg-config
-      glmark2-x11 xdotool ffmpeg)
+      glmark2-x11 xdotool
+      # The real-programs tier (tests/tests/real_programs.rs): D3D12 through vkd3d, ffmpeg's Vulkan
+      # filters (libplacebo among them), GL query programs on Zink.
+      vkd3d-demos ffmpeg piglit)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

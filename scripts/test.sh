@@ -8,6 +8,14 @@ export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 python3 -c 'import wgpu' 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check wgpu==0.32.0 ||
   echo "pip could not install wgpu: tests/tests/capture_wgpu.rs will skip" >&2
+# Vulkan compute frameworks from PyPI (wheels for Python 3.11, Vulkan built in) for the real-programs
+# tier, tests/tests/real_programs_python.rs: taichi (probes with an instance of its own first; its
+# kernel profiler reads timestamps) and ncnn.
+for pkg in taichi==1.7.4 ncnn==1.0.20261020; do
+  python3 -c "import ${pkg%%==*}" 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check "$pkg" ||
+    echo "pip could not install $pkg: its tests in tests/tests/real_programs_python.rs will skip" >&2
+done
 if [ -z "${DISPLAY:-}" ]; then
   # A free display number, and wait until the server accepts connections: under load Xvfb can take
   # seconds to start, and a test that opens the display first would fail.

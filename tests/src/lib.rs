@@ -16,6 +16,7 @@ pub mod display;
 pub mod gpu;
 pub mod hostile;
 pub mod process;
+pub mod real;
 pub mod scratch;
 pub mod trace;
 pub mod vulkan;
