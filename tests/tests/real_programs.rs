@@ -153,7 +153,6 @@ fn ffmpeg_avgblur_vulkan_output_unchanged_and_replays() {
 }
 
 #[test]
-#[ignore = "needs trims of real programs (helper C): call 140 (vkUpdateDescriptorSetWithTemplate): descriptor 0 of template entry 0: image view ... was never created in the trace"]
 fn ffmpeg_avgblur_vulkan_trimmed_in_the_middle_replays() {
     if !require(&["ffmpeg"]) {
         return;
@@ -187,7 +186,6 @@ fn ffmpeg_libplacebo_output_unchanged_and_its_timestamps_compared() {
 }
 
 #[test]
-#[ignore = "needs trims of real programs (helper C): call 727 (vkCmdCopyImageToBuffer): buffer ... was never created in the trace"]
 fn ffmpeg_libplacebo_trimmed_in_the_middle_replays_its_timestamps() {
     if !require(&["ffmpeg"]) {
         return;
