@@ -85,6 +85,9 @@ pub struct Memory {
     pub size: u64,
     pub type_index: u32,
     pub host_visible: bool,
+    /// Made from the app's own host memory (VK_EXT_external_memory_host): the app owns the
+    /// pages and may free them before the allocation, so the layer never reads them itself.
+    pub imported_host: bool,
     pub mapped: Option<Mapping>,
     /// Ranges query copies write (the GPU's bytes, not the host's): kept out of `MemoryWrite`s.
     pub gpu_ranges: Vec<GpuRange>,
@@ -369,6 +372,7 @@ mod tests {
                     size: 64,
                     type_index: 0,
                     host_visible: true,
+                    imported_host: false,
                     mapped: None,
                     gpu_ranges: Vec::new(),
                 },

@@ -38,12 +38,18 @@ pub unsafe extern "system" fn vkAllocateMemory(
                     t.property_flags
                         .contains(vk::MemoryPropertyFlags::HOST_VISIBLE)
                 });
+            let imported_host = !layer_support::entry::find_in_chain(
+                info.p_next,
+                vk::StructureType::IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+            )
+            .is_null();
             d.lock().memories.insert(
                 raw(*p_memory),
                 Memory {
                     size: info.allocation_size,
                     type_index: info.memory_type_index,
                     host_visible,
+                    imported_host,
                     mapped: None,
                     gpu_ranges: Vec::new(),
                 },

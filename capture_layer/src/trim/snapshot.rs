@@ -118,6 +118,14 @@ fn read_memory(d: &DeviceData, out: &mut Vec<(u64, u64, Vec<u8>)>, gaps: &mut Ve
     let mut hidden = Vec::new();
     for (&handle, m) in st.memories.iter_mut() {
         m.gpu_ranges.clear();
+        if m.imported_host {
+            // ffmpeg frees an upload's host buffer before the allocation made from it: reading
+            // it could touch freed (or unmapped) pages. The replay makes its own.
+            gaps.push(format!(
+                "memory {handle:#x}: imported from the app's host memory, its contents are not read"
+            ));
+            continue;
+        }
         if !m.host_visible || force_gpu {
             hidden.push((handle, m.size, m.type_index));
             if let Some(map) = m.mapped.as_mut().filter(|map| !map.ptr.is_null()) {
