@@ -517,7 +517,11 @@ pub fn decode_rs(reg: &Registry, an: &Analysis) -> String {
             st.trim_start_matches("VK_STRUCTURE_TYPE_")
         );
     }
-    o.push_str("PNext::Unknown(s) => *s, } }\n}\n\n");
+    o.push_str("PNext::Unknown(s) => *s, } }\n\n/// The element's struct name (`VkMemoryDedicatedAllocateInfo`), `\"unknown\"` for [`PNext::Unknown`].\npub fn name(&self) -> &'static str { match self {\n");
+    for n in &chain {
+        let _ = writeln!(o, "PNext::{n}(_) => \"{n}\",");
+    }
+    o.push_str("PNext::Unknown(_) => \"unknown\", } }\n}\n\n");
     o.push_str("impl ToJson for PNext { fn to_json(&self, o: &mut String) { match self {\n");
     for n in &chain {
         let _ = writeln!(

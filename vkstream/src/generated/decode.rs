@@ -1608,6 +1608,1329 @@ PNext::VkDirectDriverLoadingListLUNARG(_) => vk::StructureType::DIRECT_DRIVER_LO
 PNext::VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(_) => vk::StructureType::PHYSICAL_DEVICE_MULTIVIEW_PER_VIEW_VIEWPORTS_FEATURES_QCOM.as_raw(),
 PNext::Unknown(s) => *s, }
     }
+
+    /// The element's struct name (`VkMemoryDedicatedAllocateInfo`), `"unknown"` for [`PNext::Unknown`].
+    pub fn name(&self) -> &'static str {
+        match self {
+            PNext::VkApplicationInfo(_) => "VkApplicationInfo",
+            PNext::VkDeviceQueueCreateInfo(_) => "VkDeviceQueueCreateInfo",
+            PNext::VkDeviceCreateInfo(_) => "VkDeviceCreateInfo",
+            PNext::VkInstanceCreateInfo(_) => "VkInstanceCreateInfo",
+            PNext::VkMemoryAllocateInfo(_) => "VkMemoryAllocateInfo",
+            PNext::VkMappedMemoryRange(_) => "VkMappedMemoryRange",
+            PNext::VkWriteDescriptorSet(_) => "VkWriteDescriptorSet",
+            PNext::VkCopyDescriptorSet(_) => "VkCopyDescriptorSet",
+            PNext::VkBufferCreateInfo(_) => "VkBufferCreateInfo",
+            PNext::VkBufferViewCreateInfo(_) => "VkBufferViewCreateInfo",
+            PNext::VkMemoryBarrier(_) => "VkMemoryBarrier",
+            PNext::VkBufferMemoryBarrier(_) => "VkBufferMemoryBarrier",
+            PNext::VkImageMemoryBarrier(_) => "VkImageMemoryBarrier",
+            PNext::VkImageCreateInfo(_) => "VkImageCreateInfo",
+            PNext::VkImageViewCreateInfo(_) => "VkImageViewCreateInfo",
+            PNext::VkBindSparseInfo(_) => "VkBindSparseInfo",
+            PNext::VkShaderModuleCreateInfo(_) => "VkShaderModuleCreateInfo",
+            PNext::VkDescriptorSetLayoutCreateInfo(_) => "VkDescriptorSetLayoutCreateInfo",
+            PNext::VkDescriptorPoolCreateInfo(_) => "VkDescriptorPoolCreateInfo",
+            PNext::VkDescriptorSetAllocateInfo(_) => "VkDescriptorSetAllocateInfo",
+            PNext::VkPipelineShaderStageCreateInfo(_) => "VkPipelineShaderStageCreateInfo",
+            PNext::VkComputePipelineCreateInfo(_) => "VkComputePipelineCreateInfo",
+            PNext::VkPipelineVertexInputStateCreateInfo(_) => {
+                "VkPipelineVertexInputStateCreateInfo"
+            }
+            PNext::VkPipelineInputAssemblyStateCreateInfo(_) => {
+                "VkPipelineInputAssemblyStateCreateInfo"
+            }
+            PNext::VkPipelineTessellationStateCreateInfo(_) => {
+                "VkPipelineTessellationStateCreateInfo"
+            }
+            PNext::VkPipelineViewportStateCreateInfo(_) => "VkPipelineViewportStateCreateInfo",
+            PNext::VkPipelineRasterizationStateCreateInfo(_) => {
+                "VkPipelineRasterizationStateCreateInfo"
+            }
+            PNext::VkPipelineMultisampleStateCreateInfo(_) => {
+                "VkPipelineMultisampleStateCreateInfo"
+            }
+            PNext::VkPipelineColorBlendStateCreateInfo(_) => "VkPipelineColorBlendStateCreateInfo",
+            PNext::VkPipelineDynamicStateCreateInfo(_) => "VkPipelineDynamicStateCreateInfo",
+            PNext::VkPipelineDepthStencilStateCreateInfo(_) => {
+                "VkPipelineDepthStencilStateCreateInfo"
+            }
+            PNext::VkGraphicsPipelineCreateInfo(_) => "VkGraphicsPipelineCreateInfo",
+            PNext::VkPipelineCacheCreateInfo(_) => "VkPipelineCacheCreateInfo",
+            PNext::VkPipelineLayoutCreateInfo(_) => "VkPipelineLayoutCreateInfo",
+            PNext::VkSamplerCreateInfo(_) => "VkSamplerCreateInfo",
+            PNext::VkCommandPoolCreateInfo(_) => "VkCommandPoolCreateInfo",
+            PNext::VkCommandBufferAllocateInfo(_) => "VkCommandBufferAllocateInfo",
+            PNext::VkCommandBufferInheritanceInfo(_) => "VkCommandBufferInheritanceInfo",
+            PNext::VkCommandBufferBeginInfo(_) => "VkCommandBufferBeginInfo",
+            PNext::VkRenderPassBeginInfo(_) => "VkRenderPassBeginInfo",
+            PNext::VkRenderPassCreateInfo(_) => "VkRenderPassCreateInfo",
+            PNext::VkEventCreateInfo(_) => "VkEventCreateInfo",
+            PNext::VkFenceCreateInfo(_) => "VkFenceCreateInfo",
+            PNext::VkSemaphoreCreateInfo(_) => "VkSemaphoreCreateInfo",
+            PNext::VkQueryPoolCreateInfo(_) => "VkQueryPoolCreateInfo",
+            PNext::VkFramebufferCreateInfo(_) => "VkFramebufferCreateInfo",
+            PNext::VkSubmitInfo(_) => "VkSubmitInfo",
+            PNext::VkDisplayModeCreateInfoKHR(_) => "VkDisplayModeCreateInfoKHR",
+            PNext::VkDisplaySurfaceCreateInfoKHR(_) => "VkDisplaySurfaceCreateInfoKHR",
+            PNext::VkDisplayPresentInfoKHR(_) => "VkDisplayPresentInfoKHR",
+            PNext::VkWaylandSurfaceCreateInfoKHR(_) => "VkWaylandSurfaceCreateInfoKHR",
+            PNext::VkXlibSurfaceCreateInfoKHR(_) => "VkXlibSurfaceCreateInfoKHR",
+            PNext::VkXcbSurfaceCreateInfoKHR(_) => "VkXcbSurfaceCreateInfoKHR",
+            PNext::VkSwapchainCreateInfoKHR(_) => "VkSwapchainCreateInfoKHR",
+            PNext::VkPresentInfoKHR(_) => "VkPresentInfoKHR",
+            PNext::VkDebugReportCallbackCreateInfoEXT(_) => "VkDebugReportCallbackCreateInfoEXT",
+            PNext::VkValidationFlagsEXT(_) => "VkValidationFlagsEXT",
+            PNext::VkValidationFeaturesEXT(_) => "VkValidationFeaturesEXT",
+            PNext::VkPipelineRasterizationStateRasterizationOrderAMD(_) => {
+                "VkPipelineRasterizationStateRasterizationOrderAMD"
+            }
+            PNext::VkDebugMarkerObjectNameInfoEXT(_) => "VkDebugMarkerObjectNameInfoEXT",
+            PNext::VkDebugMarkerObjectTagInfoEXT(_) => "VkDebugMarkerObjectTagInfoEXT",
+            PNext::VkDebugMarkerMarkerInfoEXT(_) => "VkDebugMarkerMarkerInfoEXT",
+            PNext::VkDedicatedAllocationImageCreateInfoNV(_) => {
+                "VkDedicatedAllocationImageCreateInfoNV"
+            }
+            PNext::VkDedicatedAllocationBufferCreateInfoNV(_) => {
+                "VkDedicatedAllocationBufferCreateInfoNV"
+            }
+            PNext::VkDedicatedAllocationMemoryAllocateInfoNV(_) => {
+                "VkDedicatedAllocationMemoryAllocateInfoNV"
+            }
+            PNext::VkExternalMemoryImageCreateInfoNV(_) => "VkExternalMemoryImageCreateInfoNV",
+            PNext::VkExportMemoryAllocateInfoNV(_) => "VkExportMemoryAllocateInfoNV",
+            PNext::VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV(_) => {
+                "VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV"
+            }
+            PNext::VkDevicePrivateDataCreateInfo(_) => "VkDevicePrivateDataCreateInfo",
+            PNext::VkPrivateDataSlotCreateInfo(_) => "VkPrivateDataSlotCreateInfo",
+            PNext::VkPhysicalDevicePrivateDataFeatures(_) => "VkPhysicalDevicePrivateDataFeatures",
+            PNext::VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV(_) => {
+                "VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV"
+            }
+            PNext::VkPhysicalDeviceMultiDrawPropertiesEXT(_) => {
+                "VkPhysicalDeviceMultiDrawPropertiesEXT"
+            }
+            PNext::VkGraphicsShaderGroupCreateInfoNV(_) => "VkGraphicsShaderGroupCreateInfoNV",
+            PNext::VkGraphicsPipelineShaderGroupsCreateInfoNV(_) => {
+                "VkGraphicsPipelineShaderGroupsCreateInfoNV"
+            }
+            PNext::VkIndirectCommandsLayoutTokenNV(_) => "VkIndirectCommandsLayoutTokenNV",
+            PNext::VkIndirectCommandsLayoutCreateInfoNV(_) => {
+                "VkIndirectCommandsLayoutCreateInfoNV"
+            }
+            PNext::VkGeneratedCommandsInfoNV(_) => "VkGeneratedCommandsInfoNV",
+            PNext::VkGeneratedCommandsMemoryRequirementsInfoNV(_) => {
+                "VkGeneratedCommandsMemoryRequirementsInfoNV"
+            }
+            PNext::VkPhysicalDeviceFeatures2(_) => "VkPhysicalDeviceFeatures2",
+            PNext::VkPhysicalDeviceProperties2(_) => "VkPhysicalDeviceProperties2",
+            PNext::VkFormatProperties2(_) => "VkFormatProperties2",
+            PNext::VkImageFormatProperties2(_) => "VkImageFormatProperties2",
+            PNext::VkPhysicalDeviceImageFormatInfo2(_) => "VkPhysicalDeviceImageFormatInfo2",
+            PNext::VkQueueFamilyProperties2(_) => "VkQueueFamilyProperties2",
+            PNext::VkPhysicalDeviceMemoryProperties2(_) => "VkPhysicalDeviceMemoryProperties2",
+            PNext::VkSparseImageFormatProperties2(_) => "VkSparseImageFormatProperties2",
+            PNext::VkPhysicalDeviceSparseImageFormatInfo2(_) => {
+                "VkPhysicalDeviceSparseImageFormatInfo2"
+            }
+            PNext::VkPhysicalDevicePushDescriptorPropertiesKHR(_) => {
+                "VkPhysicalDevicePushDescriptorPropertiesKHR"
+            }
+            PNext::VkPhysicalDeviceDriverProperties(_) => "VkPhysicalDeviceDriverProperties",
+            PNext::VkPresentRegionsKHR(_) => "VkPresentRegionsKHR",
+            PNext::VkPhysicalDeviceVariablePointersFeatures(_) => {
+                "VkPhysicalDeviceVariablePointersFeatures"
+            }
+            PNext::VkPhysicalDeviceExternalImageFormatInfo(_) => {
+                "VkPhysicalDeviceExternalImageFormatInfo"
+            }
+            PNext::VkExternalImageFormatProperties(_) => "VkExternalImageFormatProperties",
+            PNext::VkPhysicalDeviceExternalBufferInfo(_) => "VkPhysicalDeviceExternalBufferInfo",
+            PNext::VkExternalBufferProperties(_) => "VkExternalBufferProperties",
+            PNext::VkPhysicalDeviceIDProperties(_) => "VkPhysicalDeviceIDProperties",
+            PNext::VkExternalMemoryImageCreateInfo(_) => "VkExternalMemoryImageCreateInfo",
+            PNext::VkExternalMemoryBufferCreateInfo(_) => "VkExternalMemoryBufferCreateInfo",
+            PNext::VkExportMemoryAllocateInfo(_) => "VkExportMemoryAllocateInfo",
+            PNext::VkImportMemoryFdInfoKHR(_) => "VkImportMemoryFdInfoKHR",
+            PNext::VkMemoryFdPropertiesKHR(_) => "VkMemoryFdPropertiesKHR",
+            PNext::VkMemoryGetFdInfoKHR(_) => "VkMemoryGetFdInfoKHR",
+            PNext::VkPhysicalDeviceExternalSemaphoreInfo(_) => {
+                "VkPhysicalDeviceExternalSemaphoreInfo"
+            }
+            PNext::VkExternalSemaphoreProperties(_) => "VkExternalSemaphoreProperties",
+            PNext::VkExportSemaphoreCreateInfo(_) => "VkExportSemaphoreCreateInfo",
+            PNext::VkImportSemaphoreFdInfoKHR(_) => "VkImportSemaphoreFdInfoKHR",
+            PNext::VkSemaphoreGetFdInfoKHR(_) => "VkSemaphoreGetFdInfoKHR",
+            PNext::VkPhysicalDeviceExternalFenceInfo(_) => "VkPhysicalDeviceExternalFenceInfo",
+            PNext::VkExternalFenceProperties(_) => "VkExternalFenceProperties",
+            PNext::VkExportFenceCreateInfo(_) => "VkExportFenceCreateInfo",
+            PNext::VkImportFenceFdInfoKHR(_) => "VkImportFenceFdInfoKHR",
+            PNext::VkFenceGetFdInfoKHR(_) => "VkFenceGetFdInfoKHR",
+            PNext::VkPhysicalDeviceMultiviewFeatures(_) => "VkPhysicalDeviceMultiviewFeatures",
+            PNext::VkPhysicalDeviceMultiviewProperties(_) => "VkPhysicalDeviceMultiviewProperties",
+            PNext::VkRenderPassMultiviewCreateInfo(_) => "VkRenderPassMultiviewCreateInfo",
+            PNext::VkSurfaceCapabilities2EXT(_) => "VkSurfaceCapabilities2EXT",
+            PNext::VkDisplayPowerInfoEXT(_) => "VkDisplayPowerInfoEXT",
+            PNext::VkDeviceEventInfoEXT(_) => "VkDeviceEventInfoEXT",
+            PNext::VkDisplayEventInfoEXT(_) => "VkDisplayEventInfoEXT",
+            PNext::VkSwapchainCounterCreateInfoEXT(_) => "VkSwapchainCounterCreateInfoEXT",
+            PNext::VkPhysicalDeviceGroupProperties(_) => "VkPhysicalDeviceGroupProperties",
+            PNext::VkMemoryAllocateFlagsInfo(_) => "VkMemoryAllocateFlagsInfo",
+            PNext::VkBindBufferMemoryInfo(_) => "VkBindBufferMemoryInfo",
+            PNext::VkBindBufferMemoryDeviceGroupInfo(_) => "VkBindBufferMemoryDeviceGroupInfo",
+            PNext::VkBindImageMemoryInfo(_) => "VkBindImageMemoryInfo",
+            PNext::VkBindImageMemoryDeviceGroupInfo(_) => "VkBindImageMemoryDeviceGroupInfo",
+            PNext::VkDeviceGroupRenderPassBeginInfo(_) => "VkDeviceGroupRenderPassBeginInfo",
+            PNext::VkDeviceGroupCommandBufferBeginInfo(_) => "VkDeviceGroupCommandBufferBeginInfo",
+            PNext::VkDeviceGroupSubmitInfo(_) => "VkDeviceGroupSubmitInfo",
+            PNext::VkDeviceGroupBindSparseInfo(_) => "VkDeviceGroupBindSparseInfo",
+            PNext::VkDeviceGroupPresentCapabilitiesKHR(_) => "VkDeviceGroupPresentCapabilitiesKHR",
+            PNext::VkImageSwapchainCreateInfoKHR(_) => "VkImageSwapchainCreateInfoKHR",
+            PNext::VkBindImageMemorySwapchainInfoKHR(_) => "VkBindImageMemorySwapchainInfoKHR",
+            PNext::VkAcquireNextImageInfoKHR(_) => "VkAcquireNextImageInfoKHR",
+            PNext::VkDeviceGroupPresentInfoKHR(_) => "VkDeviceGroupPresentInfoKHR",
+            PNext::VkDeviceGroupDeviceCreateInfo(_) => "VkDeviceGroupDeviceCreateInfo",
+            PNext::VkDeviceGroupSwapchainCreateInfoKHR(_) => "VkDeviceGroupSwapchainCreateInfoKHR",
+            PNext::VkDescriptorUpdateTemplateCreateInfo(_) => {
+                "VkDescriptorUpdateTemplateCreateInfo"
+            }
+            PNext::VkPhysicalDevicePresentIdFeaturesKHR(_) => {
+                "VkPhysicalDevicePresentIdFeaturesKHR"
+            }
+            PNext::VkPresentIdKHR(_) => "VkPresentIdKHR",
+            PNext::VkPhysicalDevicePresentWaitFeaturesKHR(_) => {
+                "VkPhysicalDevicePresentWaitFeaturesKHR"
+            }
+            PNext::VkHdrMetadataEXT(_) => "VkHdrMetadataEXT",
+            PNext::VkDisplayNativeHdrSurfaceCapabilitiesAMD(_) => {
+                "VkDisplayNativeHdrSurfaceCapabilitiesAMD"
+            }
+            PNext::VkSwapchainDisplayNativeHdrCreateInfoAMD(_) => {
+                "VkSwapchainDisplayNativeHdrCreateInfoAMD"
+            }
+            PNext::VkPresentTimesInfoGOOGLE(_) => "VkPresentTimesInfoGOOGLE",
+            PNext::VkPipelineViewportWScalingStateCreateInfoNV(_) => {
+                "VkPipelineViewportWScalingStateCreateInfoNV"
+            }
+            PNext::VkPipelineViewportSwizzleStateCreateInfoNV(_) => {
+                "VkPipelineViewportSwizzleStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceDiscardRectanglePropertiesEXT(_) => {
+                "VkPhysicalDeviceDiscardRectanglePropertiesEXT"
+            }
+            PNext::VkPipelineDiscardRectangleStateCreateInfoEXT(_) => {
+                "VkPipelineDiscardRectangleStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX(_) => {
+                "VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX"
+            }
+            PNext::VkRenderPassInputAttachmentAspectCreateInfo(_) => {
+                "VkRenderPassInputAttachmentAspectCreateInfo"
+            }
+            PNext::VkPhysicalDeviceSurfaceInfo2KHR(_) => "VkPhysicalDeviceSurfaceInfo2KHR",
+            PNext::VkSurfaceCapabilities2KHR(_) => "VkSurfaceCapabilities2KHR",
+            PNext::VkSurfaceFormat2KHR(_) => "VkSurfaceFormat2KHR",
+            PNext::VkDisplayProperties2KHR(_) => "VkDisplayProperties2KHR",
+            PNext::VkDisplayPlaneProperties2KHR(_) => "VkDisplayPlaneProperties2KHR",
+            PNext::VkDisplayModeProperties2KHR(_) => "VkDisplayModeProperties2KHR",
+            PNext::VkDisplayPlaneInfo2KHR(_) => "VkDisplayPlaneInfo2KHR",
+            PNext::VkDisplayPlaneCapabilities2KHR(_) => "VkDisplayPlaneCapabilities2KHR",
+            PNext::VkSharedPresentSurfaceCapabilitiesKHR(_) => {
+                "VkSharedPresentSurfaceCapabilitiesKHR"
+            }
+            PNext::VkPhysicalDevice16BitStorageFeatures(_) => {
+                "VkPhysicalDevice16BitStorageFeatures"
+            }
+            PNext::VkPhysicalDeviceSubgroupProperties(_) => "VkPhysicalDeviceSubgroupProperties",
+            PNext::VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures(_) => {
+                "VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures"
+            }
+            PNext::VkBufferMemoryRequirementsInfo2(_) => "VkBufferMemoryRequirementsInfo2",
+            PNext::VkDeviceBufferMemoryRequirements(_) => "VkDeviceBufferMemoryRequirements",
+            PNext::VkImageMemoryRequirementsInfo2(_) => "VkImageMemoryRequirementsInfo2",
+            PNext::VkImageSparseMemoryRequirementsInfo2(_) => {
+                "VkImageSparseMemoryRequirementsInfo2"
+            }
+            PNext::VkDeviceImageMemoryRequirements(_) => "VkDeviceImageMemoryRequirements",
+            PNext::VkMemoryRequirements2(_) => "VkMemoryRequirements2",
+            PNext::VkSparseImageMemoryRequirements2(_) => "VkSparseImageMemoryRequirements2",
+            PNext::VkPhysicalDevicePointClippingProperties(_) => {
+                "VkPhysicalDevicePointClippingProperties"
+            }
+            PNext::VkMemoryDedicatedRequirements(_) => "VkMemoryDedicatedRequirements",
+            PNext::VkMemoryDedicatedAllocateInfo(_) => "VkMemoryDedicatedAllocateInfo",
+            PNext::VkImageViewUsageCreateInfo(_) => "VkImageViewUsageCreateInfo",
+            PNext::VkPipelineTessellationDomainOriginStateCreateInfo(_) => {
+                "VkPipelineTessellationDomainOriginStateCreateInfo"
+            }
+            PNext::VkSamplerYcbcrConversionInfo(_) => "VkSamplerYcbcrConversionInfo",
+            PNext::VkSamplerYcbcrConversionCreateInfo(_) => "VkSamplerYcbcrConversionCreateInfo",
+            PNext::VkBindImagePlaneMemoryInfo(_) => "VkBindImagePlaneMemoryInfo",
+            PNext::VkImagePlaneMemoryRequirementsInfo(_) => "VkImagePlaneMemoryRequirementsInfo",
+            PNext::VkPhysicalDeviceSamplerYcbcrConversionFeatures(_) => {
+                "VkPhysicalDeviceSamplerYcbcrConversionFeatures"
+            }
+            PNext::VkSamplerYcbcrConversionImageFormatProperties(_) => {
+                "VkSamplerYcbcrConversionImageFormatProperties"
+            }
+            PNext::VkTextureLODGatherFormatPropertiesAMD(_) => {
+                "VkTextureLODGatherFormatPropertiesAMD"
+            }
+            PNext::VkConditionalRenderingBeginInfoEXT(_) => "VkConditionalRenderingBeginInfoEXT",
+            PNext::VkProtectedSubmitInfo(_) => "VkProtectedSubmitInfo",
+            PNext::VkPhysicalDeviceProtectedMemoryFeatures(_) => {
+                "VkPhysicalDeviceProtectedMemoryFeatures"
+            }
+            PNext::VkPhysicalDeviceProtectedMemoryProperties(_) => {
+                "VkPhysicalDeviceProtectedMemoryProperties"
+            }
+            PNext::VkDeviceQueueInfo2(_) => "VkDeviceQueueInfo2",
+            PNext::VkPipelineCoverageToColorStateCreateInfoNV(_) => {
+                "VkPipelineCoverageToColorStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceSamplerFilterMinmaxProperties(_) => {
+                "VkPhysicalDeviceSamplerFilterMinmaxProperties"
+            }
+            PNext::VkSampleLocationsInfoEXT(_) => "VkSampleLocationsInfoEXT",
+            PNext::VkRenderPassSampleLocationsBeginInfoEXT(_) => {
+                "VkRenderPassSampleLocationsBeginInfoEXT"
+            }
+            PNext::VkPipelineSampleLocationsStateCreateInfoEXT(_) => {
+                "VkPipelineSampleLocationsStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceSampleLocationsPropertiesEXT(_) => {
+                "VkPhysicalDeviceSampleLocationsPropertiesEXT"
+            }
+            PNext::VkMultisamplePropertiesEXT(_) => "VkMultisamplePropertiesEXT",
+            PNext::VkSamplerReductionModeCreateInfo(_) => "VkSamplerReductionModeCreateInfo",
+            PNext::VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT(_) => {
+                "VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceMultiDrawFeaturesEXT(_) => {
+                "VkPhysicalDeviceMultiDrawFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT(_) => {
+                "VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT"
+            }
+            PNext::VkPipelineColorBlendAdvancedStateCreateInfoEXT(_) => {
+                "VkPipelineColorBlendAdvancedStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceInlineUniformBlockFeatures(_) => {
+                "VkPhysicalDeviceInlineUniformBlockFeatures"
+            }
+            PNext::VkPhysicalDeviceInlineUniformBlockProperties(_) => {
+                "VkPhysicalDeviceInlineUniformBlockProperties"
+            }
+            PNext::VkWriteDescriptorSetInlineUniformBlock(_) => {
+                "VkWriteDescriptorSetInlineUniformBlock"
+            }
+            PNext::VkDescriptorPoolInlineUniformBlockCreateInfo(_) => {
+                "VkDescriptorPoolInlineUniformBlockCreateInfo"
+            }
+            PNext::VkPipelineCoverageModulationStateCreateInfoNV(_) => {
+                "VkPipelineCoverageModulationStateCreateInfoNV"
+            }
+            PNext::VkImageFormatListCreateInfo(_) => "VkImageFormatListCreateInfo",
+            PNext::VkValidationCacheCreateInfoEXT(_) => "VkValidationCacheCreateInfoEXT",
+            PNext::VkShaderModuleValidationCacheCreateInfoEXT(_) => {
+                "VkShaderModuleValidationCacheCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceMaintenance3Properties(_) => {
+                "VkPhysicalDeviceMaintenance3Properties"
+            }
+            PNext::VkPhysicalDeviceMaintenance4Features(_) => {
+                "VkPhysicalDeviceMaintenance4Features"
+            }
+            PNext::VkPhysicalDeviceMaintenance4Properties(_) => {
+                "VkPhysicalDeviceMaintenance4Properties"
+            }
+            PNext::VkDescriptorSetLayoutSupport(_) => "VkDescriptorSetLayoutSupport",
+            PNext::VkPhysicalDeviceShaderDrawParametersFeatures(_) => {
+                "VkPhysicalDeviceShaderDrawParametersFeatures"
+            }
+            PNext::VkPhysicalDeviceShaderFloat16Int8Features(_) => {
+                "VkPhysicalDeviceShaderFloat16Int8Features"
+            }
+            PNext::VkPhysicalDeviceFloatControlsProperties(_) => {
+                "VkPhysicalDeviceFloatControlsProperties"
+            }
+            PNext::VkPhysicalDeviceHostQueryResetFeatures(_) => {
+                "VkPhysicalDeviceHostQueryResetFeatures"
+            }
+            PNext::VkDeviceQueueGlobalPriorityCreateInfoKHR(_) => {
+                "VkDeviceQueueGlobalPriorityCreateInfoKHR"
+            }
+            PNext::VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR(_) => {
+                "VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR"
+            }
+            PNext::VkQueueFamilyGlobalPriorityPropertiesKHR(_) => {
+                "VkQueueFamilyGlobalPriorityPropertiesKHR"
+            }
+            PNext::VkDebugUtilsObjectNameInfoEXT(_) => "VkDebugUtilsObjectNameInfoEXT",
+            PNext::VkDebugUtilsObjectTagInfoEXT(_) => "VkDebugUtilsObjectTagInfoEXT",
+            PNext::VkDebugUtilsLabelEXT(_) => "VkDebugUtilsLabelEXT",
+            PNext::VkDebugUtilsMessengerCreateInfoEXT(_) => "VkDebugUtilsMessengerCreateInfoEXT",
+            PNext::VkDebugUtilsMessengerCallbackDataEXT(_) => {
+                "VkDebugUtilsMessengerCallbackDataEXT"
+            }
+            PNext::VkPhysicalDeviceDeviceMemoryReportFeaturesEXT(_) => {
+                "VkPhysicalDeviceDeviceMemoryReportFeaturesEXT"
+            }
+            PNext::VkDeviceDeviceMemoryReportCreateInfoEXT(_) => {
+                "VkDeviceDeviceMemoryReportCreateInfoEXT"
+            }
+            PNext::VkDeviceMemoryReportCallbackDataEXT(_) => "VkDeviceMemoryReportCallbackDataEXT",
+            PNext::VkImportMemoryHostPointerInfoEXT(_) => "VkImportMemoryHostPointerInfoEXT",
+            PNext::VkMemoryHostPointerPropertiesEXT(_) => "VkMemoryHostPointerPropertiesEXT",
+            PNext::VkPhysicalDeviceExternalMemoryHostPropertiesEXT(_) => {
+                "VkPhysicalDeviceExternalMemoryHostPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceConservativeRasterizationPropertiesEXT(_) => {
+                "VkPhysicalDeviceConservativeRasterizationPropertiesEXT"
+            }
+            PNext::VkCalibratedTimestampInfoEXT(_) => "VkCalibratedTimestampInfoEXT",
+            PNext::VkPhysicalDeviceShaderCorePropertiesAMD(_) => {
+                "VkPhysicalDeviceShaderCorePropertiesAMD"
+            }
+            PNext::VkPhysicalDeviceShaderCoreProperties2AMD(_) => {
+                "VkPhysicalDeviceShaderCoreProperties2AMD"
+            }
+            PNext::VkPipelineRasterizationConservativeStateCreateInfoEXT(_) => {
+                "VkPipelineRasterizationConservativeStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceDescriptorIndexingFeatures(_) => {
+                "VkPhysicalDeviceDescriptorIndexingFeatures"
+            }
+            PNext::VkPhysicalDeviceDescriptorIndexingProperties(_) => {
+                "VkPhysicalDeviceDescriptorIndexingProperties"
+            }
+            PNext::VkDescriptorSetLayoutBindingFlagsCreateInfo(_) => {
+                "VkDescriptorSetLayoutBindingFlagsCreateInfo"
+            }
+            PNext::VkDescriptorSetVariableDescriptorCountAllocateInfo(_) => {
+                "VkDescriptorSetVariableDescriptorCountAllocateInfo"
+            }
+            PNext::VkDescriptorSetVariableDescriptorCountLayoutSupport(_) => {
+                "VkDescriptorSetVariableDescriptorCountLayoutSupport"
+            }
+            PNext::VkAttachmentDescription2(_) => "VkAttachmentDescription2",
+            PNext::VkAttachmentReference2(_) => "VkAttachmentReference2",
+            PNext::VkSubpassDescription2(_) => "VkSubpassDescription2",
+            PNext::VkSubpassDependency2(_) => "VkSubpassDependency2",
+            PNext::VkRenderPassCreateInfo2(_) => "VkRenderPassCreateInfo2",
+            PNext::VkSubpassBeginInfo(_) => "VkSubpassBeginInfo",
+            PNext::VkSubpassEndInfo(_) => "VkSubpassEndInfo",
+            PNext::VkPhysicalDeviceTimelineSemaphoreFeatures(_) => {
+                "VkPhysicalDeviceTimelineSemaphoreFeatures"
+            }
+            PNext::VkPhysicalDeviceTimelineSemaphoreProperties(_) => {
+                "VkPhysicalDeviceTimelineSemaphoreProperties"
+            }
+            PNext::VkSemaphoreTypeCreateInfo(_) => "VkSemaphoreTypeCreateInfo",
+            PNext::VkTimelineSemaphoreSubmitInfo(_) => "VkTimelineSemaphoreSubmitInfo",
+            PNext::VkSemaphoreWaitInfo(_) => "VkSemaphoreWaitInfo",
+            PNext::VkSemaphoreSignalInfo(_) => "VkSemaphoreSignalInfo",
+            PNext::VkPipelineVertexInputDivisorStateCreateInfoEXT(_) => {
+                "VkPipelineVertexInputDivisorStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT(_) => {
+                "VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT"
+            }
+            PNext::VkPhysicalDevicePCIBusInfoPropertiesEXT(_) => {
+                "VkPhysicalDevicePCIBusInfoPropertiesEXT"
+            }
+            PNext::VkCommandBufferInheritanceConditionalRenderingInfoEXT(_) => {
+                "VkCommandBufferInheritanceConditionalRenderingInfoEXT"
+            }
+            PNext::VkPhysicalDevice8BitStorageFeatures(_) => "VkPhysicalDevice8BitStorageFeatures",
+            PNext::VkPhysicalDeviceConditionalRenderingFeaturesEXT(_) => {
+                "VkPhysicalDeviceConditionalRenderingFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceVulkanMemoryModelFeatures(_) => {
+                "VkPhysicalDeviceVulkanMemoryModelFeatures"
+            }
+            PNext::VkPhysicalDeviceShaderAtomicInt64Features(_) => {
+                "VkPhysicalDeviceShaderAtomicInt64Features"
+            }
+            PNext::VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(_) => {
+                "VkPhysicalDeviceShaderAtomicFloatFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT(_) => {
+                "VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT(_) => {
+                "VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT"
+            }
+            PNext::VkQueueFamilyCheckpointPropertiesNV(_) => "VkQueueFamilyCheckpointPropertiesNV",
+            PNext::VkCheckpointDataNV(_) => "VkCheckpointDataNV",
+            PNext::VkPhysicalDeviceDepthStencilResolveProperties(_) => {
+                "VkPhysicalDeviceDepthStencilResolveProperties"
+            }
+            PNext::VkSubpassDescriptionDepthStencilResolve(_) => {
+                "VkSubpassDescriptionDepthStencilResolve"
+            }
+            PNext::VkImageViewASTCDecodeModeEXT(_) => "VkImageViewASTCDecodeModeEXT",
+            PNext::VkPhysicalDeviceASTCDecodeFeaturesEXT(_) => {
+                "VkPhysicalDeviceASTCDecodeFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceTransformFeedbackFeaturesEXT(_) => {
+                "VkPhysicalDeviceTransformFeedbackFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceTransformFeedbackPropertiesEXT(_) => {
+                "VkPhysicalDeviceTransformFeedbackPropertiesEXT"
+            }
+            PNext::VkPipelineRasterizationStateStreamCreateInfoEXT(_) => {
+                "VkPipelineRasterizationStateStreamCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV(_) => {
+                "VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV"
+            }
+            PNext::VkPipelineRepresentativeFragmentTestStateCreateInfoNV(_) => {
+                "VkPipelineRepresentativeFragmentTestStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceExclusiveScissorFeaturesNV(_) => {
+                "VkPhysicalDeviceExclusiveScissorFeaturesNV"
+            }
+            PNext::VkPipelineViewportExclusiveScissorStateCreateInfoNV(_) => {
+                "VkPipelineViewportExclusiveScissorStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceCornerSampledImageFeaturesNV(_) => {
+                "VkPhysicalDeviceCornerSampledImageFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceComputeShaderDerivativesFeaturesNV(_) => {
+                "VkPhysicalDeviceComputeShaderDerivativesFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceShaderImageFootprintFeaturesNV(_) => {
+                "VkPhysicalDeviceShaderImageFootprintFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV(_) => {
+                "VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceCopyMemoryIndirectFeaturesNV(_) => {
+                "VkPhysicalDeviceCopyMemoryIndirectFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceCopyMemoryIndirectPropertiesNV(_) => {
+                "VkPhysicalDeviceCopyMemoryIndirectPropertiesNV"
+            }
+            PNext::VkPhysicalDeviceMemoryDecompressionFeaturesNV(_) => {
+                "VkPhysicalDeviceMemoryDecompressionFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceMemoryDecompressionPropertiesNV(_) => {
+                "VkPhysicalDeviceMemoryDecompressionPropertiesNV"
+            }
+            PNext::VkPipelineViewportShadingRateImageStateCreateInfoNV(_) => {
+                "VkPipelineViewportShadingRateImageStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceShadingRateImageFeaturesNV(_) => {
+                "VkPhysicalDeviceShadingRateImageFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceShadingRateImagePropertiesNV(_) => {
+                "VkPhysicalDeviceShadingRateImagePropertiesNV"
+            }
+            PNext::VkPhysicalDeviceInvocationMaskFeaturesHUAWEI(_) => {
+                "VkPhysicalDeviceInvocationMaskFeaturesHUAWEI"
+            }
+            PNext::VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(_) => {
+                "VkPipelineViewportCoarseSampleOrderStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceMeshShaderFeaturesNV(_) => {
+                "VkPhysicalDeviceMeshShaderFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceMeshShaderPropertiesNV(_) => {
+                "VkPhysicalDeviceMeshShaderPropertiesNV"
+            }
+            PNext::VkPhysicalDeviceMeshShaderFeaturesEXT(_) => {
+                "VkPhysicalDeviceMeshShaderFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceMeshShaderPropertiesEXT(_) => {
+                "VkPhysicalDeviceMeshShaderPropertiesEXT"
+            }
+            PNext::VkRayTracingShaderGroupCreateInfoNV(_) => "VkRayTracingShaderGroupCreateInfoNV",
+            PNext::VkRayTracingShaderGroupCreateInfoKHR(_) => {
+                "VkRayTracingShaderGroupCreateInfoKHR"
+            }
+            PNext::VkRayTracingPipelineCreateInfoNV(_) => "VkRayTracingPipelineCreateInfoNV",
+            PNext::VkRayTracingPipelineCreateInfoKHR(_) => "VkRayTracingPipelineCreateInfoKHR",
+            PNext::VkGeometryTrianglesNV(_) => "VkGeometryTrianglesNV",
+            PNext::VkGeometryAABBNV(_) => "VkGeometryAABBNV",
+            PNext::VkGeometryNV(_) => "VkGeometryNV",
+            PNext::VkAccelerationStructureInfoNV(_) => "VkAccelerationStructureInfoNV",
+            PNext::VkAccelerationStructureCreateInfoNV(_) => "VkAccelerationStructureCreateInfoNV",
+            PNext::VkBindAccelerationStructureMemoryInfoNV(_) => {
+                "VkBindAccelerationStructureMemoryInfoNV"
+            }
+            PNext::VkWriteDescriptorSetAccelerationStructureKHR(_) => {
+                "VkWriteDescriptorSetAccelerationStructureKHR"
+            }
+            PNext::VkWriteDescriptorSetAccelerationStructureNV(_) => {
+                "VkWriteDescriptorSetAccelerationStructureNV"
+            }
+            PNext::VkAccelerationStructureMemoryRequirementsInfoNV(_) => {
+                "VkAccelerationStructureMemoryRequirementsInfoNV"
+            }
+            PNext::VkPhysicalDeviceAccelerationStructureFeaturesKHR(_) => {
+                "VkPhysicalDeviceAccelerationStructureFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceRayTracingPipelineFeaturesKHR(_) => {
+                "VkPhysicalDeviceRayTracingPipelineFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceRayQueryFeaturesKHR(_) => "VkPhysicalDeviceRayQueryFeaturesKHR",
+            PNext::VkPhysicalDeviceAccelerationStructurePropertiesKHR(_) => {
+                "VkPhysicalDeviceAccelerationStructurePropertiesKHR"
+            }
+            PNext::VkPhysicalDeviceRayTracingPipelinePropertiesKHR(_) => {
+                "VkPhysicalDeviceRayTracingPipelinePropertiesKHR"
+            }
+            PNext::VkPhysicalDeviceRayTracingPropertiesNV(_) => {
+                "VkPhysicalDeviceRayTracingPropertiesNV"
+            }
+            PNext::VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR(_) => {
+                "VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR"
+            }
+            PNext::VkDrmFormatModifierPropertiesListEXT(_) => {
+                "VkDrmFormatModifierPropertiesListEXT"
+            }
+            PNext::VkPhysicalDeviceImageDrmFormatModifierInfoEXT(_) => {
+                "VkPhysicalDeviceImageDrmFormatModifierInfoEXT"
+            }
+            PNext::VkImageDrmFormatModifierListCreateInfoEXT(_) => {
+                "VkImageDrmFormatModifierListCreateInfoEXT"
+            }
+            PNext::VkImageDrmFormatModifierExplicitCreateInfoEXT(_) => {
+                "VkImageDrmFormatModifierExplicitCreateInfoEXT"
+            }
+            PNext::VkImageDrmFormatModifierPropertiesEXT(_) => {
+                "VkImageDrmFormatModifierPropertiesEXT"
+            }
+            PNext::VkImageStencilUsageCreateInfo(_) => "VkImageStencilUsageCreateInfo",
+            PNext::VkDeviceMemoryOverallocationCreateInfoAMD(_) => {
+                "VkDeviceMemoryOverallocationCreateInfoAMD"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapFeaturesEXT(_) => {
+                "VkPhysicalDeviceFragmentDensityMapFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMap2FeaturesEXT(_) => {
+                "VkPhysicalDeviceFragmentDensityMap2FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM(_) => {
+                "VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapPropertiesEXT(_) => {
+                "VkPhysicalDeviceFragmentDensityMapPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMap2PropertiesEXT(_) => {
+                "VkPhysicalDeviceFragmentDensityMap2PropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM(_) => {
+                "VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM"
+            }
+            PNext::VkRenderPassFragmentDensityMapCreateInfoEXT(_) => {
+                "VkRenderPassFragmentDensityMapCreateInfoEXT"
+            }
+            PNext::VkSubpassFragmentDensityMapOffsetEndInfoQCOM(_) => {
+                "VkSubpassFragmentDensityMapOffsetEndInfoQCOM"
+            }
+            PNext::VkPhysicalDeviceScalarBlockLayoutFeatures(_) => {
+                "VkPhysicalDeviceScalarBlockLayoutFeatures"
+            }
+            PNext::VkSurfaceProtectedCapabilitiesKHR(_) => "VkSurfaceProtectedCapabilitiesKHR",
+            PNext::VkPhysicalDeviceUniformBufferStandardLayoutFeatures(_) => {
+                "VkPhysicalDeviceUniformBufferStandardLayoutFeatures"
+            }
+            PNext::VkPhysicalDeviceDepthClipEnableFeaturesEXT(_) => {
+                "VkPhysicalDeviceDepthClipEnableFeaturesEXT"
+            }
+            PNext::VkPipelineRasterizationDepthClipStateCreateInfoEXT(_) => {
+                "VkPipelineRasterizationDepthClipStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceMemoryBudgetPropertiesEXT(_) => {
+                "VkPhysicalDeviceMemoryBudgetPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceMemoryPriorityFeaturesEXT(_) => {
+                "VkPhysicalDeviceMemoryPriorityFeaturesEXT"
+            }
+            PNext::VkMemoryPriorityAllocateInfoEXT(_) => "VkMemoryPriorityAllocateInfoEXT",
+            PNext::VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT(_) => {
+                "VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceBufferDeviceAddressFeatures(_) => {
+                "VkPhysicalDeviceBufferDeviceAddressFeatures"
+            }
+            PNext::VkPhysicalDeviceBufferDeviceAddressFeaturesEXT(_) => {
+                "VkPhysicalDeviceBufferDeviceAddressFeaturesEXT"
+            }
+            PNext::VkBufferDeviceAddressInfo(_) => "VkBufferDeviceAddressInfo",
+            PNext::VkBufferOpaqueCaptureAddressCreateInfo(_) => {
+                "VkBufferOpaqueCaptureAddressCreateInfo"
+            }
+            PNext::VkBufferDeviceAddressCreateInfoEXT(_) => "VkBufferDeviceAddressCreateInfoEXT",
+            PNext::VkPhysicalDeviceImageViewImageFormatInfoEXT(_) => {
+                "VkPhysicalDeviceImageViewImageFormatInfoEXT"
+            }
+            PNext::VkFilterCubicImageViewImageFormatPropertiesEXT(_) => {
+                "VkFilterCubicImageViewImageFormatPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceImagelessFramebufferFeatures(_) => {
+                "VkPhysicalDeviceImagelessFramebufferFeatures"
+            }
+            PNext::VkFramebufferAttachmentsCreateInfo(_) => "VkFramebufferAttachmentsCreateInfo",
+            PNext::VkFramebufferAttachmentImageInfo(_) => "VkFramebufferAttachmentImageInfo",
+            PNext::VkRenderPassAttachmentBeginInfo(_) => "VkRenderPassAttachmentBeginInfo",
+            PNext::VkPhysicalDeviceTextureCompressionASTCHDRFeatures(_) => {
+                "VkPhysicalDeviceTextureCompressionASTCHDRFeatures"
+            }
+            PNext::VkPhysicalDeviceCooperativeMatrixFeaturesNV(_) => {
+                "VkPhysicalDeviceCooperativeMatrixFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceCooperativeMatrixPropertiesNV(_) => {
+                "VkPhysicalDeviceCooperativeMatrixPropertiesNV"
+            }
+            PNext::VkCooperativeMatrixPropertiesNV(_) => "VkCooperativeMatrixPropertiesNV",
+            PNext::VkPhysicalDeviceYcbcrImageArraysFeaturesEXT(_) => {
+                "VkPhysicalDeviceYcbcrImageArraysFeaturesEXT"
+            }
+            PNext::VkImageViewHandleInfoNVX(_) => "VkImageViewHandleInfoNVX",
+            PNext::VkImageViewAddressPropertiesNVX(_) => "VkImageViewAddressPropertiesNVX",
+            PNext::VkPipelineCreationFeedbackCreateInfo(_) => {
+                "VkPipelineCreationFeedbackCreateInfo"
+            }
+            PNext::VkPhysicalDevicePresentBarrierFeaturesNV(_) => {
+                "VkPhysicalDevicePresentBarrierFeaturesNV"
+            }
+            PNext::VkSurfaceCapabilitiesPresentBarrierNV(_) => {
+                "VkSurfaceCapabilitiesPresentBarrierNV"
+            }
+            PNext::VkSwapchainPresentBarrierCreateInfoNV(_) => {
+                "VkSwapchainPresentBarrierCreateInfoNV"
+            }
+            PNext::VkPhysicalDevicePerformanceQueryFeaturesKHR(_) => {
+                "VkPhysicalDevicePerformanceQueryFeaturesKHR"
+            }
+            PNext::VkPhysicalDevicePerformanceQueryPropertiesKHR(_) => {
+                "VkPhysicalDevicePerformanceQueryPropertiesKHR"
+            }
+            PNext::VkPerformanceCounterKHR(_) => "VkPerformanceCounterKHR",
+            PNext::VkPerformanceCounterDescriptionKHR(_) => "VkPerformanceCounterDescriptionKHR",
+            PNext::VkQueryPoolPerformanceCreateInfoKHR(_) => "VkQueryPoolPerformanceCreateInfoKHR",
+            PNext::VkAcquireProfilingLockInfoKHR(_) => "VkAcquireProfilingLockInfoKHR",
+            PNext::VkPerformanceQuerySubmitInfoKHR(_) => "VkPerformanceQuerySubmitInfoKHR",
+            PNext::VkHeadlessSurfaceCreateInfoEXT(_) => "VkHeadlessSurfaceCreateInfoEXT",
+            PNext::VkPhysicalDeviceCoverageReductionModeFeaturesNV(_) => {
+                "VkPhysicalDeviceCoverageReductionModeFeaturesNV"
+            }
+            PNext::VkPipelineCoverageReductionStateCreateInfoNV(_) => {
+                "VkPipelineCoverageReductionStateCreateInfoNV"
+            }
+            PNext::VkFramebufferMixedSamplesCombinationNV(_) => {
+                "VkFramebufferMixedSamplesCombinationNV"
+            }
+            PNext::VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL(_) => {
+                "VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL"
+            }
+            PNext::VkInitializePerformanceApiInfoINTEL(_) => "VkInitializePerformanceApiInfoINTEL",
+            PNext::VkQueryPoolPerformanceQueryCreateInfoINTEL(_) => {
+                "VkQueryPoolPerformanceQueryCreateInfoINTEL"
+            }
+            PNext::VkPerformanceMarkerInfoINTEL(_) => "VkPerformanceMarkerInfoINTEL",
+            PNext::VkPerformanceStreamMarkerInfoINTEL(_) => "VkPerformanceStreamMarkerInfoINTEL",
+            PNext::VkPerformanceOverrideInfoINTEL(_) => "VkPerformanceOverrideInfoINTEL",
+            PNext::VkPerformanceConfigurationAcquireInfoINTEL(_) => {
+                "VkPerformanceConfigurationAcquireInfoINTEL"
+            }
+            PNext::VkPhysicalDeviceShaderClockFeaturesKHR(_) => {
+                "VkPhysicalDeviceShaderClockFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceIndexTypeUint8FeaturesEXT(_) => {
+                "VkPhysicalDeviceIndexTypeUint8FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceShaderSMBuiltinsPropertiesNV(_) => {
+                "VkPhysicalDeviceShaderSMBuiltinsPropertiesNV"
+            }
+            PNext::VkPhysicalDeviceShaderSMBuiltinsFeaturesNV(_) => {
+                "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT(_) => {
+                "VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures(_) => {
+                "VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures"
+            }
+            PNext::VkAttachmentReferenceStencilLayout(_) => "VkAttachmentReferenceStencilLayout",
+            PNext::VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT(_) => {
+                "VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT"
+            }
+            PNext::VkAttachmentDescriptionStencilLayout(_) => {
+                "VkAttachmentDescriptionStencilLayout"
+            }
+            PNext::VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(_) => {
+                "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR"
+            }
+            PNext::VkPipelineInfoKHR(_) => "VkPipelineInfoKHR",
+            PNext::VkPipelineExecutablePropertiesKHR(_) => "VkPipelineExecutablePropertiesKHR",
+            PNext::VkPipelineExecutableInfoKHR(_) => "VkPipelineExecutableInfoKHR",
+            PNext::VkPipelineExecutableStatisticKHR(_) => "VkPipelineExecutableStatisticKHR",
+            PNext::VkPipelineExecutableInternalRepresentationKHR(_) => {
+                "VkPipelineExecutableInternalRepresentationKHR"
+            }
+            PNext::VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures(_) => {
+                "VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures"
+            }
+            PNext::VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT(_) => {
+                "VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceTexelBufferAlignmentProperties(_) => {
+                "VkPhysicalDeviceTexelBufferAlignmentProperties"
+            }
+            PNext::VkPhysicalDeviceSubgroupSizeControlFeatures(_) => {
+                "VkPhysicalDeviceSubgroupSizeControlFeatures"
+            }
+            PNext::VkPhysicalDeviceSubgroupSizeControlProperties(_) => {
+                "VkPhysicalDeviceSubgroupSizeControlProperties"
+            }
+            PNext::VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(_) => {
+                "VkPipelineShaderStageRequiredSubgroupSizeCreateInfo"
+            }
+            PNext::VkSubpassShadingPipelineCreateInfoHUAWEI(_) => {
+                "VkSubpassShadingPipelineCreateInfoHUAWEI"
+            }
+            PNext::VkPhysicalDeviceSubpassShadingPropertiesHUAWEI(_) => {
+                "VkPhysicalDeviceSubpassShadingPropertiesHUAWEI"
+            }
+            PNext::VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI(_) => {
+                "VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI"
+            }
+            PNext::VkMemoryOpaqueCaptureAddressAllocateInfo(_) => {
+                "VkMemoryOpaqueCaptureAddressAllocateInfo"
+            }
+            PNext::VkDeviceMemoryOpaqueCaptureAddressInfo(_) => {
+                "VkDeviceMemoryOpaqueCaptureAddressInfo"
+            }
+            PNext::VkPhysicalDeviceLineRasterizationFeaturesEXT(_) => {
+                "VkPhysicalDeviceLineRasterizationFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceLineRasterizationPropertiesEXT(_) => {
+                "VkPhysicalDeviceLineRasterizationPropertiesEXT"
+            }
+            PNext::VkPipelineRasterizationLineStateCreateInfoEXT(_) => {
+                "VkPipelineRasterizationLineStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDevicePipelineCreationCacheControlFeatures(_) => {
+                "VkPhysicalDevicePipelineCreationCacheControlFeatures"
+            }
+            PNext::VkPhysicalDeviceVulkan11Features(_) => "VkPhysicalDeviceVulkan11Features",
+            PNext::VkPhysicalDeviceVulkan11Properties(_) => "VkPhysicalDeviceVulkan11Properties",
+            PNext::VkPhysicalDeviceVulkan12Features(_) => "VkPhysicalDeviceVulkan12Features",
+            PNext::VkPhysicalDeviceVulkan12Properties(_) => "VkPhysicalDeviceVulkan12Properties",
+            PNext::VkPhysicalDeviceVulkan13Features(_) => "VkPhysicalDeviceVulkan13Features",
+            PNext::VkPhysicalDeviceVulkan13Properties(_) => "VkPhysicalDeviceVulkan13Properties",
+            PNext::VkPipelineCompilerControlCreateInfoAMD(_) => {
+                "VkPipelineCompilerControlCreateInfoAMD"
+            }
+            PNext::VkPhysicalDeviceCoherentMemoryFeaturesAMD(_) => {
+                "VkPhysicalDeviceCoherentMemoryFeaturesAMD"
+            }
+            PNext::VkPhysicalDeviceToolProperties(_) => "VkPhysicalDeviceToolProperties",
+            PNext::VkSamplerCustomBorderColorCreateInfoEXT(_) => {
+                "VkSamplerCustomBorderColorCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceCustomBorderColorPropertiesEXT(_) => {
+                "VkPhysicalDeviceCustomBorderColorPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceCustomBorderColorFeaturesEXT(_) => {
+                "VkPhysicalDeviceCustomBorderColorFeaturesEXT"
+            }
+            PNext::VkSamplerBorderColorComponentMappingCreateInfoEXT(_) => {
+                "VkSamplerBorderColorComponentMappingCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceBorderColorSwizzleFeaturesEXT(_) => {
+                "VkPhysicalDeviceBorderColorSwizzleFeaturesEXT"
+            }
+            PNext::VkAccelerationStructureGeometryTrianglesDataKHR(_) => {
+                "VkAccelerationStructureGeometryTrianglesDataKHR"
+            }
+            PNext::VkAccelerationStructureGeometryAabbsDataKHR(_) => {
+                "VkAccelerationStructureGeometryAabbsDataKHR"
+            }
+            PNext::VkAccelerationStructureGeometryInstancesDataKHR(_) => {
+                "VkAccelerationStructureGeometryInstancesDataKHR"
+            }
+            PNext::VkAccelerationStructureGeometryKHR(_) => "VkAccelerationStructureGeometryKHR",
+            PNext::VkAccelerationStructureBuildGeometryInfoKHR(_) => {
+                "VkAccelerationStructureBuildGeometryInfoKHR"
+            }
+            PNext::VkAccelerationStructureCreateInfoKHR(_) => {
+                "VkAccelerationStructureCreateInfoKHR"
+            }
+            PNext::VkAccelerationStructureDeviceAddressInfoKHR(_) => {
+                "VkAccelerationStructureDeviceAddressInfoKHR"
+            }
+            PNext::VkAccelerationStructureVersionInfoKHR(_) => {
+                "VkAccelerationStructureVersionInfoKHR"
+            }
+            PNext::VkCopyAccelerationStructureInfoKHR(_) => "VkCopyAccelerationStructureInfoKHR",
+            PNext::VkCopyAccelerationStructureToMemoryInfoKHR(_) => {
+                "VkCopyAccelerationStructureToMemoryInfoKHR"
+            }
+            PNext::VkCopyMemoryToAccelerationStructureInfoKHR(_) => {
+                "VkCopyMemoryToAccelerationStructureInfoKHR"
+            }
+            PNext::VkRayTracingPipelineInterfaceCreateInfoKHR(_) => {
+                "VkRayTracingPipelineInterfaceCreateInfoKHR"
+            }
+            PNext::VkPipelineLibraryCreateInfoKHR(_) => "VkPipelineLibraryCreateInfoKHR",
+            PNext::VkPhysicalDeviceExtendedDynamicStateFeaturesEXT(_) => {
+                "VkPhysicalDeviceExtendedDynamicStateFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceExtendedDynamicState2FeaturesEXT(_) => {
+                "VkPhysicalDeviceExtendedDynamicState2FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceExtendedDynamicState3FeaturesEXT(_) => {
+                "VkPhysicalDeviceExtendedDynamicState3FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceExtendedDynamicState3PropertiesEXT(_) => {
+                "VkPhysicalDeviceExtendedDynamicState3PropertiesEXT"
+            }
+            PNext::VkRenderPassTransformBeginInfoQCOM(_) => "VkRenderPassTransformBeginInfoQCOM",
+            PNext::VkCopyCommandTransformInfoQCOM(_) => "VkCopyCommandTransformInfoQCOM",
+            PNext::VkCommandBufferInheritanceRenderPassTransformInfoQCOM(_) => {
+                "VkCommandBufferInheritanceRenderPassTransformInfoQCOM"
+            }
+            PNext::VkPhysicalDeviceDiagnosticsConfigFeaturesNV(_) => {
+                "VkPhysicalDeviceDiagnosticsConfigFeaturesNV"
+            }
+            PNext::VkDeviceDiagnosticsConfigCreateInfoNV(_) => {
+                "VkDeviceDiagnosticsConfigCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures(_) => {
+                "VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures"
+            }
+            PNext::VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR(_) => {
+                "VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceRobustness2FeaturesEXT(_) => {
+                "VkPhysicalDeviceRobustness2FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceRobustness2PropertiesEXT(_) => {
+                "VkPhysicalDeviceRobustness2PropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceImageRobustnessFeatures(_) => {
+                "VkPhysicalDeviceImageRobustnessFeatures"
+            }
+            PNext::VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR(_) => {
+                "VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR"
+            }
+            PNext::VkPhysicalDevice4444FormatsFeaturesEXT(_) => {
+                "VkPhysicalDevice4444FormatsFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceSubpassShadingFeaturesHUAWEI(_) => {
+                "VkPhysicalDeviceSubpassShadingFeaturesHUAWEI"
+            }
+            PNext::VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI(_) => {
+                "VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI"
+            }
+            PNext::VkBufferCopy2(_) => "VkBufferCopy2",
+            PNext::VkImageCopy2(_) => "VkImageCopy2",
+            PNext::VkImageBlit2(_) => "VkImageBlit2",
+            PNext::VkBufferImageCopy2(_) => "VkBufferImageCopy2",
+            PNext::VkImageResolve2(_) => "VkImageResolve2",
+            PNext::VkCopyBufferInfo2(_) => "VkCopyBufferInfo2",
+            PNext::VkCopyImageInfo2(_) => "VkCopyImageInfo2",
+            PNext::VkBlitImageInfo2(_) => "VkBlitImageInfo2",
+            PNext::VkCopyBufferToImageInfo2(_) => "VkCopyBufferToImageInfo2",
+            PNext::VkCopyImageToBufferInfo2(_) => "VkCopyImageToBufferInfo2",
+            PNext::VkResolveImageInfo2(_) => "VkResolveImageInfo2",
+            PNext::VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT(_) => {
+                "VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT"
+            }
+            PNext::VkFragmentShadingRateAttachmentInfoKHR(_) => {
+                "VkFragmentShadingRateAttachmentInfoKHR"
+            }
+            PNext::VkPipelineFragmentShadingRateStateCreateInfoKHR(_) => {
+                "VkPipelineFragmentShadingRateStateCreateInfoKHR"
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateFeaturesKHR(_) => {
+                "VkPhysicalDeviceFragmentShadingRateFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRatePropertiesKHR(_) => {
+                "VkPhysicalDeviceFragmentShadingRatePropertiesKHR"
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateKHR(_) => {
+                "VkPhysicalDeviceFragmentShadingRateKHR"
+            }
+            PNext::VkPhysicalDeviceShaderTerminateInvocationFeatures(_) => {
+                "VkPhysicalDeviceShaderTerminateInvocationFeatures"
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV(_) => {
+                "VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV(_) => {
+                "VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV"
+            }
+            PNext::VkPipelineFragmentShadingRateEnumStateCreateInfoNV(_) => {
+                "VkPipelineFragmentShadingRateEnumStateCreateInfoNV"
+            }
+            PNext::VkAccelerationStructureBuildSizesInfoKHR(_) => {
+                "VkAccelerationStructureBuildSizesInfoKHR"
+            }
+            PNext::VkPhysicalDeviceImage2DViewOf3DFeaturesEXT(_) => {
+                "VkPhysicalDeviceImage2DViewOf3DFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT(_) => {
+                "VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT"
+            }
+            PNext::VkMutableDescriptorTypeCreateInfoEXT(_) => {
+                "VkMutableDescriptorTypeCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceDepthClipControlFeaturesEXT(_) => {
+                "VkPhysicalDeviceDepthClipControlFeaturesEXT"
+            }
+            PNext::VkPipelineViewportDepthClipControlCreateInfoEXT(_) => {
+                "VkPipelineViewportDepthClipControlCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT(_) => {
+                "VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceExternalMemoryRDMAFeaturesNV(_) => {
+                "VkPhysicalDeviceExternalMemoryRDMAFeaturesNV"
+            }
+            PNext::VkVertexInputBindingDescription2EXT(_) => "VkVertexInputBindingDescription2EXT",
+            PNext::VkVertexInputAttributeDescription2EXT(_) => {
+                "VkVertexInputAttributeDescription2EXT"
+            }
+            PNext::VkPhysicalDeviceColorWriteEnableFeaturesEXT(_) => {
+                "VkPhysicalDeviceColorWriteEnableFeaturesEXT"
+            }
+            PNext::VkPipelineColorWriteCreateInfoEXT(_) => "VkPipelineColorWriteCreateInfoEXT",
+            PNext::VkMemoryBarrier2(_) => "VkMemoryBarrier2",
+            PNext::VkImageMemoryBarrier2(_) => "VkImageMemoryBarrier2",
+            PNext::VkBufferMemoryBarrier2(_) => "VkBufferMemoryBarrier2",
+            PNext::VkDependencyInfo(_) => "VkDependencyInfo",
+            PNext::VkSemaphoreSubmitInfo(_) => "VkSemaphoreSubmitInfo",
+            PNext::VkCommandBufferSubmitInfo(_) => "VkCommandBufferSubmitInfo",
+            PNext::VkSubmitInfo2(_) => "VkSubmitInfo2",
+            PNext::VkQueueFamilyCheckpointProperties2NV(_) => {
+                "VkQueueFamilyCheckpointProperties2NV"
+            }
+            PNext::VkCheckpointData2NV(_) => "VkCheckpointData2NV",
+            PNext::VkPhysicalDeviceSynchronization2Features(_) => {
+                "VkPhysicalDeviceSynchronization2Features"
+            }
+            PNext::VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT(_) => {
+                "VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceLegacyDitheringFeaturesEXT(_) => {
+                "VkPhysicalDeviceLegacyDitheringFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT(_) => {
+                "VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT"
+            }
+            PNext::VkSubpassResolvePerformanceQueryEXT(_) => "VkSubpassResolvePerformanceQueryEXT",
+            PNext::VkMultisampledRenderToSingleSampledInfoEXT(_) => {
+                "VkMultisampledRenderToSingleSampledInfoEXT"
+            }
+            PNext::VkPhysicalDevicePipelineProtectedAccessFeaturesEXT(_) => {
+                "VkPhysicalDevicePipelineProtectedAccessFeaturesEXT"
+            }
+            PNext::VkQueueFamilyVideoPropertiesKHR(_) => "VkQueueFamilyVideoPropertiesKHR",
+            PNext::VkQueueFamilyQueryResultStatusPropertiesKHR(_) => {
+                "VkQueueFamilyQueryResultStatusPropertiesKHR"
+            }
+            PNext::VkVideoProfileListInfoKHR(_) => "VkVideoProfileListInfoKHR",
+            PNext::VkPhysicalDeviceVideoFormatInfoKHR(_) => "VkPhysicalDeviceVideoFormatInfoKHR",
+            PNext::VkVideoFormatPropertiesKHR(_) => "VkVideoFormatPropertiesKHR",
+            PNext::VkVideoProfileInfoKHR(_) => "VkVideoProfileInfoKHR",
+            PNext::VkVideoCapabilitiesKHR(_) => "VkVideoCapabilitiesKHR",
+            PNext::VkVideoSessionMemoryRequirementsKHR(_) => "VkVideoSessionMemoryRequirementsKHR",
+            PNext::VkBindVideoSessionMemoryInfoKHR(_) => "VkBindVideoSessionMemoryInfoKHR",
+            PNext::VkVideoPictureResourceInfoKHR(_) => "VkVideoPictureResourceInfoKHR",
+            PNext::VkVideoReferenceSlotInfoKHR(_) => "VkVideoReferenceSlotInfoKHR",
+            PNext::VkVideoDecodeCapabilitiesKHR(_) => "VkVideoDecodeCapabilitiesKHR",
+            PNext::VkVideoDecodeUsageInfoKHR(_) => "VkVideoDecodeUsageInfoKHR",
+            PNext::VkVideoDecodeInfoKHR(_) => "VkVideoDecodeInfoKHR",
+            PNext::VkVideoSessionCreateInfoKHR(_) => "VkVideoSessionCreateInfoKHR",
+            PNext::VkVideoSessionParametersCreateInfoKHR(_) => {
+                "VkVideoSessionParametersCreateInfoKHR"
+            }
+            PNext::VkVideoSessionParametersUpdateInfoKHR(_) => {
+                "VkVideoSessionParametersUpdateInfoKHR"
+            }
+            PNext::VkVideoBeginCodingInfoKHR(_) => "VkVideoBeginCodingInfoKHR",
+            PNext::VkVideoEndCodingInfoKHR(_) => "VkVideoEndCodingInfoKHR",
+            PNext::VkVideoCodingControlInfoKHR(_) => "VkVideoCodingControlInfoKHR",
+            PNext::VkPhysicalDeviceInheritedViewportScissorFeaturesNV(_) => {
+                "VkPhysicalDeviceInheritedViewportScissorFeaturesNV"
+            }
+            PNext::VkCommandBufferInheritanceViewportScissorInfoNV(_) => {
+                "VkCommandBufferInheritanceViewportScissorInfoNV"
+            }
+            PNext::VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT(_) => {
+                "VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceProvokingVertexFeaturesEXT(_) => {
+                "VkPhysicalDeviceProvokingVertexFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceProvokingVertexPropertiesEXT(_) => {
+                "VkPhysicalDeviceProvokingVertexPropertiesEXT"
+            }
+            PNext::VkPipelineRasterizationProvokingVertexStateCreateInfoEXT(_) => {
+                "VkPipelineRasterizationProvokingVertexStateCreateInfoEXT"
+            }
+            PNext::VkCuModuleCreateInfoNVX(_) => "VkCuModuleCreateInfoNVX",
+            PNext::VkCuFunctionCreateInfoNVX(_) => "VkCuFunctionCreateInfoNVX",
+            PNext::VkPhysicalDeviceDescriptorBufferFeaturesEXT(_) => {
+                "VkPhysicalDeviceDescriptorBufferFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceDescriptorBufferPropertiesEXT(_) => {
+                "VkPhysicalDeviceDescriptorBufferPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT(_) => {
+                "VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT"
+            }
+            PNext::VkDescriptorAddressInfoEXT(_) => "VkDescriptorAddressInfoEXT",
+            PNext::VkDescriptorBufferBindingInfoEXT(_) => "VkDescriptorBufferBindingInfoEXT",
+            PNext::VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(_) => {
+                "VkDescriptorBufferBindingPushDescriptorBufferHandleEXT"
+            }
+            PNext::VkDescriptorGetInfoEXT(_) => "VkDescriptorGetInfoEXT",
+            PNext::VkBufferCaptureDescriptorDataInfoEXT(_) => {
+                "VkBufferCaptureDescriptorDataInfoEXT"
+            }
+            PNext::VkImageCaptureDescriptorDataInfoEXT(_) => "VkImageCaptureDescriptorDataInfoEXT",
+            PNext::VkImageViewCaptureDescriptorDataInfoEXT(_) => {
+                "VkImageViewCaptureDescriptorDataInfoEXT"
+            }
+            PNext::VkSamplerCaptureDescriptorDataInfoEXT(_) => {
+                "VkSamplerCaptureDescriptorDataInfoEXT"
+            }
+            PNext::VkAccelerationStructureCaptureDescriptorDataInfoEXT(_) => {
+                "VkAccelerationStructureCaptureDescriptorDataInfoEXT"
+            }
+            PNext::VkOpaqueCaptureDescriptorDataCreateInfoEXT(_) => {
+                "VkOpaqueCaptureDescriptorDataCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceShaderIntegerDotProductFeatures(_) => {
+                "VkPhysicalDeviceShaderIntegerDotProductFeatures"
+            }
+            PNext::VkPhysicalDeviceShaderIntegerDotProductProperties(_) => {
+                "VkPhysicalDeviceShaderIntegerDotProductProperties"
+            }
+            PNext::VkPhysicalDeviceDrmPropertiesEXT(_) => "VkPhysicalDeviceDrmPropertiesEXT",
+            PNext::VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR(_) => {
+                "VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR(_) => {
+                "VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR"
+            }
+            PNext::VkPhysicalDeviceRayTracingMotionBlurFeaturesNV(_) => {
+                "VkPhysicalDeviceRayTracingMotionBlurFeaturesNV"
+            }
+            PNext::VkAccelerationStructureGeometryMotionTrianglesDataNV(_) => {
+                "VkAccelerationStructureGeometryMotionTrianglesDataNV"
+            }
+            PNext::VkAccelerationStructureMotionInfoNV(_) => "VkAccelerationStructureMotionInfoNV",
+            PNext::VkMemoryGetRemoteAddressInfoNV(_) => "VkMemoryGetRemoteAddressInfoNV",
+            PNext::VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT(_) => {
+                "VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT"
+            }
+            PNext::VkFormatProperties3(_) => "VkFormatProperties3",
+            PNext::VkDrmFormatModifierPropertiesList2EXT(_) => {
+                "VkDrmFormatModifierPropertiesList2EXT"
+            }
+            PNext::VkPipelineRenderingCreateInfo(_) => "VkPipelineRenderingCreateInfo",
+            PNext::VkRenderingInfo(_) => "VkRenderingInfo",
+            PNext::VkRenderingAttachmentInfo(_) => "VkRenderingAttachmentInfo",
+            PNext::VkRenderingFragmentShadingRateAttachmentInfoKHR(_) => {
+                "VkRenderingFragmentShadingRateAttachmentInfoKHR"
+            }
+            PNext::VkRenderingFragmentDensityMapAttachmentInfoEXT(_) => {
+                "VkRenderingFragmentDensityMapAttachmentInfoEXT"
+            }
+            PNext::VkPhysicalDeviceDynamicRenderingFeatures(_) => {
+                "VkPhysicalDeviceDynamicRenderingFeatures"
+            }
+            PNext::VkCommandBufferInheritanceRenderingInfo(_) => {
+                "VkCommandBufferInheritanceRenderingInfo"
+            }
+            PNext::VkAttachmentSampleCountInfoAMD(_) => "VkAttachmentSampleCountInfoAMD",
+            PNext::VkMultiviewPerViewAttributesInfoNVX(_) => "VkMultiviewPerViewAttributesInfoNVX",
+            PNext::VkPhysicalDeviceImageViewMinLodFeaturesEXT(_) => {
+                "VkPhysicalDeviceImageViewMinLodFeaturesEXT"
+            }
+            PNext::VkImageViewMinLodCreateInfoEXT(_) => "VkImageViewMinLodCreateInfoEXT",
+            PNext::VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT(_) => {
+                "VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceLinearColorAttachmentFeaturesNV(_) => {
+                "VkPhysicalDeviceLinearColorAttachmentFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT(_) => {
+                "VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT(_) => {
+                "VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT"
+            }
+            PNext::VkGraphicsPipelineLibraryCreateInfoEXT(_) => {
+                "VkGraphicsPipelineLibraryCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE(_) => {
+                "VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE"
+            }
+            PNext::VkDescriptorSetBindingReferenceVALVE(_) => {
+                "VkDescriptorSetBindingReferenceVALVE"
+            }
+            PNext::VkDescriptorSetLayoutHostMappingInfoVALVE(_) => {
+                "VkDescriptorSetLayoutHostMappingInfoVALVE"
+            }
+            PNext::VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT(_) => {
+                "VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT(_) => {
+                "VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT"
+            }
+            PNext::VkPipelineShaderStageModuleIdentifierCreateInfoEXT(_) => {
+                "VkPipelineShaderStageModuleIdentifierCreateInfoEXT"
+            }
+            PNext::VkShaderModuleIdentifierEXT(_) => "VkShaderModuleIdentifierEXT",
+            PNext::VkImageCompressionControlEXT(_) => "VkImageCompressionControlEXT",
+            PNext::VkPhysicalDeviceImageCompressionControlFeaturesEXT(_) => {
+                "VkPhysicalDeviceImageCompressionControlFeaturesEXT"
+            }
+            PNext::VkImageCompressionPropertiesEXT(_) => "VkImageCompressionPropertiesEXT",
+            PNext::VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT(_) => {
+                "VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT"
+            }
+            PNext::VkImageSubresource2EXT(_) => "VkImageSubresource2EXT",
+            PNext::VkSubresourceLayout2EXT(_) => "VkSubresourceLayout2EXT",
+            PNext::VkRenderPassCreationControlEXT(_) => "VkRenderPassCreationControlEXT",
+            PNext::VkRenderPassCreationFeedbackCreateInfoEXT(_) => {
+                "VkRenderPassCreationFeedbackCreateInfoEXT"
+            }
+            PNext::VkRenderPassSubpassFeedbackCreateInfoEXT(_) => {
+                "VkRenderPassSubpassFeedbackCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT(_) => {
+                "VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT"
+            }
+            PNext::VkMicromapBuildInfoEXT(_) => "VkMicromapBuildInfoEXT",
+            PNext::VkMicromapCreateInfoEXT(_) => "VkMicromapCreateInfoEXT",
+            PNext::VkMicromapVersionInfoEXT(_) => "VkMicromapVersionInfoEXT",
+            PNext::VkCopyMicromapInfoEXT(_) => "VkCopyMicromapInfoEXT",
+            PNext::VkCopyMicromapToMemoryInfoEXT(_) => "VkCopyMicromapToMemoryInfoEXT",
+            PNext::VkCopyMemoryToMicromapInfoEXT(_) => "VkCopyMemoryToMicromapInfoEXT",
+            PNext::VkMicromapBuildSizesInfoEXT(_) => "VkMicromapBuildSizesInfoEXT",
+            PNext::VkPhysicalDeviceOpacityMicromapFeaturesEXT(_) => {
+                "VkPhysicalDeviceOpacityMicromapFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceOpacityMicromapPropertiesEXT(_) => {
+                "VkPhysicalDeviceOpacityMicromapPropertiesEXT"
+            }
+            PNext::VkAccelerationStructureTrianglesOpacityMicromapEXT(_) => {
+                "VkAccelerationStructureTrianglesOpacityMicromapEXT"
+            }
+            PNext::VkPipelinePropertiesIdentifierEXT(_) => "VkPipelinePropertiesIdentifierEXT",
+            PNext::VkPhysicalDevicePipelinePropertiesFeaturesEXT(_) => {
+                "VkPhysicalDevicePipelinePropertiesFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD(_) => {
+                "VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD"
+            }
+            PNext::VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT(_) => {
+                "VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT"
+            }
+            PNext::VkPhysicalDevicePipelineRobustnessFeaturesEXT(_) => {
+                "VkPhysicalDevicePipelineRobustnessFeaturesEXT"
+            }
+            PNext::VkPipelineRobustnessCreateInfoEXT(_) => "VkPipelineRobustnessCreateInfoEXT",
+            PNext::VkPhysicalDevicePipelineRobustnessPropertiesEXT(_) => {
+                "VkPhysicalDevicePipelineRobustnessPropertiesEXT"
+            }
+            PNext::VkImageViewSampleWeightCreateInfoQCOM(_) => {
+                "VkImageViewSampleWeightCreateInfoQCOM"
+            }
+            PNext::VkPhysicalDeviceImageProcessingFeaturesQCOM(_) => {
+                "VkPhysicalDeviceImageProcessingFeaturesQCOM"
+            }
+            PNext::VkPhysicalDeviceImageProcessingPropertiesQCOM(_) => {
+                "VkPhysicalDeviceImageProcessingPropertiesQCOM"
+            }
+            PNext::VkPhysicalDeviceTilePropertiesFeaturesQCOM(_) => {
+                "VkPhysicalDeviceTilePropertiesFeaturesQCOM"
+            }
+            PNext::VkTilePropertiesQCOM(_) => "VkTilePropertiesQCOM",
+            PNext::VkPhysicalDeviceAmigoProfilingFeaturesSEC(_) => {
+                "VkPhysicalDeviceAmigoProfilingFeaturesSEC"
+            }
+            PNext::VkAmigoProfilingSubmitInfoSEC(_) => "VkAmigoProfilingSubmitInfoSEC",
+            PNext::VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT(_) => {
+                "VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceDepthClampZeroOneFeaturesEXT(_) => {
+                "VkPhysicalDeviceDepthClampZeroOneFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceAddressBindingReportFeaturesEXT(_) => {
+                "VkPhysicalDeviceAddressBindingReportFeaturesEXT"
+            }
+            PNext::VkDeviceAddressBindingCallbackDataEXT(_) => {
+                "VkDeviceAddressBindingCallbackDataEXT"
+            }
+            PNext::VkPhysicalDeviceOpticalFlowFeaturesNV(_) => {
+                "VkPhysicalDeviceOpticalFlowFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceOpticalFlowPropertiesNV(_) => {
+                "VkPhysicalDeviceOpticalFlowPropertiesNV"
+            }
+            PNext::VkOpticalFlowImageFormatInfoNV(_) => "VkOpticalFlowImageFormatInfoNV",
+            PNext::VkOpticalFlowImageFormatPropertiesNV(_) => {
+                "VkOpticalFlowImageFormatPropertiesNV"
+            }
+            PNext::VkOpticalFlowSessionCreateInfoNV(_) => "VkOpticalFlowSessionCreateInfoNV",
+            PNext::VkOpticalFlowSessionCreatePrivateDataInfoNV(_) => {
+                "VkOpticalFlowSessionCreatePrivateDataInfoNV"
+            }
+            PNext::VkOpticalFlowExecuteInfoNV(_) => "VkOpticalFlowExecuteInfoNV",
+            PNext::VkPhysicalDeviceFaultFeaturesEXT(_) => "VkPhysicalDeviceFaultFeaturesEXT",
+            PNext::VkDeviceFaultCountsEXT(_) => "VkDeviceFaultCountsEXT",
+            PNext::VkDeviceFaultInfoEXT(_) => "VkDeviceFaultInfoEXT",
+            PNext::VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM(_) => {
+                "VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM"
+            }
+            PNext::VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM(_) => {
+                "VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM"
+            }
+            PNext::VkSurfacePresentModeEXT(_) => "VkSurfacePresentModeEXT",
+            PNext::VkSurfacePresentScalingCapabilitiesEXT(_) => {
+                "VkSurfacePresentScalingCapabilitiesEXT"
+            }
+            PNext::VkSurfacePresentModeCompatibilityEXT(_) => {
+                "VkSurfacePresentModeCompatibilityEXT"
+            }
+            PNext::VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT(_) => {
+                "VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT"
+            }
+            PNext::VkSwapchainPresentFenceInfoEXT(_) => "VkSwapchainPresentFenceInfoEXT",
+            PNext::VkSwapchainPresentModesCreateInfoEXT(_) => {
+                "VkSwapchainPresentModesCreateInfoEXT"
+            }
+            PNext::VkSwapchainPresentModeInfoEXT(_) => "VkSwapchainPresentModeInfoEXT",
+            PNext::VkSwapchainPresentScalingCreateInfoEXT(_) => {
+                "VkSwapchainPresentScalingCreateInfoEXT"
+            }
+            PNext::VkReleaseSwapchainImagesInfoEXT(_) => "VkReleaseSwapchainImagesInfoEXT",
+            PNext::VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV(_) => {
+                "VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV(_) => {
+                "VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV"
+            }
+            PNext::VkDirectDriverLoadingInfoLUNARG(_) => "VkDirectDriverLoadingInfoLUNARG",
+            PNext::VkDirectDriverLoadingListLUNARG(_) => "VkDirectDriverLoadingListLUNARG",
+            PNext::VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(_) => {
+                "VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM"
+            }
+            PNext::Unknown(_) => "unknown",
+        }
+    }
 }
 
 impl ToJson for PNext {
