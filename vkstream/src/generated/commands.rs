@@ -357,6 +357,9 @@ pub const COMMANDS: &[&str] = &[
     "vkGetImageSparseMemoryRequirements2KHR",
     "vkCreateAccelerationStructureKHR",
     "vkDestroyAccelerationStructureKHR",
+    "vkCmdBuildAccelerationStructuresKHR",
+    "vkCmdBuildAccelerationStructuresIndirectKHR",
+    "vkBuildAccelerationStructuresKHR",
     "vkCopyAccelerationStructureKHR",
     "vkCopyAccelerationStructureToMemoryKHR",
     "vkCopyMemoryToAccelerationStructureKHR",
@@ -507,6 +510,7 @@ pub const COMMANDS: &[&str] = &[
     "vkCmdSubpassShadingHUAWEI",
     "vkCmdBindInvocationMaskHUAWEI",
     "vkGetMemoryRemoteAddressNV",
+    "vkGetPipelinePropertiesEXT",
     "vkCmdSetPatchControlPointsEXT",
     "vkCmdSetRasterizerDiscardEnableEXT",
     "vkCmdSetDepthBiasEnableEXT",
@@ -514,6 +518,8 @@ pub const COMMANDS: &[&str] = &[
     "vkCmdSetPrimitiveRestartEnableEXT",
     "vkCmdSetColorWriteEnableEXT",
     "vkCmdTraceRaysIndirect2KHR",
+    "vkCmdDrawMultiEXT",
+    "vkCmdDrawMultiIndexedEXT",
     "vkCreateMicromapEXT",
     "vkDestroyMicromapEXT",
     "vkCmdBuildMicromapsEXT",
@@ -611,18 +617,19 @@ pub const IS_DEVICE_LEVEL: &[bool] = &[
     false, true, false, true, true, true, true, true, true, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
-    true, true, true, true, true, true, true, true, false, true, true, true, true, true, true,
-    true, true, true, true, true, true, true, true, true, true, true, true, true, true, false,
-    true, true, false, true, false, false, false, true, true, true, true, true, true, true, true,
+    true, true, true, true, true, true, true, true, true, true, true, false, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
-    true, true, true, true, true, true, true, true, false, false, true, true, true, true, true,
+    true, false, true, true, false, true, false, false, false, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
-    true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
+    true, true, true, true, true, true, true, true, true, true, false, false, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
-    true, true, true, true, true, false, true, true, true, true, true, true,
+    true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
+    true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
+    true, true, true, true, true, true, true, true, true, true, false, true, true, true, true,
+    true, true,
 ];
 
 /// Compile-time ids, `ids::vkCmdDraw == command_id("vkCmdDraw").unwrap()`.
@@ -982,229 +989,235 @@ pub mod ids {
     pub const vkGetImageSparseMemoryRequirements2KHR: u32 = 351;
     pub const vkCreateAccelerationStructureKHR: u32 = 352;
     pub const vkDestroyAccelerationStructureKHR: u32 = 353;
-    pub const vkCopyAccelerationStructureKHR: u32 = 354;
-    pub const vkCopyAccelerationStructureToMemoryKHR: u32 = 355;
-    pub const vkCopyMemoryToAccelerationStructureKHR: u32 = 356;
-    pub const vkWriteAccelerationStructuresPropertiesKHR: u32 = 357;
-    pub const vkCmdCopyAccelerationStructureKHR: u32 = 358;
-    pub const vkCmdCopyAccelerationStructureToMemoryKHR: u32 = 359;
-    pub const vkCmdCopyMemoryToAccelerationStructureKHR: u32 = 360;
-    pub const vkGetAccelerationStructureDeviceAddressKHR: u32 = 361;
-    pub const vkCmdWriteAccelerationStructuresPropertiesKHR: u32 = 362;
-    pub const vkGetDeviceAccelerationStructureCompatibilityKHR: u32 = 363;
-    pub const vkGetAccelerationStructureBuildSizesKHR: u32 = 364;
-    pub const vkCmdTraceRaysKHR: u32 = 365;
-    pub const vkCreateRayTracingPipelinesKHR: u32 = 366;
-    pub const vkGetRayTracingShaderGroupHandlesKHR: u32 = 367;
-    pub const vkGetRayTracingCaptureReplayShaderGroupHandlesKHR: u32 = 368;
-    pub const vkCmdTraceRaysIndirectKHR: u32 = 369;
-    pub const vkGetRayTracingShaderGroupStackSizeKHR: u32 = 370;
-    pub const vkCmdSetRayTracingPipelineStackSizeKHR: u32 = 371;
-    pub const vkCreateSamplerYcbcrConversionKHR: u32 = 372;
-    pub const vkDestroySamplerYcbcrConversionKHR: u32 = 373;
-    pub const vkBindBufferMemory2KHR: u32 = 374;
-    pub const vkBindImageMemory2KHR: u32 = 375;
-    pub const vkGetImageDrmFormatModifierPropertiesEXT: u32 = 376;
-    pub const vkCreateValidationCacheEXT: u32 = 377;
-    pub const vkDestroyValidationCacheEXT: u32 = 378;
-    pub const vkMergeValidationCachesEXT: u32 = 379;
-    pub const vkGetValidationCacheDataEXT: u32 = 380;
-    pub const vkCmdBindShadingRateImageNV: u32 = 381;
-    pub const vkCmdSetViewportShadingRatePaletteNV: u32 = 382;
-    pub const vkCmdSetCoarseSampleOrderNV: u32 = 383;
-    pub const vkCreateAccelerationStructureNV: u32 = 384;
-    pub const vkDestroyAccelerationStructureNV: u32 = 385;
-    pub const vkGetAccelerationStructureMemoryRequirementsNV: u32 = 386;
-    pub const vkBindAccelerationStructureMemoryNV: u32 = 387;
-    pub const vkCmdBuildAccelerationStructureNV: u32 = 388;
-    pub const vkCmdCopyAccelerationStructureNV: u32 = 389;
-    pub const vkCmdTraceRaysNV: u32 = 390;
-    pub const vkCreateRayTracingPipelinesNV: u32 = 391;
-    pub const vkGetRayTracingShaderGroupHandlesNV: u32 = 392;
-    pub const vkGetAccelerationStructureHandleNV: u32 = 393;
-    pub const vkCmdWriteAccelerationStructuresPropertiesNV: u32 = 394;
-    pub const vkCompileDeferredNV: u32 = 395;
-    pub const vkGetDescriptorSetLayoutSupportKHR: u32 = 396;
-    pub const vkCmdDrawIndirectCountKHR: u32 = 397;
-    pub const vkCmdDrawIndexedIndirectCountKHR: u32 = 398;
-    pub const vkGetMemoryHostPointerPropertiesEXT: u32 = 399;
-    pub const vkCmdWriteBufferMarkerAMD: u32 = 400;
-    pub const vkGetPhysicalDeviceCalibrateableTimeDomainsEXT: u32 = 401;
-    pub const vkGetCalibratedTimestampsEXT: u32 = 402;
-    pub const vkCmdDrawMeshTasksNV: u32 = 403;
-    pub const vkCmdDrawMeshTasksIndirectNV: u32 = 404;
-    pub const vkCmdDrawMeshTasksIndirectCountNV: u32 = 405;
-    pub const vkCmdSetExclusiveScissorNV: u32 = 406;
-    pub const vkCmdSetCheckpointNV: u32 = 407;
-    pub const vkGetQueueCheckpointDataNV: u32 = 408;
-    pub const vkGetSemaphoreCounterValueKHR: u32 = 409;
-    pub const vkWaitSemaphoresKHR: u32 = 410;
-    pub const vkSignalSemaphoreKHR: u32 = 411;
-    pub const vkInitializePerformanceApiINTEL: u32 = 412;
-    pub const vkUninitializePerformanceApiINTEL: u32 = 413;
-    pub const vkCmdSetPerformanceMarkerINTEL: u32 = 414;
-    pub const vkCmdSetPerformanceStreamMarkerINTEL: u32 = 415;
-    pub const vkCmdSetPerformanceOverrideINTEL: u32 = 416;
-    pub const vkAcquirePerformanceConfigurationINTEL: u32 = 417;
-    pub const vkReleasePerformanceConfigurationINTEL: u32 = 418;
-    pub const vkQueueSetPerformanceConfigurationINTEL: u32 = 419;
-    pub const vkGetPerformanceParameterINTEL: u32 = 420;
-    pub const vkSetLocalDimmingAMD: u32 = 421;
-    pub const vkGetPhysicalDeviceFragmentShadingRatesKHR: u32 = 422;
-    pub const vkCmdSetFragmentShadingRateKHR: u32 = 423;
-    pub const vkGetBufferDeviceAddressEXT: u32 = 424;
-    pub const vkGetPhysicalDeviceToolPropertiesEXT: u32 = 425;
-    pub const vkWaitForPresentKHR: u32 = 426;
-    pub const vkGetPhysicalDeviceCooperativeMatrixPropertiesNV: u32 = 427;
-    pub const vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV: u32 = 428;
-    pub const vkCreateHeadlessSurfaceEXT: u32 = 429;
-    pub const vkGetBufferDeviceAddressKHR: u32 = 430;
-    pub const vkGetBufferOpaqueCaptureAddressKHR: u32 = 431;
-    pub const vkGetDeviceMemoryOpaqueCaptureAddressKHR: u32 = 432;
-    pub const vkCmdSetLineStippleEXT: u32 = 433;
-    pub const vkResetQueryPoolEXT: u32 = 434;
-    pub const vkCmdSetCullModeEXT: u32 = 435;
-    pub const vkCmdSetFrontFaceEXT: u32 = 436;
-    pub const vkCmdSetPrimitiveTopologyEXT: u32 = 437;
-    pub const vkCmdSetViewportWithCountEXT: u32 = 438;
-    pub const vkCmdSetScissorWithCountEXT: u32 = 439;
-    pub const vkCmdBindVertexBuffers2EXT: u32 = 440;
-    pub const vkCmdSetDepthTestEnableEXT: u32 = 441;
-    pub const vkCmdSetDepthWriteEnableEXT: u32 = 442;
-    pub const vkCmdSetDepthCompareOpEXT: u32 = 443;
-    pub const vkCmdSetDepthBoundsTestEnableEXT: u32 = 444;
-    pub const vkCmdSetStencilTestEnableEXT: u32 = 445;
-    pub const vkCmdSetStencilOpEXT: u32 = 446;
-    pub const vkCreateDeferredOperationKHR: u32 = 447;
-    pub const vkDestroyDeferredOperationKHR: u32 = 448;
-    pub const vkGetDeferredOperationMaxConcurrencyKHR: u32 = 449;
-    pub const vkGetDeferredOperationResultKHR: u32 = 450;
-    pub const vkDeferredOperationJoinKHR: u32 = 451;
-    pub const vkGetPipelineExecutablePropertiesKHR: u32 = 452;
-    pub const vkGetPipelineExecutableStatisticsKHR: u32 = 453;
-    pub const vkGetPipelineExecutableInternalRepresentationsKHR: u32 = 454;
-    pub const vkReleaseSwapchainImagesEXT: u32 = 455;
-    pub const vkGetGeneratedCommandsMemoryRequirementsNV: u32 = 456;
-    pub const vkCmdPreprocessGeneratedCommandsNV: u32 = 457;
-    pub const vkCmdExecuteGeneratedCommandsNV: u32 = 458;
-    pub const vkCmdBindPipelineShaderGroupNV: u32 = 459;
-    pub const vkCreateIndirectCommandsLayoutNV: u32 = 460;
-    pub const vkDestroyIndirectCommandsLayoutNV: u32 = 461;
-    pub const vkAcquireDrmDisplayEXT: u32 = 462;
-    pub const vkGetDrmDisplayEXT: u32 = 463;
-    pub const vkCreatePrivateDataSlotEXT: u32 = 464;
-    pub const vkDestroyPrivateDataSlotEXT: u32 = 465;
-    pub const vkSetPrivateDataEXT: u32 = 466;
-    pub const vkGetPrivateDataEXT: u32 = 467;
-    pub const vkCmdSetEvent2KHR: u32 = 468;
-    pub const vkCmdResetEvent2KHR: u32 = 469;
-    pub const vkCmdWaitEvents2KHR: u32 = 470;
-    pub const vkCmdPipelineBarrier2KHR: u32 = 471;
-    pub const vkCmdWriteTimestamp2KHR: u32 = 472;
-    pub const vkQueueSubmit2KHR: u32 = 473;
-    pub const vkCmdWriteBufferMarker2AMD: u32 = 474;
-    pub const vkGetQueueCheckpointData2NV: u32 = 475;
-    pub const vkGetDescriptorSetLayoutSizeEXT: u32 = 476;
-    pub const vkGetDescriptorSetLayoutBindingOffsetEXT: u32 = 477;
-    pub const vkGetDescriptorEXT: u32 = 478;
-    pub const vkCmdBindDescriptorBuffersEXT: u32 = 479;
-    pub const vkCmdSetDescriptorBufferOffsetsEXT: u32 = 480;
-    pub const vkCmdBindDescriptorBufferEmbeddedSamplersEXT: u32 = 481;
-    pub const vkGetBufferOpaqueCaptureDescriptorDataEXT: u32 = 482;
-    pub const vkGetImageOpaqueCaptureDescriptorDataEXT: u32 = 483;
-    pub const vkGetImageViewOpaqueCaptureDescriptorDataEXT: u32 = 484;
-    pub const vkGetSamplerOpaqueCaptureDescriptorDataEXT: u32 = 485;
-    pub const vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT: u32 = 486;
-    pub const vkCmdSetFragmentShadingRateEnumNV: u32 = 487;
-    pub const vkCmdDrawMeshTasksEXT: u32 = 488;
-    pub const vkCmdDrawMeshTasksIndirectEXT: u32 = 489;
-    pub const vkCmdDrawMeshTasksIndirectCountEXT: u32 = 490;
-    pub const vkCmdCopyBuffer2KHR: u32 = 491;
-    pub const vkCmdCopyImage2KHR: u32 = 492;
-    pub const vkCmdCopyBufferToImage2KHR: u32 = 493;
-    pub const vkCmdCopyImageToBuffer2KHR: u32 = 494;
-    pub const vkCmdBlitImage2KHR: u32 = 495;
-    pub const vkCmdResolveImage2KHR: u32 = 496;
-    pub const vkGetImageSubresourceLayout2EXT: u32 = 497;
-    pub const vkGetDeviceFaultInfoEXT: u32 = 498;
-    pub const vkCmdSetVertexInputEXT: u32 = 499;
-    pub const vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI: u32 = 500;
-    pub const vkCmdSubpassShadingHUAWEI: u32 = 501;
-    pub const vkCmdBindInvocationMaskHUAWEI: u32 = 502;
-    pub const vkGetMemoryRemoteAddressNV: u32 = 503;
-    pub const vkCmdSetPatchControlPointsEXT: u32 = 504;
-    pub const vkCmdSetRasterizerDiscardEnableEXT: u32 = 505;
-    pub const vkCmdSetDepthBiasEnableEXT: u32 = 506;
-    pub const vkCmdSetLogicOpEXT: u32 = 507;
-    pub const vkCmdSetPrimitiveRestartEnableEXT: u32 = 508;
-    pub const vkCmdSetColorWriteEnableEXT: u32 = 509;
-    pub const vkCmdTraceRaysIndirect2KHR: u32 = 510;
-    pub const vkCreateMicromapEXT: u32 = 511;
-    pub const vkDestroyMicromapEXT: u32 = 512;
-    pub const vkCmdBuildMicromapsEXT: u32 = 513;
-    pub const vkBuildMicromapsEXT: u32 = 514;
-    pub const vkCopyMicromapEXT: u32 = 515;
-    pub const vkCopyMicromapToMemoryEXT: u32 = 516;
-    pub const vkCopyMemoryToMicromapEXT: u32 = 517;
-    pub const vkWriteMicromapsPropertiesEXT: u32 = 518;
-    pub const vkCmdCopyMicromapEXT: u32 = 519;
-    pub const vkCmdCopyMicromapToMemoryEXT: u32 = 520;
-    pub const vkCmdCopyMemoryToMicromapEXT: u32 = 521;
-    pub const vkCmdWriteMicromapsPropertiesEXT: u32 = 522;
-    pub const vkGetDeviceMicromapCompatibilityEXT: u32 = 523;
-    pub const vkGetMicromapBuildSizesEXT: u32 = 524;
-    pub const vkCmdDrawClusterHUAWEI: u32 = 525;
-    pub const vkCmdDrawClusterIndirectHUAWEI: u32 = 526;
-    pub const vkSetDeviceMemoryPriorityEXT: u32 = 527;
-    pub const vkGetDeviceBufferMemoryRequirementsKHR: u32 = 528;
-    pub const vkGetDeviceImageMemoryRequirementsKHR: u32 = 529;
-    pub const vkGetDeviceImageSparseMemoryRequirementsKHR: u32 = 530;
-    pub const vkGetDescriptorSetLayoutHostMappingInfoVALVE: u32 = 531;
-    pub const vkGetDescriptorSetHostMappingVALVE: u32 = 532;
-    pub const vkCmdCopyMemoryIndirectNV: u32 = 533;
-    pub const vkCmdCopyMemoryToImageIndirectNV: u32 = 534;
-    pub const vkCmdDecompressMemoryNV: u32 = 535;
-    pub const vkCmdDecompressMemoryIndirectCountNV: u32 = 536;
-    pub const vkCmdSetTessellationDomainOriginEXT: u32 = 537;
-    pub const vkCmdSetDepthClampEnableEXT: u32 = 538;
-    pub const vkCmdSetPolygonModeEXT: u32 = 539;
-    pub const vkCmdSetRasterizationSamplesEXT: u32 = 540;
-    pub const vkCmdSetSampleMaskEXT: u32 = 541;
-    pub const vkCmdSetAlphaToCoverageEnableEXT: u32 = 542;
-    pub const vkCmdSetAlphaToOneEnableEXT: u32 = 543;
-    pub const vkCmdSetLogicOpEnableEXT: u32 = 544;
-    pub const vkCmdSetColorBlendEnableEXT: u32 = 545;
-    pub const vkCmdSetColorBlendEquationEXT: u32 = 546;
-    pub const vkCmdSetColorWriteMaskEXT: u32 = 547;
-    pub const vkCmdSetRasterizationStreamEXT: u32 = 548;
-    pub const vkCmdSetConservativeRasterizationModeEXT: u32 = 549;
-    pub const vkCmdSetExtraPrimitiveOverestimationSizeEXT: u32 = 550;
-    pub const vkCmdSetDepthClipEnableEXT: u32 = 551;
-    pub const vkCmdSetSampleLocationsEnableEXT: u32 = 552;
-    pub const vkCmdSetColorBlendAdvancedEXT: u32 = 553;
-    pub const vkCmdSetProvokingVertexModeEXT: u32 = 554;
-    pub const vkCmdSetLineRasterizationModeEXT: u32 = 555;
-    pub const vkCmdSetLineStippleEnableEXT: u32 = 556;
-    pub const vkCmdSetDepthClipNegativeOneToOneEXT: u32 = 557;
-    pub const vkCmdSetViewportWScalingEnableNV: u32 = 558;
-    pub const vkCmdSetViewportSwizzleNV: u32 = 559;
-    pub const vkCmdSetCoverageToColorEnableNV: u32 = 560;
-    pub const vkCmdSetCoverageToColorLocationNV: u32 = 561;
-    pub const vkCmdSetCoverageModulationModeNV: u32 = 562;
-    pub const vkCmdSetCoverageModulationTableEnableNV: u32 = 563;
-    pub const vkCmdSetCoverageModulationTableNV: u32 = 564;
-    pub const vkCmdSetShadingRateImageEnableNV: u32 = 565;
-    pub const vkCmdSetRepresentativeFragmentTestEnableNV: u32 = 566;
-    pub const vkCmdSetCoverageReductionModeNV: u32 = 567;
-    pub const vkGetShaderModuleIdentifierEXT: u32 = 568;
-    pub const vkGetShaderModuleCreateInfoIdentifierEXT: u32 = 569;
-    pub const vkGetPhysicalDeviceOpticalFlowImageFormatsNV: u32 = 570;
-    pub const vkCreateOpticalFlowSessionNV: u32 = 571;
-    pub const vkDestroyOpticalFlowSessionNV: u32 = 572;
-    pub const vkBindOpticalFlowSessionImageNV: u32 = 573;
-    pub const vkCmdOpticalFlowExecuteNV: u32 = 574;
-    pub const vkGetFramebufferTilePropertiesQCOM: u32 = 575;
-    pub const vkGetDynamicRenderingTilePropertiesQCOM: u32 = 576;
+    pub const vkCmdBuildAccelerationStructuresKHR: u32 = 354;
+    pub const vkCmdBuildAccelerationStructuresIndirectKHR: u32 = 355;
+    pub const vkBuildAccelerationStructuresKHR: u32 = 356;
+    pub const vkCopyAccelerationStructureKHR: u32 = 357;
+    pub const vkCopyAccelerationStructureToMemoryKHR: u32 = 358;
+    pub const vkCopyMemoryToAccelerationStructureKHR: u32 = 359;
+    pub const vkWriteAccelerationStructuresPropertiesKHR: u32 = 360;
+    pub const vkCmdCopyAccelerationStructureKHR: u32 = 361;
+    pub const vkCmdCopyAccelerationStructureToMemoryKHR: u32 = 362;
+    pub const vkCmdCopyMemoryToAccelerationStructureKHR: u32 = 363;
+    pub const vkGetAccelerationStructureDeviceAddressKHR: u32 = 364;
+    pub const vkCmdWriteAccelerationStructuresPropertiesKHR: u32 = 365;
+    pub const vkGetDeviceAccelerationStructureCompatibilityKHR: u32 = 366;
+    pub const vkGetAccelerationStructureBuildSizesKHR: u32 = 367;
+    pub const vkCmdTraceRaysKHR: u32 = 368;
+    pub const vkCreateRayTracingPipelinesKHR: u32 = 369;
+    pub const vkGetRayTracingShaderGroupHandlesKHR: u32 = 370;
+    pub const vkGetRayTracingCaptureReplayShaderGroupHandlesKHR: u32 = 371;
+    pub const vkCmdTraceRaysIndirectKHR: u32 = 372;
+    pub const vkGetRayTracingShaderGroupStackSizeKHR: u32 = 373;
+    pub const vkCmdSetRayTracingPipelineStackSizeKHR: u32 = 374;
+    pub const vkCreateSamplerYcbcrConversionKHR: u32 = 375;
+    pub const vkDestroySamplerYcbcrConversionKHR: u32 = 376;
+    pub const vkBindBufferMemory2KHR: u32 = 377;
+    pub const vkBindImageMemory2KHR: u32 = 378;
+    pub const vkGetImageDrmFormatModifierPropertiesEXT: u32 = 379;
+    pub const vkCreateValidationCacheEXT: u32 = 380;
+    pub const vkDestroyValidationCacheEXT: u32 = 381;
+    pub const vkMergeValidationCachesEXT: u32 = 382;
+    pub const vkGetValidationCacheDataEXT: u32 = 383;
+    pub const vkCmdBindShadingRateImageNV: u32 = 384;
+    pub const vkCmdSetViewportShadingRatePaletteNV: u32 = 385;
+    pub const vkCmdSetCoarseSampleOrderNV: u32 = 386;
+    pub const vkCreateAccelerationStructureNV: u32 = 387;
+    pub const vkDestroyAccelerationStructureNV: u32 = 388;
+    pub const vkGetAccelerationStructureMemoryRequirementsNV: u32 = 389;
+    pub const vkBindAccelerationStructureMemoryNV: u32 = 390;
+    pub const vkCmdBuildAccelerationStructureNV: u32 = 391;
+    pub const vkCmdCopyAccelerationStructureNV: u32 = 392;
+    pub const vkCmdTraceRaysNV: u32 = 393;
+    pub const vkCreateRayTracingPipelinesNV: u32 = 394;
+    pub const vkGetRayTracingShaderGroupHandlesNV: u32 = 395;
+    pub const vkGetAccelerationStructureHandleNV: u32 = 396;
+    pub const vkCmdWriteAccelerationStructuresPropertiesNV: u32 = 397;
+    pub const vkCompileDeferredNV: u32 = 398;
+    pub const vkGetDescriptorSetLayoutSupportKHR: u32 = 399;
+    pub const vkCmdDrawIndirectCountKHR: u32 = 400;
+    pub const vkCmdDrawIndexedIndirectCountKHR: u32 = 401;
+    pub const vkGetMemoryHostPointerPropertiesEXT: u32 = 402;
+    pub const vkCmdWriteBufferMarkerAMD: u32 = 403;
+    pub const vkGetPhysicalDeviceCalibrateableTimeDomainsEXT: u32 = 404;
+    pub const vkGetCalibratedTimestampsEXT: u32 = 405;
+    pub const vkCmdDrawMeshTasksNV: u32 = 406;
+    pub const vkCmdDrawMeshTasksIndirectNV: u32 = 407;
+    pub const vkCmdDrawMeshTasksIndirectCountNV: u32 = 408;
+    pub const vkCmdSetExclusiveScissorNV: u32 = 409;
+    pub const vkCmdSetCheckpointNV: u32 = 410;
+    pub const vkGetQueueCheckpointDataNV: u32 = 411;
+    pub const vkGetSemaphoreCounterValueKHR: u32 = 412;
+    pub const vkWaitSemaphoresKHR: u32 = 413;
+    pub const vkSignalSemaphoreKHR: u32 = 414;
+    pub const vkInitializePerformanceApiINTEL: u32 = 415;
+    pub const vkUninitializePerformanceApiINTEL: u32 = 416;
+    pub const vkCmdSetPerformanceMarkerINTEL: u32 = 417;
+    pub const vkCmdSetPerformanceStreamMarkerINTEL: u32 = 418;
+    pub const vkCmdSetPerformanceOverrideINTEL: u32 = 419;
+    pub const vkAcquirePerformanceConfigurationINTEL: u32 = 420;
+    pub const vkReleasePerformanceConfigurationINTEL: u32 = 421;
+    pub const vkQueueSetPerformanceConfigurationINTEL: u32 = 422;
+    pub const vkGetPerformanceParameterINTEL: u32 = 423;
+    pub const vkSetLocalDimmingAMD: u32 = 424;
+    pub const vkGetPhysicalDeviceFragmentShadingRatesKHR: u32 = 425;
+    pub const vkCmdSetFragmentShadingRateKHR: u32 = 426;
+    pub const vkGetBufferDeviceAddressEXT: u32 = 427;
+    pub const vkGetPhysicalDeviceToolPropertiesEXT: u32 = 428;
+    pub const vkWaitForPresentKHR: u32 = 429;
+    pub const vkGetPhysicalDeviceCooperativeMatrixPropertiesNV: u32 = 430;
+    pub const vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV: u32 = 431;
+    pub const vkCreateHeadlessSurfaceEXT: u32 = 432;
+    pub const vkGetBufferDeviceAddressKHR: u32 = 433;
+    pub const vkGetBufferOpaqueCaptureAddressKHR: u32 = 434;
+    pub const vkGetDeviceMemoryOpaqueCaptureAddressKHR: u32 = 435;
+    pub const vkCmdSetLineStippleEXT: u32 = 436;
+    pub const vkResetQueryPoolEXT: u32 = 437;
+    pub const vkCmdSetCullModeEXT: u32 = 438;
+    pub const vkCmdSetFrontFaceEXT: u32 = 439;
+    pub const vkCmdSetPrimitiveTopologyEXT: u32 = 440;
+    pub const vkCmdSetViewportWithCountEXT: u32 = 441;
+    pub const vkCmdSetScissorWithCountEXT: u32 = 442;
+    pub const vkCmdBindVertexBuffers2EXT: u32 = 443;
+    pub const vkCmdSetDepthTestEnableEXT: u32 = 444;
+    pub const vkCmdSetDepthWriteEnableEXT: u32 = 445;
+    pub const vkCmdSetDepthCompareOpEXT: u32 = 446;
+    pub const vkCmdSetDepthBoundsTestEnableEXT: u32 = 447;
+    pub const vkCmdSetStencilTestEnableEXT: u32 = 448;
+    pub const vkCmdSetStencilOpEXT: u32 = 449;
+    pub const vkCreateDeferredOperationKHR: u32 = 450;
+    pub const vkDestroyDeferredOperationKHR: u32 = 451;
+    pub const vkGetDeferredOperationMaxConcurrencyKHR: u32 = 452;
+    pub const vkGetDeferredOperationResultKHR: u32 = 453;
+    pub const vkDeferredOperationJoinKHR: u32 = 454;
+    pub const vkGetPipelineExecutablePropertiesKHR: u32 = 455;
+    pub const vkGetPipelineExecutableStatisticsKHR: u32 = 456;
+    pub const vkGetPipelineExecutableInternalRepresentationsKHR: u32 = 457;
+    pub const vkReleaseSwapchainImagesEXT: u32 = 458;
+    pub const vkGetGeneratedCommandsMemoryRequirementsNV: u32 = 459;
+    pub const vkCmdPreprocessGeneratedCommandsNV: u32 = 460;
+    pub const vkCmdExecuteGeneratedCommandsNV: u32 = 461;
+    pub const vkCmdBindPipelineShaderGroupNV: u32 = 462;
+    pub const vkCreateIndirectCommandsLayoutNV: u32 = 463;
+    pub const vkDestroyIndirectCommandsLayoutNV: u32 = 464;
+    pub const vkAcquireDrmDisplayEXT: u32 = 465;
+    pub const vkGetDrmDisplayEXT: u32 = 466;
+    pub const vkCreatePrivateDataSlotEXT: u32 = 467;
+    pub const vkDestroyPrivateDataSlotEXT: u32 = 468;
+    pub const vkSetPrivateDataEXT: u32 = 469;
+    pub const vkGetPrivateDataEXT: u32 = 470;
+    pub const vkCmdSetEvent2KHR: u32 = 471;
+    pub const vkCmdResetEvent2KHR: u32 = 472;
+    pub const vkCmdWaitEvents2KHR: u32 = 473;
+    pub const vkCmdPipelineBarrier2KHR: u32 = 474;
+    pub const vkCmdWriteTimestamp2KHR: u32 = 475;
+    pub const vkQueueSubmit2KHR: u32 = 476;
+    pub const vkCmdWriteBufferMarker2AMD: u32 = 477;
+    pub const vkGetQueueCheckpointData2NV: u32 = 478;
+    pub const vkGetDescriptorSetLayoutSizeEXT: u32 = 479;
+    pub const vkGetDescriptorSetLayoutBindingOffsetEXT: u32 = 480;
+    pub const vkGetDescriptorEXT: u32 = 481;
+    pub const vkCmdBindDescriptorBuffersEXT: u32 = 482;
+    pub const vkCmdSetDescriptorBufferOffsetsEXT: u32 = 483;
+    pub const vkCmdBindDescriptorBufferEmbeddedSamplersEXT: u32 = 484;
+    pub const vkGetBufferOpaqueCaptureDescriptorDataEXT: u32 = 485;
+    pub const vkGetImageOpaqueCaptureDescriptorDataEXT: u32 = 486;
+    pub const vkGetImageViewOpaqueCaptureDescriptorDataEXT: u32 = 487;
+    pub const vkGetSamplerOpaqueCaptureDescriptorDataEXT: u32 = 488;
+    pub const vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT: u32 = 489;
+    pub const vkCmdSetFragmentShadingRateEnumNV: u32 = 490;
+    pub const vkCmdDrawMeshTasksEXT: u32 = 491;
+    pub const vkCmdDrawMeshTasksIndirectEXT: u32 = 492;
+    pub const vkCmdDrawMeshTasksIndirectCountEXT: u32 = 493;
+    pub const vkCmdCopyBuffer2KHR: u32 = 494;
+    pub const vkCmdCopyImage2KHR: u32 = 495;
+    pub const vkCmdCopyBufferToImage2KHR: u32 = 496;
+    pub const vkCmdCopyImageToBuffer2KHR: u32 = 497;
+    pub const vkCmdBlitImage2KHR: u32 = 498;
+    pub const vkCmdResolveImage2KHR: u32 = 499;
+    pub const vkGetImageSubresourceLayout2EXT: u32 = 500;
+    pub const vkGetDeviceFaultInfoEXT: u32 = 501;
+    pub const vkCmdSetVertexInputEXT: u32 = 502;
+    pub const vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI: u32 = 503;
+    pub const vkCmdSubpassShadingHUAWEI: u32 = 504;
+    pub const vkCmdBindInvocationMaskHUAWEI: u32 = 505;
+    pub const vkGetMemoryRemoteAddressNV: u32 = 506;
+    pub const vkGetPipelinePropertiesEXT: u32 = 507;
+    pub const vkCmdSetPatchControlPointsEXT: u32 = 508;
+    pub const vkCmdSetRasterizerDiscardEnableEXT: u32 = 509;
+    pub const vkCmdSetDepthBiasEnableEXT: u32 = 510;
+    pub const vkCmdSetLogicOpEXT: u32 = 511;
+    pub const vkCmdSetPrimitiveRestartEnableEXT: u32 = 512;
+    pub const vkCmdSetColorWriteEnableEXT: u32 = 513;
+    pub const vkCmdTraceRaysIndirect2KHR: u32 = 514;
+    pub const vkCmdDrawMultiEXT: u32 = 515;
+    pub const vkCmdDrawMultiIndexedEXT: u32 = 516;
+    pub const vkCreateMicromapEXT: u32 = 517;
+    pub const vkDestroyMicromapEXT: u32 = 518;
+    pub const vkCmdBuildMicromapsEXT: u32 = 519;
+    pub const vkBuildMicromapsEXT: u32 = 520;
+    pub const vkCopyMicromapEXT: u32 = 521;
+    pub const vkCopyMicromapToMemoryEXT: u32 = 522;
+    pub const vkCopyMemoryToMicromapEXT: u32 = 523;
+    pub const vkWriteMicromapsPropertiesEXT: u32 = 524;
+    pub const vkCmdCopyMicromapEXT: u32 = 525;
+    pub const vkCmdCopyMicromapToMemoryEXT: u32 = 526;
+    pub const vkCmdCopyMemoryToMicromapEXT: u32 = 527;
+    pub const vkCmdWriteMicromapsPropertiesEXT: u32 = 528;
+    pub const vkGetDeviceMicromapCompatibilityEXT: u32 = 529;
+    pub const vkGetMicromapBuildSizesEXT: u32 = 530;
+    pub const vkCmdDrawClusterHUAWEI: u32 = 531;
+    pub const vkCmdDrawClusterIndirectHUAWEI: u32 = 532;
+    pub const vkSetDeviceMemoryPriorityEXT: u32 = 533;
+    pub const vkGetDeviceBufferMemoryRequirementsKHR: u32 = 534;
+    pub const vkGetDeviceImageMemoryRequirementsKHR: u32 = 535;
+    pub const vkGetDeviceImageSparseMemoryRequirementsKHR: u32 = 536;
+    pub const vkGetDescriptorSetLayoutHostMappingInfoVALVE: u32 = 537;
+    pub const vkGetDescriptorSetHostMappingVALVE: u32 = 538;
+    pub const vkCmdCopyMemoryIndirectNV: u32 = 539;
+    pub const vkCmdCopyMemoryToImageIndirectNV: u32 = 540;
+    pub const vkCmdDecompressMemoryNV: u32 = 541;
+    pub const vkCmdDecompressMemoryIndirectCountNV: u32 = 542;
+    pub const vkCmdSetTessellationDomainOriginEXT: u32 = 543;
+    pub const vkCmdSetDepthClampEnableEXT: u32 = 544;
+    pub const vkCmdSetPolygonModeEXT: u32 = 545;
+    pub const vkCmdSetRasterizationSamplesEXT: u32 = 546;
+    pub const vkCmdSetSampleMaskEXT: u32 = 547;
+    pub const vkCmdSetAlphaToCoverageEnableEXT: u32 = 548;
+    pub const vkCmdSetAlphaToOneEnableEXT: u32 = 549;
+    pub const vkCmdSetLogicOpEnableEXT: u32 = 550;
+    pub const vkCmdSetColorBlendEnableEXT: u32 = 551;
+    pub const vkCmdSetColorBlendEquationEXT: u32 = 552;
+    pub const vkCmdSetColorWriteMaskEXT: u32 = 553;
+    pub const vkCmdSetRasterizationStreamEXT: u32 = 554;
+    pub const vkCmdSetConservativeRasterizationModeEXT: u32 = 555;
+    pub const vkCmdSetExtraPrimitiveOverestimationSizeEXT: u32 = 556;
+    pub const vkCmdSetDepthClipEnableEXT: u32 = 557;
+    pub const vkCmdSetSampleLocationsEnableEXT: u32 = 558;
+    pub const vkCmdSetColorBlendAdvancedEXT: u32 = 559;
+    pub const vkCmdSetProvokingVertexModeEXT: u32 = 560;
+    pub const vkCmdSetLineRasterizationModeEXT: u32 = 561;
+    pub const vkCmdSetLineStippleEnableEXT: u32 = 562;
+    pub const vkCmdSetDepthClipNegativeOneToOneEXT: u32 = 563;
+    pub const vkCmdSetViewportWScalingEnableNV: u32 = 564;
+    pub const vkCmdSetViewportSwizzleNV: u32 = 565;
+    pub const vkCmdSetCoverageToColorEnableNV: u32 = 566;
+    pub const vkCmdSetCoverageToColorLocationNV: u32 = 567;
+    pub const vkCmdSetCoverageModulationModeNV: u32 = 568;
+    pub const vkCmdSetCoverageModulationTableEnableNV: u32 = 569;
+    pub const vkCmdSetCoverageModulationTableNV: u32 = 570;
+    pub const vkCmdSetShadingRateImageEnableNV: u32 = 571;
+    pub const vkCmdSetRepresentativeFragmentTestEnableNV: u32 = 572;
+    pub const vkCmdSetCoverageReductionModeNV: u32 = 573;
+    pub const vkGetShaderModuleIdentifierEXT: u32 = 574;
+    pub const vkGetShaderModuleCreateInfoIdentifierEXT: u32 = 575;
+    pub const vkGetPhysicalDeviceOpticalFlowImageFormatsNV: u32 = 576;
+    pub const vkCreateOpticalFlowSessionNV: u32 = 577;
+    pub const vkDestroyOpticalFlowSessionNV: u32 = 578;
+    pub const vkBindOpticalFlowSessionImageNV: u32 = 579;
+    pub const vkCmdOpticalFlowExecuteNV: u32 = 580;
+    pub const vkGetFramebufferTilePropertiesQCOM: u32 = 581;
+    pub const vkGetDynamicRenderingTilePropertiesQCOM: u32 = 582;
 }
 
 /// The id of a command name, `None` for commands without an encoder.
@@ -1564,229 +1577,235 @@ pub fn command_id(name: &str) -> Option<u32> {
         "vkGetImageSparseMemoryRequirements2KHR" => 351,
         "vkCreateAccelerationStructureKHR" => 352,
         "vkDestroyAccelerationStructureKHR" => 353,
-        "vkCopyAccelerationStructureKHR" => 354,
-        "vkCopyAccelerationStructureToMemoryKHR" => 355,
-        "vkCopyMemoryToAccelerationStructureKHR" => 356,
-        "vkWriteAccelerationStructuresPropertiesKHR" => 357,
-        "vkCmdCopyAccelerationStructureKHR" => 358,
-        "vkCmdCopyAccelerationStructureToMemoryKHR" => 359,
-        "vkCmdCopyMemoryToAccelerationStructureKHR" => 360,
-        "vkGetAccelerationStructureDeviceAddressKHR" => 361,
-        "vkCmdWriteAccelerationStructuresPropertiesKHR" => 362,
-        "vkGetDeviceAccelerationStructureCompatibilityKHR" => 363,
-        "vkGetAccelerationStructureBuildSizesKHR" => 364,
-        "vkCmdTraceRaysKHR" => 365,
-        "vkCreateRayTracingPipelinesKHR" => 366,
-        "vkGetRayTracingShaderGroupHandlesKHR" => 367,
-        "vkGetRayTracingCaptureReplayShaderGroupHandlesKHR" => 368,
-        "vkCmdTraceRaysIndirectKHR" => 369,
-        "vkGetRayTracingShaderGroupStackSizeKHR" => 370,
-        "vkCmdSetRayTracingPipelineStackSizeKHR" => 371,
-        "vkCreateSamplerYcbcrConversionKHR" => 372,
-        "vkDestroySamplerYcbcrConversionKHR" => 373,
-        "vkBindBufferMemory2KHR" => 374,
-        "vkBindImageMemory2KHR" => 375,
-        "vkGetImageDrmFormatModifierPropertiesEXT" => 376,
-        "vkCreateValidationCacheEXT" => 377,
-        "vkDestroyValidationCacheEXT" => 378,
-        "vkMergeValidationCachesEXT" => 379,
-        "vkGetValidationCacheDataEXT" => 380,
-        "vkCmdBindShadingRateImageNV" => 381,
-        "vkCmdSetViewportShadingRatePaletteNV" => 382,
-        "vkCmdSetCoarseSampleOrderNV" => 383,
-        "vkCreateAccelerationStructureNV" => 384,
-        "vkDestroyAccelerationStructureNV" => 385,
-        "vkGetAccelerationStructureMemoryRequirementsNV" => 386,
-        "vkBindAccelerationStructureMemoryNV" => 387,
-        "vkCmdBuildAccelerationStructureNV" => 388,
-        "vkCmdCopyAccelerationStructureNV" => 389,
-        "vkCmdTraceRaysNV" => 390,
-        "vkCreateRayTracingPipelinesNV" => 391,
-        "vkGetRayTracingShaderGroupHandlesNV" => 392,
-        "vkGetAccelerationStructureHandleNV" => 393,
-        "vkCmdWriteAccelerationStructuresPropertiesNV" => 394,
-        "vkCompileDeferredNV" => 395,
-        "vkGetDescriptorSetLayoutSupportKHR" => 396,
-        "vkCmdDrawIndirectCountKHR" => 397,
-        "vkCmdDrawIndexedIndirectCountKHR" => 398,
-        "vkGetMemoryHostPointerPropertiesEXT" => 399,
-        "vkCmdWriteBufferMarkerAMD" => 400,
-        "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT" => 401,
-        "vkGetCalibratedTimestampsEXT" => 402,
-        "vkCmdDrawMeshTasksNV" => 403,
-        "vkCmdDrawMeshTasksIndirectNV" => 404,
-        "vkCmdDrawMeshTasksIndirectCountNV" => 405,
-        "vkCmdSetExclusiveScissorNV" => 406,
-        "vkCmdSetCheckpointNV" => 407,
-        "vkGetQueueCheckpointDataNV" => 408,
-        "vkGetSemaphoreCounterValueKHR" => 409,
-        "vkWaitSemaphoresKHR" => 410,
-        "vkSignalSemaphoreKHR" => 411,
-        "vkInitializePerformanceApiINTEL" => 412,
-        "vkUninitializePerformanceApiINTEL" => 413,
-        "vkCmdSetPerformanceMarkerINTEL" => 414,
-        "vkCmdSetPerformanceStreamMarkerINTEL" => 415,
-        "vkCmdSetPerformanceOverrideINTEL" => 416,
-        "vkAcquirePerformanceConfigurationINTEL" => 417,
-        "vkReleasePerformanceConfigurationINTEL" => 418,
-        "vkQueueSetPerformanceConfigurationINTEL" => 419,
-        "vkGetPerformanceParameterINTEL" => 420,
-        "vkSetLocalDimmingAMD" => 421,
-        "vkGetPhysicalDeviceFragmentShadingRatesKHR" => 422,
-        "vkCmdSetFragmentShadingRateKHR" => 423,
-        "vkGetBufferDeviceAddressEXT" => 424,
-        "vkGetPhysicalDeviceToolPropertiesEXT" => 425,
-        "vkWaitForPresentKHR" => 426,
-        "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV" => 427,
-        "vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV" => 428,
-        "vkCreateHeadlessSurfaceEXT" => 429,
-        "vkGetBufferDeviceAddressKHR" => 430,
-        "vkGetBufferOpaqueCaptureAddressKHR" => 431,
-        "vkGetDeviceMemoryOpaqueCaptureAddressKHR" => 432,
-        "vkCmdSetLineStippleEXT" => 433,
-        "vkResetQueryPoolEXT" => 434,
-        "vkCmdSetCullModeEXT" => 435,
-        "vkCmdSetFrontFaceEXT" => 436,
-        "vkCmdSetPrimitiveTopologyEXT" => 437,
-        "vkCmdSetViewportWithCountEXT" => 438,
-        "vkCmdSetScissorWithCountEXT" => 439,
-        "vkCmdBindVertexBuffers2EXT" => 440,
-        "vkCmdSetDepthTestEnableEXT" => 441,
-        "vkCmdSetDepthWriteEnableEXT" => 442,
-        "vkCmdSetDepthCompareOpEXT" => 443,
-        "vkCmdSetDepthBoundsTestEnableEXT" => 444,
-        "vkCmdSetStencilTestEnableEXT" => 445,
-        "vkCmdSetStencilOpEXT" => 446,
-        "vkCreateDeferredOperationKHR" => 447,
-        "vkDestroyDeferredOperationKHR" => 448,
-        "vkGetDeferredOperationMaxConcurrencyKHR" => 449,
-        "vkGetDeferredOperationResultKHR" => 450,
-        "vkDeferredOperationJoinKHR" => 451,
-        "vkGetPipelineExecutablePropertiesKHR" => 452,
-        "vkGetPipelineExecutableStatisticsKHR" => 453,
-        "vkGetPipelineExecutableInternalRepresentationsKHR" => 454,
-        "vkReleaseSwapchainImagesEXT" => 455,
-        "vkGetGeneratedCommandsMemoryRequirementsNV" => 456,
-        "vkCmdPreprocessGeneratedCommandsNV" => 457,
-        "vkCmdExecuteGeneratedCommandsNV" => 458,
-        "vkCmdBindPipelineShaderGroupNV" => 459,
-        "vkCreateIndirectCommandsLayoutNV" => 460,
-        "vkDestroyIndirectCommandsLayoutNV" => 461,
-        "vkAcquireDrmDisplayEXT" => 462,
-        "vkGetDrmDisplayEXT" => 463,
-        "vkCreatePrivateDataSlotEXT" => 464,
-        "vkDestroyPrivateDataSlotEXT" => 465,
-        "vkSetPrivateDataEXT" => 466,
-        "vkGetPrivateDataEXT" => 467,
-        "vkCmdSetEvent2KHR" => 468,
-        "vkCmdResetEvent2KHR" => 469,
-        "vkCmdWaitEvents2KHR" => 470,
-        "vkCmdPipelineBarrier2KHR" => 471,
-        "vkCmdWriteTimestamp2KHR" => 472,
-        "vkQueueSubmit2KHR" => 473,
-        "vkCmdWriteBufferMarker2AMD" => 474,
-        "vkGetQueueCheckpointData2NV" => 475,
-        "vkGetDescriptorSetLayoutSizeEXT" => 476,
-        "vkGetDescriptorSetLayoutBindingOffsetEXT" => 477,
-        "vkGetDescriptorEXT" => 478,
-        "vkCmdBindDescriptorBuffersEXT" => 479,
-        "vkCmdSetDescriptorBufferOffsetsEXT" => 480,
-        "vkCmdBindDescriptorBufferEmbeddedSamplersEXT" => 481,
-        "vkGetBufferOpaqueCaptureDescriptorDataEXT" => 482,
-        "vkGetImageOpaqueCaptureDescriptorDataEXT" => 483,
-        "vkGetImageViewOpaqueCaptureDescriptorDataEXT" => 484,
-        "vkGetSamplerOpaqueCaptureDescriptorDataEXT" => 485,
-        "vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT" => 486,
-        "vkCmdSetFragmentShadingRateEnumNV" => 487,
-        "vkCmdDrawMeshTasksEXT" => 488,
-        "vkCmdDrawMeshTasksIndirectEXT" => 489,
-        "vkCmdDrawMeshTasksIndirectCountEXT" => 490,
-        "vkCmdCopyBuffer2KHR" => 491,
-        "vkCmdCopyImage2KHR" => 492,
-        "vkCmdCopyBufferToImage2KHR" => 493,
-        "vkCmdCopyImageToBuffer2KHR" => 494,
-        "vkCmdBlitImage2KHR" => 495,
-        "vkCmdResolveImage2KHR" => 496,
-        "vkGetImageSubresourceLayout2EXT" => 497,
-        "vkGetDeviceFaultInfoEXT" => 498,
-        "vkCmdSetVertexInputEXT" => 499,
-        "vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI" => 500,
-        "vkCmdSubpassShadingHUAWEI" => 501,
-        "vkCmdBindInvocationMaskHUAWEI" => 502,
-        "vkGetMemoryRemoteAddressNV" => 503,
-        "vkCmdSetPatchControlPointsEXT" => 504,
-        "vkCmdSetRasterizerDiscardEnableEXT" => 505,
-        "vkCmdSetDepthBiasEnableEXT" => 506,
-        "vkCmdSetLogicOpEXT" => 507,
-        "vkCmdSetPrimitiveRestartEnableEXT" => 508,
-        "vkCmdSetColorWriteEnableEXT" => 509,
-        "vkCmdTraceRaysIndirect2KHR" => 510,
-        "vkCreateMicromapEXT" => 511,
-        "vkDestroyMicromapEXT" => 512,
-        "vkCmdBuildMicromapsEXT" => 513,
-        "vkBuildMicromapsEXT" => 514,
-        "vkCopyMicromapEXT" => 515,
-        "vkCopyMicromapToMemoryEXT" => 516,
-        "vkCopyMemoryToMicromapEXT" => 517,
-        "vkWriteMicromapsPropertiesEXT" => 518,
-        "vkCmdCopyMicromapEXT" => 519,
-        "vkCmdCopyMicromapToMemoryEXT" => 520,
-        "vkCmdCopyMemoryToMicromapEXT" => 521,
-        "vkCmdWriteMicromapsPropertiesEXT" => 522,
-        "vkGetDeviceMicromapCompatibilityEXT" => 523,
-        "vkGetMicromapBuildSizesEXT" => 524,
-        "vkCmdDrawClusterHUAWEI" => 525,
-        "vkCmdDrawClusterIndirectHUAWEI" => 526,
-        "vkSetDeviceMemoryPriorityEXT" => 527,
-        "vkGetDeviceBufferMemoryRequirementsKHR" => 528,
-        "vkGetDeviceImageMemoryRequirementsKHR" => 529,
-        "vkGetDeviceImageSparseMemoryRequirementsKHR" => 530,
-        "vkGetDescriptorSetLayoutHostMappingInfoVALVE" => 531,
-        "vkGetDescriptorSetHostMappingVALVE" => 532,
-        "vkCmdCopyMemoryIndirectNV" => 533,
-        "vkCmdCopyMemoryToImageIndirectNV" => 534,
-        "vkCmdDecompressMemoryNV" => 535,
-        "vkCmdDecompressMemoryIndirectCountNV" => 536,
-        "vkCmdSetTessellationDomainOriginEXT" => 537,
-        "vkCmdSetDepthClampEnableEXT" => 538,
-        "vkCmdSetPolygonModeEXT" => 539,
-        "vkCmdSetRasterizationSamplesEXT" => 540,
-        "vkCmdSetSampleMaskEXT" => 541,
-        "vkCmdSetAlphaToCoverageEnableEXT" => 542,
-        "vkCmdSetAlphaToOneEnableEXT" => 543,
-        "vkCmdSetLogicOpEnableEXT" => 544,
-        "vkCmdSetColorBlendEnableEXT" => 545,
-        "vkCmdSetColorBlendEquationEXT" => 546,
-        "vkCmdSetColorWriteMaskEXT" => 547,
-        "vkCmdSetRasterizationStreamEXT" => 548,
-        "vkCmdSetConservativeRasterizationModeEXT" => 549,
-        "vkCmdSetExtraPrimitiveOverestimationSizeEXT" => 550,
-        "vkCmdSetDepthClipEnableEXT" => 551,
-        "vkCmdSetSampleLocationsEnableEXT" => 552,
-        "vkCmdSetColorBlendAdvancedEXT" => 553,
-        "vkCmdSetProvokingVertexModeEXT" => 554,
-        "vkCmdSetLineRasterizationModeEXT" => 555,
-        "vkCmdSetLineStippleEnableEXT" => 556,
-        "vkCmdSetDepthClipNegativeOneToOneEXT" => 557,
-        "vkCmdSetViewportWScalingEnableNV" => 558,
-        "vkCmdSetViewportSwizzleNV" => 559,
-        "vkCmdSetCoverageToColorEnableNV" => 560,
-        "vkCmdSetCoverageToColorLocationNV" => 561,
-        "vkCmdSetCoverageModulationModeNV" => 562,
-        "vkCmdSetCoverageModulationTableEnableNV" => 563,
-        "vkCmdSetCoverageModulationTableNV" => 564,
-        "vkCmdSetShadingRateImageEnableNV" => 565,
-        "vkCmdSetRepresentativeFragmentTestEnableNV" => 566,
-        "vkCmdSetCoverageReductionModeNV" => 567,
-        "vkGetShaderModuleIdentifierEXT" => 568,
-        "vkGetShaderModuleCreateInfoIdentifierEXT" => 569,
-        "vkGetPhysicalDeviceOpticalFlowImageFormatsNV" => 570,
-        "vkCreateOpticalFlowSessionNV" => 571,
-        "vkDestroyOpticalFlowSessionNV" => 572,
-        "vkBindOpticalFlowSessionImageNV" => 573,
-        "vkCmdOpticalFlowExecuteNV" => 574,
-        "vkGetFramebufferTilePropertiesQCOM" => 575,
-        "vkGetDynamicRenderingTilePropertiesQCOM" => 576,
+        "vkCmdBuildAccelerationStructuresKHR" => 354,
+        "vkCmdBuildAccelerationStructuresIndirectKHR" => 355,
+        "vkBuildAccelerationStructuresKHR" => 356,
+        "vkCopyAccelerationStructureKHR" => 357,
+        "vkCopyAccelerationStructureToMemoryKHR" => 358,
+        "vkCopyMemoryToAccelerationStructureKHR" => 359,
+        "vkWriteAccelerationStructuresPropertiesKHR" => 360,
+        "vkCmdCopyAccelerationStructureKHR" => 361,
+        "vkCmdCopyAccelerationStructureToMemoryKHR" => 362,
+        "vkCmdCopyMemoryToAccelerationStructureKHR" => 363,
+        "vkGetAccelerationStructureDeviceAddressKHR" => 364,
+        "vkCmdWriteAccelerationStructuresPropertiesKHR" => 365,
+        "vkGetDeviceAccelerationStructureCompatibilityKHR" => 366,
+        "vkGetAccelerationStructureBuildSizesKHR" => 367,
+        "vkCmdTraceRaysKHR" => 368,
+        "vkCreateRayTracingPipelinesKHR" => 369,
+        "vkGetRayTracingShaderGroupHandlesKHR" => 370,
+        "vkGetRayTracingCaptureReplayShaderGroupHandlesKHR" => 371,
+        "vkCmdTraceRaysIndirectKHR" => 372,
+        "vkGetRayTracingShaderGroupStackSizeKHR" => 373,
+        "vkCmdSetRayTracingPipelineStackSizeKHR" => 374,
+        "vkCreateSamplerYcbcrConversionKHR" => 375,
+        "vkDestroySamplerYcbcrConversionKHR" => 376,
+        "vkBindBufferMemory2KHR" => 377,
+        "vkBindImageMemory2KHR" => 378,
+        "vkGetImageDrmFormatModifierPropertiesEXT" => 379,
+        "vkCreateValidationCacheEXT" => 380,
+        "vkDestroyValidationCacheEXT" => 381,
+        "vkMergeValidationCachesEXT" => 382,
+        "vkGetValidationCacheDataEXT" => 383,
+        "vkCmdBindShadingRateImageNV" => 384,
+        "vkCmdSetViewportShadingRatePaletteNV" => 385,
+        "vkCmdSetCoarseSampleOrderNV" => 386,
+        "vkCreateAccelerationStructureNV" => 387,
+        "vkDestroyAccelerationStructureNV" => 388,
+        "vkGetAccelerationStructureMemoryRequirementsNV" => 389,
+        "vkBindAccelerationStructureMemoryNV" => 390,
+        "vkCmdBuildAccelerationStructureNV" => 391,
+        "vkCmdCopyAccelerationStructureNV" => 392,
+        "vkCmdTraceRaysNV" => 393,
+        "vkCreateRayTracingPipelinesNV" => 394,
+        "vkGetRayTracingShaderGroupHandlesNV" => 395,
+        "vkGetAccelerationStructureHandleNV" => 396,
+        "vkCmdWriteAccelerationStructuresPropertiesNV" => 397,
+        "vkCompileDeferredNV" => 398,
+        "vkGetDescriptorSetLayoutSupportKHR" => 399,
+        "vkCmdDrawIndirectCountKHR" => 400,
+        "vkCmdDrawIndexedIndirectCountKHR" => 401,
+        "vkGetMemoryHostPointerPropertiesEXT" => 402,
+        "vkCmdWriteBufferMarkerAMD" => 403,
+        "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT" => 404,
+        "vkGetCalibratedTimestampsEXT" => 405,
+        "vkCmdDrawMeshTasksNV" => 406,
+        "vkCmdDrawMeshTasksIndirectNV" => 407,
+        "vkCmdDrawMeshTasksIndirectCountNV" => 408,
+        "vkCmdSetExclusiveScissorNV" => 409,
+        "vkCmdSetCheckpointNV" => 410,
+        "vkGetQueueCheckpointDataNV" => 411,
+        "vkGetSemaphoreCounterValueKHR" => 412,
+        "vkWaitSemaphoresKHR" => 413,
+        "vkSignalSemaphoreKHR" => 414,
+        "vkInitializePerformanceApiINTEL" => 415,
+        "vkUninitializePerformanceApiINTEL" => 416,
+        "vkCmdSetPerformanceMarkerINTEL" => 417,
+        "vkCmdSetPerformanceStreamMarkerINTEL" => 418,
+        "vkCmdSetPerformanceOverrideINTEL" => 419,
+        "vkAcquirePerformanceConfigurationINTEL" => 420,
+        "vkReleasePerformanceConfigurationINTEL" => 421,
+        "vkQueueSetPerformanceConfigurationINTEL" => 422,
+        "vkGetPerformanceParameterINTEL" => 423,
+        "vkSetLocalDimmingAMD" => 424,
+        "vkGetPhysicalDeviceFragmentShadingRatesKHR" => 425,
+        "vkCmdSetFragmentShadingRateKHR" => 426,
+        "vkGetBufferDeviceAddressEXT" => 427,
+        "vkGetPhysicalDeviceToolPropertiesEXT" => 428,
+        "vkWaitForPresentKHR" => 429,
+        "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV" => 430,
+        "vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV" => 431,
+        "vkCreateHeadlessSurfaceEXT" => 432,
+        "vkGetBufferDeviceAddressKHR" => 433,
+        "vkGetBufferOpaqueCaptureAddressKHR" => 434,
+        "vkGetDeviceMemoryOpaqueCaptureAddressKHR" => 435,
+        "vkCmdSetLineStippleEXT" => 436,
+        "vkResetQueryPoolEXT" => 437,
+        "vkCmdSetCullModeEXT" => 438,
+        "vkCmdSetFrontFaceEXT" => 439,
+        "vkCmdSetPrimitiveTopologyEXT" => 440,
+        "vkCmdSetViewportWithCountEXT" => 441,
+        "vkCmdSetScissorWithCountEXT" => 442,
+        "vkCmdBindVertexBuffers2EXT" => 443,
+        "vkCmdSetDepthTestEnableEXT" => 444,
+        "vkCmdSetDepthWriteEnableEXT" => 445,
+        "vkCmdSetDepthCompareOpEXT" => 446,
+        "vkCmdSetDepthBoundsTestEnableEXT" => 447,
+        "vkCmdSetStencilTestEnableEXT" => 448,
+        "vkCmdSetStencilOpEXT" => 449,
+        "vkCreateDeferredOperationKHR" => 450,
+        "vkDestroyDeferredOperationKHR" => 451,
+        "vkGetDeferredOperationMaxConcurrencyKHR" => 452,
+        "vkGetDeferredOperationResultKHR" => 453,
+        "vkDeferredOperationJoinKHR" => 454,
+        "vkGetPipelineExecutablePropertiesKHR" => 455,
+        "vkGetPipelineExecutableStatisticsKHR" => 456,
+        "vkGetPipelineExecutableInternalRepresentationsKHR" => 457,
+        "vkReleaseSwapchainImagesEXT" => 458,
+        "vkGetGeneratedCommandsMemoryRequirementsNV" => 459,
+        "vkCmdPreprocessGeneratedCommandsNV" => 460,
+        "vkCmdExecuteGeneratedCommandsNV" => 461,
+        "vkCmdBindPipelineShaderGroupNV" => 462,
+        "vkCreateIndirectCommandsLayoutNV" => 463,
+        "vkDestroyIndirectCommandsLayoutNV" => 464,
+        "vkAcquireDrmDisplayEXT" => 465,
+        "vkGetDrmDisplayEXT" => 466,
+        "vkCreatePrivateDataSlotEXT" => 467,
+        "vkDestroyPrivateDataSlotEXT" => 468,
+        "vkSetPrivateDataEXT" => 469,
+        "vkGetPrivateDataEXT" => 470,
+        "vkCmdSetEvent2KHR" => 471,
+        "vkCmdResetEvent2KHR" => 472,
+        "vkCmdWaitEvents2KHR" => 473,
+        "vkCmdPipelineBarrier2KHR" => 474,
+        "vkCmdWriteTimestamp2KHR" => 475,
+        "vkQueueSubmit2KHR" => 476,
+        "vkCmdWriteBufferMarker2AMD" => 477,
+        "vkGetQueueCheckpointData2NV" => 478,
+        "vkGetDescriptorSetLayoutSizeEXT" => 479,
+        "vkGetDescriptorSetLayoutBindingOffsetEXT" => 480,
+        "vkGetDescriptorEXT" => 481,
+        "vkCmdBindDescriptorBuffersEXT" => 482,
+        "vkCmdSetDescriptorBufferOffsetsEXT" => 483,
+        "vkCmdBindDescriptorBufferEmbeddedSamplersEXT" => 484,
+        "vkGetBufferOpaqueCaptureDescriptorDataEXT" => 485,
+        "vkGetImageOpaqueCaptureDescriptorDataEXT" => 486,
+        "vkGetImageViewOpaqueCaptureDescriptorDataEXT" => 487,
+        "vkGetSamplerOpaqueCaptureDescriptorDataEXT" => 488,
+        "vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT" => 489,
+        "vkCmdSetFragmentShadingRateEnumNV" => 490,
+        "vkCmdDrawMeshTasksEXT" => 491,
+        "vkCmdDrawMeshTasksIndirectEXT" => 492,
+        "vkCmdDrawMeshTasksIndirectCountEXT" => 493,
+        "vkCmdCopyBuffer2KHR" => 494,
+        "vkCmdCopyImage2KHR" => 495,
+        "vkCmdCopyBufferToImage2KHR" => 496,
+        "vkCmdCopyImageToBuffer2KHR" => 497,
+        "vkCmdBlitImage2KHR" => 498,
+        "vkCmdResolveImage2KHR" => 499,
+        "vkGetImageSubresourceLayout2EXT" => 500,
+        "vkGetDeviceFaultInfoEXT" => 501,
+        "vkCmdSetVertexInputEXT" => 502,
+        "vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI" => 503,
+        "vkCmdSubpassShadingHUAWEI" => 504,
+        "vkCmdBindInvocationMaskHUAWEI" => 505,
+        "vkGetMemoryRemoteAddressNV" => 506,
+        "vkGetPipelinePropertiesEXT" => 507,
+        "vkCmdSetPatchControlPointsEXT" => 508,
+        "vkCmdSetRasterizerDiscardEnableEXT" => 509,
+        "vkCmdSetDepthBiasEnableEXT" => 510,
+        "vkCmdSetLogicOpEXT" => 511,
+        "vkCmdSetPrimitiveRestartEnableEXT" => 512,
+        "vkCmdSetColorWriteEnableEXT" => 513,
+        "vkCmdTraceRaysIndirect2KHR" => 514,
+        "vkCmdDrawMultiEXT" => 515,
+        "vkCmdDrawMultiIndexedEXT" => 516,
+        "vkCreateMicromapEXT" => 517,
+        "vkDestroyMicromapEXT" => 518,
+        "vkCmdBuildMicromapsEXT" => 519,
+        "vkBuildMicromapsEXT" => 520,
+        "vkCopyMicromapEXT" => 521,
+        "vkCopyMicromapToMemoryEXT" => 522,
+        "vkCopyMemoryToMicromapEXT" => 523,
+        "vkWriteMicromapsPropertiesEXT" => 524,
+        "vkCmdCopyMicromapEXT" => 525,
+        "vkCmdCopyMicromapToMemoryEXT" => 526,
+        "vkCmdCopyMemoryToMicromapEXT" => 527,
+        "vkCmdWriteMicromapsPropertiesEXT" => 528,
+        "vkGetDeviceMicromapCompatibilityEXT" => 529,
+        "vkGetMicromapBuildSizesEXT" => 530,
+        "vkCmdDrawClusterHUAWEI" => 531,
+        "vkCmdDrawClusterIndirectHUAWEI" => 532,
+        "vkSetDeviceMemoryPriorityEXT" => 533,
+        "vkGetDeviceBufferMemoryRequirementsKHR" => 534,
+        "vkGetDeviceImageMemoryRequirementsKHR" => 535,
+        "vkGetDeviceImageSparseMemoryRequirementsKHR" => 536,
+        "vkGetDescriptorSetLayoutHostMappingInfoVALVE" => 537,
+        "vkGetDescriptorSetHostMappingVALVE" => 538,
+        "vkCmdCopyMemoryIndirectNV" => 539,
+        "vkCmdCopyMemoryToImageIndirectNV" => 540,
+        "vkCmdDecompressMemoryNV" => 541,
+        "vkCmdDecompressMemoryIndirectCountNV" => 542,
+        "vkCmdSetTessellationDomainOriginEXT" => 543,
+        "vkCmdSetDepthClampEnableEXT" => 544,
+        "vkCmdSetPolygonModeEXT" => 545,
+        "vkCmdSetRasterizationSamplesEXT" => 546,
+        "vkCmdSetSampleMaskEXT" => 547,
+        "vkCmdSetAlphaToCoverageEnableEXT" => 548,
+        "vkCmdSetAlphaToOneEnableEXT" => 549,
+        "vkCmdSetLogicOpEnableEXT" => 550,
+        "vkCmdSetColorBlendEnableEXT" => 551,
+        "vkCmdSetColorBlendEquationEXT" => 552,
+        "vkCmdSetColorWriteMaskEXT" => 553,
+        "vkCmdSetRasterizationStreamEXT" => 554,
+        "vkCmdSetConservativeRasterizationModeEXT" => 555,
+        "vkCmdSetExtraPrimitiveOverestimationSizeEXT" => 556,
+        "vkCmdSetDepthClipEnableEXT" => 557,
+        "vkCmdSetSampleLocationsEnableEXT" => 558,
+        "vkCmdSetColorBlendAdvancedEXT" => 559,
+        "vkCmdSetProvokingVertexModeEXT" => 560,
+        "vkCmdSetLineRasterizationModeEXT" => 561,
+        "vkCmdSetLineStippleEnableEXT" => 562,
+        "vkCmdSetDepthClipNegativeOneToOneEXT" => 563,
+        "vkCmdSetViewportWScalingEnableNV" => 564,
+        "vkCmdSetViewportSwizzleNV" => 565,
+        "vkCmdSetCoverageToColorEnableNV" => 566,
+        "vkCmdSetCoverageToColorLocationNV" => 567,
+        "vkCmdSetCoverageModulationModeNV" => 568,
+        "vkCmdSetCoverageModulationTableEnableNV" => 569,
+        "vkCmdSetCoverageModulationTableNV" => 570,
+        "vkCmdSetShadingRateImageEnableNV" => 571,
+        "vkCmdSetRepresentativeFragmentTestEnableNV" => 572,
+        "vkCmdSetCoverageReductionModeNV" => 573,
+        "vkGetShaderModuleIdentifierEXT" => 574,
+        "vkGetShaderModuleCreateInfoIdentifierEXT" => 575,
+        "vkGetPhysicalDeviceOpticalFlowImageFormatsNV" => 576,
+        "vkCreateOpticalFlowSessionNV" => 577,
+        "vkDestroyOpticalFlowSessionNV" => 578,
+        "vkBindOpticalFlowSessionImageNV" => 579,
+        "vkCmdOpticalFlowExecuteNV" => 580,
+        "vkGetFramebufferTilePropertiesQCOM" => 581,
+        "vkGetDynamicRenderingTilePropertiesQCOM" => 582,
         _ => return None,
     })
     .ok()
@@ -1890,12 +1909,7 @@ pub const SPECIAL: &[&str] = &[
 /// - `vkAcquireFullScreenExclusiveModeEXT`: platform win32 (VK_EXT_full_screen_exclusive)
 /// - `vkAcquireWinrtDisplayNV`: platform win32 (VK_NV_acquire_winrt_display)
 /// - `vkAcquireXlibDisplayEXT`: platform xlib_xrandr (VK_EXT_acquire_xlib_display)
-/// - `vkBuildAccelerationStructuresKHR`: ppBuildRangeInfos: pointer to pointer without a length we can follow
-/// - `vkCmdBuildAccelerationStructuresIndirectKHR`: ppMaxPrimitiveCounts: pointer to pointer without a length we can follow
-/// - `vkCmdBuildAccelerationStructuresKHR`: ppBuildRangeInfos: pointer to pointer without a length we can follow
-/// - `vkCmdCuLaunchKernelNVX`: pLaunchInfo: VkCuLaunchInfoNVX (pParams: pointer to pointer without a length we can follow)
-/// - `vkCmdDrawMultiEXT`: pVertexInfo is a strided array
-/// - `vkCmdDrawMultiIndexedEXT`: pIndexInfo is a strided array
+/// - `vkCmdCuLaunchKernelNVX`: pLaunchInfo: VkCuLaunchInfoNVX (pParams: array of pointers to data whose sizes the registry does not give)
 /// - `vkCmdEncodeVideoKHR`: provisional (VK_KHR_video_encode_queue)
 /// - `vkCreateAndroidSurfaceKHR`: platform android (VK_KHR_android_surface)
 /// - `vkCreateBufferCollectionFUCHSIA`: platform fuchsia (VK_FUCHSIA_buffer_collection)
@@ -1924,7 +1938,6 @@ pub const SPECIAL: &[&str] = &[
 /// - `vkGetPhysicalDeviceScreenPresentationSupportQNX`: platform screen (VK_QNX_screen_surface)
 /// - `vkGetPhysicalDeviceSurfacePresentModes2EXT`: platform win32 (VK_EXT_full_screen_exclusive)
 /// - `vkGetPhysicalDeviceWin32PresentationSupportKHR`: platform win32 (VK_KHR_win32_surface)
-/// - `vkGetPipelinePropertiesEXT`: pPipelineProperties: VkBaseOutStructure (generic chain header)
 /// - `vkGetRandROutputDisplayEXT`: platform xlib_xrandr (VK_EXT_acquire_xlib_display)
 /// - `vkGetSemaphoreWin32HandleKHR`: platform win32 (VK_KHR_external_semaphore_win32)
 /// - `vkGetSemaphoreZirconHandleFUCHSIA`: platform fuchsia (VK_FUCHSIA_external_semaphore)
@@ -1939,12 +1952,7 @@ pub const UNSUPPORTED: &[&str] = &[
     "vkAcquireFullScreenExclusiveModeEXT",
     "vkAcquireWinrtDisplayNV",
     "vkAcquireXlibDisplayEXT",
-    "vkBuildAccelerationStructuresKHR",
-    "vkCmdBuildAccelerationStructuresIndirectKHR",
-    "vkCmdBuildAccelerationStructuresKHR",
     "vkCmdCuLaunchKernelNVX",
-    "vkCmdDrawMultiEXT",
-    "vkCmdDrawMultiIndexedEXT",
     "vkCmdEncodeVideoKHR",
     "vkCreateAndroidSurfaceKHR",
     "vkCreateBufferCollectionFUCHSIA",
@@ -1973,7 +1981,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "vkGetPhysicalDeviceScreenPresentationSupportQNX",
     "vkGetPhysicalDeviceSurfacePresentModes2EXT",
     "vkGetPhysicalDeviceWin32PresentationSupportKHR",
-    "vkGetPipelinePropertiesEXT",
     "vkGetRandROutputDisplayEXT",
     "vkGetSemaphoreWin32HandleKHR",
     "vkGetSemaphoreZirconHandleFUCHSIA",
@@ -1996,14 +2003,11 @@ pub const UNSUPPORTED_EXTENSIONS: &[&str] = &[
     "VK_EXT_full_screen_exclusive",
     "VK_EXT_metal_objects",
     "VK_EXT_metal_surface",
-    "VK_EXT_multi_draw",
-    "VK_EXT_pipeline_properties",
     "VK_FUCHSIA_buffer_collection",
     "VK_FUCHSIA_external_memory",
     "VK_FUCHSIA_external_semaphore",
     "VK_FUCHSIA_imagepipe_surface",
     "VK_GGP_stream_descriptor_surface",
-    "VK_KHR_acceleration_structure",
     "VK_KHR_android_surface",
     "VK_KHR_external_fence_win32",
     "VK_KHR_external_memory_win32",
