@@ -760,6 +760,14 @@ pub fn commands_rs(reg: &Registry, an: &Analysis) -> String {
     for e in an.unsupported_exts.keys() {
         let _ = writeln!(o, "\"{e}\",");
     }
+    o.push_str("];\n\n/// Why each of [`UNSUPPORTED_EXTENSIONS`] is hidden, in the same order.\npub const UNSUPPORTED_EXTENSIONS_WHY: &[&str] = &[\n");
+    for why in an.unsupported_exts.values() {
+        let _ = writeln!(o, "{why:?},");
+    }
+    o.push_str("];\n\n/// Every extension vk.xml defines for Vulkan, platform and provisional ones included.\npub const REGISTRY_EXTENSIONS: &[&str] = &[\n");
+    for e in &reg.extensions {
+        let _ = writeln!(o, "\"{e}\",");
+    }
     o.push_str("];\n");
     o
 }
