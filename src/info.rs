@@ -11,8 +11,8 @@ use crate::output::{self, human_bytes, utc, vk_version};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Trace or results file.
-    file: PathBuf,
+    /// Trace or results file; without one, what this build can capture of the registry.
+    file: Option<PathBuf>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -21,7 +21,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let reader = TraceReader::open(&args.file)?;
+    let Some(file) = &args.file else {
+        return coverage(args.json);
+    };
+    let reader = TraceReader::open(file)?;
     let mut info = reader.info();
     if info.header.device.is_none() && info.record_counts.contains_key("Device") {
         // The capture layer learns the device after the header is written: the first Device
@@ -455,6 +458,50 @@ fn write_text(out: &mut impl Write, reader: &TraceReader, info: &Info) -> std::i
     writeln!(out, "record counts:")?;
     for (name, n) in &info.record_counts {
         writeln!(out, "  {name:<16} {n}")?;
+    }
+    Ok(())
+}
+
+/// `quarry info` without a file: the capturable share of the registry, from the generated tables,
+/// and what the capture layer hides.
+fn coverage(json: bool) -> anyhow::Result<()> {
+    let c = vkstream::coverage::coverage();
+    let mut out = output::stdout();
+    let (platform, other): (Vec<_>, Vec<_>) = c
+        .hidden
+        .iter()
+        .partition(|(_, why)| why.contains(": platform "));
+    if json {
+        let hidden: serde_json::Map<String, Value> = c
+            .hidden
+            .iter()
+            .map(|(e, why)| (e.to_string(), json!(why)))
+            .collect();
+        let v = json!({
+            "registry": c.registry,
+            "commands": c.commands,
+            "commands_total": c.commands_total,
+            "extensions": c.extensions,
+            "extensions_total": c.extensions_total,
+            "hidden": hidden,
+        });
+        writeln!(out, "{v}")?;
+        return Ok(());
+    }
+    writeln!(out, "{}", c.line())?;
+    writeln!(
+        out,
+        "hidden while capturing: {} extensions, {} of them platform-only ({})",
+        c.hidden.len(),
+        platform.len(),
+        platform
+            .iter()
+            .map(|(e, _)| *e)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
+    for (e, why) in other {
+        writeln!(out, "  {e}: {why}")?;
     }
     Ok(())
 }

@@ -29,6 +29,8 @@ pub enum LenTok {
 pub enum Len {
     One,
     Count(Vec<LenTok>),
+    /// `Count` elements `stride` bytes apart (vk.xml's `stride`: the sibling that gives it).
+    Strided(Vec<LenTok>, String),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +44,13 @@ pub enum PElem {
     OpaqueOut,
     /// A C array parameter (`const float blendConstants[4]`), a pointer to a fixed array in ash.
     FixedArr(Elem, String),
+    /// An array of pointers to arrays (`ppBuildRangeInfos`), the length of the i-th from a member
+    /// of the i-th element of a sibling array (vk.xml `len="infoCount,pInfos[].geometryCount"`):
+    /// (element, sibling array, member).
+    Nested(Elem, String, String),
+    /// A generic chain header (`VkBaseOutStructure*`): the struct it points to, and its chain,
+    /// walked by sType like a pNext chain.
+    Chain,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -96,8 +105,9 @@ pub struct Analysis {
     pub cmds: Vec<Cmd>,
     /// Unsupported commands with the reason.
     pub unsupported: Vec<(String, String)>,
-    /// Extensions that have at least one unsupported command (the layer hides them).
-    pub unsupported_exts: BTreeSet<String>,
+    /// Extensions that have at least one unsupported command (the layer hides them), with the
+    /// reason (that of their first unsupported command).
+    pub unsupported_exts: BTreeMap<String, String>,
 }
 
 pub fn ash_name(reg: &Registry, ty: &str) -> String {
@@ -208,9 +218,6 @@ fn classify(reg: &Registry, d: &Decl, siblings: &[Decl], param: bool) -> Result<
     if d.bitfield {
         return Err(format!("bitfield member {}", d.name));
     }
-    if d.stride.is_some() {
-        return Err(format!("{} is a strided array", d.name));
-    }
     if !param && d.name == "sType" && d.ptrs.is_empty() {
         return Ok(Kind::SType);
     }
@@ -277,17 +284,39 @@ fn classify(reg: &Registry, d: &Decl, siblings: &[Decl], param: bool) -> Result<
                         elem: PElem::Elem(Elem::Scalar(TypeCat::Prim("i8"), "char".into())),
                     }),
                 },
+                _ if matches!(
+                    reg.resolve(&d.ty),
+                    "VkBaseOutStructure" | "VkBaseInStructure"
+                ) =>
+                {
+                    Ok(Kind::Ptr {
+                        len: Len::One,
+                        elem: PElem::Chain,
+                    })
+                }
                 _ => {
                     let elem = PElem::Elem(elem_of(reg, &d.ty)?);
-                    match lens.first() {
-                        None => Ok(Kind::Ptr {
+                    match (lens.first(), &d.stride) {
+                        (None, _) => Ok(Kind::Ptr {
                             len: Len::One,
                             elem,
                         }),
-                        Some(l) => Ok(Kind::Ptr {
+                        (Some(l), None) => Ok(Kind::Ptr {
                             len: count(l)?,
                             elem,
                         }),
+                        (Some(l), Some(stride)) => {
+                            if !siblings.iter().any(|x| &x.name == stride) {
+                                return Err(format!("{}: stride names unknown `{stride}`", d.name));
+                            }
+                            let Len::Count(toks) = count(l)? else {
+                                unreachable!("count gives Count")
+                            };
+                            Ok(Kind::Ptr {
+                                len: Len::Strided(toks, stride.clone()),
+                                elem,
+                            })
+                        }
                     }
                 }
             }
@@ -305,6 +334,30 @@ fn classify(reg: &Registry, d: &Decl, siblings: &[Decl], param: bool) -> Result<
                 len: Len::One,
                 elem: PElem::OpaqueOut,
             }),
+            (_, [l, inner]) if d.ptrs.iter().all(|c| *c) && inner.contains("[].") => {
+                let (array, member) = inner.split_once("[].").expect("checked");
+                let sib = siblings.iter().find(|x| x.name == array).ok_or_else(|| {
+                    format!("{}: length `{inner}` names unknown `{array}`", d.name)
+                })?;
+                let has_member = reg
+                    .structs
+                    .get(reg.resolve(&sib.ty))
+                    .is_some_and(|st| st.members.iter().any(|m| m.name == member));
+                if sib.ptrs.len() != 1 || !has_member {
+                    return Err(format!(
+                        "{}: length `{inner}` is not a member of an array of structs",
+                        d.name
+                    ));
+                }
+                Ok(Kind::Ptr {
+                    len: count(l)?,
+                    elem: PElem::Nested(elem_of(reg, &d.ty)?, array.into(), member.into()),
+                })
+            }
+            (TypeCat::Void, [_]) => Err(format!(
+                "{}: array of pointers to data whose sizes the registry does not give",
+                d.name
+            )),
             _ => Err(format!(
                 "{}: pointer to pointer without a length we can follow",
                 d.name
@@ -327,6 +380,10 @@ fn referenced_structs(k: &Kind) -> Vec<String> {
         }
         | Kind::Ptr {
             elem: PElem::FixedArr(Elem::Struct(s), _),
+            ..
+        }
+        | Kind::Ptr {
+            elem: PElem::Nested(Elem::Struct(s), ..),
             ..
         } => vec![s.clone()],
         _ => vec![],
@@ -491,6 +548,14 @@ pub fn analyze(reg: &Registry) -> Analysis {
                 // The layer computes the byte size from the template and passes it as `data_size`.
                 p.len = Some("dataSize".into());
             }
+            if let Some((_, _, inner)) = config::INNER_LENGTHS
+                .iter()
+                .find(|(cmd, n, _)| *cmd == c.name && *n == p.name)
+            {
+                if let Some(l) = p.len.as_mut().filter(|l| !l.contains(',')) {
+                    *l = format!("{l},{inner}");
+                }
+            }
             let mut sib = c.params.clone();
             if template {
                 sib.push(synthetic_data_size());
@@ -539,19 +604,23 @@ pub fn analyze(reg: &Registry) -> Analysis {
             level,
         });
     }
-    let unsupported_names: BTreeSet<&str> = unsupported.iter().map(|(n, _)| n.as_str()).collect();
-    let unsupported_exts = reg
-        .command_origin
-        .iter()
-        .filter(|(c, o)| unsupported_names.contains(c.as_str()) && !o.starts_with("VK_VERSION"))
-        .map(|(_, o)| o.clone())
-        .chain(
-            config::UNREPLAYABLE_EXTENSIONS
-                .iter()
-                .map(|e| e.to_string()),
-        )
-        .collect();
     unsupported.sort();
+    let mut unsupported_exts = BTreeMap::new();
+    for (c, why) in &unsupported {
+        if let Some(o) = reg.command_origin.get(c) {
+            if !o.starts_with("VK_VERSION") {
+                unsupported_exts
+                    .entry(o.clone())
+                    .or_insert_with(|| format!("{c}: {why}"));
+            }
+        }
+    }
+    for e in config::UNREPLAYABLE_EXTENSIONS {
+        unsupported_exts.insert(
+            e.to_string(),
+            "its replay needs video std-header data the registry leaves opaque".into(),
+        );
+    }
     Analysis {
         structs,
         struct_order,

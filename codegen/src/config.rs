@@ -250,6 +250,27 @@ pub fn ash_pfn(canonical: &str) -> String {
     format!("vk::PFN_{n}")
 }
 
+/// Inner lengths of arrays of arrays that vk.xml 1.3.239 leaves to the spec's prose (later
+/// registries write them: `len="infoCount,pInfos[].geometryCount"`): (command, parameter, the
+/// inner length). Ignored where the registry already gives two lengths.
+pub const INNER_LENGTHS: &[(&str, &str, &str)] = &[
+    (
+        "vkBuildAccelerationStructuresKHR",
+        "ppBuildRangeInfos",
+        "pInfos[].geometryCount",
+    ),
+    (
+        "vkCmdBuildAccelerationStructuresKHR",
+        "ppBuildRangeInfos",
+        "pInfos[].geometryCount",
+    ),
+    (
+        "vkCmdBuildAccelerationStructuresIndirectKHR",
+        "ppMaxPrimitiveCounts",
+        "pInfos[].geometryCount",
+    ),
+];
+
 /// Extensions whose commands encode, but whose replay needs data the encoders do not capture: the
 /// video std-header structs (SPS/PPS and picture info) are opaque pointers in the registry. The layer
 /// hides them like the extensions of unsupported commands, so an app never uses what cannot replay.

@@ -7,7 +7,7 @@ use crate::analyze::{
 };
 use crate::config;
 use crate::emit_stream::{base_ty, sig_ty, HEADER};
-use crate::model::{Registry, TypeCat};
+use crate::model::{snake, Registry, TypeCat};
 use std::fmt::Write;
 
 pub fn mod_rs() -> String {
@@ -270,8 +270,9 @@ fn elem_ash_ty(reg: &Registry, an: &Analysis, el: &Elem) -> String {
     }
 }
 
-/// Materialised value of a pointer kind from owned `x: &Owned` (inside `Some(x)`).
-fn mat_ptr(reg: &Registry, an: &Analysis, len: &Len, elem: &PElem) -> String {
+/// Materialised value of a pointer kind from owned `x: &Owned` (inside `Some(x)`); `base`
+/// prefixes siblings (`v.` in structs, `p.` in commands).
+fn mat_ptr(reg: &Registry, an: &Analysis, len: &Len, elem: &PElem, base: &str) -> String {
     let vec_of = |conv: String, ty: String| {
         // Written in place: the arena's pointer is raw, so `conv` may allocate in the arena too.
         format!("{{ let t = a.raw::<{ty}>(x.len()); for (k, y) in x.iter().enumerate() {{ let v = {conv}; t.add(k).write(v); }} t as _ }}")
@@ -288,6 +289,26 @@ fn mat_ptr(reg: &Registry, an: &Analysis, len: &Len, elem: &PElem) -> String {
             )
         }
         (Len::Count(_), PElem::Elem(el)) => vec_of(conv_elem_ref(reg, el, "y"), elem_ash_ty(reg, an, el)),
+        // Placed as the capture had them, `stride` bytes apart (the call passes that stride).
+        (Len::Strided(_, stride), PElem::Elem(el)) => {
+            let ty = elem_ash_ty(reg, an, el);
+            format!(
+                "{{ let st = {base}{} as usize; let t = a.raw::<u64>((x.len() * st + std::mem::size_of::<{ty}>()).div_ceil(8)) as *mut u8; for (k, y) in x.iter().enumerate() {{ let v = {}; std::ptr::write_unaligned(t.add(k * st) as *mut {ty}, v); }} t as _ }}",
+                snake(stride),
+                conv_elem_ref(reg, el, "y")
+            )
+        }
+        (_, PElem::Nested(el, ..)) => {
+            let ty = elem_ash_ty(reg, an, el);
+            vec_of(
+                format!(
+                    "match y {{ Some(z) => {{ let u = a.raw::<{ty}>(z.len()); for (j, w) in z.iter().enumerate() {{ let v = {}; u.add(j).write(v); }} u as *const {ty} }} None => std::ptr::null() }}",
+                    conv_elem_ref(reg, el, "w")
+                ),
+                format!("*const {ty}"),
+            )
+        }
+        (Len::One, PElem::Chain) => "m_chain(x, a, r)? as _".into(),
         (_, PElem::Bytes) => "a.slice(&x[..]) as _".into(),
         (_, PElem::StrArray) => vec_of("a.cstr(y)".into(), "*const c_char".into()),
         (_, PElem::StructPtrArray(s)) => vec_of(
@@ -358,7 +379,7 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
                 Kind::FixedStr(_) => format!("copy_str(&mut {place}, &{src});"),
                 Kind::Ptr { len, elem } => format!(
                     "{place} = match &{src} {{ None => std::ptr::null_mut::<u8>() as _, Some(x) => {} }};",
-                    mat_ptr(reg, an, len, elem)
+                    mat_ptr(reg, an, len, elem, "v.")
                 ),
             };
             o.push_str(&line);
@@ -404,7 +425,7 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
                 Kind::Val(el) => conv_elem_ref(reg, el, &format!("&{src}")),
                 Kind::Ptr { len, elem } => format!(
                     "match &{src} {{ None => std::ptr::null_mut::<u8>() as _, Some(x) => {} }}",
-                    mat_ptr(reg, an, len, elem)
+                    mat_ptr(reg, an, len, elem, "p.")
                 ),
                 other => panic!("unexpected parameter kind {other:?}"),
             };
@@ -442,7 +463,7 @@ pub fn dispatch_rs(reg: &Registry, an: &Analysis) -> String {
                     Len::One => {
                         let _ = writeln!(binds, "if let Some(c) = p.{} {{ if c != 0 && !a{i}.is_null() {{ r.bind({ot}, c, (*a{i}).as_raw()); }} }}", p.snake);
                     }
-                    Len::Count(_) => {
+                    Len::Count(_) | Len::Strided(..) => {
                         let _ = writeln!(
                             binds,
                             "if let Some(cs) = &p.{} {{ if !a{i}.is_null() {{ for (k, c) in cs.iter().enumerate() {{ if *c != 0 {{ r.bind({ot}, *c, (*a{i}.add(k)).as_raw()); }} }} }} }}",
@@ -650,7 +671,7 @@ fn check_fields(
                 let _ = writeln!(o, "for y in {src}.iter() {{ c_{st}(y)?; }}");
             }
             Kind::Ptr { len, elem } => {
-                if let Len::Count(toks) = len {
+                if let Len::Count(toks) | Len::Strided(toks, _) = len {
                     if matches!(elem, PElem::FixedArr(..)) {
                         continue;
                     }
@@ -662,6 +683,11 @@ fn check_fields(
                             .or(f.decl.len.clone())
                             .unwrap_or_default();
                         let expr = expr.replace('"', "'");
+                        // An array of arrays: the outer length here, the inner ones below.
+                        let expr = match elem {
+                            PElem::Nested(..) => expr.split(',').next().unwrap_or("").to_string(),
+                            _ => expr,
+                        };
                         let required = !f.decl.optional && f.cond.is_none();
                         let _ = writeln!(
                             o,
@@ -669,10 +695,24 @@ fn check_fields(
                         );
                     }
                 }
+                if let PElem::Nested(_, array, m) = elem {
+                    // Each inner array as long as the member of its sibling element says.
+                    let sf = fields.iter().find(|x| &x.decl.name == array);
+                    if let Some(sf) = sf {
+                        let _ = writeln!(
+                            o,
+                            "if let (Some(x), Some(s)) = (&{src}, &{base}{}) {{ for (k, y) in x.iter().enumerate() {{ arr(y.as_ref().map(|z| z.len()), s.get(k).map_or(0u64, |i| i.{} as u64), \"{what}{array}[].{m}\", \"{name}[]\", true)?; }} }}",
+                            sf.snake,
+                            snake(m)
+                        );
+                    }
+                }
                 let each = match elem {
                     PElem::Elem(Elem::Struct(st)) if needs.contains(st) => match len {
                         Len::One => format!("c_{st}(x)?;"),
-                        Len::Count(_) => format!("for y in x.iter() {{ c_{st}(y)?; }}"),
+                        Len::Count(_) | Len::Strided(..) => {
+                            format!("for y in x.iter() {{ c_{st}(y)?; }}")
+                        }
                     },
                     PElem::StructPtrArray(st) if needs.contains(st) => {
                         format!("for y in x.iter().flatten() {{ c_{st}(y)?; }}")
@@ -790,7 +830,9 @@ fn enum_fields(
                     (PElem::Elem(Elem::Struct(st)), Len::One) if needs.contains(st) => {
                         format!("e_{st}(x)?;")
                     }
-                    (PElem::Elem(Elem::Struct(st)), Len::Count(_)) if needs.contains(st) => {
+                    (PElem::Elem(Elem::Struct(st)), Len::Count(_) | Len::Strided(..))
+                        if needs.contains(st) =>
+                    {
                         format!("for y in x.iter() {{ e_{st}(y)?; }}")
                     }
                     (PElem::StructPtrArray(st), _) if needs.contains(st) => {

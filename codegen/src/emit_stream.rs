@@ -258,6 +258,28 @@ fn enc_field(reg: &Registry, f: &Field, sib: &[Decl], member: bool) -> String {
                 (Len::One, PElem::FixedArr(el, _)) => {
                     format!("for x in (*p).iter() {{ {} }}", enc_elem_ref(reg, el, "x"))
                 }
+                (Len::One, PElem::Chain) => "pnext(e, p as *const c_void);".to_string(),
+                (Len::Strided(t, stride), PElem::Elem(el)) => {
+                    let n = len_expr(reg, t, sib, member);
+                    let st = len_expr(reg, &[LenTok::Ident(stride.clone())], sib, member);
+                    format!(
+                        "let n = {n}; let st = {st}; e.count(n); for k in 0..n {{ let x = strided(p, k, st); {} }}",
+                        enc_elem_ref(reg, el, "&x")
+                    )
+                }
+                (Len::Count(t), PElem::Nested(el, array, m)) => {
+                    let n = len_expr(reg, t, sib, member);
+                    let arr = if member {
+                        format!("v.{}", snake(array))
+                    } else {
+                        snake(array)
+                    };
+                    format!(
+                        "let n = {n}; e.count(n); for (k, q) in std::slice::from_raw_parts(p, n).iter().enumerate() {{ if q.is_null() {{ e.u8(0); }} else {{ e.u8(1); let m = if {arr}.is_null() {{ 0 }} else {{ (*{arr}.add(k)).{} as usize }}; e.count(m); for x in std::slice::from_raw_parts(*q, m) {{ {} }} }} }}",
+                        snake(m),
+                        enc_elem_ref(reg, el, "x")
+                    )
+                }
                 (Len::Count(t), el) => {
                     let n = len_expr(reg, t, sib, member);
                     let each = match el {
@@ -301,6 +323,11 @@ pub fn encode_rs(reg: &Registry, an: &Analysis) -> String {
          //! Call them after the driver returned, so that output parameters hold what it wrote.\n\
          #![allow(non_snake_case, unused_unsafe, unused_parens, unused_variables, deprecated, clippy::all)]\n\
          use crate::Encoder;\nuse ash::vk;\nuse ash::vk::Handle;\nuse std::ffi::{c_char, c_int, c_void};\n\n\
+         /// Element `k` of an array whose elements are `st` bytes apart (vk.xml `stride`).\n\
+         #[inline(always)]\n\
+         unsafe fn strided<T>(p: *const T, k: usize, st: usize) -> T {\n\
+         std::ptr::read_unaligned((p as *const u8).add(k * st) as *const T)\n\
+         }\n\n\
          /// Walks a pNext chain: per element a tag (1 known: sType + body, 2 unknown: sType only), then 0.\n\
          /// Chains longer than [`crate::MAX_CHAIN`] are cut (a cyclic chain must not hang the app).\n\
          pub unsafe fn pnext(e: &mut Encoder, mut p: *const c_void) {\n\
@@ -411,9 +438,11 @@ pub fn owned_kind(k: &Kind) -> String {
             (Len::One, PElem::Elem(el)) => format!("Option<{}>", owned_elem(el)),
             (Len::One, PElem::Str) => "Option<String>".into(),
             (Len::One, PElem::OpaqueOut) => "Option<u64>".into(),
-            (_, PElem::FixedArr(el, _)) | (Len::Count(_), PElem::Elem(el)) => {
+            (_, PElem::FixedArr(el, _)) | (Len::Count(_) | Len::Strided(..), PElem::Elem(el)) => {
                 format!("Option<Vec<{}>>", owned_elem(el))
             }
+            (_, PElem::Nested(el, ..)) => format!("Option<Vec<Option<Vec<{}>>>>", owned_elem(el)),
+            (_, PElem::Chain) => "Option<Vec<PNext>>".into(),
             (_, PElem::Bytes) => "Option<Vec<u8>>".into(),
             (_, PElem::StrArray) => "Option<Vec<String>>".into(),
             (_, PElem::StructPtrArray(s)) => format!("Option<Vec<Option<{s}>>>"),
@@ -464,7 +493,15 @@ fn dec_kind(k: &Kind) -> String {
                 (_, PElem::FixedArr(el, n)) => dec_array(&format!("d.fixed_count({n})?"), el),
                 (Len::Count(_), PElem::Elem(Elem::Scalar(TypeCat::Prim("u8"), _)))
                 | (_, PElem::Bytes) => "d.bytes()?".into(),
-                (Len::Count(_), PElem::Elem(el)) => dec_array("d.count()?", el),
+                (Len::Count(_) | Len::Strided(..), PElem::Elem(el)) => dec_array("d.count()?", el),
+                (_, PElem::Nested(el, ..)) => dec_loop(
+                    "d.count()?",
+                    &format!(
+                        "if d.flag()? {{ Some({}) }} else {{ None }}",
+                        dec_array("d.count()?", el)
+                    ),
+                ),
+                (_, PElem::Chain) => "decode_pnext(d)?".into(),
                 (_, PElem::StrArray) => dec_loop(
                     "d.count()?",
                     "if d.flag()? { d.string()? } else { String::new() }",
@@ -517,7 +554,11 @@ pub fn decode_rs(reg: &Registry, an: &Analysis) -> String {
             st.trim_start_matches("VK_STRUCTURE_TYPE_")
         );
     }
-    o.push_str("PNext::Unknown(s) => *s, } }\n}\n\n");
+    o.push_str("PNext::Unknown(s) => *s, } }\n\n/// The element's struct name (`VkMemoryDedicatedAllocateInfo`), `\"unknown\"` for [`PNext::Unknown`].\npub fn name(&self) -> &'static str { match self {\n");
+    for n in &chain {
+        let _ = writeln!(o, "PNext::{n}(_) => \"{n}\",");
+    }
+    o.push_str("PNext::Unknown(_) => \"unknown\", } }\n}\n\n");
     o.push_str("impl ToJson for PNext { fn to_json(&self, o: &mut String) { match self {\n");
     for n in &chain {
         let _ = writeln!(
@@ -716,7 +757,15 @@ pub fn commands_rs(reg: &Registry, an: &Analysis) -> String {
         let _ = writeln!(o, "\"{n}\",");
     }
     o.push_str("];\n\n/// Extensions that bring at least one command in [`UNSUPPORTED`], or whose replay needs data the\n/// encoders do not capture (video std headers): the layer should remove them from the extension lists it reports,\n/// so that applications do not enable them.\npub const UNSUPPORTED_EXTENSIONS: &[&str] = &[\n");
-    for e in &an.unsupported_exts {
+    for e in an.unsupported_exts.keys() {
+        let _ = writeln!(o, "\"{e}\",");
+    }
+    o.push_str("];\n\n/// Why each of [`UNSUPPORTED_EXTENSIONS`] is hidden, in the same order.\npub const UNSUPPORTED_EXTENSIONS_WHY: &[&str] = &[\n");
+    for why in an.unsupported_exts.values() {
+        let _ = writeln!(o, "{why:?},");
+    }
+    o.push_str("];\n\n/// Every extension vk.xml defines for Vulkan, platform and provisional ones included.\npub const REGISTRY_EXTENSIONS: &[&str] = &[\n");
+    for e in &reg.extensions {
         let _ = writeln!(o, "\"{e}\",");
     }
     o.push_str("];\n");
@@ -808,7 +857,9 @@ fn structs_with_handles(an: &Analysis) -> std::collections::BTreeSet<String> {
             let has = s.fields.iter().any(|f| match &f.kind {
                 Kind::Val(el) | Kind::Fixed(el, _) => elem_has(el),
                 Kind::Ptr { elem, .. } => match elem {
-                    PElem::Elem(el) | PElem::FixedArr(el, _) => elem_has(el),
+                    PElem::Elem(el) | PElem::FixedArr(el, _) | PElem::Nested(el, ..) => {
+                        elem_has(el)
+                    }
                     PElem::StructPtrArray(x) => set.contains(x),
                     _ => false,
                 },
@@ -910,6 +961,12 @@ pub(crate) fn walk_parts(an: &Analysis) -> (String, Vec<(String, String)>) {
                 }
                 (_, PElem::StructPtrArray(s)) if with.contains(s) => Some(format!(
                     "if let Some(x) = &{src} {{ for y in x.iter().flatten() {{ h_{s}(y, f, {created}); }} }}"
+                )),
+                (_, PElem::Nested(el, ..)) => walk_elem(el, "y", created, &with).map(|w| {
+                    format!("if let Some(x) = &{src} {{ for y in x.iter().flatten().flatten() {{ {w} }} }}")
+                }),
+                (_, PElem::Chain) => Some(format!(
+                    "if let Some(x) = &{src} {{ h_chain(x, f, {created}); }}"
                 )),
                 _ => None,
             },

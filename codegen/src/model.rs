@@ -92,6 +92,8 @@ pub struct Registry {
     pub command_origin: HashMap<String, String>,
     /// Types required by supported features/extensions.
     pub required_types: BTreeSet<String>,
+    /// Every extension defined for Vulkan (`supported="vulkan"`), in registry order.
+    pub extensions: Vec<String>,
 }
 
 impl Registry {
@@ -235,6 +237,7 @@ pub fn load(path: &Path) -> Result<Registry> {
     let mut required_cmds: Vec<(String, String)> = Vec::new();
     let mut required_types: BTreeSet<String> = BTreeSet::new();
     let mut excluded: BTreeMap<String, String> = BTreeMap::new();
+    let mut extensions = Vec::new();
     let mut excluded_origin: HashMap<String, String> = HashMap::new();
 
     for child in &reg.0 {
@@ -335,6 +338,7 @@ pub fn load(path: &Path) -> Result<Registry> {
                     if !supported.split(',').any(|s| s == "vulkan") {
                         continue;
                     }
+                    extensions.push(ext.name.clone());
                     let platform_ok = match ext.platform.as_deref() {
                         None => true,
                         Some(p) => config::ALLOWED_PLATFORMS.contains(&p),
@@ -522,6 +526,7 @@ pub fn load(path: &Path) -> Result<Registry> {
         excluded: excluded.into_iter().collect(),
         command_origin,
         required_types,
+        extensions,
     })
 }
 

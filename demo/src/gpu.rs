@@ -72,6 +72,8 @@ pub struct Support {
     pub calibrated: bool,
     pub mesh: bool,
     pub mesh_queries: bool,
+    /// VK_EXT_multi_draw's multiDraw.
+    pub multi_draw: bool,
     pub perf_query: bool,
     pub accel: bool,
     pub rt_maintenance1: bool,
@@ -104,6 +106,7 @@ pub struct Gpu {
         ash::ext::calibrated_timestamps::Device,
     )>,
     pub mesh_fn: Option<ash::ext::mesh_shader::Device>,
+    pub multi_draw_fn: Option<ash::ext::multi_draw::Device>,
     pub perf: Option<(
         ash::khr::performance_query::Instance,
         ash::khr::performance_query::Device,

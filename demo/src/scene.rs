@@ -236,6 +236,7 @@ impl Scene {
         self.multiview(gpu, report)?;
         self.msaa(gpu, report)?;
         self.mesh(gpu, report)?;
+        self.multi_draw(gpu, report)?;
         self.second_queue(gpu, report)?;
         Ok(())
     }

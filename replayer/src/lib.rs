@@ -6,6 +6,7 @@
 //! into the replay's allocations, and every query read the capture made is made again and written,
 //! with the captured values, to a results file (see [`compare`] for how they are compared).
 mod calls;
+mod chain;
 pub mod clock;
 pub mod compare;
 pub mod devices;

@@ -178,9 +178,10 @@ fn without_json(v: &Value, hidden: &[&str]) -> Value {
     }
 }
 
-/// The documented hidden extensions that lavapipe offers (so that capturing must change something).
+/// The documented hidden extensions that lavapipe offers: none on Mesa 22.3 since multi-draw is
+/// captured (what stays hidden is platform-only, video and NVX), so capturing changes nothing.
 fn hidden_here(plain: &str) -> Vec<&'static str> {
-    let hidden: Vec<&'static str> = vkstream::UNSUPPORTED_EXTENSIONS
+    vkstream::UNSUPPORTED_EXTENSIONS
         .iter()
         .copied()
         .filter(|e| {
@@ -188,12 +189,7 @@ fn hidden_here(plain: &str) -> Vec<&'static str> {
                 .lines()
                 .any(|l| l.split(':').next().is_some_and(|n| n.trim() == *e))
         })
-        .collect();
-    assert!(
-        !hidden.is_empty(),
-        "lavapipe offers none of the hidden extensions: the capturing case checks nothing"
-    );
-    hidden
+        .collect()
 }
 
 #[test]
@@ -217,16 +213,19 @@ fn vulkaninfo_text_is_identical_with_the_disabled_layer() {
         diff(&plain, &disabled)
     );
 
-    // Capturing: exactly the hidden extensions go, with their structs.
+    // Capturing: exactly the hidden extensions go, with their structs (nothing, where the GPU
+    // offers none of them).
     let hidden = hidden_here(&plain);
     let (captured, log) = text_and_log(&layer, Mode::Capturing, &trace);
     assert!(trace.exists(), "capturing writes the trace");
-    assert!(
-        log.iter().any(|l| l.starts_with("quarry: hiding vk")),
-        "capturing hides commands: {log:?}"
-    );
     let expected = without_text(&plain, &hidden);
-    assert_ne!(expected, plain, "hiding {hidden:?} changes the text");
+    if !hidden.is_empty() {
+        assert!(
+            log.iter().any(|l| l.starts_with("quarry: hiding vk")),
+            "capturing hides commands: {log:?}"
+        );
+        assert_ne!(expected, plain, "hiding {hidden:?} changes the text");
+    }
     assert!(
         captured == expected,
         "capturing must hide exactly {hidden:?}:\n{}",
@@ -253,7 +252,10 @@ fn vulkaninfo_json_is_identical_with_the_disabled_layer() {
     let captured = json_output(&layer, Mode::Capturing, &trace);
     assert!(trace.exists(), "capturing writes the trace");
     let expected = without_json(&plain, &hidden);
-    assert!(expected != plain, "hiding {hidden:?} changes the profile");
+    assert!(
+        hidden.is_empty() || expected != plain,
+        "hiding {hidden:?} changes the profile"
+    );
     assert!(
         captured == expected,
         "capturing must hide exactly {hidden:?}"

@@ -139,7 +139,7 @@ macro_rules! cases {
 cases! {
     no_command: [] => 2, "a command is required";
     unknown_command: ["infoo"] => 2, "unrecognized subcommand 'infoo'";
-    missing_argument: ["info"] => 2, "<FILE>";
+    missing_argument: ["dump"] => 2, "<FILE>";
     unknown_flag: ["info", "--foo", "t.qtrace"] => 2, "unexpected argument '--foo'";
     invalid_value: ["replay", "t.qtrace", "--loop", "x"] => 2, "invalid value 'x'";
     invalid_choice: ["compare", "r.qres", "r.qres", "--by", "x"] => 2, "possible values";

@@ -214,7 +214,7 @@ fn truncated_and_corrupt_files_show_what_survived_and_exit_2() {
 
 #[test]
 fn usage_errors_exit_2() {
-    assert_eq!(run_quarry(&["info"]).status.code(), Some(2));
+    assert_eq!(run_quarry(&["dump"]).status.code(), Some(2));
     assert_eq!(run_quarry(&["frobnicate"]).status.code(), Some(2));
     let o = run_quarry(&["info", "/nonexistent/file.qtrace"]);
     assert_eq!(o.status.code(), Some(2));

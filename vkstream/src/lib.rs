@@ -11,6 +11,7 @@
 //! contents; arrays with a u64 element count; strings as a u64 byte count and bytes; unions as
 //! their raw bytes; pNext chains as tagged elements (see [`encode::pnext`]).
 
+pub mod coverage;
 mod generated;
 pub mod multiview;
 

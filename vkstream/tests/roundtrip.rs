@@ -502,13 +502,76 @@ fn command_table_is_consistent() {
             "special {s} needs an encoder"
         );
     }
-    assert!(vkstream::UNSUPPORTED.contains(&"vkCmdDrawMultiEXT"));
+    assert!(vkstream::command_id("vkCmdDrawMultiEXT").is_some());
+    assert!(vkstream::UNSUPPORTED.contains(&"vkCmdCuLaunchKernelNVX"));
     assert!(vkstream::UNSUPPORTED.contains(&"vkCreateWin32SurfaceKHR"));
     assert!(vkstream::command_id("vkCreateXcbSurfaceKHR").is_some());
     assert!(matches!(
         decode_call(u32::MAX, &[]),
         Err(vkstream::DecodeError::UnknownCommand(_))
     ));
+}
+
+/// vkCmdDrawMultiEXT's draw infos lie `stride` bytes apart: each is copied, the padding is not.
+#[test]
+fn strided_arrays_are_copied_element_by_element() {
+    let draws: [[u32; 4]; 2] = [[6, 3, 0xdead, 0xbeef], [9, 3, 0xdead, 0xbeef]];
+    let mut e = Encoder::new();
+    unsafe {
+        encode::vkCmdDrawMultiEXT(
+            &mut e,
+            vk::CommandBuffer::from_raw(1),
+            2,
+            draws.as_ptr().cast(),
+            1,
+            0,
+            16,
+        )
+    };
+    let (call, bytes) = decode(ids::vkCmdDrawMultiEXT, e);
+    assert!(!bytes.windows(4).any(|w| w == 0xdeadu32.to_le_bytes()));
+    let Call::vkCmdDrawMultiEXT(p) = call else {
+        panic!("{call:?}")
+    };
+    assert_eq!(p.stride, 16);
+    let got: Vec<(u32, u32)> = p
+        .p_vertex_info
+        .unwrap()
+        .iter()
+        .map(|d| (d.first_vertex, d.vertex_count))
+        .collect();
+    assert_eq!(got, [(6, 3), (9, 3)]);
+}
+
+/// ppMaxPrimitiveCounts[i] holds pInfos[i].geometryCount counts.
+#[test]
+fn arrays_of_arrays_follow_the_sibling_member() {
+    let mut infos = [vk::AccelerationStructureBuildGeometryInfoKHR::default(); 2];
+    infos[0].geometry_count = 2;
+    infos[1].geometry_count = 1;
+    let (c0, c1) = ([10u32, 20], [30u32]);
+    let counts = [c0.as_ptr(), c1.as_ptr()];
+    let (addresses, strides) = ([0u64; 2], [0u32; 2]);
+    let mut e = Encoder::new();
+    unsafe {
+        encode::vkCmdBuildAccelerationStructuresIndirectKHR(
+            &mut e,
+            vk::CommandBuffer::from_raw(1),
+            2,
+            infos.as_ptr(),
+            addresses.as_ptr(),
+            strides.as_ptr(),
+            counts.as_ptr(),
+        )
+    };
+    let (call, _) = decode(ids::vkCmdBuildAccelerationStructuresIndirectKHR, e);
+    let Call::vkCmdBuildAccelerationStructuresIndirectKHR(p) = call else {
+        panic!("{call:?}")
+    };
+    assert_eq!(
+        p.pp_max_primitive_counts,
+        Some(vec![Some(vec![10, 20]), Some(vec![30])])
+    );
 }
 
 #[test]

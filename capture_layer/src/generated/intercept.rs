@@ -6524,6 +6524,108 @@ pub unsafe extern "system" fn vkDestroyAccelerationStructureKHR(
     r
 }
 
+pub unsafe extern "system" fn vkCmdBuildAccelerationStructuresKHR(
+    command_buffer: vk::CommandBuffer,
+    info_count: u32,
+    p_infos: *const vk::AccelerationStructureBuildGeometryInfoKHR<'_>,
+    pp_build_range_infos: *const *const vk::AccelerationStructureBuildRangeInfoKHR,
+) -> () {
+    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
+    let Some(next) = t.vkCmdBuildAccelerationStructuresKHR else {
+        return ();
+    };
+    let r = next(command_buffer, info_count, p_infos, pp_build_range_infos);
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBuildAccelerationStructuresKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBuildAccelerationStructuresKHR(
+                e,
+                command_buffer,
+                info_count,
+                p_infos,
+                pp_build_range_infos,
+            )
+        },
+    );
+    r
+}
+
+pub unsafe extern "system" fn vkCmdBuildAccelerationStructuresIndirectKHR(
+    command_buffer: vk::CommandBuffer,
+    info_count: u32,
+    p_infos: *const vk::AccelerationStructureBuildGeometryInfoKHR<'_>,
+    p_indirect_device_addresses: *const vk::DeviceAddress,
+    p_indirect_strides: *const u32,
+    pp_max_primitive_counts: *const *const u32,
+) -> () {
+    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
+    let Some(next) = t.vkCmdBuildAccelerationStructuresIndirectKHR else {
+        return ();
+    };
+    let r = next(
+        command_buffer,
+        info_count,
+        p_infos,
+        p_indirect_device_addresses,
+        p_indirect_strides,
+        pp_max_primitive_counts,
+    );
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdBuildAccelerationStructuresIndirectKHR,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdBuildAccelerationStructuresIndirectKHR(
+                e,
+                command_buffer,
+                info_count,
+                p_infos,
+                p_indirect_device_addresses,
+                p_indirect_strides,
+                pp_max_primitive_counts,
+            )
+        },
+    );
+    r
+}
+
+pub unsafe extern "system" fn vkBuildAccelerationStructuresKHR(
+    device: vk::Device,
+    deferred_operation: vk::DeferredOperationKHR,
+    info_count: u32,
+    p_infos: *const vk::AccelerationStructureBuildGeometryInfoKHR<'_>,
+    pp_build_range_infos: *const *const vk::AccelerationStructureBuildRangeInfoKHR,
+) -> vk::Result {
+    let t = crate::runtime::device_table(device.as_raw() as u64);
+    let Some(next) = t.vkBuildAccelerationStructuresKHR else {
+        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
+    };
+    let r = next(
+        device,
+        deferred_operation,
+        info_count,
+        p_infos,
+        pp_build_range_infos,
+    );
+    crate::runtime::record(
+        vkstream::ids::vkBuildAccelerationStructuresKHR,
+        r.as_raw(),
+        |e| {
+            vkstream::encode::vkBuildAccelerationStructuresKHR(
+                e,
+                device,
+                deferred_operation,
+                info_count,
+                p_infos,
+                pp_build_range_infos,
+            )
+        },
+    );
+    r
+}
+
 pub unsafe extern "system" fn vkCopyAccelerationStructureKHR(
     device: vk::Device,
     deferred_operation: vk::DeferredOperationKHR,
@@ -10031,6 +10133,27 @@ pub unsafe extern "system" fn vkGetMemoryRemoteAddressNV(
     r
 }
 
+pub unsafe extern "system" fn vkGetPipelinePropertiesEXT(
+    device: vk::Device,
+    p_pipeline_info: *const vk::PipelineInfoKHR<'_>,
+    p_pipeline_properties: *mut vk::BaseOutStructure,
+) -> vk::Result {
+    let t = crate::runtime::device_table(device.as_raw() as u64);
+    let Some(next) = t.vkGetPipelinePropertiesEXT else {
+        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
+    };
+    let r = next(device, p_pipeline_info, p_pipeline_properties);
+    crate::runtime::record(vkstream::ids::vkGetPipelinePropertiesEXT, r.as_raw(), |e| {
+        vkstream::encode::vkGetPipelinePropertiesEXT(
+            e,
+            device,
+            p_pipeline_info,
+            p_pipeline_properties,
+        )
+    });
+    r
+}
+
 pub unsafe extern "system" fn vkCmdSetPatchControlPointsEXT(
     command_buffer: vk::CommandBuffer,
     patch_control_points: u32,
@@ -10176,6 +10299,87 @@ pub unsafe extern "system" fn vkCmdTraceRaysIndirect2KHR(
         0,
         |e| {
             vkstream::encode::vkCmdTraceRaysIndirect2KHR(e, command_buffer, indirect_device_address)
+        },
+    );
+    r
+}
+
+pub unsafe extern "system" fn vkCmdDrawMultiEXT(
+    command_buffer: vk::CommandBuffer,
+    draw_count: u32,
+    p_vertex_info: *const vk::MultiDrawInfoEXT,
+    instance_count: u32,
+    first_instance: u32,
+    stride: u32,
+) -> () {
+    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
+    let Some(next) = t.vkCmdDrawMultiEXT else {
+        return ();
+    };
+    let r = next(
+        command_buffer,
+        draw_count,
+        p_vertex_info,
+        instance_count,
+        first_instance,
+        stride,
+    );
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawMultiEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawMultiEXT(
+                e,
+                command_buffer,
+                draw_count,
+                p_vertex_info,
+                instance_count,
+                first_instance,
+                stride,
+            )
+        },
+    );
+    r
+}
+
+pub unsafe extern "system" fn vkCmdDrawMultiIndexedEXT(
+    command_buffer: vk::CommandBuffer,
+    draw_count: u32,
+    p_index_info: *const vk::MultiDrawIndexedInfoEXT,
+    instance_count: u32,
+    first_instance: u32,
+    stride: u32,
+    p_vertex_offset: *const i32,
+) -> () {
+    let t = crate::runtime::device_table(command_buffer.as_raw() as u64);
+    let Some(next) = t.vkCmdDrawMultiIndexedEXT else {
+        return ();
+    };
+    let r = next(
+        command_buffer,
+        draw_count,
+        p_index_info,
+        instance_count,
+        first_instance,
+        stride,
+        p_vertex_offset,
+    );
+    crate::runtime::record_cmd(
+        vkstream::ids::vkCmdDrawMultiIndexedEXT,
+        command_buffer.as_raw() as u64,
+        0,
+        |e| {
+            vkstream::encode::vkCmdDrawMultiIndexedEXT(
+                e,
+                command_buffer,
+                draw_count,
+                p_index_info,
+                instance_count,
+                first_instance,
+                stride,
+                p_vertex_offset,
+            )
         },
     );
     r
@@ -13359,6 +13563,29 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     unsafe extern "system" fn(),
                 >(f)
             }
+            b"vkCmdBuildAccelerationStructuresKHR" => {
+                let f: vk::PFN_vkCmdBuildAccelerationStructuresKHR =
+                    vkCmdBuildAccelerationStructuresKHR;
+                std::mem::transmute::<
+                    vk::PFN_vkCmdBuildAccelerationStructuresKHR,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkCmdBuildAccelerationStructuresIndirectKHR" => {
+                let f: vk::PFN_vkCmdBuildAccelerationStructuresIndirectKHR =
+                    vkCmdBuildAccelerationStructuresIndirectKHR;
+                std::mem::transmute::<
+                    vk::PFN_vkCmdBuildAccelerationStructuresIndirectKHR,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
+            b"vkBuildAccelerationStructuresKHR" => {
+                let f: vk::PFN_vkBuildAccelerationStructuresKHR = vkBuildAccelerationStructuresKHR;
+                std::mem::transmute::<
+                    vk::PFN_vkBuildAccelerationStructuresKHR,
+                    unsafe extern "system" fn(),
+                >(f)
+            }
             b"vkCopyAccelerationStructureKHR" => {
                 let f: vk::PFN_vkCopyAccelerationStructureKHR = vkCopyAccelerationStructureKHR;
                 std::mem::transmute::<
@@ -14300,6 +14527,12 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     f,
                 )
             }
+            b"vkGetPipelinePropertiesEXT" => {
+                let f: vk::PFN_vkGetPipelinePropertiesEXT = vkGetPipelinePropertiesEXT;
+                std::mem::transmute::<vk::PFN_vkGetPipelinePropertiesEXT, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
             b"vkCmdSetPatchControlPointsEXT" => {
                 let f: vk::PFN_vkCmdSetPatchControlPointsEXT = vkCmdSetPatchControlPointsEXT;
                 std::mem::transmute::<
@@ -14341,6 +14574,16 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
             b"vkCmdTraceRaysIndirect2KHR" => {
                 let f: vk::PFN_vkCmdTraceRaysIndirect2KHR = vkCmdTraceRaysIndirect2KHR;
                 std::mem::transmute::<vk::PFN_vkCmdTraceRaysIndirect2KHR, unsafe extern "system" fn()>(
+                    f,
+                )
+            }
+            b"vkCmdDrawMultiEXT" => {
+                let f: vk::PFN_vkCmdDrawMultiEXT = vkCmdDrawMultiEXT;
+                std::mem::transmute::<vk::PFN_vkCmdDrawMultiEXT, unsafe extern "system" fn()>(f)
+            }
+            b"vkCmdDrawMultiIndexedEXT" => {
+                let f: vk::PFN_vkCmdDrawMultiIndexedEXT = vkCmdDrawMultiIndexedEXT;
+                std::mem::transmute::<vk::PFN_vkCmdDrawMultiIndexedEXT, unsafe extern "system" fn()>(
                     f,
                 )
             }
@@ -16212,6 +16455,9 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkGetImageSparseMemoryRequirements2KHR"
             | b"vkCreateAccelerationStructureKHR"
             | b"vkDestroyAccelerationStructureKHR"
+            | b"vkCmdBuildAccelerationStructuresKHR"
+            | b"vkCmdBuildAccelerationStructuresIndirectKHR"
+            | b"vkBuildAccelerationStructuresKHR"
             | b"vkCopyAccelerationStructureKHR"
             | b"vkCopyAccelerationStructureToMemoryKHR"
             | b"vkCopyMemoryToAccelerationStructureKHR"
@@ -16346,6 +16592,7 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdSubpassShadingHUAWEI"
             | b"vkCmdBindInvocationMaskHUAWEI"
             | b"vkGetMemoryRemoteAddressNV"
+            | b"vkGetPipelinePropertiesEXT"
             | b"vkCmdSetPatchControlPointsEXT"
             | b"vkCmdSetRasterizerDiscardEnableEXT"
             | b"vkCmdSetDepthBiasEnableEXT"
@@ -16353,6 +16600,8 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdSetPrimitiveRestartEnableEXT"
             | b"vkCmdSetColorWriteEnableEXT"
             | b"vkCmdTraceRaysIndirect2KHR"
+            | b"vkCmdDrawMultiEXT"
+            | b"vkCmdDrawMultiIndexedEXT"
             | b"vkCreateMicromapEXT"
             | b"vkDestroyMicromapEXT"
             | b"vkCmdBuildMicromapsEXT"

@@ -144,6 +144,7 @@ impl Gpu {
         let has_xfb = e(ash::ext::transform_feedback::NAME);
         let has_pg = e(ash::ext::primitives_generated_query::NAME);
         let has_mesh = e(ash::ext::mesh_shader::NAME);
+        let has_md = e(ash::ext::multi_draw::NAME);
         let has_perf = e(ash::khr::performance_query::NAME);
         let has_accel = opts.accel
             && e(ash::khr::acceleration_structure::NAME)
@@ -164,6 +165,7 @@ impl Gpu {
         let mut fxfb = vk::PhysicalDeviceTransformFeedbackFeaturesEXT::default();
         let mut fpg = vk::PhysicalDevicePrimitivesGeneratedQueryFeaturesEXT::default();
         let mut fmesh = vk::PhysicalDeviceMeshShaderFeaturesEXT::default();
+        let mut fmd = vk::PhysicalDeviceMultiDrawFeaturesEXT::default();
         let mut fperf = vk::PhysicalDevicePerformanceQueryFeaturesKHR::default();
         let mut faccel = vk::PhysicalDeviceAccelerationStructureFeaturesKHR::default();
         let mut frtm1 = vk::PhysicalDeviceRayTracingMaintenance1FeaturesKHR::default();
@@ -180,6 +182,9 @@ impl Gpu {
             }
             if has_mesh {
                 f2 = f2.push_next(&mut fmesh);
+            }
+            if has_md {
+                f2 = f2.push_next(&mut fmd);
             }
             if has_perf {
                 f2 = f2.push_next(&mut fperf);
@@ -225,6 +230,7 @@ impl Gpu {
                 calibrated: has_calib,
                 mesh: has_mesh && on(fmesh.mesh_shader) && on(fmesh.task_shader),
                 mesh_queries: has_mesh && on(fmesh.mesh_shader_queries),
+                multi_draw: has_md && on(fmd.multi_draw),
                 perf_query: has_perf && on(fperf.performance_counter_query_pools),
                 accel: has_accel
                     && on(faccel.acceleration_structure)
@@ -297,6 +303,7 @@ impl Gpu {
             .mesh_shader(s.mesh)
             .task_shader(s.mesh)
             .mesh_shader_queries(s.mesh && s.mesh_queries);
+        let mut fmd = vk::PhysicalDeviceMultiDrawFeaturesEXT::default().multi_draw(s.multi_draw);
         let mut fperf = vk::PhysicalDevicePerformanceQueryFeaturesKHR::default()
             .performance_counter_query_pools(s.perf_query);
         let mut faccel = vk::PhysicalDeviceAccelerationStructureFeaturesKHR::default()
@@ -316,6 +323,9 @@ impl Gpu {
         }
         if s.mesh {
             exts.push(ash::ext::mesh_shader::NAME);
+        }
+        if s.multi_draw {
+            exts.push(ash::ext::multi_draw::NAME);
         }
         if s.perf_query {
             exts.push(ash::khr::performance_query::NAME);
@@ -377,6 +387,9 @@ impl Gpu {
         if s.mesh {
             ci = ci.push_next(&mut fmesh);
         }
+        if s.multi_draw {
+            ci = ci.push_next(&mut fmd);
+        }
         if s.perf_query {
             ci = ci.push_next(&mut fperf);
         }
@@ -405,6 +418,9 @@ impl Gpu {
         let mesh_fn = support
             .mesh
             .then(|| ash::ext::mesh_shader::Device::new(&instance, &device));
+        let multi_draw_fn = support
+            .multi_draw
+            .then(|| ash::ext::multi_draw::Device::new(&instance, &device));
         let perf = support.perf_query.then(|| {
             (
                 ash::khr::performance_query::Instance::new(&entry, &instance),
@@ -448,6 +464,7 @@ impl Gpu {
             xfb_fn,
             calib,
             mesh_fn,
+            multi_draw_fn,
             perf,
             accel_fn,
             video,

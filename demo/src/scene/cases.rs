@@ -1,6 +1,6 @@
 //! The query scenarios beyond the main pass, each with its own command buffers and known answers:
 //! polling without WAIT, resets, transform feedback, inherited queries, MSAA, multiview, mesh
-//! shading and a second queue.
+//! shading, multi-draw and a second queue.
 
 use super::*;
 
@@ -561,6 +561,54 @@ impl Scene {
                 "VkPhysicalDeviceFeatures::pipelineStatisticsQuery",
             );
         }
+        Ok(())
+    }
+
+    /// The target quad drawn behind the occluder by one vkCmdDrawMultiEXT (VK_EXT_multi_draw)
+    /// of two triangles, its draw infos 16 bytes apart: the same visible samples as one vkCmdDraw.
+    pub(super) fn multi_draw(&self, gpu: &Gpu, report: &mut Report) -> Result<()> {
+        const NAME: &str = "multi-draw occlusion (vkCmdDrawMultiEXT)";
+        let Some(md) = &gpu.multi_draw_fn else {
+            report.skip(NAME, "VK_EXT_multi_draw (multiDraw)");
+            return Ok(());
+        };
+        let precise = gpu.support.occlusion_precise;
+        // firstVertex, vertexCount, then padding: a stride larger than VkMultiDrawInfoEXT.
+        let draws: [[u32; 4]; 2] = [[V_TARGET, 3, 0, 0], [V_TARGET + 3, 3, 0, 0]];
+        let cb = gpu.record(|d, cb| unsafe {
+            d.cmd_reset_query_pool(cb, self.poll, 0, 1);
+            self.begin_rendering(d, cb, true, vk::RenderingFlags::empty());
+            self.draw_setup(d, cb, self.quad);
+            d.cmd_draw(cb, 6, 1, V_OCCLUDER, 0);
+            let flags = match precise {
+                true => vk::QueryControlFlags::PRECISE,
+                false => vk::QueryControlFlags::empty(),
+            };
+            d.cmd_begin_query(cb, self.poll, 0, flags);
+            (md.fp().cmd_draw_multi_ext)(
+                cb,
+                draws.len() as u32,
+                draws.as_ptr().cast(),
+                1,
+                0,
+                std::mem::size_of::<[u32; 4]>() as u32,
+            );
+            d.cmd_end_query(cb, self.poll, 0);
+            d.cmd_end_rendering(cb);
+            Ok(())
+        })?;
+        gpu.submit_wait(cb)?;
+        let v = gpu.results64(self.poll, 0, 1, 1)?[0];
+        let rule = match precise {
+            true => Rule::Exact(VISIBLE_PX),
+            false => Rule::AtLeast(1),
+        };
+        report.value(
+            NAME,
+            v,
+            rule,
+            "the visible part of the target, as in the main pass",
+        );
         Ok(())
     }
 

@@ -9,6 +9,7 @@ use vkstream::{params, Call};
 use super::{generic, other, Entry};
 use crate::clock::WAIT_TIMEOUT;
 use crate::error::ReplayError;
+use crate::generated::dispatch::{m_VkCommandPoolCreateInfo, Arena};
 use crate::session::Session;
 
 pub(crate) unsafe fn vkCreateDevice(
@@ -24,26 +25,10 @@ pub(crate) unsafe fn vkCreateDevice(
         .p_create_info
         .as_deref()
         .ok_or_else(|| other("no create info"))?;
-    let queues: Vec<(u32, Vec<f32>, vk::DeviceQueueCreateFlags)> = ci
-        .p_queue_create_infos
-        .as_deref()
-        .unwrap_or(&[])
-        .iter()
-        .map(|q| {
-            let mut prios = q.p_queue_priorities.clone().unwrap_or_default();
-            prios.resize(q.queue_count.max(1) as usize, 1.0);
-            (
-                q.queue_family_index,
-                prios,
-                vk::DeviceQueueCreateFlags::from_raw(q.flags),
-            )
-        })
-        .collect();
-    let exts = ci.pp_enabled_extension_names.clone().unwrap_or_default();
     let device = p
         .p_device
         .ok_or_else(|| other("the capture recorded no device handle"))?;
-    crate::glue::create_device(s, device, p.physical_device, ci, &queues, &exts)
+    crate::glue::create_device(s, device, p.physical_device, ci)
 }
 
 pub(crate) unsafe fn vkDestroyDevice(
@@ -105,10 +90,11 @@ pub(crate) unsafe fn vkCreateCommandPool(
     if fam == ci.queue_family_index || rec.result < 0 {
         return generic(s, call, rec);
     }
+    // The create info through the generated code (its chain included), the family translated.
+    let mut arena = Arena::new();
+    let mut info = m_VkCommandPoolCreateInfo(ci, &mut arena, s)?;
+    info.queue_family_index = fam;
     let d = s.device(p.device)?;
-    let info = vk::CommandPoolCreateInfo::default()
-        .flags(vk::CommandPoolCreateFlags::from_raw(ci.flags))
-        .queue_family_index(fam);
     let pool = d
         .device
         .create_command_pool(&info, None)

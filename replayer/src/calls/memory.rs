@@ -5,7 +5,7 @@
 use ash::vk;
 use ash::vk::Handle as _;
 use format::record;
-use vkstream::{params, Call, PNext};
+use vkstream::{params, Call};
 
 use super::{generic, other, Entry};
 use crate::error::ReplayError;
@@ -25,17 +25,14 @@ pub(crate) unsafe fn vkAllocateMemory(
         .p_allocate_info
         .as_deref()
         .ok_or_else(|| other("no allocate info"))?;
-    let mut flags = None;
-    let mut dedicated = None;
-    for n in &info.p_next {
-        match n {
-            PNext::VkMemoryAllocateFlagsInfo(f) => {
-                flags = Some((vk::MemoryAllocateFlags::from_raw(f.flags), f.device_mask))
-            }
-            PNext::VkMemoryDedicatedAllocateInfo(d) => dedicated = Some((d.buffer, d.image)),
-            _ => {}
-        }
-    }
+    // Imports name a file descriptor, handle or host pointer of the captured process: the replay
+    // allocates its own memory instead (what the app wrote arrives as memory writes).
+    let chain = info
+        .p_next
+        .iter()
+        .filter(|n| !n.name().starts_with("VkImport"))
+        .cloned()
+        .collect();
     let mem = p
         .p_memory
         .ok_or_else(|| other("the capture recorded no memory handle"))?;
@@ -44,8 +41,7 @@ pub(crate) unsafe fn vkAllocateMemory(
         mem,
         info.allocation_size,
         info.memory_type_index,
-        flags,
-        dedicated,
+        chain,
     )
 }
 

@@ -92,15 +92,3 @@ pub(crate) fn cmd<'s>(
     let cb = s.lookup(vk::ObjectType::COMMAND_BUFFER, captured)?;
     Ok((&s.device_for(cb)?.device, vk::CommandBuffer::from_raw(cb)))
 }
-
-pub(crate) fn lookup_all<T: vk::Handle>(
-    s: &Session<'_>,
-    ty: vk::ObjectType,
-    v: &Option<Vec<u64>>,
-) -> Result<Vec<T>, ReplayError> {
-    v.as_deref()
-        .unwrap_or(&[])
-        .iter()
-        .map(|h| s.lookup(ty, *h).map(T::from_raw))
-        .collect()
-}

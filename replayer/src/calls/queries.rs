@@ -5,10 +5,12 @@
 use ash::vk;
 use ash::vk::Handle as _;
 use format::record;
-use vkstream::{params, Call, PNext};
+use vkstream::{params, Call};
 
 use super::{cmd, loaded, other, Entry};
+use crate::chain::{chained, unchain};
 use crate::error::ReplayError;
+use crate::generated::dispatch::{m_VkQueryPoolCreateInfo, Arena};
 use crate::session::Session;
 
 fn pool(s: &Session<'_>, captured: u64) -> Result<vk::QueryPool, ReplayError> {
@@ -30,34 +32,23 @@ pub(crate) unsafe fn vkCreateQueryPool(
         .p_create_info
         .as_deref()
         .ok_or_else(|| other("no create info"))?;
-    let mut info = vk::QueryPoolCreateInfo::default()
-        .flags(vk::QueryPoolCreateFlags::from_raw(ci.flags))
-        .query_type(vk::QueryType::from_raw(ci.query_type))
-        .query_count(ci.query_count)
-        .pipeline_statistics(vk::QueryPipelineStatisticFlags::from_raw(
-            ci.pipeline_statistics,
-        ));
-    let mut perf_indices: Vec<u32> = Vec::new();
-    let mut perf = vk::QueryPoolPerformanceCreateInfoKHR::default();
-    for n in &ci.p_next {
-        match n {
-            PNext::VkQueryPoolPerformanceCreateInfoKHR(x) => {
-                perf.queue_family_index = s.map_family(p.device, x.queue_family_index);
-                let captured = p.p_query_pool.unwrap_or(0);
-                perf_indices =
-                    plan_perf_pool(s, rec.seq, p.device, captured, perf.queue_family_index)?;
-            }
-            other_struct => {
-                return Err(other(format!(
-                    "VkQueryPoolCreateInfo chains {other_struct:?}, which the replayer cannot re-create"
-                )))
-            }
+    // The whole create info through the generated code; a performance pool's counters and
+    // queue family are then those planned for the replay GPU.
+    let mut arena = Arena::new();
+    let mut info = m_VkQueryPoolCreateInfo(ci, &mut arena, s)?;
+    let perf_type = vk::StructureType::QUERY_POOL_PERFORMANCE_CREATE_INFO_KHR;
+    let perf_indices: Vec<u32>;
+    if let Some(perf) = chained::<vk::QueryPoolPerformanceCreateInfoKHR<'_>>(info.p_next, perf_type)
+    {
+        let family = s.map_family(p.device, (*perf).queue_family_index);
+        let captured = p.p_query_pool.unwrap_or(0);
+        perf_indices = plan_perf_pool(s, rec.seq, p.device, captured, family)?;
+        (*perf).queue_family_index = family;
+        (*perf).counter_index_count = perf_indices.len() as u32;
+        (*perf).p_counter_indices = perf_indices.as_ptr();
+        if perf_indices.is_empty() {
+            unchain(&mut info.p_next, perf_type);
         }
-    }
-    if !perf_indices.is_empty() {
-        perf.counter_index_count = perf_indices.len() as u32;
-        perf.p_counter_indices = perf_indices.as_ptr();
-        info = info.push_next(&mut perf);
     }
     let d = s.device(p.device)?;
     let pool = d

@@ -24100,6 +24100,171 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 );
             }
         }
+        Call::vkCmdBuildAccelerationStructuresKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            arr(
+                p.p_infos.as_ref().map(|x| x.len()),
+                (p.info_count as u64),
+                "infoCount",
+                "pInfos",
+                true,
+            )?;
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    c_VkAccelerationStructureBuildGeometryInfoKHR(y)?;
+                }
+            }
+            arr(
+                p.pp_build_range_infos.as_ref().map(|x| x.len()),
+                (p.info_count as u64),
+                "infoCount",
+                "ppBuildRangeInfos",
+                true,
+            )?;
+            if let (Some(x), Some(s)) = (&p.pp_build_range_infos, &p.p_infos) {
+                for (k, y) in x.iter().enumerate() {
+                    arr(
+                        y.as_ref().map(|z| z.len()),
+                        s.get(k).map_or(0u64, |i| i.geometry_count as u64),
+                        "pInfos[].geometryCount",
+                        "ppBuildRangeInfos[]",
+                        true,
+                    )?;
+                }
+            }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    e_VkAccelerationStructureBuildGeometryInfoKHR(y)?;
+                }
+            }
+            if *&p.command_buffer != 0 {
+                f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
+            }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    h_VkAccelerationStructureBuildGeometryInfoKHR(y, f, false);
+                }
+            }
+        }
+        Call::vkCmdBuildAccelerationStructuresIndirectKHR(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            arr(
+                p.p_infos.as_ref().map(|x| x.len()),
+                (p.info_count as u64),
+                "infoCount",
+                "pInfos",
+                true,
+            )?;
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    c_VkAccelerationStructureBuildGeometryInfoKHR(y)?;
+                }
+            }
+            arr(
+                p.p_indirect_device_addresses.as_ref().map(|x| x.len()),
+                (p.info_count as u64),
+                "infoCount",
+                "pIndirectDeviceAddresses",
+                true,
+            )?;
+            arr(
+                p.p_indirect_strides.as_ref().map(|x| x.len()),
+                (p.info_count as u64),
+                "infoCount",
+                "pIndirectStrides",
+                true,
+            )?;
+            arr(
+                p.pp_max_primitive_counts.as_ref().map(|x| x.len()),
+                (p.info_count as u64),
+                "infoCount",
+                "ppMaxPrimitiveCounts",
+                true,
+            )?;
+            if let (Some(x), Some(s)) = (&p.pp_max_primitive_counts, &p.p_infos) {
+                for (k, y) in x.iter().enumerate() {
+                    arr(
+                        y.as_ref().map(|z| z.len()),
+                        s.get(k).map_or(0u64, |i| i.geometry_count as u64),
+                        "pInfos[].geometryCount",
+                        "ppMaxPrimitiveCounts[]",
+                        true,
+                    )?;
+                }
+            }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    e_VkAccelerationStructureBuildGeometryInfoKHR(y)?;
+                }
+            }
+            if *&p.command_buffer != 0 {
+                f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
+            }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    h_VkAccelerationStructureBuildGeometryInfoKHR(y, f, false);
+                }
+            }
+        }
+        Call::vkBuildAccelerationStructuresKHR(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            arr(
+                p.p_infos.as_ref().map(|x| x.len()),
+                (p.info_count as u64),
+                "infoCount",
+                "pInfos",
+                true,
+            )?;
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    c_VkAccelerationStructureBuildGeometryInfoKHR(y)?;
+                }
+            }
+            arr(
+                p.pp_build_range_infos.as_ref().map(|x| x.len()),
+                (p.info_count as u64),
+                "infoCount",
+                "ppBuildRangeInfos",
+                true,
+            )?;
+            if let (Some(x), Some(s)) = (&p.pp_build_range_infos, &p.p_infos) {
+                for (k, y) in x.iter().enumerate() {
+                    arr(
+                        y.as_ref().map(|z| z.len()),
+                        s.get(k).map_or(0u64, |i| i.geometry_count as u64),
+                        "pInfos[].geometryCount",
+                        "ppBuildRangeInfos[]",
+                        true,
+                    )?;
+                }
+            }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    e_VkAccelerationStructureBuildGeometryInfoKHR(y)?;
+                }
+            }
+            if *&p.device != 0 {
+                f(vk::ObjectType::DEVICE, *&p.device, false);
+            }
+            if *&p.deferred_operation != 0 {
+                f(
+                    vk::ObjectType::DEFERRED_OPERATION_KHR,
+                    *&p.deferred_operation,
+                    false,
+                );
+            }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    h_VkAccelerationStructureBuildGeometryInfoKHR(y, f, false);
+                }
+            }
+        }
         Call::vkCopyAccelerationStructureKHR(p) => {
             if p.device == 0 {
                 return Err("device is VK_NULL_HANDLE".into());
@@ -26954,6 +27119,26 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
                 h_VkMemoryGetRemoteAddressInfoNV(x, f, false);
             }
         }
+        Call::vkGetPipelinePropertiesEXT(p) => {
+            if p.device == 0 {
+                return Err("device is VK_NULL_HANDLE".into());
+            }
+            if let Some(x) = &p.p_pipeline_info {
+                c_VkPipelineInfoKHR(x)?;
+            }
+            if let Some(x) = &p.p_pipeline_info {
+                e_VkPipelineInfoKHR(x)?;
+            }
+            if *&p.device != 0 {
+                f(vk::ObjectType::DEVICE, *&p.device, false);
+            }
+            if let Some(x) = &p.p_pipeline_info {
+                h_VkPipelineInfoKHR(x, f, false);
+            }
+            if let Some(x) = &p.p_pipeline_properties {
+                h_chain(x, f, true);
+            }
+        }
         Call::vkCmdSetPatchControlPointsEXT(p) => {
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
@@ -27016,6 +27201,36 @@ pub fn counts_and_handles<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(
             if p.command_buffer == 0 {
                 return Err("commandBuffer is VK_NULL_HANDLE".into());
             }
+            if *&p.command_buffer != 0 {
+                f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
+            }
+        }
+        Call::vkCmdDrawMultiEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            arr(
+                p.p_vertex_info.as_ref().map(|x| x.len()),
+                (p.draw_count as u64),
+                "drawCount",
+                "pVertexInfo",
+                true,
+            )?;
+            if *&p.command_buffer != 0 {
+                f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
+            }
+        }
+        Call::vkCmdDrawMultiIndexedEXT(p) => {
+            if p.command_buffer == 0 {
+                return Err("commandBuffer is VK_NULL_HANDLE".into());
+            }
+            arr(
+                p.p_index_info.as_ref().map(|x| x.len()),
+                (p.draw_count as u64),
+                "drawCount",
+                "pIndexInfo",
+                true,
+            )?;
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }
@@ -28462,12 +28677,14 @@ pub fn kind(call: &Call) -> u8 {
         | Call::vkCmdDrawIndirectCount(_)
         | Call::vkCmdDrawIndirectByteCountEXT(_)
         | Call::vkCmdDrawIndirectCountAMD(_)
-        | Call::vkCmdDrawIndirectCountKHR(_) => DRAW,
+        | Call::vkCmdDrawIndirectCountKHR(_)
+        | Call::vkCmdDrawMultiEXT(_) => DRAW,
         Call::vkCmdDrawIndexed(_)
         | Call::vkCmdDrawIndexedIndirect(_)
         | Call::vkCmdDrawIndexedIndirectCount(_)
         | Call::vkCmdDrawIndexedIndirectCountAMD(_)
-        | Call::vkCmdDrawIndexedIndirectCountKHR(_) => DRAW_INDEXED,
+        | Call::vkCmdDrawIndexedIndirectCountKHR(_)
+        | Call::vkCmdDrawMultiIndexedEXT(_) => DRAW_INDEXED,
         Call::vkCmdDrawMeshTasksNV(_)
         | Call::vkCmdDrawMeshTasksIndirectNV(_)
         | Call::vkCmdDrawMeshTasksIndirectCountNV(_)
@@ -28574,6 +28791,8 @@ pub fn kind(call: &Call) -> u8 {
         | Call::vkCmdEndDebugUtilsLabelEXT(_)
         | Call::vkCmdInsertDebugUtilsLabelEXT(_)
         | Call::vkCmdSetSampleLocationsEXT(_)
+        | Call::vkCmdBuildAccelerationStructuresKHR(_)
+        | Call::vkCmdBuildAccelerationStructuresIndirectKHR(_)
         | Call::vkCmdCopyAccelerationStructureKHR(_)
         | Call::vkCmdCopyAccelerationStructureToMemoryKHR(_)
         | Call::vkCmdCopyMemoryToAccelerationStructureKHR(_)
@@ -28822,6 +29041,8 @@ pub fn flags(call: &Call) -> u16 {
         | Call::vkCmdEndDebugUtilsLabelEXT(_)
         | Call::vkCmdInsertDebugUtilsLabelEXT(_)
         | Call::vkCmdSetSampleLocationsEXT(_)
+        | Call::vkCmdBuildAccelerationStructuresKHR(_)
+        | Call::vkCmdBuildAccelerationStructuresIndirectKHR(_)
         | Call::vkCmdCopyAccelerationStructureKHR(_)
         | Call::vkCmdCopyAccelerationStructureToMemoryKHR(_)
         | Call::vkCmdCopyMemoryToAccelerationStructureKHR(_)
@@ -28947,10 +29168,12 @@ pub fn flags(call: &Call) -> u16 {
         Call::vkCmdDrawIndirectCount(_)
         | Call::vkCmdDrawIndirectByteCountEXT(_)
         | Call::vkCmdDrawIndirectCountAMD(_)
-        | Call::vkCmdDrawIndirectCountKHR(_) => 0x0504,
+        | Call::vkCmdDrawIndirectCountKHR(_)
+        | Call::vkCmdDrawMultiEXT(_) => 0x0504,
         Call::vkCmdDrawIndexedIndirectCount(_)
         | Call::vkCmdDrawIndexedIndirectCountAMD(_)
-        | Call::vkCmdDrawIndexedIndirectCountKHR(_) => 0x0505,
+        | Call::vkCmdDrawIndexedIndirectCountKHR(_)
+        | Call::vkCmdDrawMultiIndexedEXT(_) => 0x0505,
         Call::vkCmdDrawMeshTasksNV(_)
         | Call::vkCmdDrawMeshTasksIndirectNV(_)
         | Call::vkCmdDrawMeshTasksIndirectCountNV(_)

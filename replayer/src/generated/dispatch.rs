@@ -26352,6 +26352,181 @@ unsafe fn replay_in(
             let _ = ret;
             Ok(vk::Result::SUCCESS)
         }
+        vkstream::Call::vkCmdBuildAccelerationStructuresKHR(p) => {
+            let f = ctx
+                .device_table(p.command_buffer)?
+                .vkCmdBuildAccelerationStructuresKHR
+                .ok_or_else(|| missing("vkCmdBuildAccelerationStructuresKHR"))?;
+            let r: &mut dyn Remap = ctx.remap();
+            let a0: vk::CommandBuffer = vk::CommandBuffer::from_raw(h(
+                r,
+                vk::ObjectType::COMMAND_BUFFER,
+                p.command_buffer,
+            )?);
+            let a1: u32 = p.info_count;
+            let a2: *const vk::AccelerationStructureBuildGeometryInfoKHR<'_> = match &p.p_infos {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let t =
+                        a.raw::<vk::AccelerationStructureBuildGeometryInfoKHR<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkAccelerationStructureBuildGeometryInfoKHR(y, a, r)?;
+                        t.add(k).write(v);
+                    }
+                    t as _
+                }
+            };
+            let a3: *const *const vk::AccelerationStructureBuildRangeInfoKHR = match &p
+                .pp_build_range_infos
+            {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let t = a.raw::<*const vk::AccelerationStructureBuildRangeInfoKHR>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = match y {
+                            Some(z) => {
+                                let u =
+                                    a.raw::<vk::AccelerationStructureBuildRangeInfoKHR>(z.len());
+                                for (j, w) in z.iter().enumerate() {
+                                    let v = m_VkAccelerationStructureBuildRangeInfoKHR(w, a, r)?;
+                                    u.add(j).write(v);
+                                }
+                                u as *const vk::AccelerationStructureBuildRangeInfoKHR
+                            }
+                            None => std::ptr::null(),
+                        };
+                        t.add(k).write(v);
+                    }
+                    t as _
+                }
+            };
+            let ret = f(a0, a1, a2, a3);
+            let _ = ret;
+            Ok(vk::Result::SUCCESS)
+        }
+        vkstream::Call::vkCmdBuildAccelerationStructuresIndirectKHR(p) => {
+            let f = ctx
+                .device_table(p.command_buffer)?
+                .vkCmdBuildAccelerationStructuresIndirectKHR
+                .ok_or_else(|| missing("vkCmdBuildAccelerationStructuresIndirectKHR"))?;
+            let r: &mut dyn Remap = ctx.remap();
+            let a0: vk::CommandBuffer = vk::CommandBuffer::from_raw(h(
+                r,
+                vk::ObjectType::COMMAND_BUFFER,
+                p.command_buffer,
+            )?);
+            let a1: u32 = p.info_count;
+            let a2: *const vk::AccelerationStructureBuildGeometryInfoKHR<'_> = match &p.p_infos {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let t =
+                        a.raw::<vk::AccelerationStructureBuildGeometryInfoKHR<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkAccelerationStructureBuildGeometryInfoKHR(y, a, r)?;
+                        t.add(k).write(v);
+                    }
+                    t as _
+                }
+            };
+            let a3: *const vk::DeviceAddress = match &p.p_indirect_device_addresses {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let t = a.raw::<vk::DeviceAddress>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
+                    }
+                    t as _
+                }
+            };
+            let a4: *const u32 = match &p.p_indirect_strides {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let t = a.raw::<u32>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = (*y);
+                        t.add(k).write(v);
+                    }
+                    t as _
+                }
+            };
+            let a5: *const *const u32 = match &p.pp_max_primitive_counts {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let t = a.raw::<*const u32>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = match y {
+                            Some(z) => {
+                                let u = a.raw::<u32>(z.len());
+                                for (j, w) in z.iter().enumerate() {
+                                    let v = (*w);
+                                    u.add(j).write(v);
+                                }
+                                u as *const u32
+                            }
+                            None => std::ptr::null(),
+                        };
+                        t.add(k).write(v);
+                    }
+                    t as _
+                }
+            };
+            let ret = f(a0, a1, a2, a3, a4, a5);
+            let _ = ret;
+            Ok(vk::Result::SUCCESS)
+        }
+        vkstream::Call::vkBuildAccelerationStructuresKHR(p) => {
+            let f = ctx
+                .device_table(p.device)?
+                .vkBuildAccelerationStructuresKHR
+                .ok_or_else(|| missing("vkBuildAccelerationStructuresKHR"))?;
+            let r: &mut dyn Remap = ctx.remap();
+            let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
+            let a1: vk::DeferredOperationKHR = vk::DeferredOperationKHR::from_raw(h(
+                r,
+                vk::ObjectType::DEFERRED_OPERATION_KHR,
+                p.deferred_operation,
+            )?);
+            let a2: u32 = p.info_count;
+            let a3: *const vk::AccelerationStructureBuildGeometryInfoKHR<'_> = match &p.p_infos {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let t =
+                        a.raw::<vk::AccelerationStructureBuildGeometryInfoKHR<'static>>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkAccelerationStructureBuildGeometryInfoKHR(y, a, r)?;
+                        t.add(k).write(v);
+                    }
+                    t as _
+                }
+            };
+            let a4: *const *const vk::AccelerationStructureBuildRangeInfoKHR = match &p
+                .pp_build_range_infos
+            {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let t = a.raw::<*const vk::AccelerationStructureBuildRangeInfoKHR>(x.len());
+                    for (k, y) in x.iter().enumerate() {
+                        let v = match y {
+                            Some(z) => {
+                                let u =
+                                    a.raw::<vk::AccelerationStructureBuildRangeInfoKHR>(z.len());
+                                for (j, w) in z.iter().enumerate() {
+                                    let v = m_VkAccelerationStructureBuildRangeInfoKHR(w, a, r)?;
+                                    u.add(j).write(v);
+                                }
+                                u as *const vk::AccelerationStructureBuildRangeInfoKHR
+                            }
+                            None => std::ptr::null(),
+                        };
+                        t.add(k).write(v);
+                    }
+                    t as _
+                }
+            };
+            let ret = f(a0, a1, a2, a3, a4);
+            Ok(ret)
+        }
         vkstream::Call::vkCopyAccelerationStructureKHR(p) => {
             let f = ctx
                 .device_table(p.device)?
@@ -30157,6 +30332,30 @@ unsafe fn replay_in(
             let ret = f(a0, a1, a2);
             Ok(ret)
         }
+        vkstream::Call::vkGetPipelinePropertiesEXT(p) => {
+            let f = ctx
+                .device_table(p.device)?
+                .vkGetPipelinePropertiesEXT
+                .ok_or_else(|| missing("vkGetPipelinePropertiesEXT"))?;
+            let r: &mut dyn Remap = ctx.remap();
+            let a0: vk::Device = vk::Device::from_raw(h(r, vk::ObjectType::DEVICE, p.device)?);
+            let a1: *const vk::PipelineInfoKHR<'_> = match &p.p_pipeline_info {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let t = m_VkPipelineInfoKHR(x, a, r)?;
+                    a.alloc(t) as _
+                }
+            };
+            let a2: *mut vk::BaseOutStructure = {
+                let r: &mut dyn Remap = &mut Out(&mut *r);
+                match &p.p_pipeline_properties {
+                    None => std::ptr::null_mut::<u8>() as _,
+                    Some(x) => m_chain(x, a, r)? as _,
+                }
+            };
+            let ret = f(a0, a1, a2);
+            Ok(ret)
+        }
         vkstream::Call::vkCmdSetPatchControlPointsEXT(p) => {
             let f = ctx
                 .device_table(p.command_buffer)?
@@ -30277,6 +30476,83 @@ unsafe fn replay_in(
             )?);
             let a1: vk::DeviceAddress = p.indirect_device_address;
             let ret = f(a0, a1);
+            let _ = ret;
+            Ok(vk::Result::SUCCESS)
+        }
+        vkstream::Call::vkCmdDrawMultiEXT(p) => {
+            let f = ctx
+                .device_table(p.command_buffer)?
+                .vkCmdDrawMultiEXT
+                .ok_or_else(|| missing("vkCmdDrawMultiEXT"))?;
+            let r: &mut dyn Remap = ctx.remap();
+            let a0: vk::CommandBuffer = vk::CommandBuffer::from_raw(h(
+                r,
+                vk::ObjectType::COMMAND_BUFFER,
+                p.command_buffer,
+            )?);
+            let a1: u32 = p.draw_count;
+            let a2: *const vk::MultiDrawInfoEXT = match &p.p_vertex_info {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let st = p.stride as usize;
+                    let t = a.raw::<u64>(
+                        (x.len() * st + std::mem::size_of::<vk::MultiDrawInfoEXT>()).div_ceil(8),
+                    ) as *mut u8;
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkMultiDrawInfoEXT(y, a, r)?;
+                        std::ptr::write_unaligned(t.add(k * st) as *mut vk::MultiDrawInfoEXT, v);
+                    }
+                    t as _
+                }
+            };
+            let a3: u32 = p.instance_count;
+            let a4: u32 = p.first_instance;
+            let a5: u32 = p.stride;
+            let ret = f(a0, a1, a2, a3, a4, a5);
+            let _ = ret;
+            Ok(vk::Result::SUCCESS)
+        }
+        vkstream::Call::vkCmdDrawMultiIndexedEXT(p) => {
+            let f = ctx
+                .device_table(p.command_buffer)?
+                .vkCmdDrawMultiIndexedEXT
+                .ok_or_else(|| missing("vkCmdDrawMultiIndexedEXT"))?;
+            let r: &mut dyn Remap = ctx.remap();
+            let a0: vk::CommandBuffer = vk::CommandBuffer::from_raw(h(
+                r,
+                vk::ObjectType::COMMAND_BUFFER,
+                p.command_buffer,
+            )?);
+            let a1: u32 = p.draw_count;
+            let a2: *const vk::MultiDrawIndexedInfoEXT = match &p.p_index_info {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let st = p.stride as usize;
+                    let t = a.raw::<u64>(
+                        (x.len() * st + std::mem::size_of::<vk::MultiDrawIndexedInfoEXT>())
+                            .div_ceil(8),
+                    ) as *mut u8;
+                    for (k, y) in x.iter().enumerate() {
+                        let v = m_VkMultiDrawIndexedInfoEXT(y, a, r)?;
+                        std::ptr::write_unaligned(
+                            t.add(k * st) as *mut vk::MultiDrawIndexedInfoEXT,
+                            v,
+                        );
+                    }
+                    t as _
+                }
+            };
+            let a3: u32 = p.instance_count;
+            let a4: u32 = p.first_instance;
+            let a5: u32 = p.stride;
+            let a6: *const i32 = match &p.p_vertex_offset {
+                None => std::ptr::null_mut::<u8>() as _,
+                Some(x) => {
+                    let t = (*x);
+                    a.alloc(t) as _
+                }
+            };
+            let ret = f(a0, a1, a2, a3, a4, a5, a6);
             let _ = ret;
             Ok(vk::Result::SUCCESS)
         }

@@ -30,12 +30,16 @@
 mod contents;
 mod plan;
 
+use std::ffi::c_void;
+
 use ash::vk;
 use ash::vk::Handle as _;
 
 pub use self::plan::{scan, Allocation, Bind, Counts, Created, Decision, Kind, Plan};
+use crate::chain::chained;
 use crate::engine::MemoryMode;
 use crate::error::ReplayError;
+use crate::generated::dispatch::{m_chain, Arena};
 use crate::mapping;
 use crate::session::Session;
 
@@ -427,7 +431,11 @@ impl Session<'_> {
             )));
         }
         let host = self.memory.host_memories.contains(&memory);
-        let (flags, alloc_flags, dedicated) = (m.captured_flags, m.alloc_flags, m.dedicated);
+        let (flags, chain) = (m.captured_flags, m.chain.clone());
+        // The captured chain through the generated code, before the device is borrowed.
+        let mut arena = Arena::new();
+        // SAFETY: materialised into `arena`, which outlives the allocation below.
+        let chain = unsafe { m_chain(&chain, &mut arena, self) }? as *const c_void;
         let d = self.device(device)?;
         // Host-visible where the trace touches this memory from the host, when this resource can
         // have it (an optimal image on a discrete GPU cannot: its bytes are then uploaded).
@@ -451,19 +459,22 @@ impl Session<'_> {
         let mut info = vk::MemoryAllocateInfo::default()
             .allocation_size(req.size)
             .memory_type_index(ti);
-        let mut flags_info = vk::MemoryAllocateFlagsInfo::default();
-        if let Some((f, mask)) = alloc_flags {
-            flags_info = flags_info.flags(f).device_mask(mask);
-            info = info.push_next(&mut flags_info);
-        }
+        info.p_next = chain;
         // A dedicated capture allocation stays dedicated, to this resource.
-        let mut ded = vk::MemoryDedicatedAllocateInfo::default();
-        if dedicated.is_some() {
-            ded = match kind {
-                Kind::Buffer => ded.buffer(vk::Buffer::from_raw(resource)),
-                Kind::Image => ded.image(vk::Image::from_raw(resource)),
-            };
-            info = info.push_next(&mut ded);
+        let dedicated = vk::StructureType::MEMORY_DEDICATED_ALLOCATE_INFO;
+        // SAFETY: the chain is the replayer's own, writable.
+        if let Some(ded) =
+            unsafe { chained::<vk::MemoryDedicatedAllocateInfo<'_>>(chain, dedicated) }
+        {
+            // SAFETY: as above.
+            unsafe {
+                (*ded).buffer = vk::Buffer::null();
+                (*ded).image = vk::Image::null();
+                match kind {
+                    Kind::Buffer => (*ded).buffer = vk::Buffer::from_raw(resource),
+                    Kind::Image => (*ded).image = vk::Image::from_raw(resource),
+                }
+            }
         }
         let dev = &d.device;
         // SAFETY: valid device, allocate info and resource of this device, bound once.

@@ -132,20 +132,22 @@ impl Session<'_> {
     }
 
     /// Creates the replay device from a create info already translated except for queue families
-    /// (`queue_infos` holds captured family indices), on the replay GPU of the instance that
-    /// captured physical device `physical` belongs to. Checks extensions and features first so
-    /// everything missing is listed in one error.
+    /// (its queue create infos hold captured family indices) and extensions (`extensions`, the
+    /// captured names), on the replay GPU of the instance that captured physical device
+    /// `physical` belongs to. Checks extensions and features first so everything missing is
+    /// listed in one error.
     ///
     /// # Safety
-    /// `create_info.p_next` must be a valid chain.
+    /// `create_info` must be valid, its chains made of writable structs (the replayer's own
+    /// copies): features the GPU lacks are switched off in place.
     pub unsafe fn create_device(
         &mut self,
         captured: u64,
         physical: u64,
         create_info: &vk::DeviceCreateInfo<'_>,
-        queue_infos: &[(u32, Vec<f32>, vk::DeviceQueueCreateFlags)],
         extensions: &[String],
     ) -> Result<(), ReplayError> {
+        let queue_infos = queue_infos(create_info);
         let inst = self.instance_of(physical)?;
         let (instance, pd, instance_captured) = (inst.instance.clone(), inst.pd, inst.captured);
         // Swapchain support is kept when available (PRESENT_SRC layouts in the app's barriers
@@ -233,7 +235,7 @@ impl Session<'_> {
 
         // Queue families by capability.
         let replay_families: Vec<_> = self.gpu.summary.queue_families.clone();
-        let requested: Vec<u32> = queue_infos.iter().map(|q| q.0).collect();
+        let requested: Vec<u32> = queue_infos.iter().map(|q| q.family).collect();
         let captured_families = self
             .capture_device_of(captured)
             .map(|d| d.queue_families.clone())
@@ -261,31 +263,40 @@ impl Session<'_> {
                 missing.join("\n  ")
             )));
         }
-        // Merge captured families that landed on one replay family.
-        let mut merged: Vec<(u32, Vec<f32>, vk::DeviceQueueCreateFlags)> = Vec::new();
-        for (fam, prios, flags) in queue_infos {
-            let rf = families[fam];
+        // Merge captured families that landed on one replay family (the first one's chain stays).
+        let mut merged: Vec<QueueInfo> = Vec::new();
+        for q in &queue_infos {
+            let rf = families[&q.family];
             let max = replay_families
                 .get(rf as usize)
                 .map_or(1, |f| f.queue_count.max(1)) as usize;
-            match merged.iter_mut().find(|m| m.0 == rf && m.2 == *flags) {
+            match merged
+                .iter_mut()
+                .find(|m| m.family == rf && m.flags == q.flags)
+            {
                 Some(m) => {
-                    for p in prios {
-                        if m.1.len() < max {
-                            m.1.push(*p);
+                    for p in &q.priorities {
+                        if m.priorities.len() < max {
+                            m.priorities.push(*p);
                         }
                     }
                 }
-                None => merged.push((rf, prios.iter().copied().take(max).collect(), *flags)),
+                None => merged.push(QueueInfo {
+                    family: rf,
+                    priorities: q.priorities.iter().copied().take(max).collect(),
+                    ..*q
+                }),
             }
         }
         let qcis: Vec<vk::DeviceQueueCreateInfo<'_>> = merged
             .iter()
-            .map(|(f, p, flags)| {
-                vk::DeviceQueueCreateInfo::default()
-                    .queue_family_index(*f)
-                    .queue_priorities(p)
-                    .flags(*flags)
+            .map(|m| {
+                let mut q = vk::DeviceQueueCreateInfo::default()
+                    .queue_family_index(m.family)
+                    .queue_priorities(&m.priorities)
+                    .flags(m.flags);
+                q.p_next = m.p_next;
+                q
             })
             .collect();
         let ext_c: Vec<CString> = ext
@@ -325,7 +336,10 @@ impl Session<'_> {
             instance: instance_captured,
             table,
             families,
-            queue_counts: merged.iter().map(|m| (m.0, m.1.len() as u32)).collect(),
+            queue_counts: merged
+                .iter()
+                .map(|m| (m.family, m.priorities.len() as u32))
+                .collect(),
             memory_types: self.gpu.summary.memory_types.clone(),
             non_coherent_atom: props.limits.non_coherent_atom_size.max(1),
             queues: Vec::new(),
@@ -470,6 +484,47 @@ impl Session<'_> {
         self.physical.clear();
         self.handles.clear();
     }
+}
+
+/// One queue create info of a device create info, its family still the captured one.
+struct QueueInfo {
+    family: u32,
+    /// One per queue (captured priorities, 1.0 for any missing).
+    priorities: Vec<f32>,
+    flags: vk::DeviceQueueCreateFlags,
+    /// Its chain (global priority, ...), as materialised.
+    p_next: *const c_void,
+}
+
+/// The queue create infos of `ci`.
+///
+/// # Safety
+/// `ci` must be valid.
+unsafe fn queue_infos(ci: &vk::DeviceCreateInfo<'_>) -> Vec<QueueInfo> {
+    let infos: &[vk::DeviceQueueCreateInfo<'_>] = match ci.p_queue_create_infos.is_null() {
+        true => &[],
+        false => {
+            std::slice::from_raw_parts(ci.p_queue_create_infos, ci.queue_create_info_count as usize)
+        }
+    };
+    infos
+        .iter()
+        .map(|q| {
+            let n = q.queue_count.max(1) as usize;
+            let mut priorities = match q.p_queue_priorities.is_null() {
+                true => Vec::new(),
+                false => std::slice::from_raw_parts(q.p_queue_priorities, q.queue_count as usize)
+                    .to_vec(),
+            };
+            priorities.resize(n, 1.0);
+            QueueInfo {
+                family: q.queue_family_index,
+                priorities,
+                flags: q.flags,
+                p_next: q.p_next,
+            }
+        })
+        .collect()
 }
 
 /// What the trace does with an extension its device enables.

@@ -2,11 +2,15 @@
 //! written) so its type and size follow the replay device's requirements; writes go through a
 //! mapping, or through the GPU when the host cannot map the replay's memory.
 
+use std::ffi::c_void;
+
 use ash::vk;
 use ash::vk::Handle as _;
+use vkstream::PNext;
 
 use super::Session;
 use crate::error::ReplayError;
+use crate::generated::dispatch::{m_chain, Arena};
 use crate::mapping;
 use crate::rebind::Piece;
 
@@ -23,10 +27,9 @@ pub struct MemState {
     /// Whole-allocation replay mapping, kept while the capture has the memory mapped.
     pub mapped: *mut u8,
     pub persistent: bool,
-    /// `VkMemoryAllocateFlagsInfo` flags and device mask from the capture, when chained.
-    pub alloc_flags: Option<(vk::MemoryAllocateFlags, u32)>,
-    /// Captured dedicated buffer / image, when chained.
-    pub dedicated: Option<(u64, u64)>,
+    /// The captured allocate info's chain (flags, dedicated resource, priority, export, ...),
+    /// re-created by the generated code when the replay allocation is made.
+    pub chain: Vec<PNext>,
     /// `--memory rebind`: the resources bound to it, each in its own replay allocation, by offset.
     pub pieces: Vec<Piece>,
     /// `--memory rebind`: host bytes written where no resource was bound yet (offset, bytes).
@@ -55,8 +58,7 @@ impl Session<'_> {
         captured: u64,
         size: u64,
         captured_type: u32,
-        alloc_flags: Option<(vk::MemoryAllocateFlags, u32)>,
-        dedicated: Option<(u64, u64)>,
+        chain: Vec<PNext>,
     ) -> Result<(), ReplayError> {
         self.device(device)?;
         let captured_flags = match self.capture_device_of(device) {
@@ -88,8 +90,7 @@ impl Session<'_> {
                 coherent: true,
                 mapped: std::ptr::null_mut(),
                 persistent: false,
-                alloc_flags,
-                dedicated,
+                chain,
                 pieces: Vec::new(),
                 early: Vec::new(),
             },
@@ -147,24 +148,14 @@ impl Session<'_> {
             ))
             })?;
         let size = m.size.max(min_size);
+        let (device, chain) = (m.device, m.chain.clone());
+        let mut arena = Arena::new();
         let mut info = vk::MemoryAllocateInfo::default()
             .allocation_size(size)
             .memory_type_index(ti);
-        let mut flags_info = vk::MemoryAllocateFlagsInfo::default();
-        if let Some((f, mask)) = m.alloc_flags {
-            flags_info = flags_info.flags(f).device_mask(mask);
-            info = info.push_next(&mut flags_info);
-        }
-        let mut ded = vk::MemoryDedicatedAllocateInfo::default();
-        if let Some((buf, img)) = m.dedicated {
-            let b = self.lookup(vk::ObjectType::BUFFER, buf)?;
-            let i = self.lookup(vk::ObjectType::IMAGE, img)?;
-            ded = ded
-                .buffer(vk::Buffer::from_raw(b))
-                .image(vk::Image::from_raw(i));
-            info = info.push_next(&mut ded);
-        }
-        let d = self.device(m.device)?;
+        // SAFETY: the chain is materialised into `arena`, which outlives the call.
+        info.p_next = unsafe { m_chain(&chain, &mut arena, self) }? as *const c_void;
+        let d = self.device(device)?;
         // SAFETY: valid device and allocate info.
         let mem = unsafe { d.device.allocate_memory(&info, None) }.map_err(|e| {
             ReplayError::vk(format!("vkAllocateMemory of {size} bytes (type {ti})"), e)

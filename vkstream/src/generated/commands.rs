@@ -357,6 +357,9 @@ pub const COMMANDS: &[&str] = &[
     "vkGetImageSparseMemoryRequirements2KHR",
     "vkCreateAccelerationStructureKHR",
     "vkDestroyAccelerationStructureKHR",
+    "vkCmdBuildAccelerationStructuresKHR",
+    "vkCmdBuildAccelerationStructuresIndirectKHR",
+    "vkBuildAccelerationStructuresKHR",
     "vkCopyAccelerationStructureKHR",
     "vkCopyAccelerationStructureToMemoryKHR",
     "vkCopyMemoryToAccelerationStructureKHR",
@@ -507,6 +510,7 @@ pub const COMMANDS: &[&str] = &[
     "vkCmdSubpassShadingHUAWEI",
     "vkCmdBindInvocationMaskHUAWEI",
     "vkGetMemoryRemoteAddressNV",
+    "vkGetPipelinePropertiesEXT",
     "vkCmdSetPatchControlPointsEXT",
     "vkCmdSetRasterizerDiscardEnableEXT",
     "vkCmdSetDepthBiasEnableEXT",
@@ -514,6 +518,8 @@ pub const COMMANDS: &[&str] = &[
     "vkCmdSetPrimitiveRestartEnableEXT",
     "vkCmdSetColorWriteEnableEXT",
     "vkCmdTraceRaysIndirect2KHR",
+    "vkCmdDrawMultiEXT",
+    "vkCmdDrawMultiIndexedEXT",
     "vkCreateMicromapEXT",
     "vkDestroyMicromapEXT",
     "vkCmdBuildMicromapsEXT",
@@ -611,18 +617,19 @@ pub const IS_DEVICE_LEVEL: &[bool] = &[
     false, true, false, true, true, true, true, true, true, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
-    true, true, true, true, true, true, true, true, false, true, true, true, true, true, true,
-    true, true, true, true, true, true, true, true, true, true, true, true, true, true, false,
-    true, true, false, true, false, false, false, true, true, true, true, true, true, true, true,
+    true, true, true, true, true, true, true, true, true, true, true, false, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
-    true, true, true, true, true, true, true, true, false, false, true, true, true, true, true,
+    true, false, true, true, false, true, false, false, false, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
-    true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
+    true, true, true, true, true, true, true, true, true, true, false, false, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
-    true, true, true, true, true, false, true, true, true, true, true, true,
+    true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
+    true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
+    true, true, true, true, true, true, true, true, true, true, false, true, true, true, true,
+    true, true,
 ];
 
 /// Compile-time ids, `ids::vkCmdDraw == command_id("vkCmdDraw").unwrap()`.
@@ -982,229 +989,235 @@ pub mod ids {
     pub const vkGetImageSparseMemoryRequirements2KHR: u32 = 351;
     pub const vkCreateAccelerationStructureKHR: u32 = 352;
     pub const vkDestroyAccelerationStructureKHR: u32 = 353;
-    pub const vkCopyAccelerationStructureKHR: u32 = 354;
-    pub const vkCopyAccelerationStructureToMemoryKHR: u32 = 355;
-    pub const vkCopyMemoryToAccelerationStructureKHR: u32 = 356;
-    pub const vkWriteAccelerationStructuresPropertiesKHR: u32 = 357;
-    pub const vkCmdCopyAccelerationStructureKHR: u32 = 358;
-    pub const vkCmdCopyAccelerationStructureToMemoryKHR: u32 = 359;
-    pub const vkCmdCopyMemoryToAccelerationStructureKHR: u32 = 360;
-    pub const vkGetAccelerationStructureDeviceAddressKHR: u32 = 361;
-    pub const vkCmdWriteAccelerationStructuresPropertiesKHR: u32 = 362;
-    pub const vkGetDeviceAccelerationStructureCompatibilityKHR: u32 = 363;
-    pub const vkGetAccelerationStructureBuildSizesKHR: u32 = 364;
-    pub const vkCmdTraceRaysKHR: u32 = 365;
-    pub const vkCreateRayTracingPipelinesKHR: u32 = 366;
-    pub const vkGetRayTracingShaderGroupHandlesKHR: u32 = 367;
-    pub const vkGetRayTracingCaptureReplayShaderGroupHandlesKHR: u32 = 368;
-    pub const vkCmdTraceRaysIndirectKHR: u32 = 369;
-    pub const vkGetRayTracingShaderGroupStackSizeKHR: u32 = 370;
-    pub const vkCmdSetRayTracingPipelineStackSizeKHR: u32 = 371;
-    pub const vkCreateSamplerYcbcrConversionKHR: u32 = 372;
-    pub const vkDestroySamplerYcbcrConversionKHR: u32 = 373;
-    pub const vkBindBufferMemory2KHR: u32 = 374;
-    pub const vkBindImageMemory2KHR: u32 = 375;
-    pub const vkGetImageDrmFormatModifierPropertiesEXT: u32 = 376;
-    pub const vkCreateValidationCacheEXT: u32 = 377;
-    pub const vkDestroyValidationCacheEXT: u32 = 378;
-    pub const vkMergeValidationCachesEXT: u32 = 379;
-    pub const vkGetValidationCacheDataEXT: u32 = 380;
-    pub const vkCmdBindShadingRateImageNV: u32 = 381;
-    pub const vkCmdSetViewportShadingRatePaletteNV: u32 = 382;
-    pub const vkCmdSetCoarseSampleOrderNV: u32 = 383;
-    pub const vkCreateAccelerationStructureNV: u32 = 384;
-    pub const vkDestroyAccelerationStructureNV: u32 = 385;
-    pub const vkGetAccelerationStructureMemoryRequirementsNV: u32 = 386;
-    pub const vkBindAccelerationStructureMemoryNV: u32 = 387;
-    pub const vkCmdBuildAccelerationStructureNV: u32 = 388;
-    pub const vkCmdCopyAccelerationStructureNV: u32 = 389;
-    pub const vkCmdTraceRaysNV: u32 = 390;
-    pub const vkCreateRayTracingPipelinesNV: u32 = 391;
-    pub const vkGetRayTracingShaderGroupHandlesNV: u32 = 392;
-    pub const vkGetAccelerationStructureHandleNV: u32 = 393;
-    pub const vkCmdWriteAccelerationStructuresPropertiesNV: u32 = 394;
-    pub const vkCompileDeferredNV: u32 = 395;
-    pub const vkGetDescriptorSetLayoutSupportKHR: u32 = 396;
-    pub const vkCmdDrawIndirectCountKHR: u32 = 397;
-    pub const vkCmdDrawIndexedIndirectCountKHR: u32 = 398;
-    pub const vkGetMemoryHostPointerPropertiesEXT: u32 = 399;
-    pub const vkCmdWriteBufferMarkerAMD: u32 = 400;
-    pub const vkGetPhysicalDeviceCalibrateableTimeDomainsEXT: u32 = 401;
-    pub const vkGetCalibratedTimestampsEXT: u32 = 402;
-    pub const vkCmdDrawMeshTasksNV: u32 = 403;
-    pub const vkCmdDrawMeshTasksIndirectNV: u32 = 404;
-    pub const vkCmdDrawMeshTasksIndirectCountNV: u32 = 405;
-    pub const vkCmdSetExclusiveScissorNV: u32 = 406;
-    pub const vkCmdSetCheckpointNV: u32 = 407;
-    pub const vkGetQueueCheckpointDataNV: u32 = 408;
-    pub const vkGetSemaphoreCounterValueKHR: u32 = 409;
-    pub const vkWaitSemaphoresKHR: u32 = 410;
-    pub const vkSignalSemaphoreKHR: u32 = 411;
-    pub const vkInitializePerformanceApiINTEL: u32 = 412;
-    pub const vkUninitializePerformanceApiINTEL: u32 = 413;
-    pub const vkCmdSetPerformanceMarkerINTEL: u32 = 414;
-    pub const vkCmdSetPerformanceStreamMarkerINTEL: u32 = 415;
-    pub const vkCmdSetPerformanceOverrideINTEL: u32 = 416;
-    pub const vkAcquirePerformanceConfigurationINTEL: u32 = 417;
-    pub const vkReleasePerformanceConfigurationINTEL: u32 = 418;
-    pub const vkQueueSetPerformanceConfigurationINTEL: u32 = 419;
-    pub const vkGetPerformanceParameterINTEL: u32 = 420;
-    pub const vkSetLocalDimmingAMD: u32 = 421;
-    pub const vkGetPhysicalDeviceFragmentShadingRatesKHR: u32 = 422;
-    pub const vkCmdSetFragmentShadingRateKHR: u32 = 423;
-    pub const vkGetBufferDeviceAddressEXT: u32 = 424;
-    pub const vkGetPhysicalDeviceToolPropertiesEXT: u32 = 425;
-    pub const vkWaitForPresentKHR: u32 = 426;
-    pub const vkGetPhysicalDeviceCooperativeMatrixPropertiesNV: u32 = 427;
-    pub const vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV: u32 = 428;
-    pub const vkCreateHeadlessSurfaceEXT: u32 = 429;
-    pub const vkGetBufferDeviceAddressKHR: u32 = 430;
-    pub const vkGetBufferOpaqueCaptureAddressKHR: u32 = 431;
-    pub const vkGetDeviceMemoryOpaqueCaptureAddressKHR: u32 = 432;
-    pub const vkCmdSetLineStippleEXT: u32 = 433;
-    pub const vkResetQueryPoolEXT: u32 = 434;
-    pub const vkCmdSetCullModeEXT: u32 = 435;
-    pub const vkCmdSetFrontFaceEXT: u32 = 436;
-    pub const vkCmdSetPrimitiveTopologyEXT: u32 = 437;
-    pub const vkCmdSetViewportWithCountEXT: u32 = 438;
-    pub const vkCmdSetScissorWithCountEXT: u32 = 439;
-    pub const vkCmdBindVertexBuffers2EXT: u32 = 440;
-    pub const vkCmdSetDepthTestEnableEXT: u32 = 441;
-    pub const vkCmdSetDepthWriteEnableEXT: u32 = 442;
-    pub const vkCmdSetDepthCompareOpEXT: u32 = 443;
-    pub const vkCmdSetDepthBoundsTestEnableEXT: u32 = 444;
-    pub const vkCmdSetStencilTestEnableEXT: u32 = 445;
-    pub const vkCmdSetStencilOpEXT: u32 = 446;
-    pub const vkCreateDeferredOperationKHR: u32 = 447;
-    pub const vkDestroyDeferredOperationKHR: u32 = 448;
-    pub const vkGetDeferredOperationMaxConcurrencyKHR: u32 = 449;
-    pub const vkGetDeferredOperationResultKHR: u32 = 450;
-    pub const vkDeferredOperationJoinKHR: u32 = 451;
-    pub const vkGetPipelineExecutablePropertiesKHR: u32 = 452;
-    pub const vkGetPipelineExecutableStatisticsKHR: u32 = 453;
-    pub const vkGetPipelineExecutableInternalRepresentationsKHR: u32 = 454;
-    pub const vkReleaseSwapchainImagesEXT: u32 = 455;
-    pub const vkGetGeneratedCommandsMemoryRequirementsNV: u32 = 456;
-    pub const vkCmdPreprocessGeneratedCommandsNV: u32 = 457;
-    pub const vkCmdExecuteGeneratedCommandsNV: u32 = 458;
-    pub const vkCmdBindPipelineShaderGroupNV: u32 = 459;
-    pub const vkCreateIndirectCommandsLayoutNV: u32 = 460;
-    pub const vkDestroyIndirectCommandsLayoutNV: u32 = 461;
-    pub const vkAcquireDrmDisplayEXT: u32 = 462;
-    pub const vkGetDrmDisplayEXT: u32 = 463;
-    pub const vkCreatePrivateDataSlotEXT: u32 = 464;
-    pub const vkDestroyPrivateDataSlotEXT: u32 = 465;
-    pub const vkSetPrivateDataEXT: u32 = 466;
-    pub const vkGetPrivateDataEXT: u32 = 467;
-    pub const vkCmdSetEvent2KHR: u32 = 468;
-    pub const vkCmdResetEvent2KHR: u32 = 469;
-    pub const vkCmdWaitEvents2KHR: u32 = 470;
-    pub const vkCmdPipelineBarrier2KHR: u32 = 471;
-    pub const vkCmdWriteTimestamp2KHR: u32 = 472;
-    pub const vkQueueSubmit2KHR: u32 = 473;
-    pub const vkCmdWriteBufferMarker2AMD: u32 = 474;
-    pub const vkGetQueueCheckpointData2NV: u32 = 475;
-    pub const vkGetDescriptorSetLayoutSizeEXT: u32 = 476;
-    pub const vkGetDescriptorSetLayoutBindingOffsetEXT: u32 = 477;
-    pub const vkGetDescriptorEXT: u32 = 478;
-    pub const vkCmdBindDescriptorBuffersEXT: u32 = 479;
-    pub const vkCmdSetDescriptorBufferOffsetsEXT: u32 = 480;
-    pub const vkCmdBindDescriptorBufferEmbeddedSamplersEXT: u32 = 481;
-    pub const vkGetBufferOpaqueCaptureDescriptorDataEXT: u32 = 482;
-    pub const vkGetImageOpaqueCaptureDescriptorDataEXT: u32 = 483;
-    pub const vkGetImageViewOpaqueCaptureDescriptorDataEXT: u32 = 484;
-    pub const vkGetSamplerOpaqueCaptureDescriptorDataEXT: u32 = 485;
-    pub const vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT: u32 = 486;
-    pub const vkCmdSetFragmentShadingRateEnumNV: u32 = 487;
-    pub const vkCmdDrawMeshTasksEXT: u32 = 488;
-    pub const vkCmdDrawMeshTasksIndirectEXT: u32 = 489;
-    pub const vkCmdDrawMeshTasksIndirectCountEXT: u32 = 490;
-    pub const vkCmdCopyBuffer2KHR: u32 = 491;
-    pub const vkCmdCopyImage2KHR: u32 = 492;
-    pub const vkCmdCopyBufferToImage2KHR: u32 = 493;
-    pub const vkCmdCopyImageToBuffer2KHR: u32 = 494;
-    pub const vkCmdBlitImage2KHR: u32 = 495;
-    pub const vkCmdResolveImage2KHR: u32 = 496;
-    pub const vkGetImageSubresourceLayout2EXT: u32 = 497;
-    pub const vkGetDeviceFaultInfoEXT: u32 = 498;
-    pub const vkCmdSetVertexInputEXT: u32 = 499;
-    pub const vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI: u32 = 500;
-    pub const vkCmdSubpassShadingHUAWEI: u32 = 501;
-    pub const vkCmdBindInvocationMaskHUAWEI: u32 = 502;
-    pub const vkGetMemoryRemoteAddressNV: u32 = 503;
-    pub const vkCmdSetPatchControlPointsEXT: u32 = 504;
-    pub const vkCmdSetRasterizerDiscardEnableEXT: u32 = 505;
-    pub const vkCmdSetDepthBiasEnableEXT: u32 = 506;
-    pub const vkCmdSetLogicOpEXT: u32 = 507;
-    pub const vkCmdSetPrimitiveRestartEnableEXT: u32 = 508;
-    pub const vkCmdSetColorWriteEnableEXT: u32 = 509;
-    pub const vkCmdTraceRaysIndirect2KHR: u32 = 510;
-    pub const vkCreateMicromapEXT: u32 = 511;
-    pub const vkDestroyMicromapEXT: u32 = 512;
-    pub const vkCmdBuildMicromapsEXT: u32 = 513;
-    pub const vkBuildMicromapsEXT: u32 = 514;
-    pub const vkCopyMicromapEXT: u32 = 515;
-    pub const vkCopyMicromapToMemoryEXT: u32 = 516;
-    pub const vkCopyMemoryToMicromapEXT: u32 = 517;
-    pub const vkWriteMicromapsPropertiesEXT: u32 = 518;
-    pub const vkCmdCopyMicromapEXT: u32 = 519;
-    pub const vkCmdCopyMicromapToMemoryEXT: u32 = 520;
-    pub const vkCmdCopyMemoryToMicromapEXT: u32 = 521;
-    pub const vkCmdWriteMicromapsPropertiesEXT: u32 = 522;
-    pub const vkGetDeviceMicromapCompatibilityEXT: u32 = 523;
-    pub const vkGetMicromapBuildSizesEXT: u32 = 524;
-    pub const vkCmdDrawClusterHUAWEI: u32 = 525;
-    pub const vkCmdDrawClusterIndirectHUAWEI: u32 = 526;
-    pub const vkSetDeviceMemoryPriorityEXT: u32 = 527;
-    pub const vkGetDeviceBufferMemoryRequirementsKHR: u32 = 528;
-    pub const vkGetDeviceImageMemoryRequirementsKHR: u32 = 529;
-    pub const vkGetDeviceImageSparseMemoryRequirementsKHR: u32 = 530;
-    pub const vkGetDescriptorSetLayoutHostMappingInfoVALVE: u32 = 531;
-    pub const vkGetDescriptorSetHostMappingVALVE: u32 = 532;
-    pub const vkCmdCopyMemoryIndirectNV: u32 = 533;
-    pub const vkCmdCopyMemoryToImageIndirectNV: u32 = 534;
-    pub const vkCmdDecompressMemoryNV: u32 = 535;
-    pub const vkCmdDecompressMemoryIndirectCountNV: u32 = 536;
-    pub const vkCmdSetTessellationDomainOriginEXT: u32 = 537;
-    pub const vkCmdSetDepthClampEnableEXT: u32 = 538;
-    pub const vkCmdSetPolygonModeEXT: u32 = 539;
-    pub const vkCmdSetRasterizationSamplesEXT: u32 = 540;
-    pub const vkCmdSetSampleMaskEXT: u32 = 541;
-    pub const vkCmdSetAlphaToCoverageEnableEXT: u32 = 542;
-    pub const vkCmdSetAlphaToOneEnableEXT: u32 = 543;
-    pub const vkCmdSetLogicOpEnableEXT: u32 = 544;
-    pub const vkCmdSetColorBlendEnableEXT: u32 = 545;
-    pub const vkCmdSetColorBlendEquationEXT: u32 = 546;
-    pub const vkCmdSetColorWriteMaskEXT: u32 = 547;
-    pub const vkCmdSetRasterizationStreamEXT: u32 = 548;
-    pub const vkCmdSetConservativeRasterizationModeEXT: u32 = 549;
-    pub const vkCmdSetExtraPrimitiveOverestimationSizeEXT: u32 = 550;
-    pub const vkCmdSetDepthClipEnableEXT: u32 = 551;
-    pub const vkCmdSetSampleLocationsEnableEXT: u32 = 552;
-    pub const vkCmdSetColorBlendAdvancedEXT: u32 = 553;
-    pub const vkCmdSetProvokingVertexModeEXT: u32 = 554;
-    pub const vkCmdSetLineRasterizationModeEXT: u32 = 555;
-    pub const vkCmdSetLineStippleEnableEXT: u32 = 556;
-    pub const vkCmdSetDepthClipNegativeOneToOneEXT: u32 = 557;
-    pub const vkCmdSetViewportWScalingEnableNV: u32 = 558;
-    pub const vkCmdSetViewportSwizzleNV: u32 = 559;
-    pub const vkCmdSetCoverageToColorEnableNV: u32 = 560;
-    pub const vkCmdSetCoverageToColorLocationNV: u32 = 561;
-    pub const vkCmdSetCoverageModulationModeNV: u32 = 562;
-    pub const vkCmdSetCoverageModulationTableEnableNV: u32 = 563;
-    pub const vkCmdSetCoverageModulationTableNV: u32 = 564;
-    pub const vkCmdSetShadingRateImageEnableNV: u32 = 565;
-    pub const vkCmdSetRepresentativeFragmentTestEnableNV: u32 = 566;
-    pub const vkCmdSetCoverageReductionModeNV: u32 = 567;
-    pub const vkGetShaderModuleIdentifierEXT: u32 = 568;
-    pub const vkGetShaderModuleCreateInfoIdentifierEXT: u32 = 569;
-    pub const vkGetPhysicalDeviceOpticalFlowImageFormatsNV: u32 = 570;
-    pub const vkCreateOpticalFlowSessionNV: u32 = 571;
-    pub const vkDestroyOpticalFlowSessionNV: u32 = 572;
-    pub const vkBindOpticalFlowSessionImageNV: u32 = 573;
-    pub const vkCmdOpticalFlowExecuteNV: u32 = 574;
-    pub const vkGetFramebufferTilePropertiesQCOM: u32 = 575;
-    pub const vkGetDynamicRenderingTilePropertiesQCOM: u32 = 576;
+    pub const vkCmdBuildAccelerationStructuresKHR: u32 = 354;
+    pub const vkCmdBuildAccelerationStructuresIndirectKHR: u32 = 355;
+    pub const vkBuildAccelerationStructuresKHR: u32 = 356;
+    pub const vkCopyAccelerationStructureKHR: u32 = 357;
+    pub const vkCopyAccelerationStructureToMemoryKHR: u32 = 358;
+    pub const vkCopyMemoryToAccelerationStructureKHR: u32 = 359;
+    pub const vkWriteAccelerationStructuresPropertiesKHR: u32 = 360;
+    pub const vkCmdCopyAccelerationStructureKHR: u32 = 361;
+    pub const vkCmdCopyAccelerationStructureToMemoryKHR: u32 = 362;
+    pub const vkCmdCopyMemoryToAccelerationStructureKHR: u32 = 363;
+    pub const vkGetAccelerationStructureDeviceAddressKHR: u32 = 364;
+    pub const vkCmdWriteAccelerationStructuresPropertiesKHR: u32 = 365;
+    pub const vkGetDeviceAccelerationStructureCompatibilityKHR: u32 = 366;
+    pub const vkGetAccelerationStructureBuildSizesKHR: u32 = 367;
+    pub const vkCmdTraceRaysKHR: u32 = 368;
+    pub const vkCreateRayTracingPipelinesKHR: u32 = 369;
+    pub const vkGetRayTracingShaderGroupHandlesKHR: u32 = 370;
+    pub const vkGetRayTracingCaptureReplayShaderGroupHandlesKHR: u32 = 371;
+    pub const vkCmdTraceRaysIndirectKHR: u32 = 372;
+    pub const vkGetRayTracingShaderGroupStackSizeKHR: u32 = 373;
+    pub const vkCmdSetRayTracingPipelineStackSizeKHR: u32 = 374;
+    pub const vkCreateSamplerYcbcrConversionKHR: u32 = 375;
+    pub const vkDestroySamplerYcbcrConversionKHR: u32 = 376;
+    pub const vkBindBufferMemory2KHR: u32 = 377;
+    pub const vkBindImageMemory2KHR: u32 = 378;
+    pub const vkGetImageDrmFormatModifierPropertiesEXT: u32 = 379;
+    pub const vkCreateValidationCacheEXT: u32 = 380;
+    pub const vkDestroyValidationCacheEXT: u32 = 381;
+    pub const vkMergeValidationCachesEXT: u32 = 382;
+    pub const vkGetValidationCacheDataEXT: u32 = 383;
+    pub const vkCmdBindShadingRateImageNV: u32 = 384;
+    pub const vkCmdSetViewportShadingRatePaletteNV: u32 = 385;
+    pub const vkCmdSetCoarseSampleOrderNV: u32 = 386;
+    pub const vkCreateAccelerationStructureNV: u32 = 387;
+    pub const vkDestroyAccelerationStructureNV: u32 = 388;
+    pub const vkGetAccelerationStructureMemoryRequirementsNV: u32 = 389;
+    pub const vkBindAccelerationStructureMemoryNV: u32 = 390;
+    pub const vkCmdBuildAccelerationStructureNV: u32 = 391;
+    pub const vkCmdCopyAccelerationStructureNV: u32 = 392;
+    pub const vkCmdTraceRaysNV: u32 = 393;
+    pub const vkCreateRayTracingPipelinesNV: u32 = 394;
+    pub const vkGetRayTracingShaderGroupHandlesNV: u32 = 395;
+    pub const vkGetAccelerationStructureHandleNV: u32 = 396;
+    pub const vkCmdWriteAccelerationStructuresPropertiesNV: u32 = 397;
+    pub const vkCompileDeferredNV: u32 = 398;
+    pub const vkGetDescriptorSetLayoutSupportKHR: u32 = 399;
+    pub const vkCmdDrawIndirectCountKHR: u32 = 400;
+    pub const vkCmdDrawIndexedIndirectCountKHR: u32 = 401;
+    pub const vkGetMemoryHostPointerPropertiesEXT: u32 = 402;
+    pub const vkCmdWriteBufferMarkerAMD: u32 = 403;
+    pub const vkGetPhysicalDeviceCalibrateableTimeDomainsEXT: u32 = 404;
+    pub const vkGetCalibratedTimestampsEXT: u32 = 405;
+    pub const vkCmdDrawMeshTasksNV: u32 = 406;
+    pub const vkCmdDrawMeshTasksIndirectNV: u32 = 407;
+    pub const vkCmdDrawMeshTasksIndirectCountNV: u32 = 408;
+    pub const vkCmdSetExclusiveScissorNV: u32 = 409;
+    pub const vkCmdSetCheckpointNV: u32 = 410;
+    pub const vkGetQueueCheckpointDataNV: u32 = 411;
+    pub const vkGetSemaphoreCounterValueKHR: u32 = 412;
+    pub const vkWaitSemaphoresKHR: u32 = 413;
+    pub const vkSignalSemaphoreKHR: u32 = 414;
+    pub const vkInitializePerformanceApiINTEL: u32 = 415;
+    pub const vkUninitializePerformanceApiINTEL: u32 = 416;
+    pub const vkCmdSetPerformanceMarkerINTEL: u32 = 417;
+    pub const vkCmdSetPerformanceStreamMarkerINTEL: u32 = 418;
+    pub const vkCmdSetPerformanceOverrideINTEL: u32 = 419;
+    pub const vkAcquirePerformanceConfigurationINTEL: u32 = 420;
+    pub const vkReleasePerformanceConfigurationINTEL: u32 = 421;
+    pub const vkQueueSetPerformanceConfigurationINTEL: u32 = 422;
+    pub const vkGetPerformanceParameterINTEL: u32 = 423;
+    pub const vkSetLocalDimmingAMD: u32 = 424;
+    pub const vkGetPhysicalDeviceFragmentShadingRatesKHR: u32 = 425;
+    pub const vkCmdSetFragmentShadingRateKHR: u32 = 426;
+    pub const vkGetBufferDeviceAddressEXT: u32 = 427;
+    pub const vkGetPhysicalDeviceToolPropertiesEXT: u32 = 428;
+    pub const vkWaitForPresentKHR: u32 = 429;
+    pub const vkGetPhysicalDeviceCooperativeMatrixPropertiesNV: u32 = 430;
+    pub const vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV: u32 = 431;
+    pub const vkCreateHeadlessSurfaceEXT: u32 = 432;
+    pub const vkGetBufferDeviceAddressKHR: u32 = 433;
+    pub const vkGetBufferOpaqueCaptureAddressKHR: u32 = 434;
+    pub const vkGetDeviceMemoryOpaqueCaptureAddressKHR: u32 = 435;
+    pub const vkCmdSetLineStippleEXT: u32 = 436;
+    pub const vkResetQueryPoolEXT: u32 = 437;
+    pub const vkCmdSetCullModeEXT: u32 = 438;
+    pub const vkCmdSetFrontFaceEXT: u32 = 439;
+    pub const vkCmdSetPrimitiveTopologyEXT: u32 = 440;
+    pub const vkCmdSetViewportWithCountEXT: u32 = 441;
+    pub const vkCmdSetScissorWithCountEXT: u32 = 442;
+    pub const vkCmdBindVertexBuffers2EXT: u32 = 443;
+    pub const vkCmdSetDepthTestEnableEXT: u32 = 444;
+    pub const vkCmdSetDepthWriteEnableEXT: u32 = 445;
+    pub const vkCmdSetDepthCompareOpEXT: u32 = 446;
+    pub const vkCmdSetDepthBoundsTestEnableEXT: u32 = 447;
+    pub const vkCmdSetStencilTestEnableEXT: u32 = 448;
+    pub const vkCmdSetStencilOpEXT: u32 = 449;
+    pub const vkCreateDeferredOperationKHR: u32 = 450;
+    pub const vkDestroyDeferredOperationKHR: u32 = 451;
+    pub const vkGetDeferredOperationMaxConcurrencyKHR: u32 = 452;
+    pub const vkGetDeferredOperationResultKHR: u32 = 453;
+    pub const vkDeferredOperationJoinKHR: u32 = 454;
+    pub const vkGetPipelineExecutablePropertiesKHR: u32 = 455;
+    pub const vkGetPipelineExecutableStatisticsKHR: u32 = 456;
+    pub const vkGetPipelineExecutableInternalRepresentationsKHR: u32 = 457;
+    pub const vkReleaseSwapchainImagesEXT: u32 = 458;
+    pub const vkGetGeneratedCommandsMemoryRequirementsNV: u32 = 459;
+    pub const vkCmdPreprocessGeneratedCommandsNV: u32 = 460;
+    pub const vkCmdExecuteGeneratedCommandsNV: u32 = 461;
+    pub const vkCmdBindPipelineShaderGroupNV: u32 = 462;
+    pub const vkCreateIndirectCommandsLayoutNV: u32 = 463;
+    pub const vkDestroyIndirectCommandsLayoutNV: u32 = 464;
+    pub const vkAcquireDrmDisplayEXT: u32 = 465;
+    pub const vkGetDrmDisplayEXT: u32 = 466;
+    pub const vkCreatePrivateDataSlotEXT: u32 = 467;
+    pub const vkDestroyPrivateDataSlotEXT: u32 = 468;
+    pub const vkSetPrivateDataEXT: u32 = 469;
+    pub const vkGetPrivateDataEXT: u32 = 470;
+    pub const vkCmdSetEvent2KHR: u32 = 471;
+    pub const vkCmdResetEvent2KHR: u32 = 472;
+    pub const vkCmdWaitEvents2KHR: u32 = 473;
+    pub const vkCmdPipelineBarrier2KHR: u32 = 474;
+    pub const vkCmdWriteTimestamp2KHR: u32 = 475;
+    pub const vkQueueSubmit2KHR: u32 = 476;
+    pub const vkCmdWriteBufferMarker2AMD: u32 = 477;
+    pub const vkGetQueueCheckpointData2NV: u32 = 478;
+    pub const vkGetDescriptorSetLayoutSizeEXT: u32 = 479;
+    pub const vkGetDescriptorSetLayoutBindingOffsetEXT: u32 = 480;
+    pub const vkGetDescriptorEXT: u32 = 481;
+    pub const vkCmdBindDescriptorBuffersEXT: u32 = 482;
+    pub const vkCmdSetDescriptorBufferOffsetsEXT: u32 = 483;
+    pub const vkCmdBindDescriptorBufferEmbeddedSamplersEXT: u32 = 484;
+    pub const vkGetBufferOpaqueCaptureDescriptorDataEXT: u32 = 485;
+    pub const vkGetImageOpaqueCaptureDescriptorDataEXT: u32 = 486;
+    pub const vkGetImageViewOpaqueCaptureDescriptorDataEXT: u32 = 487;
+    pub const vkGetSamplerOpaqueCaptureDescriptorDataEXT: u32 = 488;
+    pub const vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT: u32 = 489;
+    pub const vkCmdSetFragmentShadingRateEnumNV: u32 = 490;
+    pub const vkCmdDrawMeshTasksEXT: u32 = 491;
+    pub const vkCmdDrawMeshTasksIndirectEXT: u32 = 492;
+    pub const vkCmdDrawMeshTasksIndirectCountEXT: u32 = 493;
+    pub const vkCmdCopyBuffer2KHR: u32 = 494;
+    pub const vkCmdCopyImage2KHR: u32 = 495;
+    pub const vkCmdCopyBufferToImage2KHR: u32 = 496;
+    pub const vkCmdCopyImageToBuffer2KHR: u32 = 497;
+    pub const vkCmdBlitImage2KHR: u32 = 498;
+    pub const vkCmdResolveImage2KHR: u32 = 499;
+    pub const vkGetImageSubresourceLayout2EXT: u32 = 500;
+    pub const vkGetDeviceFaultInfoEXT: u32 = 501;
+    pub const vkCmdSetVertexInputEXT: u32 = 502;
+    pub const vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI: u32 = 503;
+    pub const vkCmdSubpassShadingHUAWEI: u32 = 504;
+    pub const vkCmdBindInvocationMaskHUAWEI: u32 = 505;
+    pub const vkGetMemoryRemoteAddressNV: u32 = 506;
+    pub const vkGetPipelinePropertiesEXT: u32 = 507;
+    pub const vkCmdSetPatchControlPointsEXT: u32 = 508;
+    pub const vkCmdSetRasterizerDiscardEnableEXT: u32 = 509;
+    pub const vkCmdSetDepthBiasEnableEXT: u32 = 510;
+    pub const vkCmdSetLogicOpEXT: u32 = 511;
+    pub const vkCmdSetPrimitiveRestartEnableEXT: u32 = 512;
+    pub const vkCmdSetColorWriteEnableEXT: u32 = 513;
+    pub const vkCmdTraceRaysIndirect2KHR: u32 = 514;
+    pub const vkCmdDrawMultiEXT: u32 = 515;
+    pub const vkCmdDrawMultiIndexedEXT: u32 = 516;
+    pub const vkCreateMicromapEXT: u32 = 517;
+    pub const vkDestroyMicromapEXT: u32 = 518;
+    pub const vkCmdBuildMicromapsEXT: u32 = 519;
+    pub const vkBuildMicromapsEXT: u32 = 520;
+    pub const vkCopyMicromapEXT: u32 = 521;
+    pub const vkCopyMicromapToMemoryEXT: u32 = 522;
+    pub const vkCopyMemoryToMicromapEXT: u32 = 523;
+    pub const vkWriteMicromapsPropertiesEXT: u32 = 524;
+    pub const vkCmdCopyMicromapEXT: u32 = 525;
+    pub const vkCmdCopyMicromapToMemoryEXT: u32 = 526;
+    pub const vkCmdCopyMemoryToMicromapEXT: u32 = 527;
+    pub const vkCmdWriteMicromapsPropertiesEXT: u32 = 528;
+    pub const vkGetDeviceMicromapCompatibilityEXT: u32 = 529;
+    pub const vkGetMicromapBuildSizesEXT: u32 = 530;
+    pub const vkCmdDrawClusterHUAWEI: u32 = 531;
+    pub const vkCmdDrawClusterIndirectHUAWEI: u32 = 532;
+    pub const vkSetDeviceMemoryPriorityEXT: u32 = 533;
+    pub const vkGetDeviceBufferMemoryRequirementsKHR: u32 = 534;
+    pub const vkGetDeviceImageMemoryRequirementsKHR: u32 = 535;
+    pub const vkGetDeviceImageSparseMemoryRequirementsKHR: u32 = 536;
+    pub const vkGetDescriptorSetLayoutHostMappingInfoVALVE: u32 = 537;
+    pub const vkGetDescriptorSetHostMappingVALVE: u32 = 538;
+    pub const vkCmdCopyMemoryIndirectNV: u32 = 539;
+    pub const vkCmdCopyMemoryToImageIndirectNV: u32 = 540;
+    pub const vkCmdDecompressMemoryNV: u32 = 541;
+    pub const vkCmdDecompressMemoryIndirectCountNV: u32 = 542;
+    pub const vkCmdSetTessellationDomainOriginEXT: u32 = 543;
+    pub const vkCmdSetDepthClampEnableEXT: u32 = 544;
+    pub const vkCmdSetPolygonModeEXT: u32 = 545;
+    pub const vkCmdSetRasterizationSamplesEXT: u32 = 546;
+    pub const vkCmdSetSampleMaskEXT: u32 = 547;
+    pub const vkCmdSetAlphaToCoverageEnableEXT: u32 = 548;
+    pub const vkCmdSetAlphaToOneEnableEXT: u32 = 549;
+    pub const vkCmdSetLogicOpEnableEXT: u32 = 550;
+    pub const vkCmdSetColorBlendEnableEXT: u32 = 551;
+    pub const vkCmdSetColorBlendEquationEXT: u32 = 552;
+    pub const vkCmdSetColorWriteMaskEXT: u32 = 553;
+    pub const vkCmdSetRasterizationStreamEXT: u32 = 554;
+    pub const vkCmdSetConservativeRasterizationModeEXT: u32 = 555;
+    pub const vkCmdSetExtraPrimitiveOverestimationSizeEXT: u32 = 556;
+    pub const vkCmdSetDepthClipEnableEXT: u32 = 557;
+    pub const vkCmdSetSampleLocationsEnableEXT: u32 = 558;
+    pub const vkCmdSetColorBlendAdvancedEXT: u32 = 559;
+    pub const vkCmdSetProvokingVertexModeEXT: u32 = 560;
+    pub const vkCmdSetLineRasterizationModeEXT: u32 = 561;
+    pub const vkCmdSetLineStippleEnableEXT: u32 = 562;
+    pub const vkCmdSetDepthClipNegativeOneToOneEXT: u32 = 563;
+    pub const vkCmdSetViewportWScalingEnableNV: u32 = 564;
+    pub const vkCmdSetViewportSwizzleNV: u32 = 565;
+    pub const vkCmdSetCoverageToColorEnableNV: u32 = 566;
+    pub const vkCmdSetCoverageToColorLocationNV: u32 = 567;
+    pub const vkCmdSetCoverageModulationModeNV: u32 = 568;
+    pub const vkCmdSetCoverageModulationTableEnableNV: u32 = 569;
+    pub const vkCmdSetCoverageModulationTableNV: u32 = 570;
+    pub const vkCmdSetShadingRateImageEnableNV: u32 = 571;
+    pub const vkCmdSetRepresentativeFragmentTestEnableNV: u32 = 572;
+    pub const vkCmdSetCoverageReductionModeNV: u32 = 573;
+    pub const vkGetShaderModuleIdentifierEXT: u32 = 574;
+    pub const vkGetShaderModuleCreateInfoIdentifierEXT: u32 = 575;
+    pub const vkGetPhysicalDeviceOpticalFlowImageFormatsNV: u32 = 576;
+    pub const vkCreateOpticalFlowSessionNV: u32 = 577;
+    pub const vkDestroyOpticalFlowSessionNV: u32 = 578;
+    pub const vkBindOpticalFlowSessionImageNV: u32 = 579;
+    pub const vkCmdOpticalFlowExecuteNV: u32 = 580;
+    pub const vkGetFramebufferTilePropertiesQCOM: u32 = 581;
+    pub const vkGetDynamicRenderingTilePropertiesQCOM: u32 = 582;
 }
 
 /// The id of a command name, `None` for commands without an encoder.
@@ -1564,229 +1577,235 @@ pub fn command_id(name: &str) -> Option<u32> {
         "vkGetImageSparseMemoryRequirements2KHR" => 351,
         "vkCreateAccelerationStructureKHR" => 352,
         "vkDestroyAccelerationStructureKHR" => 353,
-        "vkCopyAccelerationStructureKHR" => 354,
-        "vkCopyAccelerationStructureToMemoryKHR" => 355,
-        "vkCopyMemoryToAccelerationStructureKHR" => 356,
-        "vkWriteAccelerationStructuresPropertiesKHR" => 357,
-        "vkCmdCopyAccelerationStructureKHR" => 358,
-        "vkCmdCopyAccelerationStructureToMemoryKHR" => 359,
-        "vkCmdCopyMemoryToAccelerationStructureKHR" => 360,
-        "vkGetAccelerationStructureDeviceAddressKHR" => 361,
-        "vkCmdWriteAccelerationStructuresPropertiesKHR" => 362,
-        "vkGetDeviceAccelerationStructureCompatibilityKHR" => 363,
-        "vkGetAccelerationStructureBuildSizesKHR" => 364,
-        "vkCmdTraceRaysKHR" => 365,
-        "vkCreateRayTracingPipelinesKHR" => 366,
-        "vkGetRayTracingShaderGroupHandlesKHR" => 367,
-        "vkGetRayTracingCaptureReplayShaderGroupHandlesKHR" => 368,
-        "vkCmdTraceRaysIndirectKHR" => 369,
-        "vkGetRayTracingShaderGroupStackSizeKHR" => 370,
-        "vkCmdSetRayTracingPipelineStackSizeKHR" => 371,
-        "vkCreateSamplerYcbcrConversionKHR" => 372,
-        "vkDestroySamplerYcbcrConversionKHR" => 373,
-        "vkBindBufferMemory2KHR" => 374,
-        "vkBindImageMemory2KHR" => 375,
-        "vkGetImageDrmFormatModifierPropertiesEXT" => 376,
-        "vkCreateValidationCacheEXT" => 377,
-        "vkDestroyValidationCacheEXT" => 378,
-        "vkMergeValidationCachesEXT" => 379,
-        "vkGetValidationCacheDataEXT" => 380,
-        "vkCmdBindShadingRateImageNV" => 381,
-        "vkCmdSetViewportShadingRatePaletteNV" => 382,
-        "vkCmdSetCoarseSampleOrderNV" => 383,
-        "vkCreateAccelerationStructureNV" => 384,
-        "vkDestroyAccelerationStructureNV" => 385,
-        "vkGetAccelerationStructureMemoryRequirementsNV" => 386,
-        "vkBindAccelerationStructureMemoryNV" => 387,
-        "vkCmdBuildAccelerationStructureNV" => 388,
-        "vkCmdCopyAccelerationStructureNV" => 389,
-        "vkCmdTraceRaysNV" => 390,
-        "vkCreateRayTracingPipelinesNV" => 391,
-        "vkGetRayTracingShaderGroupHandlesNV" => 392,
-        "vkGetAccelerationStructureHandleNV" => 393,
-        "vkCmdWriteAccelerationStructuresPropertiesNV" => 394,
-        "vkCompileDeferredNV" => 395,
-        "vkGetDescriptorSetLayoutSupportKHR" => 396,
-        "vkCmdDrawIndirectCountKHR" => 397,
-        "vkCmdDrawIndexedIndirectCountKHR" => 398,
-        "vkGetMemoryHostPointerPropertiesEXT" => 399,
-        "vkCmdWriteBufferMarkerAMD" => 400,
-        "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT" => 401,
-        "vkGetCalibratedTimestampsEXT" => 402,
-        "vkCmdDrawMeshTasksNV" => 403,
-        "vkCmdDrawMeshTasksIndirectNV" => 404,
-        "vkCmdDrawMeshTasksIndirectCountNV" => 405,
-        "vkCmdSetExclusiveScissorNV" => 406,
-        "vkCmdSetCheckpointNV" => 407,
-        "vkGetQueueCheckpointDataNV" => 408,
-        "vkGetSemaphoreCounterValueKHR" => 409,
-        "vkWaitSemaphoresKHR" => 410,
-        "vkSignalSemaphoreKHR" => 411,
-        "vkInitializePerformanceApiINTEL" => 412,
-        "vkUninitializePerformanceApiINTEL" => 413,
-        "vkCmdSetPerformanceMarkerINTEL" => 414,
-        "vkCmdSetPerformanceStreamMarkerINTEL" => 415,
-        "vkCmdSetPerformanceOverrideINTEL" => 416,
-        "vkAcquirePerformanceConfigurationINTEL" => 417,
-        "vkReleasePerformanceConfigurationINTEL" => 418,
-        "vkQueueSetPerformanceConfigurationINTEL" => 419,
-        "vkGetPerformanceParameterINTEL" => 420,
-        "vkSetLocalDimmingAMD" => 421,
-        "vkGetPhysicalDeviceFragmentShadingRatesKHR" => 422,
-        "vkCmdSetFragmentShadingRateKHR" => 423,
-        "vkGetBufferDeviceAddressEXT" => 424,
-        "vkGetPhysicalDeviceToolPropertiesEXT" => 425,
-        "vkWaitForPresentKHR" => 426,
-        "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV" => 427,
-        "vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV" => 428,
-        "vkCreateHeadlessSurfaceEXT" => 429,
-        "vkGetBufferDeviceAddressKHR" => 430,
-        "vkGetBufferOpaqueCaptureAddressKHR" => 431,
-        "vkGetDeviceMemoryOpaqueCaptureAddressKHR" => 432,
-        "vkCmdSetLineStippleEXT" => 433,
-        "vkResetQueryPoolEXT" => 434,
-        "vkCmdSetCullModeEXT" => 435,
-        "vkCmdSetFrontFaceEXT" => 436,
-        "vkCmdSetPrimitiveTopologyEXT" => 437,
-        "vkCmdSetViewportWithCountEXT" => 438,
-        "vkCmdSetScissorWithCountEXT" => 439,
-        "vkCmdBindVertexBuffers2EXT" => 440,
-        "vkCmdSetDepthTestEnableEXT" => 441,
-        "vkCmdSetDepthWriteEnableEXT" => 442,
-        "vkCmdSetDepthCompareOpEXT" => 443,
-        "vkCmdSetDepthBoundsTestEnableEXT" => 444,
-        "vkCmdSetStencilTestEnableEXT" => 445,
-        "vkCmdSetStencilOpEXT" => 446,
-        "vkCreateDeferredOperationKHR" => 447,
-        "vkDestroyDeferredOperationKHR" => 448,
-        "vkGetDeferredOperationMaxConcurrencyKHR" => 449,
-        "vkGetDeferredOperationResultKHR" => 450,
-        "vkDeferredOperationJoinKHR" => 451,
-        "vkGetPipelineExecutablePropertiesKHR" => 452,
-        "vkGetPipelineExecutableStatisticsKHR" => 453,
-        "vkGetPipelineExecutableInternalRepresentationsKHR" => 454,
-        "vkReleaseSwapchainImagesEXT" => 455,
-        "vkGetGeneratedCommandsMemoryRequirementsNV" => 456,
-        "vkCmdPreprocessGeneratedCommandsNV" => 457,
-        "vkCmdExecuteGeneratedCommandsNV" => 458,
-        "vkCmdBindPipelineShaderGroupNV" => 459,
-        "vkCreateIndirectCommandsLayoutNV" => 460,
-        "vkDestroyIndirectCommandsLayoutNV" => 461,
-        "vkAcquireDrmDisplayEXT" => 462,
-        "vkGetDrmDisplayEXT" => 463,
-        "vkCreatePrivateDataSlotEXT" => 464,
-        "vkDestroyPrivateDataSlotEXT" => 465,
-        "vkSetPrivateDataEXT" => 466,
-        "vkGetPrivateDataEXT" => 467,
-        "vkCmdSetEvent2KHR" => 468,
-        "vkCmdResetEvent2KHR" => 469,
-        "vkCmdWaitEvents2KHR" => 470,
-        "vkCmdPipelineBarrier2KHR" => 471,
-        "vkCmdWriteTimestamp2KHR" => 472,
-        "vkQueueSubmit2KHR" => 473,
-        "vkCmdWriteBufferMarker2AMD" => 474,
-        "vkGetQueueCheckpointData2NV" => 475,
-        "vkGetDescriptorSetLayoutSizeEXT" => 476,
-        "vkGetDescriptorSetLayoutBindingOffsetEXT" => 477,
-        "vkGetDescriptorEXT" => 478,
-        "vkCmdBindDescriptorBuffersEXT" => 479,
-        "vkCmdSetDescriptorBufferOffsetsEXT" => 480,
-        "vkCmdBindDescriptorBufferEmbeddedSamplersEXT" => 481,
-        "vkGetBufferOpaqueCaptureDescriptorDataEXT" => 482,
-        "vkGetImageOpaqueCaptureDescriptorDataEXT" => 483,
-        "vkGetImageViewOpaqueCaptureDescriptorDataEXT" => 484,
-        "vkGetSamplerOpaqueCaptureDescriptorDataEXT" => 485,
-        "vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT" => 486,
-        "vkCmdSetFragmentShadingRateEnumNV" => 487,
-        "vkCmdDrawMeshTasksEXT" => 488,
-        "vkCmdDrawMeshTasksIndirectEXT" => 489,
-        "vkCmdDrawMeshTasksIndirectCountEXT" => 490,
-        "vkCmdCopyBuffer2KHR" => 491,
-        "vkCmdCopyImage2KHR" => 492,
-        "vkCmdCopyBufferToImage2KHR" => 493,
-        "vkCmdCopyImageToBuffer2KHR" => 494,
-        "vkCmdBlitImage2KHR" => 495,
-        "vkCmdResolveImage2KHR" => 496,
-        "vkGetImageSubresourceLayout2EXT" => 497,
-        "vkGetDeviceFaultInfoEXT" => 498,
-        "vkCmdSetVertexInputEXT" => 499,
-        "vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI" => 500,
-        "vkCmdSubpassShadingHUAWEI" => 501,
-        "vkCmdBindInvocationMaskHUAWEI" => 502,
-        "vkGetMemoryRemoteAddressNV" => 503,
-        "vkCmdSetPatchControlPointsEXT" => 504,
-        "vkCmdSetRasterizerDiscardEnableEXT" => 505,
-        "vkCmdSetDepthBiasEnableEXT" => 506,
-        "vkCmdSetLogicOpEXT" => 507,
-        "vkCmdSetPrimitiveRestartEnableEXT" => 508,
-        "vkCmdSetColorWriteEnableEXT" => 509,
-        "vkCmdTraceRaysIndirect2KHR" => 510,
-        "vkCreateMicromapEXT" => 511,
-        "vkDestroyMicromapEXT" => 512,
-        "vkCmdBuildMicromapsEXT" => 513,
-        "vkBuildMicromapsEXT" => 514,
-        "vkCopyMicromapEXT" => 515,
-        "vkCopyMicromapToMemoryEXT" => 516,
-        "vkCopyMemoryToMicromapEXT" => 517,
-        "vkWriteMicromapsPropertiesEXT" => 518,
-        "vkCmdCopyMicromapEXT" => 519,
-        "vkCmdCopyMicromapToMemoryEXT" => 520,
-        "vkCmdCopyMemoryToMicromapEXT" => 521,
-        "vkCmdWriteMicromapsPropertiesEXT" => 522,
-        "vkGetDeviceMicromapCompatibilityEXT" => 523,
-        "vkGetMicromapBuildSizesEXT" => 524,
-        "vkCmdDrawClusterHUAWEI" => 525,
-        "vkCmdDrawClusterIndirectHUAWEI" => 526,
-        "vkSetDeviceMemoryPriorityEXT" => 527,
-        "vkGetDeviceBufferMemoryRequirementsKHR" => 528,
-        "vkGetDeviceImageMemoryRequirementsKHR" => 529,
-        "vkGetDeviceImageSparseMemoryRequirementsKHR" => 530,
-        "vkGetDescriptorSetLayoutHostMappingInfoVALVE" => 531,
-        "vkGetDescriptorSetHostMappingVALVE" => 532,
-        "vkCmdCopyMemoryIndirectNV" => 533,
-        "vkCmdCopyMemoryToImageIndirectNV" => 534,
-        "vkCmdDecompressMemoryNV" => 535,
-        "vkCmdDecompressMemoryIndirectCountNV" => 536,
-        "vkCmdSetTessellationDomainOriginEXT" => 537,
-        "vkCmdSetDepthClampEnableEXT" => 538,
-        "vkCmdSetPolygonModeEXT" => 539,
-        "vkCmdSetRasterizationSamplesEXT" => 540,
-        "vkCmdSetSampleMaskEXT" => 541,
-        "vkCmdSetAlphaToCoverageEnableEXT" => 542,
-        "vkCmdSetAlphaToOneEnableEXT" => 543,
-        "vkCmdSetLogicOpEnableEXT" => 544,
-        "vkCmdSetColorBlendEnableEXT" => 545,
-        "vkCmdSetColorBlendEquationEXT" => 546,
-        "vkCmdSetColorWriteMaskEXT" => 547,
-        "vkCmdSetRasterizationStreamEXT" => 548,
-        "vkCmdSetConservativeRasterizationModeEXT" => 549,
-        "vkCmdSetExtraPrimitiveOverestimationSizeEXT" => 550,
-        "vkCmdSetDepthClipEnableEXT" => 551,
-        "vkCmdSetSampleLocationsEnableEXT" => 552,
-        "vkCmdSetColorBlendAdvancedEXT" => 553,
-        "vkCmdSetProvokingVertexModeEXT" => 554,
-        "vkCmdSetLineRasterizationModeEXT" => 555,
-        "vkCmdSetLineStippleEnableEXT" => 556,
-        "vkCmdSetDepthClipNegativeOneToOneEXT" => 557,
-        "vkCmdSetViewportWScalingEnableNV" => 558,
-        "vkCmdSetViewportSwizzleNV" => 559,
-        "vkCmdSetCoverageToColorEnableNV" => 560,
-        "vkCmdSetCoverageToColorLocationNV" => 561,
-        "vkCmdSetCoverageModulationModeNV" => 562,
-        "vkCmdSetCoverageModulationTableEnableNV" => 563,
-        "vkCmdSetCoverageModulationTableNV" => 564,
-        "vkCmdSetShadingRateImageEnableNV" => 565,
-        "vkCmdSetRepresentativeFragmentTestEnableNV" => 566,
-        "vkCmdSetCoverageReductionModeNV" => 567,
-        "vkGetShaderModuleIdentifierEXT" => 568,
-        "vkGetShaderModuleCreateInfoIdentifierEXT" => 569,
-        "vkGetPhysicalDeviceOpticalFlowImageFormatsNV" => 570,
-        "vkCreateOpticalFlowSessionNV" => 571,
-        "vkDestroyOpticalFlowSessionNV" => 572,
-        "vkBindOpticalFlowSessionImageNV" => 573,
-        "vkCmdOpticalFlowExecuteNV" => 574,
-        "vkGetFramebufferTilePropertiesQCOM" => 575,
-        "vkGetDynamicRenderingTilePropertiesQCOM" => 576,
+        "vkCmdBuildAccelerationStructuresKHR" => 354,
+        "vkCmdBuildAccelerationStructuresIndirectKHR" => 355,
+        "vkBuildAccelerationStructuresKHR" => 356,
+        "vkCopyAccelerationStructureKHR" => 357,
+        "vkCopyAccelerationStructureToMemoryKHR" => 358,
+        "vkCopyMemoryToAccelerationStructureKHR" => 359,
+        "vkWriteAccelerationStructuresPropertiesKHR" => 360,
+        "vkCmdCopyAccelerationStructureKHR" => 361,
+        "vkCmdCopyAccelerationStructureToMemoryKHR" => 362,
+        "vkCmdCopyMemoryToAccelerationStructureKHR" => 363,
+        "vkGetAccelerationStructureDeviceAddressKHR" => 364,
+        "vkCmdWriteAccelerationStructuresPropertiesKHR" => 365,
+        "vkGetDeviceAccelerationStructureCompatibilityKHR" => 366,
+        "vkGetAccelerationStructureBuildSizesKHR" => 367,
+        "vkCmdTraceRaysKHR" => 368,
+        "vkCreateRayTracingPipelinesKHR" => 369,
+        "vkGetRayTracingShaderGroupHandlesKHR" => 370,
+        "vkGetRayTracingCaptureReplayShaderGroupHandlesKHR" => 371,
+        "vkCmdTraceRaysIndirectKHR" => 372,
+        "vkGetRayTracingShaderGroupStackSizeKHR" => 373,
+        "vkCmdSetRayTracingPipelineStackSizeKHR" => 374,
+        "vkCreateSamplerYcbcrConversionKHR" => 375,
+        "vkDestroySamplerYcbcrConversionKHR" => 376,
+        "vkBindBufferMemory2KHR" => 377,
+        "vkBindImageMemory2KHR" => 378,
+        "vkGetImageDrmFormatModifierPropertiesEXT" => 379,
+        "vkCreateValidationCacheEXT" => 380,
+        "vkDestroyValidationCacheEXT" => 381,
+        "vkMergeValidationCachesEXT" => 382,
+        "vkGetValidationCacheDataEXT" => 383,
+        "vkCmdBindShadingRateImageNV" => 384,
+        "vkCmdSetViewportShadingRatePaletteNV" => 385,
+        "vkCmdSetCoarseSampleOrderNV" => 386,
+        "vkCreateAccelerationStructureNV" => 387,
+        "vkDestroyAccelerationStructureNV" => 388,
+        "vkGetAccelerationStructureMemoryRequirementsNV" => 389,
+        "vkBindAccelerationStructureMemoryNV" => 390,
+        "vkCmdBuildAccelerationStructureNV" => 391,
+        "vkCmdCopyAccelerationStructureNV" => 392,
+        "vkCmdTraceRaysNV" => 393,
+        "vkCreateRayTracingPipelinesNV" => 394,
+        "vkGetRayTracingShaderGroupHandlesNV" => 395,
+        "vkGetAccelerationStructureHandleNV" => 396,
+        "vkCmdWriteAccelerationStructuresPropertiesNV" => 397,
+        "vkCompileDeferredNV" => 398,
+        "vkGetDescriptorSetLayoutSupportKHR" => 399,
+        "vkCmdDrawIndirectCountKHR" => 400,
+        "vkCmdDrawIndexedIndirectCountKHR" => 401,
+        "vkGetMemoryHostPointerPropertiesEXT" => 402,
+        "vkCmdWriteBufferMarkerAMD" => 403,
+        "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT" => 404,
+        "vkGetCalibratedTimestampsEXT" => 405,
+        "vkCmdDrawMeshTasksNV" => 406,
+        "vkCmdDrawMeshTasksIndirectNV" => 407,
+        "vkCmdDrawMeshTasksIndirectCountNV" => 408,
+        "vkCmdSetExclusiveScissorNV" => 409,
+        "vkCmdSetCheckpointNV" => 410,
+        "vkGetQueueCheckpointDataNV" => 411,
+        "vkGetSemaphoreCounterValueKHR" => 412,
+        "vkWaitSemaphoresKHR" => 413,
+        "vkSignalSemaphoreKHR" => 414,
+        "vkInitializePerformanceApiINTEL" => 415,
+        "vkUninitializePerformanceApiINTEL" => 416,
+        "vkCmdSetPerformanceMarkerINTEL" => 417,
+        "vkCmdSetPerformanceStreamMarkerINTEL" => 418,
+        "vkCmdSetPerformanceOverrideINTEL" => 419,
+        "vkAcquirePerformanceConfigurationINTEL" => 420,
+        "vkReleasePerformanceConfigurationINTEL" => 421,
+        "vkQueueSetPerformanceConfigurationINTEL" => 422,
+        "vkGetPerformanceParameterINTEL" => 423,
+        "vkSetLocalDimmingAMD" => 424,
+        "vkGetPhysicalDeviceFragmentShadingRatesKHR" => 425,
+        "vkCmdSetFragmentShadingRateKHR" => 426,
+        "vkGetBufferDeviceAddressEXT" => 427,
+        "vkGetPhysicalDeviceToolPropertiesEXT" => 428,
+        "vkWaitForPresentKHR" => 429,
+        "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV" => 430,
+        "vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV" => 431,
+        "vkCreateHeadlessSurfaceEXT" => 432,
+        "vkGetBufferDeviceAddressKHR" => 433,
+        "vkGetBufferOpaqueCaptureAddressKHR" => 434,
+        "vkGetDeviceMemoryOpaqueCaptureAddressKHR" => 435,
+        "vkCmdSetLineStippleEXT" => 436,
+        "vkResetQueryPoolEXT" => 437,
+        "vkCmdSetCullModeEXT" => 438,
+        "vkCmdSetFrontFaceEXT" => 439,
+        "vkCmdSetPrimitiveTopologyEXT" => 440,
+        "vkCmdSetViewportWithCountEXT" => 441,
+        "vkCmdSetScissorWithCountEXT" => 442,
+        "vkCmdBindVertexBuffers2EXT" => 443,
+        "vkCmdSetDepthTestEnableEXT" => 444,
+        "vkCmdSetDepthWriteEnableEXT" => 445,
+        "vkCmdSetDepthCompareOpEXT" => 446,
+        "vkCmdSetDepthBoundsTestEnableEXT" => 447,
+        "vkCmdSetStencilTestEnableEXT" => 448,
+        "vkCmdSetStencilOpEXT" => 449,
+        "vkCreateDeferredOperationKHR" => 450,
+        "vkDestroyDeferredOperationKHR" => 451,
+        "vkGetDeferredOperationMaxConcurrencyKHR" => 452,
+        "vkGetDeferredOperationResultKHR" => 453,
+        "vkDeferredOperationJoinKHR" => 454,
+        "vkGetPipelineExecutablePropertiesKHR" => 455,
+        "vkGetPipelineExecutableStatisticsKHR" => 456,
+        "vkGetPipelineExecutableInternalRepresentationsKHR" => 457,
+        "vkReleaseSwapchainImagesEXT" => 458,
+        "vkGetGeneratedCommandsMemoryRequirementsNV" => 459,
+        "vkCmdPreprocessGeneratedCommandsNV" => 460,
+        "vkCmdExecuteGeneratedCommandsNV" => 461,
+        "vkCmdBindPipelineShaderGroupNV" => 462,
+        "vkCreateIndirectCommandsLayoutNV" => 463,
+        "vkDestroyIndirectCommandsLayoutNV" => 464,
+        "vkAcquireDrmDisplayEXT" => 465,
+        "vkGetDrmDisplayEXT" => 466,
+        "vkCreatePrivateDataSlotEXT" => 467,
+        "vkDestroyPrivateDataSlotEXT" => 468,
+        "vkSetPrivateDataEXT" => 469,
+        "vkGetPrivateDataEXT" => 470,
+        "vkCmdSetEvent2KHR" => 471,
+        "vkCmdResetEvent2KHR" => 472,
+        "vkCmdWaitEvents2KHR" => 473,
+        "vkCmdPipelineBarrier2KHR" => 474,
+        "vkCmdWriteTimestamp2KHR" => 475,
+        "vkQueueSubmit2KHR" => 476,
+        "vkCmdWriteBufferMarker2AMD" => 477,
+        "vkGetQueueCheckpointData2NV" => 478,
+        "vkGetDescriptorSetLayoutSizeEXT" => 479,
+        "vkGetDescriptorSetLayoutBindingOffsetEXT" => 480,
+        "vkGetDescriptorEXT" => 481,
+        "vkCmdBindDescriptorBuffersEXT" => 482,
+        "vkCmdSetDescriptorBufferOffsetsEXT" => 483,
+        "vkCmdBindDescriptorBufferEmbeddedSamplersEXT" => 484,
+        "vkGetBufferOpaqueCaptureDescriptorDataEXT" => 485,
+        "vkGetImageOpaqueCaptureDescriptorDataEXT" => 486,
+        "vkGetImageViewOpaqueCaptureDescriptorDataEXT" => 487,
+        "vkGetSamplerOpaqueCaptureDescriptorDataEXT" => 488,
+        "vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT" => 489,
+        "vkCmdSetFragmentShadingRateEnumNV" => 490,
+        "vkCmdDrawMeshTasksEXT" => 491,
+        "vkCmdDrawMeshTasksIndirectEXT" => 492,
+        "vkCmdDrawMeshTasksIndirectCountEXT" => 493,
+        "vkCmdCopyBuffer2KHR" => 494,
+        "vkCmdCopyImage2KHR" => 495,
+        "vkCmdCopyBufferToImage2KHR" => 496,
+        "vkCmdCopyImageToBuffer2KHR" => 497,
+        "vkCmdBlitImage2KHR" => 498,
+        "vkCmdResolveImage2KHR" => 499,
+        "vkGetImageSubresourceLayout2EXT" => 500,
+        "vkGetDeviceFaultInfoEXT" => 501,
+        "vkCmdSetVertexInputEXT" => 502,
+        "vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI" => 503,
+        "vkCmdSubpassShadingHUAWEI" => 504,
+        "vkCmdBindInvocationMaskHUAWEI" => 505,
+        "vkGetMemoryRemoteAddressNV" => 506,
+        "vkGetPipelinePropertiesEXT" => 507,
+        "vkCmdSetPatchControlPointsEXT" => 508,
+        "vkCmdSetRasterizerDiscardEnableEXT" => 509,
+        "vkCmdSetDepthBiasEnableEXT" => 510,
+        "vkCmdSetLogicOpEXT" => 511,
+        "vkCmdSetPrimitiveRestartEnableEXT" => 512,
+        "vkCmdSetColorWriteEnableEXT" => 513,
+        "vkCmdTraceRaysIndirect2KHR" => 514,
+        "vkCmdDrawMultiEXT" => 515,
+        "vkCmdDrawMultiIndexedEXT" => 516,
+        "vkCreateMicromapEXT" => 517,
+        "vkDestroyMicromapEXT" => 518,
+        "vkCmdBuildMicromapsEXT" => 519,
+        "vkBuildMicromapsEXT" => 520,
+        "vkCopyMicromapEXT" => 521,
+        "vkCopyMicromapToMemoryEXT" => 522,
+        "vkCopyMemoryToMicromapEXT" => 523,
+        "vkWriteMicromapsPropertiesEXT" => 524,
+        "vkCmdCopyMicromapEXT" => 525,
+        "vkCmdCopyMicromapToMemoryEXT" => 526,
+        "vkCmdCopyMemoryToMicromapEXT" => 527,
+        "vkCmdWriteMicromapsPropertiesEXT" => 528,
+        "vkGetDeviceMicromapCompatibilityEXT" => 529,
+        "vkGetMicromapBuildSizesEXT" => 530,
+        "vkCmdDrawClusterHUAWEI" => 531,
+        "vkCmdDrawClusterIndirectHUAWEI" => 532,
+        "vkSetDeviceMemoryPriorityEXT" => 533,
+        "vkGetDeviceBufferMemoryRequirementsKHR" => 534,
+        "vkGetDeviceImageMemoryRequirementsKHR" => 535,
+        "vkGetDeviceImageSparseMemoryRequirementsKHR" => 536,
+        "vkGetDescriptorSetLayoutHostMappingInfoVALVE" => 537,
+        "vkGetDescriptorSetHostMappingVALVE" => 538,
+        "vkCmdCopyMemoryIndirectNV" => 539,
+        "vkCmdCopyMemoryToImageIndirectNV" => 540,
+        "vkCmdDecompressMemoryNV" => 541,
+        "vkCmdDecompressMemoryIndirectCountNV" => 542,
+        "vkCmdSetTessellationDomainOriginEXT" => 543,
+        "vkCmdSetDepthClampEnableEXT" => 544,
+        "vkCmdSetPolygonModeEXT" => 545,
+        "vkCmdSetRasterizationSamplesEXT" => 546,
+        "vkCmdSetSampleMaskEXT" => 547,
+        "vkCmdSetAlphaToCoverageEnableEXT" => 548,
+        "vkCmdSetAlphaToOneEnableEXT" => 549,
+        "vkCmdSetLogicOpEnableEXT" => 550,
+        "vkCmdSetColorBlendEnableEXT" => 551,
+        "vkCmdSetColorBlendEquationEXT" => 552,
+        "vkCmdSetColorWriteMaskEXT" => 553,
+        "vkCmdSetRasterizationStreamEXT" => 554,
+        "vkCmdSetConservativeRasterizationModeEXT" => 555,
+        "vkCmdSetExtraPrimitiveOverestimationSizeEXT" => 556,
+        "vkCmdSetDepthClipEnableEXT" => 557,
+        "vkCmdSetSampleLocationsEnableEXT" => 558,
+        "vkCmdSetColorBlendAdvancedEXT" => 559,
+        "vkCmdSetProvokingVertexModeEXT" => 560,
+        "vkCmdSetLineRasterizationModeEXT" => 561,
+        "vkCmdSetLineStippleEnableEXT" => 562,
+        "vkCmdSetDepthClipNegativeOneToOneEXT" => 563,
+        "vkCmdSetViewportWScalingEnableNV" => 564,
+        "vkCmdSetViewportSwizzleNV" => 565,
+        "vkCmdSetCoverageToColorEnableNV" => 566,
+        "vkCmdSetCoverageToColorLocationNV" => 567,
+        "vkCmdSetCoverageModulationModeNV" => 568,
+        "vkCmdSetCoverageModulationTableEnableNV" => 569,
+        "vkCmdSetCoverageModulationTableNV" => 570,
+        "vkCmdSetShadingRateImageEnableNV" => 571,
+        "vkCmdSetRepresentativeFragmentTestEnableNV" => 572,
+        "vkCmdSetCoverageReductionModeNV" => 573,
+        "vkGetShaderModuleIdentifierEXT" => 574,
+        "vkGetShaderModuleCreateInfoIdentifierEXT" => 575,
+        "vkGetPhysicalDeviceOpticalFlowImageFormatsNV" => 576,
+        "vkCreateOpticalFlowSessionNV" => 577,
+        "vkDestroyOpticalFlowSessionNV" => 578,
+        "vkBindOpticalFlowSessionImageNV" => 579,
+        "vkCmdOpticalFlowExecuteNV" => 580,
+        "vkGetFramebufferTilePropertiesQCOM" => 581,
+        "vkGetDynamicRenderingTilePropertiesQCOM" => 582,
         _ => return None,
     })
     .ok()
@@ -1890,12 +1909,7 @@ pub const SPECIAL: &[&str] = &[
 /// - `vkAcquireFullScreenExclusiveModeEXT`: platform win32 (VK_EXT_full_screen_exclusive)
 /// - `vkAcquireWinrtDisplayNV`: platform win32 (VK_NV_acquire_winrt_display)
 /// - `vkAcquireXlibDisplayEXT`: platform xlib_xrandr (VK_EXT_acquire_xlib_display)
-/// - `vkBuildAccelerationStructuresKHR`: ppBuildRangeInfos: pointer to pointer without a length we can follow
-/// - `vkCmdBuildAccelerationStructuresIndirectKHR`: ppMaxPrimitiveCounts: pointer to pointer without a length we can follow
-/// - `vkCmdBuildAccelerationStructuresKHR`: ppBuildRangeInfos: pointer to pointer without a length we can follow
-/// - `vkCmdCuLaunchKernelNVX`: pLaunchInfo: VkCuLaunchInfoNVX (pParams: pointer to pointer without a length we can follow)
-/// - `vkCmdDrawMultiEXT`: pVertexInfo is a strided array
-/// - `vkCmdDrawMultiIndexedEXT`: pIndexInfo is a strided array
+/// - `vkCmdCuLaunchKernelNVX`: pLaunchInfo: VkCuLaunchInfoNVX (pParams: array of pointers to data whose sizes the registry does not give)
 /// - `vkCmdEncodeVideoKHR`: provisional (VK_KHR_video_encode_queue)
 /// - `vkCreateAndroidSurfaceKHR`: platform android (VK_KHR_android_surface)
 /// - `vkCreateBufferCollectionFUCHSIA`: platform fuchsia (VK_FUCHSIA_buffer_collection)
@@ -1924,7 +1938,6 @@ pub const SPECIAL: &[&str] = &[
 /// - `vkGetPhysicalDeviceScreenPresentationSupportQNX`: platform screen (VK_QNX_screen_surface)
 /// - `vkGetPhysicalDeviceSurfacePresentModes2EXT`: platform win32 (VK_EXT_full_screen_exclusive)
 /// - `vkGetPhysicalDeviceWin32PresentationSupportKHR`: platform win32 (VK_KHR_win32_surface)
-/// - `vkGetPipelinePropertiesEXT`: pPipelineProperties: VkBaseOutStructure (generic chain header)
 /// - `vkGetRandROutputDisplayEXT`: platform xlib_xrandr (VK_EXT_acquire_xlib_display)
 /// - `vkGetSemaphoreWin32HandleKHR`: platform win32 (VK_KHR_external_semaphore_win32)
 /// - `vkGetSemaphoreZirconHandleFUCHSIA`: platform fuchsia (VK_FUCHSIA_external_semaphore)
@@ -1939,12 +1952,7 @@ pub const UNSUPPORTED: &[&str] = &[
     "vkAcquireFullScreenExclusiveModeEXT",
     "vkAcquireWinrtDisplayNV",
     "vkAcquireXlibDisplayEXT",
-    "vkBuildAccelerationStructuresKHR",
-    "vkCmdBuildAccelerationStructuresIndirectKHR",
-    "vkCmdBuildAccelerationStructuresKHR",
     "vkCmdCuLaunchKernelNVX",
-    "vkCmdDrawMultiEXT",
-    "vkCmdDrawMultiIndexedEXT",
     "vkCmdEncodeVideoKHR",
     "vkCreateAndroidSurfaceKHR",
     "vkCreateBufferCollectionFUCHSIA",
@@ -1973,7 +1981,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "vkGetPhysicalDeviceScreenPresentationSupportQNX",
     "vkGetPhysicalDeviceSurfacePresentModes2EXT",
     "vkGetPhysicalDeviceWin32PresentationSupportKHR",
-    "vkGetPipelinePropertiesEXT",
     "vkGetRandROutputDisplayEXT",
     "vkGetSemaphoreWin32HandleKHR",
     "vkGetSemaphoreZirconHandleFUCHSIA",
@@ -1996,14 +2003,11 @@ pub const UNSUPPORTED_EXTENSIONS: &[&str] = &[
     "VK_EXT_full_screen_exclusive",
     "VK_EXT_metal_objects",
     "VK_EXT_metal_surface",
-    "VK_EXT_multi_draw",
-    "VK_EXT_pipeline_properties",
     "VK_FUCHSIA_buffer_collection",
     "VK_FUCHSIA_external_memory",
     "VK_FUCHSIA_external_semaphore",
     "VK_FUCHSIA_imagepipe_surface",
     "VK_GGP_stream_descriptor_surface",
-    "VK_KHR_acceleration_structure",
     "VK_KHR_android_surface",
     "VK_KHR_external_fence_win32",
     "VK_KHR_external_memory_win32",
@@ -2021,4 +2025,355 @@ pub const UNSUPPORTED_EXTENSIONS: &[&str] = &[
     "VK_NV_acquire_winrt_display",
     "VK_NV_external_memory_win32",
     "VK_QNX_screen_surface",
+];
+
+/// Why each of [`UNSUPPORTED_EXTENSIONS`] is hidden, in the same order.
+pub const UNSUPPORTED_EXTENSIONS_WHY: &[&str] = &[
+"vkGetAndroidHardwareBufferPropertiesANDROID: platform android (VK_ANDROID_external_memory_android_hardware_buffer)",
+"vkAcquireXlibDisplayEXT: platform xlib_xrandr (VK_EXT_acquire_xlib_display)",
+"vkCreateDirectFBSurfaceEXT: platform directfb (VK_EXT_directfb_surface)",
+"vkAcquireFullScreenExclusiveModeEXT: platform win32 (VK_EXT_full_screen_exclusive)",
+"vkExportMetalObjectsEXT: platform metal (VK_EXT_metal_objects)",
+"vkCreateMetalSurfaceEXT: platform metal (VK_EXT_metal_surface)",
+"vkCreateBufferCollectionFUCHSIA: platform fuchsia (VK_FUCHSIA_buffer_collection)",
+"vkGetMemoryZirconHandleFUCHSIA: platform fuchsia (VK_FUCHSIA_external_memory)",
+"vkGetSemaphoreZirconHandleFUCHSIA: platform fuchsia (VK_FUCHSIA_external_semaphore)",
+"vkCreateImagePipeSurfaceFUCHSIA: platform fuchsia (VK_FUCHSIA_imagepipe_surface)",
+"vkCreateStreamDescriptorSurfaceGGP: platform ggp (VK_GGP_stream_descriptor_surface)",
+"vkCreateAndroidSurfaceKHR: platform android (VK_KHR_android_surface)",
+"vkGetFenceWin32HandleKHR: platform win32 (VK_KHR_external_fence_win32)",
+"vkGetMemoryWin32HandleKHR: platform win32 (VK_KHR_external_memory_win32)",
+"vkGetSemaphoreWin32HandleKHR: platform win32 (VK_KHR_external_semaphore_win32)",
+"its replay needs video std-header data the registry leaves opaque",
+"its replay needs video std-header data the registry leaves opaque",
+"its replay needs video std-header data the registry leaves opaque",
+"vkCmdEncodeVideoKHR: provisional (VK_KHR_video_encode_queue)",
+"its replay needs video std-header data the registry leaves opaque",
+"vkCreateWin32SurfaceKHR: platform win32 (VK_KHR_win32_surface)",
+"vkCreateIOSSurfaceMVK: platform ios (VK_MVK_ios_surface)",
+"vkCreateMacOSSurfaceMVK: platform macos (VK_MVK_macos_surface)",
+"vkCreateViSurfaceNN: platform vi (VK_NN_vi_surface)",
+"vkCmdCuLaunchKernelNVX: pLaunchInfo: VkCuLaunchInfoNVX (pParams: array of pointers to data whose sizes the registry does not give)",
+"vkAcquireWinrtDisplayNV: platform win32 (VK_NV_acquire_winrt_display)",
+"vkGetMemoryWin32HandleNV: platform win32 (VK_NV_external_memory_win32)",
+"vkCreateScreenSurfaceQNX: platform screen (VK_QNX_screen_surface)",
+];
+
+/// Every extension vk.xml defines for Vulkan, platform and provisional ones included.
+pub const REGISTRY_EXTENSIONS: &[&str] = &[
+    "VK_KHR_surface",
+    "VK_KHR_swapchain",
+    "VK_KHR_display",
+    "VK_KHR_display_swapchain",
+    "VK_KHR_xlib_surface",
+    "VK_KHR_xcb_surface",
+    "VK_KHR_wayland_surface",
+    "VK_KHR_android_surface",
+    "VK_KHR_win32_surface",
+    "VK_EXT_debug_report",
+    "VK_NV_glsl_shader",
+    "VK_EXT_depth_range_unrestricted",
+    "VK_KHR_sampler_mirror_clamp_to_edge",
+    "VK_IMG_filter_cubic",
+    "VK_AMD_rasterization_order",
+    "VK_AMD_shader_trinary_minmax",
+    "VK_AMD_shader_explicit_vertex_parameter",
+    "VK_EXT_debug_marker",
+    "VK_KHR_video_queue",
+    "VK_KHR_video_decode_queue",
+    "VK_AMD_gcn_shader",
+    "VK_NV_dedicated_allocation",
+    "VK_EXT_transform_feedback",
+    "VK_NVX_binary_import",
+    "VK_NVX_image_view_handle",
+    "VK_AMD_draw_indirect_count",
+    "VK_AMD_negative_viewport_height",
+    "VK_AMD_gpu_shader_half_float",
+    "VK_AMD_shader_ballot",
+    "VK_EXT_video_encode_h264",
+    "VK_EXT_video_encode_h265",
+    "VK_KHR_video_decode_h264",
+    "VK_AMD_texture_gather_bias_lod",
+    "VK_AMD_shader_info",
+    "VK_KHR_dynamic_rendering",
+    "VK_AMD_shader_image_load_store_lod",
+    "VK_GGP_stream_descriptor_surface",
+    "VK_NV_corner_sampled_image",
+    "VK_KHR_multiview",
+    "VK_IMG_format_pvrtc",
+    "VK_NV_external_memory_capabilities",
+    "VK_NV_external_memory",
+    "VK_NV_external_memory_win32",
+    "VK_NV_win32_keyed_mutex",
+    "VK_KHR_get_physical_device_properties2",
+    "VK_KHR_device_group",
+    "VK_EXT_validation_flags",
+    "VK_NN_vi_surface",
+    "VK_KHR_shader_draw_parameters",
+    "VK_EXT_shader_subgroup_ballot",
+    "VK_EXT_shader_subgroup_vote",
+    "VK_EXT_texture_compression_astc_hdr",
+    "VK_EXT_astc_decode_mode",
+    "VK_EXT_pipeline_robustness",
+    "VK_KHR_maintenance1",
+    "VK_KHR_device_group_creation",
+    "VK_KHR_external_memory_capabilities",
+    "VK_KHR_external_memory",
+    "VK_KHR_external_memory_win32",
+    "VK_KHR_external_memory_fd",
+    "VK_KHR_win32_keyed_mutex",
+    "VK_KHR_external_semaphore_capabilities",
+    "VK_KHR_external_semaphore",
+    "VK_KHR_external_semaphore_win32",
+    "VK_KHR_external_semaphore_fd",
+    "VK_KHR_push_descriptor",
+    "VK_EXT_conditional_rendering",
+    "VK_KHR_shader_float16_int8",
+    "VK_KHR_16bit_storage",
+    "VK_KHR_incremental_present",
+    "VK_KHR_descriptor_update_template",
+    "VK_NV_clip_space_w_scaling",
+    "VK_EXT_direct_mode_display",
+    "VK_EXT_acquire_xlib_display",
+    "VK_EXT_display_surface_counter",
+    "VK_EXT_display_control",
+    "VK_GOOGLE_display_timing",
+    "VK_NV_sample_mask_override_coverage",
+    "VK_NV_geometry_shader_passthrough",
+    "VK_NV_viewport_array2",
+    "VK_NVX_multiview_per_view_attributes",
+    "VK_NV_viewport_swizzle",
+    "VK_EXT_discard_rectangles",
+    "VK_EXT_conservative_rasterization",
+    "VK_EXT_depth_clip_enable",
+    "VK_EXT_swapchain_colorspace",
+    "VK_EXT_hdr_metadata",
+    "VK_KHR_imageless_framebuffer",
+    "VK_KHR_create_renderpass2",
+    "VK_KHR_shared_presentable_image",
+    "VK_KHR_external_fence_capabilities",
+    "VK_KHR_external_fence",
+    "VK_KHR_external_fence_win32",
+    "VK_KHR_external_fence_fd",
+    "VK_KHR_performance_query",
+    "VK_KHR_maintenance2",
+    "VK_KHR_get_surface_capabilities2",
+    "VK_KHR_variable_pointers",
+    "VK_KHR_get_display_properties2",
+    "VK_MVK_ios_surface",
+    "VK_MVK_macos_surface",
+    "VK_EXT_external_memory_dma_buf",
+    "VK_EXT_queue_family_foreign",
+    "VK_KHR_dedicated_allocation",
+    "VK_EXT_debug_utils",
+    "VK_ANDROID_external_memory_android_hardware_buffer",
+    "VK_EXT_sampler_filter_minmax",
+    "VK_KHR_storage_buffer_storage_class",
+    "VK_AMD_gpu_shader_int16",
+    "VK_AMD_mixed_attachment_samples",
+    "VK_AMD_shader_fragment_mask",
+    "VK_EXT_inline_uniform_block",
+    "VK_EXT_shader_stencil_export",
+    "VK_EXT_sample_locations",
+    "VK_KHR_relaxed_block_layout",
+    "VK_KHR_get_memory_requirements2",
+    "VK_KHR_image_format_list",
+    "VK_EXT_blend_operation_advanced",
+    "VK_NV_fragment_coverage_to_color",
+    "VK_KHR_acceleration_structure",
+    "VK_KHR_ray_tracing_pipeline",
+    "VK_KHR_ray_query",
+    "VK_NV_framebuffer_mixed_samples",
+    "VK_NV_fill_rectangle",
+    "VK_NV_shader_sm_builtins",
+    "VK_EXT_post_depth_coverage",
+    "VK_KHR_sampler_ycbcr_conversion",
+    "VK_KHR_bind_memory2",
+    "VK_EXT_image_drm_format_modifier",
+    "VK_EXT_validation_cache",
+    "VK_EXT_descriptor_indexing",
+    "VK_EXT_shader_viewport_index_layer",
+    "VK_KHR_portability_subset",
+    "VK_NV_shading_rate_image",
+    "VK_NV_ray_tracing",
+    "VK_NV_representative_fragment_test",
+    "VK_KHR_maintenance3",
+    "VK_KHR_draw_indirect_count",
+    "VK_EXT_filter_cubic",
+    "VK_QCOM_render_pass_shader_resolve",
+    "VK_EXT_global_priority",
+    "VK_KHR_shader_subgroup_extended_types",
+    "VK_KHR_8bit_storage",
+    "VK_EXT_external_memory_host",
+    "VK_AMD_buffer_marker",
+    "VK_KHR_shader_atomic_int64",
+    "VK_KHR_shader_clock",
+    "VK_AMD_pipeline_compiler_control",
+    "VK_EXT_calibrated_timestamps",
+    "VK_AMD_shader_core_properties",
+    "VK_KHR_video_decode_h265",
+    "VK_KHR_global_priority",
+    "VK_AMD_memory_overallocation_behavior",
+    "VK_EXT_vertex_attribute_divisor",
+    "VK_GGP_frame_token",
+    "VK_EXT_pipeline_creation_feedback",
+    "VK_KHR_driver_properties",
+    "VK_KHR_shader_float_controls",
+    "VK_NV_shader_subgroup_partitioned",
+    "VK_KHR_depth_stencil_resolve",
+    "VK_KHR_swapchain_mutable_format",
+    "VK_NV_compute_shader_derivatives",
+    "VK_NV_mesh_shader",
+    "VK_NV_fragment_shader_barycentric",
+    "VK_NV_shader_image_footprint",
+    "VK_NV_scissor_exclusive",
+    "VK_NV_device_diagnostic_checkpoints",
+    "VK_KHR_timeline_semaphore",
+    "VK_INTEL_shader_integer_functions2",
+    "VK_INTEL_performance_query",
+    "VK_KHR_vulkan_memory_model",
+    "VK_EXT_pci_bus_info",
+    "VK_AMD_display_native_hdr",
+    "VK_FUCHSIA_imagepipe_surface",
+    "VK_KHR_shader_terminate_invocation",
+    "VK_EXT_metal_surface",
+    "VK_EXT_fragment_density_map",
+    "VK_EXT_scalar_block_layout",
+    "VK_GOOGLE_hlsl_functionality1",
+    "VK_GOOGLE_decorate_string",
+    "VK_EXT_subgroup_size_control",
+    "VK_KHR_fragment_shading_rate",
+    "VK_AMD_shader_core_properties2",
+    "VK_AMD_device_coherent_memory",
+    "VK_EXT_shader_image_atomic_int64",
+    "VK_KHR_spirv_1_4",
+    "VK_EXT_memory_budget",
+    "VK_EXT_memory_priority",
+    "VK_KHR_surface_protected_capabilities",
+    "VK_NV_dedicated_allocation_image_aliasing",
+    "VK_KHR_separate_depth_stencil_layouts",
+    "VK_EXT_buffer_device_address",
+    "VK_EXT_tooling_info",
+    "VK_EXT_separate_stencil_usage",
+    "VK_EXT_validation_features",
+    "VK_KHR_present_wait",
+    "VK_NV_cooperative_matrix",
+    "VK_NV_coverage_reduction_mode",
+    "VK_EXT_fragment_shader_interlock",
+    "VK_EXT_ycbcr_image_arrays",
+    "VK_KHR_uniform_buffer_standard_layout",
+    "VK_EXT_provoking_vertex",
+    "VK_EXT_full_screen_exclusive",
+    "VK_EXT_headless_surface",
+    "VK_KHR_buffer_device_address",
+    "VK_EXT_line_rasterization",
+    "VK_EXT_shader_atomic_float",
+    "VK_EXT_host_query_reset",
+    "VK_EXT_index_type_uint8",
+    "VK_EXT_extended_dynamic_state",
+    "VK_KHR_deferred_host_operations",
+    "VK_KHR_pipeline_executable_properties",
+    "VK_EXT_shader_atomic_float2",
+    "VK_EXT_surface_maintenance1",
+    "VK_EXT_swapchain_maintenance1",
+    "VK_EXT_shader_demote_to_helper_invocation",
+    "VK_NV_device_generated_commands",
+    "VK_NV_inherited_viewport_scissor",
+    "VK_KHR_shader_integer_dot_product",
+    "VK_EXT_texel_buffer_alignment",
+    "VK_QCOM_render_pass_transform",
+    "VK_EXT_device_memory_report",
+    "VK_EXT_acquire_drm_display",
+    "VK_EXT_robustness2",
+    "VK_EXT_custom_border_color",
+    "VK_GOOGLE_user_type",
+    "VK_KHR_pipeline_library",
+    "VK_NV_present_barrier",
+    "VK_KHR_shader_non_semantic_info",
+    "VK_KHR_present_id",
+    "VK_EXT_private_data",
+    "VK_EXT_pipeline_creation_cache_control",
+    "VK_KHR_video_encode_queue",
+    "VK_NV_device_diagnostics_config",
+    "VK_QCOM_render_pass_store_ops",
+    "VK_EXT_metal_objects",
+    "VK_KHR_synchronization2",
+    "VK_EXT_descriptor_buffer",
+    "VK_EXT_graphics_pipeline_library",
+    "VK_AMD_shader_early_and_late_fragment_tests",
+    "VK_KHR_fragment_shader_barycentric",
+    "VK_KHR_shader_subgroup_uniform_control_flow",
+    "VK_KHR_zero_initialize_workgroup_memory",
+    "VK_NV_fragment_shading_rate_enums",
+    "VK_NV_ray_tracing_motion_blur",
+    "VK_EXT_mesh_shader",
+    "VK_EXT_ycbcr_2plane_444_formats",
+    "VK_EXT_fragment_density_map2",
+    "VK_QCOM_rotated_copy_commands",
+    "VK_EXT_image_robustness",
+    "VK_KHR_workgroup_memory_explicit_layout",
+    "VK_KHR_copy_commands2",
+    "VK_EXT_image_compression_control",
+    "VK_EXT_attachment_feedback_loop_layout",
+    "VK_EXT_4444_formats",
+    "VK_EXT_device_fault",
+    "VK_ARM_rasterization_order_attachment_access",
+    "VK_EXT_rgba10x6_formats",
+    "VK_NV_acquire_winrt_display",
+    "VK_EXT_directfb_surface",
+    "VK_VALVE_mutable_descriptor_type",
+    "VK_EXT_vertex_input_dynamic_state",
+    "VK_EXT_physical_device_drm",
+    "VK_EXT_device_address_binding_report",
+    "VK_EXT_depth_clip_control",
+    "VK_EXT_primitive_topology_list_restart",
+    "VK_KHR_format_feature_flags2",
+    "VK_FUCHSIA_external_memory",
+    "VK_FUCHSIA_external_semaphore",
+    "VK_FUCHSIA_buffer_collection",
+    "VK_HUAWEI_subpass_shading",
+    "VK_HUAWEI_invocation_mask",
+    "VK_NV_external_memory_rdma",
+    "VK_EXT_pipeline_properties",
+    "VK_EXT_multisampled_render_to_single_sampled",
+    "VK_EXT_extended_dynamic_state2",
+    "VK_QNX_screen_surface",
+    "VK_EXT_color_write_enable",
+    "VK_EXT_primitives_generated_query",
+    "VK_KHR_ray_tracing_maintenance1",
+    "VK_EXT_global_priority_query",
+    "VK_EXT_image_view_min_lod",
+    "VK_EXT_multi_draw",
+    "VK_EXT_image_2d_view_of_3d",
+    "VK_KHR_portability_enumeration",
+    "VK_EXT_opacity_micromap",
+    "VK_EXT_load_store_op_none",
+    "VK_HUAWEI_cluster_culling_shader",
+    "VK_EXT_border_color_swizzle",
+    "VK_EXT_pageable_device_local_memory",
+    "VK_KHR_maintenance4",
+    "VK_VALVE_descriptor_set_host_mapping",
+    "VK_EXT_depth_clamp_zero_one",
+    "VK_EXT_non_seamless_cube_map",
+    "VK_QCOM_fragment_density_map_offset",
+    "VK_NV_copy_memory_indirect",
+    "VK_NV_memory_decompression",
+    "VK_NV_linear_color_attachment",
+    "VK_GOOGLE_surfaceless_query",
+    "VK_EXT_image_compression_control_swapchain",
+    "VK_QCOM_image_processing",
+    "VK_EXT_extended_dynamic_state3",
+    "VK_EXT_subpass_merge_feedback",
+    "VK_LUNARG_direct_driver_loading",
+    "VK_EXT_shader_module_identifier",
+    "VK_EXT_rasterization_order_attachment_access",
+    "VK_NV_optical_flow",
+    "VK_EXT_legacy_dithering",
+    "VK_EXT_pipeline_protected_access",
+    "VK_QCOM_tile_properties",
+    "VK_SEC_amigo_profiling",
+    "VK_QCOM_multiview_per_view_viewports",
+    "VK_NV_ray_tracing_invocation_reorder",
+    "VK_EXT_mutable_descriptor_type",
+    "VK_ARM_shader_core_builtins",
 ];

@@ -1608,6 +1608,1329 @@ PNext::VkDirectDriverLoadingListLUNARG(_) => vk::StructureType::DIRECT_DRIVER_LO
 PNext::VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(_) => vk::StructureType::PHYSICAL_DEVICE_MULTIVIEW_PER_VIEW_VIEWPORTS_FEATURES_QCOM.as_raw(),
 PNext::Unknown(s) => *s, }
     }
+
+    /// The element's struct name (`VkMemoryDedicatedAllocateInfo`), `"unknown"` for [`PNext::Unknown`].
+    pub fn name(&self) -> &'static str {
+        match self {
+            PNext::VkApplicationInfo(_) => "VkApplicationInfo",
+            PNext::VkDeviceQueueCreateInfo(_) => "VkDeviceQueueCreateInfo",
+            PNext::VkDeviceCreateInfo(_) => "VkDeviceCreateInfo",
+            PNext::VkInstanceCreateInfo(_) => "VkInstanceCreateInfo",
+            PNext::VkMemoryAllocateInfo(_) => "VkMemoryAllocateInfo",
+            PNext::VkMappedMemoryRange(_) => "VkMappedMemoryRange",
+            PNext::VkWriteDescriptorSet(_) => "VkWriteDescriptorSet",
+            PNext::VkCopyDescriptorSet(_) => "VkCopyDescriptorSet",
+            PNext::VkBufferCreateInfo(_) => "VkBufferCreateInfo",
+            PNext::VkBufferViewCreateInfo(_) => "VkBufferViewCreateInfo",
+            PNext::VkMemoryBarrier(_) => "VkMemoryBarrier",
+            PNext::VkBufferMemoryBarrier(_) => "VkBufferMemoryBarrier",
+            PNext::VkImageMemoryBarrier(_) => "VkImageMemoryBarrier",
+            PNext::VkImageCreateInfo(_) => "VkImageCreateInfo",
+            PNext::VkImageViewCreateInfo(_) => "VkImageViewCreateInfo",
+            PNext::VkBindSparseInfo(_) => "VkBindSparseInfo",
+            PNext::VkShaderModuleCreateInfo(_) => "VkShaderModuleCreateInfo",
+            PNext::VkDescriptorSetLayoutCreateInfo(_) => "VkDescriptorSetLayoutCreateInfo",
+            PNext::VkDescriptorPoolCreateInfo(_) => "VkDescriptorPoolCreateInfo",
+            PNext::VkDescriptorSetAllocateInfo(_) => "VkDescriptorSetAllocateInfo",
+            PNext::VkPipelineShaderStageCreateInfo(_) => "VkPipelineShaderStageCreateInfo",
+            PNext::VkComputePipelineCreateInfo(_) => "VkComputePipelineCreateInfo",
+            PNext::VkPipelineVertexInputStateCreateInfo(_) => {
+                "VkPipelineVertexInputStateCreateInfo"
+            }
+            PNext::VkPipelineInputAssemblyStateCreateInfo(_) => {
+                "VkPipelineInputAssemblyStateCreateInfo"
+            }
+            PNext::VkPipelineTessellationStateCreateInfo(_) => {
+                "VkPipelineTessellationStateCreateInfo"
+            }
+            PNext::VkPipelineViewportStateCreateInfo(_) => "VkPipelineViewportStateCreateInfo",
+            PNext::VkPipelineRasterizationStateCreateInfo(_) => {
+                "VkPipelineRasterizationStateCreateInfo"
+            }
+            PNext::VkPipelineMultisampleStateCreateInfo(_) => {
+                "VkPipelineMultisampleStateCreateInfo"
+            }
+            PNext::VkPipelineColorBlendStateCreateInfo(_) => "VkPipelineColorBlendStateCreateInfo",
+            PNext::VkPipelineDynamicStateCreateInfo(_) => "VkPipelineDynamicStateCreateInfo",
+            PNext::VkPipelineDepthStencilStateCreateInfo(_) => {
+                "VkPipelineDepthStencilStateCreateInfo"
+            }
+            PNext::VkGraphicsPipelineCreateInfo(_) => "VkGraphicsPipelineCreateInfo",
+            PNext::VkPipelineCacheCreateInfo(_) => "VkPipelineCacheCreateInfo",
+            PNext::VkPipelineLayoutCreateInfo(_) => "VkPipelineLayoutCreateInfo",
+            PNext::VkSamplerCreateInfo(_) => "VkSamplerCreateInfo",
+            PNext::VkCommandPoolCreateInfo(_) => "VkCommandPoolCreateInfo",
+            PNext::VkCommandBufferAllocateInfo(_) => "VkCommandBufferAllocateInfo",
+            PNext::VkCommandBufferInheritanceInfo(_) => "VkCommandBufferInheritanceInfo",
+            PNext::VkCommandBufferBeginInfo(_) => "VkCommandBufferBeginInfo",
+            PNext::VkRenderPassBeginInfo(_) => "VkRenderPassBeginInfo",
+            PNext::VkRenderPassCreateInfo(_) => "VkRenderPassCreateInfo",
+            PNext::VkEventCreateInfo(_) => "VkEventCreateInfo",
+            PNext::VkFenceCreateInfo(_) => "VkFenceCreateInfo",
+            PNext::VkSemaphoreCreateInfo(_) => "VkSemaphoreCreateInfo",
+            PNext::VkQueryPoolCreateInfo(_) => "VkQueryPoolCreateInfo",
+            PNext::VkFramebufferCreateInfo(_) => "VkFramebufferCreateInfo",
+            PNext::VkSubmitInfo(_) => "VkSubmitInfo",
+            PNext::VkDisplayModeCreateInfoKHR(_) => "VkDisplayModeCreateInfoKHR",
+            PNext::VkDisplaySurfaceCreateInfoKHR(_) => "VkDisplaySurfaceCreateInfoKHR",
+            PNext::VkDisplayPresentInfoKHR(_) => "VkDisplayPresentInfoKHR",
+            PNext::VkWaylandSurfaceCreateInfoKHR(_) => "VkWaylandSurfaceCreateInfoKHR",
+            PNext::VkXlibSurfaceCreateInfoKHR(_) => "VkXlibSurfaceCreateInfoKHR",
+            PNext::VkXcbSurfaceCreateInfoKHR(_) => "VkXcbSurfaceCreateInfoKHR",
+            PNext::VkSwapchainCreateInfoKHR(_) => "VkSwapchainCreateInfoKHR",
+            PNext::VkPresentInfoKHR(_) => "VkPresentInfoKHR",
+            PNext::VkDebugReportCallbackCreateInfoEXT(_) => "VkDebugReportCallbackCreateInfoEXT",
+            PNext::VkValidationFlagsEXT(_) => "VkValidationFlagsEXT",
+            PNext::VkValidationFeaturesEXT(_) => "VkValidationFeaturesEXT",
+            PNext::VkPipelineRasterizationStateRasterizationOrderAMD(_) => {
+                "VkPipelineRasterizationStateRasterizationOrderAMD"
+            }
+            PNext::VkDebugMarkerObjectNameInfoEXT(_) => "VkDebugMarkerObjectNameInfoEXT",
+            PNext::VkDebugMarkerObjectTagInfoEXT(_) => "VkDebugMarkerObjectTagInfoEXT",
+            PNext::VkDebugMarkerMarkerInfoEXT(_) => "VkDebugMarkerMarkerInfoEXT",
+            PNext::VkDedicatedAllocationImageCreateInfoNV(_) => {
+                "VkDedicatedAllocationImageCreateInfoNV"
+            }
+            PNext::VkDedicatedAllocationBufferCreateInfoNV(_) => {
+                "VkDedicatedAllocationBufferCreateInfoNV"
+            }
+            PNext::VkDedicatedAllocationMemoryAllocateInfoNV(_) => {
+                "VkDedicatedAllocationMemoryAllocateInfoNV"
+            }
+            PNext::VkExternalMemoryImageCreateInfoNV(_) => "VkExternalMemoryImageCreateInfoNV",
+            PNext::VkExportMemoryAllocateInfoNV(_) => "VkExportMemoryAllocateInfoNV",
+            PNext::VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV(_) => {
+                "VkPhysicalDeviceDeviceGeneratedCommandsFeaturesNV"
+            }
+            PNext::VkDevicePrivateDataCreateInfo(_) => "VkDevicePrivateDataCreateInfo",
+            PNext::VkPrivateDataSlotCreateInfo(_) => "VkPrivateDataSlotCreateInfo",
+            PNext::VkPhysicalDevicePrivateDataFeatures(_) => "VkPhysicalDevicePrivateDataFeatures",
+            PNext::VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV(_) => {
+                "VkPhysicalDeviceDeviceGeneratedCommandsPropertiesNV"
+            }
+            PNext::VkPhysicalDeviceMultiDrawPropertiesEXT(_) => {
+                "VkPhysicalDeviceMultiDrawPropertiesEXT"
+            }
+            PNext::VkGraphicsShaderGroupCreateInfoNV(_) => "VkGraphicsShaderGroupCreateInfoNV",
+            PNext::VkGraphicsPipelineShaderGroupsCreateInfoNV(_) => {
+                "VkGraphicsPipelineShaderGroupsCreateInfoNV"
+            }
+            PNext::VkIndirectCommandsLayoutTokenNV(_) => "VkIndirectCommandsLayoutTokenNV",
+            PNext::VkIndirectCommandsLayoutCreateInfoNV(_) => {
+                "VkIndirectCommandsLayoutCreateInfoNV"
+            }
+            PNext::VkGeneratedCommandsInfoNV(_) => "VkGeneratedCommandsInfoNV",
+            PNext::VkGeneratedCommandsMemoryRequirementsInfoNV(_) => {
+                "VkGeneratedCommandsMemoryRequirementsInfoNV"
+            }
+            PNext::VkPhysicalDeviceFeatures2(_) => "VkPhysicalDeviceFeatures2",
+            PNext::VkPhysicalDeviceProperties2(_) => "VkPhysicalDeviceProperties2",
+            PNext::VkFormatProperties2(_) => "VkFormatProperties2",
+            PNext::VkImageFormatProperties2(_) => "VkImageFormatProperties2",
+            PNext::VkPhysicalDeviceImageFormatInfo2(_) => "VkPhysicalDeviceImageFormatInfo2",
+            PNext::VkQueueFamilyProperties2(_) => "VkQueueFamilyProperties2",
+            PNext::VkPhysicalDeviceMemoryProperties2(_) => "VkPhysicalDeviceMemoryProperties2",
+            PNext::VkSparseImageFormatProperties2(_) => "VkSparseImageFormatProperties2",
+            PNext::VkPhysicalDeviceSparseImageFormatInfo2(_) => {
+                "VkPhysicalDeviceSparseImageFormatInfo2"
+            }
+            PNext::VkPhysicalDevicePushDescriptorPropertiesKHR(_) => {
+                "VkPhysicalDevicePushDescriptorPropertiesKHR"
+            }
+            PNext::VkPhysicalDeviceDriverProperties(_) => "VkPhysicalDeviceDriverProperties",
+            PNext::VkPresentRegionsKHR(_) => "VkPresentRegionsKHR",
+            PNext::VkPhysicalDeviceVariablePointersFeatures(_) => {
+                "VkPhysicalDeviceVariablePointersFeatures"
+            }
+            PNext::VkPhysicalDeviceExternalImageFormatInfo(_) => {
+                "VkPhysicalDeviceExternalImageFormatInfo"
+            }
+            PNext::VkExternalImageFormatProperties(_) => "VkExternalImageFormatProperties",
+            PNext::VkPhysicalDeviceExternalBufferInfo(_) => "VkPhysicalDeviceExternalBufferInfo",
+            PNext::VkExternalBufferProperties(_) => "VkExternalBufferProperties",
+            PNext::VkPhysicalDeviceIDProperties(_) => "VkPhysicalDeviceIDProperties",
+            PNext::VkExternalMemoryImageCreateInfo(_) => "VkExternalMemoryImageCreateInfo",
+            PNext::VkExternalMemoryBufferCreateInfo(_) => "VkExternalMemoryBufferCreateInfo",
+            PNext::VkExportMemoryAllocateInfo(_) => "VkExportMemoryAllocateInfo",
+            PNext::VkImportMemoryFdInfoKHR(_) => "VkImportMemoryFdInfoKHR",
+            PNext::VkMemoryFdPropertiesKHR(_) => "VkMemoryFdPropertiesKHR",
+            PNext::VkMemoryGetFdInfoKHR(_) => "VkMemoryGetFdInfoKHR",
+            PNext::VkPhysicalDeviceExternalSemaphoreInfo(_) => {
+                "VkPhysicalDeviceExternalSemaphoreInfo"
+            }
+            PNext::VkExternalSemaphoreProperties(_) => "VkExternalSemaphoreProperties",
+            PNext::VkExportSemaphoreCreateInfo(_) => "VkExportSemaphoreCreateInfo",
+            PNext::VkImportSemaphoreFdInfoKHR(_) => "VkImportSemaphoreFdInfoKHR",
+            PNext::VkSemaphoreGetFdInfoKHR(_) => "VkSemaphoreGetFdInfoKHR",
+            PNext::VkPhysicalDeviceExternalFenceInfo(_) => "VkPhysicalDeviceExternalFenceInfo",
+            PNext::VkExternalFenceProperties(_) => "VkExternalFenceProperties",
+            PNext::VkExportFenceCreateInfo(_) => "VkExportFenceCreateInfo",
+            PNext::VkImportFenceFdInfoKHR(_) => "VkImportFenceFdInfoKHR",
+            PNext::VkFenceGetFdInfoKHR(_) => "VkFenceGetFdInfoKHR",
+            PNext::VkPhysicalDeviceMultiviewFeatures(_) => "VkPhysicalDeviceMultiviewFeatures",
+            PNext::VkPhysicalDeviceMultiviewProperties(_) => "VkPhysicalDeviceMultiviewProperties",
+            PNext::VkRenderPassMultiviewCreateInfo(_) => "VkRenderPassMultiviewCreateInfo",
+            PNext::VkSurfaceCapabilities2EXT(_) => "VkSurfaceCapabilities2EXT",
+            PNext::VkDisplayPowerInfoEXT(_) => "VkDisplayPowerInfoEXT",
+            PNext::VkDeviceEventInfoEXT(_) => "VkDeviceEventInfoEXT",
+            PNext::VkDisplayEventInfoEXT(_) => "VkDisplayEventInfoEXT",
+            PNext::VkSwapchainCounterCreateInfoEXT(_) => "VkSwapchainCounterCreateInfoEXT",
+            PNext::VkPhysicalDeviceGroupProperties(_) => "VkPhysicalDeviceGroupProperties",
+            PNext::VkMemoryAllocateFlagsInfo(_) => "VkMemoryAllocateFlagsInfo",
+            PNext::VkBindBufferMemoryInfo(_) => "VkBindBufferMemoryInfo",
+            PNext::VkBindBufferMemoryDeviceGroupInfo(_) => "VkBindBufferMemoryDeviceGroupInfo",
+            PNext::VkBindImageMemoryInfo(_) => "VkBindImageMemoryInfo",
+            PNext::VkBindImageMemoryDeviceGroupInfo(_) => "VkBindImageMemoryDeviceGroupInfo",
+            PNext::VkDeviceGroupRenderPassBeginInfo(_) => "VkDeviceGroupRenderPassBeginInfo",
+            PNext::VkDeviceGroupCommandBufferBeginInfo(_) => "VkDeviceGroupCommandBufferBeginInfo",
+            PNext::VkDeviceGroupSubmitInfo(_) => "VkDeviceGroupSubmitInfo",
+            PNext::VkDeviceGroupBindSparseInfo(_) => "VkDeviceGroupBindSparseInfo",
+            PNext::VkDeviceGroupPresentCapabilitiesKHR(_) => "VkDeviceGroupPresentCapabilitiesKHR",
+            PNext::VkImageSwapchainCreateInfoKHR(_) => "VkImageSwapchainCreateInfoKHR",
+            PNext::VkBindImageMemorySwapchainInfoKHR(_) => "VkBindImageMemorySwapchainInfoKHR",
+            PNext::VkAcquireNextImageInfoKHR(_) => "VkAcquireNextImageInfoKHR",
+            PNext::VkDeviceGroupPresentInfoKHR(_) => "VkDeviceGroupPresentInfoKHR",
+            PNext::VkDeviceGroupDeviceCreateInfo(_) => "VkDeviceGroupDeviceCreateInfo",
+            PNext::VkDeviceGroupSwapchainCreateInfoKHR(_) => "VkDeviceGroupSwapchainCreateInfoKHR",
+            PNext::VkDescriptorUpdateTemplateCreateInfo(_) => {
+                "VkDescriptorUpdateTemplateCreateInfo"
+            }
+            PNext::VkPhysicalDevicePresentIdFeaturesKHR(_) => {
+                "VkPhysicalDevicePresentIdFeaturesKHR"
+            }
+            PNext::VkPresentIdKHR(_) => "VkPresentIdKHR",
+            PNext::VkPhysicalDevicePresentWaitFeaturesKHR(_) => {
+                "VkPhysicalDevicePresentWaitFeaturesKHR"
+            }
+            PNext::VkHdrMetadataEXT(_) => "VkHdrMetadataEXT",
+            PNext::VkDisplayNativeHdrSurfaceCapabilitiesAMD(_) => {
+                "VkDisplayNativeHdrSurfaceCapabilitiesAMD"
+            }
+            PNext::VkSwapchainDisplayNativeHdrCreateInfoAMD(_) => {
+                "VkSwapchainDisplayNativeHdrCreateInfoAMD"
+            }
+            PNext::VkPresentTimesInfoGOOGLE(_) => "VkPresentTimesInfoGOOGLE",
+            PNext::VkPipelineViewportWScalingStateCreateInfoNV(_) => {
+                "VkPipelineViewportWScalingStateCreateInfoNV"
+            }
+            PNext::VkPipelineViewportSwizzleStateCreateInfoNV(_) => {
+                "VkPipelineViewportSwizzleStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceDiscardRectanglePropertiesEXT(_) => {
+                "VkPhysicalDeviceDiscardRectanglePropertiesEXT"
+            }
+            PNext::VkPipelineDiscardRectangleStateCreateInfoEXT(_) => {
+                "VkPipelineDiscardRectangleStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX(_) => {
+                "VkPhysicalDeviceMultiviewPerViewAttributesPropertiesNVX"
+            }
+            PNext::VkRenderPassInputAttachmentAspectCreateInfo(_) => {
+                "VkRenderPassInputAttachmentAspectCreateInfo"
+            }
+            PNext::VkPhysicalDeviceSurfaceInfo2KHR(_) => "VkPhysicalDeviceSurfaceInfo2KHR",
+            PNext::VkSurfaceCapabilities2KHR(_) => "VkSurfaceCapabilities2KHR",
+            PNext::VkSurfaceFormat2KHR(_) => "VkSurfaceFormat2KHR",
+            PNext::VkDisplayProperties2KHR(_) => "VkDisplayProperties2KHR",
+            PNext::VkDisplayPlaneProperties2KHR(_) => "VkDisplayPlaneProperties2KHR",
+            PNext::VkDisplayModeProperties2KHR(_) => "VkDisplayModeProperties2KHR",
+            PNext::VkDisplayPlaneInfo2KHR(_) => "VkDisplayPlaneInfo2KHR",
+            PNext::VkDisplayPlaneCapabilities2KHR(_) => "VkDisplayPlaneCapabilities2KHR",
+            PNext::VkSharedPresentSurfaceCapabilitiesKHR(_) => {
+                "VkSharedPresentSurfaceCapabilitiesKHR"
+            }
+            PNext::VkPhysicalDevice16BitStorageFeatures(_) => {
+                "VkPhysicalDevice16BitStorageFeatures"
+            }
+            PNext::VkPhysicalDeviceSubgroupProperties(_) => "VkPhysicalDeviceSubgroupProperties",
+            PNext::VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures(_) => {
+                "VkPhysicalDeviceShaderSubgroupExtendedTypesFeatures"
+            }
+            PNext::VkBufferMemoryRequirementsInfo2(_) => "VkBufferMemoryRequirementsInfo2",
+            PNext::VkDeviceBufferMemoryRequirements(_) => "VkDeviceBufferMemoryRequirements",
+            PNext::VkImageMemoryRequirementsInfo2(_) => "VkImageMemoryRequirementsInfo2",
+            PNext::VkImageSparseMemoryRequirementsInfo2(_) => {
+                "VkImageSparseMemoryRequirementsInfo2"
+            }
+            PNext::VkDeviceImageMemoryRequirements(_) => "VkDeviceImageMemoryRequirements",
+            PNext::VkMemoryRequirements2(_) => "VkMemoryRequirements2",
+            PNext::VkSparseImageMemoryRequirements2(_) => "VkSparseImageMemoryRequirements2",
+            PNext::VkPhysicalDevicePointClippingProperties(_) => {
+                "VkPhysicalDevicePointClippingProperties"
+            }
+            PNext::VkMemoryDedicatedRequirements(_) => "VkMemoryDedicatedRequirements",
+            PNext::VkMemoryDedicatedAllocateInfo(_) => "VkMemoryDedicatedAllocateInfo",
+            PNext::VkImageViewUsageCreateInfo(_) => "VkImageViewUsageCreateInfo",
+            PNext::VkPipelineTessellationDomainOriginStateCreateInfo(_) => {
+                "VkPipelineTessellationDomainOriginStateCreateInfo"
+            }
+            PNext::VkSamplerYcbcrConversionInfo(_) => "VkSamplerYcbcrConversionInfo",
+            PNext::VkSamplerYcbcrConversionCreateInfo(_) => "VkSamplerYcbcrConversionCreateInfo",
+            PNext::VkBindImagePlaneMemoryInfo(_) => "VkBindImagePlaneMemoryInfo",
+            PNext::VkImagePlaneMemoryRequirementsInfo(_) => "VkImagePlaneMemoryRequirementsInfo",
+            PNext::VkPhysicalDeviceSamplerYcbcrConversionFeatures(_) => {
+                "VkPhysicalDeviceSamplerYcbcrConversionFeatures"
+            }
+            PNext::VkSamplerYcbcrConversionImageFormatProperties(_) => {
+                "VkSamplerYcbcrConversionImageFormatProperties"
+            }
+            PNext::VkTextureLODGatherFormatPropertiesAMD(_) => {
+                "VkTextureLODGatherFormatPropertiesAMD"
+            }
+            PNext::VkConditionalRenderingBeginInfoEXT(_) => "VkConditionalRenderingBeginInfoEXT",
+            PNext::VkProtectedSubmitInfo(_) => "VkProtectedSubmitInfo",
+            PNext::VkPhysicalDeviceProtectedMemoryFeatures(_) => {
+                "VkPhysicalDeviceProtectedMemoryFeatures"
+            }
+            PNext::VkPhysicalDeviceProtectedMemoryProperties(_) => {
+                "VkPhysicalDeviceProtectedMemoryProperties"
+            }
+            PNext::VkDeviceQueueInfo2(_) => "VkDeviceQueueInfo2",
+            PNext::VkPipelineCoverageToColorStateCreateInfoNV(_) => {
+                "VkPipelineCoverageToColorStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceSamplerFilterMinmaxProperties(_) => {
+                "VkPhysicalDeviceSamplerFilterMinmaxProperties"
+            }
+            PNext::VkSampleLocationsInfoEXT(_) => "VkSampleLocationsInfoEXT",
+            PNext::VkRenderPassSampleLocationsBeginInfoEXT(_) => {
+                "VkRenderPassSampleLocationsBeginInfoEXT"
+            }
+            PNext::VkPipelineSampleLocationsStateCreateInfoEXT(_) => {
+                "VkPipelineSampleLocationsStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceSampleLocationsPropertiesEXT(_) => {
+                "VkPhysicalDeviceSampleLocationsPropertiesEXT"
+            }
+            PNext::VkMultisamplePropertiesEXT(_) => "VkMultisamplePropertiesEXT",
+            PNext::VkSamplerReductionModeCreateInfo(_) => "VkSamplerReductionModeCreateInfo",
+            PNext::VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT(_) => {
+                "VkPhysicalDeviceBlendOperationAdvancedFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceMultiDrawFeaturesEXT(_) => {
+                "VkPhysicalDeviceMultiDrawFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT(_) => {
+                "VkPhysicalDeviceBlendOperationAdvancedPropertiesEXT"
+            }
+            PNext::VkPipelineColorBlendAdvancedStateCreateInfoEXT(_) => {
+                "VkPipelineColorBlendAdvancedStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceInlineUniformBlockFeatures(_) => {
+                "VkPhysicalDeviceInlineUniformBlockFeatures"
+            }
+            PNext::VkPhysicalDeviceInlineUniformBlockProperties(_) => {
+                "VkPhysicalDeviceInlineUniformBlockProperties"
+            }
+            PNext::VkWriteDescriptorSetInlineUniformBlock(_) => {
+                "VkWriteDescriptorSetInlineUniformBlock"
+            }
+            PNext::VkDescriptorPoolInlineUniformBlockCreateInfo(_) => {
+                "VkDescriptorPoolInlineUniformBlockCreateInfo"
+            }
+            PNext::VkPipelineCoverageModulationStateCreateInfoNV(_) => {
+                "VkPipelineCoverageModulationStateCreateInfoNV"
+            }
+            PNext::VkImageFormatListCreateInfo(_) => "VkImageFormatListCreateInfo",
+            PNext::VkValidationCacheCreateInfoEXT(_) => "VkValidationCacheCreateInfoEXT",
+            PNext::VkShaderModuleValidationCacheCreateInfoEXT(_) => {
+                "VkShaderModuleValidationCacheCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceMaintenance3Properties(_) => {
+                "VkPhysicalDeviceMaintenance3Properties"
+            }
+            PNext::VkPhysicalDeviceMaintenance4Features(_) => {
+                "VkPhysicalDeviceMaintenance4Features"
+            }
+            PNext::VkPhysicalDeviceMaintenance4Properties(_) => {
+                "VkPhysicalDeviceMaintenance4Properties"
+            }
+            PNext::VkDescriptorSetLayoutSupport(_) => "VkDescriptorSetLayoutSupport",
+            PNext::VkPhysicalDeviceShaderDrawParametersFeatures(_) => {
+                "VkPhysicalDeviceShaderDrawParametersFeatures"
+            }
+            PNext::VkPhysicalDeviceShaderFloat16Int8Features(_) => {
+                "VkPhysicalDeviceShaderFloat16Int8Features"
+            }
+            PNext::VkPhysicalDeviceFloatControlsProperties(_) => {
+                "VkPhysicalDeviceFloatControlsProperties"
+            }
+            PNext::VkPhysicalDeviceHostQueryResetFeatures(_) => {
+                "VkPhysicalDeviceHostQueryResetFeatures"
+            }
+            PNext::VkDeviceQueueGlobalPriorityCreateInfoKHR(_) => {
+                "VkDeviceQueueGlobalPriorityCreateInfoKHR"
+            }
+            PNext::VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR(_) => {
+                "VkPhysicalDeviceGlobalPriorityQueryFeaturesKHR"
+            }
+            PNext::VkQueueFamilyGlobalPriorityPropertiesKHR(_) => {
+                "VkQueueFamilyGlobalPriorityPropertiesKHR"
+            }
+            PNext::VkDebugUtilsObjectNameInfoEXT(_) => "VkDebugUtilsObjectNameInfoEXT",
+            PNext::VkDebugUtilsObjectTagInfoEXT(_) => "VkDebugUtilsObjectTagInfoEXT",
+            PNext::VkDebugUtilsLabelEXT(_) => "VkDebugUtilsLabelEXT",
+            PNext::VkDebugUtilsMessengerCreateInfoEXT(_) => "VkDebugUtilsMessengerCreateInfoEXT",
+            PNext::VkDebugUtilsMessengerCallbackDataEXT(_) => {
+                "VkDebugUtilsMessengerCallbackDataEXT"
+            }
+            PNext::VkPhysicalDeviceDeviceMemoryReportFeaturesEXT(_) => {
+                "VkPhysicalDeviceDeviceMemoryReportFeaturesEXT"
+            }
+            PNext::VkDeviceDeviceMemoryReportCreateInfoEXT(_) => {
+                "VkDeviceDeviceMemoryReportCreateInfoEXT"
+            }
+            PNext::VkDeviceMemoryReportCallbackDataEXT(_) => "VkDeviceMemoryReportCallbackDataEXT",
+            PNext::VkImportMemoryHostPointerInfoEXT(_) => "VkImportMemoryHostPointerInfoEXT",
+            PNext::VkMemoryHostPointerPropertiesEXT(_) => "VkMemoryHostPointerPropertiesEXT",
+            PNext::VkPhysicalDeviceExternalMemoryHostPropertiesEXT(_) => {
+                "VkPhysicalDeviceExternalMemoryHostPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceConservativeRasterizationPropertiesEXT(_) => {
+                "VkPhysicalDeviceConservativeRasterizationPropertiesEXT"
+            }
+            PNext::VkCalibratedTimestampInfoEXT(_) => "VkCalibratedTimestampInfoEXT",
+            PNext::VkPhysicalDeviceShaderCorePropertiesAMD(_) => {
+                "VkPhysicalDeviceShaderCorePropertiesAMD"
+            }
+            PNext::VkPhysicalDeviceShaderCoreProperties2AMD(_) => {
+                "VkPhysicalDeviceShaderCoreProperties2AMD"
+            }
+            PNext::VkPipelineRasterizationConservativeStateCreateInfoEXT(_) => {
+                "VkPipelineRasterizationConservativeStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceDescriptorIndexingFeatures(_) => {
+                "VkPhysicalDeviceDescriptorIndexingFeatures"
+            }
+            PNext::VkPhysicalDeviceDescriptorIndexingProperties(_) => {
+                "VkPhysicalDeviceDescriptorIndexingProperties"
+            }
+            PNext::VkDescriptorSetLayoutBindingFlagsCreateInfo(_) => {
+                "VkDescriptorSetLayoutBindingFlagsCreateInfo"
+            }
+            PNext::VkDescriptorSetVariableDescriptorCountAllocateInfo(_) => {
+                "VkDescriptorSetVariableDescriptorCountAllocateInfo"
+            }
+            PNext::VkDescriptorSetVariableDescriptorCountLayoutSupport(_) => {
+                "VkDescriptorSetVariableDescriptorCountLayoutSupport"
+            }
+            PNext::VkAttachmentDescription2(_) => "VkAttachmentDescription2",
+            PNext::VkAttachmentReference2(_) => "VkAttachmentReference2",
+            PNext::VkSubpassDescription2(_) => "VkSubpassDescription2",
+            PNext::VkSubpassDependency2(_) => "VkSubpassDependency2",
+            PNext::VkRenderPassCreateInfo2(_) => "VkRenderPassCreateInfo2",
+            PNext::VkSubpassBeginInfo(_) => "VkSubpassBeginInfo",
+            PNext::VkSubpassEndInfo(_) => "VkSubpassEndInfo",
+            PNext::VkPhysicalDeviceTimelineSemaphoreFeatures(_) => {
+                "VkPhysicalDeviceTimelineSemaphoreFeatures"
+            }
+            PNext::VkPhysicalDeviceTimelineSemaphoreProperties(_) => {
+                "VkPhysicalDeviceTimelineSemaphoreProperties"
+            }
+            PNext::VkSemaphoreTypeCreateInfo(_) => "VkSemaphoreTypeCreateInfo",
+            PNext::VkTimelineSemaphoreSubmitInfo(_) => "VkTimelineSemaphoreSubmitInfo",
+            PNext::VkSemaphoreWaitInfo(_) => "VkSemaphoreWaitInfo",
+            PNext::VkSemaphoreSignalInfo(_) => "VkSemaphoreSignalInfo",
+            PNext::VkPipelineVertexInputDivisorStateCreateInfoEXT(_) => {
+                "VkPipelineVertexInputDivisorStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT(_) => {
+                "VkPhysicalDeviceVertexAttributeDivisorPropertiesEXT"
+            }
+            PNext::VkPhysicalDevicePCIBusInfoPropertiesEXT(_) => {
+                "VkPhysicalDevicePCIBusInfoPropertiesEXT"
+            }
+            PNext::VkCommandBufferInheritanceConditionalRenderingInfoEXT(_) => {
+                "VkCommandBufferInheritanceConditionalRenderingInfoEXT"
+            }
+            PNext::VkPhysicalDevice8BitStorageFeatures(_) => "VkPhysicalDevice8BitStorageFeatures",
+            PNext::VkPhysicalDeviceConditionalRenderingFeaturesEXT(_) => {
+                "VkPhysicalDeviceConditionalRenderingFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceVulkanMemoryModelFeatures(_) => {
+                "VkPhysicalDeviceVulkanMemoryModelFeatures"
+            }
+            PNext::VkPhysicalDeviceShaderAtomicInt64Features(_) => {
+                "VkPhysicalDeviceShaderAtomicInt64Features"
+            }
+            PNext::VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(_) => {
+                "VkPhysicalDeviceShaderAtomicFloatFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT(_) => {
+                "VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT(_) => {
+                "VkPhysicalDeviceVertexAttributeDivisorFeaturesEXT"
+            }
+            PNext::VkQueueFamilyCheckpointPropertiesNV(_) => "VkQueueFamilyCheckpointPropertiesNV",
+            PNext::VkCheckpointDataNV(_) => "VkCheckpointDataNV",
+            PNext::VkPhysicalDeviceDepthStencilResolveProperties(_) => {
+                "VkPhysicalDeviceDepthStencilResolveProperties"
+            }
+            PNext::VkSubpassDescriptionDepthStencilResolve(_) => {
+                "VkSubpassDescriptionDepthStencilResolve"
+            }
+            PNext::VkImageViewASTCDecodeModeEXT(_) => "VkImageViewASTCDecodeModeEXT",
+            PNext::VkPhysicalDeviceASTCDecodeFeaturesEXT(_) => {
+                "VkPhysicalDeviceASTCDecodeFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceTransformFeedbackFeaturesEXT(_) => {
+                "VkPhysicalDeviceTransformFeedbackFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceTransformFeedbackPropertiesEXT(_) => {
+                "VkPhysicalDeviceTransformFeedbackPropertiesEXT"
+            }
+            PNext::VkPipelineRasterizationStateStreamCreateInfoEXT(_) => {
+                "VkPipelineRasterizationStateStreamCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV(_) => {
+                "VkPhysicalDeviceRepresentativeFragmentTestFeaturesNV"
+            }
+            PNext::VkPipelineRepresentativeFragmentTestStateCreateInfoNV(_) => {
+                "VkPipelineRepresentativeFragmentTestStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceExclusiveScissorFeaturesNV(_) => {
+                "VkPhysicalDeviceExclusiveScissorFeaturesNV"
+            }
+            PNext::VkPipelineViewportExclusiveScissorStateCreateInfoNV(_) => {
+                "VkPipelineViewportExclusiveScissorStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceCornerSampledImageFeaturesNV(_) => {
+                "VkPhysicalDeviceCornerSampledImageFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceComputeShaderDerivativesFeaturesNV(_) => {
+                "VkPhysicalDeviceComputeShaderDerivativesFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceShaderImageFootprintFeaturesNV(_) => {
+                "VkPhysicalDeviceShaderImageFootprintFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV(_) => {
+                "VkPhysicalDeviceDedicatedAllocationImageAliasingFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceCopyMemoryIndirectFeaturesNV(_) => {
+                "VkPhysicalDeviceCopyMemoryIndirectFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceCopyMemoryIndirectPropertiesNV(_) => {
+                "VkPhysicalDeviceCopyMemoryIndirectPropertiesNV"
+            }
+            PNext::VkPhysicalDeviceMemoryDecompressionFeaturesNV(_) => {
+                "VkPhysicalDeviceMemoryDecompressionFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceMemoryDecompressionPropertiesNV(_) => {
+                "VkPhysicalDeviceMemoryDecompressionPropertiesNV"
+            }
+            PNext::VkPipelineViewportShadingRateImageStateCreateInfoNV(_) => {
+                "VkPipelineViewportShadingRateImageStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceShadingRateImageFeaturesNV(_) => {
+                "VkPhysicalDeviceShadingRateImageFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceShadingRateImagePropertiesNV(_) => {
+                "VkPhysicalDeviceShadingRateImagePropertiesNV"
+            }
+            PNext::VkPhysicalDeviceInvocationMaskFeaturesHUAWEI(_) => {
+                "VkPhysicalDeviceInvocationMaskFeaturesHUAWEI"
+            }
+            PNext::VkPipelineViewportCoarseSampleOrderStateCreateInfoNV(_) => {
+                "VkPipelineViewportCoarseSampleOrderStateCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceMeshShaderFeaturesNV(_) => {
+                "VkPhysicalDeviceMeshShaderFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceMeshShaderPropertiesNV(_) => {
+                "VkPhysicalDeviceMeshShaderPropertiesNV"
+            }
+            PNext::VkPhysicalDeviceMeshShaderFeaturesEXT(_) => {
+                "VkPhysicalDeviceMeshShaderFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceMeshShaderPropertiesEXT(_) => {
+                "VkPhysicalDeviceMeshShaderPropertiesEXT"
+            }
+            PNext::VkRayTracingShaderGroupCreateInfoNV(_) => "VkRayTracingShaderGroupCreateInfoNV",
+            PNext::VkRayTracingShaderGroupCreateInfoKHR(_) => {
+                "VkRayTracingShaderGroupCreateInfoKHR"
+            }
+            PNext::VkRayTracingPipelineCreateInfoNV(_) => "VkRayTracingPipelineCreateInfoNV",
+            PNext::VkRayTracingPipelineCreateInfoKHR(_) => "VkRayTracingPipelineCreateInfoKHR",
+            PNext::VkGeometryTrianglesNV(_) => "VkGeometryTrianglesNV",
+            PNext::VkGeometryAABBNV(_) => "VkGeometryAABBNV",
+            PNext::VkGeometryNV(_) => "VkGeometryNV",
+            PNext::VkAccelerationStructureInfoNV(_) => "VkAccelerationStructureInfoNV",
+            PNext::VkAccelerationStructureCreateInfoNV(_) => "VkAccelerationStructureCreateInfoNV",
+            PNext::VkBindAccelerationStructureMemoryInfoNV(_) => {
+                "VkBindAccelerationStructureMemoryInfoNV"
+            }
+            PNext::VkWriteDescriptorSetAccelerationStructureKHR(_) => {
+                "VkWriteDescriptorSetAccelerationStructureKHR"
+            }
+            PNext::VkWriteDescriptorSetAccelerationStructureNV(_) => {
+                "VkWriteDescriptorSetAccelerationStructureNV"
+            }
+            PNext::VkAccelerationStructureMemoryRequirementsInfoNV(_) => {
+                "VkAccelerationStructureMemoryRequirementsInfoNV"
+            }
+            PNext::VkPhysicalDeviceAccelerationStructureFeaturesKHR(_) => {
+                "VkPhysicalDeviceAccelerationStructureFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceRayTracingPipelineFeaturesKHR(_) => {
+                "VkPhysicalDeviceRayTracingPipelineFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceRayQueryFeaturesKHR(_) => "VkPhysicalDeviceRayQueryFeaturesKHR",
+            PNext::VkPhysicalDeviceAccelerationStructurePropertiesKHR(_) => {
+                "VkPhysicalDeviceAccelerationStructurePropertiesKHR"
+            }
+            PNext::VkPhysicalDeviceRayTracingPipelinePropertiesKHR(_) => {
+                "VkPhysicalDeviceRayTracingPipelinePropertiesKHR"
+            }
+            PNext::VkPhysicalDeviceRayTracingPropertiesNV(_) => {
+                "VkPhysicalDeviceRayTracingPropertiesNV"
+            }
+            PNext::VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR(_) => {
+                "VkPhysicalDeviceRayTracingMaintenance1FeaturesKHR"
+            }
+            PNext::VkDrmFormatModifierPropertiesListEXT(_) => {
+                "VkDrmFormatModifierPropertiesListEXT"
+            }
+            PNext::VkPhysicalDeviceImageDrmFormatModifierInfoEXT(_) => {
+                "VkPhysicalDeviceImageDrmFormatModifierInfoEXT"
+            }
+            PNext::VkImageDrmFormatModifierListCreateInfoEXT(_) => {
+                "VkImageDrmFormatModifierListCreateInfoEXT"
+            }
+            PNext::VkImageDrmFormatModifierExplicitCreateInfoEXT(_) => {
+                "VkImageDrmFormatModifierExplicitCreateInfoEXT"
+            }
+            PNext::VkImageDrmFormatModifierPropertiesEXT(_) => {
+                "VkImageDrmFormatModifierPropertiesEXT"
+            }
+            PNext::VkImageStencilUsageCreateInfo(_) => "VkImageStencilUsageCreateInfo",
+            PNext::VkDeviceMemoryOverallocationCreateInfoAMD(_) => {
+                "VkDeviceMemoryOverallocationCreateInfoAMD"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapFeaturesEXT(_) => {
+                "VkPhysicalDeviceFragmentDensityMapFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMap2FeaturesEXT(_) => {
+                "VkPhysicalDeviceFragmentDensityMap2FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM(_) => {
+                "VkPhysicalDeviceFragmentDensityMapOffsetFeaturesQCOM"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapPropertiesEXT(_) => {
+                "VkPhysicalDeviceFragmentDensityMapPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMap2PropertiesEXT(_) => {
+                "VkPhysicalDeviceFragmentDensityMap2PropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM(_) => {
+                "VkPhysicalDeviceFragmentDensityMapOffsetPropertiesQCOM"
+            }
+            PNext::VkRenderPassFragmentDensityMapCreateInfoEXT(_) => {
+                "VkRenderPassFragmentDensityMapCreateInfoEXT"
+            }
+            PNext::VkSubpassFragmentDensityMapOffsetEndInfoQCOM(_) => {
+                "VkSubpassFragmentDensityMapOffsetEndInfoQCOM"
+            }
+            PNext::VkPhysicalDeviceScalarBlockLayoutFeatures(_) => {
+                "VkPhysicalDeviceScalarBlockLayoutFeatures"
+            }
+            PNext::VkSurfaceProtectedCapabilitiesKHR(_) => "VkSurfaceProtectedCapabilitiesKHR",
+            PNext::VkPhysicalDeviceUniformBufferStandardLayoutFeatures(_) => {
+                "VkPhysicalDeviceUniformBufferStandardLayoutFeatures"
+            }
+            PNext::VkPhysicalDeviceDepthClipEnableFeaturesEXT(_) => {
+                "VkPhysicalDeviceDepthClipEnableFeaturesEXT"
+            }
+            PNext::VkPipelineRasterizationDepthClipStateCreateInfoEXT(_) => {
+                "VkPipelineRasterizationDepthClipStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceMemoryBudgetPropertiesEXT(_) => {
+                "VkPhysicalDeviceMemoryBudgetPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceMemoryPriorityFeaturesEXT(_) => {
+                "VkPhysicalDeviceMemoryPriorityFeaturesEXT"
+            }
+            PNext::VkMemoryPriorityAllocateInfoEXT(_) => "VkMemoryPriorityAllocateInfoEXT",
+            PNext::VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT(_) => {
+                "VkPhysicalDevicePageableDeviceLocalMemoryFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceBufferDeviceAddressFeatures(_) => {
+                "VkPhysicalDeviceBufferDeviceAddressFeatures"
+            }
+            PNext::VkPhysicalDeviceBufferDeviceAddressFeaturesEXT(_) => {
+                "VkPhysicalDeviceBufferDeviceAddressFeaturesEXT"
+            }
+            PNext::VkBufferDeviceAddressInfo(_) => "VkBufferDeviceAddressInfo",
+            PNext::VkBufferOpaqueCaptureAddressCreateInfo(_) => {
+                "VkBufferOpaqueCaptureAddressCreateInfo"
+            }
+            PNext::VkBufferDeviceAddressCreateInfoEXT(_) => "VkBufferDeviceAddressCreateInfoEXT",
+            PNext::VkPhysicalDeviceImageViewImageFormatInfoEXT(_) => {
+                "VkPhysicalDeviceImageViewImageFormatInfoEXT"
+            }
+            PNext::VkFilterCubicImageViewImageFormatPropertiesEXT(_) => {
+                "VkFilterCubicImageViewImageFormatPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceImagelessFramebufferFeatures(_) => {
+                "VkPhysicalDeviceImagelessFramebufferFeatures"
+            }
+            PNext::VkFramebufferAttachmentsCreateInfo(_) => "VkFramebufferAttachmentsCreateInfo",
+            PNext::VkFramebufferAttachmentImageInfo(_) => "VkFramebufferAttachmentImageInfo",
+            PNext::VkRenderPassAttachmentBeginInfo(_) => "VkRenderPassAttachmentBeginInfo",
+            PNext::VkPhysicalDeviceTextureCompressionASTCHDRFeatures(_) => {
+                "VkPhysicalDeviceTextureCompressionASTCHDRFeatures"
+            }
+            PNext::VkPhysicalDeviceCooperativeMatrixFeaturesNV(_) => {
+                "VkPhysicalDeviceCooperativeMatrixFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceCooperativeMatrixPropertiesNV(_) => {
+                "VkPhysicalDeviceCooperativeMatrixPropertiesNV"
+            }
+            PNext::VkCooperativeMatrixPropertiesNV(_) => "VkCooperativeMatrixPropertiesNV",
+            PNext::VkPhysicalDeviceYcbcrImageArraysFeaturesEXT(_) => {
+                "VkPhysicalDeviceYcbcrImageArraysFeaturesEXT"
+            }
+            PNext::VkImageViewHandleInfoNVX(_) => "VkImageViewHandleInfoNVX",
+            PNext::VkImageViewAddressPropertiesNVX(_) => "VkImageViewAddressPropertiesNVX",
+            PNext::VkPipelineCreationFeedbackCreateInfo(_) => {
+                "VkPipelineCreationFeedbackCreateInfo"
+            }
+            PNext::VkPhysicalDevicePresentBarrierFeaturesNV(_) => {
+                "VkPhysicalDevicePresentBarrierFeaturesNV"
+            }
+            PNext::VkSurfaceCapabilitiesPresentBarrierNV(_) => {
+                "VkSurfaceCapabilitiesPresentBarrierNV"
+            }
+            PNext::VkSwapchainPresentBarrierCreateInfoNV(_) => {
+                "VkSwapchainPresentBarrierCreateInfoNV"
+            }
+            PNext::VkPhysicalDevicePerformanceQueryFeaturesKHR(_) => {
+                "VkPhysicalDevicePerformanceQueryFeaturesKHR"
+            }
+            PNext::VkPhysicalDevicePerformanceQueryPropertiesKHR(_) => {
+                "VkPhysicalDevicePerformanceQueryPropertiesKHR"
+            }
+            PNext::VkPerformanceCounterKHR(_) => "VkPerformanceCounterKHR",
+            PNext::VkPerformanceCounterDescriptionKHR(_) => "VkPerformanceCounterDescriptionKHR",
+            PNext::VkQueryPoolPerformanceCreateInfoKHR(_) => "VkQueryPoolPerformanceCreateInfoKHR",
+            PNext::VkAcquireProfilingLockInfoKHR(_) => "VkAcquireProfilingLockInfoKHR",
+            PNext::VkPerformanceQuerySubmitInfoKHR(_) => "VkPerformanceQuerySubmitInfoKHR",
+            PNext::VkHeadlessSurfaceCreateInfoEXT(_) => "VkHeadlessSurfaceCreateInfoEXT",
+            PNext::VkPhysicalDeviceCoverageReductionModeFeaturesNV(_) => {
+                "VkPhysicalDeviceCoverageReductionModeFeaturesNV"
+            }
+            PNext::VkPipelineCoverageReductionStateCreateInfoNV(_) => {
+                "VkPipelineCoverageReductionStateCreateInfoNV"
+            }
+            PNext::VkFramebufferMixedSamplesCombinationNV(_) => {
+                "VkFramebufferMixedSamplesCombinationNV"
+            }
+            PNext::VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL(_) => {
+                "VkPhysicalDeviceShaderIntegerFunctions2FeaturesINTEL"
+            }
+            PNext::VkInitializePerformanceApiInfoINTEL(_) => "VkInitializePerformanceApiInfoINTEL",
+            PNext::VkQueryPoolPerformanceQueryCreateInfoINTEL(_) => {
+                "VkQueryPoolPerformanceQueryCreateInfoINTEL"
+            }
+            PNext::VkPerformanceMarkerInfoINTEL(_) => "VkPerformanceMarkerInfoINTEL",
+            PNext::VkPerformanceStreamMarkerInfoINTEL(_) => "VkPerformanceStreamMarkerInfoINTEL",
+            PNext::VkPerformanceOverrideInfoINTEL(_) => "VkPerformanceOverrideInfoINTEL",
+            PNext::VkPerformanceConfigurationAcquireInfoINTEL(_) => {
+                "VkPerformanceConfigurationAcquireInfoINTEL"
+            }
+            PNext::VkPhysicalDeviceShaderClockFeaturesKHR(_) => {
+                "VkPhysicalDeviceShaderClockFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceIndexTypeUint8FeaturesEXT(_) => {
+                "VkPhysicalDeviceIndexTypeUint8FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceShaderSMBuiltinsPropertiesNV(_) => {
+                "VkPhysicalDeviceShaderSMBuiltinsPropertiesNV"
+            }
+            PNext::VkPhysicalDeviceShaderSMBuiltinsFeaturesNV(_) => {
+                "VkPhysicalDeviceShaderSMBuiltinsFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT(_) => {
+                "VkPhysicalDeviceFragmentShaderInterlockFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures(_) => {
+                "VkPhysicalDeviceSeparateDepthStencilLayoutsFeatures"
+            }
+            PNext::VkAttachmentReferenceStencilLayout(_) => "VkAttachmentReferenceStencilLayout",
+            PNext::VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT(_) => {
+                "VkPhysicalDevicePrimitiveTopologyListRestartFeaturesEXT"
+            }
+            PNext::VkAttachmentDescriptionStencilLayout(_) => {
+                "VkAttachmentDescriptionStencilLayout"
+            }
+            PNext::VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(_) => {
+                "VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR"
+            }
+            PNext::VkPipelineInfoKHR(_) => "VkPipelineInfoKHR",
+            PNext::VkPipelineExecutablePropertiesKHR(_) => "VkPipelineExecutablePropertiesKHR",
+            PNext::VkPipelineExecutableInfoKHR(_) => "VkPipelineExecutableInfoKHR",
+            PNext::VkPipelineExecutableStatisticKHR(_) => "VkPipelineExecutableStatisticKHR",
+            PNext::VkPipelineExecutableInternalRepresentationKHR(_) => {
+                "VkPipelineExecutableInternalRepresentationKHR"
+            }
+            PNext::VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures(_) => {
+                "VkPhysicalDeviceShaderDemoteToHelperInvocationFeatures"
+            }
+            PNext::VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT(_) => {
+                "VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceTexelBufferAlignmentProperties(_) => {
+                "VkPhysicalDeviceTexelBufferAlignmentProperties"
+            }
+            PNext::VkPhysicalDeviceSubgroupSizeControlFeatures(_) => {
+                "VkPhysicalDeviceSubgroupSizeControlFeatures"
+            }
+            PNext::VkPhysicalDeviceSubgroupSizeControlProperties(_) => {
+                "VkPhysicalDeviceSubgroupSizeControlProperties"
+            }
+            PNext::VkPipelineShaderStageRequiredSubgroupSizeCreateInfo(_) => {
+                "VkPipelineShaderStageRequiredSubgroupSizeCreateInfo"
+            }
+            PNext::VkSubpassShadingPipelineCreateInfoHUAWEI(_) => {
+                "VkSubpassShadingPipelineCreateInfoHUAWEI"
+            }
+            PNext::VkPhysicalDeviceSubpassShadingPropertiesHUAWEI(_) => {
+                "VkPhysicalDeviceSubpassShadingPropertiesHUAWEI"
+            }
+            PNext::VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI(_) => {
+                "VkPhysicalDeviceClusterCullingShaderPropertiesHUAWEI"
+            }
+            PNext::VkMemoryOpaqueCaptureAddressAllocateInfo(_) => {
+                "VkMemoryOpaqueCaptureAddressAllocateInfo"
+            }
+            PNext::VkDeviceMemoryOpaqueCaptureAddressInfo(_) => {
+                "VkDeviceMemoryOpaqueCaptureAddressInfo"
+            }
+            PNext::VkPhysicalDeviceLineRasterizationFeaturesEXT(_) => {
+                "VkPhysicalDeviceLineRasterizationFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceLineRasterizationPropertiesEXT(_) => {
+                "VkPhysicalDeviceLineRasterizationPropertiesEXT"
+            }
+            PNext::VkPipelineRasterizationLineStateCreateInfoEXT(_) => {
+                "VkPipelineRasterizationLineStateCreateInfoEXT"
+            }
+            PNext::VkPhysicalDevicePipelineCreationCacheControlFeatures(_) => {
+                "VkPhysicalDevicePipelineCreationCacheControlFeatures"
+            }
+            PNext::VkPhysicalDeviceVulkan11Features(_) => "VkPhysicalDeviceVulkan11Features",
+            PNext::VkPhysicalDeviceVulkan11Properties(_) => "VkPhysicalDeviceVulkan11Properties",
+            PNext::VkPhysicalDeviceVulkan12Features(_) => "VkPhysicalDeviceVulkan12Features",
+            PNext::VkPhysicalDeviceVulkan12Properties(_) => "VkPhysicalDeviceVulkan12Properties",
+            PNext::VkPhysicalDeviceVulkan13Features(_) => "VkPhysicalDeviceVulkan13Features",
+            PNext::VkPhysicalDeviceVulkan13Properties(_) => "VkPhysicalDeviceVulkan13Properties",
+            PNext::VkPipelineCompilerControlCreateInfoAMD(_) => {
+                "VkPipelineCompilerControlCreateInfoAMD"
+            }
+            PNext::VkPhysicalDeviceCoherentMemoryFeaturesAMD(_) => {
+                "VkPhysicalDeviceCoherentMemoryFeaturesAMD"
+            }
+            PNext::VkPhysicalDeviceToolProperties(_) => "VkPhysicalDeviceToolProperties",
+            PNext::VkSamplerCustomBorderColorCreateInfoEXT(_) => {
+                "VkSamplerCustomBorderColorCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceCustomBorderColorPropertiesEXT(_) => {
+                "VkPhysicalDeviceCustomBorderColorPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceCustomBorderColorFeaturesEXT(_) => {
+                "VkPhysicalDeviceCustomBorderColorFeaturesEXT"
+            }
+            PNext::VkSamplerBorderColorComponentMappingCreateInfoEXT(_) => {
+                "VkSamplerBorderColorComponentMappingCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceBorderColorSwizzleFeaturesEXT(_) => {
+                "VkPhysicalDeviceBorderColorSwizzleFeaturesEXT"
+            }
+            PNext::VkAccelerationStructureGeometryTrianglesDataKHR(_) => {
+                "VkAccelerationStructureGeometryTrianglesDataKHR"
+            }
+            PNext::VkAccelerationStructureGeometryAabbsDataKHR(_) => {
+                "VkAccelerationStructureGeometryAabbsDataKHR"
+            }
+            PNext::VkAccelerationStructureGeometryInstancesDataKHR(_) => {
+                "VkAccelerationStructureGeometryInstancesDataKHR"
+            }
+            PNext::VkAccelerationStructureGeometryKHR(_) => "VkAccelerationStructureGeometryKHR",
+            PNext::VkAccelerationStructureBuildGeometryInfoKHR(_) => {
+                "VkAccelerationStructureBuildGeometryInfoKHR"
+            }
+            PNext::VkAccelerationStructureCreateInfoKHR(_) => {
+                "VkAccelerationStructureCreateInfoKHR"
+            }
+            PNext::VkAccelerationStructureDeviceAddressInfoKHR(_) => {
+                "VkAccelerationStructureDeviceAddressInfoKHR"
+            }
+            PNext::VkAccelerationStructureVersionInfoKHR(_) => {
+                "VkAccelerationStructureVersionInfoKHR"
+            }
+            PNext::VkCopyAccelerationStructureInfoKHR(_) => "VkCopyAccelerationStructureInfoKHR",
+            PNext::VkCopyAccelerationStructureToMemoryInfoKHR(_) => {
+                "VkCopyAccelerationStructureToMemoryInfoKHR"
+            }
+            PNext::VkCopyMemoryToAccelerationStructureInfoKHR(_) => {
+                "VkCopyMemoryToAccelerationStructureInfoKHR"
+            }
+            PNext::VkRayTracingPipelineInterfaceCreateInfoKHR(_) => {
+                "VkRayTracingPipelineInterfaceCreateInfoKHR"
+            }
+            PNext::VkPipelineLibraryCreateInfoKHR(_) => "VkPipelineLibraryCreateInfoKHR",
+            PNext::VkPhysicalDeviceExtendedDynamicStateFeaturesEXT(_) => {
+                "VkPhysicalDeviceExtendedDynamicStateFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceExtendedDynamicState2FeaturesEXT(_) => {
+                "VkPhysicalDeviceExtendedDynamicState2FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceExtendedDynamicState3FeaturesEXT(_) => {
+                "VkPhysicalDeviceExtendedDynamicState3FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceExtendedDynamicState3PropertiesEXT(_) => {
+                "VkPhysicalDeviceExtendedDynamicState3PropertiesEXT"
+            }
+            PNext::VkRenderPassTransformBeginInfoQCOM(_) => "VkRenderPassTransformBeginInfoQCOM",
+            PNext::VkCopyCommandTransformInfoQCOM(_) => "VkCopyCommandTransformInfoQCOM",
+            PNext::VkCommandBufferInheritanceRenderPassTransformInfoQCOM(_) => {
+                "VkCommandBufferInheritanceRenderPassTransformInfoQCOM"
+            }
+            PNext::VkPhysicalDeviceDiagnosticsConfigFeaturesNV(_) => {
+                "VkPhysicalDeviceDiagnosticsConfigFeaturesNV"
+            }
+            PNext::VkDeviceDiagnosticsConfigCreateInfoNV(_) => {
+                "VkDeviceDiagnosticsConfigCreateInfoNV"
+            }
+            PNext::VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures(_) => {
+                "VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures"
+            }
+            PNext::VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR(_) => {
+                "VkPhysicalDeviceShaderSubgroupUniformControlFlowFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceRobustness2FeaturesEXT(_) => {
+                "VkPhysicalDeviceRobustness2FeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceRobustness2PropertiesEXT(_) => {
+                "VkPhysicalDeviceRobustness2PropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceImageRobustnessFeatures(_) => {
+                "VkPhysicalDeviceImageRobustnessFeatures"
+            }
+            PNext::VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR(_) => {
+                "VkPhysicalDeviceWorkgroupMemoryExplicitLayoutFeaturesKHR"
+            }
+            PNext::VkPhysicalDevice4444FormatsFeaturesEXT(_) => {
+                "VkPhysicalDevice4444FormatsFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceSubpassShadingFeaturesHUAWEI(_) => {
+                "VkPhysicalDeviceSubpassShadingFeaturesHUAWEI"
+            }
+            PNext::VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI(_) => {
+                "VkPhysicalDeviceClusterCullingShaderFeaturesHUAWEI"
+            }
+            PNext::VkBufferCopy2(_) => "VkBufferCopy2",
+            PNext::VkImageCopy2(_) => "VkImageCopy2",
+            PNext::VkImageBlit2(_) => "VkImageBlit2",
+            PNext::VkBufferImageCopy2(_) => "VkBufferImageCopy2",
+            PNext::VkImageResolve2(_) => "VkImageResolve2",
+            PNext::VkCopyBufferInfo2(_) => "VkCopyBufferInfo2",
+            PNext::VkCopyImageInfo2(_) => "VkCopyImageInfo2",
+            PNext::VkBlitImageInfo2(_) => "VkBlitImageInfo2",
+            PNext::VkCopyBufferToImageInfo2(_) => "VkCopyBufferToImageInfo2",
+            PNext::VkCopyImageToBufferInfo2(_) => "VkCopyImageToBufferInfo2",
+            PNext::VkResolveImageInfo2(_) => "VkResolveImageInfo2",
+            PNext::VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT(_) => {
+                "VkPhysicalDeviceShaderImageAtomicInt64FeaturesEXT"
+            }
+            PNext::VkFragmentShadingRateAttachmentInfoKHR(_) => {
+                "VkFragmentShadingRateAttachmentInfoKHR"
+            }
+            PNext::VkPipelineFragmentShadingRateStateCreateInfoKHR(_) => {
+                "VkPipelineFragmentShadingRateStateCreateInfoKHR"
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateFeaturesKHR(_) => {
+                "VkPhysicalDeviceFragmentShadingRateFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRatePropertiesKHR(_) => {
+                "VkPhysicalDeviceFragmentShadingRatePropertiesKHR"
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateKHR(_) => {
+                "VkPhysicalDeviceFragmentShadingRateKHR"
+            }
+            PNext::VkPhysicalDeviceShaderTerminateInvocationFeatures(_) => {
+                "VkPhysicalDeviceShaderTerminateInvocationFeatures"
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV(_) => {
+                "VkPhysicalDeviceFragmentShadingRateEnumsFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV(_) => {
+                "VkPhysicalDeviceFragmentShadingRateEnumsPropertiesNV"
+            }
+            PNext::VkPipelineFragmentShadingRateEnumStateCreateInfoNV(_) => {
+                "VkPipelineFragmentShadingRateEnumStateCreateInfoNV"
+            }
+            PNext::VkAccelerationStructureBuildSizesInfoKHR(_) => {
+                "VkAccelerationStructureBuildSizesInfoKHR"
+            }
+            PNext::VkPhysicalDeviceImage2DViewOf3DFeaturesEXT(_) => {
+                "VkPhysicalDeviceImage2DViewOf3DFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT(_) => {
+                "VkPhysicalDeviceMutableDescriptorTypeFeaturesEXT"
+            }
+            PNext::VkMutableDescriptorTypeCreateInfoEXT(_) => {
+                "VkMutableDescriptorTypeCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceDepthClipControlFeaturesEXT(_) => {
+                "VkPhysicalDeviceDepthClipControlFeaturesEXT"
+            }
+            PNext::VkPipelineViewportDepthClipControlCreateInfoEXT(_) => {
+                "VkPipelineViewportDepthClipControlCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT(_) => {
+                "VkPhysicalDeviceVertexInputDynamicStateFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceExternalMemoryRDMAFeaturesNV(_) => {
+                "VkPhysicalDeviceExternalMemoryRDMAFeaturesNV"
+            }
+            PNext::VkVertexInputBindingDescription2EXT(_) => "VkVertexInputBindingDescription2EXT",
+            PNext::VkVertexInputAttributeDescription2EXT(_) => {
+                "VkVertexInputAttributeDescription2EXT"
+            }
+            PNext::VkPhysicalDeviceColorWriteEnableFeaturesEXT(_) => {
+                "VkPhysicalDeviceColorWriteEnableFeaturesEXT"
+            }
+            PNext::VkPipelineColorWriteCreateInfoEXT(_) => "VkPipelineColorWriteCreateInfoEXT",
+            PNext::VkMemoryBarrier2(_) => "VkMemoryBarrier2",
+            PNext::VkImageMemoryBarrier2(_) => "VkImageMemoryBarrier2",
+            PNext::VkBufferMemoryBarrier2(_) => "VkBufferMemoryBarrier2",
+            PNext::VkDependencyInfo(_) => "VkDependencyInfo",
+            PNext::VkSemaphoreSubmitInfo(_) => "VkSemaphoreSubmitInfo",
+            PNext::VkCommandBufferSubmitInfo(_) => "VkCommandBufferSubmitInfo",
+            PNext::VkSubmitInfo2(_) => "VkSubmitInfo2",
+            PNext::VkQueueFamilyCheckpointProperties2NV(_) => {
+                "VkQueueFamilyCheckpointProperties2NV"
+            }
+            PNext::VkCheckpointData2NV(_) => "VkCheckpointData2NV",
+            PNext::VkPhysicalDeviceSynchronization2Features(_) => {
+                "VkPhysicalDeviceSynchronization2Features"
+            }
+            PNext::VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT(_) => {
+                "VkPhysicalDevicePrimitivesGeneratedQueryFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceLegacyDitheringFeaturesEXT(_) => {
+                "VkPhysicalDeviceLegacyDitheringFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT(_) => {
+                "VkPhysicalDeviceMultisampledRenderToSingleSampledFeaturesEXT"
+            }
+            PNext::VkSubpassResolvePerformanceQueryEXT(_) => "VkSubpassResolvePerformanceQueryEXT",
+            PNext::VkMultisampledRenderToSingleSampledInfoEXT(_) => {
+                "VkMultisampledRenderToSingleSampledInfoEXT"
+            }
+            PNext::VkPhysicalDevicePipelineProtectedAccessFeaturesEXT(_) => {
+                "VkPhysicalDevicePipelineProtectedAccessFeaturesEXT"
+            }
+            PNext::VkQueueFamilyVideoPropertiesKHR(_) => "VkQueueFamilyVideoPropertiesKHR",
+            PNext::VkQueueFamilyQueryResultStatusPropertiesKHR(_) => {
+                "VkQueueFamilyQueryResultStatusPropertiesKHR"
+            }
+            PNext::VkVideoProfileListInfoKHR(_) => "VkVideoProfileListInfoKHR",
+            PNext::VkPhysicalDeviceVideoFormatInfoKHR(_) => "VkPhysicalDeviceVideoFormatInfoKHR",
+            PNext::VkVideoFormatPropertiesKHR(_) => "VkVideoFormatPropertiesKHR",
+            PNext::VkVideoProfileInfoKHR(_) => "VkVideoProfileInfoKHR",
+            PNext::VkVideoCapabilitiesKHR(_) => "VkVideoCapabilitiesKHR",
+            PNext::VkVideoSessionMemoryRequirementsKHR(_) => "VkVideoSessionMemoryRequirementsKHR",
+            PNext::VkBindVideoSessionMemoryInfoKHR(_) => "VkBindVideoSessionMemoryInfoKHR",
+            PNext::VkVideoPictureResourceInfoKHR(_) => "VkVideoPictureResourceInfoKHR",
+            PNext::VkVideoReferenceSlotInfoKHR(_) => "VkVideoReferenceSlotInfoKHR",
+            PNext::VkVideoDecodeCapabilitiesKHR(_) => "VkVideoDecodeCapabilitiesKHR",
+            PNext::VkVideoDecodeUsageInfoKHR(_) => "VkVideoDecodeUsageInfoKHR",
+            PNext::VkVideoDecodeInfoKHR(_) => "VkVideoDecodeInfoKHR",
+            PNext::VkVideoSessionCreateInfoKHR(_) => "VkVideoSessionCreateInfoKHR",
+            PNext::VkVideoSessionParametersCreateInfoKHR(_) => {
+                "VkVideoSessionParametersCreateInfoKHR"
+            }
+            PNext::VkVideoSessionParametersUpdateInfoKHR(_) => {
+                "VkVideoSessionParametersUpdateInfoKHR"
+            }
+            PNext::VkVideoBeginCodingInfoKHR(_) => "VkVideoBeginCodingInfoKHR",
+            PNext::VkVideoEndCodingInfoKHR(_) => "VkVideoEndCodingInfoKHR",
+            PNext::VkVideoCodingControlInfoKHR(_) => "VkVideoCodingControlInfoKHR",
+            PNext::VkPhysicalDeviceInheritedViewportScissorFeaturesNV(_) => {
+                "VkPhysicalDeviceInheritedViewportScissorFeaturesNV"
+            }
+            PNext::VkCommandBufferInheritanceViewportScissorInfoNV(_) => {
+                "VkCommandBufferInheritanceViewportScissorInfoNV"
+            }
+            PNext::VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT(_) => {
+                "VkPhysicalDeviceYcbcr2Plane444FormatsFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceProvokingVertexFeaturesEXT(_) => {
+                "VkPhysicalDeviceProvokingVertexFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceProvokingVertexPropertiesEXT(_) => {
+                "VkPhysicalDeviceProvokingVertexPropertiesEXT"
+            }
+            PNext::VkPipelineRasterizationProvokingVertexStateCreateInfoEXT(_) => {
+                "VkPipelineRasterizationProvokingVertexStateCreateInfoEXT"
+            }
+            PNext::VkCuModuleCreateInfoNVX(_) => "VkCuModuleCreateInfoNVX",
+            PNext::VkCuFunctionCreateInfoNVX(_) => "VkCuFunctionCreateInfoNVX",
+            PNext::VkPhysicalDeviceDescriptorBufferFeaturesEXT(_) => {
+                "VkPhysicalDeviceDescriptorBufferFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceDescriptorBufferPropertiesEXT(_) => {
+                "VkPhysicalDeviceDescriptorBufferPropertiesEXT"
+            }
+            PNext::VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT(_) => {
+                "VkPhysicalDeviceDescriptorBufferDensityMapPropertiesEXT"
+            }
+            PNext::VkDescriptorAddressInfoEXT(_) => "VkDescriptorAddressInfoEXT",
+            PNext::VkDescriptorBufferBindingInfoEXT(_) => "VkDescriptorBufferBindingInfoEXT",
+            PNext::VkDescriptorBufferBindingPushDescriptorBufferHandleEXT(_) => {
+                "VkDescriptorBufferBindingPushDescriptorBufferHandleEXT"
+            }
+            PNext::VkDescriptorGetInfoEXT(_) => "VkDescriptorGetInfoEXT",
+            PNext::VkBufferCaptureDescriptorDataInfoEXT(_) => {
+                "VkBufferCaptureDescriptorDataInfoEXT"
+            }
+            PNext::VkImageCaptureDescriptorDataInfoEXT(_) => "VkImageCaptureDescriptorDataInfoEXT",
+            PNext::VkImageViewCaptureDescriptorDataInfoEXT(_) => {
+                "VkImageViewCaptureDescriptorDataInfoEXT"
+            }
+            PNext::VkSamplerCaptureDescriptorDataInfoEXT(_) => {
+                "VkSamplerCaptureDescriptorDataInfoEXT"
+            }
+            PNext::VkAccelerationStructureCaptureDescriptorDataInfoEXT(_) => {
+                "VkAccelerationStructureCaptureDescriptorDataInfoEXT"
+            }
+            PNext::VkOpaqueCaptureDescriptorDataCreateInfoEXT(_) => {
+                "VkOpaqueCaptureDescriptorDataCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceShaderIntegerDotProductFeatures(_) => {
+                "VkPhysicalDeviceShaderIntegerDotProductFeatures"
+            }
+            PNext::VkPhysicalDeviceShaderIntegerDotProductProperties(_) => {
+                "VkPhysicalDeviceShaderIntegerDotProductProperties"
+            }
+            PNext::VkPhysicalDeviceDrmPropertiesEXT(_) => "VkPhysicalDeviceDrmPropertiesEXT",
+            PNext::VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR(_) => {
+                "VkPhysicalDeviceFragmentShaderBarycentricFeaturesKHR"
+            }
+            PNext::VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR(_) => {
+                "VkPhysicalDeviceFragmentShaderBarycentricPropertiesKHR"
+            }
+            PNext::VkPhysicalDeviceRayTracingMotionBlurFeaturesNV(_) => {
+                "VkPhysicalDeviceRayTracingMotionBlurFeaturesNV"
+            }
+            PNext::VkAccelerationStructureGeometryMotionTrianglesDataNV(_) => {
+                "VkAccelerationStructureGeometryMotionTrianglesDataNV"
+            }
+            PNext::VkAccelerationStructureMotionInfoNV(_) => "VkAccelerationStructureMotionInfoNV",
+            PNext::VkMemoryGetRemoteAddressInfoNV(_) => "VkMemoryGetRemoteAddressInfoNV",
+            PNext::VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT(_) => {
+                "VkPhysicalDeviceRGBA10X6FormatsFeaturesEXT"
+            }
+            PNext::VkFormatProperties3(_) => "VkFormatProperties3",
+            PNext::VkDrmFormatModifierPropertiesList2EXT(_) => {
+                "VkDrmFormatModifierPropertiesList2EXT"
+            }
+            PNext::VkPipelineRenderingCreateInfo(_) => "VkPipelineRenderingCreateInfo",
+            PNext::VkRenderingInfo(_) => "VkRenderingInfo",
+            PNext::VkRenderingAttachmentInfo(_) => "VkRenderingAttachmentInfo",
+            PNext::VkRenderingFragmentShadingRateAttachmentInfoKHR(_) => {
+                "VkRenderingFragmentShadingRateAttachmentInfoKHR"
+            }
+            PNext::VkRenderingFragmentDensityMapAttachmentInfoEXT(_) => {
+                "VkRenderingFragmentDensityMapAttachmentInfoEXT"
+            }
+            PNext::VkPhysicalDeviceDynamicRenderingFeatures(_) => {
+                "VkPhysicalDeviceDynamicRenderingFeatures"
+            }
+            PNext::VkCommandBufferInheritanceRenderingInfo(_) => {
+                "VkCommandBufferInheritanceRenderingInfo"
+            }
+            PNext::VkAttachmentSampleCountInfoAMD(_) => "VkAttachmentSampleCountInfoAMD",
+            PNext::VkMultiviewPerViewAttributesInfoNVX(_) => "VkMultiviewPerViewAttributesInfoNVX",
+            PNext::VkPhysicalDeviceImageViewMinLodFeaturesEXT(_) => {
+                "VkPhysicalDeviceImageViewMinLodFeaturesEXT"
+            }
+            PNext::VkImageViewMinLodCreateInfoEXT(_) => "VkImageViewMinLodCreateInfoEXT",
+            PNext::VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT(_) => {
+                "VkPhysicalDeviceRasterizationOrderAttachmentAccessFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceLinearColorAttachmentFeaturesNV(_) => {
+                "VkPhysicalDeviceLinearColorAttachmentFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT(_) => {
+                "VkPhysicalDeviceGraphicsPipelineLibraryFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT(_) => {
+                "VkPhysicalDeviceGraphicsPipelineLibraryPropertiesEXT"
+            }
+            PNext::VkGraphicsPipelineLibraryCreateInfoEXT(_) => {
+                "VkGraphicsPipelineLibraryCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE(_) => {
+                "VkPhysicalDeviceDescriptorSetHostMappingFeaturesVALVE"
+            }
+            PNext::VkDescriptorSetBindingReferenceVALVE(_) => {
+                "VkDescriptorSetBindingReferenceVALVE"
+            }
+            PNext::VkDescriptorSetLayoutHostMappingInfoVALVE(_) => {
+                "VkDescriptorSetLayoutHostMappingInfoVALVE"
+            }
+            PNext::VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT(_) => {
+                "VkPhysicalDeviceShaderModuleIdentifierFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT(_) => {
+                "VkPhysicalDeviceShaderModuleIdentifierPropertiesEXT"
+            }
+            PNext::VkPipelineShaderStageModuleIdentifierCreateInfoEXT(_) => {
+                "VkPipelineShaderStageModuleIdentifierCreateInfoEXT"
+            }
+            PNext::VkShaderModuleIdentifierEXT(_) => "VkShaderModuleIdentifierEXT",
+            PNext::VkImageCompressionControlEXT(_) => "VkImageCompressionControlEXT",
+            PNext::VkPhysicalDeviceImageCompressionControlFeaturesEXT(_) => {
+                "VkPhysicalDeviceImageCompressionControlFeaturesEXT"
+            }
+            PNext::VkImageCompressionPropertiesEXT(_) => "VkImageCompressionPropertiesEXT",
+            PNext::VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT(_) => {
+                "VkPhysicalDeviceImageCompressionControlSwapchainFeaturesEXT"
+            }
+            PNext::VkImageSubresource2EXT(_) => "VkImageSubresource2EXT",
+            PNext::VkSubresourceLayout2EXT(_) => "VkSubresourceLayout2EXT",
+            PNext::VkRenderPassCreationControlEXT(_) => "VkRenderPassCreationControlEXT",
+            PNext::VkRenderPassCreationFeedbackCreateInfoEXT(_) => {
+                "VkRenderPassCreationFeedbackCreateInfoEXT"
+            }
+            PNext::VkRenderPassSubpassFeedbackCreateInfoEXT(_) => {
+                "VkRenderPassSubpassFeedbackCreateInfoEXT"
+            }
+            PNext::VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT(_) => {
+                "VkPhysicalDeviceSubpassMergeFeedbackFeaturesEXT"
+            }
+            PNext::VkMicromapBuildInfoEXT(_) => "VkMicromapBuildInfoEXT",
+            PNext::VkMicromapCreateInfoEXT(_) => "VkMicromapCreateInfoEXT",
+            PNext::VkMicromapVersionInfoEXT(_) => "VkMicromapVersionInfoEXT",
+            PNext::VkCopyMicromapInfoEXT(_) => "VkCopyMicromapInfoEXT",
+            PNext::VkCopyMicromapToMemoryInfoEXT(_) => "VkCopyMicromapToMemoryInfoEXT",
+            PNext::VkCopyMemoryToMicromapInfoEXT(_) => "VkCopyMemoryToMicromapInfoEXT",
+            PNext::VkMicromapBuildSizesInfoEXT(_) => "VkMicromapBuildSizesInfoEXT",
+            PNext::VkPhysicalDeviceOpacityMicromapFeaturesEXT(_) => {
+                "VkPhysicalDeviceOpacityMicromapFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceOpacityMicromapPropertiesEXT(_) => {
+                "VkPhysicalDeviceOpacityMicromapPropertiesEXT"
+            }
+            PNext::VkAccelerationStructureTrianglesOpacityMicromapEXT(_) => {
+                "VkAccelerationStructureTrianglesOpacityMicromapEXT"
+            }
+            PNext::VkPipelinePropertiesIdentifierEXT(_) => "VkPipelinePropertiesIdentifierEXT",
+            PNext::VkPhysicalDevicePipelinePropertiesFeaturesEXT(_) => {
+                "VkPhysicalDevicePipelinePropertiesFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD(_) => {
+                "VkPhysicalDeviceShaderEarlyAndLateFragmentTestsFeaturesAMD"
+            }
+            PNext::VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT(_) => {
+                "VkPhysicalDeviceNonSeamlessCubeMapFeaturesEXT"
+            }
+            PNext::VkPhysicalDevicePipelineRobustnessFeaturesEXT(_) => {
+                "VkPhysicalDevicePipelineRobustnessFeaturesEXT"
+            }
+            PNext::VkPipelineRobustnessCreateInfoEXT(_) => "VkPipelineRobustnessCreateInfoEXT",
+            PNext::VkPhysicalDevicePipelineRobustnessPropertiesEXT(_) => {
+                "VkPhysicalDevicePipelineRobustnessPropertiesEXT"
+            }
+            PNext::VkImageViewSampleWeightCreateInfoQCOM(_) => {
+                "VkImageViewSampleWeightCreateInfoQCOM"
+            }
+            PNext::VkPhysicalDeviceImageProcessingFeaturesQCOM(_) => {
+                "VkPhysicalDeviceImageProcessingFeaturesQCOM"
+            }
+            PNext::VkPhysicalDeviceImageProcessingPropertiesQCOM(_) => {
+                "VkPhysicalDeviceImageProcessingPropertiesQCOM"
+            }
+            PNext::VkPhysicalDeviceTilePropertiesFeaturesQCOM(_) => {
+                "VkPhysicalDeviceTilePropertiesFeaturesQCOM"
+            }
+            PNext::VkTilePropertiesQCOM(_) => "VkTilePropertiesQCOM",
+            PNext::VkPhysicalDeviceAmigoProfilingFeaturesSEC(_) => {
+                "VkPhysicalDeviceAmigoProfilingFeaturesSEC"
+            }
+            PNext::VkAmigoProfilingSubmitInfoSEC(_) => "VkAmigoProfilingSubmitInfoSEC",
+            PNext::VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT(_) => {
+                "VkPhysicalDeviceAttachmentFeedbackLoopLayoutFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceDepthClampZeroOneFeaturesEXT(_) => {
+                "VkPhysicalDeviceDepthClampZeroOneFeaturesEXT"
+            }
+            PNext::VkPhysicalDeviceAddressBindingReportFeaturesEXT(_) => {
+                "VkPhysicalDeviceAddressBindingReportFeaturesEXT"
+            }
+            PNext::VkDeviceAddressBindingCallbackDataEXT(_) => {
+                "VkDeviceAddressBindingCallbackDataEXT"
+            }
+            PNext::VkPhysicalDeviceOpticalFlowFeaturesNV(_) => {
+                "VkPhysicalDeviceOpticalFlowFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceOpticalFlowPropertiesNV(_) => {
+                "VkPhysicalDeviceOpticalFlowPropertiesNV"
+            }
+            PNext::VkOpticalFlowImageFormatInfoNV(_) => "VkOpticalFlowImageFormatInfoNV",
+            PNext::VkOpticalFlowImageFormatPropertiesNV(_) => {
+                "VkOpticalFlowImageFormatPropertiesNV"
+            }
+            PNext::VkOpticalFlowSessionCreateInfoNV(_) => "VkOpticalFlowSessionCreateInfoNV",
+            PNext::VkOpticalFlowSessionCreatePrivateDataInfoNV(_) => {
+                "VkOpticalFlowSessionCreatePrivateDataInfoNV"
+            }
+            PNext::VkOpticalFlowExecuteInfoNV(_) => "VkOpticalFlowExecuteInfoNV",
+            PNext::VkPhysicalDeviceFaultFeaturesEXT(_) => "VkPhysicalDeviceFaultFeaturesEXT",
+            PNext::VkDeviceFaultCountsEXT(_) => "VkDeviceFaultCountsEXT",
+            PNext::VkDeviceFaultInfoEXT(_) => "VkDeviceFaultInfoEXT",
+            PNext::VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM(_) => {
+                "VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM"
+            }
+            PNext::VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM(_) => {
+                "VkPhysicalDeviceShaderCoreBuiltinsFeaturesARM"
+            }
+            PNext::VkSurfacePresentModeEXT(_) => "VkSurfacePresentModeEXT",
+            PNext::VkSurfacePresentScalingCapabilitiesEXT(_) => {
+                "VkSurfacePresentScalingCapabilitiesEXT"
+            }
+            PNext::VkSurfacePresentModeCompatibilityEXT(_) => {
+                "VkSurfacePresentModeCompatibilityEXT"
+            }
+            PNext::VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT(_) => {
+                "VkPhysicalDeviceSwapchainMaintenance1FeaturesEXT"
+            }
+            PNext::VkSwapchainPresentFenceInfoEXT(_) => "VkSwapchainPresentFenceInfoEXT",
+            PNext::VkSwapchainPresentModesCreateInfoEXT(_) => {
+                "VkSwapchainPresentModesCreateInfoEXT"
+            }
+            PNext::VkSwapchainPresentModeInfoEXT(_) => "VkSwapchainPresentModeInfoEXT",
+            PNext::VkSwapchainPresentScalingCreateInfoEXT(_) => {
+                "VkSwapchainPresentScalingCreateInfoEXT"
+            }
+            PNext::VkReleaseSwapchainImagesInfoEXT(_) => "VkReleaseSwapchainImagesInfoEXT",
+            PNext::VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV(_) => {
+                "VkPhysicalDeviceRayTracingInvocationReorderFeaturesNV"
+            }
+            PNext::VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV(_) => {
+                "VkPhysicalDeviceRayTracingInvocationReorderPropertiesNV"
+            }
+            PNext::VkDirectDriverLoadingInfoLUNARG(_) => "VkDirectDriverLoadingInfoLUNARG",
+            PNext::VkDirectDriverLoadingListLUNARG(_) => "VkDirectDriverLoadingListLUNARG",
+            PNext::VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM(_) => {
+                "VkPhysicalDeviceMultiviewPerViewViewportsFeaturesQCOM"
+            }
+            PNext::Unknown(_) => "unknown",
+        }
+    }
 }
 
 impl ToJson for PNext {
@@ -55326,6 +56649,240 @@ pub mod params {
         }
     }
     #[derive(Debug, Clone, PartialEq, Default)]
+    pub struct vkCmdBuildAccelerationStructuresKHR {
+        pub command_buffer: u64,
+        pub info_count: u32,
+        pub p_infos: Option<Vec<VkAccelerationStructureBuildGeometryInfoKHR>>,
+        pub pp_build_range_infos:
+            Option<Vec<Option<Vec<VkAccelerationStructureBuildRangeInfoKHR>>>>,
+    }
+    impl vkCmdBuildAccelerationStructuresKHR {
+        #[inline(never)]
+        pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+            let command_buffer = d.u64()?;
+            let info_count = d.u32()?;
+            let p_infos = if d.flag()? {
+                Some({
+                    let n = d.count()?;
+                    let mut out = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        out.push(VkAccelerationStructureBuildGeometryInfoKHR::decode(d)?);
+                    }
+                    out
+                })
+            } else {
+                None
+            };
+            let pp_build_range_infos = if d.flag()? {
+                Some({
+                    let n = d.count()?;
+                    let mut out = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        out.push(if d.flag()? {
+                            Some({
+                                let n = d.count()?;
+                                let mut out = Vec::with_capacity(n);
+                                for _ in 0..n {
+                                    out.push(VkAccelerationStructureBuildRangeInfoKHR::decode(d)?);
+                                }
+                                out
+                            })
+                        } else {
+                            None
+                        });
+                    }
+                    out
+                })
+            } else {
+                None
+            };
+            Ok(Self {
+                command_buffer,
+                info_count,
+                p_infos,
+                pp_build_range_infos,
+            })
+        }
+    }
+    impl ToJson for vkCmdBuildAccelerationStructuresKHR {
+        fn to_json(&self, o: &mut String) {
+            o.push('{');
+            o.push_str("\"command_buffer\":");
+            self.command_buffer.to_json(o);
+            o.push_str(",\"info_count\":");
+            self.info_count.to_json(o);
+            o.push_str(",\"p_infos\":");
+            self.p_infos.to_json(o);
+            o.push_str(",\"pp_build_range_infos\":");
+            self.pp_build_range_infos.to_json(o);
+            o.push('}');
+        }
+    }
+    #[derive(Debug, Clone, PartialEq, Default)]
+    pub struct vkCmdBuildAccelerationStructuresIndirectKHR {
+        pub command_buffer: u64,
+        pub info_count: u32,
+        pub p_infos: Option<Vec<VkAccelerationStructureBuildGeometryInfoKHR>>,
+        pub p_indirect_device_addresses: Option<Vec<u64>>,
+        pub p_indirect_strides: Option<Vec<u32>>,
+        pub pp_max_primitive_counts: Option<Vec<Option<Vec<u32>>>>,
+    }
+    impl vkCmdBuildAccelerationStructuresIndirectKHR {
+        #[inline(never)]
+        pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+            let command_buffer = d.u64()?;
+            let info_count = d.u32()?;
+            let p_infos = if d.flag()? {
+                Some({
+                    let n = d.count()?;
+                    let mut out = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        out.push(VkAccelerationStructureBuildGeometryInfoKHR::decode(d)?);
+                    }
+                    out
+                })
+            } else {
+                None
+            };
+            let p_indirect_device_addresses = if d.flag()? {
+                Some({
+                    let n = d.count()?;
+                    d.scalars::<u64>(n)?
+                })
+            } else {
+                None
+            };
+            let p_indirect_strides = if d.flag()? {
+                Some({
+                    let n = d.count()?;
+                    d.scalars::<u32>(n)?
+                })
+            } else {
+                None
+            };
+            let pp_max_primitive_counts = if d.flag()? {
+                Some({
+                    let n = d.count()?;
+                    let mut out = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        out.push(if d.flag()? {
+                            Some({
+                                let n = d.count()?;
+                                d.scalars::<u32>(n)?
+                            })
+                        } else {
+                            None
+                        });
+                    }
+                    out
+                })
+            } else {
+                None
+            };
+            Ok(Self {
+                command_buffer,
+                info_count,
+                p_infos,
+                p_indirect_device_addresses,
+                p_indirect_strides,
+                pp_max_primitive_counts,
+            })
+        }
+    }
+    impl ToJson for vkCmdBuildAccelerationStructuresIndirectKHR {
+        fn to_json(&self, o: &mut String) {
+            o.push('{');
+            o.push_str("\"command_buffer\":");
+            self.command_buffer.to_json(o);
+            o.push_str(",\"info_count\":");
+            self.info_count.to_json(o);
+            o.push_str(",\"p_infos\":");
+            self.p_infos.to_json(o);
+            o.push_str(",\"p_indirect_device_addresses\":");
+            self.p_indirect_device_addresses.to_json(o);
+            o.push_str(",\"p_indirect_strides\":");
+            self.p_indirect_strides.to_json(o);
+            o.push_str(",\"pp_max_primitive_counts\":");
+            self.pp_max_primitive_counts.to_json(o);
+            o.push('}');
+        }
+    }
+    #[derive(Debug, Clone, PartialEq, Default)]
+    pub struct vkBuildAccelerationStructuresKHR {
+        pub device: u64,
+        pub deferred_operation: u64,
+        pub info_count: u32,
+        pub p_infos: Option<Vec<VkAccelerationStructureBuildGeometryInfoKHR>>,
+        pub pp_build_range_infos:
+            Option<Vec<Option<Vec<VkAccelerationStructureBuildRangeInfoKHR>>>>,
+    }
+    impl vkBuildAccelerationStructuresKHR {
+        #[inline(never)]
+        pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+            let device = d.u64()?;
+            let deferred_operation = d.u64()?;
+            let info_count = d.u32()?;
+            let p_infos = if d.flag()? {
+                Some({
+                    let n = d.count()?;
+                    let mut out = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        out.push(VkAccelerationStructureBuildGeometryInfoKHR::decode(d)?);
+                    }
+                    out
+                })
+            } else {
+                None
+            };
+            let pp_build_range_infos = if d.flag()? {
+                Some({
+                    let n = d.count()?;
+                    let mut out = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        out.push(if d.flag()? {
+                            Some({
+                                let n = d.count()?;
+                                let mut out = Vec::with_capacity(n);
+                                for _ in 0..n {
+                                    out.push(VkAccelerationStructureBuildRangeInfoKHR::decode(d)?);
+                                }
+                                out
+                            })
+                        } else {
+                            None
+                        });
+                    }
+                    out
+                })
+            } else {
+                None
+            };
+            Ok(Self {
+                device,
+                deferred_operation,
+                info_count,
+                p_infos,
+                pp_build_range_infos,
+            })
+        }
+    }
+    impl ToJson for vkBuildAccelerationStructuresKHR {
+        fn to_json(&self, o: &mut String) {
+            o.push('{');
+            o.push_str("\"device\":");
+            self.device.to_json(o);
+            o.push_str(",\"deferred_operation\":");
+            self.deferred_operation.to_json(o);
+            o.push_str(",\"info_count\":");
+            self.info_count.to_json(o);
+            o.push_str(",\"p_infos\":");
+            self.p_infos.to_json(o);
+            o.push_str(",\"pp_build_range_infos\":");
+            self.pp_build_range_infos.to_json(o);
+            o.push('}');
+        }
+    }
+    #[derive(Debug, Clone, PartialEq, Default)]
     pub struct vkCopyAccelerationStructureKHR {
         pub device: u64,
         pub deferred_operation: u64,
@@ -59552,6 +61109,45 @@ pub mod params {
         }
     }
     #[derive(Debug, Clone, PartialEq, Default)]
+    pub struct vkGetPipelinePropertiesEXT {
+        pub device: u64,
+        pub p_pipeline_info: Option<Box<VkPipelineInfoKHR>>,
+        pub p_pipeline_properties: Option<Vec<PNext>>,
+    }
+    impl vkGetPipelinePropertiesEXT {
+        #[inline(never)]
+        pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+            let device = d.u64()?;
+            let p_pipeline_info = if d.flag()? {
+                Some(Box::new(VkPipelineInfoKHR::decode(d)?))
+            } else {
+                None
+            };
+            let p_pipeline_properties = if d.flag()? {
+                Some(decode_pnext(d)?)
+            } else {
+                None
+            };
+            Ok(Self {
+                device,
+                p_pipeline_info,
+                p_pipeline_properties,
+            })
+        }
+    }
+    impl ToJson for vkGetPipelinePropertiesEXT {
+        fn to_json(&self, o: &mut String) {
+            o.push('{');
+            o.push_str("\"device\":");
+            self.device.to_json(o);
+            o.push_str(",\"p_pipeline_info\":");
+            self.p_pipeline_info.to_json(o);
+            o.push_str(",\"p_pipeline_properties\":");
+            self.p_pipeline_properties.to_json(o);
+            o.push('}');
+        }
+    }
+    #[derive(Debug, Clone, PartialEq, Default)]
     pub struct vkCmdSetPatchControlPointsEXT {
         pub command_buffer: u64,
         pub patch_control_points: u32,
@@ -59664,6 +61260,125 @@ pub mod params {
             self.command_buffer.to_json(o);
             o.push_str(",\"indirect_device_address\":");
             self.indirect_device_address.to_json(o);
+            o.push('}');
+        }
+    }
+    #[derive(Debug, Clone, PartialEq, Default)]
+    pub struct vkCmdDrawMultiEXT {
+        pub command_buffer: u64,
+        pub draw_count: u32,
+        pub p_vertex_info: Option<Vec<VkMultiDrawInfoEXT>>,
+        pub instance_count: u32,
+        pub first_instance: u32,
+        pub stride: u32,
+    }
+    impl vkCmdDrawMultiEXT {
+        #[inline(never)]
+        pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+            let command_buffer = d.u64()?;
+            let draw_count = d.u32()?;
+            let p_vertex_info = if d.flag()? {
+                Some({
+                    let n = d.count()?;
+                    let mut out = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        out.push(VkMultiDrawInfoEXT::decode(d)?);
+                    }
+                    out
+                })
+            } else {
+                None
+            };
+            let instance_count = d.u32()?;
+            let first_instance = d.u32()?;
+            let stride = d.u32()?;
+            Ok(Self {
+                command_buffer,
+                draw_count,
+                p_vertex_info,
+                instance_count,
+                first_instance,
+                stride,
+            })
+        }
+    }
+    impl ToJson for vkCmdDrawMultiEXT {
+        fn to_json(&self, o: &mut String) {
+            o.push('{');
+            o.push_str("\"command_buffer\":");
+            self.command_buffer.to_json(o);
+            o.push_str(",\"draw_count\":");
+            self.draw_count.to_json(o);
+            o.push_str(",\"p_vertex_info\":");
+            self.p_vertex_info.to_json(o);
+            o.push_str(",\"instance_count\":");
+            self.instance_count.to_json(o);
+            o.push_str(",\"first_instance\":");
+            self.first_instance.to_json(o);
+            o.push_str(",\"stride\":");
+            self.stride.to_json(o);
+            o.push('}');
+        }
+    }
+    #[derive(Debug, Clone, PartialEq, Default)]
+    pub struct vkCmdDrawMultiIndexedEXT {
+        pub command_buffer: u64,
+        pub draw_count: u32,
+        pub p_index_info: Option<Vec<VkMultiDrawIndexedInfoEXT>>,
+        pub instance_count: u32,
+        pub first_instance: u32,
+        pub stride: u32,
+        pub p_vertex_offset: Option<i32>,
+    }
+    impl vkCmdDrawMultiIndexedEXT {
+        #[inline(never)]
+        pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+            let command_buffer = d.u64()?;
+            let draw_count = d.u32()?;
+            let p_index_info = if d.flag()? {
+                Some({
+                    let n = d.count()?;
+                    let mut out = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        out.push(VkMultiDrawIndexedInfoEXT::decode(d)?);
+                    }
+                    out
+                })
+            } else {
+                None
+            };
+            let instance_count = d.u32()?;
+            let first_instance = d.u32()?;
+            let stride = d.u32()?;
+            let p_vertex_offset = if d.flag()? { Some(d.i32()?) } else { None };
+            Ok(Self {
+                command_buffer,
+                draw_count,
+                p_index_info,
+                instance_count,
+                first_instance,
+                stride,
+                p_vertex_offset,
+            })
+        }
+    }
+    impl ToJson for vkCmdDrawMultiIndexedEXT {
+        fn to_json(&self, o: &mut String) {
+            o.push('{');
+            o.push_str("\"command_buffer\":");
+            self.command_buffer.to_json(o);
+            o.push_str(",\"draw_count\":");
+            self.draw_count.to_json(o);
+            o.push_str(",\"p_index_info\":");
+            self.p_index_info.to_json(o);
+            o.push_str(",\"instance_count\":");
+            self.instance_count.to_json(o);
+            o.push_str(",\"first_instance\":");
+            self.first_instance.to_json(o);
+            o.push_str(",\"stride\":");
+            self.stride.to_json(o);
+            o.push_str(",\"p_vertex_offset\":");
+            self.p_vertex_offset.to_json(o);
             o.push('}');
         }
     }
@@ -62254,6 +63969,11 @@ pub enum Call {
     vkGetImageSparseMemoryRequirements2KHR(params::vkGetImageSparseMemoryRequirements2),
     vkCreateAccelerationStructureKHR(params::vkCreateAccelerationStructureKHR),
     vkDestroyAccelerationStructureKHR(params::vkDestroyAccelerationStructureKHR),
+    vkCmdBuildAccelerationStructuresKHR(params::vkCmdBuildAccelerationStructuresKHR),
+    vkCmdBuildAccelerationStructuresIndirectKHR(
+        params::vkCmdBuildAccelerationStructuresIndirectKHR,
+    ),
+    vkBuildAccelerationStructuresKHR(params::vkBuildAccelerationStructuresKHR),
     vkCopyAccelerationStructureKHR(params::vkCopyAccelerationStructureKHR),
     vkCopyAccelerationStructureToMemoryKHR(params::vkCopyAccelerationStructureToMemoryKHR),
     vkCopyMemoryToAccelerationStructureKHR(params::vkCopyMemoryToAccelerationStructureKHR),
@@ -62430,6 +64150,7 @@ pub enum Call {
     vkCmdSubpassShadingHUAWEI(params::vkCmdSubpassShadingHUAWEI),
     vkCmdBindInvocationMaskHUAWEI(params::vkCmdBindInvocationMaskHUAWEI),
     vkGetMemoryRemoteAddressNV(params::vkGetMemoryRemoteAddressNV),
+    vkGetPipelinePropertiesEXT(params::vkGetPipelinePropertiesEXT),
     vkCmdSetPatchControlPointsEXT(params::vkCmdSetPatchControlPointsEXT),
     vkCmdSetRasterizerDiscardEnableEXT(params::vkCmdSetRasterizerDiscardEnable),
     vkCmdSetDepthBiasEnableEXT(params::vkCmdSetDepthBiasEnable),
@@ -62437,6 +64158,8 @@ pub enum Call {
     vkCmdSetPrimitiveRestartEnableEXT(params::vkCmdSetPrimitiveRestartEnable),
     vkCmdSetColorWriteEnableEXT(params::vkCmdSetColorWriteEnableEXT),
     vkCmdTraceRaysIndirect2KHR(params::vkCmdTraceRaysIndirect2KHR),
+    vkCmdDrawMultiEXT(params::vkCmdDrawMultiEXT),
+    vkCmdDrawMultiIndexedEXT(params::vkCmdDrawMultiIndexedEXT),
     vkCreateMicromapEXT(params::vkCreateMicromapEXT),
     vkDestroyMicromapEXT(params::vkDestroyMicromapEXT),
     vkCmdBuildMicromapsEXT(params::vkCmdBuildMicromapsEXT),
@@ -62961,6 +64684,11 @@ impl Call {
             }
             Call::vkCreateAccelerationStructureKHR(_) => "vkCreateAccelerationStructureKHR",
             Call::vkDestroyAccelerationStructureKHR(_) => "vkDestroyAccelerationStructureKHR",
+            Call::vkCmdBuildAccelerationStructuresKHR(_) => "vkCmdBuildAccelerationStructuresKHR",
+            Call::vkCmdBuildAccelerationStructuresIndirectKHR(_) => {
+                "vkCmdBuildAccelerationStructuresIndirectKHR"
+            }
+            Call::vkBuildAccelerationStructuresKHR(_) => "vkBuildAccelerationStructuresKHR",
             Call::vkCopyAccelerationStructureKHR(_) => "vkCopyAccelerationStructureKHR",
             Call::vkCopyAccelerationStructureToMemoryKHR(_) => {
                 "vkCopyAccelerationStructureToMemoryKHR"
@@ -63179,6 +64907,7 @@ impl Call {
             Call::vkCmdSubpassShadingHUAWEI(_) => "vkCmdSubpassShadingHUAWEI",
             Call::vkCmdBindInvocationMaskHUAWEI(_) => "vkCmdBindInvocationMaskHUAWEI",
             Call::vkGetMemoryRemoteAddressNV(_) => "vkGetMemoryRemoteAddressNV",
+            Call::vkGetPipelinePropertiesEXT(_) => "vkGetPipelinePropertiesEXT",
             Call::vkCmdSetPatchControlPointsEXT(_) => "vkCmdSetPatchControlPointsEXT",
             Call::vkCmdSetRasterizerDiscardEnableEXT(_) => "vkCmdSetRasterizerDiscardEnableEXT",
             Call::vkCmdSetDepthBiasEnableEXT(_) => "vkCmdSetDepthBiasEnableEXT",
@@ -63186,6 +64915,8 @@ impl Call {
             Call::vkCmdSetPrimitiveRestartEnableEXT(_) => "vkCmdSetPrimitiveRestartEnableEXT",
             Call::vkCmdSetColorWriteEnableEXT(_) => "vkCmdSetColorWriteEnableEXT",
             Call::vkCmdTraceRaysIndirect2KHR(_) => "vkCmdTraceRaysIndirect2KHR",
+            Call::vkCmdDrawMultiEXT(_) => "vkCmdDrawMultiEXT",
+            Call::vkCmdDrawMultiIndexedEXT(_) => "vkCmdDrawMultiIndexedEXT",
             Call::vkCreateMicromapEXT(_) => "vkCreateMicromapEXT",
             Call::vkDestroyMicromapEXT(_) => "vkDestroyMicromapEXT",
             Call::vkCmdBuildMicromapsEXT(_) => "vkCmdBuildMicromapsEXT",
@@ -63797,6 +65528,15 @@ impl Call {
             Call::vkDestroyAccelerationStructureKHR(_) => {
                 crate::ids::vkDestroyAccelerationStructureKHR
             }
+            Call::vkCmdBuildAccelerationStructuresKHR(_) => {
+                crate::ids::vkCmdBuildAccelerationStructuresKHR
+            }
+            Call::vkCmdBuildAccelerationStructuresIndirectKHR(_) => {
+                crate::ids::vkCmdBuildAccelerationStructuresIndirectKHR
+            }
+            Call::vkBuildAccelerationStructuresKHR(_) => {
+                crate::ids::vkBuildAccelerationStructuresKHR
+            }
             Call::vkCopyAccelerationStructureKHR(_) => crate::ids::vkCopyAccelerationStructureKHR,
             Call::vkCopyAccelerationStructureToMemoryKHR(_) => {
                 crate::ids::vkCopyAccelerationStructureToMemoryKHR
@@ -64073,6 +65813,7 @@ impl Call {
             Call::vkCmdSubpassShadingHUAWEI(_) => crate::ids::vkCmdSubpassShadingHUAWEI,
             Call::vkCmdBindInvocationMaskHUAWEI(_) => crate::ids::vkCmdBindInvocationMaskHUAWEI,
             Call::vkGetMemoryRemoteAddressNV(_) => crate::ids::vkGetMemoryRemoteAddressNV,
+            Call::vkGetPipelinePropertiesEXT(_) => crate::ids::vkGetPipelinePropertiesEXT,
             Call::vkCmdSetPatchControlPointsEXT(_) => crate::ids::vkCmdSetPatchControlPointsEXT,
             Call::vkCmdSetRasterizerDiscardEnableEXT(_) => {
                 crate::ids::vkCmdSetRasterizerDiscardEnableEXT
@@ -64084,6 +65825,8 @@ impl Call {
             }
             Call::vkCmdSetColorWriteEnableEXT(_) => crate::ids::vkCmdSetColorWriteEnableEXT,
             Call::vkCmdTraceRaysIndirect2KHR(_) => crate::ids::vkCmdTraceRaysIndirect2KHR,
+            Call::vkCmdDrawMultiEXT(_) => crate::ids::vkCmdDrawMultiEXT,
+            Call::vkCmdDrawMultiIndexedEXT(_) => crate::ids::vkCmdDrawMultiIndexedEXT,
             Call::vkCreateMicromapEXT(_) => crate::ids::vkCreateMicromapEXT,
             Call::vkDestroyMicromapEXT(_) => crate::ids::vkDestroyMicromapEXT,
             Call::vkCmdBuildMicromapsEXT(_) => crate::ids::vkCmdBuildMicromapsEXT,
@@ -64566,6 +66309,9 @@ impl Call {
             Call::vkGetImageSparseMemoryRequirements2KHR(p) => p.to_json(&mut o),
             Call::vkCreateAccelerationStructureKHR(p) => p.to_json(&mut o),
             Call::vkDestroyAccelerationStructureKHR(p) => p.to_json(&mut o),
+            Call::vkCmdBuildAccelerationStructuresKHR(p) => p.to_json(&mut o),
+            Call::vkCmdBuildAccelerationStructuresIndirectKHR(p) => p.to_json(&mut o),
+            Call::vkBuildAccelerationStructuresKHR(p) => p.to_json(&mut o),
             Call::vkCopyAccelerationStructureKHR(p) => p.to_json(&mut o),
             Call::vkCopyAccelerationStructureToMemoryKHR(p) => p.to_json(&mut o),
             Call::vkCopyMemoryToAccelerationStructureKHR(p) => p.to_json(&mut o),
@@ -64718,6 +66464,7 @@ impl Call {
             Call::vkCmdSubpassShadingHUAWEI(p) => p.to_json(&mut o),
             Call::vkCmdBindInvocationMaskHUAWEI(p) => p.to_json(&mut o),
             Call::vkGetMemoryRemoteAddressNV(p) => p.to_json(&mut o),
+            Call::vkGetPipelinePropertiesEXT(p) => p.to_json(&mut o),
             Call::vkCmdSetPatchControlPointsEXT(p) => p.to_json(&mut o),
             Call::vkCmdSetRasterizerDiscardEnableEXT(p) => p.to_json(&mut o),
             Call::vkCmdSetDepthBiasEnableEXT(p) => p.to_json(&mut o),
@@ -64725,6 +66472,8 @@ impl Call {
             Call::vkCmdSetPrimitiveRestartEnableEXT(p) => p.to_json(&mut o),
             Call::vkCmdSetColorWriteEnableEXT(p) => p.to_json(&mut o),
             Call::vkCmdTraceRaysIndirect2KHR(p) => p.to_json(&mut o),
+            Call::vkCmdDrawMultiEXT(p) => p.to_json(&mut o),
+            Call::vkCmdDrawMultiIndexedEXT(p) => p.to_json(&mut o),
             Call::vkCreateMicromapEXT(p) => p.to_json(&mut o),
             Call::vkDestroyMicromapEXT(p) => p.to_json(&mut o),
             Call::vkCmdBuildMicromapsEXT(p) => p.to_json(&mut o),
@@ -66238,62 +67987,74 @@ pub fn decode_call(cmd: u32, bytes: &[u8]) -> Result<Call, DecodeError> {
             finish(d, p, Call::vkDestroyAccelerationStructureKHR)
         }
         354 => {
+            let p = params::vkCmdBuildAccelerationStructuresKHR::decode(d);
+            finish(d, p, Call::vkCmdBuildAccelerationStructuresKHR)
+        }
+        355 => {
+            let p = params::vkCmdBuildAccelerationStructuresIndirectKHR::decode(d);
+            finish(d, p, Call::vkCmdBuildAccelerationStructuresIndirectKHR)
+        }
+        356 => {
+            let p = params::vkBuildAccelerationStructuresKHR::decode(d);
+            finish(d, p, Call::vkBuildAccelerationStructuresKHR)
+        }
+        357 => {
             let p = params::vkCopyAccelerationStructureKHR::decode(d);
             finish(d, p, Call::vkCopyAccelerationStructureKHR)
         }
-        355 => {
+        358 => {
             let p = params::vkCopyAccelerationStructureToMemoryKHR::decode(d);
             finish(d, p, Call::vkCopyAccelerationStructureToMemoryKHR)
         }
-        356 => {
+        359 => {
             let p = params::vkCopyMemoryToAccelerationStructureKHR::decode(d);
             finish(d, p, Call::vkCopyMemoryToAccelerationStructureKHR)
         }
-        357 => {
+        360 => {
             let p = params::vkWriteAccelerationStructuresPropertiesKHR::decode(d);
             finish(d, p, Call::vkWriteAccelerationStructuresPropertiesKHR)
         }
-        358 => {
+        361 => {
             let p = params::vkCmdCopyAccelerationStructureKHR::decode(d);
             finish(d, p, Call::vkCmdCopyAccelerationStructureKHR)
         }
-        359 => {
+        362 => {
             let p = params::vkCmdCopyAccelerationStructureToMemoryKHR::decode(d);
             finish(d, p, Call::vkCmdCopyAccelerationStructureToMemoryKHR)
         }
-        360 => {
+        363 => {
             let p = params::vkCmdCopyMemoryToAccelerationStructureKHR::decode(d);
             finish(d, p, Call::vkCmdCopyMemoryToAccelerationStructureKHR)
         }
-        361 => {
+        364 => {
             let p = params::vkGetAccelerationStructureDeviceAddressKHR::decode(d);
             finish(d, p, Call::vkGetAccelerationStructureDeviceAddressKHR)
         }
-        362 => {
+        365 => {
             let p = params::vkCmdWriteAccelerationStructuresPropertiesKHR::decode(d);
             finish(d, p, Call::vkCmdWriteAccelerationStructuresPropertiesKHR)
         }
-        363 => {
+        366 => {
             let p = params::vkGetDeviceAccelerationStructureCompatibilityKHR::decode(d);
             finish(d, p, Call::vkGetDeviceAccelerationStructureCompatibilityKHR)
         }
-        364 => {
+        367 => {
             let p = params::vkGetAccelerationStructureBuildSizesKHR::decode(d);
             finish(d, p, Call::vkGetAccelerationStructureBuildSizesKHR)
         }
-        365 => {
+        368 => {
             let p = params::vkCmdTraceRaysKHR::decode(d);
             finish(d, p, Call::vkCmdTraceRaysKHR)
         }
-        366 => {
+        369 => {
             let p = params::vkCreateRayTracingPipelinesKHR::decode(d);
             finish(d, p, Call::vkCreateRayTracingPipelinesKHR)
         }
-        367 => {
+        370 => {
             let p = params::vkGetRayTracingShaderGroupHandlesKHR::decode(d);
             finish(d, p, Call::vkGetRayTracingShaderGroupHandlesKHR)
         }
-        368 => {
+        371 => {
             let p = params::vkGetRayTracingCaptureReplayShaderGroupHandlesKHR::decode(d);
             finish(
                 d,
@@ -66301,243 +68062,243 @@ pub fn decode_call(cmd: u32, bytes: &[u8]) -> Result<Call, DecodeError> {
                 Call::vkGetRayTracingCaptureReplayShaderGroupHandlesKHR,
             )
         }
-        369 => {
+        372 => {
             let p = params::vkCmdTraceRaysIndirectKHR::decode(d);
             finish(d, p, Call::vkCmdTraceRaysIndirectKHR)
         }
-        370 => {
+        373 => {
             let p = params::vkGetRayTracingShaderGroupStackSizeKHR::decode(d);
             finish(d, p, Call::vkGetRayTracingShaderGroupStackSizeKHR)
         }
-        371 => {
+        374 => {
             let p = params::vkCmdSetRayTracingPipelineStackSizeKHR::decode(d);
             finish(d, p, Call::vkCmdSetRayTracingPipelineStackSizeKHR)
         }
-        372 => {
+        375 => {
             let p = params::vkCreateSamplerYcbcrConversion::decode(d);
             finish(d, p, Call::vkCreateSamplerYcbcrConversionKHR)
         }
-        373 => {
+        376 => {
             let p = params::vkDestroySamplerYcbcrConversion::decode(d);
             finish(d, p, Call::vkDestroySamplerYcbcrConversionKHR)
         }
-        374 => {
+        377 => {
             let p = params::vkBindBufferMemory2::decode(d);
             finish(d, p, Call::vkBindBufferMemory2KHR)
         }
-        375 => {
+        378 => {
             let p = params::vkBindImageMemory2::decode(d);
             finish(d, p, Call::vkBindImageMemory2KHR)
         }
-        376 => {
+        379 => {
             let p = params::vkGetImageDrmFormatModifierPropertiesEXT::decode(d);
             finish(d, p, Call::vkGetImageDrmFormatModifierPropertiesEXT)
         }
-        377 => {
+        380 => {
             let p = params::vkCreateValidationCacheEXT::decode(d);
             finish(d, p, Call::vkCreateValidationCacheEXT)
         }
-        378 => {
+        381 => {
             let p = params::vkDestroyValidationCacheEXT::decode(d);
             finish(d, p, Call::vkDestroyValidationCacheEXT)
         }
-        379 => {
+        382 => {
             let p = params::vkMergeValidationCachesEXT::decode(d);
             finish(d, p, Call::vkMergeValidationCachesEXT)
         }
-        380 => {
+        383 => {
             let p = params::vkGetValidationCacheDataEXT::decode(d);
             finish(d, p, Call::vkGetValidationCacheDataEXT)
         }
-        381 => {
+        384 => {
             let p = params::vkCmdBindShadingRateImageNV::decode(d);
             finish(d, p, Call::vkCmdBindShadingRateImageNV)
         }
-        382 => {
+        385 => {
             let p = params::vkCmdSetViewportShadingRatePaletteNV::decode(d);
             finish(d, p, Call::vkCmdSetViewportShadingRatePaletteNV)
         }
-        383 => {
+        386 => {
             let p = params::vkCmdSetCoarseSampleOrderNV::decode(d);
             finish(d, p, Call::vkCmdSetCoarseSampleOrderNV)
         }
-        384 => {
+        387 => {
             let p = params::vkCreateAccelerationStructureNV::decode(d);
             finish(d, p, Call::vkCreateAccelerationStructureNV)
         }
-        385 => {
+        388 => {
             let p = params::vkDestroyAccelerationStructureNV::decode(d);
             finish(d, p, Call::vkDestroyAccelerationStructureNV)
         }
-        386 => {
+        389 => {
             let p = params::vkGetAccelerationStructureMemoryRequirementsNV::decode(d);
             finish(d, p, Call::vkGetAccelerationStructureMemoryRequirementsNV)
         }
-        387 => {
+        390 => {
             let p = params::vkBindAccelerationStructureMemoryNV::decode(d);
             finish(d, p, Call::vkBindAccelerationStructureMemoryNV)
         }
-        388 => {
+        391 => {
             let p = params::vkCmdBuildAccelerationStructureNV::decode(d);
             finish(d, p, Call::vkCmdBuildAccelerationStructureNV)
         }
-        389 => {
+        392 => {
             let p = params::vkCmdCopyAccelerationStructureNV::decode(d);
             finish(d, p, Call::vkCmdCopyAccelerationStructureNV)
         }
-        390 => {
+        393 => {
             let p = params::vkCmdTraceRaysNV::decode(d);
             finish(d, p, Call::vkCmdTraceRaysNV)
         }
-        391 => {
+        394 => {
             let p = params::vkCreateRayTracingPipelinesNV::decode(d);
             finish(d, p, Call::vkCreateRayTracingPipelinesNV)
         }
-        392 => {
+        395 => {
             let p = params::vkGetRayTracingShaderGroupHandlesKHR::decode(d);
             finish(d, p, Call::vkGetRayTracingShaderGroupHandlesNV)
         }
-        393 => {
+        396 => {
             let p = params::vkGetAccelerationStructureHandleNV::decode(d);
             finish(d, p, Call::vkGetAccelerationStructureHandleNV)
         }
-        394 => {
+        397 => {
             let p = params::vkCmdWriteAccelerationStructuresPropertiesNV::decode(d);
             finish(d, p, Call::vkCmdWriteAccelerationStructuresPropertiesNV)
         }
-        395 => {
+        398 => {
             let p = params::vkCompileDeferredNV::decode(d);
             finish(d, p, Call::vkCompileDeferredNV)
         }
-        396 => {
+        399 => {
             let p = params::vkGetDescriptorSetLayoutSupport::decode(d);
             finish(d, p, Call::vkGetDescriptorSetLayoutSupportKHR)
         }
-        397 => {
+        400 => {
             let p = params::vkCmdDrawIndirectCount::decode(d);
             finish(d, p, Call::vkCmdDrawIndirectCountKHR)
         }
-        398 => {
+        401 => {
             let p = params::vkCmdDrawIndexedIndirectCount::decode(d);
             finish(d, p, Call::vkCmdDrawIndexedIndirectCountKHR)
         }
-        399 => {
+        402 => {
             let p = params::vkGetMemoryHostPointerPropertiesEXT::decode(d);
             finish(d, p, Call::vkGetMemoryHostPointerPropertiesEXT)
         }
-        400 => {
+        403 => {
             let p = params::vkCmdWriteBufferMarkerAMD::decode(d);
             finish(d, p, Call::vkCmdWriteBufferMarkerAMD)
         }
-        401 => {
+        404 => {
             let p = params::vkGetPhysicalDeviceCalibrateableTimeDomainsEXT::decode(d);
             finish(d, p, Call::vkGetPhysicalDeviceCalibrateableTimeDomainsEXT)
         }
-        402 => {
+        405 => {
             let p = params::vkGetCalibratedTimestampsEXT::decode(d);
             finish(d, p, Call::vkGetCalibratedTimestampsEXT)
         }
-        403 => {
+        406 => {
             let p = params::vkCmdDrawMeshTasksNV::decode(d);
             finish(d, p, Call::vkCmdDrawMeshTasksNV)
         }
-        404 => {
+        407 => {
             let p = params::vkCmdDrawMeshTasksIndirectNV::decode(d);
             finish(d, p, Call::vkCmdDrawMeshTasksIndirectNV)
         }
-        405 => {
+        408 => {
             let p = params::vkCmdDrawMeshTasksIndirectCountNV::decode(d);
             finish(d, p, Call::vkCmdDrawMeshTasksIndirectCountNV)
         }
-        406 => {
+        409 => {
             let p = params::vkCmdSetExclusiveScissorNV::decode(d);
             finish(d, p, Call::vkCmdSetExclusiveScissorNV)
         }
-        407 => {
+        410 => {
             let p = params::vkCmdSetCheckpointNV::decode(d);
             finish(d, p, Call::vkCmdSetCheckpointNV)
         }
-        408 => {
+        411 => {
             let p = params::vkGetQueueCheckpointDataNV::decode(d);
             finish(d, p, Call::vkGetQueueCheckpointDataNV)
         }
-        409 => {
+        412 => {
             let p = params::vkGetSemaphoreCounterValue::decode(d);
             finish(d, p, Call::vkGetSemaphoreCounterValueKHR)
         }
-        410 => {
+        413 => {
             let p = params::vkWaitSemaphores::decode(d);
             finish(d, p, Call::vkWaitSemaphoresKHR)
         }
-        411 => {
+        414 => {
             let p = params::vkSignalSemaphore::decode(d);
             finish(d, p, Call::vkSignalSemaphoreKHR)
         }
-        412 => {
+        415 => {
             let p = params::vkInitializePerformanceApiINTEL::decode(d);
             finish(d, p, Call::vkInitializePerformanceApiINTEL)
         }
-        413 => {
+        416 => {
             let p = params::vkUninitializePerformanceApiINTEL::decode(d);
             finish(d, p, Call::vkUninitializePerformanceApiINTEL)
         }
-        414 => {
+        417 => {
             let p = params::vkCmdSetPerformanceMarkerINTEL::decode(d);
             finish(d, p, Call::vkCmdSetPerformanceMarkerINTEL)
         }
-        415 => {
+        418 => {
             let p = params::vkCmdSetPerformanceStreamMarkerINTEL::decode(d);
             finish(d, p, Call::vkCmdSetPerformanceStreamMarkerINTEL)
         }
-        416 => {
+        419 => {
             let p = params::vkCmdSetPerformanceOverrideINTEL::decode(d);
             finish(d, p, Call::vkCmdSetPerformanceOverrideINTEL)
         }
-        417 => {
+        420 => {
             let p = params::vkAcquirePerformanceConfigurationINTEL::decode(d);
             finish(d, p, Call::vkAcquirePerformanceConfigurationINTEL)
         }
-        418 => {
+        421 => {
             let p = params::vkReleasePerformanceConfigurationINTEL::decode(d);
             finish(d, p, Call::vkReleasePerformanceConfigurationINTEL)
         }
-        419 => {
+        422 => {
             let p = params::vkQueueSetPerformanceConfigurationINTEL::decode(d);
             finish(d, p, Call::vkQueueSetPerformanceConfigurationINTEL)
         }
-        420 => {
+        423 => {
             let p = params::vkGetPerformanceParameterINTEL::decode(d);
             finish(d, p, Call::vkGetPerformanceParameterINTEL)
         }
-        421 => {
+        424 => {
             let p = params::vkSetLocalDimmingAMD::decode(d);
             finish(d, p, Call::vkSetLocalDimmingAMD)
         }
-        422 => {
+        425 => {
             let p = params::vkGetPhysicalDeviceFragmentShadingRatesKHR::decode(d);
             finish(d, p, Call::vkGetPhysicalDeviceFragmentShadingRatesKHR)
         }
-        423 => {
+        426 => {
             let p = params::vkCmdSetFragmentShadingRateKHR::decode(d);
             finish(d, p, Call::vkCmdSetFragmentShadingRateKHR)
         }
-        424 => {
+        427 => {
             let p = params::vkGetBufferDeviceAddress::decode(d);
             finish(d, p, Call::vkGetBufferDeviceAddressEXT)
         }
-        425 => {
+        428 => {
             let p = params::vkGetPhysicalDeviceToolProperties::decode(d);
             finish(d, p, Call::vkGetPhysicalDeviceToolPropertiesEXT)
         }
-        426 => {
+        429 => {
             let p = params::vkWaitForPresentKHR::decode(d);
             finish(d, p, Call::vkWaitForPresentKHR)
         }
-        427 => {
+        430 => {
             let p = params::vkGetPhysicalDeviceCooperativeMatrixPropertiesNV::decode(d);
             finish(d, p, Call::vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
         }
-        428 => {
+        431 => {
             let p =
                 params::vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV::decode(
                     d,
@@ -66548,107 +68309,107 @@ pub fn decode_call(cmd: u32, bytes: &[u8]) -> Result<Call, DecodeError> {
                 Call::vkGetPhysicalDeviceSupportedFramebufferMixedSamplesCombinationsNV,
             )
         }
-        429 => {
+        432 => {
             let p = params::vkCreateHeadlessSurfaceEXT::decode(d);
             finish(d, p, Call::vkCreateHeadlessSurfaceEXT)
         }
-        430 => {
+        433 => {
             let p = params::vkGetBufferDeviceAddress::decode(d);
             finish(d, p, Call::vkGetBufferDeviceAddressKHR)
         }
-        431 => {
+        434 => {
             let p = params::vkGetBufferOpaqueCaptureAddress::decode(d);
             finish(d, p, Call::vkGetBufferOpaqueCaptureAddressKHR)
         }
-        432 => {
+        435 => {
             let p = params::vkGetDeviceMemoryOpaqueCaptureAddress::decode(d);
             finish(d, p, Call::vkGetDeviceMemoryOpaqueCaptureAddressKHR)
         }
-        433 => {
+        436 => {
             let p = params::vkCmdSetLineStippleEXT::decode(d);
             finish(d, p, Call::vkCmdSetLineStippleEXT)
         }
-        434 => {
+        437 => {
             let p = params::vkResetQueryPool::decode(d);
             finish(d, p, Call::vkResetQueryPoolEXT)
         }
-        435 => {
+        438 => {
             let p = params::vkCmdSetCullMode::decode(d);
             finish(d, p, Call::vkCmdSetCullModeEXT)
         }
-        436 => {
+        439 => {
             let p = params::vkCmdSetFrontFace::decode(d);
             finish(d, p, Call::vkCmdSetFrontFaceEXT)
         }
-        437 => {
+        440 => {
             let p = params::vkCmdSetPrimitiveTopology::decode(d);
             finish(d, p, Call::vkCmdSetPrimitiveTopologyEXT)
         }
-        438 => {
+        441 => {
             let p = params::vkCmdSetViewportWithCount::decode(d);
             finish(d, p, Call::vkCmdSetViewportWithCountEXT)
         }
-        439 => {
+        442 => {
             let p = params::vkCmdSetScissorWithCount::decode(d);
             finish(d, p, Call::vkCmdSetScissorWithCountEXT)
         }
-        440 => {
+        443 => {
             let p = params::vkCmdBindVertexBuffers2::decode(d);
             finish(d, p, Call::vkCmdBindVertexBuffers2EXT)
         }
-        441 => {
+        444 => {
             let p = params::vkCmdSetDepthTestEnable::decode(d);
             finish(d, p, Call::vkCmdSetDepthTestEnableEXT)
         }
-        442 => {
+        445 => {
             let p = params::vkCmdSetDepthWriteEnable::decode(d);
             finish(d, p, Call::vkCmdSetDepthWriteEnableEXT)
         }
-        443 => {
+        446 => {
             let p = params::vkCmdSetDepthCompareOp::decode(d);
             finish(d, p, Call::vkCmdSetDepthCompareOpEXT)
         }
-        444 => {
+        447 => {
             let p = params::vkCmdSetDepthBoundsTestEnable::decode(d);
             finish(d, p, Call::vkCmdSetDepthBoundsTestEnableEXT)
         }
-        445 => {
+        448 => {
             let p = params::vkCmdSetStencilTestEnable::decode(d);
             finish(d, p, Call::vkCmdSetStencilTestEnableEXT)
         }
-        446 => {
+        449 => {
             let p = params::vkCmdSetStencilOp::decode(d);
             finish(d, p, Call::vkCmdSetStencilOpEXT)
         }
-        447 => {
+        450 => {
             let p = params::vkCreateDeferredOperationKHR::decode(d);
             finish(d, p, Call::vkCreateDeferredOperationKHR)
         }
-        448 => {
+        451 => {
             let p = params::vkDestroyDeferredOperationKHR::decode(d);
             finish(d, p, Call::vkDestroyDeferredOperationKHR)
         }
-        449 => {
+        452 => {
             let p = params::vkGetDeferredOperationMaxConcurrencyKHR::decode(d);
             finish(d, p, Call::vkGetDeferredOperationMaxConcurrencyKHR)
         }
-        450 => {
+        453 => {
             let p = params::vkGetDeferredOperationResultKHR::decode(d);
             finish(d, p, Call::vkGetDeferredOperationResultKHR)
         }
-        451 => {
+        454 => {
             let p = params::vkDeferredOperationJoinKHR::decode(d);
             finish(d, p, Call::vkDeferredOperationJoinKHR)
         }
-        452 => {
+        455 => {
             let p = params::vkGetPipelineExecutablePropertiesKHR::decode(d);
             finish(d, p, Call::vkGetPipelineExecutablePropertiesKHR)
         }
-        453 => {
+        456 => {
             let p = params::vkGetPipelineExecutableStatisticsKHR::decode(d);
             finish(d, p, Call::vkGetPipelineExecutableStatisticsKHR)
         }
-        454 => {
+        457 => {
             let p = params::vkGetPipelineExecutableInternalRepresentationsKHR::decode(d);
             finish(
                 d,
@@ -66656,131 +68417,131 @@ pub fn decode_call(cmd: u32, bytes: &[u8]) -> Result<Call, DecodeError> {
                 Call::vkGetPipelineExecutableInternalRepresentationsKHR,
             )
         }
-        455 => {
+        458 => {
             let p = params::vkReleaseSwapchainImagesEXT::decode(d);
             finish(d, p, Call::vkReleaseSwapchainImagesEXT)
         }
-        456 => {
+        459 => {
             let p = params::vkGetGeneratedCommandsMemoryRequirementsNV::decode(d);
             finish(d, p, Call::vkGetGeneratedCommandsMemoryRequirementsNV)
         }
-        457 => {
+        460 => {
             let p = params::vkCmdPreprocessGeneratedCommandsNV::decode(d);
             finish(d, p, Call::vkCmdPreprocessGeneratedCommandsNV)
         }
-        458 => {
+        461 => {
             let p = params::vkCmdExecuteGeneratedCommandsNV::decode(d);
             finish(d, p, Call::vkCmdExecuteGeneratedCommandsNV)
         }
-        459 => {
+        462 => {
             let p = params::vkCmdBindPipelineShaderGroupNV::decode(d);
             finish(d, p, Call::vkCmdBindPipelineShaderGroupNV)
         }
-        460 => {
+        463 => {
             let p = params::vkCreateIndirectCommandsLayoutNV::decode(d);
             finish(d, p, Call::vkCreateIndirectCommandsLayoutNV)
         }
-        461 => {
+        464 => {
             let p = params::vkDestroyIndirectCommandsLayoutNV::decode(d);
             finish(d, p, Call::vkDestroyIndirectCommandsLayoutNV)
         }
-        462 => {
+        465 => {
             let p = params::vkAcquireDrmDisplayEXT::decode(d);
             finish(d, p, Call::vkAcquireDrmDisplayEXT)
         }
-        463 => {
+        466 => {
             let p = params::vkGetDrmDisplayEXT::decode(d);
             finish(d, p, Call::vkGetDrmDisplayEXT)
         }
-        464 => {
+        467 => {
             let p = params::vkCreatePrivateDataSlot::decode(d);
             finish(d, p, Call::vkCreatePrivateDataSlotEXT)
         }
-        465 => {
+        468 => {
             let p = params::vkDestroyPrivateDataSlot::decode(d);
             finish(d, p, Call::vkDestroyPrivateDataSlotEXT)
         }
-        466 => {
+        469 => {
             let p = params::vkSetPrivateData::decode(d);
             finish(d, p, Call::vkSetPrivateDataEXT)
         }
-        467 => {
+        470 => {
             let p = params::vkGetPrivateData::decode(d);
             finish(d, p, Call::vkGetPrivateDataEXT)
         }
-        468 => {
+        471 => {
             let p = params::vkCmdSetEvent2::decode(d);
             finish(d, p, Call::vkCmdSetEvent2KHR)
         }
-        469 => {
+        472 => {
             let p = params::vkCmdResetEvent2::decode(d);
             finish(d, p, Call::vkCmdResetEvent2KHR)
         }
-        470 => {
+        473 => {
             let p = params::vkCmdWaitEvents2::decode(d);
             finish(d, p, Call::vkCmdWaitEvents2KHR)
         }
-        471 => {
+        474 => {
             let p = params::vkCmdPipelineBarrier2::decode(d);
             finish(d, p, Call::vkCmdPipelineBarrier2KHR)
         }
-        472 => {
+        475 => {
             let p = params::vkCmdWriteTimestamp2::decode(d);
             finish(d, p, Call::vkCmdWriteTimestamp2KHR)
         }
-        473 => {
+        476 => {
             let p = params::vkQueueSubmit2::decode(d);
             finish(d, p, Call::vkQueueSubmit2KHR)
         }
-        474 => {
+        477 => {
             let p = params::vkCmdWriteBufferMarker2AMD::decode(d);
             finish(d, p, Call::vkCmdWriteBufferMarker2AMD)
         }
-        475 => {
+        478 => {
             let p = params::vkGetQueueCheckpointData2NV::decode(d);
             finish(d, p, Call::vkGetQueueCheckpointData2NV)
         }
-        476 => {
+        479 => {
             let p = params::vkGetDescriptorSetLayoutSizeEXT::decode(d);
             finish(d, p, Call::vkGetDescriptorSetLayoutSizeEXT)
         }
-        477 => {
+        480 => {
             let p = params::vkGetDescriptorSetLayoutBindingOffsetEXT::decode(d);
             finish(d, p, Call::vkGetDescriptorSetLayoutBindingOffsetEXT)
         }
-        478 => {
+        481 => {
             let p = params::vkGetDescriptorEXT::decode(d);
             finish(d, p, Call::vkGetDescriptorEXT)
         }
-        479 => {
+        482 => {
             let p = params::vkCmdBindDescriptorBuffersEXT::decode(d);
             finish(d, p, Call::vkCmdBindDescriptorBuffersEXT)
         }
-        480 => {
+        483 => {
             let p = params::vkCmdSetDescriptorBufferOffsetsEXT::decode(d);
             finish(d, p, Call::vkCmdSetDescriptorBufferOffsetsEXT)
         }
-        481 => {
+        484 => {
             let p = params::vkCmdBindDescriptorBufferEmbeddedSamplersEXT::decode(d);
             finish(d, p, Call::vkCmdBindDescriptorBufferEmbeddedSamplersEXT)
         }
-        482 => {
+        485 => {
             let p = params::vkGetBufferOpaqueCaptureDescriptorDataEXT::decode(d);
             finish(d, p, Call::vkGetBufferOpaqueCaptureDescriptorDataEXT)
         }
-        483 => {
+        486 => {
             let p = params::vkGetImageOpaqueCaptureDescriptorDataEXT::decode(d);
             finish(d, p, Call::vkGetImageOpaqueCaptureDescriptorDataEXT)
         }
-        484 => {
+        487 => {
             let p = params::vkGetImageViewOpaqueCaptureDescriptorDataEXT::decode(d);
             finish(d, p, Call::vkGetImageViewOpaqueCaptureDescriptorDataEXT)
         }
-        485 => {
+        488 => {
             let p = params::vkGetSamplerOpaqueCaptureDescriptorDataEXT::decode(d);
             finish(d, p, Call::vkGetSamplerOpaqueCaptureDescriptorDataEXT)
         }
-        486 => {
+        489 => {
             let p = params::vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT::decode(d);
             finish(
                 d,
@@ -66788,363 +68549,375 @@ pub fn decode_call(cmd: u32, bytes: &[u8]) -> Result<Call, DecodeError> {
                 Call::vkGetAccelerationStructureOpaqueCaptureDescriptorDataEXT,
             )
         }
-        487 => {
+        490 => {
             let p = params::vkCmdSetFragmentShadingRateEnumNV::decode(d);
             finish(d, p, Call::vkCmdSetFragmentShadingRateEnumNV)
         }
-        488 => {
+        491 => {
             let p = params::vkCmdDrawMeshTasksEXT::decode(d);
             finish(d, p, Call::vkCmdDrawMeshTasksEXT)
         }
-        489 => {
+        492 => {
             let p = params::vkCmdDrawMeshTasksIndirectEXT::decode(d);
             finish(d, p, Call::vkCmdDrawMeshTasksIndirectEXT)
         }
-        490 => {
+        493 => {
             let p = params::vkCmdDrawMeshTasksIndirectCountEXT::decode(d);
             finish(d, p, Call::vkCmdDrawMeshTasksIndirectCountEXT)
         }
-        491 => {
+        494 => {
             let p = params::vkCmdCopyBuffer2::decode(d);
             finish(d, p, Call::vkCmdCopyBuffer2KHR)
         }
-        492 => {
+        495 => {
             let p = params::vkCmdCopyImage2::decode(d);
             finish(d, p, Call::vkCmdCopyImage2KHR)
         }
-        493 => {
+        496 => {
             let p = params::vkCmdCopyBufferToImage2::decode(d);
             finish(d, p, Call::vkCmdCopyBufferToImage2KHR)
         }
-        494 => {
+        497 => {
             let p = params::vkCmdCopyImageToBuffer2::decode(d);
             finish(d, p, Call::vkCmdCopyImageToBuffer2KHR)
         }
-        495 => {
+        498 => {
             let p = params::vkCmdBlitImage2::decode(d);
             finish(d, p, Call::vkCmdBlitImage2KHR)
         }
-        496 => {
+        499 => {
             let p = params::vkCmdResolveImage2::decode(d);
             finish(d, p, Call::vkCmdResolveImage2KHR)
         }
-        497 => {
+        500 => {
             let p = params::vkGetImageSubresourceLayout2EXT::decode(d);
             finish(d, p, Call::vkGetImageSubresourceLayout2EXT)
         }
-        498 => {
+        501 => {
             let p = params::vkGetDeviceFaultInfoEXT::decode(d);
             finish(d, p, Call::vkGetDeviceFaultInfoEXT)
         }
-        499 => {
+        502 => {
             let p = params::vkCmdSetVertexInputEXT::decode(d);
             finish(d, p, Call::vkCmdSetVertexInputEXT)
         }
-        500 => {
+        503 => {
             let p = params::vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI::decode(d);
             finish(d, p, Call::vkGetDeviceSubpassShadingMaxWorkgroupSizeHUAWEI)
         }
-        501 => {
+        504 => {
             let p = params::vkCmdSubpassShadingHUAWEI::decode(d);
             finish(d, p, Call::vkCmdSubpassShadingHUAWEI)
         }
-        502 => {
+        505 => {
             let p = params::vkCmdBindInvocationMaskHUAWEI::decode(d);
             finish(d, p, Call::vkCmdBindInvocationMaskHUAWEI)
         }
-        503 => {
+        506 => {
             let p = params::vkGetMemoryRemoteAddressNV::decode(d);
             finish(d, p, Call::vkGetMemoryRemoteAddressNV)
         }
-        504 => {
+        507 => {
+            let p = params::vkGetPipelinePropertiesEXT::decode(d);
+            finish(d, p, Call::vkGetPipelinePropertiesEXT)
+        }
+        508 => {
             let p = params::vkCmdSetPatchControlPointsEXT::decode(d);
             finish(d, p, Call::vkCmdSetPatchControlPointsEXT)
         }
-        505 => {
+        509 => {
             let p = params::vkCmdSetRasterizerDiscardEnable::decode(d);
             finish(d, p, Call::vkCmdSetRasterizerDiscardEnableEXT)
         }
-        506 => {
+        510 => {
             let p = params::vkCmdSetDepthBiasEnable::decode(d);
             finish(d, p, Call::vkCmdSetDepthBiasEnableEXT)
         }
-        507 => {
+        511 => {
             let p = params::vkCmdSetLogicOpEXT::decode(d);
             finish(d, p, Call::vkCmdSetLogicOpEXT)
         }
-        508 => {
+        512 => {
             let p = params::vkCmdSetPrimitiveRestartEnable::decode(d);
             finish(d, p, Call::vkCmdSetPrimitiveRestartEnableEXT)
         }
-        509 => {
+        513 => {
             let p = params::vkCmdSetColorWriteEnableEXT::decode(d);
             finish(d, p, Call::vkCmdSetColorWriteEnableEXT)
         }
-        510 => {
+        514 => {
             let p = params::vkCmdTraceRaysIndirect2KHR::decode(d);
             finish(d, p, Call::vkCmdTraceRaysIndirect2KHR)
         }
-        511 => {
+        515 => {
+            let p = params::vkCmdDrawMultiEXT::decode(d);
+            finish(d, p, Call::vkCmdDrawMultiEXT)
+        }
+        516 => {
+            let p = params::vkCmdDrawMultiIndexedEXT::decode(d);
+            finish(d, p, Call::vkCmdDrawMultiIndexedEXT)
+        }
+        517 => {
             let p = params::vkCreateMicromapEXT::decode(d);
             finish(d, p, Call::vkCreateMicromapEXT)
         }
-        512 => {
+        518 => {
             let p = params::vkDestroyMicromapEXT::decode(d);
             finish(d, p, Call::vkDestroyMicromapEXT)
         }
-        513 => {
+        519 => {
             let p = params::vkCmdBuildMicromapsEXT::decode(d);
             finish(d, p, Call::vkCmdBuildMicromapsEXT)
         }
-        514 => {
+        520 => {
             let p = params::vkBuildMicromapsEXT::decode(d);
             finish(d, p, Call::vkBuildMicromapsEXT)
         }
-        515 => {
+        521 => {
             let p = params::vkCopyMicromapEXT::decode(d);
             finish(d, p, Call::vkCopyMicromapEXT)
         }
-        516 => {
+        522 => {
             let p = params::vkCopyMicromapToMemoryEXT::decode(d);
             finish(d, p, Call::vkCopyMicromapToMemoryEXT)
         }
-        517 => {
+        523 => {
             let p = params::vkCopyMemoryToMicromapEXT::decode(d);
             finish(d, p, Call::vkCopyMemoryToMicromapEXT)
         }
-        518 => {
+        524 => {
             let p = params::vkWriteMicromapsPropertiesEXT::decode(d);
             finish(d, p, Call::vkWriteMicromapsPropertiesEXT)
         }
-        519 => {
+        525 => {
             let p = params::vkCmdCopyMicromapEXT::decode(d);
             finish(d, p, Call::vkCmdCopyMicromapEXT)
         }
-        520 => {
+        526 => {
             let p = params::vkCmdCopyMicromapToMemoryEXT::decode(d);
             finish(d, p, Call::vkCmdCopyMicromapToMemoryEXT)
         }
-        521 => {
+        527 => {
             let p = params::vkCmdCopyMemoryToMicromapEXT::decode(d);
             finish(d, p, Call::vkCmdCopyMemoryToMicromapEXT)
         }
-        522 => {
+        528 => {
             let p = params::vkCmdWriteMicromapsPropertiesEXT::decode(d);
             finish(d, p, Call::vkCmdWriteMicromapsPropertiesEXT)
         }
-        523 => {
+        529 => {
             let p = params::vkGetDeviceMicromapCompatibilityEXT::decode(d);
             finish(d, p, Call::vkGetDeviceMicromapCompatibilityEXT)
         }
-        524 => {
+        530 => {
             let p = params::vkGetMicromapBuildSizesEXT::decode(d);
             finish(d, p, Call::vkGetMicromapBuildSizesEXT)
         }
-        525 => {
+        531 => {
             let p = params::vkCmdDrawClusterHUAWEI::decode(d);
             finish(d, p, Call::vkCmdDrawClusterHUAWEI)
         }
-        526 => {
+        532 => {
             let p = params::vkCmdDrawClusterIndirectHUAWEI::decode(d);
             finish(d, p, Call::vkCmdDrawClusterIndirectHUAWEI)
         }
-        527 => {
+        533 => {
             let p = params::vkSetDeviceMemoryPriorityEXT::decode(d);
             finish(d, p, Call::vkSetDeviceMemoryPriorityEXT)
         }
-        528 => {
+        534 => {
             let p = params::vkGetDeviceBufferMemoryRequirements::decode(d);
             finish(d, p, Call::vkGetDeviceBufferMemoryRequirementsKHR)
         }
-        529 => {
+        535 => {
             let p = params::vkGetDeviceImageMemoryRequirements::decode(d);
             finish(d, p, Call::vkGetDeviceImageMemoryRequirementsKHR)
         }
-        530 => {
+        536 => {
             let p = params::vkGetDeviceImageSparseMemoryRequirements::decode(d);
             finish(d, p, Call::vkGetDeviceImageSparseMemoryRequirementsKHR)
         }
-        531 => {
+        537 => {
             let p = params::vkGetDescriptorSetLayoutHostMappingInfoVALVE::decode(d);
             finish(d, p, Call::vkGetDescriptorSetLayoutHostMappingInfoVALVE)
         }
-        532 => {
+        538 => {
             let p = params::vkGetDescriptorSetHostMappingVALVE::decode(d);
             finish(d, p, Call::vkGetDescriptorSetHostMappingVALVE)
         }
-        533 => {
+        539 => {
             let p = params::vkCmdCopyMemoryIndirectNV::decode(d);
             finish(d, p, Call::vkCmdCopyMemoryIndirectNV)
         }
-        534 => {
+        540 => {
             let p = params::vkCmdCopyMemoryToImageIndirectNV::decode(d);
             finish(d, p, Call::vkCmdCopyMemoryToImageIndirectNV)
         }
-        535 => {
+        541 => {
             let p = params::vkCmdDecompressMemoryNV::decode(d);
             finish(d, p, Call::vkCmdDecompressMemoryNV)
         }
-        536 => {
+        542 => {
             let p = params::vkCmdDecompressMemoryIndirectCountNV::decode(d);
             finish(d, p, Call::vkCmdDecompressMemoryIndirectCountNV)
         }
-        537 => {
+        543 => {
             let p = params::vkCmdSetTessellationDomainOriginEXT::decode(d);
             finish(d, p, Call::vkCmdSetTessellationDomainOriginEXT)
         }
-        538 => {
+        544 => {
             let p = params::vkCmdSetDepthClampEnableEXT::decode(d);
             finish(d, p, Call::vkCmdSetDepthClampEnableEXT)
         }
-        539 => {
+        545 => {
             let p = params::vkCmdSetPolygonModeEXT::decode(d);
             finish(d, p, Call::vkCmdSetPolygonModeEXT)
         }
-        540 => {
+        546 => {
             let p = params::vkCmdSetRasterizationSamplesEXT::decode(d);
             finish(d, p, Call::vkCmdSetRasterizationSamplesEXT)
         }
-        541 => {
+        547 => {
             let p = params::vkCmdSetSampleMaskEXT::decode(d);
             finish(d, p, Call::vkCmdSetSampleMaskEXT)
         }
-        542 => {
+        548 => {
             let p = params::vkCmdSetAlphaToCoverageEnableEXT::decode(d);
             finish(d, p, Call::vkCmdSetAlphaToCoverageEnableEXT)
         }
-        543 => {
+        549 => {
             let p = params::vkCmdSetAlphaToOneEnableEXT::decode(d);
             finish(d, p, Call::vkCmdSetAlphaToOneEnableEXT)
         }
-        544 => {
+        550 => {
             let p = params::vkCmdSetLogicOpEnableEXT::decode(d);
             finish(d, p, Call::vkCmdSetLogicOpEnableEXT)
         }
-        545 => {
+        551 => {
             let p = params::vkCmdSetColorBlendEnableEXT::decode(d);
             finish(d, p, Call::vkCmdSetColorBlendEnableEXT)
         }
-        546 => {
+        552 => {
             let p = params::vkCmdSetColorBlendEquationEXT::decode(d);
             finish(d, p, Call::vkCmdSetColorBlendEquationEXT)
         }
-        547 => {
+        553 => {
             let p = params::vkCmdSetColorWriteMaskEXT::decode(d);
             finish(d, p, Call::vkCmdSetColorWriteMaskEXT)
         }
-        548 => {
+        554 => {
             let p = params::vkCmdSetRasterizationStreamEXT::decode(d);
             finish(d, p, Call::vkCmdSetRasterizationStreamEXT)
         }
-        549 => {
+        555 => {
             let p = params::vkCmdSetConservativeRasterizationModeEXT::decode(d);
             finish(d, p, Call::vkCmdSetConservativeRasterizationModeEXT)
         }
-        550 => {
+        556 => {
             let p = params::vkCmdSetExtraPrimitiveOverestimationSizeEXT::decode(d);
             finish(d, p, Call::vkCmdSetExtraPrimitiveOverestimationSizeEXT)
         }
-        551 => {
+        557 => {
             let p = params::vkCmdSetDepthClipEnableEXT::decode(d);
             finish(d, p, Call::vkCmdSetDepthClipEnableEXT)
         }
-        552 => {
+        558 => {
             let p = params::vkCmdSetSampleLocationsEnableEXT::decode(d);
             finish(d, p, Call::vkCmdSetSampleLocationsEnableEXT)
         }
-        553 => {
+        559 => {
             let p = params::vkCmdSetColorBlendAdvancedEXT::decode(d);
             finish(d, p, Call::vkCmdSetColorBlendAdvancedEXT)
         }
-        554 => {
+        560 => {
             let p = params::vkCmdSetProvokingVertexModeEXT::decode(d);
             finish(d, p, Call::vkCmdSetProvokingVertexModeEXT)
         }
-        555 => {
+        561 => {
             let p = params::vkCmdSetLineRasterizationModeEXT::decode(d);
             finish(d, p, Call::vkCmdSetLineRasterizationModeEXT)
         }
-        556 => {
+        562 => {
             let p = params::vkCmdSetLineStippleEnableEXT::decode(d);
             finish(d, p, Call::vkCmdSetLineStippleEnableEXT)
         }
-        557 => {
+        563 => {
             let p = params::vkCmdSetDepthClipNegativeOneToOneEXT::decode(d);
             finish(d, p, Call::vkCmdSetDepthClipNegativeOneToOneEXT)
         }
-        558 => {
+        564 => {
             let p = params::vkCmdSetViewportWScalingEnableNV::decode(d);
             finish(d, p, Call::vkCmdSetViewportWScalingEnableNV)
         }
-        559 => {
+        565 => {
             let p = params::vkCmdSetViewportSwizzleNV::decode(d);
             finish(d, p, Call::vkCmdSetViewportSwizzleNV)
         }
-        560 => {
+        566 => {
             let p = params::vkCmdSetCoverageToColorEnableNV::decode(d);
             finish(d, p, Call::vkCmdSetCoverageToColorEnableNV)
         }
-        561 => {
+        567 => {
             let p = params::vkCmdSetCoverageToColorLocationNV::decode(d);
             finish(d, p, Call::vkCmdSetCoverageToColorLocationNV)
         }
-        562 => {
+        568 => {
             let p = params::vkCmdSetCoverageModulationModeNV::decode(d);
             finish(d, p, Call::vkCmdSetCoverageModulationModeNV)
         }
-        563 => {
+        569 => {
             let p = params::vkCmdSetCoverageModulationTableEnableNV::decode(d);
             finish(d, p, Call::vkCmdSetCoverageModulationTableEnableNV)
         }
-        564 => {
+        570 => {
             let p = params::vkCmdSetCoverageModulationTableNV::decode(d);
             finish(d, p, Call::vkCmdSetCoverageModulationTableNV)
         }
-        565 => {
+        571 => {
             let p = params::vkCmdSetShadingRateImageEnableNV::decode(d);
             finish(d, p, Call::vkCmdSetShadingRateImageEnableNV)
         }
-        566 => {
+        572 => {
             let p = params::vkCmdSetRepresentativeFragmentTestEnableNV::decode(d);
             finish(d, p, Call::vkCmdSetRepresentativeFragmentTestEnableNV)
         }
-        567 => {
+        573 => {
             let p = params::vkCmdSetCoverageReductionModeNV::decode(d);
             finish(d, p, Call::vkCmdSetCoverageReductionModeNV)
         }
-        568 => {
+        574 => {
             let p = params::vkGetShaderModuleIdentifierEXT::decode(d);
             finish(d, p, Call::vkGetShaderModuleIdentifierEXT)
         }
-        569 => {
+        575 => {
             let p = params::vkGetShaderModuleCreateInfoIdentifierEXT::decode(d);
             finish(d, p, Call::vkGetShaderModuleCreateInfoIdentifierEXT)
         }
-        570 => {
+        576 => {
             let p = params::vkGetPhysicalDeviceOpticalFlowImageFormatsNV::decode(d);
             finish(d, p, Call::vkGetPhysicalDeviceOpticalFlowImageFormatsNV)
         }
-        571 => {
+        577 => {
             let p = params::vkCreateOpticalFlowSessionNV::decode(d);
             finish(d, p, Call::vkCreateOpticalFlowSessionNV)
         }
-        572 => {
+        578 => {
             let p = params::vkDestroyOpticalFlowSessionNV::decode(d);
             finish(d, p, Call::vkDestroyOpticalFlowSessionNV)
         }
-        573 => {
+        579 => {
             let p = params::vkBindOpticalFlowSessionImageNV::decode(d);
             finish(d, p, Call::vkBindOpticalFlowSessionImageNV)
         }
-        574 => {
+        580 => {
             let p = params::vkCmdOpticalFlowExecuteNV::decode(d);
             finish(d, p, Call::vkCmdOpticalFlowExecuteNV)
         }
-        575 => {
+        581 => {
             let p = params::vkGetFramebufferTilePropertiesQCOM::decode(d);
             finish(d, p, Call::vkGetFramebufferTilePropertiesQCOM)
         }
-        576 => {
+        582 => {
             let p = params::vkGetDynamicRenderingTilePropertiesQCOM::decode(d);
             finish(d, p, Call::vkGetDynamicRenderingTilePropertiesQCOM)
         }

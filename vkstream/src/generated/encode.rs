@@ -15,6 +15,12 @@ use ash::vk;
 use ash::vk::Handle;
 use std::ffi::{c_char, c_int, c_void};
 
+/// Element `k` of an array whose elements are `st` bytes apart (vk.xml `stride`).
+#[inline(always)]
+unsafe fn strided<T>(p: *const T, k: usize, st: usize) -> T {
+    std::ptr::read_unaligned((p as *const u8).add(k * st) as *const T)
+}
+
 /// Walks a pNext chain: per element a tag (1 known: sType + body, 2 unknown: sType only), then 0.
 /// Chains longer than [`crate::MAX_CHAIN`] are cut (a cyclic chain must not hang the app).
 pub unsafe fn pnext(e: &mut Encoder, mut p: *const c_void) {
@@ -27829,6 +27835,198 @@ pub unsafe fn vkDestroyAccelerationStructureKHR(
     }
 }
 #[inline]
+pub unsafe fn vkCmdBuildAccelerationStructuresKHR(
+    e: &mut Encoder,
+    command_buffer: vk::CommandBuffer,
+    info_count: u32,
+    p_infos: *const vk::AccelerationStructureBuildGeometryInfoKHR<'_>,
+    pp_build_range_infos: *const *const vk::AccelerationStructureBuildRangeInfoKHR,
+) {
+    {
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&info_count).to_le_bytes());
+        e.raw(&b);
+    }
+    {
+        let p = p_infos;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            let n = (info_count as usize);
+            e.count(n);
+            for x in std::slice::from_raw_parts(p, n) {
+                structs::VkAccelerationStructureBuildGeometryInfoKHR(e, x);
+            }
+        }
+    }
+    {
+        let p = pp_build_range_infos;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            let n = (info_count as usize);
+            e.count(n);
+            for (k, q) in std::slice::from_raw_parts(p, n).iter().enumerate() {
+                if q.is_null() {
+                    e.u8(0);
+                } else {
+                    e.u8(1);
+                    let m = if p_infos.is_null() {
+                        0
+                    } else {
+                        (*p_infos.add(k)).geometry_count as usize
+                    };
+                    e.count(m);
+                    for x in std::slice::from_raw_parts(*q, m) {
+                        structs::VkAccelerationStructureBuildRangeInfoKHR(e, x);
+                    }
+                }
+            }
+        }
+    }
+}
+#[inline]
+pub unsafe fn vkCmdBuildAccelerationStructuresIndirectKHR(
+    e: &mut Encoder,
+    command_buffer: vk::CommandBuffer,
+    info_count: u32,
+    p_infos: *const vk::AccelerationStructureBuildGeometryInfoKHR<'_>,
+    p_indirect_device_addresses: *const vk::DeviceAddress,
+    p_indirect_strides: *const u32,
+    pp_max_primitive_counts: *const *const u32,
+) {
+    {
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&info_count).to_le_bytes());
+        e.raw(&b);
+    }
+    {
+        let p = p_infos;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            let n = (info_count as usize);
+            e.count(n);
+            for x in std::slice::from_raw_parts(p, n) {
+                structs::VkAccelerationStructureBuildGeometryInfoKHR(e, x);
+            }
+        }
+    }
+    {
+        let p = p_indirect_device_addresses;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            let n = (info_count as usize);
+            e.count(n);
+            for x in std::slice::from_raw_parts(p, n) {
+                e.u64((*x));
+            }
+        }
+    }
+    {
+        let p = p_indirect_strides;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            let n = (info_count as usize);
+            e.count(n);
+            for x in std::slice::from_raw_parts(p, n) {
+                e.u32((*x));
+            }
+        }
+    }
+    {
+        let p = pp_max_primitive_counts;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            let n = (info_count as usize);
+            e.count(n);
+            for (k, q) in std::slice::from_raw_parts(p, n).iter().enumerate() {
+                if q.is_null() {
+                    e.u8(0);
+                } else {
+                    e.u8(1);
+                    let m = if p_infos.is_null() {
+                        0
+                    } else {
+                        (*p_infos.add(k)).geometry_count as usize
+                    };
+                    e.count(m);
+                    for x in std::slice::from_raw_parts(*q, m) {
+                        e.u32((*x));
+                    }
+                }
+            }
+        }
+    }
+}
+#[inline]
+pub unsafe fn vkBuildAccelerationStructuresKHR(
+    e: &mut Encoder,
+    device: vk::Device,
+    deferred_operation: vk::DeferredOperationKHR,
+    info_count: u32,
+    p_infos: *const vk::AccelerationStructureBuildGeometryInfoKHR<'_>,
+    pp_build_range_infos: *const *const vk::AccelerationStructureBuildRangeInfoKHR,
+) {
+    {
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&device)).to_le_bytes());
+        b[8..16].copy_from_slice(&Handle::as_raw((*&deferred_operation)).to_le_bytes());
+        b[16..20].copy_from_slice(&(*&info_count).to_le_bytes());
+        e.raw(&b);
+    }
+    {
+        let p = p_infos;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            let n = (info_count as usize);
+            e.count(n);
+            for x in std::slice::from_raw_parts(p, n) {
+                structs::VkAccelerationStructureBuildGeometryInfoKHR(e, x);
+            }
+        }
+    }
+    {
+        let p = pp_build_range_infos;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            let n = (info_count as usize);
+            e.count(n);
+            for (k, q) in std::slice::from_raw_parts(p, n).iter().enumerate() {
+                if q.is_null() {
+                    e.u8(0);
+                } else {
+                    e.u8(1);
+                    let m = if p_infos.is_null() {
+                        0
+                    } else {
+                        (*p_infos.add(k)).geometry_count as usize
+                    };
+                    e.count(m);
+                    for x in std::slice::from_raw_parts(*q, m) {
+                        structs::VkAccelerationStructureBuildRangeInfoKHR(e, x);
+                    }
+                }
+            }
+        }
+    }
+}
+#[inline]
 pub unsafe fn vkCopyAccelerationStructureKHR(
     e: &mut Encoder,
     device: vk::Device,
@@ -31161,6 +31359,35 @@ pub unsafe fn vkGetMemoryRemoteAddressNV(
     }
 }
 #[inline]
+pub unsafe fn vkGetPipelinePropertiesEXT(
+    e: &mut Encoder,
+    device: vk::Device,
+    p_pipeline_info: *const vk::PipelineInfoKHR<'_>,
+    p_pipeline_properties: *mut vk::BaseOutStructure,
+) {
+    {
+        e.raw(&Handle::as_raw((*&device)).to_le_bytes()[..8]);
+    }
+    {
+        let p = p_pipeline_info;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            structs::VkPipelineInfoKHR(e, &*p);
+        }
+    }
+    {
+        let p = p_pipeline_properties;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            pnext(e, p as *const c_void);
+        }
+    }
+}
+#[inline]
 pub unsafe fn vkCmdSetPatchControlPointsEXT(
     e: &mut Encoder,
     command_buffer: vk::CommandBuffer,
@@ -31248,6 +31475,94 @@ pub unsafe fn vkCmdTraceRaysIndirect2KHR(
         b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
         b[8..16].copy_from_slice(&(*&indirect_device_address).to_le_bytes());
         e.raw(&b);
+    }
+}
+#[inline]
+pub unsafe fn vkCmdDrawMultiEXT(
+    e: &mut Encoder,
+    command_buffer: vk::CommandBuffer,
+    draw_count: u32,
+    p_vertex_info: *const vk::MultiDrawInfoEXT,
+    instance_count: u32,
+    first_instance: u32,
+    stride: u32,
+) {
+    {
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&draw_count).to_le_bytes());
+        e.raw(&b);
+    }
+    {
+        let p = p_vertex_info;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            let n = (draw_count as usize);
+            let st = (stride as usize);
+            e.count(n);
+            for k in 0..n {
+                let x = strided(p, k, st);
+                structs::VkMultiDrawInfoEXT(e, &x);
+            }
+        }
+    }
+    {
+        let mut b = [0u8; 12];
+        b[0..4].copy_from_slice(&(*&instance_count).to_le_bytes());
+        b[4..8].copy_from_slice(&(*&first_instance).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
+    }
+}
+#[inline]
+pub unsafe fn vkCmdDrawMultiIndexedEXT(
+    e: &mut Encoder,
+    command_buffer: vk::CommandBuffer,
+    draw_count: u32,
+    p_index_info: *const vk::MultiDrawIndexedInfoEXT,
+    instance_count: u32,
+    first_instance: u32,
+    stride: u32,
+    p_vertex_offset: *const i32,
+) {
+    {
+        let mut b = [0u8; 12];
+        b[0..8].copy_from_slice(&Handle::as_raw((*&command_buffer)).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&draw_count).to_le_bytes());
+        e.raw(&b);
+    }
+    {
+        let p = p_index_info;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            let n = (draw_count as usize);
+            let st = (stride as usize);
+            e.count(n);
+            for k in 0..n {
+                let x = strided(p, k, st);
+                structs::VkMultiDrawIndexedInfoEXT(e, &x);
+            }
+        }
+    }
+    {
+        let mut b = [0u8; 12];
+        b[0..4].copy_from_slice(&(*&instance_count).to_le_bytes());
+        b[4..8].copy_from_slice(&(*&first_instance).to_le_bytes());
+        b[8..12].copy_from_slice(&(*&stride).to_le_bytes());
+        e.raw(&b);
+    }
+    {
+        let p = p_vertex_offset;
+        if p.is_null() {
+            e.u8(0);
+        } else {
+            e.u8(1);
+            e.i32((*&*p));
+        }
     }
 }
 #[inline]

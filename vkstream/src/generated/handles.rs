@@ -5132,6 +5132,43 @@ pub fn walk<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(call: &Call, f: &mut F
                 );
             }
         }
+        Call::vkCmdBuildAccelerationStructuresKHR(p) => {
+            if *&p.command_buffer != 0 {
+                f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
+            }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    h_VkAccelerationStructureBuildGeometryInfoKHR(y, f, false);
+                }
+            }
+        }
+        Call::vkCmdBuildAccelerationStructuresIndirectKHR(p) => {
+            if *&p.command_buffer != 0 {
+                f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
+            }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    h_VkAccelerationStructureBuildGeometryInfoKHR(y, f, false);
+                }
+            }
+        }
+        Call::vkBuildAccelerationStructuresKHR(p) => {
+            if *&p.device != 0 {
+                f(vk::ObjectType::DEVICE, *&p.device, false);
+            }
+            if *&p.deferred_operation != 0 {
+                f(
+                    vk::ObjectType::DEFERRED_OPERATION_KHR,
+                    *&p.deferred_operation,
+                    false,
+                );
+            }
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    h_VkAccelerationStructureBuildGeometryInfoKHR(y, f, false);
+                }
+            }
+        }
         Call::vkCopyAccelerationStructureKHR(p) => {
             if *&p.device != 0 {
                 f(vk::ObjectType::DEVICE, *&p.device, false);
@@ -6424,6 +6461,17 @@ pub fn walk<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(call: &Call, f: &mut F
                 h_VkMemoryGetRemoteAddressInfoNV(x, f, false);
             }
         }
+        Call::vkGetPipelinePropertiesEXT(p) => {
+            if *&p.device != 0 {
+                f(vk::ObjectType::DEVICE, *&p.device, false);
+            }
+            if let Some(x) = &p.p_pipeline_info {
+                h_VkPipelineInfoKHR(x, f, false);
+            }
+            if let Some(x) = &p.p_pipeline_properties {
+                h_chain(x, f, true);
+            }
+        }
         Call::vkCmdSetPatchControlPointsEXT(p) => {
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
@@ -6455,6 +6503,16 @@ pub fn walk<F: FnMut(vk::ObjectType, u64, bool) + ?Sized>(call: &Call, f: &mut F
             }
         }
         Call::vkCmdTraceRaysIndirect2KHR(p) => {
+            if *&p.command_buffer != 0 {
+                f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
+            }
+        }
+        Call::vkCmdDrawMultiEXT(p) => {
+            if *&p.command_buffer != 0 {
+                f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
+            }
+        }
+        Call::vkCmdDrawMultiIndexedEXT(p) => {
             if *&p.command_buffer != 0 {
                 f(vk::ObjectType::COMMAND_BUFFER, *&p.command_buffer, false);
             }

@@ -1094,6 +1094,10 @@ pub struct DeviceTable {
     pub vkGetImageSparseMemoryRequirements2KHR: Option<vk::PFN_vkGetImageSparseMemoryRequirements2>,
     pub vkCreateAccelerationStructureKHR: Option<vk::PFN_vkCreateAccelerationStructureKHR>,
     pub vkDestroyAccelerationStructureKHR: Option<vk::PFN_vkDestroyAccelerationStructureKHR>,
+    pub vkCmdBuildAccelerationStructuresKHR: Option<vk::PFN_vkCmdBuildAccelerationStructuresKHR>,
+    pub vkCmdBuildAccelerationStructuresIndirectKHR:
+        Option<vk::PFN_vkCmdBuildAccelerationStructuresIndirectKHR>,
+    pub vkBuildAccelerationStructuresKHR: Option<vk::PFN_vkBuildAccelerationStructuresKHR>,
     pub vkCopyAccelerationStructureKHR: Option<vk::PFN_vkCopyAccelerationStructureKHR>,
     pub vkCopyAccelerationStructureToMemoryKHR:
         Option<vk::PFN_vkCopyAccelerationStructureToMemoryKHR>,
@@ -1266,6 +1270,7 @@ pub struct DeviceTable {
     pub vkCmdSubpassShadingHUAWEI: Option<vk::PFN_vkCmdSubpassShadingHUAWEI>,
     pub vkCmdBindInvocationMaskHUAWEI: Option<vk::PFN_vkCmdBindInvocationMaskHUAWEI>,
     pub vkGetMemoryRemoteAddressNV: Option<vk::PFN_vkGetMemoryRemoteAddressNV>,
+    pub vkGetPipelinePropertiesEXT: Option<vk::PFN_vkGetPipelinePropertiesEXT>,
     pub vkCmdSetPatchControlPointsEXT: Option<vk::PFN_vkCmdSetPatchControlPointsEXT>,
     pub vkCmdSetRasterizerDiscardEnableEXT: Option<vk::PFN_vkCmdSetRasterizerDiscardEnable>,
     pub vkCmdSetDepthBiasEnableEXT: Option<vk::PFN_vkCmdSetDepthBiasEnable>,
@@ -1273,6 +1278,8 @@ pub struct DeviceTable {
     pub vkCmdSetPrimitiveRestartEnableEXT: Option<vk::PFN_vkCmdSetPrimitiveRestartEnable>,
     pub vkCmdSetColorWriteEnableEXT: Option<vk::PFN_vkCmdSetColorWriteEnableEXT>,
     pub vkCmdTraceRaysIndirect2KHR: Option<vk::PFN_vkCmdTraceRaysIndirect2KHR>,
+    pub vkCmdDrawMultiEXT: Option<vk::PFN_vkCmdDrawMultiEXT>,
+    pub vkCmdDrawMultiIndexedEXT: Option<vk::PFN_vkCmdDrawMultiIndexedEXT>,
     pub vkCreateMicromapEXT: Option<vk::PFN_vkCreateMicromapEXT>,
     pub vkDestroyMicromapEXT: Option<vk::PFN_vkDestroyMicromapEXT>,
     pub vkCmdBuildMicromapsEXT: Option<vk::PFN_vkCmdBuildMicromapsEXT>,
@@ -2378,6 +2385,30 @@ impl DeviceTable {
                     vk::PFN_vkDestroyAccelerationStructureKHR,
                 >(f)
             });
+        t.vkCmdBuildAccelerationStructuresKHR =
+            gdpa(device, c"vkCmdBuildAccelerationStructuresKHR".as_ptr()).map(|f| {
+                std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkCmdBuildAccelerationStructuresKHR,
+                >(f)
+            });
+        t.vkCmdBuildAccelerationStructuresIndirectKHR = gdpa(
+            device,
+            c"vkCmdBuildAccelerationStructuresIndirectKHR".as_ptr(),
+        )
+        .map(|f| {
+            std::mem::transmute::<
+                unsafe extern "system" fn(),
+                vk::PFN_vkCmdBuildAccelerationStructuresIndirectKHR,
+            >(f)
+        });
+        t.vkBuildAccelerationStructuresKHR =
+            gdpa(device, c"vkBuildAccelerationStructuresKHR".as_ptr()).map(|f| {
+                std::mem::transmute::<
+                    unsafe extern "system" fn(),
+                    vk::PFN_vkBuildAccelerationStructuresKHR,
+                >(f)
+            });
         t.vkCopyAccelerationStructureKHR = gdpa(device, c"vkCopyAccelerationStructureKHR".as_ptr())
             .map(|f| {
                 std::mem::transmute::<
@@ -3172,6 +3203,7 @@ impl DeviceTable {
                 >(f)
             });
         t.vkGetMemoryRemoteAddressNV = gdpa(device, c"vkGetMemoryRemoteAddressNV".as_ptr()).map(|f| std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkGetMemoryRemoteAddressNV>(f));
+        t.vkGetPipelinePropertiesEXT = gdpa(device, c"vkGetPipelinePropertiesEXT".as_ptr()).map(|f| std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkGetPipelinePropertiesEXT>(f));
         t.vkCmdSetPatchControlPointsEXT = gdpa(device, c"vkCmdSetPatchControlPointsEXT".as_ptr())
             .map(|f| {
                 std::mem::transmute::<
@@ -3210,6 +3242,12 @@ impl DeviceTable {
                 >(f)
             });
         t.vkCmdTraceRaysIndirect2KHR = gdpa(device, c"vkCmdTraceRaysIndirect2KHR".as_ptr()).map(|f| std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkCmdTraceRaysIndirect2KHR>(f));
+        t.vkCmdDrawMultiEXT = gdpa(device, c"vkCmdDrawMultiEXT".as_ptr()).map(|f| {
+            std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkCmdDrawMultiEXT>(f)
+        });
+        t.vkCmdDrawMultiIndexedEXT = gdpa(device, c"vkCmdDrawMultiIndexedEXT".as_ptr()).map(|f| {
+            std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkCmdDrawMultiIndexedEXT>(f)
+        });
         t.vkCreateMicromapEXT = gdpa(device, c"vkCreateMicromapEXT".as_ptr()).map(|f| {
             std::mem::transmute::<unsafe extern "system" fn(), vk::PFN_vkCreateMicromapEXT>(f)
         });

@@ -5201,6 +5201,27 @@ pub fn walk_call(call: &Call, f: &mut dyn Visit) {
                 w_VkAccelerationStructureCreateInfoKHR(x, f);
             }
         }
+        Call::vkCmdBuildAccelerationStructuresKHR(p) => {
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    w_VkAccelerationStructureBuildGeometryInfoKHR(y, f);
+                }
+            }
+        }
+        Call::vkCmdBuildAccelerationStructuresIndirectKHR(p) => {
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    w_VkAccelerationStructureBuildGeometryInfoKHR(y, f);
+                }
+            }
+        }
+        Call::vkBuildAccelerationStructuresKHR(p) => {
+            if let Some(x) = &p.p_infos {
+                for y in x.iter() {
+                    w_VkAccelerationStructureBuildGeometryInfoKHR(y, f);
+                }
+            }
+        }
         Call::vkCopyAccelerationStructureKHR(p) => {
             if let Some(x) = &p.p_info {
                 w_VkCopyAccelerationStructureInfoKHR(x, f);
@@ -5578,6 +5599,11 @@ pub fn walk_call(call: &Call, f: &mut dyn Visit) {
                 w_VkMemoryGetRemoteAddressInfoNV(x, f);
             }
         }
+        Call::vkGetPipelinePropertiesEXT(p) => {
+            if let Some(x) = &p.p_pipeline_info {
+                w_VkPipelineInfoKHR(x, f);
+            }
+        }
         Call::vkCreateMicromapEXT(p) => {
             if let Some(x) = &p.p_create_info {
                 w_VkMicromapCreateInfoEXT(x, f);
@@ -5893,6 +5919,9 @@ pub fn walks(command: &str) -> bool {
             | "vkGetBufferMemoryRequirements2KHR"
             | "vkGetImageSparseMemoryRequirements2KHR"
             | "vkCreateAccelerationStructureKHR"
+            | "vkCmdBuildAccelerationStructuresKHR"
+            | "vkCmdBuildAccelerationStructuresIndirectKHR"
+            | "vkBuildAccelerationStructuresKHR"
             | "vkCopyAccelerationStructureKHR"
             | "vkCopyAccelerationStructureToMemoryKHR"
             | "vkCopyMemoryToAccelerationStructureKHR"
@@ -5969,6 +5998,7 @@ pub fn walks(command: &str) -> bool {
             | "vkCmdSetVertexInputEXT"
             | "vkCmdBindInvocationMaskHUAWEI"
             | "vkGetMemoryRemoteAddressNV"
+            | "vkGetPipelinePropertiesEXT"
             | "vkCreateMicromapEXT"
             | "vkCmdBuildMicromapsEXT"
             | "vkBuildMicromapsEXT"
