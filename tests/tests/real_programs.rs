@@ -25,7 +25,6 @@ fn gears(x: &Xvfb) -> App {
 
 /// The whole capture is frames 0-19 (the trace ends there, the program runs on until Escape).
 #[test]
-#[ignore = "needs device-creation pNext from vk.xml (helper A): the replay refuses VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT"]
 fn vkd3d_gears_output_unchanged_and_replays() {
     if !require(&["vkd3d-gears", "Xvfb", "xdotool"]) {
         return;
@@ -45,7 +44,6 @@ fn vkd3d_gears_output_unchanged_and_replays() {
 }
 
 #[test]
-#[ignore = "needs device-creation pNext from vk.xml (helper A): the replay refuses VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT"]
 fn vkd3d_gears_trimmed_in_the_middle_replays() {
     if !require(&["vkd3d-gears", "Xvfb", "xdotool"]) {
         return;
@@ -65,7 +63,6 @@ fn vkd3d_gears_trimmed_in_the_middle_replays() {
 /// vkd3d-triangle draws when its window is exposed, not in a loop: three frames (a fence wait,
 /// the present, the end), so its middle is the present's frame.
 #[test]
-#[ignore = "needs device-creation pNext from vk.xml (helper A): the replay refuses VkPhysicalDeviceTexelBufferAlignmentFeaturesEXT"]
 fn vkd3d_triangle_output_unchanged_replays_and_trims() {
     if !require(&["vkd3d-triangle", "Xvfb", "xdotool"]) {
         return;

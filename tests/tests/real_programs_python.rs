@@ -75,7 +75,6 @@ fn taichi_ran(out: &std::process::Output) {
 }
 
 #[test]
-#[ignore = "needs capture across instances (helper B: the trace ends at taichi's probe instance) and device-creation pNext from vk.xml (helper A: VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT)"]
 fn taichi_probe_instance_then_work_captured_and_its_profiler_timestamps_compared() {
     let Some(app) = taichi() else {
         return;
@@ -98,7 +97,6 @@ fn taichi_probe_instance_then_work_captured_and_its_profiler_timestamps_compared
 }
 
 #[test]
-#[ignore = "needs device-creation pNext from vk.xml (helper A): the replay refuses VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT"]
 fn taichi_trimmed_in_the_middle_replays_its_profiler_timestamps() {
     let Some(app) = taichi() else {
         return;
@@ -143,7 +141,6 @@ fn ncnn_ran(out: &std::process::Output) {
 }
 
 #[test]
-#[ignore = "needs device-creation pNext from vk.xml (helper A): the replay refuses VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT"]
 fn ncnn_vulkan_output_unchanged_and_replays() {
     let Some(app) = ncnn() else {
         return;
@@ -161,7 +158,6 @@ fn ncnn_vulkan_output_unchanged_and_replays() {
 }
 
 #[test]
-#[ignore = "needs device-creation pNext from vk.xml (helper A): the replay refuses VkPhysicalDeviceShaderAtomicFloat2FeaturesEXT"]
 fn ncnn_vulkan_trimmed_in_the_middle_replays() {
     let Some(app) = ncnn() else {
         return;
