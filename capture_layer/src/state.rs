@@ -42,6 +42,9 @@ pub struct DeviceState {
     pub mapped: Vec<u64>,
     /// buffer -> (memory, offset in memory)
     pub buffers: HandleMap<(u64, u64)>,
+    /// Live optimal-tiling images -> the memory they are bound to (0 until bound): what the GPU
+    /// writes there is never a host write (`memory::images`).
+    pub optimal_images: HandleMap<u64>,
     pub pools: HandleMap<Pool>,
     pub cmdbufs: HandleMap<CmdQueries>,
     /// queue -> family
@@ -88,6 +91,9 @@ pub struct Memory {
     pub mapped: Option<Mapping>,
     /// Ranges query copies write (the GPU's bytes, not the host's): kept out of `MemoryWrite`s.
     pub gpu_ranges: Vec<GpuRange>,
+    /// (image, offset, size) of the optimal-tiling images bound here: the host cannot address their
+    /// texels, so what changes there is the GPU's (render targets in a mapped slab): kept out too.
+    pub images: Vec<(u64, u64, u64)>,
 }
 
 /// A query copy destination in a host-visible memory (offsets in the memory).
@@ -364,6 +370,7 @@ mod tests {
                     host_visible: true,
                     mapped: None,
                     gpu_ranges: Vec::new(),
+                    images: Vec::new(),
                 },
             );
         }

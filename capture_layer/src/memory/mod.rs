@@ -16,6 +16,7 @@ use ash::vk;
 use std::ffi::c_void;
 use track::{method, Track};
 
+pub mod images;
 pub mod track;
 pub mod uffd;
 
@@ -56,6 +57,7 @@ pub unsafe extern "system" fn vkAllocateMemory(
                     host_visible,
                     mapped: None,
                     gpu_ranges: Vec::new(),
+                    images: Vec::new(),
                 },
             );
         }
@@ -122,7 +124,8 @@ pub fn scan_memory(st: &mut crate::state::DeviceState, only: Option<&[u64]>) {
         if !map.track.is_guarded() {
             bytes += map.size;
         }
-        let holes = gpu_holes(&m.gpu_ranges, map.offset, live.len());
+        let mut holes = gpu_holes(&m.gpu_ranges, map.offset, live.len());
+        images::holes(&m.images, map.offset, live.len(), &mut holes);
         if let Err(e) = map.track.scan(live, &holes, method(), &mut runs) {
             guard_failed(&e);
         }
@@ -148,7 +151,11 @@ fn gpu_holes(
             let end = (r.start + r.len).min(map_offset + len as u64);
             (start < end).then(|| {
                 let left = (r.pending == 0).then_some(r.left);
-                ((start - map_offset) as usize, (end - map_offset) as usize, left)
+                (
+                    (start - map_offset) as usize,
+                    (end - map_offset) as usize,
+                    left,
+                )
             })
         })
         .collect()

@@ -11,7 +11,7 @@ use super::uffd::Guard;
 
 pub const PAGE: usize = 4096;
 /// Mappings at least this large are guarded.
-pub const GUARD_MIN: usize = 64 * 1024;
+pub const GUARD_MIN: usize = 256 * 1024;
 
 /// How the pages of a mapping are tracked; `Unseen` until a baseline is taken.
 #[derive(Default)]
@@ -313,7 +313,6 @@ mod tests {
         let mut backing = vec![0u8; len + 3 * PAGE];
         let base = backing.as_mut_ptr() as usize;
         let off = base.next_multiple_of(PAGE) - base + 100;
-        let mut results = Vec::new();
         for method in [Method::Shadow, Method::Guard] {
             let live = &mut backing[off..off + len];
             live.fill(0);
@@ -339,14 +338,11 @@ mod tests {
             for (o, d) in &out {
                 assert_eq!(&live[*o..*o + d.len()], &d[..]);
             }
-            results.push(out.iter().map(|(o, d)| (*o, d.len())).count());
             out.clear();
             t.scan(live, &[], method, &mut out).unwrap();
             // The hole's byte, left by the GPU: the shadow took it, the guard never saw it.
             let after: Vec<usize> = out.iter().map(|(o, _)| *o).collect();
             assert!(after.is_empty(), "{method:?}: {after:?}");
         }
-        drop(backing);
-        assert!(!results.is_empty());
     }
 }

@@ -148,7 +148,7 @@ impl Guard {
     /// # Safety
     /// The range must stay mapped until the guard is dropped.
     pub unsafe fn new(start: usize, len: usize) -> Result<Guard, String> {
-        debug_assert!(start % PAGE == 0 && len % PAGE == 0 && len > 0);
+        debug_assert!(start.is_multiple_of(PAGE) && len.is_multiple_of(PAGE) && len > 0);
         let k = kernel()?;
         let mut reg = UffdioRegister {
             range: UffdioRange {
