@@ -199,7 +199,8 @@ pub unsafe extern "system" fn vkMapMemory(
             track: Track::Unseen,
         };
         if capturing() && !ptr.is_null() {
-            // The initial content the app sees, once; later scans send only changed pages.
+            // The initial content the app sees, once; later scans send only changed pages. The
+            // baseline first: a write in between is sent again, never lost.
             let live = std::slice::from_raw_parts(ptr as *const u8, len as usize);
             if let Err(e) = mapping.track.baseline(live, method()) {
                 guard_failed(&e);

@@ -125,13 +125,16 @@ impl Track {
     ) -> Result<(), String> {
         let keep = kept_holes(live, holes);
         match self {
+            // The baseline before the bytes the trace gets: a write in between is then reported
+            // again by the next scan, never lost.
             Track::Unseen => {
+                let r = self.baseline(live, method);
                 out.push((0, live.to_vec()));
-                return self.baseline(live, method);
+                return r;
             }
             Track::Shadow(shadow) if shadow.len() != live.len() => {
-                out.push((0, live.to_vec()));
                 *shadow = live.to_vec();
+                out.push((0, live.to_vec()));
             }
             Track::Shadow(shadow) => {
                 // What the GPU may be writing is taken as it is: the host did not write it.
@@ -160,6 +163,7 @@ impl Track {
                     out.push((0, live.to_vec()));
                     return Err(e);
                 }
+                // Read after the pages were protected again: a write meanwhile is reported twice.
                 for (a, b) in runs {
                     let data = live[at + a..at + b].to_vec();
                     out.extend(carve(at + a, data, &keep));

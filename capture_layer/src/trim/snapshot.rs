@@ -132,10 +132,10 @@ fn read_memory(d: &DeviceData, out: &mut Vec<(u64, u64, Vec<u8>)>, gaps: &mut Ve
                 // SAFETY: the app's mapping is valid while the state lock is held.
                 let live =
                     unsafe { std::slice::from_raw_parts(map.ptr as *const u8, map.size as usize) };
-                out.push((handle, map.offset, live.to_vec()));
                 if let Err(e) = map.baseline() {
                     runtime::log_once("memory-guard", &crate::state::unguarded(&e));
                 }
+                out.push((handle, map.offset, live.to_vec()));
                 if map.offset > 0 || map.size < m.size {
                     gaps.push(format!(
                         "memory {handle:#x}: only its mapped range [{}, +{}) of {} bytes is in the snapshot",
