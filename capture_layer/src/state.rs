@@ -31,8 +31,8 @@ impl Hasher for HandleHasher {
     }
 }
 
-/// Compare granularity: changed ranges are reported in whole pages (shared with `memory::track`).
-pub use crate::memory::track::{diff_pages, PAGE};
+/// Compare granularity: changed ranges are reported in whole pages (shared with `mapped::track`).
+pub use crate::mapped::track::{diff_pages, PAGE};
 
 #[derive(Default)]
 pub struct DeviceState {
@@ -103,7 +103,7 @@ pub struct GpuRange {
     pub len: u64,
     /// Submitted copies into it not yet completed: the GPU may write it any time.
     pub pending: u32,
-    /// The digest of what the last completed copy left there (`memory::track::digest`; 0: none).
+    /// The digest of what the last completed copy left there (`mapped::track::digest`; 0: none).
     pub left: u64,
 }
 
@@ -143,7 +143,7 @@ impl Memory {
             .find(|r| r.start == start && r.len == len)
         {
             r.pending = r.pending.saturating_sub(1);
-            r.left = crate::memory::track::digest(data);
+            r.left = crate::mapped::track::digest(data);
         }
         let Some(map) = self.mapped.as_mut() else {
             return;
@@ -160,7 +160,7 @@ pub struct Mapping {
     pub offset: u64,
     pub size: u64,
     /// How writes into it are found; `Unseen` while nothing is written.
-    pub track: crate::memory::track::Track,
+    pub track: crate::mapped::track::Track,
 }
 
 /// What the log says, once, when a mapping is compared because the kernel refused to protect it.
@@ -177,7 +177,7 @@ impl Mapping {
         }
         // SAFETY: the app's mapping, valid while the state lock (held by whoever has `&mut self`) is.
         let live = unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.size as usize) };
-        self.track.baseline(live, crate::memory::track::method())
+        self.track.baseline(live, crate::mapped::track::method())
     }
 }
 

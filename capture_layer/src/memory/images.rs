@@ -142,7 +142,7 @@ pub fn holes(
     images: &[(u64, u64, u64)],
     map_offset: u64,
     len: usize,
-    holes: &mut smallvec::SmallVec<[super::track::Hole; 4]>,
+    holes: &mut smallvec::SmallVec<[crate::mapped::track::Hole; 4]>,
 ) {
     for &(_, start, size) in images {
         let a = start.max(map_offset);

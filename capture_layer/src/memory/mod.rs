@@ -1,8 +1,8 @@
 //! Host memory: allocations, mappings (what the app wrote reaches the trace as `MemoryWrite`s at
-//! unmap, flush and submit; `track` finds it, by write protection or comparison), and buffer
+//! unmap, flush and submit; `mapped::track` finds it, by write protection or comparison), and buffer
 //! bindings (for query-copy destinations).
 //!
-//! Depends on: `runtime`, `state`, `hooks`; `track` and `uffd` depend on nothing of the layer.
+//! Depends on: `runtime`, `state`, `hooks`, `mapped`.
 
 #![allow(non_snake_case)]
 // A hook missing from codegen's `config::LAYER_HOOKS` is never handed out: an error, not a warning.
@@ -10,15 +10,13 @@
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::hooks::{next, raw, rec, slice, Entry, NOT_PRESENT};
+use crate::mapped::track::{self, method, Track};
 use crate::runtime::{self, capturing, guard};
 use crate::state::{Mapping, Memory};
 use ash::vk;
 use std::ffi::c_void;
-use track::{method, Track};
 
 pub mod images;
-pub mod track;
-pub mod uffd;
 
 /// Logs once why a mapping is compared rather than write-protected (the app is not affected).
 fn guard_failed(e: &str) {

@@ -5,7 +5,7 @@
 //! BENCHMARKS.md "Host memory"). A guard that fails later falls back to a copy, reporting the whole
 //! range once. Knows nothing of the trace: scans return (offset, bytes) runs.
 //!
-//! Depends on `memory::uffd` only (a leaf otherwise).
+//! Depends on `mapped::uffd` only.
 
 use super::uffd::Guard;
 
