@@ -2,7 +2,8 @@
 //! at page boundaries, into guarded (256 KiB and more) and compared mappings, from several threads
 //! and through `read(2)` into a mapped pointer, with the app's own SIGSEGV handler installed. The
 //! trace rebuilds every mapping byte for byte, records only pages the app wrote, and leaves out
-//! what the GPU wrote into an optimal image in mapped memory; the app sees no difference (its
+//! what the GPU wrote into an optimal image in mapped memory (until the image is destroyed: then the
+//! range is the host's again); the app sees no difference (its
 //! system calls and signal handler work as without the layer). One test per process.
 
 use ash::vk;
@@ -167,8 +168,8 @@ fn host_writes_reach_the_trace_and_nothing_else_does() {
     let sizes = [16 << 10, 256 << 10, 1 << 20];
     let mut expected: HashMap<u64, Vec<u8>> = HashMap::new();
     // (memory, first byte, one past the last) the app wrote after mapping, per round.
-    let mut wrote: Wrote = vec![Vec::new(), Vec::new()];
-    let (image_memory, image_range) = unsafe {
+    let mut wrote: Wrote = vec![Vec::new(), Vec::new(), Vec::new()];
+    let (image_memory, image_range, reused) = unsafe {
         let (entry, instance, pd) = first_gpu(c"quarry-host-memory-test", vk::API_VERSION_1_2);
         let device = queue0_device(
             &instance,
@@ -316,8 +317,17 @@ fn host_writes_reach_the_trace_and_nothing_else_does() {
         submit(&g, &[]);
         assert_eq!(app_fault(), 2, "the app's own SIGSEGV handler still runs");
 
-        g.device.destroy_command_pool(pool, None);
+        // Round 2: the image destroyed, its range is the host's again.
         g.device.destroy_image(image, None);
+        let reused = image_offset as usize + 2 * PAGE + 5;
+        put(&mut wrote, img_mem, img_ptr, reused, 2, 31, 2);
+        expected.insert(
+            img_mem.as_raw(),
+            std::slice::from_raw_parts(img_ptr, image_size as usize).to_vec(),
+        );
+        submit(&g, &[]);
+
+        g.device.destroy_command_pool(pool, None);
         for (m, ..) in maps {
             g.device.free_memory(m, None);
         }
@@ -327,6 +337,7 @@ fn host_writes_reach_the_trace_and_nothing_else_does() {
         (
             img_mem.as_raw(),
             image_offset as usize..(image_offset + req.size) as usize,
+            reused,
         )
     };
 
@@ -342,6 +353,7 @@ fn host_writes_reach_the_trace_and_nothing_else_does() {
         .collect();
     let mut round = 0usize;
     let mut mapped = 0;
+    let mut reused_seen = false;
     for r in &t.records {
         match r {
             Record::Call(c) if c.cmd == submit_id => round += 1,
@@ -357,7 +369,7 @@ fn host_writes_reach_the_trace_and_nothing_else_does() {
                 if initial {
                     continue;
                 }
-                assert!(round < 2, "a write after the last submit: {m:?}");
+                assert!(round < 3, "a write after the last submit: {m:?}");
                 // Every recorded page holds a byte the app wrote in this round.
                 for page in (at / PAGE)..(at + bytes.len()).div_ceil(PAGE) {
                     let (a, b) = (page * PAGE, (page + 1) * PAGE);
@@ -369,7 +381,9 @@ fn host_writes_reach_the_trace_and_nothing_else_does() {
                         m.memory
                     );
                 }
-                if m.memory == image_memory {
+                if m.memory == image_memory && round == 2 {
+                    reused_seen |= at <= reused && reused < at + bytes.len();
+                } else if m.memory == image_memory {
                     assert!(
                         at + bytes.len() <= image_range.start || at >= image_range.end,
                         "the GPU's clear recorded as a host write: [{at}, +{})",
@@ -381,6 +395,10 @@ fn host_writes_reach_the_trace_and_nothing_else_does() {
         }
     }
     assert_eq!(mapped, 4);
+    assert!(
+        reused_seen,
+        "a host write where a destroyed image was is recorded"
+    );
     for (m, want) in &expected {
         let got = &rebuilt[m];
         // The image's texels are the GPU's: not in the trace.

@@ -116,14 +116,19 @@ impl Track {
     /// Appends what changed in `live` since the last scan as (offset, bytes) runs of whole pages
     /// (as far as the mapping goes), without the bytes of `holes`. An error (a guard the kernel no
     /// longer serves) leaves a copy in its place and the whole range reported.
+    /// `standing`: ranges the GPU owns for as long as they are listed (optimal images' memory):
+    /// never reported, and a guard leaves their whole pages unprotected once written (no fault at
+    /// every frame's render); `protect_again` when one ends.
     pub fn scan(
         &mut self,
         live: &[u8],
         holes: &[Hole],
+        standing: &[(usize, usize)],
         method: Method,
         out: &mut Vec<(usize, Vec<u8>)>,
     ) -> Result<(), String> {
-        let keep = kept_holes(live, holes);
+        let mut keep = kept_holes(live, holes);
+        keep.extend(standing.iter().map(|&(a, b)| (a, b.min(live.len()))));
         match self {
             // The baseline before the bytes the trace gets: a write in between is then reported
             // again by the next scan, never lost.
@@ -138,8 +143,10 @@ impl Track {
             }
             Track::Shadow(shadow) => {
                 // What the GPU may be writing is taken as it is: the host did not write it.
-                for &(a, b, pending) in holes {
-                    if pending.is_none() {
+                let owned = holes.iter().filter(|h| h.2.is_none()).map(|h| (h.0, h.1));
+                for (a, b) in owned.chain(standing.iter().copied()) {
+                    let b = b.min(live.len());
+                    if a < b {
                         shadow[a..b].copy_from_slice(&live[a..b]);
                     }
                 }
@@ -158,7 +165,13 @@ impl Track {
                     out.extend(carve(off, data, &keep));
                 }
                 let mut runs = Vec::new();
-                if let Err(e) = guard.take_written(&mut runs) {
+                let mut skip: smallvec::SmallVec<[(usize, usize); 4]> = standing
+                    .iter()
+                    .filter(|&&(a, b)| b > at && a < end)
+                    .map(|&(a, b)| (a.max(at) - at, b.min(end) - at))
+                    .collect();
+                skip.sort_unstable();
+                if let Err(e) = guard.take_written(&skip, &mut runs) {
                     *self = Track::Shadow(live.to_vec());
                     out.push((0, live.to_vec()));
                     return Err(e);
@@ -174,6 +187,18 @@ impl Track {
             }
         }
         Ok(())
+    }
+
+    /// A standing range (`scan`) ended at `off..off + len`: its pages are protected again, so
+    /// what the host writes there from now on is seen (what the GPU left there is not a write).
+    pub fn protect_again(&mut self, off: usize, len: usize) {
+        if let Track::Guarded { guard, at, .. } = self {
+            let lo = off.max(*at) - *at;
+            let hi = (off + len).min(*at + guard.len()).saturating_sub(*at);
+            if hi > lo {
+                let _ = guard.forget(lo, hi - lo);
+            }
+        }
     }
 
     /// The GPU wrote `data` at `off` (a completed copy, read back): the baseline takes it.
@@ -322,18 +347,18 @@ mod tests {
             live.fill(0);
             let mut t = Track::Unseen;
             let mut out = Vec::new();
-            t.scan(live, &[], method, &mut out).unwrap();
+            t.scan(live, &[], &[], method, &mut out).unwrap();
             assert_eq!(out.len(), 1, "the first scan reports all");
             assert_eq!(t.is_guarded(), method == Method::Guard);
             out.clear();
-            t.scan(live, &[], method, &mut out).unwrap();
+            t.scan(live, &[], &[], method, &mut out).unwrap();
             assert!(out.is_empty());
             for at in [0, 50, PAGE * 3, PAGE * 10 - 101, len - 1] {
                 live[at] = 9;
             }
             let hole = (PAGE * 20, PAGE * 22, None);
             live[PAGE * 21] = 5; // the GPU's
-            t.scan(live, &[hole], method, &mut out).unwrap();
+            t.scan(live, &[hole], &[], method, &mut out).unwrap();
             let covered: Vec<usize> = out
                 .iter()
                 .flat_map(|(o, d)| (*o..*o + d.len()).filter(|&i| live[i] != 0))
@@ -343,7 +368,7 @@ mod tests {
                 assert_eq!(&live[*o..*o + d.len()], &d[..]);
             }
             out.clear();
-            t.scan(live, &[], method, &mut out).unwrap();
+            t.scan(live, &[], &[], method, &mut out).unwrap();
             // The hole's byte, left by the GPU: the shadow took it, the guard never saw it.
             let after: Vec<usize> = out.iter().map(|(o, _)| *o).collect();
             assert!(after.is_empty(), "{method:?}: {after:?}");

@@ -180,9 +180,23 @@ impl Guard {
     }
 
     /// Appends the runs of pages written since the last call (offsets from the range's start,
-    /// adjacent runs merged) and protects them again.
-    pub fn take_written(&self, out: &mut Vec<(usize, usize)>) -> Result<(), String> {
-        self.scan(0, self.len, Some(out))
+    /// adjacent runs merged) and protects them again, leaving out the whole pages inside `skip`
+    /// (sorted offset ranges): those stay unprotected once written, costing no fault again.
+    pub fn take_written(
+        &self,
+        skip: &[(usize, usize)],
+        out: &mut Vec<(usize, usize)>,
+    ) -> Result<(), String> {
+        let mut at = 0;
+        for &(a, b) in skip {
+            let (a, b) = (a.div_ceil(PAGE) * PAGE, (b / PAGE * PAGE).min(self.len));
+            if a >= b || a < at {
+                continue;
+            }
+            self.scan(at, a, Some(out))?;
+            at = b;
+        }
+        self.scan(at, self.len, Some(out))
     }
 
     /// Protects again the whole pages inside `[off, off + len)` without reporting them: what they
@@ -303,7 +317,7 @@ mod tests {
             m.0.add(3 * PAGE).write(1);
             let g = Guard::new(m.0 as usize, m.1).unwrap();
             let mut w = Vec::new();
-            g.take_written(&mut w).unwrap();
+            g.take_written(&[], &mut w).unwrap();
             assert!(w.is_empty(), "protection starts clean: {w:?}");
             m.0.add(5).write(7);
             m.0.add(10 * PAGE - 1).write(7);
@@ -316,17 +330,17 @@ mod tests {
             assert_eq!(n, 3, "read(2) into a guarded page succeeds");
             libc::close(fds[0]);
             libc::close(fds[1]);
-            g.take_written(&mut w).unwrap();
+            g.take_written(&[], &mut w).unwrap();
             assert_eq!(
                 w,
                 vec![(0, PAGE), (9 * PAGE, 11 * PAGE), (20 * PAGE, 22 * PAGE)]
             );
             w.clear();
-            g.take_written(&mut w).unwrap();
+            g.take_written(&[], &mut w).unwrap();
             assert!(w.is_empty(), "protected again: {w:?}");
             m.0.add(30 * PAGE).write(1);
             g.forget(29 * PAGE + 1, 2 * PAGE).unwrap();
-            g.take_written(&mut w).unwrap();
+            g.take_written(&[], &mut w).unwrap();
             assert!(w.is_empty(), "forgotten: {w:?}");
             drop(g);
             m.0.add(30 * PAGE).write(2);

@@ -54,7 +54,21 @@ pub unsafe extern "system" fn vkDestroyImage(
         let mut st = d.lock();
         if let Some(memory) = st.optimal_images.remove(&raw(image)) {
             if let Some(m) = st.memories.get_mut(&memory) {
+                let gone: smallvec::SmallVec<[(u64, u64); 1]> = m
+                    .images
+                    .iter()
+                    .filter(|&&(i, ..)| i == raw(image))
+                    .map(|&(_, start, size)| (start, size))
+                    .collect();
                 m.images.retain(|&(i, ..)| i != raw(image));
+                // Its pages were left unprotected (`Track::scan`): the host's from now on.
+                if let Some(map) = m.mapped.as_mut() {
+                    for (start, size) in gone {
+                        let off = start.saturating_sub(map.offset) as usize;
+                        let end = (start + size).saturating_sub(map.offset) as usize;
+                        map.track.protect_again(off, end.saturating_sub(off));
+                    }
+                }
             }
         }
     });
@@ -137,18 +151,18 @@ pub unsafe fn vkBindImageMemory2<E: Entry<vk::PFN_vkBindImageMemory2>>(
     r
 }
 
-/// Adds the bound images' ranges inside a mapping (`map_offset`, `len`) to `holes` (mapping offsets).
-pub fn holes(
+/// The bound images' ranges inside a mapping (`map_offset`, `len`), as mapping offsets.
+pub fn ranges(
     images: &[(u64, u64, u64)],
     map_offset: u64,
     len: usize,
-    holes: &mut smallvec::SmallVec<[crate::mapped::track::Hole; 4]>,
-) {
-    for &(_, start, size) in images {
-        let a = start.max(map_offset);
-        let b = (start + size).min(map_offset + len as u64);
-        if a < b {
-            holes.push(((a - map_offset) as usize, (b - map_offset) as usize, None));
-        }
-    }
+) -> smallvec::SmallVec<[(usize, usize); 4]> {
+    images
+        .iter()
+        .filter_map(|&(_, start, size)| {
+            let a = start.max(map_offset);
+            let b = (start + size).min(map_offset + len as u64);
+            (a < b).then(|| ((a - map_offset) as usize, (b - map_offset) as usize))
+        })
+        .collect()
 }

@@ -122,9 +122,9 @@ pub fn scan_memory(st: &mut crate::state::DeviceState, only: Option<&[u64]>) {
         if !map.track.is_guarded() {
             bytes += map.size;
         }
-        let mut holes = gpu_holes(&m.gpu_ranges, map.offset, live.len());
-        images::holes(&m.images, map.offset, live.len(), &mut holes);
-        if let Err(e) = map.track.scan(live, &holes, method(), &mut runs) {
+        let holes = gpu_holes(&m.gpu_ranges, map.offset, live.len());
+        let standing = images::ranges(&m.images, map.offset, live.len());
+        if let Err(e) = map.track.scan(live, &holes, &standing, method(), &mut runs) {
             guard_failed(&e);
         }
         for (off, data) in runs.drain(..) {
