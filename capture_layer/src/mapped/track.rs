@@ -28,8 +28,17 @@ pub enum Track {
         at: usize,
         head: Vec<u8>,
         tail: Vec<u8>,
+        /// What the trace holds of pages written before (guard page index -> bytes), at most
+        /// `SEEN_MAX`: a page written again is compared with it and only the changed 64-byte
+        /// pieces are sent (drivers rewrite a few uniforms in a page every frame).
+        seen: std::collections::HashMap<usize, Box<[u8]>>,
     },
 }
+
+/// Pages per guarded mapping whose last recorded bytes are kept (`Track::Guarded::seen`).
+const SEEN_MAX: usize = 256;
+/// Granularity of a rewritten page's comparison.
+const PIECE: usize = 64;
 
 /// A range the GPU writes (mapping offsets `a..b`): `None` while it may be writing it (never a host
 /// write: the host may not touch it meanwhile), else the digest of the bytes it left, which stay
@@ -69,8 +78,10 @@ impl Track {
             at,
             head,
             tail,
+            seen,
         } = self
         {
+            seen.clear();
             head.copy_from_slice(&live[..*at]);
             tail.copy_from_slice(&live[*at + guard.len()..]);
             if let Err(e) = guard.forget(0, guard.len()) {
@@ -99,6 +110,7 @@ impl Track {
                     tail: live[at + guard.len()..].to_vec(),
                     guard,
                     at,
+                    seen: Default::default(),
                 };
                 Ok(())
             }
@@ -159,6 +171,7 @@ impl Track {
                 at,
                 head,
                 tail,
+                seen,
             } => {
                 let (at, end) = (*at, *at + guard.len());
                 for (off, data) in diff_pages(&live[..at], head) {
@@ -177,10 +190,38 @@ impl Track {
                     return Err(e);
                 }
                 // Read after the pages were protected again: a write meanwhile is reported twice.
+                // Whole pages unless seen before; runs of them coalesced.
+                let mut whole: Option<(usize, usize)> = None;
+                let flush = |w: &mut Option<(usize, usize)>, out: &mut Vec<_>| {
+                    if let Some((a, b)) = w.take() {
+                        out.extend(carve(a, live[a..b].to_vec(), &keep));
+                    }
+                };
                 for (a, b) in runs {
-                    let data = live[at + a..at + b].to_vec();
-                    out.extend(carve(at + a, data, &keep));
+                    for p in a / PAGE..b.div_ceil(PAGE) {
+                        let off = at + p * PAGE;
+                        let end_p = (off + PAGE).min(end);
+                        let holed = keep.iter().any(|&(x, y)| x < end_p && y > off);
+                        if holed {
+                            seen.remove(&p);
+                        } else if let Some(old) = seen.get_mut(&p) {
+                            flush(&mut whole, out);
+                            let now = &live[off..end_p];
+                            rewritten(off, now, old, out);
+                            continue;
+                        } else if seen.len() < SEEN_MAX {
+                            seen.insert(p, live[off..end_p].into());
+                        }
+                        match &mut whole {
+                            Some((_, b)) if *b == off => *b = end_p,
+                            _ => {
+                                flush(&mut whole, out);
+                                whole = Some((off, end_p));
+                            }
+                        }
+                    }
                 }
+                flush(&mut whole, out);
                 for (off, data) in diff_pages(&live[end..], tail) {
                     out.extend(carve(end + off, data, &keep));
                 }
@@ -192,10 +233,14 @@ impl Track {
     /// A standing range (`scan`) ended at `off..off + len`: its pages are protected again, so
     /// what the host writes there from now on is seen (what the GPU left there is not a write).
     pub fn protect_again(&mut self, off: usize, len: usize) {
-        if let Track::Guarded { guard, at, .. } = self {
+        if let Track::Guarded {
+            guard, at, seen, ..
+        } = self
+        {
             let lo = off.max(*at) - *at;
             let hi = (off + len).min(*at + guard.len()).saturating_sub(*at);
             if hi > lo {
+                seen.retain(|&p, _| p * PAGE + PAGE <= lo || p * PAGE >= hi);
                 let _ = guard.forget(lo, hi - lo);
             }
         }
@@ -215,8 +260,14 @@ impl Track {
                 at,
                 head,
                 tail,
+                seen,
             } => {
                 let (at, end) = (*at, *at + guard.len());
+                let (lo, hi) = (
+                    off.saturating_sub(at),
+                    (off + data.len()).saturating_sub(at),
+                );
+                seen.retain(|&p, _| p * PAGE + PAGE <= lo || p * PAGE >= hi);
                 for (i, &byte) in data.iter().enumerate() {
                     let o = off + i;
                     if o < at {
@@ -236,6 +287,26 @@ impl Track {
                 }
             }
         }
+    }
+}
+
+/// Sends the `PIECE`-sized pieces of a page (at mapping offset `off`) that differ from what the
+/// trace holds (`old`, updated), adjacent pieces coalesced.
+fn rewritten(off: usize, now: &[u8], old: &mut [u8], out: &mut Vec<(usize, Vec<u8>)>) {
+    let mut run: Option<usize> = None;
+    let mut i = 0;
+    while i <= now.len() {
+        let end = (i + PIECE).min(now.len());
+        let changed = i < now.len() && now[i..end] != old[i..end];
+        if changed {
+            run.get_or_insert(i);
+        } else if let Some(a) = run.take() {
+            // From `now` once: what is sent is what the trace then holds.
+            let bytes = now[a..i].to_vec();
+            old[a..i].copy_from_slice(&bytes);
+            out.push((off + a, bytes));
+        }
+        i += PIECE;
     }
 }
 
@@ -372,6 +443,16 @@ mod tests {
             // The hole's byte, left by the GPU: the shadow took it, the guard never saw it.
             let after: Vec<usize> = out.iter().map(|(o, _)| *o).collect();
             assert!(after.is_empty(), "{method:?}: {after:?}");
+            // A page written again: the guard sends the changed piece, the shadow the page.
+            live[PAGE * 3 + 10] = 10;
+            t.scan(live, &[], &[], method, &mut out).unwrap();
+            assert_eq!(out.len(), 1);
+            let (o, d) = &out[0];
+            assert!(*o <= PAGE * 3 + 10 && PAGE * 3 + 10 < o + d.len());
+            assert_eq!(&live[*o..*o + d.len()], &d[..]);
+            let want = if method == Method::Guard { PIECE } else { PAGE };
+            assert_eq!(d.len(), want, "{method:?}");
+            out.clear();
         }
     }
 }
