@@ -1,10 +1,14 @@
 //! Host-memory change detection, the two approaches side by side, in one run:
 //!
-//! - **shadow** (what the layer does): keep a copy of each mapped range; at a submit compare page by
-//!   page and send the pages that differ (`state::diff_pages`).
+//! - **shadow** (what the layer does below 256 KiB): keep a copy of each mapped range; at a submit
+//!   compare page by page and send the pages that differ (`state::diff_pages`).
 //! - **page guard** (GFXReconstruct's approach): write-protect the mapping; the app's first write to
 //!   a page faults, a SIGSEGV handler marks the page dirty and unprotects it; at a submit send the
 //!   dirty pages and protect them again.
+//!
+//! The layer guards mappings of 256 KiB and more with userfaultfd's asynchronous write-protect
+//! instead (`mapped::uffd`: no signal, the kernel resolves the fault in ~1-3 µs and system calls into
+//! the mapping work), which this bench does not time.
 //!
 //! One cycle = the app writes one byte into each of `k` pages, then one scan finds and copies them.
 //! Reported: median ns per cycle over the repetitions, for mapping sizes and dirty-page counts, and

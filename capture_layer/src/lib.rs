@@ -3,7 +3,8 @@
 //! Loaded by the Vulkan loader (interface version 2) between the app and the driver, it records every
 //! call into a trace file, plus what queries returned to the app. Code map, bottom up (each module
 //! depends only on those above it in this list, and says so in its header):
-//! - `loader`, `keymap`, `settings`, `compat`, `region`, `control` (triggers, the launcher's
+//! - `loader`, `keymap`, `settings`, `compat`, `region`, `mapped` (which pages of a mapping the
+//!   host wrote: write protection or shadow compare), `control` (triggers, the launcher's
 //!   status channel): leaves (loader structs, the dispatch-key map,
 //!   settings, hidden extensions and template encoding, the ARM per-region struct);
 //! - `tables`: what the chain gave per instance and device (dispatch tables, properties);
@@ -34,6 +35,7 @@ mod hooks;
 mod keymap;
 pub mod launch;
 mod loader;
+mod mapped;
 mod memory;
 mod queries;
 mod query_copies;

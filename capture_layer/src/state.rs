@@ -1,4 +1,4 @@
-//! Per-device state the layer tracks: mapped memory with its shadow copies, buffer bindings, query pools,
+//! Per-device state the layer tracks: mapped memory and how writes into it are found, buffer bindings, query pools,
 //! what each command buffer does to queries, queues and the submits whose query copies await read-back.
 //!
 //! Kept cheap and from the start of the process, so a later trimming mode can snapshot it.
@@ -31,8 +31,8 @@ impl Hasher for HandleHasher {
     }
 }
 
-/// Shadow-compare granularity: changed ranges are reported in whole pages.
-pub const PAGE: usize = 4096;
+/// Compare granularity: changed ranges are reported in whole pages (shared with `mapped::track`).
+pub use crate::mapped::track::{diff_pages, PAGE};
 
 #[derive(Default)]
 pub struct DeviceState {
@@ -42,6 +42,9 @@ pub struct DeviceState {
     pub mapped: Vec<u64>,
     /// buffer -> (memory, offset in memory)
     pub buffers: HandleMap<(u64, u64)>,
+    /// Live optimal-tiling images -> the memory they are bound to (0 until bound): what the GPU
+    /// writes there is never a host write (`memory::images`).
+    pub optimal_images: HandleMap<u64>,
     pub pools: HandleMap<Pool>,
     pub cmdbufs: HandleMap<CmdQueries>,
     /// queue -> family
@@ -91,6 +94,9 @@ pub struct Memory {
     pub mapped: Option<Mapping>,
     /// Ranges query copies write (the GPU's bytes, not the host's): kept out of `MemoryWrite`s.
     pub gpu_ranges: Vec<GpuRange>,
+    /// (image, offset, size) of the optimal-tiling images bound here: the host cannot address their
+    /// texels, so what changes there is the GPU's (render targets in a mapped slab): kept out too.
+    pub images: Vec<(u64, u64, u64)>,
 }
 
 /// A query copy destination in a host-visible memory (offsets in the memory).
@@ -100,6 +106,8 @@ pub struct GpuRange {
     pub len: u64,
     /// Submitted copies into it not yet completed: the GPU may write it any time.
     pub pending: u32,
+    /// The digest of what the last completed copy left there (`mapped::track::digest`; 0: none).
+    pub left: u64,
 }
 
 /// Most copy destinations remembered per memory (Zink and wgpu reuse a few offsets).
@@ -125,6 +133,7 @@ impl Memory {
             start,
             len,
             pending: 1,
+            left: 0,
         });
     }
 
@@ -137,6 +146,7 @@ impl Memory {
             .find(|r| r.start == start && r.len == len)
         {
             r.pending = r.pending.saturating_sub(1);
+            r.left = crate::mapped::track::digest(data);
         }
         let Some(map) = self.mapped.as_mut() else {
             return;
@@ -144,10 +154,7 @@ impl Memory {
         if data.len() as u64 != len || start < map.offset || start + len > map.offset + map.size {
             return;
         }
-        let at = (start - map.offset) as usize;
-        if let Some(s) = map.shadow.get_mut(at..at + data.len()) {
-            s.copy_from_slice(data);
-        }
+        map.track.gpu_wrote((start - map.offset) as usize, data);
     }
 }
 
@@ -155,8 +162,26 @@ pub struct Mapping {
     pub ptr: *mut u8,
     pub offset: u64,
     pub size: u64,
-    /// What the trace already holds for the mapped range; empty when not capturing.
-    pub shadow: Vec<u8>,
+    /// How writes into it are found; `Unseen` while nothing is written.
+    pub track: crate::mapped::track::Track,
+}
+
+/// What the log says, once, when a mapping is compared because the kernel refused to protect it.
+pub fn unguarded(e: &str) -> String {
+    format!("host memory: write protection unavailable ({e}); comparing mappings instead")
+}
+
+impl Mapping {
+    /// The trace now holds what the mapping holds: later scans report what changes. An error says
+    /// why it is compared rather than write-protected.
+    pub fn baseline(&mut self) -> Result<(), String> {
+        if self.ptr.is_null() {
+            return Ok(());
+        }
+        // SAFETY: the app's mapping, valid while the state lock (held by whoever has `&mut self`) is.
+        let live = unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.size as usize) };
+        self.track.baseline(live, crate::mapped::track::method())
+    }
 }
 
 // SAFETY: `ptr` is the app's mapping, only read while the device state lock is held.
@@ -332,32 +357,6 @@ pub fn template_data_size(entries: &[TemplateEntry]) -> usize {
         .unwrap_or(0)
 }
 
-/// Compares `live` with `shadow` page by page, copies changed pages into the shadow and returns the
-/// changed runs as (offset, bytes), adjacent dirty pages coalesced.
-pub fn diff_pages(live: &[u8], shadow: &mut [u8]) -> Vec<(usize, Vec<u8>)> {
-    debug_assert_eq!(live.len(), shadow.len());
-    let len = live.len().min(shadow.len());
-    let mut out: Vec<(usize, Vec<u8>)> = Vec::new();
-    let mut run: Option<usize> = None;
-    let mut at = 0;
-    while at < len {
-        let end = (at + PAGE).min(len);
-        let dirty = live[at..end] != shadow[at..end];
-        if dirty {
-            shadow[at..end].copy_from_slice(&live[at..end]);
-            run.get_or_insert(at);
-        } else if let Some(start) = run.take() {
-            // From the shadow, which now holds these pages: the mapping is read no third time.
-            out.push((start, shadow[start..at].to_vec()));
-        }
-        at = end;
-    }
-    if let Some(start) = run {
-        out.push((start, shadow[start..len].to_vec()));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,6 +374,7 @@ mod tests {
                     imported_host: false,
                     mapped: None,
                     gpu_ranges: Vec::new(),
+                    images: Vec::new(),
                 },
             );
         }
@@ -382,7 +382,7 @@ mod tests {
             ptr: std::ptr::null_mut(),
             offset: 0,
             size: 64,
-            shadow: Vec::new(),
+            track: Default::default(),
         };
         st.set_mapping(1, Some(mapping()));
         st.set_mapping(3, Some(mapping()));

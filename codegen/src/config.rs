@@ -102,6 +102,11 @@ pub const LAYER_HOOKS: &[LayerHook] = &[
     hook("vkFlushMappedMemoryRanges", "memory", PostCall),
     hook("vkBindBufferMemory", "memory", PostCall),
     hook("vkBindBufferMemory2", "memory", PostCall),
+    // Optimal-tiling images: where they are bound, the GPU's writes are not the host's.
+    hook("vkCreateImage", "memory::images", PostCall),
+    hook("vkDestroyImage", "memory::images", PostCall),
+    hook("vkBindImageMemory", "memory::images", PostCall),
+    hook("vkBindImageMemory2", "memory::images", PostCall),
     hook("vkBeginCommandBuffer", "submit", PostCall),
     hook("vkResetCommandBuffer", "submit", PostCall),
     hook("vkQueueSubmit", "submit", PostCall),

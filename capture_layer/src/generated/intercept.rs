@@ -56,23 +56,6 @@ pub unsafe extern "system" fn vkGetDeviceMemoryCommitment(
     r
 }
 
-pub unsafe extern "system" fn vkBindImageMemory(
-    device: vk::Device,
-    image: vk::Image,
-    memory: vk::DeviceMemory,
-    memory_offset: vk::DeviceSize,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkBindImageMemory else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, image, memory, memory_offset);
-    crate::runtime::record(vkstream::ids::vkBindImageMemory, r.as_raw(), |e| {
-        vkstream::encode::vkBindImageMemory(e, device, image, memory, memory_offset)
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkGetBufferMemoryRequirements(
     device: vk::Device,
     buffer: vk::Buffer,
@@ -407,39 +390,6 @@ pub unsafe extern "system" fn vkDestroyBufferView(
     let r = next(device, buffer_view, p_allocator);
     crate::runtime::record(vkstream::ids::vkDestroyBufferView, 0, |e| {
         vkstream::encode::vkDestroyBufferView(e, device, buffer_view, p_allocator)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkCreateImage(
-    device: vk::Device,
-    p_create_info: *const vk::ImageCreateInfo<'_>,
-    p_allocator: *const vk::AllocationCallbacks<'_>,
-    p_image: *mut vk::Image,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkCreateImage else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, p_create_info, p_allocator, p_image);
-    crate::runtime::record(vkstream::ids::vkCreateImage, r.as_raw(), |e| {
-        vkstream::encode::vkCreateImage(e, device, p_create_info, p_allocator, p_image)
-    });
-    r
-}
-
-pub unsafe extern "system" fn vkDestroyImage(
-    device: vk::Device,
-    image: vk::Image,
-    p_allocator: *const vk::AllocationCallbacks<'_>,
-) -> () {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkDestroyImage else {
-        return ();
-    };
-    let r = next(device, image, p_allocator);
-    crate::runtime::record(vkstream::ids::vkDestroyImage, 0, |e| {
-        vkstream::encode::vkDestroyImage(e, device, image, p_allocator)
     });
     r
 }
@@ -2283,22 +2233,6 @@ pub unsafe extern "system" fn vkCmdExecuteCommands(
             )
         },
     );
-    r
-}
-
-pub unsafe extern "system" fn vkBindImageMemory2(
-    device: vk::Device,
-    bind_info_count: u32,
-    p_bind_infos: *const vk::BindImageMemoryInfo<'_>,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkBindImageMemory2 else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, bind_info_count, p_bind_infos);
-    crate::runtime::record(vkstream::ids::vkBindImageMemory2, r.as_raw(), |e| {
-        vkstream::encode::vkBindImageMemory2(e, device, bind_info_count, p_bind_infos)
-    });
     r
 }
 
@@ -7167,22 +7101,6 @@ pub unsafe extern "system" fn vkDestroySamplerYcbcrConversionKHR(
     r
 }
 
-pub unsafe extern "system" fn vkBindImageMemory2KHR(
-    device: vk::Device,
-    bind_info_count: u32,
-    p_bind_infos: *const vk::BindImageMemoryInfo<'_>,
-) -> vk::Result {
-    let t = crate::runtime::device_table(device.as_raw() as u64);
-    let Some(next) = t.vkBindImageMemory2KHR else {
-        return vk::Result::ERROR_EXTENSION_NOT_PRESENT;
-    };
-    let r = next(device, bind_info_count, p_bind_infos);
-    crate::runtime::record(vkstream::ids::vkBindImageMemory2KHR, r.as_raw(), |e| {
-        vkstream::encode::vkBindImageMemory2KHR(e, device, bind_info_count, p_bind_infos)
-    });
-    r
-}
-
 pub unsafe extern "system" fn vkGetImageDrmFormatModifierPropertiesEXT(
     device: vk::Device,
     image: vk::Image,
@@ -11982,10 +11900,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     unsafe extern "system" fn(),
                 >(f)
             }
-            b"vkBindImageMemory" => {
-                let f: vk::PFN_vkBindImageMemory = vkBindImageMemory;
-                std::mem::transmute::<vk::PFN_vkBindImageMemory, unsafe extern "system" fn()>(f)
-            }
             b"vkGetBufferMemoryRequirements" => {
                 let f: vk::PFN_vkGetBufferMemoryRequirements = vkGetBufferMemoryRequirements;
                 std::mem::transmute::<
@@ -12075,14 +11989,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
             b"vkDestroyBufferView" => {
                 let f: vk::PFN_vkDestroyBufferView = vkDestroyBufferView;
                 std::mem::transmute::<vk::PFN_vkDestroyBufferView, unsafe extern "system" fn()>(f)
-            }
-            b"vkCreateImage" => {
-                let f: vk::PFN_vkCreateImage = vkCreateImage;
-                std::mem::transmute::<vk::PFN_vkCreateImage, unsafe extern "system" fn()>(f)
-            }
-            b"vkDestroyImage" => {
-                let f: vk::PFN_vkDestroyImage = vkDestroyImage;
-                std::mem::transmute::<vk::PFN_vkDestroyImage, unsafe extern "system" fn()>(f)
             }
             b"vkGetImageSubresourceLayout" => {
                 let f: vk::PFN_vkGetImageSubresourceLayout = vkGetImageSubresourceLayout;
@@ -12429,10 +12335,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
             b"vkCmdExecuteCommands" => {
                 let f: vk::PFN_vkCmdExecuteCommands = vkCmdExecuteCommands;
                 std::mem::transmute::<vk::PFN_vkCmdExecuteCommands, unsafe extern "system" fn()>(f)
-            }
-            b"vkBindImageMemory2" => {
-                let f: vk::PFN_vkBindImageMemory2 = vkBindImageMemory2;
-                std::mem::transmute::<vk::PFN_vkBindImageMemory2, unsafe extern "system" fn()>(f)
             }
             b"vkGetDeviceGroupPeerMemoryFeatures" => {
                 let f: vk::PFN_vkGetDeviceGroupPeerMemoryFeatures =
@@ -13727,10 +13629,6 @@ pub fn intercept_proc_addr(name: &CStr) -> Option<vk::PFN_vkVoidFunction> {
                     vk::PFN_vkDestroySamplerYcbcrConversion,
                     unsafe extern "system" fn(),
                 >(f)
-            }
-            b"vkBindImageMemory2KHR" => {
-                let f: vk::PFN_vkBindImageMemory2 = vkBindImageMemory2KHR;
-                std::mem::transmute::<vk::PFN_vkBindImageMemory2, unsafe extern "system" fn()>(f)
             }
             b"vkGetImageDrmFormatModifierPropertiesEXT" => {
                 let f: vk::PFN_vkGetImageDrmFormatModifierPropertiesEXT =
@@ -15287,6 +15185,26 @@ pub fn hook_proc_addr(name: &[u8]) -> Option<vk::PFN_vkVoidFunction> {
                 let f: vk::PFN_vkBindBufferMemory2 = alias::vkBindBufferMemory2KHR;
                 std::mem::transmute::<vk::PFN_vkBindBufferMemory2, unsafe extern "system" fn()>(f)
             }
+            b"vkCreateImage" => {
+                let f: vk::PFN_vkCreateImage = crate::memory::images::vkCreateImage;
+                std::mem::transmute::<vk::PFN_vkCreateImage, unsafe extern "system" fn()>(f)
+            }
+            b"vkDestroyImage" => {
+                let f: vk::PFN_vkDestroyImage = crate::memory::images::vkDestroyImage;
+                std::mem::transmute::<vk::PFN_vkDestroyImage, unsafe extern "system" fn()>(f)
+            }
+            b"vkBindImageMemory" => {
+                let f: vk::PFN_vkBindImageMemory = crate::memory::images::vkBindImageMemory;
+                std::mem::transmute::<vk::PFN_vkBindImageMemory, unsafe extern "system" fn()>(f)
+            }
+            b"vkBindImageMemory2" => {
+                let f: vk::PFN_vkBindImageMemory2 = alias::vkBindImageMemory2;
+                std::mem::transmute::<vk::PFN_vkBindImageMemory2, unsafe extern "system" fn()>(f)
+            }
+            b"vkBindImageMemory2KHR" => {
+                let f: vk::PFN_vkBindImageMemory2 = alias::vkBindImageMemory2KHR;
+                std::mem::transmute::<vk::PFN_vkBindImageMemory2, unsafe extern "system" fn()>(f)
+            }
             b"vkBeginCommandBuffer" => {
                 let f: vk::PFN_vkBeginCommandBuffer = crate::submit::vkBeginCommandBuffer;
                 std::mem::transmute::<vk::PFN_vkBeginCommandBuffer, unsafe extern "system" fn()>(f)
@@ -15711,6 +15629,24 @@ pub mod alias {
                 t.vkBindBufferMemory2KHR
             }
         }
+        pub enum vkBindImageMemory2 {}
+        impl crate::hooks::Entry<vk::PFN_vkBindImageMemory2, vkstream::DeviceTable> for vkBindImageMemory2 {
+            const ID: u32 = vkstream::ids::vkBindImageMemory2;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkBindImageMemory2> {
+                t.vkBindImageMemory2
+            }
+        }
+        pub enum vkBindImageMemory2KHR {}
+        impl crate::hooks::Entry<vk::PFN_vkBindImageMemory2, vkstream::DeviceTable>
+            for vkBindImageMemory2KHR
+        {
+            const ID: u32 = vkstream::ids::vkBindImageMemory2KHR;
+            #[inline(always)]
+            fn next(t: &vkstream::DeviceTable) -> Option<vk::PFN_vkBindImageMemory2> {
+                t.vkBindImageMemory2KHR
+            }
+        }
         pub enum vkQueueSubmit2 {}
         impl crate::hooks::Entry<vk::PFN_vkQueueSubmit2, vkstream::DeviceTable> for vkQueueSubmit2 {
             const ID: u32 = vkstream::ids::vkQueueSubmit2;
@@ -16027,6 +15963,28 @@ pub mod alias {
             p_bind_infos,
         )
     }
+    pub unsafe extern "system" fn vkBindImageMemory2(
+        device: vk::Device,
+        bind_info_count: u32,
+        p_bind_infos: *const vk::BindImageMemoryInfo<'_>,
+    ) -> vk::Result {
+        crate::memory::images::vkBindImageMemory2::<entry::vkBindImageMemory2>(
+            device,
+            bind_info_count,
+            p_bind_infos,
+        )
+    }
+    pub unsafe extern "system" fn vkBindImageMemory2KHR(
+        device: vk::Device,
+        bind_info_count: u32,
+        p_bind_infos: *const vk::BindImageMemoryInfo<'_>,
+    ) -> vk::Result {
+        crate::memory::images::vkBindImageMemory2::<entry::vkBindImageMemory2KHR>(
+            device,
+            bind_info_count,
+            p_bind_infos,
+        )
+    }
     pub unsafe extern "system" fn vkQueueSubmit2(
         queue: vk::Queue,
         submit_count: u32,
@@ -16232,7 +16190,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
         name.to_bytes(),
         b"vkInvalidateMappedMemoryRanges"
             | b"vkGetDeviceMemoryCommitment"
-            | b"vkBindImageMemory"
             | b"vkGetBufferMemoryRequirements"
             | b"vkGetImageMemoryRequirements"
             | b"vkGetImageSparseMemoryRequirements"
@@ -16251,8 +16208,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkDestroyBuffer"
             | b"vkCreateBufferView"
             | b"vkDestroyBufferView"
-            | b"vkCreateImage"
-            | b"vkDestroyImage"
             | b"vkGetImageSubresourceLayout"
             | b"vkCreateImageView"
             | b"vkDestroyImageView"
@@ -16326,7 +16281,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdNextSubpass"
             | b"vkCmdEndRenderPass"
             | b"vkCmdExecuteCommands"
-            | b"vkBindImageMemory2"
             | b"vkGetDeviceGroupPeerMemoryFeatures"
             | b"vkCmdSetDeviceMask"
             | b"vkCmdDispatchBase"
@@ -16477,7 +16431,6 @@ pub fn intercept_is_device_level(name: &CStr) -> bool {
             | b"vkCmdSetRayTracingPipelineStackSizeKHR"
             | b"vkCreateSamplerYcbcrConversionKHR"
             | b"vkDestroySamplerYcbcrConversionKHR"
-            | b"vkBindImageMemory2KHR"
             | b"vkGetImageDrmFormatModifierPropertiesEXT"
             | b"vkCreateValidationCacheEXT"
             | b"vkDestroyValidationCacheEXT"

@@ -1,7 +1,8 @@
-//! Host memory: allocations, mappings with their shadow copies (what the app wrote reaches the trace
-//! as `MemoryWrite`s at unmap, flush and submit), and buffer bindings (for query-copy destinations).
+//! Host memory: allocations, mappings (what the app wrote reaches the trace as `MemoryWrite`s at
+//! unmap, flush and submit; `mapped::track` finds it, by write protection or comparison), and buffer
+//! bindings (for query-copy destinations).
 //!
-//! Depends on: `runtime`, `state`, `hooks`.
+//! Depends on: `runtime`, `state`, `hooks`, `mapped`.
 
 #![allow(non_snake_case)]
 // A hook missing from codegen's `config::LAYER_HOOKS` is never handed out: an error, not a warning.
@@ -9,10 +10,18 @@
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::hooks::{next, raw, rec, slice, Entry, NOT_PRESENT};
+use crate::mapped::track::{self, method, Track};
 use crate::runtime::{self, capturing, guard};
-use crate::state::{diff_pages, Mapping, Memory};
+use crate::state::{Mapping, Memory};
 use ash::vk;
 use std::ffi::c_void;
+
+pub mod images;
+
+/// Logs once why a mapping is compared rather than write-protected (the app is not affected).
+fn guard_failed(e: &str) {
+    runtime::log_once("memory-guard", &crate::state::unguarded(e));
+}
 
 // ==== host memory ===================================================================================
 
@@ -52,6 +61,7 @@ pub unsafe extern "system" fn vkAllocateMemory(
                     imported_host,
                     mapped: None,
                     gpu_ranges: Vec::new(),
+                    images: Vec::new(),
                 },
             );
         }
@@ -96,6 +106,7 @@ pub fn scan_memory(st: &mut crate::state::DeviceState, only: Option<&[u64]>) {
     let t0 = runtime::call_ns();
     let mut writes = Vec::new();
     let mut bytes = 0u64;
+    let mut runs = Vec::new();
     let crate::state::DeviceState {
         memories, mapped, ..
     } = st;
@@ -114,75 +125,44 @@ pub fn scan_memory(st: &mut crate::state::DeviceState, only: Option<&[u64]>) {
         }
         // SAFETY: the mapping stays valid while the state lock is held (unmap/free take it).
         let live = unsafe { std::slice::from_raw_parts(map.ptr as *const u8, map.size as usize) };
-        bytes += map.size;
-        if map.shadow.len() != live.len() {
-            // Mapped before capture started: the whole range is new to the trace.
-            map.shadow = live.to_vec();
-            writes.push((handle, map.offset, map.shadow.clone()));
-            continue;
+        if !map.track.is_guarded() {
+            bytes += map.size;
         }
-        let holes = gpu_holes(&m.gpu_ranges, map.offset, live, &mut map.shadow);
-        for (off, data) in diff_pages(live, &mut map.shadow) {
-            for (off, data) in carve(off, data, &holes) {
-                writes.push((handle, map.offset + off as u64, data));
-            }
+        let holes = gpu_holes(&m.gpu_ranges, map.offset, live.len());
+        let standing = images::ranges(&m.images, map.offset, live.len());
+        if let Err(e) = map.track.scan(live, &holes, &standing, method(), &mut runs) {
+            guard_failed(&e);
+        }
+        for (off, data) in runs.drain(..) {
+            writes.push((handle, map.offset + off as u64, data));
         }
     }
     runtime::emit_memory(writes, Some((bytes, runtime::call_ns().saturating_sub(t0))));
 }
 
 /// The query-copy destinations (mapping offsets) a scan must not report as host writes: those a
-/// submitted copy may be writing (their baseline takes the live bytes first) and those the host
-/// has not changed since their copy was read back. A host write into a pending copy's range is
-/// therefore not recorded (the GPU owns it until the copy completes).
+/// submitted copy may be writing and those still holding what their copy left. A host write into
+/// a pending copy's range is therefore not recorded (the GPU owns it until the copy completes).
 fn gpu_holes(
     ranges: &[crate::state::GpuRange],
     map_offset: u64,
-    live: &[u8],
-    shadow: &mut [u8],
-) -> smallvec::SmallVec<[(usize, usize); 4]> {
-    let mut holes = smallvec::SmallVec::new();
-    for r in ranges {
-        let start = r.start.max(map_offset);
-        let end = (r.start + r.len).min(map_offset + live.len() as u64);
-        if start >= end {
-            continue;
-        }
-        let (a, b) = ((start - map_offset) as usize, (end - map_offset) as usize);
-        if r.pending > 0 {
-            shadow[a..b].copy_from_slice(&live[a..b]);
-        } else if live[a..b] != shadow[a..b] {
-            continue;
-        }
-        holes.push((a, b));
-    }
-    holes
-}
-
-/// `data` (at `off`) without the bytes inside `holes`, as the runs left.
-fn carve(off: usize, data: Vec<u8>, holes: &[(usize, usize)]) -> Vec<(usize, Vec<u8>)> {
-    let end = off + data.len();
-    if !holes.iter().any(|&(a, b)| a < end && b > off) {
-        return vec![(off, data)];
-    }
-    let mut cuts: smallvec::SmallVec<[(usize, usize); 4]> = holes
+    len: usize,
+) -> smallvec::SmallVec<[track::Hole; 4]> {
+    ranges
         .iter()
-        .filter(|&&(a, b)| a < end && b > off)
-        .map(|&(a, b)| (a.max(off), b.min(end)))
-        .collect();
-    cuts.sort_unstable();
-    let mut out = Vec::new();
-    let mut at = off;
-    for (a, b) in cuts {
-        if a > at {
-            out.push((at, data[at - off..a - off].to_vec()));
-        }
-        at = at.max(b);
-    }
-    if at < end {
-        out.push((at, data[at - off..].to_vec()));
-    }
-    out
+        .filter_map(|r| {
+            let start = r.start.max(map_offset);
+            let end = (r.start + r.len).min(map_offset + len as u64);
+            (start < end).then(|| {
+                let left = (r.pending == 0).then_some(r.left);
+                (
+                    (start - map_offset) as usize,
+                    (end - map_offset) as usize,
+                    left,
+                )
+            })
+        })
+        .collect()
 }
 
 pub unsafe extern "system" fn vkMapMemory(
@@ -220,12 +200,16 @@ pub unsafe extern "system" fn vkMapMemory(
             ptr,
             offset,
             size: len,
-            shadow: Vec::new(),
+            track: Track::Unseen,
         };
         if capturing() && !ptr.is_null() {
-            // The initial content the app sees, once; later scans send only changed pages.
-            mapping.shadow = std::slice::from_raw_parts(ptr as *const u8, len as usize).to_vec();
-            runtime::emit_memory(vec![(raw(memory), offset, mapping.shadow.clone())], None);
+            // The initial content the app sees, once; later scans send only changed pages. The
+            // baseline first: a write in between is sent again, never lost.
+            let live = std::slice::from_raw_parts(ptr as *const u8, len as usize);
+            if let Err(e) = mapping.track.baseline(live, method()) {
+                guard_failed(&e);
+            }
+            runtime::emit_memory(vec![(raw(memory), offset, live.to_vec())], None);
         }
         st.set_mapping(raw(memory), Some(mapping));
     });
@@ -241,8 +225,9 @@ pub unsafe extern "system" fn vkUnmapMemory(device: vk::Device, memory: vk::Devi
     guard("vkUnmapMemory", || {
         scan_memory(&mut st, Some(&[raw(memory)]))
     });
-    f(device, memory);
+    // Its protection goes before the driver unmaps (the range may be reused at once).
     st.set_mapping(raw(memory), None);
+    f(device, memory);
     drop(st);
     guard("vkUnmapMemory", || {
         rec!(vkUnmapMemory, 0, |e| vkstream::encode::vkUnmapMemory(
@@ -325,28 +310,4 @@ pub unsafe fn vkBindBufferMemory2<E: Entry<vk::PFN_vkBindBufferMemory2>>(
         });
     });
     r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::carve;
-
-    #[test]
-    fn carving_drops_copy_ranges_and_keeps_the_rest() {
-        let data: Vec<u8> = (0..100).collect();
-        assert_eq!(
-            carve(1000, data.clone(), &[(0, 10)]),
-            vec![(1000, data.clone())]
-        );
-        let runs = carve(
-            1000,
-            data.clone(),
-            &[(1010, 1020), (1015, 1030), (1090, 2000)],
-        );
-        assert_eq!(
-            runs,
-            vec![(1000, data[..10].to_vec()), (1030, data[30..90].to_vec())]
-        );
-        assert!(carve(1000, data, &[(900, 1100)]).is_empty());
-    }
 }

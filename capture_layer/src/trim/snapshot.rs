@@ -128,11 +128,10 @@ fn read_memory(d: &DeviceData, out: &mut Vec<(u64, u64, Vec<u8>)>, gaps: &mut Ve
         }
         if !m.host_visible || force_gpu {
             hidden.push((handle, m.size, m.type_index));
-            if let Some(map) = m.mapped.as_mut().filter(|map| !map.ptr.is_null()) {
-                // SAFETY: the app's mapping is valid while the state lock is held.
-                map.shadow =
-                    unsafe { std::slice::from_raw_parts(map.ptr as *const u8, map.size as usize) }
-                        .to_vec();
+            if let Some(map) = m.mapped.as_mut() {
+                if let Err(e) = map.baseline() {
+                    runtime::log_once("memory-guard", &crate::state::unguarded(&e));
+                }
             }
             continue;
         }
@@ -141,8 +140,10 @@ fn read_memory(d: &DeviceData, out: &mut Vec<(u64, u64, Vec<u8>)>, gaps: &mut Ve
                 // SAFETY: the app's mapping is valid while the state lock is held.
                 let live =
                     unsafe { std::slice::from_raw_parts(map.ptr as *const u8, map.size as usize) };
-                map.shadow = live.to_vec();
-                out.push((handle, map.offset, map.shadow.clone()));
+                if let Err(e) = map.baseline() {
+                    runtime::log_once("memory-guard", &crate::state::unguarded(&e));
+                }
+                out.push((handle, map.offset, live.to_vec()));
                 if map.offset > 0 || map.size < m.size {
                     gaps.push(format!(
                         "memory {handle:#x}: only its mapped range [{}, +{}) of {} bytes is in the snapshot",
