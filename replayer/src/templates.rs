@@ -15,36 +15,6 @@ pub struct Entry {
     pub stride: u64,
 }
 
-/// The handles of one descriptor of type `ty`: (byte offset in its info, object type).
-/// Fields a descriptor type ignores (the sampler of a sampled image, the view of a sampler) are
-/// left out: apps may leave garbage there.
-fn handle_fields(ty: vk::DescriptorType) -> &'static [(usize, vk::ObjectType)] {
-    const SAMPLER: &[(usize, vk::ObjectType)] = &[(0, vk::ObjectType::SAMPLER)];
-    const COMBINED: &[(usize, vk::ObjectType)] = &[
-        (0, vk::ObjectType::SAMPLER),
-        (8, vk::ObjectType::IMAGE_VIEW),
-    ];
-    const IMAGE: &[(usize, vk::ObjectType)] = &[(8, vk::ObjectType::IMAGE_VIEW)];
-    const BUFFER: &[(usize, vk::ObjectType)] = &[(0, vk::ObjectType::BUFFER)];
-    const VIEW: &[(usize, vk::ObjectType)] = &[(0, vk::ObjectType::BUFFER_VIEW)];
-    const AS: &[(usize, vk::ObjectType)] = &[(0, vk::ObjectType::ACCELERATION_STRUCTURE_KHR)];
-    match ty {
-        vk::DescriptorType::SAMPLER => SAMPLER,
-        vk::DescriptorType::COMBINED_IMAGE_SAMPLER => COMBINED,
-        vk::DescriptorType::SAMPLED_IMAGE
-        | vk::DescriptorType::STORAGE_IMAGE
-        | vk::DescriptorType::INPUT_ATTACHMENT => IMAGE,
-        vk::DescriptorType::UNIFORM_BUFFER
-        | vk::DescriptorType::STORAGE_BUFFER
-        | vk::DescriptorType::UNIFORM_BUFFER_DYNAMIC
-        | vk::DescriptorType::STORAGE_BUFFER_DYNAMIC => BUFFER,
-        vk::DescriptorType::UNIFORM_TEXEL_BUFFER | vk::DescriptorType::STORAGE_TEXEL_BUFFER => VIEW,
-        vk::DescriptorType::ACCELERATION_STRUCTURE_KHR => AS,
-        // Inline uniform blocks are plain bytes.
-        _ => &[],
-    }
-}
-
 /// Visits every non-null handle in `data` as `f(entry, descriptor, info, object, handle)`: the
 /// entry's index, the descriptor's index in it, the byte offset of its info in `data`, and the
 /// handle's object type. Descriptors the data is too short for are left out ([`translate`] says
@@ -55,7 +25,8 @@ pub fn each_handle(
     mut f: impl FnMut(usize, u64, usize, vk::ObjectType, u64) -> Result<(), String>,
 ) -> Result<(), String> {
     for (k, e) in entries.iter().enumerate() {
-        let fields = handle_fields(vk::DescriptorType::from_raw(e.descriptor_type));
+        let fields =
+            vkstream::descriptor::handle_fields(vk::DescriptorType::from_raw(e.descriptor_type));
         if fields.is_empty() {
             continue;
         }
@@ -96,7 +67,7 @@ pub fn translate(
 ) -> Result<(), String> {
     for e in entries {
         let ty = vk::DescriptorType::from_raw(e.descriptor_type);
-        let fields = handle_fields(ty);
+        let fields = vkstream::descriptor::handle_fields(ty);
         if fields.is_empty() {
             continue;
         }

@@ -12,6 +12,7 @@
 //! their raw bytes; pNext chains as tagged elements (see [`encode::pnext`]).
 
 pub mod coverage;
+pub mod descriptor;
 mod generated;
 pub mod multiview;
 

@@ -44,30 +44,12 @@ pub(super) fn template_entries(call: &Call) -> Option<Vec<TplEntry>> {
     )
 }
 
-/// The handles one descriptor of type `ty` holds in its info: (byte offset, object type).
-/// Fields the type ignores (the sampler of a sampled image) are left out: apps leave garbage there.
+/// The handles one descriptor of type `ty` holds in its info (`vkstream::descriptor`), without
+/// acceleration structures: not objects the tracker follows.
 fn handle_fields(ty: vk::DescriptorType) -> &'static [(usize, vk::ObjectType)] {
-    const SAMPLER: &[(usize, vk::ObjectType)] = &[(0, vk::ObjectType::SAMPLER)];
-    const COMBINED: &[(usize, vk::ObjectType)] = &[
-        (0, vk::ObjectType::SAMPLER),
-        (8, vk::ObjectType::IMAGE_VIEW),
-    ];
-    const IMAGE: &[(usize, vk::ObjectType)] = &[(8, vk::ObjectType::IMAGE_VIEW)];
-    const HANDLE: &[(usize, vk::ObjectType)] = &[(0, vk::ObjectType::BUFFER)];
-    const VIEW: &[(usize, vk::ObjectType)] = &[(0, vk::ObjectType::BUFFER_VIEW)];
     match ty {
-        vk::DescriptorType::SAMPLER => SAMPLER,
-        vk::DescriptorType::COMBINED_IMAGE_SAMPLER => COMBINED,
-        vk::DescriptorType::SAMPLED_IMAGE
-        | vk::DescriptorType::STORAGE_IMAGE
-        | vk::DescriptorType::INPUT_ATTACHMENT => IMAGE,
-        vk::DescriptorType::UNIFORM_BUFFER
-        | vk::DescriptorType::STORAGE_BUFFER
-        | vk::DescriptorType::UNIFORM_BUFFER_DYNAMIC
-        | vk::DescriptorType::STORAGE_BUFFER_DYNAMIC => HANDLE,
-        vk::DescriptorType::UNIFORM_TEXEL_BUFFER | vk::DescriptorType::STORAGE_TEXEL_BUFFER => VIEW,
-        // Inline uniform blocks are bytes; acceleration structures are not tracked objects here.
-        _ => &[],
+        vk::DescriptorType::ACCELERATION_STRUCTURE_KHR => &[],
+        _ => vkstream::descriptor::handle_fields(ty),
     }
 }
 
