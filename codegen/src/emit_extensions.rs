@@ -68,7 +68,7 @@ pub struct Facts {
     /// Enum and bits types that extensions add values to.
     extended_enums: BTreeSet<String>,
     /// Every value vk.xml defines for each (non-bitmask) enum type, core and extensions alike:
-    /// the replay's checks refuse others (`emit_replay::checks_rs`).
+    /// the replay's checks refuse others (`emit_checks::checks_rs`).
     pub enum_values: BTreeMap<String, BTreeSet<i64>>,
     extended_bits: BTreeSet<String>,
 }

@@ -8,7 +8,7 @@
 //! freshness test says so) until `cargo run -p codegen` is run again.
 
 use crate::analyze::Analysis;
-use crate::emit_replay::kind_of;
+use crate::emit_checks::kind_of;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 

@@ -4,6 +4,7 @@
 
 pub mod analyze;
 pub mod config;
+pub mod emit_checks;
 pub mod emit_extensions;
 pub mod emit_features;
 pub mod emit_layer;
@@ -126,7 +127,7 @@ fn render_files(vk_xml: &Path) -> Result<Vec<(PathBuf, String)>> {
         ),
         (
             "replayer/src/generated/checks.rs".into(),
-            emit_replay::checks_rs(&reg, &an, &facts.enum_values),
+            emit_checks::checks_rs(&reg, &an, &facts.enum_values),
         ),
         (
             "replayer/src/generated/overrides.rs".into(),
