@@ -67,9 +67,9 @@ struct Overlay {
 const RENDER_PASS_CONTINUE: u32 = 0x2;
 
 impl GpuWaits {
-    /// What a call replayed without error changes (`first`: its first handle, the command
-    /// buffer of a recorded command).
-    pub(super) fn after(&mut self, first: u64, call: &Call, result: i32) {
+    /// What a call replayed without error changes (`cb`: the command buffer of a recorded
+    /// command).
+    pub(super) fn after(&mut self, cb: Option<u64>, call: &Call, result: i32) {
         match call {
             Call::vkBeginCommandBuffer(p) => {
                 let flags = p.p_begin_info.as_ref().map_or(0, |i| i.flags);
@@ -89,8 +89,17 @@ impl GpuWaits {
             | Call::vkSetEvent(_)
             | Call::vkResetEvent(_)
             | Call::vkCreateEvent(_) => self.host(call),
-            _ => self.recorded(first, call),
+            _ => {
+                if let Some(cb) = cb {
+                    self.recorded(cb, call);
+                }
+            }
         }
+    }
+
+    /// A command buffer was freed (by itself or with its pool): its recording goes with it.
+    pub(super) fn forget(&mut self, cb: u64) {
+        self.recs.remove(&cb);
     }
 
     /// Records `call` into command buffer `cb`'s list (a recorded command).

@@ -435,6 +435,7 @@ impl Sync {
     pub(super) fn destroyed(&mut self, t: &Table, ty: vk::ObjectType, h: u64, st: St) {
         if ty == vk::ObjectType::COMMAND_BUFFER {
             self.named.remove(&h);
+            self.waits.forget(h);
         }
         match st {
             St::Cb(i) if t.cb_data(i).ran => {
@@ -456,7 +457,9 @@ impl Sync {
         (first, slot): (u64, u32),
         seq: u64,
     ) {
-        self.waits.after(first, call, result);
+        // Only a recorded command's first handle is a command buffer (in a slot).
+        self.waits
+            .after((slot != u32::MAX).then_some(first), call, result);
         match call {
             Call::vkCmdBeginQuery(p) => uses(t, slot, p.query_pool, p.query, 1),
             Call::vkCmdBeginQueryIndexedEXT(p) => uses(t, slot, p.query_pool, p.query, 1),
