@@ -18,6 +18,7 @@ pub mod hostile;
 pub mod process;
 pub mod real;
 pub mod scratch;
+pub mod synth;
 pub mod trace;
 pub mod vulkan;
 pub mod zink;

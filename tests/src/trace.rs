@@ -25,6 +25,17 @@ pub fn read_trace(path: &Path) -> Trace {
 }
 
 impl Trace {
+    /// The `QueryResult` records of a results file, in order.
+    pub fn query_results(self) -> Vec<format::record::QueryResult> {
+        self.records
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::QueryResult(q) => Some(q),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Records of type `name` (`Frame`, `Submit`, ...).
     pub fn count(&self, name: &str) -> usize {
         self.records

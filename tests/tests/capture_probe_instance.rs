@@ -82,14 +82,7 @@ fn replay(trace: &Path) -> (serde_json::Value, Vec<QueryResult>) {
     if validate {
         assert_eq!(json["validation_messages"], 0, "{json}");
     }
-    let rows = read_trace(&results)
-        .records
-        .into_iter()
-        .filter_map(|r| match r {
-            Record::QueryResult(q) => Some(q),
-            _ => None,
-        })
-        .collect();
+    let rows = read_trace(&results).query_results();
     (json, rows)
 }
 

@@ -146,14 +146,7 @@ fn replay(trace: &Path) -> (serde_json::Value, Vec<format::record::QueryResult>)
     // Our replay adds no validation messages to what the app did (it dropped VK_KHR_display but
     // kept an extension that requires it).
     assert_eq!(json["validation_messages"], 0, "{json}");
-    let rows = read_trace(&results)
-        .records
-        .into_iter()
-        .filter_map(|r| match r {
-            Record::QueryResult(q) => Some(q),
-            _ => None,
-        })
-        .collect();
+    let rows = read_trace(&results).query_results();
     (json, rows)
 }
 

@@ -3,14 +3,10 @@
 //! listed by hand and refused otherwise, and structs of an extension lavapipe lacks, used and
 //! unused, through the portability rules.
 
-use std::path::Path;
-
 use ash::vk;
 use ash::vk::Handle as _;
-use format::record::{self, FileKind, Header, Record};
-use format::TraceWriter;
+use quarry_tests::synth::Records;
 use replayer::ReplayOptions;
-use vkstream::Encoder;
 
 const INSTANCE: u64 = 0x1000;
 const PHYSICAL: u64 = 0x2000;
@@ -36,52 +32,25 @@ fn has_extension(name: &str) -> bool {
         .is_some_and(|g| g.extensions.iter().any(|e| e == name))
 }
 
-/// Records of one trace, one call at a time.
-struct Trace {
-    records: Vec<Record>,
-    seq: u64,
+/// A synthetic trace (`quarry_tests::synth`) and the calls these tests make of it.
+struct Trace(Records);
+
+impl std::ops::Deref for Trace {
+    type Target = Records;
+    fn deref(&self) -> &Records {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Trace {
+    fn deref_mut(&mut self) -> &mut Records {
+        &mut self.0
+    }
 }
 
 impl Trace {
     fn new() -> Self {
-        let names = vkstream::COMMANDS.iter().map(|s| s.to_string()).collect();
-        Trace {
-            records: vec![Record::CommandTable(names)],
-            seq: 0,
-        }
-    }
-
-    fn call(&mut self, name: &str, encode: impl FnOnce(&mut Encoder)) -> u64 {
-        let mut e = Encoder::new();
-        encode(&mut e);
-        self.seq += 1;
-        self.records.push(Record::Call(record::Call {
-            seq: self.seq,
-            thread: 1,
-            cmd: vkstream::command_id(name).expect("known command"),
-            host_ns: 1_000_000 * self.seq,
-            result: 0,
-            params: e.into_bytes(),
-        }));
-        self.seq
-    }
-
-    fn write(&self, path: &Path) {
-        let w = TraceWriter::create(
-            path,
-            Header {
-                kind: FileKind::Trace,
-                writer: "replay test".into(),
-                created_unix_ns: 0,
-                device: None,
-                application: "device chain".into(),
-            },
-        )
-        .unwrap();
-        for r in &self.records {
-            w.write(r).unwrap();
-        }
-        w.finish().unwrap();
+        Trace(Records::new("device chain"))
     }
 
     /// Instance, the first GPU, and a device with one queue of family 0 created from `dci`

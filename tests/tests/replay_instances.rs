@@ -91,14 +91,7 @@ fn replay(trace: &Path) -> (serde_json::Value, Vec<QueryResult>) {
     assert!(out.status.success(), "replay: {}", output_text(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["validation_messages"], 0, "{json}");
-    let rows = read_trace(&results)
-        .records
-        .into_iter()
-        .filter_map(|r| match r {
-            Record::QueryResult(q) => Some(q),
-            _ => None,
-        })
-        .collect();
+    let rows = read_trace(&results).query_results();
     (json, rows)
 }
 
